@@ -1,0 +1,46 @@
+"""The `hlo` command: a click group with one module per command.
+
+Commands are imported only when they run, so `hlo --help` stays instant.
+"""
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from .. import __version__
+
+_COMMANDS = {
+    "fmt": ("hlo_cli.cli.fmt", "fmt", "Print a module in XLA's canonical text form."),
+    "info": ("hlo_cli.cli.info", "info", "Summarize a module: entry signature, counts, opcodes, sources."),
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(_COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in _COMMANDS:
+            return None
+        mod, attr, _ = _COMMANDS[name]
+        return getattr(importlib.import_module(mod), attr)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, help_) for name, (_, _, help_) in _COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+EPILOG = """Exit codes: 0 success; 1 the module is wrong (syntax or shape error, failed run,
+mismatch); 2 usage error or unreadable input; 3 internal error in hlo (please report).
+Set HLO_DEBUG=1 to see Python tracebacks of internal errors."""
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
+@click.version_option(__version__, "-V", "--version", prog_name="hlo")
+def main():
+    """Read XLA's HLO text, check it, and run it."""
+
+
+__all__ = ["main"]

@@ -1,0 +1,78 @@
+"""Typed errors with source locations, and the documented exit codes.
+
+Library code raises these; only hlo_cli/cli prints them and exits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ExitCode:
+    OK = 0
+    FAILURE = 1          # the module is wrong: syntax/shape error, runtime failure, mismatch
+    USAGE = 2            # bad command line, unreadable or unusable input file
+    INTERNAL = 3         # a bug in hlo itself (reported without a traceback unless HLO_DEBUG=1)
+
+
+@dataclass
+class Diagnostic:
+    message: str
+    file: str = "<string>"
+    line: int = 0
+    column: int = 0
+    severity: str = "error"
+    code: str = "E000"
+    instruction: str | None = None
+    source_line: str | None = None
+
+    @property
+    def location(self) -> str:
+        if self.line:
+            return f"{self.file}:{self.line}:{self.column}"
+        return self.file
+
+    def format(self, with_source: bool = True) -> str:
+        text = f"{self.location}: {self.severity}: {self.message}"
+        if with_source and self.source_line is not None and self.line:
+            src = self.source_line.rstrip("\n")
+            # keep very long lines readable: show a window around the column
+            col = max(self.column, 1)
+            if len(src) > 160:
+                start = max(0, col - 80)
+                snippet = ("..." if start else "") + src[start:start + 160] + ("..." if start + 160 < len(src) else "")
+                caret_col = col - start + (3 if start else 0)
+            else:
+                snippet, caret_col = src, col
+            text += "\n  " + snippet + "\n  " + " " * (caret_col - 1) + "^"
+        return text
+
+
+class HloError(Exception):
+    """Base of all errors about a user's module or inputs."""
+    exit_code = ExitCode.FAILURE
+
+    def __init__(self, message: str, diagnostics: list[Diagnostic] | None = None):
+        super().__init__(message)
+        self.diagnostics = diagnostics or []
+
+    def format(self) -> str:
+        if self.diagnostics:
+            return "\n".join(d.format() for d in self.diagnostics)
+        return f"error: {self}"
+
+
+class HloSyntaxError(HloError):
+    """The text is not valid HLO (syntax, names, literals, attributes)."""
+
+
+class HloShapeError(HloError):
+    """The module is syntactically valid but violates XLA's shape rules."""
+
+
+class HloEvalError(HloError):
+    """Evaluation failed."""
+
+
+class HloInputError(HloError):
+    """A file or argument given on the command line cannot be used."""
+    exit_code = ExitCode.USAGE

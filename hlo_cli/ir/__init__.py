@@ -1,0 +1,1 @@
+"""The IR: element types, shapes and layouts, typed attributes, modules, the opcode table."""

@@ -1,0 +1,1126 @@
+"""Typed attribute values, their decoders from the parser's generic values, and their text form.
+
+The grammar reads every attribute value into a small generic structure (words,
+quoted strings, shapes, integer lists and {}/[]/() groups); the opcode table
+names the *kind* of each attribute and `decode(kind, value)` turns the generic
+value into one of the typed values below.  `str(value)` gives XLA's spelling.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from .shape import Shape
+
+
+class AttrError(ValueError):
+    """A malformed attribute value; the parser adds the location."""
+
+
+# ----------------------------------------------------------------------------- generic values
+
+class Word(str):
+    """A bare word: 3x3, kLoop, %comp, b01f_01io->b01f, true, -1."""
+
+
+class Quoted(str):
+    """A quoted string, unescaped; `raw` keeps the source spelling."""
+    raw: str
+
+    def __new__(cls, value: str, raw: str | None = None):
+        obj = super().__new__(cls, value)
+        obj.raw = raw if raw is not None else quote(value)
+        return obj
+
+
+class IntList(tuple):
+    """{1,2,3}"""
+
+
+@dataclass(frozen=True)
+class Group:
+    open: str                 # '{', '[' or '('
+    items: tuple
+    text: str = field(default="", compare=False)   # the source text of the whole group
+
+    def values(self):
+        """Items without separators."""
+        return [i for i in self.items if not isinstance(i, Sep)]
+
+
+@dataclass(frozen=True)
+class KV:
+    key: str
+    value: Any
+
+
+class Sep(str):
+    """',' or '<=' inside a group or attribute value sequence."""
+
+
+@dataclass(frozen=True)
+class Seq:
+    """Juxtaposed values of one attribute: [2,4]<=[8]T(1,0)."""
+    items: tuple
+
+
+def quote(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7f:
+            out.append("\\%03o" % ord(ch))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+_ESC = re.compile(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)", re.S)
+_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?": "?", "a": "\a",
+           "b": "\b", "f": "\f", "v": "\v"}
+
+
+def unquote(raw: str) -> str:
+    body = raw[1:-1]
+    if "\\" not in body:
+        return body
+
+    def sub(m):
+        e = m.group(1)
+        if e[0] == "x":
+            return chr(int(e[1:], 16))
+        if e[0] in "01234567":
+            return chr(int(e, 8))
+        return _SIMPLE.get(e, e)
+    return _ESC.sub(sub, body)
+
+
+def generic_text(v) -> str:
+    """Canonical text of a generic value (used for 'raw' kinds and messages)."""
+    if isinstance(v, Quoted):
+        return v.raw
+    if isinstance(v, IntList):
+        return "{" + ",".join(map(str, v)) + "}"
+    if isinstance(v, Shape):
+        return str(v)
+    if isinstance(v, Group):
+        close = {"{": "}", "[": "]", "(": ")"}[v.open]
+        parts, prev_sep = [], True
+        for it in v.items:
+            if isinstance(it, Sep):
+                parts.append(str(it))
+                prev_sep = True
+                continue
+            if not prev_sep:
+                parts.append(" ")
+            parts.append(generic_text(it))
+            prev_sep = False
+        return v.open + "".join(parts) + close
+    if isinstance(v, KV):
+        return f"{v.key}={generic_text(v.value)}"
+    if isinstance(v, Seq):
+        return "".join(generic_text(i) for i in v.items)
+    return str(v)
+
+
+# ----------------------------------------------------------------------------- typed values
+
+@dataclass(frozen=True)
+class WindowDim:
+    size: int = 1
+    stride: int = 1
+    padding_low: int = 0
+    padding_high: int = 0
+    window_dilation: int = 1
+    base_dilation: int = 1
+    window_reversal: bool = False
+
+
+@dataclass(frozen=True)
+class Window:
+    dimensions: tuple[WindowDim, ...] = ()
+
+    def __str__(self) -> str:
+        ds = self.dimensions
+        if not ds:
+            return "{}"
+        parts = ["size=" + "x".join(str(d.size) for d in ds)]
+        if any(d.stride != 1 for d in ds):
+            parts.append("stride=" + "x".join(str(d.stride) for d in ds))
+        if any(d.padding_low or d.padding_high for d in ds):
+            parts.append("pad=" + "x".join(f"{d.padding_low}_{d.padding_high}" for d in ds))
+        if any(d.base_dilation != 1 for d in ds):
+            parts.append("lhs_dilate=" + "x".join(str(d.base_dilation) for d in ds))
+        if any(d.window_dilation != 1 for d in ds):
+            parts.append("rhs_dilate=" + "x".join(str(d.window_dilation) for d in ds))
+        if any(d.window_reversal for d in ds):
+            parts.append("rhs_reversal=" + "x".join("1" if d.window_reversal else "0" for d in ds))
+        return "{" + " ".join(parts) + "}"
+
+
+@dataclass(frozen=True)
+class ConvDimensionNumbers:
+    input_batch_dimension: int
+    input_feature_dimension: int
+    input_spatial_dimensions: tuple[int, ...]
+    kernel_input_feature_dimension: int
+    kernel_output_feature_dimension: int
+    kernel_spatial_dimensions: tuple[int, ...]
+    output_batch_dimension: int
+    output_feature_dimension: int
+    output_spatial_dimensions: tuple[int, ...]
+
+    def __str__(self) -> str:
+        n = len(self.input_spatial_dimensions)
+
+        def render(rank, named, spatial):
+            chars = ["?"] * rank
+            for pos, ch in named:
+                if 0 <= pos < rank:
+                    chars[pos] = ch
+            for k, pos in enumerate(spatial):
+                if 0 <= pos < rank:
+                    chars[pos] = str(k) if k < 10 else f"[{k}]"   # XLA spells only single digits
+            return "".join(chars)
+        lhs = render(n + 2, [(self.input_batch_dimension, "b"), (self.input_feature_dimension, "f")],
+                     self.input_spatial_dimensions)
+        rhs = render(n + 2, [(self.kernel_input_feature_dimension, "i"),
+                             (self.kernel_output_feature_dimension, "o")], self.kernel_spatial_dimensions)
+        out = render(n + 2, [(self.output_batch_dimension, "b"), (self.output_feature_dimension, "f")],
+                     self.output_spatial_dimensions)
+        return f"{lhs}_{rhs}->{out}"
+
+
+@dataclass(frozen=True)
+class SliceDim:
+    start: int
+    limit: int
+    stride: int = 1
+
+
+@dataclass(frozen=True)
+class SliceSpec:
+    dimensions: tuple[SliceDim, ...]
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(
+            f"[{d.start}:{d.limit}" + (f":{d.stride}]" if d.stride != 1 else "]")
+            for d in self.dimensions) + "}"
+
+
+@dataclass(frozen=True)
+class PaddingDim:
+    low: int = 0
+    high: int = 0
+    interior: int = 0
+
+
+@dataclass(frozen=True)
+class PaddingConfig:
+    dimensions: tuple[PaddingDim, ...]
+
+    def __str__(self) -> str:
+        interior = any(d.interior for d in self.dimensions)
+        return "x".join(f"{d.low}_{d.high}" + (f"_{d.interior}" if interior else "")
+                        for d in self.dimensions)
+
+
+@dataclass(frozen=True)
+class IotaReplicaGroups:
+    """[g,n]<=[dims]T(perm): group g's members are row g of iota(dims) transposed by perm, reshaped."""
+    group_shape: tuple[int, int]
+    reshape_dims: tuple[int, ...]
+    transpose_perm: tuple[int, ...] = ()
+
+    def groups(self) -> tuple[tuple[int, ...], ...]:
+        import numpy as np
+        n = 1
+        for d in self.reshape_dims:
+            n *= d
+        a = np.arange(n).reshape(self.reshape_dims)
+        if self.transpose_perm:
+            a = a.transpose(self.transpose_perm)
+        a = a.reshape(self.group_shape)
+        return tuple(tuple(int(x) for x in row) for row in a)
+
+    def __str__(self) -> str:
+        s = f"[{','.join(map(str, self.group_shape))}]<=[{','.join(map(str, self.reshape_dims))}]"
+        if self.transpose_perm:
+            s += f"T({','.join(map(str, self.transpose_perm))})"
+        return s
+
+
+@dataclass(frozen=True)
+class ReplicaGroups:
+    groups: tuple[tuple[int, ...], ...]
+
+    def __str__(self) -> str:
+        return "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in self.groups) + "}"
+
+
+@dataclass(frozen=True)
+class TileAssignment:
+    dims: tuple[int, ...]
+    devices: tuple[int, ...] | None = None          # explicit device list
+    iota: IotaReplicaGroups | None = None           # or iota form: [dims]<=[reshape]T(perm)
+
+    def __str__(self) -> str:
+        d = "[" + ",".join(map(str, self.dims)) + "]"
+        if self.iota is not None:
+            s = d + "<=[" + ",".join(map(str, self.iota.reshape_dims)) + "]"
+            if self.iota.transpose_perm:
+                s += "T(" + ",".join(map(str, self.iota.transpose_perm)) + ")"
+            return s
+        return d + ",".join(map(str, self.devices or ()))
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """An HloSharding: replicated, maximal, manual, unknown, tiled, or a tuple of shardings."""
+    kind: str                                   # replicated | maximal | manual | unknown | tiled | tuple | unreduced
+    device: int | None = None                   # maximal
+    tile_assignment: TileAssignment | None = None
+    last_tile_dim_replicate: bool = False
+    last_tile_dims: tuple[str, ...] = ()        # subgroup types: manual, replicated, ...
+    elements: tuple["Sharding", ...] = ()       # tuple shardings
+    shard_group: str | None = None              # "shard_as 1" / "shard_like 2"
+    metadata: tuple[str, ...] = ()              # raw metadata texts
+    extra: tuple[str, ...] = ()                 # other words kept verbatim
+
+    def __str__(self) -> str:
+        if self.kind == "tuple":
+            return "{" + ", ".join(str(e) for e in self.elements) + "}"
+        if self.kind == "raw":
+            return self.extra[0]
+        parts: list[str] = []
+        if self.kind == "maximal":
+            parts.append(f"maximal device={self.device}")
+        elif self.kind == "tiled":
+            parts.append(f"devices={self.tile_assignment}")
+            if self.last_tile_dim_replicate:
+                parts.append("last_tile_dim_replicate")
+            if self.last_tile_dims:
+                parts.append("last_tile_dims={" + ", ".join(self.last_tile_dims) + "}")
+        else:
+            parts.append(self.kind)
+        parts.extend(self.extra)
+        if self.shard_group:
+            parts.append(self.shard_group)
+        for m in self.metadata:
+            parts.append(f"metadata={m}")
+        return "{" + " ".join(parts) + "}"
+
+
+_MD_FIELD = re.compile(r'\s*([A-Za-z_][\w]*)=("(?:[^"\\]|\\.)*"|\{[^{}]*\}|[^\s}]+)')
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """metadata={...}, kept as its source text and decoded on demand."""
+    text: str            # including the braces
+
+    @cached_property
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        body = self.text[1:-1]
+        for m in _MD_FIELD.finditer(body):
+            k, v = m.group(1), m.group(2)
+            if v.startswith('"'):
+                out[k] = unquote(v)
+            else:
+                try:
+                    out[k] = int(v)
+                except ValueError:
+                    out[k] = v
+        return out
+
+    @property
+    def op_name(self) -> str | None:
+        return self.fields.get("op_name")
+
+    @property
+    def op_type(self) -> str | None:
+        return self.fields.get("op_type")
+
+    @property
+    def source_file(self) -> str | None:
+        return self.fields.get("source_file")
+
+    @property
+    def source_line(self) -> int | None:
+        return self.fields.get("source_line")
+
+    @property
+    def stack_frame_id(self) -> int | None:
+        return self.fields.get("stack_frame_id")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """backend_config: a quoted string or raw JSON, kept verbatim; `.json` decodes it."""
+    text: str            # as written after '='
+
+    @property
+    def is_raw_json(self) -> bool:
+        return self.text.startswith("{")
+
+    @cached_property
+    def string(self) -> str:
+        return unquote(self.text) if self.text.startswith('"') else self.text
+
+    @property
+    def json(self) -> Any:
+        s = self.string
+        if not s:
+            return None
+        try:
+            return json.loads(s)
+        except ValueError:
+            return None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class AliasEntry:
+    output_index: tuple[int, ...]
+    operand_index: int
+    operand_shape_index: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OutputOperandAliasing:
+    entries: tuple[AliasEntry, ...]
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(
+            f"{_shape_index(e.output_index)}: ({e.operand_index}, {_shape_index(e.operand_shape_index)})"
+            for e in self.entries) + "}"
+
+
+@dataclass(frozen=True)
+class InputOutputAlias:
+    """Module header input_output_alias: {output_index: (param, param_index, kind)}."""
+    entries: tuple[tuple[tuple[int, ...], int, tuple[int, ...], str | None], ...]
+
+    def __str__(self) -> str:
+        parts = []
+        for out, p, pidx, kind in self.entries:
+            s = f"{_shape_index(out)}: ({p}, {_shape_index(pidx)}"
+            if kind:
+                s += f", {kind}"
+            parts.append(s + ")")
+        return "{ " + ", ".join(parts) + " }" if parts else "{}"
+
+
+@dataclass(frozen=True)
+class BufferDonors:
+    entries: tuple[tuple[int, tuple[int, ...]], ...]
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(f"({p}, {_shape_index(i)})" for p, i in self.entries) + "}"
+
+
+def _shape_index(idx) -> str:
+    return "{" + ",".join(map(str, idx)) + "}"
+
+
+@dataclass(frozen=True)
+class ComputationLayout:
+    """entry_computation_layout={(p0, p1)->result}"""
+    parameters: tuple[Shape, ...]
+    result: Shape
+
+    def __str__(self) -> str:
+        return "{(" + ", ".join(map(str, self.parameters)) + ")->" + str(self.result) + "}"
+
+
+@dataclass(frozen=True)
+class RawValue:
+    """An attribute value kept as (canonicalized) source text."""
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Enum:
+    """A bare identifier attribute (direction=LT, kind=kLoop, ...)."""
+    value: str
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            return self.value == other
+        return isinstance(other, Enum) and self.value == other.value
+
+    def __hash__(self):
+        return hash(self.value)
+
+
+@dataclass(frozen=True)
+class ComputationRef:
+    name: str             # without '%'
+
+    def __str__(self) -> str:
+        return "%" + self.name
+
+
+@dataclass(frozen=True)
+class InlineComputation:
+    """A called computation written inline: to_apply={ ... }; the parser lifts it into the module."""
+    name: str
+
+    def __str__(self) -> str:
+        return "%" + self.name
+
+
+# ----------------------------------------------------------------------------- decoders
+
+def _word(v, what="a word") -> str:
+    if isinstance(v, (Word, Quoted)) and not isinstance(v, Quoted):
+        return str(v)
+    if isinstance(v, str) and not isinstance(v, Quoted):
+        return str(v)
+    raise AttrError(f"expected {what}, got '{generic_text(v)}'")
+
+
+def _int(v) -> int:
+    try:
+        return int(_word(v, "an integer"))
+    except ValueError:
+        raise AttrError(f"expected an integer, got '{generic_text(v)}'") from None
+
+
+def _int_tuple(v, what="a list of integers like {1,2}") -> tuple[int, ...]:
+    if isinstance(v, IntList):
+        return tuple(v)
+    if isinstance(v, Group) and v.open == "{":
+        try:
+            return tuple(int(_word(x)) for x in v.values())
+        except (ValueError, AttrError):
+            pass
+    raise AttrError(f"expected {what}, got '{generic_text(v)}'")
+
+
+def dec_int(v, ctx=None):
+    return _int(v)
+
+
+def dec_float(v, ctx=None):
+    try:
+        return float(_word(v, "a number"))
+    except ValueError:
+        raise AttrError(f"expected a number, got '{generic_text(v)}'") from None
+
+
+def dec_bool(v, ctx=None):
+    w = _word(v, "true or false")
+    if w in ("true", "false"):
+        return w == "true"
+    raise AttrError(f"expected true or false, got '{w}'")
+
+
+def dec_string(v, ctx=None):
+    if isinstance(v, Quoted):
+        return str(v)
+    raise AttrError(f'expected a quoted string, got \'{generic_text(v)}\'')
+
+
+def dec_name(v, ctx=None):
+    return Enum(_word(v, "a name"))
+
+
+def make_enum(allowed: tuple[str, ...]):
+    lowered = {a.lower(): a for a in allowed}
+
+    def dec(v, ctx=None):
+        w = _word(v, "one of " + ", ".join(allowed))
+        if w in allowed:
+            return Enum(w)
+        if w.lower() in lowered:
+            return Enum(lowered[w.lower()])
+        raise AttrError(f"expected one of {', '.join(allowed)}, got '{w}'")
+    return dec
+
+
+def dec_dims(v, ctx=None):
+    return _int_tuple(v)
+
+
+def dec_dims_list(v, ctx=None):
+    if isinstance(v, Group) and v.open == "{":
+        return tuple(_int_tuple(x) for x in v.values())
+    if isinstance(v, IntList) and not v:
+        return ()
+    raise AttrError(f"expected a list of lists like {{{{0,1}},{{2}}}}, got '{generic_text(v)}'")
+
+
+def _comp_name(v) -> str:
+    if isinstance(v, InlineComputation):
+        return v.name
+    w = _word(v, "a computation name")
+    return w[1:] if w.startswith("%") else w
+
+
+def dec_computation(v, ctx=None):
+    if isinstance(v, InlineComputation):
+        return ComputationRef(v.name)
+    return ComputationRef(_comp_name(v))
+
+
+def dec_computations(v, ctx=None):
+    if isinstance(v, Group) and v.open == "{":
+        return tuple(ComputationRef(_comp_name(x)) for x in v.values())
+    if isinstance(v, IntList) and not v:
+        return ()
+    raise AttrError(f"expected a list of computations like {{%a, %b}}, got '{generic_text(v)}'")
+
+
+def dec_instructions(v, ctx=None):
+    if isinstance(v, Group) and v.open == "{":
+        return tuple(_comp_name(x) for x in v.values())
+    if isinstance(v, IntList) and not v:
+        return ()
+    raise AttrError(f"expected a list of instructions like {{%a, %b}}, got '{generic_text(v)}'")
+
+
+def _xs(text: str) -> list[str]:
+    return text.split("x")
+
+
+def dec_window(v, ctx=None):
+    if isinstance(v, IntList) and not v:
+        return Window(())
+    if not (isinstance(v, Group) and v.open == "{"):
+        raise AttrError(f"expected a window like {{size=3x3 stride=2x2}}, got '{generic_text(v)}'")
+    fields: dict[str, list[str]] = {}
+    for it in v.values():
+        if not isinstance(it, KV):
+            raise AttrError(f"unexpected '{generic_text(it)}' in window")
+        fields[it.key] = _xs(_word(it.value, f"a value for window {it.key}"))
+    known = {"size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal"}
+    for k in fields:
+        if k not in known:
+            raise AttrError(f"unknown window field '{k}' (expected one of {', '.join(sorted(known))})")
+    if "size" not in fields:
+        raise AttrError("window must have a size=")
+    n = len(fields["size"])
+    for k, vals in fields.items():
+        if len(vals) != n:
+            raise AttrError(f"window {k} has {len(vals)} dimensions but size has {n}")
+    try:
+        dims = []
+        for i in range(n):
+            lo = hi = 0
+            if "pad" in fields:
+                p = fields["pad"][i].split("_")
+                if len(p) != 2:
+                    raise ValueError
+                lo, hi = int(p[0]), int(p[1])
+            dims.append(WindowDim(
+                size=int(fields["size"][i]),
+                stride=int(fields["stride"][i]) if "stride" in fields else 1,
+                padding_low=lo, padding_high=hi,
+                window_dilation=int(fields["rhs_dilate"][i]) if "rhs_dilate" in fields else 1,
+                base_dilation=int(fields["lhs_dilate"][i]) if "lhs_dilate" in fields else 1,
+                window_reversal=(fields["rhs_reversal"][i] == "1") if "rhs_reversal" in fields else False))
+    except ValueError:
+        raise AttrError(f"malformed window '{generic_text(v)}'") from None
+    return Window(tuple(dims))
+
+
+_LABEL_RE = re.compile(r"^(\w+)_(\w+)->(\w+)$")
+
+
+def _split_labels(s: str) -> list[str]:
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "[":
+            j = s.index("]", i)
+            out.append(s[i + 1:j])
+            i = j + 1
+        else:
+            out.append(s[i])
+            i += 1
+    return out
+
+
+def dec_conv_dnums(v, ctx=None):
+    w = _word(v, "dim_labels like b01f_01io->b01f")
+    m = re.match(r"^([\w\[\]]+)_([\w\[\]]+)->([\w\[\]]+)$", w)
+    if not m:
+        raise AttrError(f"expected dim_labels like b01f_01io->b01f, got '{w}'")
+    lhs, rhs, out = (_split_labels(g) for g in m.groups())
+    if not (len(lhs) == len(rhs) == len(out)):
+        raise AttrError(f"dim_labels '{w}': input, kernel and output must have the same rank")
+
+    def pick(labels, a, b, part):
+        if labels.count(a) != 1 or labels.count(b) != 1:
+            raise AttrError(f"dim_labels '{w}': {part} must name '{a}' and '{b}' exactly once")
+        spatial = sorted((int(c), i) for i, c in enumerate(labels) if c.isdigit())
+        if [s for s, _ in spatial] != list(range(len(labels) - 2)):
+            raise AttrError(f"dim_labels '{w}': {part} spatial dimensions must be 0..{len(labels) - 3}")
+        return labels.index(a), labels.index(b), tuple(i for _, i in spatial)
+    ib, if_, isp = pick(lhs, "b", "f", "input")
+    ki, ko, ksp = pick(rhs, "i", "o", "kernel")
+    ob, of, osp = pick(out, "b", "f", "output")
+    return ConvDimensionNumbers(ib, if_, isp, ki, ko, ksp, ob, of, osp)
+
+
+def dec_slice(v, ctx=None):
+    if isinstance(v, IntList) and not v:
+        return SliceSpec(())
+    if not (isinstance(v, Group) and v.open == "{"):
+        raise AttrError(f"expected a slice like {{[0:2], [1:5:2]}}, got '{generic_text(v)}'")
+    dims = []
+    for it in v.values():
+        if not (isinstance(it, Group) and it.open == "["):
+            raise AttrError(f"expected [start:limit:stride] in slice, got '{generic_text(it)}'")
+        text = "".join(generic_text(x) for x in it.items)
+        parts = text.split(":")
+        try:
+            nums = [int(p) for p in parts]
+        except ValueError:
+            raise AttrError(f"malformed slice dimension '[{text}]'") from None
+        if len(nums) == 2:
+            dims.append(SliceDim(nums[0], nums[1]))
+        elif len(nums) == 3:
+            dims.append(SliceDim(*nums))
+        else:
+            raise AttrError(f"malformed slice dimension '[{text}]'")
+    return SliceSpec(tuple(dims))
+
+
+def dec_padding(v, ctx=None):
+    w = _word(v, "padding like 0_0x1_2_1")
+    dims = []
+    for part in w.split("x"):
+        nums = part.split("_")
+        try:
+            vals = [int(n) for n in nums]
+        except ValueError:
+            raise AttrError(f"malformed padding '{w}'") from None
+        if len(vals) == 2:
+            dims.append(PaddingDim(vals[0], vals[1]))
+        elif len(vals) == 3:
+            dims.append(PaddingDim(*vals))
+        else:
+            raise AttrError(f"malformed padding '{w}': each dimension is low_high or low_high_interior")
+    return PaddingConfig(tuple(dims))
+
+
+def _bracket_ints(g) -> tuple[int, ...]:
+    if isinstance(g, Group) and g.open in "[(":
+        try:
+            return tuple(int(_word(x)) for x in g.values())
+        except (ValueError, AttrError):
+            pass
+    raise AttrError(f"expected a list of integers, got '{generic_text(g)}'")
+
+
+def _iota(items, what) -> tuple[tuple[int, ...], IotaReplicaGroups]:
+    # [dims]<=[reshape]T(perm)
+    items = list(items)
+    if len(items) < 3 or not (isinstance(items[1], Sep) and items[1] == "<="):
+        raise AttrError(f"malformed iota {what}")
+    dims = _bracket_ints(items[0])
+    reshape = _bracket_ints(items[2])
+    perm: tuple[int, ...] = ()
+    rest = items[3:]
+    if rest:
+        if len(rest) == 2 and rest[0] == "T":
+            perm = _bracket_ints(rest[1])
+        else:
+            raise AttrError(f"malformed iota {what}")
+    return dims, IotaReplicaGroups(tuple(dims[:2]) if len(dims) >= 2 else tuple(dims), reshape, perm)
+
+
+def dec_replica_groups(v, ctx=None):
+    if isinstance(v, Seq):
+        dims, iota = _iota(v.items, "replica groups (expected [groups,size]<=[dims]T(perm))")
+        if len(dims) != 2:
+            raise AttrError("iota replica groups need two dimensions: [groups,size]")
+        n = 1
+        for d in iota.reshape_dims:
+            n *= d
+        if dims[0] * dims[1] != n:
+            raise AttrError(f"iota replica groups [{dims[0]},{dims[1]}] do not match {n} devices")
+        if iota.transpose_perm and sorted(iota.transpose_perm) != list(range(len(iota.reshape_dims))):
+            raise AttrError("iota replica groups: T(...) must be a permutation of the reshape dimensions")
+        return iota
+    if isinstance(v, IntList) and not v:
+        return ReplicaGroups(())
+    if isinstance(v, Group) and v.open == "{":
+        return ReplicaGroups(tuple(_int_tuple(g) for g in v.values()))
+    raise AttrError(f"expected replica groups like {{{{0,1}},{{2,3}}}} or [2,2]<=[4], got '{generic_text(v)}'")
+
+
+def dec_source_target_pairs(v, ctx=None):
+    if isinstance(v, IntList) and not v:
+        return ()
+    if isinstance(v, Group) and v.open == "{":
+        pairs = []
+        for g in v.values():
+            t = _int_tuple(g)
+            if len(t) != 2:
+                raise AttrError(f"source_target_pairs entries are {{source,target}}, got '{generic_text(g)}'")
+            pairs.append(t)
+        return tuple(pairs)
+    raise AttrError(f"expected source_target_pairs like {{{{0,1}},{{1,0}}}}, got '{generic_text(v)}'")
+
+
+def _sharding_one(g) -> Sharding:
+    if isinstance(g, IntList) and not g:
+        return Sharding("tuple")
+    if not (isinstance(g, Group) and g.open == "{"):
+        raise AttrError(f"expected a sharding like {{replicated}}, got '{generic_text(g)}'")
+    items = list(g.items)
+    # a tuple sharding: every item is a group
+    vals = [i for i in items if not isinstance(i, Sep)]
+    if vals and all(isinstance(i, (Group, IntList)) for i in vals):
+        return Sharding("tuple", elements=tuple(_sharding_one(i) for i in vals))
+    kind = None
+    device = None
+    tile = None
+    ltdr = False
+    ltd: tuple[str, ...] = ()
+    group = None
+    metadata = []
+    extra = []
+    i = 0
+    while i < len(items):
+        it = items[i]
+        if isinstance(it, Sep):
+            i += 1
+            continue
+        if isinstance(it, KV):
+            if it.key == "device":
+                device = _int(it.value)
+            elif it.key == "devices":
+                dims = _bracket_ints(it.value)
+                i += 1
+                if i + 1 < len(items) and isinstance(items[i], Sep) and items[i] == "<=":
+                    reshape = _bracket_ints(items[i + 1])
+                    i += 2
+                    perm: tuple[int, ...] = ()
+                    if i + 1 < len(items) and items[i] == "T" and isinstance(items[i + 1], Group):
+                        perm = _bracket_ints(items[i + 1])
+                        i += 2
+                    tile = TileAssignment(dims, iota=IotaReplicaGroups(dims, reshape, perm))
+                else:
+                    devs = []
+                    while i < len(items):
+                        x = items[i]
+                        if isinstance(x, Sep) and x == ",":
+                            i += 1
+                            continue
+                        if isinstance(x, Word) and re.fullmatch(r"\d+", x):
+                            devs.append(int(x))
+                            i += 1
+                            continue
+                        break
+                    tile = TileAssignment(dims, devices=tuple(devs))
+                kind = "tiled"
+                continue
+            elif it.key == "last_tile_dims":
+                if isinstance(it.value, Group):
+                    ltd = tuple(str(x) for x in it.value.values())
+                else:
+                    ltd = ()
+            elif it.key == "metadata":
+                metadata.append(generic_text(it.value))
+            else:
+                extra.append(generic_text(it))
+            i += 1
+            continue
+        w = str(it) if isinstance(it, Word) else generic_text(it)
+        if w in ("replicated", "manual", "unknown", "maximal", "unreduced") and kind is None:
+            kind = w
+        elif w == "last_tile_dim_replicate":
+            ltdr = True
+        elif w in ("shard_as", "shard_like") and i + 1 < len(items):
+            group = f"{w} {items[i + 1]}"
+            i += 1
+        else:
+            extra.append(w)
+        i += 1
+    if kind is None:
+        # newer forms (named mesh shardings, ...) are kept as written
+        return Sharding("raw", extra=(g.text or generic_text(g),))
+    if kind == "maximal" and device is None:
+        raise AttrError("a maximal sharding needs device=N")
+    if tile is not None:
+        n = 1
+        for d in tile.dims:
+            n *= d
+        count = len(tile.devices) if tile.devices is not None else n
+        if tile.iota is not None:
+            m = 1
+            for d in tile.iota.reshape_dims:
+                m *= d
+            count = m
+        if count != n:
+            raise AttrError(f"sharding tile assignment {list(tile.dims)} needs {n} devices, got {count}")
+    return Sharding(kind, device, tile, ltdr, ltd, (), group, tuple(metadata), tuple(extra))
+
+
+def dec_sharding(v, ctx=None):
+    return _sharding_one(v)
+
+
+def dec_metadata(v, ctx=None):
+    if isinstance(v, Metadata):
+        return v
+    if isinstance(v, IntList) and not v:
+        return Metadata("{}")
+    if isinstance(v, Group) and v.open == "{":
+        return Metadata(v.text or generic_text(v))
+    raise AttrError(f"expected metadata={{...}}, got '{generic_text(v)}'")
+
+
+def dec_backend_config(v, ctx=None):
+    if isinstance(v, BackendConfig):
+        return v
+    if isinstance(v, Quoted):
+        return BackendConfig(v.raw)
+    if isinstance(v, (Group, IntList)):
+        return BackendConfig(getattr(v, "text", "") or generic_text(v))
+    raise AttrError(f"expected a quoted string or {{json}}, got '{generic_text(v)}'")
+
+
+def dec_frontend_attributes(v, ctx=None):
+    if isinstance(v, IntList) and not v:
+        return FrontendAttributes(())
+    if not (isinstance(v, Group) and v.open == "{"):
+        raise AttrError(f'expected frontend attributes like {{key="value"}}, got \'{generic_text(v)}\'')
+    out = []
+    for it in v.values():
+        if not isinstance(it, KV):
+            raise AttrError(f"expected key=value in frontend attributes, got '{generic_text(it)}'")
+        val = it.value
+        out.append((it.key, str(val) if isinstance(val, Quoted) else generic_text(val)))
+    return FrontendAttributes(tuple(out))
+
+
+@dataclass(frozen=True)
+class FrontendAttributes:
+    items: tuple[tuple[str, str], ...]
+
+    def __str__(self) -> str:
+        return "{" + ",".join(f"{k}={quote(v)}" for k, v in sorted(self.items)) + "}"
+
+    def __getitem__(self, key):
+        return dict(self.items)[key]
+
+
+def dec_precision_list(v, ctx=None):
+    if isinstance(v, IntList) and not v:
+        return ()
+    if isinstance(v, Group) and v.open == "{":
+        return tuple(Enum(_word(x, "a precision").lower()) for x in v.values())
+    raise AttrError(f"expected a precision list like {{default,highest}}, got '{generic_text(v)}'")
+
+
+def dec_shape(v, ctx=None):
+    if isinstance(v, Shape):
+        return v
+    if isinstance(v, Group) and v.open == "(":
+        return _tuple_shape(v)
+    raise AttrError(f"expected a shape, got '{generic_text(v)}'")
+
+
+def _tuple_shape(g: Group) -> Shape:
+    shapes = []
+    for x in g.values():
+        if isinstance(x, Shape):
+            shapes.append(x)
+        elif isinstance(x, Group) and x.open == "(":
+            shapes.append(_tuple_shape(x))
+        else:
+            raise AttrError(f"expected a shape, got '{generic_text(x)}'")
+    return Shape.tuple_of(shapes)
+
+
+@dataclass(frozen=True)
+class ShapeList:
+    shapes: tuple[Shape, ...]
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(map(str, self.shapes)) + "}"
+
+
+def dec_shape_list(v, ctx=None):
+    if isinstance(v, IntList) and not v:
+        return ShapeList(())
+    if isinstance(v, Group) and v.open == "{":
+        return ShapeList(tuple(dec_shape(x) for x in v.values()))
+    raise AttrError(f"expected a list of shapes, got '{generic_text(v)}'")
+
+
+def _split_colon_entries(g: Group):
+    """{ {0}: (1, {}), {1}: (0, {0}) } -> [({0}, Group(...)), ...]"""
+    items = [i for i in g.items if not (isinstance(i, Sep) and i == ",")]
+    out = []
+    i = 0
+    while i < len(items):
+        idx = items[i]
+        if i + 2 >= len(items) + 0 and not (i + 2 < len(items)):
+            raise AttrError(f"malformed aliasing entry in '{generic_text(g)}'")
+        colon = items[i + 1]
+        target = items[i + 2]
+        if str(colon) != ":":
+            raise AttrError(f"expected ':' in '{generic_text(g)}'")
+        out.append((_int_tuple(idx), target))
+        i += 3
+    return out
+
+
+def dec_output_to_operand_aliasing(v, ctx=None):
+    if isinstance(v, IntList) and not v:
+        return OutputOperandAliasing(())
+    if not (isinstance(v, Group) and v.open == "{"):
+        raise AttrError(f"expected aliasing like {{{{0}}: (1, {{}})}}, got '{generic_text(v)}'")
+    entries = []
+    for out, tgt in _split_colon_entries(v):
+        if not (isinstance(tgt, Group) and tgt.open == "("):
+            raise AttrError(f"expected (operand, {{index}}), got '{generic_text(tgt)}'")
+        vals = tgt.values()
+        if len(vals) != 2:
+            raise AttrError(f"expected (operand, {{index}}), got '{generic_text(tgt)}'")
+        entries.append(AliasEntry(out, _int(vals[0]), _int_tuple(vals[1])))
+    return OutputOperandAliasing(tuple(entries))
+
+
+def dec_input_output_alias(v, ctx=None):
+    if isinstance(v, IntList) and not v:
+        return InputOutputAlias(())
+    if not (isinstance(v, Group) and v.open == "{"):
+        raise AttrError(f"expected input_output_alias like {{ {{0}}: (0, {{}}) }}, got '{generic_text(v)}'")
+    entries = []
+    for out, tgt in _split_colon_entries(v):
+        if not (isinstance(tgt, Group) and tgt.open == "("):
+            raise AttrError(f"expected (parameter, {{index}}[, kind]), got '{generic_text(tgt)}'")
+        vals = tgt.values()
+        if len(vals) not in (2, 3):
+            raise AttrError(f"expected (parameter, {{index}}[, kind]), got '{generic_text(tgt)}'")
+        kind = _word(vals[2]) if len(vals) == 3 else None
+        if kind is not None and kind not in ("may-alias", "must-alias"):
+            raise AttrError(f"alias kind must be may-alias or must-alias, got '{kind}'")
+        entries.append((out, _int(vals[0]), _int_tuple(vals[1]), kind))
+    return InputOutputAlias(tuple(entries))
+
+
+def dec_buffer_donor(v, ctx=None):
+    if isinstance(v, IntList) and not v:
+        return BufferDonors(())
+    if not (isinstance(v, Group) and v.open == "{"):
+        raise AttrError(f"expected buffer_donor like {{ (0, {{}}) }}, got '{generic_text(v)}'")
+    out = []
+    for t in v.values():
+        if not (isinstance(t, Group) and t.open == "("):
+            raise AttrError(f"expected (parameter, {{index}}), got '{generic_text(t)}'")
+        vals = t.values()
+        if len(vals) != 2:
+            raise AttrError(f"expected (parameter, {{index}}), got '{generic_text(t)}'")
+        out.append((_int(vals[0]), _int_tuple(vals[1])))
+    return BufferDonors(tuple(out))
+
+
+def dec_computation_layout(v, ctx=None):
+    if isinstance(v, Group) and v.open == "{":
+        vals = list(v.items)
+        if len(vals) == 3 and isinstance(vals[0], Group) and vals[0].open == "(" and vals[1] == "->":
+            params = tuple(dec_shape(x) for x in vals[0].values())
+            return ComputationLayout(params, dec_shape(vals[2]))
+    raise AttrError(f"expected a computation layout like {{(f32[2]{{0}})->f32[2]{{0}}}}, got '{generic_text(v)}'")
+
+
+def dec_bool_list(v, ctx=None):
+    if isinstance(v, Group) and v.open == "{":
+        return tuple(dec_bool(x) for x in v.values())
+    if isinstance(v, IntList) and not v:
+        return ()
+    return (dec_bool(v),)
+
+
+def dec_raw(v, ctx=None):
+    if isinstance(v, Quoted):
+        return RawValue(v.raw)
+    return RawValue(generic_text(v))
+
+
+def dec_literal(v, ctx=None):
+    return RawValue(generic_text(v))
+
+
+DECODERS = {
+    "int": dec_int, "float": dec_float, "bool": dec_bool, "string": dec_string, "name": dec_name,
+    "dims": dec_dims, "dims_list": dec_dims_list, "computation": dec_computation,
+    "computations": dec_computations, "instructions": dec_instructions, "window": dec_window,
+    "conv_dnums": dec_conv_dnums, "slice": dec_slice, "padding": dec_padding,
+    "replica_groups": dec_replica_groups, "source_target_pairs": dec_source_target_pairs,
+    "sharding": dec_sharding, "metadata": dec_metadata, "backend_config": dec_backend_config,
+    "frontend_attributes": dec_frontend_attributes, "precision_list": dec_precision_list,
+    "shape": dec_shape, "shape_list": dec_shape_list,
+    "output_to_operand_aliasing": dec_output_to_operand_aliasing,
+    "literal": dec_literal, "statistics": dec_raw, "result_accuracy": dec_raw,
+    "sparsity": dec_raw, "original_value": dec_raw, "raw": dec_raw,
+    "input_output_alias": dec_input_output_alias, "buffer_donor": dec_buffer_donor,
+    "computation_layout": dec_computation_layout, "bool_list": dec_bool_list,
+}
+
+
+def decoder(kind: str):
+    if kind.startswith("enum:"):
+        d = _ENUM_CACHE.get(kind)
+        if d is None:
+            d = _ENUM_CACHE[kind] = make_enum(tuple(kind[5:].split("|")))
+        return d
+    return DECODERS.get(kind, dec_raw)
+
+
+_ENUM_CACHE: dict[str, Any] = {}
+
+
+def attr_text(value) -> str:
+    """XLA's spelling of a decoded attribute value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        r = repr(value)
+        return r[:-2] if r.endswith(".0") else r
+    if isinstance(value, tuple):
+        if value and isinstance(value[0], ComputationRef):
+            return "{" + ", ".join(map(str, value)) + "}"
+        if value and isinstance(value[0], Enum):
+            return "{" + ",".join(map(str, value)) + "}"
+        if value and isinstance(value[0], tuple):
+            return "{" + ",".join("{" + ",".join(map(str, t)) + "}" for t in value) + "}"
+        if value and isinstance(value[0], str):
+            return "{" + ", ".join("%" + s for s in value) + "}"
+        if value and isinstance(value[0], bool):
+            return "{" + ",".join("true" if b else "false" for b in value) + "}"
+        return "{" + ",".join(map(str, value)) + "}"
+    if isinstance(value, str):
+        return quote(value)
+    return str(value)

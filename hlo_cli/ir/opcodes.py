@@ -1,0 +1,434 @@
+"""The opcode table: the one place that declares every HLO opcode XLA knows.
+
+Each row names an opcode's text spelling, its family, how many operands it
+takes and which attributes it accepts (with the kind of value each attribute
+holds).  The parser uses the table to reject unknown opcodes and unknown
+attributes; shape and evaluation rules register against it by name.
+
+Source of truth: XLA's HLO parser (`xla/hlo/parser/hlo_parser.cc`,
+`HloParserImpl::ParseInstructionRhs` / `CreateInstruction`) and opcode list
+(`xla/hlo/ir/hlo_opcode.h`), as built into the installed jaxlib (0.10.2, 133
+opcodes).  The attribute names of every row were checked against that parser
+(its "unexpected attribute ... Allowed attributes: ..." message), and the
+required ones by leaving each out.  Newer XLA sources also have `atan`,
+`collective-reduce` and `shuffle` (and e.g. `topk is_stable`, `compare order`,
+convolution `algorithm`/`block_scaling_config`); the installed parser rejects
+them, so they are not listed here.
+
+Text-format notes the table cannot express:
+  * `<op>-start` / `<op>-update` / `<op>-done` for an `<op>` that is not itself
+    an opcode spelling (e.g. `custom-call-start`, `fusion-start`, `call-done`)
+    is sugar for async-start / async-update / async-done wrapping `<op>`; the
+    -start form takes `<op>`'s attributes plus async-start's.  XLA's printer
+    emits this sugar whenever the async computation is a single instruction.
+  * `parameter(N)` and `constant(literal)` carry their number / literal inside
+    the parentheses; they have no operands (min = max = 0).
+  * Some requirements depend on operands: broadcast's `dimensions` may be
+    omitted when the operand is a scalar; conditional needs
+    `true_computation` + `false_computation` for a pred[] selector but
+    `branch_computations` for an s32[] one; async-update / async-done take
+    `calls` / `async_execution_thread` only to check them against the start.
+  * Names that lex as keywords cannot name instructions: `inf`, `nan`, `true`,
+    `false`, `ROOT`, `ENTRY`, `HloModule`, `token`, ...
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# ---------------------------------------------------------------------------
+# Attribute kinds.  Every attribute value in HLO text is decoded by the kind
+# named here (see hlo_cli/ir/attributes.py for the decoders):
+#
+#   int, float, bool, string ("..." quoted), name (bare identifier),
+#   enum:A|B|C            bare identifier, one of the listed spellings
+#   dims                  {1,2,3}  (possibly empty {})
+#   dims_list             {{0,1},{2,3}}
+#   computation           %comp or comp (or an inline { ... } body)
+#   computations          {%a, %b}
+#   instructions          {%a, %b}            (control-predecessors)
+#   window                {size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=.. rhs_dilate=.. rhs_reversal=..}
+#   conv_dnums            b01f_01io->b01f
+#   slice                 {[0:2], [1:5:2]}
+#   padding               0_0x1_2_1
+#   replica_groups        {{0,1},{2,3}} or [2,4]<=[8] or [4,2]<=[2,4]T(1,0)
+#   source_target_pairs   {{0,1},{1,2}}
+#   sharding              {replicated} {maximal device=0} {devices=[2,1]0,1} {{..},{..}} ...
+#   metadata              {op_name="..." source_file="..." source_line=3 ...}
+#   backend_config        "escaped string" or raw {json}
+#   frontend_attributes   {key="value", ...}   (a value may also be a raw {...} group)
+#   precision_list        {default, highest}
+#   shape                 f32[2]{0}
+#   shape_list            {f32[2]{0}, s32[]}
+#   output_to_operand_aliasing  {{0}: (1, {}), {1}: (0, {0})}
+#   literal               a literal value, led by its shape: f32[3]{0} {1, 2, 3}
+#   statistics            {visualizing_index=1,stat-0=0.5}
+#   result_accuracy       {tolerance={atol=0,rtol=0,ulps=1}} or {mode=highest}
+#                         (tolerance fields are comma-separated)
+#   sparsity              L.0@2:4 (old dot sparsity descriptors, '_'-separated;
+#                         not accepted by this XLA version, kept for old dumps)
+#   original_value        {{"name"}} / {({0}, "name", {})} ...   (printed as origin=)
+#   raw                   anything; kept as its source text
+#
+# Kinds added with the table:
+#   bool_list             {true, false}        (parameter_replication)
+#   domain                {kind="sharding", entry={maximal device=0}, exit={replicated}}
+#   sparsity_config       {lhs={sparsity=2x4 dimension=1 stride=2} rhs={...}}
+#                         (lhs/rhs and their fields are space-separated)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str                      # text spelling, e.g. "get-tuple-element"
+    family: str                    # see FAMILIES
+    min_operands: int = 0
+    max_operands: int | None = None  # None: variadic
+    attrs: dict[str, str] = field(default_factory=dict)   # attribute name -> kind
+    required: frozenset[str] = frozenset()                # attributes that must be present
+
+    def __hash__(self) -> int:  # attrs is a dict; identity by name is enough
+        return hash(self.name)
+
+
+# Attributes every instruction may carry, whatever its opcode (the parser
+# declares these in ParseInstructionRhs before dispatching on the opcode).
+COMMON_ATTRS: dict[str, str] = {
+    "sharding": "sharding",
+    "frontend_attributes": "frontend_attributes",
+    "statistics": "statistics",
+    # Meant for entry parameters, but accepted on any instruction; it must have
+    # one entry per leaf buffer of the instruction's shape.
+    "parameter_replication": "bool_list",
+    "control-predecessors": "instructions",
+    "origin": "original_value",
+    "metadata": "metadata",
+    "backend_config": "backend_config",
+}
+
+FAMILIES = (
+    "elementwise_unary",    # one array in, same-shaped array out
+    "elementwise_binary",
+    "elementwise_ternary",  # select, clamp
+    "compare",
+    "convert",              # element-type changes
+    "shape",                # layout / shape manipulation without arithmetic
+    "dynamic_shape",        # dynamic dimension sizes
+    "reduction",            # ops driven by a to_apply-style computation over elements
+    "linalg",
+    "normalization",        # batch-norm-*
+    "indexing",
+    "tuple",
+    "control",              # ops that call computations or run asynchronously
+    "collective",
+    "io",                   # infeed / outfeed / send / recv
+    "rng",
+    "memory",               # copies between buffers / memory spaces
+    "misc",
+)
+
+# ----------------------------------------------------------------------------- enum spellings
+
+# Spellings as XLA prints them.  XLA reads precision, rng distribution, rng
+# algorithm and result-accuracy mode case-insensitively; the others must match.
+_DIRECTION = "enum:EQ|NE|GE|GT|LE|LT"
+_COMPARISON_TYPE = "enum:FLOAT|TOTALORDER|SIGNED|UNSIGNED"
+_FFT_TYPE = "enum:FFT|IFFT|RFFT|IRFFT"
+_FUSION_KIND = "enum:kLoop|kInput|kOutput|kCustom"
+_CONVOLUTION_KIND = "enum:fprop|wgrad|dgrad|unset"
+_DISTRIBUTION = "enum:rng_uniform|rng_normal|rng_invalid"
+_RNG_ALGORITHM = "enum:rng_default|rng_three_fry|rng_philox"
+_TRANSPOSE = "enum:NO_TRANSPOSE|TRANSPOSE|ADJOINT|TRANSPOSE_INVALID"
+_PADDING_TYPE = "enum:PADDING_VALID|PADDING_SAME|PADDING_INVALID"
+_SCHEDULE = "enum:SCHEDULE_NONE|SCHEDULE_LATEST|SCHEDULE_EARLIEST"
+# API_VERSION_UNSPECIFIED is rejected by the parser.
+_API_VERSION = ("enum:API_VERSION_ORIGINAL|API_VERSION_STATUS_RETURNING|"
+                "API_VERSION_STATUS_RETURNING_UNIFIED|API_VERSION_TYPED_FFI")
+# Collective op group mode: parsed (and ignored) on all-reduce, all-reduce-start
+# and reduce-scatter only.
+_GROUP_MODE = "enum:cross_replica|cross_partition|cross_replica_and_partition|flattened_id"
+_DOT_ALGORITHM = (
+    "enum:unset|dot_any_f8_any_f8_f32|dot_any_f8_any_f8_f32_fast_accum|"
+    "dot_f16_f16_f16|dot_f16_f16_f32|dot_bf16_bf16_bf16|dot_bf16_bf16_f32|"
+    "dot_bf16_bf16_f32_x3|dot_bf16_bf16_f32_x6|dot_bf16_bf16_f32_x9|"
+    "dot_tf32_tf32_f32|dot_tf32_tf32_f32_x3|dot_f32_f32_f32|dot_f64_f64_f64"
+)
+
+# ----------------------------------------------------------------------------- shared attribute groups
+
+_RESULT_ACCURACY = {"result_accuracy": "result_accuracy"}
+
+_DOT_DIMS = {
+    "lhs_batch_dims": "dims",
+    "lhs_contracting_dims": "dims",
+    "rhs_batch_dims": "dims",
+    "rhs_contracting_dims": "dims",
+    "operand_precision": "precision_list",
+}
+
+_ALL_GATHER = {
+    "replica_groups": "replica_groups",
+    "channel_id": "int",
+    "dimensions": "dims",               # exactly one dimension
+    "constrain_layout": "bool",
+    "use_global_device_ids": "bool",
+}
+
+_ALL_REDUCE = {
+    "to_apply": "computation",
+    "replica_groups": "replica_groups",
+    "channel_id": "int",
+    "constrain_layout": "bool",
+    "use_global_device_ids": "bool",   # needs channel_id
+    "mode": _GROUP_MODE,
+}
+
+_COLLECTIVE_PERMUTE = {
+    "source_target_pairs": "source_target_pairs",
+    "channel_id": "int",
+    # with slice_sizes the op takes exactly 4 operands:
+    # input, output, input start indices, output start indices
+    "slice_sizes": "dims_list",
+}
+
+_CHANNEL = {"channel_id": "int", "is_host_transfer": "bool"}   # send/recv: -done must repeat the channel_id
+
+_ASYNC = {"async_execution_thread": "string", "calls": "computation"}
+
+
+def _op(name: str, family: str, min_operands: int, max_operands: int | None,
+        attrs: dict[str, str] | None = None, required: tuple[str, ...] = ()) -> OpSpec:
+    return OpSpec(name, family, min_operands, max_operands, dict(attrs or {}), frozenset(required))
+
+
+def _unary(name: str, attrs: dict[str, str] | None = None) -> OpSpec:
+    return _op(name, "elementwise_unary", 1, 1, attrs)
+
+
+def _binary(name: str) -> OpSpec:
+    return _op(name, "elementwise_binary", 2, 2)
+
+
+_SPECS = (
+    # --- elementwise unary --------------------------------------------------
+    # These accept result_accuracy (XLA's "unary ops with result accuracy").
+    *(_unary(n, _RESULT_ACCURACY) for n in (
+        "acos", "acosh", "asin", "asinh", "atanh", "cbrt", "cosine", "cosh", "erf",
+        "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
+        "rsqrt", "sine", "sinh", "sqrt", "tan", "tanh",
+    )),
+    *(_unary(n) for n in (
+        "abs", "ceil", "count-leading-zeros", "floor", "imag", "is-finite", "negate",
+        "not", "popcnt", "real", "round-nearest-afz", "round-nearest-even", "sign",
+    )),
+
+    # --- elementwise binary / ternary ---------------------------------------
+    *(_binary(n) for n in (
+        "add", "subtract", "multiply", "divide", "remainder", "power", "maximum",
+        "minimum", "atan2", "complex", "and", "or", "xor", "shift-left",
+        "shift-right-arithmetic", "shift-right-logical", "mulhi",
+    )),
+    _op("select", "elementwise_ternary", 3, 3),
+    _op("clamp", "elementwise_ternary", 3, 3),          # clamp(min, operand, max)
+
+    # --- compare / convert --------------------------------------------------
+    _op("compare", "compare", 2, 2, {"direction": _DIRECTION, "type": _COMPARISON_TYPE},
+        required=("direction",)),
+    _op("convert", "convert", 1, 1),
+    _op("bitcast-convert", "convert", 1, 1),
+    _op("stochastic-convert", "convert", 2, 2),         # (operand, random bits)
+    _op("reduce-precision", "convert", 1, 1, {"exponent_bits": "int", "mantissa_bits": "int"},
+        required=("exponent_bits", "mantissa_bits")),
+
+    # --- shape --------------------------------------------------------------
+    # dimensions is optional when the operand is a scalar (then it means {}).
+    _op("broadcast", "shape", 1, 1, {"dimensions": "dims"}),
+    _op("reshape", "shape", 1, 1, {"inferred_dimension": "int"}),
+    _op("transpose", "shape", 1, 1, {"dimensions": "dims"}, required=("dimensions",)),
+    _op("slice", "shape", 1, 1, {"slice": "slice"}, required=("slice",)),
+    _op("pad", "shape", 2, 2, {"padding": "padding"}, required=("padding",)),
+    _op("concatenate", "shape", 1, None, {"dimensions": "dims"}, required=("dimensions",)),
+    _op("reverse", "shape", 1, 1, {"dimensions": "dims"}, required=("dimensions",)),
+    _op("iota", "shape", 0, 0, {"iota_dimension": "int"}, required=("iota_dimension",)),
+    _op("bitcast", "shape", 1, 1),
+
+    # --- dynamic shapes -----------------------------------------------------
+    # dynamic-reshape(operand, one s32[] size per result dimension)
+    _op("dynamic-reshape", "dynamic_shape", 1, None),
+    _op("get-dimension-size", "dynamic_shape", 1, 1, {"dimensions": "dims"},
+        required=("dimensions",)),
+    _op("set-dimension-size", "dynamic_shape", 2, 2, {"dimensions": "dims"},
+        required=("dimensions",)),
+
+    # --- reductions and other computation-driven ops ------------------------
+    # reduce / reduce-window: N inputs followed by N init values (even count).
+    _op("reduce", "reduction", 2, None, {"dimensions": "dims", "to_apply": "computation"},
+        required=("dimensions", "to_apply")),
+    _op("reduce-window", "reduction", 2, None, {"window": "window", "to_apply": "computation"},
+        required=("to_apply",)),
+    _op("select-and-scatter", "reduction", 3, 3,
+        {"window": "window", "select": "computation", "scatter": "computation"},
+        required=("select", "scatter")),
+    _op("map", "reduction", 1, None, {"dimensions": "dims", "to_apply": "computation"},
+        required=("to_apply",)),
+    _op("sort", "reduction", 1, None,
+        {"dimensions": "dims", "is_stable": "bool", "to_apply": "computation"},
+        required=("dimensions", "to_apply")),
+    _op("topk", "reduction", 1, 1, {"k": "int", "largest": "bool"}, required=("k",)),
+    # scan(inputs..., carries...): the last num_carries operands are carries.
+    _op("scan", "reduction", 1, None,
+        {"dimensions": "dims", "num_carries": "int", "is_reverse": "bool",
+         "is_associative": "bool", "to_apply": "computation"},
+        required=("dimensions", "num_carries", "to_apply")),
+
+    # --- linear algebra -----------------------------------------------------
+    # No dimension attribute of dot is required (absent lists mean {}).
+    _op("dot", "linalg", 2, 2, {**_DOT_DIMS, "algorithm": _DOT_ALGORITHM}),
+    _op("convolution", "linalg", 2, 2,
+        {"window": "window", "dim_labels": "conv_dnums", "feature_group_count": "int",
+         "batch_group_count": "int", "convolution_kind": _CONVOLUTION_KIND,
+         "operand_precision": "precision_list", "sparsity_config": "sparsity_config"},
+        required=("dim_labels",)),
+    _op("fft", "linalg", 1, 1, {"fft_type": _FFT_TYPE, "fft_length": "dims"},
+        required=("fft_type", "fft_length")),
+    # triangular-solve / cholesky read their options as TriangularSolveOptions /
+    # CholeskyOptions proto fields; false booleans are not printed.
+    _op("triangular-solve", "linalg", 2, 2,
+        {"left_side": "bool", "lower": "bool", "unit_diagonal": "bool", "transpose_a": _TRANSPOSE}),
+    _op("cholesky", "linalg", 1, 1, {"lower": "bool"}),
+    # ragged-dot(lhs, rhs, group_sizes)
+    _op("ragged-dot", "linalg", 3, 3,
+        {**_DOT_DIMS, "lhs_ragged_dims": "dims", "rhs_group_dims": "dims"}),
+    # scaled-dot(lhs, lhs_scale, rhs, rhs_scale)
+    _op("scaled-dot", "linalg", 4, 4, {**_DOT_DIMS, "algorithm": _DOT_ALGORITHM}),
+
+    # --- normalization ------------------------------------------------------
+    _op("batch-norm-training", "normalization", 3, 3,          # operand, scale, offset
+        {"epsilon": "float", "feature_index": "int"}, required=("epsilon", "feature_index")),
+    _op("batch-norm-inference", "normalization", 5, 5,         # operand, scale, offset, mean, variance
+        {"epsilon": "float", "feature_index": "int"}, required=("epsilon", "feature_index")),
+    _op("batch-norm-grad", "normalization", 5, 5,              # operand, scale, mean, variance, grad_output
+        {"epsilon": "float", "feature_index": "int"}, required=("epsilon", "feature_index")),
+
+    # --- indexing -----------------------------------------------------------
+    _op("gather", "indexing", 2, 2,
+        {"offset_dims": "dims", "collapsed_slice_dims": "dims", "start_index_map": "dims",
+         "index_vector_dim": "int", "slice_sizes": "dims", "indices_are_sorted": "bool",
+         "operand_batching_dims": "dims", "start_indices_batching_dims": "dims"},
+        required=("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
+                  "slice_sizes")),
+    # scatter(operands..., indices, updates...): an odd operand count.
+    _op("scatter", "indexing", 3, None,
+        {"update_window_dims": "dims", "inserted_window_dims": "dims",
+         "scatter_dims_to_operand_dims": "dims", "index_vector_dim": "int",
+         "indices_are_sorted": "bool", "unique_indices": "bool",
+         "input_batching_dims": "dims", "scatter_indices_batching_dims": "dims",
+         "to_apply": "computation"},
+        required=("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+                  "index_vector_dim", "to_apply")),
+    # dynamic-slice(operand, one scalar start index per dimension); the parser
+    # also takes the legacy form (operand, rank-1 index vector).
+    _op("dynamic-slice", "indexing", 1, None, {"dynamic_slice_sizes": "dims"},
+        required=("dynamic_slice_sizes",)),
+    _op("dynamic-update-slice", "indexing", 2, None),  # (operand, update, start indices...)
+
+    # --- tuples -------------------------------------------------------------
+    _op("tuple", "tuple", 0, None),
+    _op("get-tuple-element", "tuple", 1, 1, {"index": "int"}, required=("index",)),
+
+    # --- control flow, calls, async -----------------------------------------
+    _op("call", "control", 0, None, {"to_apply": "computation", "is_composite": "bool"},
+        required=("to_apply",)),
+    _op("while", "control", 1, 1, {"condition": "computation", "body": "computation"},
+        required=("condition", "body")),
+    # conditional(selector, branch operands...): pred[] selector ->
+    # true_computation + false_computation; s32[] selector -> branch_computations.
+    _op("conditional", "control", 2, None,
+        {"true_computation": "computation", "false_computation": "computation",
+         "branch_computations": "computations"}),
+    _op("fusion", "control", 0, None,
+        {"kind": _FUSION_KIND, "calls": "computation",
+         "output_to_operand_aliasing": "output_to_operand_aliasing"},
+        required=("kind", "calls")),
+    # XLA prints to_apply= of a custom-call as called_computations={...}.
+    _op("custom-call", "control", 0, None,
+        {"custom_call_target": "string", "window": "window", "dim_labels": "conv_dnums",
+         "feature_group_count": "int", "batch_group_count": "int",
+         "operand_layout_constraints": "shape_list", "custom_call_has_side_effect": "bool",
+         "to_apply": "computation", "called_computations": "computations",
+         "output_to_operand_aliasing": "output_to_operand_aliasing",
+         "padding_type": _PADDING_TYPE, "literal": "literal",
+         "operand_precision": "precision_list", "schedule": _SCHEDULE,
+         "api_version": _API_VERSION},
+        required=("custom_call_target",)),
+    # Shape of async-start / async-update: ((operand shapes...), result shape, context...).
+    _op("async-start", "control", 0, None,
+        {**_ASYNC, "output_to_operand_aliasing": "output_to_operand_aliasing"},
+        required=("calls",)),
+    _op("async-update", "control", 1, 1, _ASYNC),
+    _op("async-done", "control", 1, 1, _ASYNC),
+
+    # --- collectives --------------------------------------------------------
+    _op("all-reduce", "collective", 1, None, _ALL_REDUCE, required=("to_apply",)),
+    _op("all-reduce-start", "collective", 1, None, _ALL_REDUCE, required=("to_apply",)),
+    _op("all-reduce-done", "collective", 1, 1),
+    _op("all-gather", "collective", 1, None, _ALL_GATHER, required=("dimensions",)),
+    # all-gather-start shape: (operand shape(s), result shape(s))
+    _op("all-gather-start", "collective", 1, None, _ALL_GATHER, required=("dimensions",)),
+    _op("all-gather-done", "collective", 1, 1),
+    _op("reduce-scatter", "collective", 1, None, {**_ALL_REDUCE, "dimensions": "dims"},
+        required=("to_apply", "dimensions")),
+    # dimensions (split dimension) absent: the tuple form, one operand per peer.
+    _op("all-to-all", "collective", 1, None,
+        {"replica_groups": "replica_groups", "channel_id": "int", "dimensions": "dims",
+         "constrain_layout": "bool"}),
+    # ragged-all-to-all(input, output, input_offsets, send_sizes, output_offsets, recv_sizes)
+    _op("ragged-all-to-all", "collective", 6, 6,
+        {"replica_groups": "replica_groups", "channel_id": "int", "dimensions": "dims"}),
+    _op("collective-broadcast", "collective", 1, None,
+        {"replica_groups": "replica_groups", "channel_id": "int"}),
+    _op("collective-permute", "collective", 1, None, _COLLECTIVE_PERMUTE,
+        required=("source_target_pairs",)),
+    # collective-permute-start shape: (operand, result[, u32[] context...])
+    _op("collective-permute-start", "collective", 1, None, _COLLECTIVE_PERMUTE,
+        required=("source_target_pairs",)),
+    _op("collective-permute-done", "collective", 1, 1),
+    _op("replica-id", "collective", 0, 0),
+    _op("partition-id", "collective", 0, 0),
+
+    # --- io -----------------------------------------------------------------
+    _op("infeed", "io", 1, 1, {"infeed_config": "string"}),                 # infeed(token) -> (data, token[])
+    _op("outfeed", "io", 2, 2, {"outfeed_config": "string", "outfeed_shape": "shape"}),  # (data, token) -> token[]
+    _op("send", "io", 2, 2, _CHANNEL),          # (data, token) -> (data, u32[], token[])
+    _op("send-done", "io", 1, 1, _CHANNEL),     # -> token[]
+    _op("recv", "io", 1, 1, _CHANNEL),          # (token) -> (data, u32[], token[])
+    _op("recv-done", "io", 1, 1, _CHANNEL),     # -> (data, token[])
+
+    # --- random numbers -----------------------------------------------------
+    _op("rng", "rng", 2, 2, {"distribution": _DISTRIBUTION}, required=("distribution",)),
+    # rng-bit-generator(state) -> (new state, bits)
+    _op("rng-bit-generator", "rng", 1, 1, {"algorithm": _RNG_ALGORITHM}, required=("algorithm",)),
+    _op("rng-get-and-update-state", "rng", 0, 0, {"delta": "int"}, required=("delta",)),
+
+    # --- memory -------------------------------------------------------------
+    _op("copy", "memory", 1, 1),
+    # copy-start shape: (destination, source, u32[] context)
+    _op("copy-start", "memory", 1, 1, {"cross_program_prefetch_index": "int"}),
+    _op("copy-done", "memory", 1, 1),
+
+    # --- misc ---------------------------------------------------------------
+    _op("parameter", "misc", 0, 0),   # parameter(N): N is not an operand
+    _op("constant", "misc", 0, 0),    # constant(literal): the literal is not an operand
+    _op("after-all", "misc", 0, None),                  # tokens in, token[] out
+    _op("add-dependency", "misc", 2, 2),                # (value, token)
+    _op("domain", "misc", 1, 1, {"domain": "domain"}, required=("domain",)),
+    _op("opt-barrier", "misc", 1, 1),
+)
+
+OPCODES: dict[str, OpSpec] = {s.name: s for s in _SPECS}
+
+assert len(OPCODES) == len(_SPECS), "duplicate opcode in the table"
+assert all(s.family in FAMILIES for s in _SPECS)
+
+
+def lookup(name: str) -> OpSpec | None:
+    return OPCODES.get(name)

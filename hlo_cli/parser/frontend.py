@@ -1,0 +1,671 @@
+"""The Lark front end: LALR parser with an embedded transformer (no parse tree is built).
+
+The transformer turns tokens into light intermediate records; builder.py then
+resolves names, decodes attributes by the opcode table and produces the IR.
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from ..errors import Diagnostic, HloInputError, HloSyntaxError
+from ..ir.attributes import (BackendConfig, Group, IntList, KV, Metadata, Quoted, Sep, Seq, Word,
+                             unquote)
+from ..ir.shape import Shape, ShapeSyntaxError, parse_array_shape
+
+
+def grammar_path() -> Path:
+    """The grammar shipped inside the wheel, or the repository's grammar/ in a source checkout."""
+    here = Path(__file__).resolve().parent.parent
+    for cand in (here / "grammar" / "hlo.lark", here.parent / "grammar" / "hlo.lark"):
+        if cand.is_file():
+            return cand
+    raise FileNotFoundError("grammar/hlo.lark is missing from the installation")
+
+
+# ----------------------------------------------------------------------------- records
+
+class LiteralValue:
+    """`literal=f32[3]{0} {1, 2, 3}` on a custom-call."""
+    __slots__ = ("shape", "text")
+
+    def __init__(self, shape, text):
+        self.shape, self.text = shape, text
+
+
+class Arg:
+    __slots__ = ("kind", "name", "shape", "text", "tok", "nested")
+
+    def __init__(self, kind, name=None, shape=None, text=None, tok=None, nested=None):
+        self.kind = kind          # ref | literal | nested
+        self.name = name
+        self.shape = shape
+        self.text = text
+        self.tok = tok
+        self.nested = nested
+
+
+class RawInstr:
+    __slots__ = ("is_root", "name", "name_tok", "shape", "shape_tok", "opcode", "opcode_tok",
+                 "args", "attrs")
+
+    def __init__(self, is_root, name_tok, shape, shape_tok, opcode_tok, args, attrs):
+        self.is_root = is_root
+        self.name_tok = name_tok
+        v = str(name_tok)
+        self.name = v[1:] if v[:1] == "%" else v
+        self.shape = shape
+        self.shape_tok = shape_tok
+        self.opcode_tok = opcode_tok
+        self.opcode = str(opcode_tok)
+        self.args = args
+        self.attrs = attrs        # list of (name, generic value, token)
+
+
+class RawComputation:
+    __slots__ = ("is_entry", "name_tok", "name", "params", "result", "instrs", "thread", "synthesized")
+
+    def __init__(self, is_entry, name_tok, params, result, instrs, thread):
+        self.is_entry = is_entry
+        self.name_tok = name_tok
+        self.name = _strip(name_tok)
+        self.params = params
+        self.result = result
+        self.instrs = instrs
+        self.thread = thread
+        self.synthesized = False
+
+
+class RawModule:
+    __slots__ = ("header", "sections", "computations")
+
+    def __init__(self, header, sections, computations):
+        self.header = header            # (name_tok, attrs) or None
+        self.sections = sections        # [(name, [(id, value)])]
+        self.computations = computations
+
+
+def _strip(tok) -> str:
+    s = str(tok)
+    return s[1:] if s.startswith("%") else s
+
+
+class _ShapeTokenError(Exception):
+    def __init__(self, tok, err):
+        self.tok, self.err = tok, err
+
+
+def _shape(x) -> Shape:
+    if isinstance(x, Shape):
+        return x
+    try:
+        return parse_array_shape(str(x))
+    except ShapeSyntaxError as e:
+        raise _ShapeTokenError(x, e) from None
+
+
+def _first_tok(x):
+    return x if isinstance(x, Token) else None
+
+
+# ----------------------------------------------------------------------------- transformer
+
+class _T(Transformer):
+    """Embedded transformer: called by the LALR parser at every reduction."""
+
+    def __init__(self):
+        super().__init__(visit_tokens=False)
+        self.text = ""
+
+    # shapes
+    def tuple_shape(self, c):
+        return Shape.tuple_of(_shape(x) for x in c if x is not None)
+
+    # generic attribute values
+    def WORD(self, t):  # pragma: no cover - tokens are not visited (visit_tokens=False)
+        return Word(t)
+
+    def brace(self, c):
+        l, r = c[0], c[-1]
+        return Group("{", tuple(_val(x) for x in c[1:-1]), self.text[l.start_pos:r.end_pos])
+
+    def bracket(self, c):
+        return Group("[", tuple(_val(x) for x in c))
+
+    def paren(self, c):
+        return Group("(", tuple(_val(x) for x in c))
+
+    def keyvalue(self, c):
+        return KV(str(c[0]), _val(c[1]))
+
+    def attribute(self, c):
+        if len(c) == 1:
+            tok = c[0]
+            s = str(tok)
+            if tok.type == "METADATA":
+                return ("metadata", Metadata(s[len("metadata="):]), tok)
+            return ("backend_config", BackendConfig(s[len("backend_config="):]), tok)
+        return (str(c[0]), _val(c[1]), c[0])
+
+    def attribute_literal(self, c):
+        return (str(c[0]), LiteralValue(_shape(c[1]), str(c[2])), c[0])
+
+    def attribute_seq(self, c):
+        return (str(c[0]), Seq(tuple(_val(x) for x in c[1:])), c[0])
+
+    # operands
+    def operand(self, c):
+        return Arg("ref", name=_strip(c[0]), tok=c[0])
+
+    def typed_operand(self, c):
+        return Arg("ref", name=_strip(c[1]), shape=_shape(c[0]), tok=c[1])
+
+    def nested_instruction(self, c):
+        shape = _shape(c[0])
+        args = [a for a in c[2:] if a is not None]
+        return Arg("nested", shape=shape, tok=c[1],
+                   nested=RawInstr(False, Token("NAME", ""), shape, c[0], c[1], args, []))
+
+    def arg(self, c):
+        x = c[0]
+        return Arg("literal", text=_lit_text(x), tok=_lit_tok(x))
+
+    def typed_literal(self, c):
+        x = c[1]
+        return Arg("literal", shape=_shape(c[0]), text=_lit_text(x), tok=_lit_tok(x))
+
+    def buffer_shape(self, c):
+        return Shape("buffer", tuple_shapes=(_shape(c[1]),))
+
+    def eq_item(self, c):
+        return Sep("=")
+
+    def nested_instruction_noshape(self, c):
+        args = [a for a in c[1:] if a is not None]
+        return Arg("nested", tok=c[0], nested=RawInstr(False, Token("NAME", ""), None, None, c[0], args, []))
+
+    def instruction_noshape(self, c):
+        i = 0
+        is_root = False
+        if isinstance(c[0], Token) and c[0].type == "ROOT":
+            is_root = True
+            i = 1
+        args, attrs = [], []
+        for x in c[i + 2:]:
+            if x is None:
+                continue
+            if isinstance(x, Arg):
+                args.append(x)
+            elif isinstance(x, Token) and x.type == "ATTR":
+                attrs.append(_attr_from_token(x))
+            else:
+                attrs.append(x)
+        return RawInstr(is_root, c[i], None, None, c[i + 1], args, attrs)
+
+    def single_instruction(self, c):
+        comp = RawComputation(True, Token("NAME", "entry", line=1, column=1), None, None, [c[0]], None)
+        comp.synthesized = True
+        return RawModule(None, [], [comp])
+
+    # instructions and computations
+    def instruction(self, c):
+        i = 0
+        is_root = False
+        if isinstance(c[0], Token) and c[0].type == "ROOT":
+            is_root = True
+            i = 1
+        name_tok, shape_x, opcode_tok = c[i], c[i + 1], c[i + 2]
+        args, attrs = [], []
+        for x in c[i + 3:]:
+            if x is None:
+                continue
+            if isinstance(x, Arg):
+                args.append(x)
+            else:
+                attrs.append(x)
+        return RawInstr(is_root, name_tok, _shape(shape_x), _first_tok(shape_x), opcode_tok, args, attrs)
+
+    def param(self, c):
+        return (_strip(c[0]), _shape(c[1]), c[0])
+
+    def signature(self, c):
+        return ("sig", [p for p in c[:-2] if p is not None], _shape(c[-1]))
+
+    def exec_thread(self, c):
+        return ("thread", unquote(str(c[1])), c[0])
+
+    def computation(self, c):
+        is_entry = False
+        i = 0
+        if isinstance(c[0], Token) and c[0].type == "ENTRY":
+            is_entry = True
+            i = 1
+        name_tok = c[i]
+        params = result = thread = None
+        instrs = []
+        for x in c[i + 1:]:
+            if x is None:
+                continue
+            if isinstance(x, RawInstr):
+                instrs.append(x)
+            elif x[0] == "sig":
+                params, result = x[1], x[2]
+            elif x[0] == "thread":
+                thread = x
+        return RawComputation(is_entry, name_tok, params, result, instrs, thread)
+
+    def section_entry(self, c):
+        return (int(c[0]), _val(c[1]), c[0])
+
+    def section(self, c):
+        return ("section", str(c[0]), list(c[1:]))
+
+    def header(self, c):
+        return ("header", c[0], [a for a in c[1:]])
+
+    def module(self, c):
+        header = None
+        sections, comps = [], []
+        for x in c:
+            if x is None:
+                continue
+            if isinstance(x, RawComputation):
+                comps.append(x)
+            elif x[0] == "header":
+                header = (x[1], x[2])
+            else:
+                sections.append((x[1], x[2]))
+        return RawModule(header, sections, comps)
+
+    def inline_body(self, c):
+        return [x for x in c if isinstance(x, RawInstr)]
+
+    def start(self, c):
+        return c[0]
+
+    def empty(self, c):
+        return None
+
+
+def _val(x):
+    if isinstance(x, Token):
+        t = x.type
+        if t == "NAME":
+            return Word(x)
+        if t == "STRING":
+            return Quoted(unquote(str(x)), str(x))
+        if t == "SHAPE":
+            return _shape(x)
+        if t == "INT_LIST":
+            body = str(x)[1:-1].strip()
+            return IntList(int(v) for v in body.split(",")) if body else IntList()
+        if t in ("SEP", "LE", "COLON", "IOTA_T", "ARROW"):
+            return Sep(str(x))
+        return Word(x)
+    return x
+
+
+def _lit_text(x) -> str:
+    return str(x)
+
+
+def _lit_tok(x):
+    return x
+
+
+@lru_cache(maxsize=1)
+def _parser() -> tuple[Lark, _T]:
+    t = _T()
+    lark = Lark(grammar_path().read_text(), parser="lalr", lexer="contextual", start=["start", "attr_value"],
+                maybe_placeholders=True, propagate_positions=False, transformer=t,
+                cache=_cache_file())
+    return lark, t
+
+
+def _cache_file():
+    # Lark caches its LALR tables; put them with ours when a cache dir is configured.
+    return True
+
+
+# ----------------------------------------------------------------------------- entry points
+
+def _describe_expected(expected) -> str:
+    names = {
+        "NAME": "a name", "SHAPE": "a shape", "LPAR": "'('", "RPAR": "')'", "COMMA": "','",
+        "EQUAL": "'='", "LBRACE": "'{'", "RBRACE": "'}'", "LSQB": "'['", "RSQB": "']'",
+        "INT": "an integer", "STRING": "a string", "WORD": "a value", "NUMBER": "a number",
+        "LITERAL_ARRAY": "an array literal", "ENTRY": "ENTRY", "ROOT": "ROOT", "COLON": "':'",
+        "INT_LIST": "a list like {1,2}", "METADATA": "metadata", "BACKEND_CONFIG": "backend_config",
+        "SECTION_NAME": "a section name", "HLOMODULE": "HloModule", "__ANON_0": "'->'",
+        "MORETHAN": "'>'", "LE": "'<='", "SEP": "','", "$END": "end of file", "MINUS": "'-'",
+    }
+    out = []
+    for e in sorted(expected):
+        d = names.get(e)
+        if d is None:
+            d = e if not e.startswith("__") else None
+        if d and d not in out:
+            out.append(d)
+    if not out:
+        return "something else"
+    if len(out) > 6:
+        out = out[:6] + ["..."]
+    return ", ".join(out)
+
+
+def _seen(tok) -> str:
+    if tok is None:
+        return "end of file"
+    if tok.type == "$END":
+        return "end of file"
+    s = str(tok)
+    if len(s) > 40:
+        s = s[:37] + "..."
+    return f"'{s}'"
+
+
+def _line_of(text: str, line: int) -> str:
+    lines = text.split("\n")
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def parse(text: str, filename: str = "<string>", *, check_attrs: bool = True):
+    """Parse HLO text into a Module.  Raises HloSyntaxError with located diagnostics."""
+    from .builder import build_module
+    raw = parse_raw(text, filename)
+    return build_module(raw, text, filename)
+
+
+def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
+    if not text.strip():
+        raise HloSyntaxError(f"{filename}: the file is empty",
+                             [Diagnostic("the input is empty: expected an HLO module", filename, 1, 1,
+                                         code="E001")])
+    lark, t = _parser()
+    t.text = text
+    try:
+        return lark.parse(text, start="start")
+    except _SubParseError as e:
+        raise HloSyntaxError(e.message, [Diagnostic(e.message, filename, e.line + start_line, e.column,
+                                                    code="E003", source_line=_line_of(text, e.line))]) from None
+    except _ShapeTokenError as e:
+        tok = e.tok
+        line = getattr(tok, "line", 0) or 0
+        col = (getattr(tok, "column", 0) or 0) + getattr(e.err, "offset", 0)
+        raise HloSyntaxError(str(e.err), [Diagnostic(f"bad shape: {e.err}", filename, line + start_line,
+                                                     col, code="E002", source_line=_line_of(text, line))]) from None
+    except UnexpectedToken as e:
+        tok = e.token
+        line, col = (tok.line, tok.column) if tok.type != "$END" else _end_pos(text)
+        msg = f"expected {_describe_expected(e.expected)}, got {_seen(tok)}"
+        raise HloSyntaxError(msg, [Diagnostic(msg, filename, line + start_line, col, code="E003",
+                                              source_line=_line_of(text, line))]) from None
+    except UnexpectedCharacters as e:
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
+        allowed = _describe_expected(e.allowed or [])
+        msg = f"unexpected character {ch!r}: expected {allowed}"
+        raise HloSyntaxError(msg, [Diagnostic(msg, filename, e.line + start_line, e.column, code="E004",
+                                              source_line=_line_of(text, e.line))]) from None
+    except UnexpectedEOF as e:
+        line, col = _end_pos(text)
+        msg = f"unexpected end of file: expected {_describe_expected(e.expected)}"
+        raise HloSyntaxError(msg, [Diagnostic(msg, filename, line + start_line, col, code="E005",
+                                              source_line=_line_of(text, line))]) from None
+    except UnexpectedInput as e:  # pragma: no cover - other lark errors
+        line, col = getattr(e, "line", 0), getattr(e, "column", 0)
+        raise HloSyntaxError(str(e), [Diagnostic(str(e).splitlines()[0], filename, line, col, code="E003",
+                                                 source_line=_line_of(text, line))]) from None
+
+
+def _end_pos(text: str) -> tuple[int, int]:
+    stripped = text.rstrip()
+    line = stripped.count("\n") + 1
+    col = len(stripped) - (stripped.rfind("\n") + 1) + 1
+    return line, col
+
+
+def read_source(path: str) -> tuple[str, str]:
+    """Read an HLO file ('-' for stdin); returns (text, display name).  Raises HloInputError."""
+    import sys
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        name = "<stdin>"
+        if not data:
+            raise HloInputError("standard input is empty: expected an HLO module",
+                                [Diagnostic("standard input is empty: expected an HLO module", name,
+                                            code="E010")])
+    else:
+        name = path
+        p = Path(path)
+        if p.is_dir():
+            raise HloInputError(f"{path} is a directory, not an HLO file",
+                                [Diagnostic("is a directory, not an HLO file", name, code="E011")])
+        try:
+            data = p.read_bytes()
+        except FileNotFoundError:
+            raise HloInputError(f"{path}: no such file", [Diagnostic("no such file", name, code="E012")]) from None
+        except PermissionError:
+            raise HloInputError(f"{path}: permission denied",
+                                [Diagnostic("permission denied", name, code="E013")]) from None
+        except OSError as e:
+            raise HloInputError(f"{path}: {e.strerror}", [Diagnostic(f"cannot read: {e.strerror}", name,
+                                                                     code="E014")]) from None
+        if not data.strip():
+            raise HloInputError(f"{path} is empty", [Diagnostic("the file is empty: expected an HLO module",
+                                                                name, code="E001")])
+    if b"\x00" in data[:65536]:
+        raise HloInputError(f"{name} is a binary file, not HLO text",
+                            [Diagnostic("this is a binary file, not HLO text (a serialized HloModuleProto? "
+                                        "print it with XLA's tools to text first)", name, code="E015")])
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise HloInputError(f"{name} is not UTF-8 text",
+                            [Diagnostic(f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})",
+                                        name, line, 1, code="E016")]) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text, name
+
+
+def parse_file(path: str, *, use_cache: bool = True):
+    text, name = read_source(path)
+    if use_cache:
+        from ..cache import cached_parse
+        return cached_parse(text, name)
+    return parse(text, name)
+
+
+# ----------------------------------------------------------------------------- coarse tokens
+
+import re as _re
+
+
+class Pos:
+    """Position and text of a part of a coarse token (a light stand-in for a lark Token)."""
+    __slots__ = ("value", "line", "column", "type")
+
+    def __init__(self, value, line, column, type_="NAME"):
+        self.value = value
+        self.line = line
+        self.column = column
+        self.type = type_
+
+    def __str__(self):
+        return self.value
+
+
+def _part(tok, value, offset, type_="NAME"):
+    return Pos(value, tok.line, tok.column + offset, type_)
+
+
+_SHAPE_PAT = r'[a-z][a-z0-9]*\[[^\]\n]*\](?:\{(?:[^{}=%\n"]|\{[^{}\n]*\})*\}|<[\d,\s]*>)?'
+_LINE_RE = _re.compile(
+    r"(ROOT[ \t]+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + r")[ \t]+([a-z][\w\-]*)\(([^)]*)\)")
+_HEAD_RE = _re.compile(
+    r"(ROOT\s+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + r")[ \t]+([a-z][\w\-]*)\($")
+_OPERAND_RE = _re.compile(r"%?[A-Za-z_][\w.\-]*|(\d+)")
+_STR = r'"(?:[^"\\\n]|\\.)*"'
+_ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR +
+                          r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR + r')*\})*\})*\})*\}|[^\s{}\[\](),="<:]+)')
+_INTS = _re.compile(r"\{[\d,\s-]*\}")
+
+
+@lru_cache(maxsize=16384)
+def _decode_value(name: str, value: str):
+    if name == "metadata":
+        return Metadata(value)
+    if name == "backend_config":
+        return BackendConfig(value)
+    c = value[0]
+    if c == "{":
+        if _INTS.fullmatch(value):
+            inner = value[1:-1].strip()
+            return IntList(int(v) for v in inner.split(",")) if inner else IntList()
+        lark, t = _parser()
+        t.text = value
+        return lark.parse(value, start="attr_value")
+    if c == '"':
+        return Quoted(unquote(value), value)
+    return Word(value)
+
+
+class _SubParseError(Exception):
+    """A syntax error inside an attribute value decoded from a coarse token."""
+
+    def __init__(self, line, column, message):
+        self.line, self.column, self.message = line, column, message
+
+
+def _attrs_of(tok, text: str, base: int, out: list):
+    for m in _ATTR_SPLIT.finditer(text):
+        name = m.group(1)
+        try:
+            value = _decode_value(name, m.group(2))
+        except UnexpectedInput as e:
+            col = tok.column + base + m.start(2) + (getattr(e, "column", 1) or 1) - 1
+            if isinstance(e, UnexpectedToken):
+                msg = f"in the value of {name}: expected {_describe_expected(e.expected)}, got {_seen(e.token)}"
+            else:
+                msg = f"in the value of {name}: unexpected input"
+            raise _SubParseError(tok.line, col, msg) from None
+        out.append((name, value, _part(tok, name, base + m.start(1))))
+
+
+def _operands_of(tok, text: str, base: int, args: list):
+    for om in _OPERAND_RE.finditer(text):
+        n = om.group(0)
+        if om.group(1):   # parameter(N)
+            args.append(Arg("literal", text=n, tok=_part(tok, n, base + om.start(), "NUMBER")))
+        else:
+            args.append(Arg("ref", name=n[1:] if n[0] == "%" else n, tok=_part(tok, n, base + om.start())))
+
+
+def _instruction_line(self, c):
+    tok = c[0]
+    s = str(tok)
+    m = _LINE_RE.match(s)
+    shape_tok = _part(tok, m.group(3), m.start(3), "SHAPE")
+    args: list = []
+    _operands_of(tok, m.group(5), m.start(5), args)
+    attrs: list = []
+    _attrs_of(tok, s[m.end():], m.end(), attrs)
+    return RawInstr(m.group(1) is not None, _part(tok, m.group(2), m.start(2)), _shape(shape_tok), shape_tok,
+                    _part(tok, m.group(4), m.start(4)), args, attrs)
+
+
+def _attr_from_token(tok):
+    out: list = []
+    _attrs_of(tok, str(tok), 0, out)
+    return out[0]
+
+
+def _instruction_fast(self, c):
+    head = c[0]
+    s = str(head)
+    m = _HEAD_RE.match(s)
+    shape_tok = _part(head, m.group(3), m.start(3), "SHAPE")
+    args, attrs = [], []
+    for x in c[1:]:
+        if x is None:
+            continue
+        if isinstance(x, Arg):
+            args.append(x)
+        elif isinstance(x, Token):
+            if x.type == "OPERANDS":
+                _operands_of(x, str(x), 0, args)
+            elif x.type == "ATTR":
+                attrs.append(_attr_from_token(x))
+        else:
+            attrs.append(x)
+    return RawInstr(m.group(1) is not None, _part(head, m.group(2), m.start(2)), _shape(shape_tok), shape_tok,
+                    _part(head, m.group(4), m.start(4)), args, attrs)
+
+
+def _instruction_general(self, c, _orig=_T.instruction):
+    c = [_attr_from_token(x) if isinstance(x, Token) and x.type == "ATTR" else x for x in c]
+    return _orig(self, c)
+
+
+def _header(self, c):
+    return ("header", c[0], [_attr_from_token(a) if isinstance(a, Token) else a for a in c[1:]])
+
+
+def _attr_value(self, c):
+    vals = [_val(x) for x in c]
+    return vals[0] if len(vals) == 1 else Seq(tuple(vals))
+
+
+_COMMENT_RE = _re.compile(r"/\*.*?\*/", _re.S)
+_PARAM_RE = _re.compile(r"[ \t]*(%?[\w.\-]+):[ \t]*")
+
+
+def _signature_fast(self, c):
+    tok = c[0]
+    s = str(tok)
+    params = []
+    inner = s[1:-1]
+    depth, start = 0, 0
+    pieces = []
+    for k, ch in enumerate(inner):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            pieces.append((start, inner[start:k]))
+            start = k + 1
+    if inner[start:].strip():
+        pieces.append((start, inner[start:]))
+    for off, piece in pieces:
+        if "/*" in piece:
+            piece = _COMMENT_RE.sub(lambda cm: " " * len(cm.group(0)), piece)
+        m = _PARAM_RE.match(piece)
+        name = m.group(1)
+        shape_text = piece[m.end():].strip()
+        ptok = _part(tok, name, 1 + off + m.start(1))
+        try:
+            shape = _shape_text_cached(shape_text)
+        except ShapeSyntaxError as e:
+            raise _ShapeTokenError(_part(tok, shape_text, 1 + off + m.end(), "SHAPE"), e) from None
+        params.append((name[1:] if name[0] == "%" else name, shape, ptok))
+    return ("sig", params, _shape(c[-1]))
+
+
+@lru_cache(maxsize=16384)
+def _shape_text_cached(text):
+    from ..ir.shape import parse_shape_text
+    return parse_shape_text(text)
+
+
+_T.signature_fast = _signature_fast
+_T.instruction_line = _instruction_line
+_T.instruction_fast = _instruction_fast
+_T.instruction = _instruction_general
+_T.header = _header
+_T.attr_value = _attr_value

@@ -18,6 +18,9 @@ from ..ir.attributes import (BackendConfig, Group, IntList, KV, Metadata, Quoted
 from ..ir.shape import Shape, ShapeSyntaxError, parse_array_shape
 
 
+PARALLEL_MIN_BYTES = 4 << 20
+
+
 def grammar_path() -> Path:
     """The grammar shipped inside the wheel, or the repository's grammar/ in a source checkout."""
     here = Path(__file__).resolve().parent.parent
@@ -206,10 +209,30 @@ class _T(Transformer):
                 attrs.append(x)
         return RawInstr(is_root, c[i], None, None, c[i + 1], args, attrs)
 
+    def anonymous_instruction(self, c):
+        """`f32[2] multiply(f32[2], f32[2])`: XLA names the result `_` and the operands `_0`, `_1`, ..."""
+        shape_x, opcode_tok = c[0], c[1]
+        args, attrs = [], []
+        k = 0
+        for x in c[2:]:
+            if x is None:
+                continue
+            if isinstance(x, (Shape, Token)) and not (isinstance(x, Token) and x.type in ("ATTR", "NAME")):
+                pos = Pos(f"_{k}", getattr(opcode_tok, "line", 1), getattr(opcode_tok, "column", 1))
+                args.append(Arg("ref", name=f"_{k}", shape=_shape(x), tok=pos))
+                k += 1
+            elif isinstance(x, Token) and x.type == "ATTR":
+                attrs.append(_attr_from_token(x))
+            else:
+                attrs.append(x)
+        name = Pos("_", getattr(opcode_tok, "line", 1), getattr(opcode_tok, "column", 1))
+        instr = RawInstr(True, name, _shape(shape_x), _first_tok(shape_x), opcode_tok, args, attrs)
+        return self.single_instruction([instr])
+
     def single_instruction(self, c):
-        comp = RawComputation(True, Token("NAME", "entry", line=1, column=1), None, None, [c[0]], None)
+        comp = RawComputation(True, Token("NAME", "_", line=1, column=1), None, None, [c[0]], None)
         comp.synthesized = True
-        return RawModule(None, [], [comp])
+        return RawModule((Token("NAME", "_", line=1, column=1), []), [], [comp])
 
     # instructions and computations
     def instruction(self, c):
@@ -250,7 +273,7 @@ class _T(Transformer):
         for x in c[i + 1:]:
             if x is None:
                 continue
-            if isinstance(x, RawInstr):
+            if isinstance(x, (RawInstr, LineInstr)):
                 instrs.append(x)
             elif x[0] == "sig":
                 params, result = x[1], x[2]
@@ -282,7 +305,7 @@ class _T(Transformer):
         return RawModule(header, sections, comps)
 
     def inline_body(self, c):
-        return [x for x in c if isinstance(x, RawInstr)]
+        return [x for x in c if isinstance(x, (RawInstr, LineInstr))]
 
     def start(self, c):
         return c[0]
@@ -376,6 +399,12 @@ def _line_of(text: str, line: int) -> str:
 def parse(text: str, filename: str = "<string>", *, check_attrs: bool = True):
     """Parse HLO text into a Module.  Raises HloSyntaxError with located diagnostics."""
     from .builder import build_module
+    if len(text) >= PARALLEL_MIN_BYTES:
+        from . import parallel
+        if parallel.usable():
+            module = parallel.parse_parallel(text, filename)
+            if module is not None:
+                return module
     raw = parse_raw(text, filename)
     return build_module(raw, text, filename)
 
@@ -510,7 +539,7 @@ _LINE_RE = _re.compile(
 _HEAD_RE = _re.compile(
     r"(ROOT\s+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + r")[ \t]+([a-z][\w\-]*)\($")
 _OPERAND_RE = _re.compile(r"%?[A-Za-z_][\w.\-]*|(\d+)")
-_STR = r'"(?:[^"\\\n]|\\.)*"'
+_STR = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 _ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR +
                           r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR + r')*\})*\})*\})*\}|[^\s{}\[\](),="<:]+)')
 _INTS = _re.compile(r"\{[\d,\s-]*\}")
@@ -566,10 +595,33 @@ def _operands_of(tok, text: str, base: int, args: list):
             args.append(Arg("ref", name=n[1:] if n[0] == "%" else n, tok=_part(tok, n, base + om.start())))
 
 
+class LineInstr:
+    """An instruction that arrived as one INSTR_LINE token; the builder turns it straight into an
+    Instruction, or, when anything is off, into a RawInstr (`to_raw`) for the located-error path."""
+    __slots__ = ("tok", "m", "name", "is_root")
+
+    def __init__(self, tok, m):
+        self.tok = tok
+        self.m = m
+        n = m.group(2)
+        self.name = n[1:] if n[0] == "%" else n
+        self.is_root = m.group(1) is not None
+
+    @property
+    def name_tok(self):
+        return _part(self.tok, self.m.group(2), self.m.start(2))
+
+    def to_raw(self):
+        return _raw_from_line(self.tok, self.m)
+
+
 def _instruction_line(self, c):
     tok = c[0]
+    return LineInstr(tok, _LINE_RE.match(tok))
+
+
+def _raw_from_line(tok, m):
     s = str(tok)
-    m = _LINE_RE.match(s)
     shape_tok = _part(tok, m.group(3), m.start(3), "SHAPE")
     args: list = []
     _operands_of(tok, m.group(5), m.start(5), args)

@@ -16,5 +16,11 @@ def parse_file(path: str, *, use_cache: bool = True):
     return _parse_file(path, use_cache=use_cache)
 
 
-__all__ = ["__version__", "parse", "parse_file", "HloError", "HloSyntaxError", "HloShapeError",
+def run(module_or_text, *args, hook=None, **options):
+    """Run a module (or HLO text) on arrays and return the result (see hlo_cli.interpreter.run)."""
+    from .interpreter import run as _run
+    return _run(module_or_text, *args, hook=hook, **options)
+
+
+__all__ = ["run", "__version__", "parse", "parse_file", "HloError", "HloSyntaxError", "HloShapeError",
            "HloEvalError", "HloInputError"]

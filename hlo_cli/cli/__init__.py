@@ -13,6 +13,7 @@ from .. import __version__
 _COMMANDS = {
     "fmt": ("hlo_cli.cli.fmt", "fmt", "Print a module in XLA's canonical text form."),
     "info": ("hlo_cli.cli.info", "info", "Summarize a module: entry signature, counts, opcodes, sources."),
+    "run": ("hlo_cli.cli.run", "run", "Run a module on inputs with the NumPy interpreter."),
 }
 
 

@@ -1,0 +1,222 @@
+"""The evaluator: runs computations instruction by instruction on NumPy values.
+
+Per computation a plan is built once (and reused on every call, so loop bodies pay no per-iteration
+set-up): the instructions to run (those the root depends on, through operands and control
+predecessors, plus side-effecting ones), in dependency order, each with its evaluation rule and
+the slots of its operands resolved, and for each step the slots whose last use it is, so values are
+freed as soon as their last user has run and peak memory follows the live set.
+
+No global state: everything a run needs is in the EvalContext (replica and partition ids, the rng,
+options, hooks), so several replicas can later run side by side.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import Diagnostic, HloEvalError
+from ..ir.module import Computation, Instruction, Module
+from .registry import rule_for
+from .values import TOKEN, conforms, describe
+
+_SIDE_EFFECTS = {"outfeed", "send", "send-done", "infeed", "recv", "recv-done", "rng-get-and-update-state"}
+
+
+@dataclass
+class RunOptions:
+    seed: int = 0
+    max_iterations: int | None = None          # a guard for while loops (None: unlimited)
+    elided_constants: str | None = None        # None: refuse; "zeros" or "random": fill them
+    replica_id: int = 0
+    partition_id: int = 0
+    check_values: bool = True                  # check every result against its declared shape
+
+
+@dataclass
+class InstructionEvent:
+    """What a hook receives after each executed instruction."""
+    computation: Computation
+    instruction: Instruction
+    value: Any
+    count: int                                 # how many times this instruction has run (1-based)
+    operands: list = field(default_factory=list)
+
+
+class _Plan:
+    __slots__ = ("comp", "insts", "rules", "operand_idx", "free_after", "param_slots", "root")
+
+    def __init__(self, comp: Computation):
+        self.comp = comp
+        by_name = comp.by_name
+        index = {i.name: k for k, i in enumerate(comp.instructions)}
+        # what to run: the root's dependencies (operands and control predecessors) + side effects
+        needed: set[int] = set()
+        order: list[int] = []
+        roots = [index[comp.root]] + [k for k, i in enumerate(comp.instructions) if _has_side_effect(i)]
+        for r in roots:
+            _topo(r, comp.instructions, index, needed, order)
+        self.insts = [comp.instructions[k] for k in order]
+        pos = {comp.instructions[k].name: n for n, k in enumerate(order)}
+        self.rules = []
+        for inst in self.insts:
+            fn = rule_for(inst.opcode)
+            if fn is None:
+                raise HloEvalError(f"{inst.opcode} cannot be evaluated yet",
+                                   [_diag(inst, f"{inst.name}: {inst.opcode} cannot be evaluated", "R001")])
+            self.rules.append(fn)
+        self.operand_idx = [tuple(pos[o] for o in inst.operands) for inst in self.insts]
+        last_use: dict[int, int] = {}
+        for n, ops in enumerate(self.operand_idx):
+            for o in ops:
+                last_use[o] = n
+        self.root = pos[comp.root]
+        free: list[list[int]] = [[] for _ in self.insts]
+        for o, n in last_use.items():
+            if o != self.root:
+                free[n].append(o)
+        # values never used (side-effect results) are dropped right away
+        for n in range(len(self.insts)):
+            if n not in last_use and n != self.root:
+                free[n].append(n)
+        self.free_after = [tuple(f) for f in free]
+        self.param_slots = [(inst.parameter_number, n) for n, inst in enumerate(self.insts)
+                            if inst.opcode == "parameter"]
+        del by_name
+
+
+def _has_side_effect(inst: Instruction) -> bool:
+    if inst.opcode in _SIDE_EFFECTS:
+        return True
+    return inst.opcode == "custom-call" and bool(inst.attrs.get("custom_call_has_side_effect"))
+
+
+def _topo(start: int, insts, index, seen: set, order: list):
+    """Iterative post-order DFS over operands and control predecessors."""
+    if start in seen:
+        return
+    stack = [(start, False)]
+    while stack:
+        k, expanded = stack.pop()
+        if expanded:
+            order.append(k)
+            continue
+        if k in seen:
+            continue
+        seen.add(k)
+        stack.append((k, True))
+        inst = insts[k]
+        deps = list(inst.operands) + list(inst.attrs.get("control-predecessors", ()) or ())
+        for d in reversed(deps):
+            j = index[d]
+            if j not in seen:
+                stack.append((j, False))
+
+
+def _diag(inst: Instruction, message: str, code: str) -> Diagnostic:
+    loc = inst.loc
+    return Diagnostic(message, loc.file, loc.line, loc.column, "error", code, inst.name)
+
+
+class EvalContext:
+    """Everything one run needs; handed to every evaluation rule."""
+
+    def __init__(self, module: Module, options: RunOptions | None = None,
+                 hook: Callable[[InstructionEvent], None] | None = None,
+                 progress: Callable[[int], None] | None = None):
+        self.module = module
+        self.options = options or RunOptions()
+        self.hook = hook
+        self.progress = progress
+        self.replica_id = self.options.replica_id
+        self.partition_id = self.options.partition_id
+        self.rng = np.random.default_rng(self.options.seed)
+        self.rng_state = 0                       # rng-get-and-update-state
+        self.executed = 0                        # instructions executed
+        self.loop_iterations = 0
+        self._plans: dict[str, _Plan] = {}
+        self._counts: dict[tuple[str, str], int] = {}
+        self._comps = module.computation_map
+        self.depth = 0
+
+    # -- called computations --------------------------------------------------
+    def plan(self, name: str) -> _Plan:
+        p = self._plans.get(name)
+        if p is None:
+            comp = self._comps.get(name)
+            if comp is None:
+                raise HloEvalError(f"computation '{name}' is not defined")
+            p = self._plans[name] = _Plan(comp)
+        return p
+
+    def call(self, name: str, args) -> Any:
+        """Run computation `name` on `args` (one value per parameter) and return its root's value."""
+        return self._run(self.plan(name), list(args), check=self.options.check_values, hook=True)
+
+    def apply(self, name: str, args) -> Any:
+        """Run a computation of scalars on whole arrays at once (reducers, comparators, map and
+        scatter combiners): each parameter gets an array of values, results come back as arrays.
+        Only element-wise instructions make sense in such a computation; no shape checks, no hooks."""
+        return self._run(self.plan(name), list(args), check=False, hook=False)
+
+    def _run(self, plan: _Plan, args: list, check: bool, hook: bool):
+        if len(args) != len(plan.param_slots):
+            raise HloEvalError(f"computation '{plan.comp.name}' takes {len(plan.param_slots)} arguments, "
+                               f"got {len(args)}")
+        self.depth += 1
+        if self.depth > 500:
+            raise HloEvalError("computations call each other more than 500 deep (recursion?)")
+        try:
+            n = len(plan.insts)
+            vals: list = [None] * n
+            for pnum, slot in plan.param_slots:
+                vals[slot] = args[pnum]
+            insts, rules, opidx, free = plan.insts, plan.rules, plan.operand_idx, plan.free_after
+            do_hook = hook and self.hook is not None
+            for k in range(n):
+                inst = insts[k]
+                if inst.opcode != "parameter":
+                    operands = [vals[j] for j in opidx[k]]
+                    try:
+                        value = rules[k](inst, operands, self)
+                    except HloEvalError as e:
+                        if not e.diagnostics:
+                            e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
+                        raise
+                    except (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
+                            ZeroDivisionError, MemoryError, AttributeError) as e:
+                        raise HloEvalError(f"{inst.name}: {inst.opcode} failed: {e}",
+                                           [_diag(inst, f"{inst.name}: {inst.opcode} failed: {type(e).__name__}: {e}",
+                                                  "R011")]) from e
+                    vals[k] = value
+                else:
+                    value = vals[k]
+                    operands = []
+                if check:
+                    why = conforms(value, inst.shape)
+                    if why is not None:
+                        raise HloEvalError(
+                            f"{inst.name}: {inst.opcode} produced a value that does not match its shape "
+                            f"{inst.shape.to_str(False)}: {why}",
+                            [_diag(inst, f"{inst.name}: {inst.opcode} produced {describe(value)}, which does not "
+                                         f"match its shape {inst.shape.to_str(False)}: {why}", "R012")])
+                self.executed += 1
+                if do_hook:
+                    key = (plan.comp.name, inst.name)
+                    c = self._counts.get(key, 0) + 1
+                    self._counts[key] = c
+                    self.hook(InstructionEvent(plan.comp, inst, value, c, operands))
+                for j in free[k]:
+                    vals[j] = None
+            if self.progress is not None:
+                self.progress(self.executed)
+            return vals[plan.root]
+        finally:
+            self.depth -= 1
+
+
+def run_module(module: Module, args, options: RunOptions | None = None, hook=None, progress=None):
+    """Run the entry computation of `module` on `args` (values in parameter order)."""
+    ec = EvalContext(module, options, hook, progress)
+    return ec.call(module.entry, args)

@@ -1,0 +1,106 @@
+"""The shape-rule registry: one pure rule per opcode, registered by decorator against the opcode table.
+
+A rule is called as ``rule(operands, attrs, ctx)`` and returns the result Shape (layouts are
+ignored: the checker compares without layouts unless asked).  It raises ``ShapeRuleError`` with a
+message in the house template::
+
+    <opcode>: <what> must <constraint>, got <actual> for <operand shapes>
+
+``operands`` are the operand Shapes in order; ``attrs`` the instruction's decoded attributes (a
+dict, see hlo_cli/ir/attributes.py); ``ctx`` gives what a pure rule cannot know by itself:
+
+- ``ctx.declared``: the instruction's declared result shape.  Rules for opcodes whose result is not
+  a function of the operands (broadcast's output dims, reshape, iota, rng, parameter, constant,
+  custom-call, infeed, recv, ...) take their dimensions from it and check what can be checked.
+- ``ctx.computation(name)``: ``(parameter shapes, result shape)`` of a called computation, for
+  reduce/map/sort/call/while/conditional/fusion/scatter/select-and-scatter/all-reduce...
+- ``ctx.opcode``: the spelling being checked (several opcodes share a rule).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from ..ir.shape import Shape
+
+
+class ShapeRuleError(ValueError):
+    """A violated shape rule; the checker adds the location and the instruction's name."""
+
+    def __init__(self, message: str, code: str = "S000"):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class RuleContext:
+    opcode: str
+    declared: Shape | None = None
+    computations: Mapping[str, tuple[list[Shape], Shape]] = field(default_factory=dict)
+
+    def computation(self, name: str) -> tuple[list[Shape], Shape]:
+        try:
+            return self.computations[name]
+        except KeyError:
+            raise ShapeRuleError(f"{self.opcode}: called computation '{name}' is not defined") from None
+
+
+Rule = Callable[[Sequence[Shape], Mapping, RuleContext], Shape]
+RULES: dict[str, Rule] = {}
+
+
+def rule(*opcodes: str):
+    """Register a shape rule for one or more opcodes (text spellings from the opcode table)."""
+    def deco(fn: Rule) -> Rule:
+        for op in opcodes:
+            if op in RULES:
+                raise RuntimeError(f"two shape rules for {op}")
+            RULES[op] = fn
+        return fn
+    return deco
+
+
+def shapes_text(shapes: Sequence[Shape]) -> str:
+    """Operand shapes in HLO notation, for messages: (f32[2,3], s32[])."""
+    return "(" + ", ".join(s.to_str(False) for s in shapes) + ")"
+
+
+def fail(opcode: str, what: str, constraint: str, actual, operands: Sequence[Shape], code: str = "S000"):
+    """Raise the house-style message."""
+    raise ShapeRuleError(f"{opcode}: {what} must {constraint}, got {actual} for {shapes_text(operands)}", code)
+
+
+def infer_shape(opcode: str, operands: Sequence[Shape], attrs: Mapping, ctx: RuleContext | None = None) -> Shape:
+    """The result shape XLA's rules give for this instruction (raises ShapeRuleError)."""
+    fn = RULES.get(opcode)
+    if fn is None:
+        from ..ir.opcodes import OPCODES
+        # async sugar <op>-start/-update/-done
+        for suffix, generic in (("-start", "async-start"), ("-update", "async-update"), ("-done", "async-done")):
+            if opcode.endswith(suffix) and opcode[: -len(suffix)] in OPCODES and generic in RULES:
+                fn = RULES[generic]
+                break
+        if fn is None:
+            raise ShapeRuleError(f"{opcode}: no shape rule for this opcode", "S001")
+    return fn(operands, attrs, ctx or RuleContext(opcode))
+
+
+def computation_shapes(module) -> dict[str, tuple[list[Shape], Shape]]:
+    """(parameter shapes, result shape) of every computation of a module, for RuleContext."""
+    out = {}
+    for comp in module.computations:
+        params = comp.parameters
+        root = comp.by_name.get(comp.root)
+        out[comp.name] = ([p.shape for p in params], root.shape if root is not None else None)
+    return out
+
+
+def context_for(module, instruction, comp_shapes=None) -> RuleContext:
+    """The RuleContext of one instruction of a parsed module."""
+    return RuleContext(instruction.opcode, instruction.shape,
+                       comp_shapes if comp_shapes is not None else computation_shapes(module))
+
+
+def operand_shapes(computation, instruction) -> list[Shape]:
+    by = computation.by_name
+    return [by[o].shape for o in instruction.operands]

@@ -1,0 +1,51 @@
+"""XLA itself, as a reference: parse and run HLO text with the XLA that JAX ships.
+
+Needs jax and jaxlib (the `test` extra).  Used by the differential tests and the benchmarks.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def _jax():
+    import jax
+    from jax._src.lib import _jax as xla
+    from jaxlib import _hlo
+    return jax, xla, _hlo
+
+
+def parse_with_xla(text: str):
+    """XLA's HloModule for `text` (raises RuntimeError with XLA's message on bad input)."""
+    _, _, _hlo = _jax()
+    return _hlo.hlo_module_from_text(text)
+
+
+class XlaExecutable:
+    """An HLO module compiled by XLA CPU; `timings` records parse/compile seconds."""
+
+    def __init__(self, text: str):
+        jax, xla, _hlo = _jax()
+        t0 = time.perf_counter()
+        module = _hlo.hlo_module_from_text(text)
+        t1 = time.perf_counter()
+        stablehlo = xla.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+        self.device = jax.devices("cpu")[0]
+        client = self.device.client
+        self.executable = client.compile_and_load(stablehlo, xla.DeviceList((self.device,)), xla.CompileOptions())
+        t2 = time.perf_counter()
+        self.timings = {"parse": t1 - t0, "compile": t2 - t1}
+
+    def __call__(self, args) -> list[np.ndarray]:
+        """Run on `args` (arrays in parameter order); returns the result's array leaves, depth-first."""
+        import jax
+        bufs = [jax.device_put(np.asarray(a), self.device) for a in args]
+        res = self.executable.execute_sharded(bufs)
+        outs = res.disassemble_into_single_device_arrays()
+        return [np.asarray(o[0]) for o in outs]
+
+
+def run_with_xla(text: str, args) -> list[np.ndarray]:
+    """Compile `text` with XLA CPU and run it on `args`; the result's array leaves, depth-first."""
+    return XlaExecutable(text)(args)

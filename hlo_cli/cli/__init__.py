@@ -11,6 +11,7 @@ import click
 from .. import __version__
 
 _COMMANDS = {
+    "check": ("hlo_cli.cli.check", "check", "Check modules against XLA's shape, layout and type rules."),
     "fmt": ("hlo_cli.cli.fmt", "fmt", "Print a module in XLA's canonical text form."),
     "info": ("hlo_cli.cli.info", "info", "Summarize a module: entry signature, counts, opcodes, sources."),
     "run": ("hlo_cli.cli.run", "run", "Run a module on inputs with the NumPy interpreter."),

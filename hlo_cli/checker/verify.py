@@ -55,6 +55,8 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     _check_recursion(module, rep)
     _check_signatures(module, rep)
     seen_names: dict[str, str] = {}
+    replicas = module.attrs.get("replica_count", 1)
+    partitions = module.attrs.get("num_partitions", 1)
     for comp in module.computations:
         by = comp.by_name
         for inst in comp.instructions:
@@ -66,7 +68,7 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
             operands = [by[o].shape for o in inst.operands if o in by]
             if len(operands) != len(inst.operands):
                 continue
-            ctx = RuleContext(inst.opcode, inst.shape, comp_shapes)
+            ctx = RuleContext(inst.opcode, inst.shape, comp_shapes, replicas, partitions)
             try:
                 inferred = infer_shape(inst.opcode, operands, inst.attrs, ctx)
             except ShapeRuleError as e:

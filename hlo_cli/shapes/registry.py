@@ -37,6 +37,8 @@ class RuleContext:
     opcode: str
     declared: Shape | None = None
     computations: Mapping[str, tuple[list[Shape], Shape]] = field(default_factory=dict)
+    replica_count: int | None = None       # module header values (XLA's default: 1)
+    num_partitions: int | None = None
 
     def computation(self, name: str) -> tuple[list[Shape], Shape]:
         try:
@@ -98,7 +100,8 @@ def computation_shapes(module) -> dict[str, tuple[list[Shape], Shape]]:
 def context_for(module, instruction, comp_shapes=None) -> RuleContext:
     """The RuleContext of one instruction of a parsed module."""
     return RuleContext(instruction.opcode, instruction.shape,
-                       comp_shapes if comp_shapes is not None else computation_shapes(module))
+                       comp_shapes if comp_shapes is not None else computation_shapes(module),
+                       module.attrs.get("replica_count", 1), module.attrs.get("num_partitions", 1))
 
 
 def operand_shapes(computation, instruction) -> list[Shape]:

@@ -557,8 +557,12 @@ def _decode_value(name: str, value: str):
             inner = value[1:-1].strip()
             return IntList(int(v) for v in inner.split(",")) if inner else IntList()
         lark, t = _parser()
+        outer = t.text          # a sub-parse inside the main parse: keep the main text for later groups
         t.text = value
-        return lark.parse(value, start="attr_value")
+        try:
+            return lark.parse(value, start="attr_value")
+        finally:
+            t.text = outer
     if c == '"':
         return Quoted(unquote(value), value)
     return Word(value)

@@ -54,7 +54,9 @@ class _Plan:
         # what to run: the root's dependencies (operands and control predecessors) + side effects
         needed: set[int] = set()
         order: list[int] = []
-        roots = [index[comp.root]] + [k for k, i in enumerate(comp.instructions) if _has_side_effect(i)]
+        # every parameter is bound (even one nothing reads), so calls always take the full argument list
+        roots = [k for k, i in enumerate(comp.instructions) if i.opcode == "parameter"]
+        roots += [index[comp.root]] + [k for k, i in enumerate(comp.instructions) if _has_side_effect(i)]
         for r in roots:
             _topo(r, comp.instructions, index, needed, order)
         self.insts = [comp.instructions[k] for k in order]

@@ -40,7 +40,16 @@ class XlaExecutable:
     def __call__(self, args) -> list[np.ndarray]:
         """Run on `args` (arrays in parameter order); returns the result's array leaves, depth-first."""
         import jax
-        bufs = [jax.device_put(np.asarray(a), self.device) for a in args]
+        # 64-bit inputs must reach XLA as they are, whatever JAX's x64 default says
+        try:
+            ctx = jax.enable_x64(True)
+        except (AttributeError, TypeError):
+            ctx = None
+        if ctx is not None:
+            with ctx:
+                bufs = [jax.device_put(np.asarray(a), self.device) for a in args]
+        else:
+            bufs = [jax.device_put(np.asarray(a), self.device) for a in args]
         res = self.executable.execute_sharded(bufs)
         outs = res.disassemble_into_single_device_arrays()
         return [np.asarray(o[0]) for o in outs]

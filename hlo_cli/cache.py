@@ -1,0 +1,685 @@
+"""An on-disk cache of parsed modules, keyed by the HLO text.
+
+`cached_parse(text, name)` returns what `hlo_cli.parser.parse(text, name)`
+returns; on a repeat it loads the module from ``cache_dir()`` instead of
+parsing again (a 10.8 MB after-optimization dump: ~6 s to parse, ~0.25 s to
+load).
+
+Where: ``$HLO_CACHE_DIR`` if set (empty, ``off``, ``0``, ``false``, ``no`` or
+``none`` switch the cache off), else ``$XDG_CACHE_HOME/hlo``, else
+``~/.cache/hlo``.
+
+The key is a SHA-256 of the text, the name (it is recorded in every location),
+the tool version, the Python and NumPy versions, and a fingerprint of the
+grammar and of the sources under hlo_cli/ir and hlo_cli/parser (and of this
+file), so that any change to the parser or the IR invalidates old entries.
+
+An entry is one file ``<key>.hlc``: a fixed header (magic, format version,
+key, payload length, SHA-256 of the payload) followed by a pickle (protocol 5)
+of the Module.  The pickle uses compact reductions for the IR classes (an
+instruction and its location are rebuilt by one call, strings that repeat are
+stored once) and is read back by an unpickler that only accepts the IR
+classes, so a planted file cannot run code.  Files are written to a temporary
+file in the same directory, fsynced and renamed over the entry, so readers
+only ever see complete entries and concurrent writers of the same key are
+harmless.  A file that is truncated, corrupt, foreign, from another format
+version, owned by another user, or that does not unpickle to a Module is a
+miss and is deleted.  Errors of the cache itself never propagate: if the
+directory cannot be created or written, the module is parsed and returned as
+usual.  The size is bounded (``MAX_BYTES`` / ``MAX_ENTRIES``, overridable by
+``$HLO_CACHE_MAX_BYTES`` / ``$HLO_CACHE_MAX_ENTRIES``); the least recently
+used entries (by mtime, which a hit refreshes) are evicted after each store.
+Errors of the parser (HloSyntaxError, ...) propagate unchanged and are never
+cached.
+"""
+from __future__ import annotations
+
+import copyreg
+import gc
+import hashlib
+import io
+import logging
+import os
+import pickle
+import stat
+import struct
+import sys
+import tempfile
+import time
+from functools import cached_property
+from pathlib import Path
+from types import FunctionType as _FunctionType
+from typing import NamedTuple
+
+__all__ = ["cache_dir", "cached_parse", "clear_cache", "cache_info", "CacheInfo",
+           "MAX_BYTES", "MAX_ENTRIES", "FORMAT_VERSION"]
+
+_log = logging.getLogger("hlo.cache")
+
+MAX_BYTES = 1 << 30          # 1 GiB
+MAX_ENTRIES = 256
+FORMAT_VERSION = 1
+
+_MAGIC = b"HLOIRPK\x00"
+_HEADER = struct.Struct("<8sI32sQ32s")   # magic, format version, key, payload length, payload sha256
+_SUFFIX = ".hlc"
+_TMP_PREFIX = ".tmp-"
+_TMP_SUFFIX = ".part"
+_STALE_TMP_SECONDS = 3600
+_PICKLE_PROTOCOL = 5
+_OFF = frozenset({"", "off", "0", "false", "no", "none"})
+
+
+# ----------------------------------------------------------------------------- location and limits
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None when the cache is switched off (``HLO_CACHE_DIR=off``)."""
+    env = os.environ.get("HLO_CACHE_DIR")
+    if env is not None:
+        if env.strip().lower() in _OFF:
+            return None
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):          # the XDG spec says to ignore relative paths
+        return Path(xdg) / "hlo"
+    try:
+        return Path.home() / ".cache" / "hlo"
+    except (RuntimeError, KeyError, OSError):   # no home directory to be found
+        return None
+
+
+def _limit(env: str, default: int) -> int:
+    v = os.environ.get(env)
+    if v:
+        try:
+            n = int(v)
+            if n >= 0:
+                return n
+        except ValueError:
+            pass
+    return default
+
+
+def _max_bytes() -> int:
+    return _limit("HLO_CACHE_MAX_BYTES", MAX_BYTES)
+
+
+def _max_entries() -> int:
+    return _limit("HLO_CACHE_MAX_ENTRIES", MAX_ENTRIES)
+
+
+# ----------------------------------------------------------------------------- key
+
+_fingerprint: bytes | None = None
+
+
+def _code_fingerprint() -> bytes:
+    """A hash of the grammar and of the parser/IR sources (and of this file): any edit invalidates."""
+    global _fingerprint
+    if _fingerprint is None:
+        h = hashlib.sha256()
+        pkg = Path(__file__).resolve().parent
+        files: list[tuple[str, Path]] = [("cache.py", Path(__file__).resolve())]
+        for sub in ("ir", "parser"):
+            d = pkg / sub
+            if d.is_dir():
+                files.extend((f"{sub}/{p.relative_to(d).as_posix()}", p) for p in d.rglob("*.py")
+                             if "__pycache__" not in p.parts)
+        try:
+            from .parser.frontend import grammar_path
+            files.append(("grammar/hlo.lark", grammar_path()))
+        except Exception:           # no grammar: parsing fails anyway; key on its absence
+            h.update(b"no grammar\0")
+        for rel, p in sorted(files):
+            try:
+                data = p.read_bytes()
+            except OSError:
+                data = b"\xff unreadable"
+            h.update(rel.encode() + b"\0" + len(data).to_bytes(8, "little"))
+            h.update(data)
+        _fingerprint = h.digest()
+    return _fingerprint
+
+
+def _tool_version() -> str:
+    try:
+        import hlo_cli
+        return str(getattr(hlo_cli, "__version__", "0"))
+    except Exception:
+        return "0"
+
+
+def _environment() -> bytes:
+    try:
+        import numpy
+        np_version = numpy.__version__
+    except Exception:               # pragma: no cover - numpy is a dependency
+        np_version = "-"
+    return "\0".join((f"format={FORMAT_VERSION}", f"hlo={_tool_version()}",
+                      f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}",
+                      f"numpy={np_version}", sys.byteorder)).encode()
+
+
+def _key(text: str, name: str) -> bytes:
+    h = hashlib.sha256(b"hlo parse cache\0")
+    h.update(_environment() + b"\0")
+    h.update(_code_fingerprint())
+    nb = name.encode("utf-8", "surrogatepass")
+    h.update(len(nb).to_bytes(8, "little") + nb)
+    tb = text.encode("utf-8", "surrogatepass")
+    h.update(len(tb).to_bytes(8, "little"))
+    h.update(tb)
+    return h.digest()
+
+
+def _entry_path(directory: Path, key: bytes) -> Path:
+    return directory / (key.hex() + _SUFFIX)
+
+
+# ----------------------------------------------------------------------------- serialization
+#
+# Pickling the IR as is works but is slow to load: slotted frozen dataclasses
+# unpickle through dataclasses' __setstate__, which calls fields() for every
+# object (a 72k-instruction module: 1.1 s of 1.5 s).  Instead an Instruction and
+# its Loc are rebuilt by one call of _mk_instr with positional arguments, the
+# other dataclasses by their constructor with positional arguments (a class
+# with init=False fields or a __post_init__ field by field instead, so that
+# nothing is recomputed), and ndarrays from raw bytes.  Cached properties are
+# not stored.  While pickling, names, opcodes and attribute keys are interned
+# so that a string that repeats (an instruction's name and its uses, every
+# 'fusion') is stored and loaded once, and equal attribute values of the
+# immutable one-string kinds (Metadata, Enum, ...) and int tuples are shared.
+# The pickle memo keeps the sharing the parser already has (shapes, ...).
+# Everything the pickler meets must be a builtin container or a registered IR
+# type; anything else makes the module uncacheable (it is then not stored),
+# and the unpickler accepts exactly the globals the pickler can produce.
+
+class _Unsupported(pickle.PicklingError):
+    pass
+
+
+class _Codec:
+    def __init__(self):
+        import dataclasses
+
+        import numpy as np
+
+        from .ir import attributes, dtypes, literal, module, shape
+        self.Module = module.Module
+        Instruction, Loc = module.Instruction, module.Loc
+        self.np = np
+        red: dict[type, object] = {}
+        allowed_classes: set[type] = set()
+        raw_slots: set[type] = set()
+        self.raw_slots = raw_slots
+        for mod in (module, shape, attributes, literal):
+            for obj in vars(mod).values():
+                if not (isinstance(obj, type) and obj.__module__ == mod.__name__):
+                    continue
+                if dataclasses.is_dataclass(obj):
+                    allowed_classes.add(obj)
+                    red[obj] = self._dataclass_reducer(obj, dataclasses, raw_slots)
+                elif issubclass(obj, (str, tuple)) and not issubclass(obj, BaseException):
+                    allowed_classes.add(obj)      # Word, Quoted, Sep, IntList: default reduction
+        allowed_classes.add(complex)
+        fast_instruction = self._fast_instruction_ok(Instruction, Loc, dataclasses)
+        # frozen value classes with one field (Metadata, Enum, ComputationRef, ...): equal attribute
+        # values of this kind are stored once (the parser already shares many of them)
+        text_values = {}
+        for cls in allowed_classes:
+            if dataclasses.is_dataclass(cls):
+                params = cls.__dataclass_params__
+                flds = dataclasses.fields(cls)
+                if params.frozen and params.eq and len(flds) == 1 and flds[0].compare:
+                    text_values[cls] = flds[0].name
+        self.text_values = text_values
+        red[np.ndarray] = self._reduce_array
+        # numpy dtypes the arrays may have: HLO element types first, then plain numpy ones
+        self.dtype_names = {}
+        for et in dtypes.ELEMENT_TYPES.values():
+            if et.numpy is not None and et.numpy not in self.dtype_names:
+                self.dtype_names[et.numpy] = et.name
+        self.dtypes = {name: dt for dt, name in self.dtype_names.items()}
+        self.reducers = red
+        self.allowed_classes = frozenset(allowed_classes)
+        self.builtin_ok = frozenset({tuple, list, dict, set, frozenset, bytearray, complex})
+        self.functions = frozenset((_mk_instr, _mk_array, _restore_slots))
+        globs: dict[tuple[str, str], object] = {}
+        for cls in self.allowed_classes:
+            globs[(cls.__module__, cls.__qualname__)] = cls
+        for f in self.functions:
+            globs[(__name__, f.__name__)] = f
+        self.globals = globs
+        codec = self
+
+        class Pickler(pickle.Pickler):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.canon = {}
+
+            def reducer_override(self, obj, _red=red, _ok=codec.builtin_ok | codec.allowed_classes,
+                                 _classes=codec.allowed_classes, _functions=codec.functions,
+                                 _Instruction=Instruction if fast_instruction else None):
+                t = type(obj)
+                if t is _Instruction:
+                    return _reduce_instruction(obj, self.canon, text_values)
+                f = _red.get(t)
+                if f is not None:
+                    return f(obj)
+                if t in _ok:
+                    return NotImplemented                   # the default reduction
+                if t is type:
+                    if obj in _classes:
+                        return NotImplemented               # saved as a global
+                elif t is _FunctionType and obj in _functions:
+                    return NotImplemented
+                raise _Unsupported(f"cannot cache a {t.__module__}.{t.__qualname__}")
+
+        class Unpickler(pickle.Unpickler):
+            def find_class(self, module_name, name, _globs=globs):
+                obj = _globs.get((module_name, name))
+                if obj is None:
+                    raise pickle.UnpicklingError(f"{module_name}.{name} is not allowed in a cache entry")
+                return obj
+
+        self.Pickler = Pickler
+        self.Unpickler = Unpickler
+
+    @staticmethod
+    def _fast_instruction_ok(Instruction, Loc, dataclasses) -> bool:
+        fi, fl = dataclasses.fields(Instruction), dataclasses.fields(Loc)
+        return (tuple(f.name for f in fi) == _INSTR_FIELDS and tuple(f.name for f in fl) == _LOC_FIELDS
+                and all(f.init for f in fi + fl)
+                and not hasattr(Instruction, "__post_init__") and not hasattr(Loc, "__post_init__"))
+
+    @staticmethod
+    def _dataclass_reducer(cls, dataclasses, raw_slots):
+        fields = dataclasses.fields(cls)
+        names = tuple(sys.intern(f.name) for f in fields)
+        simple = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
+        if simple:
+            # the constructor, positionally: the fastest way back, and for a class without slots it
+            # keeps the attributes in the object's inline values (no __dict__ object to create)
+            def reduce_init(o, cls=cls, names=names):
+                return cls, tuple([getattr(o, n) for n in names])
+            return reduce_init
+        if cls.__dictoffset__ == 0 or any("__slots__" in c.__dict__ for c in cls.__mro__[:-1]):
+            raw_slots.add(cls)
+
+            def reduce_slots(o, cls=cls, names=names):
+                return _restore_slots, (cls, names, tuple([getattr(o, n) for n in names]))
+            return reduce_slots
+        cached = frozenset(n for c in cls.__mro__ for n, v in vars(c).items() if isinstance(v, cached_property))
+
+        def reduce_dict(o, cls=cls, cached=cached):
+            # values of cached properties are derived: they are recomputed on demand, not stored
+            d = o.__dict__
+            if cached and not cached.isdisjoint(d):
+                d = {k: v for k, v in d.items() if k not in cached}
+            return copyreg.__newobj__, (cls,), d or None
+        return reduce_dict
+
+    def _reduce_array(self, a):
+        dt = a.dtype
+        spec = self.dtype_names.get(dt)
+        if spec is None:
+            raise _Unsupported(f"cannot cache an array of {dt}")
+        return _mk_array, (spec, tuple(a.shape), bytearray(a.tobytes()))
+
+    def dumps(self, module) -> io.BytesIO:
+        buf = io.BytesIO()
+        self.Pickler(buf, _PICKLE_PROTOCOL).dump(module)
+        return buf
+
+    def loads(self, data: bytes, offset: int):
+        f = io.BytesIO(data)
+        f.seek(offset)
+        return self.Unpickler(f).load()
+
+
+_INSTR_FIELDS = ("name", "opcode", "shape", "operands", "attrs", "literal", "parameter_number", "loc",
+                 "operand_shapes")
+_LOC_FIELDS = ("file", "line", "column")
+_intern = sys.intern
+
+
+def _reduce_instruction(i, canon, text_values):
+    """_mk_instr(...) with the Loc's fields inline; names, opcodes and attribute keys interned, and
+    equal attribute values of the simple immutable kinds (see text_values, tuples of ints) shared."""
+    loc = i.loc
+    name = i.name
+    opcode = i.opcode
+    operands = i.operands
+    attrs = i.attrs
+    if type(name) is str:
+        name = _intern(name)
+    if type(opcode) is str:
+        opcode = _intern(opcode)
+    if type(operands) is tuple:
+        operands = tuple([_intern(x) if type(x) is str else x for x in operands])
+    if type(attrs) is dict and attrs:
+        new = {}
+        for k, v in attrs.items():
+            if type(k) is str:
+                k = _intern(k)
+            t = type(v)
+            field = text_values.get(t)
+            if field is not None:
+                text = getattr(v, field)
+                if type(text) is str:
+                    v = canon.setdefault((t, text), v)
+            elif t is tuple and all(type(x) is int for x in v):
+                v = canon.setdefault((tuple, v), v)
+            new[k] = v
+        attrs = new
+    file = loc.file
+    if type(file) is str:
+        file = _intern(file)
+    return _mk_instr, (name, opcode, i.shape, operands, attrs, i.literal, i.parameter_number,
+                       file, loc.line, loc.column, i.operand_shapes)
+
+
+_Instruction = None
+_Loc = None
+
+
+def _mk_instr(name, opcode, shape, operands, attrs, literal, parameter_number, file, line, column,
+              operand_shapes):
+    return _Instruction(name, opcode, shape, operands, attrs, literal, parameter_number,
+                        _Loc(file, line, column), operand_shapes)
+
+
+def _restore_slots(cls, names, values):
+    if cls not in _codec().raw_slots:
+        raise pickle.UnpicklingError(f"{cls.__qualname__} is not restored field by field")
+    obj = object.__new__(cls)
+    for n, v in zip(names, values):
+        object.__setattr__(obj, n, v)
+    return obj
+
+
+def _mk_array(spec, shape, buf):
+    codec = _codec()
+    dt = codec.dtypes[spec]          # KeyError on a foreign spec: the entry is a miss
+    a = codec.np.frombuffer(buf, dtype=dt) if buf else codec.np.zeros(0, dt)
+    return a.reshape(shape)          # the size must match the bytes
+
+
+_the_codec: _Codec | None = None
+
+
+def _codec() -> _Codec:
+    global _the_codec, _Instruction, _Loc
+    if _the_codec is None:
+        from .ir.module import Instruction, Loc
+        _Instruction, _Loc = Instruction, Loc
+        _the_codec = _Codec()
+    return _the_codec
+
+
+class _NoGC:
+    """Pause the cyclic GC while (un)pickling: collections triggered by hundreds of thousands of
+    new objects would otherwise take longer than the unpickling itself (the IR has no cycles to
+    find).  The previous state is restored, also when another thread had it off.
+
+    With `promote`, the objects made meanwhile go straight to the oldest generation (a freeze and
+    unfreeze, O(1)) instead of being traversed by the next two young collections (~0.15 s for a
+    72k-instruction module) on their way there; not done when the program froze objects itself."""
+
+    def __init__(self, promote: bool = False):
+        self.promote = promote
+
+    def __enter__(self):
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.was:
+            if self.promote and exc_type is None and _PROMOTE and gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
+
+
+_PROMOTE = True
+
+
+# ----------------------------------------------------------------------------- load / store
+
+def _owned_by_us(st) -> bool:
+    geteuid = getattr(os, "geteuid", None)
+    return geteuid is None or st.st_uid == geteuid()
+
+
+def _discard(path: Path, st) -> None:
+    """Delete a bad entry, unless it was replaced by another writer meanwhile."""
+    try:
+        now = os.stat(path)
+        if st is None or (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _load(path: Path, key: bytes):
+    """The cached Module, or None (a miss); never raises."""
+    st = None
+    try:
+        # O_NONBLOCK: a FIFO planted at the entry's path must not hang us (no effect on files)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        f = open(fd, "rb")
+    except Exception:           # pragma: no cover - defensive
+        os.close(fd)
+        return None
+    try:
+        with f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or not _owned_by_us(st):
+                _log.debug("%s: not a regular file of ours; ignored", path)
+                return None
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        module = _decode(data, key)
+    except Exception as e:      # truncated, corrupt, foreign, stale: all misses
+        _log.debug("%s: bad cache entry (%s); deleted", path, e)
+        _discard(path, st)
+        return None
+    try:
+        os.utime(path)          # least recently *used* is evicted first
+    except OSError:
+        pass
+    return module
+
+
+class _BadEntry(Exception):
+    pass
+
+
+def _decode(data: bytes, key: bytes):
+    if len(data) < _HEADER.size:
+        raise _BadEntry("shorter than the header")
+    magic, version, stored_key, length, digest = _HEADER.unpack_from(data)
+    if magic != _MAGIC:
+        raise _BadEntry("not a cache entry")
+    if version != FORMAT_VERSION:
+        raise _BadEntry(f"format version {version}")
+    if stored_key != key:
+        raise _BadEntry("another key")
+    if length != len(data) - _HEADER.size:
+        raise _BadEntry("truncated or padded")
+    if hashlib.sha256(memoryview(data)[_HEADER.size:]).digest() != digest:
+        raise _BadEntry("checksum mismatch")
+    codec = _codec()
+    with _NoGC(promote=True):
+        module = codec.loads(data, _HEADER.size)
+    if type(module) is not codec.Module:
+        raise _BadEntry(f"holds a {type(module).__name__}, not a Module")
+    return module
+
+
+def _encode(module, key: bytes) -> tuple[bytes, memoryview]:
+    with _NoGC():
+        buf = _codec().dumps(module)
+    payload = buf.getbuffer()
+    header = _HEADER.pack(_MAGIC, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
+    return header, payload
+
+
+def _write_atomically(directory: Path, path: Path, chunks) -> None:
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX, dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for c in chunks:
+                f.write(c)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _store(directory: Path, path: Path, key: bytes, module) -> bool:
+    """Write the entry; False if the module could not be cached.  Never raises (but Ctrl-C)."""
+    try:
+        header, payload = _encode(module, key)
+        if len(header) + len(payload) > _max_bytes():
+            return False
+        _write_atomically(directory, path, (header, payload))
+    except Exception as e:
+        _log.debug("not caching %s: %s", path, e)
+        return False
+    try:
+        _evict(directory, keep=path)
+    except Exception as e:      # pragma: no cover - eviction is best effort
+        _log.debug("eviction in %s failed: %s", directory, e)
+    return True
+
+
+def _scan(directory: Path, clean: bool = False):
+    """[(mtime_ns, size, path)] of the entries; with `clean`, removes old temporary files (crashed
+    writers)."""
+    out = []
+    now = time.time()
+    with os.scandir(directory) as it:
+        for de in it:
+            name = de.name
+            try:
+                if name.endswith(_SUFFIX) and not name.startswith("."):
+                    st = de.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode):
+                        out.append((st.st_mtime_ns, st.st_size, de.path))
+                elif clean and name.startswith(_TMP_PREFIX) and name.endswith(_TMP_SUFFIX):
+                    st = de.stat(follow_symlinks=False)
+                    if now - st.st_mtime > _STALE_TMP_SECONDS:
+                        os.unlink(de.path)
+            except OSError:
+                continue
+    return out
+
+
+def _evict(directory: Path, keep: Path | None = None) -> int:
+    """Delete least recently used entries until the bounds hold; returns how many were deleted."""
+    max_bytes, max_entries = _max_bytes(), _max_entries()
+    entries = _scan(directory, clean=True)
+    total = sum(e[1] for e in entries)
+    count = len(entries)
+    if total <= max_bytes and count <= max_entries:
+        return 0
+    keep_s = str(keep) if keep is not None else None
+    removed = 0
+    for _, size, p in sorted(entries):
+        if total <= max_bytes and count <= max_entries:
+            break
+        if p == keep_s:
+            continue
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass                # someone else evicted it
+        except OSError:
+            continue
+        total -= size
+        count -= 1
+        removed += 1
+    return removed
+
+
+# ----------------------------------------------------------------------------- entry points
+
+def _parse(text: str, name: str):
+    from .parser import parse
+    return parse(text, name)
+
+
+def cached_parse(text: str, name: str):
+    """`parse(text, name)`, through the on-disk cache.  Parse errors propagate and are not cached."""
+    directory = cache_dir()
+    if directory is None:
+        return _parse(text, name)
+    try:
+        key = _key(text, name)
+    except Exception as e:      # pragma: no cover - defensive: the cache must never break parsing
+        _log.debug("no cache key: %s", e)
+        return _parse(text, name)
+    path = _entry_path(directory, key)
+    module = _load(path, key)
+    if module is not None:
+        return module
+    module = _parse(text, name)
+    _store(directory, path, key, module)
+    return module
+
+
+class CacheInfo(NamedTuple):
+    directory: Path | None      # None: the cache is off
+    entries: int
+    bytes: int
+    max_entries: int
+    max_bytes: int
+
+
+def cache_info(directory: Path | str | None = None) -> CacheInfo:
+    """How many entries the cache holds and their total size."""
+    d = Path(directory) if directory is not None else cache_dir()
+    entries: list = []
+    if d is not None:
+        try:
+            entries = _scan(d)
+        except OSError:
+            entries = []
+    return CacheInfo(d, len(entries), sum(e[1] for e in entries), _max_entries(), _max_bytes())
+
+
+def clear_cache(directory: Path | str | None = None) -> int:
+    """Delete every entry (only the cache's own files); returns how many entries were deleted."""
+    d = Path(directory) if directory is not None else cache_dir()
+    if d is None:
+        return 0
+    removed = 0
+    try:
+        with os.scandir(d) as it:
+            for de in it:
+                name = de.name
+                ours = (name.endswith(_SUFFIX) and not name.startswith(".")) or (
+                    name.startswith(_TMP_PREFIX) and name.endswith(_TMP_SUFFIX))
+                if not ours or de.is_dir(follow_symlinks=False):
+                    continue
+                try:
+                    os.unlink(de.path)
+                    if name.endswith(_SUFFIX):
+                        removed += 1
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    return removed

@@ -39,7 +39,8 @@ def coerce(value, shape: Shape, what: str):
         ok = tuple(arr.shape) == dims
     if not ok:
         _fail(f"{what}: expected shape {shape.to_str(False)}, got {arr.dtype}{list(arr.shape)}")
-    return np.ascontiguousarray(arr)
+    # (np.ascontiguousarray would turn a 0-d array into shape (1,))
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def _safe_cast(arr: np.ndarray, want: np.dtype) -> bool:

@@ -17,7 +17,70 @@ from .shape import Shape
 
 
 class AttrError(ValueError):
-    """A malformed attribute value; the parser adds the location."""
+    """A malformed attribute value; the parser adds the location.
+
+    `at` names the part of the value at fault when it is not the value as a whole: a word, or a
+    generic value (Word, KV, Group, ...), located by the parser as the `nth` (0-based) token of
+    the value's text spelled like it (see `value_tokens`)."""
+
+    def __init__(self, message: str, at=None, nth: int = 0):
+        super().__init__(message)
+        self.at = at
+        self.nth = nth
+
+
+_VALUE_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|<=|->|[{}\[\](),=:<]|[^\s{}\[\](),="<:]+')
+
+
+def value_tokens(text: str):
+    """(token, offset) of the tokens of an attribute value's source text, comments skipped."""
+    out = []
+    i = 0
+    while i < len(text):
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = len(text) if j < 0 else j + 2
+            continue
+        if text[i].isspace():
+            i += 1
+            continue
+        m = _VALUE_TOKEN.match(text, i)
+        if m is None:
+            out.append((text[i], i))
+            i += 1
+            continue
+        out.append((m.group(0), i))
+        i = m.end()
+    return out
+
+
+def needle_of(at) -> str | None:
+    """The token that starts `at` in source text (see AttrError)."""
+    if at is None:
+        return None
+    if isinstance(at, Quoted):
+        return at.raw
+    if isinstance(at, KV):
+        return at.key
+    if isinstance(at, Group):
+        return at.open
+    if isinstance(at, IntList):
+        return "{"
+    if isinstance(at, Seq):
+        return needle_of(at.items[0]) if at.items else None
+    return str(at)
+
+
+def nth_among(items, item, needle: str | None = None) -> int:
+    """How many tokens of the generic values before `item` in `items` (its siblings) are spelled
+    like `needle` (default: the first token of `item`): the `nth` of an AttrError."""
+    needle = needle_of(item) if needle is None else needle
+    n = 0
+    for it in items:
+        if it is item:
+            break
+        n += sum(1 for t, _ in value_tokens(generic_text(it)) if t == needle)
+    return n
 
 
 # ----------------------------------------------------------------------------- generic values
@@ -132,6 +195,9 @@ def generic_text(v) -> str:
         return f"{v.key}={generic_text(v.value)}"
     if isinstance(v, Seq):
         return "".join(generic_text(i) for i in v.items)
+    if isinstance(getattr(v, "shape", None), Shape) and isinstance(getattr(v, "text", None), str):
+        # the parser's LiteralValue (`literal=s32[2]{0} {7, 8}`): shape, then the literal
+        return f"{v.shape} {v.text}"
     return str(v)
 
 
@@ -215,8 +281,10 @@ class SliceSpec:
     dimensions: tuple[SliceDim, ...]
 
     def __str__(self) -> str:
+        # XLA writes the strides of every dimension as soon as one of them is not 1
+        strided = any(d.stride != 1 for d in self.dimensions)
         return "{" + ", ".join(
-            f"[{d.start}:{d.limit}" + (f":{d.stride}]" if d.stride != 1 else "]")
+            f"[{d.start}:{d.limit}" + (f":{d.stride}]" if strided else "]")
             for d in self.dimensions) + "}"
 
 
@@ -304,6 +372,12 @@ class Sharding:
             return "{" + ", ".join(str(e) for e in self.elements) + "}"
         if self.kind == "raw":
             return self.extra[0]
+        if (self.kind in ("replicated", "manual", "unreduced", "unknown") and len(self.extra) >= 2
+                and self.extra[0] == "mesh" and self.extra[1].startswith("[")):
+            # a named sharding read as kind + extra words: {mesh[...], replicated, ...}
+            named = ["mesh" + self.extra[1], self.kind, *self.extra[2:]]
+            named += [f"metadata={_metadata_list_text(m)}" for m in self.metadata]
+            return "{" + ", ".join(named) + "}"
         parts: list[str] = []
         if self.kind == "maximal":
             parts.append(f"maximal device={self.device}")
@@ -319,8 +393,34 @@ class Sharding:
         if self.shard_group:
             parts.append(self.shard_group)
         for m in self.metadata:
-            parts.append(f"metadata={m}")
+            parts.append(f"metadata={_metadata_list_text(m)}")
         return "{" + " ".join(parts) + "}"
+
+
+def _metadata_list_text(m: str) -> str:
+    """A sharding's metadata list as XLA spells it: {{op_name="a"}, {op_type="b"}}."""
+    if not m.startswith("{{"):
+        return m
+    parts, depth, start, quote_ch, k = [], 0, 1, None, 0
+    while k < len(m):
+        ch = m[k]
+        if quote_ch:
+            if ch == "\\":
+                k += 1
+            elif ch == quote_ch:
+                quote_ch = None
+        elif ch in "\"'":
+            quote_ch = ch
+        elif ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        elif ch == "," and depth == 1:
+            parts.append(m[start:k].strip())
+            start = k + 1
+        k += 1
+    parts.append(m[start:-1].strip())
+    return "{" + ", ".join(parts) + "}"
 
 
 _MD_FIELD = re.compile(r'\s*([A-Za-z_][\w]*)=("(?:[^"\\]|\\.)*"|\{[^{}]*\}|[^\s}]+)')
@@ -434,7 +534,9 @@ class BufferDonors:
     entries: tuple[tuple[int, tuple[int, ...]], ...]
 
     def __str__(self) -> str:
-        return "{" + ", ".join(f"({p}, {_shape_index(i)})" for p, i in self.entries) + "}"
+        if not self.entries:
+            return "{}"
+        return "{ " + ", ".join(f"({p}, {_shape_index(i)})" for p, i in self.entries) + " }"
 
 
 def _shape_index(idx) -> str:
@@ -614,20 +716,27 @@ def dec_window(v, ctx=None):
     if not (isinstance(v, Group) and v.open == "{"):
         raise AttrError(f"expected a window like {{size=3x3 stride=2x2}}, got '{generic_text(v)}'")
     fields: dict[str, list[str]] = {}
-    for it in v.values():
-        if not isinstance(it, KV):
-            raise AttrError(f"unexpected '{generic_text(it)}' in window")
-        fields[it.key] = _xs(_word(it.value, f"a value for window {it.key}"))
     known = {"size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal"}
-    for k in fields:
-        if k not in known:
-            raise AttrError(f"unknown window field '{k}' (expected one of {', '.join(sorted(known))})")
+    items = v.values()
+    where: dict[str, KV] = {}
+    for it in items:
+        if not isinstance(it, KV):
+            raise AttrError(f"expected a window field like size=3x3, got '{generic_text(it)}'", at=it,
+                            nth=nth_among(items, it))
+        if it.key not in known:
+            raise AttrError(f"unexpected window field '{it.key}' (expected one of {', '.join(sorted(known))})",
+                            at=it, nth=nth_among(items, it))
+        if it.key in fields:
+            raise AttrError(f"window field '{it.key}' is given twice", at=it, nth=nth_among(items, it))
+        fields[it.key] = _xs(_word(it.value, f"a value for window {it.key}"))
+        where[it.key] = it
     if "size" not in fields:
         raise AttrError("window must have a size=")
     n = len(fields["size"])
     for k, vals in fields.items():
         if len(vals) != n:
-            raise AttrError(f"window {k} has {len(vals)} dimensions but size has {n}")
+            raise AttrError(f"window {k} has {len(vals)} dimensions but size has {n}", at=where[k],
+                            nth=nth_among(items, where[k]))
     try:
         dims = []
         for i in range(n):
@@ -693,21 +802,25 @@ def dec_slice(v, ctx=None):
     if not (isinstance(v, Group) and v.open == "{"):
         raise AttrError(f"expected a slice like {{[0:2], [1:5:2]}}, got '{generic_text(v)}'")
     dims = []
-    for it in v.values():
+    items = v.values()
+    for it in items:
         if not (isinstance(it, Group) and it.open == "["):
-            raise AttrError(f"expected [start:limit:stride] in slice, got '{generic_text(it)}'")
+            raise AttrError(f"expects [start:limit:step] or [start:limit] in slice, got '{generic_text(it)}'",
+                            at=it, nth=nth_among(items, it))
         text = "".join(generic_text(x) for x in it.items)
         parts = text.split(":")
         try:
             nums = [int(p) for p in parts]
         except ValueError:
-            raise AttrError(f"malformed slice dimension '[{text}]'") from None
+            raise AttrError(f"expects [start:limit:step] or [start:limit] with integers, got '[{text}]'",
+                            at=it, nth=nth_among(items, it)) from None
         if len(nums) == 2:
             dims.append(SliceDim(nums[0], nums[1]))
         elif len(nums) == 3:
             dims.append(SliceDim(*nums))
         else:
-            raise AttrError(f"malformed slice dimension '[{text}]'")
+            raise AttrError(f"expects [start:limit:step] or [start:limit], but sees {len(nums)} numbers in "
+                            f"'[{text}]'", at=it, nth=nth_among(items, it))
     return SliceSpec(tuple(dims))
 
 
@@ -770,8 +883,19 @@ def dec_replica_groups(v, ctx=None):
         return iota
     if isinstance(v, IntList) and not v:
         return ReplicaGroups(())
+    if isinstance(v, IntList):
+        raise AttrError(f"expects a list of integer lists like {{{{0,1}},{{2,3}}}}, got the single list "
+                        f"'{generic_text(v)}' (write {{{generic_text(v)}}})", at=str(v[0]))
     if isinstance(v, Group) and v.open == "{":
-        return ReplicaGroups(tuple(_int_tuple(g) for g in v.values()))
+        items = v.values()
+        groups = []
+        for g in items:
+            try:
+                groups.append(_int_tuple(g))
+            except AttrError:
+                raise AttrError(f"expects a list of integer lists like {{{{0,1}},{{2,3}}}}, got "
+                                f"'{generic_text(g)}' in it", at=g, nth=nth_among(items, g)) from None
+        return ReplicaGroups(tuple(groups))
     raise AttrError(f"expected replica groups like {{{{0,1}},{{2,3}}}} or [2,2]<=[4], got '{generic_text(v)}'")
 
 
@@ -789,16 +913,41 @@ def dec_source_target_pairs(v, ctx=None):
     raise AttrError(f"expected source_target_pairs like {{{{0,1}},{{1,0}}}}, got '{generic_text(v)}'")
 
 
+_SHARDING_KINDS = ("replicated", "manual", "unknown", "maximal", "unreduced")
+_SHARDING_EXPECTED = ("replicated, maximal device=N, manual, unknown, unreduced, devices=[...], "
+                      "last_tile_dim_replicate, last_tile_dims={...}, shard_as N, shard_like N or metadata=")
+
+
 def _sharding_one(g) -> Sharding:
+    """One HloSharding, with XLA's checks (ParseSingleSharding) for the classic forms; named
+    (mesh) shardings, `{mesh[...] ...}` / `{maximal_mesh[...]}`, are read leniently."""
     if isinstance(g, IntList) and not g:
         return Sharding("tuple")
+    if isinstance(g, IntList):
+        raise AttrError(f"expected a sharding like {{replicated}}, got '{generic_text(g)}'", at=str(g[0]))
     if not (isinstance(g, Group) and g.open == "{"):
         raise AttrError(f"expected a sharding like {{replicated}}, got '{generic_text(g)}'")
     items = list(g.items)
     # a tuple sharding: every item is a group
     vals = [i for i in items if not isinstance(i, Sep)]
     if vals and all(isinstance(i, (Group, IntList)) for i in vals):
-        return Sharding("tuple", elements=tuple(_sharding_one(i) for i in vals))
+        elements = []
+        for e in vals:
+            try:
+                elements.append(_sharding_one(e))
+            except AttrError as err:
+                if err.at is None:
+                    err.at, err.nth = e, nth_among(items, e)
+                else:
+                    err.nth += nth_among(items, e, needle_of(err.at))
+                raise
+        return Sharding("tuple", elements=tuple(elements))
+    named = bool(vals) and isinstance(vals[0], Word) and str(vals[0]) in ("mesh", "maximal_mesh")
+    first = vals[0] if vals else None
+
+    def bad(message, it):
+        raise AttrError(message, at=it, nth=nth_among(items, it) if it is not None else 0)
+
     kind = None
     device = None
     tile = None
@@ -811,11 +960,17 @@ def _sharding_one(g) -> Sharding:
     while i < len(items):
         it = items[i]
         if isinstance(it, Sep):
+            if not named:
+                bad(f"unexpected '{it}' in sharding (the parts of a sharding are separated by spaces; "
+                    f"expected {_SHARDING_EXPECTED})", it)
             i += 1
             continue
         if isinstance(it, KV):
             if it.key == "device":
-                device = _int(it.value)
+                try:
+                    device = _int(it.value)
+                except AttrError:
+                    bad(f"device= must be an integer, got '{generic_text(it.value)}'", it)
             elif it.key == "devices":
                 dims = _bracket_ints(it.value)
                 i += 1
@@ -840,7 +995,8 @@ def _sharding_one(g) -> Sharding:
                             continue
                         break
                     tile = TileAssignment(dims, devices=tuple(devs))
-                kind = "tiled"
+                if kind is None or named:
+                    kind = "tiled"
                 continue
             elif it.key == "last_tile_dims":
                 if isinstance(it.value, Group):
@@ -849,26 +1005,48 @@ def _sharding_one(g) -> Sharding:
                     ltd = ()
             elif it.key == "metadata":
                 metadata.append(generic_text(it.value))
-            else:
+            elif named:
                 extra.append(generic_text(it))
+            else:
+                bad(f"unknown attribute '{it.key}' in sharding: expected device=, devices=, metadata= or "
+                    f"last_tile_dims=", it)
             i += 1
             continue
         w = str(it) if isinstance(it, Word) else generic_text(it)
-        if w in ("replicated", "manual", "unknown", "maximal", "unreduced") and kind is None:
+        if w in _SHARDING_KINDS and kind is None:
             kind = w
+        elif w in _SHARDING_KINDS and not named:
+            bad(f"'{w}' conflicts with '{kind if kind != 'tiled' else 'devices='}' in the same sharding", it)
         elif w == "last_tile_dim_replicate":
             ltdr = True
         elif w in ("shard_as", "shard_like") and i + 1 < len(items):
+            if not named and not (isinstance(items[i + 1], Word) and re.fullmatch(r"-?\d+", items[i + 1])):
+                bad(f"expects an integer after {w}, got '{generic_text(items[i + 1])}'", items[i + 1])
             group = f"{w} {items[i + 1]}"
             i += 1
-        else:
+        elif named:
             extra.append(w)
+        else:
+            bad(f"unexpected '{w}' in sharding (expected {_SHARDING_EXPECTED})", it)
         i += 1
-    if kind is None:
-        # newer forms (named mesh shardings, ...) are kept as written
+    if named and kind is None:
+        # named mesh shardings without a kind word are kept as written
         return Sharding("raw", extra=(g.text or generic_text(g),))
+    if kind is None:
+        bad("a sharding needs a kind: replicated, maximal device=N, manual, unknown, unreduced or "
+            "devices=[...] (non-maximal shardings must have a tile assignment)", first)
+    if not named:
+        if kind == "maximal" and (device is None or tile is not None):
+            bad("maximal shardings should have exactly one device assigned: write {maximal device=N}", first)
+        if kind in ("replicated", "manual", "unknown", "unreduced") and (device is not None or tile is not None):
+            bad(f"{kind} shardings should not have any devices assigned", first)
+        if kind == "tiled" and device is not None:
+            bad("device= is only for maximal shardings; a tiled sharding lists its devices in devices=[...]",
+                first)
+        if tile is not None and tile.devices is not None and len(tile.devices) <= 1:
+            bad("non-maximal shardings must have more than one device assigned", first)
     if kind == "maximal" and device is None:
-        raise AttrError("a maximal sharding needs device=N")
+        raise AttrError("a maximal sharding needs device=N", at=first)
     if tile is not None:
         n = 1
         for d in tile.dims:
@@ -880,7 +1058,7 @@ def _sharding_one(g) -> Sharding:
                 m *= d
             count = m
         if count != n:
-            raise AttrError(f"sharding tile assignment {list(tile.dims)} needs {n} devices, got {count}")
+            bad(f"sharding tile assignment {list(tile.dims)} needs {n} devices, got {count}", first)
     return Sharding(kind, device, tile, ltdr, ltd, (), group, tuple(metadata), tuple(extra))
 
 
@@ -1025,7 +1203,8 @@ def dec_input_output_alias(v, ctx=None):
             raise AttrError(f"expected (parameter, {{index}}[, kind]), got '{generic_text(tgt)}'")
         kind = _word(vals[2]) if len(vals) == 3 else None
         if kind is not None and kind not in ("may-alias", "must-alias"):
-            raise AttrError(f"alias kind must be may-alias or must-alias, got '{kind}'")
+            raise AttrError(f"unexpected aliasing kind '{kind}': expected may-alias or must-alias", at=vals[2],
+                            nth=nth_among(list(v.items), tgt, kind) + nth_among(list(tgt.items), vals[2]))
         entries.append((out, _int(vals[0]), _int_tuple(vals[1]), kind))
     return InputOutputAlias(tuple(entries))
 

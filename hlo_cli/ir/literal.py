@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +20,11 @@ from .shape import Shape
 
 
 class LiteralError(ValueError):
-    pass
+    """A literal that does not fit its shape; `offset` is the 0-based index of the token at fault."""
+
+    def __init__(self, message: str, offset: int = 0):
+        super().__init__(message)
+        self.offset = offset
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,162 +54,517 @@ class Literal:
 
 
 # ----------------------------------------------------------------------------- decoding
+#
+# `parse_literal` follows XLA's ParseLiteral / ParseDenseLiteral (hlo_parser.cc) token by token:
+# - numbers are spelled as XLA's lexer reads them: -?\d+, decimals (1., -.5, 1e-05, 2.5E+3),
+#   inf, -inf, nan, -nan, nan(0x<payload>); true/false only for pred;
+# - elements are separated by commas or whitespace (extra commas are ignored);
+# - braces must nest exactly as deep as the rank; `{...}` elides the values (nest level 1 only);
+# - a tuple literal is ( element, ... ) with one literal per tuple element;
+# - values must fit the element type (floats are rounded first, like XLA);
+# - NaN payloads only for the IEEE-like types and within their mantissa.
+# Like XLA it reports the first problem it records: some (a value outside the braces a shape asks
+# for, one element too many) are only recorded, and matter when a later check fails.
+# Errors carry `offset`: the 0-based index of the offending token in the text.
 
-_TOKEN = re.compile(
-    r"/\*.*?\*/|\.\.\.|[{}(),]|[-+]?(?:nan(?:\(0x[0-9a-fA-F]+\))?|inf)|[-+]?[0-9][\w.+\-]*|true|false",
-    re.S)
+class _Stop(Exception):
+    pass
+
+
+_LIT_TOKEN = re.compile(
+    r"(\s+|/\*.*?\*/|//[^\n]*)"                                # 1 skipped
+    r"|(\.\.\.)"                                               # 2 elision
+    r"|([{}(),])"                                              # 3 punctuation
+    r"|(-?nan\(0x[0-9A-Za-z]*\)"                               # 4 a word: nan with payload,
+    r"|[-+]?[A-Za-z0-9_.]+(?:(?<=[eE])[-+][A-Za-z0-9_.]+)?)"   #   or a number / name
+    r"|(.)", re.S)                                             # 5 anything else
+_INT = re.compile(r"-?\d+")
+_DECIMAL = re.compile(r"-?(?:(?:\d+|\d+\.\d*|\d*\.\d+)[eE][+-]?\d+|\d+\.\d*|\d*\.\d+)")
+_NAN = re.compile(r"(-?)nan(?:\(0x([0-9a-fA-F]+)\))?")
+_QUIET_DOUBLE_PAYLOAD = 1 << 51
+_MAX_DOUBLE_PAYLOAD = (1 << 52) - 1
+# Types with signaling NaNs have NaN payloads (XLA: NanPayloadBits = mantissa bits).
+_PAYLOAD_NAN_TYPES = frozenset({"f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3", "f8e3m4"})
+_UINT_OF_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+class _Num:
+    """A scalar token read as a number: kind is int | float | bool; nan_payload None or an int."""
+    __slots__ = ("kind", "value", "negative_nan", "nan_payload", "text")
+
+    def __init__(self, kind, value, negative_nan=False, nan_payload=None, text=""):
+        self.kind, self.value, self.negative_nan, self.nan_payload = kind, value, negative_nan, nan_payload
+        self.text = text
+
+    def as_float(self) -> float:
+        # an integer spelling read for a float type: float('-0') keeps the sign of zero (XLA reads
+        # the integer 0, so its own printed -0 comes back as 0)
+        return float(self.text) if self.kind == "int" else float(self.value)
+
+
+def _lex_literal(text: str):
+    toks = []
+    for m in _LIT_TOKEN.finditer(text):
+        if m.lastindex == 1:
+            continue
+        toks.append((m.group(m.lastindex), m.start(), m.lastindex))
+    return toks
+
+
+class _LiteralReader:
+    def __init__(self, text: str):
+        self.text = text
+        self.toks = _lex_literal(text)
+        self.i = 0
+        self.first_error = None       # (message, offset) of the first problem recorded
+
+    # -- errors: `note` records (XLA's TokenError whose result is ignored), `fail` stops
+    def _at(self, i=None):
+        i = self.i if i is None else i
+        return self.toks[i][1] if i < len(self.toks) else len(self.text.rstrip())
+
+    def note(self, message, i=None):
+        if self.first_error is None:
+            self.first_error = (message, self._at(i))
+
+    def fail(self, message, i=None):
+        self.note(message, i)
+        raise _Stop
+
+    def kind(self, k=0):
+        j = self.i + k
+        return self.toks[j][0] if j < len(self.toks) and self.toks[j][2] in (2, 3) else (
+            None if j >= len(self.toks) else "word" if self.toks[j][2] == 4 else "other")
+
+    def seen(self, i=None):
+        i = self.i if i is None else i
+        if i >= len(self.toks):
+            return "the end of the literal"
+        t = self.toks[i][0]
+        return f"'{t if len(t) <= 30 else t[:27] + '...'}'"
+
+    # -- scalars
+    def number(self, i=None) -> _Num | None:
+        """The word at i read the way XLA's lexer does, or None if it is not a number."""
+        i = self.i if i is None else i
+        w = self.toks[i][0]
+        if w == "true" or w == "false":
+            return _Num("bool", w == "true")
+        if w == "inf" or w == "-inf":
+            return _Num("float", math.inf if w == "inf" else -math.inf)
+        m = _NAN.fullmatch(w)
+        if m:
+            payload = None
+            if m.group(2) is not None:
+                payload = int(m.group(2), 16)
+                if payload <= 0 or payload > _MAX_DOUBLE_PAYLOAD:
+                    self.fail(f"NaN payload 0x{m.group(2)} is out of range: a payload is between 0x1 and "
+                              f"0x{_MAX_DOUBLE_PAYLOAD:x}", i)
+            return _Num("float", math.nan, m.group(1) == "-", payload)
+        if _INT.fullmatch(w):
+            v = int(w)
+            if v > (1 << 64) - 1 or v < -(1 << 63):
+                self.fail(f"integer literal {w} is too large: it does not fit in 64 bits", i)
+            return _Num("int", v, text=w)
+        if w[0] != "." and _DECIMAL.fullmatch(w):
+            v = float(w)
+            if math.isinf(v):
+                self.fail(f"constant {w} is out of range for double (+/-{sys.float_info.max:g}) and cannot be "
+                          "read", i)
+            return _Num("float", v)
+        return None
+
+    def unexpected(self, i=None):
+        i = self.i if i is None else i
+        w = self.toks[i][0] if i < len(self.toks) else ""
+        hint = ""
+        if re.fullmatch(r"[-+]?0[xX][0-9a-fA-F]+", w):
+            hint = " (hexadecimal numbers are not allowed in literals)"
+        elif w.startswith("+"):
+            hint = " (numbers are written without a '+' sign)"
+        elif w.lower().lstrip("-") in ("nan", "inf", "infinity") or w.lower().lstrip("-").startswith("nan("):
+            hint = " (write nan, -nan, nan(0x...), inf or -inf, in lower case)"
+        elif w[:1] == ".":
+            hint = " (write a digit before the decimal point)"
+        self.fail(f"unexpected token {self.seen(i)} in literal{hint}", i)
+
+    # -- literals
+    def literal(self, shape: Shape):
+        if shape.is_tuple:
+            return self.tuple_literal(shape)
+        return self.dense(shape)
+
+    def tuple_literal(self, shape: Shape):
+        n = len(shape.tuple_shapes)
+        if self.kind() != "(":
+            if self.kind() == "{":
+                self.fail(f"expects '(' in front of tuple elements, got {self.seen()}: a literal of the tuple "
+                          f"shape {shape.to_str(False)} is written ( element, ... ), not elided")
+            self.fail(f"expects '(' in front of tuple elements, got {self.seen()} (the shape "
+                      f"{shape.to_str(False)} is a tuple)")
+        self.i += 1
+        elems = []
+        if self.kind() == ")" and n:
+            self.fail(f"expects {n} tuple element{'s' if n != 1 else ''}, but sees 0")
+        if n:
+            for k, sub in enumerate(shape.tuple_shapes):
+                if k > 0:
+                    if self.kind() == ",":
+                        self.i += 1
+                    elif self.kind() == ")":
+                        self.fail(f"expects {n} tuple elements, but sees {k}")
+                    else:
+                        self.note(f"expects ',' to separate tuple elements, got {self.seen()}")
+                elems.append(self.literal(sub))
+        if self.kind() != ")":
+            if self.kind() == ",":
+                self.fail(f"expects ')' at the end of the tuple: the shape {shape.to_str(False)} has {n} "
+                          f"element{'s' if n != 1 else ''}, but the literal has more")
+            self.fail(f"expects ')' at the end of the tuple with {n} element{'s' if n != 1 else ''}, "
+                      f"got {self.seen()}")
+        self.i += 1
+        return Literal(shape, tuple(elems))
+
+    def dense(self, shape: Shape):
+        et = ELEMENT_TYPES[shape.element_type]
+        if et.numpy is None:
+            self.fail(f"{shape.element_type}-shaped constants are not allowed: {shape.element_type} values "
+                      "cannot be written as literals")
+        dims = shape.dims
+        rank = len(dims)
+        n = 1
+        for d in dims:
+            n *= d
+        kind = et.kind
+        seen = [0] * rank
+        nest = 0
+        lin = 0
+        elided = False
+        vals: list = []        # parsed values, in linear order
+        where: list = []       # token index of each value
+        toks = self.toks
+
+        def add_one_elem_seen():
+            if rank > 0:
+                if nest != rank:
+                    self.note(f"expects nested array in rank {rank}, but sees {nest}" + (
+                        f": write the values of {shape.to_str(False)} as {_example(dims)}" if nest < rank else ""))
+                    return False
+                seen[rank - 1] += 1
+                if seen[rank - 1] > dims[rank - 1]:
+                    self.note(f"expects {dims[rank - 1]} element{'s' if dims[rank - 1] != 1 else ''} on the "
+                              f"minor-most dimension, but sees more")
+                    return False
+            return True
+
+        def index_str(d):
+            return "[" + ",".join(str(s - 1) for s in seen[:d]) + "]"
+
+        while True:
+            if self.i >= len(toks):
+                self.fail("unexpected end of the literal" + (f": expects '}}' to close nest level {nest}"
+                                                             if nest else ""))
+            t, _, group = toks[self.i]
+            if group == 3 and t == "{":
+                nest += 1
+                if nest > rank:
+                    self.fail(f"expects nested array in rank {rank}, but sees larger (too many '{{')")
+                if nest > 1:
+                    seen[nest - 2] += 1
+                    if seen[nest - 2] > dims[nest - 2]:
+                        self.fail(f"expects {dims[nest - 2]} elements in dimension {nest - 2}"
+                                  f"{' at index ' + index_str(nest - 2) if nest > 2 else ''}, but sees more")
+                self.i += 1
+            elif group == 3 and t == "}":
+                if nest == 0:
+                    self.fail("unexpected '}' in literal")
+                nest -= 1
+                if seen[nest] != dims[nest]:
+                    self.fail(f"expects {dims[nest]} element{'s' if dims[nest] != 1 else ''} in dimension {nest}"
+                              f"{' at index ' + index_str(nest) if nest else ''}, but sees {seen[nest]}")
+                seen[nest] = 0
+                self.i += 1
+            elif group == 3 and t == ",":
+                self.i += 1
+            elif group == 3 and t == "(":
+                if kind != "complex":
+                    self.fail(f"unexpected '(' in literal: parens are only valid for complex literals, and "
+                              f"{shape.element_type} is not complex")
+                start = self.i
+                if not add_one_elem_seen():
+                    raise _Stop
+                vals.append(self.complex_value(et))
+                where.append(start)
+                if lin >= n:
+                    self.fail(f"too many elements: the shape {shape.to_str(False)} has {n}", start)
+                lin += 1
+            elif group == 2:
+                if nest != 1:
+                    self.fail(f"expects '...' at nest level 1, but sees it at nest level {nest}" + (
+                        " (a scalar cannot be elided)" if rank == 0 else ""))
+                seen[0] = dims[0]
+                elided = True
+                self.i += 1
+            elif group == 4:
+                num = self.number()
+                if num is None:
+                    self.unexpected()
+                add_one_elem_seen()
+                name = shape.element_type
+                if num.kind == "bool" and kind != "pred":
+                    self.fail(f"expects {'integer' if kind in ('int', 'uint') else 'a number'} for primitive "
+                              f"type {name}, got '{toks[self.i][0]}' (true and false are pred values)")
+                if kind in ("int", "uint", "pred") and num.kind == "float":
+                    self.fail(f"expects integer for primitive type {name}, got '{toks[self.i][0]}'")
+                if kind == "complex":
+                    self.fail(f"expects (real, imag) for complex type {name}, got '{toks[self.i][0]}'")
+                if lin >= n:
+                    self.fail(f"too many elements: the shape {shape.to_str(False)} has {n}")
+                vals.append(num)
+                where.append(self.i)
+                lin += 1
+                self.i += 1
+            else:
+                self.unexpected()
+            if nest == 0:
+                break
+        if elided:
+            return Literal(shape, None, True)
+        return Literal(shape, self.convert(vals, where, shape, et, n), False)
+
+    def complex_value(self, et):
+        self.i += 1   # '('
+        parts = []
+        for k, sep in ((0, ","), (1, ")")):
+            if self.kind() != "word":
+                self.fail(f"expects the {'real' if k == 0 else 'imaginary'} part of a complex value, "
+                          f"got {self.seen()}")
+            num = self.number()
+            if num is None or num.kind == "bool":
+                if num is None:
+                    self.unexpected()
+                self.fail(f"expects a number for the {'real' if k == 0 else 'imaginary'} part, got {self.seen()}")
+            parts.append((num, self.i))
+            self.i += 1
+            if self.kind() != sep:
+                self.fail(f"expects '{sep}' in a complex value (real, imag), got {self.seen()}")
+            self.i += 1
+        return parts
+
+    # -- values -> numpy, with XLA's range checks
+    def convert(self, vals, where, shape, et, n):
+        dt = et.numpy
+        kind = et.kind
+        name = shape.element_type
+        out = np.zeros(n, dtype=dt)
+        if not vals:
+            return out.reshape(shape.dims)
+        k = len(vals)
+        if kind == "pred":
+            out[:k] = [v.value != 0 if v.kind == "int" else v.value for v in vals]
+        elif kind in ("int", "uint"):
+            lo, hi = _int_range(et)
+            ints = [v.value for v in vals]
+            for j, v in enumerate(ints):
+                if v < lo or v > hi:
+                    self.fail(f"value {v} is out of range for {name} [{lo}, {hi}]", where[j])
+            out[:k] = np.array(ints, dtype=np.int64 if kind == "int" else np.uint64).astype(dt)
+        elif kind == "float":
+            out[:k] = self.floats([v.as_float() for v in vals], vals, [where[j] for j in range(k)], et, name)
+        elif kind == "complex":
+            comp = ELEMENT_TYPES["f32" if name == "c64" else "f64"]
+            lo, hi = float(np.finfo(comp.numpy).min), float(np.finfo(comp.numpy).max)
+            re_ = []
+            im_ = []
+            for (a, ai), (b, bi) in vals:
+                for part, (num, ti) in (("real", (a, ai)), ("imaginary", (b, bi))):
+                    v = num.value
+                    if math.isfinite(v) and (v < lo or v > hi):
+                        self.fail(f"{part} part {v:g} is out of range for {name} [{lo:g}, {hi:g}]", ti)
+                re_.append(a)
+                im_.append(b)
+            out[:k].real = self.floats([x.as_float() for x in re_], re_, None, comp, name)
+            out[:k].imag = self.floats([x.as_float() for x in im_], im_, None, comp, name)
+        return out.reshape(shape.dims)
+
+    def floats(self, values, nums, where, et, name):
+        arr = np.array(values, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            res = arr.astype(et.numpy)
+        back = res.astype(np.float64)
+        fin = np.isfinite(arr)
+        bad = fin & ~np.isfinite(back)
+        if bad.any():
+            lo, hi = _float_limits(et)
+            bad &= (arr > hi) | (arr < lo)
+            if bad.any() and where is not None:
+                j = int(np.argmax(bad))
+                self.fail(f"value {arr[j]:g} is out of range for {name} [{lo:g}, {hi:g}]", where[j])
+        nan_at = np.flatnonzero(np.isnan(arr))
+        if len(nan_at):
+            payload_ok = et.name in _PAYLOAD_NAN_TYPES
+            for j in nan_at:
+                num = nums[j]
+                payload = num.nan_payload
+                if payload == _QUIET_DOUBLE_PAYLOAD:
+                    payload = None
+                if payload_ok:
+                    mant = _float_layout(et)
+                    mask = (1 << mant) - 1
+                    if payload is not None and payload > mask:
+                        self.fail(f"NaN payload 0x{payload:x} is out of range for {et.name} (at most 0x{mask:x})",
+                                  where[j] if where is not None else None)
+                    res[j] = _nan_with_payload(et, payload, num.negative_nan)
+                else:
+                    if payload is not None:
+                        self.fail(f"{et.name} does not support NaN payloads (write plain nan)",
+                                  where[j] if where is not None else None)
+                    with np.errstate(invalid="ignore"):
+                        res[j] = np.array(-math.nan if num.negative_nan else math.nan).astype(et.numpy)
+        return res
+
+
+def _example(dims) -> str:
+    def level(d):
+        if d == len(dims) - 1:
+            return "{" + ", ".join("x" for _ in range(min(dims[d], 2))) + (", ..." if dims[d] > 2 else "") + "}"
+        inner = level(d + 1)
+        return "{" + ", ".join(inner for _ in range(min(dims[d], 2))) + (", ..." if dims[d] > 2 else "") + "}"
+    return level(0) if dims else "x"
+
+
+def _float_limits(et):
+    import ml_dtypes
+    info = np.finfo(et.numpy) if et.name in ("f16", "f32", "f64") else ml_dtypes.finfo(et.numpy)
+    lo = float(info.min)
+    if et.name == "f8e8m0fnu":      # no sign bit: its lowest value is its smallest one
+        lo = float(info.smallest_normal)
+    return lo, float(info.max)
+
+
+_FAST_TOKENS = re.compile(r"[{},]|[^\s{},]+")
+_FAST_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_FAST_FLOAT = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?")
+_FAST_INT = re.compile(r"-?\d{1,18}")
+_FAST_PRED = {"true": True, "false": False, "0": False, "1": True}
+
+
+def _fast_literal(text: str, shape: Shape):
+    """The common case, quickly: a fully braced array (or a scalar) of finite numbers that fit
+    the type.  None for anything else, which the exact reader then handles (and locates)."""
+    if shape.is_tuple:
+        return None
+    et = ELEMENT_TYPES.get(shape.element_type)
+    kind = et.kind
+    if kind not in ("float", "int", "uint", "pred"):
+        return None
+    if "/" in text:
+        text = _FAST_COMMENT.sub(" ", text)
+    toks = _FAST_TOKENS.findall(text)
+    dims = shape.dims
+    rank = len(dims)
+    if rank == 0:
+        if len(toks) != 1:
+            return None
+        vals = toks
+    else:
+        if not toks or toks[0] != "{" or toks[-1] != "}":
+            return None
+        vals = []
+        depth = 0
+        cnt = [0] * (rank + 1)
+        last = len(toks) - 1
+        for k, t in enumerate(toks):
+            if t == ",":
+                continue
+            if t == "{":
+                if depth == rank:
+                    return None
+                if depth:
+                    cnt[depth] += 1
+                depth += 1
+                cnt[depth] = 0
+            elif t == "}":
+                if depth == 0 or cnt[depth] != dims[depth - 1]:
+                    return None
+                depth -= 1
+                if depth == 0 and k != last:
+                    return None
+            else:
+                if depth != rank:
+                    return None
+                cnt[depth] += 1
+                vals.append(t)
+    if kind == "float":
+        match = _FAST_FLOAT.fullmatch
+        for v in vals:
+            if match(v) is None:
+                return None
+        arr = np.array(list(map(float, vals)), dtype=np.float64)
+        if not np.isfinite(arr).all():
+            return None
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            res = arr.astype(et.numpy)
+        if et.numpy != np.float64 and not np.isfinite(res.astype(np.float64)).all():
+            return None
+    elif kind == "pred":
+        get = _FAST_PRED.get
+        out = [get(v) for v in vals]
+        if None in out:
+            return None
+        res = np.array(out, dtype=np.bool_)
+    else:
+        match = _FAST_INT.fullmatch
+        for v in vals:
+            if match(v) is None:
+                return None
+        arr = np.array(list(map(int, vals)), dtype=np.int64)
+        if len(arr):
+            lo, hi = _int_range(et)
+            if int(arr.min()) < lo or int(arr.max()) > hi:
+                return None
+        res = arr.astype(et.numpy)
+    return Literal(shape, res.reshape(dims), False)
 
 
 def parse_literal(text: str, shape: Shape) -> Literal:
-    """Decode the text inside constant(...) for the declared shape."""
-    text = text.strip()
-    if shape.is_tuple:
-        if text in ("{...}", "{ ... }"):
-            return Literal(shape, None, True)
-        return _parse_tuple(text, shape)
-    if re.fullmatch(r"\{\s*\.\.\.\s*\}", text):
-        return Literal(shape, None, True)
-    et = ELEMENT_TYPES[shape.element_type]
-    if et.numpy is None:
-        raise LiteralError(f"{shape.element_type} values cannot be written as literals")
-    toks = [t for t in _TOKEN.findall(text) if not t.startswith("/*")]
-    if et.kind == "complex":
-        values, nest = _complex_values(toks)
-    else:
-        values = [t for t in toks if t not in "{}(),"]
-        nest = _nesting(toks)
-    n = shape.num_elements
-    if len(values) != n:
-        raise LiteralError(
-            f"the literal has {len(values)} element{'s' if len(values) != 1 else ''} but the shape "
-            f"{shape.to_str(False)} has {n}")
-    if shape.rank == 0 and nest > 0 and n == 1 and text.startswith("{"):
-        pass  # XLA accepts a braced scalar
-    return Literal(shape, convert_values(values, shape), False)
-
-
-def _nesting(toks) -> int:
-    depth = best = 0
-    for t in toks:
-        if t == "{":
-            depth += 1
-            best = max(best, depth)
-        elif t == "}":
-            depth -= 1
-    if depth != 0:
-        raise LiteralError("unbalanced braces in literal")
-    return best
-
-
-def _complex_values(toks):
-    vals = []
-    i = 0
-    nest = 0
-    depth = 0
-    while i < len(toks):
-        t = toks[i]
-        if t == "(":
-            if i + 4 < len(toks) + 0 and toks[i + 2] == "," and toks[i + 4] == ")":
-                vals.append((toks[i + 1], toks[i + 3]))
-                i += 5
-                continue
-            raise LiteralError("expected a complex value (re, im)")
-        if t == "{":
-            depth += 1
-            nest = max(nest, depth)
-        elif t == "}":
-            depth -= 1
-        elif t not in ",":
-            vals.append((t, "0"))
-        i += 1
-    return vals, nest
-
-
-def _float(tok: str) -> float:
-    t = tok.lower()
-    neg = t.startswith("-")
-    if t[0] in "+-":
-        t = t[1:]
-    if t.startswith("nan"):
-        return -math.nan if neg else math.nan
-    if t == "inf":
-        return -math.inf if neg else math.inf
-    if t in ("true", "false"):
-        return 1.0 if t == "true" else 0.0
-    v = float(t)
-    return -v if neg else v
-
-
-_NAN_PAYLOAD = re.compile(r"([-+]?)nan\(0x([0-9a-fA-F]+)\)")
+    """Decode the text inside constant(...) for the declared shape.  Raises LiteralError whose
+    `offset` is the 0-based index in `text` of the token at fault."""
+    lit = _fast_literal(text, shape)
+    if lit is not None:
+        return lit
+    r = _LiteralReader(text)
+    try:
+        lit = r.literal(shape)
+        if r.i < len(r.toks):
+            r.fail(f"unexpected {r.seen()} after the literal of shape {shape.to_str(False)}")
+    except _Stop:
+        msg, off = r.first_error
+        raise LiteralError(msg, off) from None
+    return lit
 
 
 def convert_values(tokens, shape: Shape) -> np.ndarray:
-    et = ELEMENT_TYPES[shape.element_type]
-    dt = et.numpy
-    dims = shape.dims
-    try:
-        if et.kind == "pred":
-            out = []
-            for t in tokens:
-                if t == "true":
-                    out.append(True)
-                elif t == "false":
-                    out.append(False)
-                else:
-                    try:
-                        out.append(int(t) != 0)     # XLA reads any integer, nonzero as true
-                    except ValueError:
-                        raise LiteralError(f"'{t}' is not a pred value (true, false or an integer)") from None
-            return np.array(out, dtype=np.bool_).reshape(dims)
-        if et.kind in ("int", "uint"):
-            ints = []
-            for t in tokens:
-                if t in ("true", "false"):
-                    ints.append(1 if t == "true" else 0)
-                    continue
-                try:
-                    ints.append(int(t, 0) if t.lower().startswith(("0x", "-0x")) else int(t))
-                except ValueError:
-                    raise LiteralError(f"'{t}' is not an integer") from None
-            lo, hi = _int_range(et)
-            for v in ints:
-                if v < lo or v > hi:
-                    raise LiteralError(f"{v} is out of range for {et.name} ([{lo}, {hi}])")
-            return np.array(ints, dtype=np.int64 if et.kind == "int" else np.uint64).astype(dt).reshape(dims)
-        if et.kind == "float":
-            vals = [_float(t) for t in tokens]
-            arr = np.array(vals, dtype=np.float64)
-            with np.errstate(over="ignore", invalid="ignore"):
-                res = arr.astype(dt)
-            fin = np.isfinite(arr) & ~np.isfinite(res.astype(np.float64))
-            if fin.any():
-                bad = arr[fin][0]
-                raise LiteralError(f"{bad:g} is out of range for {et.name}")
-            # NaN payloads and signs
-            for k, t in enumerate(tokens):
-                m = _NAN_PAYLOAD.fullmatch(t)
-                if m or t.lstrip("+").startswith("-nan"):
-                    res.reshape(-1)[k] = _nan_with_payload(et, m.group(2) if m else None, t.startswith("-"))
-            return res.reshape(dims)
-        if et.kind == "complex":
-            out = np.empty(len(tokens), dtype=dt)
-            out.real = [_float(a) for a, _ in tokens]
-            out.imag = [_float(b) for _, b in tokens]
-            return out.reshape(dims)
-    except LiteralError:
-        raise
-    except (ValueError, OverflowError) as e:
-        raise LiteralError(str(e)) from None
-    raise LiteralError(f"{et.name} values cannot be written as literals")
+    """Values written as separate tokens (e.g. ['1', '2'], or (re, im) pairs) -> an array of the shape."""
+    toks = [f"({t[0]}, {t[1]})" if isinstance(t, tuple) else str(t) for t in tokens]
+    text = _nest(toks, shape.dims) if shape.rank else toks[0]
+    return parse_literal(text, shape).value
+
+
+def _nest(tokens, dims) -> str:
+    it = iter(tokens)
+
+    def level(d):
+        if d == len(dims) - 1:
+            return "{" + ", ".join(next(it) for _ in range(dims[d])) + "}"
+        return "{" + ", ".join(level(d + 1) for _ in range(dims[d])) + "}"
+    return level(0)
 
 
 def _int_range(et):
     if et.kind == "int":
         return -(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1
     return 0, (1 << et.bits) - 1
-
-
-_UINT_OF_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
 def _float_layout(et):
@@ -214,47 +574,17 @@ def _float_layout(et):
     return mant
 
 
-def _nan_with_payload(et, payload_hex, negative):
-    bits = et.bits if et.bits in (8, 16, 32, 64) else None
-    if bits is None:
-        v = np.array(np.nan, dtype=et.numpy)
-        return v
+def _nan_with_payload(et, payload, negative):
+    """The NaN of an IEEE-like type with the given payload (None: the quiet NaN) and sign."""
+    bits = et.bits
     mant = _float_layout(et)
     exp_bits = bits - 1 - mant
-    u = _UINT_OF_BITS[bits]
-    payload = int(payload_hex, 16) if payload_hex is not None else (1 << (mant - 1))
-    payload &= (1 << mant) - 1
-    if payload == 0:
+    if payload is None:
         payload = 1 << (mant - 1)
     word = ((1 << exp_bits) - 1) << mant | payload
     if negative:
         word |= 1 << (bits - 1)
-    return np.array(word, dtype=u).view(et.numpy)
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for k, ch in enumerate(text):
-        if ch in "({[":
-            depth += 1
-        elif ch in ")}]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:k])
-            start = k + 1
-    if text[start:].strip():
-        parts.append(text[start:])
-    return [p.strip() for p in parts]
-
-
-def _parse_tuple(text: str, shape: Shape) -> Literal:
-    if not (text.startswith("(") and text.endswith(")")):
-        raise LiteralError(f"a tuple literal is written ( ... ) for shape {shape.to_str(False)}")
-    parts = _split_top(text[1:-1])
-    if len(parts) != len(shape.tuple_shapes):
-        raise LiteralError(f"the tuple literal has {len(parts)} elements but the shape "
-                           f"{shape.to_str(False)} has {len(shape.tuple_shapes)}")
-    return Literal(shape, tuple(parse_literal(p, s) for p, s in zip(parts, shape.tuple_shapes)))
+    return np.array(word, dtype=_UINT_OF_BITS[bits]).view(et.numpy)
 
 
 # ----------------------------------------------------------------------------- printing
@@ -271,16 +601,23 @@ def _max_digits10(et) -> int:
     return d
 
 
+_IEEE_NAN_TYPES = frozenset({"f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3", "f8e3m4"})
+
+
 def _nan_text(v, et) -> str:
     bits = et.bits
     sign = ""
     if bits in (8, 16, 32, 64):
         word = int(np.array(v, dtype=et.numpy).view(_UINT_OF_BITS[bits]))
         mant = _float_layout(et)
+        if et.name == "f8e8m0fnu":          # no sign bit: its one NaN is 0xff
+            return "nan"
         payload = word & ((1 << mant) - 1)
         if word >> (bits - 1):
             sign = "-"
-        if payload != (1 << (mant - 1)):
+        # Like XLA, only types with signaling NaNs (IEEE-like ones) print a payload; the
+        # fn / fnuz types have a single NaN (per sign) and print plain nan / -nan.
+        if et.name in _IEEE_NAN_TYPES and payload != (1 << (mant - 1)):
             return f"{sign}nan(0x{payload:x})"
     return sign + "nan"
 
@@ -302,7 +639,13 @@ def format_float(v, et) -> str:
         if float(s) != f:
             s = "%.17g" % f
         return s
-    return "%.*g" % (_max_digits10(et), f)
+    s = "%.*g" % (_max_digits10(et), f)
+    if name == "f8e8m0fnu":
+        # XLA's 2 digits do not always read back (2^-127 prints as 5.9e-39, read as 2^-126)
+        back = np.array(float(s)).astype(et.numpy)
+        if back.tobytes() != np.array(v, dtype=et.numpy).tobytes():
+            s = repr(f)
+    return s
 
 
 def format_scalar(v, et, in_array: bool = False) -> str:
@@ -316,8 +659,18 @@ def format_scalar(v, et, in_array: bool = False) -> str:
         return format_float(v, et)
     if k == "complex":
         comp = ELEMENT_TYPES["f32" if et.name == "c64" else "f64"]
-        return f"({format_float(v.real, comp)}, {format_float(v.imag, comp)})"
+        return f"({_complex_part(v.real, comp)}, {_complex_part(v.imag, comp)})"
     return str(v)
+
+
+def _complex_part(x, comp) -> str:
+    s = format_float(x, comp)
+    f = float(x)
+    if math.isfinite(f) and abs(float(s)) > float(np.finfo(comp.numpy).max):
+        # XLA spells FLT_MAX 3.40282347e+38, above FLT_MAX: XLA's parser (and ours) accept
+        # that for an f32 but reject it as out of range for a complex part
+        s = repr(f)
+    return s
 
 
 def format_literal(lit: Literal, elide_over: int | None = None) -> str:
@@ -347,7 +700,8 @@ def format_literal(lit: Literal, elide_over: int | None = None) -> str:
         if d == rank - 1:
             items = flat[pos[0]:pos[0] + n]
             pos[0] += n
-            return "{ " + ", ".join(items) + " }" if items else "{}"
+            # XLA pads the innermost braces with spaces only for two or more elements
+            return "{ " + ", ".join(items) + " }" if n > 1 else "{" + "".join(items) + "}"
         comment = f"/*i{d - 1}={index}*/ " if (rank > 3 and 1 <= d <= rank - 2) else ""
         kids = [level(d + 1, k) for k in range(n)]
         return "{ " + comment + ", ".join(kids) + " }"

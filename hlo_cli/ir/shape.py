@@ -137,6 +137,8 @@ class Shape:
 
     # -- text ---------------------------------------------------------------
     def to_str(self, layout: bool = True) -> str:
+        if self.element_type == "buffer":
+            return "b(" + self.tuple_shapes[0].to_str(layout) + ")"
         if self.is_tuple:
             return "(" + ", ".join(s.to_str(layout) for s in self.tuple_shapes) + ")"
         dims = ",".join(
@@ -156,6 +158,16 @@ class Shape:
 # Decoding of shape tokens.  The lexer hands over a whole array shape such as
 # ``f32[2,<=3]{1,0:T(2,128)}`` as one token; the same strings repeat
 # thousands of times in a dump, so decoding is memoized.
+#
+# The rules are XLA's (hlo_parser.cc ParseShape / ParseLayout):
+# - dimensions are integers in [0, 2^63-1], ``<=N`` (bounded dynamic) or ``?``;
+# - a layout is ``{minor_to_major}`` or ``{minor_to_major:suffixes}`` with exactly one
+#   minor_to_major entry per dimension; ``{}`` is *not* a layout (XLA then expects the
+#   opcode there);
+# - layout suffixes appear at most once each, in the order D T L # * E S SC P M;
+#   ``P(...)`` is parsed by XLA but always rejected for dense arrays.
+# Our one extension: ``f16[10,2]<1,0>`` is read as ``f16[10,2]{1,0}``.
+# Errors carry ``offset``: the 0-based index in the text of the offending character.
 # ---------------------------------------------------------------------------
 
 class ShapeSyntaxError(ValueError):
@@ -164,149 +176,277 @@ class ShapeSyntaxError(ValueError):
         self.offset = offset
 
 
-_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
-
-
-_SPACE_OR_COMMENT = re.compile(r"\s+|/\*.*?\*/", re.S)
+MAX_DIMENSION = 2**63 - 1
+_SUFFIX_ORDER = ("D", "T", "L", "#", "*", "E", "S", "SC", "P", "M")
+_SUFFIX_NAMES = {"D": "D(...) dim level types", "T": "T(...) tiles", "L": "L(...) tail padding alignment",
+                 "#": "#(...) index type", "*": "*(...) pointer type", "E": "E(...) element size",
+                 "S": "S(...) memory space", "SC": "SC(...) split configs", "P": "P(...) physical shape",
+                 "M": "M(...) dynamic shape metadata size"}
+_SIMPLE_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[((?:\d{1,18}(?:,\d{1,18})*)?)\](?:\{(\d{1,4}(?:,\d{1,4})*)\})?")
+_SHAPE_TOKEN = re.compile(r"\s+|/\*.*?\*/|(-?\d+|[A-Za-z_][A-Za-z0-9_]*|<=|\*/|.)", re.S)
 
 
 @lru_cache(maxsize=65536)
 def parse_array_shape(text: str) -> Shape:
-    if " " in text or "/*" in text or "\t" in text or "\n" in text:
-        return parse_array_shape(_SPACE_OR_COMMENT.sub("", text))
-    m = _ARRAY_RE.match(text)
-    if not m:
-        raise ShapeSyntaxError(f"expected a shape, got '{text}'")
-    etype, dims_text = m.group(1), m.group(2)
-    if etype not in ELEMENT_TYPES:
-        raise ShapeSyntaxError(f"unknown element type '{etype}'")
-    dims: list[int] = []
-    dyn: list[bool] = []
-    if dims_text.strip():
-        for part in dims_text.split(","):
-            part = part.strip()
-            if part == "?":
-                dims.append(UNBOUNDED)
-                dyn.append(True)
-            elif part.startswith("<="):
-                v = part[2:].strip()
-                if not v.isdigit():
-                    raise ShapeSyntaxError(f"bad dynamic dimension '{part}' in '{text}'", m.start(2))
-                dims.append(int(v))
-                dyn.append(True)
-            elif part.isdigit():
-                dims.append(int(part))
-                dyn.append(False)
-            else:
-                raise ShapeSyntaxError(f"bad dimension '{part}' in '{text}'", m.start(2))
-    rest = text[m.end():]
-    layout = None
-    if rest:
-        if rest[0] == "{" and rest[-1] == "}":
-            layout = _parse_layout(rest[1:-1], text, m.end() + 1)
-        elif rest[0] == "<" and rest[-1] == ">":
-            layout = _parse_layout(rest[1:-1], text, m.end() + 1)
-        else:
-            raise ShapeSyntaxError(f"unexpected '{rest}' after shape", m.end())
-        if layout.minor_to_major and len(layout.minor_to_major) != len(dims):
-            raise ShapeSyntaxError(
-                f"layout {layout} has {len(layout.minor_to_major)} dimensions but the shape "
-                f"{etype}[{dims_text}] has rank {len(dims)}", m.end())
-    if etype in ("token", "opaque"):
-        if dims:
-            raise ShapeSyntaxError(f"{etype} shapes have no dimensions, got '{text}'")
-        return Shape(etype)
-    if layout is None or (not layout.minor_to_major and len(dims) > 0 and layout.is_plain):
-        layout = default_layout(len(dims)) if layout is None or not layout.minor_to_major else layout
-    return Shape(etype, tuple(dims), tuple(dyn), layout)
-
-
-_SUFFIX_RE = re.compile(r"(SC|[DTL#*ESPM])\(")
-
-
-def _parse_layout(body: str, text: str, base: int) -> Layout:
-    m2m_text, _, suffix = body.partition(":")
-    m2m: tuple[int, ...] = ()
-    if m2m_text.strip():
-        try:
-            m2m = tuple(int(x) for x in m2m_text.split(","))
-        except ValueError:
-            raise ShapeSyntaxError(f"bad layout '{{{body}}}' in '{text}'", base) from None
-    fields: dict = {}
-    i = 0
-    while i < len(suffix):
-        m = _SUFFIX_RE.match(suffix, i)
-        if not m:
-            raise ShapeSyntaxError(f"bad layout suffix '{suffix[i:]}' in '{text}'", base + len(m2m_text) + 1 + i)
-        key = m.group(1)
-        groups = []
-        j = m.end() - 1
-        while j < len(suffix) and suffix[j] == "(":
-            depth, k = 0, j
-            while k < len(suffix):
-                if suffix[k] == "(":
-                    depth += 1
-                elif suffix[k] == ")":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                k += 1
-            if k >= len(suffix):
-                raise ShapeSyntaxError(f"unbalanced '(' in layout of '{text}'", base)
-            groups.append(suffix[j + 1:k])
-            j = k + 1
-            if key not in ("T", "SC"):
-                break
-        i = j
-        try:
-            if key == "D":
-                fields["dim_level_types"] = tuple(x.strip() for x in groups[0].split(","))
-            elif key == "T":
-                fields["tiles"] = tuple(
-                    tuple(COMBINE_DIM if d.strip() == "*" else int(d) for d in g.split(",") if d.strip())
-                    for g in groups)
-            elif key == "L":
-                fields["tail_padding_alignment"] = int(groups[0])
-            elif key in "#*":
-                t = groups[0].strip()
-                if t not in ELEMENT_TYPES:
-                    raise ValueError
-                fields["index_primitive_type" if key == "#" else "pointer_primitive_type"] = t
-            elif key == "E":
-                fields["element_size_in_bits"] = int(groups[0])
-            elif key == "S":
-                fields["memory_space"] = int(groups[0])
-            elif key == "SC":
-                scs = []
-                for g in groups:
-                    d, _, idx = g.partition(":")
-                    scs.append(SplitConfig(int(d), tuple(int(x) for x in idx.split(",") if x.strip())))
-                fields["split_configs"] = tuple(scs)
-            elif key == "P":
-                fields["physical_shape"] = parse_shape_text(groups[0])
-            elif key == "M":
-                fields["dynamic_shape_metadata_prefix_bytes"] = int(groups[0])
-        except (ValueError, IndexError):
-            raise ShapeSyntaxError(f"bad layout suffix '{key}(...)' in '{text}'", base) from None
-    return Layout(m2m, **fields)
+    """Decode one array shape such as ``f32[2,<=3]{1,0:T(2,128)}`` (no tuples)."""
+    m = _SIMPLE_SHAPE.fullmatch(text)
+    if m is not None:
+        etype = m.group(1)
+        if etype in ELEMENT_TYPES and etype != "token" and etype != "opaque":
+            dims_text = m.group(2)
+            dims = tuple(map(int, dims_text.split(","))) if dims_text else ()
+            m2m_text = m.group(3)
+            if m2m_text is None:
+                return Shape(etype, dims, (False,) * len(dims), default_layout(len(dims)))
+            m2m = tuple(map(int, m2m_text.split(",")))
+            if len(m2m) == len(dims):
+                return Shape(etype, dims, (False,) * len(dims), Layout(m2m))
+    return _ShapeReader(text).array_shape()
 
 
 def parse_shape_text(text: str) -> Shape:
     """Decode a complete shape text, tuples included (not on the hot path)."""
-    text = text.strip()
-    if text.startswith("("):
-        inner, depth, parts, start = text[1:-1], 0, [], 0
-        if not text.endswith(")"):
-            raise ShapeSyntaxError(f"bad tuple shape '{text}'")
-        for k, ch in enumerate(inner):
-            if ch in "([{":
-                depth += 1
-            elif ch in ")]}":
-                depth -= 1
-            elif ch == "," and depth == 0:
-                parts.append(inner[start:k])
-                start = k + 1
-        if inner.strip():
-            parts.append(inner[start:])
-        return Shape.tuple_of(parse_shape_text(p) for p in parts)
-    return parse_array_shape(text)
+    r = _ShapeReader(text)
+    shape = r.shape()
+    r.expect_end("after the shape")
+    return shape
+
+
+class _ShapeReader:
+    """A small recursive-descent reader over the tokens of a shape's text."""
+
+    def __init__(self, text: str):
+        self.text = text
+        toks = []
+        for m in _SHAPE_TOKEN.finditer(text):
+            if m.group(1) is not None:
+                toks.append((m.group(1), m.start(1)))
+        self.toks = toks
+        self.i = 0
+
+    # -- helpers
+    def peek(self, k: int = 0) -> str | None:
+        j = self.i + k
+        return self.toks[j][0] if j < len(self.toks) else None
+
+    def pos(self) -> int:
+        return self.toks[self.i][1] if self.i < len(self.toks) else len(self.text)
+
+    def take(self) -> str:
+        t = self.toks[self.i][0]
+        self.i += 1
+        return t
+
+    def seen(self) -> str:
+        t = self.peek()
+        return "end of the shape" if t is None else f"'{t}'"
+
+    def fail(self, message: str, offset: int | None = None):
+        raise ShapeSyntaxError(message, self.pos() if offset is None else offset)
+
+    def expect(self, tok: str, what: str):
+        if self.peek() != tok:
+            self.fail(f"expected {what}, got {self.seen()}")
+        self.take()
+
+    def expect_end(self, where: str):
+        if self.peek() is not None:
+            self.fail(f"unexpected {self.seen()} {where}")
+
+    def int_(self, what: str) -> int:
+        t = self.peek()
+        if t is None or not (t[0].isdigit() or (t[0] == "-" and len(t) > 1)):
+            self.fail(f"expected {what}, got {self.seen()}")
+        self.take()
+        return int(t)
+
+    # -- shapes
+    def shape(self) -> Shape:
+        if self.peek() == "(":
+            self.take()
+            elems = []
+            if self.peek() != ")":
+                while True:
+                    elems.append(self.shape())
+                    if self.peek() == ",":
+                        self.take()
+                        continue
+                    break
+            self.expect(")", "',' or ')' at the end of the tuple shape")
+            return Shape.tuple_of(elems)
+        return self.array()
+
+    def array_shape(self) -> Shape:
+        shape = self.array()
+        self.expect_end("after the shape")
+        return shape
+
+    def array(self) -> Shape:
+        start = self.pos()
+        etype = self.peek()
+        if etype is None or not etype[0].isalpha():
+            self.fail(f"expected a shape such as f32[2,3], got {self.seen()}")
+        if etype not in ELEMENT_TYPES:
+            self.fail(f"unknown element type '{etype}'")
+        self.take()
+        self.expect("[", f"'[' after the element type {etype}")
+        dims: list[int] = []
+        dyn: list[bool] = []
+        if self.peek() != "]":
+            while True:
+                t = self.peek()
+                if t == "?":
+                    self.take()
+                    dims.append(UNBOUNDED)
+                    dyn.append(True)
+                else:
+                    bounded = t == "<="
+                    if bounded:
+                        self.take()
+                    at = self.pos()
+                    d = self.int_("an integer dimension size" if not bounded else "an integer bound after '<='")
+                    if d < 0:
+                        self.fail(f"invalid dimension size {d}: dimension sizes must be >= 0", at)
+                    if d > MAX_DIMENSION:
+                        self.fail(f"dimension size {d} is too large (at most 2^63-1 = {MAX_DIMENSION})", at)
+                    dims.append(d)
+                    dyn.append(bounded)
+                if self.peek() == ",":
+                    self.take()
+                    continue
+                break
+        self.expect("]", "',' or ']' in the dimension list")
+        dims_t = tuple(dims)
+        if etype in ("token", "opaque"):
+            if dims_t:
+                self.fail(f"{etype} shapes have no dimensions: write {etype}[]", start)
+            if self.peek() == "{" and self.peek(1) == "}":
+                self.fail(f"expected an opcode after the shape, got '{{}}' ('{{}}' is not a layout)")
+            return Shape(etype)
+        layout = None
+        t = self.peek()
+        if t == "{":
+            layout = self.layout(len(dims_t), self.text[start:self.toks[self.i - 1][1] + 1], "{", "}")
+        elif t == "<":
+            layout = self.layout(len(dims_t), self.text[start:self.toks[self.i - 1][1] + 1], "<", ">")
+        if layout is None:
+            layout = default_layout(len(dims_t))
+        return Shape(etype, dims_t, tuple(dyn), layout)
+
+    def layout(self, rank: int, shape_text: str, open_: str, close: str) -> Layout:
+        open_at = self.pos()
+        self.take()
+        if self.peek() == close:
+            if open_ == "{":
+                self.fail("expected an opcode after the shape, got '{}' ('{}' is not a layout: a layout lists "
+                          "the minor_to_major dimensions, e.g. {1,0})", open_at)
+            self.fail(f"empty layout '{open_}{close}': list the minor_to_major dimensions, e.g. <1,0>", open_at)
+        m2m: list[int] = []
+        if self.peek() not in (":", close):
+            while True:
+                m2m.append(self.int_("an integer (a minor_to_major dimension) in the layout"))
+                if self.peek() == ",":
+                    self.take()
+                    continue
+                break
+        fields: dict = {}
+        if self.peek() == ":" and open_ == "{":
+            self.take()
+            self.suffixes(fields)
+        if self.peek() != close:
+            t = self.peek()
+            hint = ""
+            if t in _SUFFIX_ORDER and fields:
+                if t in fields.get("_seen", ()):
+                    hint = f": {t}(...) is given twice"
+                else:
+                    later = [s for s in fields.get("_seen", ()) if _SUFFIX_ORDER.index(s) > _SUFFIX_ORDER.index(t)]
+                    hint = f": {t}(...) must come before {later[0]}(...)" if later else ""
+                hint += " (layout suffixes go in the order D T L # * E S SC P M)"
+            elif t in _SUFFIX_ORDER:
+                hint = " (layout suffixes follow a ':' after the minor_to_major list)"
+            elif t is not None and t.isalpha():
+                hint = " (not a layout suffix: known ones are D T L # * E S SC P M)"
+            self.fail(f"expected '{close}' at the end of the layout, got {self.seen()}{hint}")
+        self.take()
+        fields.pop("_seen", None)
+        if len(m2m) != rank:
+            self.fail(f"layout {_m2m_text(m2m, open_, close)} has {len(m2m)} minor_to_major "
+                      f"entr{'y' if len(m2m) == 1 else 'ies'} but the shape {shape_text} has rank {rank}", open_at)
+        return Layout(tuple(m2m), **fields)
+
+    def suffixes(self, fields: dict):
+        seen: list[str] = []
+        fields["_seen"] = seen
+        while True:
+            key = self.peek()
+            if key not in _SUFFIX_ORDER or self.peek(1) != "(":
+                return
+            if seen and (key in seen or _SUFFIX_ORDER.index(key) < _SUFFIX_ORDER.index(seen[-1])):
+                return      # out of order or repeated: the caller reports "expected '}'"
+            at = self.pos()
+            seen.append(key)
+            self.take()
+            if key == "D":
+                self.take()
+                start = self.pos()
+                while self.peek() not in (")", None):
+                    self.take()
+                body = self.text[start:self.pos()]
+                self.expect(")", "')' after the dim level types")
+                fields["dim_level_types"] = tuple(x.strip() for x in body.split(",") if x.strip())
+            elif key == "T":
+                tiles = []
+                while self.peek() == "(":
+                    self.take()
+                    tile = []
+                    while self.peek() != ")":
+                        if self.peek() == "*":
+                            self.take()
+                            tile.append(COMBINE_DIM)
+                        else:
+                            tile.append(self.int_("an integer or '*' in a tile"))
+                        if self.peek() == ",":
+                            self.take()
+                        elif self.peek() != ")":
+                            self.fail(f"expected ',' or ')' in a tile, got {self.seen()}")
+                    self.take()
+                    tiles.append(tuple(tile))
+                fields["tiles"] = tuple(tiles)
+            elif key in ("#", "*"):
+                self.take()
+                t = self.peek()
+                if t not in ELEMENT_TYPES:
+                    self.fail(f"expected an element type in {key}(...), got {self.seen()}")
+                self.take()
+                self.expect(")", f"')' after the {'index' if key == '#' else 'pointer'} type")
+                fields["index_primitive_type" if key == "#" else "pointer_primitive_type"] = t
+            elif key == "SC":
+                scs = []
+                while self.peek() == "(":
+                    self.take()
+                    d = self.int_("a dimension in a split config")
+                    self.expect(":", "':' in a split config (dimension:indices)")
+                    idx = []
+                    while self.peek() != ")":
+                        idx.append(self.int_("an integer split index"))
+                        if self.peek() == ",":
+                            self.take()
+                        elif self.peek() != ")":
+                            self.fail(f"expected ',' or ')' in a split config, got {self.seen()}")
+                    self.take()
+                    scs.append(SplitConfig(d, tuple(idx)))
+                fields["split_configs"] = tuple(scs)
+            elif key == "P":
+                self.fail("a physical shape P(...) is not allowed in the layout of an array", at)
+            else:
+                self.take()
+                v = self.int_(f"an integer in {key}(...)")
+                self.expect(")", f"')' after {key}({v}")
+                name = {"L": "tail_padding_alignment", "E": "element_size_in_bits", "S": "memory_space",
+                        "M": "dynamic_shape_metadata_prefix_bytes"}[key]
+                fields[name] = v
+
+
+def _m2m_text(m2m, open_, close) -> str:
+    return open_ + ",".join(map(str, m2m)) + close

@@ -8,7 +8,13 @@ from ..ir.attributes import (AttrError, ComputationRef, Group, IntList, KV, Quot
 from ..ir.literal import Literal, LiteralError, parse_literal
 from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame,
                          StackFrames, frozen_map)
-from ..ir.shape import Shape
+from ..ir.attributes import BackendConfig, Metadata
+from ..ir.shape import Shape, parse_array_shape
+from .frontend import LineInstr, _ATTR_SPLIT, _ShapeTokenError, _decode_value
+import re
+
+from ..ir.attributes import needle_of, nth_among, value_tokens
+from ..ir.dtypes import ELEMENT_TYPES
 
 HEADER_ATTRS = {
     "entry_computation_layout": "computation_layout",
@@ -60,8 +66,15 @@ def _loc(filename, tok) -> Loc:
     return Loc(filename, getattr(tok, "line", 0) or 0, getattr(tok, "column", 0) or 0)
 
 
-def build_module(raw, text: str, filename: str) -> Module:
+def build_module(raw, text: str, filename: str, known_computations=()) -> Module:
+    """Build the IR.  `known_computations` names computations defined elsewhere (the other part of
+    a module parsed in pieces), which called-computation references may name.
+
+    Like XLA, names must be defined before they are used: an operand, a control predecessor or a
+    called computation must appear earlier in the text (`known_computations` count as earlier)."""
     errs = _Errors(text, filename)
+    src = _source(errs, text)
+    piece = bool(known_computations)      # a later part of a module parsed in pieces
     # --- header
     name = "module"
     attrs: dict = {}
@@ -69,11 +82,16 @@ def build_module(raw, text: str, filename: str) -> Module:
     if has_header:
         name_tok, hattrs = raw.header
         name = str(name_tok).lstrip("%")
+        problem = _name_problem(str(name_tok), "a module name after HloModule", instruction=False)
+        if problem is not None and getattr(name_tok, "line", 0):
+            msg, off = problem
+            errs.add(_shifted(name_tok, off), msg, "E023")
         for aname, value, tok in hattrs:
+            _check_attr_glued(tok, aname, errs, src, None)
             kind = HEADER_ATTRS.get(aname)
-            if kind is None:
-                errs.add(tok, f"unknown module attribute '{aname}' (known: {', '.join(sorted(HEADER_ATTRS))})",
-                         "E020")
+            if kind is None or aname not in _XLA_HEADER_ATTRS:
+                errs.add(tok, f"unexpected module attribute '{aname}' (allowed: "
+                         f"{', '.join(sorted(_XLA_HEADER_ATTRS))})", "E020")
                 continue
             if aname in attrs:
                 errs.add(tok, f"module attribute '{aname}' is given twice", "E021")
@@ -81,55 +99,183 @@ def build_module(raw, text: str, filename: str) -> Module:
             try:
                 attrs[aname] = decoder(kind)(value)
             except AttrError as e:
-                errs.add(tok, f"module attribute {aname}: {e}", "E022")
+                errs.add(_attr_error_pos(src, tok, aname, e), f"module attribute {aname}: {e}", "E022")
     # --- stack frame sections
-    frames = _build_sections(raw.sections, errs)
+    if raw.sections and not has_header and not piece:
+        at = _section_positions(src, raw)[0]
+        errs.add(at, f"expects HloModule before the {raw.sections[0][0]} section: stack-frame sections "
+                 "follow the module header", "E026")
+    frames = _build_sections(raw.sections, errs, src, raw)
     # --- computations
+    if not raw.computations:
+        at = src.eof()
+        if has_header:
+            msg = "expects a computation after the module header, got end of file"
+        elif text.strip():
+            msg = "expects HloModule, ENTRY or a computation, got end of file (the input has only comments)"
+        else:
+            msg = "expects HloModule, ENTRY or a computation, got end of file (the input is empty)"
+        errs.items.append(Diagnostic(msg, filename, at.line, at.column, code="E032",
+                                     source_line=errs.line(at.line)))
+        errs.raise_if_any()
+    first = raw.computations[0]
+    if not has_header and not piece and not first.is_entry and first.params is not None:
+        # XLA reads such a text as a single instruction `name (`... and wants '=' after the name
+        at = src.find_after(first.name_tok, "(") or first.name_tok
+        errs.add(at, f"expects HloModule or ENTRY before a computation with a signature: without them the "
+                 f"text is read as a single instruction, and '{first.name_tok}' would need '=' after it", "E033")
     comp_names: dict[str, object] = {}
     for rc in raw.computations:
+        problem = _name_problem(str(rc.name_tok), "a computation name", instruction=False)
+        if problem is not None:
+            msg, off = problem
+            errs.add(_shifted(rc.name_tok, off), msg, "E034")
         if rc.name in comp_names:
             errs.add(rc.name_tok, f"computation '{rc.name}' is defined twice", "E030")
         comp_names[rc.name] = rc
     entries = [rc for rc in raw.computations if rc.is_entry]
     if len(entries) > 1:
-        errs.add(entries[1].name_tok, f"more than one ENTRY computation ('{entries[0].name}' and "
-                 f"'{entries[1].name}')", "E031")
-    if not raw.computations:
-        errs.items.append(Diagnostic("the module has no computations", filename, 1, 1, code="E032"))
-        errs.raise_if_any()
+        errs.add(src.keyword_before(entries[1].name_tok, "ENTRY"), f"expects only one ENTRY computation: "
+                 f"'{entries[1].name}' is marked ENTRY, and so is '{entries[0].name}'", "E031")
     entry = entries[0].name if entries else raw.computations[-1].name
+    # computations callable so far: those of the other pieces, then each one once it is built
+    defined = _DefinedComputations(comp_names)
+    for other in known_computations:
+        defined[other] = None
     inline: list[Computation] = []
     comps = []
     for rc in raw.computations:
-        comps.append(_build_computation(rc, errs, filename, comp_names, inline, text))
+        comps.append(_build_computation(rc, errs, filename, defined, inline, text))
+        defined[rc.name] = rc
     errs.raise_if_any()
     return Module(name, tuple(inline) + tuple(comps), entry, frozen_map(attrs), frames, has_header, filename)
 
 
-def _build_sections(sections, errs) -> StackFrames:
+# The module attributes XLA's parser accepts (the others in HEADER_ATTRS are printed by older
+# versions of XLA, and rejected by the current parser).
+_XLA_HEADER_ATTRS = frozenset({
+    "alias_passthrough_params", "allow_spmd_sharding_propagation_to_output",
+    "allow_spmd_sharding_propagation_to_parameters", "buffer_donor", "entry_computation_layout",
+    "frontend_attributes", "input_output_alias", "is_scheduled", "num_partitions", "origin_recovery_table",
+    "replica_count"})
+
+
+class _DefinedComputations(dict):
+    """The computations defined so far (name -> raw computation), which may be called; `everywhere`
+    holds all the module's computations, to tell a forward reference from an unknown name."""
+
+    def __init__(self, everywhere):
+        super().__init__()
+        self.everywhere = everywhere
+
+
+_SECTION_ORDER = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_SECTION_FIELDS = {
+    "FileLocations": ("file_name_id", "function_name_id", "line", "end_line", "column", "end_column"),
+    "StackFrames": ("file_location_id", "parent_frame_id"),
+}
+
+
+def _build_sections(sections, errs, src=None, raw=None) -> StackFrames:
+    """The stack-frame index.  XLA wants all four sections, in the order FileNames, FunctionNames,
+    FileLocations, StackFrames; names are strings, and every field of a FileLocations or
+    StackFrames entry is given, as an integer."""
     files: dict[int, str] = {}
     funcs: dict[int, str] = {}
     locs: dict[int, FileLocation] = {}
     frames: dict[int, StackFrame] = {}
+    if sections and src is not None:
+        positions = _section_positions(src, raw)
+        for k, expected in enumerate(_SECTION_ORDER):
+            if k >= len(sections):
+                after = _after_sections(src, raw)
+                errs.add(after, f"expects the '{expected}' section after '{sections[-1][0]}' (a stack-frame "
+                         f"index has the sections {', '.join(_SECTION_ORDER)}, in this order)", "E024")
+                break
+            if sections[k][0] != expected:
+                errs.add(positions[k], f"expects the '{expected}' section, got '{sections[k][0]}' (a stack-frame "
+                         f"index has the sections {', '.join(_SECTION_ORDER)}, in this order)", "E024")
+                break
+        else:
+            if len(sections) > len(_SECTION_ORDER):
+                errs.add(positions[len(_SECTION_ORDER)], f"unexpected second '{sections[4][0]}' section",
+                         "E024")
     for sname, entries in sections:
         for ident, value, tok in entries:
             try:
                 if sname in ("FileNames", "FunctionNames"):
                     if not isinstance(value, Quoted):
-                        raise AttrError(f"expected a quoted name, got '{generic_text(value)}'")
+                        raise AttrError(f"expects a quoted string, got '{generic_text(value)}'")
                     (files if sname == "FileNames" else funcs)[ident] = str(value)
                 else:
-                    fields = _kv_ints(value)
+                    fields = _section_fields(sname, value)
                     if sname == "FileLocations":
-                        locs[ident] = FileLocation(fields.get("file_name_id", 0), fields.get("function_name_id", 0),
-                                                   fields.get("line", 0), fields.get("end_line", 0),
-                                                   fields.get("column", 0), fields.get("end_column", 0))
+                        locs[ident] = FileLocation(fields["file_name_id"], fields["function_name_id"],
+                                                   fields["line"], fields["end_line"],
+                                                   fields["column"], fields["end_column"])
                     else:
-                        frames[ident] = StackFrame(fields.get("file_location_id", 0),
-                                                   fields.get("parent_frame_id", 0))
+                        frames[ident] = StackFrame(fields["file_location_id"], fields["parent_frame_id"])
             except AttrError as e:
-                errs.add(tok, f"{sname} entry {ident}: {e}", "E025")
+                at = tok
+                if src is not None:
+                    start = src.skip(src.offset(tok) + len(str(tok)))
+                    at = src.at(_locate(src, start, e) if e.at is not None else start)
+                errs.add(at, f"{sname} entry {ident}: {e}", "E025")
     return StackFrames(frozen_map(files), frozen_map(funcs), frozen_map(locs), frozen_map(frames))
+
+
+def _section_fields(sname, value) -> dict[str, int]:
+    wanted = _SECTION_FIELDS[sname]
+    if isinstance(value, IntList) and not value:
+        items = []
+    elif isinstance(value, Group) and value.open == "{":
+        items = value.values()
+    else:
+        raise AttrError(f"expects {{{wanted[0]}=N ...}}, got '{generic_text(value)}'")
+    out = {}
+    for it in items:
+        if not isinstance(it, KV):
+            raise AttrError(f"expects key=value, got '{generic_text(it)}'", at=it, nth=nth_among(items, it))
+        if it.key not in wanted:
+            raise AttrError(f"unexpected attribute '{it.key}' (expected {', '.join(wanted)})", at=it,
+                            nth=nth_among(items, it))
+        try:
+            out[it.key] = int(str(it.value))
+        except ValueError:
+            raise AttrError(f"{it.key} must be an integer, got '{generic_text(it.value)}'", at=it,
+                            nth=nth_among(items, it)) from None
+    missing = [w for w in wanted if w not in out]
+    if missing:
+        raise AttrError(f"sub-attribute {missing[0]} is expected but not seen (an entry gives "
+                        f"{', '.join(wanted)})")
+    return out
+
+
+def _section_positions(src, raw) -> list:
+    """Where each section keyword is (they are not kept by the front end)."""
+    import re
+    out = []
+    cursor = 0
+    if raw.header is not None and getattr(raw.header[0], "line", 0):
+        cursor = src.offset(raw.header[0])
+    for sname, entries in raw.sections:
+        m = re.compile(r"(?m)^[ \t]*(" + sname + r")\b").search(src.text, cursor)
+        if m is None:
+            m = re.compile(r"\b(" + sname + r")\b").search(src.text, cursor)
+        off = m.start(1) if m else cursor
+        out.append(src.at(off))
+        cursor = off + len(sname)
+        if entries:
+            cursor = max(cursor, src.offset(entries[-1][2]) + 1)
+    return out
+
+
+def _after_sections(src, raw):
+    """The position of what follows the stack-frame sections: the first computation, or the end."""
+    if raw.computations:
+        rc = raw.computations[0]
+        return src.keyword_before(rc.name_tok, "ENTRY") if rc.is_entry else rc.name_tok
+    return src.eof()
 
 
 def _kv_ints(value) -> dict[str, int]:
@@ -149,6 +295,7 @@ def _kv_ints(value) -> dict[str, int]:
 
 
 def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, text) -> Computation:
+    src = _source(errs, text)
     instrs: list[Instruction] = []
     names: dict[str, object] = {}
     roots = []
@@ -157,6 +304,9 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
     counter = [0]
 
     def flatten(ri):
+        if isinstance(ri, LineInstr):
+            raw_list.append(ri)
+            return
         for a in ri.args:
             if a.kind == "nested":
                 counter[0] += 1
@@ -171,6 +321,7 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
         raw_list.append(ri)
 
     for ri in rc.instrs:
+        _check_instruction_name(ri, errs, src)
         if ri.name in names:
             errs.add(ri.name_tok, f"instruction name '{ri.name}' is used twice in computation '{rc.name}'",
                      "E040", ri.name)
@@ -186,24 +337,44 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
         for ri in list(raw_list):
             for a in ri.args:
                 if a.kind == "ref" and a.name not in names and a.shape is not None:
-                    from lark import Token as _Tok
                     p = RawInstrLike(a.name, a.shape, pnum, a.tok)
                     names[a.name] = p
                     lifted.append(p)
                     pnum += 1
         raw_list[:0] = lifted
     if not rc.instrs:
-        errs.add(rc.name_tok, f"computation '{rc.name}' has no instructions", "E041")
+        at = src.empty_body_end(rc.name_tok) or rc.name_tok
+        errs.add(at, f"expects an instruction name, got '}}': computation '{rc.name}' has no instructions "
+                 "(a computation needs at least one)", "E041")
         return Computation(rc.name, (), "", rc.is_entry, loc=_loc(filename, rc.name_tok))
     if len(roots) > 1:
-        errs.add(roots[1].name_tok, f"computation '{rc.name}' has more than one ROOT ('{roots[0].name}' and "
-                 f"'{roots[1].name}')", "E042", roots[1].name)
+        errs.add(_root_keyword(roots[1], src), f"one computation should have only one ROOT: computation "
+                 f"'{rc.name}' marks both '{roots[0].name}' and '{roots[1].name}' as ROOT", "E042", roots[1].name)
     root = roots[0].name if roots else rc.instrs[-1].name
     params_seen: dict[int, object] = {}
+    defined: dict[str, object] = {}     # instructions defined so far (XLA: define before use)
+    scope = _Scope(names, defined, instrs, rc.name, filename)
     for ri in raw_list:
-        inst = _build_instruction(ri, errs, filename, names, comp_names, params_seen, rc.name, inline, text)
+        if isinstance(ri, LineInstr):
+            inst = _fast_instruction(ri, filename, defined, comp_names, params_seen)
+            if inst is not None:
+                if inst.opcode in _CHECKED_OPCODES or not _RESERVED.isdisjoint(inst.operands):
+                    _check_fast(inst, ri, errs, src)
+                instrs.append(inst)
+                defined[inst.name] = inst
+                continue
+            try:
+                ri = ri.to_raw()
+            except _ShapeTokenError as e:
+                errs.add(_shifted(e.tok, getattr(e.err, "offset", 0)), f"bad shape: {e.err}", "E002", ri.name)
+                defined[ri.name] = None
+                continue
+        _lift_tuple_access(ri, scope, errs)
+        inst = _build_instruction(ri, errs, filename, defined, comp_names, params_seen, rc.name, inline, text,
+                                  scope)
         if inst is not None:
             instrs.append(inst)
+        defined[ri.name] = inst
     # parameters numbered 0..n-1
     if params_seen:
         n = len(params_seen)
@@ -218,6 +389,18 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
     thread = rc.thread[1] if rc.thread else None
     return Computation(rc.name, tuple(instrs), root, rc.is_entry, params, rc.result, thread,
                        bool(roots), _loc(filename, rc.name_tok))
+
+
+class _Scope:
+    """What an instruction of a computation may refer to, and where lifted instructions go."""
+
+    def __init__(self, names, defined, instrs, comp_name, filename):
+        self.names = names          # every instruction name of the computation
+        self.defined = defined      # those defined so far -> Instruction (None if it failed)
+        self.instrs = instrs        # the instructions built so far
+        self.comp_name = comp_name
+        self.filename = filename
+        self.tuple_access: dict[tuple[str, int], str] = {}   # (tuple, index) -> its get-tuple-element
 
 
 _ASYNC_SUFFIX = {"-start": "async-start", "-update": "async-update", "-done": "async-done"}
@@ -245,6 +428,90 @@ def _spec_for(opcode: str):
     return None
 
 
+_DECODED: dict = {}
+
+
+def _fast_instruction(li, filename, names, comp_names, params_seen):
+    """The happy path for an INSTR_LINE token: returns the Instruction, or None to let the general
+    path (which reports located errors) handle it."""
+    m = li.m
+    opcode = m.group(4)
+    spec = ops.OPCODES.get(opcode)
+    if spec is None:
+        return None
+    tok = li.tok
+    ops_text = m.group(5)
+    try:
+        shape = parse_array_shape(m.group(3))
+    except ValueError:
+        return None
+    literal = None
+    pnum = None
+    operands: tuple = ()
+    if opcode == "parameter":
+        try:
+            pnum = int(ops_text)
+        except ValueError:
+            return None
+        if pnum in params_seen:
+            return None
+    elif opcode == "constant":
+        try:
+            literal = parse_literal(ops_text, shape)
+        except (LiteralError, KeyError, ValueError):
+            return None
+    else:
+        if ops_text.strip():
+            operands = tuple(o.strip().lstrip("%") for o in ops_text.split(","))
+            for o in operands:
+                if o not in names:
+                    return None
+        n = len(operands)
+        if n < spec.min_operands or (spec.max_operands is not None and n > spec.max_operands):
+            return None
+    attrs = {}
+    spec_attrs = spec.attrs
+    common = ops.COMMON_ATTRS
+    for am in _ATTR_SPLIT.finditer(tok, m.end()):
+        aname = am.group(1)
+        raw = am.group(2)
+        if aname in attrs:
+            return None
+        if aname == "metadata":
+            attrs[aname] = Metadata(raw)
+            continue
+        if aname == "backend_config":
+            attrs[aname] = BackendConfig(raw)
+            continue
+        kind = spec_attrs.get(aname) or common.get(aname)
+        if kind is None:
+            return None
+        key = (kind, raw)
+        val = _DECODED.get(key)
+        if val is None:
+            try:
+                val = decoder(kind)(_decode_value(aname, raw))
+            except Exception:
+                return None
+            if len(_DECODED) < 100000:
+                _DECODED[key] = val
+        attrs[aname] = val
+        if kind == "computation":
+            if val.name not in comp_names:
+                return None
+        elif kind == "computations" or kind == "instructions":
+            for r in val:
+                if (r.name if kind == "computations" else r) not in (comp_names if kind == "computations" else names):
+                    return None
+    for req in spec.required:
+        if req not in attrs:
+            return None
+    if pnum is not None:
+        params_seen[pnum] = li.name_tok
+    return Instruction(li.name, opcode, shape, operands, attrs, literal, pnum,
+                       Loc(filename, tok.line, tok.column + m.start(2)), None)
+
+
 def RawInstrLike(name, shape, number, tok):
     from .frontend import Arg, RawInstr, Pos
     pos = Pos(name, getattr(tok, "line", 0), getattr(tok, "column", 0))
@@ -253,10 +520,25 @@ def RawInstrLike(name, shape, number, tok):
 
 
 def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_seen, comp_name,
-                       inline, text) -> Instruction | None:
-    spec = _spec_for(ri.opcode)
+                       inline, text, scope=None) -> Instruction | None:
+    """`names` are the instructions defined so far (those an operand may name); `scope.names`
+    all the computation's instructions; `comp_names` the computations defined so far."""
+    src = _source(errs, text)
+    every = scope.names if scope is not None else names
     loc = _loc(filename, ri.name_tok if ri.name_tok else ri.opcode_tok)
+    bad = _OPCODE_CHARS.search(ri.opcode) if ri.opcode else None
+    if bad is not None or not ri.opcode:
+        ch = ri.opcode[bad.start()] if bad is not None else ""
+        errs.add(_shifted(ri.opcode_tok, bad.start() if bad is not None else 0),
+                 f"expects an opcode, got '{ri.opcode}': unexpected character '{ch}'", "E050", ri.name)
+        return None
+    spec = _spec_for(ri.opcode)
     if spec is None:
+        for suffix in _ASYNC_SUFFIX:
+            if ri.opcode.endswith(suffix) and ri.opcode[: -len(suffix)] not in ops.OPCODES:
+                errs.add(ri.opcode_tok, f"unknown async wrapped opcode '{ri.opcode[: -len(suffix)]}' in "
+                         f"'{ri.opcode}' (<opcode>{suffix} wraps an existing opcode)", "E050", ri.name)
+                return None
         errs.add(ri.opcode_tok, f"unknown opcode '{ri.opcode}'", "E050", ri.name)
         return None
     literal = None
@@ -268,9 +550,13 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
             errs.add(ri.opcode_tok, "parameter takes its number: parameter(N)", "E051", ri.name)
             return None
         pnum = int(ri.args[0].text)
+        if pnum < 0:
+            errs.add(ri.args[0].tok or ri.opcode_tok, f"parameter number must be >= 0, got {pnum}", "E051",
+                     ri.name)
+            return None
         if pnum in params_seen:
-            errs.add(ri.args[0].tok or ri.opcode_tok, f"parameter number {pnum} is used twice in computation "
-                     f"'{comp_name}'", "E052", ri.name)
+            errs.add(ri.args[0].tok or ri.opcode_tok, f"parameter number {pnum} is already used in computation "
+                     f"'{comp_name}' (each parameter has its own number)", "E052", ri.name)
         params_seen[pnum] = ri.name_tok
     elif ri.opcode == "constant":
         if len(ri.args) != 1:
@@ -283,23 +569,45 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
             errs.add(a.tok or ri.opcode_tok, f"constant takes a literal value, got an operand '{a.name}'", "E053",
                      ri.name)
             return None
-        if ri.shape.element_type in ("token", "opaque"):
-            errs.add(ri.opcode_tok, f"a constant cannot have shape {ri.shape}", "E054", ri.name)
+        if ri.shape is not None and ri.shape.element_type in ("token", "opaque"):
+            errs.add(_shape_pos(ri, src), f"{ri.shape.element_type}-shaped constants are not allowed: "
+                     f"a constant has an array or tuple shape, got {ri.shape}", "E054", ri.name)
             return None
-        try:
-            literal = parse_literal(txt, ri.shape)
-        except LiteralError as e:
-            errs.add(a.tok or ri.opcode_tok, f"constant: {e}", "E055", ri.name)
+        if ri.shape is not None and any(s.element_type in ("token", "opaque") for s in ri.shape.leaves()):
+            errs.add(_shape_pos(ri, src), f"token-shaped constants are not allowed: the tuple shape "
+                     f"{ri.shape} has a token or opaque element", "E054", ri.name)
             return None
+        if ri.shape is not None:
+            try:
+                literal = parse_literal(txt, ri.shape)
+            except LiteralError as e:
+                errs.add(_offset_in_token(a.tok or ri.opcode_tok, txt, getattr(e, "offset", 0)),
+                         f"constant: {e}", "E055", ri.name)
+                return None
     else:
         for a in ri.args:
             if a.kind != "ref":
                 errs.add(a.tok or ri.opcode_tok, f"{ri.opcode} takes operands, not the literal '{a.text}'", "E056",
                          ri.name)
                 continue
-            if a.name not in names:
-                errs.add(a.tok, f"operand '{a.name}' of '{ri.name}' is not defined in computation '{comp_name}'",
+            spelled = str(a.tok) if a.tok is not None else a.name
+            if spelled[:1] != "%" and a.name in _RESERVED:
+                errs.add(a.tok, f"expects an operand name, got '{a.name}', which is "
+                         f"{'an element type' if a.name in ELEMENT_TYPES else 'a keyword'} (write %{a.name})",
                          "E057", ri.name)
+                continue
+            if a.name not in names:
+                if a.name in every and a.name != ri.name:
+                    later = every[a.name]
+                    line = getattr(getattr(later, "name_tok", None), "line", 0)
+                    errs.add(a.tok, f"operand '{a.name}' of '{ri.name}' is used before its definition"
+                             f"{f' (on line {line})' if line else ''}: an instruction must be defined before "
+                             "its users", "E059", ri.name)
+                elif a.name == ri.name:
+                    errs.add(a.tok, f"instruction '{ri.name}' uses itself as an operand", "E059", ri.name)
+                else:
+                    errs.add(a.tok, f"operand '{a.name}' of '{ri.name}' is not defined in computation "
+                             f"'{comp_name}'", "E057", ri.name)
                 continue
             operands.append(a.name)
             operand_shapes.append(a.shape)
@@ -311,15 +619,20 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
                 want = f"at least {spec.min_operands}"
             else:
                 want = f"{spec.min_operands} to {spec.max_operands}"
-            errs.add(ri.opcode_tok, f"{ri.opcode} takes {want} operand{'s' if want != '1' else ''}, got {n}",
-                     "E058", ri.name)
+            errs.add(src.find_after(ri.opcode_tok, "(") or ri.opcode_tok,
+                     f"{ri.opcode} expects {want} operand{'s' if want != '1' else ''}, but has {n}", "E058",
+                     ri.name)
+        else:
+            _check_structure(ri.opcode, ri.shape, n, _shape_pos(ri, src),
+                             src.find_after(ri.opcode_tok, "(") or ri.opcode_tok, errs, ri.name)
     # attributes
     attrs: dict = {}
     for aname, value, tok in ri.attrs:
+        _check_attr_glued(tok, aname, errs, src, ri.name)
         kind = spec.attrs.get(aname) or ops.COMMON_ATTRS.get(aname)
         if kind is None:
             known = sorted(set(spec.attrs) | set(ops.COMMON_ATTRS))
-            errs.add(tok, f"{ri.opcode} has no attribute '{aname}' (it takes: {', '.join(known)})", "E060",
+            errs.add(tok, f"unexpected attribute '{aname}' for {ri.opcode} (it takes: {', '.join(known)})", "E060",
                      ri.name)
             continue
         if aname in attrs:
@@ -342,19 +655,21 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
         try:
             decoded = decoder(kind)(value)
         except AttrError as e:
-            errs.add(tok, f"{ri.opcode} attribute {aname}: {e}", "E062", ri.name)
+            errs.add(_attr_error_pos(src, tok, aname, e), f"{ri.opcode} attribute {aname}: {e}", "E062", ri.name)
             continue
         attrs[aname] = decoded
-        _check_refs(decoded, tok, aname, errs, comp_names, names, ri)
+        _check_refs(decoded, tok, aname, errs, comp_names, names, ri, src, every)
     for req in spec.required:
         if req not in attrs and not any(a == req for a, _, _ in ri.attrs):
-            errs.add(ri.opcode_tok, f"{ri.opcode} requires the attribute '{req}'", "E063", ri.name)
+            errs.add(ri.opcode_tok, f"attribute {req} is expected but not seen: {ri.opcode} requires it", "E063",
+                     ri.name)
     has_shapes = any(s is not None for s in operand_shapes)
     return Instruction(ri.name, ri.opcode, ri.shape, tuple(operands), frozen_map(attrs), literal, pnum, loc,
                        tuple(operand_shapes) if has_shapes else None)
 
 
-def _check_refs(decoded, tok, aname, errs, comp_names, names, ri):
+def _check_refs(decoded, tok, aname, errs, comp_names, names, ri, src=None, every=None):
+    """Called computations and control predecessors must exist, and be defined earlier."""
     refs = []
     if isinstance(decoded, ComputationRef):
         refs = [decoded]
@@ -362,30 +677,384 @@ def _check_refs(decoded, tok, aname, errs, comp_names, names, ri):
         refs = list(decoded)
     for r in refs:
         if r.name not in comp_names:
-            errs.add(tok, f"{aname} names computation '{r.name}', which is not defined", "E064", ri.name)
+            at = _ref_pos(src, tok, aname, r.name) if src is not None else tok
+            everywhere = getattr(comp_names, "everywhere", {})
+            if r.name in everywhere:
+                errs.add(at, f"computation '{r.name}' is used before its definition: a called computation must "
+                         "be defined before its callers", "E064", ri.name)
+            else:
+                errs.add(at, f"computation does not exist: {aname} names '{r.name}', which is not defined",
+                         "E064", ri.name)
     if aname == "control-predecessors":
         for n in decoded:
             if n not in names:
-                errs.add(tok, f"control predecessor '{n}' is not defined in this computation", "E065", ri.name)
+                at = _ref_pos(src, tok, aname, n) if src is not None else tok
+                if every is not None and n in every:
+                    errs.add(at, f"control predecessor '{n}' is used before its definition", "E065", ri.name)
+                else:
+                    errs.add(at, f"instruction '{n}' is not defined: control predecessor of '{ri.name}'", "E065",
+                             ri.name)
 
 
 def _inline_computation(group, tok, ri, aname, errs, filename, comp_names, inline, text):
-    from .frontend import parse_raw
-    from .frontend import RawComputation
+    """A computation written in place, `to_apply={ ... }`: parsed at its place in the text (so its
+    instructions keep their lines and columns) and lifted into the module as `<instr>.<attr>`."""
+    from .frontend import RawComputation, parse_raw
     from lark import Token
+    from ..ir.attributes import InlineComputation
     body = group.text
+    src = _source(errs, text)
+    start = src.text.find(body, src.offset(tok)) if body else -1
     try:
-        instrs = parse_raw(body, filename, start_line=(tok.line or 1) - 1)
+        if start >= 0:
+            at = src.at(start)
+            # `c {...}` laid out where the braces are: a computation named c whose body is the group
+            if at.column >= 2:
+                padded = "\n" * (at.line - 1) + " " * (at.column - 2) + "c" + body
+            else:
+                padded = "\n" * (at.line - 2) + "c\n" + body
+            rcs = parse_raw(padded, filename).computations
+            instrs = rcs[0].instrs if rcs else []
+        else:
+            instrs = parse_raw(body, filename, start_line=(tok.line or 1) - 1)
     except HloSyntaxError as e:
         errs.items.extend(e.diagnostics)
         return None
     cname = f"{ri.name}.{aname}"
+    everywhere = getattr(comp_names, "everywhere", comp_names)
+    k = 1
+    while cname in everywhere or cname in comp_names:
+        k += 1
+        cname = f"{ri.name}.{aname}.{k}"
     name_tok = Token("NAME", cname, line=tok.line, column=tok.column)
     rc = RawComputation(False, name_tok, None, None, instrs, None)
-    comp_names[cname] = rc
     inline.append(_build_computation(rc, errs, filename, comp_names, inline, text))
-    from ..ir.attributes import InlineComputation
+    comp_names[cname] = rc
+    if everywhere is not comp_names:
+        everywhere[cname] = rc
     return InlineComputation(cname)
+
+
+# ----------------------------------------------------------------------------- checks and positions
+
+_NAME_CHARS = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_OPCODE_CHARS = re.compile(r"[^a-z0-9\-]|^[^a-z]")
+_KEYWORDS = frozenset({"true", "false", "inf", "nan", "HloModule", "ENTRY", "ROOT", "FileLocations", "FileNames",
+                       "FunctionNames", "StackFrames", "maximal", "replicated", "manual", "last_tile_dim_replicate",
+                       "shard_as", "shard_like", "unknown", "unreduced"})
+# Words XLA's lexer never reads as a bare name: element types and keywords (`%`-names may be keywords).
+_RESERVED = _KEYWORDS | frozenset(ELEMENT_TYPES)
+# Opcodes whose result shape or operand count is checked beyond the opcode table.
+_CHECKED_OPCODES = frozenset({"tuple", "dynamic-reshape"})
+
+
+def _name_problem(spelled: str, what: str, instruction: bool):
+    """(message, offset in `spelled`) when `spelled` (with its '%', if any) is not a valid name."""
+    pct = spelled[:1] == "%"
+    n = spelled[1:] if pct else spelled
+    if _NAME_CHARS.fullmatch(n) is None:
+        if not n:
+            return f"expects {what} after '%'", 0
+        if not (n[0].isascii() and (n[0].isalpha() or n[0] == "_")):
+            return (f"expects {what}, got '{spelled}': " + (
+                "'%' must be followed by a letter or '_'" if pct else "a name starts with a letter or '_'"),
+                0)
+        k = next(k for k, c in enumerate(n) if not (c.isascii() and (c.isalnum() or c in "_.-")))
+        return f"unexpected character '{n[k]}' in {what.split(' after')[0]} '{spelled}'", k + pct
+    if not pct and n in _RESERVED:
+        if n in ELEMENT_TYPES:
+            return f"expects {what}, got '{n}', which is an element type (rename it, e.g. {n}_)", 0
+        return f"expects {what}, got '{n}', which is a keyword (rename it, or write %{n})", 0
+    if pct and instruction and n in ELEMENT_TYPES:
+        return (f"illegal instruction name: '%{n}' is an element type (rename it, e.g. %{n}_)", 0)
+    return None
+
+
+def _check_instruction_name(ri, errs, src):
+    if isinstance(ri, LineInstr):
+        # INSTR_LINE names match %?[A-Za-z_][\w.\-]*: only non-ASCII letters can be wrong
+        name = ri.name
+        glued = ri.tok[ri.m.end(2)] == "="
+        if name.isascii() and name not in _RESERVED and not glued:
+            return      # the common case, cheaply
+        spelled = ri.m.group(2)
+        tok = ri.name_tok
+    else:
+        tok = ri.name_tok
+        spelled = str(tok)
+        if not spelled or not getattr(tok, "line", 0):
+            return      # synthesized (nested or anonymous instructions)
+        off = src.offset(tok) + len(spelled)
+        glued = src.text.startswith("=", off)
+    problem = _name_problem(spelled, "an instruction name", instruction=True)
+    if problem is not None:
+        msg, off = problem
+        errs.add(_shifted(tok, off), msg, "E044", ri.name)
+    elif glued and spelled[:1] != "%":
+        errs.add(tok, f"expects an instruction name: '{spelled}=' reads as an attribute name; put a space "
+                 f"before '=' (or write %{spelled})", "E044", ri.name)
+
+
+def _check_attr_glued(tok, aname, errs, src, instr_name):
+    """`name =value`: XLA reads an attribute name only when '=' follows it at once."""
+    if not getattr(tok, "line", 0) or getattr(tok, "type", "") in ("METADATA", "BACKEND_CONFIG"):
+        return
+    off = src.offset(tok) + len(aname)
+    if src.text[off:off + 1] not in ("=", "") and src.text[off:off + 1].isspace():
+        errs.add(tok, f"expects attribute name: '{aname}' must be followed by '=' with no space in between "
+                 f"(write {aname}=...)", "E066", instr_name)
+
+
+def _check_structure(opcode, shape, n_operands, shape_at, paren_at, errs, name):
+    """Checks that need no shape inference, where XLA would crash."""
+    if shape is None:
+        return
+    if opcode == "tuple" and not shape.is_tuple:
+        errs.add(shape_at, f"tuple result shape must be a tuple, got {shape.to_str(False)} (write e.g. "
+                 f"({shape.to_str(False)}) for a "
+                 "tuple of one element)", "E067", name)
+    elif opcode == "dynamic-reshape" and not shape.is_tuple and n_operands != 1 + shape.rank:
+        errs.add(paren_at, f"dynamic-reshape needs one size operand per result dimension: the result "
+                 f"{shape.to_str(False)} has {shape.rank} dimension{'s' if shape.rank != 1 else ''}, so it takes "
+                 f"{1 + shape.rank} operands (the array and {shape.rank} scalar sizes), but has {n_operands}",
+                 "E067", name)
+
+
+def _check_fast(inst, li, errs, src):
+    """The checks of _build_instruction that the fast path does not make."""
+    tok, m = li.tok, li.m
+    shape_at = _At(tok.line, tok.column + m.start(3))
+    paren_at = _At(tok.line, tok.column + m.start(5) - 1)
+    _check_structure(inst.opcode, inst.shape, len(inst.operands), shape_at, paren_at, errs, inst.name)
+    if not _RESERVED.isdisjoint(inst.operands):
+        from .frontend import _OPERAND_RE
+        for om in _OPERAND_RE.finditer(m.group(5)):
+            o = om.group(0)
+            if o in _RESERVED:
+                errs.add(_At(tok.line, tok.column + m.start(5) + om.start()),
+                         f"expects an operand name, got '{o}', which is "
+                         f"{'an element type' if o in ELEMENT_TYPES else 'a keyword'} (write %{o})", "E057",
+                         inst.name)
+
+
+_TUPLE_ACCESS = re.compile(r"(.+?)((?:#\d+)+)")
+
+
+def _lift_tuple_access(ri, scope, errs):
+    """Our extension `%t#1` (element 1 of the tuple t): a get-tuple-element of t is added just
+    before the first instruction that uses it (one per tuple and index), and the operand names it."""
+    for a in ri.args:
+        if a.kind != "ref" or "#" not in a.name:
+            continue
+        m = _TUPLE_ACCESS.fullmatch(a.name)
+        if m is None:
+            continue
+        cur = m.group(1)
+        inst = scope.defined.get(cur)
+        if inst is None:
+            a.name = cur            # reported as an undefined (or later) operand
+            continue
+        for idx in map(int, m.group(2)[1:].split("#")):
+            shape = inst.shape
+            if shape is None or not shape.is_tuple:
+                errs.add(a.tok, f"'{a.name}' takes element {idx} of '{cur}', but '{cur}' has "
+                         f"{'no shape' if shape is None else f'the shape {shape}, not a tuple'}", "E068", ri.name)
+                a.name = cur
+                break
+            if idx >= len(shape.tuple_shapes):
+                errs.add(a.tok, f"'{a.name}': index {idx} is out of range for '{cur}', a tuple of "
+                         f"{len(shape.tuple_shapes)} element{'s' if len(shape.tuple_shapes) != 1 else ''} "
+                         f"{shape}", "E068", ri.name)
+                a.name = cur
+                break
+            key = (cur, idx)
+            gte = scope.tuple_access.get(key)
+            if gte is None:
+                base = f"{cur}.{idx}"
+                gte, k = base, 1
+                while gte in scope.names or gte in scope.defined:
+                    k += 1
+                    gte = f"{base}.{k}"
+                new = Instruction(gte, "get-tuple-element", shape.tuple_shapes[idx], (cur,), {"index": idx}, None,
+                                  None, _loc(scope.filename, a.tok))
+                scope.instrs.append(new)
+                scope.defined[gte] = new
+                scope.names[gte] = new
+                scope.tuple_access[key] = gte
+            cur = gte
+            inst = scope.defined[gte]
+        else:
+            a.name = cur
+
+
+def _shape_pos(ri, src):
+    """Where the result shape of an instruction is written (a tuple shape has no single token)."""
+    if ri.shape_tok is not None and getattr(ri.shape_tok, "line", 0):
+        return ri.shape_tok
+    tok = ri.name_tok
+    if tok is not None and str(tok) and getattr(tok, "line", 0):
+        off = src.skip(src.offset(tok) + len(str(tok)))
+        if src.text.startswith("=", off):
+            return src.at(src.skip(off + 1))
+    return ri.opcode_tok
+
+
+def _root_keyword(ri, src):
+    """The position of the ROOT keyword of an instruction."""
+    if isinstance(ri, LineInstr):
+        return _At(ri.tok.line, ri.tok.column)
+    return src.keyword_before(ri.name_tok, "ROOT")
+
+
+def _attr_error_pos(src, tok, aname, err):
+    """Where an attribute's decoding error points: the part of the value at fault, else its start."""
+    if not getattr(tok, "line", 0):
+        return tok
+    start = src.value_start(tok, aname)
+    return src.at(_locate(src, start, err) if err.at is not None else start)
+
+
+def _locate(src, start, err) -> int:
+    needle = needle_of(err.at)
+    end = src.value_end(start)
+    k = err.nth
+    for t, o in value_tokens(src.text[start:end]):
+        if t == needle or (needle is not None and t == "%" + needle):
+            if k == 0:
+                return start + o
+            k -= 1
+    return start
+
+
+def _ref_pos(src, tok, aname, name):
+    if not getattr(tok, "line", 0):
+        return tok
+    start = src.value_start(tok, aname)
+    return src.at(_locate(src, start, AttrError("", at=name)))
+
+
+def _offset_in_token(tok, text, offset):
+    """The position of `offset` in `text`, the text of token `tok` (which may span lines)."""
+    nl = text.count("\n", 0, offset)
+    line = getattr(tok, "line", 0) or 0
+    if not nl:
+        return _At(line, (getattr(tok, "column", 0) or 0) + offset)
+    return _At(line + nl, offset - text.rfind("\n", 0, offset))
+
+
+def _shifted(tok, offset):
+    if not offset:
+        return tok
+    return _At(getattr(tok, "line", 0) or 0, (getattr(tok, "column", 0) or 0) + offset)
+
+
+class _At:
+    """A 1-based position, standing in for a token in diagnostics."""
+    __slots__ = ("line", "column")
+
+    def __init__(self, line, column):
+        self.line, self.column = line, column
+
+    def __repr__(self):
+        return f"{self.line}:{self.column}"
+
+
+_SKIP = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)*", re.S)
+
+
+class _Source:
+    """Offsets in the module text <-> 1-based (line, column), and small searches around tokens."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self._starts = None
+
+    @property
+    def starts(self):
+        if self._starts is None:
+            starts = [0]
+            starts.extend(m.end() for m in re.finditer("\n", self.text))
+            self._starts = starts
+        return self._starts
+
+    def offset(self, tok) -> int:
+        line = getattr(tok, "line", 0) or 1
+        col = getattr(tok, "column", 0) or 1
+        starts = self.starts
+        if line > len(starts):
+            return len(self.text)
+        return min(starts[line - 1] + col - 1, len(self.text))
+
+    def at(self, offset: int) -> _At:
+        from bisect import bisect_right
+        i = bisect_right(self.starts, offset) - 1
+        return _At(i + 1, offset - self.starts[i] + 1)
+
+    def eof(self) -> _At:
+        return self.at(len(self.text))
+
+    def skip(self, offset: int) -> int:
+        return _SKIP.match(self.text, offset).end()
+
+    def find_after(self, tok, ch):
+        """The position of `ch` when it is the next thing after token `tok`."""
+        if not getattr(tok, "line", 0):
+            return None
+        off = self.skip(self.offset(tok) + len(str(tok)))
+        return self.at(off) if self.text.startswith(ch, off) else None
+
+    def keyword_before(self, tok, keyword):
+        """The position of `keyword` when it is the last thing before token `tok` (else `tok`)."""
+        if not getattr(tok, "line", 0):
+            return tok
+        off = self.offset(tok)
+        k = self.text.rfind(keyword, 0, off)
+        if k >= 0 and not self.text[k + len(keyword):off].strip():
+            return self.at(k)
+        return tok
+
+    def empty_body_end(self, name_tok):
+        """The '}' of the empty body of the computation named by `name_tok`."""
+        if not getattr(name_tok, "line", 0):
+            return None
+        m = re.compile(r"\{(?:\s|/\*.*?\*/|//[^\n]*)*\}", re.S).search(self.text, self.offset(name_tok))
+        return self.at(m.end() - 1) if m else None
+
+    def value_start(self, tok, aname) -> int:
+        off = self.skip(self.offset(tok) + len(aname))
+        if self.text.startswith("=", off):
+            off = self.skip(off + 1)
+        return off
+
+    def value_end(self, start: int) -> int:
+        text = self.text
+        depth = 0
+        i = start
+        n = len(text)
+        while i < n:
+            c = text[i]
+            if c == '"':
+                i += 1
+                while i < n and text[i] != '"':
+                    i += 2 if text[i] == "\\" else 1
+            elif c in "{[(":
+                depth += 1
+            elif c in "}])":
+                if depth == 0:
+                    return i
+                depth -= 1
+            elif depth == 0 and c in ",\n":
+                return i
+            i += 1
+        return n
+
+
+def _source(errs, text) -> _Source:
+    src = getattr(errs, "_source", None)
+    if src is None or src.text is not text:
+        src = _Source(text)
+        errs._source = src
+    return src
 
 
 def _is_int(s) -> bool:

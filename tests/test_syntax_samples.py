@@ -26,10 +26,6 @@ EXTENDED = sorted((SAMPLES / "syntax" / "extended").glob("*.hlo"))
 # hlo's documented extensions (the product spec asks for them); XLA rejects these files
 EXTENSIONS = {"layout_short_form.hlo", "layout_short_form_parameter.hlo", "tuple_access_hash.hlo",
               "tuple_access_hash_bare.hlo"}
-# valid files the current grammar cannot read yet (see the report of the parse-errors work)
-NEEDS_GRAMMAR = {
-    "names.hlo": "operand spelled `name:` (trailing colon, XLA's kName token) is not in the grammar",
-}
 
 
 def load(rel: str):
@@ -54,8 +50,6 @@ def bits(value, dtype):
 
 @pytest.mark.parametrize("path", VALID, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_valid_module_parses(path):
-    if path.parent.name == "syntax" and path.name in NEEDS_GRAMMAR:
-        pytest.xfail(NEEDS_GRAMMAR[path.name])
     m = load(f"{path.parent.name}/{path.name}")
     assert m.computations
     entry = m.entry_computation

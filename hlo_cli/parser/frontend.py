@@ -6,6 +6,7 @@ resolves names, decodes attributes by the opcode table and produces the IR.
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -365,6 +366,9 @@ def _describe_expected(expected) -> str:
         "INT_LIST": "a list like {1,2}", "METADATA": "metadata", "BACKEND_CONFIG": "backend_config",
         "SECTION_NAME": "a section name", "HLOMODULE": "HloModule", "__ANON_0": "'->'",
         "MORETHAN": "'>'", "LE": "'<='", "SEP": "','", "$END": "end of file", "MINUS": "'-'",
+        "INSTR_HEAD": "an instruction", "INSTR_LINE": "an instruction", "PARAMS": "a parameter list",
+        "BUFFER_OPEN": "'b('", "LITERAL_TUPLE": "a tuple literal", "ANGLE": "'<'", "ARROW": "'->'",
+        "OPERANDS": "operands", "ATTR": "an attribute", "IOTA_T": "'T('", "INT_LIST_": "a list",
     }
     out = []
     for e in sorted(expected):
@@ -431,12 +435,28 @@ def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
         tok = e.token
         line, col = (tok.line, tok.column) if tok.type != "$END" else _end_pos(text)
         msg = f"expected {_describe_expected(e.expected)}, got {_seen(tok)}"
+        history = list(getattr(e, "token_history", None) or [])
+        if tok.type == "EQUAL" and history and history[-1].type == "NAME" and "RPAR" in e.expected:
+            prev = history[-1]
+            line, col = prev.line, prev.column
+            msg = f"nested instructions cannot have attributes (got '{prev}=')"
+        elif tok.type == "$END" and "LBRACE" in e.expected and "PARAMS" in e.expected:
+            m = re.search(r"(\S+)\s*\Z", text)
+            if m:
+                line = text.count("\n", 0, m.start()) + 1
+                col = m.start() - text.rfind("\n", 0, m.start())
+                msg = f"unexpected '{m.group(1)[:40]}' after the last computation"
         raise HloSyntaxError(msg, [Diagnostic(msg, filename, line + start_line, col, code="E003",
                                               source_line=_line_of(text, line))]) from None
     except UnexpectedCharacters as e:
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         allowed = _describe_expected(e.allowed or [])
-        msg = f"unexpected character {ch!r}: expected {allowed}"
+        if text.startswith("/*", e.pos_in_stream) and "*/" not in text[e.pos_in_stream:]:
+            msg = "unterminated comment: '/*' without '*/'"
+        elif ch == '"':
+            msg = "unterminated string: '\"' without a closing quote on this line"
+        else:
+            msg = f"unexpected character {ch!r}: expected {allowed}"
         raise HloSyntaxError(msg, [Diagnostic(msg, filename, e.line + start_line, e.column, code="E004",
                                               source_line=_line_of(text, e.line))]) from None
     except UnexpectedEOF as e:
@@ -450,10 +470,13 @@ def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
                                                  source_line=_line_of(text, line))]) from None
 
 
+_CONTROL_BYTE = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
+
+
 def _end_pos(text: str) -> tuple[int, int]:
-    stripped = text.rstrip()
-    line = stripped.count("\n") + 1
-    col = len(stripped) - (stripped.rfind("\n") + 1) + 1
+    """Line and column of the end of the text."""
+    line = text.count("\n") + 1
+    col = len(text) - text.rfind("\n")
     return line, col
 
 
@@ -486,10 +509,18 @@ def read_source(path: str) -> tuple[str, str]:
         if not data.strip():
             raise HloInputError(f"{path} is empty", [Diagnostic("the file is empty: expected an HLO module",
                                                                 name, code="E001")])
-    if b"\x00" in data[:65536]:
+    m = _CONTROL_BYTE.search(data)
+    if m is not None:
+        k = m.start()
+        line = data.count(b"\n", 0, k) + 1
+        col = k - data.rfind(b"\n", 0, k)
+        what = "unexpected NUL character" if data[k] == 0 else f"unexpected control character 0x{data[k]:02x}"
+        binary = data[:4096].count(b"\x00") > 0 and len(_CONTROL_BYTE.findall(data[:4096])) > 2
+        msg = (f"{what}: this looks like a binary file, not HLO text (a serialized HloModuleProto? print it "
+               "as text with XLA's tools first)") if binary else f"{what} (this is a binary file, not HLO text?)"
+        src = data.split(b"\n")[line - 1].decode("utf-8", "replace") if line else None
         raise HloInputError(f"{name} is a binary file, not HLO text",
-                            [Diagnostic("this is a binary file, not HLO text (a serialized HloModuleProto? "
-                                        "print it with XLA's tools to text first)", name, code="E015")])
+                            [Diagnostic(msg, name, line, col, code="E015", source_line=src)])
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -57,8 +57,10 @@ def parse_parallel(text: str, filename: str):
     cut = _cut(text)
     if cut is None:
         return None
-    names = set(_COMP_NAME.findall(text))
     first, second = text[:cut], text[cut:]
+    # computations must be defined before they are referenced: the second part may call those of the
+    # first, never the other way round
+    names = set(_COMP_NAME.findall(first))
     # keep line numbers: the second part starts on the same line it had in the whole text
     second = "\n" * first.count("\n") + second
     ctx = multiprocessing.get_context("fork")
@@ -66,7 +68,7 @@ def parse_parallel(text: str, filename: str):
         pending = pool.apply_async(_worker, ((second, filename, names),))
         try:
             raw = parse_raw(first, filename)
-            head = build_module(raw, first, filename, known_computations=names)
+            head = build_module(raw, first, filename)
         except Exception:
             return None
         status, comps = pickle.loads(pending.get())

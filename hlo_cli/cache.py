@@ -35,7 +35,6 @@ cached.
 from __future__ import annotations
 
 import copyreg
-import gc
 import hashlib
 import io
 import logging
@@ -50,6 +49,8 @@ from functools import cached_property
 from pathlib import Path
 from types import FunctionType as _FunctionType
 from typing import NamedTuple
+
+from .gcpause import NoGC as _NoGC
 
 __all__ = ["cache_dir", "cached_parse", "clear_cache", "cache_info", "CacheInfo",
            "MAX_BYTES", "MAX_ENTRIES", "FORMAT_VERSION"]
@@ -417,31 +418,6 @@ def _codec() -> _Codec:
     return _the_codec
 
 
-class _NoGC:
-    """Pause the cyclic GC while (un)pickling: collections triggered by hundreds of thousands of
-    new objects would otherwise take longer than the unpickling itself (the IR has no cycles to
-    find).  The previous state is restored, also when another thread had it off.
-
-    With `promote`, the objects made meanwhile go straight to the oldest generation (a freeze and
-    unfreeze, O(1)) instead of being traversed by the next two young collections (~0.15 s for a
-    72k-instruction module) on their way there; not done when the program froze objects itself."""
-
-    def __init__(self, promote: bool = False):
-        self.promote = promote
-
-    def __enter__(self):
-        self.was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, exc_type, exc, tb):
-        if self.was:
-            if self.promote and exc_type is None and _PROMOTE and gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
-
-
-_PROMOTE = True
 
 
 # ----------------------------------------------------------------------------- load / store
@@ -683,3 +659,15 @@ def clear_cache(directory: Path | str | None = None) -> int:
     except OSError:
         pass
     return removed
+
+
+def serialize_module(module) -> bytes:
+    """The module in the cache's compact form (no header): fast to load with deserialize_module."""
+    with _NoGC():
+        return _codec().dumps(module).getvalue()
+
+
+def deserialize_module(data: bytes):
+    """The inverse of serialize_module."""
+    with _NoGC(promote=True):
+        return _codec().loads(data, 0)

@@ -402,15 +402,17 @@ def _line_of(text: str, line: int) -> str:
 
 def parse(text: str, filename: str = "<string>", *, check_attrs: bool = True):
     """Parse HLO text into a Module.  Raises HloSyntaxError with located diagnostics."""
+    from ..gcpause import NoGC
     from .builder import build_module
-    if len(text) >= PARALLEL_MIN_BYTES:
-        from . import parallel
-        if parallel.usable():
-            module = parallel.parse_parallel(text, filename)
-            if module is not None:
-                return module
-    raw = parse_raw(text, filename)
-    return build_module(raw, text, filename)
+    with NoGC(promote=True):
+        if len(text) >= PARALLEL_MIN_BYTES:
+            from . import parallel
+            if parallel.usable():
+                module = parallel.parse_parallel(text, filename)
+                if module is not None:
+                    return module
+        raw = parse_raw(text, filename)
+        return build_module(raw, text, filename)
 
 
 def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import pickle
 import re
 
 PARALLEL_MIN_BYTES = 4 << 20
@@ -35,12 +34,15 @@ def _worker(args):
     text, filename, known = args
     from .builder import build_module
     from .frontend import parse_raw
+    import gc
+    gc.disable()
     try:
         raw = parse_raw(text, filename)
         module = build_module(raw, text, filename, known_computations=known)
-        return pickle.dumps(("ok", module.computations), protocol=pickle.HIGHEST_PROTOCOL)
+        from ..cache import serialize_module
+        return serialize_module(module)
     except Exception:  # the sequential parse will report it properly
-        return pickle.dumps(("error", None))
+        return b""
 
 
 def usable() -> bool:
@@ -71,9 +73,11 @@ def parse_parallel(text: str, filename: str):
             head = build_module(raw, first, filename)
         except Exception:
             return None
-        status, comps = pickle.loads(pending.get())
-    if status != "ok":
+        data = pending.get()
+    if not data:
         return None
+    from ..cache import deserialize_module
+    comps = deserialize_module(data).computations
     all_comps = head.computations + comps
     entries = [c for c in all_comps if c.is_entry]
     if len(entries) > 1:

@@ -21,9 +21,6 @@ SAMPLES = sorted(
     [p for d in ("jax", "ops", "syntax") for p in (ROOT / "samples" / d).glob("*.hlo")],
     key=lambda p: (p.parent.name, p.name))
 
-_INSTR = re.compile(r"^(?:ROOT )?%?(\S+) = (.+?) ([a-z][\w\-]*)\((.*)$")
-
-
 def _xla_view(text: str):
     """{computation: {instruction: (opcode, operands, shape text)}} from XLA's parse."""
     m = _hlo.hlo_module_from_text(text)
@@ -31,13 +28,32 @@ def _xla_view(text: str):
     for comp in m.computations():
         insts = {}
         for inst in comp.instructions():
-            line = inst.to_string()
-            mm = _INSTR.match(line)
-            assert mm, line
-            shape = re.sub(r"/\*.*?\*/", "", mm.group(2))
-            insts[inst.name] = (mm.group(3), tuple(o.name for o in inst.operands()), shape)
+            line = re.sub(r"/\*.*?\*/", "", inst.to_string())
+            shape, opcode = _split_instruction(line)
+            insts[inst.name] = (opcode, tuple(o.name for o in inst.operands()), shape)
         out[comp.name] = insts
     return out
+
+
+def _split_instruction(line: str) -> tuple[str, str]:
+    """(result shape, opcode) of one printed instruction; shapes may be tuples or b(...) buffers."""
+    rest = line.split(" = ", 1)[1]
+    k = 0
+    if rest.startswith(("(", "b(")):
+        depth = 0
+        for k, ch in enumerate(rest):
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+        k += 1
+    else:
+        k = rest.index(" ")
+    shape = rest[:k]
+    opcode = re.match(r"\s*([a-z][\w\-]*)\(", rest[k:]).group(1)
+    return shape, opcode
 
 
 def _xla_accepts(path: Path) -> bool:

@@ -148,7 +148,49 @@ def build_module(raw, text: str, filename: str, known_computations=()) -> Module
         comps.append(_build_computation(rc, errs, filename, defined, inline, text))
         defined[rc.name] = rc
     errs.raise_if_any()
-    return Module(name, tuple(inline) + tuple(comps), entry, frozen_map(attrs), frames, has_header, filename)
+    all_comps = tuple(inline) + tuple(comps)
+    if any(i.shape is None for c in all_comps for i in c.instructions):
+        all_comps = _infer_missing_shapes(all_comps, errs, attrs)
+        errs.raise_if_any()
+    return Module(name, all_comps, entry, frozen_map(attrs), frames, has_header, filename)
+
+
+def _infer_missing_shapes(comps, errs: _Errors, header: dict):
+    """XLA lets some instructions leave out their result shape (`ROOT s = add(a, b)`) and infers it;
+    so do we, with the shape rules, in definition order."""
+    from dataclasses import replace
+
+    from ..shapes import RuleContext, ShapeRuleError, infer_shape
+    done: dict[str, tuple] = {}
+    out = []
+    for comp in comps:
+        shapes: dict[str, Shape] = {}
+        new_insts = []
+        for inst in comp.instructions:
+            if inst.shape is None:
+                operands = [shapes.get(o) for o in inst.operands]
+                ctx = RuleContext(inst.opcode, None, done, header.get("replica_count", 1),
+                                  header.get("num_partitions", 1))
+                try:
+                    if any(o is None for o in operands):
+                        raise ShapeRuleError("an operand's shape is unknown")
+                    inferred = infer_shape(inst.opcode, operands, inst.attrs, ctx)
+                except (ShapeRuleError, KeyError, AttributeError, TypeError, IndexError) as e:
+                    errs.items.append(Diagnostic(
+                        f"the result shape of {inst.opcode} cannot be inferred ({e}); write it out: "
+                        f"%{inst.name} = <shape> {inst.opcode}(...)", inst.loc.file, inst.loc.line,
+                        inst.loc.column, "error", "E070", inst.name, errs.line(inst.loc.line)))
+                    shapes[inst.name] = None
+                    new_insts.append(inst)
+                    continue
+                inst = replace(inst, shape=inferred)
+            shapes[inst.name] = inst.shape
+            new_insts.append(inst)
+        comp = replace(comp, instructions=tuple(new_insts))
+        root = comp.by_name.get(comp.root)
+        done[comp.name] = ([p.shape for p in comp.parameters], root.shape if root is not None else None)
+        out.append(comp)
+    return tuple(out)
 
 
 # The module attributes XLA's parser accepts (the others in HEADER_ATTRS are printed by older

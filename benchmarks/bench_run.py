@@ -1,0 +1,162 @@
+"""Execution speed and peak memory: `hlo run` against XLA CPU, same text, same inputs, one run.
+
+For each module (a 24-layer transformer training step before and after XLA's optimizations, and a
+2000-step scan), in separate child processes so that peak memory is each side's own:
+
+- XLA: parse + compile (JAX's XLA CPU client), then execute (best of --repeat), peak RSS;
+- hlo: `hlo run` end to end (start-up, parse, execute, write results), the execution alone
+  (in-process, parse excluded, best of --repeat), peak RSS; its results are compared with XLA's.
+
+    python benchmarks/bench_run.py [--repeat 3] [--only transformer.hlo ...]
+
+Prints a Markdown table and writes benchmarks/results/run.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+CASES = [("transformer.hlo", "transformer.inputs.npz"), ("transformer.opt.hlo", "transformer.inputs.npz"),
+         ("scan2000.hlo", "scan2000.inputs.npz"), ("scan2000.opt.hlo", "scan2000.inputs.npz")]
+
+
+def _inputs(path):
+    import numpy as np
+    with np.load(path) as z:
+        return [z[f"arg{k}"] for k in range(len(z.files))]
+
+
+def child_xla(hlo, inputs, repeat, out):
+    import numpy as np
+    sys.path.insert(0, str(HERE.parent))
+    from hlo_cli.xla_reference import XlaExecutable
+    args = _inputs(inputs)
+    text = Path(hlo).read_text()
+    t0 = time.perf_counter()
+    exe = XlaExecutable(text)
+    t1 = time.perf_counter()
+    results = exe(args)                         # first run (includes any lazy set-up)
+    best = float("inf")
+    for _ in range(repeat):
+        s = time.perf_counter()
+        results = exe(args)
+        best = min(best, time.perf_counter() - s)
+    np.savez(out, **{f"out{k}": r for k, r in enumerate(results)})
+    return {"parse_compile_s": t1 - t0, "parse_s": exe.timings["parse"], "compile_s": exe.timings["compile"],
+            "execute_s": best, "first_execute_s": None}
+
+
+def child_hlo(hlo, inputs, repeat, out):
+    sys.path.insert(0, str(HERE.parent))
+    from hlo_cli.interpreter import RunOptions, run_module
+    from hlo_cli.interpreter.inputs import bind
+    from hlo_cli.parser import parse
+    module = parse(Path(hlo).read_text(), str(hlo))
+    args = bind(module.entry_computation.parameters, _inputs(inputs))
+    best = float("inf")
+    for _ in range(repeat):
+        s = time.perf_counter()
+        run_module(module, args, RunOptions())
+        best = min(best, time.perf_counter() - s)
+    return {"execute_s": best}
+
+
+def _child(kind, hlo, inputs, repeat):
+    """Run one measurement in a fresh process; returns its JSON (with the child's own peak RSS in MB)."""
+    fd, out = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    cmd = [sys.executable, __file__, "--child", kind, str(hlo), str(inputs), str(repeat), out]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{kind} on {hlo} failed:\n{p.stderr[-3000:]}")
+    data = json.loads(Path(out).read_text())
+    os.unlink(out)
+    return data
+
+
+def _hlo_cli_end_to_end(hlo, inputs, out_npz):
+    exe = shutil.which("hlo")
+    cmd = ([exe] if exe else [sys.executable, "-c", "from hlo_cli.cli import main; main()"]) + \
+        ["run", str(hlo), "--inputs", str(inputs), "--output", out_npz, "--force", "--no-cache", "--format", "json"]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"hlo run {hlo} failed:\n{p.stderr[-3000:]}")
+    return dt
+
+
+def _compare(a_npz, b_npz):
+    import numpy as np
+    worst = 0.0
+    with np.load(a_npz) as a, np.load(b_npz) as b:
+        for k in a.files:
+            x, y = a[k].astype(np.float64), b[k].astype(np.float64)
+            d = np.abs(x - y) / (1 + np.abs(y))
+            if d.size:
+                worst = max(worst, float(np.nanmax(d)))
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--out", default=str(HERE / "results" / "run.json"))
+    ap.add_argument("--child", nargs=5, metavar=("KIND", "HLO", "INPUTS", "REPEAT", "OUT"))
+    args = ap.parse_args()
+    if args.child:
+        kind, hlo, inputs, repeat, out = args.child
+        res_npz = out + ".npz"
+        data = (child_xla if kind == "xla" else child_hlo)(hlo, inputs, int(repeat), res_npz)
+        data["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # this process only
+        Path(out).write_text(json.dumps(data))
+        return
+    if not (DATA / "transformer.opt.hlo").exists():
+        subprocess.run([sys.executable, str(HERE / "gen_transformer.py"), "--out", str(DATA)], check=True)
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="hlo-bench-run-")
+    try:
+        for hlo_name, inp_name in CASES:
+            if args.only and hlo_name not in args.only:
+                continue
+            hlo, inputs = DATA / hlo_name, DATA / inp_name
+            xla = _child("xla", hlo, inputs, args.repeat)
+            ours = _child("hlo", hlo, inputs, args.repeat)
+            out_npz = os.path.join(tmp, "ours.npz")
+            e2e = _hlo_cli_end_to_end(hlo, inputs, out_npz)
+            xla_total = xla["parse_compile_s"] + xla["execute_s"]
+            row = {"module": hlo_name, "xla_parse_compile_s": xla["parse_compile_s"], "xla_execute_s": xla["execute_s"],
+                   "xla_peak_mb": xla["peak_rss_mb"], "hlo_execute_s": ours["execute_s"], "hlo_run_e2e_s": e2e,
+                   "hlo_peak_mb": ours["peak_rss_mb"], "execute_ratio": ours["execute_s"] / xla["execute_s"],
+                   "e2e_vs_xla_total": e2e / xla_total, "memory_ratio": ours["peak_rss_mb"] / xla["peak_rss_mb"]}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    import jax
+    meta = {"cpus": os.cpu_count(), "jax": jax.__version__, "repeat": args.repeat}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    print("| module | XLA parse+compile | XLA execute | hlo execute | ratio | hlo run (end to end) | vs XLA total "
+          "| peak MB hlo / XLA |")
+    print("| --- | --: | --: | --: | --: | --: | --: | --: |")
+    for r in rows:
+        print(f"| {r['module']} | {r['xla_parse_compile_s']:.2f} s | {r['xla_execute_s'] * 1e3:.1f} ms "
+              f"| {r['hlo_execute_s'] * 1e3:.1f} ms | {r['execute_ratio']:.2f}x | {r['hlo_run_e2e_s']:.2f} s "
+              f"| {r['e2e_vs_xla_total']:.2f}x | {r['hlo_peak_mb']:.0f} / {r['xla_peak_mb']:.0f} "
+              f"({r['memory_ratio']:.2f}x) |")
+
+
+if __name__ == "__main__":
+    main()

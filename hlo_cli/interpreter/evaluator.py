@@ -134,7 +134,7 @@ class EvalContext:
         self.replica_id = self.options.replica_id
         self.partition_id = self.options.partition_id
         self.rng = np.random.default_rng(self.options.seed)
-        self.rng_state = 0                       # rng-get-and-update-state
+        self.rng_states: dict = {}               # rng-get-and-update-state counters, per instruction
         self.executed = 0                        # instructions executed
         self.loop_iterations = 0
         self._plans: dict[str, _Plan] = {}

@@ -273,7 +273,7 @@ def eval_rng_get_and_update_state(inst, args, ec):
     """u64[2] {low, high} of this instruction's 128-bit counter, which then grows by `delta`.
     As on XLA CPU every rng-get-and-update-state has its own counter, starting at 0x7012395 in
     each run."""
-    states = ec.__dict__.setdefault("rng_states", {})
+    states = ec.rng_states
     key = id(inst)
     value = states.get(key, _RNG_STATE_INITIAL)
     states[key] = (value + int(inst.attrs["delta"])) % (1 << 128)

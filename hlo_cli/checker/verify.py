@@ -1,5 +1,13 @@
-"""hlo check: the rules, in one pass over the module."""
+"""hlo check: the rules, in one pass over the module.
+
+Computations are checked callees first, so a caller's rules see the shapes its called
+computations really have (including shapes the text leaves out and the checker infers).  Every
+problem is reported, not just the first; an instruction whose operands are unknown (their own
+shape could not be inferred) is skipped rather than reported again.
+"""
 from __future__ import annotations
+
+import re
 
 from ..errors import Diagnostic
 from ..ir.attributes import ComputationRef
@@ -7,13 +15,16 @@ from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.module import Computation, Instruction, Module
 from ..ir.opcodes import OPCODES
 from ..ir.shape import COMBINE_DIM, Shape
+from .positions import SourceIndex
 
 CODES = {
     "C100": "shape rule violated",
     "C101": "declared shape differs from the inferred one",
     "C102": "no shape rule (internal)",
+    "C103": "an operand's inline shape differs from the shape of the instruction it names",
+    "C104": "the result shape is left out, and cannot be inferred for this opcode",
     "C110": "layout is not a permutation of the dimensions",
-    "C111": "malformed tiling, element size or memory space",
+    "C111": "malformed tiling, element size, memory space or other layout field",
     "C112": "layout differs (layout-sensitive check)",
     "C113": "bitcast changes the byte size",
     "C120": "recursion among computations",
@@ -21,144 +32,396 @@ CODES = {
     "C122": "entry_computation_layout disagrees with the entry computation",
     "C123": "input/output alias is invalid",
     "C124": "scheduled module uses a value before its definition",
-    "C125": "computation signature disagrees with its parameters/root",
+    "C125": "computation signature's result disagrees with its root",
+    "C199": "internal error of a shape rule (a bug in hlo)",
     "W200": "elided constant ({...}): its values are unknown",
     "W201": "instruction is never used",
     "W202": "while loop whose condition is constant true",
     "W203": "instruction name used in more than one computation",
+    "W204": "computation signature's parameter list disagrees with its parameters (XLA ignores it)",
 }
 
 
 class _Report:
     def __init__(self, module: Module, text: str | None):
         self.module = module
-        self.lines = text.split("\n") if text is not None else None
+        self.src = SourceIndex(text) if text is not None else None
         self.items: list[Diagnostic] = []
 
-    def add(self, inst_or_comp, code: str, message: str, severity: str = "error"):
-        loc = inst_or_comp.loc
-        src = None
-        if self.lines is not None and 0 < loc.line <= len(self.lines):
-            src = self.lines[loc.line - 1]
-        name = inst_or_comp.name if isinstance(inst_or_comp, Instruction) else None
+    def add(self, target, code: str, message: str, severity: str = "error", at: int | None = None,
+            instruction: str | None = None):
+        """Report on `target` (an Instruction or a Computation), at source offset `at` if known."""
+        loc = target.loc
+        line, col = loc.line, loc.column
+        if at is not None and self.src is not None:
+            line, col = self.src.position(at)
+        src = self.src.line_text(line) if self.src is not None else None
+        name = instruction or (target.name if isinstance(target, Instruction) else None)
         prefix = f"%{name}: " if name else ""
-        self.items.append(Diagnostic(prefix + message, loc.file, loc.line, loc.column, severity, code, name, src))
+        self.items.append(Diagnostic(prefix + message, loc.file, line, col, severity, code, name, src))
+
+    # -- token positions -------------------------------------------------------------------
+    def tokens(self, inst: Instruction):
+        if self.src is None or not inst.loc.line:
+            return None
+        return self.src.instruction_tokens(inst.loc.line, inst.loc.column, inst.opcode)
+
+    def opcode_at(self, inst: Instruction) -> int | None:
+        t = self.tokens(inst)
+        return t[1] if t else None
+
+    def shape_at(self, inst: Instruction) -> int | None:
+        t = self.tokens(inst)
+        if not t:
+            return None
+        return t[0] if t[0] is not None else t[1]
+
+    def paren_at(self, inst: Instruction) -> int | None:
+        t = self.tokens(inst)
+        return t[2] if t else None
+
+    def operand_at(self, inst: Instruction, k: int) -> int | None:
+        t = self.tokens(inst)
+        if not t:
+            return None
+        offs = self.src.operand_offsets(t[2])
+        return offs[k] if 0 <= k < len(offs) else t[1]
 
 
 def check_module(module: Module, text: str | None = None, *, layout_sensitive: bool = False,
                  warnings: bool = True) -> list[Diagnostic]:
-    from ..shapes import RuleContext, ShapeRuleError, infer_shape
-    from ..shapes.registry import computation_shapes
+    """Every finding about `module` (errors and warnings), sorted by position.  `text` is the
+    source the module was parsed from (for the source line and caret of each diagnostic, and
+    for pointing at the offending token); it never raises for a problem of the module."""
     rep = _Report(module, text)
     comps = module.computation_map
-    comp_shapes = computation_shapes(module)
     _check_recursion(module, rep)
-    _check_signatures(module, rep)
-    seen_names: dict[str, str] = {}
-    replicas = module.attrs.get("replica_count", 1)
-    partitions = module.attrs.get("num_partitions", 1)
+    # (parameter shapes, result shape) of every computation, refined as computations are checked
+    comp_shapes: dict[str, tuple[list[Shape], Shape | None]] = {}
     for comp in module.computations:
-        by = comp.by_name
-        for inst in comp.instructions:
-            if inst.name in seen_names and seen_names[inst.name] != comp.name and warnings:
-                rep.add(inst, "W203", f"the name is also used in computation '{seen_names[inst.name]}' "
-                        "(XLA renames one of them when it loads the module)", "warning")
-            seen_names.setdefault(inst.name, comp.name)
-            _check_layouts(inst, rep)
-            operands = [by[o].shape for o in inst.operands if o in by]
-            if len(operands) != len(inst.operands):
-                continue
-            ctx = RuleContext(inst.opcode, inst.shape, comp_shapes, replicas, partitions)
-            try:
-                inferred = infer_shape(inst.opcode, operands, inst.attrs, ctx)
-            except ShapeRuleError as e:
-                msg = str(e)
-                if getattr(e, "code", "") == "S001":
-                    rep.add(inst, "C102", msg)
-                    continue
-                hint = _broadcast_hint(inst, operands)
-                rep.add(inst, "C100", msg + (f"\n  note: {hint}" if hint else ""))
-                continue
-            if inferred is not None and not _same_shape(inferred, inst.shape, False):
-                rep.add(inst, "C101", f"{inst.opcode}: declared shape {inst.shape.to_str(False)} differs from the "
-                        f"inferred shape {inferred.to_str(False)} for operands "
-                        f"({', '.join(s.to_str(False) for s in operands)})")
-            elif layout_sensitive:
-                _check_layout_preserved(inst, operands, rep)
-            if inst.opcode == "bitcast" and operands:
-                _check_bitcast_size(inst, operands[0], rep)
-        if module.attrs.get("is_scheduled"):
+        root = comp.by_name.get(comp.root)
+        comp_shapes[comp.name] = ([p.shape for p in comp.parameters], root.shape if root is not None else None)
+    unknown: set[str] = set()        # computations whose parameter or result shape is unknown
+    effective: dict[str, dict[str, Shape | None]] = {}
+    for comp in _callees_first(module):
+        eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive)
+        effective[comp.name] = eff
+        params = [eff.get(p.name) for p in comp.parameters]
+        result = eff.get(comp.root)
+        comp_shapes[comp.name] = (params, result)
+        if result is None or any(p is None for p in params):
+            unknown.add(comp.name)
+    _check_signatures(module, effective, rep, warnings)
+    if warnings:
+        _check_duplicate_names(module, rep)
+    if module.attrs.get("is_scheduled"):
+        for comp in module.computations:
             _check_schedule(comp, rep)
-    _check_entry_layout(module, rep, layout_sensitive)
-    _check_aliasing(module, rep)
+    _check_entry_layout(module, effective, rep, layout_sensitive)
+    _check_aliasing(module, effective, rep)
     if warnings:
         _warnings(module, comps, rep)
     rep.items.sort(key=lambda d: (d.file, d.line, d.column, d.code))
     return rep.items
 
 
-def _same_shape(a: Shape, b: Shape, layout: bool) -> bool:
-    if layout:
-        return a == b
-    return a.without_layout() == b.without_layout()
+def _callees_first(module: Module) -> list[Computation]:
+    """The computations, each after the computations it calls (cycles broken arbitrarily)."""
+    comps = module.computation_map
+    out: list[Computation] = []
+    state: dict[str, int] = {}
+    for start in module.computations:
+        if state.get(start.name):
+            continue
+        stack = [(start.name, iter(_callees(start)))]
+        state[start.name] = 1
+        while stack:
+            name, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                state[name] = 2
+                out.append(comps[name])
+            elif nxt in comps and not state.get(nxt):
+                state[nxt] = 1
+                stack.append((nxt, iter(_callees(comps[nxt]))))
+    return out
+
+
+def _callees(comp: Computation) -> list[str]:
+    seen: dict[str, None] = {}
+    for inst in comp.instructions:
+        for name in inst.called_computations:
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+# ------------------------------------------------------------------------------------------ instructions
+
+def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: set[str], rep: _Report,
+                       layout_sensitive: bool) -> dict[str, Shape | None]:
+    from ..shapes import RuleContext, ShapeRuleError, infer_shape
+    replicas = module.attrs.get("replica_count", 1)
+    partitions = module.attrs.get("num_partitions", 1)
+    eff: dict[str, Shape | None] = {}
+    for inst in comp.instructions:
+        declared = inst.shape
+        if declared is not None:
+            _check_layouts(inst, declared, rep)
+        operands: list[Shape] = []
+        known = True
+        for o in inst.operands:
+            s = eff.get(o)
+            if s is None:
+                known = False
+            else:
+                operands.append(s)
+        _check_inline_operand_shapes(inst, eff, rep)
+        if not known or any(c in unknown for c in inst.called_computations):
+            eff[inst.name] = declared
+            continue
+        ctx = RuleContext(inst.opcode, declared, comp_shapes, replicas, partitions)
+        try:
+            inferred = infer_shape(inst.opcode, operands, inst.attrs, ctx)
+        except ShapeRuleError as e:
+            eff[inst.name] = declared
+            _report_rule_error(inst, operands, e, rep)
+            continue
+        except Exception as e:    # a bug in a rule: report it, keep checking the rest
+            eff[inst.name] = declared
+            rep.add(inst, "C199", f"{inst.opcode}: internal error in its shape rule ({type(e).__name__}: {e}); "
+                    "this is a bug in hlo, please report it", at=rep.opcode_at(inst))
+            continue
+        if declared is None:
+            eff[inst.name] = inferred
+            if inferred is not None:
+                _check_layouts(inst, inferred, rep)
+            continue
+        eff[inst.name] = declared
+        if inferred is not None and not _compatible(inferred, declared):
+            rep.add(inst, "C101", f"{inst.opcode}: the declared shape must equal the inferred shape "
+                    f"{inferred.to_str(False)}, got {declared.to_str(False)} for {_shapes(operands)}",
+                    at=rep.shape_at(inst))
+            continue
+        if layout_sensitive:
+            _check_layout_preserved(inst, operands, rep)
+            _check_layout_forwarded(inst, operands, comp_shapes, rep)
+        if inst.opcode == "bitcast" and operands:
+            _check_bitcast_size(inst, operands[0], rep)
+    return eff
+
+
+_OPERAND_IN_WHAT = re.compile(r"\boperand (\d+)\b")
+
+
+def _report_rule_error(inst: Instruction, operands: list[Shape], e, rep: _Report):
+    msg = str(e)
+    code = getattr(e, "code", "")
+    if code == "S001":
+        rep.add(inst, "C102", msg, at=rep.opcode_at(inst))
+        return
+    if inst.shape is None and (code == "S104" or "result shape must be" in msg):
+        rep.add(inst, "C104", f"{inst.opcode}: the result shape must be written (XLA cannot infer it for "
+                f"{inst.opcode}), got none for {_shapes(operands)}", at=rep.paren_at(inst))
+        return
+    at = rep.opcode_at(inst)
+    # "<opcode>: <what> must ...": when <what> names one operand, point at it
+    what = msg.split(" must ", 1)[0]
+    named = {int(k) for k in _OPERAND_IN_WHAT.findall(what)}
+    if len(named) == 1:
+        k = named.pop()
+        if k < len(inst.operands):
+            at = rep.operand_at(inst, k)
+    hint = _broadcast_hint(inst, operands)
+    rep.add(inst, "C100", msg + (f"\n  note: {hint}" if hint else ""), at=at)
+
+
+def _check_inline_operand_shapes(inst: Instruction, eff, rep: _Report):
+    """`negate(f32[4] x)`: the written operand shape must be compatible with x's shape."""
+    if not inst.operand_shapes:
+        return
+    for k, (name, written) in enumerate(zip(inst.operands, inst.operand_shapes)):
+        actual = eff.get(name)
+        if written is None or actual is None or _compatible(written, actual):
+            continue
+        actual_all = [eff.get(o) for o in inst.operands]
+        ops = "(" + ", ".join(s.to_str(False) if s is not None else "?" for s in actual_all) + ")"
+        rep.add(inst, "C103", f"{inst.opcode}: the declared shape of operand {k} must be compatible with the "
+                f"shape of %{name}, {actual.to_str(False)}, got {written.to_str(False)} for {ops}",
+                at=rep.operand_at(inst, k))
+
+
+def _strip(s: Shape) -> Shape:
+    """The shape without layouts and without dynamic-dimension flags (XLA's ShapeUtil::Compatible)."""
+    if s.is_tuple:
+        return Shape(s.element_type, tuple_shapes=tuple(_strip(t) for t in s.tuple_shapes))
+    return Shape(s.element_type, s.dims, (), None)
+
+
+def _compatible(a: Shape, b: Shape) -> bool:
+    return _strip(a) == _strip(b)
+
+
+def _shapes(shapes) -> str:
+    return "(" + ", ".join(s.to_str(False) for s in shapes) + ")"
 
 
 def _broadcast_hint(inst: Instruction, operands: list[Shape]) -> str | None:
+    """For elementwise operands whose dims differ: would XLA's client rules broadcast them, and
+    which explicit broadcast(...) makes the HLO valid."""
     spec = OPCODES.get(inst.opcode)
     if spec is None or not spec.family.startswith(("elementwise", "compare")):
         return None
-    arrays = [s for s in operands if not s.is_tuple]
-    if len({s.dims for s in arrays}) <= 1:
+    pairs = [(n, s) for n, s in zip(inst.operands, operands) if not s.is_tuple]
+    dims = [s.dims for _, s in pairs]
+    # select/clamp take scalar operands legitimately
+    if inst.opcode in ("select", "clamp"):
+        pairs = [(n, s) for n, s in pairs if s.rank > 0]
+        dims = [s.dims for _, s in pairs]
+    if len(set(dims)) <= 1:
         return None
-    from ..broadcasting import suggest
-    plans = suggest([s.dims for s in arrays], inst.shape.dims if not inst.shape.is_tuple else None)
+    from ..broadcasting import BroadcastError, broadcast_shape, suggest
+    declared = inst.shape.dims if inst.shape is not None and not inst.shape.is_tuple else None
+    plans = suggest(dims, declared)
     if plans is None:
-        return ("HLO has no implicit broadcasting, and these operand dims would not broadcast under XLA's "
-                "client rules either")
+        why = ""
+        try:
+            target = dims[0]
+            for d in dims[1:]:
+                target = broadcast_shape(target, d, None if len(d) == len(target) else
+                                         tuple(range(abs(len(target) - len(d)), max(len(target), len(d)))))
+        except BroadcastError as e:
+            why = f" ({e})"
+        return ("HLO has no implicit broadcasting, and these operand dimensions "
+                f"{', '.join('[' + ','.join(map(str, d)) + ']' for d in dims)} would not broadcast under XLA's "
+                f"client rules either{why}")
+    target = next((p.result for p in plans if p is not None), declared)
     parts = []
-    for name, shape, plan in zip(inst.operands, arrays, plans):
+    for (name, shape), plan in zip(pairs, plans):
         if plan is not None:
             parts.append(f"%{name} becomes {plan.hlo(shape.element_type, '%' + name)}")
-    return "HLO has no implicit broadcasting; make it explicit: " + "; ".join(parts)
+    tdims = "[" + ",".join(map(str, target)) + "]" if target is not None else "the result"
+    how = " (matching trailing dimensions)" if len({len(d) for d in dims}) > 1 else ""
+    return (f"these operands would broadcast to {tdims} under XLA's client rules{how}, but HLO has no "
+            "implicit broadcasting; make it explicit: " + "; ".join(parts))
 
 
-def _check_layouts(inst: Instruction, rep: _Report):
-    for leaf in inst.shape.leaves():
-        lay = leaf.layout
-        if lay is None or leaf.element_type in ("token", "opaque", "buffer"):
-            continue
-        m2m = lay.minor_to_major
-        if m2m and sorted(m2m) != list(range(leaf.rank)):
-            rep.add(inst, "C110", f"layout {lay} of {leaf.to_str(False)} must list each of the {leaf.rank} "
-                    f"dimensions exactly once (minor_to_major is a permutation), got {list(m2m)}")
-        for tile in lay.tiles:
-            if not tile or any(d <= 0 and d != COMBINE_DIM for d in tile):
-                rep.add(inst, "C111", f"tile {tile} of layout {lay} must have positive sizes")
-        if lay.element_size_in_bits < 0 or lay.element_size_in_bits > 128:
-            rep.add(inst, "C111", f"element size E({lay.element_size_in_bits}) must be between 0 and 128 bits")
-        if lay.memory_space < -1:
-            rep.add(inst, "C111", f"memory space S({lay.memory_space}) must not be negative")
+# ------------------------------------------------------------------------------------------ layouts
+
+def _check_layouts(inst: Instruction, shape: Shape, rep: _Report):
+    for leaf in shape.leaves():
+        for code, msg in _layout_problems(leaf):
+            rep.add(inst, code, f"{inst.opcode}: {msg}", at=rep.shape_at(inst))
 
 
-_LAYOUT_PRESERVING = ("elementwise_unary", "elementwise_binary", "elementwise_ternary", "compare", "convert")
+def _layout_problems(leaf: Shape):
+    """(code, message) for each way the layout of an array shape is malformed (XLA's
+    LayoutUtil::ValidateLayoutForShape; every array in HLO text is dense)."""
+    lay = leaf.layout
+    if lay is None or leaf.element_type in ("token", "opaque", "buffer", "tuple"):
+        return
+    of = f"for ({leaf.to_str(True)})"
+    m2m = lay.minor_to_major
+    if sorted(m2m) != list(range(leaf.rank)):
+        yield "C110", (f"the layout's minor_to_major must list each of the {leaf.rank} dimensions exactly once, "
+                       f"got {{{','.join(map(str, m2m))}}} {of}")
+    for tile in lay.tiles:
+        if not tile or any(d <= 0 and d != COMBINE_DIM for d in tile):
+            ttxt = "T(" + ",".join("*" if d == COMBINE_DIM else str(d) for d in tile) + ")"
+            yield "C111", f"a tile of the layout must list positive sizes (or *), got {ttxt} {of}"
+    if lay.tail_padding_alignment <= 0:
+        yield "C111", f"the layout's tail padding alignment must be positive, got L({lay.tail_padding_alignment}) {of}"
+    if lay.index_primitive_type:
+        yield "C111", ("the layout must not give an index type (only sparse arrays have one; every array in HLO "
+                       f"text is dense), got #({lay.index_primitive_type}) {of}")
+    if lay.pointer_primitive_type:
+        yield "C111", ("the layout must not give a pointer type (only sparse arrays have one; every array in HLO "
+                       f"text is dense), got *({lay.pointer_primitive_type}) {of}")
+    if lay.element_size_in_bits < 0:
+        yield "C111", f"the layout's element size must not be negative, got E({lay.element_size_in_bits}) {of}"
+    if lay.memory_space < -1:
+        yield "C111", f"the layout's memory space must be -1 or more, got S({lay.memory_space}) {of}"
+    for sc in lay.split_configs:
+        if not 0 <= sc.dimension < max(leaf.rank, 1):
+            yield "C111", (f"a split config of the layout must name a dimension below the rank {leaf.rank}, "
+                           f"got SC({sc.dimension}:...) {of}")
+
+
+# Opcodes that cannot change layout (XLA's InstructionCanChangeLayout is false for them): their result
+# has the layout of each operand of the same rank.
+_LAYOUT_PRESERVING_FAMILIES = ("elementwise_unary", "elementwise_binary", "elementwise_ternary", "compare", "convert")
+_LAYOUT_PRESERVING_OPS = {"map", "slice", "dynamic-slice", "dynamic-update-slice", "pad", "reverse", "concatenate",
+                          "sort", "reduce-precision"}
 
 
 def _check_layout_preserved(inst: Instruction, operands: list[Shape], rep: _Report):
     spec = OPCODES.get(inst.opcode)
-    if spec is None or spec.family not in _LAYOUT_PRESERVING or inst.shape.is_tuple:
+    if spec is None or inst.shape is None:
         return
-    for name, s in zip(inst.operands, operands):
-        if s.is_tuple or s.rank != inst.shape.rank or s.rank == 0:
+    if spec.family not in _LAYOUT_PRESERVING_FAMILIES and inst.opcode not in _LAYOUT_PRESERVING_OPS:
+        return
+    if inst.shape.is_tuple and inst.opcode != "sort":
+        return
+    results = list(inst.shape.leaves())
+    for k, (name, s) in enumerate(zip(inst.operands, operands)):
+        if s.is_tuple or s.rank == 0:
             continue
-        if s.layout is not None and inst.shape.layout is not None and \
-                s.layout.minor_to_major != inst.shape.layout.minor_to_major:
-            rep.add(inst, "C112", f"{inst.opcode}: the result layout {inst.shape.layout} must equal operand "
-                    f"%{name}'s layout {s.layout} (elementwise ops cannot change layout)")
+        if inst.opcode in ("dynamic-slice", "dynamic-update-slice") and k > 1:
+            continue
+        res = results[k] if inst.opcode == "sort" and k < len(results) else results[0]
+        if s.rank != res.rank or s.layout is None or res.layout is None:
+            continue
+        if s.layout.minor_to_major != res.layout.minor_to_major:
+            rep.add(inst, "C112", f"{inst.opcode}: the result layout must be operand {k}'s layout "
+                    f"{{{','.join(map(str, s.layout.minor_to_major))}}} ({inst.opcode} cannot change layout), got "
+                    f"{{{','.join(map(str, res.layout.minor_to_major))}}} for {_shapes_with_layout(operands)}",
+                    at=rep.shape_at(inst))
+            return
+
+
+def _shapes_with_layout(shapes) -> str:
+    return "(" + ", ".join(s.to_str(True) for s in shapes) + ")"
+
+
+def _m2m(shape: Shape):
+    return [tuple(s.layout.minor_to_major) if s.layout is not None else None for s in shape.leaves()]
+
+
+def _check_layout_forwarded(inst: Instruction, operands: list[Shape], comp_shapes, rep: _Report):
+    """Instructions that pass buffers through (tuple, get-tuple-element, call, while, conditional,
+    opt-barrier) have exactly the layouts of what they pass through (XLA compares these with
+    layouts in its layout-sensitive mode)."""
+    op, declared = inst.opcode, inst.shape
+    sources: list[tuple[str, Shape]] = []
+    if op == "get-tuple-element" and operands and operands[0].is_tuple:
+        idx = inst.attrs.get("index")
+        if isinstance(idx, int) and 0 <= idx < len(operands[0].tuple_shapes):
+            sources.append((f"element {idx} of %{inst.operands[0]}", operands[0].tuple_shapes[idx]))
+    elif op == "tuple":
+        sources.append(("its operands", Shape.tuple_of(operands)))
+    elif op == "opt-barrier" and operands:
+        sources.append((f"%{inst.operands[0]}", operands[0]))
+    elif op in ("call", "while", "conditional"):
+        for name in inst.called_computations:
+            if op == "while" and name != getattr(inst.attrs.get("body"), "name", None):
+                continue
+            entry = comp_shapes.get(name)
+            if entry is not None and entry[1] is not None:
+                sources.append((f"the root of '{name}'", entry[1]))
+    for what, src in sources:
+        a, b = _m2m(declared), _m2m(src)
+        if len(a) != len(b):
+            continue
+        for k, (x, y) in enumerate(zip(a, b)):
+            if x is not None and y is not None and x != y:
+                rep.add(inst, "C112", f"{op}: the result layout must be that of {what}, {src.to_str(True)} "
+                        f"({op} cannot change layout), got {declared.to_str(True)}", at=rep.shape_at(inst))
+                return
 
 
 def _byte_size(s: Shape) -> int | None:
     et = ELEMENT_TYPES.get(s.element_type)
-    if et is None or s.is_tuple or et.bits == 0:
+    if et is None or s.is_tuple or et.bits == 0 or (s.layout is not None and s.layout.tiles):
         return None
     bits = s.layout.element_size_in_bits if s.layout and s.layout.element_size_in_bits else et.bits
     return s.num_elements * bits
@@ -167,19 +430,22 @@ def _byte_size(s: Shape) -> int | None:
 def _check_bitcast_size(inst: Instruction, operand: Shape, rep: _Report):
     a, b = _byte_size(operand), _byte_size(inst.shape)
     if a is not None and b is not None and a != b:
-        rep.add(inst, "C113", f"bitcast: the result must keep the operand's size, got {b // 8 if b % 8 == 0 else b / 8} "
-                f"bytes ({inst.shape.to_str(False)}) for {a // 8 if a % 8 == 0 else a / 8} bytes "
-                f"({operand.to_str(False)})")
+        def show(bits):
+            return f"{bits // 8} bytes" if bits % 8 == 0 else f"{bits} bits"
+        rep.add(inst, "C113", f"bitcast: the result must keep the operand's size, {show(a)}, got {show(b)} "
+                f"({inst.shape.to_str(False)}) for ({operand.to_str(False)})", at=rep.shape_at(inst))
 
+
+# ------------------------------------------------------------------------------------------ structure
 
 def _check_recursion(module: Module, rep: _Report):
     comps = module.computation_map
-    graph = {c.name: {n for i in c.instructions for n in i.called_computations} for c in module.computations}
+    graph = {c.name: _callees(c) for c in module.computations}
     state: dict[str, int] = {}
     for start in graph:
         if state.get(start):
             continue
-        stack = [(start, iter(sorted(graph[start])))]
+        stack = [(start, iter(graph[start]))]
         state[start] = 1
         path = [start]
         while stack:
@@ -196,104 +462,163 @@ def _check_recursion(module: Module, rep: _Report):
                 cycle = path[path.index(nxt):] + [nxt]
                 comp = comps[node]
                 caller = next((i for i in comp.instructions if nxt in i.called_computations), None)
-                rep.add(caller or comp, "C120", "computations call each other recursively: " + " -> ".join(cycle))
-                state[nxt] = 2
+                rep.add(caller or comp, "C120", f"{caller.opcode + ': ' if caller else ''}the called computations "
+                        f"must not call each other recursively, got the cycle {' -> '.join(cycle)}",
+                        at=rep.opcode_at(caller) if caller else None)
                 continue
             if not state.get(nxt):
                 state[nxt] = 1
-                stack.append((nxt, iter(sorted(graph[nxt]))))
+                stack.append((nxt, iter(graph[nxt])))
                 path.append(nxt)
 
 
-def _check_signatures(module: Module, rep: _Report):
+def _check_signatures(module: Module, effective, rep: _Report, warnings: bool):
+    """A computation written with a signature `name (p: shape, ...) -> shape`: XLA's parser
+    requires the result to be compatible with the root's shape; it ignores the parameter list."""
     for comp in module.computations:
-        if comp.params is None:
+        if comp.params is None and comp.result_shape is None:
+            continue
+        eff = effective.get(comp.name, {})
+        offs = rep.src.signature_offsets(comp.loc.line, comp.loc.column) if rep.src and comp.loc.line else None
+        root = comp.by_name.get(comp.root)
+        root_shape = eff.get(comp.root) if root is not None else None
+        if comp.result_shape is not None and root_shape is not None and \
+                not _compatible(comp.result_shape, root_shape):
+            rep.add(root, "C125", f"computation '{comp.name}': the signature's result must be compatible with the "
+                    f"shape of its root %{root.name}, {root_shape.to_str(False)}, got "
+                    f"{comp.result_shape.to_str(False)}", at=offs[1] if offs else None)
+        if not warnings or comp.params is None:
             continue
         params = comp.parameters
         if len(comp.params) != len(params):
-            rep.add(comp, "C125", f"computation '{comp.name}': the signature lists {len(comp.params)} parameters "
-                    f"but the body has {len(params)}")
+            rep.add(comp, "W204", f"computation '{comp.name}': the signature lists {len(comp.params)} parameters "
+                    f"but the body has {len(params)} (XLA ignores the signature's parameter list)", "warning",
+                    at=offs[0][0] if offs and offs[0] else None)
             continue
-        for (pname, pshape), p in zip(comp.params, params):
-            if pshape.without_layout() != p.shape.without_layout():
-                rep.add(p, "C125", f"computation '{comp.name}': the signature gives parameter {p.parameter_number} "
-                        f"shape {pshape.to_str(False)}, the parameter instruction {p.shape.to_str(False)}")
-        if comp.result_shape is not None and comp.root in comp.by_name:
-            root = comp.by_name[comp.root]
-            if comp.result_shape.without_layout() != root.shape.without_layout():
-                rep.add(root, "C125", f"computation '{comp.name}': the signature's result "
-                        f"{comp.result_shape.to_str(False)} differs from the root's shape {root.shape.to_str(False)}")
+        for k, ((_pname, pshape), p) in enumerate(zip(comp.params, params)):
+            actual = eff.get(p.name)
+            if actual is not None and not _compatible(pshape, actual):
+                rep.add(p, "W204", f"computation '{comp.name}': the signature gives parameter "
+                        f"{p.parameter_number} the shape {pshape.to_str(False)}, the parameter instruction "
+                        f"{actual.to_str(False)} (XLA ignores the signature's parameter list)", "warning",
+                        at=offs[0][k] if offs and k < len(offs[0]) else None)
+
+
+def _check_duplicate_names(module: Module, rep: _Report):
+    seen: dict[str, str] = {}
+    for comp in module.computations:
+        for inst in comp.instructions:
+            other = seen.get(inst.name)
+            if other is not None and other != comp.name:
+                rep.add(inst, "W203", f"the name is also used in computation '{other}' "
+                        "(XLA renames one of them when it loads the module)", "warning")
+            seen.setdefault(inst.name, comp.name)
 
 
 def _check_schedule(comp: Computation, rep: _Report):
+    """is_scheduled=true: the text order of each computation is its schedule, so every operand and
+    control predecessor must come before its user."""
     seen = set()
+    names = set(comp.by_name)
     for inst in comp.instructions:
-        for o in inst.operands:
-            if o not in seen:
-                rep.add(inst, "C124", f"the module is scheduled (is_scheduled=true) but operand %{o} runs after "
-                        f"its user in computation '{comp.name}'")
+        preds = [(o, "operand") for o in inst.operands] + \
+                [(o, "control predecessor") for o in (inst.attrs.get("control-predecessors", ()) or ())]
+        for o, what in preds:
+            if o in names and o not in seen:
+                rep.add(inst, "C124", f"{inst.opcode}: the module is scheduled (is_scheduled=true), so {what} %{o} "
+                        f"must come before its user in computation '{comp.name}', got it after")
         seen.add(inst.name)
 
 
-def _check_entry_layout(module: Module, rep: _Report, layout_sensitive: bool):
+def _check_entry_layout(module: Module, effective, rep: _Report, layout_sensitive: bool):
     ecl = module.attrs.get("entry_computation_layout")
     if ecl is None:
         return
     entry = module.entry_computation
+    eff = effective.get(entry.name, {})
     params = entry.parameters
-    where = params[0] if params else entry.root_instruction
+    root = entry.root_instruction
+    where = params[0] if params else root
+    for s in list(ecl.parameters) + [ecl.result]:
+        for leaf in s.leaves():
+            for code, msg in _layout_problems(leaf):
+                rep.add(entry, code, "entry_computation_layout: " + msg)
     if len(ecl.parameters) != len(params):
-        rep.add(where, "C122", f"entry_computation_layout lists {len(ecl.parameters)} parameters, the entry "
-                f"computation '{entry.name}' has {len(params)}")
+        rep.add(where, "C122", f"entry_computation_layout must list one shape per parameter of the entry "
+                f"computation '{entry.name}' ({len(params)}), got {len(ecl.parameters)}")
         return
     for k, (want, p) in enumerate(zip(ecl.parameters, params)):
-        if not _same_shape(want, p.shape, False) or (layout_sensitive and not _same_layouts(want, p.shape)):
-            rep.add(p, "C122", f"entry_computation_layout gives parameter {k} {want}, the parameter is {p.shape}")
-    root = entry.root_instruction
-    if not _same_shape(ecl.result, root.shape, False) or (layout_sensitive and not _same_layouts(ecl.result,
-                                                                                                 root.shape)):
-        rep.add(root, "C122", f"entry_computation_layout gives the result {ecl.result}, the root is {root.shape}")
+        actual = eff.get(p.name) or p.shape
+        if actual is None:
+            continue
+        if not _compatible(want, actual) or (layout_sensitive and _m2m(want) != _m2m(actual)):
+            rep.add(p, "C122", f"entry_computation_layout: parameter {k} must have the shape of the parameter "
+                    f"instruction, {actual}, got {want}", at=rep.shape_at(p))
+    actual = eff.get(root.name) or root.shape
+    if actual is not None and (not _compatible(ecl.result, actual) or
+                               (layout_sensitive and _m2m(ecl.result) != _m2m(actual))):
+        rep.add(root, "C122", f"entry_computation_layout: the result must have the root's shape, {actual}, got "
+                f"{ecl.result}", at=rep.shape_at(root))
 
 
-def _same_layouts(a: Shape, b: Shape) -> bool:
-    la = [s.layout.minor_to_major if s.layout else None for s in a.leaves()]
-    lb = [s.layout.minor_to_major if s.layout else None for s in b.leaves()]
-    return la == lb
-
-
-def _subshape(shape: Shape, index) -> Shape | None:
+def _subshape(shape: Shape | None, index) -> Shape | None:
     for k in index:
-        if not shape.is_tuple or k >= len(shape.tuple_shapes) or k < 0:
+        if shape is None or not shape.is_tuple or not 0 <= k < len(shape.tuple_shapes):
             return None
         shape = shape.tuple_shapes[k]
     return shape
 
 
-def _check_aliasing(module: Module, rep: _Report):
+def _index(ix) -> str:
+    return "{" + ",".join(map(str, ix)) + "}"
+
+
+def _check_aliasing(module: Module, effective, rep: _Report):
+    """input_output_alias={ {out}: (param, {index}, kind) }: the output and parameter indices exist,
+    their shapes agree, and no output or parameter buffer is aliased twice."""
     alias = module.attrs.get("input_output_alias")
     if alias is None:
         return
     entry = module.entry_computation
+    eff = effective.get(entry.name, {})
     params = entry.parameters
     root = entry.root_instruction
+    root_shape = eff.get(root.name) or root.shape
+    outs: set = set()
+    ins: set = set()
     for out_idx, pnum, pidx, _kind in alias.entries:
-        where = root
-        out = _subshape(root.shape, out_idx)
+        head = f"input_output_alias {_index(out_idx)}: ({pnum}, {_index(pidx)})"
+        out = _subshape(root_shape, out_idx)
         if out is None:
-            rep.add(where, "C123", f"input_output_alias: output index {{{','.join(map(str, out_idx))}}} does not "
-                    f"exist in the result {root.shape.to_str(False)}")
+            rep.add(root, "C123", f"{head}: the output index must exist in the result "
+                    f"{root_shape.to_str(False) if root_shape else '?'}, got {_index(out_idx)}")
             continue
-        if pnum >= len(params):
-            rep.add(where, "C123", f"input_output_alias: parameter {pnum} does not exist")
+        if not 0 <= pnum < len(params):
+            rep.add(root, "C123", f"{head}: the parameter number must be below {len(params)}, got {pnum}")
             continue
-        inp = _subshape(params[pnum].shape, pidx)
+        pshape = eff.get(params[pnum].name) or params[pnum].shape
+        inp = _subshape(pshape, pidx)
         if inp is None:
-            rep.add(where, "C123", f"input_output_alias: index {{{','.join(map(str, pidx))}}} does not exist in "
-                    f"parameter {pnum} {params[pnum].shape.to_str(False)}")
+            rep.add(params[pnum], "C123", f"{head}: the parameter index must exist in parameter {pnum} "
+                    f"{pshape.to_str(False) if pshape else '?'}, got {_index(pidx)}")
             continue
-        if inp.without_layout() != out.without_layout():
-            rep.add(where, "C123", f"input_output_alias: output {{{','.join(map(str, out_idx))}}} "
-                    f"{out.to_str(False)} cannot alias parameter {pnum} {inp.to_str(False)}")
+        if not _compatible(inp, out):
+            rep.add(root, "C123", f"{head}: the aliased output must have the shape of parameter {pnum} at "
+                    f"{_index(pidx)}, {inp.to_str(False)}, got {out.to_str(False)}")
+        if tuple(out_idx) in outs:
+            rep.add(root, "C123", f"{head}: an output must be aliased at most once, got output "
+                    f"{_index(out_idx)} twice")
+        if (pnum, tuple(pidx)) in ins:
+            rep.add(params[pnum], "C123", f"{head}: a parameter buffer must be aliased at most once, got "
+                    f"parameter {pnum} at {_index(pidx)} twice")
+        outs.add(tuple(out_idx))
+        ins.add((pnum, tuple(pidx)))
+
+
+# ------------------------------------------------------------------------------------------ warnings
+
+_NO_UNUSED_WARNING = {"parameter", "outfeed", "send", "send-done", "after-all", "custom-call", "infeed", "recv",
+                      "recv-done", "rng-get-and-update-state"}
 
 
 def _warnings(module: Module, comps, rep: _Report):
@@ -303,19 +628,37 @@ def _warnings(module: Module, comps, rep: _Report):
             used.update(inst.operands)
             used.update(inst.attrs.get("control-predecessors", ()) or ())
         for inst in comp.instructions:
-            if inst.opcode == "constant" and inst.literal is not None and inst.literal.elided:
-                rep.add(inst, "W200", "this constant was elided in the dump ({...}); its values are unknown, so "
-                        "the module cannot be run faithfully", "warning")
-            if inst.name not in used and inst.name != comp.root and inst.opcode not in (
-                    "parameter", "outfeed", "send", "send-done", "after-all", "custom-call", "infeed", "recv",
-                    "recv-done", "rng-get-and-update-state") and not inst.opcode.endswith(("-done", "-start")):
-                rep.add(inst, "W201", f"{inst.opcode} result is never used", "warning")
+            if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
+                rep.add(inst, "W200", "constant: this constant was elided in the dump ({...}); its values are "
+                        "unknown, so the module cannot be run faithfully", "warning", at=rep.paren_at(inst))
+            if inst.name not in used and inst.name != comp.root and inst.opcode not in _NO_UNUSED_WARNING \
+                    and not inst.opcode.endswith(("-done", "-start")):
+                rep.add(inst, "W201", f"{inst.opcode}: the result is never used", "warning")
             if inst.opcode == "while":
                 cond = inst.attrs.get("condition")
                 if isinstance(cond, ComputationRef) and cond.name in comps:
-                    c = comps[cond.name]
-                    root = c.by_name.get(c.root)
-                    if root is not None and root.opcode == "constant" and root.literal is not None and \
-                            not root.literal.elided and bool(root.literal.value):
-                        rep.add(inst, "W202", f"the condition '{cond.name}' is the constant true: this loop "
-                                "never ends", "warning")
+                    if _constant_true(comps[cond.name]):
+                        rep.add(inst, "W202", f"while: the condition '{cond.name}' is the constant true, so this "
+                                "loop never ends", "warning", at=rep.opcode_at(inst))
+
+
+def _constant_true(comp: Computation) -> bool:
+    """The root is a true pred constant (possibly through copy/bitcast/reshape of one)."""
+    inst = comp.by_name.get(comp.root)
+    for _ in range(8):
+        if inst is None:
+            return False
+        if inst.opcode == "constant":
+            lit = inst.literal
+            if lit is None or getattr(lit, "elided", False):
+                return False
+            try:
+                import numpy as np
+                return bool(np.all(np.asarray(lit.value)))
+            except Exception:
+                return False
+        if inst.opcode in ("copy", "bitcast", "reshape", "convert") and inst.operands:
+            inst = comp.by_name.get(inst.operands[0])
+            continue
+        return False
+    return False

@@ -138,7 +138,7 @@ def _invalid_section() -> list[str]:
     m = re.search(r"^## Checked by `?hlo check`?, not the parser\s*$(.*?)(?=^## |\Z)", readme, re.M | re.S)
     if m is None:
         return ["operand_shape_mismatch.hlo", "conditional_branch_count.hlo", "conditional_nonscalar_selector.hlo",
-                "shape_inference_failure.hlo", "signature_result_mismatch.hlo", "cannot_infer_shape.hlo"]
+                "signature_result_mismatch.hlo"]
     table = re.search(r"^\|.*?(?=^[^|])", m.group(1), re.M | re.S)     # the section's first table
     return re.findall(r"^\| `([\w.-]+\.hlo)` \|", table.group(0) if table else "", re.M)
 
@@ -146,11 +146,9 @@ def _invalid_section() -> list[str]:
 CHECKER_INVALID = _invalid_section()
 # the instruction each must be reported on (for a signature: its root)
 INVALID_INSTRUCTION = {
-    "cannot_infer_shape.hlo": "x",
     "conditional_branch_count.hlo": "c",
     "conditional_nonscalar_selector.hlo": "c",
     "operand_shape_mismatch.hlo": "a",
-    "shape_inference_failure.hlo": "a",
     "signature_result_mismatch.hlo": "x",
 }
 

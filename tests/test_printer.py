@@ -181,10 +181,10 @@ def test_elided_constants():
     assert format_module(m).splitlines()[5].endswith("constant(( 1, 2 ))")
 
 
-def test_instruction_without_a_shape_prints_without_one():
+def test_instruction_without_a_shape_prints_its_inferred_shape():
     m = _one("HloModule t\n\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT n = negate(x)\n}\n")
     text = format_module(m)
-    assert "ENTRY %e {" in text and "ROOT %n = negate(%x)" in text
+    assert "ROOT %n = f32[4]{0} negate(%x)" in text
     assert parse(text) == m
 
 

@@ -180,7 +180,8 @@ def test_nested_operands_are_lifted_before_their_users():
     assert names.index("multiply.nested.1") < names.index("a")
     mul = inst(main, "multiply.nested.1")
     assert mul.opcode == "multiply" and mul.operands == ("x", "y") and mul.shape == parse_array_shape("f32[4]")
-    assert inst(main, "negate.nested.2").shape is None          # written without a shape
+    # written without a shape: inferred from its operand, as XLA does
+    assert inst(main, "negate.nested.2").shape == parse_array_shape("f32[4]")
     b = inst(main, "b")
     chain = inst(main, b.operands[0])
     assert chain.opcode == "exponential" and inst(main, chain.operands[0]).opcode == "log"

@@ -155,6 +155,27 @@ def build_module(raw, text: str, filename: str, known_computations=()) -> Module
     return Module(name, all_comps, entry, frozen_map(attrs), frames, has_header, filename)
 
 
+def _xla_inferred_layout(inst, operands, shape):
+    """XLA's inferred transpose keeps the operand's physical layout (a transpose is then a bitcast):
+    the result's minor_to_major is the operand's, renumbered through the permutation."""
+    if inst.opcode == "tuple":
+        return Shape.tuple_of(operands)           # the operands' shapes, layouts included
+    if inst.opcode == "get-tuple-element" and operands and operands[0].is_tuple:
+        return operands[0].tuple_shapes[inst.attrs["index"]]
+    if inst.opcode == "transpose" and operands and operands[0].layout is not None and not shape.is_tuple:
+        perm = inst.attrs.get("dimensions", ())
+        inv = {p: k for k, p in enumerate(perm)}
+        if len(inv) == len(operands[0].layout.minor_to_major):
+            from ..ir.shape import Layout
+            return replace_shape_layout(shape, Layout(tuple(inv[d] for d in operands[0].layout.minor_to_major)))
+    return shape
+
+
+def replace_shape_layout(shape, layout):
+    from dataclasses import replace
+    return replace(shape, layout=layout)
+
+
 def _infer_missing_shapes(comps, errs: _Errors, header: dict):
     """XLA lets some instructions leave out their result shape (`ROOT s = add(a, b)`) and infers it;
     so do we, with the shape rules, in definition order."""
@@ -176,13 +197,21 @@ def _infer_missing_shapes(comps, errs: _Errors, header: dict):
                         raise ShapeRuleError("an operand's shape is unknown")
                     inferred = infer_shape(inst.opcode, operands, inst.attrs, ctx)
                 except (ShapeRuleError, KeyError, AttributeError, TypeError, IndexError) as e:
+                    src = errs.line(inst.loc.line)
+                    m = re.compile(r"=\s*(" + re.escape(inst.opcode) + r")\s*\(").search(src, inst.loc.column - 1)
+                    must_write = "must be written" in str(e)
+                    col = inst.loc.column
+                    if m:    # XLA points at the '(' when the opcode never infers, else at the opcode
+                        col = (m.end() if must_write else m.start(1) + 1)
+                    what = (f"cannot infer shape for opcode {inst.opcode}: its result shape must be written"
+                            if must_write else f"failed to infer shape for opcode {inst.opcode}: {e}")
                     errs.items.append(Diagnostic(
-                        f"the result shape of {inst.opcode} cannot be inferred ({e}); write it out: "
-                        f"%{inst.name} = <shape> {inst.opcode}(...)", inst.loc.file, inst.loc.line,
-                        inst.loc.column, "error", "E070", inst.name, errs.line(inst.loc.line)))
+                        f"{what} (%{inst.name} = <shape> {inst.opcode}(...))", inst.loc.file, inst.loc.line,
+                        col, "error", "E070", inst.name, src))
                     shapes[inst.name] = None
                     new_insts.append(inst)
                     continue
+                inferred = _xla_inferred_layout(inst, operands, inferred)
                 inst = replace(inst, shape=inferred)
             shapes[inst.name] = inst.shape
             new_insts.append(inst)

@@ -1,0 +1,732 @@
+"""Evaluation rules of the linear-algebra and normalization families: dot, ragged-dot, scaled-dot,
+convolution, fft, cholesky, triangular-solve, batch-norm-training, batch-norm-inference,
+batch-norm-grad.
+
+What XLA CPU computes, measured on jaxlib 0.10.2 (x86-64); the rules reproduce it:
+
+* Element types (dot, ragged-dot, convolution).  With T = the higher-precision operand type
+  (primitive_util::HigherPrecisionType) and R = the declared result type: when R can hold T
+  (OperandUpcaster) both operands are converted to R and the op runs in R (s8 x s8 -> s32,
+  f32 x f32 -> f64, s32 x s32 -> f32 rounds the operands to f32 first, s32 x s32 -> bf16 rounds
+  them to bf16); otherwise (ResultCaster) the op runs in T and its result is converted to R
+  (f32 x f32 -> s32 truncates the f32 dot, bf16 x bf16 -> f16 rounds the f32 sum to bf16, then
+  to f16).  bf16, f16 and the f8 types run as f32 ops rounded once at the end (bf16 x bf16 -> bf16 =
+  round_bf16(f32 dot)); bf16 x bf16 -> f32 and s8 x s8 -> s32 are native YNNPACK kernels with f32 /
+  s32 accumulation; integers wrap; pred x pred -> pred is OR of ANDs.  operand_precision and
+  algorithm= change nothing on CPU (every algorithm gives bit-identical f32 results;
+  dot_bf16_bf16_f32_x9 crashes XLA).
+* Float accumulation.  f32 dots go to YNNPACK (FMA, blocked in an order that depends on the shape),
+  so no fixed summation order reproduces them bit for bit; we sum in f64 (exact products) and round
+  once, which agrees exactly whenever the exact sum is representable (small integers, dyadic
+  values) and to a few ulps otherwise.  Known difference: XLA's f32 partial sums can overflow
+  (3e38 + 3e38 - 3e38 = inf) where the f64 sum does not.  Operands are read with DAZ and results
+  written with FTZ (f32, f64, bf16-as-f32, complex parts).
+* Signed zeros: a dot whose sum has one term (contracting size 1, or no contracting dims) is a
+  multiply (XLA's simplifier rewrites it) and keeps -0; with two or more terms an all-zero sum is +0.
+  The same holds for convolutions (one term = a 1x1 window over one input feature per group).
+* Convolution padding and lhs-dilation holes.  f32 convolutions (and bf16/f16 ones, computed as
+  f32) with 1 to 3 spatial dims run in Eigen's patch-extraction kernel, which multiplies padding
+  and holes as zeros: 0 * inf = NaN under a padded window.  The others never form those products:
+  f64, complex and integer convolutions, reversed windows and batch groups run XLA's loop emitter;
+  kernels larger than the input are swapped with it by XLA's ConvOperandSwapper (reversed window,
+  loop emitter); 1-/2-D lhs-dilated convolutions with unit strides, no feature groups and no rhs
+  dilation (of windows wider than 1) run Eigen's transposed-convolution kernel, which scatters
+  products; 1x1 windows over one input or one output feature become dots of the strided input.
+  Known differences, all about NaN from a non-finite kernel value: XLA rewrites batch-grouped
+  convolutions into feature-grouped ones over a dilated group dimension whose holes can spread NaN
+  to other groups; a few degenerate single-feature configurations take other paths; and XLA only
+  canonicalizes non-NHWC f32 convolutions of the entry computation into Eigen form (inside called
+  computations they use the loop emitter), while a rule does not see where its instruction lives.
+* fft: DUCC in the operand precision (c64 in f32); we compute in complex128 with NumPy's pocketfft
+  and round, within a few ulps of XLA (relative to the largest output).  IRFFT ignores the
+  imaginary parts of the DC and Nyquist bins, like NumPy.
+* cholesky: XLA's CholeskyExpander (Cholesky-Banachiewicz, block 128, the upper form through a
+  transpose): the result's other triangle is zero, and a batch element whose pivot is negative or
+  NaN becomes all NaN (a zero pivot gives 0/0 = NaN on the diagonal and inf/NaN below it only).
+  We factor in f64/c128 with the same formulas and round.
+* triangular-solve: XLA's TriangularSolveExpander (diagonal blocks of 128 inverted, then block
+  substitution with matmuls): only the `lower` triangle is read, the diagonal too unless
+  unit_diagonal; NaN and zero pivots spread the way its dots spread them.  We run the same
+  algorithm in f64/c128 and round.
+* batch-norm-*: XLA's BatchNormExpander followed by its algebraic simplifier, reproduced op by op
+  in f32 (bf16/f16 inputs are converted to f32 and the results back) or f64: E[x] = sum(x) * (1/N),
+  Var[x] = sum(x*x) * (1/N) - E[x]^2 (the one-pass formula), sums in XLA's reduce order, divisions
+  by a broadcast turned into multiplications by a reciprocal, epsilon read as an f32.  XLA's rsqrt
+  is an approximation refined by Newton steps (within 1 ulp, not correctly rounded), so results
+  differ from ours in the last bits.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ...errors import HloEvalError
+from ...shapes.families.reduction import higher_precision
+from .. import computations as C
+from ..registry import evaluator
+from ..values import np_dtype
+from .convert import (BF16, C128, F32, F64, convert, etype, flush, int_compute, kind, round_float, widen_float,
+                      wrap_int)
+
+
+# ============================================================================ element types
+
+def _etype_name(dtype) -> str:
+    return etype(dtype).name
+
+
+def compute_types(lhs_type: str, rhs_type: str, result_type: str) -> tuple[str, str]:
+    """(type the operands are converted to and the op runs in, result type) after XLA's
+    OperandUpcaster / ResultCaster: see the module docstring."""
+    inferred = higher_precision(lhs_type, rhs_type)
+    if result_type == inferred == lhs_type == rhs_type:
+        return result_type, result_type
+    if higher_precision(inferred, result_type) == result_type:
+        return result_type, result_type
+    return inferred, result_type
+
+
+def _wide(dtype: np.dtype) -> np.dtype:
+    """The NumPy dtype we accumulate an HLO element type in."""
+    k = kind(dtype)
+    if k == "float":
+        return F64
+    if k == "complex":
+        return C128
+    if k == "uint":
+        return np.dtype(np.uint64)
+    if k == "int":
+        return np.dtype(np.int64)
+    return np.dtype(np.bool_)
+
+
+def _widen(x: np.ndarray) -> np.ndarray:
+    """`x` (already of the op's type) in its accumulation dtype, read the way XLA CPU reads it:
+    float types go through f32 (DAZ flushes f32/bf16 denormals), f64 and complex are flushed."""
+    dt = x.dtype
+    k = kind(dt)
+    if k == "float":
+        if dt == F64:
+            return flush(x)
+        return flush(x.astype(F32)).astype(F64)
+    if k == "complex":
+        return flush(x).astype(C128)
+    if k == "pred":
+        return x.astype(np.bool_)
+    return int_compute(x).astype(_wide(dt))
+
+
+def _narrow(r: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """An accumulated result back in the op's type: floats rounded through f32 (XLA computes the
+    narrow float types as f32 ops and converts once), FTZ; integers wrap."""
+    k = kind(dt)
+    if k == "float":
+        if dt == F64:
+            return flush(r)
+        r32 = round_float(r, F32)
+        return r32 if dt == F32 else round_float(r32, dt)
+    if k == "complex":
+        with np.errstate(all="ignore"):
+            return flush(r.astype(dt))
+    if k == "pred":
+        return r.astype(np.bool_)
+    return wrap_int(r, dt)
+
+
+def _plus_zero(r: np.ndarray, terms: int) -> np.ndarray:
+    """XLA's -0 rule: a sum of two or more terms never ends at -0 (a one-term sum is a multiply)."""
+    if terms >= 2 and r.dtype.kind == "f":
+        return r + r.dtype.type(0.0)
+    return r
+
+
+# ============================================================================ dot core
+
+def _contract(lhs, rhs, lb, lc, rb, rc):
+    """The general dot of two accumulation-dtype arrays: result dims are batch, lhs free, rhs free.
+    Returns (result, number of summed terms)."""
+    lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
+    bshape = [lhs.shape[d] for d in lb]
+    lfs = [lhs.shape[d] for d in lf]
+    rfs = [rhs.shape[d] for d in rf]
+    k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
+    b = int(np.prod(bshape, dtype=np.int64))
+    m = int(np.prod(lfs, dtype=np.int64))
+    n = int(np.prod(rfs, dtype=np.int64))
+    l3 = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(b, m, k)
+    r3 = np.transpose(rhs, list(rb) + list(rc) + rf).reshape(b, k, n)
+    with np.errstate(all="ignore"):
+        if lhs.dtype == np.bool_:
+            out = np.matmul(l3.astype(np.int64), r3.astype(np.int64)) > 0
+        elif k == 1:
+            out = l3 * r3                      # one term: a multiply, -0 kept
+        elif k == 0:
+            out = np.zeros((b, m, n), lhs.dtype)
+        else:
+            out = np.matmul(l3, r3)
+    return out.reshape(bshape + lfs + rfs), k
+
+
+def _contig(x: np.ndarray) -> np.ndarray:
+    """C-contiguous `x` (np.ascontiguousarray would turn a 0-d array into shape [1])."""
+    return x if x.flags.c_contiguous else np.array(x, order="C")
+
+
+def _dims(inst, name):
+    return tuple(inst.attrs.get(name) or ())
+
+
+def dot_values(lhs, rhs, lb, lc, rb, rc, result_dtype, terms_scale: int = 1):
+    """XLA's dot of two arrays of any types into `result_dtype` (see the module docstring)."""
+    op_t, res_t = compute_types(_etype_name(lhs.dtype), _etype_name(rhs.dtype), _etype_name(result_dtype))
+    dt = np_dtype(op_t)
+    l, r = _widen(convert(lhs, dt)), _widen(convert(rhs, dt))
+    out, k = _contract(l, r, lb, lc, rb, rc)
+    out = _narrow(_plus_zero(out, k * terms_scale), dt)
+    return convert(out, result_dtype)
+
+
+@evaluator("dot")
+def eval_dot(inst, args, ec):
+    """Sum of products over the contracting dims; result dims = batch, lhs free, rhs free.
+    XLA: computed in the up/result-cast type (s8 x s8 -> s32 natively, bf16 -> f32 accumulation,
+    f16/bf16 results rounded once from f32); we accumulate f32 in f64 (YNNPACK's order is not
+    reproducible), so inexact f32 sums may differ in the last bits."""
+    lhs, rhs = args
+    return dot_values(lhs, rhs, _dims(inst, "lhs_batch_dims"), _dims(inst, "lhs_contracting_dims"),
+                      _dims(inst, "rhs_batch_dims"), _dims(inst, "rhs_contracting_dims"), np_dtype(inst.shape))
+
+
+# ============================================================================ ragged-dot
+
+def _group_ids(gs: np.ndarray, n: int) -> np.ndarray:
+    """For group sizes gs[..., g], the group of each position 0..n-1 along the ragged dim
+    (shape gs.shape[:-1] + (n,)); positions past the last group get g (no group)."""
+    ends = np.cumsum(gs.astype(np.int64), axis=-1)
+    pos = np.arange(n)
+    return (pos[..., None] >= ends[..., None, :]).sum(-1) if gs.ndim == 1 else \
+        (pos[None, :, None] >= ends.reshape(-1, 1, gs.shape[-1])).sum(-1).reshape(gs.shape[:-1] + (n,))
+
+
+def _place(gid: np.ndarray, axes: list[int], rank: int) -> np.ndarray:
+    """`gid`, whose dims are the given axes of an array of `rank` dims (in any order), transposed
+    and reshaped to broadcast against that array."""
+    order = np.argsort(axes)
+    g = np.transpose(gid, order) if gid.ndim > 1 else gid
+    shape = [1] * rank
+    for a, size in zip(sorted(axes), g.shape):
+        shape[a] = size
+    return g.reshape(shape)
+
+
+@evaluator("ragged-dot")
+def eval_ragged_dot(inst, args, ec):
+    """A dot whose lhs ragged dim is split into consecutive groups of group_sizes: non-contracting
+    ragged dim -> each row uses its group's rhs slice (rows past the groups are 0); contracting ->
+    one result per group, summing only that group's range; batch -> a plain dot.
+    XLA CPU cannot run ragged-dot; this follows JAX's reference decomposition, except that rows
+    outside a group are left out rather than multiplied by zero (no NaN from 0 * inf)."""
+    lhs, rhs, gs = args
+    lb, lc = _dims(inst, "lhs_batch_dims"), _dims(inst, "lhs_contracting_dims")
+    rb, rc = _dims(inst, "rhs_batch_dims"), _dims(inst, "rhs_contracting_dims")
+    r = _dims(inst, "lhs_ragged_dims")[0]
+    gdims = _dims(inst, "rhs_group_dims")
+    out_dt = np_dtype(inst.shape)
+    lfree = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
+    if r in lb:
+        return dot_values(lhs, rhs, lb, lc, rb, rc, out_dt)
+    ngroups = gs.shape[-1]
+    if r in lc:
+        # one dot per group with both operands masked (zeros times zeros) outside the group
+        rr = rc[lc.index(r)]
+        lprefix = list(lb) + list(lc[:lc.index(r)])
+        rprefix = list(rb) + list(rc[:lc.index(r)])
+        gid_l = _group_ids(np.broadcast_to(gs, tuple(lhs.shape[d] for d in lprefix) + (ngroups,)), lhs.shape[r])
+        gid_r = _group_ids(np.broadcast_to(gs, tuple(rhs.shape[d] for d in rprefix) + (ngroups,)), rhs.shape[rr])
+        gl = _place(gid_l, lprefix + [r], lhs.ndim)
+        gr = _place(gid_r, rprefix + [rr], rhs.ndim)
+        zl, zr = np.zeros((), lhs.dtype), np.zeros((), rhs.dtype)
+        outs = [dot_values(np.where(gl == g, lhs, zl), np.where(gr == g, rhs, zr), lb, lc, rb, rc, out_dt)
+                for g in range(ngroups)]
+        return np.stack(outs) if outs else np.zeros(inst.shape.dims, out_dt)
+    # non-contracting: rows of group g use rhs[g]; the sum has K * G terms in XLA/JAX
+    gd = gdims[0]
+    rb2 = [d - (d > gd) for d in rb]
+    rc2 = [d - (d > gd) for d in rc]
+    lprefix = list(lb) + [d for d in lfree if d < r]
+    gid = _group_ids(np.broadcast_to(gs, tuple(lhs.shape[d] for d in lprefix) + (ngroups,)), lhs.shape[r])
+    # result axes of the prefix dims and of r: batch dims first, then lhs free dims in order
+    res_axes = [lb.index(d) if d in lb else len(lb) + lfree.index(d) for d in lprefix + [r]]
+    rank = len(inst.shape.dims)
+    gpos = _place(gid, res_axes, rank)
+    out = np.zeros(inst.shape.dims, out_dt)
+    for g in range(ngroups):
+        og = dot_values(lhs, np.take(rhs, g, axis=gd), lb, lc, rb2, rc2, out_dt, terms_scale=ngroups)
+        out = np.where(gpos == g, og, out)
+    return out
+
+
+# ============================================================================ scaled-dot
+
+def _dequantize(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """XLA's ScaledDotRewriter: operand and scale converted to a common type (both narrower than
+    16 bits -> bf16; equal widths -> f32; else the wider), the scale repeated blockwise along each
+    dim where its size differs, and multiplied."""
+    if scale.ndim == 0:
+        return x
+    if scale.dtype == BF16 == x.dtype and all(d == 1 for d in scale.shape) and any(d != 1 for d in x.shape):
+        return x
+    a, b = etype(x.dtype), etype(scale.dtype)
+    if a.bits < 16 and b.bits < 16:
+        t = BF16
+    elif x.dtype == scale.dtype:
+        t = x.dtype
+    elif a.bits == b.bits:
+        t = F32
+    else:
+        t = x.dtype if a.bits > b.bits else scale.dtype
+    xs, ss = convert(x, t), convert(scale, t)
+    for d in range(x.ndim):
+        if ss.shape[d] != xs.shape[d]:
+            ss = np.repeat(ss, xs.shape[d] // ss.shape[d], axis=d)
+    with np.errstate(all="ignore"):
+        prod = flush(widen_float(flush(widen_float(xs))) * widen_float(flush(widen_float(ss))))
+    return round_float(prod, t) if prod.dtype != t else prod
+
+
+@evaluator("scaled-dot")
+def eval_scaled_dot(inst, args, ec):
+    """dot(lhs * blockwise(lhs_scale), rhs * blockwise(rhs_scale)).  XLA CPU cannot run
+    scaled-dot; this follows XLA's ScaledDotRewriter (operands in the order of our opcode table:
+    lhs, lhs_scale, rhs, rhs_scale; a scalar scale means no scaling)."""
+    lhs, lscale, rhs, rscale = args
+    return dot_values(_dequantize(lhs, lscale), _dequantize(rhs, rscale),
+                      _dims(inst, "lhs_batch_dims"), _dims(inst, "lhs_contracting_dims"),
+                      _dims(inst, "rhs_batch_dims"), _dims(inst, "rhs_contracting_dims"), np_dtype(inst.shape))
+
+
+# ============================================================================ convolution
+
+def _tap_positions(out_len: int, size_in: int, w, k: int):
+    """For kernel tap k of window dim w: the input index under every output position along that
+    dim, and whether it is a real input element (not padding, not an lhs-dilation hole)."""
+    kk = (w.size - 1 - k) if w.window_reversal else k
+    p = np.arange(out_len) * w.stride - w.padding_low + kk * w.window_dilation
+    dil = (size_in - 1) * w.base_dilation + 1 if size_in else 0
+    real = (p >= 0) & (p < dil) & (p % w.base_dilation == 0)
+    idx = np.clip(p // w.base_dilation, 0, max(size_in - 1, 0))
+    return idx, real
+
+
+def _conv_core(x, w, wdims, out_spatial, eigen: bool):
+    """x: (G, N, Cg, *S), w: (G, O, Cg, *K) in the accumulation dtype -> (G, N, O, *out_spatial)
+    and the number of summed terms.  One strided gather + matmul per kernel tap."""
+    g, n, cg = x.shape[:3]
+    o = w.shape[1]
+    ns = len(wdims)
+    taps = [range(wd.size) for wd in wdims]
+    p = int(np.prod(out_spatial, dtype=np.int64))
+    acc = np.zeros((g, n, o, p), x.dtype)
+    terms = cg * int(np.prod([wd.size for wd in wdims], dtype=np.int64))
+    if x.size == 0 or w.size == 0 or p == 0:
+        return acc.reshape((g, n, o) + tuple(out_spatial)), terms
+    with np.errstate(all="ignore"):
+        for tap in itertools.product(*taps):
+            xs = x
+            mask = np.ones((), bool)
+            for d in range(ns):
+                idx, real = _tap_positions(out_spatial[d], x.shape[3 + d], wdims[d], tap[d])
+                xs = np.take(xs, idx, axis=3 + d)
+                mask = np.multiply.outer(mask, real) if d else real
+            xs = xs.reshape(g, n, cg, p)
+            mask = np.asarray(mask).reshape(p)
+            wt = w[(slice(None), slice(None), slice(None)) + tuple(tap)]          # (G, O, Cg)
+            if eigen:
+                # padding and lhs-dilation holes are multiplied as zeros (0 * inf = NaN)
+                xs = np.where(mask, xs, np.zeros((), xs.dtype))
+                part = _gemm(wt, xs)
+            else:
+                part = np.where(mask, _gemm(wt, xs), np.zeros((), xs.dtype))
+            acc = acc + part
+    return acc.reshape((g, n, o) + tuple(out_spatial)), terms
+
+
+def _operands_swapped(in_spatial, wdims, fgc: int, bgc: int) -> bool:
+    """Whether XLA's ConvOperandSwapper swaps lhs and rhs (a kernel larger than the input): the
+    swapped convolution has reversed windows, so it runs in the loop emitter (padding skipped)."""
+    if fgc > 1 or bgc > 1:
+        return False
+    kernel_product = swapped_product = 1
+    for size_in, wd in zip(in_spatial, wdims):
+        k = wd.size
+        plain = (not wd.window_reversal and wd.padding_low == 0 and wd.padding_high == 0
+                 and wd.window_dilation == 1)
+        if plain and ((wd.base_dilation == k and wd.stride == k - 1)
+                      or (k == size_in and wd.base_dilation == 1 and wd.stride == 1)):
+            continue
+        kernel_product *= k
+        full = (size_in == 1 and wd.stride == 1 and wd.window_dilation == 1
+                and wd.padding_low == k - 1 and wd.padding_high == k - 1)
+        swapped_product *= k if full else size_in
+    return kernel_product > swapped_product
+
+
+def _gemm(wt, xs):
+    """(G, O, Cg) x (G, N, Cg, P) -> (G, N, O, P); a single input feature is a plain multiply."""
+    if wt.shape[2] == 1:
+        return wt[:, None, :, 0, None] * xs[:, :, 0, None, :]
+    if xs.dtype == np.bool_:
+        return np.matmul(wt[:, None].astype(np.int64), xs.astype(np.int64)) > 0
+    return np.matmul(wt[:, None], xs)
+
+
+@evaluator("convolution")
+def eval_convolution(inst, args, ec):
+    """Windowed sum of products of lhs windows (stride, padding incl. negative, lhs/rhs dilation,
+    reversal) and the kernel, over input features (per feature group / batch group).
+    XLA: see the module docstring for types, padding (Eigen multiplies it, the loop emitter skips
+    it) and the f64 accumulation of f32."""
+    lhs, rhs = args
+    dn = inst.attrs["dim_labels"]
+    window = inst.attrs.get("window")
+    wdims = tuple(window.dimensions) if window is not None else ()
+    fgc = inst.attrs.get("feature_group_count", 1) or 1
+    bgc = inst.attrs.get("batch_group_count", 1) or 1
+    out_dt = np_dtype(inst.shape)
+    op_t, _ = compute_types(_etype_name(lhs.dtype), _etype_name(rhs.dtype), _etype_name(out_dt))
+    dt = np_dtype(op_t)
+    x = _widen(convert(lhs, dt))
+    w = _widen(convert(rhs, dt))
+    ns = len(dn.input_spatial_dimensions)
+    x = np.transpose(x, [dn.input_batch_dimension, dn.input_feature_dimension, *dn.input_spatial_dimensions])
+    w = np.transpose(w, [dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
+                         *dn.kernel_spatial_dimensions])
+    n, c = x.shape[:2]
+    o = w.shape[0]
+    spatial = x.shape[2:]
+    if fgc > 1:
+        x = x.reshape((n, fgc, c // fgc) + spatial).swapaxes(0, 1)
+        w = w.reshape((fgc, o // fgc) + w.shape[1:])
+    else:
+        x = x.reshape((bgc, n // bgc, c) + spatial)
+        w = w.reshape((bgc, o // bgc) + w.shape[1:])
+    out_spatial = tuple(inst.shape.dims[d] for d in dn.output_spatial_dimensions)
+    # Eigen's transposed-convolution kernel (2-D and 1-D) scatters products instead of gathering
+    transposed = (ns <= 2 and fgc == 1 and any(wd.base_dilation != 1 for wd in wdims)
+                  and all(wd.window_dilation == 1 or wd.size == 1 for wd in wdims)
+                  and all(wd.stride == 1 for wd in wdims))
+    eigen = (kind(dt) == "float" and dt != F64 and bgc == 1 and 0 < ns <= 3 and not transposed
+             and not (all(wd.size == 1 for wd in wdims) and fgc == 1 and min(c, o) == 1)
+             and not any(wd.window_reversal for wd in wdims)
+             and not _operands_swapped(spatial, wdims, fgc, bgc))
+    acc, terms = _conv_core(x, w, wdims, out_spatial, eigen)
+    g, nx, og = acc.shape[:3]
+    acc = acc.swapaxes(0, 1).reshape((nx, g * og) + out_spatial)
+    res = _narrow(_plus_zero(acc, terms), dt)
+    perm = [0] * (ns + 2)
+    perm[dn.output_batch_dimension] = 0
+    perm[dn.output_feature_dimension] = 1
+    for j, d in enumerate(dn.output_spatial_dimensions):
+        perm[d] = 2 + j
+    res = np.transpose(res, perm)
+    return _contig(convert(res, out_dt))
+
+
+# ============================================================================ fft
+
+@evaluator("fft")
+def eval_fft(inst, args, ec):
+    """FFT / IFFT (complex, 1/N-normalized inverse), RFFT (real -> the n/2+1 non-negative
+    frequencies of the last dim), IRFFT (the inverse; the imaginary parts of the DC and Nyquist
+    bins are ignored) over the last len(fft_length) dims.
+    XLA: DUCC in the operand's precision; we compute in complex128 and round (a few ulps off)."""
+    x = args[0]
+    typ = str(inst.attrs["fft_type"])
+    lengths = tuple(inst.attrs["fft_length"])
+    axes = tuple(range(x.ndim - len(lengths), x.ndim))
+    out_dt = np_dtype(inst.shape)
+    if any(d == 0 for d in inst.shape.dims) or any(d == 0 for d in x.shape):
+        return np.zeros(inst.shape.dims, out_dt)
+    with np.errstate(all="ignore"):
+        if typ == "FFT":
+            r = np.fft.fftn(flush(x).astype(C128), axes=axes)
+        elif typ == "IFFT":
+            r = np.fft.ifftn(flush(x).astype(C128), axes=axes)
+        elif typ == "RFFT":
+            r = np.fft.rfftn(flush(x).astype(F64), s=lengths, axes=axes)
+        elif typ == "IRFFT":
+            r = np.fft.irfftn(flush(x).astype(C128), s=lengths, axes=axes)
+        else:
+            raise HloEvalError(f"{inst.name}: unknown fft_type {typ}")
+        return flush(r.astype(out_dt))
+
+
+# ============================================================================ cholesky / triangular-solve
+
+def _conj(x):
+    return np.conj(x) if x.dtype.kind == "c" else x
+
+
+def cholesky_lower(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """XLA's Cholesky-Banachiewicz factor of the lower triangle of `a` (..., n, n), computed in
+    a's (wide) dtype column by column, vectorized over the batch; returns (l, failed) where
+    failed[...] marks matrices with a negative or NaN pivot."""
+    n = a.shape[-1]
+    l = np.zeros_like(a)
+    failed = np.zeros(a.shape[:-2], bool)
+    with np.errstate(all="ignore"):
+        for j in range(n):
+            row = l[..., j, :j]
+            piv = a[..., j, j] - np.einsum("...k,...k->...", row, _conj(row))
+            d = np.sqrt(piv.real) if a.dtype.kind == "c" else np.sqrt(piv)
+            failed |= np.isnan(d)
+            l[..., j, j] = piv / d                 # XLA divides the whole column, pivot included
+            if j + 1 < n:
+                col = a[..., j + 1:, j] - np.einsum("...ik,...k->...i", l[..., j + 1:, :j], _conj(row))
+                l[..., j + 1:, j] = col / d[..., None]
+    return l, failed
+
+
+@evaluator("cholesky")
+def eval_cholesky(inst, args, ec):
+    """The Cholesky factor of each (batched) Hermitian positive-definite matrix: lower (a = l l^H)
+    reading the lower triangle, else upper (a = u^H u) reading the upper one.
+    XLA: the other triangle is 0; a matrix with a negative or NaN pivot becomes all NaN."""
+    a = args[0]
+    dt = a.dtype
+    lower = bool(inst.attrs.get("lower", False))
+    w = _widen(a)
+    if not lower:
+        w = np.swapaxes(w, -1, -2)              # XLA transposes (no conjugate), factors, transposes back
+    l, failed = cholesky_lower(w)
+    l = np.where(failed[..., None, None], np.array(np.nan, l.dtype), l)
+    if not lower:
+        l = np.swapaxes(l, -1, -2)
+    return _contig(_narrow(l, dt))
+
+
+_TRSM_BLOCK = 128      # XLA CPU's TriangularSolveExpander block size
+
+
+def _invert_unit_blocks(blocks: np.ndarray, lower: bool) -> np.ndarray:
+    """XLA's InvertDiagonalBlocks: columns scaled by the diagonal, the unit triangle inverted row
+    by row with full-row dots (so a NaN anywhere in a row spreads), rows scaled back."""
+    n = blocks.shape[-1]
+    diags = np.diagonal(blocks, axis1=-2, axis2=-1)
+    with np.errstate(all="ignore"):
+        scaled = blocks / diags[..., None, :]
+        out = np.broadcast_to(-np.eye(n, dtype=blocks.dtype), blocks.shape).copy()
+        first = 0 if lower else n - 1
+        out[..., first, first] = 1
+        for i in range(1, n):
+            j = i if lower else n - 1 - i
+            out[..., j, :] = -np.einsum("...k,...kl->...l", scaled[..., j, :], out)
+        return out / diags[..., :, None]
+
+
+def triangular_solve(a: np.ndarray, b: np.ndarray, left: bool, lower: bool, unit: bool, trans: str):
+    """XLA's TriangularSolveExpander: solve op(a) x = b (left) or x op(a) = b, op = identity /
+    transpose / adjoint ("N", "T", "C"), reading only the `lower` (else upper) triangle of a (and
+    not its diagonal when `unit`), by inverting 128x128 diagonal blocks and block substitution
+    with matmuls; arrays in their accumulation dtype, batched over leading dims."""
+    transpose, conj = trans != "N", trans == "C"
+    cj = np.conj if conj else (lambda v: v)
+    k = a.shape[-1]
+    if b.size == 0:
+        return b.copy()
+    with np.errstate(all="ignore"):
+        if k == 1:
+            return b.copy() if unit else b / cj(a)
+        mask = np.tril(np.ones((k, k), bool), -1 if unit else 0)
+        if not lower:
+            mask = mask.T
+        a = np.where(mask, a, np.zeros((), a.dtype))
+        if unit:
+            a = a + np.eye(k, dtype=a.dtype)
+        bs = min(_TRSM_BLOCK, k)
+        nb = -(-k // bs)
+        invs = []
+        for j in range(nb):
+            blk = a[..., j * bs:(j + 1) * bs, j * bs:(j + 1) * bs]
+            if blk.shape[-1] < bs:                       # the last block is padded with identity
+                pad = bs - blk.shape[-1]
+                full = np.zeros(blk.shape[:-2] + (bs, bs), a.dtype)
+                full[..., :blk.shape[-1], :blk.shape[-1]] = blk
+                full[..., blk.shape[-1]:, blk.shape[-1]:] = np.eye(pad, dtype=a.dtype)
+                blk = full
+            invs.append(_invert_unit_blocks(blk, lower))
+        m = b.shape[-1] if left else b.shape[-2]
+        backward = left ^ lower ^ transpose
+        tr = (lambda v: np.swapaxes(v, -1, -2)) if transpose else (lambda v: v)
+        x = None
+        for i in range(nb):
+            j = nb - 1 - i if backward else i
+            size = k % bs if (k % bs and j + 1 == nb) else bs
+            inv = cj(invs[j][..., :size, :size])
+            hi = min((j + 1) * bs, k)
+            b_row = b[..., j * bs:hi, :] if left else b[..., :, j * bs:hi]
+            if i == 0:
+                rem = b_row
+            else:
+                if backward:
+                    r0, r1, c0, c1 = j * bs, hi, max(0, (nb - i) * bs), k
+                else:
+                    r0, r1, c0, c1 = j * bs, hi, 0, min(i * bs, k)
+                if (not left) ^ transpose:
+                    r0, r1, c0, c1 = c0, c1, r0, r1
+                a_row = cj(a[..., r0:r1, c0:c1])
+                rem = b_row - (np.matmul(tr(a_row), x) if left else np.matmul(x, tr(a_row)))
+            upd = np.matmul(tr(inv), rem) if left else np.matmul(rem, tr(inv))
+            if x is None:
+                x = upd
+            elif backward:
+                x = np.concatenate([upd, x], axis=-2 if left else -1)
+            else:
+                x = np.concatenate([x, upd], axis=-2 if left else -1)
+        return x
+
+
+@evaluator("triangular-solve")
+def eval_triangular_solve(inst, args, ec):
+    """Solve op(a) x = b (left_side) or x op(a) = b by substitution, op(a) = a, a^T or a^H
+    (transpose_a), reading only the lower/upper triangle of a and assuming a unit diagonal when
+    unit_diagonal.  XLA (and we, in f64/c128): 128x128 diagonal blocks inverted by a row recurrence,
+    then block substitution with matmuls, so NaN in b or a spreads further than in plain
+    substitution; rounded once at the end."""
+    a, b = args
+    dt = np_dtype(inst.shape)
+    trans = {"NO_TRANSPOSE": "N", "TRANSPOSE": "T", "ADJOINT": "C"}[str(inst.attrs.get("transpose_a"))]
+    x = triangular_solve(_widen(a), _widen(b), bool(inst.attrs.get("left_side", False)),
+                         bool(inst.attrs.get("lower", False)), bool(inst.attrs.get("unit_diagonal", False)),
+                         trans)
+    return _contig(_narrow(x, dt))
+
+
+# ============================================================================ batch norm
+
+_ADD = C.Reducer("add", 1, (("add", False),))
+_TREE = 32        # XLA CPU's TreeReductionRewriter window (see hlo_cli/interpreter/computations.py)
+
+
+def _xla_sum(ec, x: np.ndarray, keep: int) -> np.ndarray:
+    """XLA CPU's add-reduce of `x` over every dim but `keep` from a zero init: reduced dims
+    longer than 32 first summed in windows of 32 (SAME padding), then a row-major left fold."""
+    zero = np.zeros((), x.dtype)
+    dims = [d for d in range(x.ndim) if d != keep]
+    while any(x.shape[d] > _TREE for d in dims):
+        pads, wins = [], []
+        for d in range(x.ndim):
+            if d in dims:
+                size = x.shape[d]
+                w = min(size, _TREE)
+                tot = -(-size // w) * w - size
+                pads.append((tot // 2, tot - tot // 2))
+                wins.append(w)
+            else:
+                pads.append((0, 0))
+                wins.append(1)
+        xp = np.pad(x, pads)
+        valid = np.pad(np.ones(x.shape, bool), pads)
+        split = [s for d in range(x.ndim) for s in (xp.shape[d] // wins[d], wins[d])]
+        order = [2 * d for d in range(x.ndim)] + [2 * d + 1 for d in range(x.ndim)]
+        xr = np.transpose(xp.reshape(split), order)
+        vr = np.transpose(valid.reshape(split), order)
+        outs = xr.shape[:x.ndim]
+        x = C.fold(ec, _ADD, [np.broadcast_to(zero, outs)], [xr.reshape(outs + (-1,))],
+                   vr.reshape(outs + (-1,)))[0]
+    flat = np.moveaxis(x, keep, 0).reshape(x.shape[keep], -1)
+    return C.fold(ec, _ADD, [np.broadcast_to(zero, (x.shape[keep],))], [flat])[0]
+
+
+class _F:
+    """Elementwise ops of one float type as XLA CPU runs them: f32 (or f64) with DAZ/FTZ."""
+
+    def __init__(self, dt):
+        self.dt = dt
+
+    def __call__(self, fn, *xs):
+        with np.errstate(all="ignore"):
+            r = fn(*[flush(np.asarray(x, self.dt)) for x in xs])
+        return flush(np.asarray(r, self.dt))
+
+    def rsqrt(self, x):
+        with np.errstate(all="ignore"):
+            r = 1.0 / np.sqrt(flush(np.asarray(x, self.dt)).astype(F64))
+        return flush(round_float(np.asarray(r), self.dt) if self.dt != F64 else r)
+
+    def const(self, v):
+        return flush(round_float(np.asarray(v, F64), self.dt) if self.dt != F64 else np.asarray(v, F64))
+
+
+def _bn_setup(inst, x):
+    """(compute dtype, feature index, broadcast helper, element count N, 1/N, epsilon)."""
+    dt = F64 if x.dtype == F64 else F32
+    fi = inst.attrs["feature_index"]
+    shape = [1] * x.ndim
+    shape[fi] = x.shape[fi]
+    f = _F(dt)
+    count = int(np.prod([s for d, s in enumerate(x.shape) if d != fi], dtype=np.int64))
+    n = f.const(float(np.float32(count)) if dt == F32 else float(count))
+    inv_n = f(np.divide, np.ones((), dt), n)
+    eps = f.const(float(np.float32(inst.attrs["epsilon"])))
+    return dt, fi, (lambda v: np.reshape(v, shape)), n, inv_n, eps, f
+
+
+def _bn_cast(v, dt):
+    return convert(_contig(v), dt)
+
+
+@evaluator("batch-norm-training")
+def eval_batch_norm_training(inst, args, ec):
+    """(scale * (x - mean) / sqrt(var + epsilon) + offset, mean, var) with mean and var over every
+    dim but feature_index.  XLA: the one-pass variance E[x^2] - E[x]^2, sums in reduce order,
+    rsqrt approximate (see the module docstring)."""
+    x, scale, offset = args
+    dt, fi, b, n, inv_n, eps, f = _bn_setup(inst, x)
+    xw, sw, ow = (np.asarray(v).astype(dt) for v in (x, scale, offset))
+    xw = flush(xw)
+    sum_x = _xla_sum(ec, xw, fi)
+    sum_x2 = _xla_sum(ec, f(np.multiply, xw, xw), fi)
+    mean = f(np.multiply, sum_x, inv_n)
+    var = f(np.subtract, f(np.multiply, sum_x2, inv_n), f(np.multiply, mean, mean))
+    rs = f.rsqrt(f(np.add, var, eps))
+    y = f(np.add, f(np.multiply, f(np.multiply, f(np.subtract, xw, b(mean)), b(rs)), b(sw)), b(ow))
+    return (_bn_cast(y, x.dtype), _bn_cast(mean, x.dtype), _bn_cast(var, x.dtype))
+
+
+@evaluator("batch-norm-inference")
+def eval_batch_norm_inference(inst, args, ec):
+    """scale * (x - mean) / sqrt(variance + epsilon) + offset per feature.  XLA: computed as
+    x * (scale * rsqrt(var + eps)) + (offset - mean * scale * rsqrt(var + eps))."""
+    x, scale, offset, mean, var = args
+    dt, fi, b, n, inv_n, eps, f = _bn_setup(inst, x)
+    xw, sw, ow, mw, vw = (flush(np.asarray(v).astype(dt)) for v in (x, scale, offset, mean, var))
+    true_scale = f(np.multiply, sw, f.rsqrt(f(np.add, vw, eps)))
+    true_shift = f(np.subtract, ow, f(np.multiply, mw, true_scale))
+    y = f(np.add, f(np.multiply, xw, b(true_scale)), b(true_shift))
+    return _bn_cast(y, x.dtype)
+
+
+@evaluator("batch-norm-grad")
+def eval_batch_norm_grad(inst, args, ec):
+    """(grad operand, grad scale, grad offset) of batch-norm-training given the batch mean and
+    variance.  XLA: grad_x = (scale * rsqrt(var+eps) * (1/N)) * ((g * N - sum(g)) -
+    sum(g * (x - mean)) * (x - mean) * (1 / (var + eps))); grad_scale = sum(g * (x - mean)) *
+    rsqrt(var + eps); grad_offset = sum(g)."""
+    x, scale, mean, var, g = args
+    dt, fi, b, n, inv_n, eps, f = _bn_setup(inst, x)
+    xw, sw, mw, vw, gw = (flush(np.asarray(v).astype(dt)) for v in (x, scale, mean, var, g))
+    ve = f(np.add, vw, eps)
+    rs = f.rsqrt(ve)
+    inv = f(np.divide, np.ones((), dt), ve)
+    xm = f(np.subtract, xw, b(mw))
+    sum_g = _xla_sum(ec, gw, fi)
+    sum_gxm = _xla_sum(ec, f(np.multiply, gw, xm), fi)
+    grad_scale = f(np.multiply, sum_gxm, rs)
+    coef = f(np.multiply, f(np.multiply, sw, rs), inv_n)
+    i6 = f(np.subtract, f(np.subtract, f(np.multiply, gw, n), b(sum_g)),
+           f(np.multiply, f(np.multiply, b(sum_gxm), xm), b(inv)))
+    gx = f(np.multiply, b(coef), i6)
+    return (_bn_cast(gx, x.dtype), _bn_cast(grad_scale, x.dtype), _bn_cast(sum_g, x.dtype))

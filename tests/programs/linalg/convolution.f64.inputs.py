@@ -1,0 +1,9 @@
+import numpy as np
+
+
+def _ints(rng, shape, lo=-4, hi=5, dtype=np.float32):
+    return rng.integers(lo, hi, shape).astype(dtype)
+
+def inputs():
+    rng = np.random.default_rng(22)
+    return [_ints(rng, (2, 2, 4, 4), dtype=np.float64) / 8, _ints(rng, (3, 2, 2, 2), dtype=np.float64)]

@@ -1,0 +1,9 @@
+import numpy as np
+
+
+def _ints(rng, shape, lo=-4, hi=5, dtype=np.float32):
+    return rng.integers(lo, hi, shape).astype(dtype)
+
+def inputs():
+    rng = np.random.default_rng(11)
+    return [_ints(rng, (2, 6, 7, 3), -4, 5, np.float32), _ints(rng, (3, 2, 3, 4), -4, 5, np.float32)]

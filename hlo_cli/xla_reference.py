@@ -22,11 +22,22 @@ def parse_with_xla(text: str):
     return _hlo.hlo_module_from_text(text)
 
 
+def _init_lapack():
+    """JAX registers XLA CPU's LAPACK custom calls lazily; modules calling them need it done first."""
+    try:
+        from jaxlib.lapack import _lapack
+        _lapack.initialize()
+    except (ImportError, AttributeError):
+        pass
+
+
 class XlaExecutable:
     """An HLO module compiled by XLA CPU; `timings` records parse/compile seconds."""
 
     def __init__(self, text: str):
         jax, xla, _hlo = _jax()
+        if "lapack" in text:
+            _init_lapack()
         t0 = time.perf_counter()
         module = _hlo.hlo_module_from_text(text)
         t1 = time.perf_counter()

@@ -1,0 +1,610 @@
+"""Elementwise evaluation rules: unary and binary arithmetic, select, clamp and compare.
+
+The arithmetic rules are one line each from the factories ``unary`` and ``binary``, which do the
+dtype handling in one place (convert.py holds the numeric facts they rest on, all measured against
+XLA CPU):
+
+* floats compute in f32 (f16, bf16) or f64 and are rounded back once per op, f8/f6/f4 ops run as
+  f16 ops, e8m0 in f32; f32/f64 operands (and so bf16 ones, whose denormals are f32 denormals) are
+  read with XLA CPU's DAZ and results written with its FTZ, unless the rule passes
+  ``**KEEP_DENORMALS`` (bit operations, and library routines that return tiny arguments untouched);
+  NaN results get the sign XLA's code gives them (``nan=``, see _nan_signs);
+* complex numbers compute in c64/c128, their parts flushed the same way;
+* integers compute in a NumPy dtype that holds them (int8/uint8 for the 1/2/4-bit types) and wrap to
+  their width; functions that depend on the width are marked ``@typed`` and get the element type
+  first;
+* pred is NumPy bool.
+
+Each rule's docstring gives the semantics and, after "XLA:", what XLA CPU does where NumPy or
+intuition differ; tests/programs/elementwise records each such case as a program with XLA's output.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import HloEvalError
+from ..registry import evaluator
+from ..values import np_dtype
+from .convert import (
+    E8M0, F16, F32, F64, etype, flush, int_compute, int_range, kind, round_float, signed_bits, unsigned_bits,
+    widen_float, wrap_int,
+)
+
+FLOAT, COMPLEX, INT, PRED = "float", "complex", "int", "pred"      # INT: signed and unsigned
+KEEP_DENORMALS = dict(daz=False, ftz=False)
+
+
+def typed(fn):
+    """Mark a function that takes the operands' element type first (integer functions that depend
+    on the width, float functions that round intermediates)."""
+    fn.typed = True
+    return fn
+
+
+def _domain(dtype) -> str:
+    k = kind(dtype)
+    return INT if k in ("int", "uint") else k
+
+
+def _call(fn, et, xs):
+    return fn(et, *xs) if getattr(fn, "typed", False) else fn(*xs)
+
+
+def _nan_signs(r, xs, et, nan):
+    """Give NaN results the sign XLA's code produces.  `nan` = (input, invalid): a NaN operand comes
+    out with its sign kept ("keep"), flipped ("flip") or forced ("+"/"-"); a NaN made from non-NaN
+    operands (sqrt(-1), sin(inf)) gets `invalid` ("-" is x86's default NaN).  `nan` may also be a
+    function of the element type returning that pair."""
+    rule_in, rule_invalid = nan(et) if callable(nan) else nan
+    out = np.isnan(r)
+    if not out.any():
+        return r
+    if rule_in == "keep2":                             # atan2(y, x): x's NaN wins
+        rule_in, xs = "keep", xs[::-1]
+    x = xs[0]
+    src_nan = np.isnan(x)
+    for y in xs[1:]:                                   # binary ops: the first NaN operand propagates
+        x = np.where(src_nan, x, y)
+        src_nan = src_nan | np.isnan(y)
+    mag = np.abs(r)
+    sign_in = {"keep": np.signbit(x), "flip": ~np.signbit(x), "+": False, "-": True}[rule_in]
+    signed = np.where(np.where(src_nan, sign_in, rule_invalid == "-"), -mag, mag)
+    return np.where(out, signed, r)
+
+
+def _apply(opcode: str, impls: dict, args, out_dtype: np.dtype, daz, ftz: bool, nan=None, origin=None):
+    """One elementwise op: pick the implementation for the operands' kind, compute in the wide
+    dtype, and bring the result back to the declared dtype.  `daz` is a bool or one per operand."""
+    et = etype(args[0].dtype)
+    dom = _domain(args[0].dtype)
+    fn = impls.get(dom)
+    if fn is None:
+        raise HloEvalError(f"{opcode} is not defined on {et}")
+    if dom == FLOAT and et.bits <= 8 and args[0].dtype != E8M0:
+        # XLA CPU runs f8/f6/f4 ops as f16 ops: widen (exactly), compute as f16, round to the type
+        r = _apply(opcode, impls, [widen_float(a).astype(F16) for a in args],
+                   F16 if kind(out_dtype) == "float" else out_dtype, daz, ftz, nan, origin=et)
+        return round_float(r, out_dtype) if kind(out_dtype) == "float" else r
+    with np.errstate(all="ignore"):
+        if dom == FLOAT or dom == COMPLEX:
+            xs = [widen_float(a) for a in args]
+            if len(args) == 1 and args[0].dtype == E8M0:
+                daz = False       # XLA reads e8m0's 2^-127 as a constant LLVM folds without DAZ
+            if not isinstance(daz, tuple):
+                daz = (daz,) * len(xs)
+            xs = [flush(x) if d else x for x, d in zip(xs, daz)]
+            r = np.asarray(_call(fn, et, xs))
+            if ftz and r.dtype.kind in "fc":
+                r = flush(r)
+            if nan is not None and r.dtype.kind == "f" and xs[0].dtype.kind == "f":
+                r = _nan_signs(r, xs, origin or et, nan)
+            if r.dtype == out_dtype:
+                return r
+            if kind(out_dtype) == "float":
+                return round_float(r, out_dtype, origin=args[0].dtype)
+            return r.astype(out_dtype)
+        if dom == INT:
+            r = np.asarray(_call(fn, et, [int_compute(a) for a in args]))
+            return r.astype(out_dtype) if out_dtype.kind == "b" else wrap_int(r, out_dtype)
+        r = np.asarray(fn(*args))                                       # pred
+        return r if r.dtype == out_dtype else r.astype(out_dtype)
+
+
+def unary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=("keep", "-"), doc: str):
+    """Register `opcode` as `fn` applied elementwise: `fn` serves `kinds`, or is a {kind: fn} dict.
+    `nan` says which sign NaN results get (see _nan_signs; None leaves NumPy's)."""
+    if not isinstance(fn, dict):
+        fn = {k: fn for k in ((kinds,) if isinstance(kinds, str) else kinds)}
+    impls = dict(fn)
+
+    def rule(inst, args, ec):
+        return np.asarray(_apply(opcode, impls, args, np_dtype(inst.shape), daz, ftz, nan))
+    rule.__name__ = rule.__qualname__ = "eval_" + opcode.replace("-", "_")
+    rule.__doc__ = doc
+    evaluator(opcode)(rule)
+    return rule
+
+
+def binary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=("keep", "-"), doc: str):
+    """Register a binary elementwise `opcode` (operand shapes already agree in checked IR)."""
+    return unary(opcode, fn, kinds, daz=daz, ftz=ftz, nan=nan, doc=doc)
+
+
+# ============================================================================= helpers: floats
+
+def _f64(f):
+    """`f` evaluated in f64 and rounded once for f32 operands: XLA's f32 routines sit within an ulp
+    or two of the correctly rounded result, which this matches more often than NumPy's f32 code.
+    (Narrow types keep NumPy's f32 evaluation, whose rounding to them matches XLA's best.)"""
+    @typed
+    def g(et, *xs):
+        if et.name == "f32":
+            return np.asarray(f(*[x.astype(F64) for x in xs])).astype(F32)
+        return f(*xs)
+    g.__name__ = getattr(f, "__name__", "f64")
+    return g
+
+
+_exp, _log, _log1p, _sin, _cos, _tan = (_f64(f) for f in (np.exp, np.log, np.log1p, np.sin, np.cos, np.tan))
+
+def _log_nan(et):
+    """XLA's own f32 log (also behind bf16 and f8) gives -NaN for every NaN result; f64 (glibc) keeps
+    a NaN operand's sign and makes +NaN for x < 0; f16 (libm logf) keeps the sign, makes -NaN."""
+    return {"f64": ("keep", "+"), "f16": ("keep", "-")}.get(et.name, ("-", "-"))
+
+
+def _log1p_nan(et):
+    return ("keep", "+") if et.name == "f64" else ("-", "-")
+
+
+def _sign_float(x):
+    return np.where(np.isnan(x) | (x == 0), x, np.copysign(np.ones((), x.dtype), x))
+
+
+def _round_afz(x):
+    t = np.trunc(x)                                        # x - t is exact: no x + 0.5 rounding
+    return np.where(np.abs(x - t) >= 0.5, t + np.copysign(np.ones((), x.dtype), x), t)
+
+
+def _fmax(a, b):
+    """max(-0, +0) = +0; a NaN x wins; a NaN y loses its sign unless x is negative (sign AND)."""
+    r = np.where((a == 0) & (b == 0), a + b, np.maximum(a, b))
+    return np.where(np.isnan(a), a, np.where(np.isnan(b), np.where(np.signbit(a), b, np.abs(b)), r))
+
+
+def _fmin(a, b):
+    """min(-0, +0) = -0; a NaN x wins; a NaN y gets a sign if x is negative (sign OR)."""
+    r = np.where((a == 0) & (b == 0), -((-a) + (-b)), np.minimum(a, b))
+    return np.where(np.isnan(a), a, np.where(np.isnan(b), np.where(np.signbit(a), -np.abs(b), b), r))
+
+
+def _sqrt(x):
+    return np.sqrt(flush(x))          # flush here too: e8m0's 2^-127 skips the factory's DAZ
+
+
+@typed
+def _rsqrt(et, x):
+    return _f64(lambda v: 1 / np.sqrt(v))(et, flush(x))
+
+
+@typed
+def _tanh(et, x):
+    return _f64(np.tanh)(et, flush(x) if x.dtype == F64 else x)
+
+
+def _cbrt(x):
+    """XLA CPU calls glibc's cbrtf under DAZ, which returns -5.5951735e-16 for every f32 denormal."""
+    if x.dtype == F32:                     # f64 then rounded: NumPy's own cbrtf is not correctly rounded
+        denormal = (x != 0) & (np.abs(x) < np.finfo(F32).tiny)
+        return np.where(denormal, np.float32(-5.5951735e-16), np.cbrt(x.astype(F64)).astype(F32))
+    return np.cbrt(flush(x))
+
+
+@typed
+def _expm1(et, x):
+    """f16 (and the f8 types run as f16): XLA's expansion in f16, each step rounded: exp(x) - 1 for
+    |x| > 0.5, else tanh(x/2) * (exp(x) + 1), and x itself when x/2 underflows."""
+    if et.name != "f16" or x.dtype.kind == "c":
+        return _f64(np.expm1)(et, x)
+
+    def back(v):
+        return v.astype(F16).astype(x.dtype)
+    e = back(np.exp(x))
+    half = back(x * x.dtype.type(0.5))
+    small = back(back(np.tanh(half)) * back(e + 1))
+    return np.where(np.abs(x) > 0.5, back(e - 1), np.where(half == 0, x, small))
+
+
+@typed
+def _logistic(et, x):
+    if et.name != "f16" or x.dtype.kind == "c":             # bf16/f8 widen to f32 before expansion
+        return 1 / (1 + np.exp(-x))
+
+    def back(v):                                            # round to f16 and widen again
+        return round_float(v, et.numpy).astype(x.dtype)
+    return 1 / back(1 + back(np.exp(-x)))
+
+
+@typed
+def _atan2(et, y, x):
+    """Zero tests see the raw operands (atan2(denormal, 0) = +-pi/2, atan2(denormal, 1) = the
+    denormal), the arithmetic the flushed ones."""
+    r = flush(_f64(np.arctan2)(et, flush(y), flush(x)))
+    r = np.where((x == 0) & (y != 0) & ~np.isnan(y), np.copysign(np.array(np.pi / 2, y.dtype), y), r)
+    return np.where((x == 1) & (y != 0) & (np.abs(y) < np.finfo(y.dtype).tiny), y, r)
+
+
+def _erf(x):
+    """Maclaurin series for |x| < 2.5, Lentz's continued fraction for erfc beyond (the loops run
+    over terms, never elements); computed in f64."""
+    w = x.astype(np.float64)
+    small = np.abs(w) < 2.5
+    xs = np.where(small, w, 0.0)
+    term, total, x2 = xs.copy(), xs.copy(), xs * xs
+    for n in range(1, 80):
+        term = -term * x2 / n
+        total = total + term / (2 * n + 1)
+    series = total * (2 / np.sqrt(np.pi))
+    a = np.where(small, 3.0, np.abs(w))
+    f = np.zeros_like(a)
+    for k in range(120, 0, -1):
+        f = (k / 2) / (a + f)
+    tail = np.copysign(1 - np.exp(-a * a) / np.sqrt(np.pi) / (a + f), w)
+    r = np.where(small, series, tail)
+    return np.where(np.isnan(w) | (w == 0), w, r).astype(x.dtype)
+
+
+# ============================================================================= helpers: complex
+
+def _complex(re, im):
+    out = np.empty(np.broadcast(re, im).shape, np.complex128 if re.dtype == F64 else np.complex64)
+    out.real, out.imag = re, im
+    return out
+
+
+def _real(z):
+    return z.real.copy() if z.dtype.kind == "c" else z
+
+
+def _imag(z):
+    return z.imag.copy() if z.dtype.kind == "c" else np.zeros_like(z)
+
+
+def _abs_complex(z):
+    """|z| = max * sqrt(1 + (min/max)^2); XLA gives NaN when a part is NaN (C99 says inf + NaN*j -> inf).
+    Arithmetic, so DAZ/FTZ apply (unlike |x| of a float)."""
+    z = flush(z)
+    r = np.abs(z)
+    return flush(np.where(np.isnan(z.real) | np.isnan(z.imag), np.array(np.nan, r.dtype), r))
+
+
+def _divide_complex(a, b):
+    """Smith's algorithm, then XLA's repairs of a (NaN, NaN) result: x/0 = inf*x (signed by Re y), an
+    infinite numerator over a finite denominator gives infinities, a finite one over an infinite
+    denominator gives zeros."""
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    t = ar.dtype.type
+    with np.errstate(all="ignore"):
+        r1, r2 = br / bi, bi / br
+        d1, d2 = bi + r1 * br, br + r2 * bi
+        small_r = np.abs(br) < np.abs(bi)
+        cr = np.where(small_r, (r1 * ar + ai) / d1, (r2 * ai + ar) / d2)
+        ci = np.where(small_r, (r1 * ai - ar) / d1, (ai - r2 * ar) / d2)
+        inf = t(np.inf)
+        zero_den = (br == 0) & (bi == 0) & ~(np.isnan(ar) & np.isnan(ai))
+        s = np.copysign(inf, br)
+        z_r, z_i = s * ar, s * ai
+        a_inf_r, a_inf_i = np.isinf(ar), np.isinf(ai)
+        inf_num = (a_inf_r | a_inf_i) & np.isfinite(br) & np.isfinite(bi)
+        sr, si = np.copysign(np.where(a_inf_r, t(1), t(0)), ar), np.copysign(np.where(a_inf_i, t(1), t(0)), ai)
+        n_r, n_i = inf * (sr * br + si * bi), inf * (si * br - sr * bi)
+        b_inf_r, b_inf_i = np.isinf(br), np.isinf(bi)
+        fin_num = (b_inf_r | b_inf_i) & np.isfinite(ar) & np.isfinite(ai)
+        tr, ti = np.copysign(np.where(b_inf_r, t(1), t(0)), br), np.copysign(np.where(b_inf_i, t(1), t(0)), bi)
+        f_r, f_i = t(0) * (ar * tr + ai * ti), t(0) * (ai * tr - ar * ti)
+        both_nan = np.isnan(cr) & np.isnan(ci)
+        fix_r = np.where(zero_den, z_r, np.where(inf_num, n_r, np.where(fin_num, f_r, cr)))
+        fix_i = np.where(zero_den, z_i, np.where(inf_num, n_i, np.where(fin_num, f_i, ci)))
+        return _complex(np.where(both_nan, fix_r, cr), np.where(both_nan, fix_i, ci))
+
+
+def _sign_complex(z):
+    a = np.abs(z)
+    d = np.where(a == 0, 1, a)
+    return np.where(a == 0, z, _complex(z.real / d, z.imag / d))
+
+
+def _sqrt_complex(z):
+    return np.sqrt(np.where(z.imag == 0, _complex(z.real, np.zeros_like(z.real)), z))
+
+
+def _log1p_complex(z):
+    x, y = z.real, z.imag
+    s = x * (2 + x) + y * y                                 # |1+z|^2 - 1
+    re = np.where(np.abs(s) < 0.5, 0.5 * np.log1p(s), np.log(np.hypot(1 + x, y)))
+    return _complex(re, np.arctan2(y, 1 + x))
+
+
+# ============================================================================= helpers: integers
+
+@typed
+def _sign_int(et, x):
+    return np.sign(x) if et.kind == "int" else (x != 0).astype(x.dtype)
+
+
+@typed
+def _abs_int(et, x):
+    return np.abs(x) if et.kind == "int" else x
+
+
+def _not_int(x):
+    return ~x
+
+
+_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], np.uint64)
+
+
+@typed
+def _popcnt(et, x):
+    if et.kind == "int" and et.bits == 4:         # XLA CPU counts s4 in its sign-extended s8 container
+        x, et = x.astype(np.int8), etype(np.int8)
+    u = unsigned_bits(et, x).astype(np.uint64)
+    n = np.zeros(u.shape, np.uint64)
+    for shift in range(0, max(8, et.bits), 8):    # a loop over bytes
+        n += _POPCOUNT8[(u >> np.uint64(shift)) & np.uint64(0xFF)]
+    return n
+
+
+@typed
+def _clz(et, x):
+    u = unsigned_bits(et, x).astype(np.uint64)
+    n = np.full(u.shape, et.bits, np.int64)
+    for b in range(et.bits):                       # a loop over bit positions
+        n = np.where((u >> np.uint64(b)) & np.uint64(1) != 0, et.bits - 1 - b, n)
+    return n
+
+
+def _safe_divisor(et, a, b):
+    """(b with 0 and the INT_MIN/-1 case replaced by 1, b == 0, INT_MIN/-1)."""
+    zero = b == 0
+    ovf = (a == int_range(et)[0]) & (b == -1) if et.kind == "int" else np.zeros(np.shape(a), bool)
+    return np.where(zero | ovf, 1, b).astype(b.dtype), zero, ovf
+
+
+@typed
+def _int_divide(et, a, b):
+    sb, zero, ovf = _safe_divisor(et, a, b)
+    q = (a - np.fmod(a, sb)) // sb                 # exact division of the truncated multiple
+    return np.where(zero, np.invert(np.zeros((), a.dtype)), np.where(ovf, a, q))   # x/0: all ones
+
+
+@typed
+def _int_remainder(et, a, b):
+    sb, zero, ovf = _safe_divisor(et, a, b)
+    return np.where(zero, a, np.where(ovf, 0, np.fmod(a, sb)))
+
+
+@typed
+def _int_power(et, a, b):
+    acc = np.ones(a.shape, a.dtype)
+    base = a.copy()
+    e = unsigned_bits(et, b)
+    one = e.dtype.type(1)
+    for _ in range(6):                             # square-and-multiply over the low 6 bits
+        acc = np.where((e & one) != 0, acc * base, acc)
+        base = base * base
+        e = e >> one
+    if et.bits == 4:                               # XLA CPU runs s4/u4 power in s8/u8 containers
+        et = etype(b.dtype)
+    negative = signed_bits(et, b) < 0
+    a_s = signed_bits(et, a)
+    odd = (unsigned_bits(et, b) & one) != 0
+    for_negative = np.where(a_s == 1, 1, np.where(a_s == -1, np.where(odd, -1, 1), 0))
+    return np.where(negative, for_negative.astype(np.int64), acc.astype(np.int64))
+
+
+@typed
+def _shift_left(et, a, b):
+    n = unsigned_bits(et, b)
+    big = n >= et.bits
+    r = unsigned_bits(et, a).astype(np.uint64) << np.where(big, 0, n).astype(np.uint64)
+    return np.where(big, np.uint64(0), r)
+
+
+@typed
+def _shift_right_logical(et, a, b):
+    n = unsigned_bits(et, b)
+    big = n >= et.bits
+    r = unsigned_bits(et, a).astype(np.uint64) >> np.where(big, 0, n).astype(np.uint64)
+    return np.where(big, np.uint64(0), r)
+
+
+@typed
+def _shift_right_arithmetic(et, a, b):
+    n = unsigned_bits(et, b)
+    s = np.where(n >= et.bits, et.bits - 1, n).astype(np.int64)
+    return signed_bits(et, a).astype(np.int64) >> s
+
+
+@typed
+def _mulhi(et, a, b):
+    if et.bits <= 32:
+        if et.kind == "int":
+            return (signed_bits(et, a).astype(np.int64) * signed_bits(et, b).astype(np.int64)) >> et.bits
+        p = unsigned_bits(et, a).astype(np.uint64) * unsigned_bits(et, b).astype(np.uint64)
+        return p >> np.uint64(et.bits)
+    ua, ub = a.astype(np.uint64), b.astype(np.uint64)    # 64 bits: schoolbook on 32-bit halves
+    m32, s32 = np.uint64(0xFFFFFFFF), np.uint64(32)
+    a0, a1, b0, b1 = ua & m32, ua >> s32, ub & m32, ub >> s32
+    t = a0 * b0
+    u = a1 * b0 + (t >> s32)
+    w = a0 * b1 + (u & m32)
+    hi = a1 * b1 + (u >> s32) + (w >> s32)
+    if et.kind == "int":                                  # signed: subtract the wrapped operands
+        hi = hi - np.where(a < 0, ub, np.uint64(0)) - np.where(b < 0, ua, np.uint64(0))
+    return hi
+
+
+# ============================================================================= unary rules
+
+unary("abs", {FLOAT: np.abs, COMPLEX: _abs_complex, INT: _abs_int}, **KEEP_DENORMALS, nan=None,
+      doc="|x| (a float for complex). XLA: abs(INT_MIN) = INT_MIN; a sign-bit operation on floats "
+          "(denormals kept).")
+unary("negate", {FLOAT: np.negative, COMPLEX: np.negative, INT: np.negative}, **KEEP_DENORMALS, nan=None,
+      doc="-x. XLA: integers wrap (-INT_MIN = INT_MIN, -1u = max); floats flip the sign bit.")
+unary("sign", {FLOAT: _sign_float, COMPLEX: _sign_complex, INT: _sign_int},
+      doc="-1, 0 or 1 (x/|x| for complex; 0 or 1 unsigned). XLA: sign(+-0) = +-0, sign(NaN) = NaN, "
+          "f32/f64 denormals read as +-0.")
+unary("not", {INT: _not_int, PRED: np.logical_not}, doc="Bitwise not (logical for pred).")
+unary("popcnt", {INT: _popcnt}, doc="Set bits of the two's-complement pattern, wrapped into the type. "
+      "XLA: s4 counts its sign-extended s8 container (popcnt(s4 -8) = 5; popcnt(s4 -1) = 8 -> -8).")
+unary("count-leading-zeros", {INT: _clz}, doc="Leading zero bits of the pattern: the width for 0, 0 "
+      "for negatives.")
+unary("floor", np.floor, doc="Round toward -inf. XLA: denormals read as +-0 (floor(-denormal) = -0).")
+unary("ceil", np.ceil, doc="Round toward +inf. XLA: denormals read as +-0 (ceil(denormal) = 0).")
+unary("round-nearest-even", np.rint, doc="Round half to even: 0.5 -> 0, 2.5 -> 2, -0.5 -> -0.")
+unary("round-nearest-afz", _round_afz, doc="Round half away from zero: 0.5 -> 1, -2.5 -> -3, "
+      "0.49999997 -> 0.")
+unary("is-finite", np.isfinite, doc="Neither NaN nor +-inf.")
+unary("real", {FLOAT: _real, COMPLEX: _real}, **KEEP_DENORMALS, doc="Real part (identity on floats).")
+unary("imag", {FLOAT: _imag, COMPLEX: _imag}, **KEEP_DENORMALS, doc="Imaginary part (0 for floats).")
+unary("exponential", {FLOAT: _exp, COMPLEX: np.exp}, doc="e^x. XLA: own polynomial for f32/f64.")
+unary("exponential-minus-one", {FLOAT: _expm1, COMPLEX: np.expm1}, **KEEP_DENORMALS,
+      doc="e^x - 1. XLA: expm1(denormal) = the denormal; f16 follows XLA's f16 expansion (tanh(x/2) * "
+          "(e^x + 1) for |x| <= 0.5), rounded step by step.")
+unary("log", {FLOAT: _log, COMPLEX: np.log}, nan=_log_nan,
+      doc="Natural log: log(+-0) = -inf, log(x < 0) = NaN. XLA: denormals read as 0 (-> -inf); its "
+          "f32 code for a few short lengths (3, 5-7 elements) takes the exact log of a denormal instead.")
+unary("log-plus-one", {FLOAT: _log1p, COMPLEX: _log1p_complex}, nan=_log1p_nan,
+      doc="log(1 + x). XLA: denormals read as +-0; NaN results are -NaN except for f64.")
+unary("sqrt", {FLOAT: _sqrt, COMPLEX: _sqrt_complex}, doc="Square root: sqrt(-0) = -0, x < 0 -> NaN. "
+      "XLA: sqrt(x - 0j) takes the +0j branch.")
+unary("rsqrt", {FLOAT: _rsqrt, COMPLEX: _rsqrt}, doc="1/sqrt(x). XLA: a hardware estimate refined by "
+      "Newton steps (not correctly rounded); rsqrt(+-0) = +-inf.")
+unary("cbrt", _cbrt, daz=False, doc="Cube root. XLA: glibc cbrtf under DAZ gives -5.5951735e-16 for "
+      "every f32 denormal; f64 denormals read as 0.")
+unary("tanh", {FLOAT: _tanh, COMPLEX: np.tanh}, **KEEP_DENORMALS, doc="Hyperbolic tangent. XLA: keeps "
+      "f32 denormals, flushes f64 ones; f32 reaches +-1 beyond |x| ~ 7.9.")
+unary("logistic", {FLOAT: _logistic, COMPLEX: _logistic}, nan=("flip", "-"),
+      doc="1 / (1 + e^-x). XLA expands it into exp, add, divide (so a NaN's sign flips); for f16 each "
+          "step rounds to f16 (logistic(-11.1) = 1/(1+inf) = 0).")
+unary("sine", {FLOAT: _sin, COMPLEX: np.sin}, **KEEP_DENORMALS, doc="sin(x). XLA: sin(denormal) = "
+      "the denormal.")
+unary("cosine", {FLOAT: _cos, COMPLEX: np.cos}, doc="cos(x).")
+unary("tan", {FLOAT: _tan, COMPLEX: np.tan}, **KEEP_DENORMALS, doc="tan(x). XLA: tan(denormal) = "
+      "the denormal.")
+unary("erf", _erf, doc="The error function. XLA: f32/f64 denormals read as +-0.")
+unary("acos", {FLOAT: _f64(np.arccos), COMPLEX: np.arccos}, nan=("keep", "+"),
+      doc="arccos(x), NaN outside [-1, 1] (XLA CPU runs it for bf16/f8 only).")
+unary("acosh", {FLOAT: _f64(np.arccosh), COMPLEX: np.arccosh}, doc="arccosh(x) (XLA CPU: bf16/f8 only).")
+unary("asin", {FLOAT: _f64(np.arcsin), COMPLEX: np.arcsin}, **KEEP_DENORMALS, nan=("keep", "+"),
+      doc="arcsin(x), +NaN outside [-1, 1] (XLA CPU: bf16/f8 only; keeps denormals).")
+unary("asinh", {FLOAT: _f64(np.arcsinh), COMPLEX: np.arcsinh}, **KEEP_DENORMALS, doc="arcsinh(x) (XLA CPU: "
+      "bf16/f8 only; keeps denormals).")
+unary("atanh", {FLOAT: _f64(np.arctanh), COMPLEX: np.arctanh}, **KEEP_DENORMALS, doc="arctanh(x) (XLA CPU: "
+      "bf16/f8 only; keeps denormals).")
+unary("cosh", {FLOAT: _f64(np.cosh), COMPLEX: np.cosh}, doc="cosh(x) (XLA CPU: bf16/f8 only).")
+unary("sinh", {FLOAT: _f64(np.sinh), COMPLEX: np.sinh}, **KEEP_DENORMALS, doc="sinh(x) (XLA CPU: bf16/f8 "
+      "only; keeps denormals).")
+
+# ============================================================================= binary rules
+
+binary("add", {FLOAT: np.add, COMPLEX: np.add, INT: np.add, PRED: np.logical_or},
+       doc="x + y. XLA: integers wrap; pred adds as or; f32/f64 denormals flush (in and out).")
+binary("subtract", {FLOAT: np.subtract, COMPLEX: np.subtract, INT: np.subtract},
+       doc="x - y. XLA: integers wrap; f32/f64 denormals flush.")
+binary("multiply", {FLOAT: np.multiply, COMPLEX: np.multiply, INT: np.multiply, PRED: np.logical_and},
+       doc="x * y. XLA: integers wrap; pred multiplies as and; c64/c128 contract into FMAs (1 ulp).")
+binary("divide", {FLOAT: np.divide, COMPLEX: _divide_complex, INT: _int_divide},
+       doc="x / y. XLA: integers truncate toward zero, x/0 = -1 (all ones, so max unsigned), "
+           "INT_MIN/-1 = INT_MIN; complex by Smith's algorithm.")
+binary("remainder", {FLOAT: np.fmod, INT: _int_remainder}, daz=(False, True), ftz=False,
+       doc="x - trunc(x/y)*y, with the dividend's sign (C fmod). XLA: x%0 = x, INT_MIN%-1 = 0; "
+           "fmod(+-inf, y) and fmod(x, 0) = NaN, fmod(x, inf) = x; a denormal dividend is kept, a "
+           "denormal divisor reads as 0.")
+binary("power", {FLOAT: _f64(np.power), COMPLEX: np.power, INT: _int_power}, daz=False,
+       doc="x^y. XLA integers: square-and-multiply over the exponent's low 6 bits only (2^64 = 1); a "
+           "negative exponent (signed compare, so u8 200 counts) gives 0 except base 1 (1) and -1 "
+           "(+-1); 0^0 = 1. Floats: C99 specials (x^0 = 1, 1^NaN = 1), own approximation.")
+binary("maximum", {FLOAT: _fmax, INT: np.maximum, PRED: np.logical_or}, nan=None,
+       doc="max(x, y). XLA: NaN if either is NaN (x's NaN, else y's with the sign AND of both); "
+           "max(-0, +0) = +0; denormals read as 0.")
+binary("minimum", {FLOAT: _fmin, INT: np.minimum, PRED: np.logical_and}, nan=None,
+       doc="min(x, y). XLA: NaN if either is NaN (x's NaN, else y's with the sign OR of both); "
+           "min(-0, +0) = -0; denormals read as 0.")
+binary("atan2", _atan2, **KEEP_DENORMALS, nan=("keep2", "-"),
+       doc="atan2(y, x) in [-pi, pi] with C's signed zeros: atan2(+-0, -0) = +-pi, atan2(+-0, +0) = "
+           "+-0, atan2(+-y, 0) = +-pi/2. XLA: x's NaN wins over y's.")
+binary("complex", _complex, **KEEP_DENORMALS, doc="re + i*im (f32 -> c64, f64 -> c128).")
+binary("and", {INT: np.bitwise_and, PRED: np.logical_and}, doc="Bitwise and (logical for pred).")
+binary("or", {INT: np.bitwise_or, PRED: np.logical_or}, doc="Bitwise or (logical for pred).")
+binary("xor", {INT: np.bitwise_xor, PRED: np.logical_xor}, doc="Bitwise xor (logical for pred).")
+binary("shift-left", {INT: _shift_left}, doc="x << n. XLA: n reads as unsigned (negative n is huge); "
+       "n >= bits gives 0.")
+binary("shift-right-logical", {INT: _shift_right_logical}, doc="Zero-filling x >> n of the unsigned "
+       "pattern. XLA: n reads as unsigned; n >= bits gives 0.")
+binary("shift-right-arithmetic", {INT: _shift_right_arithmetic}, doc="Sign-filling x >> n of the "
+       "signed pattern, also for unsigned types. XLA: n reads as unsigned; n >= bits gives 0 or -1.")
+binary("mulhi", {INT: _mulhi}, doc="High half of the double-width product, signed or unsigned by the "
+       "type (XLA's HLO->StableHLO path cannot run mulhi; checked against exact integer arithmetic).")
+
+
+# ============================================================================= select, clamp, compare
+
+@evaluator("select")
+def eval_select(inst, args, ec):
+    """pred ? on_true : on_false elementwise; a scalar pred picks a whole operand. XLA: copies bits
+    (denormals and NaN payloads survive)."""
+    p, t, f = args
+    if isinstance(t, tuple) or p.ndim == 0:
+        return t if bool(p) else f
+    return np.where(p, t, f).astype(t.dtype, copy=False)
+
+
+@evaluator("clamp")
+def eval_clamp(inst, args, ec):
+    """min(max(x, lo), hi), lo/hi possibly scalars. XLA: lo > hi gives hi; NaN in any operand gives
+    NaN; max(-0, +0) = +0 rules apply; f32/f64 denormals read as 0."""
+    lo, x, hi = args
+    lo, hi = np.broadcast_to(lo, x.shape), np.broadcast_to(hi, x.shape)
+    dom = _domain(x.dtype)
+    mx = {FLOAT: _fmax, INT: np.maximum, PRED: np.logical_or}[dom]
+    mn = {FLOAT: _fmin, INT: np.minimum, PRED: np.logical_and}[dom]
+    return np.asarray(_apply("clamp", {dom: lambda lo_, x_, hi_: mn(mx(x_, lo_), hi_)}, [lo, x, hi],
+                             np_dtype(inst.shape), True, True))
+
+
+def _total_order_key(x: np.ndarray) -> np.ndarray:
+    """int64 keys ordered like TOTALORDER: -NaN < -inf < ... < -0 < +0 < ... < inf < +NaN."""
+    et = etype(x.dtype)
+    if et.name.endswith("fnuz") or et.name == "f8e8m0fnu":
+        x, et = x.astype(F32), etype(F32)        # XLA orders these by their f32 values: NaN is -NaN
+    if et.bits >= 8:
+        s = x.view({8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}[et.bits]).astype(np.int64)
+    else:
+        half = 1 << (et.bits - 1)
+        s = ((x.view(np.uint8) & np.uint8((1 << et.bits) - 1)).astype(np.int64) ^ half) - half
+    return np.where(s < 0, s ^ np.int64((1 << (et.bits - 1)) - 1), s)
+
+
+_COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
+            "GT": np.greater, "GE": np.greater_equal}
+
+
+@evaluator("compare")
+def eval_compare(inst, args, ec):
+    """Elementwise comparison to pred. FLOAT: IEEE (NaN is unordered, so only NE is true; -0 == +0);
+    XLA reads f32/f64/bf16 denormals as 0. TOTALORDER: -NaN < -inf < ... < -0 < +0 < ... < +inf <
+    +NaN by bit pattern (fnuz NaN sorts as -NaN). SIGNED/UNSIGNED by the type; pred false < true;
+    complex EQ/NE on both parts."""
+    a, b = args
+    op = _COMPARE[str(inst.attrs["direction"])]
+    k = kind(a.dtype)
+    with np.errstate(all="ignore"):
+        if k == "float":
+            if str(inst.attrs.get("type", "FLOAT")) == "TOTALORDER":
+                return np.asarray(op(_total_order_key(a), _total_order_key(b)))
+            return np.asarray(op(flush(widen_float(a)), flush(widen_float(b))))
+        if k == "complex":
+            return np.asarray(op(flush(a), flush(b)))
+        return np.asarray(op(int_compute(a), int_compute(b)))

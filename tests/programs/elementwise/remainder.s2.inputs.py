@@ -1,0 +1,8 @@
+import ml_dtypes
+import numpy as np
+
+
+def inputs():
+    v = np.arange(-2, 2).astype(np.int8).astype(ml_dtypes.int2)   # every value of the type
+    x, y = np.meshgrid(v, v, indexing="ij")
+    return [x.ravel(), y.ravel()]

@@ -1,0 +1,6 @@
+import ml_dtypes
+import numpy as np
+
+
+def inputs():
+    return [np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3)]   # every bit pattern

@@ -145,7 +145,12 @@ def eval_bitcast(inst, args, ec):
     may change (raw bytes viewed as the new type)."""
     x = args[0]
     shape = inst.shape
-    src_layout = _operand_layout(inst, ec)
+    if shape.rank == 0:
+        # a scalar reinterpreted (also inside a comparator or reducer applied to whole arrays by
+        # ec.apply, where the "scalar" arrives as an array of scalars): an elementwise view
+        dt = np_dtype(shape)
+        x = np.asarray(x)
+        return x.view(dt) if x.ndim else x.reshape(1).view(dt).reshape(())
     phys = np.ascontiguousarray(_to_physical(x, src_layout)).reshape(-1)
     dt = np_dtype(shape)
     if dt != phys.dtype:

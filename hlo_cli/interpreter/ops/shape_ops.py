@@ -145,12 +145,10 @@ def eval_bitcast(inst, args, ec):
     may change (raw bytes viewed as the new type)."""
     x = args[0]
     shape = inst.shape
-    if shape.rank == 0:
-        # a scalar reinterpreted (also inside a comparator or reducer applied to whole arrays by
-        # ec.apply, where the "scalar" arrives as an array of scalars): an elementwise view
-        dt = np_dtype(shape)
-        x = np.asarray(x)
-        return x.view(dt) if x.ndim else x.reshape(1).view(dt).reshape(())
+    if shape.rank == 0 and np.size(x) != 1:
+        # a scalar computation applied to whole arrays (ec.apply: comparators, reducers) gets an
+        # array of scalars: reinterpret each element
+        return np.asarray(x).view(np_dtype(shape))
     phys = np.ascontiguousarray(_to_physical(x, src_layout)).reshape(-1)
     dt = np_dtype(shape)
     if dt != phys.dtype:

@@ -149,6 +149,7 @@ def eval_bitcast(inst, args, ec):
         # a scalar computation applied to whole arrays (ec.apply: comparators, reducers) gets an
         # array of scalars: reinterpret each element
         return np.asarray(x).view(np_dtype(shape))
+    src_layout = _operand_layout(inst, ec)
     phys = np.ascontiguousarray(_to_physical(x, src_layout)).reshape(-1)
     dt = np_dtype(shape)
     if dt != phys.dtype:

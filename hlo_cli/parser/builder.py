@@ -502,6 +502,14 @@ def _spec_for(opcode: str):
 _DECODED: dict = {}
 
 
+_COMMENTS = re.compile(r"/\*.*?\*/")
+
+
+def _tuple_shape_text(text):
+    from .frontend import _shape_text_cached
+    return _shape_text_cached(text)
+
+
 def _fast_instruction(li, filename, names, comp_names, params_seen):
     """The happy path for an INSTR_LINE token: returns the Instruction, or None to let the general
     path (which reports located errors) handle it."""
@@ -512,8 +520,9 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
         return None
     tok = li.tok
     ops_text = m.group(5)
+    shape_text = m.group(3)
     try:
-        shape = parse_array_shape(m.group(3))
+        shape = parse_array_shape(shape_text) if shape_text[0] != "(" else _tuple_shape_text(shape_text)
     except ValueError:
         return None
     literal = None
@@ -532,6 +541,8 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
         except (LiteralError, KeyError, ValueError):
             return None
     else:
+        if "/*" in ops_text:
+            ops_text = _COMMENTS.sub("", ops_text)
         if ops_text.strip():
             operands = tuple(o.strip().lstrip("%") for o in ops_text.split(","))
             for o in operands:

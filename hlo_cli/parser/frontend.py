@@ -286,7 +286,19 @@ class _T(Transformer):
         return (int(c[0]), _val(c[1]), c[0])
 
     def section(self, c):
-        return ("section", str(c[0]), list(c[1:]))
+        entries = []
+        for x in c[1:]:
+            if isinstance(x, Token) and x.type == "SECTION_ENTRY":
+                num, _, rest = str(x).partition(" ")
+                rest = rest.strip()
+                if rest.startswith('"'):
+                    value = Quoted(unquote(rest), rest)
+                else:
+                    value = Group("{", tuple(KV(k, Word(v)) for k, v in _SECTION_KV.findall(rest)), rest)
+                entries.append((int(num), value, x))
+            else:
+                entries.append(x)
+        return ("section", str(c[0]), entries)
 
     def header(self, c):
         return ("header", c[0], [a for a in c[1:]])
@@ -567,11 +579,14 @@ def _part(tok, value, offset, type_="NAME"):
 
 
 _SHAPE_PAT = r'[a-z][a-z0-9]*\[[^\]\n]*\](?:\{(?:[^{}=%\n"]|\{[^{}\n]*\})*\}|<[\d,\s]*>)?'
+_TUPLE_PAT = r"\((?:[^()\n]|\((?:[^()\n]|\([^()\n]*\))*\))*\)"
 _LINE_RE = _re.compile(
-    r"(ROOT[ \t]+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + r")[ \t]+([a-z][\w\-]*)\(([^)]*)\)")
+    r"(ROOT[ \t]+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + "|" + _TUPLE_PAT +
+    r")[ \t]+([a-z][\w\-]*)\(([^)]*)\)")
 _HEAD_RE = _re.compile(
     r"(ROOT\s+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + r")[ \t]+([a-z][\w\-]*)\($")
 _OPERAND_RE = _re.compile(r"%?[A-Za-z_][\w.\-]*|(\d+)")
+_SECTION_KV = _re.compile(r"([A-Za-z_]\w*)=(\S+?)(?=[\s}])")
 _STR = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 _ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR +
                           r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR + r')*\})*\})*\})*\}|[^\s{}\[\](),="<:]+)')
@@ -718,6 +733,15 @@ def _signature_fast(self, c):
     tok = c[0]
     s = str(tok)
     params = []
+    result = None
+    if len(c) == 1:            # SIGNATURE: "(params) -> result" in one token
+        close = _matching_paren(s)
+        result_text = s[close + 1:].strip()[2:].strip()
+        try:
+            result = _shape_text_cached(result_text)
+        except ShapeSyntaxError as e:
+            raise _ShapeTokenError(_part(tok, result_text, len(s) - len(result_text), "SHAPE"), e) from None
+        s = s[:close + 1]
     inner = s[1:-1]
     depth, start = 0, 0
     pieces = []
@@ -743,7 +767,19 @@ def _signature_fast(self, c):
         except ShapeSyntaxError as e:
             raise _ShapeTokenError(_part(tok, shape_text, 1 + off + m.end(), "SHAPE"), e) from None
         params.append((name[1:] if name[0] == "%" else name, shape, ptok))
-    return ("sig", params, _shape(c[-1]))
+    return ("sig", params, result if result is not None else _shape(c[-1]))
+
+
+def _matching_paren(s: str) -> int:
+    depth = 0
+    for k, ch in enumerate(s):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return k
+    return len(s) - 1
 
 
 @lru_cache(maxsize=16384)

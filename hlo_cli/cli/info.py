@@ -19,18 +19,24 @@ def summarize(module, path: str, size: int) -> dict:
     frames = module.stack_frames
     # instructions whose metadata resolves to each source file
     per_file: Counter = Counter()
+    source_of: dict = {}          # metadata text -> source file (the same texts repeat many times)
     for _, inst in module.instructions():
         md = inst.attrs.get("metadata")
         if md is None:
             continue
-        fid = md.stack_frame_id
-        if fid and frames:
-            stack = frames.resolve(fid)
-            if stack:
-                per_file[stack[0][0]] += 1
-                continue
-        if md.source_file:
-            per_file[md.source_file] += 1
+        src = source_of.get(md.text, False)
+        if src is False:
+            src = None
+            fid = md.stack_frame_id
+            if fid and frames:
+                stack = frames.resolve(fid)
+                if stack:
+                    src = stack[0][0]
+            if src is None and md.source_file:
+                src = md.source_file
+            source_of[md.text] = src
+        if src is not None:
+            per_file[src] += 1
     sources = sorted(set(frames.file_names.values()) | set(per_file))
     return {
         "file": path,

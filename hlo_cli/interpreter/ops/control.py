@@ -33,7 +33,7 @@ def eval_while(inst, args, ec):
     n = 0
     while bool(np.asarray(ec.call(cond, [state]))):
         if limit is not None and n >= limit:
-            raise HloEvalError(f"{inst.name}: the while loop ran {limit} iterations without its condition "
+            raise HloEvalError(f"the while loop ran {limit} iterations without its condition "
                                f"'{cond}' becoming false (the --max-iterations limit)")
         state = ec.call(body, [state])
         n += 1

@@ -127,7 +127,7 @@ def _code_fingerprint() -> bytes:
                 files.extend((f"{sub}/{p.relative_to(d).as_posix()}", p) for p in d.rglob("*.py")
                              if "__pycache__" not in p.parts)
         try:
-            from .parser.frontend import grammar_path
+            from .source import grammar_path
             files.append(("grammar/hlo.lark", grammar_path()))
         except Exception:           # no grammar: parsing fails anyway; key on its absence
             h.update(b"no grammar\0")

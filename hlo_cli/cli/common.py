@@ -53,12 +53,13 @@ def report_errors(fn):
 
 def load_module(path: str, use_cache: bool = True, with_text: bool = False):
     """Read and parse PATH ('-' for stdin); with_text=True also returns the source text."""
-    from ..parser import parse, read_source
+    from ..source import read_source
     text, name = read_source(path)
     if use_cache:
         from ..cache import cached_parse
         module = cached_parse(text, name)
     else:
+        from ..parser import parse
         module = parse(text, name)
     return (module, text) if with_text else module
 

@@ -179,9 +179,10 @@ def test_fingerprint_covers_grammar_and_sources(monkeypatch, tmp_path):
     monkeypatch.setattr(cache, "_fingerprint", None)
     base = cache._code_fingerprint()
     grammar = tmp_path / "hlo.lark"
-    grammar.write_bytes(frontend.grammar_path().read_bytes() + b"\n// changed\n")
+    from hlo_cli import source
+    grammar.write_bytes(source.grammar_path().read_bytes() + b"\n// changed\n")
     monkeypatch.setattr(cache, "_fingerprint", None)
-    monkeypatch.setattr(frontend, "grammar_path", lambda: grammar)
+    monkeypatch.setattr(source, "grammar_path", lambda: grammar)
     assert cache._code_fingerprint() != base
 
 

@@ -287,7 +287,7 @@ class _T(Transformer):
                     value = Quoted(unquote(rest), rest)
                 else:
                     value = Group("{", tuple(KV(k, Word(v)) for k, v in _SECTION_KV.findall(rest)), rest)
-                entries.append((int(num), value, x))
+                entries.append((int(num), value, Token.new_borrow_pos("INT", num, x)))
             else:
                 entries.append(x)
         return ("section", str(c[0]), entries)

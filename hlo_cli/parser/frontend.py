@@ -520,11 +520,12 @@ _SHAPE_PAT = r'[a-z][a-z0-9]*\[[^\]\n]*\](?:\{(?:[^{}=%\n"]|\{[^{}\n]*\})*\}|<[\
 _TUPLE_PAT = r"\((?:[^()\n]|\((?:[^()\n]|\([^()\n]*\))*\))*\)"
 _LINE_RE = _re.compile(
     r"(ROOT[ \t]+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + "|" + _TUPLE_PAT +
-    r")[ \t]+([a-z][\w\-]*)\(([^)]*)\)")
+    r")[ \t]+([a-z][\w\-]*)\(((?:[^()]|\([^()]*\))*)\)")
 _HEAD_RE = _re.compile(
     r"(ROOT\s+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + r")[ \t]+([a-z][\w\-]*)\($")
-_OPERAND_RE = _re.compile(r"%?[A-Za-z_][\w.\-]*|(\d+)")
-_SECTION_KV = _re.compile(r"([A-Za-z_]\w*)=(\S+?)(?=[\s}])")
+# one operand of a coarse operand list: a name, or (constant/parameter) a scalar literal
+_OPERAND_RE = _re.compile(r"(?:/\*.*?\*/\s*)?(?:(%?[A-Za-z_][\w.\-]*)(?![\w(])|([-+]?(?:\d[\w.+\-]*|inf|nan(?:\(0x[0-9a-fA-F]+\))?)))")
+_SECTION_KV = _re.compile(r"([A-Za-z_]\w*)=([^\s,}]+)")
 _STR = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 _ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR +
                           r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR + r')*\})*\})*\})*\}|[^\s{}\[\](),="<:]+)')
@@ -578,11 +579,14 @@ def _attrs_of(tok, text: str, base: int, out: list):
 
 def _operands_of(tok, text: str, base: int, args: list):
     for om in _OPERAND_RE.finditer(text):
-        n = om.group(0)
-        if om.group(1):   # parameter(N)
-            args.append(Arg("literal", text=n, tok=_part(tok, n, base + om.start(), "NUMBER")))
+        name, lit = om.group(1), om.group(2)
+        if lit is not None:   # parameter(N), constant(-1.5e3), constant(nan)
+            args.append(Arg("literal", text=lit, tok=_part(tok, lit, base + om.start(2), "NUMBER")))
+        elif name in ("inf", "nan", "true", "false"):
+            args.append(Arg("ref", name=name, tok=_part(tok, name, base + om.start(1))))
         else:
-            args.append(Arg("ref", name=n[1:] if n[0] == "%" else n, tok=_part(tok, n, base + om.start())))
+            args.append(Arg("ref", name=name[1:] if name[0] == "%" else name,
+                            tok=_part(tok, name, base + om.start(1))))
 
 
 class LineInstr:

@@ -274,6 +274,12 @@ class _ShapeReader:
                     break
             self.expect(")", "',' or ')' at the end of the tuple shape")
             return Shape.tuple_of(elems)
+        if self.peek() == "b":                 # a buffer shape b(f32[4])
+            self.take()
+            self.expect("(", "'(' after b")
+            inner = self.shape()
+            self.expect(")", "')' at the end of the buffer shape")
+            return Shape("buffer", tuple_shapes=(inner,))
         return self.array()
 
     def array_shape(self) -> Shape:

@@ -617,11 +617,18 @@ def _instruction_line(self, c):
 def _raw_from_line(tok, m):
     s = str(tok)
     shape_tok = _part(tok, m.group(3), m.start(3), "SHAPE")
+    if shape_tok.value[0] == "(":
+        try:
+            shape = _shape_text_cached(shape_tok.value)
+        except ShapeSyntaxError as e:
+            raise _ShapeTokenError(shape_tok, e) from None
+    else:
+        shape = _shape(shape_tok)
     args: list = []
     _operands_of(tok, m.group(5), m.start(5), args)
     attrs: list = []
     _attrs_of(tok, s[m.end():], m.end(), attrs)
-    return RawInstr(m.group(1) is not None, _part(tok, m.group(2), m.start(2)), _shape(shape_tok), shape_tok,
+    return RawInstr(m.group(1) is not None, _part(tok, m.group(2), m.start(2)), shape, shape_tok,
                     _part(tok, m.group(4), m.start(4)), args, attrs)
 
 

@@ -533,7 +533,7 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
             pnum = int(ops_text)
         except ValueError:
             return None
-        if pnum in params_seen:
+        if pnum in params_seen or pnum < 0:
             return None
     elif opcode == "constant":
         try:

@@ -1096,7 +1096,13 @@ def dec_frontend_attributes(v, ctx=None):
         if not isinstance(it, KV):
             raise AttrError(f"expected key=value in frontend attributes, got '{generic_text(it)}'")
         val = it.value
-        out.append((it.key, str(val) if isinstance(val, Quoted) else generic_text(val)))
+        if isinstance(val, Quoted):
+            text = str(val)
+        elif isinstance(val, Group) and val.text:
+            text = val.text          # a raw {...} dict keeps its source spelling
+        else:
+            text = generic_text(val)
+        out.append((it.key, text))
     return FrontendAttributes(tuple(out))
 
 
@@ -1127,16 +1133,33 @@ def dec_shape(v, ctx=None):
     raise AttrError(f"expected a shape, got '{generic_text(v)}'")
 
 
-def _tuple_shape(g: Group) -> Shape:
+def _shape_seq(values) -> list[Shape]:
+    """Shapes from a sequence of generic values: arrays, (tuples), and b(buffers) (a word `b`
+    followed by a parenthesized shape)."""
     shapes = []
-    for x in g.values():
+    values = list(values)
+    k = 0
+    while k < len(values):
+        x = values[k]
         if isinstance(x, Shape):
             shapes.append(x)
         elif isinstance(x, Group) and x.open == "(":
             shapes.append(_tuple_shape(x))
+        elif isinstance(x, str) and not isinstance(x, (Quoted, Sep)) and x == "b" and k + 1 < len(values) \
+                and isinstance(values[k + 1], Group) and values[k + 1].open == "(":
+            inner = _shape_seq(values[k + 1].values())
+            if len(inner) != 1:
+                raise AttrError(f"expected one shape in b(...), got '{generic_text(values[k + 1])}'")
+            shapes.append(Shape("buffer", tuple_shapes=(inner[0],)))
+            k += 1
         else:
             raise AttrError(f"expected a shape, got '{generic_text(x)}'")
-    return Shape.tuple_of(shapes)
+        k += 1
+    return shapes
+
+
+def _tuple_shape(g: Group) -> Shape:
+    return Shape.tuple_of(_shape_seq(g.values()))
 
 
 @dataclass(frozen=True)
@@ -1228,9 +1251,11 @@ def dec_buffer_donor(v, ctx=None):
 def dec_computation_layout(v, ctx=None):
     if isinstance(v, Group) and v.open == "{":
         vals = list(v.items)
-        if len(vals) == 3 and isinstance(vals[0], Group) and vals[0].open == "(" and vals[1] == "->":
-            params = tuple(dec_shape(x) for x in vals[0].values())
-            return ComputationLayout(params, dec_shape(vals[2]))
+        if len(vals) >= 3 and isinstance(vals[0], Group) and vals[0].open == "(" and vals[1] == "->":
+            params = tuple(_shape_seq(vals[0].values()))
+            result = _shape_seq(vals[2:])
+            if len(result) == 1:
+                return ComputationLayout(params, result[0])
     raise AttrError(f"expected a computation layout like {{(f32[2]{{0}})->f32[2]{{0}}}}, got '{generic_text(v)}'")
 
 

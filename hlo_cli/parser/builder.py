@@ -138,6 +138,10 @@ def build_module(raw, text: str, filename: str, known_computations=()) -> Module
         errs.add(src.keyword_before(entries[1].name_tok, "ENTRY"), f"expects only one ENTRY computation: "
                  f"'{entries[1].name}' is marked ENTRY, and so is '{entries[0].name}'", "E031")
     entry = entries[0].name if entries else raw.computations[-1].name
+    if not has_header and name == "module":
+        name = f"module_{entry}"          # XLA's name for a module without a header
+    if raw.computations and getattr(raw.computations[0], "synthesized", False):
+        attrs.setdefault("is_scheduled", True)   # XLA schedules the module it makes of a lone instruction
     # computations callable so far: those of the other pieces, then each one once it is built
     defined = _DefinedComputations(comp_names)
     for other in known_computations:
@@ -380,12 +384,13 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
             return
         for a in ri.args:
             if a.kind == "nested":
-                counter[0] += 1
                 nested = a.nested
-                nested.name = f"{nested.opcode}.nested.{counter[0]}"
+                # XLA's names: <opcode>.anon, then <opcode>.anon.1, .2, ... when taken
+                nested.name = f"{nested.opcode}.anon"
+                k = 0
                 while nested.name in names:
-                    counter[0] += 1
-                    nested.name = f"{nested.opcode}.nested.{counter[0]}"
+                    k += 1
+                    nested.name = f"{nested.opcode}.anon.{k}"
                 flatten(nested)
                 a.kind, a.name = "ref", nested.name
                 names[nested.name] = nested
@@ -802,12 +807,13 @@ def _inline_computation(group, tok, ri, aname, errs, filename, comp_names, inlin
     except HloSyntaxError as e:
         errs.items.extend(e.diagnostics)
         return None
-    cname = f"{ri.name}.{aname}"
+    # XLA names inline computations _, _.1, _.2, ...
+    cname = "_"
     everywhere = getattr(comp_names, "everywhere", comp_names)
-    k = 1
+    k = 0
     while cname in everywhere or cname in comp_names:
         k += 1
-        cname = f"{ri.name}.{aname}.{k}"
+        cname = f"_.{k}"
     name_tok = Token("NAME", cname, line=tok.line, column=tok.column)
     rc = RawComputation(False, name_tok, None, None, instrs, None)
     inline.append(_build_computation(rc, errs, filename, comp_names, inline, text))

@@ -526,7 +526,7 @@ _HEAD_RE = _re.compile(
 # one operand of a coarse operand list: a name, or (constant/parameter) a scalar literal
 _OPERAND_RE = _re.compile(r"(?:/\*.*?\*/\s*)?(?:(%?[A-Za-z_][\w.\-]*)(?![\w(])|([-+]?(?:\d[\w.+\-]*|inf|nan(?:\(0x[0-9a-fA-F]+\))?)))")
 _SECTION_KV = _re.compile(r"([A-Za-z_]\w*)=([^\s,}]+)")
-_STR = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
+_STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'      # strings may hold raw newlines
 _ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR +
                           r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR + r')*\})*\})*\})*\}|[^\s{}\[\](),="<:]+)')
 _INTS = _re.compile(r"\{[\d,\s-]*\}")

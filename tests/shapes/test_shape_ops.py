@@ -36,7 +36,7 @@ OWN = sorted({o for o, s in OPCODES.items() if s.family in ("shape", "dynamic_sh
 SAMPLES = sorted((p for d in ("ops", "syntax", "jax") for p in (ROOT / "samples" / d).glob("*.hlo")),
                  key=lambda p: (p.parent.name, p.name))
 # sample -> why it is not used here
-SKIPPED_SAMPLES = {"syntax/names.hlo": "hlo's parser does not read it yet (operand spelled `name:`)"}
+SKIPPED_SAMPLES: dict[str, str] = {}
 
 
 def _attrs(inst) -> dict:

@@ -175,7 +175,6 @@ def test_tool_version_and_code_changes_miss(cdir, parses, monkeypatch):
 
 
 def test_fingerprint_covers_grammar_and_sources(monkeypatch, tmp_path):
-    from hlo_cli.parser import frontend
     monkeypatch.setattr(cache, "_fingerprint", None)
     base = cache._code_fingerprint()
     grammar = tmp_path / "hlo.lark"

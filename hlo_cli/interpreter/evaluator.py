@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import Diagnostic, HloEvalError
 from ..ir.module import Computation, Instruction, Module
 from .registry import rule_for
-from .values import TOKEN, conforms, describe
+from .values import conforms, describe
 
 _SIDE_EFFECTS = {"outfeed", "send", "send-done", "infeed", "recv", "recv-done", "rng-get-and-update-state"}
 

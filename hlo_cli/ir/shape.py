@@ -327,7 +327,7 @@ class _ShapeReader:
             if dims_t:
                 self.fail(f"{etype} shapes have no dimensions: write {etype}[]", start)
             if self.peek() == "{" and self.peek(1) == "}":
-                self.fail(f"expected an opcode after the shape, got '{{}}' ('{{}}' is not a layout)")
+                self.fail("expected an opcode after the shape, got '{}' ('{}' is not a layout)")
             return Shape(etype)
         layout = None
         t = self.peek()

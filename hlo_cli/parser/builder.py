@@ -5,7 +5,7 @@ from ..errors import Diagnostic, HloSyntaxError
 from ..ir import opcodes as ops
 from ..ir.attributes import (AttrError, ComputationRef, Group, IntList, KV, Quoted, decoder,
                              generic_text)
-from ..ir.literal import Literal, LiteralError, parse_literal
+from ..ir.literal import LiteralError, parse_literal
 from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame,
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
@@ -376,7 +376,6 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
     roots = []
     raw_list = []
     # lift nested operand instructions out, in front of their users
-    counter = [0]
 
     def flatten(ri):
         if isinstance(ri, LineInstr):

@@ -5,15 +5,13 @@ resolves names, decodes attributes by the opcode table and produces the IR.
 """
 from __future__ import annotations
 
-import os
 import re
 from functools import lru_cache
-from pathlib import Path
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from ..errors import Diagnostic, HloInputError, HloSyntaxError
+from ..errors import Diagnostic, HloSyntaxError
 from ..source import grammar_path, read_source  # noqa: F401  (re-exported)
 from ..ir.attributes import (BackendConfig, Group, IntList, KV, Metadata, Quoted, Sep, Seq, Word,
                              unquote)

@@ -5,6 +5,6 @@ Importing this package registers every rule (each family module registers its ow
 from .registry import RULES, RuleContext, ShapeRuleError, fail, infer_shape, rule, shapes_text
 
 # family modules register their rules on import
-from . import families  # noqa: F401,E402
+from . import families  # noqa: F401,E402  (registers the rules)
 
 __all__ = ["RULES", "RuleContext", "ShapeRuleError", "fail", "infer_shape", "rule", "shapes_text"]

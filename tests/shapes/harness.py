@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from hlo_cli.ir.opcodes import OPCODES
 from hlo_cli.parser import parse
 from hlo_cli.shapes import RULES, ShapeRuleError, infer_shape, shapes_text
 from hlo_cli.shapes.registry import computation_shapes, context_for, operand_shapes

@@ -213,7 +213,6 @@ def eval_scatter(inst, args, ec):
     r = len(shape)
     ind = _index_vectors(indices, ivd)
     batch_shape = ind.shape[:-1]
-    nb = len(batch_shape)
     upd0 = updates[0]
     scatter_dims = [d for d in range(upd0.ndim) if d not in uwd]
     window_shape = tuple(upd0.shape[d] for d in uwd)

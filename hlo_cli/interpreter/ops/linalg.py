@@ -557,7 +557,6 @@ def triangular_solve(a: np.ndarray, b: np.ndarray, left: bool, lower: bool, unit
                 full[..., blk.shape[-1]:, blk.shape[-1]:] = np.eye(pad, dtype=a.dtype)
                 blk = full
             invs.append(_invert_unit_blocks(blk, lower))
-        m = b.shape[-1] if left else b.shape[-2]
         backward = left ^ lower ^ transpose
         tr = (lambda v: np.swapaxes(v, -1, -2)) if transpose else (lambda v: v)
         x = None

@@ -7,18 +7,15 @@ fragment) per opcode, written as small HLO modules; every message follows the ho
 """
 from __future__ import annotations
 
-import re
-from pathlib import Path
 
 import pytest
 
-from hlo_cli.ir.shape import parse_shape_text
+from .rules_harness import S, TEMPLATE, RuleTests, context, opcode_of, samples  # noqa: F401
+
 from hlo_cli.parser import parse
 from hlo_cli.shapes import RULES, infer_shape
-from hlo_cli.shapes.registry import RuleContext, ShapeRuleError, computation_shapes, context_for, operand_shapes
+from hlo_cli.shapes.registry import RuleContext, ShapeRuleError, computation_shapes, operand_shapes
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = re.compile(r"^[a-z][a-z0-9-]*: \S.* must .+, got .* for \(.*\)$", re.S)
 
 OPCODES = ("reduce", "reduce-window", "select-and-scatter", "map", "sort", "topk", "scan")
 
@@ -32,48 +29,6 @@ XLA_REJECTS = {
 
 
 # ----------------------------------------------------------------------------- harness
-
-def _context(module, inst, comps) -> RuleContext:
-    ctx = context_for(module, inst, comps)
-    # XLA's module config: replica_count / num_partitions default to 1
-    ctx.replica_count = module.attrs.get("replica_count", 1)
-    ctx.num_partitions = module.attrs.get("num_partitions", 1)
-    return ctx
-
-
-def _samples(opcodes):
-    rx = re.compile(r"(?<![\w.%-])(?:" + "|".join(re.escape(o) for o in opcodes) + r")\(")
-    return [p for d in ("ops", "syntax", "jax") for p in sorted((ROOT / "samples" / d).glob("*.hlo"))
-            if rx.search(p.read_text(errors="replace"))]
-
-
-def _check_sample(path: Path, opcodes) -> int:
-    module = parse(path.read_text(), str(path))
-    comps = computation_shapes(module)
-    checked, problems = 0, []
-    for comp in module.computations:
-        for inst in comp.instructions:
-            if inst.opcode not in opcodes:
-                continue
-            key = f"{path.parent.name}/{path.name}:{inst.name}"
-            try:
-                got = infer_shape(inst.opcode, operand_shapes(comp, inst), inst.attrs, _context(module, inst, comps))
-            except ShapeRuleError as e:
-                if key not in XLA_REJECTS:
-                    problems.append(f"{key}: {e}")
-                checked += 1
-                continue
-            if inst.shape is None:      # left to inference by the text: the rule must just succeed
-                checked += 1
-                continue
-            same = got.without_layout() == inst.shape.without_layout()
-            if key in XLA_REJECTS and same:
-                problems.append(f"{key}: accepted, but XLA rejects it: {XLA_REJECTS[key]}")
-            elif key not in XLA_REJECTS and not same:
-                problems.append(f"{key}: inferred {got.to_str(False)}, declared {inst.shape.to_str(False)}")
-            checked += 1
-    assert not problems, "\n".join(problems)
-    return checked
 
 
 COMPS = {
@@ -102,36 +57,9 @@ COMPS = {
     "row_double": "row_double {\n  x = f32[3] parameter(0)\n  ROOT d = f32[3] add(x, x)\n}",
 }
 
-
-def _module(operands, line, comps=(), header=""):
-    params = "\n".join(f"  p{i} = {s} parameter({i})" for i, s in enumerate(operands))
-    bodies = "\n\n".join(COMPS[c] for c in comps)
-    return f"HloModule t{header}\n\n{bodies}\n\nENTRY main {{\n{params}\n  ROOT r = {line}\n}}\n"
-
-
-def infer(operands, line, comps=(), header=""):
-    module = parse(_module(operands, line, comps, header))
-    entry = module.entry_computation
-    root = entry.root_instruction
-    return infer_shape(root.opcode, operand_shapes(entry, root), root.attrs,
-                       _context(module, root, computation_shapes(module)))
-
-
-def expect_error(fragment, operands, line, comps=(), header=""):
-    with pytest.raises(ShapeRuleError) as info:
-        infer(operands, line, comps, header)
-    msg = str(info.value)
-    assert fragment in msg, msg
-    assert TEMPLATE.match(msg), f"not in the house template: {msg}"
-    assert msg.startswith(opcode_of(line) + ":"), msg
-
-
-def opcode_of(line: str) -> str:
-    return re.search(r"\s([a-z][a-z0-9-]*)\((?:p\d|\))", " " + line).group(1)
-
-
-def S(text):
-    return parse_shape_text(text)
+_H = RuleTests(COMPS, XLA_REJECTS)
+_context, _samples, _check_sample = context, samples, _H.check_sample
+_module, infer, expect_error = _H.module, _H.infer, _H.expect_error
 
 
 # ----------------------------------------------------------------------------- valid cases

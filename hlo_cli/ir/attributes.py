@@ -130,24 +130,36 @@ class Seq:
     items: tuple
 
 
-def quote(s: str) -> str:
+def cescape(s: str) -> str:
+    """absl::CEscape as XLA uses it for quoted strings, on characters rather than bytes.
+
+    Characters from U+0080 up are written as they are (the IR's strings are text,
+    and the parser reads an octal escape as one code point, not one byte)."""
     out = []
     for ch in s:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
+        o = ord(ch)
+        if ch == "\n":
             out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
         elif ch == "\r":
             out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7f:
-            out.append("\\%03o" % ord(ch))
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "'":
+            out.append("\\'")
+        elif ch == "\\":
+            out.append("\\\\")
+        elif o < 0x20 or o == 0x7F:
+            out.append("\\%03o" % o)
         else:
             out.append(ch)
-    return '"' + "".join(out) + '"'
+    return "".join(out)
+
+
+def quote(s: str) -> str:
+    """`s` as a quoted HLO string."""
+    return '"' + cescape(s) + '"'
 
 
 _ESC = re.compile(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)", re.S)

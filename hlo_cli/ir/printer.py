@@ -41,6 +41,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+from .attributes import cescape, quote  # noqa: F401  (cescape re-exported)
 from .attributes import (ComputationLayout, ComputationRef, Enum, FrontendAttributes,
                          InlineComputation, RawValue, Sharding, attr_text)
 from .literal import format_literal
@@ -53,37 +54,6 @@ __all__ = ["format_module", "format_computation", "format_instruction", "format_
 
 
 # ----------------------------------------------------------------------------- strings
-
-def cescape(s: str) -> str:
-    """absl::CEscape as XLA uses it for quoted strings, on characters rather than bytes.
-
-    Characters from U+0080 up are written as they are (the IR's strings are text,
-    and the parser reads an octal escape as one code point, not one byte)."""
-    out = []
-    for ch in s:
-        o = ord(ch)
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "'":
-            out.append("\\'")
-        elif ch == "\\":
-            out.append("\\\\")
-        elif o < 0x20 or o == 0x7F:
-            out.append("\\%03o" % o)
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def _quoted(s: str) -> str:
-    return '"' + cescape(s) + '"'
-
 
 def lexes_as_json_dict(s: str) -> bool:
     """XLA's LexesAsJsonDict: `{`, balanced braces (skipping "strings"), `}`, then nothing."""
@@ -294,7 +264,7 @@ def _frontend_attributes(fa: FrontendAttributes) -> str:
     # re-ordered print would not read back as the same module.  (XLA-printed input is sorted.)
     parts = []
     for k, v in fa.items:
-        parts.append(f"{k}={v}" if _raw_dict_ok(v) else f"{k}={_quoted(v)}")
+        parts.append(f"{k}={v}" if _raw_dict_ok(v) else f"{k}={quote(v)}")
     return "{" + ",".join(parts) + "}"
 
 
@@ -485,7 +455,7 @@ def format_attribute_value(name: str, value: Any, opts: _Opts | None = None) -> 
     if isinstance(value, Shape):
         return format_shape(value)
     if isinstance(value, str) and not isinstance(value, Enum):
-        return _quoted(value)
+        return quote(value)
     if isinstance(value, RawValue):
         respace = _RAW_TEXT.get(name)
         if respace is not None:
@@ -602,7 +572,7 @@ def format_computation(comp: Computation, *, percent: bool = True, operand_shape
                                                _opts=opts))
     close = "}"
     if comp.execution_thread is not None:
-        close += f", execution_thread={_quoted(comp.execution_thread)}"
+        close += f", execution_thread={quote(comp.execution_thread)}"
     lines.append(close)
     return "\n".join(lines)
 
@@ -619,9 +589,9 @@ def _header(module: Module, opts: _Opts) -> str:
 
 def _stack_frames(sf: StackFrames) -> str:
     out = ["FileNames"]
-    out += [f"{k} {_quoted(v)}" for k, v in sf.file_names.items()]
+    out += [f"{k} {quote(v)}" for k, v in sf.file_names.items()]
     out += ["", "FunctionNames"]
-    out += [f"{k} {_quoted(v)}" for k, v in sf.function_names.items()]
+    out += [f"{k} {quote(v)}" for k, v in sf.function_names.items()]
     out += ["", "FileLocations"]
     out += [f"{k} {{file_name_id={l.file_name_id} function_name_id={l.function_name_id} line={l.line} "
             f"end_line={l.end_line} column={l.column} end_column={l.end_column}}}"

@@ -13,7 +13,6 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from hlo_cli.checker import check_module
 from hlo_cli.errors import HloError
@@ -23,11 +22,8 @@ from hlo_cli.parser import parse
 from hlo_cli.shapes import RULES, infer_shape
 from hlo_cli.shapes.registry import computation_shapes, context_for
 
-try:
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-except ImportError:          # the property test below is skipped; the samples test still runs
-    st = None
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 JAX = sorted((ROOT / "samples" / "jax").glob("*.hlo"))
@@ -195,7 +191,7 @@ def _s(t, dims):
 
 
 def _composite(fn):
-    return st.composite(fn) if st is not None else fn
+    return st.composite(fn)
 
 
 @_composite
@@ -346,8 +342,6 @@ def test_generator_has_enough_opcodes():
 
 
 def test_law_on_generated_modules():
-    if st is None:
-        pytest.skip("hypothesis is not installed (pip install hlo-cli[test])")
     stats = Counter()
 
     @settings(max_examples=150, deadline=None, derandomize=True,

@@ -3,6 +3,7 @@ samples to check, inference of every instruction of a sample, and XLA's own verd
 (parsed, converted to StableHLO and compiled for the CPU, which runs XLA's HLO verifier)."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -21,8 +22,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SAMPLES = sorted((p for d in ("ops", "syntax", "jax") for p in (ROOT / "samples" / d).glob("*.hlo")),
                  key=lambda p: (p.parent.name, p.name))
-# sample -> why it is not used here
-SKIPPED_SAMPLES: dict[str, str] = {}
+
+
+@functools.lru_cache(maxsize=1)
+def opcodes_in_samples() -> frozenset[str]:
+    """Every opcode some sample uses (parsed once for all the families' tests)."""
+    seen: set[str] = set()
+    for path in SAMPLES:
+        for comp in parse(path.read_text()).computations:
+            seen.update(i.opcode for i in comp.instructions)
+    return frozenset(seen)
 
 
 def _attrs(inst) -> dict:

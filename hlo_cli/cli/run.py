@@ -82,14 +82,6 @@ def _load_reference(path: str) -> dict:
 
 # ----------------------------------------------------------------------------- statistics
 
-def _float_view(a):
-    """(array as float64 or complex128, kind) for statistics; ml_dtypes floats widen exactly."""
-    import numpy as np
-    if a.dtype.kind == "c":
-        return a.astype(np.complex128)
-    return a.astype(np.float64)
-
-
 def _is_intlike(a) -> bool:
     import numpy as np
     if a.dtype.kind in "iu":

@@ -544,13 +544,6 @@ def parse_literal(text: str, shape: Shape) -> Literal:
     return lit
 
 
-def convert_values(tokens, shape: Shape) -> np.ndarray:
-    """Values written as separate tokens (e.g. ['1', '2'], or (re, im) pairs) -> an array of the shape."""
-    toks = [f"({t[0]}, {t[1]})" if isinstance(t, tuple) else str(t) for t in tokens]
-    text = _nest(toks, shape.dims) if shape.rank else toks[0]
-    return parse_literal(text, shape).value
-
-
 def _nest(tokens, dims) -> str:
     it = iter(tokens)
 

@@ -353,22 +353,6 @@ def _after_sections(src, raw):
     return src.eof()
 
 
-def _kv_ints(value) -> dict[str, int]:
-    if isinstance(value, IntList) and not value:
-        return {}
-    if not (isinstance(value, Group) and value.open == "{"):
-        raise AttrError(f"expected {{key=value ...}}, got '{generic_text(value)}'")
-    out = {}
-    for it in value.values():
-        if not isinstance(it, KV):
-            raise AttrError(f"expected key=value, got '{generic_text(it)}'")
-        try:
-            out[it.key] = int(str(it.value))
-        except ValueError:
-            raise AttrError(f"{it.key} must be an integer, got '{generic_text(it.value)}'") from None
-    return out
-
-
 def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, text) -> Computation:
     src = _source(errs, text)
     instrs: list[Instruction] = []

@@ -120,9 +120,6 @@ class _T(Transformer):
         return Shape.tuple_of(_shape(x) for x in c if x is not None)
 
     # generic attribute values
-    def WORD(self, t):  # pragma: no cover - tokens are not visited (visit_tokens=False)
-        return Word(t)
-
     def brace(self, c):
         l, r = c[0], c[-1]
         return Group("{", tuple(_val(x) for x in c[1:-1]), self.text[l.start_pos:r.end_pos])
@@ -348,13 +345,8 @@ def _parser() -> tuple[Lark, _T]:
     t = _T()
     lark = Lark(grammar_path().read_text(), parser="lalr", lexer="contextual", start=["start", "attr_value"],
                 maybe_placeholders=True, propagate_positions=False, transformer=t,
-                cache=_cache_file())
+                cache=True)   # Lark keeps the LALR tables in its own cache file
     return lark, t
-
-
-def _cache_file():
-    # Lark caches its LALR tables; put them with ours when a cache dir is configured.
-    return True
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -402,7 +394,7 @@ def _line_of(text: str, line: int) -> str:
     return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
-def parse(text: str, filename: str = "<string>", *, check_attrs: bool = True):
+def parse(text: str, filename: str = "<string>"):
     """Parse HLO text into a Module.  Raises HloSyntaxError with located diagnostics."""
     from ..gcpause import NoGC
     from .builder import build_module

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import Diagnostic, HloEvalError
 from ..ir.module import Computation, Instruction, Module
+from .compiler import compiled, run_compiled
 from .registry import rule_for
 from .values import conforms, describe
 
@@ -136,7 +137,7 @@ class EvalContext:
 
     def __init__(self, module: Module, options: RunOptions | None = None,
                  hook: Callable[[InstructionEvent], None] | None = None,
-                 progress: Callable[[int], None] | None = None):
+                 progress: Callable[[int], None] | None = None, compiled_ok: bool = True):
         self.module = module
         self.options = options or RunOptions()
         self.hook = hook
@@ -151,6 +152,7 @@ class EvalContext:
         self._counts: dict[tuple[str, str], int] = {}
         self._comps = module.computation_map
         self.depth = 0
+        self.compiled = compiled_ok
 
     # -- called computations --------------------------------------------------
     def plan(self, name: str) -> _Plan:
@@ -163,7 +165,10 @@ class EvalContext:
         return p
 
     def call(self, name: str, args) -> Any:
-        """Run computation `name` on `args` (one value per parameter) and return its root's value."""
+        """Run computation `name` on `args` (one value per parameter) and return its root's value.
+        Without a hook it runs compiled (compiler.py); with one, instruction by instruction."""
+        if self.hook is None and self.compiled:
+            return run_compiled(self, compiled(self.module, name, self.options.check_values), args)
         return self._run(self.plan(name), list(args), check=self.options.check_values, hook=True)
 
     def apply(self, name: str, args) -> Any:
@@ -234,7 +239,9 @@ class EvalContext:
             self.depth -= 1
 
 
-def run_module(module: Module, args, options: RunOptions | None = None, hook=None, progress=None):
-    """Run the entry computation of `module` on `args` (values in parameter order)."""
-    ec = EvalContext(module, options, hook, progress)
+def run_module(module: Module, args, options: RunOptions | None = None, hook=None, progress=None,
+               compiled: bool = True):
+    """Run the entry computation of `module` on `args` (values in parameter order).  `compiled`
+    False runs every instruction through the generic loop (the reference the tests compare with)."""
+    ec = EvalContext(module, options, hook, progress, compiled)
     return ec.call(module.entry, args)

@@ -1,0 +1,394 @@
+"""Specialised evaluation of the common instructions, chosen once per instruction at compile time
+(hlo_cli/interpreter/compiler.py) from its static shapes and element types.
+
+Each callable computes exactly what the instruction's evaluation rule computes (the rules stay the
+reference: everything not handled here runs through them):
+
+* f32/f64 add, subtract, multiply, divide: the NumPy ufunc with XLA CPU's DAZ on operands that may
+  hold subnormals and FTZ on the result, and the NaN signs the rule gives (the full rule runs when
+  a result holds a NaN or a value below the smallest normal, which the common case checks with one
+  pass: the minimum of |result|);
+* integer and pred arithmetic and bit operations of the native widths (NumPy wraps like XLA);
+* shifts: NumPy's shifts already give XLA's results for amounts >= the width or negative (0, or the
+  sign for arithmetic right shifts), so they run directly, the logical/arithmetic pattern read
+  through a same-width view;
+* compare (FLOAT of clean operands, integers, pred), select with an array predicate;
+* broadcast, reshape, transpose, copy, get-tuple-element, tuple, call: their decoding done once.
+
+"Clean" values -- f32/f64 arrays known to hold no subnormals (results of FTZ arithmetic, constants
+checked at compile time, and the shape ops of clean values) -- skip the DAZ pass.
+
+Constants and the pure ops applied only to constants are folded at compile time (``fold_constant``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import rule_for
+from .values import conforms, np_dtype
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+_TINY = {F32: np.float32(2.0 ** -126), F64: np.float64(2.0 ** -1022)}
+_FLUSHED = {F32, F64, np.dtype(np.complex64), np.dtype(np.complex128)}
+ndarray = np.ndarray
+
+# opcodes folded when every operand is a compile-time constant (pure, no EvalContext needed)
+_FOLDABLE = frozenset("""constant broadcast reshape transpose convert iota slice concatenate reverse pad
+bitcast copy bitcast-convert add subtract multiply divide negate abs maximum minimum compare select and or
+xor not shift-left shift-right-logical shift-right-arithmetic exponential log sqrt rsqrt tanh
+logistic floor ceil sign clamp round-nearest-even round-nearest-afz""".split())
+_FOLD_MAX_ELEMENTS = 1 << 16      # larger folded values only when they are broadcast views
+
+
+class Fast:
+    """A specialised step: ``fn(*operands)`` (``fn(ec, *operands)`` if needs_ec), or an `inline`
+    expression template over the operand variables; `clean` = the result holds no subnormals."""
+    __slots__ = ("fn", "inline", "needs_ec", "clean")
+
+    def __init__(self, fn=None, inline=None, needs_ec=False, clean=False):
+        self.fn, self.inline, self.needs_ec, self.clean = fn, inline, needs_ec, clean
+
+
+class Static:
+    """What compile time knows about the steps compiled so far."""
+
+    def __init__(self, comp):
+        self.comp = comp
+        self.const: dict[int, object] = {}
+        self.clean: dict[int, bool] = {}
+        self.insts: dict[int, object] = {}
+
+    def node(self, j):
+        return self.insts[j]
+
+    def record(self, k, inst, value, fast: Fast | None = None):
+        self.insts[k] = inst
+        if value is not None:
+            self.const[k] = value
+            self.clean[k] = not _may_hold_subnormals(value)
+        elif fast is not None:
+            self.clean[k] = fast.clean
+        else:
+            self.clean[k] = not _flushing(inst.shape)
+
+
+def _flushing(shape) -> bool:
+    if shape.is_tuple:
+        return True
+    try:
+        return np_dtype(shape) in _FLUSHED or shape.element_type == "bf16"
+    except Exception:                      # tokens, opaque
+        return False
+
+
+def _may_hold_subnormals(value) -> bool:
+    if not isinstance(value, np.ndarray):
+        return True
+    dt = value.dtype
+    if dt not in _FLUSHED:
+        return dt.kind == "V"              # bf16 and friends: do not vouch
+    if dt.kind == "c":
+        return _may_hold_subnormals(value.real) or _may_hold_subnormals(value.imag)
+    a = np.abs(value)
+    return bool(((a < _TINY[dt]) & (a > 0)).any())
+
+
+# ============================================================================ constant folding
+
+def fold_constant(inst, operand_values):
+    """The value of `inst` if it is pure and all its operands are compile-time constants, else None."""
+    op = inst.opcode
+    if op not in _FOLDABLE or any(v is None for v in operand_values):
+        return None
+    if op == "constant" and (inst.literal is None or inst.literal.elided):
+        return None
+    if inst.shape.is_tuple or inst.shape.is_dynamic:
+        return None
+    rule = rule_for(op)
+    if rule is None:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            value = rule(inst, list(operand_values), None)
+    except Exception:                       # left to run time, where errors are reported
+        return None
+    if not isinstance(value, np.ndarray) or conforms(value, inst.shape) is not None:
+        return None
+    if value.size > _FOLD_MAX_ELEMENTS and 0 not in value.strides:
+        return None
+    if value.flags.writeable:
+        value = value.view()
+        value.flags.writeable = False
+    return value
+
+
+# ============================================================================ helpers
+
+def _shape_dtype(inst):
+    s = inst.shape
+    if s.is_tuple or s.is_dynamic:
+        return None
+    try:
+        return np_dtype(s)
+    except Exception:
+        return None
+
+
+def _operand_dtypes(ops, st):
+    return [_shape_dtype(st.node(j)) for j in ops]
+
+
+def _flush_full(r, tiny):
+    """Subnormals of a float array replaced by zeros of their sign."""
+    a = np.abs(r)
+    sub = (a < tiny) & (a > 0)
+    if sub.any():
+        r = np.where(sub, r * r.dtype.type(0), r)
+    return r
+
+
+def _daz(x):
+    tiny = _TINY[x.dtype]
+    if x.size and not (np.abs(x).min() >= tiny):
+        return _flush_full(x, tiny)
+    return x
+
+
+def _scalar_safe(fn, rank0):
+    if not rank0:
+        return fn
+    return lambda *a: np.asarray(fn(*a))
+
+
+# ============================================================================ float arithmetic
+
+def _float_arith(opcode, ufunc):
+    def prep(inst, ops, st):
+        dt = _shape_dtype(inst)
+        if dt not in _TINY or len(ops) != 2 or any(d != dt for d in _operand_dtypes(ops, st)):
+            return None
+        tiny = _TINY[dt]
+        rule = rule_for(opcode)
+        daz_a, daz_b = not st.clean[ops[0]], not st.clean[ops[1]]
+
+        def slow(a, b):                                  # NaN or a small result: the rule decides
+            return rule(inst, [a, b], None)
+
+        def fn(a, b):
+            r = ufunc(_daz(a) if daz_a else a, _daz(b) if daz_b else b)
+            if r.__class__ is not ndarray:
+                r = np.asarray(r)
+            if r.size:
+                m = np.abs(r)
+                low = m.min()                            # NaN if a NaN is present
+                if not low >= tiny and not (low == 0 and not ((m < tiny) & (m > 0)).any()):
+                    return slow(a, b)
+            return r
+        return Fast(fn, clean=True)
+    return prep
+
+
+# ============================================================================ integers and pred
+
+_INT_UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "and": np.bitwise_and,
+               "or": np.bitwise_or, "xor": np.bitwise_xor}
+_PRED_UFUNCS = {"add": np.logical_or, "multiply": np.logical_and, "and": np.logical_and,
+                "or": np.logical_or, "xor": np.logical_xor}
+_UNSIGNED = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+_SIGNED = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
+
+
+def _int_binary(opcode):
+    def prep(inst, ops, st):
+        dt = _shape_dtype(inst)
+        if dt is None or len(ops) != 2 or any(d != dt for d in _operand_dtypes(ops, st)):
+            return None
+        rank0 = inst.shape.rank == 0
+        if dt.kind in "iu":
+            uf = _INT_UFUNCS.get(opcode)
+        elif dt.kind == "b":
+            uf = _PRED_UFUNCS.get(opcode)
+        else:
+            return None
+        if uf is None:
+            return None
+        return Fast(_scalar_safe(uf, rank0), clean=True)
+    return prep
+
+
+def _arith(opcode, ufunc):
+    fprep, iprep = _float_arith(opcode, ufunc), _int_binary(opcode)
+
+    def prep(inst, ops, st):
+        dt = _shape_dtype(inst)
+        if dt in _TINY:
+            return fprep(inst, ops, st)
+        return iprep(inst, ops, st)
+    return prep
+
+
+def _shift(kind):
+    def prep(inst, ops, st):
+        dt = _shape_dtype(inst)
+        if dt is None or dt.kind not in "iu" or any(d != dt for d in _operand_dtypes(ops, st)):
+            return None
+        rank0 = inst.shape.rank == 0
+        if kind == "left":
+            fn = np.left_shift
+        else:
+            want = _UNSIGNED if kind == "logical" else _SIGNED
+            view = want[dt.itemsize]
+            if view == dt:
+                fn = np.right_shift
+            else:
+                def fn(a, b, view=view, dt=dt):
+                    return np.right_shift(a.view(view), b.view(view)).view(dt)
+        return Fast(_scalar_safe(fn, rank0), clean=True)
+    return prep
+
+
+def _not(inst, ops, st):
+    dt = _shape_dtype(inst)
+    if dt is None or _operand_dtypes(ops, st)[0] != dt:
+        return None
+    if dt.kind == "b":
+        fn = np.logical_not
+    elif dt.kind in "iu":
+        fn = np.invert
+    else:
+        return None
+    return Fast(_scalar_safe(fn, inst.shape.rank == 0), clean=True)
+
+
+def _negate(inst, ops, st):
+    dt = _shape_dtype(inst)
+    if dt is None or _operand_dtypes(ops, st)[0] != dt or not (dt.kind in "iu" or dt in _TINY):
+        return None
+    return Fast(_scalar_safe(np.negative, inst.shape.rank == 0), clean=st.clean[ops[0]])
+
+
+# ============================================================================ compare, select
+
+_COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
+            "GT": np.greater, "GE": np.greater_equal}
+
+
+def _compare(inst, ops, st):
+    dts = _operand_dtypes(ops, st)
+    dt = dts[0]
+    if dt is None or dts[1] != dt:
+        return None
+    direction = str(inst.attrs.get("direction"))
+    uf = _COMPARE.get(direction)
+    ctype = inst.attrs.get("type")
+    ctype = None if ctype is None else str(ctype)
+    if uf is None or ctype == "TOTALORDER":
+        return None
+    rank0 = inst.shape.rank == 0
+    if dt in _TINY:
+        if ctype not in (None, "FLOAT"):
+            return None
+        daz_a, daz_b = not st.clean[ops[0]], not st.clean[ops[1]]
+        if daz_a or daz_b:
+            def fn(a, b):
+                return uf(_daz(a) if daz_a else a, _daz(b) if daz_b else b)
+        else:
+            fn = uf
+    elif dt.kind in "iub":
+        fn = uf                                         # the rule compares integers by their dtype
+    else:
+        return None
+    return Fast(_scalar_safe(fn, rank0), clean=True)
+
+
+def _select(inst, ops, st):
+    dts = _operand_dtypes(ops, st)
+    p = st.node(ops[0])
+    if p.shape.is_tuple or p.shape.rank == 0 or dts[0] != np.dtype(bool):
+        return None
+    dt = _shape_dtype(inst)
+    if dt is None or dts[1] != dt or dts[2] != dt:
+        return None
+    clean = st.clean[ops[1]] and st.clean[ops[2]]
+    if dt.kind in "iubfc":
+        return Fast(np.where, clean=clean)
+    return Fast(lambda c, t, f: np.where(c, t, f).astype(dt, copy=False), clean=clean)
+
+
+# ============================================================================ shape ops and plumbing
+
+def _broadcast(inst, ops, st):
+    src = st.node(ops[0]).shape
+    if inst.shape.is_dynamic or src.is_dynamic or src.is_tuple:
+        return None
+    dims = tuple(inst.attrs.get("dimensions") or ())
+    order = sorted(range(len(dims)), key=lambda k: dims[k])
+    perm = None if order == list(range(len(dims))) else tuple(order)
+    sdims = [dims[k] for k in order]
+    out = tuple(inst.shape.dims)
+    view = [1] * len(out)
+    for k, d in enumerate(sdims):
+        view[d] = src.dims[order[k]]
+    view = tuple(view)
+    bt = np.broadcast_to
+    if perm is None:
+        fn = (lambda x: bt(x.reshape(view), out))
+    else:
+        fn = (lambda x: bt(x.transpose(perm).reshape(view), out))
+    return Fast(fn, clean=st.clean[ops[0]])
+
+
+def _reshape(inst, ops, st):
+    if inst.shape.is_dynamic or st.node(ops[0]).shape.is_dynamic:
+        return None
+    dims = tuple(inst.shape.dims)
+    return Fast(lambda x: x.reshape(dims), clean=st.clean[ops[0]])
+
+
+def _transpose(inst, ops, st):
+    perm = tuple(inst.attrs["dimensions"])
+    return Fast(lambda x: x.transpose(perm), clean=st.clean[ops[0]])
+
+
+def _identity(inst, ops, st):
+    return Fast(inline="{0}", clean=st.clean[ops[0]])
+
+
+def _gte(inst, ops, st):
+    return Fast(inline="{0}[%d]" % int(inst.attrs["index"]), clean=not _flushing(inst.shape))
+
+
+def _tuple(inst, ops, st):
+    return Fast(inline="(" + "".join("{%d}, " % i for i in range(len(ops))) + ")", clean=True)
+
+
+def _call(inst, ops, st):
+    name = inst.attrs["to_apply"].name
+
+    def fn(ec, *args):
+        return ec.call(name, args)
+    return Fast(fn, needs_ec=True, clean=not _flushing(inst.shape))
+
+
+_PREPARERS = {
+    "add": _arith("add", np.add), "subtract": _arith("subtract", np.subtract),
+    "multiply": _arith("multiply", np.multiply), "divide": _float_arith("divide", np.divide),
+    "and": _int_binary("and"), "or": _int_binary("or"), "xor": _int_binary("xor"),
+    "shift-left": _shift("left"), "shift-right-logical": _shift("logical"),
+    "shift-right-arithmetic": _shift("arithmetic"),
+    "not": _not, "negate": _negate, "compare": _compare, "select": _select,
+    "broadcast": _broadcast, "reshape": _reshape, "transpose": _transpose,
+    "copy": _identity, "opt-barrier": _identity,
+    "get-tuple-element": _gte, "tuple": _tuple, "call": _call,
+}
+
+
+def prepare(inst, ops, st) -> Fast | None:
+    """A specialised step for `inst` (operand steps `ops`), or None for its evaluation rule."""
+    p = _PREPARERS.get(inst.opcode)
+    if p is None:
+        return None
+    try:
+        return p(inst, ops, st)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return None                          # unusual attributes: the rule reports them at run time

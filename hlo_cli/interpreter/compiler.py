@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..ir.module import Computation, Module
-from .fastpaths import Static, fold_constant, prepare
+from .fastpaths import ELEMENT, FOLDED, PURE, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
 from .values import conforms, describe
 
 _EVAL_ERRORS = (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
@@ -41,13 +41,110 @@ _counter = itertools.count()
 _CACHE: dict[int, dict] = {}
 
 
-class Compiled:
-    """One computation as a Python function ``fn(ec, args) -> root value``."""
-    __slots__ = ("comp", "fn", "code", "steps", "line_step", "n_params")
+# a computation is turned into Python code once it has run this many times (loop bodies, called
+# computations); before that, and for the entry computation, its steps run in a loop
+HOT_CALLS = 4
 
-    def __init__(self, comp: Computation, fn, code, steps, line_step, n_params):
-        self.comp, self.fn, self.code = comp, fn, code
-        self.steps, self.line_step, self.n_params = steps, line_step, n_params
+
+class Compiled:
+    """One computation prepared for fast runs: `steps`, each (kind, payload, operand slots, step,
+    instruction, check, slots to free), run by a loop; after HOT_CALLS runs also `fn`, the same
+    steps as generated Python code ``fn(ec, args) -> root value``."""
+    __slots__ = ("comp", "steps", "params", "root", "n", "check", "calls", "fn", "code", "line_step")
+
+    def __init__(self, comp: Computation, steps, params, root, n, check):
+        self.comp, self.steps, self.params, self.root, self.n = comp, steps, params, root, n
+        self.check = check
+        self.calls = 0
+        self.fn = self.code = None
+        self.line_step: dict[int, int] = {}
+
+    # -- tier 1: a loop over the steps --------------------------------------------------
+    def run_steps(self, ec, args):
+        vals = [None] * self.n
+        for pnum, slot in self.params:
+            vals[slot] = args[pnum]
+        ndarray = np.ndarray
+        step = None
+        try:
+            for step in self.steps:
+                kind, pay, ops, k, inst, ex, free = step
+                if kind == PURE:
+                    v = pay(*[vals[j] for j in ops])
+                elif kind == RULE:
+                    v = pay(inst, [vals[j] for j in ops], ec)
+                elif kind == FOLDED:
+                    v = pay
+                elif kind == ELEMENT:
+                    v = vals[ops[0]][pay]
+                elif kind == WITH_EC:
+                    v = pay(ec, *[vals[j] for j in ops])
+                elif kind == TUPLE:
+                    v = tuple([vals[j] for j in ops])
+                else:
+                    v = vals[ops[0]]
+                if ex is not None:
+                    if ex.__class__ is tuple:
+                        if v.__class__ is not ndarray or v.dtype != ex[0] or v.shape != ex[1]:
+                            _bad(inst, v)
+                    elif conforms(v, ex) is not None:
+                        _bad(inst, v)
+                vals[k] = v
+                for j in free:
+                    vals[j] = None
+        except HloEvalError as e:
+            if not e.diagnostics and step is not None:
+                e.diagnostics = [_diag(step[4], f"{step[4].name}: {e}", "R010")]
+            raise
+        except _EVAL_ERRORS as e:
+            raise _located(step[4], e) from e
+        return vals[self.root]
+
+    # -- tier 2: generated code -----------------------------------------------------------
+    def generate(self):
+        ns: dict = {"ndarray": np.ndarray, "_bad": _bad, "_conforms": conforms}
+        lines = ["def run(ec, args):"]
+        for pnum, slot in self.params:
+            lines.append(f"    v{slot} = args[{pnum}]")
+        for kind, pay, ops, k, inst, ex, free in self.steps:
+            args = ", ".join(f"v{j}" for j in ops)
+            if kind == FOLDED:
+                ns[f"K{k}"] = pay
+                code = f"v{k} = K{k}"
+            elif kind == PURE:
+                ns[f"F{k}"] = pay
+                code = f"v{k} = F{k}({args})"
+            elif kind == WITH_EC:
+                ns[f"F{k}"] = pay
+                code = f"v{k} = F{k}(ec, {args})"
+            elif kind == RULE:
+                ns[f"R{k}"], ns[f"I{k}"] = pay, inst
+                code = f"v{k} = R{k}(I{k}, [{args}], ec)"
+            elif kind == ELEMENT:
+                code = f"v{k} = v{ops[0]}[{pay}]"
+            elif kind == TUPLE:
+                code = f"v{k} = ({args},)" if ops else f"v{k} = ()"
+            else:
+                code = f"v{k} = v{ops[0]}"
+            self.line_step[len(lines) + 1] = k
+            lines.append("    " + code)
+            if ex is not None:
+                ns[f"I{k}"] = inst
+                if ex.__class__ is tuple:
+                    ns[f"D{k}"], ns[f"S{k}"] = ex
+                    cond = f"v{k}.__class__ is not ndarray or v{k}.dtype != D{k} or v{k}.shape != S{k}"
+                else:
+                    ns[f"H{k}"] = ex
+                    cond = f"_conforms(v{k}, H{k}) is not None"
+                self.line_step[len(lines) + 1] = k
+                lines.append(f"    if {cond}: _bad(I{k}, v{k})")
+            if free:
+                lines.append("    del " + ", ".join(f"v{j}" for j in free))
+        lines.append(f"    return v{self.root}")
+        filename = f"<hlo computation {self.comp.name} #{next(_counter)}>"
+        exec(compile("\n".join(lines), filename, "exec"), ns)
+        self.fn = ns["run"]
+        self.code = self.fn.__code__
 
     def step_at(self, tb):
         """The instruction whose line of generated code raised (from a traceback), or None."""
@@ -56,16 +153,28 @@ class Compiled:
             if tb.tb_frame.f_code is self.code:
                 k = self.line_step.get(tb.tb_lineno)
                 if k is not None:
-                    inst = self.steps[k]
+                    inst = self.by_step(k)
             tb = tb.tb_next
         return inst
 
+    def by_step(self, k):
+        for step in self.steps:
+            if step[3] == k:
+                return step[4]
+        return None
 
-def compiled(module: Module, name: str, check: bool) -> Compiled:
+
+def module_cache(module: Module) -> dict:
+    """A dictionary that lives as long as `module`: compiled computations, recognized reducers."""
     per = _CACHE.get(id(module))
     if per is None:
         per = _CACHE[id(module)] = {}
         weakref.finalize(module, _CACHE.pop, id(module), None)
+    return per
+
+
+def compiled(module: Module, name: str, check: bool) -> Compiled:
+    per = module_cache(module)
     c = per.get((name, check))
     if c is None:
         comp = module.computation_map.get(name)
@@ -76,58 +185,55 @@ def compiled(module: Module, name: str, check: bool) -> Compiled:
 
 
 def compile_computation(comp: Computation, check: bool) -> Compiled:
+    """The steps of `comp`: constants folded, common instructions specialised (fastpaths.py)."""
     from .evaluator import _Plan
     plan = _Plan(comp)
-    insts = plan.insts
-    ns: dict = {"ndarray": np.ndarray, "_bad": _bad, "_conforms": conforms}
-    lines = ["def run(ec, args):"]
-    line_step: dict[int, int] = {}
     static = Static(comp)
-    for pnum, slot in plan.param_slots:
-        lines.append(f"    v{slot} = args[{pnum}]")
-    for k, inst in enumerate(insts):
+    steps = []
+    for k, inst in enumerate(plan.insts):
         if inst.opcode == "parameter":
             static.record(k, inst, None)
             continue
         ops = plan.operand_idx[k]
-        args = ", ".join(f"v{j}" for j in ops)
         folded = fold_constant(inst, [static.const.get(j) for j in ops])
         if folded is not None:
-            ns[f"K{k}"] = folded
-            code = f"v{k} = K{k}"
             static.record(k, inst, folded)
+            kind, pay = FOLDED, folded
         else:
             fast = prepare(inst, ops, static)
             static.record(k, inst, None, fast)
             if fast is None:
-                ns[f"R{k}"], ns[f"I{k}"] = plan.rules[k], inst
-                code = f"v{k} = R{k}(I{k}, [{args}], ec)"
-            elif fast.inline is not None:
-                code = f"v{k} = " + fast.inline.format(*(f"v{j}" for j in ops))
+                kind, pay = RULE, plan.rules[k]
             else:
-                ns[f"F{k}"] = fast.fn
-                code = f"v{k} = F{k}(" + ("ec, " if fast.needs_ec else "") + args + ")"
-        line_step[len(lines) + 1] = k
-        lines.append("    " + code)
-        if check and folded is None:
-            ex = plan.expect[k]
-            if ex is not None:
-                ns[f"D{k}"], ns[f"S{k}"] = ex
-                cond = f"v{k}.__class__ is not ndarray or v{k}.dtype != D{k} or v{k}.shape != S{k}"
-            else:
-                ns[f"H{k}"] = inst.shape
-                cond = f"_conforms(v{k}, H{k}) is not None"
-            line_step[len(lines) + 1] = k
-            lines.append(f"    if {cond}: _bad(I{k}, v{k})")
-            ns[f"I{k}"] = inst
-        dead = [j for j in plan.free_after[k]]
-        if dead:
-            lines.append("    del " + ", ".join(f"v{j}" for j in dead))
-    lines.append(f"    return v{plan.root}")
-    filename = f"<hlo computation {comp.name} #{next(_counter)}>"
-    exec(compile("\n".join(lines), filename, "exec"), ns)
-    fn = ns["run"]
-    return Compiled(comp, fn, fn.__code__, insts, line_step, len(plan.param_slots))
+                kind, pay = fast.kind, fast.fn
+        ex = None
+        if check and kind != FOLDED and not _implied(kind, inst, ops, static):
+            ex = plan.expect[k] if plan.expect[k] is not None else inst.shape
+        steps.append((kind, pay, ops, k, inst, ex, plan.free_after[k]))
+    return Compiled(comp, steps, plan.param_slots, plan.root, len(plan.insts), check)
+
+
+def _implied(kind, inst, ops, static) -> bool:
+    """True when the result's shape follows from the operands' declared shapes (tuple, element)."""
+    if kind == TUPLE:
+        return tuple(static.node(j).shape for j in ops) == tuple(inst.shape.tuple_shapes)
+    if kind == ELEMENT:
+        src = static.node(ops[0]).shape
+        return src.is_tuple and src.tuple_shapes[inst.attrs["index"]] == inst.shape
+    if kind == SAME:
+        return static.node(ops[0]).shape == inst.shape
+    return False
+
+
+def _located(inst, e):
+    from .evaluator import _diag
+    return HloEvalError(f"{inst.name}: {inst.opcode} failed: {e}",
+                        [_diag(inst, f"{inst.name}: {inst.opcode} failed: {type(e).__name__}: {e}", "R011")])
+
+
+def _diag(inst, message, code):
+    from .evaluator import _diag as diag
+    return diag(inst, message, code)
 
 
 def _bad(inst, value):
@@ -142,35 +248,37 @@ def _bad(inst, value):
 
 def run_compiled(ec, c: Compiled, args):
     """Run a compiled computation with the generic loop's error reporting and accounting."""
-    from .evaluator import _diag
-    if len(args) != c.n_params:
-        raise HloEvalError(f"computation '{c.comp.name}' takes {c.n_params} arguments, got {len(args)}")
+    if len(args) != len(c.params):
+        raise HloEvalError(f"computation '{c.comp.name}' takes {len(c.params)} arguments, got {len(args)}")
     ec.depth += 1
     if ec.depth > 500:
         ec.depth -= 1
         raise HloEvalError("computations call each other more than 500 deep (recursion?)")
+    c.calls += 1
+    if c.fn is None and c.calls > HOT_CALLS:
+        c.generate()
     try:
         if ec.depth == 1:
             with np.errstate(all="ignore"):
-                value = c.fn(ec, args)
-        else:
+                value = c.fn(ec, args) if c.fn is not None else c.run_steps(ec, args)
+        elif c.fn is not None:
             value = c.fn(ec, args)
+        else:
+            value = c.run_steps(ec, args)
     except HloEvalError as e:
-        if not e.diagnostics:
+        if not e.diagnostics and c.fn is not None:
             inst = c.step_at(e.__traceback__)
             if inst is not None:
                 e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
         raise
     except _EVAL_ERRORS as e:
-        inst = c.step_at(e.__traceback__)
+        inst = c.step_at(e.__traceback__) if c.fn is not None else None
         if inst is None:
             raise
-        raise HloEvalError(f"{inst.name}: {inst.opcode} failed: {e}",
-                           [_diag(inst, f"{inst.name}: {inst.opcode} failed: {type(e).__name__}: {e}",
-                                  "R011")]) from e
+        raise _located(inst, e) from e
     finally:
         ec.depth -= 1
-    ec.executed += len(c.steps)
+    ec.executed += len(c.steps) + len(c.params)
     if ec.progress is not None:
         ec.progress(ec.executed)
     return value

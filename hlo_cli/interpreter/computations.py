@@ -59,6 +59,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..ir.module import Computation, Instruction, Module
+from .ops.convert import subnormals
 from .registry import rule_for
 
 # Generic folds longer than this (per output) are evaluated as a pairwise tree instead of
@@ -105,10 +106,15 @@ def flush(a: np.ndarray) -> np.ndarray:
         out = np.empty_like(a)
         out.real, out.imag = re, im
         return out
-    with np.errstate(invalid="ignore"):
-        m = (a != 0) & (np.abs(a) < dt.type(tiny))
-    if not m.any():
-        return a
+    if dt.kind == "f" and dt.itemsize >= 4:           # f32/f64: one pass in the common case
+        m = subnormals(a)
+        if m is None:
+            return a
+    else:
+        with np.errstate(invalid="ignore"):
+            m = (a != 0) & (np.abs(a) < dt.type(tiny))
+        if not m.any():
+            return a
     with np.errstate(invalid="ignore"):
         return np.where(m, a * dt.type(0), a)
 
@@ -119,6 +125,8 @@ def _has_subnormal(a: np.ndarray) -> bool:
         return False
     if a.dtype.kind == "c":
         return _has_subnormal(a.real) or _has_subnormal(a.imag)
+    if a.dtype.kind == "f" and a.dtype.itemsize >= 4:
+        return subnormals(a) is not None
     with np.errstate(invalid="ignore"):
         return bool(((a != 0) & (np.abs(a) < a.dtype.type(tiny))).any())
 
@@ -303,14 +311,14 @@ class Reducer:
 
 
 def _cache(ec) -> dict:
-    c = getattr(ec, "_computations_cache", None)
-    if c is None:
-        c = ec._computations_cache = {}
-    return c
+    """What was recognized about the module's computations: facts of the module alone, kept with
+    its compiled form for later runs."""
+    from .compiler import module_cache
+    return module_cache(ec.module)
 
 
 def reducer(ec, comp_name: str, n: int) -> Reducer:
-    """Recognize the reducer `comp_name` of n accumulators (cached per run)."""
+    """Recognize the reducer `comp_name` of n accumulators (cached per module)."""
     key = ("reducer", comp_name, n)
     cache = _cache(ec)
     if key not in cache:
@@ -678,17 +686,19 @@ def _tree_stage(ec, red, xs, inits, dims):
         else:
             pads.append((0, 0))
             wins.append(1)
-    xp = np.pad(x, pads)
-    valid = np.pad(np.ones(x.shape, bool), pads)
+    if any(lo or hi for lo, hi in pads):
+        xp = np.pad(x, pads)
+        valid = np.pad(np.ones(x.shape, bool), pads)
+    else:                                          # the windows tile the dimensions exactly
+        xp, valid = x, None
     split = []
     for d in range(x.ndim):
         split += [xp.shape[d] // wins[d], wins[d]]
     order = [2 * d for d in range(x.ndim)] + [2 * d + 1 for d in range(x.ndim)]
     xr = np.transpose(xp.reshape(split), order)
-    vr = np.transpose(valid.reshape(split), order)
     outs = xr.shape[:x.ndim]
     xr = xr.reshape(outs + (-1,))
-    vr = vr.reshape(outs + (-1,))
+    vr = None if valid is None else np.transpose(valid.reshape(split), order).reshape(outs + (-1,))
     return fold(ec, red, [np.broadcast_to(inits[0], outs)], [xr], vr)
 
 

@@ -40,13 +40,18 @@ logistic floor ceil sign clamp round-nearest-even round-nearest-afz""".split())
 _FOLD_MAX_ELEMENTS = 1 << 16      # larger folded values only when they are broadcast views
 
 
-class Fast:
-    """A specialised step: ``fn(*operands)`` (``fn(ec, *operands)`` if needs_ec), or an `inline`
-    expression template over the operand variables; `clean` = the result holds no subnormals."""
-    __slots__ = ("fn", "inline", "needs_ec", "clean")
+# how a step runs (compiler.py): a folded value; fn(*operands); fn(ec, *operands); the evaluation
+# rule; element `fn` of the operand tuple; a tuple of the operands; the operand itself
+FOLDED, PURE, WITH_EC, RULE, ELEMENT, TUPLE, SAME = range(7)
 
-    def __init__(self, fn=None, inline=None, needs_ec=False, clean=False):
-        self.fn, self.inline, self.needs_ec, self.clean = fn, inline, needs_ec, clean
+
+class Fast:
+    """A specialised step of kind PURE, WITH_EC, ELEMENT (fn = the index), TUPLE or SAME; `clean`:
+    the result holds no subnormals."""
+    __slots__ = ("fn", "kind", "clean")
+
+    def __init__(self, fn=None, kind=PURE, clean=False):
+        self.fn, self.kind, self.clean = fn, kind, clean
 
 
 class Static:
@@ -351,15 +356,15 @@ def _transpose(inst, ops, st):
 
 
 def _identity(inst, ops, st):
-    return Fast(inline="{0}", clean=st.clean[ops[0]])
+    return Fast(kind=SAME, clean=st.clean[ops[0]])
 
 
 def _gte(inst, ops, st):
-    return Fast(inline="{0}[%d]" % int(inst.attrs["index"]), clean=not _flushing(inst.shape))
+    return Fast(int(inst.attrs["index"]), ELEMENT, clean=not _flushing(inst.shape))
 
 
 def _tuple(inst, ops, st):
-    return Fast(inline="(" + "".join("{%d}, " % i for i in range(len(ops))) + ")", clean=True)
+    return Fast(kind=TUPLE, clean=True)
 
 
 def _call(inst, ops, st):
@@ -367,7 +372,7 @@ def _call(inst, ops, st):
 
     def fn(ec, *args):
         return ec.call(name, args)
-    return Fast(fn, needs_ec=True, clean=not _flushing(inst.shape))
+    return Fast(fn, WITH_EC, clean=not _flushing(inst.shape))
 
 
 _PREPARERS = {

@@ -122,14 +122,29 @@ def signed_bits(et: ElementType, c: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- floats
 
+_TINY = {F32: F32.type(2.0 ** -126), F64: F64.type(2.0 ** -1022)}
+
+
+def subnormals(x: np.ndarray):
+    """The mask of the subnormal elements of an f32/f64 array, or None if there are none.  The
+    common case costs one pass: the smallest magnitude (NaN-ignoring) is a normal number."""
+    if x.size == 0:
+        return None
+    a = np.abs(x)
+    tiny = _TINY[x.dtype]
+    m = np.fmin.reduce(a, axis=None)
+    if not m < tiny:                   # also when every element is NaN
+        return None
+    sub = (a < tiny) & (a > 0)
+    return sub if sub.any() else None
+
+
 def flush(x: np.ndarray) -> np.ndarray:
     """XLA CPU's FTZ/DAZ: denormal f32/f64 values (and complex parts) become zeros of the same sign.
     Other dtypes pass through."""
     if x.dtype == F32 or x.dtype == F64:
-        tiny = np.finfo(x.dtype).tiny
-        with np.errstate(invalid="ignore"):
-            sub = np.abs(x) < tiny
-        if not sub.any():
+        sub = subnormals(x)
+        if sub is None:
             return x
         return np.where(sub, np.copysign(np.zeros((), x.dtype), x), x)
     if x.dtype == C64 or x.dtype == C128:

@@ -315,6 +315,7 @@ def main(argv=None):
     ap.add_argument("--ff", type=int, default=256)
     ap.add_argument("--scan-steps", type=int, default=2000)
     ap.add_argument("--only", choices=["transformer", "scan2000"], help="generate only one of the two")
+    ap.add_argument("--name", default="transformer", help="file name of the transformer module")
     ap.add_argument("--min-opt-mb", type=float, default=10.0,
                     help="fail if the after-optimization transformer text is smaller than this (0 disables)")
     args = ap.parse_args(argv)
@@ -323,9 +324,9 @@ def main(argv=None):
 
     if args.only in (None, "transformer"):
         fn, fargs = build_transformer(args.layers, args.d_model, args.heads, args.seq, args.batch, args.vocab, args.ff)
-        opt_size = dump("transformer", fn, fargs, args.out)
+        opt_size = dump(args.name, fn, fargs, args.out)
         if args.min_opt_mb and opt_size < args.min_opt_mb * 1e6:
-            print(f"error: transformer.opt.hlo is {opt_size} bytes < {args.min_opt_mb} MB; increase --layers",
+            print(f"error: {args.name}.opt.hlo is {opt_size} bytes < {args.min_opt_mb} MB; increase --layers",
                   file=sys.stderr)
             return 1
     if args.only in (None, "scan2000"):

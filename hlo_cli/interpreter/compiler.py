@@ -50,12 +50,14 @@ class Compiled:
     """One computation prepared for fast runs: `steps`, each (kind, payload, operand slots, step,
     instruction, check, slots to free), run by a loop; after HOT_CALLS runs also `fn`, the same
     steps as generated Python code ``fn(ec, args) -> root value``."""
-    __slots__ = ("comp", "steps", "params", "root", "n", "check", "calls", "fn", "code", "line_step")
+    __slots__ = ("comp", "steps", "params", "root", "n", "check", "calls", "fn", "code", "line_step",
+                 "root_clean")
 
     def __init__(self, comp: Computation, steps, params, root, n, check):
         self.comp, self.steps, self.params, self.root, self.n = comp, steps, params, root, n
         self.check = check
         self.calls = 0
+        self.root_clean = False
         self.fn = self.code = None
         self.line_step: dict[int, int] = {}
 
@@ -173,23 +175,39 @@ def module_cache(module: Module) -> dict:
     return per
 
 
-def compiled(module: Module, name: str, check: bool) -> Compiled:
+def compiled(module: Module, name: str, check: bool, param_clean=None) -> Compiled:
+    """`name` compiled (cached per module); `param_clean`: which parameters are known to hold no
+    subnormals (a call site's knowledge), or None."""
     per = module_cache(module)
-    c = per.get((name, check))
+    key = (name, check, param_clean)
+    c = per.get(key)
     if c is None:
         comp = module.computation_map.get(name)
         if comp is None:
             raise HloEvalError(f"computation '{name}' is not defined")
-        c = per[(name, check)] = compile_computation(comp, check)
+        busy = per.setdefault("compiling", set())
+        busy.add(key)
+        try:
+            c = per[key] = compile_computation(comp, check, param_clean, module)
+        finally:
+            busy.discard(key)
     return c
 
 
-def compile_computation(comp: Computation, check: bool) -> Compiled:
+def compile_computation(comp: Computation, check: bool, param_clean=None, module=None) -> Compiled:
     """The steps of `comp`: constants folded, common instructions specialised (fastpaths.py)."""
     from .evaluator import _Plan
     plan = _Plan(comp)
-    static = Static(comp)
+
+    def callee(name, clean):
+        if module is None or name not in module.computation_map:
+            return None
+        if (name, check, clean) in module_cache(module).get("compiling", ()):
+            return None
+        return compiled(module, name, check, clean)
+    static = Static(comp, param_clean, callee)
     steps = []
+    fresh: dict[int, bool] = {}                 # steps whose value is a new array of a plain ufunc
     for k, inst in enumerate(plan.insts):
         if inst.opcode == "parameter":
             static.record(k, inst, None)
@@ -201,16 +219,58 @@ def compile_computation(comp: Computation, check: bool) -> Compiled:
             kind, pay = FOLDED, folded
         else:
             fast = prepare(inst, ops, static)
-            static.record(k, inst, None, fast)
+            static.record(k, inst, None, fast, plan.rules[k])
             if fast is None:
                 kind, pay = RULE, plan.rules[k]
             else:
                 kind, pay = fast.kind, fast.fn
+                if fast.ufunc is not None:
+                    pay = _in_place(fast, inst, ops, k, plan, static, fresh) or pay
+                    fresh[k] = True
         ex = None
         if check and kind != FOLDED and not _implied(kind, inst, ops, static):
             ex = plan.expect[k] if plan.expect[k] is not None else inst.shape
         steps.append((kind, pay, ops, k, inst, ex, plan.free_after[k]))
-    return Compiled(comp, steps, plan.param_slots, plan.root, len(plan.insts), check)
+    c = Compiled(comp, steps, plan.param_slots, plan.root, len(plan.insts), check)
+    c.root_clean = static.clean.get(plan.root, False)
+    return c
+
+
+# ops whose results never share memory with their operands (so an operand of theirs can only be
+# reached through its own variable)
+_FRESH_RESULTS = frozenset("""add subtract multiply divide remainder power and or xor shift-left
+shift-right-logical shift-right-arithmetic compare maximum minimum dot reduce""".split())
+
+
+def _in_place(fast, inst, ops, k, plan, static, fresh):
+    """For a plain-ufunc step: a callable writing the result into the buffer of an operand that
+    dies at this step, if that operand is a new array made by a plain-ufunc step and every user of
+    it makes a new array (so no view of it can be alive).  None if there is no such operand.
+    Values computed in place are checked at run time too: they must own writable data."""
+    shape = inst.shape
+    users = plan.users
+    for pos, j in enumerate(ops):
+        if j not in plan.free_after[k] or not fresh.get(j) or j == plan.root:
+            continue
+        src = static.node(j).shape
+        if src.is_tuple or src.element_type != shape.element_type or tuple(src.dims) != tuple(shape.dims):
+            continue
+        if not all(plan.insts[u].opcode in _FRESH_RESULTS for u in users.get(j, ())):
+            continue
+        uf = fast.ufunc
+        plain = fast.fn
+        if pos == 0:
+            def fn(a, b):
+                if a.flags.owndata and a.flags.writeable:
+                    return uf(a, b, out=a)
+                return plain(a, b)
+        else:
+            def fn(a, b):
+                if b.flags.owndata and b.flags.writeable:
+                    return uf(a, b, out=b)
+                return plain(a, b)
+        return fn
+    return None
 
 
 def _implied(kind, inst, ops, static) -> bool:

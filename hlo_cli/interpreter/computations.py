@@ -530,10 +530,29 @@ def _fold_float_arith(kind, acc, x, valid):
     """Sequential sum/product; ufunc.accumulate keeps the order (numpy's reduce would pair up)."""
     dt = acc.dtype
     x, acc = flush(x), flush(acc)
+    uf = np.add if kind == "add" else np.multiply
+    if valid is None and dt.kind == "f" and _native_float(dt) and acc.size >= 4 * x.shape[-1]:
+        # many short folds: the positions made the leading axis, so that each step is one
+        # vectorized operation over all the folds (an accumulate along short rows is slow)
+        xt = np.ascontiguousarray(np.moveaxis(x, -1, 0))
+        if kind == "add" and (acc.ndim == 0 or not any(acc.strides)):
+            init = dt.type(acc.flat[0])
+            if _no_subnormal_partial_sums(xt, init):
+                # NumPy reduces a C-contiguous array along its first axis row after row, starting
+                # from `initial`: the same left fold, in C
+                with np.errstate(all="ignore"):
+                    r = np.add.reduce(xt, axis=0, initial=init)
+                return np.broadcast_to(r, acc.shape).astype(dt, copy=False)
+        r = acc
+        with np.errstate(all="ignore"):
+            for j in range(xt.shape[0]):
+                r = uf(r, xt[j])
+                if subnormals(r) is not None:
+                    r = flush(r)
+        return np.asarray(r).astype(dt, copy=False)
     if valid is not None:
         x = np.where(valid, x, _identity(kind, dt))
     seq = np.concatenate([acc[..., None], x], axis=-1)
-    uf = np.add if kind == "add" else np.multiply
     with np.errstate(all="ignore"):
         cum = uf.accumulate(seq, axis=-1)
     if not _native_float(dt):
@@ -546,6 +565,25 @@ def _fold_float_arith(kind, acc, x, valid):
         for j in range(x.shape[-1]):
             r = flush(uf(r, x[..., j]).astype(dt, copy=False))
     return r
+
+
+# f32/f64 magnitudes from which on every value is a multiple of the smallest normal number (its
+# ulp is at least that): sums of such values and zeros are zero or normal, never subnormal
+_SUBNORMAL_FREE_SUMS = {np.dtype(np.float32): np.float32(2.0 ** -103), np.dtype(np.float64): np.float64(2.0 ** -970)}
+
+
+def _no_subnormal_partial_sums(x: np.ndarray, init) -> bool:
+    """True if no partial sum of `init` and elements of `x` (flushed) can be subnormal, so XLA's
+    flushing of partial results changes nothing."""
+    lim = _SUBNORMAL_FREE_SUMS[x.dtype]
+    if init != 0 and abs(init) < lim:
+        return False
+    if x.size == 0:
+        return True
+    a = np.abs(x)
+    if not np.fmin.reduce(a, axis=None) < lim:
+        return True
+    return not ((a > 0) & (a < lim)).any()
 
 
 def _narrow_nan_fix(seq, cum):
@@ -661,6 +699,10 @@ def reduce_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Seque
     out_shape = tuple(xs[0].shape[d] for d in keep)
     if any(xs[0].shape[d] == 0 for d in dims):
         return [np.broadcast_to(i, out_shape).astype(i.dtype) for i in inits]
+    if len(xs) == 1 and red.kinds in ((("add", False),), (("add", True),)):
+        r = _native_sum(xs[0], inits[0], dims, out_shape)
+        if r is not None:
+            return [r]
     if len(xs) == 1:
         while any(xs[0].shape[d] > TREE_WINDOW for d in dims):
             xs = _tree_stage(ec, red, xs, inits, dims)
@@ -668,6 +710,80 @@ def reduce_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Seque
     flat = [np.transpose(x, perm).reshape(out_shape + (-1,)) for x in xs]
     accs = [np.broadcast_to(i, out_shape) for i in inits]
     return fold(ec, red, accs, flat)
+
+
+def _native_sum(x: np.ndarray, init: np.ndarray, dims: list[int], out_shape) -> np.ndarray | None:
+    """The add-reduce of an f32/f64 array exactly as the general path computes it (XLA's windows of
+    32, then left folds from the init value), each fold over the leading axis of a C-contiguous
+    (positions, outputs) array: one NumPy reduction, which adds row after row starting from
+    `initial`, when no partial sum can be subnormal, else one vectorized add per row with XLA's
+    flushing of partial sums.  None when it does not apply."""
+    dt = x.dtype
+    if dt not in _SUBNORMAL_FREE_SUMS or init.shape != () or init.dtype != dt:
+        return None
+    init = dt.type(flush(init)[()])
+    if init == 0 and np.signbit(init):
+        return None                 # -0 partial sums: padding with +0 would not be skipping it
+    x = flush(x)
+    safe = _no_subnormal_partial_sums(x, init)
+
+    def fold_rows(rows):                # left fold of the rows of a 2-D array, from init
+        if safe:
+            return np.add.reduce(rows, axis=0, initial=init)
+        r = np.full(rows.shape[1:], init, dt)
+        for j in range(rows.shape[0]):      # a partial sum that goes subnormal is flushed
+            r = np.add(r, rows[j])
+            if subnormals(r) is not None:
+                r = flush(r)
+        return r
+    with np.errstate(all="ignore"):
+        while any(x.shape[d] > TREE_WINDOW for d in dims):
+            # one window stage: reduced dim d -> (windows, positions), SAME padding with +0.0
+            # (adding +0 to a partial sum that is not -0 changes nothing: as if skipped)
+            pads, split, pos_axes, out_axes, stage_shape = [], [], [], [], []
+            for d in range(x.ndim):
+                n = x.shape[d]
+                if d in dims:
+                    w = min(n, TREE_WINDOW)
+                    nw = -(-n // w)
+                    tot = nw * w - n
+                    pads.append((tot // 2, tot - tot // 2))
+                    out_axes.append(len(split))
+                    pos_axes.append(len(split) + 1)
+                    split += [nw, w]
+                    stage_shape.append(nw)
+                else:
+                    pads.append((0, 0))
+                    out_axes.append(len(split))
+                    split.append(n)
+                    stage_shape.append(n)
+            if any(lo or hi for lo, hi in pads):
+                x = np.pad(x, pads)
+            xs = x.reshape(split)
+            x = fold_rows(_positions_first(xs, pos_axes, out_axes)).reshape(stage_shape)
+        keep = [d for d in range(x.ndim) if d not in dims]
+        r = fold_rows(_positions_first(x, dims, keep))
+    return r.reshape(out_shape).astype(dt, copy=False)
+
+
+_TRANSPOSE_BLOCK = 1 << 17          # elements per block of a blocked transpose (fits in L2)
+
+
+def _positions_first(x: np.ndarray, pos: list[int], out: list[int]) -> np.ndarray:
+    """A C-contiguous 2-D copy of `x` with the `pos` axes (flattened, in order) as rows and the
+    `out` axes as columns.  When the positions are x's trailing axes this is a transpose of a
+    (outputs, positions) matrix, done in cache-sized blocks (NumPy's own transposing copy is
+    several times slower on such shapes)."""
+    p = int(np.prod([x.shape[d] for d in pos], dtype=np.int64))
+    o = int(np.prod([x.shape[d] for d in out], dtype=np.int64))
+    if list(out) + list(pos) == list(range(x.ndim)) and x.flags.c_contiguous:
+        src = x.reshape(o, p)
+        dst = np.empty((p, o), x.dtype)
+        step = max(1, _TRANSPOSE_BLOCK // max(p, 1))
+        for i in range(0, o, step):
+            dst[:, i:i + step] = src[i:i + step].T
+        return dst
+    return np.ascontiguousarray(np.transpose(x, list(pos) + list(out))).reshape(p, o)
 
 
 def _tree_stage(ec, red, xs, inits, dims):

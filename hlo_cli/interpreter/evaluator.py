@@ -46,7 +46,8 @@ class InstructionEvent:
 
 
 class _Plan:
-    __slots__ = ("comp", "insts", "rules", "operand_idx", "free_after", "param_slots", "root", "expect")
+    __slots__ = ("comp", "insts", "rules", "operand_idx", "free_after", "param_slots", "root", "expect",
+                 "users")
 
     def __init__(self, comp: Computation):
         self.comp = comp
@@ -70,6 +71,10 @@ class _Plan:
                                    [_diag(inst, f"{inst.name}: {inst.opcode} cannot be evaluated", "R001")])
             self.rules.append(fn)
         self.operand_idx = [tuple(pos[o] for o in inst.operands) for inst in self.insts]
+        self.users: dict[int, list[int]] = {}
+        for n, ops in enumerate(self.operand_idx):
+            for o in ops:
+                self.users.setdefault(o, []).append(n)
         last_use: dict[int, int] = {}
         for n, ops in enumerate(self.operand_idx):
             for o in ops:

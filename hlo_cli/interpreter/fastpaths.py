@@ -47,34 +47,59 @@ FOLDED, PURE, WITH_EC, RULE, ELEMENT, TUPLE, SAME = range(7)
 
 class Fast:
     """A specialised step of kind PURE, WITH_EC, ELEMENT (fn = the index), TUPLE or SAME; `clean`:
-    the result holds no subnormals."""
-    __slots__ = ("fn", "kind", "clean")
+    the result holds no subnormals; `ufunc`: for a binary op that is exactly one NumPy ufunc call
+    on operands of the result's dtype and dims, that ufunc (the compiler may then write the result
+    into an operand's buffer when that operand dies here)."""
+    __slots__ = ("fn", "kind", "clean", "ufunc")
 
-    def __init__(self, fn=None, kind=PURE, clean=False):
-        self.fn, self.kind, self.clean = fn, kind, clean
+    def __init__(self, fn=None, kind=PURE, clean=False, ufunc=None):
+        self.fn, self.kind, self.clean, self.ufunc = fn, kind, clean, ufunc
 
 
 class Static:
-    """What compile time knows about the steps compiled so far."""
+    """What compile time knows about the steps compiled so far: folded values, and which values
+    are clean (True, or for a tuple a tuple of such flags)."""
 
-    def __init__(self, comp):
+    def __init__(self, comp, param_clean=None, callee=None):
         self.comp = comp
+        self.param_clean = param_clean          # per parameter number, or None: nothing known
+        self.callee = callee                    # callee(name, param_clean) -> Compiled | None
         self.const: dict[int, object] = {}
-        self.clean: dict[int, bool] = {}
+        self.clean: dict[int, object] = {}
         self.insts: dict[int, object] = {}
 
     def node(self, j):
         return self.insts[j]
 
-    def record(self, k, inst, value, fast: Fast | None = None):
+    def is_clean(self, j) -> bool:
+        return self.clean.get(j) is True
+
+    def record(self, k, inst, value, fast: Fast | None = None, rule=None):
         self.insts[k] = inst
         if value is not None:
             self.const[k] = value
             self.clean[k] = not _may_hold_subnormals(value)
         elif fast is not None:
             self.clean[k] = fast.clean
+        elif inst.opcode == "parameter":
+            known = self.param_clean
+            n = inst.parameter_number
+            self.clean[k] = known[n] if known is not None and n < len(known) else not _flushing(inst.shape)
         else:
-            self.clean[k] = not _flushing(inst.shape)
+            self.clean[k] = not _flushing(inst.shape) or _rule_result_clean(inst, rule, self)
+
+
+def _rule_result_clean(inst, rule, st) -> bool:
+    """Array results an evaluation rule writes with XLA's FTZ (the elementwise factory's rules
+    say so with `ftz_result`), and integer -> float converts."""
+    if inst.shape.is_tuple:
+        return False
+    if getattr(rule, "ftz_result", False):
+        return True
+    if inst.opcode == "convert" and inst.operands:
+        src = st.comp.by_name[inst.operands[0]].shape
+        return not src.is_tuple and (src.element_type == "pred" or src.element_type[0] in "su")
+    return False
 
 
 def _flushing(shape) -> bool:
@@ -174,7 +199,7 @@ def _float_arith(opcode, ufunc):
             return None
         tiny = _TINY[dt]
         rule = rule_for(opcode)
-        daz_a, daz_b = not st.clean[ops[0]], not st.clean[ops[1]]
+        daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
 
         def slow(a, b):                                  # NaN or a small result: the rule decides
             return rule(inst, [a, b], None)
@@ -217,7 +242,7 @@ def _int_binary(opcode):
             return None
         if uf is None:
             return None
-        return Fast(_scalar_safe(uf, rank0), clean=True)
+        return Fast(_scalar_safe(uf, rank0), clean=True, ufunc=None if rank0 else uf)
     return prep
 
 
@@ -248,7 +273,8 @@ def _shift(kind):
             else:
                 def fn(a, b, view=view, dt=dt):
                     return np.right_shift(a.view(view), b.view(view)).view(dt)
-        return Fast(_scalar_safe(fn, rank0), clean=True)
+        plain = fn in (np.left_shift, np.right_shift) and not rank0
+        return Fast(_scalar_safe(fn, rank0), clean=True, ufunc=fn if plain else None)
     return prep
 
 
@@ -269,7 +295,7 @@ def _negate(inst, ops, st):
     dt = _shape_dtype(inst)
     if dt is None or _operand_dtypes(ops, st)[0] != dt or not (dt.kind in "iu" or dt in _TINY):
         return None
-    return Fast(_scalar_safe(np.negative, inst.shape.rank == 0), clean=st.clean[ops[0]])
+    return Fast(_scalar_safe(np.negative, inst.shape.rank == 0), clean=st.is_clean(ops[0]))
 
 
 # ============================================================================ compare, select
@@ -293,7 +319,7 @@ def _compare(inst, ops, st):
     if dt in _TINY:
         if ctype not in (None, "FLOAT"):
             return None
-        daz_a, daz_b = not st.clean[ops[0]], not st.clean[ops[1]]
+        daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
         if daz_a or daz_b:
             def fn(a, b):
                 return uf(_daz(a) if daz_a else a, _daz(b) if daz_b else b)
@@ -314,7 +340,7 @@ def _select(inst, ops, st):
     dt = _shape_dtype(inst)
     if dt is None or dts[1] != dt or dts[2] != dt:
         return None
-    clean = st.clean[ops[1]] and st.clean[ops[2]]
+    clean = st.is_clean(ops[1]) and st.is_clean(ops[2])
     if dt.kind in "iubfc":
         return Fast(np.where, clean=clean)
     return Fast(lambda c, t, f: np.where(c, t, f).astype(dt, copy=False), clean=clean)
@@ -335,47 +361,121 @@ def _broadcast(inst, ops, st):
     for k, d in enumerate(sdims):
         view[d] = src.dims[order[k]]
     view = tuple(view)
-    bt = np.broadcast_to
-    if perm is None:
-        fn = (lambda x: bt(x.reshape(view), out))
-    else:
-        fn = (lambda x: bt(x.transpose(perm).reshape(view), out))
-    return Fast(fn, clean=st.clean[ops[0]])
+    dt = _shape_dtype(inst)
+    if dt is None:
+        return None
+    expand = [d for d in range(len(out)) if view[d] == 1 and out[d] != 1]
+
+    def fn(x):
+        if perm is not None:
+            x = x.transpose(perm)
+        x = x.reshape(view)
+        if not x.flags.c_contiguous or x.dtype != dt:
+            return np.broadcast_to(x, out)
+        strides = list(x.strides)
+        for d in expand:
+            strides[d] = 0
+        # a view of x with zero strides along the new dimensions (what np.broadcast_to makes,
+        # without its argument handling), read-only like broadcast_to's
+        r = np.ndarray(out, dt, x, 0, strides)
+        r.flags.writeable = False
+        return r
+    return Fast(fn, clean=st.is_clean(ops[0]))
 
 
 def _reshape(inst, ops, st):
     if inst.shape.is_dynamic or st.node(ops[0]).shape.is_dynamic:
         return None
     dims = tuple(inst.shape.dims)
-    return Fast(lambda x: x.reshape(dims), clean=st.clean[ops[0]])
+    return Fast(lambda x: x.reshape(dims), clean=st.is_clean(ops[0]))
 
 
 def _transpose(inst, ops, st):
     perm = tuple(inst.attrs["dimensions"])
-    return Fast(lambda x: x.transpose(perm), clean=st.clean[ops[0]])
+    return Fast(lambda x: x.transpose(perm), clean=st.is_clean(ops[0]))
 
 
 def _identity(inst, ops, st):
-    return Fast(kind=SAME, clean=st.clean[ops[0]])
+    return Fast(kind=SAME, clean=st.clean.get(ops[0], False))
 
 
 def _gte(inst, ops, st):
-    return Fast(int(inst.attrs["index"]), ELEMENT, clean=not _flushing(inst.shape))
+    index = int(inst.attrs["index"])
+    src = st.clean.get(ops[0])
+    clean = src[index] if isinstance(src, tuple) and index < len(src) else not _flushing(inst.shape)
+    return Fast(index, ELEMENT, clean=clean)
 
 
 def _tuple(inst, ops, st):
-    return Fast(kind=TUPLE, clean=True)
+    return Fast(kind=TUPLE, clean=tuple(st.clean.get(j, False) for j in ops))
 
 
 def _call(inst, ops, st):
+    """The callee compiled for what is known of its arguments (so its parameters skip the DAZ
+    pass when the caller's values are clean); its root's cleanliness comes back."""
     name = inst.attrs["to_apply"].name
+    callee = st.callee(name, tuple(st.clean.get(j, False) for j in ops)) if st.callee else None
+    if callee is None:                          # recursion: the plain call
+        def fn(ec, *args):
+            return ec.call(name, args)
+        return Fast(fn, WITH_EC, clean=not _flushing(inst.shape))
+    from .compiler import run_compiled
 
     def fn(ec, *args):
-        return ec.call(name, args)
-    return Fast(fn, WITH_EC, clean=not _flushing(inst.shape))
+        return run_compiled(ec, callee, args)
+    return Fast(fn, WITH_EC, clean=callee.root_clean)
+
+
+def _dot(inst, ops, st):
+    """f32 and f64 dots: the rule's arithmetic (f32 accumulated in f64, XLA's -0 rule, FTZ) with
+    the dimension bookkeeping done once."""
+    from .ops.convert import flush
+    from .ops.linalg import f32_blas
+    dt = _shape_dtype(inst)
+    if dt not in _TINY or any(d != dt for d in _operand_dtypes(ops, st)):
+        return None
+    ls, rs = st.node(ops[0]).shape.dims, st.node(ops[1]).shape.dims
+    lb, lc = (tuple(inst.attrs.get(n) or ()) for n in ("lhs_batch_dims", "lhs_contracting_dims"))
+    rb, rc = (tuple(inst.attrs.get(n) or ()) for n in ("rhs_batch_dims", "rhs_contracting_dims"))
+    lf = [d for d in range(len(ls)) if d not in lb and d not in lc]
+    rf = [d for d in range(len(rs)) if d not in rb and d not in rc]
+    lperm, rperm = tuple(list(lb) + lf + list(lc)), tuple(list(rb) + list(rc) + rf)
+
+    def prod(dims):
+        n = 1
+        for d in dims:
+            n *= d
+        return n
+    b, m, k = prod(ls[d] for d in lb), prod(ls[d] for d in lf), prod(ls[d] for d in lc)
+    n = prod(rs[d] for d in rf)
+    if k < 2:                                    # one-term and empty sums: the rule
+        return None
+    l3, r3, res = (b, m, k), (b, k, n), tuple(inst.shape.dims)
+    daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
+    wide = dt == F32 and not f32_blas(b, m, k, n)
+    zero = dt.type(0)
+
+    def fn(x, y):
+        x = x.transpose(lperm).reshape(l3)
+        y = y.transpose(rperm).reshape(r3)
+        if daz_a:
+            x = flush(x)
+        if daz_b:
+            y = flush(y)
+        if wide:
+            out = np.matmul(x.astype(F64), y.astype(F64))
+            out += zero                          # a sum of two or more terms never ends at -0
+            out = flush(out.astype(F32))
+        else:
+            out = np.matmul(x, y)
+            out += zero
+            out = flush(out)
+        return out.reshape(res)
+    return Fast(fn, clean=True)
 
 
 _PREPARERS = {
+    "dot": _dot,
     "add": _arith("add", np.add), "subtract": _arith("subtract", np.subtract),
     "multiply": _arith("multiply", np.multiply), "divide": _float_arith("divide", np.divide),
     "and": _int_binary("and"), "or": _int_binary("or"), "xor": _int_binary("xor"),

@@ -121,6 +121,7 @@ def unary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=("kee
         return np.asarray(_apply(opcode, impls, args, np_dtype(inst.shape), daz, ftz, nan))
     rule.__name__ = rule.__qualname__ = "eval_" + opcode.replace("-", "_")
     rule.__doc__ = doc
+    rule.ftz_result = ftz                   # results hold no subnormals (the compiler's "clean")
     evaluator(opcode)(rule)
     return rule
 

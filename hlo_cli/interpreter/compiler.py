@@ -32,6 +32,8 @@ import numpy as np
 from ..errors import HloEvalError
 from ..ir.module import Computation, Module
 from .fastpaths import ELEMENT, FOLDED, PURE, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
+
+REGION = 7                      # a fused run of elementwise steps (see _fuse)
 from .values import conforms, describe
 
 _EVAL_ERRORS = (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
@@ -83,6 +85,13 @@ class Compiled:
                     v = pay(ec, *[vals[j] for j in ops])
                 elif kind == TUPLE:
                     v = tuple([vals[j] for j in ops])
+                elif kind == REGION:
+                    outs = pay.run(*[vals[j] for j in ops])
+                    for j, v in zip(k, outs):
+                        vals[j] = v
+                    for j in free:
+                        vals[j] = None
+                    continue
                 else:
                     v = vals[ops[0]]
                 if ex is not None:
@@ -126,6 +135,10 @@ class Compiled:
                 code = f"v{k} = v{ops[0]}[{pay}]"
             elif kind == TUPLE:
                 code = f"v{k} = ({args},)" if ops else f"v{k} = ()"
+            elif kind == REGION:
+                ns[f"G{k[0]}"] = pay.run
+                code = "".join(f"v{j}, " for j in k) + f"= G{k[0]}({args})"
+                k = k[0]
             else:
                 code = f"v{k} = v{ops[0]}"
             self.line_step[len(lines) + 1] = k
@@ -161,7 +174,7 @@ class Compiled:
 
     def by_step(self, k):
         for step in self.steps:
-            if step[3] == k:
+            if step[3] == k or (step[0] == REGION and step[3][0] == k):
                 return step[4]
         return None
 
@@ -208,11 +221,13 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
     static = Static(comp, param_clean, callee)
     steps = []
     fresh: dict[int, bool] = {}                 # steps whose value is a new array of a plain ufunc
+    elementwise: set[int] = set()
     for k, inst in enumerate(plan.insts):
         if inst.opcode == "parameter":
             static.record(k, inst, None)
             continue
         ops = plan.operand_idx[k]
+        fast = None
         folded = fold_constant(inst, [static.const.get(j) for j in ops])
         if folded is not None:
             static.record(k, inst, folded)
@@ -231,6 +246,9 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
         if check and kind != FOLDED and not _implied(kind, inst, ops, static):
             ex = plan.expect[k] if plan.expect[k] is not None else inst.shape
         steps.append((kind, pay, ops, k, inst, ex, plan.free_after[k]))
+        if fast is not None and folded is None and fast.elementwise and kind == PURE:
+            elementwise.add(k)
+    steps = _fuse(steps, elementwise, plan)
     c = Compiled(comp, steps, plan.param_slots, plan.root, len(plan.insts), check)
     c.root_clean = static.clean.get(plan.root, False)
     return c
@@ -271,6 +289,154 @@ def _in_place(fast, inst, ops, k, plan, static, fresh):
                 return plain(a, b)
         return fn
     return None
+
+
+# ============================================================================ fused regions
+# A run of elementwise steps over large arrays of the same dims is executed block by block: each
+# block (about FUSE_BLOCK elements, a slice along the leading dimensions) goes through every step of
+# the run before the next block starts, so the intermediate values stay in the processor's caches
+# instead of making a round trip through memory per step (what XLA's loop fusion achieves).  Only
+# the values used after the run are materialized.  Elementwise steps compute element i from
+# element i of their operands, so the result is the same as step by step, bit for bit.
+
+FUSE_BLOCK = 1 << 16            # elements per block
+FUSE_MIN = 4 * FUSE_BLOCK       # smaller arrays run step by step
+_HOISTABLE = (FOLDED, PURE, SAME, ELEMENT)
+
+
+class Region:
+    """Steps `members` (kind PURE, elementwise, all of result dims `dims`) run block by block on
+    the external `inputs` (slots), producing the values of `outputs` (slots)."""
+    __slots__ = ("members", "inputs", "outputs", "dims", "blocks", "dtypes", "out_dtypes")
+
+    def __init__(self, members, inputs, outputs, dims, dtypes):
+        self.members, self.inputs, self.outputs, self.dims = members, inputs, outputs, dims
+        self.dtypes = dtypes
+        self.out_dtypes = [dtypes[j] for j in outputs]
+        self.blocks = _blocks(dims)
+
+    def run(self, *values):
+        ext = dict(zip(self.inputs, values))
+        outs = [np.empty(self.dims, dt) for dt in self.out_dtypes]
+        where = {j: n for n, j in enumerate(self.outputs)}
+        dtypes = self.dtypes
+        member = None
+        try:
+            for ix in self.blocks:
+                local = {}
+                for member in self.members:
+                    fn, ops, k = member[1], member[2], member[3]
+                    v = fn(*[local[j] if j in local else ext[j][ix] for j in ops])
+                    if v.dtype != dtypes[k]:
+                        _bad(member[4], v)
+                    local[k] = v
+                    n = where.get(k)
+                    if n is not None:
+                        outs[n][ix] = v
+        except HloEvalError as e:
+            if not e.diagnostics and member is not None:
+                e.diagnostics = [_diag(member[4], f"{member[4].name}: {e}", "R010")]
+            raise
+        except _EVAL_ERRORS as e:
+            raise _located(member[4], e) from e
+        return outs
+
+
+def _blocks(dims):
+    """Index tuples of the blocks: ranges of one dimension, all of the following ones."""
+    inner = 1
+    d = len(dims)
+    while d > 0 and inner * dims[d - 1] <= FUSE_BLOCK:
+        d -= 1
+        inner *= dims[d]
+    if d == 0:
+        return [()]
+    chunk = max(1, FUSE_BLOCK // inner)
+    from itertools import product
+    out = []
+    for prefix in product(*(range(n) for n in dims[:d - 1])):
+        for lo in range(0, dims[d - 1], chunk):
+            out.append(prefix + (slice(lo, min(lo + chunk, dims[d - 1])),))
+    return out
+
+
+def _fuse(steps, elementwise, plan):
+    """The steps with runs of large elementwise steps of the same dims made into REGION steps;
+    cheap pure steps that do not depend on a run are moved before it.  Free lists recomputed."""
+    def size_ok(inst):
+        n = 1
+        for d in inst.shape.dims:
+            n *= d
+        return n >= FUSE_MIN and not inst.shape.is_dynamic
+    out, run, hoisted = [], [], []
+
+    def close():
+        if len(run) >= 2:
+            out.extend(hoisted)
+            out.append(_region(run, plan))
+        else:
+            # nothing to fuse: keep the original order
+            merged = sorted(run + hoisted, key=lambda st: plan_pos[st[3]])
+            out.extend(merged)
+        run.clear()
+        hoisted.clear()
+    plan_pos = {st[3]: n for n, st in enumerate(steps)}
+    for st in steps:
+        k, inst = st[3], st[4]
+        if k in elementwise and size_ok(inst) and (not run or tuple(inst.shape.dims) == tuple(run[0][4].shape.dims)):
+            run.append(st)
+            continue
+        members = {m[3] for m in run}
+        if run and st[0] in _HOISTABLE and not any(j in members for j in st[2]):
+            hoisted.append(st)
+            continue
+        close()
+        if k in elementwise and size_ok(inst):
+            run.append(st)
+        else:
+            out.append(st)
+    close()
+    return _with_frees(out, plan)
+
+
+def _region(run, plan):
+    members = {st[3] for st in run}
+    inputs, seen = [], set()
+    for st in run:
+        for j in st[2]:
+            if j not in members and j not in seen:
+                seen.add(j)
+                inputs.append(j)
+    later_users = {}
+    for m in members:
+        for u in plan.users.get(m, ()):
+            if u not in members:
+                later_users[m] = True
+    outputs = [st[3] for st in run if st[3] in later_users or st[3] == plan.root]
+    dtypes = {st[3]: plan.expect[st[3]][0] for st in run}
+    region = Region(list(run), inputs, outputs, tuple(run[0][4].shape.dims), dtypes)
+    return (REGION, region, tuple(inputs), tuple(outputs), run[-1][4], None, ())
+
+
+def _with_frees(steps, plan):
+    """Free lists for the order `steps` run in: a value goes after its last use (a region uses its
+    inputs); values nothing uses go at once; the root stays."""
+    last = {}
+    for n, st in enumerate(steps):
+        for j in st[2]:
+            last[j] = n
+    produced = []
+    for st in steps:
+        produced.append(st[3] if st[0] == REGION else (st[3],))
+    frees = [[] for _ in steps]
+    for j, n in last.items():
+        if j != plan.root:
+            frees[n].append(j)
+    for n, ks in enumerate(produced):
+        for k in ks:
+            if k not in last and k != plan.root:
+                frees[n].append(k)
+    return [st[:6] + (tuple(frees[n]),) for n, st in enumerate(steps)]
 
 
 def _implied(kind, inst, ops, static) -> bool:

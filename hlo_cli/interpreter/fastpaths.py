@@ -50,10 +50,13 @@ class Fast:
     the result holds no subnormals; `ufunc`: for a binary op that is exactly one NumPy ufunc call
     on operands of the result's dtype and dims, that ufunc (the compiler may then write the result
     into an operand's buffer when that operand dies here)."""
-    __slots__ = ("fn", "kind", "clean", "ufunc")
+    __slots__ = ("fn", "kind", "clean", "ufunc", "elementwise")
 
-    def __init__(self, fn=None, kind=PURE, clean=False, ufunc=None):
+    def __init__(self, fn=None, kind=PURE, clean=False, ufunc=None, elementwise=False):
         self.fn, self.kind, self.clean, self.ufunc = fn, kind, clean, ufunc
+        # every operand has the result's dims and element i of the result depends on element i of
+        # the operands only, so the step can run on matching slices (compiler.py's fused regions)
+        self.elementwise = elementwise
 
 
 class Static:
@@ -214,7 +217,7 @@ def _float_arith(opcode, ufunc):
                 if not low >= tiny and not (low == 0 and not ((m < tiny) & (m > 0)).any()):
                     return slow(a, b)
             return r
-        return Fast(fn, clean=True)
+        return Fast(fn, clean=True, elementwise=True)
     return prep
 
 
@@ -242,7 +245,7 @@ def _int_binary(opcode):
             return None
         if uf is None:
             return None
-        return Fast(_scalar_safe(uf, rank0), clean=True, ufunc=None if rank0 else uf)
+        return Fast(_scalar_safe(uf, rank0), clean=True, ufunc=None if rank0 else uf, elementwise=True)
     return prep
 
 
@@ -274,7 +277,7 @@ def _shift(kind):
                 def fn(a, b, view=view, dt=dt):
                     return np.right_shift(a.view(view), b.view(view)).view(dt)
         plain = fn in (np.left_shift, np.right_shift) and not rank0
-        return Fast(_scalar_safe(fn, rank0), clean=True, ufunc=fn if plain else None)
+        return Fast(_scalar_safe(fn, rank0), clean=True, ufunc=fn if plain else None, elementwise=True)
     return prep
 
 
@@ -288,14 +291,14 @@ def _not(inst, ops, st):
         fn = np.invert
     else:
         return None
-    return Fast(_scalar_safe(fn, inst.shape.rank == 0), clean=True)
+    return Fast(_scalar_safe(fn, inst.shape.rank == 0), clean=True, elementwise=True)
 
 
 def _negate(inst, ops, st):
     dt = _shape_dtype(inst)
     if dt is None or _operand_dtypes(ops, st)[0] != dt or not (dt.kind in "iu" or dt in _TINY):
         return None
-    return Fast(_scalar_safe(np.negative, inst.shape.rank == 0), clean=st.is_clean(ops[0]))
+    return Fast(_scalar_safe(np.negative, inst.shape.rank == 0), clean=st.is_clean(ops[0]), elementwise=True)
 
 
 # ============================================================================ compare, select
@@ -329,7 +332,7 @@ def _compare(inst, ops, st):
         fn = uf                                         # the rule compares integers by their dtype
     else:
         return None
-    return Fast(_scalar_safe(fn, rank0), clean=True)
+    return Fast(_scalar_safe(fn, rank0), clean=True, elementwise=True)
 
 
 def _select(inst, ops, st):
@@ -342,8 +345,8 @@ def _select(inst, ops, st):
         return None
     clean = st.is_clean(ops[1]) and st.is_clean(ops[2])
     if dt.kind in "iubfc":
-        return Fast(np.where, clean=clean)
-    return Fast(lambda c, t, f: np.where(c, t, f).astype(dt, copy=False), clean=clean)
+        return Fast(np.where, clean=clean, elementwise=True)
+    return Fast(lambda c, t, f: np.where(c, t, f).astype(dt, copy=False), clean=clean, elementwise=True)
 
 
 # ============================================================================ shape ops and plumbing

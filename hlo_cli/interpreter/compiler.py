@@ -103,12 +103,8 @@ class Compiled:
                 vals[k] = v
                 for j in free:
                     vals[j] = None
-        except HloEvalError as e:
-            if not e.diagnostics and step is not None:
-                e.diagnostics = [_diag(step[4], f"{step[4].name}: {e}", "R010")]
-            raise
-        except _EVAL_ERRORS as e:
-            raise _located(step[4], e) from e
+        except (HloEvalError,) + _EVAL_ERRORS as e:
+            _reraise_at(e, step[4] if step is not None else None)
         return vals[self.root]
 
     # -- tier 2: generated code -----------------------------------------------------------
@@ -333,12 +329,8 @@ class Region:
                     n = where.get(k)
                     if n is not None:
                         outs[n][ix] = v
-        except HloEvalError as e:
-            if not e.diagnostics and member is not None:
-                e.diagnostics = [_diag(member[4], f"{member[4].name}: {e}", "R010")]
-            raise
-        except _EVAL_ERRORS as e:
-            raise _located(member[4], e) from e
+        except (HloEvalError,) + _EVAL_ERRORS as e:
+            _reraise_at(e, member[4] if member is not None else None)
         return outs
 
 
@@ -449,6 +441,18 @@ def _implied(kind, inst, ops, static) -> bool:
     if kind == SAME:
         return static.node(ops[0]).shape == inst.shape
     return False
+
+
+def _reraise_at(e, inst):
+    """Raise `e` located at instruction `inst`: an HloEvalError without a location gets one, a
+    NumPy/Python error becomes a located HloEvalError."""
+    if isinstance(e, HloEvalError):
+        if not e.diagnostics and inst is not None:
+            e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
+        raise e
+    if inst is None:
+        raise e
+    raise _located(inst, e) from e
 
 
 def _located(inst, e):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Generate large HLO benchmark dumps with JAX (XLA CPU) into benchmarks/data/.
 
-Two modules are produced:
+Three modules are produced:
 
 ``transformer``
     One training step (cross-entropy loss + jax.grad + Adam update) of a small
@@ -12,6 +12,10 @@ Two modules are produced:
     output, MLP output; key passed as the last argument), which XLA expands
     into long integer-arithmetic sequences -- together these make the
     after-optimization text > 10 MB with only 24 small layers.
+``transformer_512``
+    The same training step at a realistic width (8 layers, d_model 512, 8 heads, feed-forward
+    2048, 8 sequences of 128 tokens, vocabulary 2048): about 160 GFLOP, so that the time goes to
+    arithmetic rather than to the number of instructions.
 ``scan2000``
     A 2000-step ``lax.scan`` of a small GRU-like cell (a while loop in HLO).
 
@@ -314,7 +318,7 @@ def main(argv=None):
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--ff", type=int, default=256)
     ap.add_argument("--scan-steps", type=int, default=2000)
-    ap.add_argument("--only", choices=["transformer", "scan2000"], help="generate only one of the two")
+    ap.add_argument("--only", choices=["transformer", "transformer_512", "scan2000"], help="generate only one")
     ap.add_argument("--name", default="transformer", help="file name of the transformer module")
     ap.add_argument("--min-opt-mb", type=float, default=10.0,
                     help="fail if the after-optimization transformer text is smaller than this (0 disables)")
@@ -329,6 +333,11 @@ def main(argv=None):
             print(f"error: {args.name}.opt.hlo is {opt_size} bytes < {args.min_opt_mb} MB; increase --layers",
                   file=sys.stderr)
             return 1
+    if args.only in (None, "transformer_512"):
+        # the same training step at a realistic width, where the arithmetic, not the number of
+        # instructions, decides the time (8 layers, d_model 512, 8 heads, 128 tokens x 8 sequences)
+        fn, fargs = build_transformer(8, 512, 8, 128, 8, 2048, 2048)
+        dump("transformer_512", fn, fargs, args.out)
     if args.only in (None, "scan2000"):
         fn, fargs = build_scan2000(steps=args.scan_steps)
         dump("scan2000", fn, fargs, args.out)

@@ -1,25 +1,33 @@
-"""Computations compiled to straight-line Python: the evaluator's fast path.
+"""Computations prepared for fast execution: the evaluator's fast path.
 
-Running an instruction through the generic loop costs a list of operands, a dictionary-free but
-still indirect rule call, the rule's own decoding of its attributes and element types, and the
-shape check: tens of microseconds, which dominate a model of small arrays or a loop of thousands
-of iterations.  Here each computation is turned once into one Python function whose local
-variables hold the values (``v<k>`` for step k of the plan), with
+Running an instruction through the generic loop costs a list of operands, an indirect rule call,
+the rule's own decoding of its attributes and element types, and the shape check: tens of
+microseconds, which dominate a model of small arrays or a loop of thousands of iterations.  Here
+each computation is prepared once per module into a list of steps:
 
-* constants, and the shape ops applied to them (broadcast, reshape, transpose, convert, ...),
-  evaluated once at compile time (read-only arrays, shared by every run);
-* for the common instructions a specialised callable chosen from the static shapes and element
-  types (hlo_cli/interpreter/fastpaths.py), e.g. ``np.add`` with XLA CPU's flushing of
-  subnormal results, or a shift whose amount is a compile-time constant;
-* every other instruction calling its evaluation rule exactly as the generic loop does;
-* the result check of the generic loop (dtype and dims of every array result, ``conforms`` for
-  tuples), and ``del`` of each value after its last use, so peak memory follows the live set.
+* constants, and the pure ops applied only to constants (broadcast, reshape, convert, arithmetic,
+  ...), are evaluated at preparation time (read-only arrays shared by every run);
+* the common instructions get a specialised callable chosen from their static shapes and element
+  types (hlo_cli/interpreter/fastpaths.py), e.g. ``np.add`` with XLA CPU's flushing of subnormal
+  results; integer ops write into the buffer of an operand that dies there when nothing else can
+  see that buffer (``_in_place``);
+* every other instruction calls its evaluation rule exactly as the generic loop does;
+* runs of elementwise steps over large arrays of one shape become REGION steps, executed block by
+  block so that intermediate values stay in cache (``_fuse``);
+* the result check of the generic loop stays (dtype and dims of every array result, ``conforms``
+  for tuples), and each value is dropped after its last use, so peak memory follows the live set.
 
-Errors keep their location: the line of the generated code an exception came from names the step,
-and so the instruction.  Hooks (dumps, --check-finite) use the generic loop, which hands every
+The steps run in a loop (tier 1).  A computation that has run more than HOT_CALLS times -- a loop
+body, a computation called from many places -- also becomes generated Python code (tier 2): one
+function whose local variables hold the values, which removes the loop's dispatch.  (Generating
+code for everything costs more than it saves: compiling a 15,000-instruction entry computation
+takes Python longer than running it.)
+
+Errors keep their location: the step being run, or the line of generated code an exception came
+from, names the instruction.  Hooks (dumps, --check-finite) use the generic loop, which hands every
 value to them; results are the same either way (tests/interpreter/test_compiled.py).
 
-The compiled form depends on the module only, never on a run's inputs or options other than the
+The prepared form depends on the module only, never on a run's inputs or options other than the
 result check, so it is cached per module and reused by later runs.
 """
 from __future__ import annotations

@@ -6,6 +6,10 @@ predecessors, plus side-effecting ones), in dependency order, each with its eval
 the slots of its operands resolved, and for each step the slots whose last use it is, so values are
 freed as soon as their last user has run and peak memory follows the live set.
 
+This instruction-by-instruction loop is the reference, and what runs under a hook (dumps,
+--check-finite).  Without a hook, runs take the fast path of compiler.py, built from the same plans
+and the same rules, which gives the same values.
+
 No global state: everything a run needs is in the EvalContext (replica and partition ids, the rng,
 options, hooks), so several replicas can later run side by side.
 """

@@ -39,9 +39,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..ir.module import Computation, Module
-from .fastpaths import ELEMENT, FOLDED, PURE, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
-
-REGION = 7                      # a fused run of elementwise steps (see _fuse)
+from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
 from .values import conforms, describe
 
 _EVAL_ERRORS = (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
@@ -311,18 +309,19 @@ _HOISTABLE = (FOLDED, PURE, SAME, ELEMENT)
 class Region:
     """Steps `members` (kind PURE, elementwise, all of result dims `dims`) run block by block on
     the external `inputs` (slots), producing the values of `outputs` (slots)."""
-    __slots__ = ("members", "inputs", "outputs", "dims", "blocks", "dtypes", "out_dtypes")
+    __slots__ = ("members", "inputs", "outputs", "dims", "blocks", "dtypes", "out_dtypes", "where")
 
     def __init__(self, members, inputs, outputs, dims, dtypes):
         self.members, self.inputs, self.outputs, self.dims = members, inputs, outputs, dims
         self.dtypes = dtypes
         self.out_dtypes = [dtypes[j] for j in outputs]
+        self.where = {j: n for n, j in enumerate(outputs)}     # output slot -> position in the result
         self.blocks = _blocks(dims)
 
     def run(self, *values):
         ext = dict(zip(self.inputs, values))
         outs = [np.empty(self.dims, dt) for dt in self.out_dtypes]
-        where = {j: n for n, j in enumerate(self.outputs)}
+        where = self.where
         dtypes = self.dtypes
         member = None
         try:
@@ -369,6 +368,7 @@ def _fuse(steps, elementwise, plan):
             n *= d
         return n >= FUSE_MIN and not inst.shape.is_dynamic
     out, run, hoisted = [], [], []
+    members: set[int] = set()                   # the steps of `run`
 
     def close():
         if len(run) >= 2:
@@ -379,20 +379,22 @@ def _fuse(steps, elementwise, plan):
             merged = sorted(run + hoisted, key=lambda st: plan_pos[st[3]])
             out.extend(merged)
         run.clear()
+        members.clear()
         hoisted.clear()
     plan_pos = {st[3]: n for n, st in enumerate(steps)}
     for st in steps:
         k, inst = st[3], st[4]
         if k in elementwise and size_ok(inst) and (not run or tuple(inst.shape.dims) == tuple(run[0][4].shape.dims)):
             run.append(st)
+            members.add(k)
             continue
-        members = {m[3] for m in run}
         if run and st[0] in _HOISTABLE and not any(j in members for j in st[2]):
             hoisted.append(st)
             continue
         close()
         if k in elementwise and size_ok(inst):
             run.append(st)
+            members.add(k)
         else:
             out.append(st)
     close()

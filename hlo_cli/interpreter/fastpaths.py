@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .ops.convert import C64, C128, F32, F64, TINY as _TINY, flush, subnormals
 from .registry import rule_for
 from .values import conforms, np_dtype
 
-F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
-_TINY = {F32: np.float32(2.0 ** -126), F64: np.float64(2.0 ** -1022)}
-_FLUSHED = {F32, F64, np.dtype(np.complex64), np.dtype(np.complex128)}
+_FLUSHED = {F32, F64, C64, C128}
 ndarray = np.ndarray
 
 # opcodes folded when every operand is a compile-time constant (pure, no EvalContext needed)
@@ -41,8 +40,9 @@ _FOLD_MAX_ELEMENTS = 1 << 16      # larger folded values only when they are broa
 
 
 # how a step runs (compiler.py): a folded value; fn(*operands); fn(ec, *operands); the evaluation
-# rule; element `fn` of the operand tuple; a tuple of the operands; the operand itself
-FOLDED, PURE, WITH_EC, RULE, ELEMENT, TUPLE, SAME = range(7)
+# rule; element `fn` of the operand tuple; a tuple of the operands; the operand itself; a fused run
+# of elementwise steps
+FOLDED, PURE, WITH_EC, RULE, ELEMENT, TUPLE, SAME, REGION = range(8)
 
 
 class Fast:
@@ -122,8 +122,7 @@ def _may_hold_subnormals(value) -> bool:
         return dt.kind == "V"              # bf16 and friends: do not vouch
     if dt.kind == "c":
         return _may_hold_subnormals(value.real) or _may_hold_subnormals(value.imag)
-    a = np.abs(value)
-    return bool(((a < _TINY[dt]) & (a > 0)).any())
+    return subnormals(value) is not None
 
 
 # ============================================================================ constant folding
@@ -171,22 +170,6 @@ def _operand_dtypes(ops, st):
     return [_shape_dtype(st.node(j)) for j in ops]
 
 
-def _flush_full(r, tiny):
-    """Subnormals of a float array replaced by zeros of their sign."""
-    a = np.abs(r)
-    sub = (a < tiny) & (a > 0)
-    if sub.any():
-        r = np.where(sub, r * r.dtype.type(0), r)
-    return r
-
-
-def _daz(x):
-    tiny = _TINY[x.dtype]
-    if x.size and not (np.abs(x).min() >= tiny):
-        return _flush_full(x, tiny)
-    return x
-
-
 def _scalar_safe(fn, rank0):
     if not rank0:
         return fn
@@ -208,7 +191,7 @@ def _float_arith(opcode, ufunc):
             return rule(inst, [a, b], None)
 
         def fn(a, b):
-            r = ufunc(_daz(a) if daz_a else a, _daz(b) if daz_b else b)
+            r = ufunc(flush(a) if daz_a else a, flush(b) if daz_b else b)
             if r.__class__ is not ndarray:
                 r = np.asarray(r)
             if r.size:
@@ -325,7 +308,7 @@ def _compare(inst, ops, st):
         daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
         if daz_a or daz_b:
             def fn(a, b):
-                return uf(_daz(a) if daz_a else a, _daz(b) if daz_b else b)
+                return uf(flush(a) if daz_a else a, flush(b) if daz_b else b)
         else:
             fn = uf
     elif dt.kind in "iub":
@@ -432,7 +415,6 @@ def _call(inst, ops, st):
 def _dot(inst, ops, st):
     """f32 and f64 dots: the rule's arithmetic (f32 accumulated in f64, XLA's -0 rule, FTZ) with
     the dimension bookkeeping done once."""
-    from .ops.convert import flush
     from .ops.linalg import f32_blas
     dt = _shape_dtype(inst)
     if dt not in _TINY or any(d != dt for d in _operand_dtypes(ops, st)):

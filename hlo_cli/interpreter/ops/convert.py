@@ -122,7 +122,7 @@ def signed_bits(et: ElementType, c: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- floats
 
-_TINY = {F32: F32.type(2.0 ** -126), F64: F64.type(2.0 ** -1022)}
+TINY = {F32: F32.type(2.0 ** -126), F64: F64.type(2.0 ** -1022)}     # smallest normal numbers
 
 
 def subnormals(x: np.ndarray):
@@ -131,7 +131,7 @@ def subnormals(x: np.ndarray):
     if x.size == 0:
         return None
     a = np.abs(x)
-    tiny = _TINY[x.dtype]
+    tiny = TINY[x.dtype]
     m = np.fmin.reduce(a, axis=None)
     if not m < tiny:                   # also when every element is NaN
         return None

@@ -629,6 +629,11 @@ def test_random_modules_print_like_xla(xla, text):
     # ASCII strings only, and no {...} frontend attribute values (see the gaps above)
     theirs = xla(text)
     # where XLA's text does not read back as itself (f8e8m0fnu's 2^-127 prints as 5.9e-39, which
-    # reads as 2^-126), we print enough digits to read back instead
-    assume(xla(theirs) == theirs)
+    # reads as 2^-126), or not at all (a c64 part of f32's largest value prints as 3.40282347e+38,
+    # which XLA's complex-literal range check rejects), we print enough digits to read back instead
+    try:
+        again = xla(theirs)
+    except XlaError:
+        again = None
+    assume(again == theirs)
     assert format_module(parse(theirs, "<xla>")) == theirs

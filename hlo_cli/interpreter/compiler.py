@@ -40,6 +40,7 @@ import numpy as np
 from ..errors import HloEvalError
 from ..ir.module import Computation, Module
 from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
+from .parallel import blas_single, run_parts, split, threads
 from .values import conforms, describe
 
 _EVAL_ERRORS = (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
@@ -165,20 +166,24 @@ class Compiled:
 
     def step_at(self, tb):
         """The instruction whose line of generated code raised (from a traceback), or None."""
-        inst = None
-        while tb is not None:
-            if tb.tb_frame.f_code is self.code:
-                k = self.line_step.get(tb.tb_lineno)
-                if k is not None:
-                    inst = self.by_step(k)
-            tb = tb.tb_next
-        return inst
+        k = _raising_line(tb, self.code, self.line_step)
+        return None if k is None else self.by_step(k)
 
     def by_step(self, k):
         for step in self.steps:
             if step[3] == k or (step[0] == REGION and step[3][0] == k):
                 return step[4]
         return None
+
+
+def _raising_line(tb, code, lines: dict):
+    """lines[line] for the innermost frame of generated `code` in traceback `tb`, or None."""
+    found = None
+    while tb is not None:
+        if tb.tb_frame.f_code is code and tb.tb_lineno in lines:
+            found = lines[tb.tb_lineno]
+        tb = tb.tb_next
+    return found
 
 
 def module_cache(module: Module) -> dict:
@@ -224,6 +229,7 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
     steps = []
     fresh: dict[int, bool] = {}                 # steps whose value is a new array of a plain ufunc
     elementwise: set[int] = set()
+    in_place: set[int] = set()                  # steps that may write into an operand's buffer
     for k, inst in enumerate(plan.insts):
         if inst.opcode == "parameter":
             static.record(k, inst, None)
@@ -242,7 +248,10 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
             else:
                 kind, pay = fast.kind, fast.fn
                 if fast.ufunc is not None:
-                    pay = _in_place(fast, inst, ops, k, plan, static, fresh) or pay
+                    writer = _in_place(fast, inst, ops, k, plan, static, fresh)
+                    if writer is not None:
+                        pay = writer
+                        in_place.add(k)
                     fresh[k] = True
         ex = None
         if check and kind != FOLDED and not _implied(kind, inst, ops, static):
@@ -250,7 +259,9 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
         steps.append((kind, pay, ops, k, inst, ex, plan.free_after[k]))
         if fast is not None and folded is None and fast.elementwise and kind == PURE:
             elementwise.add(k)
-    steps = _fuse(steps, elementwise, plan)
+        elif kind == RULE and getattr(pay, "elementwise", False) and _same_dims(inst, ops, static):
+            elementwise.add(k)
+    steps = _fuse(steps, elementwise, plan, in_place)
     c = Compiled(comp, steps, plan.param_slots, plan.root, len(plan.insts), check)
     c.root_clean = static.clean.get(plan.root, False)
     return c
@@ -302,55 +313,111 @@ def _in_place(fast, inst, ops, k, plan, static, fresh):
 # element i of their operands, so the result is the same as step by step, bit for bit.
 
 FUSE_BLOCK = 1 << 16            # elements per block
+# ... when the blocks are shared among threads: every NumPy call then hands the GIL over, and a
+# handover costs several microseconds (more in a virtual machine), so a thread needs more work per call
+FUSE_BLOCK_THREADED = 1 << 17
 FUSE_MIN = 4 * FUSE_BLOCK       # smaller arrays run step by step
-_HOISTABLE = (FOLDED, PURE, SAME, ELEMENT)
+def _same_dims(inst, ops, static) -> bool:
+    """True when the result and every operand are arrays of the same dims (no scalar operands)."""
+    s = inst.shape
+    if s.is_tuple or s.is_dynamic:
+        return False
+    dims = tuple(s.dims)
+    for j in ops:
+        o = static.node(j).shape
+        if o.is_tuple or o.is_dynamic or tuple(o.dims) != dims:
+            return False
+    return True
+
+
+def _rule_fn(rule, inst):
+    """An evaluation rule as a callable of the operand values (for region members)."""
+    def fn(*values):
+        return rule(inst, list(values), None)
+    return fn
 
 
 class Region:
     """Steps `members` (kind PURE, elementwise, all of result dims `dims`) run block by block on
-    the external `inputs` (slots), producing the values of `outputs` (slots)."""
-    __slots__ = ("members", "inputs", "outputs", "dims", "blocks", "dtypes", "out_dtypes", "where")
+    the external `inputs` (slots), producing the values of `outputs` (slots).  The block loop is
+    generated Python code: each block's values are local variables, deleted after their last use
+    so that the live blocks stay in cache."""
+    __slots__ = ("members", "inputs", "outputs", "dims", "blocks", "out_dtypes", "body", "code",
+                 "line_member")
 
     def __init__(self, members, inputs, outputs, dims, dtypes):
         self.members, self.inputs, self.outputs, self.dims = members, inputs, outputs, dims
-        self.dtypes = dtypes
         self.out_dtypes = [dtypes[j] for j in outputs]
-        self.where = {j: n for n, j in enumerate(outputs)}     # output slot -> position in the result
-        self.blocks = _blocks(dims)
+        self.blocks = _blocks(dims, FUSE_BLOCK_THREADED if threads() >= 2 else FUSE_BLOCK)
+        self._generate(dtypes)
+
+    def _generate(self, dtypes):
+        members, inputs, outputs = self.members, self.inputs, self.outputs
+        last = {}
+        for n, m in enumerate(members):
+            for j in m[2]:
+                last[j] = n
+        ins = {j: f"E{n}" for n, j in enumerate(inputs)}
+        outs = {j: f"O{n}" for n, j in enumerate(outputs)}
+        ns: dict = {"_bad": _bad}
+        params = ", ".join(["part"] + list(ins.values()) + list(outs.values()))
+        lines = [f"def body({params}):", "    for ix in part:"]
+        line_member: dict[int, int] = {}
+        loaded: set[int] = set()
+        for n, (_, fn, ops, k, inst) in enumerate(m[:5] for m in members):
+            for j in ops:
+                if j in ins and j not in loaded:
+                    loaded.add(j)
+                    lines.append(f"        v{j} = {ins[j]}[ix]")
+            ns[f"F{k}"], ns[f"D{k}"], ns[f"I{k}"] = fn, dtypes[k], inst
+            line_member[len(lines) + 1] = n
+            lines.append(f"        v{k} = F{k}({', '.join(f'v{j}' for j in ops)})")
+            line_member[len(lines) + 1] = n
+            lines.append(f"        if v{k}.dtype != D{k}: _bad(I{k}, v{k})")
+            if k in outs:
+                line_member[len(lines) + 1] = n
+                lines.append(f"        {outs[k]}[ix] = v{k}")
+            dead = sorted({j for j in ops if last[j] == n})
+            if k not in last:
+                dead.append(k)
+            if dead:
+                lines.append("        del " + ", ".join(f"v{j}" for j in dead))
+        filename = f"<hlo region {members[-1][4].name} #{next(_counter)}>"
+        exec(compile("\n".join(lines), filename, "exec"), ns)
+        self.body = ns["body"]
+        self.code = self.body.__code__
+        self.line_member = line_member
+
+    def member_at(self, tb):
+        """The member instruction whose line of the block code raised (from a traceback)."""
+        n = _raising_line(tb, self.code, self.line_member)
+        return None if n is None else self.members[n][4]
 
     def run(self, *values):
-        ext = dict(zip(self.inputs, values))
         outs = [np.empty(self.dims, dt) for dt in self.out_dtypes]
-        where = self.where
-        dtypes = self.dtypes
-        member = None
-        try:
-            for ix in self.blocks:
-                local = {}
-                for member in self.members:
-                    fn, ops, k = member[1], member[2], member[3]
-                    v = fn(*[local[j] if j in local else ext[j][ix] for j in ops])
-                    if v.dtype != dtypes[k]:
-                        _bad(member[4], v)
-                    local[k] = v
-                    n = where.get(k)
-                    if n is not None:
-                        outs[n][ix] = v
-        except (HloEvalError,) + _EVAL_ERRORS as e:
-            _reraise_at(e, member[4] if member is not None else None)
+        body = self.body
+        args = values + tuple(outs)
+
+        def blocks(part):
+            try:
+                body(part, *args)
+            except (HloEvalError,) + _EVAL_ERRORS as e:
+                _reraise_at(e, self.member_at(e.__traceback__))
+        run_parts(blocks, split(self.blocks, threads()))
         return outs
 
 
-def _blocks(dims):
-    """Index tuples of the blocks: ranges of one dimension, all of the following ones."""
+def _blocks(dims, block=FUSE_BLOCK):
+    """Index tuples of blocks of about `block` elements: ranges of one dimension, all of the
+    following ones."""
     inner = 1
     d = len(dims)
-    while d > 0 and inner * dims[d - 1] <= FUSE_BLOCK:
+    while d > 0 and inner * dims[d - 1] <= block:
         d -= 1
         inner *= dims[d]
     if d == 0:
         return [()]
-    chunk = max(1, FUSE_BLOCK // inner)
+    chunk = max(1, block // inner)
     from itertools import product
     out = []
     for prefix in product(*(range(n) for n in dims[:d - 1])):
@@ -359,45 +426,54 @@ def _blocks(dims):
     return out
 
 
-def _fuse(steps, elementwise, plan):
-    """The steps with runs of large elementwise steps of the same dims made into REGION steps;
-    cheap pure steps that do not depend on a run are moved before it.  Free lists recomputed."""
+def _fuse(steps, elementwise, plan, in_place=frozenset()):
+    """The steps with their large elementwise steps grouped by dims into REGION steps.
+
+    A group stays open while other steps run and is emitted just before the first step outside
+    it that reads one of its values (or at the end), so steps of the same dims that other work
+    separates (an optimizer's updates of many parameters, interleaved) still share one pass over
+    memory.  Moving a member later is safe: it reads values computed earlier, which are still
+    computed earlier, and nothing outside its group reads it before the group runs.  A step that
+    writes into its operand's buffer (`in_place`) first closes the groups that read that operand.
+    Free lists recomputed."""
     def size_ok(inst):
         n = 1
         for d in inst.shape.dims:
             n *= d
         return n >= FUSE_MIN and not inst.shape.is_dynamic
-    out, run, hoisted = [], [], []
-    members: set[int] = set()                   # the steps of `run`
+    out: list = []
+    groups: dict[tuple, list] = {}              # dims -> the open group's steps
+    owner: dict[int, tuple] = {}                # slot computed by an open group -> its dims
+    reads: dict[tuple, set] = {}                # dims -> the slots the open group reads
 
-    def close():
-        if len(run) >= 2:
-            out.extend(hoisted)
+    def close(key):
+        run = groups.pop(key)
+        reads.pop(key)
+        for st in run:
+            owner.pop(st[3], None)
+        # one large step is a region too when it can be split across threads
+        if len(run) >= 2 or threads() >= 2:
             out.append(_region(run, plan))
         else:
-            # nothing to fuse: keep the original order
-            merged = sorted(run + hoisted, key=lambda st: plan_pos[st[3]])
-            out.extend(merged)
-        run.clear()
-        members.clear()
-        hoisted.clear()
-    plan_pos = {st[3]: n for n, st in enumerate(steps)}
+            out.extend(run)
     for st in steps:
         k, inst = st[3], st[4]
-        if k in elementwise and size_ok(inst) and (not run or tuple(inst.shape.dims) == tuple(run[0][4].shape.dims)):
-            run.append(st)
-            members.add(k)
-            continue
-        if run and st[0] in _HOISTABLE and not any(j in members for j in st[2]):
-            hoisted.append(st)
-            continue
-        close()
-        if k in elementwise and size_ok(inst):
-            run.append(st)
-            members.add(k)
-        else:
+        key = tuple(inst.shape.dims) if k in elementwise and size_ok(inst) else None
+        for j in st[2]:
+            o = owner.get(j)
+            if o is not None and o != key:
+                close(o)
+        if k in in_place:
+            for o in [o for o, r in reads.items() if o != key and any(j in r for j in st[2])]:
+                close(o)
+        if key is None:
             out.append(st)
-    close()
+            continue
+        groups.setdefault(key, []).append(st)
+        reads.setdefault(key, set()).update(st[2])
+        owner[k] = key
+    for key in list(groups):
+        close(key)
     return _with_frees(out, plan)
 
 
@@ -416,7 +492,8 @@ def _region(run, plan):
                 later_users[m] = True
     outputs = [st[3] for st in run if st[3] in later_users or st[3] == plan.root]
     dtypes = {st[3]: plan.expect[st[3]][0] for st in run}
-    region = Region(list(run), inputs, outputs, tuple(run[0][4].shape.dims), dtypes)
+    run = [(PURE, _rule_fn(st[1], st[4])) + st[2:] if st[0] == RULE else st for st in run]
+    region = Region(run, inputs, outputs, tuple(run[0][4].shape.dims), dtypes)
     return (REGION, region, tuple(inputs), tuple(outputs), run[-1][4], None, ())
 
 
@@ -499,7 +576,7 @@ def run_compiled(ec, c: Compiled, args):
         c.generate()
     try:
         if ec.depth == 1:
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), blas_single():
                 value = c.fn(ec, args) if c.fn is not None else c.run_steps(ec, args)
         elif c.fn is not None:
             value = c.fn(ec, args)

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .allocator import keep_freed_memory
 from ..errors import Diagnostic, HloEvalError
 from ..ir.module import Computation, Instruction, Module
 from .compiler import compiled, run_compiled
@@ -252,5 +253,6 @@ def run_module(module: Module, args, options: RunOptions | None = None, hook=Non
                compiled: bool = True):
     """Run the entry computation of `module` on `args` (values in parameter order).  `compiled`
     False runs every instruction through the generic loop (the reference the tests compare with)."""
+    keep_freed_memory()
     ec = EvalContext(module, options, hook, progress, compiled)
     return ec.call(module.entry, args)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ops.convert import C64, C128, F32, F64, TINY as _TINY, flush, subnormals
+from .parallel import matmul
 from .registry import rule_for
 from .values import conforms, np_dtype
 
@@ -448,11 +449,11 @@ def _dot(inst, ops, st):
         if daz_b:
             y = flush(y)
         if wide:
-            out = np.matmul(x.astype(F64), y.astype(F64))
+            out = matmul(x.astype(F64), y.astype(F64))
             out += zero                          # a sum of two or more terms never ends at -0
             out = flush(out.astype(F32))
         else:
-            out = np.matmul(x, y)
+            out = matmul(x, y)
             out += zero
             out = flush(out)
         return out.reshape(res)

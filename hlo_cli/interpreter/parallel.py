@@ -102,7 +102,7 @@ def split(items: list, n: int) -> list[list]:
 # (checked: OpenBLAS's sgemm/dgemm give identical rows for any split of at least 2 rows; a single row
 # takes the matrix-vector path, so parts keep at least MIN_ROWS rows).
 
-SPLIT_MIN_MACS = 1 << 20
+SPLIT_MIN_MACS = 1 << 26
 MIN_ROWS = 16
 
 

@@ -3,8 +3,9 @@
 XLA CPU runs large loops and dots on all cores; the interpreter does the same by cutting such a
 step into independent parts (blocks of elements, rows of a product) and running them on a small
 pool of threads.  NumPy releases the GIL inside its loops and BLAS calls, so the parts run at the
-same time.  Every part computes its elements exactly as the whole step would (an element's value
-never depends on which part it fell in), so results do not depend on the number of threads.
+same time.  Results never depend on the number of threads: an elementwise step's element has the
+same value whichever block it falls in, and a product is cut into pieces fixed by its shape alone
+(the threads only share those pieces out).
 
 ``HLO_THREADS`` sets the number of threads (default: the cores this process may use; 1 turns the
 pool off).  The pool's threads sleep between tasks.
@@ -97,13 +98,19 @@ def split(items: list, n: int) -> list[list]:
 
 # ---------------------------------------------------------------------------- BLAS
 # During a run, BLAS runs single-threaded in every thread (OpenBLAS's own threads would keep
-# spinning after each product and compete with the pool), and large products are split here by
-# batch or by rows instead.  A row of a product is computed the same way whichever rows surround it
-# (checked: OpenBLAS's sgemm/dgemm give identical rows for any split of at least 2 rows; a single row
-# takes the matrix-vector path, so parts keep at least MIN_ROWS rows).
+# spinning after each product and compete with the pool), and large products are cut here instead.
+#
+# A product's rows are NOT computed the same way whichever rows surround them: measured with
+# OpenBLAS on this machine, computing the top and bottom halves of a (1000, 700) @ (700, 900) f64
+# product separately changed 8 of its rows in the last bit, and 15-40% of random f64 shapes of 1-40M
+# multiply-adds changed somewhere (a few percent of f32 ones).  So a large product is always cut into
+# the same pieces, chosen from its shape alone (at most MAX_CHUNKS chunks of at least CHUNK_ROWS
+# rows), and the threads share out whole pieces: the result depends on the shape, never on the
+# number of threads.  A batch is cut between its matrices, which NumPy multiplies one by one anyway.
 
-SPLIT_MIN_MACS = 1 << 26
-MIN_ROWS = 16
+SPLIT_MIN_MACS = 1 << 26        # smaller products are one call
+CHUNK_ROWS = 256                # every row chunk re-packs the right operand: keep chunks tall
+MAX_CHUNKS = 8
 
 
 def _blas_local():
@@ -149,26 +156,34 @@ def _worker_blas():
         _worker_ready.done = True
 
 
+def row_chunks(m: int) -> list[slice]:
+    """The row ranges a large product of m rows is computed in (a function of m only)."""
+    n = min(MAX_CHUNKS, m // CHUNK_ROWS)
+    return _ranges(m, n) if n >= 2 else [slice(0, m)]
+
+
 def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """np.matmul of (b, m, k) and (b, k, n) arrays, split across the pool when large."""
+    """np.matmul of (b, m, k) and (b, k, n) arrays; a large one is computed in pieces fixed by its
+    shape (see above), shared among the pool's threads."""
     b, m, k = x.shape
     n = y.shape[2]
+    if b * m * k * n < SPLIT_MIN_MACS:
+        return np.matmul(x, y)
+    rows = row_chunks(m)
     nt = threads()
-    if nt < 2 or b * m * k * n < SPLIT_MIN_MACS:
-        return np.matmul(x, y)
-    out = np.empty((b, m, n), np.result_type(x.dtype, y.dtype))
-    if b >= nt:
-        parts = [(s, slice(None)) for s in _ranges(b, nt)]
-    elif m >= 2 * MIN_ROWS:
-        parts = [(slice(None), s) for s in _ranges(m, min(nt, m // MIN_ROWS))]
+    if len(rows) == 1:
+        if b < 2 or nt < 2:
+            return np.matmul(x, y)
+        pieces = [[(s, slice(None))] for s in _ranges(b, min(nt, b))]
     else:
-        return np.matmul(x, y)
+        pieces = split([(slice(i, i + 1), r) for i in range(b) for r in rows], nt)
+    out = np.empty((b, m, n), np.result_type(x.dtype, y.dtype))
 
-    def part(p):
-        bs, rs = p
-        np.matmul(x[bs, rs], y[bs], out=out[bs, rs])
+    def part(items):
+        for bs, rs in items:
+            np.matmul(x[bs, rs], y[bs], out=out[bs, rs])
     with blas_single():
-        run_parts(part, parts)
+        run_parts(part, pieces)
     return out
 
 

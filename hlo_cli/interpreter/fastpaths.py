@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ops.convert import C64, C128, F32, F64, TINY as _TINY, flush, subnormals
+from .fpenv import hardware
 from .parallel import matmul
 from .registry import rule_for
 from .values import conforms, np_dtype
@@ -179,6 +180,8 @@ def _scalar_safe(fn, rank0):
 
 # ============================================================================ float arithmetic
 
+_minimum = np.minimum.reduce
+
 def _float_arith(opcode, ufunc):
     def prep(inst, ops, st):
         dt = _shape_dtype(inst)
@@ -190,6 +193,25 @@ def _float_arith(opcode, ufunc):
 
         def slow(a, b):                                  # NaN or a small result: the rule decides
             return rule(inst, [a, b], None)
+
+        hw = hardware()
+        if hw is not None:
+            fset, on, off = hw
+
+            def fn(a, b):                                # the processor flushes, as in XLA
+                fset(on)
+                try:
+                    r = ufunc(a, b)
+                finally:
+                    fset(off)
+                if r.__class__ is not ndarray:
+                    r = np.asarray(r)
+                if r.size:
+                    low = _minimum(r, axis=None)         # NaN if a NaN is present
+                    if low != low:
+                        return slow(a, b)                # a NaN's sign is the rule's business
+                return r
+            return Fast(fn, clean=True, elementwise=True)
 
         def fn(a, b):
             r = ufunc(flush(a) if daz_a else a, flush(b) if daz_b else b)
@@ -457,6 +479,13 @@ def _dot(inst, ops, st):
             out += zero
             out = flush(out)
         return out.reshape(res)
+
+    def fn_hw(x, y):                             # large f32: the processor flushes, as in XLA
+        out = matmul(x.transpose(lperm).reshape(l3), y.transpose(rperm).reshape(r3), True)
+        out += zero
+        return out.reshape(res)
+    if dt == F32 and not wide and hardware() is not None:
+        return Fast(fn_hw, clean=True)
     return Fast(fn, clean=True)
 
 

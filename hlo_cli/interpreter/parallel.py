@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .fpenv import hardware
+
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _threads: int | None = None
@@ -162,26 +164,40 @@ def row_chunks(m: int) -> list[slice]:
     return _ranges(m, n) if n >= 2 else [slice(0, m)]
 
 
-def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def matmul(x: np.ndarray, y: np.ndarray, ftz: bool = False) -> np.ndarray:
     """np.matmul of (b, m, k) and (b, k, n) arrays; a large one is computed in pieces fixed by its
-    shape (see above), shared among the pool's threads."""
+    shape (see above), shared among the pool's threads.  `ftz`: with the processor's FTZ and DAZ
+    flags set (hlo_cli/interpreter/fpenv.py; the caller checked they are available), as XLA CPU
+    runs its products: subnormal operands, partial sums and results count as zeros."""
     b, m, k = x.shape
     n = y.shape[2]
-    if b * m * k * n < SPLIT_MIN_MACS:
-        return np.matmul(x, y)
-    rows = row_chunks(m)
+    rows = row_chunks(m) if b * m * k * n >= SPLIT_MIN_MACS else None
     nt = threads()
-    if len(rows) == 1:
-        if b < 2 or nt < 2:
+    if rows is None or (len(rows) == 1 and (b < 2 or nt < 2)):
+        if not ftz:
             return np.matmul(x, y)
+        fset, on, off = hardware()
+        fset(on)
+        try:
+            return np.matmul(x, y)
+        finally:
+            fset(off)
+    if len(rows) == 1:
         pieces = [[(s, slice(None))] for s in _ranges(b, min(nt, b))]
     else:
         pieces = split([(slice(i, i + 1), r) for i in range(b) for r in rows], nt)
     out = np.empty((b, m, n), np.result_type(x.dtype, y.dtype))
+    hw = hardware() if ftz else None
 
     def part(items):
-        for bs, rs in items:
-            np.matmul(x[bs, rs], y[bs], out=out[bs, rs])
+        if hw is not None:
+            hw[0](hw[1])
+        try:
+            for bs, rs in items:
+                np.matmul(x[bs, rs], y[bs], out=out[bs, rs])
+        finally:
+            if hw is not None:
+                hw[0](hw[2])
     with blas_single():
         run_parts(part, pieces)
     return out

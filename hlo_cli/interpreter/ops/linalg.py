@@ -65,6 +65,7 @@ from ...errors import HloEvalError
 from ...shapes.families.reduction import higher_precision
 from .. import computations as C
 from ..registry import evaluator
+from ..fpenv import hardware
 from ..parallel import matmul
 from ..values import np_dtype
 from .convert import (BF16, C128, F32, F64, convert, etype, flush, int_compute, kind, round_float, widen_float,
@@ -144,9 +145,10 @@ def _plus_zero(r: np.ndarray, terms: int) -> np.ndarray:
 
 # ============================================================================ dot core
 
-def _contract(lhs, rhs, lb, lc, rb, rc):
+def _contract(lhs, rhs, lb, lc, rb, rc, ftz=False):
     """The general dot of two accumulation-dtype arrays: result dims are batch, lhs free, rhs free.
-    Returns (result, number of summed terms)."""
+    Returns (result, number of summed terms).  `ftz`: products with the processor's FTZ/DAZ flags
+    (see parallel.matmul)."""
     lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
     rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
     bshape = [lhs.shape[d] for d in lb]
@@ -166,7 +168,7 @@ def _contract(lhs, rhs, lb, lc, rb, rc):
         elif k == 0:
             out = np.zeros((b, m, n), lhs.dtype)
         else:
-            out = matmul(l3, r3)
+            out = matmul(l3, r3, ftz)
     return out.reshape(bshape + lfs + rfs), k
 
 
@@ -199,6 +201,9 @@ def dot_values(lhs, rhs, lb, lc, rb, rc, result_dtype, terms_scale: int = 1):
                                                                       if d not in rb and d not in rc],
                                                                      dtype=np.int64))
         if macs > F32_BLAS_MIN_MACS:
+            if hardware() is not None:      # flushed by the processor, partial sums too, as in XLA
+                out, k = _contract(lhs, rhs, lb, lc, rb, rc, ftz=True)
+                return convert(_plus_zero(out, k * terms_scale), result_dtype)
             out, k = _contract(flush(lhs), flush(rhs), lb, lc, rb, rc)
             return convert(flush(_plus_zero(out, k * terms_scale)), result_dtype)
     l, r = _widen(convert(lhs, dt)), _widen(convert(rhs, dt))

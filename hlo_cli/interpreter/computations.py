@@ -59,6 +59,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..ir.module import Computation, Instruction, Module
+from .fpenv import hardware
 from .ops.convert import subnormals
 from .registry import rule_for
 
@@ -716,18 +717,27 @@ def _native_sum(x: np.ndarray, init: np.ndarray, dims: list[int], out_shape) -> 
     """The add-reduce of an f32/f64 array exactly as the general path computes it (XLA's windows of
     32, then left folds from the init value), each fold over the leading axis of a C-contiguous
     (positions, outputs) array: one NumPy reduction, which adds row after row starting from
-    `initial`, when no partial sum can be subnormal, else one vectorized add per row with XLA's
-    flushing of partial sums.  None when it does not apply."""
+    `initial`, when no partial sum can be subnormal (or always, with the processor's FTZ/DAZ
+    flags set: fpenv.py), else one vectorized add per row with XLA's flushing of partial sums.
+    None when it does not apply."""
     dt = x.dtype
     if dt not in _SUBNORMAL_FREE_SUMS or init.shape != () or init.dtype != dt:
         return None
     init = dt.type(flush(init)[()])
     if init == 0 and np.signbit(init):
         return None                 # -0 partial sums: padding with +0 would not be skipping it
-    x = flush(x)
-    safe = _no_subnormal_partial_sums(x, init)
+    hw = hardware()
+    if hw is None:
+        x = flush(x)
+        safe = _no_subnormal_partial_sums(x, init)
 
     def fold_rows(rows):                # left fold of the rows of a 2-D array, from init
+        if hw is not None:              # the processor reads subnormal elements and flushes
+            hw[0](hw[1])                # subnormal partial sums as zeros, as XLA CPU does
+            try:
+                return np.add.reduce(rows, axis=0, initial=init)
+            finally:
+                hw[0](hw[2])
         if safe:
             return np.add.reduce(rows, axis=0, initial=init)
         r = np.full(rows.shape[1:], init, dt)

@@ -81,3 +81,48 @@ def test_hlo_ftz_software_turns_the_flags_off(monkeypatch):
     monkeypatch.delenv("HLO_FTZ")
     again = fpenv.hardware()
     assert (again is None) == (HW is None)
+
+
+_PROGRAM = """HloModule m
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  a = f32[64,300] parameter(0)
+  b = f32[64,300] parameter(1)
+  m = f32[64,300] multiply(a, b)
+  d = f32[64,300] divide(m, b)
+  s = f32[64,300] subtract(d, a)
+  z = f32[] constant(0)
+  r0 = f32[64] reduce(m, z), dimensions={1}, to_apply=add
+  r1 = f32[300] reduce(s, z), dimensions={0}, to_apply=add
+  t = f32[300,64] transpose(a), dimensions={1,0}
+  p = f32[64,64] dot(a, t), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT o = (f32[64,300], f32[64], f32[300], f32[64,64]) tuple(d, r0, r1, p)
+}
+"""
+
+
+@needs_hw
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_module_gives_the_same_bits_with_the_flags_and_with_the_software(monkeypatch, compiled):
+    """Arithmetic, add-reductions (partial sums through the subnormal range) and a product large
+    enough for f32 BLAS, on operands in the lowest binades."""
+    from hlo_cli.interpreter import RunOptions, run_module
+    from hlo_cli.interpreter.ops import linalg
+    from hlo_cli.parser import parse
+    monkeypatch.setattr(linalg, "F32_BLAS_MIN_MACS", 1000)
+    rng = np.random.default_rng(7)
+    a = _near_subnormal(np.float32, 64 * 300, rng).reshape(64, 300) * np.float32(2.0 ** 20)
+    b = rng.choice(np.array([0.5, 1.0, -1.0, 2.0 ** -10, 3.0], np.float32), (64, 300))
+    runs = []
+    for state in (HW, None):
+        monkeypatch.setattr(fpenv, "_state", state)
+        out = run_module(parse(_PROGRAM), [a, b], RunOptions(), compiled=compiled)
+        runs.append([np.asarray(v).tobytes() for v in out])
+    assert runs[0][:3] == runs[1][:3]
+    # the product: XLA's flags flush its partial sums too, the software only operands and result
+    got = [np.frombuffer(r, np.float32) for r in (runs[0][3], runs[1][3])]
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-5, atol=np.finfo(np.float32).tiny * 64)

@@ -24,26 +24,27 @@ _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20       # glibc's largest accepted value on 64-bit systems
 TRIM_THRESHOLD = 256 << 20
 
-_done = False
+_done = False                   # decided (the answer is in _ok)
+_ok = False
 
 
 def keep_freed_memory() -> bool:
-    """Apply the setting (once); True if glibc accepted it."""
-    global _done
-    if _done:
-        return _done is True
-    _done = False
+    """Apply the setting (the first call decides); True if glibc accepted it."""
+    global _done, _ok
+    if not _done:
+        _done = True
+        _ok = _apply()
+    return _ok
+
+
+def _apply() -> bool:
     if not sys.platform.startswith("linux") or os.environ.get("HLO_MALLOC", "").lower() == "system":
-        _done = None
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):         # not glibc (musl has no mallopt)
-        _done = None
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
-    _done = True if ok else None
-    return ok
+    return mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1

@@ -317,6 +317,8 @@ FUSE_BLOCK = 1 << 16            # elements per block
 # handover costs several microseconds (more in a virtual machine), so a thread needs more work per call
 FUSE_BLOCK_THREADED = 1 << 17
 FUSE_MIN = 4 * FUSE_BLOCK       # smaller arrays run step by step
+
+
 def _same_dims(inst, ops, static) -> bool:
     """True when the result and every operand are arrays of the same dims (no scalar operands)."""
     s = inst.shape

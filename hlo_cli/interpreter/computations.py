@@ -59,7 +59,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..ir.module import Computation, Instruction, Module
-from .fpenv import hardware
+from .fpenv import flushing, hardware
 from .ops.convert import subnormals
 from .registry import rule_for
 
@@ -726,18 +726,14 @@ def _native_sum(x: np.ndarray, init: np.ndarray, dims: list[int], out_shape) -> 
     init = dt.type(flush(init)[()])
     if init == 0 and np.signbit(init):
         return None                 # -0 partial sums: padding with +0 would not be skipping it
-    hw = hardware()
-    if hw is None:
+    hw = hardware() is not None
+    if not hw:
         x = flush(x)
         safe = _no_subnormal_partial_sums(x, init)
 
     def fold_rows(rows):                # left fold of the rows of a 2-D array, from init
-        if hw is not None:              # the processor reads subnormal elements and flushes
-            hw[0](hw[1])                # subnormal partial sums as zeros, as XLA CPU does
-            try:
-                return np.add.reduce(rows, axis=0, initial=init)
-            finally:
-                hw[0](hw[2])
+        if hw:                          # the processor reads subnormal elements and flushes
+            return flushing(np.add.reduce, rows, axis=0, initial=init)   # partial sums, as XLA
         if safe:
             return np.add.reduce(rows, axis=0, initial=init)
         r = np.full(rows.shape[1:], init, dt)

@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .allocator import keep_freed_memory
 from ..errors import Diagnostic, HloEvalError
 from ..ir.module import Computation, Instruction, Module
+from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled
 from .registry import rule_for
 from .values import conforms, describe

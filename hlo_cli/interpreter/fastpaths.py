@@ -182,6 +182,7 @@ def _scalar_safe(fn, rank0):
 
 _minimum = np.minimum.reduce
 
+
 def _float_arith(opcode, ufunc):
     def prep(inst, ops, st):
         dt = _shape_dtype(inst)
@@ -199,7 +200,7 @@ def _float_arith(opcode, ufunc):
             fset, on, off = hw
 
             def fn(a, b):                                # the processor flushes, as in XLA
-                fset(on)
+                fset(on)                                 # (fpenv.flushing inlined: a hot path)
                 try:
                     r = ufunc(a, b)
                 finally:

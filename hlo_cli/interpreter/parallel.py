@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .fpenv import hardware
+from .fpenv import flushing
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -174,40 +174,21 @@ def matmul(x: np.ndarray, y: np.ndarray, ftz: bool = False) -> np.ndarray:
     rows = row_chunks(m) if b * m * k * n >= SPLIT_MIN_MACS else None
     nt = threads()
     if rows is None or (len(rows) == 1 and (b < 2 or nt < 2)):
-        if not ftz:
-            return np.matmul(x, y)
-        fset, on, off = hardware()
-        fset(on)
-        try:
-            return np.matmul(x, y)
-        finally:
-            fset(off)
+        return flushing(np.matmul, x, y) if ftz else np.matmul(x, y)
     if len(rows) == 1:
         pieces = [[(s, slice(None))] for s in _ranges(b, min(nt, b))]
     else:
         pieces = split([(slice(i, i + 1), r) for i in range(b) for r in rows], nt)
     out = np.empty((b, m, n), np.result_type(x.dtype, y.dtype))
-    hw = hardware() if ftz else None
 
     def part(items):
-        if hw is not None:
-            hw[0](hw[1])
-        try:
-            for bs, rs in items:
-                np.matmul(x[bs, rs], y[bs], out=out[bs, rs])
-        finally:
-            if hw is not None:
-                hw[0](hw[2])
+        for bs, rs in items:
+            np.matmul(x[bs, rs], y[bs], out=out[bs, rs])
     with blas_single():
-        run_parts(part, pieces)
+        run_parts((lambda items: flushing(part, items)) if ftz else part, pieces)
     return out
 
 
 def _ranges(total: int, n: int) -> list[slice]:
-    q, r = divmod(total, n)
-    out, lo = [], 0
-    for i in range(n):
-        hi = lo + q + (1 if i < r else 0)
-        out.append(slice(lo, hi))
-        lo = hi
-    return out
+    """range(total) cut like split(): n nearly equal slices."""
+    return [slice(r.start, r.stop) for r in split(range(total), n)]

@@ -12,6 +12,7 @@ class ExitCode:
     FAILURE = 1          # the module is wrong: syntax/shape error, runtime failure, mismatch
     USAGE = 2            # bad command line, unreadable or unusable input file
     INTERNAL = 3         # a bug in hlo itself (reported without a traceback unless HLO_DEBUG=1)
+    OUT_OF_MEMORY = 4    # the run needs more memory than can be allocated
 
 
 @dataclass
@@ -76,3 +77,8 @@ class HloEvalError(HloError):
 class HloInputError(HloError):
     """A file or argument given on the command line cannot be used."""
     exit_code = ExitCode.USAGE
+
+
+class HloResourceError(HloError):
+    """The work asked for needs more memory than can be allocated (says what, and how many bytes)."""
+    exit_code = ExitCode.OUT_OF_MEMORY

@@ -279,7 +279,7 @@ def test_duplicate_and_negative_parameter_numbers():
     ("u1", "2", ["value 2 is out of range for u1 [0, 1]"]),
     ("s16", "32768", ["out of range for s16"]),
     ("u32", "-1", ["value -1 is out of range for u32"]),
-    ("s64", "9223372036854775808", ["out of range for s64"]),
+    ("s32", "9223372036854775808", ["out of range for s32"]),
     ("u64", "18446744073709551616", ["too large"]),
     ("f16", "65520", ["value 65520 is out of range for f16"]),
     ("bf16", "1e39", ["out of range for bf16"]),

@@ -261,22 +261,22 @@ class ConvDimensionNumbers:
     output_spatial_dimensions: tuple[int, ...]
 
     def __str__(self) -> str:
-        n = len(self.input_spatial_dimensions)
-
-        def render(rank, named, spatial):
-            chars = ["?"] * rank
+        # XLA's ConvolutionDimensionNumbersToString: each part is as long as its highest dimension
+        # number needs, positions nobody names print as '?' (custom calls may leave some unknown)
+        def render(named, spatial):
+            chars = ["?"] * (max([p for p, _ in named] + list(spatial) + [0]) + 1)
             for pos, ch in named:
-                if 0 <= pos < rank:
+                if pos >= 0:
                     chars[pos] = ch
             for k, pos in enumerate(spatial):
-                if 0 <= pos < rank:
+                if pos >= 0:
                     chars[pos] = str(k) if k < 10 else f"[{k}]"   # XLA spells only single digits
             return "".join(chars)
-        lhs = render(n + 2, [(self.input_batch_dimension, "b"), (self.input_feature_dimension, "f")],
+        lhs = render([(self.input_batch_dimension, "b"), (self.input_feature_dimension, "f")],
                      self.input_spatial_dimensions)
-        rhs = render(n + 2, [(self.kernel_input_feature_dimension, "i"),
-                             (self.kernel_output_feature_dimension, "o")], self.kernel_spatial_dimensions)
-        out = render(n + 2, [(self.output_batch_dimension, "b"), (self.output_feature_dimension, "f")],
+        rhs = render([(self.kernel_input_feature_dimension, "i"), (self.kernel_output_feature_dimension, "o")],
+                     self.kernel_spatial_dimensions)
+        out = render([(self.output_batch_dimension, "b"), (self.output_feature_dimension, "f")],
                      self.output_spatial_dimensions)
         return f"{lhs}_{rhs}->{out}"
 
@@ -787,24 +787,38 @@ def _split_labels(s: str) -> list[str]:
 
 
 def dec_conv_dnums(v, ctx=None):
+    """XLA's ParseConvolutionDimensionNumbers: `?` marks a dimension none of b/f/i/o/spatial names
+    (custom calls); a label left out is dimension 0, as in XLA's proto; the three parts may differ
+    in length but must have the same number of spatial dimensions."""
     w = _word(v, "dim_labels like b01f_01io->b01f")
-    m = re.match(r"^([\w\[\]]+)_([\w\[\]]+)->([\w\[\]]+)$", w)
+    m = re.match(r"^([\w\[\]?]+)_([\w\[\]?]+)->([\w\[\]?]+)$", w)
     if not m:
         raise AttrError(f"expected dim_labels like b01f_01io->b01f, got '{w}'")
     lhs, rhs, out = (_split_labels(g) for g in m.groups())
-    if not (len(lhs) == len(rhs) == len(out)):
-        raise AttrError(f"dim_labels '{w}': input, kernel and output must have the same rank")
 
     def pick(labels, a, b, part):
-        if labels.count(a) != 1 or labels.count(b) != 1:
-            raise AttrError(f"dim_labels '{w}': {part} must name '{a}' and '{b}' exactly once")
-        spatial = sorted((int(c), i) for i, c in enumerate(labels) if c.isdigit())
-        if [s for s, _ in spatial] != list(range(len(labels) - 2)):
-            raise AttrError(f"dim_labels '{w}': {part} spatial dimensions must be 0..{len(labels) - 3}")
-        return labels.index(a), labels.index(b), tuple(i for _, i in spatial)
+        named = [c for c in labels if c != "?"]
+        if len(set(named)) != len(named):
+            raise AttrError(f"dim_labels '{w}': expects unique {part} dimension numbers, but sees "
+                            f"'{''.join(labels)}'")
+        spatial = {}
+        for i, c in enumerate(labels):
+            if c not in (a, b, "?"):
+                if not c.isdigit() or int(c) >= len(labels):
+                    raise AttrError(f"dim_labels '{w}': expects [0-{len(labels) - 1}{a}{b}?] in {part} "
+                                    f"dimension numbers, got '{c}'")
+                spatial[int(c)] = i
+        if sorted(spatial) != list(range(len(spatial))):
+            raise AttrError(f"dim_labels '{w}': {part} spatial dimensions must be numbered "
+                            f"0..{len(spatial) - 1}")
+        where = {c: i for i, c in enumerate(labels)}
+        return where.get(a, 0), where.get(b, 0), tuple(spatial[k] for k in range(len(spatial)))
     ib, if_, isp = pick(lhs, "b", "f", "input")
     ki, ko, ksp = pick(rhs, "i", "o", "kernel")
     ob, of, osp = pick(out, "b", "f", "output")
+    if not (len(isp) == len(ksp) == len(osp)):
+        raise AttrError(f"dim_labels '{w}': input, kernel and output must have the same number of spatial "
+                        f"dimensions, got {len(isp)}, {len(ksp)} and {len(osp)}")
     return ConvDimensionNumbers(ib, if_, isp, ki, ko, ksp, ob, of, osp)
 
 

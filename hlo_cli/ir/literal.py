@@ -88,6 +88,11 @@ _PAYLOAD_NAN_TYPES = frozenset({"f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3",
 _UINT_OF_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
+def _as_int64(v: int) -> int:
+    """The int64 value of XLA's lexer for an integer in [-2**63, 2**64)."""
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
 class _Num:
     """A scalar token read as a number: kind is int | float | bool; nan_payload None or an int."""
     __slots__ = ("kind", "value", "negative_nan", "nan_payload", "text")
@@ -364,10 +369,15 @@ class _LiteralReader:
             out[:k] = [v.value != 0 if v.kind == "int" else v.value for v in vals]
         elif kind in ("int", "uint"):
             lo, hi = _int_range(et)
-            ints = [v.value for v in vals]
+            # XLA's lexer keeps an integer as int64 bits (2**63 and above wrap to negative values);
+            # an unsigned type then reads those bits as uint64: u64 takes -1 as 2**64-1, s64 takes
+            # 2**64-1 as -1, and only values that still fall outside the type's range are refused
+            ints = [_as_int64(v.value) for v in vals]
+            if kind == "uint":
+                ints = [v + (1 << 64) if v < 0 else v for v in ints]
             for j, v in enumerate(ints):
                 if v < lo or v > hi:
-                    self.fail(f"value {v} is out of range for {name} [{lo}, {hi}]", where[j])
+                    self.fail(f"value {vals[j].value} is out of range for {name} [{lo}, {hi}]", where[j])
             out[:k] = np.array(ints, dtype=np.int64 if kind == "int" else np.uint64).astype(dt)
         elif kind == "float":
             out[:k] = self.floats([v.as_float() for v in vals], vals, [where[j] for j in range(k)], et, name)

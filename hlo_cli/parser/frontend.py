@@ -656,7 +656,12 @@ def _instruction_general(self, c, _orig=_T.instruction):
 
 
 def _header(self, c):
-    return ("header", c[0], [_attr_from_token(a) if isinstance(a, Token) else a for a in c[1:]])
+    name, colon = c[0], c[1]
+    if colon is not None and (colon.line != name.line or colon.column != name.column + len(name)):
+        # XLA reads `HloModule name:` (a name token ends with its colon) but not a detached ':'
+        raise _SubParseError(colon.line, colon.column, "unexpected ':' after the module name "
+                             "(XLA allows a ':' only right after the name, as in `HloModule m:`)")
+    return ("header", name, [_attr_from_token(a) if isinstance(a, Token) else a for a in c[2:] if a is not None])
 
 
 def _attr_value(self, c):

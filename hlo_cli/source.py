@@ -2,7 +2,9 @@
 does not pay for loading the parser."""
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 from .errors import Diagnostic, HloInputError
@@ -10,6 +12,7 @@ from .errors import Diagnostic, HloInputError
 _CONTROL_BYTE = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
 
 
+_BOM = b"\xef\xbb\xbf"
 _ALLOWED_BYTES = bytes(range(0x20, 0x7f)) + b"\t\n\r\x0b\x0c" + bytes(range(0x80, 0x100))
 
 
@@ -22,35 +25,104 @@ def grammar_path() -> Path:
     raise FileNotFoundError("grammar/hlo.lark is missing from the installation")
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_kind(mode: int) -> str:
+    """'a directory', 'a named pipe (FIFO)', ... for a st_mode that is not a regular file's."""
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+class NotRegularFile(OSError):
+    """Raised by open_regular: the path names a directory, a FIFO, a device or a socket."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind
+
+
+def open_regular(path: str | os.PathLike):
+    """Open PATH for reading in binary mode, refusing at once (before reading a byte, and without
+    blocking on a FIFO) anything that is not a regular file.  Raises FileNotFoundError,
+    PermissionError, other OSErrors, or NotRegularFile."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(file_kind(mode))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _stdin_problem(stream) -> str | None:
+    """Why standard input cannot be read as a module (a device such as /dev/zero would be read
+    forever), or None.  Pipes, files and terminals are fine; so is /dev/null (it reads as empty)."""
+    try:
+        st = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None                             # not a real descriptor (tests, embedding): read it
+    if stat.S_ISCHR(st.st_mode) and not stream.isatty():
+        try:
+            if st.st_rdev == os.stat(os.devnull).st_rdev:
+                return None
+        except OSError:
+            pass
+        return "a character device"
+    if stat.S_ISBLK(st.st_mode):
+        return "a block device"
+    return None
+
+
+def _empty(name: str, stdin: bool) -> HloInputError:
+    if stdin:
+        msg = "standard input is empty: expected an HLO module"
+        return HloInputError(msg, [Diagnostic(msg, name, code="E010")])
+    return HloInputError(f"{name} is empty", [Diagnostic("the file is empty: expected an HLO module", name,
+                                                         code="E001")])
+
+
 def read_source(path: str) -> tuple[str, str]:
-    """Read an HLO file ('-' for stdin); returns (text, display name).  Raises HloInputError."""
+    """Read an HLO file ('-' for stdin); returns (text, display name).  Raises HloInputError.
+
+    Only regular files and standard input are read: a directory, a FIFO, a device or a socket is
+    refused before anything is read.  A file holding nothing but whitespace (after an optional
+    UTF-8 byte-order mark) is empty."""
     import sys
     if path == "-":
-        data = sys.stdin.buffer.read()
         name = "<stdin>"
-        if not data:
-            raise HloInputError("standard input is empty: expected an HLO module",
-                                [Diagnostic("standard input is empty: expected an HLO module", name,
-                                            code="E010")])
+        kind = _stdin_problem(sys.stdin.buffer)
+        if kind is not None:
+            msg = f"standard input is {kind}, not a file or a pipe: expected an HLO module"
+            raise HloInputError(msg, [Diagnostic(msg, name, code="E018")])
+        data = sys.stdin.buffer.read()
     else:
         name = path
-        p = Path(path)
-        if p.is_dir():
-            raise HloInputError(f"{path} is a directory, not an HLO file",
-                                [Diagnostic("is a directory, not an HLO file", name, code="E011")])
         try:
-            data = p.read_bytes()
+            with open_regular(path) as f:
+                data = f.read()
+        except NotRegularFile as e:
+            if e.kind == "a directory":
+                raise HloInputError(f"{path} is a directory, not an HLO file",
+                                    [Diagnostic("is a directory, not an HLO file", name, code="E011")]) from None
+            msg = f"is {e.kind}, not a regular file: hlo reads modules from files or from standard input ('-')"
+            raise HloInputError(f"{path} {msg}", [Diagnostic(msg, name, code="E018")]) from None
         except FileNotFoundError:
             raise HloInputError(f"{path}: no such file", [Diagnostic("no such file", name, code="E012")]) from None
         except PermissionError:
             raise HloInputError(f"{path}: permission denied",
                                 [Diagnostic("permission denied", name, code="E013")]) from None
+        except IsADirectoryError:
+            raise HloInputError(f"{path} is a directory, not an HLO file",
+                                [Diagnostic("is a directory, not an HLO file", name, code="E011")]) from None
         except OSError as e:
             raise HloInputError(f"{path}: {e.strerror}", [Diagnostic(f"cannot read: {e.strerror}", name,
                                                                      code="E014")]) from None
-        if not data.strip():
-            raise HloInputError(f"{path} is empty", [Diagnostic("the file is empty: expected an HLO module",
-                                                                name, code="E001")])
+    if not data[3 if data.startswith(_BOM) else 0:].strip():
+        raise _empty(name, path == "-")
     # (deleting every allowed byte is five times faster than searching for a forbidden one)
     m = _CONTROL_BYTE.search(data) if data.translate(None, _ALLOWED_BYTES) else None
     if m is not None:

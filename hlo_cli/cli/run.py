@@ -7,7 +7,9 @@ hooks the options ask for (dump, finiteness guard, progress), then report: a sum
 on stdout, full values with --print, the comparison with --expect.
 
 Exit codes: 0 success; 1 the module failed (check error, runtime error, --expect mismatch, a
-non-finite value under --check-finite); 2 usage error or unreadable input.
+non-finite value under --check-finite); 2 usage error or unreadable input (also a dump or output
+that cannot be written); 3 a bug in hlo; 4 out of memory (--random-inputs too big, or an
+instruction's value).
 """
 from __future__ import annotations
 
@@ -20,127 +22,17 @@ from pathlib import Path
 
 import click
 
+from ..dumps import source_of
 from ..errors import Diagnostic, ExitCode, HloError, HloEvalError, HloInputError, HloShapeError
-from .common import load_module, no_cache_option, report_errors
+from ..io import has_nonfinite, leaves_with_shapes, literal_text, nonfinite_mask, scalar_str, stats
+from .common import load_module, module_option, no_cache_option, report_errors
 
 
 def _input_error(msg: str):
     raise HloInputError(msg)
 
 
-# ----------------------------------------------------------------------------- reading inputs
-
-def _load_array(path: str, what: str):
-    import numpy as np
-    p = Path(path)
-    if not p.exists():
-        _input_error(f"{what}: no such file: {path}")
-    if p.is_dir():
-        _input_error(f"{what}: {path} is a directory")
-    if p.suffix == ".npz":
-        _input_error(f"{what}: {path} is an .npz archive; pass it with --inputs")
-    try:
-        a = np.load(p, allow_pickle=False)
-    except Exception as e:  # numpy raises many kinds for bad files
-        _input_error(f"{what}: cannot read {path} as a .npy array ({type(e).__name__}: {e})")
-    if not isinstance(a, np.ndarray):
-        a.close()
-        _input_error(f"{what}: {path} is an .npz archive; pass it with --inputs")
-    return a
-
-
-def _load_npz(path: str, what: str) -> dict:
-    import numpy as np
-    p = Path(path)
-    if not p.exists():
-        _input_error(f"{what}: no such file: {path}")
-    if p.is_dir():
-        _input_error(f"{what}: {path} is a directory")
-    try:
-        z = np.load(p, allow_pickle=False)
-    except Exception as e:
-        _input_error(f"{what}: cannot read {path} as an .npz archive ({type(e).__name__}: {e})")
-    if isinstance(z, np.ndarray):
-        _input_error(f"{what}: {path} is a single array, not an .npz archive")
-    try:
-        with z:
-            return {k: z[k] for k in z.files}
-    except Exception as e:
-        _input_error(f"{what}: cannot read {path} as an .npz archive ({type(e).__name__}: {e})")
-
-
-def _load_reference(path: str) -> dict:
-    """--expect: an .npz with keys out0, out1, ...; or one .npy for a single result."""
-    import numpy as np
-    if path.endswith(".npy"):
-        return {"out0": _load_array(path, f"--expect {path}")}
-    ref = _load_npz(path, f"--expect {path}")
-    if not ref:
-        _input_error(f"--expect {path}: the archive holds no arrays")
-    return {k: np.asarray(v) for k, v in ref.items()}
-
-
-# ----------------------------------------------------------------------------- statistics
-
-def _is_intlike(a) -> bool:
-    import numpy as np
-    if a.dtype.kind in "iu":
-        return True
-    try:
-        return bool(np.issubdtype(a.dtype, np.integer))
-    except TypeError:
-        return a.dtype.name.startswith(("int", "uint"))
-
-
-def _stats(a):
-    """Summary statistics of one array: shape, dtype, min/max/mean, NaN and Inf counts."""
-    import numpy as np
-    out = {"shape": list(a.shape), "dtype": str(a.dtype), "size": int(a.size)}
-    if a.size == 0:
-        return out
-    kind = a.dtype.kind
-    try:
-        if kind == "b":
-            t = int(np.count_nonzero(a))
-            out.update(min=int(a.min()), max=int(a.max()), mean=t / a.size, true=t)
-        elif _is_intlike(a):
-            w = a.astype(np.int64) if kind not in "iu" else a
-            out.update(min=int(w.min()), max=int(w.max()), mean=float(w.astype(np.float64).mean()))
-        elif kind == "c":
-            c = a.astype(np.complex128)
-            mag = np.abs(c)
-            fin = np.isfinite(c)
-            out.update(nan=int(np.isnan(c).sum()), inf=int((np.isinf(c.real) | np.isinf(c.imag)).sum()),
-                       min_abs=float(mag[fin].min()) if fin.any() else None,
-                       max_abs=float(mag[fin].max()) if fin.any() else None,
-                       mean=[float(c[fin].mean().real), float(c[fin].mean().imag)] if fin.any() else None)
-        else:
-            f = a.astype(np.float64)
-            fin = np.isfinite(f)
-            out.update(nan=int(np.isnan(f).sum()), inf=int(np.isinf(f).sum()),
-                       min=float(f[fin].min()) if fin.any() else None,
-                       max=float(f[fin].max()) if fin.any() else None,
-                       mean=float(f[fin].mean()) if fin.any() else None)
-    except (TypeError, ValueError):
-        pass
-    return out
-
-
-def _nonfinite_mask(a):
-    """Boolean mask of NaN/Inf elements, or None for types that cannot hold them."""
-    import numpy as np
-    if a.dtype.kind in "biu" or a.size == 0 or _is_intlike(a):
-        return None
-    try:
-        return ~np.isfinite(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64))
-    except (TypeError, ValueError):
-        return None
-
-
-def _nonfinite(a) -> bool:
-    m = _nonfinite_mask(a)
-    return m is not None and bool(m.any())
-
+# ----------------------------------------------------------------------------- summaries
 
 def _fmt_num(x) -> str:
     if x is None:
@@ -152,164 +44,11 @@ def _fmt_num(x) -> str:
     return str(x)
 
 
-def _scalar_str(x, a) -> str:
-    import numpy as np
-    if a.dtype.kind == "b":
-        return "true" if x else "false"
-    if _is_intlike(a):
-        return str(int(x))
-    if a.dtype.kind == "c":
-        c = complex(x)
-        return f"({c.real:.5g}{c.imag:+.5g}j)"
-    return f"{float(np.float64(x)):.5g}"
-
-
 def _preview(a, n=5) -> str:
     """The first few elements, compactly."""
     flat = a.reshape(-1)
-    items = [_scalar_str(x, a) for x in flat[:n]]
+    items = [scalar_str(x, a) for x in flat[:n]]
     return "[" + ", ".join(items) + (", ..." if flat.size > n else "") + "]"
-
-
-def _leaves_with_shapes(value, shape):
-    """(array, array shape) leaves of a value, depth-first; tokens and opaque values left out."""
-    from ..interpreter.values import TOKEN
-    if shape.is_tuple:
-        for v, s in zip(value, shape.tuple_shapes):
-            yield from _leaves_with_shapes(v, s)
-    elif value is not TOKEN and value is not None and shape.element_type not in ("token", "opaque"):
-        yield value, shape
-
-
-def _source_of(module, inst):
-    """op_name, and the source file:line of the instruction (through the StackFrames section when
-    the metadata has a stack_frame_id, else its source_file/source_line)."""
-    md = inst.attrs.get("metadata")
-    out = {}
-    if md is None:
-        return out
-    if md.op_name:
-        out["op_name"] = md.op_name
-    fid = md.stack_frame_id
-    if fid and module.stack_frames:
-        stack = module.stack_frames.resolve(fid)
-        if stack:
-            f, _fn, line, _col = stack[0]
-            out["source"] = f"{f}:{line}"
-            out["stack"] = [f"{f}:{ln} ({fnn})" for f, fnn, ln, _ in stack]
-    if "source" not in out and md.source_file:
-        out["source"] = f"{md.source_file}:{md.source_line or 0}"
-    return out
-
-
-# ----------------------------------------------------------------------------- dumps
-
-_OUR_DUMP_FILE = re.compile(r"^\d{6,}_.*\.npy$")
-_MARKER = ".hlo-dump"
-
-
-class _Dumper:
-    """A hook writing every executed instruction's value (one .npy per tuple leaf) and a manifest."""
-
-    def __init__(self, module, directory: Path, pattern, summary_only: bool, taken: set[str]):
-        self.module = module
-        self.dir = directory
-        self.pattern = pattern
-        self.summary_only = summary_only
-        self.taken = taken                  # names in the directory that are not ours to replace
-        self.entries = []
-        self.seq = 0
-
-    def __call__(self, ev):
-        import numpy as np
-        inst = ev.instruction
-        if self.pattern is not None and not (self.pattern.search(inst.name) or self.pattern.search(inst.opcode)):
-            return
-        self.seq += 1
-        safe = re.sub(r"[^\w.\-]", "_", f"{ev.computation.name}.{inst.name}")
-        files, stats = [], []
-        for k, (leaf, _shape) in enumerate(_leaves_with_shapes(ev.value, inst.shape)):
-            leaf = np.asarray(leaf)
-            stats.append(_stats(leaf))
-            if not self.summary_only:
-                base = f"{self.seq:06d}_{safe}" + (f".{ev.count}" if ev.count > 1 else "") + \
-                       (f".leaf{k}" if inst.shape.is_tuple else "")
-                name, n = base + ".npy", 1
-                while name in self.taken:      # --dump-force into a foreign directory: never replace
-                    name, n = f"{base}~{n}.npy", n + 1
-                np.save(self.dir / name, _storable(leaf))
-                files.append(name)
-        entry = {"order": self.seq, "computation": ev.computation.name, "instruction": inst.name,
-                 "opcode": inst.opcode, "shape": inst.shape.to_str(False), "execution": ev.count,
-                 "location": f"{inst.loc.file}:{inst.loc.line}:{inst.loc.column}", "stats": stats}
-        if not self.summary_only:
-            entry["files"] = files
-        entry.update(_source_of(self.module, inst))
-        self.entries.append(entry)
-
-    def finish(self, status: str):
-        manifest = {"module": self.module.name, "status": status, "summary_only": self.summary_only,
-                    "instructions": self.entries}
-        tmp = self.dir / "manifest.json.tmp"
-        tmp.write_text(json.dumps(manifest, indent=1) + "\n")
-        os.replace(tmp, self.dir / "manifest.json")
-
-
-def _storable(a):
-    """ml_dtypes arrays (bfloat16, float8_*, int4, ...) are saved as raw records (|V2, |V1): NumPy
-    cannot read their descriptors back; `hlo run --input` reads the records as the parameter's type."""
-    import numpy as np
-    try:
-        builtin = np.dtype(a.dtype.str) == a.dtype
-    except TypeError:
-        builtin = False
-    return a if builtin else a.view(np.dtype(f"V{a.dtype.itemsize}"))
-
-
-def _prepare_dump_dir(path: str, force: bool, protected: set[str]) -> tuple[Path, set[str]]:
-    """Create DIR, or reuse it when it is empty or holds an earlier dump of ours (whose files are
-    removed); a non-empty directory hlo did not create needs --dump-force, and then nothing in it is
-    replaced.  Returns the directory and the names in it the dump must not use."""
-    d = Path(path)
-    if not d.exists():
-        try:
-            d.mkdir(parents=True)
-        except OSError as e:
-            _input_error(f"--dump-dir {path}: cannot create it ({e.strerror})")
-        (d / _MARKER).write_text("This directory holds a dump written by `hlo run --dump-dir`.\n")
-        return d, set()
-    if not d.is_dir():
-        _input_error(f"--dump-dir {path} exists and is not a directory")
-    names = {f.name for f in d.iterdir()}
-    ours = _MARKER in names
-    if names and not ours:
-        if not force:
-            _input_error(f"--dump-dir {path} is not empty and was not made by hlo; refusing to write into it "
-                         f"(pass --dump-force to write there anyway; nothing in it is replaced)")
-        if "manifest.json" in names:
-            _input_error(f"--dump-dir {path} already holds a manifest.json that hlo did not write; "
-                         f"refusing to replace it")
-        return d, names
-    # empty, or an earlier dump of ours: remove the files that dump wrote (and only those)
-    old = set()
-    try:
-        manifest = json.loads((d / "manifest.json").read_text())
-        for e in manifest.get("instructions", []):
-            old.update(e.get("files", []))
-    except (OSError, ValueError, AttributeError):
-        pass
-    old |= {n for n in names if _OUR_DUMP_FILE.match(n)}
-    old = {n for n in old if "/" not in n and "\\" not in n and (d / n).is_file()}
-    doomed = [d / n for n in sorted(old)] + [d / n for n in ("manifest.json", "manifest.json.tmp") if n in names]
-    for f in doomed:
-        if str(f.resolve()) in protected:
-            _input_error(f"--dump-dir {path} holds {f.name}, which is an input of this run; refusing to "
-                         f"replace it (dump into another directory)")
-    for f in doomed:
-        f.unlink()
-    if not ours:
-        (d / _MARKER).write_text("This directory holds a dump written by `hlo run --dump-dir`.\n")
-    return d, {f.name for f in d.iterdir()}
 
 
 # ----------------------------------------------------------------------------- --check-finite
@@ -340,11 +79,11 @@ class _FiniteGuard:
         inst = ev.instruction
         if inst.opcode in ("constant", "parameter") or inst.opcode in _JUDGED_INSIDE:
             return
-        vals = [np.asarray(v) for v, _ in _leaves_with_shapes(ev.value, inst.shape)]
-        if not any(_nonfinite(v) for v in vals):
+        vals = [np.asarray(v) for v, _ in leaves_with_shapes(ev.value, inst.shape)]
+        if not any(has_nonfinite(v) for v in vals):
             return
         from ..interpreter.values import leaves
-        if any(_nonfinite(np.asarray(v)) for op in ev.operands for v in leaves(op)):
+        if any(has_nonfinite(np.asarray(v)) for op in ev.operands for v in leaves(op)):
             return
         self.report = _nonfinite_report(self.module, ev, vals)
         raise _NonFinite()
@@ -357,20 +96,20 @@ def _nonfinite_report(module, ev, vals):
     rep = {"instruction": inst.name, "opcode": inst.opcode, "computation": comp.name,
            "location": f"{inst.loc.file}:{inst.loc.line}:{inst.loc.column}",
            "file": inst.loc.file, "line": inst.loc.line, "column": inst.loc.column,
-           "execution": ev.count, "stats": [_stats(v) for v in vals]}
-    rep.update(_source_of(module, inst))
-    first = next((v for v in vals if _nonfinite(v)), None)
+           "execution": ev.count, "stats": [stats(v) for v in vals]}
+    rep.update(source_of(module, inst))
+    first = next((v for v in vals if has_nonfinite(v)), None)
     index = None
     if first is not None:
-        index = tuple(int(i) for i in np.argwhere(_nonfinite_mask(first))[0])
+        index = tuple(int(i) for i in np.argwhere(nonfinite_mask(first))[0])
         rep["first_index"] = list(index)
-        rep["first_value"] = _scalar_str(first[index], first)
+        rep["first_value"] = scalar_str(first[index], first)
     ops = []
     for name, val in zip(inst.operands, ev.operands):
-        entry = {"operand": name, "stats": [_stats(np.asarray(v)) for v in leaves(val)]}
+        entry = {"operand": name, "stats": [stats(np.asarray(v)) for v in leaves(val)]}
         arr = val if isinstance(val, np.ndarray) else None
         if arr is not None and first is not None and arr.shape == first.shape and index is not None:
-            entry["value_at_first_index"] = _scalar_str(arr[index], arr)
+            entry["value_at_first_index"] = scalar_str(arr[index], arr)
         ops.append(entry)
     rep["operands"] = ops
     return rep
@@ -496,13 +235,12 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
         _input_error(f"--output {path} is an input of this run; refusing to overwrite it")
     if p.is_dir():
         _input_error(f"--output {path} is a directory")
-    if p.exists() and not force:
-        _input_error(f"--output {path} exists; refusing to overwrite it (pass --force to replace it)")
+    if os.path.lexists(path) and not force:
+        what = "is a symbolic link" if os.path.islink(path) else "exists"
+        _input_error(f"--output {path} {what}; refusing to overwrite it (pass --force to replace it)")
     if not p.parent.exists():
         _input_error(f"--output {path}: the directory {p.parent} does not exist")
 
-
-# ----------------------------------------------------------------------------- the command
 
 @click.command("run")
 @click.argument("module_file", metavar="MODULE", type=str)
@@ -512,7 +250,8 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 @click.option("--inputs", "inputs_npz", metavar="ARGS.npz",
               help="An .npz archive of inputs keyed by parameter name or arg0, arg1, ... (by position).")
 @click.option("--random-inputs", is_flag=True, help="Fill every parameter with deterministic random values.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --random-inputs and rng.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed for --random-inputs and rng (a non-negative integer).")
 @click.option("--output", "-o", metavar="OUT.npz|OUT.npy",
               help="Write the results: .npz with keys out0, out1, ... (tuple leaves, depth-first), or .npy "
                    "for a non-tuple result.")
@@ -539,106 +278,130 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
               help="Run modules whose dump elided constants ({...}), filling them this way.")
 @click.option("--no-check", is_flag=True, help="Do not check the module (hlo check's rules) before running it.")
 @click.option("--no-progress", is_flag=True, help="No progress display (it is off anyway when not a terminal).")
+@module_option
 @no_cache_option
 @report_errors
 def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect, rtol, atol,
         dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations, allow_elided_constants,
-        no_check, no_progress, no_cache):
+        no_check, no_progress, module_choice, no_cache):
     """Run MODULE's entry computation on inputs and report the results.
 
     Inputs: --input FILE.npy per parameter in order, --input NAME=FILE.npy by name, --inputs ARGS.npz,
     or --random-inputs.  The module is checked first (as `hlo check` does).
 
     Exit codes: 0 success; 1 the module failed (check error, runtime error, --expect mismatch,
-    non-finite value under --check-finite); 2 usage error or unreadable input.
+    non-finite value under --check-finite); 2 usage error or unreadable input; 3 a bug in hlo;
+    4 out of memory.
     """
-    for flag, given in (("--dump-filter", dump_filter), ("--dump-summary", dump_summary),
-                        ("--dump-force", dump_force)):
-        if given and not dump_dir:
-            raise click.UsageError(f"{flag} needs --dump-dir")
-    if rtol < 0 or atol < 0:
-        raise click.UsageError("--rtol and --atol must not be negative")
-    state = {"module": None}
+    state = {"module": None, "module_file": module_file}
     try:
+        for flag, given in (("--dump-filter", dump_filter), ("--dump-summary", dump_summary),
+                            ("--dump-force", dump_force)):
+            if given and not dump_dir:
+                raise click.UsageError(f"{flag} needs --dump-dir")
+        if rtol < 0 or atol < 0:
+            raise click.UsageError("--rtol and --atol must not be negative")
+        if seed < 0:
+            raise click.BadParameter(f"{seed} is negative; a seed is a non-negative integer", param_hint="'--seed'")
         _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt,
              expect, rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
-             allow_elided_constants, no_check, no_progress, no_cache)
-    except HloError as e:
-        if fmt == "json":
-            diags = e.diagnostics or [Diagnostic(str(e), state["module"] or module_file, code="E000")]
-            doc = {"module": state["module"], "status": "error", "exit_code": int(e.exit_code), "message": str(e),
-                   "diagnostics": [{"file": d.file, "line": d.line, "column": d.column, "severity": d.severity,
-                                    "code": d.code, "instruction": d.instruction, "message": d.message}
-                                   for d in diags]}
-            click.echo(json.dumps(doc, indent=2))
+             allow_elided_constants, no_check, no_progress, no_cache, module_choice)
+    except (SystemExit, click.exceptions.Exit):
         raise
+    except BaseException as e:
+        if fmt == "json":
+            click.echo(json.dumps(_error_document(state, e), indent=2))
+        raise
+
+
+def _error_document(state, e: BaseException) -> dict:
+    """The JSON document of a run that ended in error E (the exit code is the one the command ends with)."""
+    from ..errors import HloResourceError
+    if isinstance(e, HloError):
+        code, message = int(e.exit_code), str(e)
+    elif isinstance(e, click.UsageError):
+        code, message = ExitCode.USAGE, e.format_message()
+    elif isinstance(e, KeyboardInterrupt):
+        code, message = 130, "interrupted"
+    elif isinstance(e, MemoryError):
+        code, message = HloResourceError.exit_code, "out of memory"
+    elif isinstance(e, RecursionError):
+        code, message = ExitCode.FAILURE, "the module is nested too deeply to process"
+    else:
+        code, message = ExitCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
+    diags = getattr(e, "diagnostics", None) or [Diagnostic(message, state["module"] or state["module_file"],
+                                                           code="E000")]
+    doc = {"module": state["module"], "status": "error", "exit_code": code, "message": message,
+           "diagnostics": [{"file": d.file, "line": d.line, "column": d.column, "severity": d.severity,
+                            "code": d.code, "instruction": d.instruction, "message": d.message} for d in diags]}
+    doc.update(state.get("info", {}))
+    if state.get("timings"):
+        doc["timings"] = state["timings"]
+    return doc
 
 
 def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect,
          rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
-         allow_elided_constants, no_check, no_progress, no_cache):
+         allow_elided_constants, no_check, no_progress, no_cache, module_choice=None):
+    import hashlib
+
     import numpy as np
 
+    from .. import __version__
     from ..checker.positions import SourceIndex
+    from ..compare import compare, load_reference
+    from ..dumps import OUR_DUMP_FILE, DumpFailed, Dumper, prepare_dump_dir
     from ..interpreter import RunOptions, run_module
-    from ..interpreter.inputs import bind, random_inputs as make_random
+    from ..interpreter.inputs import random_inputs as make_random
+    from ..io import load_inputs, write_results
 
-    module, text = load_module(module_file, use_cache=not no_cache, with_text=True)
+    timings = state["timings"] = {}
+    clock = time.perf_counter
+    t0 = clock()
+    module, text = load_module(module_file, use_cache=not no_cache, with_text=True, module=module_choice)
+    timings["parse_s"] = clock() - t0
     state["module"] = module.name
+    info = state["info"] = {"tool": {"name": "hlo", "version": __version__},
+                            "module_sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()}
     src = SourceIndex(text)
+    t0 = clock()
     if not no_check:
         _check_before_running(module, text)
+    timings["check_s"] = clock() - t0
     if allow_elided_constants is None:
         _refuse_elided(module, src)
 
-    # -- inputs
+    # -- inputs: every file's header is checked against its parameter before its data is read
+    t0 = clock()
     params = module.entry_computation.parameters
-    param_names = {p.name for p in params}
-    positional, named, protected = [], {}, set()
-    pos_origin, named_origin = [], {}
+    protected = set()
     if module_file != "-":
         protected.add(str(Path(module_file).resolve()))
-    for spec in inputs:
-        name, eq, path = spec.partition("=")
-        if not eq or (name not in param_names and not re.fullmatch(r"arg\d+", name) and Path(spec).is_file()):
-            name, path = None, spec
-        if not path:
-            _input_error(f"--input {spec}: no file given")
-        protected.add(str(Path(path).resolve()))
-        arr = _load_array(path, f"--input {spec}")
-        if name is None:
-            if named:
-                _input_error(f"--input {spec}: inputs in parameter order must come before NAME=FILE inputs")
-            positional.append(arr)
-            pos_origin.append(path)
-        else:
-            if name in named:
-                _input_error(f"--input {spec}: input '{name}' is given twice")
-            named[name] = arr
-            named_origin[name] = path
-    if inputs_npz:
-        protected.add(str(Path(inputs_npz).resolve()))
-        for k, v in _load_npz(inputs_npz, f"--inputs {inputs_npz}").items():
-            if k in named:
-                _input_error(f"input '{k}' is given by both --input and --inputs")
-            named[k] = v
-            named_origin[k] = f"{inputs_npz}[{k}]"
     if random_inputs:
-        if positional or named:
+        if inputs or inputs_npz:
             _input_error("--random-inputs cannot be combined with --input/--inputs")
+        info.update(inputs="random", seed=seed)
         args = make_random(params, seed)
     else:
-        if not positional and not named and any(p.shape.element_type != "token" for p in params):
+        if not inputs and not inputs_npz and any(p.shape.element_type != "token" for p in params):
             _input_error(f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
                          + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
                          + "); pass --input/--inputs, or --random-inputs")
-        args = bind(params, positional, named, origins=(pos_origin, named_origin))
+        loaded = load_inputs(params, inputs, inputs_npz)
+        protected |= loaded.paths
+        info["inputs"] = loaded.sources
+        if _uses_rng(module):
+            info["seed"] = seed
+        for note in loaded.notes:
+            click.echo(f"note: {note}", err=True)
+        args = loaded.values
+    timings["inputs_s"] = clock() - t0
     if check_finite:
         for p, a in zip(params, args):
-            bad = [leaf for leaf, _ in _leaves_with_shapes(a, p.shape) if _nonfinite(np.asarray(leaf))]
+            bad = [leaf for leaf, _ in leaves_with_shapes(a, p.shape) if has_nonfinite(np.asarray(leaf))]
             if bad:
                 click.echo(f"note: input parameter {p.parameter_number} '{p.name}' holds non-finite values "
-                           f"({_fmt_stats(_stats(np.asarray(bad[0])))}); --check-finite looks for where new "
+                           f"({_fmt_stats(stats(np.asarray(bad[0])))}); --check-finite looks for where new "
                            f"ones appear", err=True)
 
     # -- everything that will be written is decided before anything runs
@@ -647,7 +410,9 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     root_shape = module.entry_computation.root_instruction.shape
     if output:
         _check_output_path(output, force, protected, root_shape)
-    reference = _load_reference(expect) if expect else None
+    reference = None
+    if expect:
+        reference = load_reference(expect, [s.dims for _, s in _shape_leaves(root_shape)])
     hooks = []
     dumper = None
     if dump_dir:
@@ -656,10 +421,10 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         except re.error as e:
             _input_error(f"--dump-filter {dump_filter!r}: not a regular expression ({e})")
         if output and Path(output).resolve().parent == Path(dump_dir).resolve() and \
-                _OUR_DUMP_FILE.match(Path(output).name):
+                OUR_DUMP_FILE.match(Path(output).name):
             _input_error(f"--output {output}: a dump file name inside --dump-dir; choose another name")
-        d, taken = _prepare_dump_dir(dump_dir, dump_force, protected)
-        dumper = _Dumper(module, d, pattern, dump_summary, taken)
+        d = prepare_dump_dir(dump_dir, dump_force, protected)
+        dumper = Dumper(module, d, pattern, dump_summary, info)
         hooks.append(dumper)
     guard = _FiniteGuard(module, src) if check_finite else None
     if guard:
@@ -674,142 +439,89 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
             for h in hooks:
                 h(ev)
 
-    # -- run
+    # -- run: execute_s is the evaluation of the entry computation alone
     options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants)
     progress = _Progress() if (not no_progress and fmt == "text" and sys.stderr.isatty()) else None
+    t0 = clock()
     try:
         result = run_module(module, args, options, hook, progress)
     except _NonFinite:
+        timings["execute_s"] = clock() - t0
         if progress:
             progress.stop()
         if dumper:
-            dumper.finish("non-finite")
+            dumper.finish("non-finite", timings)
         if fmt == "json":
             click.echo(json.dumps({"module": module.name, "status": "non-finite", "exit_code": ExitCode.FAILURE,
-                                   "non_finite": guard.report}, indent=2))
+                                   **info, "non_finite": guard.report, "timings": timings}, indent=2))
         _report_nonfinite(guard.report, src)
         sys.exit(ExitCode.FAILURE)
     except BaseException as e:
+        timings["execute_s"] = clock() - t0
         if progress:
             progress.stop()
         if dumper:
-            dumper.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "error")
+            status = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
+            try:
+                dumper.finish(status, timings)
+            except HloError:
+                pass                       # the error that stopped the run is the one to report
+        if isinstance(e, DumpFailed):
+            raise e.error from None
         raise
+    timings["execute_s"] = clock() - t0
     if progress:
         progress.stop()
-    if dumper:
-        dumper.finish("ok")
 
     # -- report
-    leaves = [(np.asarray(v), s) for v, s in _leaves_with_shapes(result, root_shape)]
+    t0 = clock()
+    leaves = [(np.asarray(v), s) for v, s in leaves_with_shapes(result, root_shape)]
     if output:
-        _write_output(output, [v for v, _ in leaves])
-    mismatch = _compare([v for v, _ in leaves], reference, rtol, atol) if reference is not None else None
+        write_results(output, [v for v, _ in leaves])
+    mismatch = compare([v for v, _ in leaves], reference, rtol, atol) if reference is not None else None
     failed = mismatch is not None and not mismatch["ok"]
+    if dumper:
+        dumper.finish("ok", timings)
+    timings["write_s"] = clock() - t0
 
     if fmt == "json":
         doc = {"module": module.name, "status": "mismatch" if failed else "ok",
-               "exit_code": ExitCode.FAILURE if failed else ExitCode.OK,
-               "results": [dict(key=f"out{k}", hlo_shape=s.to_str(False), **_stats(v))
+               "exit_code": ExitCode.FAILURE if failed else ExitCode.OK, **info,
+               "results": [dict(key=f"out{k}", hlo_shape=s.to_str(False), **stats(v))
                            for k, (v, s) in enumerate(leaves)]}
         if print_values:
             for r, (v, s) in zip(doc["results"], leaves):
-                r["literal"] = _literal_text(v, s)
+                r["literal"] = literal_text(v, s, oneline=True)
         if output:
             doc["output"] = output
         if mismatch is not None:
             doc["expect"] = dict(mismatch, rtol=rtol, atol=atol, reference=expect)
         if dumper:
             doc["dump"] = {"dir": str(dumper.dir), "instructions": len(dumper.entries)}
+        doc["timings"] = timings
         click.echo(json.dumps(doc, indent=2))
     else:
         _print_summary(module, leaves)
         if print_values:
             for k, (v, s) in enumerate(leaves):
-                click.echo(f"out{k} = {_literal_text(v, s)}")
+                click.echo(f"out{k} = {literal_text(v, s)}")
         if mismatch is not None:
             _print_mismatch(mismatch, rtol, atol)
     if failed:
         sys.exit(ExitCode.FAILURE)
 
 
-def _literal_text(v, shape) -> str:
-    """A value in XLA's literal format: `f32[2,3] { { 1, 2, 3 }, { 4, 5, 6 } }`."""
-    from ..ir.literal import Literal, format_literal
-    return f"{shape.to_str(False)} {format_literal(Literal(shape.without_layout(), v))}"
+def _uses_rng(module) -> bool:
+    return any(inst.opcode == "rng" for comp in module.computations for inst in comp.instructions)
 
 
-def _write_output(path, leaves):
-    import numpy as np
-    tmp = Path(path + ".tmp")
-    if tmp.exists():
-        _input_error(f"--output {path}: {tmp} exists; refusing to overwrite it")
-    try:
-        with open(tmp, "wb") as f:
-            if path.endswith(".npy"):
-                np.save(f, _storable(leaves[0]))
-            else:
-                np.savez(f, **{f"out{k}": _storable(v) for k, v in enumerate(leaves)})
-        os.replace(tmp, path)
-    except OSError as e:
-        _input_error(f"--output {path}: cannot write it ({e.strerror or e})")
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _compare(leaves, reference, rtol, atol):
-    """Each result leaf against the reference: |got - want| <= atol + rtol * |want| elementwise, NaN
-    equal to NaN, infinities equal to themselves."""
-    import numpy as np
-    rows, ok = [], True
-    keys = [f"out{k}" for k in range(len(leaves))]
-    for key, got in zip(keys, leaves):
-        if key not in reference:
-            rows.append({"key": key, "status": "missing in the reference"})
-            ok = False
-            continue
-        want = np.asarray(reference[key])
-        if want.dtype.kind == "V":
-            if want.dtype.itemsize != got.dtype.itemsize:
-                rows.append({"key": key, "status": f"reference holds raw {want.dtype.itemsize}-byte records, "
-                                                   f"the result is {got.dtype}"})
-                ok = False
-                continue
-            want = want.view(got.dtype)
-        if want.shape != got.shape:
-            rows.append({"key": key, "status": f"shape {list(got.shape)} vs the reference's {list(want.shape)}"})
-            ok = False
-            continue
-        try:
-            cplx = got.dtype.kind == "c" or want.dtype.kind == "c"
-            g = got.astype(np.complex128 if cplx else np.float64)
-            w = want.astype(np.complex128 if cplx else np.float64)
-        except (TypeError, ValueError):
-            rows.append({"key": key, "status": f"cannot compare {got.dtype} with the reference's {want.dtype}"})
-            ok = False
-            continue
-        with np.errstate(invalid="ignore", over="ignore"):
-            close = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
-            diff = np.abs(g - w)
-            rel = diff / np.abs(w)
-        finite = np.isfinite(diff)
-        rfin = finite & (np.abs(w) > 0)
-        bad = int((~close).sum())
-        row = {"key": key, "status": "ok" if bad == 0 else "mismatch", "mismatched": bad, "size": int(g.size),
-               "max_abs_diff": float(diff[finite].max()) if finite.any() else 0.0,
-               "max_rel_diff": float(rel[rfin].max()) if rfin.any() else 0.0}
-        if got.dtype != want.dtype:
-            row["note"] = f"dtype {got.dtype} vs the reference's {want.dtype}"
-        if bad:
-            first = tuple(int(i) for i in np.argwhere(~close)[0])
-            row.update(first_index=list(first), got=_scalar_str(got[first], got), want=_scalar_str(want[first], want))
-            ok = False
-        rows.append(row)
-    for k in sorted(set(reference) - set(keys)):
-        rows.append({"key": k, "status": "not among the results"})
-        ok = False
-    return {"ok": ok, "rows": rows}
+def _shape_leaves(shape):
+    """(None, array shape) for each array leaf of SHAPE, depth-first, tokens left out (as the results)."""
+    if shape.is_tuple:
+        for s in shape.tuple_shapes:
+            yield from _shape_leaves(s)
+    elif shape.element_type not in ("token", "opaque"):
+        yield None, shape
 
 
 def _console():
@@ -828,7 +540,7 @@ def _print_summary(module, leaves):
         t.add_column(col, justify="right" if col in ("min", "max", "mean", "nan", "inf") else "left",
                      no_wrap=True, overflow="ellipsis")
     for k, (v, shape) in enumerate(leaves):
-        s = _stats(v)
+        s = stats(v)
         lo, hi = s.get("min"), s.get("max")
         if "max_abs" in s:
             lo, hi = s.get("min_abs"), s.get("max_abs")

@@ -1,6 +1,7 @@
 """Binding user arrays to entry parameters, with clear errors naming the parameter."""
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -14,13 +15,19 @@ def _fail(msg: str):
     raise HloInputError(msg)
 
 
-def coerce(value, shape: Shape, what: str):
-    """`value` as a runtime value of `shape`, or an HloInputError saying what is wrong with it."""
+def coerce(value, shape: Shape, what: str, notes: list | None = None, allow_rounding: bool = False):
+    """`value` as a runtime value of `shape`, or an HloInputError saying what is wrong with it.
+
+    Values of another type are converted only where no value changes (Python scalars and lists
+    arrive as int64/float64/bool), and, with ALLOW_ROUNDING, float64 arrays for a floating-point
+    parameter (rounded as JAX does when it is not in 64-bit mode).  Every conversion adds a line
+    to NOTES (when given) saying what was converted and whether any value changed."""
     if shape.is_tuple:
         if not isinstance(value, (tuple, list)) or len(value) != len(shape.tuple_shapes):
             _fail(f"{what}: expected a tuple of {len(shape.tuple_shapes)} values for {shape.to_str(False)}, "
                   f"got {_given(value)}")
-        return tuple(coerce(v, s, f"{what}[{k}]") for k, (v, s) in enumerate(zip(value, shape.tuple_shapes)))
+        return tuple(coerce(v, s, f"{what}[{k}]", notes, allow_rounding)
+                     for k, (v, s) in enumerate(zip(value, shape.tuple_shapes)))
     if shape.element_type == "token":
         return TOKEN
     want = np_dtype(shape)
@@ -28,30 +35,98 @@ def coerce(value, shape: Shape, what: str):
         arr = np.asarray(value)
     except (TypeError, ValueError) as e:
         _fail(f"{what}: expected {shape.to_str(False)}, got {type(value).__name__} ({e})")
-    if arr.dtype.kind == "V" and arr.dtype != want:
-        # ml_dtypes arrays (bfloat16, float8, int4, ...) come back from .npy as raw records (|V2, |V1)
-        if arr.dtype.fields is None and arr.dtype.itemsize == want.itemsize:
-            arr = arr.view(want)
-        else:
-            _fail(f"{what}: expected {shape.to_str(False)} ({want}, {want.itemsize}-byte elements), got raw "
-                  f"records of {arr.dtype.itemsize} bytes ({arr.dtype.str}) of shape {list(arr.shape)}")
-    if arr.dtype != want and arr.dtype.byteorder in "<>" and arr.dtype.newbyteorder("=") == want:
-        arr = arr.astype(want)                  # the same type in the other byte order
+    arr = _reinterpret(arr, want, shape, what)
     if arr.dtype != want:
         if _safe_cast(arr, want):
+            if notes is not None:
+                notes.append(f"{what}: {arr.dtype} values converted to {want} for {shape.to_str(False)} "
+                             f"(no value changed)")
             arr = arr.astype(want)
+        elif allow_rounding and _rounds(arr.dtype, shape):
+            arr = _round(arr, want, shape, what, notes)
         else:
             _fail(f"{what}: expected {shape.to_str(False)} ({want}), got {_given(arr)}")
-    dims = tuple(shape.dims)
-    if shape.is_dynamic:
-        ok = len(arr.shape) == len(dims) and all(
-            (a <= d if dyn else a == d) for a, d, dyn in zip(arr.shape, dims, shape.dynamic) if d >= 0)
-    else:
-        ok = tuple(arr.shape) == dims
-    if not ok:
-        _fail(f"{what}: expected shape {shape.to_str(False)}, got {_given(arr)}")
+    _check_dims(tuple(arr.shape), shape, what, _given(arr))
     # (np.ascontiguousarray would turn a 0-d array into shape (1,))
     return arr if arr.flags.c_contiguous else arr.copy(order="C")
+
+
+def _reinterpret(arr, want, shape, what):
+    """Raw records of the parameter's width read as its type (ml_dtypes arrays come back from .npy
+    as |V2, |V1 records), and the parameter's type in the other byte order read as native."""
+    if arr.dtype.kind == "V" and arr.dtype != want:
+        if arr.dtype.fields is None and arr.dtype.itemsize == want.itemsize:
+            return arr.view(want)
+        _raw_records_mismatch(arr.dtype, arr.shape, want, shape, what)
+    if arr.dtype != want and arr.dtype.byteorder in "<>" and arr.dtype.newbyteorder("=") == want:
+        return arr.astype(want)
+    return arr
+
+
+def _raw_records_mismatch(dt, dims, want, shape, what):
+    _fail(f"{what}: expected {shape.to_str(False)} ({want}, {want.itemsize}-byte elements), got raw "
+          f"records of {dt.itemsize} bytes ({dt.str}) of shape {list(dims)}")
+
+
+def _check_dims(dims_given: tuple, shape: Shape, what: str, given: str):
+    dims = tuple(shape.dims)
+    if shape.is_dynamic:
+        ok = len(dims_given) == len(dims) and all(
+            (a <= d if dyn else a == d) for a, d, dyn in zip(dims_given, dims, shape.dynamic) if d >= 0)
+    else:
+        ok = dims_given == dims
+    if not ok:
+        _fail(f"{what}: expected shape {shape.to_str(False)}, got {given}")
+
+
+_CAST_SOURCES = (np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.bool_))
+
+
+def _rounds(dtype, shape: Shape) -> bool:
+    """float64 values for a floating-point parameter: converted by rounding."""
+    from ..ir.dtypes import ELEMENT_TYPES
+    et = ELEMENT_TYPES.get(shape.element_type)
+    return dtype == np.float64 and et is not None and et.kind == "float"
+
+
+def _round(arr, want, shape, what, notes):
+    with np.errstate(all="ignore"):
+        out = arr.astype(want)
+        back = out.astype(np.float64)
+    if notes is not None:
+        same = (back == arr) | (np.isnan(back) & np.isnan(arr))
+        changed = int(arr.size - np.count_nonzero(same))
+        overflow = int(np.count_nonzero(np.isfinite(arr) & ~np.isfinite(back)))
+        if changed:
+            how = f"{changed} of {arr.size} value{'s' if arr.size != 1 else ''} rounded"
+            if overflow:
+                how += f", {overflow} of them beyond {shape.element_type}'s range (now infinite)"
+        else:
+            how = "no value changed"
+        notes.append(f"{what}: float64 values rounded to {want} for {shape.to_str(False)} ({how})")
+    return out
+
+
+def check_header(header, shape: Shape, what: str) -> bool:
+    """Whether an array with HEADER's shape and dtype (not yet read) can be an input for SHAPE;
+    an HloInputError if it cannot whatever its values.  False when its values are not needed
+    (a token parameter)."""
+    dt, dims_given = header.dtype, tuple(header.shape)
+    given = header.describe()
+    if shape.is_tuple:
+        _fail(f"{what}: expected a tuple of {len(shape.tuple_shapes)} values for {shape.to_str(False)}, "
+              f"got {given}")
+    if shape.element_type == "token":
+        return False
+    want = np_dtype(shape)
+    if dt.kind == "V" and dt != want and (dt.fields is not None or dt.itemsize != want.itemsize):
+        _raw_records_mismatch(dt, dims_given, want, shape, what)
+    convertible = (dt == want or dt.kind == "V" or (dt.byteorder in "<>" and dt.newbyteorder("=") == want)
+                   or len(dims_given) == 0 or dt in _CAST_SOURCES)
+    if not convertible:
+        _fail(f"{what}: expected {shape.to_str(False)} ({want}), got {given}")
+    _check_dims(dims_given, shape, what, given)
+    return True
 
 
 def _given(value) -> str:
@@ -66,7 +141,7 @@ def _safe_cast(arr: np.ndarray, want: np.dtype) -> bool:
     """Python scalars and lists arrive as int64/float64/bool: accept them where no value changes."""
     if arr.dtype == want:
         return True
-    if arr.ndim == 0 or arr.dtype in (np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.bool_)):
+    if arr.ndim == 0 or arr.dtype in _CAST_SOURCES:
         if arr.dtype.kind == "O":
             return False
         try:
@@ -79,36 +154,27 @@ def _safe_cast(arr: np.ndarray, want: np.dtype) -> bool:
     return False
 
 
-def bind(params, positional=(), named=None, origins=None):
-    """Values for the entry parameters (Instructions sorted by number) from positional and named
-    inputs; every missing, extra, mis-shaped or mis-typed input is an HloInputError naming the
-    parameter, its expected shape and what was given.
-
-    Positional inputs fill the parameters in order (token parameters take no input); a name is a
+def assign(params, n_positional: int, keys) -> tuple[list[int], dict]:
+    """Which parameter each input is for, before any value is looked at: N_POSITIONAL inputs fill
+    the parameters in order (token parameters take no input), then each name in KEYS is a
     parameter's name, its name without the `.N` suffix JAX adds (when that is unambiguous), or
-    `argN` for parameter number N.  `origins` = (list, dict) says where each input came from
-    (a file name) for the messages."""
-    named = dict(named or {})
-    pos_origin, named_origin = origins if origins is not None else ([], {})
-    values: list = [None] * len(params)
+    `argN` for parameter number N.  Returns (parameter index of each positional input, {key:
+    parameter index}); too many inputs, unknown or ambiguous names, a parameter given twice and
+    a parameter given none are HloInputErrors."""
     data_params = [k for k, p in enumerate(params) if not _is_token(p.shape)]
-    if len(positional) > len(data_params):
-        _fail(f"{len(positional)} inputs given but the entry computation takes {len(data_params)} parameter"
+    if n_positional > len(data_params):
+        _fail(f"{n_positional} inputs given but the entry computation takes {len(data_params)} parameter"
               f"{'s' if len(data_params) != 1 else ''} ({_sig(params)})")
-
-    def what(k, origin):
-        return _label(params[k]) + (f" (from {origin})" if origin else "")
-
-    for n, v in enumerate(positional):
-        k = data_params[n]
-        values[k] = coerce(v, params[k].shape, what(k, pos_origin[n] if n < len(pos_origin) else None))
+    positional = data_params[:n_positional]
+    taken = set(positional)
     by_name = {p.name: k for k, p in enumerate(params)}
     stems: dict[str, list[int]] = {}
     for k, p in enumerate(params):
         stem = re.sub(r"\.\d+$", "", p.name)
         if stem != p.name:
             stems.setdefault(stem, []).append(k)
-    for key, v in named.items():
+    named = {}
+    for key in keys:
         k = by_name.get(key)
         if k is None and key in stems:
             if len(stems[key]) > 1:
@@ -122,13 +188,35 @@ def bind(params, positional=(), named=None, origins=None):
                       f"{'s' if len(params) != 1 else ''} ({_sig(params)})")
         if k is None:
             _fail(f"input '{key}' names no parameter; the parameters are {_sig(params)}")
-        if values[k] is not None:
-            _fail(f"{_label(params[k])} is given twice (by position and as '{key}')"
-                  if k in data_params[:len(positional)] else f"{_label(params[k])} is given twice")
-        values[k] = coerce(v, params[k].shape, what(k, named_origin.get(key)))
-    missing = [params[k] for k, v in enumerate(values) if v is None and not _is_token(params[k].shape)]
+        if k in taken:
+            _fail(f"{label(params[k])} is given twice (by position and as '{key}')"
+                  if k in positional else f"{label(params[k])} is given twice")
+        taken.add(k)
+        named[key] = k
+    missing = [p for k, p in enumerate(params) if k not in taken and not _is_token(p.shape)]
     if missing:
-        _fail("missing input for " + ", ".join(f"{_label(p)} ({p.shape.to_str(False)})" for p in missing))
+        _fail("missing input for " + ", ".join(f"{label(p)} ({p.shape.to_str(False)})" for p in missing))
+    return positional, named
+
+
+def bind(params, positional=(), named=None, origins=None):
+    """Values for the entry parameters (Instructions sorted by number) from positional and named
+    inputs (see `assign`); every missing, extra, mis-shaped or mis-typed input is an HloInputError
+    naming the parameter, its expected shape and what was given.  `origins` = (list, dict) says
+    where each input came from (a file name) for the messages."""
+    named = dict(named or {})
+    pos_origin, named_origin = origins if origins is not None else ([], {})
+    pos_to, named_to = assign(params, len(positional), list(named))
+    values: list = [None] * len(params)
+
+    def what(k, origin):
+        return label(params[k]) + (f" (from {origin})" if origin else "")
+
+    for n, (k, v) in enumerate(zip(pos_to, positional)):
+        values[k] = coerce(v, params[k].shape, what(k, pos_origin[n] if n < len(pos_origin) else None))
+    for key, v in named.items():
+        k = named_to[key]
+        values[k] = coerce(v, params[k].shape, what(k, named_origin.get(key)))
     return [TOKEN if v is None else v for v in values]
 
 
@@ -136,7 +224,7 @@ def _is_token(shape: Shape) -> bool:
     return not shape.is_tuple and shape.element_type == "token"
 
 
-def _label(p) -> str:
+def label(p) -> str:
     return f"parameter {p.parameter_number} '{p.name}'"
 
 
@@ -145,9 +233,64 @@ def _sig(params) -> str:
 
 
 def random_inputs(params, seed: int = 0):
-    """Deterministic inputs for every parameter: normal floats, small integers, random preds."""
+    """Deterministic inputs for every parameter: normal floats, small integers, random preds.
+    Parameters too big to allocate (together, more than the machine's memory) are an
+    HloResourceError naming the parameter and the bytes it needs, before anything is allocated."""
     rng = np.random.default_rng(seed)
-    return [random_value(p.shape, rng) for p in params]
+    total, physical = 0, _physical_memory()
+    for p in params:
+        need = _nbytes(p.shape)
+        total += need
+        # (values are drawn as float64 or int64 and converted: 8 more bytes an element meanwhile)
+        if physical is not None and total + 8 * _elements(p.shape) > physical:
+            _too_big(p, need, f"more than this machine's memory ({_human(physical)})")
+    out = []
+    for p in params:
+        try:
+            out.append(random_value(p.shape, rng))
+        except (MemoryError, ValueError) as e:     # ValueError: numpy's "array is too big"
+            if isinstance(e, ValueError) and "too big" not in str(e):
+                raise
+            _too_big(p, _nbytes(p.shape), "more than can be allocated")
+    return out
+
+
+def _nbytes(shape: Shape) -> int:
+    """Bytes of a value of SHAPE (Python integers: no overflow)."""
+    if shape.is_tuple:
+        return sum(_nbytes(s) for s in shape.tuple_shapes)
+    if shape.element_type in ("token", "opaque"):
+        return 0
+    return _elements(shape) * np_dtype(shape).itemsize
+
+
+def _elements(shape: Shape) -> int:
+    if shape.is_tuple:
+        return max((_elements(s) for s in shape.tuple_shapes), default=0)
+    n = 1
+    for d in shape.dims:
+        n *= max(int(d), 0)
+    return n
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _human(n: int) -> str:
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _too_big(p, need: int, why: str):
+    from ..errors import HloResourceError
+    raise HloResourceError(f"--random-inputs: {label(p)} ({p.shape.to_str(False)}) needs {_human(need)} "
+                           f"({need:,} bytes), {why}")
 
 
 def random_value(shape: Shape, rng):

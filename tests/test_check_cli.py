@@ -208,13 +208,26 @@ def test_layout_sensitive(run, files):
 
 # ----------------------------------------------------------------------------- JSON
 
+def _diagnostics(doc):
+    return [d for entry in doc["files"] for d in entry["diagnostics"]]
+
+
 def test_json_output(run, files):
     bad = files("bad.hlo", BAD)
     warn = files("warn.hlo", WARN)
     r = run("--format", "json", bad, warn, GOOD)
     assert r.exit_code == 1
-    items = json.loads(r.stdout)
+    doc = json.loads(r.stdout)
     assert r.stderr == ""
+    assert doc["status"] == "errors" and doc["exit_code"] == 1
+    # an entry for every file, the clean one included
+    assert [(Path(e["file"]).name, e["status"], e["errors"], e["warnings"]) for e in doc["files"]] == [
+        ("bad.hlo", "errors", 2, 0), ("warn.hlo", "ok", 0, 2), ("mlp_train_step.opt.hlo", "ok", 0, 0)]
+    assert [e["module"] for e in doc["files"]] == ["bad", "warn", "jit_train_step"]
+    assert all(isinstance(e["instructions"], int) and e["instructions"] > 0 for e in doc["files"])
+    assert doc["summary"] == {"files": 3, "modules": 3, "ok": 2, "with_errors": 1, "unreadable": 0,
+                              "internal_errors": 0, "skipped": 0}
+    items = _diagnostics(doc)
     fields = {"file", "line", "column", "severity", "code", "instruction", "message"}
     assert all(set(d) == fields for d in items)
     errs = [d for d in items if d["severity"] == "error"]
@@ -224,15 +237,23 @@ def test_json_output(run, files):
     warns = [d for d in items if d["severity"] == "warning"]
     assert {(d["instruction"], d["code"]) for d in warns} == {("k", "W200"), ("unused", "W201")}
     assert all(d["message"].startswith("%" + d["instruction"] + ": ") for d in items)
-    # clean: an empty list, exit 0; warnings can be switched off
+    # clean: an entry without diagnostics, exit 0; warnings can be switched off
     r = run("--format", "json", "--no-warnings", warn)
-    assert r.exit_code == 0 and json.loads(r.stdout) == []
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "ok" and doc["exit_code"] == 0
+    assert [(e["status"], e["diagnostics"]) for e in doc["files"]] == [("ok", [])]
 
 
 def test_json_output_for_unreadable_and_syntax_errors(run, tmp_path):
     r = run("--format", "json", tmp_path / "missing.hlo", SAMPLES / "invalid" / "two_roots.hlo")
     assert r.exit_code == 2
-    items = json.loads(r.stdout)
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "unreadable" and doc["exit_code"] == 2
+    assert [(Path(e["file"]).name, e["status"]) for e in doc["files"]] == [("missing.hlo", "unreadable"),
+                                                                           ("two_roots.hlo", "errors")]
+    assert doc["files"][0]["module"] is None and doc["files"][0]["instructions"] is None
+    items = _diagnostics(doc)
     assert [Path(d["file"]).name for d in items] == ["missing.hlo", "two_roots.hlo"]
     assert items[0]["severity"] == "error" and items[1]["line"] == 6
 

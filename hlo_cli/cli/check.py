@@ -3,66 +3,93 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import click
 
 from ..errors import Diagnostic, ExitCode, HloError
-from .common import report_errors
-
-_SUFFIXES = (".hlo", ".txt", ".hlotxt")
+from .common import diagnostic_dict, report_errors
 
 OK, ERRORS, UNREADABLE, INTERNAL = "ok", "errors", "unreadable", "internal error"
+# the worst status decides the exit code
+_RANK = {OK: 0, ERRORS: 1, UNREADABLE: 2, INTERNAL: 3}
+_EXIT = {OK: ExitCode.OK, ERRORS: ExitCode.FAILURE, UNREADABLE: ExitCode.USAGE, INTERNAL: ExitCode.INTERNAL}
+UNUSED = "W201"           # the checker's "the result is never used"
 
 
-def _expand(paths) -> list[str]:
-    """Files as given; a directory stands for the HLO files under it (sorted, recursively)."""
+@dataclass
+class Result:
+    """What checking one module of a file (or an unusable file) found."""
+    file: str
+    label: str                       # its row in the summary table
+    diags: list[Diagnostic]
+    status: str
+    instructions: int | None = None  # None: not parsed
+    name: str | None = None
+    index: int | None = None         # which module of its file (None: the file could not be used)
+    line: int | None = None
+    count: int = 1                   # modules in its file
+    skipped_graphs: list = field(default_factory=list)   # the file's saved graphs not in HLO text
+
+
+def _check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: bool) -> list[Result]:
+    """One Result per module of PATH, or one for a file that cannot be used.  Never raises: one bad
+    file or module must not stop the others from being checked."""
+    from ..sources import read_modules
+    if path != "-" and Path(path).is_dir():
+        d = Diagnostic("no HLO module text in this directory (*.hlo, *.hlotxt, or *.txt files with a line "
+                       "starting with 'HloModule')", path, code="E017")
+        return [Result(path, path, [d], UNREADABLE)]
+    try:
+        fm = read_modules(path)
+    except HloError as e:
+        return [Result(path, path, e.diagnostics or [Diagnostic(str(e), path, code="E014")], UNREADABLE)]
     out = []
-    for p in paths:
-        if p != "-" and Path(p).is_dir():
-            found = sorted(str(f) for f in Path(p).rglob("*") if f.is_file() and f.suffix in _SUFFIXES
-                           and not any(part.startswith(".") for part in f.relative_to(p).parts))
-            out.extend(found)
-            if not found:
-                out.append(p)     # reported as "no HLO files in directory"
-        else:
-            out.append(p)
+    for src in fm.modules:
+        r = _check_source(src, use_cache, layout_sensitive, warnings)
+        r.skipped_graphs = list(fm.skipped) if src.index == 0 else []
+        out.append(r)
     return out
 
 
-def _check_one(path: str, use_cache: bool, layout_sensitive: bool, warnings: bool):
-    """(diagnostics, status, module or None) for one file; status is one of OK, ERRORS, UNREADABLE,
-    INTERNAL.  Never raises: one bad file must not stop the others from being checked."""
+def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool) -> Result:
     from ..checker import check_module
-    from ..parser import parse, read_source
-    if path != "-" and Path(path).is_dir():
-        d = Diagnostic("no HLO files (*.hlo, *.txt, *.hlotxt) in this directory", path, code="E017")
-        return [d], UNREADABLE, None
+    from ..sources import parse_module
+    r = Result(src.file, src.label, [], ERRORS, name=src.name, index=src.index, line=src.line, count=src.count)
     try:
-        text, name = read_source(path)
+        module = parse_module(src, use_cache)
     except HloError as e:
-        return e.diagnostics or [Diagnostic(str(e), path, code="E014")], UNREADABLE, None
-    try:
-        if use_cache:
-            from ..cache import cached_parse
-            module = cached_parse(text, name)
-        else:
-            module = parse(text, name)
-    except HloError as e:
-        return e.diagnostics or [Diagnostic(str(e), name, code="E000")], ERRORS, None
+        r.diags = e.diagnostics or [Diagnostic(str(e), src.file, code="E000")]
+        return r
     except RecursionError:
-        return [Diagnostic("the module is nested too deeply to process", name, code="E099")], ERRORS, None
+        r.diags = [Diagnostic("the module is nested too deeply to process", src.file, code="E099")]
+        return r
+    r.name = module.name
+    r.instructions = sum(len(c.instructions) for c in module.computations)
     try:
-        diags = check_module(module, text, layout_sensitive=layout_sensitive, warnings=warnings)
-    except Exception as e:  # a bug of ours: say so for this file, check the others
+        r.diags = check_module(module, src.text, layout_sensitive=layout_sensitive, warnings=warnings)
+    except Exception as e:  # a bug of ours: say so for this module, check the others
         import os
         if os.environ.get("HLO_DEBUG"):
             raise
-        return [Diagnostic(f"internal error while checking: {type(e).__name__}: {e} (this is a bug in hlo; "
-                           "rerun with HLO_DEBUG=1 for a traceback and please report it)", name, code="C199")], \
-            INTERNAL, module
-    status = ERRORS if any(d.severity == "error" for d in diags) else OK
-    return diags, status, module
+        r.diags = [Diagnostic(f"internal error while checking: {type(e).__name__}: {e} (this is a bug in hlo; "
+                              "rerun with HLO_DEBUG=1 for a traceback and please report it)", src.file,
+                              code="C199")]
+        r.status = INTERNAL
+        return r
+    r.status = ERRORS if any(d.severity == "error" for d in r.diags) else OK
+    return r
+
+
+def _worst(statuses) -> str:
+    return max(statuses, key=_RANK.__getitem__, default=OK)
+
+
+def _check_one(path: str, use_cache: bool, layout_sensitive: bool, warnings: bool):
+    """(diagnostics, status, None) for every module of one file together (the form tests use)."""
+    results = _check_file(path, use_cache, layout_sensitive, warnings)
+    return [d for r in results for d in r.diags], _worst(r.status for r in results), None
 
 
 @click.command("check")
@@ -71,48 +98,101 @@ def _check_one(path: str, use_cache: bool, layout_sensitive: bool, warnings: boo
               help="Compare layouts too: entry_computation_layout, and instructions that cannot change "
                    "layout (elementwise ops, slices, tuples, calls...) must keep their operands' layouts.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json: one object per diagnostic (file, line, column, severity, code, instruction, "
-                   "message) on stdout, for CI.")
+              help="json: one document on stdout for CI: an entry per module of every file (status, "
+                   "counts, diagnostics with file, line, column, severity, code, instruction, message), "
+                   "clean ones included, and the files skipped.")
 @click.option("--no-warnings", is_flag=True, help="Report errors only.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="List every instruction whose result is never used (by default one line counts them) "
+                   "and the files and saved graphs that were skipped.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache.")
 @report_errors
-def check(files, layout_sensitive, fmt, no_warnings, no_cache):
+def check(files, layout_sensitive, fmt, no_warnings, verbose, no_cache):
     """Check FILES (HLO files, directories of dumps, or '-' for stdin) against XLA's shape, layout and
     type rules, and report every problem as FILE:LINE:COL with the offending line and a caret.
-    Several files are summarized in a table.
+
+    A file may hold several modules (an XLA lit test with '// -----' between modules, a PyTorch/XLA
+    XLA_SAVE_TENSORS_FILE): each is checked.  A directory stands for its *.hlo and *.hlotxt files and
+    the *.txt files that hold HLO module text (a line starting with 'HloModule'); XLA's other dump
+    files (buffer assignments, live ranges, memory reports...) are skipped.  Several modules are
+    summarized in a table.
 
     Exit codes: 0 no errors; 1 a module has errors; 2 usage error or unreadable input.
     """
-    results = []
-    for path in _expand(files):
-        diags, status, module = _check_one(path, not no_cache, layout_sensitive, not no_warnings)
-        results.append((path, diags, status, module))
+    from ..sources import expand
+    paths, skipped = expand(files)
+    results = [r for p in paths for r in _check_file(p, not no_cache, layout_sensitive, not no_warnings)]
+    worst = _worst(r.status for r in results)
     if fmt == "json":
-        out = []
-        for path, diags, _status, _ in results:
-            for d in diags:
-                out.append({"file": d.file or path, "line": d.line, "column": d.column, "severity": d.severity,
-                            "code": d.code, "instruction": d.instruction, "message": d.message})
-        click.echo(json.dumps(out, indent=2))
+        click.echo(json.dumps(_json(results, skipped, worst), indent=2))
     else:
-        for _path, diags, _status, _ in results:
-            for d in diags:
+        for r in results:
+            for d in _shown(r, verbose):
                 click.echo(_format(d), err=True)
-        if len(results) > 1:
-            _summary(results)
-        elif results and results[0][2] == OK:
-            path, diags, _, module = results[0]
-            n = sum(1 for d in diags if d.severity == "warning")
-            count = sum(len(c.instructions) for c in module.computations)
-            click.echo(f"{path}: ok ({count} instructions checked" + (f", {n} warning{'s' if n != 1 else ''}"
-                                                                    if n else "") + ")")
-    statuses = {r[2] for r in results}
-    if INTERNAL in statuses:
-        sys.exit(ExitCode.INTERNAL)
-    if UNREADABLE in statuses:
-        sys.exit(ExitCode.USAGE)
-    if ERRORS in statuses:
-        sys.exit(ExitCode.FAILURE)
+        if verbose:
+            for s in skipped:
+                click.echo(f"{s.path}: skipped: {s.reason}", err=True)
+            for r in results:
+                for g in r.skipped_graphs:
+                    click.echo(f"{r.file}:{g.line}: skipped: a saved graph in {g.kind}", err=True)
+        directories = any(p != "-" and Path(p).is_dir() for p in files)
+        if len(results) > 1 or directories:
+            _summary(results, skipped, verbose)
+        elif results and results[0].status == OK:
+            r = results[0]
+            n = sum(1 for d in r.diags if d.severity == "warning")
+            click.echo(f"{r.label}: ok ({r.instructions} instructions checked"
+                       + (f", {n} warning{'s' if n != 1 else ''}" if n else "") + ")")
+    if worst != OK:
+        sys.exit(_EXIT[worst])
+
+
+def _shown(r: Result, verbose: bool) -> list[Diagnostic]:
+    """The diagnostics to print: without --verbose, a module's unused results are one line."""
+    unused = [d for d in r.diags if d.code == UNUSED]
+    if verbose or len(unused) < 2:
+        return r.diags
+    n = len(unused)
+    where = {"file": r.file}
+    if r.count > 1:
+        where.update(line=r.line, column=1)
+    note = Diagnostic(f"{n} instructions' results are never used; --verbose lists them", severity="warning",
+                      code=UNUSED, **where)
+    out, placed = [], False
+    for d in r.diags:
+        if d.code != UNUSED:
+            out.append(d)
+        elif not placed:
+            out.append(note)
+            placed = True
+    return out
+
+
+def _json(results: list[Result], skipped, worst: str) -> dict:
+    entries = []
+    for r in results:
+        entries.append({
+            "file": r.file, "module": r.name, "index": r.index, "line": r.line, "status": r.status,
+            "errors": sum(1 for d in r.diags if d.severity == "error"),
+            "warnings": sum(1 for d in r.diags if d.severity == "warning"),
+            "instructions": r.instructions,
+            "diagnostics": [dict(diagnostic_dict(d), file=d.file or r.file) for d in r.diags]})
+    skipped_out = [{"file": s.path, "line": None, "reason": s.reason} for s in skipped]
+    skipped_out += [{"file": r.file, "line": g.line, "reason": f"a saved graph in {g.kind}"}
+                    for r in results for g in r.skipped_graphs]
+    counts = _counts(results)
+    return {"status": worst, "exit_code": int(_EXIT[worst]),
+            "summary": {"files": len({r.file for r in results}), "modules": sum(1 for r in results if r.index is not None),
+                        "ok": counts[OK], "with_errors": counts[ERRORS], "unreadable": counts[UNREADABLE],
+                        "internal_errors": counts[INTERNAL], "skipped": len(skipped_out)},
+            "files": entries, "skipped": skipped_out}
+
+
+def _counts(results) -> dict:
+    counts = {OK: 0, ERRORS: 0, UNREADABLE: 0, INTERNAL: 0}
+    for r in results:
+        counts[r.status] += 1
+    return counts
 
 
 def _format(d: Diagnostic) -> str:
@@ -121,11 +201,10 @@ def _format(d: Diagnostic) -> str:
     head, sep, notes = d.message.partition("\n")
     if not sep:
         return d.format()
-    from dataclasses import replace
     return replace(d, message=head).format() + "\n" + notes
 
 
-def _summary(results):
+def _summary(results: list[Result], skipped, verbose: bool):
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -133,22 +212,33 @@ def _summary(results):
     for col in ("file", "status", "errors", "warnings", "instructions"):
         t.add_column(col, justify="right" if col in ("errors", "warnings", "instructions") else "left",
                      no_wrap=col == "file", overflow="fold")
-    counts = {OK: 0, ERRORS: 0, UNREADABLE: 0, INTERNAL: 0}
-    for path, diags, status, module in results:
-        e = sum(1 for d in diags if d.severity == "error")
-        w = sum(1 for d in diags if d.severity == "warning")
-        n = sum(len(c.instructions) for c in module.computations) if module is not None else 0
-        counts[status] += 1
-        style = {OK: "green", ERRORS: "red", UNREADABLE: "yellow", INTERNAL: "magenta"}[status]
-        t.add_row(Text(path), Text(status, style=style), str(e), str(w), str(n) if module is not None else "-")
+    for r in results:
+        e = sum(1 for d in r.diags if d.severity == "error")
+        w = sum(1 for d in r.diags if d.severity == "warning")
+        style = {OK: "green", ERRORS: "red", UNREADABLE: "yellow", INTERNAL: "magenta"}[r.status]
+        t.add_row(Text(r.label), Text(r.status, style=style), str(e), str(w),
+                  str(r.instructions) if r.instructions is not None else "-")
     console = Console(highlight=False)
     if not console.is_terminal:
         # keep whole paths on one line when the output is a file or a pipe
-        console = Console(highlight=False, width=max(100, max(len(r[0]) for r in results) + 50))
+        console = Console(highlight=False, width=max(100, max((len(r.label) for r in results), default=0) + 50))
     console.print(t)
+    counts = _counts(results)
     parts = [f"{counts[OK]} ok", f"{counts[ERRORS]} with errors"]
     if counts[UNREADABLE]:
         parts.append(f"{counts[UNREADABLE]} unreadable")
     if counts[INTERNAL]:
         parts.append(f"{counts[INTERNAL]} internal errors")
-    console.print(Text(f"{len(results)} files: " + ", ".join(parts)))
+    n_files = len({r.file for r in results})
+    if len(results) == n_files:
+        head = f"{n_files} file{'s' if n_files != 1 else ''}: "
+    else:
+        head = f"{len(results)} modules in {n_files} file{'s' if n_files != 1 else ''}: "
+    line = head + ", ".join(parts)
+    graphs = sum(len(r.skipped_graphs) for r in results)
+    later = "" if verbose else " (--verbose lists them)"
+    if skipped:
+        line += f"; {len(skipped)} other file{'s' if len(skipped) != 1 else ''} skipped{later}"
+    if graphs:
+        line += f"; {graphs} saved graph{'s' if graphs != 1 else ''} not in HLO text skipped{later}"
+    console.print(Text(line), soft_wrap=True)

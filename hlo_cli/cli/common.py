@@ -39,7 +39,7 @@ def report_errors(fn):
             sys.exit(ExitCode.FAILURE)
         except MemoryError:
             click.echo("error: out of memory", err=True)
-            sys.exit(ExitCode.FAILURE)
+            sys.exit(ExitCode.OUT_OF_MEMORY)
         except Exception as e:  # a bug of ours: say so plainly
             if os.environ.get("HLO_DEBUG"):
                 raise
@@ -51,17 +51,23 @@ def report_errors(fn):
     return wrapper
 
 
-def load_module(path: str, use_cache: bool = True, with_text: bool = False):
-    """Read and parse PATH ('-' for stdin); with_text=True also returns the source text."""
-    from ..source import read_source
-    text, name = read_source(path)
-    if use_cache:
-        from ..cache import cached_parse
-        module = cached_parse(text, name)
-    else:
-        from ..parser import parse
-        module = parse(text, name)
-    return (module, text) if with_text else module
+def load_module(path: str, use_cache: bool = True, with_text: bool = False, module: str | None = None):
+    """Read PATH ('-' for stdin) and parse its module `module` (a 0-based index or a module name;
+    None: the file must hold exactly one).  with_text=True also returns the text the module was parsed
+    from: the file's text with the lines before the module blanked, so positions are the file's."""
+    from ..sources import load
+    mod, src = load(path, module, use_cache)
+    return (mod, src.text) if with_text else mod
+
+
+def diagnostic_dict(d) -> dict:
+    """A diagnostic as JSON output shows it."""
+    return {"file": d.file, "line": d.line, "column": d.column, "severity": d.severity, "code": d.code,
+            "instruction": d.instruction, "message": d.message}
 
 
 no_cache_option = click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache.")
+module_option = click.option("--module", "-m", "module_choice", metavar="N|NAME", default=None,
+                             help="Which module of a file that holds several (an XLA lit test with "
+                                  "'// -----', a PyTorch/XLA saved-graph file): its 0-based number or its "
+                                  "name.  `hlo info FILE` lists them.")

@@ -1,11 +1,11 @@
-"""`hlo fmt`: print a module in XLA's canonical text form."""
+"""`hlo fmt`: print modules in XLA's canonical text form."""
 from __future__ import annotations
 
 import sys
 
 import click
 
-from .common import load_module, no_cache_option, report_errors
+from .common import module_option, no_cache_option, report_errors
 
 
 @click.command("fmt")
@@ -15,21 +15,50 @@ from .common import load_module, no_cache_option, report_errors
 @click.option("--no-metadata", is_flag=True, help="Leave out metadata={...}.")
 @click.option("--check", is_flag=True,
               help="Print nothing; exit 1 if FILE is not already in canonical form (for CI).")
+@module_option
 @no_cache_option
 @report_errors
-def fmt(file, no_percent, operand_shapes, no_metadata, check, no_cache):
+def fmt(file, no_percent, operand_shapes, no_metadata, check, module_choice, no_cache):
     """Print FILE ('-' for standard input) in XLA's canonical HLO text form.
 
-    Parsing the output gives back the same module, and formatting is idempotent.
+    Parsing the output gives back the same module, and formatting is idempotent.  A file that holds
+    several modules is printed whole, its modules separated the way they came ('// -----' between
+    the modules of an XLA lit test; '## BEGIN_GRAPH' / '## END_GRAPH' around saved graphs; the text
+    around them is left out); --module N|NAME prints one.  Nothing is printed if a module has errors.
     """
+    from ..errors import HloError, HloSyntaxError
     from ..ir.printer import format_module
-    module, original = load_module(file, use_cache=not no_cache, with_text=True)
-    text = format_module(module, percent=not no_percent, operand_shapes=operand_shapes,
-                         metadata=not no_metadata)
+    from ..sources import parse_module, read_modules
+    fm = read_modules(file)
+    chosen = [fm.select(module_choice)] if module_choice is not None or len(fm.modules) == 1 else list(fm.modules)
+    texts, errors = [], []
+    for src in chosen:
+        try:
+            module = parse_module(src, not no_cache)
+        except HloError as e:
+            errors.append(e)
+            continue
+        texts.append(format_module(module, percent=not no_percent, operand_shapes=operand_shapes,
+                                   metadata=not no_metadata))
+    if errors:
+        if len(errors) == 1:
+            raise errors[0]
+        raise HloSyntaxError(f"{len(errors)} modules have errors", [d for e in errors for d in e.diagnostics])
+    if len(chosen) == 1:
+        out = texts[0]
+        original = chosen[0].own_text if len(fm.modules) > 1 else fm.text
+    else:
+        before, between, after = fm.separator()
+        out = before + between.join(texts) + after
+        original = fm.text
     if check:
-        if original.replace("\r\n", "\n") != text:
-            click.echo(f"{file}: not in canonical form (run `hlo fmt {file}`)", err=True)
+        if original.replace("\r\n", "\n") != out:
+            which = ""
+            if len(chosen) > 1:
+                bad = [s.describe() for s, t in zip(chosen, texts) if s.own_text.replace("\r\n", "\n").strip() != t.strip()]
+                which = (" (modules " + ", ".join(bad) + ")") if bad else " (the text between its modules)"
+            click.echo(f"{fm.file}: not in canonical form{which} (run `hlo fmt {file}`)", err=True)
             sys.exit(1)
         return
-    sys.stdout.write(text)
+    sys.stdout.write(out)
     sys.stdout.flush()

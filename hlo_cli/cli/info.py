@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 
 import click
 
-from .common import load_module, no_cache_option, report_errors
+from .common import diagnostic_dict, module_option, no_cache_option, report_errors
 
 
 def summarize(module, path: str, size: int) -> dict:
@@ -65,16 +66,50 @@ def _text(v):
 @click.argument("file", type=str)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format.")
+@module_option
 @no_cache_option
 @report_errors
-def info(file, fmt, no_cache):
+def info(file, fmt, module_choice, no_cache):
     """Summarize FILE ('-' for standard input): module name, entry signature, computations and
-    instructions counted, an opcode histogram, and the source files named by its stack frames."""
-    module, text = load_module(file, use_cache=not no_cache, with_text=True)
-    s = summarize(module, "<stdin>" if file == "-" else file, len(text.encode("utf-8", "replace")))
+    instructions counted, an opcode histogram, and the source files named by its stack frames.
+
+    A file that holds several modules (an XLA lit test with '// -----' between modules, a
+    PyTorch/XLA XLA_SAVE_TENSORS_FILE) is listed module by module; --module N|NAME summarizes one.
+    """
+    from ..errors import HloError
+    try:
+        _info(file, fmt, module_choice, no_cache)
+    except HloError as e:
+        if fmt == "json":
+            click.echo(json.dumps(_error_doc("<stdin>" if file == "-" else file, None, e), indent=2))
+        raise
+
+
+def _error_doc(file: str, module, e) -> dict:
+    """What --format json prints for a module that cannot be read or parsed (as `hlo run` does)."""
+    from ..errors import Diagnostic
+    diags = e.diagnostics or [Diagnostic(str(e), file, code="E000")]
+    return {"file": file, "module": module, "status": "error", "exit_code": int(e.exit_code), "message": str(e),
+            "diagnostics": [diagnostic_dict(d) for d in diags]}
+
+
+def _info(file, fmt, module_choice, no_cache):
+    from ..sources import parse_module, read_modules
+    fm = read_modules(file)
+    if len(fm.modules) > 1 and module_choice is None:
+        return _list_modules(fm, fmt, not no_cache)
+    src = fm.select(module_choice)
+    module = parse_module(src, not no_cache)
+    s = summarize(module, src.file, fm.size if len(fm.modules) == 1 else len(src.own_text.encode("utf-8", "replace")))
+    if len(fm.modules) > 1:
+        s.update(index=src.index, line=src.line)
     if fmt == "json":
         click.echo(json.dumps(s, indent=2))
         return
+    _print_summary(s)
+
+
+def _print_summary(s: dict):
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -83,7 +118,10 @@ def info(file, fmt, no_cache):
     head.add_column(style="bold", no_wrap=True)
     head.add_column()
     head.add_row("module", Text(s["module"]))
-    head.add_row("file", Text(f"{s['file']} ({s['bytes']:,} bytes)"))
+    where = f"{s['file']} ({s['bytes']:,} bytes)"
+    if "index" in s:
+        where = f"{s['file']}, module #{s['index']} at line {s['line']} ({s['bytes']:,} bytes)"
+    head.add_row("file", Text(where))
     head.add_row("entry", Text(f"{s['entry']} {s['signature']}"))
     head.add_row("computations", Text(f"{s['computations']} ({s['fusion_computations']} fused)"))
     head.add_row("instructions", Text(f"{s['instructions']:,}"))
@@ -108,3 +146,65 @@ def info(file, fmt, no_cache):
         for e in s["sources"]:
             src.add_row(Text(e["file"]), str(e["instructions"]))
         con.print(src)
+
+
+def _list_modules(fm, fmt: str, use_cache: bool):
+    """Every module of a file that holds several: a row each (a JSON entry each); a module that does
+    not parse is an error row, its diagnostics on stderr, exit 1."""
+    from ..errors import ExitCode, HloError
+    from ..sources import parse_module
+    entries, failed = [], []
+    for src in fm.modules:
+        try:
+            module = parse_module(src, use_cache)
+        except HloError as e:
+            failed.append(e)
+            entries.append(dict(_error_doc(src.file, src.name, e), index=src.index, line=src.line))
+            continue
+        s = summarize(module, src.file, len(src.own_text.encode("utf-8", "replace")))
+        entries.append(dict(s, index=src.index, line=src.line, status="ok"))
+    skipped = [{"line": g.line, "kind": g.kind} for g in fm.skipped]
+    if fmt == "json":
+        click.echo(json.dumps({"file": fm.file, "bytes": fm.size, "layout": fm.layout, "modules": entries,
+                               "skipped_graphs": skipped}, indent=2))
+    else:
+        _print_listing(fm, entries, skipped)
+    for e in failed:
+        click.echo(e.format(), err=True)
+    if failed:
+        sys.exit(max(int(e.exit_code) for e in failed) or ExitCode.FAILURE)
+
+
+_LAYOUTS = {"lit": "modules separated by '// -----' (an XLA lit test)",
+            "saved-graphs": "graphs between '## BEGIN_GRAPH' and '## END_GRAPH' (PyTorch/XLA XLA_SAVE_TENSORS_FILE)",
+            "concatenated": "several 'HloModule' texts one after another"}
+
+
+def _print_listing(fm, entries, skipped):
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+    con = Console(highlight=False)
+    if not con.is_terminal:
+        con = Console(highlight=False, width=160)      # a file or a pipe: fewer folded rows
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold", no_wrap=True)
+    head.add_column()
+    head.add_row("file", Text(f"{fm.file} ({fm.size:,} bytes)"))
+    head.add_row("holds", Text(f"{len(entries)} modules: {_LAYOUTS.get(fm.layout, fm.layout)}"))
+    con.print(head)
+    t = Table(title="modules (hlo ... --module N|NAME picks one)", title_justify="left", show_edge=False)
+    for col in ("#", "module", "line", "computations", "instructions", "entry"):
+        t.add_column(col, justify="right" if col in ("#", "line", "computations", "instructions") else "left")
+    for e in entries:
+        if e["status"] == "ok":
+            t.add_row(str(e["index"]), Text(e["module"]), str(e["line"]), str(e["computations"]),
+                      f"{e['instructions']:,}", Text(f"{e['entry']} {e['signature']}"))
+        else:
+            t.add_row(str(e["index"]), Text(e["module"] or "?"), str(e["line"]), "-", "-",
+                      Text("error: " + e["diagnostics"][0]["message"].partition("\n")[0], style="red"))
+    con.print(t)
+    if skipped:
+        kinds = ", ".join(sorted({g["kind"] for g in skipped}))
+        con.print(Text(f"{len(skipped)} saved graph{'s' if len(skipped) != 1 else ''} skipped: not HLO text "
+                       f"({kinds})"))

@@ -1,0 +1,192 @@
+"""Files and directories as sources of modules: read a file and split it, expand a directory (an
+``--xla_dump_to`` directory, a folder of tests) into the files that hold HLO module text, and pick
+one module of a file (``--module N|NAME``)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import Diagnostic, HloInputError
+from .split import LIT, SAVED_GRAPHS, SINGLE, Region, SkippedGraph, module_text, split_text
+
+# text dumps: XLA writes *.txt (--xla_dump_hlo_as_text), tests and people *.hlo / *.hlotxt
+TEXT_SUFFIXES = (".hlo", ".hlotxt", ".txt")
+# suffixes that say "HLO text" by themselves; a *.txt file must show an `HloModule` line as well
+# (XLA's dumps put buffer assignments, live ranges, memory reports... in *.txt files too)
+_HLO_SUFFIXES = (".hlo", ".hlotxt")
+_HEAD = re.compile(rb"(?:^|\n)HloModule[ \t]")
+_SNIFF_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ModuleSource:
+    """One module of a file: what the parser reads (`text`, with the file's positions) and where it
+    came from."""
+    file: str                # the file's display name ('<stdin>' for standard input)
+    index: int               # 0-based position among the file's modules
+    count: int               # how many modules the file holds
+    region: Region
+    file_text: str
+
+    @property
+    def name(self) -> str | None:
+        """The name on its `HloModule` line (None without a header)."""
+        return self.region.name
+
+    @property
+    def line(self) -> int:
+        return self.region.line
+
+    @property
+    def text(self) -> str:
+        return module_text(self.file_text, self.region)
+
+    @property
+    def own_text(self) -> str:
+        """The module's own part of the file (without the blanked lines before it)."""
+        return self.file_text[self.region.start:self.region.end]
+
+    @property
+    def label(self) -> str:
+        """How to name it in tables: the file, and which of its modules when it holds several."""
+        if self.count == 1:
+            return self.file
+        return f"{self.file} #{self.index}" + (f" {self.name}" if self.name else "")
+
+    def describe(self) -> str:
+        return f"#{self.index} {self.name or '(no HloModule line)'} (line {self.line})"
+
+
+@dataclass(frozen=True)
+class FileModules:
+    """A file read and split into its modules."""
+    file: str
+    text: str
+    layout: str                          # split.SINGLE, LIT, SAVED_GRAPHS or CONCATENATED
+    modules: tuple[ModuleSource, ...]
+    skipped: tuple[SkippedGraph, ...]    # saved graphs that are not HLO text
+
+    @property
+    def size(self) -> int:
+        return len(self.text.encode("utf-8", "replace"))
+
+    def select(self, which: str | None) -> ModuleSource:
+        """The module `which` names (a 0-based index or a module name); None asks for the only one."""
+        mods = self.modules
+        if which is None:
+            if len(mods) == 1:
+                return mods[0]
+            raise _input_error(f"holds {len(mods)} HLO modules; choose one with --module N (0-based) or "
+                               f"--module NAME:\n{self.listing()}", self.file, "E081")
+        w = which.strip()
+        if re.fullmatch(r"[+-]?\d+", w):
+            k = int(w)
+            if 0 <= k < len(mods):
+                return mods[k]
+            if not any(m.name == w for m in mods):
+                raise _input_error(f"--module {which}: no module #{k}; this file holds {len(mods)} "
+                                   f"module{'s' if len(mods) != 1 else ''} (0-based):\n{self.listing()}",
+                                   self.file, "E082")
+        named = [m for m in mods if m.name == w]
+        if len(named) == 1:
+            return named[0]
+        if len(named) > 1:
+            raise _input_error(f"--module {which}: {len(named)} modules have this name; choose one by its "
+                               f"number:\n{self.listing()}", self.file, "E082")
+        raise _input_error(f"--module {which}: no module of this name; this file holds:\n{self.listing()}",
+                           self.file, "E082")
+
+    def listing(self) -> str:
+        return "\n".join("  " + m.describe() for m in self.modules)
+
+    def separator(self) -> tuple[str, str, str]:
+        """(before each module, between two modules, after the last) to print modules back the way
+        they came: `// -----` between lit-test modules, BEGIN/END_GRAPH around saved graphs."""
+        if self.layout == SAVED_GRAPHS:
+            return "## BEGIN_GRAPH\n", "## END_GRAPH\n\n## BEGIN_GRAPH\n", "## END_GRAPH\n"
+        if self.layout == LIT:
+            return "", "\n// -----\n\n", ""
+        return "", "\n", ""
+
+
+def _input_error(message: str, file: str, code: str) -> HloInputError:
+    return HloInputError(f"{file}: {message}", [Diagnostic(message, file, code=code)])
+
+
+def split_source(text: str, file: str) -> FileModules:
+    """Split a file's text into its modules.  Raises HloInputError (exit 2) for a saved-graph file
+    without a graph in HLO text."""
+    sp = split_text(text)
+    if not sp.regions:
+        kinds = sorted({g.kind for g in sp.skipped})
+        n = len(sp.skipped)
+        raise _input_error(f"no HLO module here: its {n} saved graph{'s are' if n != 1 else ' is'} "
+                           f"{' / '.join(kinds) or 'empty'}; save graphs as HLO text with "
+                           "XLA_SAVE_TENSORS_FMT=hlo", file, "E080")
+    count = len(sp.regions)
+    mods = tuple(ModuleSource(file, k, count, r, text) for k, r in enumerate(sp.regions))
+    return FileModules(file, text, sp.layout, mods, sp.skipped)
+
+
+def read_modules(path: str) -> FileModules:
+    """Read PATH ('-' for standard input) and split it into modules.  Raises HloInputError."""
+    from ..source import read_source
+    text, name = read_source(path)
+    return split_source(text, name)
+
+
+
+# ----------------------------------------------------------------------------- directories
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: str
+    reason: str
+
+
+def holds_module_text(path: Path) -> bool:
+    """Whether the file has a line starting with `HloModule` (read block by block, stopping at the
+    first one).  A file that cannot be read counts as holding one, so that the error is reported."""
+    try:
+        with open(path, "rb") as f:
+            tail = b"\n"
+            while True:
+                block = f.read(_SNIFF_BLOCK)
+                if not block:
+                    return False
+                if _HEAD.search(tail + block):
+                    return True
+                tail = block[block.rfind(b"\n"):] if b"\n" in block else tail + block
+                tail = tail[-64:]
+    except OSError:
+        return True
+
+
+def expand(paths) -> tuple[list[str], list[SkippedFile]]:
+    """Files as given; a directory stands for the files under it (recursively, sorted, hidden ones
+    left out) that hold HLO module text: *.hlo and *.hlotxt files, and *.txt files with a line
+    starting with `HloModule` (so a dump directory's buffer assignments, live ranges, memory reports
+    and other text are not taken for modules).  Returns (files, the directories' other files)."""
+    out: list[str] = []
+    skipped: list[SkippedFile] = []
+    for p in paths:
+        if p == "-" or not Path(p).is_dir():
+            out.append(p)
+            continue
+        root = Path(p)
+        found = []
+        for f in sorted(root.rglob("*")):
+            rel = f.relative_to(root).parts
+            if any(part.startswith(".") for part in rel) or not f.is_file():
+                continue
+            if f.suffix not in TEXT_SUFFIXES:
+                skipped.append(SkippedFile(str(f), "not a text dump (*.hlo, *.hlotxt, *.txt)"))
+            elif f.suffix in _HLO_SUFFIXES or holds_module_text(f):
+                found.append(str(f))
+            else:
+                skipped.append(SkippedFile(str(f), "not HLO module text (no line starts with 'HloModule')"))
+        out.extend(found)
+        if not found:
+            out.append(p)       # reported as "no HLO module text in this directory"
+    return out, skipped

@@ -10,7 +10,7 @@ from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, St
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import Shape, parse_array_shape
-from .frontend import LineInstr, _ATTR_SPLIT, _ShapeTokenError, _decode_value
+from .frontend import LineInstr, Pos, _ATTR_SPLIT, _ShapeTokenError, _decode_value
 import re
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
@@ -393,9 +393,17 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
         # a lone instruction: XLA makes a parameter of every operand written with a shape
         pnum = 0
         lifted = []
-        for ri in list(raw_list):
+        for k, ri in enumerate(raw_list):
+            if isinstance(ri, LineInstr):      # a whole-line token: its operands are needed here
+                try:
+                    raw_list[k] = ri = ri.to_raw()
+                except _ShapeTokenError:
+                    continue                   # reported where the instruction is built
             for a in ri.args:
                 if a.kind == "ref" and a.name not in names and a.shape is not None:
+                    if not a.name:           # XLA's name for an unnamed operand: _<parameter number>
+                        a.name = f"_{pnum}"
+                        a.tok = a.tok or Pos(a.name, ri.opcode_tok.line, ri.opcode_tok.column)
                     p = RawInstrLike(a.name, a.shape, pnum, a.tok)
                     names[a.name] = p
                     lifted.append(p)
@@ -573,6 +581,12 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
             for r in val:
                 if (r.name if kind == "computations" else r) not in (comp_names if kind == "computations" else names):
                     return None
+    if opcode == "conditional" and operands and _conditional_attr_problem(
+            getattr(names.get(operands[0]), "shape", None), attrs) is not None:
+        return None
+    rep = attrs.get("parameter_replication")
+    if rep is not None and len(rep) != len(list(shape.leaves())):
+        return None
     for req in spec.required:
         if req not in attrs:
             return None
@@ -666,6 +680,11 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
                          f"{'an element type' if a.name in ELEMENT_TYPES else 'a keyword'} (write %{a.name})",
                          "E057", ri.name)
                 continue
+            if not a.name:
+                errs.add(a.tok or src.find_after(ri.opcode_tok, "(") or ri.opcode_tok,
+                         f"expects an operand name after the shape {a.shape.to_str(False)} (only a lone instruction may "
+                         "leave its operands unnamed)", "E057", ri.name)
+                continue
             if a.name not in names:
                 if a.name in every and a.name != ri.name:
                     later = every[a.name]
@@ -729,6 +748,20 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
             continue
         attrs[aname] = decoded
         _check_refs(decoded, tok, aname, errs, comp_names, names, ri, src, every)
+    if ri.opcode == "conditional" and operands:
+        sel = operand_shapes[0] or getattr(names.get(operands[0]), "shape", None)
+        problem = _conditional_attr_problem(sel, {a for a, _, _ in ri.attrs})
+        if problem is not None:
+            aname, msg = problem
+            at = next((t for a, _, t in ri.attrs if a == aname), None) or ri.opcode_tok
+            errs.add(at, msg, "E060" if aname else "E063", ri.name)
+    rep = attrs.get("parameter_replication")
+    if rep is not None and ri.shape is not None:
+        leaves = len(list(ri.shape.leaves()))
+        if leaves != len(rep):
+            at = next((t for a, _, t in ri.attrs if a == "parameter_replication"), ri.opcode_tok)
+            errs.add(at, f"parameter has {leaves} leaf buffer{'s' if leaves != 1 else ''}, but "
+                     f"parameter_replication has {len(rep)} element{'s' if len(rep) != 1 else ''}", "E062", ri.name)
     for req in spec.required:
         if req not in attrs and not any(a == req for a, _, _ in ri.attrs):
             errs.add(ri.opcode_tok, f"attribute {req} is expected but not seen: {ri.opcode} requires it", "E063",
@@ -736,6 +769,27 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
     has_shapes = any(s is not None for s in operand_shapes)
     return Instruction(ri.name, ri.opcode, ri.shape, tuple(operands), frozen_map(attrs), literal, pnum, loc,
                        tuple(operand_shapes) if has_shapes else None)
+
+
+def _conditional_attr_problem(selector, attrs) -> tuple | None:
+    """XLA reads a conditional's attributes by its selector's type: pred[] takes true_computation and
+    false_computation, s32[] takes branch_computations, and the other spelling is an unexpected
+    attribute.  (attribute to blame or None, message), or None when they agree."""
+    if selector is None or selector.is_tuple or selector.dims or selector.element_type not in ("pred", "s32"):
+        return None             # a selector of the wrong shape or type is reported by the shape rule
+    if selector.element_type == "pred":
+        wanted, other = ("true_computation", "false_computation"), ("branch_computations",)
+        why = "a conditional with a pred[] selector takes true_computation and false_computation"
+    else:
+        wanted, other = ("branch_computations",), ("true_computation", "false_computation")
+        why = "a conditional with an s32[] selector takes branch_computations"
+    for a in other:
+        if a in attrs:
+            return a, f"unexpected attribute '{a}': {why}"
+    for a in wanted:
+        if a not in attrs:
+            return None, f"attribute {a} is expected but not seen: {why}"
+    return None
 
 
 def _check_refs(decoded, tok, aname, errs, comp_names, names, ri, src=None, every=None):

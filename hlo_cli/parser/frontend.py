@@ -155,6 +155,10 @@ class _T(Transformer):
     def typed_operand(self, c):
         return Arg("ref", name=_strip(c[1]), shape=_shape(c[0]), tok=c[1])
 
+    def shape_operand(self, c):
+        """An operand given only by its shape: a lone instruction makes it a parameter named `_N`."""
+        return Arg("ref", name="", shape=_shape(c[0]), tok=_first_tok(c[0]))
+
     def nested_instruction(self, c):
         shape = _shape(c[0])
         args = [a for a in c[2:] if a is not None]

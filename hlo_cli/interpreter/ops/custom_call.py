@@ -65,6 +65,7 @@ from ...errors import HloEvalError
 from .. import computations as C
 from ..registry import evaluator
 from ..values import np_dtype
+from . import lapack_contract as LC
 
 TARGETS: dict[str, Callable] = {}
 PATTERNS: list[tuple[re.Pattern, Callable]] = []
@@ -98,14 +99,26 @@ def lookup(name: str) -> Callable | None:
 @evaluator("custom-call")
 def eval_custom_call(inst, args, ec):
     """A call of the backend function `custom_call_target`; we run our registered implementation
-    of it (see this module's docstring for the targets covered)."""
+    of it (see this module's docstring for the targets covered).  LAPACK/BLAS targets are first
+    checked against their operand contract (lapack_contract.py) and see their operands laid out
+    the way jaxlib's kernels read them."""
     name = inst.attrs.get("custom_call_target", "")
     fn = lookup(name)
     if fn is None:
-        raise HloEvalError(
-            f"{inst.name}: custom-call target '{name}' is not supported by the interpreter "
-            f"(supported: {', '.join(sorted(TARGETS))} and the LAPACK families lapack_?<routine>[_ffi])")
-    return fn(inst, args, ec)
+        from .custom_call_known import unsupported_message
+        raise HloEvalError(unsupported_message(name, supported_summary()))
+    if LC.parse_target(name) is None:
+        return fn(inst, args, ec)
+    c = LC.contract(inst, args, backend_attrs(inst))
+    LC.check(inst, args, c)
+    return LC.from_kernel(inst, fn(inst, LC.to_kernel(inst, args, c), ec), c)
+
+
+def supported_summary() -> str:
+    """What the interpreter runs, for messages."""
+    return (", ".join(sorted(TARGETS)) + " and the LAPACK/BLAS kernels lapack_?<routine>_ffi (potrf, trsm, "
+            "getrf, geqrf, geqp3, orgqr/ungqr, syevd/heevd, gesdd, gesvd, geev, gees, gehrd, sytrd/hetrd, gtsv) "
+            "and their legacy forms")
 
 
 # ============================================================================ helpers
@@ -159,11 +172,7 @@ def parse_mlir_dict(text: str) -> dict:
     return out
 
 
-def _char(attrs: dict, key: str, default: str) -> str:
-    v = attrs.get(key)
-    if v is None:
-        return default
-    return chr(v) if isinstance(v, int) else str(v)[:1]
+_char = LC.char          # a one-character option of backend_config ({uplo = 76 : ui8} -> 'L')
 
 
 def _leaf_shapes(shape):
@@ -222,7 +231,7 @@ def cc_shard_to_full(inst, args, ec):
     x = args[0]
     if tuple(x.shape) == tuple(inst.shape.dims):
         return x
-    raise HloEvalError(f"{inst.name}: SPMDShardToFullShape from {list(x.shape)} to {list(inst.shape.dims)} "
+    raise HloEvalError(f"SPMDShardToFullShape from {list(x.shape)} to {list(inst.shape.dims)} "
                        f"needs the shards of the other partitions; the interpreter runs one partition")
 
 
@@ -1077,7 +1086,7 @@ def cc_gees_ffi(inst, args, ec):
     """xGEES(mode V|N, sort N): real (t, vs, wr, wi, sdim, info), complex (t, vs, w, sdim, info)."""
     at = backend_attrs(inst)
     if _char(at, "sort", "N") != "N":
-        raise HloEvalError(f"{inst.name}: gees with eigenvalue sorting is not implemented (jaxlib neither)")
+        raise HloEvalError(f"gees with eigenvalue sorting is not implemented (jaxlib neither)")
     a = np.asarray(args[0])
     return _result(inst, gees(a.astype(_prefix_dtype(inst, a.dtype)), _char(at, "mode", "V")))
 

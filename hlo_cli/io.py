@@ -13,7 +13,6 @@ next to it and renamed over it, which replaces a link rather than writing throug
 """
 from __future__ import annotations
 
-import errno
 import os
 import re
 import secrets
@@ -263,10 +262,17 @@ def _create_excl(path: Path):
 
 
 def _write_error(what: str, path, e: OSError) -> HloInputError:
-    reason = e.strerror or str(e)
-    if e.errno == errno.ENOSPC:
-        reason += " (the disk is full)"
+    reason = e.strerror or str(e)         # (numpy's short writes carry no errno: "N requested and M written")
+    if e.errno is None and _disk_full(path):
+        reason += ": the disk is full"
     return HloInputError(f"{what}: cannot write {path} ({reason})")
+
+
+def _disk_full(path) -> bool:
+    try:
+        return os.statvfs(Path(path).parent).f_bavail == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def write_new(path: Path, write, what: str) -> Path:

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 import hlo_cli
 from hlo_cli.cli import main
+from run_harness import hlo  # noqa: F401  (the fixture)
 from hlo_cli.errors import HloEvalError, HloInputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,21 +38,6 @@ BF16_X = DATA / "bf16_x.npy"            # [1.5, -2, 0.25, 3] saved from ml_dtype
 
 X = np.arange(6, dtype=np.float32).reshape(2, 3)          # [[0, 1, 2], [3, 4, 5]]
 Y = np.full((2, 3), 2.5, np.float32)
-
-
-@pytest.fixture()
-def hlo(monkeypatch, tmp_path):
-    """Run `hlo ARGS...` in tmp_path; check that no traceback appears anywhere."""
-    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-
-    def _run(*args, input=None):
-        result = CliRunner().invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
-        for text in (result.stdout, result.stderr or ""):
-            assert "Traceback" not in text, text
-            assert "internal error" not in text, text
-        return result
-    return _run
 
 
 @pytest.fixture()

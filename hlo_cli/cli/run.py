@@ -306,7 +306,7 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
         _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt,
              expect, rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
              allow_elided_constants, no_check, no_progress, no_cache, module_choice)
-    except (SystemExit, click.exceptions.Exit):
+    except (SystemExit, click.exceptions.Exit, BrokenPipeError):
         raise
     except BaseException as e:
         if fmt == "json":
@@ -329,11 +329,13 @@ def _error_document(state, e: BaseException) -> dict:
         code, message = ExitCode.FAILURE, "the module is nested too deeply to process"
     else:
         code, message = ExitCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
-    diags = getattr(e, "diagnostics", None) or [Diagnostic(message, state["module"] or state["module_file"],
-                                                           code="E000")]
+    diags = getattr(e, "diagnostics", None) or [Diagnostic(message, state["module_file"], code="E000")]
     doc = {"module": state["module"], "status": "error", "exit_code": code, "message": message,
            "diagnostics": [{"file": d.file, "line": d.line, "column": d.column, "severity": d.severity,
                             "code": d.code, "instruction": d.instruction, "message": d.message} for d in diags]}
+    if isinstance(e, HloResourceError):
+        doc["memory"] = {k: getattr(e, k) for k in ("instruction", "requested_bytes", "result_bytes")
+                         if getattr(e, k, None) is not None}
     doc.update(state.get("info", {}))
     if state.get("timings"):
         doc["timings"] = state["timings"]
@@ -362,6 +364,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     timings["parse_s"] = clock() - t0
     state["module"] = module.name
     info = state["info"] = {"tool": {"name": "hlo", "version": __version__},
+                            "module_file": "<stdin>" if module_file == "-" else module_file,
                             "module_sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()}
     src = SourceIndex(text)
     t0 = clock()
@@ -476,13 +479,13 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     # -- report
     t0 = clock()
     leaves = [(np.asarray(v), s) for v, s in leaves_with_shapes(result, root_shape)]
-    if output:
-        write_results(output, [v for v, _ in leaves])
-    mismatch = compare([v for v, _ in leaves], reference, rtol, atol) if reference is not None else None
-    failed = mismatch is not None and not mismatch["ok"]
     if dumper:
         dumper.finish("ok", timings)
+    if output:
+        write_results(output, [v for v, _ in leaves])
     timings["write_s"] = clock() - t0
+    mismatch = compare([v for v, _ in leaves], reference, rtol, atol) if reference is not None else None
+    failed = mismatch is not None and not mismatch["ok"]
 
     if fmt == "json":
         doc = {"module": module.name, "status": "mismatch" if failed else "ok",

@@ -298,7 +298,7 @@ _SPECS = (
     # ragged-dot(lhs, rhs, group_sizes)
     _op("ragged-dot", "linalg", 3, 3,
         {**_DOT_DIMS, "lhs_ragged_dims": "dims", "rhs_group_dims": "dims"}),
-    # scaled-dot(lhs, lhs_scale, rhs, rhs_scale)
+    # scaled-dot(lhs, rhs, lhs_scale, rhs_scale), the order of XLA's HloScaledDotInstruction
     _op("scaled-dot", "linalg", 4, 4, {**_DOT_DIMS, "algorithm": _DOT_ALGORITHM}),
 
     # --- normalization ------------------------------------------------------

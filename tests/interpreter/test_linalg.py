@@ -19,11 +19,15 @@ ScaledDotRewriter decomposition).
 """
 from __future__ import annotations
 
+import runpy
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from golden import check_program, programs  # noqa: E402
@@ -39,6 +43,8 @@ def test_program(path):
 from hlo_cli.interpreter import run  # noqa: E402
 from hlo_cli.interpreter.ops import linalg as la  # noqa: E402
 from hlo_cli.interpreter.registry import rule_for  # noqa: E402
+from hlo_cli.interpreter.ops.convert import etype  # noqa: E402
+from hlo_cli.interpreter.values import np_dtype  # noqa: E402
 from hlo_cli.ir.opcodes import OPCODES  # noqa: E402
 
 RNG = np.random.default_rng(0)
@@ -160,18 +166,121 @@ def test_batch_norm_training_is_the_textbook_formula():
     assert np.allclose(y, want, rtol=1e-4, atol=1e-5)
 
 
-def test_scaled_dot_scales():
+# ----------------------------------------------------------------------------- scaled-dot
+# XLA's operand order: scaled-dot(lhs, rhs, lhs_scale, rhs_scale).
+
+def _scaled_text(shapes, result, dims="lhs_contracting_dims={1}, rhs_contracting_dims={0}", names="a b sa sb"):
+    params = "".join(f"  {n} = {sh} parameter({k})\n" for k, (n, sh) in enumerate(zip(names.split(), shapes)))
+    return f"HloModule m\nENTRY e {{\n{params}  ROOT d = {result} scaled-dot(a, b, sa, sb), {dims}\n}}\n"
+
+
+def test_scaled_dot_scales_blockwise():
     a = RNG.integers(-3, 4, (2, 6)).astype(np.float32)
     b = RNG.integers(-3, 4, (6, 2)).astype(np.float32)
     sa = np.array([[2.0, 0.5, 4.0], [1.0, 1.0, 3.0]], np.float32)     # blocks of 2 along dim 1
-    sb = np.array([[1.0, 2.0]], np.float32)                            # one block along dim 0
-    text = ("HloModule m\nENTRY e {\n  a = f32[2,6] parameter(0)\n  sa = f32[2,3] parameter(1)\n"
-            "  b = f32[6,2] parameter(2)\n  sb = f32[1,2] parameter(3)\n"
-            "  ROOT d = f32[2,2] scaled-dot(a, sa, b, sb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
+    sb = np.array([[1.0, 2.0]], np.float32)                            # one block of 6 along dim 0
+    text = _scaled_text(["f32[2,6]", "f32[6,2]", "f32[2,3]", "f32[1,2]"], "f32[2,2]")
     want = (a * np.repeat(sa, 2, axis=1)) @ (b * np.repeat(sb, 6, axis=0))
-    assert np.array_equal(run(text, a, sa, b, sb), want)
-    scalar = text.replace("sb = f32[1,2]", "sb = f32[]")
-    assert np.array_equal(run(scalar, a, sa, b, np.float32(5)), (a * np.repeat(sa, 2, axis=1)) @ b)
+    assert np.array_equal(run(text, a, b, sa, sb), want)
+    # blocks along a non-contracting dim too: both rows share each scale
+    sa1 = np.array([[2.0, 0.5, 4.0]], np.float32)
+    text = _scaled_text(["f32[2,6]", "f32[6,2]", "f32[1,3]", "f32[1,2]"], "f32[2,2]")
+    want = (a * np.repeat(np.repeat(sa1, 2, axis=1), 2, axis=0)) @ (b * np.repeat(sb, 6, axis=0))
+    assert np.array_equal(run(text, a, b, sa1, sb), want)
+
+
+def test_scaled_dot_noop_scales():
+    """A bf16 scale of a bf16 operand with all dims 1 is XLA's no-op scale: a scalar one is never
+    read (XLA's rewriter and evaluator both skip it), one of the operand's rank multiplies by its
+    value (both multiply); one of another rank, which XLA's verifier accepts but no XLA backend can
+    evaluate, multiplies by its one value here."""
+    a = RNG.integers(-3, 4, (2, 4)).astype(ml_dtypes.bfloat16)
+    b = RNG.integers(-3, 4, (4, 3)).astype(ml_dtypes.bfloat16)
+    af, bf = a.astype(np.float32), b.astype(np.float32)
+    three, two = np.array(3, ml_dtypes.bfloat16), np.full((1, 1), 2, ml_dtypes.bfloat16)
+    text = _scaled_text(["bf16[2,4]", "bf16[4,3]", "bf16[]", "bf16[1,1]"], "f32[2,3]")
+    assert np.array_equal(run(text, a, b, three, two), af @ (bf * 2))
+    text = _scaled_text(["bf16[2,4]", "bf16[4,3]", "bf16[1,1,1]", "bf16[]"], "f32[2,3]")
+    assert np.array_equal(run(text, a, b, np.full((1, 1, 1), 4, ml_dtypes.bfloat16), three), (af * 4) @ bf)
+
+
+@pytest.mark.parametrize("x, scale, expect", [
+    ("float8_e4m3fn", "float8_e8m0fnu", "bfloat16"),      # both narrower than 16 bits: bf16
+    ("float4_e2m1fn", "float8_e8m0fnu", "bfloat16"),
+    ("int8", "float8_e8m0fnu", "bfloat16"),
+    ("bfloat16", "bfloat16", "bfloat16"),                 # the same type
+    ("int32", "int32", "int32"),
+    ("float16", "bfloat16", "float32"),                   # two types of one width: f32
+    ("int32", "float32", "float32"),
+    ("float32", "bfloat16", "float32"),                   # else the wider
+    ("float64", "float32", "float64"),
+    ("float8_e5m2", "bfloat16", "bfloat16"),
+])
+def test_scaled_dot_target_type(x, scale, expect):
+    dt = lambda n: np.dtype(getattr(ml_dtypes, n, None) or n)         # noqa: E731
+    assert la._target_type(dt(x), dt(scale)) == dt(expect)
+    assert la._target_type(dt(scale), dt(x)) == dt(expect)
+
+
+def test_scaled_dot_scales_mxfp8_in_bf16():
+    """f8e4m3fn x f8e8m0fnu is scaled in bf16 by XLA CPU's bf16 multiply (f32 under DAZ/FTZ):
+    2^-127 (a bf16 subnormal) scales to 0, 448 * 2^127 overflows to inf, an e8m0 NaN gives NaN."""
+    a = np.ones((3, 32), ml_dtypes.float8_e4m3fn)
+    a[1] = 448
+    b = np.ones((32, 1), ml_dtypes.float8_e4m3fn)
+    sa = np.array([[2.0 ** -127], [2.0 ** 127], [np.nan]], np.float32).astype(ml_dtypes.float8_e8m0fnu)
+    sb = np.ones((1, 1), ml_dtypes.float8_e8m0fnu)
+    text = _scaled_text(["f8e4m3fn[3,32]", "f8e4m3fn[32,1]", "f8e8m0fnu[3,1]", "f8e8m0fnu[1,1]"], "f32[3,1]")
+    out = run(text, a, b, sa, sb)
+    assert out[0, 0] == 0 and np.isposinf(out[1, 0]) and np.isnan(out[2, 0])
+    # a bf16 result is a bf16 dot: the f32 sum rounded once
+    a = np.full((1, 64), 1.125, ml_dtypes.float8_e4m3fn)
+    a[0, 0] = 2.0 ** -3
+    b = np.ones((64, 1), ml_dtypes.float8_e4m3fn)
+    sa = np.ones((1, 2), ml_dtypes.float8_e8m0fnu)
+    text = _scaled_text(["f8e4m3fn[1,64]", "f8e4m3fn[64,1]", "f8e8m0fnu[1,2]", "f8e8m0fnu[1,1]"], "bf16[1,1]")
+    out = run(text, a, b, sa, sb)
+    assert out.dtype == ml_dtypes.bfloat16 and out[0, 0] == np.float32(63 * 1.125 + 0.125).astype(ml_dtypes.bfloat16)
+
+
+_GOLDENS = runpy.run_path(str(Path(__file__).resolve().parents[1] / "programs" / "linalg" / "make_special_goldens.py"))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_scaled_dot_is_its_decomposition(data):
+    """The law the rule is built on: a scaled-dot evaluates bit for bit like the ops XLA's
+    ScaledDotRewriter replaces it with (make_special_goldens.equivalent), whatever the types,
+    blocks, batch dims and result type."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    kinds = [("f8e4m3fn", "f8e8m0fnu"), ("f8e5m2", "f8e8m0fnu"), ("f4e2m1fn", "f8e8m0fnu"), ("bf16", "bf16"),
+             ("f32", "bf16"), ("f16", "f32"), ("s8", "f8e8m0fnu"), ("f64", "f32")]
+    (lt, lst), (rt, rst) = data.draw(st.sampled_from(kinds)), data.draw(st.sampled_from(kinds))
+    result = data.draw(st.sampled_from(["f32", "bf16", "f16", "f64"]))
+    batch, m, n = data.draw(st.integers(0, 2)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    blocks = data.draw(st.integers(1, 3))
+    k = blocks * data.draw(st.sampled_from([1, 2, 4]))
+    lead = [batch] if batch else []
+    lshape, rshape = lead + [m, k], lead + [n, k]
+    lscale = list(lshape[:-1]) + [blocks]
+    rscale = [d if data.draw(st.booleans()) else 1 for d in rshape[:-1]] + [blocks]
+    b = "lhs_batch_dims={0}, rhs_batch_dims={0}, " if batch else ""
+    c = len(lshape) - 1
+    dims = f"{b}lhs_contracting_dims={{{c}}}, rhs_contracting_dims={{{c}}}"
+    out = lead + [m, n]
+    sh = lambda t, d: f"{t}[{','.join(map(str, d))}]"                  # noqa: E731
+    text = _scaled_text([sh(lt, lshape), sh(rt, rshape), sh(lst, lscale), sh(rst, rscale)], sh(result, out), dims)
+
+    def values(t, shape, scale=False):
+        dt = np_dtype(t)
+        if scale:
+            return (2.0 ** rng.integers(-3, 4, shape)).astype(dt)
+        return (rng.standard_normal(shape) * 3).astype(np.float64).round(1).astype(dt) if dt.kind != "i" else \
+            rng.integers(-100, 100, shape).astype(dt)
+    args = [values(lt, lshape), values(rt, rshape), values(lst, lscale, True), values(rst, rscale, True)]
+    ours = run(text, *args)
+    want = run(_GOLDENS["equivalent"](text), *args)
+    assert ours.dtype == want.dtype and np.array_equal(ours.view(np.uint8), want.view(np.uint8))
 
 
 jax = pytest.importorskip("jax", reason="ragged-dot is compared with JAX's reference decomposition")
@@ -203,3 +312,33 @@ def test_ragged_dot_against_jax(case):
             f"lhs_contracting_dims={f(lc)}, rhs_batch_dims={f(rb)}, rhs_contracting_dims={f(rc)}, "
             f"lhs_ragged_dims={f(dn[1])}, rhs_group_dims={f(dn[2])}\n}}\n")
     assert np.array_equal(run(text, lhs, rhs, gs), want)
+
+
+@pytest.mark.parametrize("seed, lt, rt, result, batch", [
+    (0, "float8_e4m3fn", "float8_e4m3fn", "float32", False),
+    (1, "float8_e5m2", "float8_e4m3fn", "bfloat16", True),
+    (2, "float4_e2m1fn", "float8_e5m2", "float32", True),
+])
+def test_scaled_dot_against_jax(seed, lt, rt, result, batch):
+    """XLA CPU running jax.lax.scaled_dot (a composite call whose body JAX decomposes itself: bf16
+    converts and multiplies, then a dot) gives our scaled-dot's bits, on random MX operands.  The
+    values keep the sums exact: XLA's f32 dot sums in an order we do not reproduce (see the dot)."""
+    from jax import lax
+    rng = np.random.default_rng(200 + seed)
+    lead = [2] if batch else []
+    small = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])   # f4e2m1fn's values
+    lhs = rng.choice(small, lead + [3, 64]).astype(getattr(ml_dtypes, lt))
+    rhs = rng.choice(small, lead + [64, 5]).astype(getattr(ml_dtypes, rt))
+    ls = (2.0 ** rng.integers(-2, 3, lead + [3, 2])).astype(ml_dtypes.float8_e8m0fnu)
+    rs = (2.0 ** rng.integers(-2, 3, lead + [2, 5])).astype(ml_dtypes.float8_e8m0fnu)
+    c = len(lead)
+    dn = (((c + 1,), (c,)), ((0,), (0,)) if batch else ((), ()))
+    want = np.asarray(jax.jit(lambda x, y, sx, sy: lax.scaled_dot(
+        x, y, lhs_scale=sx, rhs_scale=sy, dimension_numbers=dn, preferred_element_type=np.dtype(getattr(
+            ml_dtypes, result, None) or result)))(lhs, rhs, ls, rs))
+    sh = lambda a: f"{etype(a.dtype).name}[{','.join(map(str, a.shape))}]"       # noqa: E731
+    b = "lhs_batch_dims={0}, rhs_batch_dims={0}, " if batch else ""
+    text = _scaled_text([sh(lhs), sh(rhs), sh(ls), sh(rs)], sh(want),
+                        f"{b}lhs_contracting_dims={{{c + 1}}}, rhs_contracting_dims={{{c}}}")
+    ours = run(text, lhs, rhs, ls, rs)
+    assert ours.dtype == want.dtype and np.array_equal(ours.view(np.uint8), want.view(np.uint8))

@@ -179,17 +179,18 @@ INVALID = [
     ("ragged-dot-group-is-contracting", ["f32[11,5]", "f32[3,5,7]", "s32[3]"], "f32[11,7] ragged-dot(p0, p1, p2), "
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={1}",
      "the rhs group dimension must not be a batch or contracting dimension, got 1"),
-    # --- scaled-dot
-    ("scaled-dot-scale-rank", ["f8e4m3fn[4,64]", "f8e8m0fnu[4]", "f8e4m3fn[8,64]", "f8e8m0fnu[8,2]"],
+    # --- scaled-dot (operands lhs, rhs, lhs_scale, rhs_scale; XLA's ShapeVerifier::HandleScaledDot)
+    ("scaled-dot-scale-rank", ["f8e4m3fn[4,64]", "f8e4m3fn[8,64]", "f8e8m0fnu[4]", "f8e8m0fnu[8,2]"],
      "bf16[4,8] scaled-dot(p0, p1, p2, p3), lhs_contracting_dims={1}, rhs_contracting_dims={1}",
-     "lhs_scale must have the rank of lhs (2), got f8e8m0fnu[4]"),
-    ("scaled-dot-block-size", ["f8e4m3fn[4,64]", "f8e8m0fnu[4,3]", "f8e4m3fn[8,64]", "f8e8m0fnu[8,2]"],
+     "lhs_scale must have the rank of lhs (2), or be a bf16 no-op scale of a bf16 lhs (all dimensions 1), "
+     "got f8e8m0fnu[4]"),
+    ("scaled-dot-block-size", ["f8e4m3fn[4,64]", "f8e4m3fn[8,64]", "f8e8m0fnu[4,2]", "f8e8m0fnu[8,3]"],
      "bf16[4,8] scaled-dot(p0, p1, p2, p3), lhs_contracting_dims={1}, rhs_contracting_dims={1}",
-     "dimension 1 of lhs must be a multiple of dimension 1 of lhs_scale (3), got 64"),
-    ("scaled-dot-contracting-size", ["f8e4m3fn[4,64]", "f8e8m0fnu[4,2]", "f8e4m3fn[8,32]", "f8e8m0fnu[8,2]"],
+     "dimension 1 of rhs must be a multiple of dimension 1 of rhs_scale (3), got 64"),
+    ("scaled-dot-contracting-size", ["f8e4m3fn[4,64]", "f8e4m3fn[8,32]", "f8e8m0fnu[4,2]", "f8e8m0fnu[8,2]"],
      "bf16[4,8] scaled-dot(p0, p1, p2, p3), lhs_contracting_dims={1}, rhs_contracting_dims={1}",
      "contracting dimension sizes must be equal"),
-    ("scaled-dot-scalar-scales", ["bf16[4,64]", "bf16[]", "bf16[8,64]", "bf16[]"],
+    ("scaled-dot-scalar-scales", ["bf16[4,64]", "bf16[8,64]", "bf16[]", "bf16[]"],
      "bf16[4,8] scaled-dot(p0, p1, p2, p3), lhs_contracting_dims={1}, rhs_contracting_dims={1}",
      "the scales must not both be scalars, got bf16[] and bf16[]"),
     # --- convolution (operation semantics: the kernel's input-z times feature_group_count is the
@@ -287,3 +288,104 @@ def test_invalid(operands, line, fragment):
 def test_invalid_table_covers_every_opcode():
     covered = {opcode_of(line) for _, _, line, _ in INVALID}
     assert covered == set(OPCODES)
+
+
+# ----------------------------------------------------------------------------- scaled-dot
+# XLA's order is scaled-dot(lhs, rhs, lhs_scale, rhs_scale) (HloScaledDotInstruction, the builder,
+# every scaled-dot in XLA's tests); ShapeVerifier::HandleScaledDot checks each side's scale unless
+# it is a bf16 no-op scale, then that the scales are not both scalars, then the dot rule.
+_MX = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+
+
+@pytest.mark.parametrize("operands, line, expected", [
+    # MXFP8: a scale per block of 32 along the contracting dim
+    (["f8e4m3fn[4,64]", "f8e4m3fn[64,8]", "f8e8m0fnu[4,2]", "f8e8m0fnu[2,8]"],
+     f"f32[4,8] scaled-dot(p0, p1, p2, p3), {_MX}", "f32[4,8]"),
+    # element types are free: the verifier checks none (an e8m0 rhs, an f8 scale)
+    (["f8e5m2[2,10]", "f8e8m0fnu[10,2]", "f8e5m2[2,2]", "f8e8m0fnu[2,2]"],
+     f"f32[2,2] scaled-dot(p0, p1, p2, p3), {_MX}", "f32[2,2]"),
+    # blocks along non-contracting dims too: 2 rows share a scale
+    (["f32[2,10]", "f32[10,2]", "f32[1,5]", "f32[5,1]"], f"f32[2,2] scaled-dot(p0, p1, p2, p3), {_MX}",
+     "f32[2,2]"),
+    # a bf16 no-op scale: a scalar, or all-ones dims of any rank, of a bf16 operand
+    (["bf16[4,64]", "f8e4m3fn[64,8]", "bf16[]", "f8e8m0fnu[2,8]"],
+     f"bf16[4,8] scaled-dot(p0, p1, p2, p3), {_MX}", "bf16[4,8]"),
+    (["bf16[4,64]", "f8e4m3fn[64,8]", "bf16[1,1,1]", "f8e8m0fnu[2,8]"],
+     f"bf16[4,8] scaled-dot(p0, p1, p2, p3), {_MX}", "bf16[4,8]"),
+    # no-op scales skip the one-contracting-dimension check
+    (["bf16[4,8,8]", "bf16[8,8,5]", "bf16[]", "bf16[1,1,1]"],
+     "f32[4,5] scaled-dot(p0, p1, p2, p3), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}", "f32[4,5]"),
+    # an f32 [1,1] scale of an f32 operand is no no-op but an ordinary scale: one block
+    (["f32[2,10]", "f32[10,2]", "f32[1,1]", "f32[5,2]"], f"f32[2,2] scaled-dot(p0, p1, p2, p3), {_MX}", "f32[2,2]"),
+    # a scale dim larger than an empty operand dim divides it (0 % 4 == 0)
+    (["f8e4m3fn[0,64]", "f8e4m3fn[64,8]", "f8e8m0fnu[4,2]", "f8e8m0fnu[2,8]"],
+     f"f32[0,8] scaled-dot(p0, p1, p2, p3), {_MX}", "f32[0,8]"),
+    # batch dims, contracting dims elsewhere, the declared type as the preferred type
+    (["f8e4m3fn[2,64,3]", "f8e5m2[2,5,64]", "f8e8m0fnu[2,2,3]", "f8e8m0fnu[2,5,2]"],
+     "bf16[2,3,5] scaled-dot(p0, p1, p2, p3), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, "
+     "rhs_contracting_dims={2}", "bf16[2,3,5]"),
+])
+def test_scaled_dot_valid(operands, line, expected):
+    assert infer(operands, line).without_layout() == S(expected).without_layout()
+
+
+@pytest.mark.parametrize("operands, line, fragment", [
+    # (lhs, lhs_scale, rhs, rhs_scale), the order this project used to assume, read in XLA's
+    (["f8e4m3fn[4,64]", "f8e8m0fnu[4,2]", "f8e4m3fn[8,64]", "f8e8m0fnu[8,2]"],
+     "bf16[4,8] scaled-dot(p0, p1, p2, p3), lhs_contracting_dims={1}, rhs_contracting_dims={1}",
+     "dimension 0 of lhs must be a multiple of dimension 0 of lhs_scale (8), got 4"),
+    # XLA's ScaledDotInvalidScaleShapeFails: a scale of another rank
+    (["f32[2,10]", "f32[10,2]", "f32[2,2,2]", "f32[2,2,2]"], f"f32[2,2] scaled-dot(p0, p1, p2, p3), {_MX}",
+     "lhs_scale must have the rank of lhs (2)"),
+    # XLA's ScaledDotWithInvalidScaleContractingDimSizeFails: 10 is no multiple of 6
+    (["f32[2,10]", "f32[10,2]", "f32[2,6]", "f32[6,2]"], f"f32[2,2] scaled-dot(p0, p1, p2, p3), {_MX}",
+     "dimension 1 of lhs must be a multiple of dimension 1 of lhs_scale (6), got 10"),
+    # XLA's ScaledDotWithNoScalesFails: two no-op scalars
+    (["bf16[2,10]", "bf16[10,2]", "bf16[]", "bf16[]"], f"f32[2,2] scaled-dot(p0, p1, p2, p3), {_MX}",
+     "the scales must not both be scalars"),
+    # no-op scales are bf16 scales of bf16 operands only, and need an operand dim other than 1
+    (["f32[2,10]", "f32[10,2]", "f32[]", "f32[5,2]"], f"f32[2,2] scaled-dot(p0, p1, p2, p3), {_MX}",
+     "lhs_scale must have the rank of lhs (2)"),
+    (["f8e4m3fn[2,64]", "f8e4m3fn[64,2]", "f8e8m0fnu[2,2]", "bf16[]"], f"f32[2,2] scaled-dot(p0, p1, p2, p3), {_MX}",
+     "rhs_scale must have the rank of rhs (2)"),
+    (["bf16[1,1]", "f8e4m3fn[1,32]", "bf16[]", "f8e8m0fnu[1,1]"], f"f32[1,32] scaled-dot(p0, p1, p2, p3), {_MX}",
+     "lhs_scale must have the rank of lhs (2)"),
+    # a scaled side names exactly one contracting dimension
+    (["f8e4m3fn[4,8,8]", "f8e4m3fn[8,8,5]", "f8e8m0fnu[4,2,4]", "f8e8m0fnu[8,2,5]"],
+     "f32[4,5] scaled-dot(p0, p1, p2, p3), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}",
+     "lhs_contracting_dims must name exactly one dimension when lhs has a scale, got {1,2}"),
+    # a zero scale dim would divide by zero in XLA's verifier
+    (["f8e4m3fn[0,64]", "f8e4m3fn[64,8]", "f8e8m0fnu[0,2]", "f8e8m0fnu[2,8]"],
+     f"f32[0,8] scaled-dot(p0, p1, p2, p3), {_MX}", "dimension 0 of lhs_scale must not be 0"),
+    # the dot rule on lhs and rhs (not on the scales), arrays, operand_precision
+    (["f8e4m3fn[4,64]", "f8e4m3fn[32,8]", "f8e8m0fnu[4,2]", "f8e8m0fnu[1,8]"],
+     f"f32[4,8] scaled-dot(p0, p1, p2, p3), {_MX}",
+     "contracting dimension sizes must be equal, got lhs dimension 1 of size 64 vs rhs dimension 0 of size 32"),
+    (["f8e4m3fn[4,64]", "f8e4m3fn[64,8]", "(f8e8m0fnu[4,2])", "f8e8m0fnu[2,8]"],
+     f"f32[4,8] scaled-dot(p0, p1, p2, p3), {_MX}", "lhs_scale must be an array"),
+    (["f8e4m3fn[4,64]", "f8e4m3fn[64,8]", "f8e8m0fnu[4,2]", "f8e8m0fnu[2,8]"],
+     f"f32[4,8] scaled-dot(p0, p1, p2, p3), {_MX}, operand_precision={{high,high,high,high}}",
+     "operand_precision must have 2 entries"),
+])
+def test_scaled_dot_invalid(operands, line, fragment):
+    expect_error(fragment, operands, line)
+
+
+def test_scaled_dot_in_the_old_order_fails_the_check(tmp_path, monkeypatch):
+    """A module written (lhs, lhs_scale, rhs, rhs_scale) is reported where the instruction is, with
+    exit code 1 (the module is wrong), like XLA's verifier rejects it."""
+    from click.testing import CliRunner
+    from hlo_cli.cli import main
+    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "old.hlo"
+    path.write_text("HloModule m\n\nENTRY main {\n  a = f8e4m3fn[4,64] parameter(0)\n"
+                    "  sa = f8e8m0fnu[4,2] parameter(1)\n  b = f8e4m3fn[64,8] parameter(2)\n"
+                    "  sb = f8e8m0fnu[2,8] parameter(3)\n"
+                    f"  ROOT d = f32[4,8] scaled-dot(a, sa, b, sb), {_MX}\n}}\n")
+    result = CliRunner().invoke(main, ["check", str(path)], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert f"{path}:8:21: error: %d: scaled-dot: dimension 0 of lhs must be a multiple of dimension 0 of " \
+           "lhs_scale (64), got 4" in result.output
+    assert "Traceback" not in result.output
+    path.write_text(path.read_text().replace("scaled-dot(a, sa, b, sb)", "scaled-dot(a, b, sa, sb)"))
+    assert CliRunner().invoke(main, ["check", str(path)], catch_exceptions=False).exit_code == 0

@@ -58,18 +58,19 @@ What XLA CPU computes, measured on jaxlib 0.10.2 (x86-64); the rules reproduce i
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 
 from ...errors import HloEvalError
+from ...ir.shape import Shape
 from ...shapes.families.reduction import higher_precision
 from .. import computations as C
-from ..registry import evaluator
+from ..registry import evaluator, rule_for
 from ..fpenv import hardware
 from ..parallel import matmul
 from ..values import np_dtype
-from .convert import (BF16, C128, F32, F64, convert, etype, flush, int_compute, kind, round_float, widen_float,
-                      wrap_int)
+from .convert import BF16, C128, F32, F64, convert, etype, flush, int_compute, kind, round_float, wrap_int
 
 
 # ============================================================================ element types
@@ -293,42 +294,74 @@ def eval_ragged_dot(inst, args, ec):
 
 
 # ============================================================================ scaled-dot
+#
+# XLA CPU has no scaled-dot: its HLO-to-MLIR bridge rejects the instruction, and JAX's
+# lax.scaled_dot reaches XLA CPU as a composite call whose body is the decomposition below.  The
+# rule evaluates the decomposition XLA's ScaledDotRewriter makes of it
+# (xla/backends/gpu/transforms/scaled_dot_rewriter.cc) with our own rules for the ordinary ops it
+# produces (convert, multiply, dot), so scaled-dot is bit for bit what XLA CPU computes for them:
+#
+# 1. per side, a scalar scale leaves the operand alone; any other scale and its operand are
+#    converted to _target_type(operand, scale), the scale is repeated blockwise to the operand's
+#    shape (element i of a dimension reads scale element i // (operand size / scale size): a
+#    broadcast into [scale dim, block] pairs and a reshape) and multiplied in;
+# 2. both products are converted to _target_type(lhs', rhs') and contracted by a dot whose
+#    element type is _target_type(that type, result type), converted to the result type.
+#
+# So f8e4m3fn/f8e5m2/f4e2m1fn operands with f8e8m0fnu scales (the MX formats) are scaled in bf16
+# (exactly, but for values leaving bf16's range: XLA CPU's bf16 multiply runs in f32 under FTZ/DAZ,
+# so 2^-127, e8m0's smallest scale, reads as 0) and contracted by a bf16 dot into f32 or bf16.
+# XLA's HloEvaluator (constant folding) computes instead in the result type, as
+# sum(lhs * lhs_scale * rhs * rhs_scale) with the operands converted first; the two agree but for
+# rounding and range.
+
+def _target_type(a: np.dtype, b: np.dtype) -> np.dtype:
+    """XLA's GetTargetType (scaled_dot_rewriter.cc): bf16 when both types are narrower than 16
+    bits, the type itself when both agree, f32 for two different types of one width, otherwise
+    the wider type."""
+    wa, wb = etype(a).bits, etype(b).bits
+    if wa < 16 and wb < 16:
+        return BF16
+    if a == b:
+        return a
+    if wa == wb:
+        return F32
+    return a if wa > wb else b
+
+
+def _elementwise(opcode: str, args, dtype: np.dtype) -> np.ndarray:
+    """Our evaluation rule for an elementwise `opcode` applied to `args` into `dtype`."""
+    inst = SimpleNamespace(opcode=opcode, shape=Shape.array(_etype_name(dtype), args[0].shape), attrs={})
+    return rule_for(opcode)(inst, list(args), None)
+
 
 def _dequantize(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """XLA's ScaledDotRewriter: operand and scale converted to a common type (both narrower than
-    16 bits -> bf16; equal widths -> f32; else the wider), the scale repeated blockwise along each
-    dim where its size differs, and multiplied."""
+    """Step 1 above: `x` times `scale` repeated blockwise, in their common type."""
     if scale.ndim == 0:
         return x
-    if scale.dtype == BF16 == x.dtype and all(d == 1 for d in scale.shape) and any(d != 1 for d in x.shape):
-        return x
-    a, b = etype(x.dtype), etype(scale.dtype)
-    if a.bits < 16 and b.bits < 16:
-        t = BF16
-    elif x.dtype == scale.dtype:
-        t = x.dtype
-    elif a.bits == b.bits:
-        t = F32
-    else:
-        t = x.dtype if a.bits > b.bits else scale.dtype
+    t = _target_type(x.dtype, scale.dtype)
     xs, ss = convert(x, t), convert(scale, t)
-    for d in range(x.ndim):
+    if ss.ndim != xs.ndim:          # a bf16 no-op scale of another rank (XLA's verifier allows it): its one value
+        ss = ss.reshape((1,) * xs.ndim)
+    for d in range(xs.ndim):
         if ss.shape[d] != xs.shape[d]:
             ss = np.repeat(ss, xs.shape[d] // ss.shape[d], axis=d)
-    with np.errstate(all="ignore"):
-        prod = flush(widen_float(flush(widen_float(xs))) * widen_float(flush(widen_float(ss))))
-    return round_float(prod, t) if prod.dtype != t else prod
+    return _elementwise("multiply", (xs, ss), t)
 
 
 @evaluator("scaled-dot")
 def eval_scaled_dot(inst, args, ec):
-    """dot(lhs * blockwise(lhs_scale), rhs * blockwise(rhs_scale)).  XLA CPU cannot run
-    scaled-dot; this follows XLA's ScaledDotRewriter (operands in the order of our opcode table:
-    lhs, lhs_scale, rhs, rhs_scale; a scalar scale means no scaling)."""
-    lhs, lscale, rhs, rscale = args
-    return dot_values(_dequantize(lhs, lscale), _dequantize(rhs, rscale),
-                      _dims(inst, "lhs_batch_dims"), _dims(inst, "lhs_contracting_dims"),
-                      _dims(inst, "rhs_batch_dims"), _dims(inst, "rhs_contracting_dims"), np_dtype(inst.shape))
+    """dot(lhs * blockwise(lhs_scale), rhs * blockwise(rhs_scale)), operands (lhs, rhs, lhs_scale,
+    rhs_scale); a scalar scale means no scaling.  XLA CPU cannot run scaled-dot: this is XLA's
+    ScaledDotRewriter decomposition run with the convert / multiply / dot rules (see above)."""
+    lhs, rhs, lscale, rscale = args
+    lhs, rhs = _dequantize(lhs, lscale), _dequantize(rhs, rscale)
+    t = _target_type(lhs.dtype, rhs.dtype)
+    res = np_dtype(inst.shape)
+    out = dot_values(convert(lhs, t), convert(rhs, t),
+                     _dims(inst, "lhs_batch_dims"), _dims(inst, "lhs_contracting_dims"),
+                     _dims(inst, "rhs_batch_dims"), _dims(inst, "rhs_contracting_dims"), _target_type(t, res))
+    return convert(out, res)
 
 
 # ============================================================================ convolution

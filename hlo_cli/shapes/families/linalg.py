@@ -162,32 +162,50 @@ def infer_ragged_dot(operands, attrs, ctx):
 
 
 def _is_noop_scale(operand, scale) -> bool:
-    """XLA's IsNoOpScale: a bf16 all-ones-shaped scale of a bf16 operand means 'no scale'."""
+    """XLA's IsNoOpScale (xla/service/hlo_verifier.cc): a bf16 scale of a bf16 operand whose dims
+    are all 1 (a scalar counts) while the operand has some dim other than 1 stands for "no scale"
+    and escapes the other scale checks, its rank included."""
     return (scale.element_type == operand.element_type == "bf16"
             and all(d == 1 for d in scale.dims) and any(d != 1 for d in operand.dims))
 
 
 @rule("scaled-dot")
 def infer_scaled_dot(operands, attrs, ctx):
-    """scaled-dot(lhs, lhs_scale, rhs, rhs_scale): the dot of lhs and rhs (scales are blockwise)."""
+    """scaled-dot(lhs, rhs, lhs_scale, rhs_scale): the dot of lhs and rhs, each multiplied first by
+    its scale repeated blockwise (the operand order of XLA's HloScaledDotInstruction and builder).
+
+    XLA's ShapeVerifier::HandleScaledDot (xla/service/hlo_verifier.cc), in its order: per side,
+    unless the scale is a no-op (_is_noop_scale), the scale has the operand's rank, the side names
+    exactly one contracting dimension, and every operand dimension is a multiple of the scale's
+    (the quotient is that dimension's block size; a block may span any dimension, and a scale
+    dimension larger than an empty operand dimension is allowed); the scales are not both
+    scalars; then the ordinary dot rule on lhs and rhs with the declared result type.  Element
+    types are free (the verifier checks none; XLA's GPU rewrites expect f8e4m3fn/f8e5m2/f4e2m1fn
+    with f8e8m0fnu scales, or bf16 with a bf16 1.0 no-op scale)."""
     op = ctx.opcode
     expect_count(ctx, operands, 4, 4)
     lhs = expect_array(ctx, operands, 0, "lhs")
-    lscale = expect_array(ctx, operands, 1, "lhs_scale")
-    rhs = expect_array(ctx, operands, 2, "rhs")
+    rhs = expect_array(ctx, operands, 1, "rhs")
+    lscale = expect_array(ctx, operands, 2, "lhs_scale")
     rscale = expect_array(ctx, operands, 3, "rhs_scale")
     _check_precision(ctx, attrs, operands)
-    contracting = {"lhs": dims_attr(attrs, "lhs_contracting_dims"), "rhs": dims_attr(attrs, "rhs_contracting_dims")}
     for side, x, s in (("lhs", lhs, lscale), ("rhs", rhs, rscale)):
         if _is_noop_scale(x, s):
             continue
         if s.rank != x.rank:
-            fail(op, f"{side}_scale", f"have the rank of {side} ({x.rank})", txt(s), operands)
-        if len(contracting[side]) != 1:
-            fail(op, f"{side}_contracting_dims", "name exactly one dimension",
-                 _dims_text(contracting[side]), operands)
+            fail(op, f"{side}_scale", f"have the rank of {side} ({x.rank}), or be a bf16 no-op scale of a bf16 "
+                 f"{side} (all dimensions 1)", txt(s), operands)
+        contracting = dims_attr(attrs, f"{side}_contracting_dims")
+        if len(contracting) != 1:
+            fail(op, f"{side}_contracting_dims", f"name exactly one dimension when {side} has a scale",
+                 _dims_text(contracting), operands)
         for i, (a, b) in enumerate(zip(x.dims, s.dims)):
-            if b == 0 or a % b:
+            if a == UNBOUNDED or b == UNBOUNDED:
+                continue
+            if b == 0:
+                fail(op, f"dimension {i} of {side}_scale", f"not be 0 (dimension {i} of {side}, {a}, is divided "
+                     "by it)", txt(s), operands)
+            if a % b:
                 fail(op, f"dimension {i} of {side}", f"be a multiple of dimension {i} of {side}_scale ({b})",
                      a, operands)
     if not lscale.dims and not rscale.dims:

@@ -175,6 +175,24 @@ def test_warnings_and_no_warnings(run, files):
     assert "ok (4 instructions checked)" in r.stdout
 
 
+def test_unused_results_are_one_line_unless_verbose(run, files):
+    dead = WARN.replace("  unused = f32[4] negate(x)\n",
+                        "".join(f"  unused.{k} = f32[4] negate(x)\n" for k in range(5)))
+    path = files("dead.hlo", dead)
+    r = run(path)
+    assert r.exit_code == 0
+    assert f"{path}: warning: 5 instructions' results are never used; --verbose lists them" in r.stderr
+    assert "the result is never used" not in r.stderr
+    assert "%k: constant:" in r.stderr                # other warnings are still listed one by one
+    assert "ok (8 instructions checked, 6 warnings)" in r.stdout
+    r = run("--verbose", path)
+    listed = re.findall(r"dead\.hlo:(\d+):3: warning: %unused\.(\d): negate: the result is never used", r.stderr)
+    assert listed == [(str(6 + k), str(k)) for k in range(5)]
+    assert "--verbose lists them" not in r.stderr
+    r = run("--no-warnings", path)
+    assert r.stderr == ""
+
+
 def test_while_true_warning(run, files):
     text = """HloModule loop
 cond {

@@ -109,11 +109,18 @@ def _info(file, fmt, module_choice, no_cache):
     _print_summary(s)
 
 
-def _print_summary(s: dict):
+def _console():
     from rich.console import Console
+    con = Console(highlight=False)
+    if not con.is_terminal:
+        con = Console(highlight=False, width=160)      # a file or a pipe: fewer folded rows
+    return con
+
+
+def _print_summary(s: dict):
     from rich.table import Table
     from rich.text import Text
-    con = Console(highlight=False)
+    con = _console()
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold", no_wrap=True)
     head.add_column()
@@ -181,12 +188,9 @@ _LAYOUTS = {"lit": "modules separated by '// -----' (an XLA lit test)",
 
 
 def _print_listing(fm, entries, skipped):
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
-    con = Console(highlight=False)
-    if not con.is_terminal:
-        con = Console(highlight=False, width=160)      # a file or a pipe: fewer folded rows
+    con = _console()
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold", no_wrap=True)
     head.add_column()

@@ -14,8 +14,9 @@ What XLA CPU does (jaxlib 0.10.2, x86-64), measured and pinned by the programs:
 - fft (DUCC), cholesky, triangular-solve (XLA's expanders: all-NaN failed factors, block-inverse
   NaN spreading) and batch norm (one-pass variance, approximate rsqrt) agree to a few ulps.
 ragged-dot and scaled-dot cannot run on XLA CPU: their goldens come from
-tests/programs/linalg/make_special_goldens.py (JAX's ragged_dot_general, XLA running the
-ScaledDotRewriter decomposition).
+tests/programs/linalg/make_special_goldens.py (JAX's ragged_dot_general; XLA running the
+ScaledDotRewriter decomposition, checked against XLA running jax.lax.scaled_dot where JAX can
+express the program).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ class ExitCode:
     FAILURE = 1          # the module is wrong: syntax/shape error, runtime failure, mismatch
     USAGE = 2            # bad command line, unreadable or unusable input file
     INTERNAL = 3         # a bug in hlo itself (reported without a traceback unless HLO_DEBUG=1)
-    OUT_OF_MEMORY = 4    # the run needs more memory than can be allocated
+    OUT_OF_MEMORY = 4    # the run needs more memory than can be allocated (not a fault of the module)
 
 
 @dataclass
@@ -80,5 +80,15 @@ class HloInputError(HloError):
 
 
 class HloResourceError(HloError):
-    """The work asked for needs more memory than can be allocated (says what, and how many bytes)."""
+    """The work asked for needs more memory than can be allocated (says what, and how many bytes).
+    `instruction` names the instruction whose evaluation failed, `result_bytes` is the size of its
+    result from its shape, `requested_bytes` what the failing allocation asked for when known."""
     exit_code = ExitCode.OUT_OF_MEMORY
+
+    def __init__(self, message: str, diagnostics: list[Diagnostic] | None = None, *,
+                 instruction: str | None = None, requested_bytes: int | None = None,
+                 result_bytes: int | None = None):
+        super().__init__(message, diagnostics)
+        self.instruction = instruction
+        self.requested_bytes = requested_bytes
+        self.result_bytes = result_bytes

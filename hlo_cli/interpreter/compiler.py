@@ -545,9 +545,8 @@ def _reraise_at(e, inst):
 
 
 def _located(inst, e):
-    from .evaluator import _diag
-    return HloEvalError(f"{inst.name}: {inst.opcode} failed: {e}",
-                        [_diag(inst, f"{inst.name}: {inst.opcode} failed: {type(e).__name__}: {e}", "R011")])
+    from .evaluator import located_error
+    return located_error(inst, e)
 
 
 def _diag(inst, message, code):

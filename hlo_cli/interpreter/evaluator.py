@@ -24,6 +24,7 @@ from ..errors import Diagnostic, HloEvalError
 from ..ir.module import Computation, Instruction, Module
 from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled
+from .memory import preflight, resource_error
 from .registry import rule_for
 from .values import conforms, describe
 
@@ -142,6 +143,16 @@ def _diag(inst: Instruction, message: str, code: str) -> Diagnostic:
     return Diagnostic(message, loc.file, loc.line, loc.column, "error", code, inst.name)
 
 
+def located_error(inst: Instruction, e: Exception):
+    """The error to raise when evaluating `inst` raised the NumPy/Python error `e`: out of memory
+    is an HloResourceError (exit code 4) saying how much was asked for, anything else an
+    HloEvalError located at the instruction."""
+    if isinstance(e, MemoryError):
+        return resource_error(inst, e)
+    return HloEvalError(f"{inst.name}: {inst.opcode} failed: {e}",
+                        [_diag(inst, f"{inst.name}: {inst.opcode} failed: {type(e).__name__}: {e}", "R011")])
+
+
 class EvalContext:
     """Everything one run needs; handed to every evaluation rule."""
 
@@ -163,6 +174,7 @@ class EvalContext:
         self._comps = module.computation_map
         self.depth = 0
         self.compiled = compiled_ok
+        self.batched = 0                         # > 0 inside apply(): nested calls are applied too
 
     # -- called computations --------------------------------------------------
     def plan(self, name: str) -> _Plan:
@@ -176,7 +188,10 @@ class EvalContext:
 
     def call(self, name: str, args) -> Any:
         """Run computation `name` on `args` (one value per parameter) and return its root's value.
-        Without a hook it runs compiled (compiler.py); with one, instruction by instruction."""
+        Without a hook it runs compiled (compiler.py); with one, instruction by instruction.
+        Inside a computation applied to whole arrays (apply) the callee is applied as well."""
+        if self.batched:
+            return self._run(self.plan(name), list(args), check=False, hook=False)
         if self.hook is None and self.compiled:
             return run_compiled(self, compiled(self.module, name, self.options.check_values), args)
         return self._run(self.plan(name), list(args), check=self.options.check_values, hook=True)
@@ -184,8 +199,13 @@ class EvalContext:
     def apply(self, name: str, args) -> Any:
         """Run a computation of scalars on whole arrays at once (reducers, comparators, map and
         scatter combiners): each parameter gets an array of values, results come back as arrays.
-        Only element-wise instructions make sense in such a computation; no shape checks, no hooks."""
-        return self._run(self.plan(name), list(args), check=False, hook=False)
+        Only element-wise instructions make sense in such a computation; no shape checks, no hooks,
+        and the computations it calls (call, fusion) are applied the same way."""
+        self.batched += 1
+        try:
+            return self._run(self.plan(name), list(args), check=False, hook=False)
+        finally:
+            self.batched -= 1
 
     def _run(self, plan: _Plan, args: list, check: bool, hook: bool):
         if len(args) != len(plan.param_slots):
@@ -215,9 +235,7 @@ class EvalContext:
                         raise
                     except (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
                             ZeroDivisionError, MemoryError, AttributeError) as e:
-                        raise HloEvalError(f"{inst.name}: {inst.opcode} failed: {e}",
-                                           [_diag(inst, f"{inst.name}: {inst.opcode} failed: {type(e).__name__}: {e}",
-                                                  "R011")]) from e
+                        raise located_error(inst, e) from e
                     vals[k] = value
                 else:
                     value = vals[k]
@@ -252,7 +270,13 @@ class EvalContext:
 def run_module(module: Module, args, options: RunOptions | None = None, hook=None, progress=None,
                compiled: bool = True):
     """Run the entry computation of `module` on `args` (values in parameter order).  `compiled`
-    False runs every instruction through the generic loop (the reference the tests compare with)."""
+    False runs every instruction through the generic loop (the reference the tests compare with).
+    What no run could hold is refused before it starts (memory.preflight); running out of memory
+    is an HloResourceError (exit code 4)."""
+    preflight(module)
     keep_freed_memory()
     ec = EvalContext(module, options, hook, progress, compiled)
-    return ec.call(module.entry, args)
+    try:
+        return ec.call(module.entry, args)
+    except MemoryError as e:        # outside any instruction's evaluation (preparing a computation)
+        raise resource_error(None, e) from e

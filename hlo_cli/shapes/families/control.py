@@ -21,8 +21,12 @@ from .reduction import (array, compatible, computation, declared_shape, expect_c
 
 
 def _check_aliasing(ctx, operands, aliasing, output_shape, operand_shapes, *, what_operand="operand",
-                    allow_empty_output=True):
-    """output_to_operand_aliasing entries must name valid indices of shapes that agree."""
+                    allow_empty_output=True, ignore_buffer=False, shapes=True):
+    """output_to_operand_aliasing entries must name valid indices of shapes that agree (with
+    `ignore_buffer`, a buffer b(s) agrees with s, as XLA lets async-start and the Pin/Unpin
+    custom calls alias a buffer with the array it holds).  `shapes` False: XLA checks the first
+    entry's indices and nothing more (a custom call with the frontend attribute
+    xla_skip_custom_call_alias_shape_check)."""
     if aliasing is None:
         return
     op = ctx.opcode
@@ -41,7 +45,9 @@ def _check_aliasing(ctx, operands, aliasing, output_shape, operand_shapes, *, wh
         if dst is None:
             fail(op, "the output_to_operand_aliasing output index",
                  f"be a valid index of the result ({txt(output_shape)})", index_text(e.output_index), operands)
-        if not compatible(src, dst):
+        if not shapes:
+            return
+        if not compatible(src, dst, ignore_buffer=ignore_buffer):
             fail(op, f"the aliased output {index_text(e.output_index)}",
                  f"have the shape of {what_operand} {e.operand_index} at {index_text(e.operand_shape_index)} "
                  f"({txt(src)})", txt(dst), operands)
@@ -185,7 +191,10 @@ def infer_custom_call(operands, attrs, ctx):
             if not compatible(c, o):
                 fail(op, f"operand_layout_constraints entry {i}", f"match operand {i} ({txt(o)})", txt(c), operands)
     aliasing = attrs.get("output_to_operand_aliasing")
-    _check_aliasing(ctx, operands, aliasing, result, operands)
+    fa = attrs.get("frontend_attributes")
+    skip = fa is not None and "xla_skip_custom_call_alias_shape_check" in dict(fa.items)
+    _check_aliasing(ctx, operands, aliasing, result, operands, shapes=not skip,
+                    ignore_buffer=attrs.get("custom_call_target") in ("Pin", "Unpin"))
     if attrs.get("custom_call_target") == "GetRngSeed":
         if operands:
             fail(op, "a GetRngSeed custom-call", "have no operands", len(operands), operands)
@@ -275,7 +284,8 @@ def infer_async_start(operands, attrs, ctx):
     shape = tup([tup(strip(o) for o in operands), result, *context])
     if attrs.get("calls") is not None:
         _check_aliasing(ctx, operands, attrs.get("output_to_operand_aliasing"), shape, params,
-                        what_operand="async computation parameter", allow_empty_output=False)
+                        what_operand="async computation parameter", allow_empty_output=False,
+                        ignore_buffer=True)
     return shape
 
 

@@ -101,18 +101,21 @@ def same_element_type_ignoring_fp(a: str, b: str) -> bool:
 
 
 def compatible(a: Shape | None, b: Shape | None, *, ignore_fp: bool = False,
-               ignore_element_type: bool = False) -> bool:
+               ignore_element_type: bool = False, ignore_buffer: bool = False) -> bool:
     """XLA's ShapeUtil::Compatible[IgnoringFpPrecision|IgnoringElementType]: layouts and the
-    dynamic flags are ignored, dimension sizes and (unless told) element types are not."""
+    dynamic flags are ignored, dimension sizes and (unless told) element types are not.  A buffer
+    b(s) matches only a buffer, unless `ignore_buffer` (Shape::Equal().IgnoreBuffer()): then every
+    buffer, at any depth, is compared as the shape it holds."""
     if a is None or b is None:
         return False
+    kw = dict(ignore_fp=ignore_fp, ignore_element_type=ignore_element_type, ignore_buffer=ignore_buffer)
     if is_buffer(a) or is_buffer(b):
-        return is_buffer(a) and is_buffer(b) and compatible(
-            a.tuple_shapes[0], b.tuple_shapes[0], ignore_fp=ignore_fp, ignore_element_type=ignore_element_type)
+        if ignore_buffer:
+            return compatible(a.tuple_shapes[0] if is_buffer(a) else a, b.tuple_shapes[0] if is_buffer(b) else b, **kw)
+        return is_buffer(a) and is_buffer(b) and compatible(a.tuple_shapes[0], b.tuple_shapes[0], **kw)
     if is_tuple(a) or is_tuple(b):
         return (is_tuple(a) and is_tuple(b) and len(a.tuple_shapes) == len(b.tuple_shapes)
-                and all(compatible(x, y, ignore_fp=ignore_fp, ignore_element_type=ignore_element_type)
-                        for x, y in zip(a.tuple_shapes, b.tuple_shapes)))
+                and all(compatible(x, y, **kw) for x, y in zip(a.tuple_shapes, b.tuple_shapes)))
     if not is_array(a) or not is_array(b):
         return a.element_type == b.element_type
     if a.dims != b.dims:

@@ -1299,6 +1299,50 @@ def dec_raw(v, ctx=None):
     return RawValue(generic_text(v))
 
 
+_ACCURACY_MODES = ("default", "highest")
+_NUMBER = re.compile(r"-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf)")
+
+
+def dec_result_accuracy(v, ctx=None):
+    """XLA's ParseResultAccuracy: {mode=default|highest} (any case) or
+    {tolerance={atol=X, rtol=X, ulps=N}} (each optional); kept as text."""
+    if not (isinstance(v, Group) and v.open == "{"):
+        raise AttrError(f"expected {{mode=...}} or {{tolerance={{...}}}}, got '{generic_text(v)}'")
+    items = v.values()
+    if not items or not isinstance(items[0], KV):
+        raise AttrError(f"expects attribute name (mode or tolerance) in result_accuracy, got "
+                        f"'{generic_text(items[0]) if items else '}'}'", at=items[0] if items else None)
+    kv = items[0]
+    if len(items) > 1:
+        raise AttrError(f"expected '}}' to end result_accuracy after '{kv.key}=...', got "
+                        f"'{generic_text(items[1])}'", at=items[1])
+    if kv.key == "mode":
+        if not isinstance(kv.value, str) or str(kv.value).lower() not in _ACCURACY_MODES:
+            raise AttrError(f"expects ResultAccuracy type (default or highest) but sees: "
+                            f"{generic_text(kv.value)}", at=kv.value)
+    elif kv.key == "tolerance":
+        tol = kv.value
+        if isinstance(tol, IntList) and not tol:
+            pass
+        elif isinstance(tol, Group) and tol.open == "{":
+            for it in tol.values():
+                if not isinstance(it, KV):
+                    raise AttrError(f"expects string for result_accuracy tolerance type (atol, rtol or ulps), "
+                                    f"got '{generic_text(it)}'", at=it)
+                if it.key not in ("atol", "rtol", "ulps"):
+                    raise AttrError(f"invalid attribute name: {it.key} (a tolerance has atol, rtol and ulps)",
+                                    at=Word(it.key))
+                if not (isinstance(it.value, str) and _NUMBER.fullmatch(str(it.value))):
+                    raise AttrError(f"expects decimal or integer for {it.key}, got '{generic_text(it.value)}'",
+                                    at=it.value)
+        else:
+            raise AttrError(f"expected '{{' to start result accuracy list, got '{generic_text(tol)}'", at=tol)
+    else:
+        raise AttrError(f"invalid attribute name: {kv.key} (result_accuracy takes mode or tolerance)",
+                        at=Word(kv.key))
+    return dec_raw(v)
+
+
 def dec_literal(v, ctx=None):
     return RawValue(generic_text(v))
 
@@ -1313,7 +1357,7 @@ DECODERS = {
     "frontend_attributes": dec_frontend_attributes, "precision_list": dec_precision_list,
     "shape": dec_shape, "shape_list": dec_shape_list,
     "output_to_operand_aliasing": dec_output_to_operand_aliasing,
-    "literal": dec_literal, "statistics": dec_raw, "result_accuracy": dec_raw,
+    "literal": dec_literal, "statistics": dec_raw, "result_accuracy": dec_result_accuracy,
     "sparsity": dec_raw, "original_value": dec_raw, "raw": dec_raw,
     "input_output_alias": dec_input_output_alias, "buffer_donor": dec_buffer_donor,
     "computation_layout": dec_computation_layout, "bool_list": dec_bool_list,

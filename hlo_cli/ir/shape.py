@@ -154,6 +154,26 @@ class Shape:
         return self.to_str(True)
 
 
+#: The deepest nesting of tuple (and buffer) shapes hlo handles: (f32[]) is 1 deep, ((f32[])) 2.
+#: XLA's parser stops at 32768 (kMaxShapeDepth); hlo's walks over shapes are recursive, so it stops
+#: far earlier, with a located error, instead of running out of Python stack.
+MAX_SHAPE_DEPTH = 100
+
+
+def shape_depth(shape: Shape) -> int:
+    """How deep tuples and buffers nest in `shape` (an array: 0), without recursion."""
+    best = 0
+    stack = [(shape, 0)]
+    while stack:
+        s, d = stack.pop()
+        if s.tuple_shapes is not None:
+            d += 1
+            if d > best:
+                best = d
+            stack.extend((c, d) for c in s.tuple_shapes if c.tuple_shapes is not None)
+    return best
+
+
 # ---------------------------------------------------------------------------
 # Decoding of shape tokens.  The lexer hands over a whole array shape such as
 # ``f32[2,<=3]{1,0:T(2,128)}`` as one token; the same strings repeat
@@ -169,6 +189,9 @@ class Shape:
 # Our one extension: ``f16[10,2]<1,0>`` is read as ``f16[10,2]{1,0}``.
 # Errors carry ``offset``: the 0-based index in the text of the offending character.
 # ---------------------------------------------------------------------------
+
+_DIM_LEVEL = re.compile(r"[DCSH]\+?~?")
+
 
 class ShapeSyntaxError(ValueError):
     def __init__(self, message: str, offset: int = 0):
@@ -400,7 +423,16 @@ class _ShapeReader:
                     self.take()
                 body = self.text[start:self.pos()]
                 self.expect(")", "')' after the dim level types")
-                fields["dim_level_types"] = tuple(x.strip() for x in body.split(",") if x.strip())
+                items = [x.strip() for x in body.split(",")] if body.strip() else []
+                off = start
+                for x, raw in zip(items, body.split(",")):
+                    # XLA: D (dense), C (compressed), S (singleton) or H (loose compressed), then
+                    # optionally '+' (not unique) and '~' (not ordered)
+                    if not _DIM_LEVEL.fullmatch(x):
+                        self.fail(f"expected a DimLevelType abbreviation (D, C, S or H, then optionally + and ~), "
+                                  f"got '{x}'", off + len(raw) - len(raw.lstrip()))
+                    off += len(raw) + 1
+                fields["dim_level_types"] = tuple(items)
             elif key == "T":
                 tiles = []
                 while self.peek() == "(":

@@ -151,6 +151,7 @@ def build_module(raw, text: str, filename: str, known_computations=()) -> Module
     for rc in raw.computations:
         comps.append(_build_computation(rc, errs, filename, defined, inline, text))
         defined[rc.name] = rc
+    _check_async_callers(comps, errs)
     errs.raise_if_any()
     all_comps = tuple(inline) + tuple(comps)
     if any(i.shape is None for c in all_comps for i in c.instructions):
@@ -581,6 +582,8 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
             for r in val:
                 if (r.name if kind == "computations" else r) not in (comp_names if kind == "computations" else names):
                     return None
+    if opcode in ("async-update", "async-done"):
+        return None             # checked against its async-start on the general path
     if opcode == "conditional" and operands and _conditional_attr_problem(
             getattr(names.get(operands[0]), "shape", None), attrs) is not None:
         return None
@@ -748,6 +751,8 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
             continue
         attrs[aname] = decoded
         _check_refs(decoded, tok, aname, errs, comp_names, names, ri, src, every)
+    if spec.family == "async" or ri.opcode in ("async-update", "async-done"):
+        _check_async_chain(ri, attrs, operands, names, comp_names, errs)
     if ri.opcode == "conditional" and operands:
         sel = operand_shapes[0] or getattr(names.get(operands[0]), "shape", None)
         problem = _conditional_attr_problem(sel, {a for a, _, _ in ri.attrs})
@@ -769,6 +774,89 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
     has_shapes = any(s is not None for s in operand_shapes)
     return Instruction(ri.name, ri.opcode, ri.shape, tuple(operands), frozen_map(attrs), literal, pnum, loc,
                        tuple(operand_shapes) if has_shapes else None)
+
+
+def _check_async_callers(comps, errs):
+    """XLA: each async computation has exactly one async-start calling it."""
+    first: dict[str, str] = {}
+    for c in comps:
+        for inst in c.instructions:
+            if inst.opcode == "async-start" and inst.attrs.get("calls") is not None:
+                name = inst.attrs["calls"].name
+                if name in first:
+                    errs.add(inst.loc, f"computation {name} is called by more than one async op: "
+                             f"'{first[name]}' and '{inst.name}' (each async-start needs its own computation)",
+                             "E069", inst.name)
+                else:
+                    first[name] = inst.name
+
+
+def _async_step(opcode: str):
+    """('start' | 'update' | 'done', the wrapped opcode of the sugar spelling or None), or None."""
+    for step in ("start", "update", "done"):
+        suffix = "-" + step
+        if opcode.endswith(suffix):
+            base = opcode[: -len(suffix)]
+            if base == "async":
+                return step, None
+            if opcode not in ops.OPCODES and base in ops.OPCODES:
+                return step, base
+    return None
+
+
+def _raw_root_opcode(rc) -> str | None:
+    instrs = getattr(rc, "instrs", None)
+    if not instrs:
+        return None
+    root = next((ri for ri in instrs if ri.is_root), instrs[-1])
+    return root.m.group(4) if isinstance(root, LineInstr) else root.opcode
+
+
+def _check_async_chain(ri, attrs, operands, names, comp_names, errs):
+    """XLA's parser: async-update / async-done (or the sugar <op>-update / <op>-done) take the async
+    op before them as their one operand, and inherit its wrapped computation, opcode and thread;
+    whatever they spell out must agree with what they inherit."""
+    step = _async_step(ri.opcode)
+    if step is None or step[0] == "start" or len(operands) != 1:
+        return
+    _, wrapped = step
+    prev = names.get(operands[0])
+    if prev is None:
+        return
+    chain = prev
+    seen = 0
+    while chain is not None and seen < 10000:
+        cs = _async_step(chain.opcode)
+        if cs is None or cs[0] == "done":
+            at = ri.args[0].tok if ri.args and ri.args[0].tok is not None else ri.opcode_tok
+            errs.add(at, f"{ri.opcode} expects the async-start or async-update before it as its operand, got "
+                     f"'{prev.name}' ({prev.opcode})", "E069", ri.name)
+            return
+        if cs[0] == "start":
+            break
+        chain = names.get(chain.operands[0]) if chain.operands else None
+        seen += 1
+    if chain is None:
+        return
+    start_wrapped = _async_step(chain.opcode)[1]
+    calls = chain.attrs.get("calls")
+    if start_wrapped is None and calls is not None:
+        start_wrapped = _raw_root_opcode(comp_names.get(calls.name))
+
+    def at(aname):
+        return next((t for a, _, t in ri.attrs if a == aname), ri.opcode_tok)
+    if wrapped is not None and start_wrapped is not None and wrapped != start_wrapped:
+        errs.add(ri.opcode_tok, f"expect async wrapped opcode to be {start_wrapped}, but got {wrapped} "
+                 f"('{chain.name}' starts an async {start_wrapped})", "E069", ri.name)
+    thread = attrs.get("async_execution_thread")
+    start_thread = chain.attrs.get("async_execution_thread", "main")
+    if thread is not None and thread != start_thread:
+        errs.add(at("async_execution_thread"), f"expect async_execution_thread to be {start_thread}, but got "
+                 f"{thread} (async-update and async-done run on the thread of '{chain.name}')", "E069", ri.name)
+    mine = attrs.get("calls")
+    if mine is not None and calls is not None and mine.name != calls.name:
+        errs.add(at("calls"), f"expect async_wrapped_computation to be {calls.name}, but got {mine.name} "
+                 f"('{chain.name}' calls {calls.name})", "E069", ri.name)
 
 
 def _conditional_attr_problem(selector, attrs) -> tuple | None:

@@ -2,7 +2,7 @@
 
 A dump directory is ours when it carries the marker file `.hlo-dump`.  A new dump into one of
 ours removes the files of the previous dump, and only those: names that follow our naming
-(`NNNNNN_computation.instruction[.count][.leafK].npy`) AND are listed in the previous manifest,
+(`NNNNNN_computation.instruction[.count][.leafK][~N].npy`) AND are listed in the previous manifest,
 and that are plain files (a link is left alone).  Nothing else is ever removed or replaced:
 every file is created exclusively (an existing name gets `~1`, `~2`...), and the manifest is
 written under a fresh temporary name and renamed into place.  A failed write (a read-only
@@ -19,7 +19,7 @@ from pathlib import Path
 from .errors import HloInputError
 from .io import leaves_with_shapes, replace_file, save_npy, stats, write_new
 
-OUR_DUMP_FILE = re.compile(r"^\d{6,}_[\w.\-]*\.npy$")
+OUR_DUMP_FILE = re.compile(r"^\d{6,}_[\w.\-]*(~\d+)?\.npy$")
 MARKER = ".hlo-dump"
 MANIFEST = "manifest.json"
 _MARKER_TEXT = "This directory holds a dump written by `hlo run --dump-dir`.\n"

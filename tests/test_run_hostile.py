@@ -328,6 +328,9 @@ def test_a_dump_never_writes_through_a_link(hlo, tmp_path):
     first = m["instructions"][0]
     assert first["instruction"] == "x" and first["files"] == ["000001_main.x~1.npy"]
     np.testing.assert_array_equal(np.load(d / "000001_main.x~1.npy"), V)
+    r = hlo("run", LOOP, "-i", "v.npy", "--dump-dir", "d", "--dump-filter", "^r$")    # replaces its own dump
+    assert r.exit_code == 0, r.stderr
+    assert not (d / "000001_main.x~1.npy").exists() and os.readlink(d / "000001_main.x.npy") == str(target)
 
 
 def test_output_never_writes_through_a_link(hlo, tmp_path):

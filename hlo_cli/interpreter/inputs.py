@@ -122,7 +122,7 @@ def check_header(header, shape: Shape, what: str) -> bool:
     if dt.kind == "V" and dt != want and (dt.fields is not None or dt.itemsize != want.itemsize):
         _raw_records_mismatch(dt, dims_given, want, shape, what)
     convertible = (dt == want or dt.kind == "V" or (dt.byteorder in "<>" and dt.newbyteorder("=") == want)
-                   or len(dims_given) == 0 or dt in _CAST_SOURCES)
+                   or (len(dims_given) == 0 and dt.itemsize <= 16) or dt in _CAST_SOURCES)
     if not convertible:
         _fail(f"{what}: expected {shape.to_str(False)} ({want}), got {given}")
     _check_dims(dims_given, shape, what, given)

@@ -115,6 +115,31 @@ def test_syntax_error_is_located_with_caret(run, tmp_path):
     assert lines[2].strip() == "^"
 
 
+def test_info_json_error_object_for_a_parse_error(run, tmp_path):
+    f = tmp_path / "bad.hlo"
+    f.write_text("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT a = f32[4] add(p p)\n}\n")
+    r = run("info", f, "--format", "json")
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert (doc["file"], doc["module"], doc["status"], doc["exit_code"]) == (str(f), None, "error", 1)
+    d = doc["diagnostics"][0]
+    assert (d["file"], d["line"], d["severity"]) == (str(f), 5, "error")
+    assert set(d) == {"file", "line", "column", "severity", "code", "instruction", "message"}
+    assert f"{f}:5:" in r.stderr                     # the located message still goes to stderr
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "empty"])
+def test_info_json_error_object_for_unusable_input(run, tmp_path, kind):
+    path = {"missing": tmp_path / "missing.hlo", "directory": tmp_path, "empty": tmp_path / "e.hlo"}[kind]
+    if kind == "empty":
+        path.write_text("")
+    r = run("info", path, "--format", "json")
+    assert r.exit_code == 2
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "error" and doc["exit_code"] == 2 and doc["module"] is None
+    assert doc["diagnostics"] and doc["diagnostics"][0]["file"] == str(path)
+
+
 def test_semantic_errors_all_reported(run, tmp_path):
     f = tmp_path / "bad.hlo"
     f.write_text("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  a = f32[4] add(p, q)\n"

@@ -250,3 +250,31 @@ def test_module_header_found_across_read_blocks(tmp_path, monkeypatch):
     assert not holds_module_text(p)
     p.write_text(_module("first"))
     assert holds_module_text(p)
+
+
+_LINES = st.sampled_from(["// -----", "## BEGIN_GRAPH", "## END_GRAPH", "HloModule m", "HloModule n, x=1",
+                          "IR {", "}", "", "  ", "// c", "junk", "ENTRY e {", "  ROOT x = f32[] parameter(0)",
+                          "#OUTPUT_SHARDING_BEGIN", "HloModule", " HloModule k", "// -----x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINES, max_size=25), st.sampled_from(["\n", "\r\n"]), st.booleans())
+def test_any_text_splits_into_ordered_regions_or_says_why_not(lines, nl, final_newline):
+    """Whatever the text, splitting gives ordered, disjoint regions inside it whose line is their
+    `HloModule` line (when they have a name), or an input error saying there is no HLO graph."""
+    text = nl.join(lines) + (nl if final_newline else "")
+    try:
+        fm = split_source(text, "f.txt")
+    except HloInputError as e:
+        assert e.diagnostics[0].code == "E080" and "## BEGIN_GRAPH" in text
+        return
+    assert fm.modules and all(m.count == len(fm.modules) for m in fm.modules)
+    prev = 0
+    file_lines = text.split("\n")
+    for m in fm.modules:
+        r = m.region
+        assert prev <= r.start <= r.end <= len(text)
+        prev = r.end
+        if r.name is not None:
+            assert file_lines[r.line - 1].startswith("HloModule " + r.name)
+        assert m.text.endswith(m.own_text) and m.text.count("\n") == text.count("\n", 0, r.end)

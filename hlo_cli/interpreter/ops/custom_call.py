@@ -26,10 +26,22 @@ Targets covered:
   syevd/heevd, gesdd, gesvd, geev, gees, gehrd, sytrd/hetrd, gtsv.  Legacy: potrf, blas_?trsm,
   getrf, geqrf, orgqr/ungqr, syevd/heevd, gesdd, geev.
 
-LAPACK conventions.  Operand and result layouts are column-major ({0,1}, batch dims major), but
-values are logical arrays, so we compute on them directly.  (jaxlib's kernels read and write raw
-memory in that order whatever the module declares; a module declaring other layouts, which JAX
-never emits, would make XLA see transposed matrices, which we do not emulate.)  Outputs alias inputs the way LAPACK
+* XLA CPU's own targets (expanders.py): SliceToDynamic, PadToStatic, SetBound, and Qr /
+  ProductOfElementaryHouseholderReflectors by QrExpander's algorithm.
+
+A target we do not run is refused with what it is (custom_call_known.py: a cuBLAS GEMM, a cuDNN
+convolution, a Triton kernel, ...) and what we run.  Messages never repeat the instruction's
+name: the evaluator adds it with the location.
+
+Safety.  Before any LAPACK/BLAS routine runs, every operand and declared result is checked
+against the sizes, element types and ranks the routine touches (lapack_contract.py); a mismatch
+is an HloEvalError, so no module can make LAPACK read or write outside its buffers.
+
+LAPACK conventions.  jaxlib's kernels read matrices column-major ({0,1}, batch dims major) and
+vectors row-major, whatever the module declares; XLA CPU lays a custom call's operands out as its
+operand_layout_constraints say (row-major without them) and its results as declared.  A handler
+computes on logical arrays in the kernel's order: lapack_contract.to_kernel / from_kernel
+reinterpret the buffers of operands and results laid out otherwise, as XLA does.  Outputs alias inputs the way LAPACK
 overwrites them: potrf leaves the other triangle as it was and stops at the first non-positive
 pivot (info = its 1-based column; the pivot slot holds the failed value), geqrf returns R above
 and the Householder vectors below the diagonal with tau, getrf returns 1-based int32 pivots,

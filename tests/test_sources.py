@@ -241,15 +241,19 @@ def test_empty_directory_and_plain_paths(tmp_path):
     assert found == [str(tmp_path), "-", "x.hlo"] and skipped == []
 
 
-def test_module_header_found_across_read_blocks(tmp_path, monkeypatch):
-    monkeypatch.setattr(files_mod, "_SNIFF_BLOCK", 7)
+@pytest.mark.parametrize("block", [1, 2, 7, 9, 10, 11, 12, 64, 1 << 20])
+def test_module_header_found_across_read_blocks(tmp_path, monkeypatch, block):
+    monkeypatch.setattr(files_mod, "_SNIFF_BLOCK", block)
     p = tmp_path / "m.txt"
-    p.write_text("x" * 20 + "\n" + _module("late"))
-    assert holds_module_text(p)
-    p.write_text("x" * 20 + "\nno HloModule here\n  HloModule indented\n")
-    assert not holds_module_text(p)
+    for pad in range(12):
+        p.write_text("x" * pad + "\n" + _module("late"))
+        assert holds_module_text(p), pad
+        p.write_text("x" * pad + "\nno HloModule here\n  HloModule indented\nHloModule\nHloModules x\n")
+        assert not holds_module_text(p), pad
     p.write_text(_module("first"))
     assert holds_module_text(p)
+    p.write_text("")
+    assert not holds_module_text(p)
 
 
 _LINES = st.sampled_from(["// -----", "## BEGIN_GRAPH", "## END_GRAPH", "HloModule m", "HloModule n, x=1",

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import Diagnostic, HloInputError
-from .split import LIT, SAVED_GRAPHS, SINGLE, Region, SkippedGraph, module_text, split_text
+from .split import LIT, SAVED_GRAPHS, Region, SkippedGraph, module_text, split_text
 
 # text dumps: XLA writes *.txt (--xla_dump_hlo_as_text), tests and people *.hlo / *.hlotxt
 TEXT_SUFFIXES = (".hlo", ".hlotxt", ".txt")
 # suffixes that say "HLO text" by themselves; a *.txt file must show an `HloModule` line as well
 # (XLA's dumps put buffer assignments, live ranges, memory reports... in *.txt files too)
 _HLO_SUFFIXES = (".hlo", ".hlotxt")
-_HEAD = re.compile(rb"(?:^|\n)HloModule[ \t]")
 _SNIFF_BLOCK = 1 << 20
 
 
@@ -146,19 +145,23 @@ class SkippedFile:
 
 
 def holds_module_text(path: Path) -> bool:
-    """Whether the file has a line starting with `HloModule` (read block by block, stopping at the
-    first one).  A file that cannot be read counts as holding one, so that the error is reported."""
+    """Whether the file has a line starting with `HloModule` and a blank (read block by block,
+    stopping at the first one).  A file that cannot be read counts as holding one, so that the error
+    is reported."""
     try:
         with open(path, "rb") as f:
-            tail = b"\n"
+            prev = b"\n"               # the end of the previous block: a line starts the file
             while True:
                 block = f.read(_SNIFF_BLOCK)
                 if not block:
                     return False
-                if _HEAD.search(tail + block):
-                    return True
-                tail = block[block.rfind(b"\n"):] if b"\n" in block else tail + block
-                tail = tail[-64:]
+                data = prev + block
+                k = data.find(b"HloModule", 1)
+                while k >= 0:
+                    if data[k - 1:k] == b"\n" and data[k + 9:k + 10] in (b" ", b"\t"):
+                        return True
+                    k = data.find(b"HloModule", k + 1)
+                prev = data[-10:]
     except OSError:
         return True
 

@@ -247,21 +247,22 @@ def test_random_inputs_too_big_are_out_of_memory(hlo, tmp_path, dims):
     need = 4 * np.prod([int(d) for d in dims.split(",")], dtype=object)
     r = hlo("run", "big.hlo", "--random-inputs")
     assert r.exit_code == 4, r.stderr
-    assert f"--random-inputs: parameter 0 'x' (f32[{dims}]) needs" in r.stderr and f"({need:,} bytes)" in r.stderr
+    assert f"--random-inputs: parameter 0 'x' (f32[{dims}]) needs {need:,} bytes" in r.stderr
     r = hlo("run", "big.hlo", "--random-inputs", "--format", "json")
     doc = json.loads(r.stdout)
     assert r.exit_code == 4 and doc["exit_code"] == 4 and f"{need:,} bytes" in doc["message"]
+    assert doc["memory"] == {"requested_bytes": need}
 
 
 def test_random_inputs_that_fail_to_allocate_are_out_of_memory(hlo, monkeypatch):
     import hlo_cli.interpreter.inputs as inputs
-    monkeypatch.setattr(inputs, "_physical_memory", lambda: None)
+    monkeypatch.setattr("hlo_cli.interpreter.memory.memory_limit", lambda: None)
 
     def refuse(shape, rng):
         raise MemoryError("Unable to allocate")
     monkeypatch.setattr(inputs, "random_value", refuse)
     r = hlo("run", LOOP, "--random-inputs")
-    assert r.exit_code == 4 and "parameter 0 'x' (f32[3]) needs 12 bytes" in r.stderr
+    assert r.exit_code == 4 and "parameter 0 'x' (f32[3]) needs 12 bytes," in r.stderr
     assert "more than can be allocated" in r.stderr
 
 

@@ -1,7 +1,6 @@
 """Binding user arrays to entry parameters, with clear errors naming the parameter."""
 from __future__ import annotations
 
-import os
 import re
 
 import numpy as np
@@ -234,16 +233,17 @@ def _sig(params) -> str:
 
 def random_inputs(params, seed: int = 0):
     """Deterministic inputs for every parameter: normal floats, small integers, random preds.
-    Parameters too big to allocate (together, more than the machine's memory) are an
+    Parameters too big to allocate (together, more than this process can ever hold) are an
     HloResourceError naming the parameter and the bytes it needs, before anything is allocated."""
+    from .memory import memory_limit, result_bytes
     rng = np.random.default_rng(seed)
-    total, physical = 0, _physical_memory()
+    total, limit = 0, memory_limit()
     for p in params:
-        need = _nbytes(p.shape)
+        need = result_bytes(p.shape) or 0
         total += need
-        # (values are drawn as float64 or int64 and converted: 8 more bytes an element meanwhile)
-        if physical is not None and total + 8 * _elements(p.shape) > physical:
-            _too_big(p, need, f"more than this machine's memory ({_human(physical)})")
+        # (values are drawn as float64 or int64 and then converted: 8 more bytes an element meanwhile)
+        if limit is not None and total + 8 * _largest_leaf(p.shape) > limit:
+            _too_big(p, need, f"more than this machine can ever hold: {_human(limit)}")
     out = []
     for p in params:
         try:
@@ -251,46 +251,29 @@ def random_inputs(params, seed: int = 0):
         except (MemoryError, ValueError) as e:     # ValueError: numpy's "array is too big"
             if isinstance(e, ValueError) and "too big" not in str(e):
                 raise
-            _too_big(p, _nbytes(p.shape), "more than can be allocated")
+            _too_big(p, result_bytes(p.shape) or 0, "more than can be allocated")
     return out
 
 
-def _nbytes(shape: Shape) -> int:
-    """Bytes of a value of SHAPE (Python integers: no overflow)."""
+def _largest_leaf(shape: Shape) -> int:
+    """Elements of the largest array leaf of SHAPE."""
     if shape.is_tuple:
-        return sum(_nbytes(s) for s in shape.tuple_shapes)
-    if shape.element_type in ("token", "opaque"):
-        return 0
-    return _elements(shape) * np_dtype(shape).itemsize
-
-
-def _elements(shape: Shape) -> int:
-    if shape.is_tuple:
-        return max((_elements(s) for s in shape.tuple_shapes), default=0)
+        return max((_largest_leaf(s) for s in shape.tuple_shapes), default=0)
     n = 1
     for d in shape.dims:
         n *= max(int(d), 0)
     return n
 
 
-def _physical_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 def _human(n: int) -> str:
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"
+    from .memory import human
+    return human(n)
 
 
 def _too_big(p, need: int, why: str):
     from ..errors import HloResourceError
-    raise HloResourceError(f"--random-inputs: {label(p)} ({p.shape.to_str(False)}) needs {_human(need)} "
-                           f"({need:,} bytes), {why}")
+    raise HloResourceError(f"--random-inputs: {label(p)} ({p.shape.to_str(False)}) needs {_human(need)}, {why}",
+                           requested_bytes=need)
 
 
 def random_value(shape: Shape, rng):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import stat
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import HloInputError
-from .source import NotRegularFile, open_regular
+from .source import NotRegularFile, file_kind, open_regular
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -311,6 +312,12 @@ def replace_file(target: Path, write, what: str):
     reader never sees half a file, an existing TARGET (or a link at its place) is replaced, never
     written through, and no other file is touched.  An OSError is an HloInputError."""
     target = Path(target)
+    try:
+        mode = os.lstat(target).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise HloInputError(f"{what}: {target} is {file_kind(mode)}; refusing to replace it")
     while True:
         tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
         try:

@@ -351,6 +351,17 @@ def test_output_never_writes_through_a_link(hlo, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()] == []
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_output_never_replaces_what_is_not_a_file(hlo, tmp_path):
+    np.save("v.npy", V)
+    os.mkfifo("fifo.npy")
+    Path("dir.npy").mkdir()
+    for name, kind in (("fifo.npy", "a named pipe (FIFO)"), ("dir.npy", "a directory")):
+        r = hlo("run", LOOP, "-i", "v.npy", "-o", name, "--force")
+        assert r.exit_code == 2 and f"--output {name} is {kind}; refusing to replace it" in r.stderr
+    assert Path("fifo.npy").is_fifo() and Path("dir.npy").is_dir()
+
+
 def test_a_read_only_dump_dir_is_exit_2(hlo, tmp_path, monkeypatch):
     import hlo_cli.io as io
 

@@ -25,13 +25,25 @@ What XLA CPU computes, measured on jaxlib 0.10.2 (the interpreter reproduces it)
   reduce-window of min(size, 32) elements per reduced dimension (SAME padding, the padding skipped)
   followed by a reduce of the window results, repeated until every reduced dimension is at most 32.
   So the init value is combined once per window and once more at the end: an add-reduce of 1000
-  ones with init 10 gives 1330, of 100000 ones 132280; integers too.
-  Exceptions, where only floating-point sums differ in the last bits: (1) f32 add/max/min
-  reductions of at least 4096 input elements go to YNNPACK, which adds the init once and sums in
-  blocks (measured differences up to ~1e-7 * sum|x|; a non-identity init is then counted once);
-  (2) some float reductions over SEVERAL dimensions are vectorized by XLA's codegen (per-row
-  partial sums combined pairwise, e.g. f32[4,5] over {0,1}); single-dimension reductions, integer,
-  max/min and non-associative reducers are always sequential and reproduced bit for bit.
+  ones with init 10 gives 1330, of 100000 ones 132280; integers, f16, bf16 and complex too.
+  Two exceptions decide how often the init value counts:
+  (1) f32 and f64 add-reduces of at least 4096 input elements (the whole input, whatever the row
+      length: f32[2,2048] over {1} qualifies, f32[2,2047] does not) and rank at most 8 go to
+      YNNPACK, which sums the elements from +0 and adds the init value ONCE, at the end (4096 ones
+      with init 10 give 4106; all -0 with init -0 give +0).  Its summation order is blocked and not
+      reproduced: such sums differ from ours in the last bits (measured up to ~1e-7 * sum|x|).
+      f16/bf16/f32/f64/s8/u8 max/min reduces of that size go to YNNPACK as well, where NaN
+      elements are NOT propagated as XLA's own loops propagate them (measured on f32[4096]: the
+      result is the max/min of the other elements, or only the init value when the NaN is last,
+      depending on where the NaN sits; a NaN init gives NaN); we keep XLA's NaN-propagating
+      semantics there (not reproduced).  Multiplies, integer adds, variadic and other reducers
+      never go there.
+  (2) a reduce whose reduced dimensions all have size 1 (or none) is turned into a reshape by
+      XLA's simplifier: the init value is not used at all, whatever the reducer.
+  Besides, some f32 reductions over SEVERAL dimensions are vectorized by XLA's codegen (per-row
+  partial sums combined pairwise, e.g. f32[4,5] over {0,1}), so the last bits may differ there;
+  single-dimension reductions, integer, max/min and non-associative reducers below 4096 elements
+  are sequential and reproduced bit for bit.
 - reduce-window: per output, acc = init, then the window positions in row-major order, skipping
   padding and base-dilation holes (they do not combine the init value again).  A reduce-window that
   is a cumulative scan (one non-trivial window dimension, size = dim, stride 1, padding dim-1 or
@@ -700,7 +712,14 @@ def reduce_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Seque
     out_shape = tuple(xs[0].shape[d] for d in keep)
     if any(xs[0].shape[d] == 0 for d in dims):
         return [np.broadcast_to(i, out_shape).astype(i.dtype) for i in inits]
+    if all(xs[0].shape[d] == 1 for d in dims):
+        # one element per output: XLA's simplifier makes the reduce a reshape (the init unused)
+        return [x.reshape(out_shape).astype(i.dtype) for x, i in zip(xs, inits)]
     if len(xs) == 1 and red.kinds in ((("add", False),), (("add", True),)):
+        if _library_sum(xs[0], inits[0], dims):
+            # the init value is added once, to the sum of the elements (which starts at +0)
+            r = _native_sum(xs[0], inits[0].dtype.type(0), dims, out_shape)
+            return [combine("add", np.broadcast_to(inits[0], out_shape), r)]
         r = _native_sum(xs[0], inits[0], dims, out_shape)
         if r is not None:
             return [r]
@@ -711,6 +730,20 @@ def reduce_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Seque
     flat = [np.transpose(x, perm).reshape(out_shape + (-1,)) for x in xs]
     accs = [np.broadcast_to(i, out_shape) for i in inits]
     return fold(ec, red, accs, flat)
+
+
+# XLA CPU hands a reduce to its reduction library (YNNPACK) from this many input elements on
+LIBRARY_REDUCE_MIN = 4096
+LIBRARY_REDUCE_MAX_RANK = 8
+
+
+def _library_sum(x: np.ndarray, init: np.ndarray, dims: list[int]) -> bool:
+    """True for the add-reduces XLA CPU gives to YNNPACK (measured on jaxlib 0.10.2): one f32 or
+    f64 input of at least LIBRARY_REDUCE_MIN elements and rank at most LIBRARY_REDUCE_MAX_RANK,
+    the init of the same type.  These sum the elements from +0 and add the init value once, at
+    the end."""
+    return (x.dtype in _SUBNORMAL_FREE_SUMS and init.dtype == x.dtype and init.shape == ()
+            and x.size >= LIBRARY_REDUCE_MIN and x.ndim <= LIBRARY_REDUCE_MAX_RANK)
 
 
 def _native_sum(x: np.ndarray, init: np.ndarray, dims: list[int], out_shape) -> np.ndarray | None:

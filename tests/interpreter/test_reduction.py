@@ -122,6 +122,46 @@ def test_init_counted_once_per_window_of_32():
     assert int(run(text100k, np.ones(100000, np.int32))) == 100000 + 10 * (3125 + 98 + 4 + 1)
 
 
+def _add_reduce(et, dims, red, init):
+    out = ",".join(str(d) for i, d in enumerate(dims) if i not in red)
+    return ("HloModule m\n" + _binary(et, "add") +
+            f"ENTRY e {{\n  x = {et}[{','.join(map(str, dims))}] parameter(0)\n  i = {et}[] constant({init})\n"
+            f"  ROOT r = {et}[{out}] reduce(x, i), dimensions={{{','.join(map(str, red))}}}, to_apply=f\n}}\n")
+
+
+@pytest.mark.parametrize("et,dt", [("f32", np.float32), ("f64", np.float64)])
+def test_large_float_sums_add_the_init_once(et, dt):
+    """From 4096 input elements on (the whole input, not the row), XLA CPU's f32/f64 add-reduces
+    add the init once to the sum; below, once per window of 32 and once more."""
+    assert float(run(_add_reduce(et, (2, 2048), (1,), 10), np.ones((2, 2048), dt))[0]) == 2058
+    assert float(run(_add_reduce(et, (2, 2047), (1,), 10), np.ones((2, 2047), dt))[0]) == 2047 + 10 * (64 + 2 + 1)
+    assert float(run(_add_reduce(et, (64, 64), (0,), 10), np.ones((64, 64), dt))[0]) == 74
+    assert float(run(_add_reduce(et, (4095,), (0,), 10), np.ones(4095, dt))) == 4095 + 10 * (128 + 4 + 1)
+    # the init comes last: 2^24 + 4097 in f32 rounds once (not 4097 times)
+    big = run(_add_reduce(et, (4097,), (0,), 16777216), np.ones(4097, dt))
+    assert float(big) == float(dt(16777216) + dt(4097))
+    # the elements are summed from +0: -0s and an init of -0 give +0
+    z = run(_add_reduce(et, (4096,), (0,), "-0"), np.full(4096, -0.0, dt))
+    assert z == 0 and not np.signbit(z)
+    z = run(_add_reduce(et, (4095,), (0,), "-0"), np.full(4095, -0.0, dt))
+    assert z == 0 and np.signbit(z)
+
+
+def test_large_integer_sums_keep_the_windows():
+    x = np.ones((2, 2048), np.int32)
+    assert int(run(_add_reduce("s32", (2, 2048), (1,), 10), x)[0]) == 2048 + 10 * (64 + 2 + 1)
+
+
+@pytest.mark.parametrize("op", ["add", "multiply", "maximum"])
+def test_reduce_of_size_one_dimensions_ignores_the_init(op):
+    """XLA's simplifier makes such a reduce a reshape, whatever the reducer and the init."""
+    text = ("HloModule m\n" + _binary("f32", op) +
+            "ENTRY e {\n  x = f32[3,1,5] parameter(0)\n  i = f32[] constant(10)\n"
+            "  ROOT r = f32[3,5] reduce(x, i), dimensions={1}, to_apply=f\n}\n")
+    x = np.arange(15, dtype=np.float32).reshape(3, 1, 5)
+    np.testing.assert_array_equal(run(text, x), x.reshape(3, 5))
+
+
 def test_fold_is_sequential_from_init():
     """A non-commutative reducer exposes the order: ((init - x0) - x1) - ..."""
     text = ("HloModule m\n" + _binary("f32", "subtract") +

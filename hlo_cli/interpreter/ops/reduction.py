@@ -45,7 +45,9 @@ def _own(a: np.ndarray) -> np.ndarray:
 def eval_reduce(inst, args, ec):
     """Reduce N inputs over `dimensions` with to_apply(accumulators..., values...) from the N init
     values; XLA CPU's order (a left fold in row-major order, tree-rewritten in windows of 32 when a
-    reduced dimension is longer than 32, so a non-identity init is combined once per window)."""
+    reduced dimension is longer than 32, so a non-identity init is combined once per window), except
+    that f32/f64 add-reduces of at least 4096 input elements add the init once to the sum, and a
+    reduce of size-1 dimensions only ignores the init (computations.py says what was measured)."""
     n = len(args) // 2
     outs = C.reduce_arrays(ec, inst.attrs["to_apply"].name, args[:n], args[n:], inst.attrs["dimensions"])
     return _result(inst, outs)

@@ -1068,13 +1068,45 @@ def comparator_keys(module: Module, comp_name: str, n: int) -> list[SortKey] | N
     ps = _params(comp)
     if len(ps) != 2 * n:
         return None
-    an = _Analysis(comp)
+    an = _Analysis(comp, module)
     return an.lex(comp.root_instruction)
 
 
+# instructions whose value is not a function of their operands alone (or that run other code)
+_IMPURE = frozenset(("rng", "rng-bit-generator", "rng-get-and-update-state", "infeed", "recv", "recv-done",
+                     "send", "send-done", "outfeed", "custom-call", "while", "conditional"))
+
+
+def _pure(module: Module, name: str, seen: set | None = None) -> bool:
+    """True if computation `name` and everything it calls (call, fusion) is free of _IMPURE
+    instructions, so that applying it to whole arrays is an elementwise function."""
+    seen = set() if seen is None else seen
+    if name in seen:
+        return False                                    # recursion
+    seen.add(name)
+    comp = module.computation_map.get(name)
+    if comp is None:
+        return False
+    for inst in comp.instructions:
+        if inst.opcode in _IMPURE:
+            return False
+        if inst.opcode in ("call", "fusion"):
+            callee = _callee(inst)
+            if callee is None or not _pure(module, callee, seen):
+                return False
+    seen.discard(name)
+    return True
+
+
+def _callee(inst: Instruction) -> str | None:
+    ref = inst.attrs.get("to_apply" if inst.opcode == "call" else "calls")
+    return getattr(ref, "name", None)
+
+
 class _Analysis:
-    def __init__(self, comp: Computation):
+    def __init__(self, comp: Computation, module: Module | None = None):
         self.comp = comp
+        self.module = module
         self.by = comp.by_name
         self._deps: dict[str, frozenset] = {}
 
@@ -1090,8 +1122,8 @@ class _Analysis:
                 inst = self.by[k]
                 if inst.opcode == "parameter":
                     out.add(inst.parameter_number)
-                if inst.opcode in ("rng", "rng-bit-generator", "rng-get-and-update-state", "infeed",
-                                   "recv", "custom-call", "call", "while", "conditional", "fusion"):
+                if inst.opcode in _IMPURE or (inst.opcode in ("call", "fusion") and not (
+                        self.module is not None and _pure(self.module, _callee(inst) or ""))):
                     out.add(-1)          # not a pure elementwise key function
                 stack.extend(inst.operands)
             d = self._deps[name] = frozenset(out)
@@ -1169,7 +1201,16 @@ class _Analysis:
 
 
 def eval_subgraph(ec, comp: Computation, root: str, bindings: dict[int, np.ndarray]):
-    """Evaluate instruction `root` of `comp` with parameters bound to whole arrays (elementwise)."""
+    """Evaluate instruction `root` of `comp` with parameters bound to whole arrays (elementwise;
+    the computations it calls are applied to the arrays too, see EvalContext.apply)."""
+    ec.batched += 1
+    try:
+        return _eval_subgraph(ec, comp, root, bindings)
+    finally:
+        ec.batched -= 1
+
+
+def _eval_subgraph(ec, comp: Computation, root: str, bindings: dict[int, np.ndarray]):
     by = comp.by_name
     vals: dict[str, object] = {}
     order: list[str] = []

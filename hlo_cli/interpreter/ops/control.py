@@ -46,6 +46,8 @@ def eval_conditional(inst, args, ec):
     """A pred selects true_computation/false_computation; an s32 index selects branch_computations[i],
     and an index out of range selects the last branch (as XLA defines it)."""
     sel = np.asarray(args[0])
+    if sel.ndim:                 # inside a scalar computation applied to whole arrays (ec.apply)
+        return _per_element_branches(inst, sel, args, ec)
     if sel.dtype == np.bool_:
         name = inst.attrs["true_computation"].name if bool(sel) else inst.attrs["false_computation"].name
         operand = args[1] if bool(sel) else args[2]
@@ -55,6 +57,30 @@ def eval_conditional(inst, args, ec):
     if k < 0 or k >= len(branches):
         k = len(branches) - 1
     return ec.call(branches[k].name, [args[1 + k]])
+
+
+def _per_element_branches(inst, sel, args, ec):
+    """A conditional of a reducer, comparator or combiner applied to whole arrays: every branch
+    runs on all the elements and each element takes the result of its own branch."""
+    if sel.dtype == np.bool_:
+        names = [inst.attrs["false_computation"].name, inst.attrs["true_computation"].name]
+        operands = [args[2], args[1]]
+        k = sel.astype(np.int64)
+    else:
+        names = [b.name for b in inst.attrs["branch_computations"]]
+        operands = list(args[1:])
+        n = len(names)
+        k = np.where((sel < 0) | (sel >= n), n - 1, sel).astype(np.int64)
+    results = [ec.call(name, [operand]) for name, operand in zip(names, operands)]
+
+    def pick(values):
+        out = np.asarray(values[0])
+        for b in range(1, len(values)):
+            out = np.where(k == b, values[b], out)
+        return out
+    if isinstance(results[0], tuple):
+        return tuple(pick([r[j] for r in results]) for j in range(len(results[0])))
+    return pick(results)
 
 
 # ----------------------------------------------------------------------------- async

@@ -22,10 +22,9 @@ from pathlib import Path
 
 import click
 
-from ..dumps import source_of
 from ..errors import Diagnostic, ExitCode, HloError, HloEvalError, HloInputError, HloShapeError
-from ..io import has_nonfinite, leaves_with_shapes, literal_text, nonfinite_mask, scalar_str, stats
-from .common import load_module, module_option, no_cache_option, report_errors
+from ..io import has_nonfinite, leaves_with_shapes, literal_text, scalar_str, stats
+from .common import diagnostic_dict, load_module, module_option, no_cache_option, report_errors
 
 
 def _input_error(msg: str):
@@ -49,70 +48,6 @@ def _preview(a, n=5) -> str:
     flat = a.reshape(-1)
     items = [scalar_str(x, a) for x in flat[:n]]
     return "[" + ", ".join(items) + (", ..." if flat.size > n else "") + "]"
-
-
-# ----------------------------------------------------------------------------- --check-finite
-
-class _NonFinite(BaseException):
-    """Raised by the finiteness guard to stop the run (a BaseException, so that no rule's error
-    handling can swallow it)."""
-
-
-# Instructions whose called computations run instruction by instruction under the hooks: their
-# own instructions are judged, so the caller is not (a NaN a callee takes from a constant, like
-# jnp.take's fill value, is not the call's fault).
-_JUDGED_INSIDE = {"call", "fusion", "while", "conditional", "async-start", "async-update", "async-done"}
-
-
-class _FiniteGuard:
-    """Stops the run at the first instruction whose value holds a NaN or Inf that none of its operands
-    held.  Constants and parameters are where values come from, not where they go wrong: a -inf
-    constant (a mask, a max-pool's initial value) is not reported, and neither is an input."""
-
-    def __init__(self, module, src):
-        self.module = module
-        self.src = src
-        self.report = None
-
-    def __call__(self, ev):
-        import numpy as np
-        inst = ev.instruction
-        if inst.opcode in ("constant", "parameter") or inst.opcode in _JUDGED_INSIDE:
-            return
-        vals = [np.asarray(v) for v, _ in leaves_with_shapes(ev.value, inst.shape)]
-        if not any(has_nonfinite(v) for v in vals):
-            return
-        from ..interpreter.values import leaves
-        if any(has_nonfinite(np.asarray(v)) for op in ev.operands for v in leaves(op)):
-            return
-        self.report = _nonfinite_report(self.module, ev, vals)
-        raise _NonFinite()
-
-
-def _nonfinite_report(module, ev, vals):
-    import numpy as np
-    from ..interpreter.values import leaves
-    inst, comp = ev.instruction, ev.computation
-    rep = {"instruction": inst.name, "opcode": inst.opcode, "computation": comp.name,
-           "location": f"{inst.loc.file}:{inst.loc.line}:{inst.loc.column}",
-           "file": inst.loc.file, "line": inst.loc.line, "column": inst.loc.column,
-           "execution": ev.count, "stats": [stats(v) for v in vals]}
-    rep.update(source_of(module, inst))
-    first = next((v for v in vals if has_nonfinite(v)), None)
-    index = None
-    if first is not None:
-        index = tuple(int(i) for i in np.argwhere(nonfinite_mask(first))[0])
-        rep["first_index"] = list(index)
-        rep["first_value"] = scalar_str(first[index], first)
-    ops = []
-    for name, val in zip(inst.operands, ev.operands):
-        entry = {"operand": name, "stats": [stats(np.asarray(v)) for v in leaves(val)]}
-        arr = val if isinstance(val, np.ndarray) else None
-        if arr is not None and first is not None and arr.shape == first.shape and index is not None:
-            entry["value_at_first_index"] = scalar_str(arr[index], arr)
-        ops.append(entry)
-    rep["operands"] = ops
-    return rep
 
 
 def _report_nonfinite(rep, src):
@@ -332,8 +267,7 @@ def _error_document(state, e: BaseException) -> dict:
         code, message = ExitCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
     diags = getattr(e, "diagnostics", None) or [Diagnostic(message, state["module_file"], code="E000")]
     doc = {"module": state["module"], "status": "error", "exit_code": code, "message": message,
-           "diagnostics": [{"file": d.file, "line": d.line, "column": d.column, "severity": d.severity,
-                            "code": d.code, "instruction": d.instruction, "message": d.message} for d in diags]}
+           "diagnostics": [diagnostic_dict(d) for d in diags]}
     if isinstance(e, HloResourceError):
         doc["memory"] = {k: getattr(e, k) for k in ("instruction", "requested_bytes", "result_bytes")
                          if getattr(e, k, None) is not None}
@@ -354,6 +288,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     from ..checker.positions import SourceIndex
     from ..compare import compare, load_reference
     from ..dumps import OUR_DUMP_FILE, DumpFailed, Dumper, prepare_dump_dir
+    from ..finite import FiniteGuard, NonFinite
     from ..interpreter import RunOptions, run_module
     from ..interpreter.inputs import random_inputs as make_random
     from ..io import load_inputs, write_results
@@ -430,7 +365,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         d = prepare_dump_dir(dump_dir, dump_force, protected)
         dumper = Dumper(module, d, pattern, dump_summary, info)
         hooks.append(dumper)
-    guard = _FiniteGuard(module, src) if check_finite else None
+    guard = FiniteGuard(module) if check_finite else None
     if guard:
         hooks.append(guard)
 
@@ -449,7 +384,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     t0 = clock()
     try:
         result = run_module(module, args, options, hook, progress)
-    except _NonFinite:
+    except NonFinite:
         timings["execute_s"] = clock() - t0
         if progress:
             progress.stop()

@@ -1,0 +1,70 @@
+"""`hlo run --check-finite`: stop a run at the first instruction that makes a NaN or an Inf out of
+finite operands, and describe it (operands, first bad index, source location)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .dumps import source_of
+from .io import has_nonfinite, leaves_with_shapes, nonfinite_mask, scalar_str, stats
+
+
+class NonFinite(BaseException):
+    """Raised by the finiteness guard to stop the run (a BaseException, so that no rule's error
+    handling can swallow it); the guard's `report` says where."""
+
+
+# Instructions whose called computations run instruction by instruction under the hooks: their
+# own instructions are judged, so the caller is not (a NaN a callee takes from a constant, like
+# jnp.take's fill value, is not the call's fault).
+_JUDGED_INSIDE = {"call", "fusion", "while", "conditional", "async-start", "async-update", "async-done"}
+
+
+class FiniteGuard:
+    """A run hook that stops the run (NonFinite) at the first instruction whose value holds a NaN or
+    Inf that none of its operands held, and keeps its description in `report`.  Constants and
+    parameters are where values come from, not where they go wrong: a -inf constant (a mask, a
+    max-pool's initial value) is not reported, and neither is an input."""
+
+    def __init__(self, module):
+        self.module = module
+        self.report = None
+
+    def __call__(self, ev):
+        inst = ev.instruction
+        if inst.opcode in ("constant", "parameter") or inst.opcode in _JUDGED_INSIDE:
+            return
+        vals = [np.asarray(v) for v, _ in leaves_with_shapes(ev.value, inst.shape)]
+        if not any(has_nonfinite(v) for v in vals):
+            return
+        from .interpreter.values import leaves
+        if any(has_nonfinite(np.asarray(v)) for op in ev.operands for v in leaves(op)):
+            return
+        self.report = nonfinite_report(self.module, ev, vals)
+        raise NonFinite()
+
+
+def nonfinite_report(module, ev, vals) -> dict:
+    """What the guard found: the instruction, its location and source, its values' statistics, the
+    first non-finite index and value, and each operand's statistics and value at that index."""
+    from .interpreter.values import leaves
+    inst, comp = ev.instruction, ev.computation
+    rep = {"instruction": inst.name, "opcode": inst.opcode, "computation": comp.name,
+           "location": f"{inst.loc.file}:{inst.loc.line}:{inst.loc.column}",
+           "file": inst.loc.file, "line": inst.loc.line, "column": inst.loc.column,
+           "execution": ev.count, "stats": [stats(v) for v in vals]}
+    rep.update(source_of(module, inst))
+    first = next((v for v in vals if has_nonfinite(v)), None)
+    index = None
+    if first is not None:
+        index = tuple(int(i) for i in np.argwhere(nonfinite_mask(first))[0])
+        rep["first_index"] = list(index)
+        rep["first_value"] = scalar_str(first[index], first)
+    ops = []
+    for name, val in zip(inst.operands, ev.operands):
+        entry = {"operand": name, "stats": [stats(np.asarray(v)) for v in leaves(val)]}
+        arr = val if isinstance(val, np.ndarray) else None
+        if arr is not None and first is not None and arr.shape == first.shape and index is not None:
+            entry["value_at_first_index"] = scalar_str(arr[index], arr)
+        ops.append(entry)
+    rep["operands"] = ops
+    return rep

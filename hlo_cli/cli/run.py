@@ -182,7 +182,10 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 @click.argument("module_file", metavar="MODULE", type=str)
 @click.option("--input", "-i", "inputs", multiple=True, metavar="[NAME=]FILE.npy",
               help="An input array: in parameter order, or bound to the parameter NAME (or argN). Arrays of "
-                   "bfloat16/float8/int4 saved as raw records (|V2, |V1) are read as the parameter's type.")
+                   "bfloat16/float8/int4 saved as raw records (|V2, |V1) are read as the parameter's type; "
+                   "float64 arrays for a floating-point parameter are rounded to its type, and int64/bool "
+                   "arrays converted where no value changes (each with a note on stderr). A file's shape "
+                   "and type are checked before its data is read.")
 @click.option("--inputs", "inputs_npz", metavar="ARGS.npz",
               help="An .npz archive of inputs keyed by parameter name or arg0, arg1, ... (by position).")
 @click.option("--random-inputs", is_flag=True, help="Fill every parameter with deterministic random values.")
@@ -194,13 +197,15 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 @click.option("--force", is_flag=True, help="Allow --output to replace an existing file (never an input).")
 @click.option("--print", "print_values", is_flag=True, help="Print the full result values in XLA's literal format.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json: one JSON document on stdout (results, comparison, errors), for CI.")
+              help="json: one JSON document on stdout, for CI: results, comparison or error, with the tool "
+                   "version, the module's SHA-256, the inputs (files, or the seed), and timings.")
 @click.option("--expect", metavar="REF.npz", help="Compare the results with a reference (keys out0, out1, ...; "
                                                   "or one .npy for a single result); exit 1 if they differ.")
 @click.option("--rtol", type=float, default=1e-3, show_default=True, help="Relative tolerance for --expect.")
 @click.option("--atol", type=float, default=1e-3, show_default=True, help="Absolute tolerance for --expect.")
 @click.option("--dump-dir", metavar="DIR", help="Write every executed instruction's value (.npy, one per tuple "
-                                                "leaf) and DIR/manifest.json.")
+                                                "leaf) and DIR/manifest.json. A new dump into an earlier one "
+                                                "removes only the files that dump listed.")
 @click.option("--dump-filter", metavar="REGEX", help="Dump only instructions whose name or opcode matches.")
 @click.option("--dump-summary", is_flag=True, help="Write statistics to the manifest only, no arrays.")
 @click.option("--dump-force", is_flag=True, help="Write into a non-empty --dump-dir that hlo did not create "

@@ -476,3 +476,16 @@ def test_json_for_errors_of_every_kind(hlo, tmp_path, monkeypatch):
     monkeypatch.setattr(interp, "run_module", oom)
     result = CliRunner().invoke(main, ["run", str(LOOP), "-i", "v.npy", "--format", "json"])
     assert result.exit_code == 4 and json.loads(result.stdout)["exit_code"] == 4
+
+
+def test_json_for_the_interpreters_out_of_memory(hlo, tmp_path):
+    """A result no run could hold is the evaluator's HloResourceError: the JSON names it too."""
+    (tmp_path / "huge.hlo").write_text("HloModule huge\nENTRY main {\n  x = f32[] parameter(0)\n"
+                                       "  ROOT b = f32[100000,100000,1000] broadcast(x), dimensions={}\n}\n")
+    np.save("x.npy", np.float32(1))
+    r = hlo("run", "huge.hlo", "-i", "x.npy", "--format", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 4 and doc["exit_code"] == 4 and doc["status"] == "error"
+    assert doc["memory"]["instruction"] == "b" and doc["memory"]["result_bytes"] == 4 * 10**13
+    assert doc["diagnostics"][0]["line"] == 4 and doc["inputs"] == [{"parameter": "x", "number": 0,
+                                                                     "file": "x.npy"}]

@@ -451,7 +451,7 @@ def test_json_and_manifest_of_a_random_run(hlo):
     assert r.exit_code == 0, r.stderr
     doc, m = json.loads(r.stdout), _manifest("d")
     for d in (doc, m):
-        assert d["inputs"] == "random" and d["seed"] == 7
+        assert d["inputs"] == [{"parameter": "x", "number": 0, "random": True}] and d["seed"] == 7
         assert d["tool"]["version"] == hlo_cli.__version__
         assert d["module_sha256"] == hashlib.sha256(LOOP.read_bytes()).hexdigest()
         assert {"parse_s", "check_s", "execute_s"} <= set(d["timings"])

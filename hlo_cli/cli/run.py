@@ -324,7 +324,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     if random_inputs:
         if inputs or inputs_npz:
             _input_error("--random-inputs cannot be combined with --input/--inputs")
-        info.update(inputs="random", seed=seed)
+        info.update(inputs=[{"parameter": p.name, "number": p.parameter_number, "random": True} for p in params
+                            if p.shape.element_type != "token"], seed=seed)
         args = make_random(params, seed)
     else:
         if not inputs and not inputs_npz and any(p.shape.element_type != "token" for p in params):

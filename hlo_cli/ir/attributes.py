@@ -351,6 +351,80 @@ class ReplicaGroups:
 
 
 @dataclass(frozen=True)
+class MeshAxis:
+    """One axis a mesh replica group varies: mesh axis `index`, or its sub-axis `:(pre_size)size`
+    (the `size` devices of stride `pre_size` along that axis)."""
+    index: int
+    pre_size: int | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class MeshReplicaGroups:
+    """XLA's MeshAxesReplicaGroupList, `mesh['x'=2,'y'=4] {'y'}`: the devices of a mesh of the
+    given axis sizes (numbered in order, or as `device_ids` lists them) form groups that vary the
+    listed axes and hold the other axes fixed."""
+    axis_names: tuple[str, ...]
+    axis_sizes: tuple[int, ...]
+    axes: tuple[MeshAxis, ...]
+    device_ids: tuple[int, ...] | None = None     # explicit device order (row-major over the axes)
+
+    def _axis_size(self, a: MeshAxis) -> int:
+        return a.size if a.size is not None else self.axis_sizes[a.index]
+
+    @property
+    def groups(self) -> tuple[tuple[int, ...], ...]:
+        """XLA's flattened_replica_groups: split each mesh axis into the sub-axes the groups name,
+        move the grouped (sub-)axes last, in the order listed, and cut the device order into groups."""
+        import numpy as np
+        dims: list[int] = []
+        grouped_at: dict[int, int] = {}           # position in self.axes -> reshaped dimension
+        for i, full in enumerate(self.axis_sizes):
+            mine = [(k, a) for k, a in enumerate(self.axes) if a.index == i]
+            if not mine:
+                dims.append(full)
+                continue
+            if len(mine) == 1 and mine[0][1].pre_size is None:
+                grouped_at[mine[0][0]] = len(dims)
+                dims.append(full)
+                continue
+            covered = 1
+            for k, a in sorted(mine, key=lambda ka: ka[1].pre_size or 1):
+                pre = a.pre_size or 1
+                if pre != covered:                # the devices between the sub-axes
+                    dims.append(pre // covered)
+                    covered = pre
+                grouped_at[k] = len(dims)
+                dims.append(self._axis_size(a))
+                covered *= self._axis_size(a)
+            if covered != full:
+                dims.append(full // covered)
+        n = 1
+        for d in self.axis_sizes:
+            n *= d
+        devices = np.arange(n) if self.device_ids is None else np.array(self.device_ids)
+        grouped = [grouped_at[k] for k in range(len(self.axes))]
+        order = [d for d in range(len(dims)) if d not in grouped] + grouped
+        size = 1
+        for a in self.axes:
+            size *= self._axis_size(a)
+        flat = devices.reshape(dims).transpose(order).reshape(-1, size)
+        return tuple(tuple(int(x) for x in row) for row in flat)
+
+    def __str__(self) -> str:
+        mesh = "mesh[" + ",".join(f"'{n}'={z}" for n, z in zip(self.axis_names, self.axis_sizes)) + "]"
+        if self.device_ids is not None:
+            mesh += ", device_ids=(" + ",".join(map(str, self.device_ids)) + ")"
+        axes = []
+        for a in self.axes:
+            t = f"'{self.axis_names[a.index]}'"
+            if a.pre_size is not None:
+                t += f":({a.pre_size}){a.size}"
+            axes.append(t)
+        return mesh + " {" + ",".join(axes) + "}"
+
+
+@dataclass(frozen=True)
 class TileAssignment:
     dims: tuple[int, ...]
     devices: tuple[int, ...] | None = None          # explicit device list
@@ -894,7 +968,120 @@ def _iota(items, what) -> tuple[tuple[int, ...], IotaReplicaGroups]:
     return dims, IotaReplicaGroups(tuple(dims[:2]) if len(dims) >= 2 else tuple(dims), reshape, perm)
 
 
+def _unquote_axis(w) -> str | None:
+    w = str(w)
+    return w[1:-1] if len(w) >= 2 and w[0] == w[-1] == "'" else None
+
+
+def _dec_mesh_replica_groups(items) -> MeshReplicaGroups:
+    """mesh['x'=2,'y'=4] {'y'} / mesh[...], device_ids=(...) {...}, with the checks XLA's parser and
+    MeshAxesReplicaGroupList make (where XLA stops with a crash, hlo reports an error)."""
+    if str(items[0]) == "maximal_mesh":
+        raise AttrError("MeshAxesReplicaGroupList must have more than one device per group, but a "
+                        "maximal_mesh has one device", at=items[0])
+    if len(items) < 3 or not (isinstance(items[1], Group) and items[1].open == "["):
+        raise AttrError("expected '[' after mesh: mesh['axis'=size,...] {'axis',...}", at=items[0])
+    names: list[str] = []
+    sizes: list[int] = []
+    for it in items[1].values():
+        name = _unquote_axis(it.key) if isinstance(it, KV) else None
+        if name is None:
+            raise AttrError(f"expects a mesh axis like 'x'=2, got '{generic_text(it)}'", at=it)
+        try:
+            size = int(str(it.value))
+        except ValueError:
+            raise AttrError(f"expects an integer size for mesh axis '{name}', got '{generic_text(it.value)}'",
+                            at=it.value) from None
+        if size <= 0:
+            raise AttrError(f"mesh axis '{name}' must have a positive size, got {size}", at=it.value)
+        if name in names:
+            raise AttrError(f"mesh has duplicate axis names: '{name}'", at=it.key)
+        names.append(name)
+        sizes.append(size)
+    rest = list(items[2:])
+    device_ids = None
+    if rest and isinstance(rest[0], KV) and rest[0].key == "device_ids":
+        g = rest.pop(0).value
+        if not (isinstance(g, Group) and g.open == "("):
+            raise AttrError(f"expected '(' for device_ids, got '{generic_text(g)}'", at=g)
+        try:
+            device_ids = tuple(int(str(x)) for x in g.values())
+        except ValueError:
+            raise AttrError("device_ids of a mesh replica group list are integers (the iota form "
+                            "[dims]T(perm) is not supported here)", at=g) from None
+        n = 1
+        for z in sizes:
+            n *= z
+        if len(device_ids) != n or sorted(device_ids) != list(range(n)):
+            raise AttrError(f"device_ids must be a permutation of 0..{n - 1} (the mesh has {n} devices), got "
+                            f"({','.join(map(str, device_ids))})", at=g)
+        if device_ids == tuple(range(n)):
+            raise AttrError("device_ids (0,1,2,3...) is the default order: leave it out", at=g)
+    if len(rest) != 1 or not isinstance(rest[0], (Group, IntList)) or (
+            isinstance(rest[0], Group) and rest[0].open != "{"):
+        raise AttrError("expected the grouped mesh axes in braces after the mesh, like {'x'}", at=rest[0] if rest else None)
+    refs = [i for i in rest[0].items if not (isinstance(i, Sep) and i == ",")] if isinstance(rest[0], Group) else []
+    axes: list[MeshAxis] = []
+    k = 0
+    while k < len(refs):
+        it = refs[k]
+        name = _unquote_axis(it) if isinstance(it, str) else None
+        if name is None:
+            raise AttrError(f"expects a quoted mesh axis name like 'x', got '{generic_text(it)}'", at=it)
+        if name in names:
+            index = names.index(name)
+        elif name.isdigit() and int(name) < len(names):
+            index = int(name)
+        else:
+            raise AttrError(f"'{name}' is not an axis of the mesh (its axes: "
+                            f"{', '.join(repr(n) for n in names)})", at=it)
+        axis = MeshAxis(index)
+        if k + 1 < len(refs) and refs[k + 1] == ":":
+            pre_g = refs[k + 2] if k + 2 < len(refs) else None
+            size_w = refs[k + 3] if k + 3 < len(refs) else None
+            try:
+                pre = int(str(pre_g.values()[0])) if isinstance(pre_g, Group) and pre_g.open == "(" and \
+                    len(pre_g.values()) == 1 else None
+                size = int(str(size_w))
+            except (ValueError, TypeError):
+                pre = size = None
+            if pre is None or size is None:
+                raise AttrError(f"expects a sub-axis like '{name}':(pre_size)size", at=it)
+            full = sizes[index]
+            if pre <= 0 or size <= 0 or full % (pre * size):
+                raise AttrError(f"sub-axis '{name}':({pre}){size}: pre_size x size must divide the axis size "
+                                f"{full}", at=it)
+            if size >= full:
+                raise AttrError(f"sub-axis '{name}':({pre}){size}: the size must be less than the axis size "
+                                f"{full} (name the whole axis instead)", at=it)
+            axis = MeshAxis(index, pre, size)
+            k += 3
+        for other in axes:
+            if other.index != axis.index:
+                continue
+            if other.pre_size is None or axis.pre_size is None or (
+                    axis.pre_size < other.pre_size * other.size and other.pre_size < axis.pre_size * axis.size):
+                raise AttrError(f"mesh axes overlap: '{name}' is named twice in the groups", at=it)
+            lo, hi = sorted((other.pre_size, axis.pre_size))
+            if hi % min(other.pre_size * other.size, axis.pre_size * axis.size):
+                raise AttrError(f"sub-axes of '{name}' cannot coexist", at=it)
+        if axes and axes[-1].index == axis.index and axes[-1].pre_size is not None and \
+                axis.pre_size == axes[-1].pre_size * axes[-1].size:
+            raise AttrError(f"adjacent sub-axes of '{name}' can be merged: write them as one", at=it)
+        axes.append(axis)
+        k += 1
+    per_group = 1
+    for a in axes:
+        per_group *= a.size if a.size is not None else sizes[a.index]
+    if per_group <= 1:
+        raise AttrError(f"MeshAxesReplicaGroupList must have more than one device per group, but got {per_group}",
+                        at=rest[0])
+    return MeshReplicaGroups(tuple(names), tuple(sizes), tuple(axes), device_ids)
+
+
 def dec_replica_groups(v, ctx=None):
+    if isinstance(v, Seq) and v.items and str(v.items[0]) in ("mesh", "maximal_mesh"):
+        return _dec_mesh_replica_groups(v.items)
     if isinstance(v, Seq):
         dims, iota = _iota(v.items, "replica groups (expected [groups,size]<=[dims]T(perm))")
         if len(dims) != 2:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from ..errors import Diagnostic, HloSyntaxError
 from ..ir import opcodes as ops
-from ..ir.attributes import (AttrError, ComputationRef, Group, IntList, KV, Quoted, decoder,
+from ..ir.attributes import (AttrError, ComputationRef, Group, IntList, KV, Quoted, Seq, decoder,
                              generic_text)
 from ..ir.literal import LiteralError, parse_literal
 from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame,
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
-from ..ir.shape import Shape, parse_array_shape
+from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
 from .frontend import LineInstr, Pos, _ATTR_SPLIT, _ShapeTokenError, _decode_value
 import re
 
@@ -426,7 +426,8 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
         if isinstance(ri, LineInstr):
             inst = _fast_instruction(ri, filename, defined, comp_names, params_seen)
             if inst is not None:
-                if inst.opcode in _CHECKED_OPCODES or not _RESERVED.isdisjoint(inst.operands):
+                if inst.opcode in _CHECKED_OPCODES or not _RESERVED.isdisjoint(inst.operands) or \
+                        inst.shape.tuple_shapes is not None:
                     _check_fast(inst, ri, errs, src)
                 instrs.append(inst)
                 defined[inst.name] = inst
@@ -454,6 +455,9 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
     params = None
     if rc.params is not None:
         params = tuple((n, s) for n, s, _ in rc.params)
+    for s in [s for _, s in params or ()] + [rc.result]:
+        if _too_deep(s, rc.name_tok, errs, None):
+            break
     thread = rc.thread[1] if rc.thread else None
     return Computation(rc.name, tuple(instrs), root, rc.is_entry, params, rc.result, thread,
                        bool(roots), _loc(filename, rc.name_tok))
@@ -628,6 +632,8 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
                 return None
         errs.add(ri.opcode_tok, f"unknown opcode '{ri.opcode}'", "E050", ri.name)
         return None
+    if _too_deep(ri.shape, _shape_pos(ri, src), errs, ri.name):
+        return None
     literal = None
     pnum = None
     operands: list[str] = []
@@ -719,7 +725,7 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
                              src.find_after(ri.opcode_tok, "(") or ri.opcode_tok, errs, ri.name)
     # attributes
     attrs: dict = {}
-    for aname, value, tok in ri.attrs:
+    for aname, value, tok in _merge_mesh_device_ids(ri.attrs):
         _check_attr_glued(tok, aname, errs, src, ri.name)
         kind = spec.attrs.get(aname) or ops.COMMON_ATTRS.get(aname)
         if kind is None:
@@ -774,6 +780,22 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
     has_shapes = any(s is not None for s in operand_shapes)
     return Instruction(ri.name, ri.opcode, ri.shape, tuple(operands), frozen_map(attrs), literal, pnum, loc,
                        tuple(operand_shapes) if has_shapes else None)
+
+
+def _merge_mesh_device_ids(attrs):
+    """`replica_groups=mesh['x'=2,'y'=2], device_ids=(0,2,1,3) {'x'}` reads as two attributes; XLA's
+    mesh takes the `device_ids=(...)` after it, so the two are put back together."""
+    out = list(attrs)
+    for k in range(len(out) - 1):
+        name, value, tok = out[k]
+        nxt = out[k + 1]
+        if (name == "replica_groups" and nxt[0] == "device_ids" and isinstance(value, Seq)
+                and len(value.items) == 2 and str(value.items[0]) == "mesh"):
+            extra = nxt[1].items if isinstance(nxt[1], Seq) else (nxt[1],)
+            out[k] = (name, Seq((*value.items, KV("device_ids", extra[0]), *extra[1:])), tok)
+            del out[k + 1]
+            break
+    return out
 
 
 def _check_async_callers(comps, errs):
@@ -1018,9 +1040,23 @@ def _check_attr_glued(tok, aname, errs, src, instr_name):
                  f"(write {aname}=...)", "E066", instr_name)
 
 
+def _too_deep(shape, at, errs, name) -> bool:
+    """Report a shape whose tuples nest deeper than hlo handles (ir/shape.py MAX_SHAPE_DEPTH)."""
+    if shape is None or shape.tuple_shapes is None:
+        return False
+    depth = shape_depth(shape)
+    if depth <= MAX_SHAPE_DEPTH:
+        return False
+    errs.add(at, f"the shape nests tuples {depth} deep; hlo handles at most {MAX_SHAPE_DEPTH} levels "
+             "(XLA's parser: 32768)", "E075", name)
+    return True
+
+
 def _check_structure(opcode, shape, n_operands, shape_at, paren_at, errs, name):
     """Checks that need no shape inference, where XLA would crash."""
     if shape is None:
+        return
+    if _too_deep(shape, shape_at, errs, name):
         return
     if opcode == "tuple" and not shape.is_tuple:
         errs.add(shape_at, f"tuple result shape must be a tuple, got {shape.to_str(False)} (write e.g. "

@@ -330,6 +330,8 @@ def _val(x):
         if t == "INT_LIST":
             body = str(x)[1:-1].strip()
             return IntList(int(v) for v in body.split(",")) if body else IntList()
+        if t == "SQ_STRING":
+            return Word(x)
         if t in ("SEP", "LE", "COLON", "IOTA_T", "ARROW"):
             return Sep(str(x))
         return Word(x)

@@ -79,3 +79,17 @@ def test_init_multiplicity_matches_xla(et):
                 dims, red = _cases(et)[k]
                 assert_same(np.asarray(g), w, {"exact": True},
                             f"{et} init {init} ({name}): reduce of {dims} over {red}")
+
+
+@pytest.mark.xfail(strict=True, reason="XLA CPU's YNNPACK max/min reductions (>= 4096 elements) do not "
+                                       "propagate NaN elements; we keep XLA's NaN-propagating semantics")
+def test_large_max_reduce_with_a_nan_element():
+    from hlo_cli.xla_reference import run_with_xla
+    text = ("HloModule m\n\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+            "  ROOT m = f32[] maximum(a, b)\n}\n\nENTRY main {\n  x = f32[4096] parameter(0)\n"
+            "  init = f32[] constant(-inf)\n  ROOT r = f32[] reduce(x, init), dimensions={0}, to_apply=max\n}\n")
+    x = np.ones(4096, np.float32)
+    x[100] = np.nan
+    (want,) = run_with_xla(text, [x])
+    assert float(want) == 1.0                         # XLA drops the NaN here
+    assert_same(np.asarray(run_module(parse(text), [x])), want, {"exact": True})

@@ -1,6 +1,6 @@
 """Custom calls XLA CPU runs itself: SliceToDynamic, PadToStatic, SetBound (emitter), Qr and
-ProductOfElementaryHouseholderReflectors (QrExpander).  Qr's golden is
-tests/programs/custom_call/qr.hlo; SliceToDynamic is compared with XLA live (XLA CPU only runs
+ProductOfElementaryHouseholderReflectors (QrExpander), Eigh (EighExpander).  Qr's and Eigh's
+goldens are tests/programs/custom_call/qr.hlo and eigh.hlo; SliceToDynamic is compared with XLA live (XLA CPU only runs
 it as the root: any use of the dynamic value makes XLA insert a PadToStatic, which its runtime
 does not implement)."""
 from __future__ import annotations
@@ -134,3 +134,45 @@ def test_qr_is_a_householder_factorization(et_dt, nb, m, n, seed):
     eye = np.broadcast_to(np.eye(k), b + (k, k))
     np.testing.assert_allclose(np.conj(np.swapaxes(q, -1, -2)) @ q, eye, atol=1e-10)
     assert np.all(np.abs(tau) <= 2 + 1e-12)
+
+
+def _eigh_module(et, rt, b, n, config):
+    s = ",".join(map(str, b + (n, n)))
+    w = ",".join(map(str, b + (n,)))
+    return f"""HloModule m
+
+ENTRY main {{
+  a = {et}[{s}] parameter(0)
+  ROOT e = ({et}[{s}], {rt}[{w}]) custom-call(a), custom_call_target="Eigh", backend_config="{config}"
+}}
+"""
+
+
+@pytest.mark.parametrize("config", ["", "1,1,100", "1,1,x,0.1", "1,1,100,0.1,5"])
+def test_eigh_backend_config_is_checked(config):
+    with pytest.raises(HloEvalError, match="Eigh's backend_config must be"):
+        run(_eigh_module("f32", "f32", (), 3, config), np.eye(3, dtype=np.float32))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([("f64", "f64", np.float64), ("c128", "f64", np.complex128)]), st.integers(0, 2),
+       st.integers(0, 9), st.booleans(), st.integers(0, 2**31 - 1))
+def test_eigh_is_an_eigendecomposition(types, nb, n, lower, seed):
+    """A V = V diag(w) for the Hermitian matrix of the chosen triangle, V unitary, w ascending."""
+    et, rt, dt = types
+    b = (nb,) if nb else ()
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(b + (n, n))
+    if dt == np.complex128:
+        a = a + 1j * rng.standard_normal(b + (n, n))
+    a = a.astype(dt)
+    v, w = run(_eigh_module(et, rt, b, n, f"{int(lower)},1,100,1e-12"), a)
+    tri = np.tril(a) if lower else np.triu(a)
+    h = tri + np.conj(np.swapaxes(tri, -1, -2)) - np.real(np.diagonal(a, 0, -2, -1))[..., None] * np.eye(n)
+    if n > 1:
+        np.testing.assert_allclose(h @ v, v * w[..., None, :], atol=1e-8)
+        np.testing.assert_allclose(np.conj(np.swapaxes(v, -1, -2)) @ v, np.broadcast_to(np.eye(n), b + (n, n)),
+                                   atol=1e-10)
+        assert np.all(np.diff(w, axis=-1) >= 0)
+    else:
+        assert np.all(v == 1) and np.array_equal(w, np.real(np.diagonal(a, 0, -2, -1)))

@@ -26,8 +26,8 @@ Targets covered:
   syevd/heevd, gesdd, gesvd, geev, gees, gehrd, sytrd/hetrd, gtsv.  Legacy: potrf, blas_?trsm,
   getrf, geqrf, orgqr/ungqr, syevd/heevd, gesdd, geev.
 
-* XLA CPU's own targets (expanders.py): SliceToDynamic, PadToStatic, SetBound, and Qr /
-  ProductOfElementaryHouseholderReflectors by QrExpander's algorithm.
+* XLA CPU's own targets (expanders.py): SliceToDynamic, PadToStatic, SetBound, Qr /
+  ProductOfElementaryHouseholderReflectors (QrExpander's algorithm) and Eigh (EighExpander's).
 
 A target we do not run is refused with what it is (custom_call_known.py: a cuBLAS GEMM, a cuDNN
 convolution, a Triton kernel, ...) and what we run.  Messages never repeat the instruction's

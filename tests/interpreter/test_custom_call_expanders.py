@@ -90,6 +90,14 @@ ENTRY main {
         run(ints, np.zeros((3, 3), np.int32))
 
 
+def _random(dt, shape, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape)
+    if np.dtype(dt).kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(dt)
+
+
 def _qr_module(et, b, m, n):
     k = min(m, n)
     s = ",".join(map(str, b + (m, n)))
@@ -120,11 +128,7 @@ def test_qr_is_a_householder_factorization(et_dt, nb, m, n, seed):
     """Q R = A, Q^H Q = I, R upper triangular, |tau| in [0, 2], for any shape (m < n too)."""
     et, dt = et_dt
     b = (nb,) if nb else ()
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal(b + (m, n))
-    if dt == np.complex128:
-        a = a + 1j * rng.standard_normal(b + (m, n))
-    a = a.astype(dt)
+    a = _random(dt, b + (m, n), seed)
     text, prod = _qr_module(et, b, m, n)
     r, tau = run(text, a)
     k = min(m, n)
@@ -161,11 +165,7 @@ def test_eigh_is_an_eigendecomposition(types, nb, n, lower, seed):
     """A V = V diag(w) for the Hermitian matrix of the chosen triangle, V unitary, w ascending."""
     et, rt, dt = types
     b = (nb,) if nb else ()
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal(b + (n, n))
-    if dt == np.complex128:
-        a = a + 1j * rng.standard_normal(b + (n, n))
-    a = a.astype(dt)
+    a = _random(dt, b + (n, n), seed)
     v, w = run(_eigh_module(et, rt, b, n, f"{int(lower)},1,100,1e-12"), a)
     tri = np.tril(a) if lower else np.triu(a)
     h = tri + np.conj(np.swapaxes(tri, -1, -2)) - np.real(np.diagonal(a, 0, -2, -1))[..., None] * np.eye(n)

@@ -32,12 +32,15 @@ What XLA CPU computes, measured on jaxlib 0.10.2 (the interpreter reproduces it)
       YNNPACK, which sums the elements from +0 and adds the init value ONCE, at the end (4096 ones
       with init 10 give 4106; all -0 with init -0 give +0).  Its summation order is blocked and not
       reproduced: such sums differ from ours in the last bits (measured up to ~1e-7 * sum|x|).
-      f16/bf16/f32/f64/s8/u8 max/min reduces of that size go to YNNPACK as well, where NaN
-      elements are NOT propagated as XLA's own loops propagate them (measured on f32[4096]: the
-      result is the max/min of the other elements, or only the init value when the NaN is last,
-      depending on where the NaN sits; a NaN init gives NaN); we keep XLA's NaN-propagating
-      semantics there (not reproduced).  Multiplies, integer adds, variadic and other reducers
-      never go there.
+      f16/bf16/f32/f64/s8/u8 max/min reduces (and reduce-windows whose stride is their size) of
+      that size go to YNNPACK as well, where NaN elements are NOT propagated as XLA's own loops
+      propagate them.  Measured: f32/f64 NaN elements never reach the result (a NaN resets the
+      running max of its vector lane along a contiguous row, so the result may miss elements
+      before it, or be the init value alone when the NaN is the row's last element; along other
+      dimensions NaNs are skipped); an init of NaN gives NaN; f16/bf16 compare as sign-magnitude
+      integers (+NaN wins a max, -NaN loses it).  We keep XLA's NaN-propagating semantics there
+      (not reproduced; the lanes and blocks depend on the shape).  Multiplies, integer adds,
+      variadic and other reducers never go there.
   (2) a reduce whose reduced dimensions all have size 1 (or none) is turned into a reshape by
       XLA's simplifier: the init value is not used at all, whatever the reducer.
   Besides, some f32 reductions over SEVERAL dimensions are vectorized by XLA's codegen (per-row

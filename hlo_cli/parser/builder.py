@@ -10,7 +10,7 @@ from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, St
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
-from .frontend import LineInstr, Pos, _ATTR_SPLIT, _ShapeTokenError, _decode_value
+from .frontend import LineInstr, Pos, _ATTR_SPLIT, _ShapeTokenError, _SubParseError, _decode_value
 import re
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
@@ -398,7 +398,7 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
             if isinstance(ri, LineInstr):      # a whole-line token: its operands are needed here
                 try:
                     raw_list[k] = ri = ri.to_raw()
-                except _ShapeTokenError:
+                except (_ShapeTokenError, _SubParseError):
                     continue                   # reported where the instruction is built
             for a in ri.args:
                 if a.kind == "ref" and a.name not in names and a.shape is not None:
@@ -436,6 +436,10 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
                 ri = ri.to_raw()
             except _ShapeTokenError as e:
                 errs.add(_shifted(e.tok, getattr(e.err, "offset", 0)), f"bad shape: {e.err}", "E002", ri.name)
+                defined[ri.name] = None
+                continue
+            except _SubParseError as e:
+                errs.add(_At(e.line, e.column), e.message, "E003", ri.name)
                 defined[ri.name] = None
                 continue
         _lift_tuple_access(ri, scope, errs)

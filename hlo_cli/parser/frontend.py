@@ -565,7 +565,9 @@ def _attrs_of(tok, text: str, base: int, out: list):
             value = _decode_value(name, m.group(2))
         except UnexpectedInput as e:
             col = tok.column + base + m.start(2) + (getattr(e, "column", 1) or 1) - 1
-            if isinstance(e, UnexpectedToken):
+            if isinstance(e, UnexpectedToken) and str(e.token) in ("]", "}", ")"):
+                msg = f"in the value of {name}: unbalanced brackets: unexpected '{e.token}'"
+            elif isinstance(e, UnexpectedToken):
                 msg = f"in the value of {name}: expected {_describe_expected(e.expected)}, got {_seen(e.token)}"
             else:
                 msg = f"in the value of {name}: unexpected input"

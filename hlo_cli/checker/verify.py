@@ -14,7 +14,7 @@ from ..ir.attributes import ComputationRef
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.module import Computation, Instruction, Module
 from ..ir.opcodes import OPCODES
-from ..ir.shape import COMBINE_DIM, Shape
+from ..ir.shape import COMBINE_DIM, MAX_SHAPE_DEPTH, NUMPY_MAX_RANK, Shape, shape_depth
 from .positions import SourceIndex
 
 CODES = {
@@ -33,12 +33,14 @@ CODES = {
     "C123": "input/output alias is invalid",
     "C124": "scheduled module uses a value before its definition",
     "C125": "computation signature's result disagrees with its root",
+    "C126": "a shape in an attribute nests tuples deeper than hlo handles",
     "C199": "internal error of a shape rule (a bug in hlo)",
     "W200": "elided constant ({...}): its values are unknown",
     "W201": "instruction is never used",
     "W202": "while loop whose condition is constant true",
     "W203": "instruction name used in more than one computation",
     "W204": "computation signature's parameter list disagrees with its parameters (XLA ignores it)",
+    "W205": "an array of more than 64 dimensions: XLA runs it, hlo run cannot hold it (NumPy's limit)",
 }
 
 
@@ -94,6 +96,8 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     source the module was parsed from (for the source line and caret of each diagnostic, and
     for pointing at the offending token); it never raises for a problem of the module."""
     rep = _Report(module, text)
+    if _check_attribute_depths(module, rep):
+        return rep.items          # the rules below walk shapes recursively
     comps = module.computation_map
     _check_recursion(module, rep)
     # (parameter shapes, result shape) of every computation, refined as computations are checked
@@ -123,6 +127,41 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
         _warnings(module, comps, rep)
     rep.items.sort(key=lambda d: (d.file, d.line, d.column, d.code))
     return rep.items
+
+
+def _attribute_shapes(attrs):
+    """(attribute name, shape) of every shape held by attribute values (the parser checks the
+    depth of instruction and signature shapes; these it does not see)."""
+    for name, v in attrs.items():
+        if isinstance(v, Shape):
+            yield name, v
+        for s in getattr(v, "shapes", None) or ():
+            if isinstance(s, Shape):
+                yield name, s
+        if name == "entry_computation_layout" and v is not None:
+            for s in list(v.parameters) + [v.result]:
+                yield name, s
+
+
+def _check_attribute_depths(module: Module, rep: _Report) -> bool:
+    """Report attribute shapes whose tuples nest deeper than MAX_SHAPE_DEPTH; True if any does."""
+    found = False
+    targets = [(module.entry_computation, module.attrs)] + \
+        [(inst, inst.attrs) for comp in module.computations for inst in comp.instructions]
+    for target, attrs in targets:
+        for name, shape in _attribute_shapes(attrs):
+            depth = shape_depth(shape) if shape.tuple_shapes is not None else 0
+            if depth > MAX_SHAPE_DEPTH:
+                at = None
+                if attrs is module.attrs and rep.src is not None:
+                    at = rep.src.text.find(name + "=")          # a module attribute: in the header
+                    at = at if at >= 0 else None
+                rep.add(target, "C126", f"{name}: a shape nests tuples {depth} deep; hlo handles at most "
+                        f"{MAX_SHAPE_DEPTH} levels (XLA's parser: 32768)",
+                        at=at, instruction=target.name if isinstance(target, Instruction) else None)
+                found = True
+                break
+    return found
 
 
 def _callees_first(module: Module) -> list[Computation]:
@@ -634,6 +673,12 @@ def _warnings(module: Module, comps, rep: _Report):
             if inst.name not in used and inst.name != comp.root and inst.opcode not in _NO_UNUSED_WARNING \
                     and not inst.opcode.endswith(("-done", "-start")):
                 rep.add(inst, "W201", f"{inst.opcode}: the result is never used", "warning")
+            if inst.shape is not None:
+                rank = max((leaf.rank for leaf in inst.shape.leaves()), default=0)
+                if rank > NUMPY_MAX_RANK:
+                    rep.add(inst, "W205", f"{inst.opcode}: the result has {rank} dimensions; XLA has no limit, "
+                            f"but hlo run holds arrays of at most {NUMPY_MAX_RANK} (NumPy's limit)", "warning",
+                            at=rep.shape_at(inst))
             if inst.opcode == "while":
                 cond = inst.attrs.get("condition")
                 if isinstance(cond, ComputationRef) and cond.name in comps:

@@ -17,22 +17,7 @@ import os
 from ..errors import Diagnostic, HloEvalError, HloResourceError
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.module import Instruction, Module
-from ..ir.shape import UNBOUNDED, Shape
-
-#: the most dimensions a NumPy array can have (NumPy 2; NumPy 1 had 32)
-NUMPY_MAX_RANK = 64
-
-
-def _leaves(shape: Shape):
-    """The non-tuple leaves of a shape (buffers as their array), iteratively."""
-    stack = [shape]
-    while stack:
-        s = stack.pop()
-        if s.tuple_shapes is not None:
-            stack.extend(reversed(s.tuple_shapes))
-        else:
-            yield s
-
+from ..ir.shape import NUMPY_MAX_RANK, UNBOUNDED, Shape
 
 def result_bytes(shape: Shape | None) -> int | None:
     """Bytes the interpreter needs to hold a value of `shape` (each element at its NumPy storage
@@ -40,7 +25,7 @@ def result_bytes(shape: Shape | None) -> int | None:
     if shape is None:
         return None
     total = 0
-    for leaf in _leaves(shape):
+    for leaf in shape.leaves():
         et = ELEMENT_TYPES.get(leaf.element_type)
         if et is None or et.bits == 0:
             continue                             # token, opaque: no storage
@@ -103,7 +88,7 @@ def resource_error(inst: Instruction | None, e: BaseException | None = None, *,
     if inst is not None and need is not None:
         parts.append(f"its result {inst.shape.to_str(False)} needs {human(need)}")
     if limit is not None:
-        parts.append(f"more than this machine can ever hold ({human(limit)})")
+        parts.append(f"more than this machine can ever hold, {human(limit)}")
     elif asked is not None:
         parts.append(f"NumPy could not allocate {human(asked)}")
     detail = ", ".join(parts) if parts else str(e) if e is not None and str(e) else "an allocation failed"
@@ -124,7 +109,7 @@ def preflight(module: Module) -> None:
             shape = inst.shape
             if shape is None:
                 continue
-            for leaf in _leaves(shape):
+            for leaf in shape.leaves():
                 if leaf.rank > NUMPY_MAX_RANK:
                     msg = (f"{inst.name}: {inst.opcode}: hlo run holds arrays of at most {NUMPY_MAX_RANK} "
                            f"dimensions (NumPy's limit), got {leaf.rank} in {leaf.to_str(False)[:120]}"

@@ -128,12 +128,14 @@ class Shape:
         return Shape(self.element_type, self.dims, self.dynamic, None)
 
     def leaves(self):
-        """Array leaves, depth-first."""
-        if self.is_tuple:
-            for s in self.tuple_shapes:
-                yield from s.leaves()
-        else:
-            yield self
+        """Array leaves, depth-first (without recursion)."""
+        stack = [self]
+        while stack:
+            s = stack.pop()
+            if s.tuple_shapes is None:
+                yield s
+            else:
+                stack.extend(reversed(s.tuple_shapes))
 
     # -- text ---------------------------------------------------------------
     def to_str(self, layout: bool = True) -> str:
@@ -158,6 +160,9 @@ class Shape:
 #: XLA's parser stops at 32768 (kMaxShapeDepth); hlo's walks over shapes are recursive, so it stops
 #: far earlier, with a located error, instead of running out of Python stack.
 MAX_SHAPE_DEPTH = 100
+
+#: The most dimensions a NumPy array can have (NumPy 2; NumPy 1 had 32).  XLA has no such limit.
+NUMPY_MAX_RANK = 64
 
 
 def shape_depth(shape: Shape) -> int:
@@ -284,13 +289,16 @@ class _ShapeReader:
         return int(t)
 
     # -- shapes
-    def shape(self) -> Shape:
+    def shape(self, depth: int = 0) -> Shape:
+        if depth >= MAX_SHAPE_DEPTH and self.peek() in ("(", "b"):
+            self.fail(f"the shape nests tuples more than {MAX_SHAPE_DEPTH} deep; hlo handles at most "
+                      f"{MAX_SHAPE_DEPTH} levels (XLA's parser: 32768)")
         if self.peek() == "(":
             self.take()
             elems = []
             if self.peek() != ")":
                 while True:
-                    elems.append(self.shape())
+                    elems.append(self.shape(depth + 1))
                     if self.peek() == ",":
                         self.take()
                         continue
@@ -300,7 +308,7 @@ class _ShapeReader:
         if self.peek() == "b":                 # a buffer shape b(f32[4])
             self.take()
             self.expect("(", "'(' after b")
-            inner = self.shape()
+            inner = self.shape(depth + 1)
             self.expect(")", "')' at the end of the buffer shape")
             return Shape("buffer", tuple_shapes=(inner,))
         return self.array()

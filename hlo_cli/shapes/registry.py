@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from ..ir.shape import Shape
+from ..ir.shape import MAX_SHAPE_DEPTH, Shape, shape_depth
 
 
 class ShapeRuleError(ValueError):
@@ -84,7 +84,13 @@ def infer_shape(opcode: str, operands: Sequence[Shape], attrs: Mapping, ctx: Rul
                 break
         if fn is None:
             raise ShapeRuleError(f"{opcode}: no shape rule for this opcode", "S001")
-    return fn(operands, attrs, ctx or RuleContext(opcode))
+    result = fn(operands, attrs, ctx or RuleContext(opcode))
+    if result is not None and result.tuple_shapes is not None and shape_depth(result) > MAX_SHAPE_DEPTH:
+        # the operands are within the limit (declared shapes are checked by the parser, inferred ones
+        # here), so no rule recursed deeper than the limit plus a few levels
+        fail(opcode, "the result's tuples", f"nest at most {MAX_SHAPE_DEPTH} deep (hlo's limit; XLA's parser "
+             "allows 32768)", f"{shape_depth(result)} levels", operands, "S002")
+    return result
 
 
 def computation_shapes(module) -> dict[str, tuple[list[Shape], Shape]]:

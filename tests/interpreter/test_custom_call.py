@@ -410,3 +410,31 @@ def test_fft_linalg_sample_matches_xla():
         want = exp[f"out{k}"]
         scale = np.max(np.abs(want))
         assert np.allclose(g, want, rtol=0, atol=2e-6 * scale), f"out{k}"
+
+
+# ---------------------------------------------------------------------------- messages
+
+def test_no_evaluation_rule_names_its_instruction_itself():
+    """The evaluator prefixes a rule's error with the instruction's name and location; a rule that
+    also names it prints it twice (`i: i: infeed has no data`)."""
+    import re
+    ops = Path(cc.__file__).parent
+    offenders = [f"{p.name}:{n}" for p in sorted(ops.glob("*.py"))
+                 for n, line in enumerate(p.read_text().splitlines(), 1)
+                 if re.search(r'f"\{inst\.name\}: ', line)]
+    assert not offenders, offenders
+
+
+def test_infeed_error_names_the_instruction_once():
+    text = """HloModule m
+
+ENTRY main {
+  t = token[] after-all()
+  i = (f32[2], token[]) infeed(t)
+  ROOT g = f32[2] get-tuple-element(i), index=0
+}
+"""
+    with pytest.raises(HloEvalError) as e:
+        run(text)
+    d = e.value.diagnostics[0]
+    assert d.message == "i: infeed has no data (the run was given no infeed values)" and (d.line, d.column) == (5, 3)

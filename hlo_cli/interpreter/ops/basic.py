@@ -12,7 +12,7 @@ from ..values import TOKEN, np_dtype, random_value_for
 @evaluator("parameter")
 def eval_parameter(inst, args, ec):
     """Parameters are bound by the evaluator before the computation runs."""
-    raise HloEvalError(f"{inst.name}: parameter({inst.parameter_number}) was not bound")
+    raise HloEvalError(f"parameter({inst.parameter_number}) was not bound")
 
 
 def _literal_value(lit: Literal, inst, ec):
@@ -23,7 +23,7 @@ def _literal_value(lit: Literal, inst, ec):
         if policy == "random":
             return _fill(lit.shape, lambda s: random_value_for(s, ec.rng))
         raise HloEvalError(
-            f"{inst.name}: the dump elided this constant's values ({{...}}); refusing to invent them. "
+            f"the dump elided this constant's values ({{...}}); refusing to invent them. "
             f"Re-dump with the constants printed, or pass --allow-elided-constants=zeros|random to run anyway")
     if lit.shape.is_tuple:
         return tuple(_literal_value(e, inst, ec) for e in lit.value)

@@ -100,7 +100,7 @@ def eval_async_start(inst, args, ec):
     else:
         fn = EVAL_RULES.get(base)
         if fn is None or base not in OPCODES:
-            raise HloEvalError(f"{inst.name}: cannot evaluate the wrapped op {base}")
+            raise HloEvalError(f"cannot evaluate the wrapped op {base}")
         inner_shape = inst.shape.tuple_shapes[1]
         inner = replace(inst, opcode=base, shape=inner_shape)
         result = fn(inner, args, ec)
@@ -167,7 +167,7 @@ def _group_size(inst, ec) -> int:
 def _single_device(inst, ec):
     n = _group_size(inst, ec)
     if n != 1:
-        raise HloEvalError(f"{inst.name}: {inst.opcode} over a group of {n} devices needs {n} replicas; "
+        raise HloEvalError(f"{inst.opcode} over a group of {n} devices needs {n} replicas; "
                            f"hlo run executes one device (replica groups of one member only)")
 
 
@@ -194,7 +194,7 @@ def eval_collective_permute(inst, args, ec):
     me = ec.replica_id
     sources = [s for s, t in pairs if t == me]
     if any(s != me for s in sources) or any(s == me and t != me for s, t in pairs):
-        raise HloEvalError(f"{inst.name}: collective-permute between devices {list(pairs)} needs several replicas; "
+        raise HloEvalError(f"collective-permute between devices {list(pairs)} needs several replicas; "
                            "hlo run executes one device")
     out = args[0] if sources else zeros(inst.shape if not inst.opcode.endswith("-start")
                                         else inst.shape.tuple_shapes[1])
@@ -255,7 +255,7 @@ def eval_recv(inst, args, ec):
     """Takes the value a send of this run put on the same channel; (data, context, token)."""
     queue = _channels(ec).get(inst.attrs.get("channel_id"))
     if not queue:
-        raise HloEvalError(f"{inst.name}: recv on channel {inst.attrs.get('channel_id')} has no matching send "
+        raise HloEvalError(f"recv on channel {inst.attrs.get('channel_id')} has no matching send "
                            "in this run (hlo run has no host or peer device to receive from)")
     return (queue.pop(0), np.zeros((), np.uint32), TOKEN)
 
@@ -281,5 +281,5 @@ def eval_infeed(inst, args, ec):
     """Takes the next value from the infeed queue given to the run."""
     queue = getattr(ec, "infeed", None)
     if not queue:
-        raise HloEvalError(f"{inst.name}: infeed has no data (the run was given no infeed values)")
+        raise HloEvalError(f"infeed has no data (the run was given no infeed values)")
     return (queue.pop(0), TOKEN)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import HloEvalError
+from ..parallel import blas_single
 from .custom_call import _result, target
 from .linalg import dot_values
 
@@ -249,7 +250,7 @@ def cc_qr(inst, args, ec):
         raise HloEvalError(f"Qr takes one operand, got {len(args)}")
     a = np.asarray(args[0])
     _check_float(a, "Qr")
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), blas_single():      # sums independent of the thread count
         return _result(inst, list(qr_expanded(a)))
 
 
@@ -267,7 +268,7 @@ def cc_householder_product(inst, args, ec):
     if taus.dtype != a.dtype or taus.shape[:-1] != a.shape[:-2] or taus.ndim != a.ndim - 1 or taus.shape[-1] > n:
         raise HloEvalError(f"{what}: taus must be {a.dtype}{list(a.shape[:-2]) + ['k']} with k <= {n}, "
                            f"got {taus.dtype}{list(taus.shape)}")
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), blas_single():      # sums independent of the thread count
         return _result(inst, [householder_product(a, taus)])
 
 
@@ -439,5 +440,5 @@ def cc_eigh(inst, args, ec):
     except (ValueError, IndexError):
         raise HloEvalError(f"Eigh's backend_config must be \"lower,sort_eigenvalues,max_iter,tol\" "
                            f"(e.g. \"1,1,100,0.000001\"), got {text!r}") from None
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), blas_single():      # sums independent of the thread count
         return _result(inst, list(eigh_expanded(a, bool(lower), max_iter, tol, bool(sort))))

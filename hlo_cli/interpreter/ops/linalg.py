@@ -516,7 +516,7 @@ def eval_fft(inst, args, ec):
         elif typ == "IRFFT":
             r = np.fft.irfftn(flush(x).astype(C128), s=lengths, axes=axes)
         else:
-            raise HloEvalError(f"{inst.name}: unknown fft_type {typ}")
+            raise HloEvalError(f"unknown fft_type {typ}")
         return flush(r.astype(out_dt))
 
 

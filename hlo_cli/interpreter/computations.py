@@ -33,14 +33,16 @@ What XLA CPU computes, measured on jaxlib 0.10.2 (the interpreter reproduces it)
       with init 10 give 4106; all -0 with init -0 give +0).  Its summation order is blocked and not
       reproduced: such sums differ from ours in the last bits (measured up to ~1e-7 * sum|x|).
       f16/bf16/f32/f64/s8/u8 max/min reduces (and reduce-windows whose stride is their size) of
-      that size go to YNNPACK as well, where NaN elements are NOT propagated as XLA's own loops
-      propagate them.  Measured: f32/f64 NaN elements never reach the result (a NaN resets the
-      running max of its vector lane along a contiguous row, so the result may miss elements
-      before it, or be the init value alone when the NaN is the row's last element; along other
-      dimensions NaNs are skipped); an init of NaN gives NaN; f16/bf16 compare as sign-magnitude
-      integers (+NaN wins a max, -NaN loses it).  We keep XLA's NaN-propagating semantics there
-      (not reproduced; the lanes and blocks depend on the shape).  Multiplies, integer adds,
-      variadic and other reducers never go there.
+      that size go to YNNPACK as well.  f16/bf16 values are compared there as sign-magnitude
+      integers: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN, bf16 subnormals kept, the
+      extreme element of the init and the row returned with its bits (reproduced for reduce).
+      f32/f64 NaN elements are NOT propagated as XLA's own loops propagate them: they never
+      reach the result (a NaN resets the running max of its vector lane along a contiguous row,
+      so the result may miss elements before it, or be the init value alone when the NaN is the
+      row's last element; along other dimensions NaNs are skipped); an init of NaN gives NaN.
+      We keep XLA's NaN-propagating semantics there (not reproduced: the lanes and blocks depend
+      on the shape), and for the reduce-windows.  Multiplies, integer adds, variadic and other
+      reducers never go there.
   (2) a reduce whose reduced dimensions all have size 1 (or none) is turned into a reshape by
       XLA's simplifier: the init value is not used at all, whatever the reducer.
   Besides, some f32 reductions over SEVERAL dimensions are vectorized by XLA's codegen (per-row
@@ -718,14 +720,18 @@ def reduce_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Seque
     if all(xs[0].shape[d] == 1 for d in dims):
         # one element per output: XLA's simplifier makes the reduce a reshape (the init unused)
         return [x.reshape(out_shape).astype(i.dtype) for x, i in zip(xs, inits)]
-    if len(xs) == 1 and red.kinds in ((("add", False),), (("add", True),)):
-        if _library_sum(xs[0], inits[0], dims):
+    kind = red.kinds[0][0] if len(xs) == 1 and red.kinds and red.kinds[0] else None
+    if kind == "add":
+        if _library_reduce(xs[0], inits[0], _LIBRARY_SUM):
             # the init value is added once, to the sum of the elements (which starts at +0)
             r = _native_sum(xs[0], inits[0].dtype.type(0), dims, out_shape)
             return [combine("add", np.broadcast_to(inits[0], out_shape), r)]
         r = _native_sum(xs[0], inits[0], dims, out_shape)
         if r is not None:
             return [r]
+    if kind in ("maximum", "minimum") and xs[0].dtype in _SIGN_MAGNITUDE and \
+            _library_reduce(xs[0], inits[0], _SIGN_MAGNITUDE):
+        return [_sign_magnitude_extreme(kind, xs[0], inits[0], keep, dims, out_shape)]
     if len(xs) == 1:
         while any(xs[0].shape[d] > TREE_WINDOW for d in dims):
             xs = _tree_stage(ec, red, xs, inits, dims)
@@ -738,15 +744,30 @@ def reduce_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Seque
 # XLA CPU hands a reduce to its reduction library (YNNPACK) from this many input elements on
 LIBRARY_REDUCE_MIN = 4096
 LIBRARY_REDUCE_MAX_RANK = 8
+_LIBRARY_SUM = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+_SIGN_MAGNITUDE = frozenset({np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)})
 
 
-def _library_sum(x: np.ndarray, init: np.ndarray, dims: list[int]) -> bool:
-    """True for the add-reduces XLA CPU gives to YNNPACK (measured on jaxlib 0.10.2): one f32 or
-    f64 input of at least LIBRARY_REDUCE_MIN elements and rank at most LIBRARY_REDUCE_MAX_RANK,
-    the init of the same type.  These sum the elements from +0 and add the init value once, at
-    the end."""
-    return (x.dtype in _SUBNORMAL_FREE_SUMS and init.dtype == x.dtype and init.shape == ()
+def _library_reduce(x: np.ndarray, init: np.ndarray, types) -> bool:
+    """True for the reduces XLA CPU gives to YNNPACK (measured on jaxlib 0.10.2) among those of
+    `types`: add-reduces of f32/f64 (_LIBRARY_SUM) and max/min-reduces of f16/bf16/f32/f64/s8/u8;
+    one input of at least LIBRARY_REDUCE_MIN elements and rank at most LIBRARY_REDUCE_MAX_RANK,
+    the init of the same type.  Sums add the elements from +0 and the init value once, at the
+    end; f16/bf16 max/min compare sign-magnitude integers (_sign_magnitude_extreme)."""
+    return (x.dtype in types and init.dtype == x.dtype and init.shape == ()
             and x.size >= LIBRARY_REDUCE_MIN and x.ndim <= LIBRARY_REDUCE_MAX_RANK)
+
+
+def _sign_magnitude_extreme(kind: str, x: np.ndarray, init: np.ndarray, keep, dims, out_shape) -> np.ndarray:
+    """YNNPACK's f16/bf16 max/min (measured bit for bit): the values compare as sign-magnitude
+    integers, so -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN, subnormals as they are (bf16
+    too), and the result is the extreme element of the init and the row, with its bits."""
+    rows = np.transpose(x, list(keep) + list(dims)).reshape(out_shape + (-1,))
+    vals = np.concatenate([np.broadcast_to(init, out_shape + (1,)), rows], axis=-1)
+    i = vals.view(np.int16).astype(np.int32)
+    key = (i & 0x7FFF) ^ (i >> 15)
+    pick = np.argmax(key, axis=-1) if kind == "maximum" else np.argmin(key, axis=-1)
+    return np.take_along_axis(vals, pick[..., None], axis=-1)[..., 0]
 
 
 def _native_sum(x: np.ndarray, init: np.ndarray, dims: list[int], out_shape) -> np.ndarray | None:

@@ -114,7 +114,7 @@ def test_unknown_target_is_a_clear_error():
     ("xla_ffi_python_cpu_callback", "Python host callback"),
     ("cusolver_getrf_ffi", "CUDA library"),
     ("__onednn$matmul", "oneDNN"),
-    ("lapack_sormqr_ffi", "ORMQR"),
+    ("lapack_ssytrf_ffi", "LAPACK/BLAS kernel from jaxlib that hlo does not run"),
 ])
 def test_unsupported_targets_say_what_they_are(name, what):
     text = _module(name, ["f32[2]"], "f32[2]")
@@ -365,6 +365,13 @@ def test_fallback_invariants(numpy_lapack, dt):
     # gesdd: u s vt = a, descending
     _, s, u, vt, info = cc.gesvd_family(a, "S", "gesdd")
     assert np.allclose((u * s[..., None, :]) @ vt, a, atol=tol * 10) and np.all(np.diff(s) <= 0)
+    # ormqr: Q c from the reflectors, both sides, both ways
+    c = RNG.standard_normal((2, 4, 3)).astype(dt)
+    ct_q = ct(q)
+    assert np.allclose(cc.ormqr(r, tau, c, True, False), q @ c, atol=tol * 10)
+    assert np.allclose(cc.ormqr(r, tau, c, True, True), ct_q @ c, atol=tol * 10)
+    d = RNG.standard_normal((2, 3, 4)).astype(dt)
+    assert np.allclose(cc.ormqr(r, tau, d, False, True), d @ ct_q, atol=tol * 10)
     # geev: a vr = vr w
     outs = cc.geev(a, "V", "V")
     w = outs[0] + 1j * outs[1] if dt != np.complex64 else outs[0]

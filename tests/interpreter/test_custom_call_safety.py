@@ -83,11 +83,16 @@ def signature(routine, p, B, m, n):
             "uplo = 76 : ui8"
     if routine == "gtsv":
         return tgt, [(T, B + (n,))] * 3 + [(T, B + (n, 2))], [(T, B + (n,))] * 3 + [(T, B + (n, 2)), (I, B)], ""
+    if routine == "ormqr":
+        if p in "cz":
+            tgt = f"lapack_{p}unmqr_ffi"
+        return tgt, [(T, B + (m, k)), (T, B + (k,)), (T, B + (m, n))], [(T, B + (m, n))], \
+            "left = true, transpose = false"
     raise AssertionError(routine)
 
 
 ROUTINES = ["potrf", "trsm", "getrf", "geqrf", "geqp3", "orgqr", "syevd", "gesdd", "gesvd", "geev", "gees",
-            "gehrd", "sytrd", "gtsv"]
+            "gehrd", "sytrd", "gtsv", "ormqr"]
 
 
 def module(tgt, ops, res, attrs, olc=True):

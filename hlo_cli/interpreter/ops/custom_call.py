@@ -23,7 +23,7 @@ Targets covered:
   api_version=API_VERSION_TYPED_FFI, options in the MLIR backend_config dict such as
   `{uplo = 76 : ui8}`) and the legacy ones (sizes and flags passed as leading scalar operands,
   workspace buffers as extra results).  FFI: potrf, trsm, getrf, geqrf, geqp3, orgqr/ungqr,
-  syevd/heevd, gesdd, gesvd, geev, gees, gehrd, sytrd/hetrd, gtsv.  Legacy: potrf, blas_?trsm,
+  syevd/heevd, gesdd, gesvd, geev, gees, gehrd, sytrd/hetrd, gtsv, ormqr/unmqr.  Legacy: potrf, blas_?trsm,
   getrf, geqrf, orgqr/ungqr, syevd/heevd, gesdd, geev.
 
 * XLA CPU's own targets (expanders.py): SliceToDynamic, PadToStatic, SetBound, Qr /
@@ -129,7 +129,8 @@ def eval_custom_call(inst, args, ec):
 def supported_summary() -> str:
     """What the interpreter runs, for messages."""
     return (", ".join(sorted(TARGETS)) + " and the LAPACK/BLAS kernels lapack_?<routine>_ffi (potrf, trsm, "
-            "getrf, geqrf, geqp3, orgqr/ungqr, syevd/heevd, gesdd, gesvd, geev, gees, gehrd, sytrd/hetrd, gtsv) "
+            "getrf, geqrf, geqp3, orgqr/ungqr, ormqr/unmqr, syevd/heevd, gesdd, gesvd, geev, gees, gehrd, sytrd/hetrd, "
+            "gtsv) "
             "and their legacy forms")
 
 
@@ -938,6 +939,43 @@ def gtsv(dl, d, du, b):
             np.array(INFO, np.int32).reshape(bshape)]
 
 
+def ormqr(a, tau, c, left: bool, transpose: bool):
+    """op(Q) c (left) or c op(Q) (right), Q = H(1) ... H(k) from geqrf's reflectors (xORMQR /
+    xUNMQR; op is the (conjugate) transpose when `transpose`)."""
+    dt = c.dtype
+    cplx = dt.kind == "c"
+    side, trans = "L" if left else "R", ("C" if cplx else "T") if transpose else "N"
+    m, n = c.shape[-2:]
+    r, ka = a.shape[-2:]
+    k = tau.shape[-1]
+    bshape, cmats = _batched(c)
+    _, amats = _batched(a)
+    taus = np.asarray(tau).reshape((-1, k))
+    lp = lapack()
+    name = _PREFIX[dt] + ("unmqr" if cplx else "ormqr")
+    outs = []
+    for am, t, cm in zip(amats, taus, cmats):
+        if lp is not None:
+            x = _f(cm, dt)
+            aa = _f(am, dt)
+            lda = lp.i(max(r, 1))
+            lwork = _query(lp, name, dt, side, trans, lp.i(m), lp.i(n), lp.i(k), None, lda, None, None,
+                           lp.i(max(m, 1)))
+            if m and n:
+                lp.call(name, side, trans, lp.i(m), lp.i(n), lp.i(k), aa, lda, np.array(t, dt), x,
+                        lp.i(max(m, 1)), np.zeros(lwork, dt), lp.i(lwork), lp.i())
+            outs.append(np.asarray(x))
+        else:
+            full = np.zeros((r, r), dt)
+            full[:, :min(ka, r)] = am[:, :min(ka, r)]
+            q = _householder_product(full, t)
+            if transpose:
+                q = np.conj(q.T)
+            wide = cm.astype(q.dtype)
+            outs.append((q @ wide if left else wide @ q).astype(dt))
+    return np.array(outs, dt).reshape(c.shape)
+
+
 # ============================================================================ LAPACK targets
 
 def _prefix_dtype(inst, default):
@@ -1118,6 +1156,14 @@ def cc_sytrd_ffi(inst, args, ec):
     """xSYTRD / xHETRD(uplo): (a, diagonal, off-diagonal, tau, info)."""
     a = np.asarray(args[0])
     return _result(inst, sytrd(a.astype(_prefix_dtype(inst, a.dtype)), _char(backend_attrs(inst), "uplo", "L")))
+
+
+@target(pattern=r"lapack_(?:[sd]ormqr|[cz]unmqr)_ffi")
+def cc_ormqr_ffi(inst, args, ec):
+    """xORMQR / xUNMQR(a, tau, c) with left/transpose: c multiplied by Q (jax.lax.linalg.ormqr)."""
+    at = backend_attrs(inst)
+    a, tau, c = (np.asarray(v) for v in args)
+    return _result(inst, [ormqr(a, tau, c, bool(at.get("left", True)), bool(at.get("transpose", False)))])
 
 
 @target(pattern=r"lapack_[sdcz]gtsv_ffi")

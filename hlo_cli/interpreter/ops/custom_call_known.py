@@ -34,8 +34,6 @@ _KNOWN: list[tuple[str, str]] = [
     (r"xla_(ffi_|buffer_)?(partitioned_)?python_[cg]pu_callback.*",
      "a Python host callback (jax.pure_callback / io_callback / debug.print): the Python function "
      "lives in the process that traced the program"),
-    (r"lapack_[sdcz](ormqr|unmqr)_ffi", "jaxlib's LAPACK xORMQR/xUNMQR kernel (multiply by Q), "
-                                        "which hlo does not run yet"),
     (r"lapack_.*|blas_.*", "a LAPACK/BLAS kernel from jaxlib that hlo does not run"),
     (r"xla_builder\..*|xla\.(?!gpu\.).*", "a helper of XLA's builder library that XLA expands only on "
                                           "backends that register it"),

@@ -26,6 +26,7 @@ matrix) and k = min(m, n):
   gehrd   x T[B,n,n] (1 <= low <= high <= n) -> x, tau T[B,n-1], info I[B]
   sytrd   x T[B,n,n]                      -> x, d R[B,n], e R[B,n-1], tau T[B,n-1], info I[B]
   gtsv    dl, d, du T[B,n], b T[B,n,r]    -> dl, d, du, b, info I[B]
+  ormqr   a T[B,r,ka], tau T[B,k], c T[B,m,n] (r = m if left else n, k <= r, k <= ka) -> c T[B,m,n]
 
 The legacy (non-FFI) targets pass sizes as leading scalar operands; the kernels of older jaxlibs
 trusted them, so they must equal the sizes of the arrays.
@@ -56,7 +57,7 @@ I32 = np.dtype(np.int32)
 
 _TARGET = re.compile(r"(?:lapack|blas)_([sdcz])([a-z0-9]+?)(_ffi)?")
 # the routine names of one family (the complex spelling of the real one)
-_FAMILY = {"ungqr": "orgqr", "heevd": "syevd", "hetrd": "sytrd"}
+_FAMILY = {"ungqr": "orgqr", "unmqr": "ormqr", "heevd": "syevd", "hetrd": "sytrd"}
 
 
 def txt(dtype, dims) -> str:
@@ -244,6 +245,23 @@ def contract(inst, args, attrs: dict) -> Contract:
         diag = lambda role: V(role, T, B + (n,))               # noqa: E731
         ops = (diag("dl"), diag("d"), diag("du"), M("b", B + (n, r)))
         return Contract(ops, ops[:3] + (M("x", B + (n, r)), V("info", I32, B)))
+
+    if routine == "ormqr":
+        need(3)
+        a, tau, c = (np.asarray(x) for x in args)
+        B, m, n = _matrix(inst, c, "c")
+        left = bool(attrs.get("left", True))
+        r = m if left else n
+        if a.ndim != len(B) + 2 or tau.ndim != len(B) + 1:
+            _fail(inst, f"takes a {txt(T, B + ('r', 'k'))}, tau {txt(T, B + ('k',))} and c {txt(T, B + (m, n))}; "
+                        f"got a {txt(a.dtype, a.shape)}, tau {txt(tau.dtype, tau.shape)}")
+        k = tau.shape[-1]
+        if k > r or a.shape[-1] < k:
+            _fail(inst, f"ormqr applies k = {k} reflectors (tau {txt(tau.dtype, tau.shape)}), which needs "
+                        f"k <= {r} ({'rows' if left else 'columns'} of c) and at least k columns in a "
+                        f"({txt(a.dtype, a.shape)})")
+        ops = (M("the reflectors", B + (r, a.shape[-1])), V("tau", T, B + (k,)), M("c", B + (m, n)))
+        return Contract(ops, (M("the product", B + (m, n)),))
 
     _fail(inst, f"no operand contract is known for routine {routine}")
     raise AssertionError

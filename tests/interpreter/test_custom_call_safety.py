@@ -146,6 +146,15 @@ def cases():
                 j = int(rng.integers(len(d)))
                 d = d[:j] + (int(rng.integers(0, 9)),) + d[j + 1:]
             out.append((module(tgt, ops[:i] + [(t, d)] + ops[i + 1:], res, attrs), None))
+    # legacy targets: sizes passed as scalars must match the arrays
+    for tgt, scal, arrs, res in LEGACY:
+        out.append((legacy_module(tgt, scal, arrs, res), True))
+        for i in range(len(scal)):
+            t, v = scal[i]
+            bad = scal[:i] + [(t, v + (1000 if t == "s32" else 1))] + scal[i + 1:]
+            out.append((legacy_module(tgt, bad, arrs, res), None))
+        for valid, a2 in _mutations(arrs):
+            out.append((legacy_module(tgt, scal, a2, res), False if valid is False else None))
     # the issue's cases
     out.append((module("lapack_sgtsv_ffi", [("f32", (1,)), ("f32", (4096,)), ("f32", (4096,)), ("f32", (4096, 1))],
                        [("f32", (1,)), ("f32", (4096,)), ("f32", (4096,)), ("f32", (4096, 1)), ("s32", ())], ""), False))
@@ -154,6 +163,38 @@ def cases():
     out.append((module("lapack_strsm_ffi", [("f32", (1, 1)), ("f32", (300, 200))], [("f32", (300, 200))],
                        "diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8"), False))
     return out
+
+
+# (target, leading scalars (type, value), arrays, results) of valid legacy calls
+LEGACY = [
+    ("lapack_spotrf", [("s32", 1), ("s32", 2), ("s32", 4)], [("f32", (2, 4, 4))], [("f32", (2, 4, 4)), ("s32", (2,))]),
+    ("lapack_dgetrf", [("s32", 1), ("s32", 5), ("s32", 3)], [("f64", (5, 3))],
+     [("f64", (5, 3)), ("s32", (3,)), ("s32", ())]),
+    ("lapack_sgeqrf", [("s32", 1), ("s32", 5), ("s32", 3), ("s32", 96)], [("f32", (5, 3))],
+     [("f32", (5, 3)), ("f32", (3,)), ("s32", ()), ("f32", (96,))]),
+    ("lapack_sorgqr", [("s32", 1), ("s32", 5), ("s32", 3), ("s32", 3), ("s32", 96)], [("f32", (5, 3)), ("f32", (3,))],
+     [("f32", (5, 3)), ("s32", ()), ("f32", (96,))]),
+    ("lapack_ssyevd", [("s32", 1), ("s32", 1), ("s32", 4)], [("f32", (4, 4))],
+     [("f32", (4, 4)), ("f32", (4,)), ("s32", ()), ("f32", (57,)), ("s32", (23,))]),
+    ("lapack_sgesdd", [("s32", 0), ("s32", 1), ("s32", 1), ("s32", 5), ("s32", 3), ("s32", 200)], [("f32", (5, 3))],
+     [("f32", (5, 3)), ("f32", (3,)), ("f32", (5, 3)), ("f32", (3, 3)), ("s32", ()), ("s32", (24,)), ("f32", (200,))]),
+    ("lapack_sgeev", [("s32", 1), ("s32", 3), ("u8", 86), ("u8", 86)], [("f32", (3, 3))],
+     [("f32", (3, 3))] * 3 + [("f32", (3,)), ("f32", (3,)), ("c64", (3, 3)), ("c64", (3, 3)), ("s32", ())]),
+    ("blas_strsm", [("s32", 1), ("s32", 0), ("s32", 1), ("s32", 0), ("s32", 3), ("s32", 4), ("s32", 2), ("f32", 2)],
+     [("f32", (2, 3, 3)), ("f32", (2, 3, 4))], [("f32", (2, 3, 4))]),
+]
+
+
+def legacy_module(tgt, scalars, arrays, results):
+    lines = [f"  k{i} = {t}[] constant({v})" for i, (t, v) in enumerate(scalars)]
+    lines += [f"  p{i} = {_sh(t, d)} parameter({i})" for i, (t, d) in enumerate(arrays)]
+    names = [f"k{i}" for i in range(len(scalars))] + [f"p{i}" for i in range(len(arrays))]
+    rs = ", ".join(_sh(t, d) for t, d in results)
+    rs = f"({rs})" if len(results) > 1 else rs
+    lc = ", ".join([f"{t}[]" for t, _ in scalars] + [_sh(t, d) for t, d in arrays])
+    body = "\n".join(lines)
+    return (f"HloModule m\n\nENTRY main {{\n{body}\n  ROOT c = {rs} custom-call({', '.join(names)}), "
+            f"custom_call_target=\"{tgt}\", operand_layout_constraints={{{lc}}}\n}}\n")
 
 
 RUNNER = textwrap.dedent("""

@@ -43,6 +43,7 @@ def test_broadcast_keeps_the_operand_sizes(operand, result, dims, ok):
     else:
         assert [d.instruction for d in errs] == ["b"]
         assert "must have the operand's size" in errs[0].message
+        assert ("does not expand a size-1 dimension" in errs[0].message) == operand.startswith("f32[1")
 
 
 # ----------------------------------------------------------------------------- aliasing with buffers

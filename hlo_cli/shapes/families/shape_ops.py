@@ -66,8 +66,12 @@ def infer_broadcast(operands, attrs, ctx):
     _check_dims_in_range(op, "dimensions", dims, out.rank, operands)
     for i, d in enumerate(dims):
         if out.dims[d] != x.dims[i]:
+            # XLA's verifier (HandleBroadcast) wants equal sizes: HLO's broadcast never expands a
+            # size-1 dimension (StableHLO's broadcast_in_dim does, and reaches HLO as reshape + broadcast)
+            hint = (" (HLO's broadcast does not expand a size-1 dimension: reshape it away and leave it out "
+                    "of dimensions)") if x.dims[i] == 1 else ""
             fail(op, f"result dimension {d} (operand dimension {i})",
-                 f"have the operand's size {x.dims[i]}",
+                 f"have the operand's size {x.dims[i]}{hint}",
                  f"{out.dims[d]} in {dims_text(out)}", operands)
     return like(out)
 

@@ -35,14 +35,15 @@ What XLA CPU computes, measured on jaxlib 0.10.2 (the interpreter reproduces it)
       f16/bf16/f32/f64/s8/u8 max/min reduces (and reduce-windows whose stride is their size) of
       that size go to YNNPACK as well.  f16/bf16 values are compared there as sign-magnitude
       integers: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN, bf16 subnormals kept, the
-      extreme element of the init and the row returned with its bits (reproduced for reduce).
+      extreme element of the init and the row returned with its bits (reproduced, for
+      reduce-windows too: there padding reads as the init value; see _library_window).
       f32/f64 NaN elements are NOT propagated as XLA's own loops propagate them: they never
       reach the result (a NaN resets the running max of its vector lane along a contiguous row,
       so the result may miss elements before it, or be the init value alone when the NaN is the
       row's last element; along other dimensions NaNs are skipped); an init of NaN gives NaN.
       We keep XLA's NaN-propagating semantics there (not reproduced: the lanes and blocks depend
-      on the shape), and for the reduce-windows.  Multiplies, integer adds, variadic and other
-      reducers never go there.
+      on the shape), for reduces and reduce-windows.  Multiplies, integer adds, variadic and
+      other reducers never go there.
   (2) a reduce whose reduced dimensions all have size 1 (or none) is turned into a reshape by
       XLA's simplifier: the init value is not used at all, whatever the reducer.
   Besides, some f32 reductions over SEVERAL dimensions are vectorized by XLA's codegen (per-row
@@ -764,10 +765,15 @@ def _sign_magnitude_extreme(kind: str, x: np.ndarray, init: np.ndarray, keep, di
     too), and the result is the extreme element of the init and the row, with its bits."""
     rows = np.transpose(x, list(keep) + list(dims)).reshape(out_shape + (-1,))
     vals = np.concatenate([np.broadcast_to(init, out_shape + (1,)), rows], axis=-1)
-    i = vals.view(np.int16).astype(np.int32)
-    key = (i & 0x7FFF) ^ (i >> 15)
+    key = _sign_magnitude_key(vals)
     pick = np.argmax(key, axis=-1) if kind == "maximum" else np.argmin(key, axis=-1)
     return np.take_along_axis(vals, pick[..., None], axis=-1)[..., 0]
+
+
+def _sign_magnitude_key(a: np.ndarray) -> np.ndarray:
+    """16-bit floats as integers in sign-magnitude order (-NaN lowest, +NaN highest)."""
+    i = a.view(np.int16).astype(np.int32)
+    return (i & 0x7FFF) ^ (i >> 15)
 
 
 def _native_sum(x: np.ndarray, init: np.ndarray, dims: list[int], out_shape) -> np.ndarray | None:
@@ -925,14 +931,50 @@ def _window_index(n: int, w: WDim, out: int):
 def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Sequence[np.ndarray],
                          wdims: Sequence[WDim]) -> list[np.ndarray]:
     """XLA CPU's reduce-window: per output acc = init, then the window positions in row-major order
-    (padding and base-dilation holes skipped); long cumulative scans rewritten in blocks of 16."""
+    (padding and base-dilation holes skipped); long cumulative scans rewritten in blocks of 16;
+    f16/bf16 max/min pooling of at least 4096 elements in YNNPACK's sign-magnitude order."""
     red = reducer(ec, comp_name, len(inputs))
     xs = [np.asarray(x) for x in inputs]
     inits = [np.asarray(i) for i in inits]
+    kind = red.kinds[0][0] if len(xs) == 1 and red.kinds and red.kinds[0] else None
+    if kind in ("maximum", "minimum") and _library_window(xs[0], inits[0], wdims, _SIGN_MAGNITUDE):
+        return [_sign_magnitude_window(kind, xs[0], inits[0], wdims)]
     scan = _scan_form(xs[0].shape, wdims)
     if scan is not None:
         return _blocked_scan(ec, red, comp_name, xs, inits, wdims, *scan)
     return _naive_reduce_window(ec, red, xs, inits, wdims)
+
+
+def _library_window(x: np.ndarray, init: np.ndarray, wdims, types) -> bool:
+    """True for the reduce-windows XLA CPU gives to YNNPACK (measured on jaxlib 0.10.2), among
+    those of `types`: at least LIBRARY_REDUCE_MIN input elements, no dilation, every window
+    dimension either of size 1 or with its stride equal to its size, and the rank plus the number
+    of dimensions with a window or a stride at most LIBRARY_REDUCE_MAX_RANK."""
+    if not _library_reduce(x, init, types) or len(wdims) != x.ndim:
+        return False
+    if any(w.wdil != 1 or w.bdil != 1 or (w.size > 1 and w.stride != w.size) for w in wdims):
+        return False
+    axes = sum(1 for w in wdims if w.size > 1 or w.stride > 1)
+    return 0 < axes and x.ndim + axes <= LIBRARY_REDUCE_MAX_RANK
+
+
+def _sign_magnitude_window(kind: str, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
+    """The f16/bf16 max/min of every window (padding reads as the init value, which every window
+    also counts) in sign-magnitude integer order, as _sign_magnitude_extreme."""
+    outs = tuple(_out_len(x.shape[d], w) for d, w in enumerate(wdims))
+    best = np.full(outs, init, x.dtype)
+    if 0 in outs or x.size == 0:
+        return best
+    padded = np.full(tuple(n + w.lo + w.hi for n, w in zip(x.shape, wdims)), init, x.dtype)
+    padded[tuple(slice(w.lo, w.lo + n) for n, w in zip(x.shape, wdims))] = x
+    best_key = _sign_magnitude_key(best)
+    for offsets in np.ndindex(*(w.size for w in wdims)):
+        v = padded[tuple(slice(k, k + w.stride * (n - 1) + 1, w.stride) for k, w, n in zip(offsets, wdims, outs))]
+        key = _sign_magnitude_key(v)
+        take = key > best_key if kind == "maximum" else key < best_key
+        best = np.where(take, v, best)
+        best_key = np.where(take, key, best_key)
+    return best
 
 
 def _scan_form(shape, wdims):

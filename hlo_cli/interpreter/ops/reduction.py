@@ -57,7 +57,8 @@ def eval_reduce(inst, args, ec):
 def eval_reduce_window(inst, args, ec):
     """Reduce every window of the N inputs (size/stride/padding/dilations) from the N init values;
     padding and base-dilation holes are skipped, long cumulative windows are computed in XLA CPU's
-    blocks of 16."""
+    blocks of 16, large f16/bf16 max/min pooling compares sign-magnitude integers as XLA CPU's
+    YNNPACK does (computations.py)."""
     n = len(args) // 2
     wd = C.window_dims(inst.attrs.get("window"), np.ndim(args[0]))
     outs = C.reduce_window_arrays(ec, inst.attrs["to_apply"].name, args[:n], args[n:], wd)

@@ -123,11 +123,44 @@ def svd_mode(inst, args, attrs) -> str:
     return "N" if not uv else ("A" if full else "S")
 
 
+# the one-character options of the FFI targets: (backend_config key, default, allowed values)
+_OPTIONS = {
+    "potrf": [("uplo", "L", "LU")],
+    "trsm": [("side", "L", "LR"), ("uplo", "L", "LU"), ("trans_x", "N", "NTC"), ("diag", "N", "NU")],
+    "syevd": [("mode", "V", "VN"), ("uplo", "L", "LU")],
+    "gesdd": [("mode", "A", "ASN")],
+    "gesvd": [("mode", "A", "ASN")],
+    "geev": [("compute_left", "V", "VN"), ("compute_right", "V", "VN")],
+    "gees": [("mode", "V", "VN"), ("sort", "N", "N")],
+    "sytrd": [("uplo", "L", "LU")],
+}
+
+
+def _check_options(inst, args, attrs, routine, ffi) -> None:
+    """LAPACK rejects other option letters by printing to stdout (XERBLA) and returning: refuse
+    them first."""
+    if ffi:
+        for key, default, allowed in _OPTIONS.get(routine, ()):
+            v = char(attrs, key, default)
+            if v not in allowed:
+                _fail(inst, f"backend_config {key} must be one of {', '.join(map(repr, allowed))} "
+                            f"({', '.join(str(ord(c)) for c in allowed)} : ui8), got {v!r}")
+        return
+    if routine == "geev" and len(args) >= 4:
+        for i in (2, 3):
+            v = _int(args[i])
+            if v not in (ord("V"), ord("N")):
+                _fail(inst, f"operand {i} (jobv{'lr'[i - 2]}) must be 'V' (86) or 'N' (78), got {v}")
+    if routine == "trsm" and args and _int(args[2]) not in (0, 1, 2):
+        _fail(inst, f"operand 2 (trans_a) must be 0 (N), 1 (T) or 2 (C), got {_int(args[2])}")
+
+
 def contract(inst, args, attrs: dict) -> Contract:
     """The contract of LAPACK target `inst` given its runtime operands `args` (the main matrix
     decides the sizes); raises a located-later HloEvalError when the operand count or the main
     matrix itself cannot be right."""
     letter, routine, ffi = parse_target(inst.attrs.get("custom_call_target", ""))
+    _check_options(inst, args, attrs, routine, ffi)
     T, R, C = _TYPES[letter], _TYPES[_REAL[letter]], _TYPES[_CPLX[letter]]
     cplx = letter in "cz"
     M = lambda role, dims: Slot(role, T, dims, True)           # noqa: E731

@@ -730,8 +730,7 @@ def reduce_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Seque
         r = _native_sum(xs[0], inits[0], dims, out_shape)
         if r is not None:
             return [r]
-    if kind in ("maximum", "minimum") and xs[0].dtype in _SIGN_MAGNITUDE and \
-            _library_reduce(xs[0], inits[0], _SIGN_MAGNITUDE):
+    if kind in ("maximum", "minimum") and _library_reduce(xs[0], inits[0], _SIGN_MAGNITUDE):
         return [_sign_magnitude_extreme(kind, xs[0], inits[0], keep, dims, out_shape)]
     if len(xs) == 1:
         while any(xs[0].shape[d] > TREE_WINDOW for d in dims):

@@ -512,7 +512,9 @@ ENTRY e {
     ("{ {0}: (0, {}, may-alias) }", None),
     ("{ {2}: (0, {}) }", "output index must exist"),
     ("{ {0}: (3, {}) }", "parameter number must be below 2"),
-    ("{ {0}: (1, {}) }", "shape of parameter 1"),
+    ("{ {0}: (1, {}) }", None),                    # may-alias (the default) of other shapes: XLA allows it
+    ("{ {0}: (1, {}, must-alias) }", "must-alias output must have exactly the shape of parameter 1"),
+    ("{ {}: (0, {}) }", "the aliased output must be an array"),
     ("{ {0}: (0, {1}) }", "parameter index must exist"),
     ("{ {0}: (0, {}), {1}: (0, {}) }", "aliased at most once"),
 ])
@@ -530,6 +532,39 @@ ENTRY e {{
         assert not errs
     else:
         assert len(errs) == 1 and errs[0].code == "C123" and fragment in errs[0].message, errs
+
+
+@pytest.mark.parametrize("alias,ecl,fragment", [
+    ("{ {0}: (0, {}, must-alias) }", "", None),
+    ("{ {0}: (0, {}, must-alias) }", ", entry_computation_layout={(f32[2,3]{0,1})->(f32[2,3]{1,0})}",
+     "layout included"),
+    ("{ {0}: (0, {}, may-alias) }", ", entry_computation_layout={(f32[2,3]{0,1})->(f32[2,3]{1,0})}", None),
+])
+def test_must_alias_compares_layouts(alias, ecl, fragment):
+    """VerifyEntryComputationLayout compares a must-alias pair's shapes exactly (the entry layout's)."""
+    text = f"""HloModule m, input_output_alias={alias}{ecl}
+ENTRY e {{
+  x = f32[2,3] parameter(0)
+  ROOT t = (f32[2,3]) tuple(x)
+}}
+"""
+    errs = errors(check(text))
+    assert (fragment is None) == (not errs), errs
+    if fragment:
+        assert fragment in errs[0].message
+
+
+def test_may_alias_of_other_sizes_is_an_error_only_when_layouts_matter():
+    text = """HloModule m, input_output_alias={ {0}: (0, {}) }
+ENTRY e {
+  x = f32[4] parameter(0)
+  c = f32[8] constant({1, 2, 3, 4, 5, 6, 7, 8})
+  ROOT t = (f32[8]) tuple(c)
+}
+"""
+    assert not errors(check(text))
+    errs = errors(check(text, layout_sensitive=True))
+    assert [d.code for d in errs] == ["C123"] and "byte size of parameter 0" in errs[0].message
 
 
 def test_signature_result_must_match_but_parameter_list_is_only_a_warning():

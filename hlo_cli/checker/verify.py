@@ -122,7 +122,7 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
         for comp in module.computations:
             _check_schedule(comp, rep)
     _check_entry_layout(module, effective, rep, layout_sensitive)
-    _check_aliasing(module, effective, rep)
+    _check_aliasing(module, effective, rep, layout_sensitive)
     if warnings:
         _warnings(module, comps, rep)
     rep.items.sort(key=lambda d: (d.file, d.line, d.column, d.code))
@@ -612,9 +612,12 @@ def _index(ix) -> str:
     return "{" + ",".join(map(str, ix)) + "}"
 
 
-def _check_aliasing(module: Module, effective, rep: _Report):
-    """input_output_alias={ {out}: (param, {index}, kind) }: the output and parameter indices exist,
-    their shapes agree, and no output or parameter buffer is aliased twice."""
+def _check_aliasing(module: Module, effective, rep: _Report, layout_sensitive: bool):
+    """input_output_alias={ {out}: (param, {index}, kind) }, as XLA verifies it
+    (HloInputOutputAliasConfig::SetUpAlias and ::Verify, ShapeVerifier::VerifyEntryComputationLayout):
+    the output and parameter indices exist and name arrays, no output or parameter buffer is
+    aliased twice, a must-alias pair has exactly the same shape (layout included), and, when
+    layouts matter, any pair the same byte size.  A may-alias pair of other shapes is allowed."""
     alias = module.attrs.get("input_output_alias")
     if alias is None:
         return
@@ -622,10 +625,13 @@ def _check_aliasing(module: Module, effective, rep: _Report):
     eff = effective.get(entry.name, {})
     params = entry.parameters
     root = entry.root_instruction
+    ecl = module.attrs.get("entry_computation_layout")
     root_shape = eff.get(root.name) or root.shape
+    if ecl is not None and len(ecl.parameters) == len(params):
+        root_shape = ecl.result         # XLA reads the shapes of the entry computation layout
     outs: set = set()
     ins: set = set()
-    for out_idx, pnum, pidx, _kind in alias.entries:
+    for out_idx, pnum, pidx, kind in alias.entries:
         head = f"input_output_alias {_index(out_idx)}: ({pnum}, {_index(pidx)})"
         out = _subshape(root_shape, out_idx)
         if out is None:
@@ -636,14 +642,13 @@ def _check_aliasing(module: Module, effective, rep: _Report):
             rep.add(root, "C123", f"{head}: the parameter number must be below {len(params)}, got {pnum}")
             continue
         pshape = eff.get(params[pnum].name) or params[pnum].shape
+        if ecl is not None and len(ecl.parameters) == len(params):
+            pshape = ecl.parameters[pnum]
         inp = _subshape(pshape, pidx)
         if inp is None:
             rep.add(params[pnum], "C123", f"{head}: the parameter index must exist in parameter {pnum} "
                     f"{pshape.to_str(False) if pshape else '?'}, got {_index(pidx)}")
             continue
-        if not _compatible(inp, out):
-            rep.add(root, "C123", f"{head}: the aliased output must have the shape of parameter {pnum} at "
-                    f"{_index(pidx)}, {inp.to_str(False)}, got {out.to_str(False)}")
         if tuple(out_idx) in outs:
             rep.add(root, "C123", f"{head}: an output must be aliased at most once, got output "
                     f"{_index(out_idx)} twice")
@@ -652,6 +657,17 @@ def _check_aliasing(module: Module, effective, rep: _Report):
                     f"parameter {pnum} at {_index(pidx)} twice")
         outs.add(tuple(out_idx))
         ins.add((pnum, tuple(pidx)))
+        for what, sub, target in (("output", out, root), (f"parameter {pnum} buffer", inp, params[pnum])):
+            if sub.is_tuple or sub.element_type in ("token", "opaque"):
+                rep.add(target, "C123", f"{head}: the aliased {what} must be an array, got {sub.to_str(False)}")
+                break
+        else:
+            if kind == "must-alias" and inp != out:
+                rep.add(root, "C123", f"{head}: a must-alias output must have exactly the shape of parameter "
+                        f"{pnum} at {_index(pidx)}, layout included, {inp.to_str(True)}, got {out.to_str(True)}")
+            elif layout_sensitive and _byte_size(inp) != _byte_size(out):
+                rep.add(root, "C123", f"{head}: the aliased output must have the byte size of parameter {pnum} "
+                        f"at {_index(pidx)} ({inp.to_str(True)}), got {out.to_str(True)}")
 
 
 # ------------------------------------------------------------------------------------------ warnings

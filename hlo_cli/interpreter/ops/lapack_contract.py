@@ -151,7 +151,7 @@ def _check_options(inst, args, attrs, routine, ffi) -> None:
             v = _int(args[i])
             if v not in (ord("V"), ord("N")):
                 _fail(inst, f"operand {i} (jobv{'lr'[i - 2]}) must be 'V' (86) or 'N' (78), got {v}")
-    if routine == "trsm" and args and _int(args[2]) not in (0, 1, 2):
+    if routine == "trsm" and len(args) >= 3 and _int(args[2]) not in (0, 1, 2):
         _fail(inst, f"operand 2 (trans_a) must be 0 (N), 1 (T) or 2 (C), got {_int(args[2])}")
 
 

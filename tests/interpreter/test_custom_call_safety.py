@@ -133,6 +133,8 @@ def cases():
                 out.append((module(tgt, ops, r2, attrs), valid))
             if len(ops) > 1:
                 out.append((module(tgt, ops[:-1], res, attrs), False))
+            out.append((module(tgt, [], res, attrs), False))
+            out.append((module(tgt, ops + ops[:1], res, attrs), False))
         # random sizes, then one operand shrunk or grown at random
         for _ in range(6):
             p = "sdcz"[rng.integers(4)]
@@ -149,6 +151,8 @@ def cases():
     # legacy targets: sizes passed as scalars must match the arrays
     for tgt, scal, arrs, res in LEGACY:
         out.append((legacy_module(tgt, scal, arrs, res), True))
+        out.append((legacy_module(tgt, [], arrs[-1:], res), False))
+        out.append((legacy_module(tgt, scal[:1], [], res), False))
         for i in range(len(scal)):
             t, v = scal[i]
             bad = scal[:i] + [(t, v + (1000 if t == "s32" else 1))] + scal[i + 1:]

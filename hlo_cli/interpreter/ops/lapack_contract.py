@@ -155,11 +155,19 @@ def _check_options(inst, args, attrs, routine, ffi) -> None:
         _fail(inst, f"operand 2 (trans_a) must be 0 (N), 1 (T) or 2 (C), got {_int(args[2])}")
 
 
+# operand counts of the legacy targets (leading size/flag scalars, then the arrays)
+_LEGACY_COUNTS = {"potrf": (4,), "getrf": (4,), "geqrf": (5,), "orgqr": (7,), "syevd": (4,), "gesdd": (6, 7),
+                  "geev": (5,), "trsm": (10,)}
+
+
 def contract(inst, args, attrs: dict) -> Contract:
     """The contract of LAPACK target `inst` given its runtime operands `args` (the main matrix
     decides the sizes); raises a located-later HloEvalError when the operand count or the main
     matrix itself cannot be right."""
     letter, routine, ffi = parse_target(inst.attrs.get("custom_call_target", ""))
+    if not ffi and len(args) not in _LEGACY_COUNTS.get(routine, (len(args),)):
+        want = " or ".join(map(str, _LEGACY_COUNTS[routine]))
+        _fail(inst, f"takes {want} operands (size and flag scalars, then the arrays), got {len(args)}")
     _check_options(inst, args, attrs, routine, ffi)
     T, R, C = _TYPES[letter], _TYPES[_REAL[letter]], _TYPES[_CPLX[letter]]
     cplx = letter in "cz"
@@ -236,6 +244,8 @@ def contract(inst, args, attrs: dict) -> Contract:
     if routine == "orgqr":
         if ffi:
             need(2)
+        elif len(args) < 2:
+            _fail(inst, f"takes the reflectors and tau as its last two operands, got {len(args)} operand(s)")
         x, tau = np.asarray(args[-2]), np.asarray(args[-1])
         B, m, n = _matrix(inst, x, "the reflectors operand")
         if tau.ndim != len(B) + 1:

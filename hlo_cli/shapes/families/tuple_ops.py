@@ -92,11 +92,10 @@ def infer_domain(operands, attrs, ctx):
 
 @family("after-all")
 def infer_after_all(operands, attrs, ctx):
-    """after-all(tokens...): token[]."""
+    """after-all(tokens...): token[].  XLA's verifier (HandleAfterAll) checks only the result, so
+    operands of any shape are accepted, as XLA's own parser tests have them (StableHLO's after_all
+    takes tokens only)."""
     from ...ir.shape import Shape
-    for i, s in enumerate(operands):
-        if kind(s) != "token":
-            fail(ctx.opcode, f"operand {i}", "be a token", s.to_str(False), operands)
     return Shape.array("token")
 
 

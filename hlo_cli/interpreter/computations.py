@@ -741,6 +741,30 @@ def reduce_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Seque
     return fold(ec, red, accs, flat)
 
 
+def concatenated_parts(ec, inst: Instruction, dims: Sequence[int]) -> tuple[int, list[int]] | None:
+    """(dimension, lengths) of the pieces of a reduce's operand when XLA's algebraic simplifier
+    splits the reduce: `inst`'s first operand is a concatenate along a reduced dimension, of any
+    element type but bf16 (measured on jaxlib 0.10.2: bf16 reduces are not split; pieces of
+    different lengths are).  XLA then reduces each piece from the init value and combines the
+    results with the reducer, left to right, so a non-identity init counts once per piece (and
+    each piece follows the rules of reduce_arrays).  None otherwise."""
+    cache = _cache(ec)
+    owners = cache.get("owners")
+    if owners is None:
+        owners = cache["owners"] = {id(i): c for c in ec.module.computations for i in c.instructions}
+    comp = owners.get(id(inst))
+    if comp is None or len(inst.operands) != 2:
+        return None
+    src = comp.by_name.get(inst.operands[0])
+    if src is None or src.opcode != "concatenate" or src.shape.element_type == "bf16":
+        return None
+    cat = src.attrs.get("dimensions")
+    cat = cat[0] if isinstance(cat, (list, tuple)) and cat else cat
+    if cat not in dims:
+        return None
+    return cat, [comp.by_name[o].shape.dims[cat] for o in src.operands]
+
+
 # XLA CPU hands a reduce to its reduction library (YNNPACK) from this many input elements on
 LIBRARY_REDUCE_MIN = 4096
 LIBRARY_REDUCE_MAX_RANK = 8

@@ -49,8 +49,19 @@ def eval_reduce(inst, args, ec):
     that f32/f64 add-reduces of at least 4096 input elements add the init once to the sum, and a
     reduce of size-1 dimensions only ignores the init (computations.py says what was measured)."""
     n = len(args) // 2
-    outs = C.reduce_arrays(ec, inst.attrs["to_apply"].name, args[:n], args[n:], inst.attrs["dimensions"])
-    return _result(inst, outs)
+    name, dims = inst.attrs["to_apply"].name, inst.attrs["dimensions"]
+    split = C.concatenated_parts(ec, inst, dims) if n == 1 else None
+    if split is None or len(split[1]) < 2:
+        return _result(inst, C.reduce_arrays(ec, name, args[:n], args[n:], dims))
+    # XLA's simplifier: reduce(concatenate(a, b, ...)) = f(f(reduce(a), reduce(b)), ...)
+    cat, lengths = split
+    pieces = np.split(np.asarray(args[0]), np.cumsum(lengths)[:-1], axis=cat)
+    red = C.reducer(ec, name, 1)
+    acc = None
+    for piece in pieces:
+        r = C.reduce_arrays(ec, name, [piece], args[1:], dims)
+        acc = r if acc is None else C.combine_all(ec, red, acc, r)
+    return _result(inst, acc)
 
 
 @evaluator("reduce-window")

@@ -181,3 +181,22 @@ def test_saved_graphs_file(case):
         errors = [d for d in check_module(module, src.text) if d.severity == "error"]
         assert not errors, "\n".join(d.format() for d in errors)
     _run_case(producer, name, modules[0], f"{producer}/{path.name} module 0")
+
+
+def _exact_samples():
+    """Samples every output of which is compared bit for bit: the CLI must agree at rtol = atol = 0."""
+    return [(p, c, s) for p, c, s in _samples() if not TOLERANCES[(p, c)]]
+
+
+@pytest.mark.parametrize("sample", _exact_samples(), ids=_id)
+def test_cli_run_expect(sample):
+    """`hlo run --inputs --expect` as a user runs a sample (bounded dynamic results included)."""
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+    producer, case, suffix = sample
+    d = _dir(producer)
+    r = CliRunner().invoke(main, ["run", str(d / f"{case}{suffix}"), "--inputs", str(d / f"{case}.inputs.npz"),
+                                  "--expect", str(d / f"{case}.expected.npz"), "--rtol", "0", "--atol", "0"])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr

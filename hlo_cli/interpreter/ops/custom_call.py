@@ -7,7 +7,7 @@ A handler is `fn(inst, args, ec) -> value` like an evaluation rule; register one
     @target("Sharding")                          # exact names
     @target(pattern=r"lapack_[sdcz]potrf_ffi")   # or a family
 
-An unknown target is an HloEvalError that names the target and the instruction.
+An unknown target is an HloEvalError that says what the target is (custom_call_known.py).
 
 Targets covered:
 
@@ -23,9 +23,8 @@ Targets covered:
   api_version=API_VERSION_TYPED_FFI, options in the MLIR backend_config dict such as
   `{uplo = 76 : ui8}`) and the legacy ones (sizes and flags passed as leading scalar operands,
   workspace buffers as extra results).  FFI: potrf, trsm, getrf, geqrf, geqp3, orgqr/ungqr,
-  syevd/heevd, gesdd, gesvd, geev, gees, gehrd, sytrd/hetrd, gtsv, ormqr/unmqr.  Legacy: potrf, blas_?trsm,
-  getrf, geqrf, orgqr/ungqr, syevd/heevd, gesdd, geev.
-
+  syevd/heevd, gesdd, gesvd, geev, gees, gehrd, sytrd/hetrd, gtsv, ormqr/unmqr.  Legacy: potrf,
+  blas_?trsm, getrf, geqrf, orgqr/ungqr, syevd/heevd, gesdd, geev.
 * XLA CPU's own targets (expanders.py): SliceToDynamic, PadToStatic, SetBound, Qr /
   ProductOfElementaryHouseholderReflectors (QrExpander's algorithm) and Eigh (EighExpander's).
 
@@ -34,14 +33,16 @@ convolution, a Triton kernel, ...) and what we run.  Messages never repeat the i
 name: the evaluator adds it with the location.
 
 Safety.  Before any LAPACK/BLAS routine runs, every operand and declared result is checked
-against the sizes, element types and ranks the routine touches (lapack_contract.py); a mismatch
-is an HloEvalError, so no module can make LAPACK read or write outside its buffers.
+against the sizes, element types and ranks the routine touches, and its option letters against
+the ones LAPACK accepts (lapack_contract.py); a mismatch is an HloEvalError, so no module can make
+LAPACK read or write outside its buffers or print its complaints.
 
 LAPACK conventions.  jaxlib's kernels read matrices column-major ({0,1}, batch dims major) and
 vectors row-major, whatever the module declares; XLA CPU lays a custom call's operands out as its
 operand_layout_constraints say (row-major without them) and its results as declared.  A handler
 computes on logical arrays in the kernel's order: lapack_contract.to_kernel / from_kernel
-reinterpret the buffers of operands and results laid out otherwise, as XLA does.  Outputs alias inputs the way LAPACK
+reinterpret the buffers of operands and results laid out otherwise, as XLA does (measured: a
+row-major operand is factored as its transpose).  Outputs alias inputs the way LAPACK
 overwrites them: potrf leaves the other triangle as it was and stops at the first non-positive
 pivot (info = its 1-based column; the pivot slot holds the failed value), geqrf returns R above
 and the Householder vectors below the diagonal with tau, getrf returns 1-based int32 pivots,
@@ -56,8 +57,9 @@ Which LAPACK.  XLA CPU calls the LAPACK that jaxlib loads through SciPy (OpenBLA
 of these factorizations are not unique (eigenvector and singular-vector signs, Householder
 details), so to reproduce XLA exactly we call the same LAPACK routines, in the same precision, with
 the same workspace sizes: NumPy's wheels bundle OpenBLAS (`numpy.libs/libscipy_openblas64_*`), whose
-LAPACK symbols we call through ctypes.  Measured on this machine: bit-identical to XLA for every
-target and dtype we test.  Where that library is not found (other NumPy builds), or with
+LAPACK symbols we call through ctypes.  Measured: bit-identical to XLA on the same machine for
+every target and dtype we test (OpenBLAS picks its kernels by CPU, so the last bits of a golden
+made on another processor may differ).  Where that library is not found (other NumPy builds), or with
 HLO_LAPACK=numpy in the environment, we fall back to numpy.linalg, which computes single
 precision in double: results then agree with XLA to rounding, and eigenvector / singular-vector
 signs may differ (equally valid factorizations).

@@ -151,3 +151,17 @@ def test_run_reports_a_state_xla_cpu_cannot_expand():
     d = info.value.diagnostics[0]
     assert (d.line, d.instruction) == (4, "r")
     assert "XLA CPU takes a u64[2] or u64[3] state, got f32[4]" in d.message
+
+
+# ----------------------------------------------------------------------------- unbounded dynamism
+
+@pytest.mark.parametrize("shape, ok", [("f32[<=8,4]", True), ("f32[?,4]", False), ("(f32[2], s32[?])", False)])
+def test_unbounded_dynamic_dimensions_are_rejected(shape, ok):
+    """HloVerifier's Preprocess: 'Unbounded dynamism is disabled' unless allow_unbounded_dynamism
+    (off by default, and in XLA CPU's pipeline); bounded dimensions <=N are fine."""
+    errs = errors(f"HloModule m\nENTRY e {{\n  ROOT p = {shape} parameter(0)\n}}\n")
+    if ok:
+        assert not errs
+    else:
+        assert [(d.code, d.line, d.column) for d in errs] == [("C127", 3, 12)]
+        assert "unbounded dynamic dimension '?'" in errs[0].message

@@ -14,7 +14,7 @@ from ..ir.attributes import ComputationRef
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.module import Computation, Instruction, Module
 from ..ir.opcodes import OPCODES
-from ..ir.shape import COMBINE_DIM, MAX_SHAPE_DEPTH, NUMPY_MAX_RANK, Shape, shape_depth
+from ..ir.shape import COMBINE_DIM, MAX_SHAPE_DEPTH, NUMPY_MAX_RANK, UNBOUNDED, Shape, shape_depth
 from .positions import SourceIndex
 
 CODES = {
@@ -34,6 +34,7 @@ CODES = {
     "C124": "scheduled module uses a value before its definition",
     "C125": "computation signature's result disagrees with its root",
     "C126": "a shape in an attribute nests tuples deeper than hlo handles",
+    "C127": "an unbounded dynamic dimension '?' (XLA's verifier disallows unbounded dynamism)",
     "C199": "internal error of a shape rule (a bug in hlo)",
     "W200": "elided constant ({...}): its values are unknown",
     "W201": "instruction is never used",
@@ -207,6 +208,10 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
         declared = inst.shape
         if declared is not None:
             _check_layouts(inst, declared, rep)
+            if any(d == UNBOUNDED for leaf in declared.leaves() for d in leaf.dims):
+                rep.add(inst, "C127", f"{inst.opcode}: the shape must have no unbounded dynamic dimension '?' "
+                        "(XLA's verifier disallows unbounded dynamism unless asked), got "
+                        f"{declared.to_str(False)}", at=rep.shape_at(inst))
         operands: list[Shape] = []
         known = True
         for o in inst.operands:

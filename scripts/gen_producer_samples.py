@@ -6,8 +6,9 @@ Producers and where their samples go:
   tensorflow  samples/tensorflow/   ``tf.function(jit_compile=True)`` (Keras 3 on the TensorFlow
                                     backend for the models); needs ``pip install tensorflow-cpu``
   torch_xla   samples/torch_xla/    PyTorch/XLA on its CPU device (PJRT_DEVICE=CPU); needs torch and
-                                    torch_xla of matching versions (run this script with that
-                                    Python, or pass ``--torch-python``)
+                                    torch_xla of the same release (torch_xla 2.9.0 needs torch 2.9.0
+                                    exactly: its extension does not load with another torch); pass
+                                    that Python as ``--torch-python`` (the parent needs jax)
 
 Every case runs in a child process of its own with
 ``XLA_FLAGS=--xla_dump_to=DIR --xla_dump_large_constants --xla_dump_hlo_as_text`` and writes
@@ -26,16 +27,20 @@ How inputs and outputs are matched with the module (checked, not assumed):
   arguments first, then the resource variables it captures (read just before the call).  The ROOT
   tuple holds the function's results (``tf.nest.flatten`` order), then the new value of every
   variable the function writes, in the order of its parameters (read just after the call).
-* PyTorch/XLA: the graph of the tensors passed to ``torch_xla._XLAC._get_xla_tensors_hlo`` /
-  ``xm.mark_step``; parameters are the device data the graph reads, which we recover from the
-  module's parameter names, and the ROOT tuple holds the live tensors in the order they were synced.
+* PyTorch/XLA: the case's work is traced lazily and its result tensors synced together
+  (``torch_xla._XLAC._xla_sync_multi``), which compiles one module; its parameters are the device
+  data the graph reads, in the order ``torch_xla._XLAC._get_tensors_xla_device_data_node`` lists
+  them (tensors, model parameters, scalars such as the learning rate, the RNG seed), and its ROOT
+  tuple holds the synced tensors in order.  ``<case>.graphs.txt``, for cases that ask for it, is what
+  ``XLA_SAVE_TENSORS_FILE`` (with ``XLA_SAVE_TENSORS_FMT=hlo``) saved of that step and a second one.
 
 After each case, the before-optimization text is compiled and run by the XLA that JAX ships on the
 same inputs (``hlo_cli.xla_reference``); its results must agree with the producer's (the producers'
 XLA builds differ from JAX's, so the agreement is recorded in the manifest: bit-identical, or the
-largest difference).  This catches a wrong parameter or output order.  XLA cannot read its own
-after-optimization text back, so the before-optimization text on the same inputs is the reference
-for both files.
+largest difference; a bounded dynamic result, which that runner returns whole, is compared on the
+elements the producer returned).  This catches a wrong parameter or output order.  XLA cannot read
+its own after-optimization text back, so the before-optimization text on the same inputs is the
+reference for both files.
 
 Everything is deterministic (fixed seeds).  The test suite never runs this script; it uses the
 committed files (tests/test_producer_samples.py).

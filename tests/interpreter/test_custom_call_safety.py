@@ -135,6 +135,11 @@ def cases():
                 out.append((module(tgt, ops[:-1], res, attrs), False))
             out.append((module(tgt, [], res, attrs), False))
             out.append((module(tgt, ops + ops[:1], res, attrs), False))
+        # empty batches and empty matrices run (and LAPACK never sees a zero workspace)
+        for p in "sc":
+            for B, m, n in [((0,), 3, 3), ((2,), 0, 0), ((0,), 0, 2), ((), 0, 3), ((), 3, 0)]:
+                tgt, ops, res, attrs = signature(routine, p, B, m, n)
+                out.append((module(tgt, ops, res, attrs), True))
         # random sizes, then one operand shrunk or grown at random
         for _ in range(6):
             p = "sdcz"[rng.integers(4)]

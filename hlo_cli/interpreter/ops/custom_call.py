@@ -351,11 +351,16 @@ def _f(x, dt):
     return np.array(x, dtype=dt, order="F", copy=True)
 
 
+def _flat(x, k: int):
+    """x with its batch dims (all but the last k) merged into one, empty batches included."""
+    return x.reshape((int(np.prod(x.shape[:-k], dtype=np.int64)),) + x.shape[x.ndim - k:])
+
+
 def _batched(a):
     """(batch shape, list of 2-D matrices)."""
     a = np.asarray(a)
     bshape = a.shape[:-2]
-    flat = a.reshape((-1,) + a.shape[-2:])
+    flat = _flat(a, 2)
     return bshape, flat
 
 
@@ -562,6 +567,8 @@ def geqp3(a, jpvt):
         tau = np.zeros(max(k, 1), dt)
         rw = (np.zeros(max(2 * n, 1), _real_of(dt)),) if cplx else ()
         lwork = _query(lp, name, dt, lp.i(m), lp.i(n), x, lp.i(max(m, 1)), p, tau, after=rw)
+        if m == 0:      # LAPACK's own query then undersizes the xORMQR of the fixed columns (which prints)
+            lwork = max(lwork, 3 * n + 1)
         lp.call(name, lp.i(m), lp.i(n), x, lp.i(max(m, 1)), p, tau, np.zeros(lwork, dt), lp.i(lwork), *rw, lp.i())
         outs.append(np.asarray(x))
         pvs.append(p)
@@ -574,7 +581,7 @@ def orgqr(a, tau):
     """The first n columns of Q = H(1) ... H(k) from geqrf's reflectors (xORGQR / xUNGQR)."""
     dt = a.dtype
     bshape, mats = _batched(a)
-    taus = np.asarray(tau).reshape((-1, np.asarray(tau).shape[-1]))
+    taus = _flat(np.asarray(tau), 1)
     m, n = a.shape[-2:]
     k = taus.shape[-1]
     lp = lapack()
@@ -625,6 +632,9 @@ def syevd(a, jobz: str, uplo: str):
                                          else (1 + 6 * n + 2 * n * n, 0, 3 + 5 * n))
             else:
                 lwork, lrwork, liwork = (n + 1, max(n, 1), 1) if cplx else (2 * n + 1, 0, 1)
+            # LAPACK's minimum is 1 (jaxlib's formulas give 0 for an empty complex matrix)
+            lwork, liwork = max(lwork, 1), max(liwork, 1)
+            lrwork = max(lrwork, 1) if cplx else lrwork
             work = np.zeros(max(lwork, 1), dt)
             iwork = np.zeros(max(liwork, 1), lp.int)
             if cplx:
@@ -923,7 +933,7 @@ def gtsv(dl, d, du, b):
     dt = b.dtype
     n, nrhs = b.shape[-2:]
     bshape = b.shape[:-2]
-    flat = lambda v, k: np.asarray(v, dt).reshape((-1,) + v.shape[-k:])   # noqa: E731
+    flat = lambda v, k: _flat(np.asarray(v, dt), k)   # noqa: E731
     DL, DD, DU, X, INFO = [], [], [], [], []
     for l_, d_, u_, b_ in zip(flat(dl, 1), flat(d, 1), flat(du, 1), flat(b, 2)):
         l_, d_, u_ = l_.copy(), d_.copy(), u_.copy()
@@ -952,7 +962,7 @@ def ormqr(a, tau, c, left: bool, transpose: bool):
     k = tau.shape[-1]
     bshape, cmats = _batched(c)
     _, amats = _batched(a)
-    taus = np.asarray(tau).reshape((-1, k))
+    taus = _flat(np.asarray(tau), 1)
     lp = lapack()
     name = _PREFIX[dt] + ("unmqr" if cplx else "ormqr")
     outs = []

@@ -108,6 +108,7 @@ class Group:
     open: str                 # '{', '[' or '('
     items: tuple
     text: str = field(default="", compare=False)   # the source text of the whole group
+    depth: int = field(default=1, compare=False, repr=False)   # how deeply groups nest in it
 
     def values(self):
         """Items without separators."""

@@ -537,9 +537,85 @@ def _fast_literal(text: str, shape: Shape):
     return Literal(shape, res.reshape(dims), False)
 
 
+# The large case, in NumPy and in memory proportional to the text: a fully braced array of plain
+# decimal numbers.  The regexes are possessive (no backtracking state per element).
+_ARRAY_SEP = frozenset(b" \t\r\n,{}")
+_SEP_LUT = np.zeros(256, dtype=np.bool_)
+_SEP_LUT[list(_ARRAY_SEP)] = True
+_TO_SPACE = bytes.maketrans(b",{}", b"   ")
+_NOT_BRACES = bytes(c for c in range(256) if c not in b"{}")
+_ARRAY_FLOATS = re.compile(rb"[\s,{}]*+(?:-?\d++(?:\.\d*+)?+(?:[eE][+-]?\d++)?+(?:[\s,{}]++-?\d++(?:\.\d*+)?+"
+                           rb"(?:[eE][+-]?\d++)?+)*+)?+[\s,{}]*+")
+_ARRAY_INTS = re.compile(rb"[\s,{}]*+(?:-?\d{1,18}+(?:[\s,{}]++-?\d{1,18}+)*+)?+[\s,{}]*+")
+_ARRAY_MIN_BYTES = 1 << 16
+
+
+def _braces_of(dims) -> bytes:
+    """The braces of a fully braced array of these dimensions, in order: {{}{}} for [2,n]."""
+    inner = b"{}"
+    for d in reversed(dims[:-1]):
+        inner = b"{" + inner * d + b"}"
+    return inner
+
+
+def _array_literal(text: str, shape: Shape):
+    """A large float or integer array literal decoded with NumPy, exactly as the token reader would
+    (same values, same range rules); None whenever anything is unusual, for the reader to decide."""
+    et = ELEMENT_TYPES.get(shape.element_type)
+    dims = shape.dims
+    if et is None or et.kind not in ("float", "int", "uint") or not dims or not text.isascii():
+        return None
+    data = text.encode("ascii")
+    if not (_ARRAY_FLOATS if et.kind == "float" else _ARRAY_INTS).fullmatch(data):
+        return None
+    if data.translate(None, _NOT_BRACES) != _braces_of(dims):
+        return None
+    n = 1
+    for d in dims:
+        n *= d
+    b = np.frombuffer(data, dtype=np.uint8)
+    sep = _SEP_LUT[b]
+    starts = ~sep                     # where a number begins: a non-separator after a separator
+    starts[1:] &= sep[:-1]
+    del sep
+    at = np.flatnonzero((b == 0x7B) | (b == 0x7D))
+    per = np.add.reduceat(starts, at, dtype=np.int64)[:-1] if len(at) > 1 else np.zeros(0, np.int64)
+    if starts[:at[0]].any():
+        return None
+    del starts
+    inner = (b[at[:-1]] == 0x7B) & (b[at[1:]] == 0x7D)     # an innermost {...}
+    if not np.array_equal(per, np.where(inner, dims[-1], 0)):
+        return None
+    flat = data.translate(_TO_SPACE)
+    if et.kind == "float":
+        arr = np.fromstring(flat, dtype=np.float64, sep=" ")
+        if arr.size != n or not np.isfinite(arr).all():
+            return None
+        if et.numpy == np.float64:
+            res = arr
+        else:
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                res = arr.astype(et.numpy)
+            if not np.isfinite(res).all():
+                return None
+    else:
+        arr = np.fromstring(flat, dtype=np.int64, sep=" ")
+        if arr.size != n:
+            return None
+        lo, hi = _int_range(et)
+        if n and (int(arr.min()) < lo or int(arr.max()) > hi):
+            return None
+        res = arr.astype(et.numpy)
+    return Literal(shape, res.reshape(dims), False)
+
+
 def parse_literal(text: str, shape: Shape) -> Literal:
     """Decode the text inside constant(...) for the declared shape.  Raises LiteralError whose
     `offset` is the 0-based index in `text` of the token at fault."""
+    if len(text) >= _ARRAY_MIN_BYTES and not shape.is_tuple:
+        lit = _array_literal(text, shape)
+        if lit is not None:
+            return lit
     lit = _fast_literal(text, shape)
     if lit is not None:
         return lit

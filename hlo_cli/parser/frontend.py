@@ -122,13 +122,17 @@ class _T(Transformer):
     # generic attribute values
     def brace(self, c):
         l, r = c[0], c[-1]
-        return Group("{", tuple(_val(x) for x in c[1:-1]), self.text[l.start_pos:r.end_pos])
+        items = tuple(_val(x) for x in c[1:-1])
+        depth = _nesting(items, l)
+        return Group("{", items, self.text[l.start_pos:r.end_pos], depth)
 
     def bracket(self, c):
-        return Group("[", tuple(_val(x) for x in c))
+        items = tuple(_val(x) for x in c[1:-1])
+        return Group("[", items, "", _nesting(items, c[0]))
 
     def paren(self, c):
-        return Group("(", tuple(_val(x) for x in c))
+        items = tuple(_val(x) for x in c[1:-1])
+        return Group("(", items, "", _nesting(items, c[0]))
 
     def keyvalue(self, c):
         return KV(str(c[0]), _val(c[1]))
@@ -318,6 +322,30 @@ class _T(Transformer):
         return None
 
 
+#: How deeply (), [] and {} may nest in an attribute value.  Real modules stay under ten levels;
+#: the limit stops hostile text early (each level keeps its source text) with a located error.
+MAX_NESTING = 256
+
+
+class _NestingError(Exception):
+    def __init__(self, tok):
+        self.line, self.column = tok.line, tok.column
+        self.message = (f"nested too deeply: more than {MAX_NESTING} levels of brackets in an attribute "
+                        "value")
+
+
+def _nesting(items, open_tok) -> int:
+    deepest = 0
+    for x in items:
+        if isinstance(x, KV):
+            x = x.value
+        if isinstance(x, Group) and x.depth > deepest:
+            deepest = x.depth
+    if deepest >= MAX_NESTING:
+        raise _NestingError(open_tok)
+    return deepest + 1
+
+
 def _val(x):
     if isinstance(x, Token):
         t = x.type
@@ -424,7 +452,7 @@ def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
     t.text = text
     try:
         return lark.parse(text, start="start")
-    except _SubParseError as e:
+    except (_SubParseError, _NestingError) as e:
         raise HloSyntaxError(e.message, [Diagnostic(e.message, filename, e.line + start_line, e.column,
                                                     code="E003", source_line=_line_of(text, e.line))]) from None
     except _ShapeTokenError as e:
@@ -512,19 +540,19 @@ def _part(tok, value, offset, type_="NAME"):
     return Pos(value, tok.line, tok.column + offset, type_)
 
 
-_SHAPE_PAT = r'[a-z][a-z0-9]*\[[^\]\n]*\](?:\{(?:[^{}=%\n"]|\{[^{}\n]*\})*\}|<[\d,\s]*>)?'
+_SHAPE_PAT = r'[a-z][a-z0-9]*\[[^\]\n]*\](?:\{(?:[^{}=%\n"]++|\{[^{}\n]*+\})*+\}|<[\d,\s]*>)?'
 _TUPLE_PAT = r"\((?:[^()\n]|\((?:[^()\n]|\([^()\n]*\))*\))*\)"
 _LINE_RE = _re.compile(
     r"(ROOT[ \t]+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + "|" + _TUPLE_PAT +
-    r")[ \t]+([a-z][\w\-]*)\(((?:[^()]|\([^()]*\))*)\)")
+    r")[ \t]+([a-z][\w\-]*)\(((?:[^()]++|\([^()]*+\))*+)\)")
 _HEAD_RE = _re.compile(
     r"(ROOT\s+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + r")[ \t]+([a-z][\w\-]*)\($")
 # one operand of a coarse operand list: a name, or (constant/parameter) a scalar literal
 _OPERAND_RE = _re.compile(r"(?:/\*.*?\*/\s*)?(?:(%?[A-Za-z_][\w.\-]*)(?![\w(])|([-+]?(?:\d[\w.+\-]*|inf|nan(?:\(0x[0-9a-fA-F]+\))?)))")
 _SECTION_KV = _re.compile(r"([A-Za-z_]\w*)=([^\s,}]+)")
 _STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'      # strings may hold raw newlines
-_ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR +
-                          r'|\{(?:[^{}"]|' + _STR + r'|\{(?:[^{}"]|' + _STR + r')*\})*\})*\})*\}|[^\s{}\[\](),="<:]+)')
+_ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR +
+                          r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR + r')*+\})*+\})*+\})*+\}|[^\s{}\[\](),="<:]+)')
 _INTS = _re.compile(r"\{[\d,\s-]*\}")
 
 
@@ -563,6 +591,8 @@ def _attrs_of(tok, text: str, base: int, out: list):
         name = m.group(1)
         try:
             value = _decode_value(name, m.group(2))
+        except _NestingError as e:
+            raise _SubParseError(tok.line, tok.column + base + m.start(2) + e.column - 1, e.message) from None
         except UnexpectedInput as e:
             col = tok.column + base + m.start(2) + (getattr(e, "column", 1) or 1) - 1
             if isinstance(e, UnexpectedToken) and str(e.token) in ("]", "}", ")"):

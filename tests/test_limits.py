@@ -216,38 +216,41 @@ _ALLOCATION_FAILS = textwrap.dedent("""
     from hlo_cli.interpreter.evaluator import run_module
     from hlo_cli.parser import parse
     memory.memory_limit = lambda: None         # as on a machine large enough for the result
+    # "folded": the broadcast of a constant is evaluated while the computation is prepared
+    first = "c = f32[] constant(1)" if sys.argv[1] == "folded" else "p = f32[] parameter(0)"
     text = '''HloModule m
     ENTRY e {
-      p = f32[] parameter(0)
-      b = f32[500000000] broadcast(p), dimensions={}
+      %s
+      b = f32[500000000] broadcast(%s), dimensions={}
       ROOT n = f32[500000000] negate(b)
     }
-    '''
+    ''' % (first, first[0])
+    args = [] if sys.argv[1] == "folded" else [np.array(1, np.float32)]
     module = parse(text, "m.hlo")
     with open("/proc/self/status") as f:
         mapped = [int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize")][0]
     resource.setrlimit(resource.RLIMIT_AS, (mapped + (1 << 30), resource.RLIM_INFINITY))
     try:
-        run_module(module, [np.array(1, np.float32)], compiled=sys.argv[1] == "compiled")
+        run_module(module, args, compiled=sys.argv[1] != "generic")
     except HloResourceError as e:
         d = e.diagnostics[0]
         print(json.dumps([e.exit_code, e.instruction, e.result_bytes, e.requested_bytes, d.line, d.code, str(e)]))
 """)
 
 
-@pytest.mark.parametrize("mode", ["compiled", "generic"])
-def test_an_allocation_that_fails_during_the_run_is_exit_4(mode):
-    """With the address space limited to 1 GB more than is mapped, the 2 GB result cannot be
-    allocated: both the compiled steps and the generic loop report it at the instruction."""
+@pytest.mark.parametrize("mode, inst, line", [("compiled", "n", 5), ("generic", "n", 5), ("folded", "b", 4)])
+def test_an_allocation_that_fails_during_the_run_is_exit_4(mode, inst, line):
+    """With the address space limited to 1 GB more than is mapped, a 2 GB result cannot be
+    allocated: the compiled steps, the generic loop and constant folding report it at the instruction."""
     if not sys.platform.startswith("linux"):
         pytest.skip("RLIMIT_AS and /proc are Linux's")
     p = subprocess.run([sys.executable, "-c", _ALLOCATION_FAILS, mode], capture_output=True, text=True,
                        timeout=300, env={"HLO_THREADS": "1", "PATH": "/usr/bin:/bin"})
     assert p.returncode == 0, p.stderr
-    code, inst, need, asked, line, diag_code, msg = json.loads(p.stdout.strip().splitlines()[-1])
-    assert (code, inst, need, asked, line, diag_code) == (4, "n", 2_000_000_000, 2_000_000_000, 5, "R013")
-    assert "n: negate: out of memory: its result f32[500000000] needs 2,000,000,000 bytes (1.86 GiB), " \
-           "NumPy could not allocate 2,000,000,000 bytes" in msg
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got[:6] == [4, inst, 2_000_000_000, 2_000_000_000, line, "R013"]
+    assert f"{inst}: {'negate' if inst == 'n' else 'broadcast'}: out of memory: its result f32[500000000] needs " \
+           "2,000,000,000 bytes (1.86 GiB), NumPy could not allocate 2,000,000,000 bytes" in got[6]
 
 
 def test_resource_error_is_its_own_class():

@@ -236,9 +236,13 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
             continue
         ops = plan.operand_idx[k]
         fast = None
-        folded = fold_constant(inst, [static.const.get(j) for j in ops])
+        try:
+            folded = fold_constant(inst, [static.const.get(j) for j in ops])
+            if folded is not None:
+                static.record(k, inst, folded)
+        except MemoryError as e:                # folding evaluates the instruction: say which
+            raise _located(inst, e) from e
         if folded is not None:
-            static.record(k, inst, folded)
             kind, pay = FOLDED, folded
         else:
             fast = prepare(inst, ops, static)

@@ -445,3 +445,9 @@ ENTRY main {
         run(text)
     d = e.value.diagnostics[0]
     assert d.message == "i: infeed has no data (the run was given no infeed values)" and (d.line, d.column) == (5, 3)
+
+
+def test_topk_shapes_are_checked():
+    text = _module("TopK", ["f32[2,3]"], "(f32[2,4], s32[2,4])")
+    with pytest.raises(HloEvalError, match=r"TopK takes one array .* \(k <= 3"):
+        run(text, np.zeros((2, 3), np.float32))

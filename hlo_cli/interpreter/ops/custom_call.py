@@ -258,8 +258,13 @@ def cc_topk(inst, args, ec):
     XLA CPU: f32 only, its runtime kernel (TOTALORDER descending, ties by index, the comparator not
     consulted); other types, which XLA CPU rejects, are sorted stably with the comparator."""
     x = np.asarray(args[0])
-    vshape = _leaf_shapes(inst.shape)[0]
-    k = vshape.dims[-1]
+    leaves = _leaf_shapes(inst.shape)
+    if len(args) != 1 or x.ndim < 1 or len(leaves) != 2 or any(
+            tuple(s.dims[:-1]) != x.shape[:-1] or not s.dims or s.dims[-1] > x.shape[-1] for s in leaves):
+        raise HloEvalError(f"TopK takes one array and returns (values, indices) of its k largest entries along "
+                           f"the last dim (k <= {x.shape[-1] if x.ndim else 0}, the other dims unchanged); got "
+                           f"{len(args)} operand(s) of shape {list(x.shape)} and result {inst.shape.to_str(False)}")
+    k = leaves[0].dims[-1]
     comps = inst.attrs.get("called_computations") or ()
     comp = inst.attrs.get("to_apply") or (comps[0] if comps else None)
     if x.dtype == np.float32 or comp is None:

@@ -326,6 +326,43 @@ def dynamic_shapes():
     return dynamic, [x, labels]
 
 
+@tf_case("Element types and math: TensorFlow's special functions expanded in HLO (lgamma, digamma, "
+         "erfinv, bessel_i0e), integer floordiv/floormod/shifts on s32/s64/u8, "
+         "round-half-even, f16 and f64 arithmetic, complex64, bitcast, fft/rfft/irfft, logsumexp")
+def math_dtypes():
+    import tensorflow as tf
+
+    @tf.function(jit_compile=True)
+    def math(x, ints, longs, bytes_, halfs, doubles, z):
+        pos = tf.abs(x) + 0.5
+        return {"lgamma": tf.math.lgamma(pos), "digamma": tf.math.digamma(pos),
+                "erfinv": tf.math.erfinv(0.08 * x), "bessel_i0e": tf.math.bessel_i0e(x),
+                "floordiv": tf.math.floordiv(ints, 3), "floormod": tf.math.floormod(ints, -4),
+                "truncatediv": tf.truncatediv(longs, tf.constant(7, tf.int64)), "s64_shift": tf.bitwise.right_shift(longs, 3),
+                "u8_add": bytes_ + 200, "u8_invert": tf.bitwise.invert(bytes_),
+                "round": tf.math.round(x * 2.0), "rint": tf.math.rint(x * 2.0),
+                "f16": halfs * halfs / (halfs + 3.0) - tf.math.sqrt(tf.abs(halfs)),
+                "f16_sum": tf.reduce_sum(halfs), "f16_exp": tf.exp(halfs),
+                "f64": tf.math.log1p(tf.abs(doubles)) * tf.math.expm1(doubles / 10.0),
+                "c64": z * tf.math.conj(z) + tf.exp(z) / (z + 1.0), "c64_abs": tf.abs(z),
+                "bitcast": tf.bitcast(x, tf.int32), "clip": tf.clip_by_value(x, -0.5, 0.7),
+                "fft": tf.signal.fft(z), "rfft": tf.signal.rfft(x[:8]),
+                "irfft": tf.signal.irfft(tf.signal.rfft(x[:8])),
+                "logsumexp": tf.math.reduce_logsumexp(tf.reshape(x, (2, 6)), axis=1),
+                "cumprod": tf.math.cumprod(x[:6] + 1.0)}
+
+    rng = np.random.default_rng(8)
+    x = (2.0 * rng.standard_normal(12)).astype(np.float32)
+    x[:4] = [0.25, -0.25, 1.25, -2.5]                     # ties for round-half-even
+    ints = np.array([-7, -6, -1, 0, 5, 2**31 - 1, -2**31], np.int32)
+    longs = np.array([-2**62, -15, -7, 0, 13, 2**62 + 5], np.int64)
+    bytes_ = np.array([0, 1, 55, 100, 255], np.uint8)
+    halfs = (3.0 * rng.standard_normal(9)).astype(np.float16)
+    doubles = rng.standard_normal(5) * 4.0
+    z = (rng.standard_normal(8) + 1j * rng.standard_normal(8)).astype(np.complex64)
+    return math, [x, ints, longs, bytes_, halfs, doubles, z]
+
+
 def _tf_child(case: str, work: str) -> None:
     """Run one TensorFlow case with XLA's dump on; write work/io.npz and work/meta.json."""
     os.environ["XLA_FLAGS"] = f"--xla_dump_to={os.path.join(work, 'dump')} {DUMP_FLAGS}"

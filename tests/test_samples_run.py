@@ -44,7 +44,8 @@ TOLERANCES: dict[str, list[tuple[str, float, float, str]]] = {
     "attention": [(r".*", 2e-6, 3e-7, f"{_DOT}; {_TRANSCENDENTAL}")],
     # 16 steps of tanh(x W + h U + b): differences of an ulp compound through the recurrence
     # (needed rtol 1.3e-6 at atol 3e-7)
-    "scan_loop": [(r".*", 3e-6, 3e-7, f"{_DOT}, compounded over 16 recurrent steps; {_TRANSCENDENTAL} (tanh)")],
+    # (on an AMD EPYC with AVX2, XLA's kernels differ more: 6e-7 on an entry of 0.09, so atol 1e-6)
+    "scan_loop": [(r".*", 3e-6, 1e-6, f"{_DOT}, compounded over 16 recurrent steps; {_TRANSCENDENTAL} (tanh)")],
     # y = sin(y) * 1.5 + ... repeated 10 and 7 times: 1-2 ulp (needed rtol 1.9e-7 at atol 0);
     # the data-dependent while_loop ([2], [3]) multiplies by 0.7 exactly as XLA does: bit-exact
     "fori_loop": [(r"^\[[01]\]\[[01]\]$", 5e-7, 1e-8, f"{_TRANSCENDENTAL} (sin), iterated")],
@@ -68,9 +69,12 @@ TOLERANCES: dict[str, list[tuple[str, float, float, str]]] = {
         (r"eigh", 1e-5, 1e-6, "eigh: XLA calls LAPACK's syevd, whose iterations we cannot replay in "
                               "the same floating-point order"),
         # cholesky, triangular solves, QR, SVD and the products of their factors: <= 10 ulp
-        # (needed rtol 9.7e-7 at atol 1e-8, 0 at atol 1e-7)
-        (r"cholesky|solve_triangular|qr_|svd", 1e-6, 1e-7, f"LAPACK factorizations (potrf, trsm, geqrf, "
-                                                           f"gesdd) block their loops differently; {_DOT}"),
+        # (needed rtol 9.7e-7 at atol 1e-8, 0 at atol 1e-7).  XLA's own results move with the
+        # processor: on an AMD EPYC (AVX2) XLA CPU's qr_r differs from these expected values (made
+        # on another x86-64) by 2.4e-7 on an entry of 0.0037, where hlo matches that XLA exactly
+        (r"cholesky|solve_triangular|qr_|svd", 1e-6, 5e-7, f"LAPACK factorizations (potrf, trsm, geqrf, "
+                                                           f"gesdd) block their loops differently, and "
+                                                           f"differently on each processor; {_DOT}"),
     ],
     # threefry, rng-bit-generator bits, keys and uniform floats are exact; rbg's normal samples go
     # through log/sqrt (erf_inv): 2 ulp on one element (needed rtol 2.1e-7 at atol 0)

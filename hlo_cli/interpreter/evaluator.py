@@ -25,6 +25,7 @@ from ..ir.module import Computation, Instruction, Module
 from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled
 from .memory import preflight, resource_error
+from .parallel import blas_single
 from .registry import rule_for
 from .values import conforms, describe
 
@@ -277,6 +278,10 @@ def run_module(module: Module, args, options: RunOptions | None = None, hook=Non
     keep_freed_memory()
     ec = EvalContext(module, options, hook, progress, compiled)
     try:
-        return ec.call(module.entry, args)
+        # BLAS single-threaded for the whole run, on either path: OpenBLAS's own threads sum
+        # some products in another order than one thread does (seen on AMD EPYC), and the
+        # generic loop must give the compiled path's bits
+        with blas_single():
+            return ec.call(module.entry, args)
     except MemoryError as e:        # outside any instruction's evaluation (preparing a computation)
         raise resource_error(None, e) from e

@@ -107,13 +107,33 @@ class _Num:
         return float(self.text) if self.kind == "int" else float(self.value)
 
 
+class _Tokens:
+    """The literal's tokens as (text, offset, group) on demand, stored as three compact arrays
+    (17 bytes a token instead of a tuple of objects: a large literal that needs this exact
+    reader, to locate an error, stays within a few times its size)."""
+
+    def __init__(self, text: str):
+        from array import array
+        self.text = text
+        self.start, self.end, self.group = array("q"), array("q"), array("b")
+        for m in _LIT_TOKEN.finditer(text):
+            g = m.lastindex
+            if g == 1:
+                continue
+            self.start.append(m.start(g))
+            self.end.append(m.end(g))
+            self.group.append(g)
+
+    def __len__(self):
+        return len(self.group)
+
+    def __getitem__(self, i):
+        s = self.start[i]
+        return self.text[s:self.end[i]], s, self.group[i]
+
+
 def _lex_literal(text: str):
-    toks = []
-    for m in _LIT_TOKEN.finditer(text):
-        if m.lastindex == 1:
-            continue
-        toks.append((m.group(m.lastindex), m.start(), m.lastindex))
-    return toks
+    return _Tokens(text)
 
 
 class _LiteralReader:
@@ -542,6 +562,8 @@ def _fast_literal(text: str, shape: Shape):
 _ARRAY_SEP = frozenset(b" \t\r\n,{}")
 _SEP_LUT = np.zeros(256, dtype=np.bool_)
 _SEP_LUT[list(_ARRAY_SEP)] = True
+_BRACE_LUT = np.zeros(256, dtype=np.bool_)
+_BRACE_LUT[[0x7B, 0x7D]] = True
 _TO_SPACE = bytes.maketrans(b",{}", b"   ")
 _NOT_BRACES = bytes(c for c in range(256) if c not in b"{}")
 _ARRAY_FLOATS = re.compile(rb"[\s,{}]*+(?:-?\d++(?:\.\d*+)?+(?:[eE][+-]?\d++)?+(?:[\s,{}]++-?\d++(?:\.\d*+)?+"
@@ -568,25 +590,31 @@ def _array_literal(text: str, shape: Shape):
     data = text.encode("ascii")
     if not (_ARRAY_FLOATS if et.kind == "float" else _ARRAY_INTS).fullmatch(data):
         return None
-    if data.translate(None, _NOT_BRACES) != _braces_of(dims):
+    want = _braces_of(dims)
+    if data.translate(None, _NOT_BRACES) != want:
         return None
     n = 1
     for d in dims:
         n *= d
+    # numbers between consecutive braces: dims[-1] inside an innermost {...}, none elsewhere
+    # (a few byte-sized arrays of the text's length at a time)
     b = np.frombuffer(data, dtype=np.uint8)
-    sep = _SEP_LUT[b]
-    starts = ~sep                     # where a number begins: a non-separator after a separator
-    starts[1:] &= sep[:-1]
-    del sep
-    at = np.flatnonzero((b == 0x7B) | (b == 0x7D))
-    per = np.add.reduceat(starts, at, dtype=np.int64)[:-1] if len(at) > 1 else np.zeros(0, np.int64)
-    if starts[:at[0]].any():
+    at = np.flatnonzero(_BRACE_LUT[b])
+    ends = _SEP_LUT[b]                # where a number ends: a separator after a non-separator
+    ends[1:] &= ~ends[:-1]
+    ends[0] = False
+    del b
+    if ends[:at[0] + 1].any():
         return None
-    del starts
-    inner = (b[at[:-1]] == 0x7B) & (b[at[1:]] == 0x7D)     # an innermost {...}
+    # a number between braces k and k+1 ends in (at[k], at[k+1]]
+    ends = np.flatnonzero(ends)
+    per = np.diff(np.searchsorted(ends, at, side="right"))
+    braces = np.frombuffer(want, dtype=np.uint8)
+    inner = (braces[:-1] == 0x7B) & (braces[1:] == 0x7D)     # an innermost {...}
     if not np.array_equal(per, np.where(inner, dims[-1], 0)):
         return None
     flat = data.translate(_TO_SPACE)
+    del data
     if et.kind == "float":
         arr = np.fromstring(flat, dtype=np.float64, sep=" ")
         if arr.size != n or not np.isfinite(arr).all():
@@ -612,11 +640,12 @@ def _array_literal(text: str, shape: Shape):
 def parse_literal(text: str, shape: Shape) -> Literal:
     """Decode the text inside constant(...) for the declared shape.  Raises LiteralError whose
     `offset` is the 0-based index in `text` of the token at fault."""
-    if len(text) >= _ARRAY_MIN_BYTES and not shape.is_tuple:
+    large = len(text) >= _ARRAY_MIN_BYTES
+    if large and not shape.is_tuple:
         lit = _array_literal(text, shape)
         if lit is not None:
             return lit
-    lit = _fast_literal(text, shape)
+    lit = _fast_literal(text, shape) if not large or shape.element_type == "pred" else None
     if lit is not None:
         return lit
     r = _LiteralReader(text)

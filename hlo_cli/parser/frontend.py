@@ -367,7 +367,7 @@ def _val(x):
 
 
 def _lit_text(x) -> str:
-    return str(x)
+    return x if isinstance(x, str) else str(x)     # a Token is a str: no copy of a large literal
 
 
 def _lit_tok(x):

@@ -115,6 +115,24 @@ def test_saved_graph_without_end_runs_to_the_next_begin():
     assert [m.name for m in fm.modules] == ["a", "b", "c"]
 
 
+def test_saved_graph_hash_line_is_not_part_of_the_module():
+    # torch_xla 2.9 writes "Graph Hash: <hex>" after the module, before ## END_GRAPH
+    text = ("[ScheduleSyncTensorsGraph]\n\n## BEGIN_GRAPH\n" + _module("a") + "\n\nGraph Hash: 609fbf26\n\n"
+            "## END_GRAPH\n\n## BEGIN_GRAPH\n" + _module("b") + "Graph Hash: 0a1b\n## END_GRAPH\n")
+    fm = split_source(text, "g.txt")
+    assert [m.name for m in fm.modules] == ["a", "b"]
+    for m in fm.modules:
+        assert "Graph Hash" not in m.own_text
+        assert parse_module(m, use_cache=False).name == m.name
+
+
+def test_real_torch_xla_saved_graphs_file_checks_clean():
+    fm = read_modules(str(MULTI.parent / "torch_xla" / "mlp_train_step.graphs.txt"))
+    assert fm.layout == SAVED_GRAPHS and len(fm.modules) == 2
+    for m in fm.modules:
+        parse_module(m, use_cache=False)
+
+
 # ----------------------------------------------------------------------------- positions and laws
 
 _CHUNK = st.tuples(st.sampled_from(["negate", "exponential", "abs"]),

@@ -172,11 +172,19 @@ def _split_saved_graphs(text: str, marks, heads, lines: _Lines) -> Split:
         nl = text.find("\n", begin.pos)
         start = len(text) if nl < 0 else nl + 1
         start = min(start, end)
+        end = _before_graph_hash(text, start, end)
         if any(start <= h.pos < end for h in heads):
             regions.extend(_regions(text, start, end, heads, lines))
         else:
             skipped.append(SkippedGraph(lines.at(begin.pos), _graph_kind(text, start, end)))
     return Split(SAVED_GRAPHS, tuple(regions), tuple(skipped))
+
+
+def _before_graph_hash(text: str, start: int, end: int) -> int:
+    """Where a saved graph's HLO text ends: torch_xla (2.9) writes a line ``Graph Hash: <hex>``
+    after the module, inside the BEGIN/END pair; that line and what follows are not HLO."""
+    k = text.rfind("\nGraph Hash:", start, end)
+    return end if k < 0 else k + 1
 
 
 def module_text(text: str, region: Region) -> str:

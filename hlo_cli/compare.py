@@ -8,12 +8,24 @@ from .errors import HloInputError
 from .io import ArrayFile, ArrayHeader, scalar_str
 
 
+def _fits(shape: tuple, dims: tuple, dynamic: tuple) -> bool:
+    """An array of `shape` can be the value of a result of `dims`: equal dims, and at most the
+    bound for a bounded dynamic dimension (f32[<=12] holds 6 elements at run time)."""
+    return len(shape) == len(dims) and all(n == d or (dyn and n <= d)
+                                           for n, d, dyn in zip(shape, dims, dynamic))
+
+
 def load_reference(path: str, result_shapes) -> dict:
     """--expect PATH: an .npz with keys out0, out1, ...; or one .npy for a single result.
-    RESULT_SHAPES: the dims of each result leaf, in order.  An array whose shape differs from its
-    result's (or that is not among the results) is returned as its ArrayHeader, unread."""
+    RESULT_SHAPES: each result leaf's dims, or (dims, dynamic flags) for one with dynamic
+    dimensions, in order.  An array whose shape cannot be its result's (or that is not among the
+    results) is returned as its ArrayHeader, unread."""
     what = f"--expect {path}"
-    wanted = {f"out{k}": tuple(s) for k, s in enumerate(result_shapes)}
+    wanted = {}
+    for k, s in enumerate(result_shapes):
+        dims, dynamic = (tuple(s[0]), tuple(s[1])) if len(s) == 2 and isinstance(s[0], (tuple, list)) \
+            else (tuple(s), (False,) * len(s))
+        wanted[f"out{k}"] = (dims, dynamic)
     with ArrayFile(path, what) as af:
         if af.is_archive and not af.headers:
             raise HloInputError(f"{what}: the archive holds no arrays")
@@ -22,7 +34,8 @@ def load_reference(path: str, result_shapes) -> dict:
         for key, member in keyed.items():
             h = af.headers[member]
             readable = h.dtype.kind in "biufcV" and h.dtype.itemsize <= 16
-            ref[key] = af.load(member) if wanted.get(key) == h.shape and readable else h
+            fits = key in wanted and _fits(tuple(h.shape), *wanted[key])
+            ref[key] = af.load(member) if fits and readable else h
         return ref
 
 

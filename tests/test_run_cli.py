@@ -978,3 +978,20 @@ def test_no_leftover_temporary_files(hlo, xy):
     leftovers = [p for p in Path(".").rglob("*") if p.name.endswith(".tmp")]
     assert leftovers == []
     assert os.listdir("d")
+
+
+def test_expect_reads_a_reference_within_a_dynamic_bound(tmp_path):
+    # a result of f32[<=12] holding 6 elements at run time is compared with a 6-element reference;
+    # one past the bound, or of another rank, stays unread and is reported as a shape mismatch
+    from hlo_cli.compare import compare, load_reference
+    from hlo_cli.io import ArrayHeader
+    ref = tmp_path / "ref.npz"
+    np.savez(ref, out0=np.arange(6, dtype=np.float32), out1=np.zeros(13, np.float32),
+             out2=np.zeros((2, 3), np.float32))
+    got = load_reference(str(ref), [((12,), (True,)), ((12,), (True,)), ((12,), (True,))])
+    assert isinstance(got["out0"], np.ndarray) and got["out0"].shape == (6,)
+    assert isinstance(got["out1"], ArrayHeader) and isinstance(got["out2"], ArrayHeader)
+    res = compare([np.arange(6, dtype=np.float32), np.zeros(12, np.float32), np.zeros(6, np.float32)],
+                  got, 0.0, 0.0)
+    assert [r["status"] for r in res["rows"]][0] == "ok"
+    assert "shape" in res["rows"][1]["status"] and "shape" in res["rows"][2]["status"]

@@ -357,7 +357,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         _check_output_path(output, force, protected, root_shape)
     reference = None
     if expect:
-        reference = load_reference(expect, [s.dims for _, s in _shape_leaves(root_shape)])
+        reference = load_reference(expect, [(s.dims, s.dynamic) if s.is_dynamic else s.dims
+                                            for _, s in _shape_leaves(root_shape)])
     hooks = []
     dumper = None
     if dump_dir:

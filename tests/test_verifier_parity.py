@@ -165,3 +165,33 @@ def test_unbounded_dynamic_dimensions_are_rejected(shape, ok):
     else:
         assert [(d.code, d.line, d.column) for d in errs] == [("C127", 3, 12)]
         assert "unbounded dynamic dimension '?'" in errs[0].message
+
+
+# ----------------------------------------------------------------------------- asynchronous pairs
+
+COPY = """HloModule m
+ENTRY e {
+  p = f32[4] parameter(0)
+  %s
+}
+"""
+
+
+@pytest.mark.parametrize("body, where", [
+    ("s = (f32[4], f32[4], u32[]) copy-start(p)\n  ROOT d = f32[4] copy-done(s)", None),
+    # a control_dep custom call is not a user (VerifySingleUser skips it)
+    ("s = (f32[4], f32[4], u32[]) copy-start(p)\n  c = f32[4] custom-call(s), custom_call_target=\"control_dep\"\n"
+     "  ROOT d = f32[4] copy-done(s)", None),
+    ("s = (f32[4], f32[4], u32[]) copy-start(p)\n  d1 = f32[4] copy-done(s)\n  d2 = f32[4] copy-done(s)\n"
+     "  ROOT t = (f32[4], f32[4]) tuple(d1, d2)", ("s", "exactly one user, a copy-done, got %d1 (copy-done), %d2")),
+    ("ROOT s = (f32[4], f32[4], u32[]) copy-start(p)", ("s", "exactly one user, a copy-done, got none")),
+    ("t = (f32[4], f32[4], u32[]) tuple(p, p, u32[] constant(0))\n  ROOT d = f32[4] copy-done(t)",
+     ("d", "the operand must be one copy-start, got %t (tuple)")),
+])
+def test_asynchronous_pairs(body, where):
+    """VerifyAsynchronousInstructionPairs: a start has one user, its done; a done one operand, its start."""
+    errs = [d for d in errors(COPY % body) if d.code == "C128"]
+    if where is None:
+        assert not errs, [d.message for d in errs]
+    else:
+        assert [d.instruction for d in errs] == [where[0]] and where[1] in errs[0].message, errs

@@ -35,6 +35,7 @@ CODES = {
     "C125": "computation signature's result disagrees with its root",
     "C126": "a shape in an attribute nests tuples deeper than hlo handles",
     "C127": "an unbounded dynamic dimension '?' (XLA's verifier disallows unbounded dynamism)",
+    "C128": "an asynchronous start without its one done (or a done without its start)",
     "C199": "internal error of a shape rule (a bug in hlo)",
     "W200": "elided constant ({...}): its values are unknown",
     "W201": "instruction is never used",
@@ -123,6 +124,7 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
         for comp in module.computations:
             _check_schedule(comp, rep)
     _check_entry_layout(module, effective, rep, layout_sensitive)
+    _check_async_pairs(module, rep)
     _check_aliasing(module, effective, rep, layout_sensitive)
     if warnings:
         _warnings(module, comps, rep)
@@ -603,6 +605,70 @@ def _check_entry_layout(module: Module, effective, rep: _Report, layout_sensitiv
                                (layout_sensitive and _m2m(ecl.result) != _m2m(actual))):
         rep.add(root, "C122", f"entry_computation_layout: the result must have the root's shape, {actual}, got "
                 f"{ecl.result}", at=rep.shape_at(root))
+
+
+# XLA's VerifyAsynchronousInstructionPairs: opcode -> (opcodes its one user may have, opcodes its
+# one operand may have); None: not checked.  "<op>-start/-update/-done" sugar counts as async-*.
+_ASYNC_PAIRS = {
+    "async-start": ({"async-update", "async-done"}, None),
+    "async-update": ({"async-update", "async-done"}, {"async-start", "async-update"}),
+    "async-done": (None, {"async-start", "async-update"}),
+    "all-reduce-start": ({"all-reduce-done"}, None),
+    "all-reduce-done": (None, {"all-reduce-start"}),
+    "all-gather-start": ({"all-gather-done"}, None),
+    "all-gather-done": (None, {"all-gather-start"}),
+    "copy-start": ({"copy-done"}, None),
+    "copy-done": (None, {"copy-start"}),
+    "collective-permute-start": ({"collective-permute-done"}, None),
+    "collective-permute-done": (None, {"collective-permute-start"}),
+    "send": ({"send-done", "tuple"}, None),
+    "send-done": (None, {"send", "get-tuple-element"}),
+    "recv": ({"recv-done", "tuple"}, None),
+    "recv-done": (None, {"recv", "get-tuple-element"}),
+}
+
+
+def _pair_opcode(op: str) -> str:
+    if op in OPCODES:
+        return op
+    for suffix in ("-start", "-update", "-done"):
+        if op.endswith(suffix) and op[: -len(suffix)] in OPCODES:
+            return "async" + suffix
+    return op
+
+
+def _check_async_pairs(module: Module, rep: _Report):
+    """Each start has exactly one user, its done (or an update), and each done (or update) has
+    exactly one operand, its start; custom-calls to control_dep do not count as users.  A send or
+    recv that is the root of an async computation needs no user."""
+    async_comps = {name for comp in module.computations for inst in comp.instructions
+                   if _pair_opcode(inst.opcode).startswith("async-") for name in inst.called_computations}
+    for comp in module.computations:
+        users: dict[str, list[Instruction]] = {}
+        for inst in comp.instructions:
+            if inst.opcode == "custom-call" and inst.attrs.get("custom_call_target") == "control_dep":
+                continue
+            for o in dict.fromkeys(inst.operands):
+                users.setdefault(o, []).append(inst)
+        for inst in comp.instructions:
+            rule = _ASYNC_PAIRS.get(_pair_opcode(inst.opcode))
+            if rule is None:
+                continue
+            want_user, want_operand = rule
+            if want_user is not None and not (inst.opcode in ("send", "recv") and inst.name == comp.root
+                                              and comp.name in async_comps):
+                us = users.get(inst.name, [])
+                if len(us) != 1 or _pair_opcode(us[0].opcode) not in want_user:
+                    got = ", ".join(f"%{u.name} ({u.opcode})" for u in us) or "none"
+                    rep.add(inst, "C128", f"{inst.opcode}: the result must have exactly one user, a "
+                            f"{' or '.join(sorted(want_user))}, got {got}", at=rep.opcode_at(inst))
+            if want_operand is not None:
+                by = comp.by_name
+                ops = [by.get(o) for o in inst.operands]
+                if len(ops) != 1 or ops[0] is None or _pair_opcode(ops[0].opcode) not in want_operand:
+                    got = ", ".join(f"%{o.name} ({o.opcode})" for o in ops if o is not None) or "none"
+                    rep.add(inst, "C128", f"{inst.opcode}: the operand must be one "
+                            f"{' or '.join(sorted(want_operand))}, got {got}", at=rep.operand_at(inst, 0))
 
 
 def _subshape(shape: Shape | None, index) -> Shape | None:

@@ -24,6 +24,7 @@ from ..errors import Diagnostic, HloEvalError
 from ..ir.module import Computation, Instruction, Module
 from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled
+from .excess_precision import prepare as prepare_excess_precision
 from .memory import preflight, resource_error
 from .parallel import blas_single
 from .registry import rule_for
@@ -273,7 +274,9 @@ def run_module(module: Module, args, options: RunOptions | None = None, hook=Non
     """Run the entry computation of `module` on `args` (values in parameter order).  `compiled`
     False runs every instruction through the generic loop (the reference the tests compare with).
     What no run could hold is refused before it starts (memory.preflight); running out of memory
-    is an HloResourceError (exit code 4)."""
+    is an HloResourceError (exit code 4).  Narrow floats follow XLA CPU's excess precision
+    (excess_precision.py; HLO_EXCESS_PRECISION=0 turns it off)."""
+    module = prepare_excess_precision(module)
     preflight(module)
     keep_freed_memory()
     ec = EvalContext(module, options, hook, progress, compiled)

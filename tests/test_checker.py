@@ -89,6 +89,10 @@ XLA_REJECTS_AT_VERIFICATION = {
         "l": "#(s32)*(s64) in the layout of a dense array",
         "q": "T(): an empty tile ('layout has invalid tiles')",
     },
+    "attr_collectives.hlo": {
+        "ar4": "constrain_layout=true on one all-reduce and not on the others "
+               "(VerifyLayoutConstrainedAllReduce: 'a mix of layout constrained and unconstrained AllReduce')",
+    },
     "shapes_dynamic.hlo": {
         name: "an unbounded dynamic dimension '?': HloVerifier's Preprocess rejects it unless "
               "allow_unbounded_dynamism is set (it is off by default and in XLA CPU's pipeline)"

@@ -195,3 +195,23 @@ def test_asynchronous_pairs(body, where):
         assert not errs, [d.message for d in errs]
     else:
         assert [d.instruction for d in errs] == [where[0]] and where[1] in errs[0].message, errs
+
+
+def test_all_reduces_are_all_layout_constrained_or_none():
+    """VerifyLayoutConstrainedAllReduce: no mix of constrain_layout=true and false in one module."""
+    text = """HloModule m
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  p = f32[8] parameter(0)
+  a = f32[8] all-reduce(p), replica_groups={}, to_apply=add%s
+  b = f32[8] all-reduce(p), replica_groups={}, to_apply=add, constrain_layout=true
+  ROOT t = (f32[8], f32[8]) tuple(a, b)
+}
+"""
+    errs = [d for d in errors(text % "") if d.code == "C129"]
+    assert [d.instruction for d in errs] == ["b"] and "(False for %a), got True" in errs[0].message
+    assert not [d for d in errors(text % ", constrain_layout=true") if d.code == "C129"]

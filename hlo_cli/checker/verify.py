@@ -36,6 +36,7 @@ CODES = {
     "C126": "a shape in an attribute nests tuples deeper than hlo handles",
     "C127": "an unbounded dynamic dimension '?' (XLA's verifier disallows unbounded dynamism)",
     "C128": "an asynchronous start without its one done (or a done without its start)",
+    "C129": "all-reduces of one module are not all layout constrained or all unconstrained",
     "C199": "internal error of a shape rule (a bug in hlo)",
     "W200": "elided constant ({...}): its values are unknown",
     "W201": "instruction is never used",
@@ -125,6 +126,7 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
             _check_schedule(comp, rep)
     _check_entry_layout(module, effective, rep, layout_sensitive)
     _check_async_pairs(module, rep)
+    _check_constrained_all_reduces(module, rep)
     _check_aliasing(module, effective, rep, layout_sensitive)
     if warnings:
         _warnings(module, comps, rep)
@@ -669,6 +671,23 @@ def _check_async_pairs(module: Module, rep: _Report):
                     got = ", ".join(f"%{o.name} ({o.opcode})" for o in ops if o is not None) or "none"
                     rep.add(inst, "C128", f"{inst.opcode}: the operand must be one "
                             f"{' or '.join(sorted(want_operand))}, got {got}", at=rep.operand_at(inst, 0))
+
+
+def _check_constrained_all_reduces(module: Module, rep: _Report):
+    """XLA's VerifyLayoutConstrainedAllReduce: the all-reduce and all-reduce-start instructions of
+    a module are all constrain_layout=true or all not."""
+    reference = None
+    for comp in module.computations:
+        for inst in comp.instructions:
+            if inst.opcode not in ("all-reduce", "all-reduce-start"):
+                continue
+            if reference is None:
+                reference = inst
+            elif bool(inst.attrs.get("constrain_layout")) != bool(reference.attrs.get("constrain_layout")):
+                rep.add(inst, "C129", f"{inst.opcode}: constrain_layout must be the same for every all-reduce "
+                        f"of the module ({bool(reference.attrs.get('constrain_layout'))} for %{reference.name}), "
+                        f"got {bool(inst.attrs.get('constrain_layout'))}", at=rep.opcode_at(inst))
+                return
 
 
 def _subshape(shape: Shape | None, index) -> Shape | None:

@@ -15,9 +15,10 @@ turns the f8 types' arithmetic into f16 arithmetic (a `convert` to f16 gets the 
 itself is not normalized on CPU: a convert of an f16 op gets the f16-rounded value.
 
 Measured through JAX (jaxlib 0.10.2) and read in XLA's float_normalization.cc / dot_decomposer.cc:
-- the rule holds for the value-computing element-wise ops, dot and convolution; data movement,
-  select, clamp, maximum/minimum, reduce and reduce-window give no difference (their wide value is
-  the rounded one, or our rules already match XLA);
+- the rule holds for the value-computing element-wise ops, dot, convolution and iota (a bf16
+  iota's convert gets 257, not 256); data movement, select, clamp, maximum/minimum give no
+  difference (their wide value is the rounded one), and neither do reduce and reduce-window (XLA
+  rounds after each step of their bf16 reducer, as our rules do);
 - only a direct `convert` user to exactly the wide type (f32 for bf16; f16 for the f8 types) sees
   the wide value, also through a get-tuple-element of a tuple instruction; a convert to f64 or f16
   of a bf16 op, or a convert after a reshape, gets the rounded value;
@@ -25,12 +26,16 @@ Measured through JAX (jaxlib 0.10.2) and read in XLA's float_normalization.cc / 
   dimension per operand, batch dimensions not leading) or whose batch dimensions of size 1
   BatchDotSimplification removes is followed by a reshape: its convert gets the rounded value.
 
-Not modelled (XLA inlines calls first, so the rule also crosses `call` boundaries there): a
-`call` whose callee's root is such an op, or a callee parameter converted inside the callee.
+XLA inlines every call first (FlattenCallGraph, CallInliner), so the rule crosses `call`
+boundaries: a call's convert reads the callee's root wide, and a callee's convert of a parameter
+reads the caller's operand wide.  Such a callee is cloned (`f.wide`) for the call sites concerned.
+Not modelled: calls returning tuples, while/conditional (XLA keeps those, and measured rounded).
 
 `prepare(module)` rewrites the module the way XLA does: for each such op `h` it adds `h.wide`
 (the op on operands converted to the wide type, with a wide result), `h` becomes
-`convert(h.wide)` (computed once, rounded once) and the converts read `h.wide`.
+`convert(h.wide)` (computed once, rounded once) and the converts read `h.wide`.  Runs (and
+their hooks: dumps, --check-finite) see these extra instructions; the names of the text keep
+their declared types.
 `HLO_EXCESS_PRECISION=0` in the environment turns this off (the text's literal semantics).
 """
 from __future__ import annotations
@@ -38,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from ..ir.attributes import ComputationRef
 from ..ir.module import Computation, Instruction, Module
 from ..ir.shape import Shape
 
@@ -56,7 +62,7 @@ _VALUE_OPS = frozenset({
     "acos", "acosh", "asin", "asinh", "atanh", "cbrt", "cosine", "cosh", "erf",
     "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
     "rsqrt", "sine", "sinh", "sqrt", "tan", "tanh",
-    "dot", "convolution",
+    "dot", "convolution", "iota",
 })
 
 ENV = "HLO_EXCESS_PRECISION"
@@ -96,86 +102,190 @@ def _source(comp_insts: dict, inst: Instruction) -> Instruction:
     return inst
 
 
-def wide_producers(comp: Computation) -> dict[str, str]:
+def _wide_of(inst: Instruction, out_type: str) -> str | None:
+    """The wide type if `out_type` is the type `inst`'s narrow result is computed in, else None."""
+    if inst.shape.is_tuple:
+        return None
+    wide = WIDE_TYPE.get(inst.shape.element_type)
+    return wide if wide is not None and wide == out_type else None
+
+
+class _Planner:
+    """Which values of which computation some convert reads wide.
+
+    XLA inlines every call before normalizing (FlattenCallGraph, CallInliner), so the rule crosses
+    `call` boundaries: a call's convert reads the callee's root wide, and a convert of a callee
+    parameter reads the caller's operand wide.  Here a callee concerned is cloned per call site
+    shape: its root made wide, and/or some of its parameters taking the wide value."""
+
+    def __init__(self, module: Module):
+        self.comps = module.computation_map
+
+    def callee(self, inst: Instruction) -> Computation | None:
+        if inst.opcode != "call":
+            return None
+        names = inst.called_computations
+        return self.comps.get(names[0]) if len(names) == 1 else None
+
+    def can_widen(self, comp: Computation, inst: Instruction, wide_params=frozenset()) -> bool:
+        """Whether `inst` (array-shaped, narrow) has a wide value: an op XLA computes wide, a call
+        whose callee's root has one, a parameter given one."""
+        if inst.opcode in _VALUE_OPS:
+            if inst.opcode == "dot":
+                shapes = {i.name: i.shape for i in comp.instructions}
+                return _canonical_dot(inst, shapes)
+            return True
+        if inst.opcode == "parameter":
+            return inst.parameter_number in wide_params
+        callee = self.callee(inst)
+        if callee is not None:
+            root = _source(callee.by_name, callee.root_instruction)
+            return (not root.shape.is_tuple and root.shape.element_type == inst.shape.element_type
+                    and self.can_widen(callee, root))
+        return False
+
+    def converted_params(self, comp: Computation) -> dict[int, str]:
+        """Parameter number -> wide type, for the parameters of `comp` a convert reads wide."""
+        out = {}
+        insts = comp.by_name
+        for u in comp.instructions:
+            if u.opcode == "convert" and len(u.operands) == 1 and u.operands[0] in insts:
+                h = _source(insts, insts[u.operands[0]])
+                if h.opcode == "parameter" and _wide_of(h, u.shape.element_type) and not u.shape.is_tuple:
+                    out[h.parameter_number] = u.shape.element_type
+        return out
+
+    def plan(self, comp: Computation, wide_params=frozenset(), wide_root: bool = False):
+        """(values read wide: name -> wide type, per call: the callee parameters given a wide value)."""
+        insts = comp.by_name
+        wide: dict[str, str] = {}
+        call_params: dict[str, frozenset] = {}
+
+        def want(inst: Instruction, out_type: str) -> bool:
+            h = _source(insts, inst)
+            if _wide_of(h, out_type) and self.can_widen(comp, h, wide_params):
+                wide[h.name] = out_type
+                return True
+            return False
+
+        for u in comp.instructions:
+            if u.opcode == "convert" and len(u.operands) == 1 and u.operands[0] in insts and not u.shape.is_tuple:
+                want(insts[u.operands[0]], u.shape.element_type)
+            callee = self.callee(u)
+            if callee is not None:
+                given = frozenset(k for k, w in self.converted_params(callee).items()
+                                  if k < len(u.operands) and u.operands[k] in insts and want(insts[u.operands[k]], w))
+                if given:
+                    call_params[u.name] = given
+        for p in comp.instructions:        # a wide parameter arrives wide whoever reads it
+            if p.opcode == "parameter" and p.parameter_number in wide_params:
+                wide[p.name] = WIDE_TYPE[p.shape.element_type]
+        if wide_root:
+            root = _source(insts, comp.root_instruction)
+            wide[root.name] = WIDE_TYPE[root.shape.element_type]
+        return wide, call_params
+
+
+def wide_producers(comp: Computation, module: Module | None = None) -> dict[str, str]:
     """For each instruction of `comp` whose value some convert reads unrounded: its name -> the
     wide element type."""
-    insts = comp.by_name
-    shapes = {i.name: i.shape for i in comp.instructions}
-    out: dict[str, str] = {}
-    for u in comp.instructions:
-        if u.opcode != "convert" or u.shape.is_tuple or len(u.operands) != 1:
-            continue
-        src = insts.get(u.operands[0])
-        if src is None:
-            continue
-        h = _source(insts, src)
-        if h.shape.is_tuple or h.opcode not in _VALUE_OPS:
-            continue
-        wide = WIDE_TYPE.get(h.shape.element_type)
-        if wide is None or u.shape.element_type != wide:
-            continue
-        if h.opcode == "dot" and not _canonical_dot(h, shapes):
-            continue
-        out[h.name] = wide
-    return out
+    module = module or Module("m", (dataclasses.replace(comp, is_entry=True),), comp.name)
+    return _Planner(module).plan(comp)[0]
 
 
 def _with_type(shape: Shape, element_type: str) -> Shape:
     return dataclasses.replace(shape, element_type=element_type)
 
 
-def _rewrite(comp: Computation, wide: dict[str, str], taken: set) -> Computation:
-    insts = comp.by_name
+class _Rewriter:
+    def __init__(self, module: Module):
+        self.module = module
+        self.planner = _Planner(module)
+        self.taken = {i.name for _, i in module.instructions()} | {c.name for c in module.computations}
+        self.clones: dict[tuple, str] = {}
+        self.new_comps: list[Computation] = []
 
-    def fresh(base: str) -> str:
+    def fresh(self, base: str) -> str:
         name, k = base, 1
-        while name in taken:
+        while name in self.taken:
             k += 1
             name = f"{base}.{k}"
-        taken.add(name)
+        self.taken.add(name)
         return name
 
-    wide_name = {h: fresh(f"{h}.wide") for h in wide}
-    upcast: dict[tuple[str, str], str] = {}      # (operand, wide type) -> its convert's name
-    new: list[Instruction] = []
-    for inst in comp.instructions:
-        w = wide.get(inst.name)
-        if w is not None:
-            narrow = inst.shape.element_type
-            operands = []
-            for o in inst.operands:
-                oshape = insts[o].shape
-                if oshape.is_tuple or oshape.element_type != narrow:
-                    operands.append(o)
+    def clone(self, comp: Computation, wide_params: frozenset, wide_root: bool) -> str:
+        """The name of `comp` rewritten with these parameters arriving wide and/or its root wide."""
+        key = (comp.name, wide_params, wide_root)
+        if key not in self.clones:
+            name = self.clones[key] = self.fresh(f"{comp.name}.wide")
+            wide, call_params = self.planner.plan(comp, wide_params, wide_root)
+            body = self.rewrite(comp, wide, call_params, wide_params, wide_root)
+            self.new_comps.append(dataclasses.replace(body, name=name, is_entry=False, params=None,
+                                                      result_shape=None))
+        return self.clones[key]
+
+    def rewrite(self, comp: Computation, wide: dict, call_params: dict, wide_params=frozenset(),
+                wide_root: bool = False) -> Computation:
+        insts = comp.by_name
+        wide_name = {h: self.fresh(f"{h}.wide") for h in wide}
+        upcast: dict[tuple[str, str], str] = {}      # (operand, wide type) -> its convert's name
+        new: list[Instruction] = []
+        for inst in comp.instructions:
+            w = wide.get(inst.name)
+            callee = self.planner.callee(inst)
+            if callee is not None and (w is not None or inst.name in call_params):
+                given = call_params.get(inst.name, frozenset())
+                target = self.clone(callee, given, w is not None)
+                attrs = {k: ComputationRef(target) if isinstance(v, ComputationRef) and v.name == callee.name else v
+                         for k, v in inst.attrs.items()}
+                operands = tuple(wide_name[_source(insts, insts[o]).name] if k in given else o
+                                 for k, o in enumerate(inst.operands))
+                call = dataclasses.replace(inst, operands=operands, attrs=attrs, operand_shapes=None)
+                if w is None:
+                    new.append(call)
                     continue
-                key = (o, w)
-                if key not in upcast:
-                    upcast[key] = fresh(f"{o}.{w}")
-                    new.append(Instruction(upcast[key], "convert", _with_type(oshape, w), (o,), loc=inst.loc))
-                operands.append(upcast[key])
-            wname = wide_name[inst.name]
-            new.append(dataclasses.replace(inst, name=wname, shape=_with_type(inst.shape, w),
-                                           operands=tuple(operands), operand_shapes=None))
-            # the narrow value, rounded once from the wide one, for every other user
-            new.append(Instruction(inst.name, "convert", inst.shape, (wname,), loc=inst.loc))
-            continue
-        if inst.opcode == "convert" and len(inst.operands) == 1 and not inst.shape.is_tuple:
-            src = insts.get(inst.operands[0])
-            h = _source(insts, src) if src is not None else None
-            if h is not None and h.name in wide and inst.shape.element_type == wide[h.name]:
-                inst = dataclasses.replace(inst, operands=(wide_name[h.name],), operand_shapes=None)
-        new.append(inst)
-    return dataclasses.replace(comp, instructions=tuple(new))
+                new.append(dataclasses.replace(call, name=wide_name[inst.name], shape=_with_type(inst.shape, w)))
+                new.append(Instruction(inst.name, "convert", inst.shape, (wide_name[inst.name],), loc=inst.loc))
+                continue
+            if w is not None:
+                narrow = inst.shape.element_type
+                if inst.opcode == "parameter":
+                    new.append(dataclasses.replace(inst, name=wide_name[inst.name], shape=_with_type(inst.shape, w)))
+                else:
+                    operands = []
+                    for o in inst.operands:
+                        oshape = insts[o].shape
+                        if oshape.is_tuple or oshape.element_type != narrow:
+                            operands.append(o)
+                            continue
+                        key = (o, w)
+                        if key not in upcast:
+                            upcast[key] = self.fresh(f"{o}.{w}")
+                            new.append(Instruction(upcast[key], "convert", _with_type(oshape, w), (o,), loc=inst.loc))
+                        operands.append(upcast[key])
+                    new.append(dataclasses.replace(inst, name=wide_name[inst.name], shape=_with_type(inst.shape, w),
+                                                   operands=tuple(operands), operand_shapes=None))
+                # the narrow value, rounded once from the wide one, for every other user
+                new.append(Instruction(inst.name, "convert", inst.shape, (wide_name[inst.name],), loc=inst.loc))
+                continue
+            if inst.opcode == "convert" and len(inst.operands) == 1 and not inst.shape.is_tuple:
+                src = insts.get(inst.operands[0])
+                h = _source(insts, src) if src is not None else None
+                if h is not None and h.name in wide and inst.shape.element_type == wide[h.name]:
+                    inst = dataclasses.replace(inst, operands=(wide_name[h.name],), operand_shapes=None)
+            new.append(inst)
+        root = wide_name[_source(insts, comp.root_instruction).name] if wide_root else comp.root
+        return dataclasses.replace(comp, instructions=tuple(new), root=root)
 
 
 def apply(module: Module) -> Module:
     """`module` with XLA CPU's excess precision made explicit (the same module if nothing changes)."""
-    plans = {c.name: wide_producers(c) for c in module.computations}
-    if not any(plans.values()):
+    rw = _Rewriter(module)
+    plans = {c.name: rw.planner.plan(c) for c in module.computations}
+    if not any(w or cp for w, cp in plans.values()):
         return module
-    taken = {i.name for _, i in module.instructions()}
-    comps = tuple(_rewrite(c, plans[c.name], taken) if plans[c.name] else c for c in module.computations)
-    return dataclasses.replace(module, computations=comps)
+    comps = tuple(rw.rewrite(c, *plans[c.name]) if any(plans[c.name]) else c for c in module.computations)
+    return dataclasses.replace(module, computations=comps + tuple(rw.new_comps))
 
 
 def prepare(module: Module) -> Module:

@@ -61,6 +61,7 @@ def test_switched_off_gives_the_texts_literal_rounding(monkeypatch):
 
 
 P2 = "p = bf16[8] parameter(0)\n q = bf16[8] parameter(1)"
+_MUL = "f {\n x = bf16[8] parameter(0)\n y = bf16[8] parameter(1)\n ROOT z = bf16[8] multiply(x, y)\n}\n"
 
 # name -> (module text, argument shapes, [(output index, unrounded?)]): whether XLA CPU hands the
 # output the f32 value (True) or the bf16-rounded one (False); measured with jaxlib 0.10.2
@@ -71,6 +72,9 @@ CASES = {
                     [(8,), (8,)], [(0, True)]),
     "divide": (_module(f"{P2}\n m = bf16[8] divide(p, q)\n ROOT r = f32[8] convert(m)"),
                [(8,), (8,)], [(0, True)]),
+    # integers past 256 are not bf16 numbers: the f32 iota
+    "iota": (_module(f"{P2}\n m = bf16[300] iota(), iota_dimension=0\n ROOT r = f32[300] convert(m)"),
+             [(8,), (8,)], [(0, True)]),
     # a reshape between the op and the convert: rounded
     "through_reshape": (_module(f"{P2}\n m = bf16[8] multiply(p, q)\n s = bf16[2,4] reshape(m)\n"
                                 " ROOT r = f32[2,4] convert(s)"), [(8,), (8,)], [(0, False)]),
@@ -122,6 +126,28 @@ CASES = {
     "convolution": (_module("p = bf16[1,3,8,8] parameter(0)\n q = bf16[4,3,3,3] parameter(1)\n m = bf16[1,4,6,6] "
                             "convolution(p, q), window={size=3x3}, dim_labels=bf01_oi01->bf01\n"
                             " ROOT r = f32[1,4,6,6] convert(m)"), [(1, 3, 8, 8), (4, 3, 3, 3)], [(0, True)]),
+    # XLA inlines calls first: a call's convert reads the callee's root wide, a callee's convert of
+    # its parameter reads the caller's operand wide (each call site on its own)
+    "call": (_module(f"{P2}\n m = bf16[8] call(p, q), to_apply=f\n ROOT r = f32[8] convert(m)", _MUL),
+             [(8,), (8,)], [(0, True)]),
+    "call_twice": (_module(f"{P2}\n m = bf16[8] call(p, q), to_apply=f\n n = bf16[8] call(q, p), to_apply=f\n"
+                           " r = f32[8] convert(m)\n s = f32[8] convert(n)\n k = bf16[8] add(m, n)\n"
+                           " ROOT t = (f32[8], f32[8], bf16[8]) tuple(r, s, k)", _MUL), [(8,), (8,)],
+                   [(0, True), (1, True), (2, False)]),
+    "call_nested": (_module(f"{P2}\n m = bf16[8] call(p, q), to_apply=h\n ROOT r = f32[8] convert(m)",
+                            _MUL + "h {\n x = bf16[8] parameter(0)\n y = bf16[8] parameter(1)\n"
+                                   " ROOT w = bf16[8] call(y, x), to_apply=f\n}\n"), [(8,), (8,)], [(0, True)]),
+    "callee_converts_parameter": (
+        _module(f"{P2}\n m = bf16[8] multiply(p, q)\n n = bf16[8] call(m), to_apply=g\n r = f32[8] convert(n)\n"
+                " ROOT t = (f32[8], bf16[8]) tuple(r, n)",
+                "g {\n x = bf16[8] parameter(0)\n c = f32[8] convert(x)\n d = bf16[8] add(x, x)\n"
+                " e = f32[8] convert(d)\n s = f32[8] add(c, e)\n k = bf16[8] convert(s)\n"
+                " ROOT z = bf16[8] multiply(k, x)\n}\n"),
+        [(8,), (8,)], [(0, True), (1, False)]),
+    # a callee passing its parameter on through an exact op: the rounded value
+    "callee_negates_parameter": (
+        _module(f"{P2}\n m = bf16[8] multiply(p, q)\n n = bf16[8] call(m), to_apply=g\n ROOT r = f32[8] convert(n)",
+                "g {\n x = bf16[8] parameter(0)\n ROOT y = bf16[8] negate(x)\n}\n"), [(8,), (8,)], [(0, False)]),
 }
 
 F16_CASES = {
@@ -183,9 +209,10 @@ def test_rule_matches_xla(name):
             np.testing.assert_array_equal(a.astype(np.float64), b.astype(np.float64), err_msg=f"{name} out{k}")
 
 
-def test_compiled_and_generic_agree_bit_for_bit():
-    text = CASES["two_users"][0]
-    args = _args((8,), (8,))
+@pytest.mark.parametrize("name", ["two_users", "chain", "call_twice", "callee_converts_parameter", "dot"])
+def test_compiled_and_generic_agree_bit_for_bit(name):
+    text, shapes, _ = CASES[name]
+    args = _args(*shapes)
     module = parse(text)
     fast = leaves(run_module(module, list(args)))
     slow = leaves(run_module(module, list(args), compiled=False))

@@ -1027,15 +1027,16 @@ def _dec_mesh_replica_groups(items) -> MeshReplicaGroups:
     while k < len(refs):
         it = refs[k]
         name = _unquote_axis(it) if isinstance(it, str) else None
+        nth = (name in names) + sum(1 for r in refs[:k] if r == it)   # the mesh's list spells it first
         if name is None:
-            raise AttrError(f"expects a quoted mesh axis name like 'x', got '{generic_text(it)}'", at=it)
+            raise AttrError(f"expects a quoted mesh axis name like 'x', got '{generic_text(it)}'", at=it, nth=nth)
         if name in names:
             index = names.index(name)
         elif name.isdigit() and int(name) < len(names):
             index = int(name)
         else:
             raise AttrError(f"'{name}' is not an axis of the mesh (its axes: "
-                            f"{', '.join(repr(n) for n in names)})", at=it)
+                            f"{', '.join(repr(n) for n in names)})", at=it, nth=nth)
         axis = MeshAxis(index)
         if k + 1 < len(refs) and refs[k + 1] == ":":
             pre_g = refs[k + 2] if k + 2 < len(refs) else None
@@ -1047,14 +1048,14 @@ def _dec_mesh_replica_groups(items) -> MeshReplicaGroups:
             except (ValueError, TypeError):
                 pre = size = None
             if pre is None or size is None:
-                raise AttrError(f"expects a sub-axis like '{name}':(pre_size)size", at=it)
+                raise AttrError(f"expects a sub-axis like '{name}':(pre_size)size", at=it, nth=nth)
             full = sizes[index]
             if pre <= 0 or size <= 0 or full % (pre * size):
                 raise AttrError(f"sub-axis '{name}':({pre}){size}: pre_size x size must divide the axis size "
-                                f"{full}", at=it)
+                                f"{full}", at=it, nth=nth)
             if size >= full:
                 raise AttrError(f"sub-axis '{name}':({pre}){size}: the size must be less than the axis size "
-                                f"{full} (name the whole axis instead)", at=it)
+                                f"{full} (name the whole axis instead)", at=it, nth=nth)
             axis = MeshAxis(index, pre, size)
             k += 3
         for other in axes:
@@ -1062,13 +1063,13 @@ def _dec_mesh_replica_groups(items) -> MeshReplicaGroups:
                 continue
             if other.pre_size is None or axis.pre_size is None or (
                     axis.pre_size < other.pre_size * other.size and other.pre_size < axis.pre_size * axis.size):
-                raise AttrError(f"mesh axes overlap: '{name}' is named twice in the groups", at=it)
+                raise AttrError(f"mesh axes overlap: '{name}' is named twice in the groups", at=it, nth=nth)
             lo, hi = sorted((other.pre_size, axis.pre_size))
             if hi % min(other.pre_size * other.size, axis.pre_size * axis.size):
-                raise AttrError(f"sub-axes of '{name}' cannot coexist", at=it)
+                raise AttrError(f"sub-axes of '{name}' cannot coexist", at=it, nth=nth)
         if axes and axes[-1].index == axis.index and axes[-1].pre_size is not None and \
                 axis.pre_size == axes[-1].pre_size * axes[-1].size:
-            raise AttrError(f"adjacent sub-axes of '{name}' can be merged: write them as one", at=it)
+            raise AttrError(f"adjacent sub-axes of '{name}' can be merged: write them as one", at=it, nth=nth)
         axes.append(axis)
         k += 1
     per_group = 1

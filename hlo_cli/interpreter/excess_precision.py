@@ -73,11 +73,11 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def _canonical_dot(inst: Instruction, shapes: dict) -> bool:
+def _canonical_dot(inst: Instruction, insts: dict) -> bool:
     """XLA's DotDecomposer leaves the dot alone (no reshape after it) and BatchDotSimplification
     finds no size-1 batch dimension to remove."""
     for side, operand in (("lhs", inst.operands[0]), ("rhs", inst.operands[1])):
-        shape = shapes.get(operand)
+        shape = insts[operand].shape if operand in insts else None
         if shape is None or shape.is_tuple:
             return False
         contracting = tuple(inst.attrs.get(f"{side}_contracting_dims") or ())
@@ -120,6 +120,7 @@ class _Planner:
 
     def __init__(self, module: Module):
         self.comps = module.computation_map
+        self._converted: dict[str, dict[int, str]] = {}
 
     def callee(self, inst: Instruction) -> Computation | None:
         if inst.opcode != "call":
@@ -132,8 +133,7 @@ class _Planner:
         whose callee's root has one, a parameter given one."""
         if inst.opcode in _VALUE_OPS:
             if inst.opcode == "dot":
-                shapes = {i.name: i.shape for i in comp.instructions}
-                return _canonical_dot(inst, shapes)
+                return _canonical_dot(inst, comp.by_name)
             return True
         if inst.opcode == "parameter":
             return inst.parameter_number in wide_params
@@ -146,7 +146,10 @@ class _Planner:
 
     def converted_params(self, comp: Computation) -> dict[int, str]:
         """Parameter number -> wide type, for the parameters of `comp` a convert reads wide."""
-        out = {}
+        got = self._converted.get(comp.name)
+        if got is not None:
+            return got
+        out = self._converted[comp.name] = {}
         insts = comp.by_name
         for u in comp.instructions:
             if u.opcode == "convert" and len(u.operands) == 1 and u.operands[0] in insts:
@@ -280,6 +283,8 @@ class _Rewriter:
 
 def apply(module: Module) -> Module:
     """`module` with XLA CPU's excess precision made explicit (the same module if nothing changes)."""
+    if not any(i.shape.element_type in WIDE_TYPE for _, i in module.instructions() if not i.shape.is_tuple):
+        return module
     rw = _Rewriter(module)
     plans = {c.name: rw.planner.plan(c) for c in module.computations}
     if not any(w or cp for w, cp in plans.values()):

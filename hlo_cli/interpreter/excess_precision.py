@@ -20,7 +20,9 @@ Measured through JAX (jaxlib 0.10.2) and read in XLA's float_normalization.cc / 
   difference (their wide value is the rounded one), and neither do reduce and reduce-window (XLA
   rounds after each step of their bf16 reducer, as our rules do);
 - only a direct `convert` user to exactly the wide type (f32 for bf16; f16 for the f8 types) sees
-  the wide value, also through a get-tuple-element of a tuple instruction; a convert to f64 or f16
+  the wide value, also through a get-tuple-element of a tuple instruction (XLA's HLO -> StableHLO
+  -> HLO import, which JAX and our reference run take, folds those pairs; XLA given the HLO
+  directly would round there); a convert to f64 or f16
   of a bf16 op, or a convert after a reshape, gets the rounded value;
 - a dot that XLA's DotDecomposer canonicalizes first (more than one contracting or non-contracting
   dimension per operand, batch dimensions not leading) or whose batch dimensions of size 1
@@ -29,7 +31,8 @@ Measured through JAX (jaxlib 0.10.2) and read in XLA's float_normalization.cc / 
 XLA inlines every call first (FlattenCallGraph, CallInliner), so the rule crosses `call`
 boundaries: a call's convert reads the callee's root wide, and a callee's convert of a parameter
 reads the caller's operand wide.  Such a callee is cloned (`f.wide`) for the call sites concerned.
-Not modelled: calls returning tuples, while/conditional (XLA keeps those, and measured rounded).
+A get-tuple-element of a call returning a tuple, and the results of while and conditional, are
+rounded (measured; XLA normalizes the tuple's elements one by one).
 
 `prepare(module)` rewrites the module the way XLA does: for each such op `h` it adds `h.wide`
 (the op on operands converted to the wide type, with a wide result), `h` becomes

@@ -144,6 +144,24 @@ CASES = {
                 " e = f32[8] convert(d)\n s = f32[8] add(c, e)\n k = bf16[8] convert(s)\n"
                 " ROOT z = bf16[8] multiply(k, x)\n}\n"),
         [(8,), (8,)], [(0, True), (1, False)]),
+    # a call returning a tuple: its elements are rounded
+    "call_tuple": (_module(f"{P2}\n m = (bf16[8], bf16[8]) call(p, q), to_apply=f2\n"
+                           " g = bf16[8] get-tuple-element(m), index=0\n h = bf16[8] get-tuple-element(m), index=1\n"
+                           " r = f32[8] convert(g)\n ROOT o = (f32[8], bf16[8]) tuple(r, h)",
+                           "f2 {\n x = bf16[8] parameter(0)\n y = bf16[8] parameter(1)\n z = bf16[8] multiply(x, y)\n"
+                           " w = bf16[8] add(x, y)\n ROOT t = (bf16[8], bf16[8]) tuple(z, w)\n}\n"),
+                   [(8,), (8,)], [(0, False), (1, False)]),
+    # a while loop's result: rounded
+    "while": (_module("p = bf16[8] parameter(0)\n z = s32[] constant(0)\n t = (s32[], bf16[8]) tuple(z, p)\n"
+                      " w = (s32[], bf16[8]) while(t), condition=cond, body=body\n"
+                      " g = bf16[8] get-tuple-element(w), index=1\n ROOT r = f32[8] convert(g)",
+                      "cond {\n t = (s32[], bf16[8]) parameter(0)\n i = s32[] get-tuple-element(t), index=0\n"
+                      " c = s32[] constant(3)\n ROOT k = pred[] compare(i, c), direction=LT\n}\n"
+                      "body {\n t = (s32[], bf16[8]) parameter(0)\n i = s32[] get-tuple-element(t), index=0\n"
+                      " x = bf16[8] get-tuple-element(t), index=1\n one = s32[] constant(1)\n"
+                      " j = s32[] add(i, one)\n h = bf16[] constant(1.1)\n hb = bf16[8] broadcast(h), dimensions={}\n"
+                      " y = bf16[8] multiply(x, hb)\n ROOT r = (s32[], bf16[8]) tuple(j, y)\n}\n"),
+              [(8,)], [(0, False)]),
     # a callee passing its parameter on through an exact op: the rounded value
     "callee_negates_parameter": (
         _module(f"{P2}\n m = bf16[8] multiply(p, q)\n n = bf16[8] call(m), to_apply=g\n ROOT r = f32[8] convert(n)",

@@ -87,7 +87,7 @@ def _canonical_dot(inst: Instruction, insts: dict) -> bool:
         batch = tuple(inst.attrs.get(f"{side}_batch_dims") or ())
         if len(contracting) != 1 or len(batch) + 2 < len(shape.dims):
             return False
-        if batch != tuple(range(len(batch))) or any(shape.dims[d] == 1 for d in batch):
+        if batch != tuple(range(len(batch))) or any(d >= len(shape.dims) or shape.dims[d] == 1 for d in batch):
             return False
     return True
 
@@ -98,7 +98,8 @@ def _source(comp_insts: dict, inst: Instruction) -> Instruction:
         t = comp_insts.get(inst.operands[0])
         if t is None or t.opcode != "tuple":
             break
-        nxt = comp_insts.get(t.operands[int(inst.attrs.get("index", 0))])
+        k = inst.attrs.get("index", 0)
+        nxt = comp_insts.get(t.operands[k]) if isinstance(k, int) and 0 <= k < len(t.operands) else None
         if nxt is None:
             break
         inst = nxt

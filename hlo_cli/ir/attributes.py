@@ -704,10 +704,14 @@ def _int_tuple(v, what="a list of integers like {1,2}") -> tuple[int, ...]:
     if isinstance(v, IntList):
         return tuple(v)
     if isinstance(v, Group) and v.open == "{":
-        try:
-            return tuple(int(_word(x)) for x in v.values())
-        except (ValueError, AttrError):
-            pass
+        items = v.items
+        # integers separated by single commas, as XLA's ParseInt64List reads them
+        if all((isinstance(x, Sep) and x == ",") == (k % 2 == 1) for k, x in enumerate(items)) and \
+                len(items) % 2 == 1:
+            try:
+                return tuple(int(_word(x)) for x in items[::2])
+            except (ValueError, AttrError):
+                pass
     raise AttrError(f"expected {what}, got '{generic_text(v)}'")
 
 

@@ -694,9 +694,10 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
                          "E057", ri.name)
                 continue
             if not a.name:
+                what = f" after the shape {a.shape.to_str(False)}" if a.shape is not None else ""
                 errs.add(a.tok or src.find_after(ri.opcode_tok, "(") or ri.opcode_tok,
-                         f"expects an operand name after the shape {a.shape.to_str(False)} (only a lone instruction may "
-                         "leave its operands unnamed)", "E057", ri.name)
+                         f"expects an operand name{what} (only a lone instruction may leave its operands unnamed)",
+                         "E057", ri.name)
                 continue
             if a.name not in names:
                 if a.name in every and a.name != ri.name:

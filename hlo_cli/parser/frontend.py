@@ -466,7 +466,8 @@ def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
         line, col = (tok.line, tok.column) if tok.type != "$END" else _end_pos(text)
         msg = f"expected {_describe_expected(e.expected)}, got {_seen(tok)}"
         history = list(getattr(e, "token_history", None) or [])
-        if tok.type == "EQUAL" and history and history[-1].type == "NAME" and "RPAR" in e.expected:
+        if tok.type == "EQUAL" and history and history[-1] is not None and history[-1].type == "NAME" \
+                and "RPAR" in e.expected:
             prev = history[-1]
             line, col = prev.line, prev.column
             msg = f"nested instructions cannot have attributes (got '{prev}=')"
@@ -553,7 +554,7 @@ _SECTION_KV = _re.compile(r"([A-Za-z_]\w*)=([^\s,}]+)")
 _STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'      # strings may hold raw newlines
 _ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR +
                           r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR + r')*+\})*+\})*+\})*+\}|[^\s{}\[\](),="<:]+)')
-_INTS = _re.compile(r"\{[\d,\s-]*\}")
+_INTS = _re.compile(r"\{\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\}")
 
 
 @lru_cache(maxsize=16384)

@@ -436,3 +436,15 @@ def test_xla_refuses_these_as_we_do(text):
         parse_with_xla(text)
     with pytest.raises(HloSyntaxError):
         parse(text)
+
+
+@pytest.mark.parametrize("dims", ["{,0}", "{0,}", "{0,,1}"])
+def test_integer_lists_need_single_commas(dims):
+    text = module("  a = f32[2,3] parameter(0)", "  b = f32[3] parameter(1)",
+                  f"  ROOT d = f32[2] dot(a, b), lhs_contracting_dims={dims}, rhs_contracting_dims={{0}}")
+    rejects(text, dims, "expected a list of integers like {1,2}")
+
+
+def test_a_bare_percent_is_not_an_operand(tmp_path):
+    res, f = check_cli(tmp_path, module("  p = f32[2] parameter(0)", "  ROOT n = f32[2] negate(%)"))
+    assert res.exit_code == 1 and f"{f}:5:" in res.stderr

@@ -96,6 +96,8 @@ def explicit_broadcast(dims, result, broadcast_dimensions: Sequence[int] | None 
     """The reshape+broadcast that makes an operand of `dims` into `result` (rank promotion through
     `broadcast_dimensions` when the ranks differ, degenerate size-1 dims otherwise)."""
     dims, result = _dims(dims), _dims(result)
+    if len(dims) > len(result):
+        raise BroadcastError(f"an operand of rank {len(dims)} cannot become rank {len(result)}")
     placed = promote(dims, len(result), broadcast_dimensions) if len(dims) < len(result) else dims
     # where each operand dim lands in the result
     if len(dims) < len(result):

@@ -97,3 +97,9 @@ def test_explicit_plan_reproduces_values(result, data):
     got = np.broadcast_to(y.reshape(shape), result)
     want = np.broadcast_to(x.reshape(promote(operand, rank, positions) if k < rank else operand), result)
     assert np.array_equal(got, want)
+
+
+def test_an_operand_of_higher_rank_than_the_result_has_no_plan():
+    with pytest.raises(BroadcastError, match="rank 1 cannot become rank 0"):
+        explicit_broadcast((4,), ())
+    assert suggest([(), (4,)], ()) is None

@@ -663,3 +663,14 @@ def test_read_source_roundtrip_for_crlf():
     text, name = read_source(str(path))
     diags = check_module(parse(text, name), text)
     assert all("\r" not in (d.source_line or "") for d in diags)
+
+
+@pytest.mark.parametrize("text", [
+    # an unbounded operand and a scalar result: no broadcasting hint, and no internal error
+    "HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n  b = f32[?] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n",
+    "HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n  b = f32[<=4] parameter(1)\n  ROOT c = f32[<=4] add(a, b)\n}\n",
+])
+def test_dynamic_operands_of_different_ranks_are_plain_errors(text):
+    errs = errors(check(text))
+    assert any("dimensions must be equal" in d.message for d in errs)
+    assert not any("would broadcast" in d.message for d in errs)

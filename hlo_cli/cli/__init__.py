@@ -35,7 +35,8 @@ class _LazyGroup(click.Group):
 
 
 EPILOG = """Exit codes: 0 success; 1 the module is wrong (syntax or shape error, failed run,
-mismatch); 2 usage error or unreadable input; 3 internal error in hlo (please report).
+mismatch); 2 usage error or unreadable input; 3 internal error in hlo (please report);
+4 out of memory (the message names the instruction and the bytes asked for).
 Set HLO_DEBUG=1 to see Python tracebacks of internal errors."""
 
 

@@ -102,8 +102,18 @@ def resource_error(inst: Instruction | None, e: BaseException | None = None, *,
 def preflight(module: Module) -> None:
     """Refuse, before running, what no run of `module` on this machine could hold: a result larger
     than the memory limit (HloResourceError) or of more dimensions than NumPy arrays have
-    (HloEvalError); the instruction found first in text order is reported."""
+    (HloEvalError); the instruction found first in text order is reported.  A module that passed
+    is not walked again for the same limit (the walk costs ~50 ms on 15k instructions)."""
     limit = memory_limit()
+    from .compiler import module_cache
+    per = module_cache(module)
+    if per.get("preflight_passed", ()) == (limit,):
+        return
+    _preflight(module, limit)
+    per["preflight_passed"] = (limit,)
+
+
+def _preflight(module: Module, limit: int | None) -> None:
     for comp in module.computations:
         for inst in comp.instructions:
             shape = inst.shape

@@ -300,3 +300,17 @@ def test_any_text_splits_into_ordered_regions_or_says_why_not(lines, nl, final_n
         if r.name is not None:
             assert file_lines[r.line - 1].startswith("HloModule " + r.name)
         assert m.text.endswith(m.own_text) and m.text.count("\n") == text.count("\n", 0, r.end)
+
+
+def test_a_module_in_protobuf_text_format_is_named_as_such(tmp_path):
+    # XLA's translate tests keep modules as HloModuleProto text; that is not HLO text (exit 2)
+    text = ('# RUN: some-tool %s\n\nhlo_module {\n  name: "foo.5"\n  entry_computation_name: "main.5"\n'
+            '  computations {\n    name: "main.5"\n  }\n}\n')
+    with pytest.raises(HloInputError) as e:
+        split_source(text, "p.hlo")
+    d = e.value.diagnostics[0]
+    assert (d.code, d.line, e.value.exit_code) == ("E083", 3, 2)
+    assert "protobuf's text format" in d.message and "HloModuleProto" in d.message
+    # HLO text that mentions such a word in a comment or a name is still HLO text
+    fm = split_source("// hlo_module {\nHloModule m\nENTRY e {\n  ROOT c = f32[] constant(1)\n}\n", "m.hlo")
+    assert [m.name for m in fm.modules] == ["m"]

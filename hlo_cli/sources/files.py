@@ -113,9 +113,22 @@ def _input_error(message: str, file: str, code: str) -> HloInputError:
     return HloInputError(f"{file}: {message}", [Diagnostic(message, file, code=code)])
 
 
+# an HloModuleProto / HloProto / HloSnapshot written in protobuf's text format (XLA's translate
+# tests keep modules this way): a top-level message field opening a block, and no HLO text
+_PROTO_TEXT = re.compile(r"^[ \t]*(hlo_module|hlo|computations|entry_computation_name)[ \t]*[{:]", re.M)
+_HLO_TEXT = re.compile(r"^[ \t]*(HloModule|ENTRY)\b", re.M)
+
+
 def split_source(text: str, file: str) -> FileModules:
     """Split a file's text into its modules.  Raises HloInputError (exit 2) for a saved-graph file
-    without a graph in HLO text."""
+    without a graph in HLO text, and for a module in protobuf's text format."""
+    proto = _PROTO_TEXT.search(text, 0, 1 << 16)
+    if proto is not None and _HLO_TEXT.search(text, 0, 1 << 16) is None:
+        line = text.count("\n", 0, proto.start()) + 1
+        msg = (f"this is an XLA module in protobuf's text format ('{proto.group(1)}' on line {line}: an "
+               "HloModuleProto, HloProto or HloSnapshot), not HLO text; print it as HLO text with XLA's "
+               "tools first")
+        raise HloInputError(f"{file}: {msg}", [Diagnostic(msg, file, line, 1, code="E083")])
     sp = split_text(text)
     if not sp.regions:
         kinds = sorted({g.kind for g in sp.skipped})

@@ -1,7 +1,8 @@
 """hlo: read XLA's HLO text, check it, and run it."""
 __version__ = "0.1.0"
 
-from .errors import HloError, HloEvalError, HloInputError, HloShapeError, HloSyntaxError  # noqa: E402
+from .errors import (HloError, HloEvalError, HloInputError, HloResourceError, HloShapeError,  # noqa: E402
+                     HloSyntaxError)
 
 
 def parse(text: str, filename: str = "<string>"):
@@ -10,10 +11,18 @@ def parse(text: str, filename: str = "<string>"):
     return _parse(text, filename)
 
 
-def parse_file(path: str, *, use_cache: bool = True):
-    """Parse an HLO file ('-' for standard input)."""
-    from .parser import parse_file as _parse_file
-    return _parse_file(path, use_cache=use_cache)
+def parse_file(path: str, *, use_cache: bool = True, module: str | int | None = None):
+    """Parse an HLO file ('-' for standard input).  A file holding several modules (an XLA lit test,
+    a PyTorch/XLA saved-graph file, pasted dumps) needs `module`: its 0-based number or its name
+    (HloInputError otherwise, listing them); parse_modules gives them all."""
+    from .sources import load
+    return load(path, None if module is None else str(module), use_cache)[0]
+
+
+def parse_modules(path: str, *, use_cache: bool = True) -> list:
+    """Every module of an HLO file, in file order (see hlo_cli.sources)."""
+    from .sources import parse_module, read_modules
+    return [parse_module(m, use_cache) for m in read_modules(path).modules]
 
 
 def run(module_or_text, *args, hook=None, **options):
@@ -22,5 +31,5 @@ def run(module_or_text, *args, hook=None, **options):
     return _run(module_or_text, *args, hook=hook, **options)
 
 
-__all__ = ["run", "__version__", "parse", "parse_file", "HloError", "HloSyntaxError", "HloShapeError",
-           "HloEvalError", "HloInputError"]
+__all__ = ["run", "__version__", "parse", "parse_file", "parse_modules", "HloError", "HloSyntaxError",
+           "HloShapeError", "HloEvalError", "HloInputError", "HloResourceError"]

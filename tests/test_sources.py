@@ -314,3 +314,15 @@ def test_a_module_in_protobuf_text_format_is_named_as_such(tmp_path):
     # HLO text that mentions such a word in a comment or a name is still HLO text
     fm = split_source("// hlo_module {\nHloModule m\nENTRY e {\n  ROOT c = f32[] constant(1)\n}\n", "m.hlo")
     assert [m.name for m in fm.modules] == ["m"]
+
+
+def test_library_parse_file_and_parse_modules():
+    import hlo_cli
+    path = str(MULTI / "lit_three_modules.hlo")
+    names = [m.name for m in hlo_cli.parse_modules(path, use_cache=False)]
+    assert len(names) == 3
+    assert hlo_cli.parse_file(path, module=1, use_cache=False).name == names[1]
+    assert hlo_cli.parse_file(path, module=names[2], use_cache=False).name == names[2]
+    with pytest.raises(hlo_cli.HloInputError) as e:
+        hlo_cli.parse_file(path, use_cache=False)
+    assert e.value.exit_code == 2 and names[0] in str(e.value)

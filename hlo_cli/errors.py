@@ -48,6 +48,12 @@ class Diagnostic:
         return text
 
 
+
+def instruction_diagnostic(inst, message: str, code: str) -> Diagnostic:
+    """An error located at an IR instruction (its source position and name)."""
+    loc = inst.loc
+    return Diagnostic(message, loc.file, loc.line, loc.column, "error", code, inst.name)
+
 class HloError(Exception):
     """Base of all errors about a user's module or inputs."""
     exit_code = ExitCode.FAILURE

@@ -38,6 +38,7 @@ import weakref
 import numpy as np
 
 from ..errors import HloEvalError
+from ..errors import instruction_diagnostic as _diag
 from ..ir.module import Computation, Module
 from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
 from .parallel import blas_single, run_parts, split, threads
@@ -553,13 +554,7 @@ def _located(inst, e):
     return located_error(inst, e)
 
 
-def _diag(inst, message, code):
-    from .evaluator import _diag as diag
-    return diag(inst, message, code)
-
-
 def _bad(inst, value):
-    from .evaluator import _diag
     why = conforms(value, inst.shape) or "unexpected value"
     raise HloEvalError(
         f"{inst.name}: {inst.opcode} produced a value that does not match its shape "

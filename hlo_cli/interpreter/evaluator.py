@@ -20,7 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import Diagnostic, HloEvalError
+from ..errors import HloEvalError
+from ..errors import instruction_diagnostic as _diag
 from ..ir.module import Computation, Instruction, Module
 from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled
@@ -138,11 +139,6 @@ def _topo(start: int, insts, index, seen: set, order: list):
             j = index[d]
             if j not in seen:
                 stack.append((j, False))
-
-
-def _diag(inst: Instruction, message: str, code: str) -> Diagnostic:
-    loc = inst.loc
-    return Diagnostic(message, loc.file, loc.line, loc.column, "error", code, inst.name)
 
 
 def located_error(inst: Instruction, e: Exception):

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 
-from ..errors import Diagnostic, HloEvalError, HloResourceError
+from ..errors import HloEvalError, HloResourceError
+from ..errors import instruction_diagnostic as _diag
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.module import Instruction, Module
 from ..ir.shape import NUMPY_MAX_RANK, UNBOUNDED, Shape
@@ -69,11 +70,6 @@ def human(n: int) -> str:
             break
         size, unit = size / 1024, u
     return f"{n:,} bytes" + (f" ({size:.2f} {unit})" if unit != "bytes" else "")
-
-
-def _diag(inst: Instruction, message: str, code: str) -> Diagnostic:
-    from .evaluator import _diag
-    return _diag(inst, message, code)
 
 
 def resource_error(inst: Instruction | None, e: BaseException | None = None, *,

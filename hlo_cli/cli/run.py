@@ -358,7 +358,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     reference = None
     if expect:
         reference = load_reference(expect, [(s.dims, s.dynamic) if s.is_dynamic else s.dims
-                                            for _, s in _shape_leaves(root_shape)])
+                                            for s in root_shape.leaves()
+                                            if s.element_type not in ("token", "opaque")])
     hooks = []
     dumper = None
     if dump_dir:
@@ -459,15 +460,6 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
 
 def _uses_rng(module) -> bool:
     return any(inst.opcode == "rng" for comp in module.computations for inst in comp.instructions)
-
-
-def _shape_leaves(shape):
-    """(None, array shape) for each array leaf of SHAPE, depth-first, tokens left out (as the results)."""
-    if shape.is_tuple:
-        for s in shape.tuple_shapes:
-            yield from _shape_leaves(s)
-    elif shape.element_type not in ("token", "opaque"):
-        yield None, shape
 
 
 def _console():

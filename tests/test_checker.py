@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from hlo_cli.checker import CODES, check_module
-from hlo_cli.cli.check import _check_one
+from hlo_cli.cli.check import _check_file, _worst
 from hlo_cli.errors import HloError
 from hlo_cli.ir.attributes import ComputationRef
 from hlo_cli.parser import parse, read_source
@@ -51,8 +51,8 @@ def codes(diags) -> list[str]:
 
 def check_path(path: Path, **kw):
     """What `hlo check FILE` reports: parse errors, or the checker's diagnostics."""
-    diags, status, _ = _check_one(str(path), False, kw.get("layout_sensitive", False), True)
-    return diags, status
+    results = _check_file(str(path), False, kw.get("layout_sensitive", False), True)
+    return [d for r in results for d in r.diags], _worst(r.status for r in results)
 
 
 # ----------------------------------------------------------------------------- samples that are valid

@@ -86,12 +86,6 @@ def _worst(statuses) -> str:
     return max(statuses, key=_RANK.__getitem__, default=OK)
 
 
-def _check_one(path: str, use_cache: bool, layout_sensitive: bool, warnings: bool):
-    """(diagnostics, status, None) for every module of one file together (the form tests use)."""
-    results = _check_file(path, use_cache, layout_sensitive, warnings)
-    return [d for r in results for d in r.diags], _worst(r.status for r in results), None
-
-
 @click.command("check")
 @click.argument("files", nargs=-1, required=True)
 @click.option("--layout-sensitive", is_flag=True,

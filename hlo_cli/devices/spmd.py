@@ -1,0 +1,423 @@
+"""One program on several simulated devices, evaluated once for all of them.
+
+Every device of an SPMD run executes the same instructions; only the values differ.  So a
+computation is walked once, and each value is either held once (`Uniform`: the same on every
+device) or stacked over the devices running it (`Stacked`, a leading device axis, values.py):
+
+* an instruction whose operands are all uniform and which cannot observe the device (no
+  collective, no replica-id / partition-id, nothing it calls does) runs once, through the
+  single-device evaluator (compiled fast path included): constants, iotas, the global values of a
+  module before partitioning;
+* element-wise, data-movement and tuple instructions run once on the stacked values (the rule sees
+  the instruction with a leading dimension added, and the attributes that name dimensions shifted);
+* every other instruction (dot, reduce, sort, scatter, convolution, custom calls, a fusion or loop
+  that never looks at the device) runs device by device through the single-device rules, so its
+  values are bit-identical to a single-device run of that device's program;
+* collectives are operations along the device axis within their groups (collectives.py), through
+  the run's Devices object (runtime.py): values cross devices only there;
+* control flow that diverges (a conditional whose branch depends on the device, a while loop whose
+  trip count does) splits the devices into subsets that continue separately; a collective whose group
+  reaches outside the subset that arrived at it is an error naming the instruction and what the
+  other devices were doing -- never a hang, never a silently wrong value.
+
+Before partitioning, a module holds global values (uniform here) and shard_map bodies: the
+Shardy (``xla.sdy.GlobalToLocalShape`` / ``LocalToGlobalShape``) and GSPMD
+(``SPMDFullToShardShape`` / ``SPMDShardToFullShape``) custom calls split a global value into the
+devices' pieces and join them again, and the body between them runs stacked like a partitioned
+program.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..errors import HloEvalError
+from ..errors import instruction_diagnostic as _diag
+from ..interpreter.evaluator import InstructionEvent, located_error
+from ..interpreter.registry import rule_for
+from ..interpreter.values import TOKEN, conforms, describe, np_dtype, zeros
+from ..ir.opcodes import OPCODES
+from ..ir.shape import Shape
+from .values import Stacked, Uniform, leaves, map_leaves, stack, take
+
+# operations whose value depends on which device runs them
+COLLECTIVES = frozenset({
+    "all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter", "all-to-all",
+    "ragged-all-to-all", "collective-permute", "collective-permute-start", "collective-broadcast"})
+DEVICE_IDS = frozenset({"replica-id", "partition-id"})
+PEER_IO = frozenset({"send", "recv"})
+SHARD_TARGETS = frozenset({"xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape", "SPMDFullToShardShape",
+                           "SPMDShardToFullShape", "xla.sdy.ManualComputation"})
+
+# rules that only move tuple elements around: they work on stacked structures unchanged
+_STRUCTURAL = frozenset({"tuple", "get-tuple-element", "async-update", "async-done", "all-reduce-done",
+                         "all-gather-done", "collective-permute-done", "copy-done", "opt-barrier",
+                         "add-dependency", "send-done", "recv-done", "after-all"})
+_ELEMENTWISE = frozenset(name for name, spec in OPCODES.items()
+                         if spec.family in ("elementwise_unary", "elementwise_binary", "elementwise_ternary",
+                                            "compare")) | {"convert", "reduce-precision", "copy"}
+# data movement with the dimension attributes shifted past the device axis
+_SHIFTED = {"broadcast": "dimensions", "transpose": "dimensions", "reverse": "dimensions",
+            "concatenate": "dimensions", "reshape": None, "slice": "slice"}
+_CALLS = frozenset({"call", "fusion", "while", "conditional", "async-start", "custom-call"})
+
+
+@dataclass
+class DeviceEvent(InstructionEvent):
+    """A hook event of a multi-device run: `devices` None when `value` is the same on every device
+    (held once), else the device ids its leading axis runs over."""
+    devices: tuple[int, ...] | None = None
+
+
+def _called(inst) -> tuple[str, ...]:
+    return inst.called_computations
+
+
+def device_dependent(module) -> set[str]:
+    """Names of the computations whose values can depend on the device running them."""
+    dep: set[str] = set()
+    comps = module.computations
+    direct = {}
+    for c in comps:
+        d = False
+        for i in c.instructions:
+            if i.opcode in COLLECTIVES or i.opcode in DEVICE_IDS or i.opcode in PEER_IO:
+                d = True
+            elif i.opcode == "custom-call" and i.attrs.get("custom_call_target") in SHARD_TARGETS:
+                d = True
+        direct[c.name] = d
+        if d:
+            dep.add(c.name)
+    changed = True
+    while changed:
+        changed = False
+        for c in comps:
+            if c.name in dep:
+                continue
+            if any(n in dep for i in c.instructions for n in _called(i)):
+                dep.add(c.name)
+                changed = True
+    return dep
+
+
+def _fmt_devices(devs) -> str:
+    devs = sorted(devs)
+    if not devs:
+        return "none"
+    runs, start, prev = [], devs[0], devs[0]
+    for d in devs[1:] + [None]:
+        if d is not None and d == prev + 1:
+            prev = d
+            continue
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+        if d is not None:
+            start = prev = d
+    return ",".join(runs)
+
+
+class Spmd:
+    """Walks computations for a set of devices; `devices` is the run's Devices (runtime.py)."""
+
+    def __init__(self, module, devices, hook=None, progress=None):
+        self.module = module
+        self.devices = devices
+        self.grid = devices.grid
+        self.hook = hook
+        self.progress = progress
+        self.dependent = device_dependent(module)
+        self.ec0 = devices.global_context
+        self.executed = 0
+        self.counts: dict[tuple[str, str], int] = {}
+        self.notes: list[str] = []          # what the devices outside the running subset are doing
+        self._proxies: dict = {}
+        self.mailbox: dict = {}             # channel id -> (send instruction, stacked value, devices)
+        self.depth = 0
+
+    # -- computations ------------------------------------------------------------------
+    def call(self, name: str, args: list, devs: tuple[int, ...]):
+        """Run computation `name` on `devs` with DeviceValues `args`; returns a DeviceValue."""
+        if name not in self.dependent and all(isinstance(a, Uniform) for a in args):
+            return Uniform(self.ec0.call(name, [a.value for a in args]))
+        plan = self.ec0.plan(name)
+        if len(args) != len(plan.param_slots):
+            raise HloEvalError(f"computation '{name}' takes {len(plan.param_slots)} arguments, got {len(args)}")
+        self.depth += 1
+        if self.depth > 500:
+            raise HloEvalError("computations call each other more than 500 deep (recursion?)")
+        try:
+            n = len(plan.insts)
+            vals: list = [None] * n
+            for pnum, slot in plan.param_slots:
+                vals[slot] = args[pnum]
+            check = self.ec0.options.check_values
+            for k in range(n):
+                inst = plan.insts[k]
+                if inst.opcode != "parameter":
+                    operands = [vals[j] for j in plan.operand_idx[k]]
+                    try:
+                        value = self.step(inst, plan.rules[k], operands, devs)
+                    except HloEvalError as e:
+                        if not e.diagnostics:
+                            e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
+                        raise
+                    except (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
+                            ZeroDivisionError, MemoryError, AttributeError) as e:
+                        raise located_error(inst, e) from e
+                    if check:
+                        self._check(inst, value, len(devs))
+                    vals[k] = value
+                else:
+                    value = vals[k]
+                    operands = []
+                self.executed += 1
+                if self.hook is not None:
+                    key = (plan.comp.name, inst.name)
+                    c = self.counts[key] = self.counts.get(key, 0) + 1
+                    self.hook(DeviceEvent(plan.comp, inst, value.value, c, [o.value for o in operands],
+                                          None if isinstance(value, Uniform) else tuple(devs)))
+                for j in plan.free_after[k]:
+                    vals[j] = None
+            if self.progress is not None:
+                self.progress(self.executed + self.devices.executed())
+            return vals[plan.root]
+        finally:
+            self.depth -= 1
+
+    def _check(self, inst, value, n):
+        v = value.value
+        if isinstance(value, Uniform):
+            why = conforms(v, inst.shape)
+        elif isinstance(v, np.ndarray):
+            if v.shape[:1] != (n,):
+                why = f"{v.shape[0] if v.ndim else 'no'} device rows for {n} devices"
+            else:
+                why = conforms(v[0, ...], inst.shape)
+        else:
+            why = conforms(value.at(0), inst.shape) if n else None
+        if why is not None:
+            shown = describe(v if isinstance(value, Uniform) else value.at(0))
+            raise HloEvalError(
+                f"{inst.name}: {inst.opcode} produced a value that does not match its shape "
+                f"{inst.shape.to_str(False)}: {why}",
+                [_diag(inst, f"{inst.name}: {inst.opcode} produced {shown}, which does not match its shape "
+                             f"{inst.shape.to_str(False)}: {why}", "R012")])
+
+    # -- one instruction -----------------------------------------------------------------
+    def step(self, inst, rule, operands, devs):
+        op = inst.opcode
+        n = len(devs)
+        uniform = all(isinstance(o, Uniform) for o in operands)
+        if op in COLLECTIVES:
+            return self._collective(inst, operands, devs)
+        if op in DEVICE_IDS:
+            ids = [self.grid.replica_of(d) if op == "replica-id" else self.grid.partition_of(d) for d in devs]
+            return Stacked(np.asarray(ids, dtype=np_dtype(inst.shape)))
+        if op in PEER_IO and not inst.attrs.get("is_host_transfer"):
+            return self._peer(inst, operands, devs)
+        if op == "custom-call" and inst.attrs.get("custom_call_target") in SHARD_TARGETS:
+            return self._shard_call(inst, operands, devs)
+        dependent = op in _CALLS and any(c in self.dependent for c in _called(inst))
+        if uniform and not dependent:
+            return Uniform(rule(inst, [o.value for o in operands], self.ec0))
+        if dependent:
+            return self._control(inst, rule, operands, devs)
+        if op in _STRUCTURAL:
+            return Stacked(rule(inst, [o.stacked(n) for o in operands], self.ec0))
+        if op in _ELEMENTWISE or op in _SHIFTED:
+            proxy = self._proxy(inst, operands, n)
+            if proxy is not None:
+                return Stacked(rule(proxy, [o.stacked(n) for o in operands], self.ec0))
+        return self.per_device(inst, rule, operands, devs)
+
+    def per_device(self, inst, rule, operands, devs):
+        """The single-device rule on each device's operands, results stacked."""
+        out = []
+        for i, d in enumerate(devs):
+            ec = self.devices.context(d)
+            try:
+                out.append(rule(inst, [o.at(i) for o in operands], ec))
+            except HloEvalError as e:
+                e.args = (f"on device {d}: {e.args[0] if e.args else e}",) + tuple(e.args[1:])
+                raise
+        if not out:
+            return Stacked(map_leaves(lambda a: a[:0], zeros(inst.shape)))
+        return stack(out)
+
+    def _proxy(self, inst, operands, n):
+        """`inst` as it applies to values with a leading device axis, or None when it cannot."""
+        key = (id(inst), n)
+        hit = self._proxies.get(key)
+        if hit is not None:
+            return hit[0]
+        proxy = None
+        shape = inst.shape
+        if not shape.is_tuple and not shape.is_dynamic and shape.element_type not in ("token", "opaque") \
+                and all(isinstance(o.value, np.ndarray) for o in operands):
+            op = inst.opcode
+            new_shape = Shape.array(shape.element_type, (n,) + tuple(shape.dims))
+            ok = True
+            attrs = dict(inst.attrs)
+            if op in _ELEMENTWISE:
+                # element-wise over equal dims (or scalar operands XLA allows in some forms: run per device)
+                ok = all(tuple(o.value.shape[1:] if isinstance(o, Stacked) else o.value.shape) == tuple(shape.dims)
+                         for o in operands)
+            else:
+                what = _SHIFTED[op]
+                if what == "dimensions":
+                    dims = tuple(attrs.get("dimensions") or ())
+                    attrs["dimensions"] = ((0,) + tuple(d + 1 for d in dims)) if op in ("broadcast", "transpose") \
+                        else tuple(d + 1 for d in dims)
+                elif what == "slice":
+                    spec = attrs["slice"]
+                    first = type(spec.dimensions[0])(0, n, 1) if spec.dimensions else None
+                    if first is None:
+                        ok = False
+                    else:
+                        attrs["slice"] = type(spec)((first,) + tuple(spec.dimensions))
+                if op == "broadcast" and isinstance(operands[0], Uniform):
+                    ok = False                       # a uniform operand: broadcast it once, per device
+            if ok:
+                proxy = replace(inst, shape=new_shape, attrs=attrs)
+        self._proxies[key] = (proxy, inst)           # the instruction kept alive with its id
+        return proxy
+
+    # -- collectives and peers -----------------------------------------------------------------
+    def _collective(self, inst, operands, devs):
+        n = len(devs)
+        from .collectives import OutsideSubset
+        try:
+            value = self.devices.exchange(inst, [o.stacked(n) for o in operands], devs)
+        except OutsideSubset as e:
+            raise self._divergence(inst, e.group, e.missing, devs) from None
+        return Stacked(value)
+
+    def _divergence(self, inst, group, missing, devs):
+        present = [d for d in group if d not in set(missing)]
+        msg = (f"{inst.name}: {inst.opcode} over devices {{{_fmt_devices(group)}}} was reached by devices "
+               f"{_fmt_devices(present)} only: devices {_fmt_devices(missing)} did not reach it")
+        if self.notes:
+            msg += " (" + "; ".join(self.notes) + ")"
+        msg += "; a collective must be reached by every device of its group"
+        return HloEvalError(msg, [_diag(inst, msg, "R020")])
+
+    def _peer(self, inst, operands, devs):
+        n = len(devs)
+        channel = inst.attrs.get("channel_id")
+        if inst.opcode == "send":
+            self.mailbox.setdefault(channel, []).append((inst, operands[0].stacked(n), tuple(devs)))
+            return Stacked((operands[0].stacked(n), np.zeros((n,), np.uint32), TOKEN))
+        queue = self.mailbox.get(channel)
+        if not queue:
+            msg = (f"{inst.name}: recv on channel {channel} has no matching send before it on devices "
+                   f"{_fmt_devices(devs)}")
+            raise HloEvalError(msg, [_diag(inst, msg, "R021")])
+        send_inst, value, sdevs = queue.pop(0)
+        if tuple(sdevs) != tuple(devs):
+            msg = (f"{inst.name}: recv on channel {channel} runs on devices {_fmt_devices(devs)} but the "
+                   f"send {send_inst.name} ran on devices {_fmt_devices(sdevs)}")
+            if self.notes:
+                msg += " (" + "; ".join(self.notes) + ")"
+            raise HloEvalError(msg, [_diag(inst, msg, "R020")])
+        data = self.devices.route(send_inst, inst, value, devs)
+        return Stacked((data, np.zeros((n,), np.uint32), TOKEN))
+
+    # -- control flow ---------------------------------------------------------------------
+    def _control(self, inst, rule, operands, devs):
+        op = inst.opcode
+        n = len(devs)
+        if op in ("call", "fusion"):
+            return self.call(_called(inst)[0], operands, devs)
+        if op == "async-start":
+            result = self.call(inst.attrs["calls"].name, operands, devs)
+            rest = tuple(np.broadcast_to(z, (n,) + z.shape) if isinstance(z, np.ndarray) else z
+                         for z in (zeros(s) for s in inst.shape.tuple_shapes[2:]))
+            return Stacked((tuple(o.stacked(n) for o in operands), result.stacked(n)) + rest)
+        if op == "while":
+            return self._while(inst, operands[0], devs)
+        if op == "conditional":
+            return self._conditional(inst, operands, devs)
+        if op == "custom-call":
+            return self.per_device(inst, rule, operands, devs)   # a custom call's own computations
+        raise HloEvalError(f"{op} with computations that depend on the device cannot run on several devices")
+
+    def _while(self, inst, state, devs):
+        cond = inst.attrs["condition"].name
+        body = inst.attrs["body"].name
+        limit = self.ec0.options.max_iterations
+        active = tuple(devs)
+        done: dict[int, object] = {}            # device -> final state (one device's value)
+        it = 0
+        pushed = 0
+        try:
+            while active:
+                p = self.call(cond, [state], active)
+                if isinstance(p, Uniform):
+                    go = [bool(np.asarray(p.value))] * len(active)
+                else:
+                    go = [bool(x) for x in np.asarray(p.value).reshape(len(active))]
+                if not any(go) and not done:
+                    return state                 # every device leaves together: nothing to unstack
+                if not all(go):
+                    stay = [i for i, g in enumerate(go) if g]
+                    leave = [i for i, g in enumerate(go) if not g]
+                    for i in leave:
+                        done[active[i]] = state.at(i)
+                    if not stay:
+                        break
+                    self.notes.append(f"devices {_fmt_devices([active[i] for i in leave])} left the while loop "
+                                      f"{inst.name} after {it} iterations, devices "
+                                      f"{_fmt_devices([active[i] for i in stay])} went on")
+                    pushed += 1
+                    state = take(state, stay)
+                    active = tuple(active[i] for i in stay)
+                if limit is not None and it >= limit:
+                    raise HloEvalError(f"the while loop ran {limit} iterations without its condition "
+                                       f"'{cond}' becoming false (the --max-iterations limit)")
+                state = self.call(body, [state], active)
+                it += 1
+                self.devices.loop_iterations += 1
+        finally:
+            del self.notes[len(self.notes) - pushed:]
+        return stack([done[d] for d in devs])
+
+    def _conditional(self, inst, operands, devs):
+        sel = operands[0]
+        if "branch_computations" in inst.attrs:
+            names = [c.name for c in inst.attrs["branch_computations"]]
+        else:
+            names = [inst.attrs["true_computation"].name, inst.attrs["false_computation"].name]
+
+        def branch_of(x) -> int:
+            x = np.asarray(x)
+            if x.dtype == np.bool_:
+                return 0 if bool(x) else 1
+            k = int(x)
+            return len(names) - 1 if k < 0 or k >= len(names) else k
+        if isinstance(sel, Uniform):
+            b = branch_of(sel.value)
+            return self.call(names[b], [operands[1 + b]], devs)
+        picks = [branch_of(x) for x in np.asarray(sel.value).reshape(len(devs))]
+        if len(set(picks)) == 1:
+            b = picks[0]
+            return self.call(names[b], [operands[1 + b]], devs)
+        results: dict[int, object] = {}
+        for b in sorted(set(picks)):
+            pos = [i for i, p in enumerate(picks) if p == b]
+            sub = tuple(devs[i] for i in pos)
+            others = [f"devices {_fmt_devices([devs[i] for i, p in enumerate(picks) if p == c])} took "
+                      f"branch {c} ({names[c]})" for c in sorted(set(picks)) if c != b]
+            self.notes.append(f"conditional {inst.name}: devices {_fmt_devices(sub)} took branch {b} "
+                              f"({names[b]}), " + ", ".join(others))
+            try:
+                r = self.call(names[b], [take(operands[1 + b], pos)], sub)
+            finally:
+                self.notes.pop()
+            for j, i in enumerate(pos):
+                results[i] = r.at(j)
+        return stack([results[i] for i in range(len(devs))])
+
+    # -- shard_map regions ------------------------------------------------------------------
+    def _shard_call(self, inst, operands, devs):
+        from . import manual
+        return manual.run(self, inst, operands, devs)

@@ -421,6 +421,57 @@ def _check_device_order(executable, n):
         raise SystemExit(f"executable devices are {ids}, not 0..{n - 1} in order: device id != partition id")
 
 
+def _entry_param_shardings(opt_text):
+    """{parameter number: sharding text} of the entry computation of a compiled module's text."""
+    entry = opt_text[opt_text.index("\nENTRY"):]
+    out = {}
+    for m in re.finditer(r"parameter\((\d+)\), sharding=\{", entry):
+        depth, k = 1, m.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(entry[k], 0)
+            k += 1
+        out[int(m.group(1))] = entry[m.end() - 1:k]
+    return out
+
+
+def _tiles(sharding_text, shape, n):
+    """{device: per-dimension (start, stop)} as XLA's sharding text places a global array, reading
+    its tile assignment with XLA's own parser (logical device ids)."""
+    from jax._src.lib import xla_client as xc
+    hs = xc.HloSharding.from_string(sharding_text)
+    full = tuple((0, d) for d in shape)
+    if hs.is_replicated() or hs.is_manual():
+        return {d: full for d in range(n)}
+    dims = list(hs.tile_assignment_dimensions())
+    devs = list(hs.tile_assignment_devices())
+    out = {}
+    for pos, dev in enumerate(devs):
+        coords = np.unravel_index(pos, dims)
+        sl = []
+        for i, size in enumerate(shape):
+            t = -(-size // dims[i])
+            sl.append((min(coords[i] * t, size), min((coords[i] + 1) * t, size)))
+        out[dev] = tuple(sl)
+    return out
+
+
+def _check_device_ids_are_partition_ids(name, opt_text, in_sh, leaves_in, n):
+    """Where JAX places each input tile (by device id) is where the compiled module's parameter
+    sharding places it (by partition id): device id == partition id."""
+    texts = _entry_param_shardings(opt_text)
+    for k, (sh, a) in enumerate(zip(in_sh, leaves_in)):
+        if k not in texts:
+            continue
+        shape = np.shape(a)
+        jax_map = {d.id: tuple((s.start or 0, shape[i] if s.stop is None else s.stop)
+                               for i, s in enumerate(idx))
+                   for d, idx in sh.devices_indices_map(shape).items()}
+        xla_map = _tiles(texts[k], shape, n)
+        if jax_map != xla_map:
+            raise SystemExit(f"{name}: parameter {k}: JAX places tiles {jax_map}, the compiled sharding "
+                             f"{texts[k]} {xla_map}")
+
+
 def _per_device(arr, n):
     shards = sorted(arr.addressable_shards, key=lambda s: s.device.id)
     if [s.device.id for s in shards] != list(range(n)):
@@ -445,6 +496,7 @@ def _gen_jit(name, c: Jit):
     lowered = jf.lower(*c.args)
     compiled = lowered.compile()
     _check_device_order(compiled.runtime_executable(), n)
+    _check_device_ids_are_partition_ids(name, compiled.as_text(), jax.tree_util.tree_leaves(in_sh), leaves_in, n)
     outs = [jax.tree_util.tree_leaves(jf(*c.args)) for _ in range(2)]
     glob, dev = [], []
     for o1, o2 in zip(*outs):

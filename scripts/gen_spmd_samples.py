@@ -497,7 +497,8 @@ def _gen_jit(name, c: Jit):
     compiled = lowered.compile()
     _check_device_order(compiled.runtime_executable(), n)
     _check_device_ids_are_partition_ids(name, compiled.as_text(), jax.tree_util.tree_leaves(in_sh), leaves_in, n)
-    outs = [jax.tree_util.tree_leaves(jf(*c.args)) for _ in range(2)]
+    results = [jf(*c.args) for _ in range(2)]
+    outs = [jax.tree_util.tree_leaves(r) for r in results]
     glob, dev = [], []
     for o1, o2 in zip(*outs):
         g1, g2 = np.asarray(o1), np.asarray(o2)
@@ -508,8 +509,10 @@ def _gen_jit(name, c: Jit):
         dev.append(d1)
     ins = jax.tree_util.tree_leaves(compiled.input_shardings[0])
     outsh = jax.tree_util.tree_leaves(compiled.output_shardings)
+    paths_in = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(c.args)[0]]
+    paths_out = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(results[0])[0]]
     meta = dict(
-        kind="jit",
+        kind="jit", input_paths=paths_in, output_paths=paths_out,
         mesh_shape=[int(d) for d in mesh.devices.shape], mesh_axes=list(mesh.axis_names),
         replicas=1, partitions=n, per_device_inputs=False,
         in_shardings=[_hlo_sharding_text(s, np.ndim(a)) for s, a in zip(ins, leaves_in)],

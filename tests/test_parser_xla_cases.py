@@ -186,6 +186,18 @@ def test_mesh_groups_with_device_ids_and_round_trip():
     assert parse(printed).entry_computation.root_instruction.attrs["replica_groups"] == rg
 
 
+@pytest.mark.parametrize("iota, explicit", [
+    ("[2,4]T(1,0)", (0, 4, 1, 5, 2, 6, 3, 7)),        # as JAX's 2 x 4 meshes print it
+    ("[2,2,2]T(2,0,1)", tuple(int(d) for d in np.arange(8).reshape(2, 2, 2).transpose(2, 0, 1).ravel())),
+    ("[8]", tuple(range(8))),
+])
+def test_mesh_device_ids_iota_form(iota, explicit):
+    """device_ids=([reshape]T(perm)) is iota(n) reshaped, transposed and flattened (XLA's parser)."""
+    rg = mesh_groups(f"mesh['a'=4,'b'=1,'c'=2], device_ids=({iota}) {{'a'}}")
+    assert rg.device_ids == explicit
+    assert rg.groups == expected_groups((4, 1, 2), [0], explicit)
+
+
 @pytest.mark.parametrize("axes, groups", [
     # a sub-axis 'x':(pre)size: the `size` devices of stride pre along x (x = pre-major)
     ("'x':(1)2", ((0, 4), (1, 5), (2, 6), (3, 7))),
@@ -209,6 +221,9 @@ def test_mesh_sub_axes(axes, groups):
     ("mesh['x'=8] {'x':(1)2,'x':(2)2}", "'x':(2)", ["can be merged"]),
     ("mesh['x'=2,'y'=4], device_ids=(0,1,2,3,4,5,6,6) {'x'}", "mesh", ["permutation of 0..7"]),
     ("maximal_mesh[device_id=3] {}", "maximal_mesh", ["more than one device per group"]),
+    ("mesh['x'=2,'y'=4], device_ids=([4,4]T(1,0)) {'x'}", "mesh", ["must reshape the mesh's 8 devices"]),
+    ("mesh['x'=2,'y'=4], device_ids=([2,4]T(0,0)) {'x'}", "mesh", ["permute all their dimensions"]),
+    ("mesh['x'=2,'y'=4], device_ids=([2,4]) {'x'}", "mesh", ["expected [dims]T(perm)"]),
 ])
 def test_mesh_groups_refused(groups, needle, words):
     text = all_reduce(groups)
@@ -406,6 +421,7 @@ def test_deep_nesting_stops_early_with_a_located_error(open_, close):
     module("  ROOT c = s64[2] constant({9223372036854775808, 18446744073709551615})"),
     all_reduce("mesh['x'=2,'y'=2], device_ids=(0,2,1,3) {'y'}", 4),
     all_reduce("mesh['x'=8] {'x':(4)2,'x':(1)2}"),
+    all_reduce("mesh['x'=4,'y'=2], device_ids=([2,4]T(1,0)) {'x'}"),
     module("  ROOT r = f32[4] custom-call(), window={size=2x2}, dim_labels=?b01f_0?1io->b01?f, "
            'custom_call_target="t"', head="HloModule m:"),
 ])

@@ -978,6 +978,25 @@ def _unquote_axis(w) -> str | None:
     return w[1:-1] if len(w) >= 2 and w[0] == w[-1] == "'" else None
 
 
+def _mesh_iota_device_ids(at, n) -> tuple[int, ...]:
+    """A mesh's device_ids in the iota form `[r1,r2,...]T(p1,p2,...)` (T optional for one dim)."""
+    vals = [i for i in at.items if not (isinstance(i, Sep) and i == ",")]   # 'T' is kept
+    reshape = _bracket_ints(vals[0])
+    perm: tuple[int, ...] = (0,) if len(reshape) == 1 else ()
+    if len(vals) == 3 and vals[1] == "T":
+        perm = _bracket_ints(vals[2])
+    elif len(vals) != 1 or not perm:
+        raise AttrError(f"malformed iota device_ids '{generic_text(at)}' (expected [dims]T(perm))", at=at)
+    size = 1
+    for r in reshape:
+        size *= r
+    if sorted(perm) != list(range(len(reshape))) or size != n or min(reshape) <= 0:
+        raise AttrError(f"iota device_ids '{generic_text(at)}' must reshape the mesh's {n} devices and "
+                        f"permute all their dimensions", at=at)
+    import numpy as np
+    return tuple(int(d) for d in np.arange(n).reshape(reshape).transpose(perm).ravel())
+
+
 def _dec_mesh_replica_groups(items) -> MeshReplicaGroups:
     """mesh['x'=2,'y'=4] {'y'} / mesh[...], device_ids=(...) {...}, with the checks XLA's parser and
     MeshAxesReplicaGroupList make (where XLA stops with a crash, hlo reports an error)."""
@@ -1009,18 +1028,23 @@ def _dec_mesh_replica_groups(items) -> MeshReplicaGroups:
         g = rest.pop(0).value
         if not (isinstance(g, Group) and g.open == "("):
             raise AttrError(f"expected '(' for device_ids, got '{generic_text(g)}'", at=g)
-        try:
-            device_ids = tuple(int(str(x)) for x in g.values())
-        except ValueError:
-            raise AttrError("device_ids of a mesh replica group list are integers (the iota form "
-                            "[dims]T(perm) is not supported here)", at=g) from None
         n = 1
         for z in sizes:
             n *= z
+        vals = g.values()
+        iota = bool(vals) and isinstance(vals[0], Group) and vals[0].open == "["
+        if iota:           # ([reshape]T(perm)): iota(n) reshaped, transposed, flattened (XLA's parser)
+            device_ids = _mesh_iota_device_ids(g, n)
+        else:
+            try:
+                device_ids = tuple(int(str(x)) for x in vals)
+            except ValueError:
+                raise AttrError("device_ids of a mesh replica group list are integers or the iota form "
+                                f"[dims]T(perm), got '{generic_text(g)}'", at=g) from None
         if len(device_ids) != n or sorted(device_ids) != list(range(n)):
             raise AttrError(f"device_ids must be a permutation of 0..{n - 1} (the mesh has {n} devices), got "
                             f"({','.join(map(str, device_ids))})", at=g)
-        if device_ids == tuple(range(n)):
+        if device_ids == tuple(range(n)) and not iota:
             raise AttrError("device_ids (0,1,2,3...) is the default order: leave it out", at=g)
     if len(rest) != 1 or not isinstance(rest[0], (Group, IntList)) or (
             isinstance(rest[0], Group) and rest[0].open != "{"):

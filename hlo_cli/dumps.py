@@ -2,7 +2,8 @@
 
 A dump directory is ours when it carries the marker file `.hlo-dump`.  A new dump into one of
 ours removes the files of the previous dump, and only those: names that follow our naming
-(`NNNNNN_computation.instruction[.count][.leafK][~N].npy`) AND are listed in the previous manifest,
+(`NNNNNN_computation.instruction[.count][.devD][.leafK][~N].npy`; `.devD` in a multi-device run, for
+a value that differs between devices: device D's) AND are listed in the previous manifest,
 and that are plain files (a link is left alone).  Nothing else is ever removed or replaced:
 every file is created exclusively (an existing name gets `~1`, `~2`...), and the manifest is
 written under a fresh temporary name and renamed into place.  A failed write (a read-only
@@ -70,33 +71,53 @@ class Dumper:
         self.run_info = dict(run_info or {})
         self.entries = []
         self.seq = 0
+        self.multi = "devices" in self.run_info       # a multi-device run (its grid in the run's info)
 
     def __call__(self, ev):
-        import numpy as np
         inst = ev.instruction
         if self.pattern is not None and not (self.pattern.search(inst.name) or self.pattern.search(inst.opcode)):
             return
         self.seq += 1
         safe = re.sub(r"[^\w.\-]", "_", f"{ev.computation.name}.{inst.name}")
-        files, leaf_stats = [], []
-        for k, (leaf, _shape) in enumerate(leaves_with_shapes(ev.value, inst.shape)):
-            leaf = np.asarray(leaf)
-            leaf_stats.append(stats(leaf))
-            if not self.summary_only:
-                base = f"{self.seq:06d}_{safe}" + (f".{ev.count}" if ev.count > 1 else "") + \
-                       (f".leaf{k}" if inst.shape.is_tuple else "")
-                try:
-                    written = write_new(self.dir / (base + ".npy"), lambda f, a=leaf: save_npy(f, a), "--dump-dir")
-                except HloInputError as e:
-                    raise DumpFailed(e) from None
-                files.append(written.name)
+        base = f"{self.seq:06d}_{safe}" + (f".{ev.count}" if ev.count > 1 else "")
         entry = {"order": self.seq, "computation": ev.computation.name, "instruction": inst.name,
                  "opcode": inst.opcode, "shape": inst.shape.to_str(False), "execution": ev.count,
-                 "location": f"{inst.loc.file}:{inst.loc.line}:{inst.loc.column}", "stats": leaf_stats}
+                 "location": f"{inst.loc.file}:{inst.loc.line}:{inst.loc.column}"}
+        devices = getattr(ev, "devices", None)        # a multi-device run: the devices of a stacked value
+        if devices is None:
+            leaf_stats, files = self._write(ev.value, inst.shape, base, None)
+            entry["stats"] = leaf_stats
+            if self.multi:
+                entry["devices"] = "all"             # held once: the same on every device
+        else:
+            per, files = [], []
+            for pos, d in enumerate(devices):
+                one = _row(ev.value, pos)
+                leaf_stats, fs = self._write(one, inst.shape, f"{base}.dev{d}", d)
+                per.append({"device": int(d), "stats": leaf_stats, **({} if self.summary_only else {"files": fs})})
+                files.extend(fs)
+            entry["devices"] = [int(d) for d in devices]
+            entry["per_device"] = per
         if not self.summary_only:
             entry["files"] = files
         entry.update(source_of(self.module, inst))
         self.entries.append(entry)
+
+    def _write(self, value, shape, base: str, device):
+        """Statistics of every leaf of VALUE, and the files written for them (one .npy a leaf)."""
+        import numpy as np
+        files, leaf_stats = [], []
+        for k, (leaf, _shape) in enumerate(leaves_with_shapes(value, shape)):
+            leaf = np.asarray(leaf)
+            leaf_stats.append(stats(leaf))
+            if not self.summary_only:
+                name = base + (f".leaf{k}" if shape.is_tuple else "") + ".npy"
+                try:
+                    written = write_new(self.dir / name, lambda f, a=leaf: save_npy(f, a), "--dump-dir")
+                except HloInputError as e:
+                    raise DumpFailed(e) from None
+                files.append(written.name)
+        return leaf_stats, files
 
     def finish(self, status: str, timings: dict | None = None):
         """Write the manifest (an HloInputError if it cannot be written)."""
@@ -107,6 +128,15 @@ class Dumper:
         manifest["instructions"] = self.entries
         text = (json.dumps(manifest, indent=1) + "\n").encode()
         replace_file(self.dir / MANIFEST, lambda f: f.write(text), "--dump-dir")
+
+
+def _row(value, pos: int):
+    """Device POS's value of a value whose array leaves are stacked over devices."""
+    if isinstance(value, tuple):
+        return tuple(_row(v, pos) for v in value)
+    if hasattr(value, "shape") and getattr(value, "ndim", 0) > 0:
+        return value[pos]
+    return value
 
 
 def _is_plain_file(path: Path) -> bool:

@@ -36,11 +36,68 @@ class FiniteGuard:
         vals = [np.asarray(v) for v, _ in leaves_with_shapes(ev.value, inst.shape)]
         if not any(has_nonfinite(v) for v in vals):
             return
+        devices = getattr(ev, "devices", None)        # a multi-device run: the devices of a stacked value
+        if devices is not None:
+            self._on_devices(ev, vals, tuple(devices))
+            return
         from .interpreter.values import leaves
         if any(has_nonfinite(np.asarray(v)) for op in ev.operands for v in leaves(op)):
             return
         self.report = nonfinite_report(self.module, ev, vals)
         raise NonFinite()
+
+    def _on_devices(self, ev, vals, devices):
+        """A value stacked over DEVICES: the devices where it holds a NaN or Inf that none of that
+        device's operands held (an operand without the device axis is the same on every device)."""
+        from .interpreter.values import leaves
+        n = len(devices)
+        bad = np.zeros(n, bool)
+        for v in vals:
+            m = nonfinite_mask(v)
+            if m is not None:
+                bad |= m.reshape(n, -1).any(axis=1)
+        stacked = _stacked_operands(ev)
+        for op, st in zip(ev.operands, stacked):
+            for v in leaves(op):
+                m = nonfinite_mask(np.asarray(v))
+                if m is None or not m.any():
+                    continue
+                if st:
+                    bad &= ~m.reshape(n, -1).any(axis=1)
+                else:                       # held once: non-finite on every device
+                    bad[:] = False
+        if not bad.any():
+            return
+        where = [devices[k] for k in np.flatnonzero(bad)]
+        first = int(np.flatnonzero(bad)[0])
+        one = type(ev)(ev.computation, ev.instruction, _row(ev.value, first), ev.count,
+                       [_row(op, first) if st else op for op, st in zip(ev.operands, stacked)])
+        rep = nonfinite_report(self.module, one, [np.asarray(v) for v, _ in
+                                                  leaves_with_shapes(one.value, ev.instruction.shape)])
+        rep["devices"] = [int(d) for d in where]
+        rep["device"] = int(devices[first])
+        self.report = rep
+        raise NonFinite()
+
+
+def _row(value, pos: int):
+    if isinstance(value, tuple):
+        return tuple(_row(v, pos) for v in value)
+    if isinstance(value, np.ndarray) and value.ndim:
+        return value[pos]
+    return value
+
+
+def _stacked_operands(ev) -> list[bool]:
+    """For each operand of a stacked event, whether its value has the device axis (one more
+    dimension than its instruction's shape) or is held once for every device."""
+    by_name = ev.computation.by_name
+    out = []
+    for name, val in zip(ev.instruction.operands, ev.operands):
+        shape = by_name[name].shape if name in by_name else None
+        got = next(iter(leaves_with_shapes(val, shape)), None) if shape is not None else None
+        out.append(got is not None and np.ndim(got[0]) == got[1].rank + 1)
+    return out
 
 
 def nonfinite_report(module, ev, vals) -> dict:

@@ -193,11 +193,13 @@ class Inputs:
     notes: list = field(default_factory=list)     # casts and other things worth saying (stderr)
 
 
-def load_inputs(params, specs=(), archive: str | None = None) -> Inputs:
+def load_inputs(params, specs=(), archive: str | None = None, shape_for=None) -> Inputs:
     """Values for the entry parameters PARAMS from `--input [NAME=]FILE.npy` SPECS (in parameter
     order first, then by name) and an `--inputs ARGS.npz` ARCHIVE.  Every file's header is checked
     against its parameter (shape, and whether its type can be converted) before its data is read;
-    every problem is an HloInputError naming the option, the file and the parameter."""
+    every problem is an HloInputError naming the option, the file and the parameter.
+    SHAPE_FOR(k, dims, what), when given, is the Shape an array of DIMS must have to be the input of
+    parameter K (a multi-device run takes global or stacked arrays; see devices/inputs.py)."""
     from .interpreter.inputs import assign, check_header, coerce, label
     param_names = {p.name for p in params}
     positional, named = [], {}            # (ArrayFile, key, origin) entries
@@ -240,8 +242,10 @@ def load_inputs(params, specs=(), archive: str | None = None) -> Inputs:
         for k, (af, key, origin) in jobs:
             p = params[k]
             what = f"{label(p)} (from {origin})"
-            if check_header(af.headers[key], p.shape, what):
-                values[k] = coerce(af.load(key), p.shape, what, notes=result.notes, allow_rounding=True)
+            header = af.headers[key]
+            shape = p.shape if shape_for is None else shape_for(k, header.shape, what)
+            if check_header(header, shape, what):
+                values[k] = coerce(af.load(key), shape, what, notes=result.notes, allow_rounding=True)
             result.sources.append({"parameter": p.name, "number": p.parameter_number, "file": origin})
         from .interpreter.values import TOKEN
         result.values = [TOKEN if v is None else v for v in values]

@@ -59,8 +59,14 @@ def _report_nonfinite(rep, src):
     if s0.get("inf"):
         what.append(f"{s0['inf']} Inf")
     at = f", first at {rep['first_index']} = {rep['first_value']}" if "first_index" in rep else ""
+    on = ""
+    if rep.get("devices"):
+        from ..devices.outputs import devices_text
+        devs = rep["devices"]
+        on = (f" on device{'s' if len(devs) != 1 else ''} {devices_text(devs)}"
+              + (f" (values of device {rep['device']})" if len(devs) != 1 else ""))
     msg = (f"{rep['instruction']}: {rep['opcode']} produced a non-finite value ({', '.join(what)}{at}) from "
-           f"finite operands (execution {rep['execution']} of it, in computation {rep['computation']})")
+           f"finite operands{on} (execution {rep['execution']} of it, in computation {rep['computation']})")
     d = Diagnostic(msg, rep["file"], rep["line"], rep["column"], "error", "R100", rep["instruction"], line_text)
     lines = [d.format()]
     if rep.get("source"):
@@ -219,16 +225,39 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
               help="Run modules whose dump elided constants ({...}), filling them this way.")
 @click.option("--no-check", is_flag=True, help="Do not check the module (hlo check's rules) before running it.")
 @click.option("--no-progress", is_flag=True, help="No progress display (it is off anyway when not a terminal).")
+@click.option("--replicas", type=click.IntRange(min=1), default=None,
+              help="Run on this many replicas (default: the module's replica_count).")
+@click.option("--partitions", type=click.IntRange(min=1), default=None,
+              help="Run on this many partitions (default: the module's num_partitions, or the size of its "
+                   "Shardy mesh).")
+@click.option("--per-device", is_flag=True,
+              help="Every input holds one value per device, stacked on a new leading axis in device-id order "
+                   "(device = replica x partitions + partition). Without it, an input is the parameter's "
+                   "global array, split per device by the parameter's sharding.")
+@click.option("--output-global", is_flag=True,
+              help="--output/--expect hold the global arrays, reassembled from the devices' pieces by the "
+                   "ROOT's sharding (or --output-sharding), instead of one value per device stacked on a "
+                   "leading axis.")
+@click.option("--output-sharding", metavar="SHARDING",
+              help="The sharding of the result for --output-global, written as in a module, e.g. "
+                   "'{devices=[2,4]<=[8]}'.")
+@click.option("--device", "device", type=click.IntRange(min=0), default=None,
+              help="Show this device's results only (summary, --print, JSON).")
 @module_option
 @no_cache_option
 @report_errors
 def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect, rtol, atol,
         dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations, allow_elided_constants,
-        no_check, no_progress, module_choice, no_cache):
+        no_check, no_progress, replicas, partitions, per_device, output_global, output_sharding, device,
+        module_choice, no_cache):
     """Run MODULE's entry computation on inputs and report the results.
 
     Inputs: --input FILE.npy per parameter in order, --input NAME=FILE.npy by name, --inputs ARGS.npz,
     or --random-inputs.  The module is checked first (as `hlo check` does).
+
+    Several devices (replica_count x num_partitions in the header, or --replicas/--partitions): an
+    input is a global array split by its parameter's sharding (or, with --per-device, one value per
+    device); --output writes every result stacked over the devices (--output-global: reassembled).
 
     Exit codes: 0 success; 1 the module failed (check error, runtime error, --expect mismatch,
     non-finite value under --check-finite); 2 usage error or unreadable input; 3 a bug in hlo;
@@ -244,9 +273,13 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
             raise click.UsageError("--rtol and --atol must not be negative")
         if seed < 0:
             raise click.BadParameter(f"{seed} is negative; a seed is a non-negative integer", param_hint="'--seed'")
+        if output_sharding is not None and not output_global:
+            raise click.UsageError("--output-sharding needs --output-global")
+        devices = {"replicas": replicas, "partitions": partitions, "per_device": per_device,
+                   "output_global": output_global, "output_sharding": output_sharding, "device": device}
         _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt,
              expect, rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
-             allow_elided_constants, no_check, no_progress, no_cache, module_choice)
+             allow_elided_constants, no_check, no_progress, no_cache, module_choice, devices)
     except (SystemExit, click.exceptions.Exit, BrokenPipeError):
         raise
     except BaseException as e:
@@ -284,7 +317,7 @@ def _error_document(state, e: BaseException) -> dict:
 
 def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect,
          rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
-         allow_elided_constants, no_check, no_progress, no_cache, module_choice=None):
+         allow_elided_constants, no_check, no_progress, no_cache, module_choice=None, devices=None):
     import hashlib
 
     import numpy as np
@@ -314,6 +347,10 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     timings["check_s"] = clock() - t0
     if allow_elided_constants is None:
         _refuse_elided(module, src)
+    from ..devices.outputs import DeviceRun
+    dv = DeviceRun(module, devices or {})
+    if dv.multi:
+        info["devices"] = {"replicas": dv.grid.replicas, "partitions": dv.grid.partitions}
 
     # -- inputs: every file's header is checked against its parameter before its data is read
     t0 = clock()
@@ -324,25 +361,29 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     if random_inputs:
         if inputs or inputs_npz:
             _input_error("--random-inputs cannot be combined with --input/--inputs")
+        if dv.per_device:
+            _input_error("--per-device says how --input/--inputs hold their values; --random-inputs draws "
+                         "global values and splits them by the parameters' shardings")
         info.update(inputs=[{"parameter": p.name, "number": p.parameter_number, "random": True} for p in params
                             if p.shape.element_type != "token"], seed=seed)
-        args = make_random(params, seed)
+        args = dv.random_inputs(seed) if dv.multi else make_random(params, seed)
     else:
         if not inputs and not inputs_npz and any(p.shape.element_type != "token" for p in params):
             _input_error(f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
                          + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
                          + "); pass --input/--inputs, or --random-inputs")
-        loaded = load_inputs(params, inputs, inputs_npz)
+        loaded = load_inputs(params, inputs, inputs_npz, dv.shape_for if dv.multi else None)
         protected |= loaded.paths
         info["inputs"] = loaded.sources
         if _uses_rng(module):
             info["seed"] = seed
         for note in loaded.notes:
             click.echo(f"note: {note}", err=True)
-        args = loaded.values
+        args = dv.distribute(loaded.values) if dv.multi else loaded.values
     timings["inputs_s"] = clock() - t0
     if check_finite:
         for p, a in zip(params, args):
+            a = a.value if dv.multi else a
             bad = [leaf for leaf, _ in leaves_with_shapes(a, p.shape) if has_nonfinite(np.asarray(leaf))]
             if bad:
                 click.echo(f"note: input parameter {p.parameter_number} '{p.name}' holds non-finite values "
@@ -356,7 +397,9 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     if output:
         _check_output_path(output, force, protected, root_shape)
     reference = None
-    if expect:
+    if expect and dv.multi:
+        dv.check_reference(expect)        # (read after the run: the result's form decides its shapes)
+    elif expect:
         reference = load_reference(expect, [(s.dims, s.dynamic) if s.is_dynamic else s.dims
                                             for s in root_shape.leaves()
                                             if s.element_type not in ("token", "opaque")])
@@ -391,7 +434,10 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     progress = _Progress() if (not no_progress and fmt == "text" and sys.stderr.isatty()) else None
     t0 = clock()
     try:
-        result = run_module(module, args, options, hook, progress)
+        if dv.multi:
+            result = dv.run(args, options, hook, progress)
+        else:
+            result = run_module(module, args, options, hook, progress)
     except NonFinite:
         timings["execute_s"] = clock() - t0
         if progress:
@@ -421,6 +467,10 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         progress.stop()
 
     # -- report
+    if dv.multi:
+        _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, print_values, fmt, dumper,
+                        info, timings)
+        return
     t0 = clock()
     leaves = [(np.asarray(v), s) for v, s in leaves_with_shapes(result, root_shape)]
     if dumper:
@@ -432,26 +482,71 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     failed = mismatch is not None and not mismatch["ok"]
 
     if fmt == "json":
-        doc = {"module": module.name, "status": "mismatch" if failed else "ok",
-               "exit_code": ExitCode.FAILURE if failed else ExitCode.OK, **info,
-               "results": [dict(key=f"out{k}", hlo_shape=s.to_str(False), **stats(v))
-                           for k, (v, s) in enumerate(leaves)]}
+        results = [dict(key=f"out{k}", hlo_shape=s.to_str(False), **stats(v)) for k, (v, s) in enumerate(leaves)]
         if print_values:
-            for r, (v, s) in zip(doc["results"], leaves):
+            for r, (v, s) in zip(results, leaves):
                 r["literal"] = literal_text(v, s, oneline=True)
-        if output:
-            doc["output"] = output
-        if mismatch is not None:
-            doc["expect"] = dict(mismatch, rtol=rtol, atol=atol, reference=expect)
-        if dumper:
-            doc["dump"] = {"dir": str(dumper.dir), "instructions": len(dumper.entries)}
-        doc["timings"] = timings
-        click.echo(json.dumps(doc, indent=2))
+        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings)
     else:
         _print_summary(module, leaves)
         if print_values:
             for k, (v, s) in enumerate(leaves):
                 click.echo(f"out{k} = {literal_text(v, s)}")
+        if mismatch is not None:
+            _print_mismatch(mismatch, rtol, atol)
+    if failed:
+        sys.exit(ExitCode.FAILURE)
+
+
+def _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings):
+    """The JSON document of a finished run."""
+    doc = {"module": module.name, "status": "mismatch" if failed else "ok",
+           "exit_code": ExitCode.FAILURE if failed else ExitCode.OK, **info, "results": results}
+    if output:
+        doc["output"] = output
+    if mismatch is not None:
+        doc["expect"] = dict(mismatch, rtol=rtol, atol=atol, reference=expect)
+    if dumper:
+        doc["dump"] = {"dir": str(dumper.dir), "instructions": len(dumper.entries)}
+    doc["timings"] = timings
+    click.echo(json.dumps(doc, indent=2))
+
+
+def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, print_values, fmt, dumper, info,
+                    timings):
+    """The report of a multi-device run: --output, --expect, and the summary or JSON (per device)."""
+    import numpy as np
+
+    from ..compare import compare
+    from ..devices.outputs import devices_text, leaf_rows, results_json
+    from ..io import write_results
+    t0 = time.perf_counter()
+    leaves = dv.leaves(result)
+    if dumper:
+        dumper.finish("ok", timings)
+    arrays = dv.output_arrays(leaves) if (output or expect) else []
+    if output:
+        write_results(output, arrays)
+    timings["write_s"] = time.perf_counter() - t0
+    mismatch = compare([np.asarray(a) for a in arrays], dv.reference(expect, arrays), rtol, atol) if expect else None
+    failed = mismatch is not None and not mismatch["ok"]
+    if fmt == "json":
+        results = results_json(leaves, dv.device,
+                               (lambda v, s: literal_text(v, s, oneline=True)) if print_values else None)
+        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings)
+    else:
+        g = dv.grid
+        rows = leaf_rows(leaves, dv.device)
+        where = (f"on {g.count} device{'s' if g.count != 1 else ''} ({g.replicas} replica"
+                 f"{'s' if g.replicas != 1 else ''} x {g.partitions} partition{'s' if g.partitions != 1 else ''})")
+        _print_summary(module, [(np.asarray(v), leaf.shape) for leaf, _, v in rows], where,
+                       [leaf.key for leaf, _, _ in rows],
+                       ["global" if devs is None else ("device " if len(devs) == 1 else "devices ") + devices_text(devs)
+                        for _, devs, _ in rows])
+        if print_values:
+            for leaf, devs, v in rows:
+                at = "" if devs is None else f" ({'device' if len(devs) == 1 else 'devices'} {devices_text(devs)})"
+                click.echo(f"{leaf.key}{at} = {literal_text(v, leaf.shape)}")
         if mismatch is not None:
             _print_mismatch(mismatch, rtol, atol)
     if failed:
@@ -470,11 +565,16 @@ def _console():
     return con
 
 
-def _print_summary(module, leaves):
+def _print_summary(module, leaves, where: str | None = None, keys=None, devices=None):
+    """One row per result leaf; on devices, WHERE names them, KEYS label the rows and DEVICES says
+    which devices hold each row's value."""
     from rich.table import Table
     from rich.text import Text
-    t = Table(title=f"results of {module.name}", title_justify="left", show_edge=False)
-    for col in ("", "shape", "min", "max", "mean", "nan", "inf", "preview"):
+    t = Table(title=f"results of {module.name}" + (f" {where}" if where else ""), title_justify="left",
+              show_edge=False)
+    cols = ("", "devices", "shape", "min", "max", "mean", "nan", "inf", "preview") if devices else \
+        ("", "shape", "min", "max", "mean", "nan", "inf", "preview")
+    for col in cols:
         t.add_column(col, justify="right" if col in ("min", "max", "mean", "nan", "inf") else "left",
                      no_wrap=True, overflow="ellipsis")
     for k, (v, shape) in enumerate(leaves):
@@ -484,7 +584,8 @@ def _print_summary(module, leaves):
             lo, hi = s.get("min_abs"), s.get("max_abs")
             lo = None if lo is None else f"|z| {lo:.6g}"
             hi = None if hi is None else f"|z| {hi:.6g}"
-        t.add_row(Text(f"out{k}"), Text(shape.to_str(False)), _fmt_num(lo), _fmt_num(hi), _fmt_num(s.get("mean")),
+        head = [Text(keys[k] if keys else f"out{k}")] + ([Text(devices[k])] if devices else [])
+        t.add_row(*head, Text(shape.to_str(False)), _fmt_num(lo), _fmt_num(hi), _fmt_num(s.get("mean")),
                   _fmt_num(s.get("nan")), _fmt_num(s.get("inf")), Text(_preview(v)))
     _console().print(t)
 

@@ -1,0 +1,259 @@
+"""The results of a multi-device run, as `hlo run` writes and shows them.
+
+- What `--output` writes (and `--expect` compares with), one array per result leaf, keys out0,
+  out1, ...: the leaf stacked on a leading device axis in device-id order (a value every device
+  holds identically is repeated); the global array itself when the module computes on global
+  values (before partitioning); with `--output-global`, the global array reassembled from the
+  devices' tiles by the ROOT's `sharding` (or the one given with `--output-sharding`).
+- What the summary shows: one row per leaf and per set of devices holding the same value (bit
+  for bit), so that "devices 0-7" is one row when they agree; or one device's rows.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import HloError, HloInputError
+from ..io import leaves_with_shapes
+from .values import Stacked, Uniform
+
+
+def _fail(msg: str):
+    raise HloInputError(msg)
+
+
+def devices_text(devs) -> str:
+    """Device ids compactly: 0-7, 0,2,4, 1-3,6."""
+    devs = sorted(int(d) for d in devs)
+    parts, k = [], 0
+    while k < len(devs):
+        j = k
+        while j + 1 < len(devs) and devs[j + 1] == devs[j] + 1:
+            j += 1
+        parts.append(str(devs[k]) if j == k else f"{devs[k]}-{devs[j]}" if j > k + 1 else
+                     f"{devs[k]},{devs[j]}")
+        k = j + 1
+    return ",".join(parts)
+
+
+def parse_sharding(text: str, what: str = "--output-sharding"):
+    """An HLO sharding written as in a module (`{devices=[2,4]<=[8]}`, `{replicated}`, a tuple
+    `{{...}, {...}}`), decoded by the IR's own decoder; an HloInputError if it is not one."""
+    from ..ir.attributes import dec_sharding
+    from ..parser.frontend import _decode_value
+    t = text.strip()
+    if not t.startswith("{"):
+        t = "{" + t + "}"
+    try:
+        return dec_sharding(_decode_value("sharding", t))
+    except Exception as e:          # lark's syntax errors, the decoder's AttrError, nesting errors
+        from lark.exceptions import UnexpectedInput
+        if isinstance(e, UnexpectedInput):
+            msg = f"a syntax error at column {getattr(e, 'column', '?')}"
+        else:
+            lines = (getattr(e, "message", None) or str(e)).strip().splitlines()
+            msg = lines[0] if lines else type(e).__name__
+        _fail(f"{what} {text!r}: not an HLO sharding ({msg}); write it as in a module, e.g. "
+              f"{{devices=[2,1]<=[2]}} or {{replicated}}")
+
+
+def _leaf_shardings(sharding, root_shape) -> list:
+    """The sharding of every result leaf that --output writes (tokens left out)."""
+    from .sharding import leaf_shardings
+    return [sh for sh, s in zip(leaf_shardings(sharding, root_shape), root_shape.leaves())
+            if s.element_type not in ("token", "opaque")]
+
+
+@dataclass
+class DeviceLeaf:
+    """One result leaf: its value `stacked` over `devices` (leading axis), or `global_value`."""
+    key: str
+    shape: object                      # the leaf's HLO Shape (per device)
+    devices: tuple
+    stacked: np.ndarray | None = None  # [len(devices), *dims]; None for a global value
+    global_value: np.ndarray | None = None
+
+    def at(self, device: int) -> np.ndarray:
+        if self.stacked is None:
+            return self.global_value
+        return self.stacked[self.devices.index(device)]
+
+    def groups(self) -> list[tuple[tuple, np.ndarray]]:
+        """(device ids, value) for each set of devices holding the same value, bit for bit,
+        in order of their first device; one group for a global value."""
+        if self.stacked is None:
+            return [(self.devices, self.global_value)]
+        by_digest: dict[bytes, list] = {}
+        firsts = {}
+        for pos, d in enumerate(self.devices):
+            a = np.ascontiguousarray(self.stacked[pos])
+            dig = hashlib.blake2b(a.view(np.uint8).reshape(-1) if a.size else b"", digest_size=16).digest()
+            by_digest.setdefault(dig, []).append(d)
+            firsts.setdefault(dig, pos)
+        return [(tuple(devs), self.stacked[firsts[dig]]) for dig, devs in by_digest.items()]
+
+
+def result_leaves(result, root_shape) -> list[DeviceLeaf]:
+    """The leaves of a DeviceResult (its `.value`, `.devices`, `.global_result`), tokens left out."""
+    devices = tuple(result.devices)
+    value = result.value
+    out = []
+    if isinstance(value, Uniform):
+        for k, (v, s) in enumerate(leaves_with_shapes(value.value, root_shape)):
+            v = np.asarray(v)
+            if result.global_result:
+                out.append(DeviceLeaf(f"out{k}", s, devices, global_value=v))
+            else:
+                out.append(DeviceLeaf(f"out{k}", s, devices, stacked=np.broadcast_to(v, (len(devices),) + v.shape)))
+        return out
+    assert isinstance(value, Stacked)
+    for k, (v, s) in enumerate(leaves_with_shapes(value.value, root_shape)):
+        v = np.asarray(v)
+        if v.ndim != s.rank + 1 or v.shape[0] != len(devices):
+            v = np.broadcast_to(v, (len(devices),) + v.shape)
+        out.append(DeviceLeaf(f"out{k}", s, devices, stacked=v))
+    return out
+
+
+def output_arrays(leaves: list[DeviceLeaf], root_shape, sharding=None, to_global: bool = False,
+                  partitions: int | None = None, what: str = "--output-global") -> list[np.ndarray]:
+    """The arrays --output writes (and --expect compares with), one per leaf, as the module's
+    docstring says.  TO_GLOBAL reassembles by SHARDING (the ROOT's, or --output-sharding's)."""
+    if not to_global or all(leaf.stacked is None for leaf in leaves):
+        return [leaf.global_value if leaf.stacked is None else leaf.stacked for leaf in leaves]
+    if sharding is None:
+        _fail(f"{what}: the ROOT of the entry computation has no sharding saying how the devices' "
+              f"results make the global one; give it with --output-sharding (e.g. {{devices=[2,1]<=[2]}})")
+    from .inputs import global_dims
+    from .sharding import unshard
+    shs = _leaf_shardings(sharding, root_shape)
+    out = []
+    for leaf, sh in zip(leaves, shs):
+        if leaf.stacked is None:
+            out.append(leaf.global_value)
+            continue
+        dims = global_dims(tuple(leaf.shape.dims), sh)
+        try:
+            out.append(np.asarray(unshard(np.asarray(leaf.stacked), sh, dims, devices=leaf.devices,
+                                          partitions=partitions)))
+        except HloInputError:
+            raise
+        except (HloError, ValueError) as e:
+            _fail(f"{what}: cannot reassemble {leaf.key} ({leaf.shape.to_str(False)} on "
+                  f"{len(leaf.devices)} devices) by sharding {sh}: {e}")
+    return out
+
+
+def root_sharding(module):
+    """The sharding written on the entry computation's ROOT, or None."""
+    return module.entry_computation.root_instruction.attrs.get("sharding")
+
+
+def check_device(device: int, devices) -> None:
+    if device not in tuple(devices):
+        _fail(f"--device {device}: the run has devices {devices_text(devices)}")
+
+
+# ----------------------------------------------------------------------------- a run from the command line
+
+class DeviceRun:
+    """What `hlo run`'s device options ask for, decided before anything runs: the grid, whether the
+    run takes the multi-device path (`multi`: several devices and a program that needs them, or any
+    device option given), how inputs are read and placed, and how results are written."""
+
+    def __init__(self, module, opts: dict):
+        from . import grid_of, needs_devices
+        from .inputs import values_are_global
+        self.module = module
+        self.per_device = bool(opts.get("per_device"))
+        self.device = opts.get("device")
+        self.output_global = bool(opts.get("output_global"))
+        given = any(opts.get(k) not in (None, False) for k in ("replicas", "partitions", "per_device",
+                                                               "output_global", "output_sharding", "device"))
+        self.grid = grid_of(module, opts.get("replicas"), opts.get("partitions"))
+        self.multi = given or needs_devices(module, self.grid)
+        self.global_values = values_are_global(module)
+        self.sharding = None
+        if not self.multi:
+            return
+        if self.device is not None:
+            check_device(self.device, range(self.grid.count))
+        if self.output_global:
+            text = opts.get("output_sharding")
+            self.sharding = parse_sharding(text) if text is not None else root_sharding(module)
+            if self.sharding is None and not self.global_values:
+                _fail("--output-global: the ROOT of the entry computation has no sharding saying how the "
+                      "devices' results make the global one; give it with --output-sharding "
+                      "(e.g. {devices=[2,1]<=[2]})")
+
+    def shape_for(self, k: int, dims, what: str):
+        """The Shape an input file of DIMS for entry parameter K must have (io.load_inputs)."""
+        from .inputs import expected_shape
+        return expected_shape(self.module, k, dims, self.grid, self.per_device, self.global_values, what)
+
+    def distribute(self, values) -> list:
+        from .inputs import distribute
+        return distribute(self.module, values, self.grid, self.per_device, self.global_values)
+
+    def random_inputs(self, seed: int) -> list:
+        from .inputs import random_global_inputs
+        return random_global_inputs(self.module, self.grid, seed, self.global_values)
+
+    def check_reference(self, path: str):
+        """--expect PATH can be read (its arrays are read after the run, when their shapes are known)."""
+        from ..io import ArrayFile
+        with ArrayFile(path, f"--expect {path}"):
+            pass
+
+    def run(self, args, options, hook, progress):
+        from . import run_devices
+        return run_devices(self.module, args, self.grid, options, hook, progress)
+
+    def leaves(self, result) -> list[DeviceLeaf]:
+        return result_leaves(result, self.module.entry_computation.root_instruction.shape)
+
+    def output_arrays(self, leaves: list[DeviceLeaf]) -> list[np.ndarray]:
+        root_shape = self.module.entry_computation.root_instruction.shape
+        return output_arrays(leaves, root_shape, self.sharding, self.output_global, self.grid.partitions)
+
+    def reference(self, path: str, arrays) -> dict:
+        from ..compare import load_reference
+        return load_reference(path, [tuple(a.shape) for a in arrays])
+
+
+def leaf_rows(leaves: list[DeviceLeaf], device: int | None = None) -> list[tuple]:
+    """(leaf, device ids or None for a global value, value) rows of a summary: one per set of
+    devices that agree, or DEVICE's value alone."""
+    rows = []
+    for leaf in leaves:
+        if leaf.stacked is None:
+            rows.append((leaf, None, leaf.global_value))
+        elif device is not None:
+            rows.append((leaf, (device,), leaf.at(device)))
+        else:
+            rows.extend((leaf, devs, v) for devs, v in leaf.groups())
+    return rows
+
+
+def results_json(leaves: list[DeviceLeaf], device: int | None = None, literal=None) -> list[dict]:
+    """The `results` of `hlo run --format json` on devices: per leaf its key and HLO shape, and for
+    each set of devices holding the same value its device ids and statistics ("devices"); a global
+    value's statistics as a single-device run gives them; DEVICE's alone when given."""
+    from ..io import stats
+    out = []
+    for leaf in leaves:
+        r = {"key": leaf.key, "hlo_shape": leaf.shape.to_str(False)}
+        if leaf.stacked is None:
+            r.update(stats(np.asarray(leaf.global_value)), **({"literal": literal(leaf.global_value, leaf.shape)}
+                                                              if literal else {}))
+        elif device is not None:
+            v = leaf.at(device)
+            r.update(device=device, **stats(np.asarray(v)), **({"literal": literal(v, leaf.shape)} if literal else {}))
+        else:
+            r["devices"] = [dict(devices=list(devs), **stats(np.asarray(v)),
+                                 **({"literal": literal(v, leaf.shape)} if literal else {}))
+                            for devs, v in leaf.groups()]
+        out.append(r)
+    return out

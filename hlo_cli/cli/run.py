@@ -377,9 +377,9 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         info["inputs"] = loaded.sources
         if _uses_rng(module):
             info["seed"] = seed
+        args = dv.distribute(loaded.values, loaded.notes) if dv.multi else loaded.values
         for note in loaded.notes:
             click.echo(f"note: {note}", err=True)
-        args = dv.distribute(loaded.values) if dv.multi else loaded.values
     timings["inputs_s"] = clock() - t0
     if check_finite:
         for p, a in zip(params, args):

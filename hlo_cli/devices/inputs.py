@@ -9,7 +9,9 @@ What an input array may be, for an entry parameter of per-device shape L with sh
 - in a module before partitioning (Shardy/GSPMD annotations on global values), the parameter's
   own (global) shape, held once for all devices (`Uniform`);
 - with `per_device`, one value per device stacked on a new leading axis in device-id order:
-  `[count, *L]` (`Stacked`), whatever the sharding says.
+  `[count, *L]` (`Stacked`), whatever the sharding says.  Without it, an array of shape
+  `[count, *L]` is taken as such too (with a note): a global array has the parameter's rank, so
+  that shape can mean nothing else.
 Anything else is an HloInputError naming the parameter, its sharding, the shapes it accepts and
 the shape given.
 
@@ -83,6 +85,7 @@ class Placement:
     sharding: Any = None
     split: bool = False
     stacked: bool = False
+    recognized: bool = False         # stacked without --per-device: its shape can mean nothing else
 
 
 def placement(param, leaf: Shape, sharding, given_dims, grid, per_device: bool, global_values: bool,
@@ -100,6 +103,11 @@ def placement(param, leaf: Shape, sharding, given_dims, grid, per_device: bool, 
             _fail(f"{what}: --per-device expects one value per device stacked on a leading axis: "
                   f"{want.to_str(False)} ({count} devices x {leaf.to_str(False)}), got {given}")
         return Placement(want, sharding, stacked=True)
+    if (leaf.rank + 1 == len(given_dims) and given_dims[0] == count and given_dims[1:] == tuple(leaf.dims)
+            and not leaf.is_dynamic):
+        # one more dimension than the parameter, of the device count: one value per device (a global
+        # array has the parameter's rank)
+        return Placement(Shape.array(leaf.element_type, given_dims), sharding, stacked=True, recognized=True)
     if global_values or sharding is None or not _splits(sharding, leaf.rank):
         if given_dims != tuple(leaf.dims) and not leaf.is_dynamic:
             how = "the global array" if global_values else "the array every device holds"
@@ -197,6 +205,9 @@ def _distribute_one(p, value, sharding, grid, per_device, global_values, notes):
             dims = ()
         pl = placement(p, leaf, sh, dims, grid, per_device, global_values, what)
         arr = coerce(v, pl.shape, what, notes=notes, allow_rounding=True)
+        if pl.recognized and notes is not None:
+            notes.append(f"{what}: {_dims_text(leaf.element_type, dims)} taken as one value per device "
+                         f"({grid.count} devices x {leaf.to_str(False)}, in device-id order)")
         placed.append(_place(arr, pl, leaf, grid))
         any_stacked = any_stacked or placed[-1][1]
     if any_stacked:       # every leaf of a stacked tuple gets the device axis

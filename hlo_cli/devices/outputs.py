@@ -193,9 +193,9 @@ class DeviceRun:
         from .inputs import expected_shape
         return expected_shape(self.module, k, dims, self.grid, self.per_device, self.global_values, what)
 
-    def distribute(self, values) -> list:
+    def distribute(self, values, notes: list | None = None) -> list:
         from .inputs import distribute
-        return distribute(self.module, values, self.grid, self.per_device, self.global_values)
+        return distribute(self.module, values, self.grid, self.per_device, self.global_values, notes)
 
     def random_inputs(self, seed: int) -> list:
         from .inputs import random_global_inputs

@@ -13,8 +13,8 @@ Targets covered:
 
 * sharding annotations (single device): `Sharding`, `SPMDFullToShardShape`,
   `SPMDShardToFullShape` (identities; a full-to-shard whose shapes differ takes this partition's
-  tile), and the memory-space annotations `annotate_device_placement`, `MoveToHost`,
-  `MoveToDevice` (identities);
+  tile), Shardy's `xla.sdy.FuncResultSharding` (identity), and the memory-space annotations
+  `annotate_device_placement`, `MoveToHost`, `MoveToDevice` (identities);
 * `TopK`, the after-optimization form of top_k: (values, s32 indices) of the k = result-width
   largest entries of the last dim.  XLA CPU's runtime kernel takes f32 only and sorts it in
   TOTALORDER (descending, ties by index) whatever the comparator says; XLA CPU rejects other types
@@ -218,9 +218,11 @@ def _scalar(x) -> int:
 
 # ============================================================================ annotations
 
-@target("Sharding", "annotate_device_placement", "MoveToHost", "MoveToDevice", "LayoutConstraint")
+@target("Sharding", "annotate_device_placement", "MoveToHost", "MoveToDevice", "LayoutConstraint",
+        "xla.sdy.FuncResultSharding")
 def cc_identity(inst, args, ec):
-    """Annotations that do not change values on one device: the operand itself."""
+    """Annotations that do not change values on one device: the operand itself (Shardy's
+    FuncResultSharding only carries the sharding of an entry result for XLA's importer)."""
     return args[0] if len(args) == 1 else tuple(args)
 
 

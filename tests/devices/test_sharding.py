@@ -551,6 +551,65 @@ def test_unshard_inverts_shard(case, replicas):
     assert t.sum() == x.sum() * (count // max(1, int(np.prod(sh.layout(s, len(dims)).tiles))))
 
 
+@st.composite
+def _mesh_shardings(draw):
+    """A random mesh (axes split into sub-axis pieces), a random assignment of pieces to data
+    dimensions, and the tile assignment XLA's V3ToV2Sharding builds for it: the mesh's devices
+    reshaped to the pieces (major to minor), transposed to [pieces of dim 0, of dim 1, ...,
+    unused pieces in mesh order], reshaped to [tiles..., replicated]."""
+    naxes = draw(st.integers(1, 3))
+    axes, pieces = [], []                          # pieces: (axis name, pre, size)
+    for a in range(naxes):
+        parts = draw(st.lists(st.sampled_from([2, 3]), min_size=1, max_size=2))
+        name = "xyz"[a]
+        axes.append((name, int(np.prod(parts))))
+        pre = 1
+        for k in parts:
+            pieces.append((name, pre, k, len(parts) > 1))
+            pre *= k
+    n = int(np.prod([s for _, s in axes]))
+    rank = draw(st.integers(1, 3))
+    owner = [draw(st.integers(-1, rank - 1)) for _ in pieces]     # -1: not used
+    order = draw(st.permutations(list(range(len(pieces)))))
+    dims = [[j for j in order if owner[j] == i] for i in range(rank)]
+    ids = draw(st.one_of(st.none(), st.permutations(list(range(n)))))
+    unused = [j for j in range(len(pieces)) if owner[j] == -1]
+    perm = [j for d in dims for j in d] + unused
+    dev = np.asarray(ids if ids is not None else range(n)).reshape([p[2] for p in pieces]).transpose(perm)
+    tiles = [int(np.prod([pieces[j][2] for j in d])) for d in dims]
+    rep = int(np.prod([pieces[j][2] for j in unused]))
+
+    def ref(j):
+        name, pre, k, sub = pieces[j]
+        return f'"{name}":({pre}){k}' if sub else f'"{name}"'
+
+    mesh = "[" + ", ".join(f'"{a}"={s}' for a, s in axes) + "]"
+    if ids is not None and list(ids) != list(range(n)):
+        mesh += ", device_ids=[" + ", ".join(map(str, ids)) + "]"
+    text = "#sdy.sharding<@mesh, [" + ", ".join("{" + ", ".join(ref(j) for j in d) + "}" for d in dims) + "]>"
+    want = dev.reshape(tiles + ([rep] if rep > 1 else []))
+    return mesh, text, want, rank
+
+
+@settings(max_examples=150, deadline=None)
+@given(_mesh_shardings())
+def test_sdy_tile_assignment_is_xlas(case):
+    mesh, text, want, rank = case
+    m = _mod("{mesh = #sdy.mesh<" + mesh + ">}")
+    s = sh.sdy_sharding(text, m)
+    if want.size == 1 or all(t == 1 for t in want.shape[:rank]):
+        assert s.kind == "replicated"
+        return
+    assert s.last_tile_dim_replicate == (want.ndim > rank)
+    np.testing.assert_array_equal(_devices_of(s), want)
+    # the named form of XLA reads the same
+    named = "{mesh[" + mesh.split("]")[0][1:].replace('"', "'") + "]"
+    if "device_ids" in mesh:
+        named += ", device_ids=(" + mesh.split("device_ids=[")[1].rstrip("]") + ")"
+    named += ", " + text[len("#sdy.sharding<@mesh, "):-1].replace('"', "'") + "}"
+    np.testing.assert_array_equal(_devices_of(sh.named_sharding(named)), want)
+
+
 if __name__ == "__main__":  # pragma: no cover
     if "--emit" in sys.argv:
         json.dump(_generate(), sys.stdout)

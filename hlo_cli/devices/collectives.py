@@ -23,6 +23,7 @@ the measuring programs are the differential tests in tests/devices/test_collecti
 - maximum / minimum are C++'s std::max / std::min from -inf / +inf (the lowest / highest value of
   an integer type): acc = (acc < x) ? x : acc.  A NaN is never taken (a group of NaNs gives -inf
   for maximum), and of +0 / -0 the first in rank order stays.
+- complex products are C++'s (ac - bd) + (ad + bc)i in the component type (not NumPy's).
 - any other reducer (subtract, and on integers, a computation of several instructions): XLA CPU
   refuses it ("Unsupported reduction computation"); here the computation is folded in rank order
   from the first contribution: acc = x[rank 0]; acc = f(acc, x[rank 1]) ...
@@ -151,9 +152,23 @@ def _fold(inst, x: np.ndarray, comp_name: str, module, apply) -> np.ndarray:
             acc = combine(kind, acc, work[:, k])
         return np.asarray(acc).astype(dt)
     acc = np.broadcast_to(_identity(kind, dt), x[:, 0].shape)
+    step = _complex_product if kind == "multiply" and dt.kind == "c" else (lambda a, b: combine(kind, a, b))
     for k in range(n):
-        acc = combine(kind, acc, x[:, k])
+        acc = step(acc, x[:, k])
     return np.array(acc, dtype=dt, copy=True)
+
+
+def _complex_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C++'s complex product as XLA CPU's collectives compute it: (ac - bd) + (ad + bc)i, each
+    product and sum rounded in the component type (NumPy's complex multiply differs in the last
+    bit; measured: 49 of 64 products of 4 devices differ with NumPy, none this way)."""
+    a, b = flush(np.asarray(a)), flush(np.asarray(b))
+    with np.errstate(all="ignore"):
+        re = a.real * b.real - a.imag * b.imag
+        im = a.real * b.imag + a.imag * b.real
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape), a.dtype)
+    out.real, out.imag = flush(re), flush(im)
+    return out
 
 
 def _group_map(x: np.ndarray, sets, fn) -> np.ndarray:

@@ -127,7 +127,7 @@ def output_arrays(leaves: list[DeviceLeaf], root_shape, sharding=None, to_global
         _fail(f"{what}: the ROOT of the entry computation has no sharding saying how the devices' "
               f"results make the global one; give it with --output-sharding (e.g. {{devices=[2,1]<=[2]}})")
     from .inputs import global_dims
-    from .sharding import unshard
+    from .sharding import layout, unshard
     shs = _leaf_shardings(sharding, root_shape)
     out = []
     for leaf, sh in zip(leaves, shs):
@@ -136,8 +136,11 @@ def output_arrays(leaves: list[DeviceLeaf], root_shape, sharding=None, to_global
             continue
         dims = global_dims(tuple(leaf.shape.dims), sh)
         try:
+            lay = layout(sh, leaf.shape.rank)
+            # (a sharding naming one device -- replicated -- holds the same on every partition)
+            parts = partitions if lay.partitions > 1 or lay.maximal is not None else None
             out.append(np.asarray(unshard(np.asarray(leaf.stacked), sh, dims, devices=leaf.devices,
-                                          partitions=partitions)))
+                                          partitions=parts)))
         except HloInputError:
             raise
         except (HloError, ValueError) as e:

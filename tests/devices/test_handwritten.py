@@ -277,6 +277,32 @@ def _all_reduce_uneven() -> Case:
     return Case("all_reduce_uneven", [x], [all_reduce(x, [[0, 1, 2], [3]])])
 
 
+def _all_reduce_rounding() -> Case:
+    import ml_dtypes
+    x = np.array([[1e8, 1, 3, 1e-8, 7, 0.1],
+                  [1, 1e8, -1e8, 1, 1e8, 0.2],
+                  [-1e8, -1e8, 1, 3e7, -1e8, 0.3],
+                  [1, 1, 1e8, -3e7, 3, 0.4]], np.float32)
+    y = np.array([[256, 1, 1, 1, 0.1, 3, 2**30], [1, 256, 1, 1, 0.2, 5, 1], [1, 1, 256, 1, 0.3, 7, -2**30],
+                  [1, 1, 1, 256, 0.4, 11, 1]]).astype(ml_dtypes.bfloat16)
+    z = np.array([[2048, 0.1], [1, 0.2], [1, 0.3], [1, 0.4]], np.float16)
+
+    def fold(a, order, dtype):
+        acc = a[order[0]].astype(dtype)
+        for k in order[1:]:
+            acc = (acc + a[k].astype(dtype)).astype(dtype)
+        return np.broadcast_to(acc, a.shape).copy()
+    # Measured on XLA CPU (test_expectations_match_xla_cpu): the values are added one after the
+    # other in the order the group lists them; bf16 is summed the same way in f32 and rounded
+    # once (256 + 1 + 1 + 1 is 260, not 256 as when rounding every step; 2^30 + 1 - 2^30 + 1 is 1,
+    # not the exact 2), while f16 is rounded after every step (2048 + 1 + 1 + 1 is 2048).
+    return Case("all_reduce_rounding", [x, y, z], [
+        fold(x, [0, 1, 2, 3], np.float32),
+        fold(x, [2, 0, 3, 1], np.float32),
+        fold(y, [0, 1, 2, 3], np.float32).astype(ml_dtypes.bfloat16),
+        fold(z, [0, 1, 2, 3], np.float16)])
+
+
 def _all_reduce_custom() -> Case:
     z = np.stack([np.array([2, -3, 7]) * (d + 1) for d in range(4)]).astype(np.int32)
     return Case("all_reduce_custom", [z], [all_reduce(z, [[0, 1, 2, 3]])], xla=False,
@@ -300,7 +326,7 @@ CASES: dict[str, Callable[[], Case]] = {f.__name__[1:]: f for f in (
     _send_recv_pipeline, _send_recv_while, _send_recv_channels, _send_recv_pipelined,
     _async_forms, _permute_forms, _permute_combined,
     _permute_in_place,
-    _all_reduce_tuple, _all_reduce_uneven, _all_reduce_custom, _all_to_all_tuple)}
+    _all_reduce_tuple, _all_reduce_uneven, _all_reduce_rounding, _all_reduce_custom, _all_to_all_tuple)}
 
 
 def case(name: str) -> Case:
@@ -318,6 +344,8 @@ def assert_leaves(got: list, expected: list, what: str):
     assert len(got) == len(expected), f"{what}: {len(got)} result leaves, expected {len(expected)}"
     for k, (g, e) in enumerate(zip(got, expected)):
         g = np.asarray(g)
+        if g.dtype.kind == "V" and g.dtype.itemsize == e.dtype.itemsize:
+            g = g.view(e.dtype)           # npz keeps bf16 & co. as raw records (hlo's and ours alike)
         assert g.dtype == e.dtype, f"{what}: leaf {k} dtype {g.dtype}, expected {e.dtype}"
         assert g.shape == e.shape, f"{what}: leaf {k} shape {g.shape}, expected {e.shape}"
         np.testing.assert_array_equal(g, e, err_msg=f"{what}: leaf {k}")

@@ -394,3 +394,33 @@ def test_jax_programs_match_xla_per_device_through_the_cli(hlo, path):
         r = hlo("run", path, "--inputs", SPMD / f"{name}.inputs.npz", "--output-global", "--output-sharding",
                 meta["out_shardings"][0], "--expect", "global.npz", "--rtol", "2e-5", "--atol", "2e-6")
         assert r.exit_code == 0, r.output
+
+
+def test_a_program_before_partitioning_writes_global_results(hlo):
+    """A shard_map program as JAX lowers it (global values, Shardy's custom calls): its results are
+    global arrays (no device axis), shown as such, and equal to XLA's global results."""
+    name = "shmap_psum_pmax_pmin_1d"
+    if not (SPMD / f"{name}.hlo").exists():
+        pytest.skip("sample not generated")
+    expected = np.load(SPMD / f"{name}.expected.npz")
+    r = hlo("run", SPMD / f"{name}.hlo", "--inputs", SPMD / f"{name}.inputs.npz", "-o", "out.npz", "--output-global")
+    assert r.exit_code == 0, r.output
+    out = np.load("out.npz")
+    keys = [k for k in expected if k.startswith("out")]
+    assert sorted(out) == sorted(keys)
+    for k in keys:
+        np.testing.assert_allclose(out[k], expected[k], rtol=2e-5, atol=2e-6)
+    assert "│ global" in r.stdout
+    doc = _json(hlo("run", SPMD / f"{name}.hlo", "--inputs", SPMD / f"{name}.inputs.npz", "--format", "json"))
+    assert doc["devices"] == {"replicas": 1, "partitions": 8}
+    assert all("devices" not in x and x["shape"] == list(expected[x["key"]].shape) for x in doc["results"])
+
+
+def test_dump_summary_on_devices_writes_statistics_per_device(hlo, files):
+    r = hlo("run", "pairs.hlo", "-i", "g4.npy", "--dump-dir", "d", "--dump-summary")
+    assert r.exit_code == 0, r.output
+    assert not list(Path("d").glob("*.npy"))
+    man = json.loads(Path("d/manifest.json").read_text())
+    ar = next(e for e in man["instructions"] if e["instruction"] == "ar")
+    assert [(p["device"], p["stats"][0]["min"]) for p in ar["per_device"]] == [(0, 4.0), (1, 4.0), (2, 2.0), (3, 2.0)]
+    assert "files" not in ar and all("files" not in p for p in ar["per_device"])

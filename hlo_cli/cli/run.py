@@ -199,7 +199,8 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
               help="Seed for --random-inputs and rng (a non-negative integer).")
 @click.option("--output", "-o", metavar="OUT.npz|OUT.npy",
               help="Write the results: .npz with keys out0, out1, ... (tuple leaves, depth-first), or .npy "
-                   "for a non-tuple result.")
+                   "for a non-tuple result. On several devices each result holds one value per device, stacked "
+                   "on a leading axis in device-id order (a program before partitioning: its global results).")
 @click.option("--force", is_flag=True, help="Allow --output to replace an existing file (never an input).")
 @click.option("--print", "print_values", is_flag=True, help="Print the full result values in XLA's literal format.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,

@@ -402,9 +402,11 @@ def run_collective(inst, operands: list, devices: tuple[int, ...], grid: DeviceG
     """The result of collective `inst` on every device of `devices`, stacked like `operands`.
 
     `apply(comp_name, arrays)` runs a reducer computation on whole arrays; `module` (the module
-    holding `inst`) lets add / multiply / maximum / minimum reducers take XLA CPU's exact
-    collective arithmetic (see the module docstring) -- without it every reducer is folded
-    through `apply`."""
+    holding `inst`; by default the module of the context `apply` is bound to, EvalContext.apply)
+    lets add / multiply / maximum / minimum reducers take XLA CPU's exact collective arithmetic
+    (see the module docstring) -- without any module every reducer is folded through `apply`."""
+    if module is None:
+        module = getattr(getattr(apply, "__self__", None), "module", None)
     op = base_opcode(inst)
     start = inst.opcode.endswith("-start")
     if op in ("replica-id", "partition-id"):

@@ -614,3 +614,13 @@ def test_xla_shard_map(xla, name):
                   "partition-id", "replica-id"}, sorted(ops)
     for d, want in enumerate(outs):
         assert same(got[d], want), (name, d, got[d], want)
+
+
+def test_exact_arithmetic_without_the_module_argument():
+    """The module comes from the context `apply` is bound to (how LocalDevices calls it)."""
+    text = all_reduce("bf16", 4)
+    m = parse(text)
+    x = np.array([[256], [1], [1], [-256]], BF16)
+    out = run_collective(m.entry_computation.root_instruction, [x], (0, 1, 2, 3), DeviceGrid(4, 1),
+                         EvalContext(m).apply)
+    assert same(out, np.full((4, 1), 2, BF16))

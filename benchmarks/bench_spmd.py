@@ -13,7 +13,9 @@ peak memory is each side's own, times best of --repeat (compilation and parsing 
   (``hlo_cli.devices.run_devices``), inputs split from the global arrays by the parameters'
   shardings (``hlo_cli.devices.inputs.distribute``; checked against XLA's own per-device buffers);
 - ``hlo1``: hlo running the unpartitioned module ``spmd_transformer.hlo`` on one device -- the same
-  arithmetic as 8 x one device's share, i.e. what running the devices one after another would cost;
+  arithmetic as 8 x one device's share, i.e. about what running the devices one after another
+  would cost; ``hlo1opt``: the same on ``spmd_transformer.1dev.opt.hlo``, XLA's one-device
+  optimization of that module (fused like the partitioned text);
 - ``cli``: ``hlo run spmd_transformer.opt.hlo --inputs ... --output ...`` end to end (start-up,
   parse, execute, write).
 
@@ -24,7 +26,9 @@ outputs against XLA's (largest |hlo - XLA| and |hlo - XLA| / (1 + |XLA|) over ev
 
     python benchmarks/bench_spmd.py [--repeat 3] [--only xla8 hlo8 ...]
 
-Prints a Markdown table and writes benchmarks/results/spmd_<date>.json.
+    python benchmarks/bench_spmd.py --name spmd_transformer_fsdp   # weights split over "data" too
+
+Prints a Markdown table and writes benchmarks/results/spmd_<date>.json (spmd_fsdp_<date>.json).
 """
 from __future__ import annotations
 
@@ -42,8 +46,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
-NAME = "spmd_transformer"
-KINDS = ("xla8", "xla1", "hlo8", "hlo1", "cli")
+NAME = os.environ.get("HLO_BENCH_SPMD_NAME", "spmd_transformer")   # --name sets it for the children too
+KINDS = ("xla8", "xla1", "hlo8", "hlo1", "hlo1opt", "cli")
 N_DEVICES = 8
 
 
@@ -166,13 +170,13 @@ def child_hlo8(repeat, out):
             "inputs_held_mb": in_mb, "run_peak_mb": peak / 1e6}
 
 
-def child_hlo1(repeat, out):
+def child_hlo1(repeat, out, suffix=".hlo"):
     import numpy as np
     sys.path.insert(0, str(HERE.parent))
     from hlo_cli.interpreter import RunOptions, run_module
     from hlo_cli.interpreter.inputs import bind
     from hlo_cli.parser import parse
-    module = parse(_path(".hlo").read_text(), str(_path(".hlo")))
+    module = parse(_path(suffix).read_text(), str(_path(suffix)))
     args = bind(module.entry_computation.parameters, _load(_path(".inputs.npz"), "arg"))
 
     def run():
@@ -194,10 +198,15 @@ def cli_end_to_end(out):
     dt = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError(f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-600:]}")
-    return {"end_to_end_s": dt, "devices": N_DEVICES}
+    try:
+        timings = json.loads(p.stdout).get("timings", {})
+    except ValueError:
+        timings = {}
+    return {"end_to_end_s": dt, "devices": N_DEVICES, "cli_timings": timings}
 
 
-CHILDREN = {"xla8": child_xla8, "xla1": child_xla1, "hlo8": child_hlo8, "hlo1": child_hlo1}
+CHILDREN = {"xla8": child_xla8, "xla1": child_xla1, "hlo8": child_hlo8, "hlo1": child_hlo1,
+            "hlo1opt": lambda repeat, out: child_hlo1(repeat, out, ".1dev.opt.hlo")}
 
 
 def _child(kind, repeat, tmp):
@@ -240,21 +249,29 @@ def _fmt_s(s):
 
 
 def main():
+    global NAME
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="*", choices=KINDS)
-    ap.add_argument("--out", default=str(HERE / "results" / f"spmd_{datetime.date.today().isoformat()}.json"))
+    ap.add_argument("--name", default=NAME, help="the generated program (spmd_transformer, spmd_transformer_fsdp)")
+    ap.add_argument("--out", help="default benchmarks/results/spmd_<date>.json (spmd_fsdp_<date>.json for the fsdp program)")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "REPEAT", "OUT"))
     args = ap.parse_args()
+    NAME = args.name
+    os.environ["HLO_BENCH_SPMD_NAME"] = NAME
+    fsdp = NAME.endswith("_fsdp")
+    if args.out is None:
+        args.out = str(HERE / "results" / f"spmd{'_fsdp' if fsdp else ''}_{datetime.date.today().isoformat()}.json")
     if args.child:
         kind, repeat, out = args.child
         data = CHILDREN[kind](int(repeat), out[: -len(".json")] + ".npz")
         data["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # this process only
         Path(out).write_text(json.dumps(data))
         return
-    if not all(_path(s).exists() for s in (".hlo", ".opt.hlo", ".json", ".inputs.npz",
+    if not all(_path(s).exists() for s in (".hlo", ".opt.hlo", ".1dev.opt.hlo", ".json", ".inputs.npz",
                                            ".inputs_per_device.npz", ".expected.npz", ".expected_per_device.npz")):
-        subprocess.run([sys.executable, str(HERE / "gen_spmd_transformer.py"), "--out", str(DATA)], check=True)
+        subprocess.run([sys.executable, str(HERE / "gen_spmd_transformer.py"), "--out", str(DATA), "--name", NAME]
+                       + (["--fsdp"] if fsdp else []), check=True)
     kinds = args.only or list(KINDS)
     rows = {}
     tmp = tempfile.mkdtemp(prefix="hlo-bench-spmd-")
@@ -271,7 +288,7 @@ def main():
                 rows[kind] = _child(kind, args.repeat, tmp)
             r = rows[kind]
             if "results_npz" in r:
-                per_device = kind in ("xla8", "hlo8")
+                per_device = kind not in ("xla1", "hlo1", "hlo1opt")
                 ref = _path(".expected_per_device.npz" if per_device else ".expected.npz")
                 d = _diffs(r["results_npz"], ref)
                 if kind == "cli" and d is None:      # the CLI may write global arrays
@@ -288,9 +305,10 @@ def main():
     meta = json.loads(_path(".json").read_text())
     xla8 = rows.get("xla8", {}).get("execute_s")
     hlo8 = rows.get("hlo8", {}).get("execute_s")
-    hlo1 = rows.get("hlo1", {}).get("execute_s")
-    summary = {"hlo8_vs_xla8": hlo8 / xla8 if hlo8 and xla8 else None,
-               "hlo8_vs_hlo1": hlo8 / hlo1 if hlo8 and hlo1 else None}
+    summary = {"hlo8_vs_xla8": hlo8 / xla8 if hlo8 and xla8 else None}
+    for k in ("xla1", "hlo1", "hlo1opt"):
+        t = rows.get(k, {}).get("execute_s")
+        summary[f"hlo8_vs_{k}"] = hlo8 / t if hlo8 and t else None
     info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "cpus": os.cpu_count(), "numpy": np.__version__, "jax": meta["jax"], "repeat": args.repeat,
             "program": {k: meta[k] for k in ("mesh", "config", "inputs", "outputs", "collectives")},
@@ -300,6 +318,7 @@ def main():
 
     labels = {"xla8": "XLA CPU, partitioned, 8 host devices", "xla1": "XLA CPU, unpartitioned, 1 device",
               "hlo8": "hlo, partitioned, 8 simulated devices", "hlo1": "hlo, unpartitioned, 1 device",
+              "hlo1opt": "hlo, unpartitioned, XLA-optimized for 1 device",
               "cli": "`hlo run` partitioned, end to end"}
     print(f"\n{NAME}: mesh {meta['mesh']}, {meta['config']}, best of {args.repeat}\n")
     print("| run | time | vs XLA 8 devices | peak RSS | run's own peak | max abs diff | max rel diff |")
@@ -316,8 +335,9 @@ def main():
               f"{peak:.0f} MB |" if peak else " |",
               "n/a |" if r.get("max_abs_diff_vs_xla") is None else f"{r['max_abs_diff_vs_xla']:.1e} |",
               "n/a |" if r.get("max_rel_diff_vs_xla") is None else f"{r['max_rel_diff_vs_xla']:.1e} |")
-    if summary["hlo8_vs_hlo1"]:
-        print(f"\nhlo 8 devices / hlo 1 device (the naive device-by-device cost): {summary['hlo8_vs_hlo1']:.2f}x")
+    for k, what in (("hlo1", "the global program before optimization"), ("hlo1opt", "XLA's one-device optimization of it")):
+        if summary[f"hlo8_vs_{k}"]:
+            print(f"hlo on 8 devices / hlo on 1 device running {what}: {summary[f'hlo8_vs_{k}']:.2f}x")
     print("(run's own peak: tracemalloc peak of one run for hlo; for XLA 8 devices its buffers "
           "(arguments + outputs + temporaries) summed over the devices)")
 

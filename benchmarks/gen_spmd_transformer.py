@@ -16,6 +16,9 @@ Written to ``--out`` (default benchmarks/data, gitignored):
 ``spmd_transformer.opt.hlo``
     the partitioned module XLA CPU runs on each device (``compile().as_text()``,
     ``num_partitions=8``, collectives);
+``spmd_transformer.1dev.opt.hlo``
+    the unpartitioned module as XLA CPU optimizes it for one device (the same global arithmetic,
+    fused; what hlo's one-device time is best compared with);
 ``spmd_transformer.inputs.npz``
     the global inputs, keys arg0.. in entry parameter order;
 ``spmd_transformer.inputs_per_device.npz``
@@ -103,14 +106,17 @@ def init_params(rng, layers, d, heads, ff, vocab, seq):
     return params
 
 
-def param_specs(params):
-    """PartitionSpecs: heads, MLP hidden and vocabulary on "model"; the rest replicated."""
+def param_specs(params, fsdp=False):
+    """PartitionSpecs: heads, MLP hidden and vocabulary on "model"; the rest replicated.  `fsdp`:
+    the weights' d_model dimension is split over "data" as well (ZeRO-3 / FSDP style: XLA gathers
+    the weights before use and reduce-scatters their gradients)."""
+    f = "data" if fsdp else None
     layer = {"ln1": {"g": P(), "b": P()},
-             "wq": P(None, "model", None), "wk": P(None, "model", None), "wv": P(None, "model", None),
-             "wo": P("model", None, None),
+             "wq": P(f, "model", None), "wk": P(f, "model", None), "wv": P(f, "model", None),
+             "wo": P("model", None, f),
              "ln2": {"g": P(), "b": P()},
-             "w1": P(None, "model"), "b1": P("model"), "w2": P("model", None), "b2": P()}
-    return {"embed": P("model", None), "pos": P(), "ln_f": {"g": P(), "b": P()},
+             "w1": P(f, "model"), "b1": P("model"), "w2": P("model", f), "b2": P()}
+    return {"embed": P("model", f), "pos": P(), "ln_f": {"g": P(), "b": P()},
             "layers": [layer for _ in params["layers"]]}
 
 
@@ -161,7 +167,7 @@ def make_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
     return train_step
 
 
-def build(mesh, layers, d_model, heads, ff, seq, batch, vocab, seed=0):
+def build(mesh, layers, d_model, heads, ff, seq, batch, vocab, fsdp=False, seed=0):
     """(jitted step, global args, arg shardings): the same function, shardings and inputs each time."""
     if heads % MESH_SHAPE[1] or ff % MESH_SHAPE[1] or vocab % MESH_SHAPE[1] or batch % MESH_SHAPE[0]:
         raise SystemExit("heads, ff and vocab must divide by 4 and batch by 2")
@@ -171,7 +177,7 @@ def build(mesh, layers, d_model, heads, ff, seq, batch, vocab, seed=0):
     v = jax.tree.map(lambda p: (rng.random(p.shape) * 1e-6).astype(np.float32), params)
     opt_state = {"m": m, "v": v, "step": np.int32(3)}
     tokens = rng.integers(0, vocab, size=(batch, seq + 1)).astype(np.int32)
-    pspec = param_specs(params)
+    pspec = param_specs(params, fsdp)
     specs = (pspec, {"m": pspec, "v": pspec, "step": P()}, P("data", None))
     shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=lambda s: isinstance(s, P))
     out_shardings = (NamedSharding(mesh, P()), NamedSharding(mesh, P()), shardings[0], shardings[1])
@@ -193,6 +199,13 @@ def device_args(args, shardings):
     return jax.tree.map(lambda a, s: jax.device_put(a, s), args, shardings)
 
 
+def one_device_text(text):
+    """`text` (a module before partitioning) as XLA CPU compiles it for one device."""
+    sys.path.insert(0, _REPO_ROOT)
+    from hlo_cli.xla_reference import XlaExecutable
+    return XlaExecutable(text).executable.get_hlo_text()
+
+
 # --------------------------------------------------------------------------
 # driver
 # --------------------------------------------------------------------------
@@ -202,10 +215,14 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(_REPO_ROOT, "benchmarks", "data"))
     for k, v in DEFAULTS.items():
         ap.add_argument("--" + k.replace("_", "-"), type=int, default=v)
+    ap.add_argument("--fsdp", action="store_true", help="also split the weights' d_model dimension over \"data\"")
+    ap.add_argument("--name", help=f"file name stem (default {NAME}, {NAME}_fsdp with --fsdp)")
     ap.add_argument("--repeat", type=int, default=3, help="executions timed here (best of)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     cfg = {k: getattr(a, k) for k in DEFAULTS}
+    cfg["fsdp"] = a.fsdp
+    name = a.name or (NAME + "_fsdp" if a.fsdp else NAME)
     mesh = make_mesh()
     print(f"jax {jax.__version__}, mesh {dict(mesh.shape)}, config {cfg}")
 
@@ -230,14 +247,16 @@ def main(argv=None):
     out_leaves = jax.tree.leaves(out)
     if "num_partitions=8" not in opt_text.split("\n", 1)[0]:
         raise RuntimeError("the compiled module's header does not say num_partitions=8")
-    paths = {k: os.path.join(a.out, f"{NAME}{suffix}") for k, suffix in (
-        ("hlo", ".hlo"), ("opt_hlo", ".opt.hlo"), ("inputs", ".inputs.npz"),
+    paths = {k: os.path.join(a.out, f"{name}{suffix}") for k, suffix in (
+        ("hlo", ".hlo"), ("opt_hlo", ".opt.hlo"), ("one_device_opt_hlo", ".1dev.opt.hlo"), ("inputs", ".inputs.npz"),
         ("inputs_per_device", ".inputs_per_device.npz"), ("expected", ".expected.npz"),
         ("expected_per_device", ".expected_per_device.npz"), ("meta", ".json"))}
     with open(paths["hlo"], "w") as f:
         f.write(text)
     with open(paths["opt_hlo"], "w") as f:
         f.write(opt_text)
+    with open(paths["one_device_opt_hlo"], "w") as f:
+        f.write(one_device_text(text))
     np.savez(paths["inputs"], **{f"arg{i}": np.asarray(x) for i, x in enumerate(in_leaves)})
     np.savez(paths["inputs_per_device"], **{f"arg{i}": per_device(x, mesh) for i, x in enumerate(in_dev)})
     np.savez(paths["expected"], **{f"out{i}": np.asarray(x) for i, x in enumerate(out_leaves)})
@@ -247,18 +266,18 @@ def main(argv=None):
     per_dev_bytes = {k: int(getattr(mem, k)) for k in (
         "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes",
         "generated_code_size_in_bytes") if hasattr(mem, k)} if mem is not None else {}
-    meta = {"name": NAME, "jax": jax.__version__, "mesh": dict(mesh.shape), "config": cfg,
+    meta = {"name": name, "jax": jax.__version__, "mesh": dict(mesh.shape), "config": cfg,
             "inputs": len(in_leaves), "outputs": len(out_leaves),
             "in_shardings": [str(s.spec) for s in jax.tree.leaves(shardings)],
             "xla_memory_per_device": per_dev_bytes,
             "lower_s": t1 - t0, "compile_s": t2 - t1, "xla_execute_s": execute,
-            "collectives": {op: len(re.findall(rf"= \S+ {op}\(", opt_text)) for op in (
+            "collectives": {op: len(re.findall(rf"[\]}})] {op}\(", opt_text)) for op in (
                 "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                 "all-reduce-start", "all-gather-start", "collective-permute-start")}}
     with open(paths["meta"], "w") as f:
         json.dump(meta, f, indent=2)
         f.write("\n")
-    print(f"== {NAME}: {len(in_leaves)} inputs, {len(out_leaves)} outputs; lower {t1 - t0:.2f}s, "
+    print(f"== {name}: {len(in_leaves)} inputs, {len(out_leaves)} outputs; lower {t1 - t0:.2f}s, "
           f"compile {t2 - t1:.2f}s, execute (best of {a.repeat}) {execute * 1e3:.1f} ms; loss {float(out[0]):.4f}")
     print(f"   collectives in the partitioned module: {meta['collectives']}")
     print(f"   XLA memory per device: {per_dev_bytes}")

@@ -227,6 +227,21 @@ def _send_recv_pipelined() -> Case:
                 note="XLA CPU: send/recv are not supported by the CPU thunk emitter")
 
 
+def _divergent_branches() -> Case:
+    x = distinct(4, (3,)) * np.array([1, -1, 1], np.float32)
+    pairs = [[0, 1], [2, 3]]
+    exp = np.concatenate([all_reduce(x, pairs)[:2], all_reduce(x, pairs, np.maximum)[2:]])
+    return Case("divergent_branches", [x], [exp])
+
+
+def _divergent_while() -> Case:
+    x = distinct(4, (3,)) * np.array([1, -1, 1], np.float32)
+    pair_sum = all_reduce(x, [[0, 1], [2, 3]])
+    steps = np.array([1, 1, 3, 3], np.uint32)
+    # one step on partitions 0, 1; three on 2, 3 (each later step doubles the pair's equal values)
+    return Case("divergent_while", [x], [steps, pair_sum * np.array([1, 1, 4, 4], np.float32)[:, None]])
+
+
 def _async_forms() -> Case:
     x = distinct(4, (4, 2))
     return Case("async_forms", [x], [
@@ -324,7 +339,7 @@ CASES: dict[str, Callable[[], Case]] = {f.__name__[1:]: f for f in (
     _collective_broadcast, _device_ids, _mode_cross_replica, _mode_cross_replica_and_partition,
     _mode_flattened_ids, _mode_cross_partition, _iota_groups, _mesh_groups, _ragged_all_to_all,
     _send_recv_pipeline, _send_recv_while, _send_recv_channels, _send_recv_pipelined,
-    _async_forms, _permute_forms, _permute_combined,
+    _divergent_branches, _divergent_while, _async_forms, _permute_forms, _permute_combined,
     _permute_in_place,
     _all_reduce_tuple, _all_reduce_uneven, _all_reduce_rounding, _all_reduce_custom, _all_to_all_tuple)}
 
@@ -430,7 +445,7 @@ def _xla_main(out_dir: str):
 # ----------------------------------------------------------------------------- the tests
 
 VALID = sorted(p.stem for p in DIR.glob("*.hlo"))
-MISMATCHED = ["mismatch_conditional", "mismatch_while"]
+MISMATCHED = ["mismatch_conditional", "mismatch_different_collectives", "mismatch_while"]
 BAD_GROUPS = sorted(p.stem for p in ERRORS.glob("*.hlo") if p.stem not in MISMATCHED)
 
 
@@ -504,7 +519,8 @@ def test_cli(name, tmp_path):
     assert_leaves(got, c.expected, name)
 
 
-@pytest.mark.parametrize("name, doing", [("mismatch_conditional", "keep_branch"), ("mismatch_while", "while")])
+@pytest.mark.parametrize("name, doing", [("mismatch_conditional", "keep_branch"), ("mismatch_while", "while"),
+                                         ("mismatch_different_collectives", "high_branch")])
 def test_mismatched_collective_is_a_located_error(name, doing, tmp_path):
     """Devices that do not all reach a collective: exit 1 at once, naming the all-reduce, the devices
     that reached it and those that did not (never a hang)."""

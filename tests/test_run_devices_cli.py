@@ -424,3 +424,14 @@ def test_dump_summary_on_devices_writes_statistics_per_device(hlo, files):
     ar = next(e for e in man["instructions"] if e["instruction"] == "ar")
     assert [(p["device"], p["stats"][0]["min"]) for p in ar["per_device"]] == [(0, 4.0), (1, 4.0), (2, 2.0), (3, 2.0)]
     assert "files" not in ar and all("files" not in p for p in ar["per_device"])
+
+
+@pytest.mark.parametrize("inputs", [["--random-inputs"], ["-i", "b.npy"]])
+def test_a_sharding_that_does_not_fit_its_parameter_is_located_under_no_check(hlo, files, inputs):
+    Path("bad.hlo").write_text("HloModule bad, num_partitions=2\n\nENTRY e {\n"
+                               "  a = f32[2,3] parameter(0), sharding={devices=[2]<=[2]}\n"
+                               "  ROOT r = f32[2,3] negate(a)\n}\n")
+    r = hlo("run", "bad.hlo", "--no-check", *inputs)
+    assert r.exit_code == 1
+    assert r.stderr.startswith("bad.hlo:4:3: error: parameter 0 'a': sharding {devices=[2]<=[2]} cuts 1 dimension "
+                               "but the array has 2")

@@ -20,12 +20,13 @@ splits them, so that replicated parameters agree across devices, as in any real 
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import HloInputError
+from ..errors import HloEvalError, HloInputError, instruction_diagnostic
 from ..interpreter.inputs import coerce, label
 from ..interpreter.values import TOKEN
 from ..ir.shape import Shape
@@ -164,8 +165,9 @@ def expected_shape(module, k: int, given_dims, grid, per_device: bool, global_va
     if global_values is None:
         global_values = values_are_global(module)
     from .sharding import parameter_sharding
-    sh = _leaf_shardings(parameter_sharding(p, module), p.shape)[0]
-    return placement(p, p.shape, sh, given_dims, grid, per_device, global_values, what).shape
+    with _at(p):
+        sh = _leaf_shardings(parameter_sharding(p, module), p.shape)[0]
+        return placement(p, p.shape, sh, given_dims, grid, per_device, global_values, what).shape
 
 
 def distribute(module, arrays, grid, per_device: bool = False, global_values: bool | None = None,
@@ -186,7 +188,25 @@ def distribute(module, arrays, grid, per_device: bool = False, global_values: bo
     return out
 
 
+@contextmanager
+def _at(p):
+    """A sharding that does not fit its parameter (a module run with --no-check) is an error
+    located at the parameter."""
+    try:
+        yield
+    except HloEvalError as e:
+        if e.diagnostics:
+            raise
+        msg = f"{label(p)}: {e}"
+        raise HloEvalError(msg, [instruction_diagnostic(p, msg, "R030")]) from None
+
+
 def _distribute_one(p, value, sharding, grid, per_device, global_values, notes):
+    with _at(p):
+        return _distribute_leaves(p, value, sharding, grid, per_device, global_values, notes)
+
+
+def _distribute_leaves(p, value, sharding, grid, per_device, global_values, notes):
     shape = p.shape
     leaf_shapes = list(shape.leaves())
     leaf_shs = _leaf_shardings(sharding, shape)
@@ -273,7 +293,9 @@ def random_global_inputs(module, grid, seed: int = 0, global_values: bool | None
     if global_values:
         fake = params
     else:
-        fake = [_GlobalParam(p.name, p.parameter_number, _global_shape(p.shape, sh))
-                for p, sh in zip(params, shardings)]
+        fake = []
+        for p, sh in zip(params, shardings):
+            with _at(p):
+                fake.append(_GlobalParam(p.name, p.parameter_number, _global_shape(p.shape, sh)))
     drawn = random_inputs(fake, seed)
     return distribute(module, drawn, grid, False, global_values)

@@ -92,6 +92,7 @@ _TOKEN = re.compile(r"""\s*(?:
   | (?P<int>-?\d+)
   | (?P<word>[#A-Za-z_][\w.$#-]*)
   | (?P<punct>[<>\[\]{}(),=:?@])
+  | (?P<other>\S)
 )""", re.X)
 
 
@@ -106,9 +107,6 @@ class _Text:
             if text[pos:].strip() == "":
                 break
             m = _TOKEN.match(text, pos)
-            if not m or m.end() == pos:
-                raise ShardingError(f"cannot read sharding text '{text}': unexpected "
-                                    f"'{text[pos:].strip()[:20]}' at offset {pos}")
             kind = m.lastgroup
             val = m.group(kind)
             if kind == "str":
@@ -141,6 +139,39 @@ class _Text:
             self.i += 1
             return True
         return False
+
+    def skip_group(self):
+        """A bracketed group and everything in it (`{...}`, `{{...}, {...}}`)."""
+        depth = 0
+        while True:
+            kind, v, _ = self.peek()
+            if kind == "end":
+                self.fail("a closing bracket")
+            self.i += 1
+            if kind == "punct" and v in "{[(<":
+                depth += 1
+            elif kind == "punct" and v in "}])>":
+                depth -= 1
+                if depth <= 0:
+                    return
+
+    def extras(self, close: str, allowed: tuple[str, ...]) -> dict[str, list[AxisRef]]:
+        """`, replicated={"y"}, unreduced=max{"z"}, ...` up to and including `close`."""
+        out: dict[str, list[AxisRef]] = {}
+        while self.accept(","):
+            kind, word, _ = self.peek()
+            if word not in allowed:
+                self.fail(" or ".join(f"{a}=" for a in allowed))
+            self.i += 1
+            self.take("=")
+            if word == "metadata":
+                self.skip_group()
+                continue
+            if self.peek()[0] == "word":           # unreduced=max{...}
+                self.i += 1
+            out[word] = self.axis_list()
+        self.take(close)
+        return out
 
     def int(self) -> int:
         kind, v, _ = self.peek()
@@ -310,17 +341,8 @@ def _read_tensor_sharding(t: _Text, meshes: dict[str, Mesh], only: set | None = 
     mesh = _read_mesh_ref(t, meshes)
     t.take(",")
     dims = t.dim_shardings()
-    while t.accept(","):
-        word = t.name()
-        if word not in ("replicated", "unreduced"):
-            t.i -= 1
-            t.fail("replicated={...} or unreduced={...}")
-        t.take("=")
-        if t.peek()[0] == "word":          # unreduced=max{...}
-            t.i += 1
-        t.axis_list()                      # replicated / unreduced axes hold whole tiles: no cut
-    t.take(">")
-    return _tiled(mesh, dims, t.text, only)
+    more = t.extras(">", ("replicated", "unreduced"))      # replicated axes: whole tiles, no cut
+    return _tiled(mesh, dims, t.text, only, unreduced=more.get("unreduced", ()))
 
 
 def sdy_sharding(text: str, module, *, only_axes: Sequence[str] | None = None) -> Sharding:
@@ -369,12 +391,13 @@ def named_sharding(text: str) -> Sharding:
         t.take("=")
         d = t.int()
         t.take("]")
-        _skip_rest(t)
+        t.extras("}", ("metadata",))
+        t.end()
         return Sharding("maximal", device=d)
     t.take("mesh")
     axes = t.mesh_axes()
     ids = None
-    t.take(",")
+    t.accept(",")                                   # (XLA's parser takes these commas as optional)
     if t.accept("device_ids"):
         t.take("=")
         t.take("(")
@@ -391,82 +414,99 @@ def named_sharding(text: str) -> Sharding:
             t.take(")")
         else:
             ids = tuple(t.int_list(")"))
-        t.take(",")
+        t.accept(",")
     mesh = Mesh(tuple(axes), ids)
     _check_mesh(mesh, text)
     kind, v, _ = t.peek()
-    if kind == "word" and v in ("replicated", "manual", "unreduced", "unknown"):
+    if kind == "word" and v in ("replicated", "manual", "unreduced"):
         t.i += 1
-        _skip_rest(t)
-        return Sharding("replicated" if v == "unreduced" else v)
+        t.extras("}", ("metadata",))
+        t.end()
+        return Sharding(v)
     dims = t.dim_shardings()
-    _skip_rest(t)
-    return _tiled(mesh, dims, text, None)
-
-
-def _skip_rest(t: _Text):
-    """replicated={...}, unreduced={...}, metadata={...} after a named sharding, then `}`."""
-    depth = 0
-    while True:
-        kind, v, _ = t.peek()
-        if kind == "end":
-            t.fail("'}'")
-        if kind == "punct" and v in "{[(<":
-            depth += 1
-        elif kind == "punct" and v in "}])>":
-            if depth == 0:
-                break
-            depth -= 1
-        t.i += 1
-    t.take("}")
+    more = t.extras("}", ("replicated", "unreduced", "manual", "metadata"))
     t.end()
+    return _tiled(mesh, dims, text, None, manual=more.get("manual", ()),
+                  unreduced=more.get("unreduced", ()))
 
 
-def _tiled(mesh: Mesh, dims: list[list[AxisRef]], text: str, only: set | None) -> Sharding:
-    """The classic form of a mesh sharding: data dimension i cut by its axes (major to minor),
-    devices that hold the same tile ordered by mesh position along a last replicated dimension."""
+def _tiled(mesh: Mesh, dims: list[list[AxisRef]], text: str, only: set | None = None,
+           manual: Sequence[AxisRef] = (), unreduced: Sequence[AxisRef] = ()) -> Sharding:
+    """The classic form of a mesh sharding, as XLA builds it (hlo_sharding.cc V3ToV2Sharding): the
+    mesh's devices reshaped to its axes, each split into the sub-axes the sharding uses (major to
+    minor), transposed to [the axes of data dimension 0, of dimension 1, ..., manual axes,
+    unreduced axes, the other axes in mesh order] and reshaped to [tiles..., manual, unreduced,
+    replicated].  `only`: cut the data only along these axes (the others join the replicated)."""
     if mesh.maximal is not None:
         return Sharding("maximal", device=mesh.maximal)
-    sizes = dict(mesh.axes)
-    n = mesh.size
     if not mesh.axes:
         return Sharding("replicated")
-    coords = np.indices([s for _, s in mesh.axes]).reshape(len(mesh.axes), n)   # [axis, position]
-    axis_pos = {name: k for k, (name, _) in enumerate(mesh.axes)}
-    used: list[tuple[str, int, int]] = []
-    tiles = []
-    tile_index = np.zeros((len(dims), n), dtype=np.int64)
-    for i, refs in enumerate(dims):
-        count = 1
-        for r in refs:
-            if r.name not in sizes:
-                raise ShardingError(f"sharding '{text}' names axis \"{r.name}\", which its mesh "
-                                    f"{_mesh_str(mesh)} does not have")
-            if only is not None and r.name not in only:
-                continue
-            full = sizes[r.name]
-            k = full if r.size is None else r.size
-            if r.pre < 1 or k < 1 or full % (r.pre * k):
-                raise ShardingError(f"sharding '{text}': sub-axis \"{r.name}\":({r.pre}){k} does not fit "
-                                    f"axis \"{r.name}\" of size {full}")
-            for (nm, pre, sz) in used:
-                if nm == r.name and pre < r.pre * k and r.pre < pre * sz:
-                    raise ShardingError(f"sharding '{text}' uses axis \"{r.name}\" twice")
-            used.append((r.name, r.pre, k))
-            c = coords[axis_pos[r.name]] // (full // (r.pre * k)) % k
-            tile_index[i] = tile_index[i] * k + c
-            count *= k
-        tiles.append(count)
-    cut = math.prod(tiles)
-    if cut == 1:
+    sizes = dict(mesh.axes)
+    names = [a for a, _ in mesh.axes]
+
+    def ref(r: AxisRef) -> tuple[str, int, int]:
+        name = r.name
+        if name not in sizes and name.isdigit() and int(name) < len(names):
+            name = names[int(name)]                  # XLA's named form may give an axis's index
+        if name not in sizes:
+            raise ShardingError(f"sharding '{text}' names axis \"{r.name}\", which its mesh "
+                                f"{_mesh_str(mesh)} does not have")
+        full = sizes[name]
+        k = full if r.size is None else r.size
+        if r.pre < 1 or k < 1 or full % (r.pre * k):
+            raise ShardingError(f"sharding '{text}': sub-axis \"{r.name}\":({r.pre}){k} does not fit "
+                                f"axis \"{r.name}\" of size {full}")
+        return name, r.pre, k
+
+    data = [[ref(r) for r in refs] for refs in dims]
+    if only is not None:
+        data = [[x for x in d if x[0] in only] for d in data]
+    subgroups = [("manual", [ref(r) for r in manual]), ("unreduced", [ref(r) for r in unreduced])]
+    used = [x for d in data for x in d] + [x for _, g in subgroups for x in g]
+    bounds: dict[str, set] = {a: {1, n} for a, n in mesh.axes}
+    for name, pre, k in used:
+        bounds[name] |= {pre, pre * k}
+    pieces: list[tuple[str, int, int]] = []         # (axis, pre-size, size), major to minor
+    for name, _ in mesh.axes:
+        b = sorted(bounds[name])
+        for lo, hi in zip(b, b[1:]):
+            if hi % lo:
+                raise ShardingError(f"sharding '{text}': the sub-axes of \"{name}\" it uses do not "
+                                    f"fit together")
+            pieces.append((name, lo, hi // lo))
+
+    def piece_ids(name, pre, k):
+        return [j for j, (a, q, _) in enumerate(pieces) if a == name and pre <= q < pre * k]
+
+    perm: list[int] = []
+    tile_dims: list[int] = []
+    for d in data:
+        ids = [j for x in d for j in piece_ids(*x)]
+        perm += ids
+        tile_dims.append(math.prod(pieces[j][2] for j in ids))
+    types: list[str] = []
+    for kind, g in subgroups:
+        if g:
+            ids = [j for x in g for j in piece_ids(*x)]
+            perm += ids
+            tile_dims.append(math.prod(pieces[j][2] for j in ids))
+            types.append(kind)
+    if len(set(perm)) != len(perm):
+        twice = sorted({pieces[j][0] for j in perm if perm.count(j) > 1})
+        raise ShardingError(f"sharding '{text}' uses axis \"{twice[0]}\" twice")
+    rest = [j for j in range(len(pieces)) if j not in perm]
+    rep = math.prod(pieces[j][2] for j in rest)
+    if rep > 1:
+        tile_dims.append(rep)
+        types.append("replicated")
+    if all(t == 1 for t in tile_dims[:len(data)]) and types in ([], ["replicated"]):
         return Sharding("replicated")
-    rep = n // cut
-    key = np.ravel_multi_index(tuple(tile_index), tiles) if dims else np.zeros(n, dtype=np.int64)
-    order = np.argsort(key, kind="stable")                  # mesh positions grouped by tile
-    ids = np.asarray(mesh.devices(), dtype=np.int64)
-    assignment = ids[order].reshape(tuple(tiles) + ((rep,) if rep > 1 else ()))
-    return Sharding("tiled", tile_assignment=TileAssignment(assignment.shape, devices=tuple(
-        int(d) for d in assignment.ravel())), last_tile_dim_replicate=rep > 1)
+    a = (np.asarray(mesh.devices(), dtype=np.int64).reshape([p[2] for p in pieces])
+         .transpose(perm + rest).reshape(tile_dims))
+    ta = TileAssignment(tuple(int(x) for x in a.shape), devices=tuple(int(d) for d in a.ravel()))
+    if types == ["replicated"]:
+        return Sharding("tiled", tile_assignment=ta, last_tile_dim_replicate=True)
+    return Sharding("tiled", tile_assignment=ta, last_tile_dims=tuple(types))
 
 
 def _mesh_str(mesh: Mesh) -> str:

@@ -329,10 +329,10 @@ def test_sdy_device_ids_maximal_inline_and_per_value():
     ('#sdy.sharding<@mesh, [{"q"}, {}]>', 'axis "q"'),
     ('#sdy.sharding<@mesh, [{"x"} {}]>', "expected"),
     ('#sdy.sharding<@mesh, [{"x"}, {}]', "expected '>'"),
-    ('#sdy.sharding<@mesh, [{"x"}, {}], bogus={"y"}>', "replicated={...}"),
+    ('#sdy.sharding<@mesh, [{"x"}, {}], bogus={"y"}>', "expected replicated= or unreduced="),
     ('sharding<@mesh, []>', "#sdy.sharding"),
     ('#sdy.sharding<@mesh, [{"x"}, {}]> extra', "the end"),
-    ('#sdy.sharding<@mesh, [{"x"}, {}]> %', "unexpected '%'"),
+    ('#sdy.sharding<@mesh, [{"x"}, {}]> %', "got '%'"),
 ])
 def test_sdy_errors(text, fragment):
     with pytest.raises(ShardingError, match=None) as e:
@@ -358,6 +358,10 @@ def test_manual_axes_text():
     ("{mesh['x'=2,'y'=2], device_ids=(0,2,1,3), [{'x'}, {}]}", (2, 1, 2), [0, 2, 1, 3]),
     ("{mesh['x'=2,'y'=2], device_ids=([2,2]T(1,0)), [{'x'}, {'y'}]}", (2, 2), [0, 2, 1, 3]),
     ("{mesh['a'=2,'b'=4], [{'a'}, {}], replicated={'b'}}", (2, 1, 4), list(range(8))),
+    ("{mesh['a'=2,'b'=4], [{'0'}, {}], metadata={op_name=\"x\"}}", (2, 1, 4), list(range(8))),
+    # manual and unreduced axes: subgroup dimensions after the data, XLA's order
+    ("{mesh['a'=2,'b'=2,'c'=2], [{'c'}, {}], manual={'a'}, unreduced={'b'}}", (2, 1, 2, 2),
+     [0, 2, 4, 6, 1, 3, 5, 7]),
 ])
 def test_named_shardings(text, want_dims, want_devices):
     m = parse(f"HloModule m\nENTRY e {{ ROOT p = f32[8,4] parameter(0), sharding={text} }}")
@@ -365,11 +369,27 @@ def test_named_shardings(text, want_dims, want_devices):
     assert s.tile_assignment.dims == want_dims
     assert _devices_of(s).ravel().tolist() == want_devices
     assert sh.module_devices(m) == (1, len(want_devices))
+    if "manual=" in text:
+        assert s.last_tile_dims == ("manual", "unreduced")
+
+
+def test_named_sample_reads_whole():
+    """samples/syntax/attr_sharding_named.hlo: every named form XLA's parser takes (the comma
+    after the mesh is optional there)."""
+    path = Path(__file__).resolve().parents[2] / "samples" / "syntax" / "attr_sharding_named.hlo"
+    m = parse(path.read_text())
+    got = {i.name: sh.instruction_sharding(i, m) for i in m.entry_computation.instructions}
+    assert str(got["j"]) == str(got["a"]) == "{devices=[2,4]0,1,2,3,4,5,6,7}"
+    assert str(got["h"]) == "{devices=[2,1,2,2]0,1,4,5,2,3,6,7 last_tile_dims={unreduced, replicated}}"
+    assert str(got["i"]) == "{devices=[1,1,2,4]0,1,2,3,4,5,6,7 last_tile_dims={manual, replicated}}"
+    assert got["k"] == Sharding("maximal", device=3)
+    assert sh.module_devices(m) == (1, 8)
 
 
 def test_named_simple_kinds():
     for text, kind in [("{maximal_mesh[device_id=5]}", "maximal"), ("{mesh['a'=2], replicated}", "replicated"),
-                       ("{mesh['a'=2], manual}", "manual"), ("{mesh[], replicated}", "replicated")]:
+                       ("{mesh['a'=2], manual}", "manual"), ("{mesh[], replicated}", "replicated"),
+                       ("{mesh['a'=2], unreduced}", "unreduced")]:
         m = parse(f"HloModule m\nENTRY e {{ ROOT p = f32[4] parameter(0), sharding={text} }}")
         assert sh.parameter_sharding(_param(m), m).kind == kind
 

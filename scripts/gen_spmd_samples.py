@@ -88,9 +88,10 @@ def _mesh(shape, names):
 class Jit:
     """A jitted case: fn(*args) with in/out specs (None = let the partitioner choose) on a mesh."""
 
-    def __init__(self, fn, args, mesh, in_specs, out_specs=None):
+    def __init__(self, fn, args, mesh, in_specs, out_specs=None, jitted=None):
         self.fn, self.args, self.mesh = fn, args, mesh
         self.in_specs, self.out_specs = in_specs, out_specs
+        self.jitted = jitted            # an already staged function (jax.pmap) instead of jax.jit
 
 
 class Replicas:
@@ -332,6 +333,19 @@ def _shmap_ppermute_2d():
     return Jit(_shmap(body, mesh, (spec,), (spec, spec, P("x"))), (a,), mesh, (spec,))
 
 
+@case("pmap_1d", "jax.pmap over 8 devices (JAX 0.10 lowers it through shard_map to 8 partitions): psum, pmax, axis_index, s32 data")
+def _pmap():
+    rng = _rng(18)
+    x, y = _normal(rng, (8, 3)), _normal(rng, (8, 3))
+    n = rng.integers(-5, 5, size=(8, 2)).astype(np.int32)
+
+    def f(x, y, n):
+        return lax.psum(x * y, "i"), lax.pmax(x, "i"), lax.axis_index("i") * 100 + lax.psum(n, "i")
+    pf = jax.pmap(f, axis_name="i")
+    mesh = _mesh((8,), ("i",))
+    return Jit(f, (x, y, n), mesh, (P("i"),) * 3, jitted=pf)
+
+
 # --------------------------------------------------------------------------
 # replica cases (per-device HLO text, XLA compiles it with num_replicas)
 # --------------------------------------------------------------------------
@@ -492,11 +506,12 @@ def _gen_jit(name, c: Jit):
     kw = dict(in_shardings=in_sh)
     if c.out_specs is not None:
         kw["out_shardings"] = jax.tree_util.tree_map(to_sh, c.out_specs, is_leaf=lambda x: isinstance(x, P))
-    jf = jax.jit(c.fn, **kw)
+    jf = c.jitted or jax.jit(c.fn, **kw)
     lowered = jf.lower(*c.args)
     compiled = lowered.compile()
     _check_device_order(compiled.runtime_executable(), n)
-    _check_device_ids_are_partition_ids(name, compiled.as_text(), jax.tree_util.tree_leaves(in_sh), leaves_in, n)
+    _check_device_ids_are_partition_ids(name, compiled.as_text(), jax.tree_util.tree_leaves(compiled.input_shardings[0]),
+                                        leaves_in, n)
     results = [jf(*c.args) for _ in range(2)]
     outs = [jax.tree_util.tree_leaves(r) for r in results]
     glob, dev = [], []

@@ -60,6 +60,7 @@ _ELEMENTWISE = frozenset(name for name, spec in OPCODES.items()
 # data movement with the dimension attributes shifted past the device axis
 _SHIFTED = {"broadcast": "dimensions", "transpose": "dimensions", "reverse": "dimensions",
             "concatenate": "dimensions", "reshape": None, "slice": "slice"}
+BATCH_FUSIONS = False
 _CALLS = frozenset({"call", "fusion", "while", "conditional", "async-start", "custom-call"})
 
 
@@ -224,6 +225,8 @@ class Spmd:
             return self._control(inst, rule, operands, devs)
         if op in _STRUCTURAL:
             return Stacked(rule(inst, [o.stacked(n) for o in operands], self.ec0))
+        if op == "fusion" and BATCH_FUSIONS:
+            return self.call(_called(inst)[0], operands, devs)
         if op in _ELEMENTWISE or op in _SHIFTED:
             proxy = self._proxy(inst, operands, n)
             if proxy is not None:
@@ -232,14 +235,26 @@ class Spmd:
 
     def per_device(self, inst, rule, operands, devs):
         """The single-device rule on each device's operands, results stacked."""
-        out = []
+        out: list = []
+        rows = None                  # array results go straight into one [devices, ...] buffer
         for i, d in enumerate(devs):
             ec = self.devices.context(d)
             try:
-                out.append(rule(inst, [o.at(i) for o in operands], ec))
+                v = rule(inst, [o.at(i) for o in operands], ec)
             except HloEvalError as e:
                 e.args = (f"on device {d}: {e.args[0] if e.args else e}",) + tuple(e.args[1:])
                 raise
+            if rows is None and i == 0 and type(v) is np.ndarray:
+                rows = np.empty((len(devs),) + v.shape, v.dtype)
+            if rows is not None and type(v) is np.ndarray and v.shape == rows.shape[1:] and v.dtype == rows.dtype:
+                rows[i] = v
+            elif rows is not None:           # an ill-formed result: stack what there is, the check names it
+                out = [rows[k] for k in range(i)] + [v]
+                rows = None
+            else:
+                out.append(v)
+        if rows is not None:
+            return Stacked(rows)
         if not out:
             return Stacked(map_leaves(lambda a: a[:0], zeros(inst.shape)))
         return stack(out)

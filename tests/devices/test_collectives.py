@@ -234,7 +234,8 @@ def test_collective_permute_cross_partition():
 
 def test_collective_permute_in_place():
     text = ("HloModule m, replica_count=2\nENTRY e {\n"
-            "  input = f32[4] parameter(0)  output = f32[6] parameter(1)  i = s32[] parameter(2)  o = s32[] parameter(3)\n"
+            "  input = f32[4] parameter(0)  output = f32[6] parameter(1)\n"
+            "  i = s32[] parameter(2)  o = s32[] parameter(3)\n"
             "  io = (s32[]) tuple(i)  oo = (s32[]) tuple(o)\n"
             "  ROOT r = f32[6] collective-permute(input, output, io, oo), source_target_pairs={{0,1}}, "
             "slice_sizes={{2}} }\n")
@@ -258,7 +259,8 @@ def test_collective_broadcast_first_of_group_and_zeros_elsewhere():
 
 
 RAGGED = ("HloModule m, replica_count=2\nENTRY e { i = s32[3] parameter(0)  o = s32[4] parameter(1)\n"
-          "  io = s64[@N@] parameter(2)  ss = s64[@N@] parameter(3)  oo = s64[@N@] parameter(4)  rs = s64[@N@] parameter(5)\n"
+          "  io = s64[@N@] parameter(2)  ss = s64[@N@] parameter(3)\n"
+          "  oo = s64[@N@] parameter(4)  rs = s64[@N@] parameter(5)\n"
           "  ROOT r = s32[4] ragged-all-to-all(i, o, io, ss, oo, rs), replica_groups={{0,1}} }\n")
 
 
@@ -341,7 +343,8 @@ def test_route_send_recv():
 def test_all_gather_then_reduce_scatter_is_n_times_the_operand(n, rows, seed):
     x = np.random.default_rng(seed).integers(-1000, 1000, size=(n, rows, 2)).astype(np.int32)
     ag = ("HloModule m, replica_count={n}\nENTRY e {{ p = s32[{r},2] parameter(0)\n"
-          "  ROOT g = s32[{nr},2] all-gather(p), dimensions={{0}}, replica_groups={{}} }}\n").format(n=n, r=rows, nr=n * rows)
+          "  ROOT g = s32[{nr},2] all-gather(p), dimensions={{0}}, replica_groups={{}} }}\n"
+          ).format(n=n, r=rows, nr=n * rows)
     rs = ("HloModule m, replica_count={n}\n"
           "add {{ a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT s = s32[] add(a, b) }}\n"
           "ENTRY e {{ p = s32[{nr},2] parameter(0)\n"
@@ -495,21 +498,26 @@ def _xla_cases():
                                [[v] for v in _wide(rng, 4, 64, np.float32)], 4, 1)
     cases["sum_uneven"] = (all_reduce("f32", 4, groups="{{0},{1,2,3}}", size=64),
                            [[v] for v in _wide(rng, 4, 64, np.float32)], 4, 1)
-    cases["sum_s8"] = (all_reduce("s8", 4, size=8), [[rng.integers(-128, 128, 8).astype(np.int8)] for _ in range(4)], 4, 1)
-    cases["or_pred"] = (all_reduce("pred", 4, "or", size=8), [[rng.integers(0, 2, 8).astype(bool)] for _ in range(4)], 4, 1)
-    cases["and_pred"] = (all_reduce("pred", 4, "and", size=8), [[rng.integers(0, 2, 8).astype(bool)] for _ in range(4)], 4, 1)
+    cases["sum_s8"] = (all_reduce("s8", 4, size=8),
+                       [[rng.integers(-128, 128, 8).astype(np.int8)] for _ in range(4)], 4, 1)
+    for red in ("or", "and"):
+        cases[f"{red}_pred"] = (all_reduce("pred", 4, red, size=8),
+                                [[rng.integers(0, 2, 8).astype(bool)] for _ in range(4)], 4, 1)
     c = [(rng.standard_normal(8) + 1j * rng.standard_normal(8)).astype(np.complex64) * 1e3 ** k for k in range(4)]
     cases["mul_c64"] = (all_reduce("c64", 4, "multiply", size=8), [[v] for v in c], 4, 1)
     ids = [[np.array([d], np.int32)] for d in range(8)]
     for key, attrs, k in [("ag_cr", "replica_groups={}", 2), ("ag_cr_order", "replica_groups={{1,0}}", 2),
                           ("ag_crp", "channel_id=1, replica_groups={}", 8),
                           ("ag_crp_order", "channel_id=1, replica_groups={{1,0}}", 8),
-                          ("ag_flat", "channel_id=1, replica_groups={{0,5,2,7},{4,1,6,3}}, use_global_device_ids=true", 4),
-                          ("ag_iota", "channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), use_global_device_ids=true", 4)]:
+                          ("ag_flat", "channel_id=1, replica_groups={{0,5,2,7},{4,1,6,3}}, "
+                                      "use_global_device_ids=true", 4),
+                          ("ag_iota", "channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), "
+                                      "use_global_device_ids=true", 4)]:
         cases[key] = ("HloModule m, replica_count=2, num_partitions=4\nENTRY e { p = s32[1] parameter(0)\n"
                       f"  ROOT r = s32[{k}] all-gather(p), dimensions={{0}}, {attrs} }}\n", ids, 2, 4)
     cases["a2a_cp"] = ("HloModule m, replica_count=2, num_partitions=4\nENTRY e { p = s32[4,2] parameter(0)\n"
-                       "  ROOT r = s32[4,2] all-to-all(p), channel_id=1, dimensions={0}, replica_groups={{3,0},{1,2}} }\n",
+                       "  ROOT r = s32[4,2] all-to-all(p), channel_id=1, dimensions={0}, "
+                       "replica_groups={{3,0},{1,2}} }\n",
                        [[np.arange(8, dtype=np.int32).reshape(4, 2) + 100 * d] for d in range(8)], 2, 4)
     cases["a2a_tuple"] = ("HloModule m, replica_count=4\nENTRY e { p0 = s32[2] parameter(0)  p1 = s32[2] parameter(1)\n"
                           "  ROOT r = (s32[2], s32[2]) all-to-all(p0, p1), replica_groups={{2,0},{3,1}} }\n",
@@ -517,7 +525,8 @@ def _xla_cases():
     cases["rs_bf16"] = ("HloModule m, replica_count=4\n"
                         "r { a = bf16[] parameter(0)  b = bf16[] parameter(1)  ROOT s = bf16[] add(a, b) }\n"
                         "ENTRY e { p = bf16[256] parameter(0)\n"
-                        "  ROOT r = bf16[64] reduce-scatter(p), dimensions={0}, replica_groups={{1,3,0,2}}, to_apply=r }\n",
+                        "  ROOT r = bf16[64] reduce-scatter(p), dimensions={0}, replica_groups={{1,3,0,2}}, "
+                        "to_apply=r }\n",
                         [[v] for v in _wide(rng, 4, 256, BF16)], 4, 1)
     cases["rs_f16_cp"] = ("HloModule m, replica_count=2, num_partitions=4\n"
                           "r { a = f16[] parameter(0)  b = f16[] parameter(1)  ROOT s = f16[] add(a, b) }\n"

@@ -147,6 +147,33 @@ def _mode_cross_partition() -> Case:
         all_to_all(x, [[0, 3], [1, 2], [4, 7], [5, 6]], 0)])
 
 
+def _modes_other_ops() -> Case:
+    x = distinct(8, (8,))
+    def dev(r, p):                                          # 2 replicas x 4 partitions
+        return 4 * r + p
+
+    def crp(groups):
+        """cross-replica-and-partition: the listed replicas in order, each with all its partitions
+        (replica-major; XLA's reduce-scatter ranks measured with the order {1,0})"""
+        return [[dev(r, p) for r in g for p in range(4)] for g in groups]
+
+    def cr(groups):
+        """cross-replica: the listed replicas within each partition"""
+        return [[dev(r, p) for r in g] for p in range(4) for g in groups]
+
+    def cp(groups):
+        """cross-partition: the listed partitions within each replica"""
+        return [[dev(r, p) for p in g] for r in range(2) for g in groups]
+
+    return Case("modes_other_ops", [x], [
+        all_gather(x, crp([[1], [0]]), 0),
+        reduce_scatter(x, crp([[1, 0]]), 0),
+        all_to_all(x, cr([[1, 0]]), 0),
+        all_to_all(x, cp([[0, 1, 2, 3]]), 0),
+        permute(x, [(dev(0, p), dev(1, p)) for p in range(4)]),
+        permute(x, [(dev(r, s), dev(r, (s + 1) % 4)) for r in range(2) for s in range(4)])])
+
+
 def _iota_groups() -> Case:
     x = distinct(8, (2,))
     fours = np.arange(8).reshape(2, 4)                     # [2,4]<=[8]
@@ -337,7 +364,7 @@ def _all_to_all_tuple() -> Case:
 
 CASES: dict[str, Callable[[], Case]] = {f.__name__[1:]: f for f in (
     _collective_broadcast, _device_ids, _mode_cross_replica, _mode_cross_replica_and_partition,
-    _mode_flattened_ids, _mode_cross_partition, _iota_groups, _mesh_groups, _ragged_all_to_all,
+    _mode_flattened_ids, _mode_cross_partition, _modes_other_ops, _iota_groups, _mesh_groups, _ragged_all_to_all,
     _send_recv_pipeline, _send_recv_while, _send_recv_channels, _send_recv_pipelined,
     _divergent_branches, _divergent_while, _async_forms, _permute_forms, _permute_combined,
     _permute_in_place,

@@ -19,9 +19,10 @@ peak memory is each side's own, times best of --repeat (compilation and parsing 
 - ``cli``: ``hlo run spmd_transformer.opt.hlo --inputs ... --output ...`` end to end (start-up,
   parse, execute, write).
 
-Peak memory: the child's peak RSS, and the peak of the run alone (``tracemalloc``, a separate
-untimed run; NumPy reports its buffers to it) next to XLA's per-device buffer sizes (memory
-analysis: arguments + outputs + temporaries) summed over the 8 devices.  Results: hlo's per-device
+Peak memory: the child's peak RSS, and the peak of the live values: for hlo the inputs as held
+(a replicated input once) plus the peak of one run (``tracemalloc``, a separate untimed run; NumPy
+reports its buffers to it), for XLA its per-device buffers (memory analysis: arguments + outputs +
+temporaries) summed over the 8 devices.  Results: hlo's per-device
 outputs against XLA's (largest |hlo - XLA| and |hlo - XLA| / (1 + |XLA|) over every output and device).
 
     python benchmarks/bench_spmd.py [--repeat 3] [--only xla8 hlo8 ...]
@@ -108,7 +109,7 @@ def child_xla8(repeat, out):
     per_dev = sum(int(getattr(mem, k)) for k in ("argument_size_in_bytes", "output_size_in_bytes",
                                                  "temp_size_in_bytes")) - int(mem.alias_size_in_bytes)
     return {"execute_s": best, "compile_s": compile_s, "text_matches_saved": same_text,
-            "devices": N_DEVICES, "buffers_mb_all_devices": N_DEVICES * per_dev / 1e6}
+            "devices": N_DEVICES, "live_peak_mb": N_DEVICES * per_dev / 1e6}
 
 
 def child_xla1(repeat, out):
@@ -167,7 +168,7 @@ def child_hlo8(repeat, out):
     np.savez(out, **{f"out{k}": a for k, a in enumerate(_leaves_per_device(res.value, grid.count))})
     return {"execute_s": best, "devices": grid.count, "grid": [grid.replicas, grid.partitions],
             "result_devices": list(res.devices), "inputs_from": how, "inputs_differing_from_xla": mismatches,
-            "inputs_held_mb": in_mb, "run_peak_mb": peak / 1e6}
+            "inputs_held_mb": in_mb, "run_peak_mb": peak / 1e6, "live_peak_mb": in_mb + peak / 1e6}
 
 
 def child_hlo1(repeat, out, suffix=".hlo"):
@@ -185,10 +186,13 @@ def child_hlo1(repeat, out, suffix=".hlo"):
     peak = _traced_peak(run)
     from hlo_cli.devices.values import leaves
     np.savez(out, **{f"out{k}": np.asarray(a) for k, a in enumerate(leaves(res))})
-    return {"execute_s": best, "devices": 1, "run_peak_mb": peak / 1e6}
+    in_mb = sum(a.nbytes for a in leaves(tuple(args))) / 1e6
+    return {"execute_s": best, "devices": 1, "inputs_held_mb": in_mb, "run_peak_mb": peak / 1e6,
+            "live_peak_mb": in_mb + peak / 1e6}
 
 
-def cli_end_to_end(out):
+def child_cli(repeat, out):
+    """`hlo run` once, end to end, in a process of its own (its peak RSS: this child's only child)."""
     exe = shutil.which("hlo")
     cmd = ([exe] if exe else [sys.executable, "-c", "from hlo_cli.cli import main; main()"]) + \
         ["run", str(_path(".opt.hlo")), "--inputs", str(_path(".inputs.npz")), "--output", out,
@@ -197,16 +201,17 @@ def cli_end_to_end(out):
     p = subprocess.run(cmd, capture_output=True, text=True)
     dt = time.perf_counter() - t0
     if p.returncode != 0:
-        raise RuntimeError(f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-600:]}")
+        raise RuntimeError(f"hlo run: exit {p.returncode}: {(p.stderr or p.stdout).strip()[-600:]}")
     try:
         timings = json.loads(p.stdout).get("timings", {})
     except ValueError:
         timings = {}
-    return {"end_to_end_s": dt, "devices": N_DEVICES, "cli_timings": timings}
+    return {"end_to_end_s": dt, "devices": N_DEVICES, "cli_timings": timings,
+            "cli_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
 
 CHILDREN = {"xla8": child_xla8, "xla1": child_xla1, "hlo8": child_hlo8, "hlo1": child_hlo1,
-            "hlo1opt": lambda repeat, out: child_hlo1(repeat, out, ".1dev.opt.hlo")}
+            "hlo1opt": lambda repeat, out: child_hlo1(repeat, out, ".1dev.opt.hlo"), "cli": child_cli}
 
 
 def _child(kind, repeat, tmp):
@@ -273,20 +278,14 @@ def main():
         subprocess.run([sys.executable, str(HERE / "gen_spmd_transformer.py"), "--out", str(DATA), "--name", NAME]
                        + (["--fsdp"] if fsdp else []), check=True)
     kinds = args.only or list(KINDS)
+    load_before = os.getloadavg()
     rows = {}
     tmp = tempfile.mkdtemp(prefix="hlo-bench-spmd-")
     try:
         for kind in kinds:
-            if kind == "cli":
-                out = os.path.join(tmp, "cli.npz")
-                try:
-                    rows[kind] = cli_end_to_end(out)
-                    rows[kind]["results_npz"] = out
-                except RuntimeError as e:
-                    rows[kind] = {"error": str(e)}
-            else:
-                rows[kind] = _child(kind, args.repeat, tmp)
-            r = rows[kind]
+            rows[kind] = r = _child(kind, args.repeat, tmp)
+            if "cli_peak_rss_mb" in r:
+                r["peak_rss_mb"] = r.pop("cli_peak_rss_mb")     # hlo's process, not the child around it
             if "results_npz" in r:
                 per_device = kind not in ("xla1", "hlo1", "hlo1opt")
                 ref = _path(".expected_per_device.npz" if per_device else ".expected.npz")
@@ -310,7 +309,8 @@ def main():
         t = rows.get(k, {}).get("execute_s")
         summary[f"hlo8_vs_{k}"] = hlo8 / t if hlo8 and t else None
     info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "cpus": os.cpu_count(), "numpy": np.__version__, "jax": meta["jax"], "repeat": args.repeat,
+            "cpus": os.cpu_count(), "load_avg_1m_before_after": [load_before[0], os.getloadavg()[0]],
+            "numpy": np.__version__, "jax": meta["jax"], "repeat": args.repeat,
             "program": {k: meta[k] for k in ("mesh", "config", "inputs", "outputs", "collectives")},
             "command": "python benchmarks/bench_spmd.py " + " ".join(sys.argv[1:])}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -320,8 +320,10 @@ def main():
               "hlo8": "hlo, partitioned, 8 simulated devices", "hlo1": "hlo, unpartitioned, 1 device",
               "hlo1opt": "hlo, unpartitioned, XLA-optimized for 1 device",
               "cli": "`hlo run` partitioned, end to end"}
-    print(f"\n{NAME}: mesh {meta['mesh']}, {meta['config']}, best of {args.repeat}\n")
-    print("| run | time | vs XLA 8 devices | peak RSS | run's own peak | max abs diff | max rel diff |")
+    print(f"\n{NAME}: mesh {meta['mesh']}, {meta['config']}, best of {args.repeat}, "
+          f"{os.cpu_count()} CPUs, load average {info['load_avg_1m_before_after'][0]:.1f} before / "
+          f"{info['load_avg_1m_before_after'][1]:.1f} after\n")
+    print("| run | time | vs XLA 8 devices | peak RSS | live values | max abs diff | max rel diff |")
     print("| --- | --: | --: | --: | --: | --: | --: |")
     for kind in kinds:
         r = rows[kind]
@@ -329,7 +331,7 @@ def main():
             print(f"| {labels[kind]} | failed: {r['error'][:150]} | | | | | |")
             continue
         t = r.get("execute_s", r.get("end_to_end_s"))
-        peak = r.get("run_peak_mb") or r.get("buffers_mb_all_devices")
+        peak = r.get("live_peak_mb")
         print(f"| {labels[kind]} | {_fmt_s(t)} | {t / xla8:.2f}x |" if xla8 else f"| {labels[kind]} | {_fmt_s(t)} | |",
               f"{r['peak_rss_mb']:.0f} MB |" if "peak_rss_mb" in r else " |",
               f"{peak:.0f} MB |" if peak else " |",
@@ -338,8 +340,8 @@ def main():
     for k, what in (("hlo1", "the global program before optimization"), ("hlo1opt", "XLA's one-device optimization of it")):
         if summary[f"hlo8_vs_{k}"]:
             print(f"hlo on 8 devices / hlo on 1 device running {what}: {summary[f'hlo8_vs_{k}']:.2f}x")
-    print("(run's own peak: tracemalloc peak of one run for hlo; for XLA 8 devices its buffers "
-          "(arguments + outputs + temporaries) summed over the devices)")
+    print("(live values: for hlo the inputs as held plus the tracemalloc peak of one run; for XLA on 8 "
+          "devices its buffers -- arguments + outputs + temporaries -- summed over the devices)")
 
 
 if __name__ == "__main__":

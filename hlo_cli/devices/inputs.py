@@ -73,7 +73,7 @@ def _accepted(shape: Shape, sharding) -> str:
     """The global shapes a split parameter accepts, e.g. f32[7..8,5] when padding is possible."""
     parts = []
     for d, t in zip(shape.dims, tiles_per_dim(sharding, shape.rank)):
-        lo, hi = (d - 1) * t + 1, d * t
+        lo, hi = max((d - 1) * t + 1, 0), d * t
         parts.append(str(hi) if t == 1 or lo == hi else f"{lo}..{hi}")
     return f"{shape.element_type}[{','.join(parts)}]"
 

@@ -117,8 +117,8 @@ def _identity(kind: str, dt: np.dtype):
         return np.ones((), dt)
     if dt == np.bool_:
         return np.asarray(kind == "minimum")
-    if dt.kind in "iu":
-        info = np.iinfo(dt)
+    if dt.kind in "iu" or dt.name.startswith(("int", "uint")):         # ml_dtypes' int2 / int4 too
+        info = ml_dtypes.iinfo(dt)
         return np.asarray(info.max if kind == "minimum" else info.min, dt)
     return np.asarray(np.inf if kind == "minimum" else -np.inf, dt)
 

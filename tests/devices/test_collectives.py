@@ -633,3 +633,13 @@ def test_exact_arithmetic_without_the_module_argument():
     out = run_collective(m.entry_computation.root_instruction, [x], (0, 1, 2, 3), DeviceGrid(4, 1),
                          EvalContext(m).apply)
     assert same(out, np.full((4, 1), 2, BF16))
+
+
+def test_four_bit_integers_and_f8():
+    """Types XLA CPU's collectives lack: int4 wraps like any integer; f8 sums in f32 and rounds
+    once, like bf16 (the choice documented in collectives.py)."""
+    DT.update(s4=ml_dtypes.int4, f8e4m3fn=ml_dtypes.float8_e4m3fn)
+    assert same(reduce_values("s4", [1, 3, 2, 7])[0], np.array([-3], ml_dtypes.int4))
+    assert same(reduce_values("s4", [1, 3, 2, -7], "minimum")[0], np.array([-7], ml_dtypes.int4))
+    # e4m3fn has 3 mantissa bits: 16 + 1 + 1 rounds to 16 per step, but 18 -> 18 at once
+    assert same(reduce_values("f8e4m3fn", [16, 1, 1, 0])[0], np.array([18], ml_dtypes.float8_e4m3fn))

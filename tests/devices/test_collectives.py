@@ -79,7 +79,8 @@ def reduce_values(dt, vals, red="add", groups="{}"):
 
 
 DT = {"f32": np.float32, "f16": np.float16, "bf16": BF16, "f64": np.float64, "s8": np.int8, "s32": np.int32,
-      "u32": np.uint32, "pred": np.bool_, "c64": np.complex64}
+      "u32": np.uint32, "pred": np.bool_, "c64": np.complex64, "s4": ml_dtypes.int4,
+      "f8e4m3fn": ml_dtypes.float8_e4m3fn}
 
 
 # ============================================================================ all-reduce arithmetic
@@ -638,8 +639,45 @@ def test_exact_arithmetic_without_the_module_argument():
 def test_four_bit_integers_and_f8():
     """Types XLA CPU's collectives lack: int4 wraps like any integer; f8 sums in f32 and rounds
     once, like bf16 (the choice documented in collectives.py)."""
-    DT.update(s4=ml_dtypes.int4, f8e4m3fn=ml_dtypes.float8_e4m3fn)
     assert same(reduce_values("s4", [1, 3, 2, 7])[0], np.array([-3], ml_dtypes.int4))
     assert same(reduce_values("s4", [1, 3, 2, -7], "minimum")[0], np.array([-7], ml_dtypes.int4))
     # e4m3fn has 3 mantissa bits: 16 + 1 + 1 rounds to 16 per step, but 18 -> 18 at once
     assert same(reduce_values("f8e4m3fn", [16, 1, 1, 0])[0], np.array([18], ml_dtypes.float8_e4m3fn))
+
+
+def test_collective_permute_in_place_tuple_of_buffers_two_slices():
+    """The form of XLA's parser test (two rings at once: each device sends two slices and receives
+    two): a pair uses its source's k-th input offsets and its target's l-th output offsets, k and l
+    counting the source's and the target's earlier pairs; slice_sizes lists buffer by buffer."""
+    text = ("HloModule m, replica_count=4\nENTRY e {\n"
+            "  a = s32[2,2] parameter(0)  b = s32[2,2] parameter(1)\n"
+            "  c = s32[2,2] parameter(2)  d = s32[4,2] parameter(3)\n"
+            "  z = s32[] constant(0)  one = s32[] constant(1)  two = s32[] constant(2)\n"
+            "  o00 = (s32[], s32[]) tuple(z, z)  o10 = (s32[], s32[]) tuple(one, z)\n"
+            "  o20 = (s32[], s32[]) tuple(two, z)\n"
+            "  in0 = ((s32[], s32[]), (s32[], s32[])) tuple(o00, o10)\n"
+            "  in1 = ((s32[], s32[]), (s32[], s32[])) tuple(o00, o00)\n"
+            "  out1 = ((s32[], s32[]), (s32[], s32[])) tuple(o00, o20)\n"
+            "  ins = (((s32[], s32[]), (s32[], s32[])), ((s32[], s32[]), (s32[], s32[]))) tuple(in0, in1)\n"
+            "  outs = (((s32[], s32[]), (s32[], s32[])), ((s32[], s32[]), (s32[], s32[]))) tuple(in0, out1)\n"
+            "  src = (s32[2,2], s32[2,2]) tuple(a, b)  dst = (s32[2,2], s32[4,2]) tuple(c, d)\n"
+            "  ROOT r = (s32[2,2], s32[4,2]) collective-permute(src, dst, ins, outs), "
+            "source_target_pairs={{0,1},{1,2},{2,3},{3,0},{0,3},{3,2},{2,1},{1,0}}, "
+            "slice_sizes={{1,2},{1,2},{2,2},{2,2}} }\n")
+    m = parse(text)
+    D = 4
+    a = np.arange(D * 4, dtype=np.int32).reshape(D, 2, 2)
+    b = 100 + a
+    c = np.full((D, 2, 2), -1, np.int32)
+    d = np.full((D, 4, 2), -1, np.int32)
+
+    def off(*vals):
+        return tuple(np.full(D, v, np.int32) for v in vals)
+    ins = ((off(0, 0), off(1, 0)), (off(0, 0), off(0, 0)))
+    outs = ((off(0, 0), off(1, 0)), (off(0, 0), off(2, 0)))
+    inst = m.entry_computation.root_instruction
+    r0, r1 = run_collective(inst, [(a, b), (c, d), ins, outs], (0, 1, 2, 3), DeviceGrid(4, 1), EvalContext(m).apply)
+    for t in range(D):
+        fwd, bwd = (t - 1) % D, (t + 1) % D
+        assert r0[t].tolist() == [a[fwd][0].tolist(), a[bwd][1].tolist()]
+        assert r1[t].tolist() == b[fwd].tolist() + b[bwd].tolist()

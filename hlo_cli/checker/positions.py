@@ -186,6 +186,32 @@ class SourceIndex:
                 i += 1
         return out
 
+    def attribute_offset(self, paren: int, name: str) -> int | None:
+        """The offset of `name=` among the attributes after the operand list that opens at
+        `paren` (up to the end of the instruction's line), or None."""
+        t, n = self.text, len(self.text)
+        if paren >= n or t[paren] != "(":
+            return None
+        i = self.skip_group(paren)
+        want = re.compile(re.escape(name) + r"\s*=")
+        while i < n:
+            c = t[i]
+            if c == "\n":
+                return None
+            if c in "\"'":
+                i = self.skip_string(i)
+            elif t.startswith("/*", i) or t.startswith("//", i):
+                if t.startswith("//", i):
+                    return None
+                i = self.skip_space(i)
+            elif c in _OPEN:
+                i = self.skip_group(i)
+            elif want.match(t, i) and (i == 0 or not (t[i - 1].isalnum() or t[i - 1] in "_-.")):
+                return i
+            else:
+                i += 1
+        return None
+
     def signature_offsets(self, line: int, column: int):
         """(offsets of the signature's parameters, offset of its result shape) of the computation
         recorded at line:column, or None if it has no signature."""

@@ -37,6 +37,13 @@ CODES = {
     "C127": "an unbounded dynamic dimension '?' (XLA's verifier disallows unbounded dynamism)",
     "C128": "an asynchronous start without its one done (or a done without its start)",
     "C129": "all-reduces of one module are not all layout constrained or all unconstrained",
+    "C130": "a malformed replica group: empty, an id out of range of the ids named, or an id twice",
+    "C131": "replica groups do not name exactly the module's replicas / partitions / devices",
+    "C132": "replica groups of different sizes (all but all-reduce need equal sizes)",
+    "C133": "use_global_device_ids without channel_id, or flattened ids without replica_groups",
+    "C134": "source_target_pairs: an id out of range, or a source or target twice",
+    "C135": "a collective's per-device shape does not fit its group size (all-gather, reduce-scatter, all-to-all)",
+    "C136": "sharding invalid for the shape or the device count (XLA's HloSharding::Validate)",
     "C199": "internal error of a shape rule (a bug in hlo)",
     "W200": "elided constant ({...}): its values are unknown",
     "W201": "instruction is never used",
@@ -44,6 +51,7 @@ CODES = {
     "W203": "instruction name used in more than one computation",
     "W204": "computation signature's parameter list disagrees with its parameters (XLA ignores it)",
     "W205": "an array of more than 64 dimensions: XLA runs it, hlo run cannot hold it (NumPy's limit)",
+    "W206": "device ids XLA's verifier lets pass but that do not fit the device count (or no count is given)",
 }
 
 
@@ -85,6 +93,14 @@ class _Report:
         t = self.tokens(inst)
         return t[2] if t else None
 
+    def attribute_at(self, inst: Instruction, name: str) -> int | None:
+        """The offset of `name=` among the instruction's attributes (else its opcode)."""
+        t = self.tokens(inst)
+        if not t:
+            return None
+        at = self.src.attribute_offset(t[2], name)
+        return at if at is not None else t[1]
+
     def operand_at(self, inst: Instruction, k: int) -> int | None:
         t = self.tokens(inst)
         if not t:
@@ -94,11 +110,16 @@ class _Report:
 
 
 def check_module(module: Module, text: str | None = None, *, layout_sensitive: bool = False,
-                 warnings: bool = True) -> list[Diagnostic]:
+                 warnings: bool = True, replicas: int | None = None,
+                 partitions: int | None = None) -> list[Diagnostic]:
     """Every finding about `module` (errors and warnings), sorted by position.  `text` is the
     source the module was parsed from (for the source line and caret of each diagnostic, and
-    for pointing at the offending token); it never raises for a problem of the module."""
+    for pointing at the offending token); it never raises for a problem of the module.
+    `replicas` / `partitions` override the header's replica_count / num_partitions (the device
+    count replica groups, source-target pairs and shardings are checked against)."""
+    from .devices import device_findings, module_devices
     rep = _Report(module, text)
+    devices = module_devices(module, replicas, partitions)
     if _check_attribute_depths(module, rep):
         return rep.items          # the rules below walk shapes recursively
     comps = module.computation_map
@@ -111,7 +132,7 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     unknown: set[str] = set()        # computations whose parameter or result shape is unknown
     effective: dict[str, dict[str, Shape | None]] = {}
     for comp in _callees_first(module):
-        eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive)
+        eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive, devices)
         effective[comp.name] = eff
         params = [eff.get(p.name) for p in comp.parameters]
         result = eff.get(comp.root)
@@ -128,6 +149,9 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     _check_async_pairs(module, rep)
     _check_constrained_all_reduces(module, rep)
     _check_aliasing(module, effective, rep, layout_sensitive)
+    for inst, code, message, severity, attr in device_findings(module, devices, effective):
+        if severity == "error" or warnings:
+            rep.add(inst, code, message, severity, at=rep.attribute_at(inst, attr) if attr else rep.opcode_at(inst))
     if warnings:
         _warnings(module, comps, rep)
     rep.items.sort(key=lambda d: (d.file, d.line, d.column, d.code))
@@ -203,10 +227,9 @@ def _callees(comp: Computation) -> list[str]:
 # ------------------------------------------------------------------------------------------ instructions
 
 def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: set[str], rep: _Report,
-                       layout_sensitive: bool) -> dict[str, Shape | None]:
+                       layout_sensitive: bool, devices) -> dict[str, Shape | None]:
     from ..shapes import RuleContext, ShapeRuleError, infer_shape
-    replicas = module.attrs.get("replica_count", 1)
-    partitions = module.attrs.get("num_partitions", 1)
+    replicas, partitions = devices.replicas, devices.partitions
     eff: dict[str, Shape | None] = {}
     for inst in comp.instructions:
         declared = inst.shape
@@ -271,6 +294,14 @@ def _report_rule_error(inst: Instruction, operands: list[Shape], e, rep: _Report
     if inst.shape is None and (code == "S104" or "result shape must be" in msg):
         rep.add(inst, "C104", f"{inst.opcode}: the result shape must be written (XLA cannot infer it for "
                 f"{inst.opcode}), got none for {_shapes(operands)}", at=rep.paren_at(inst))
+        return
+    if code.startswith("S13"):          # the collective family's device-group findings (C130-C135)
+        from ..shapes.families.collective import CODE_ATTRIBUTE
+        attr = CODE_ATTRIBUTE.get(code)
+        if attr == "use_global_device_ids" and inst.attrs.get("channel_id") is None and \
+                not inst.attrs.get("use_global_device_ids"):
+            attr = "replica_groups"
+        rep.add(inst, "C" + code[1:], msg, at=rep.attribute_at(inst, attr) if attr else rep.shape_at(inst))
         return
     at = rep.opcode_at(inst)
     # "<opcode>: <what> must ...": when <what> names one operand, point at it

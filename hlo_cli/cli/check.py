@@ -33,7 +33,8 @@ class Result:
     skipped_graphs: list = field(default_factory=list)   # the file's saved graphs not in HLO text
 
 
-def _check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: bool) -> list[Result]:
+def _check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: bool,
+                devices: tuple[int | None, int | None] = (None, None)) -> list[Result]:
     """One Result per module of PATH, or one for a file that cannot be used.  Never raises: one bad
     file or module must not stop the others from being checked."""
     from ..sources import read_modules
@@ -47,13 +48,14 @@ def _check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: bo
         return [Result(path, path, e.diagnostics or [Diagnostic(str(e), path, code="E014")], UNREADABLE)]
     out = []
     for src in fm.modules:
-        r = _check_source(src, use_cache, layout_sensitive, warnings)
+        r = _check_source(src, use_cache, layout_sensitive, warnings, devices)
         r.skipped_graphs = list(fm.skipped) if src.index == 0 else []
         out.append(r)
     return out
 
 
-def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool) -> Result:
+def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
+                  devices: tuple[int | None, int | None] = (None, None)) -> Result:
     from ..checker import check_module
     from ..sources import parse_module
     r = Result(src.file, src.label, [], ERRORS, name=src.name, index=src.index, line=src.line, count=src.count)
@@ -68,7 +70,8 @@ def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool) 
     r.name = module.name
     r.instructions = sum(len(c.instructions) for c in module.computations)
     try:
-        r.diags = check_module(module, src.text, layout_sensitive=layout_sensitive, warnings=warnings)
+        r.diags = check_module(module, src.text, layout_sensitive=layout_sensitive, warnings=warnings,
+                               replicas=devices[0], partitions=devices[1])
     except Exception as e:  # a bug of ours: say so for this module, check the others
         import os
         if os.environ.get("HLO_DEBUG"):
@@ -99,9 +102,15 @@ def _worst(statuses) -> str:
 @click.option("--verbose", "-v", is_flag=True,
               help="List every instruction whose result is never used (by default one line counts them) "
                    "and the files and saved graphs that were skipped.")
+@click.option("--replicas", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Check against N replicas instead of the header's replica_count (replica groups, "
+                   "source-target pairs, collectives' per-device shapes).")
+@click.option("--partitions", type=click.IntRange(min=1), default=None, metavar="M",
+              help="Check against M partitions instead of the header's num_partitions (also the device "
+                   "count shardings are checked against).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache.")
 @report_errors
-def check(files, layout_sensitive, fmt, no_warnings, verbose, no_cache):
+def check(files, layout_sensitive, fmt, no_warnings, verbose, replicas, partitions, no_cache):
     """Check FILES (HLO files, directories of dumps, or '-' for stdin) against XLA's shape, layout and
     type rules, and report every problem as FILE:LINE:COL with the offending line and a caret.
 
@@ -111,11 +120,17 @@ def check(files, layout_sensitive, fmt, no_warnings, verbose, no_cache):
     files (buffer assignments, live ranges, memory reports...) are skipped.  Several modules are
     summarized in a table.
 
+    Multi-device modules are checked against their devices: replica_count x num_partitions from the
+    header (--replicas / --partitions override them): every replica group names each id of its mode
+    once, groups have equal sizes, source-target pairs stay in range, collectives' per-device shapes
+    fit their group sizes, and shardings fit the shape and the device count.
+
     Exit codes: 0 no errors; 1 a module has errors; 2 usage error or unreadable input.
     """
     from ..sources import expand
     paths, skipped = expand(files)
-    results = [r for p in paths for r in _check_file(p, not no_cache, layout_sensitive, not no_warnings)]
+    results = [r for p in paths
+               for r in _check_file(p, not no_cache, layout_sensitive, not no_warnings, (replicas, partitions))]
     worst = _worst(r.status for r in results)
     if fmt == "json":
         click.echo(json.dumps(_json(results, skipped, worst), indent=2))

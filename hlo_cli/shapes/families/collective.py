@@ -37,14 +37,63 @@ CROSS_REPLICA_AND_PARTITION = "cross_replica_and_partition"
 CROSS_PARTITION = "cross_partition"
 FLATTENED_ID = "flattened_id"
 
+# ShapeRuleError codes of the device-group findings; the checker reports S13x as C13x (see
+# hlo_cli/checker/verify.py's CODES) and points at the attribute named here.
+GROUPS = "S130"       # a malformed replica group: empty, an id out of range of the ids named, an id twice
+COUNT = "S131"        # the groups do not name every replica / partition / device of the module
+UNEVEN = "S132"       # replica groups of different sizes
+MODE = "S133"         # use_global_device_ids without channel_id, flattened ids without groups
+PAIRS = "S134"        # source_target_pairs: an id out of range, a source or target twice
+PER_DEVICE = "S135"   # a collective's per-device shape does not fit its group size
+CODE_ATTRIBUTE = {GROUPS: "replica_groups", COUNT: "replica_groups", UNEVEN: "replica_groups",
+                  MODE: "use_global_device_ids", PAIRS: "source_target_pairs"}
 
-def _groups(attrs) -> list[tuple[int, ...]]:
+
+def replica_group_list(attrs) -> list[tuple[int, ...]]:
+    """The replica groups an instruction lists, whatever their form (empty: none listed)."""
     rg = attrs.get("replica_groups")
     if rg is None:
         return []
     if isinstance(rg, IotaReplicaGroups):
         return [tuple(g) for g in rg.groups()]
     return [tuple(g) for g in rg.groups]
+
+
+# opcodes whose group mode ignores use_global_device_ids (XLA's GetCollectiveOpGroupMode(instr))
+_NO_GLOBAL_IDS = ("all-to-all", "ragged-all-to-all", "collective-broadcast", "collective-permute",
+                  "collective-permute-start", "send", "recv")
+
+
+def mode_of(opcode: str, attrs) -> str:
+    """The group mode of a collective (XLA's GetCollectiveOpGroupMode(instr)), without checks:
+    use_global_device_ids without a channel_id (an error the shape rule reports) reads as
+    cross-replica."""
+    has_channel = attrs.get("channel_id") is not None
+    if opcode in _NO_GLOBAL_IDS or not has_channel:
+        return CROSS_PARTITION if has_channel else CROSS_REPLICA
+    return FLATTENED_ID if attrs.get("use_global_device_ids") else CROSS_REPLICA_AND_PARTITION
+
+
+def id_space(mode: str, replicas: int, partitions: int) -> tuple[int, str]:
+    """(how many ids, what they count) the replica groups of `mode` list: replica ids, partition
+    ids, or flattened device ids."""
+    if mode == CROSS_PARTITION:
+        return partitions, "partitions"
+    if mode == FLATTENED_ID:
+        return replicas * partitions, "devices"
+    return replicas, "replicas"
+
+
+def device_group_sizes(opcode: str, attrs, replicas: int, partitions: int) -> tuple[int, ...]:
+    """The sizes (in devices) of the groups a collective runs in, sorted and without repeats:
+    empty replica_groups mean one group of every id; in cross-replica-and-partition mode a group
+    of replicas spans every partition."""
+    mode = mode_of(opcode, attrs)
+    groups = replica_group_list(attrs)
+    sizes = {len(g) for g in groups} or {id_space(mode, replicas, partitions)[0]}
+    if mode == CROSS_REPLICA_AND_PARTITION:
+        sizes = {z * partitions for z in sizes}
+    return tuple(sorted(sizes))
 
 
 def group_mode(ctx, operands, attrs, use_global_device_ids_applies: bool = True) -> str:
@@ -55,7 +104,7 @@ def group_mode(ctx, operands, attrs, use_global_device_ids_applies: bool = True)
     ugdi = bool(attrs.get("use_global_device_ids", False))
     if not has_channel:
         if ugdi:
-            fail(ctx.opcode, "use_global_device_ids=true", "come with a channel_id", "no channel_id", operands)
+            fail(ctx.opcode, "use_global_device_ids=true", "come with a channel_id", "no channel_id", operands, MODE)
         return CROSS_REPLICA
     return FLATTENED_ID if ugdi else CROSS_REPLICA_AND_PARTITION
 
@@ -66,34 +115,36 @@ def check_replica_groups(ctx, operands, groups, mode, uniform: bool = True) -> N
     op = ctx.opcode
     if not groups:
         if mode == FLATTENED_ID:
-            fail(op, "replica_groups", "be given with use_global_device_ids=true (flattened ids)", "{}", operands)
+            fail(op, "replica_groups", "be given with use_global_device_ids=true (flattened ids)", "{}", operands,
+                 MODE)
         return
     n = sum(len(g) for g in groups)
     seen = set()
     for g in groups:
         if not g:
-            fail(op, "replica groups", "not be empty", "an empty group", operands)
+            fail(op, "replica groups", "not be empty", "an empty group", operands, GROUPS)
         for i in g:
             if not 0 <= i < n:
-                fail(op, "replica ids", f"be in [0, {n})", i, operands)
+                fail(op, "replica ids", f"be in [0, {n})", i, operands, GROUPS)
             if i in seen:
-                fail(op, "replica ids", "appear in one replica group only once", f"{i} repeated", operands)
+                fail(op, "replica ids", "appear in one replica group only once", f"{i} repeated", operands, GROUPS)
             seen.add(i)
     replicas = config_value(ctx, "replica_count")
     partitions = config_value(ctx, "num_partitions")
     if mode in (CROSS_REPLICA, CROSS_REPLICA_AND_PARTITION):
         if replicas not in (None, 1) and n != replicas:
-            fail(op, "replica_groups", f"name all {replicas} replicas", f"{n} ids", operands)
+            fail(op, "replica_groups", f"name all {replicas} replicas", f"{n} ids", operands, COUNT)
     elif mode == CROSS_PARTITION:
         if partitions not in (None, 1) and n != partitions:
-            fail(op, "replica_groups", f"name all {partitions} partitions", f"{n} ids", operands)
+            fail(op, "replica_groups", f"name all {partitions} partitions", f"{n} ids", operands, COUNT)
     elif mode == FLATTENED_ID and replicas is not None and partitions is not None:
         total = replicas * partitions
         if total != 1 and n != total:
-            fail(op, "replica_groups", f"name all {total} devices (replicas x partitions)", f"{n} ids", operands)
+            fail(op, "replica_groups", f"name all {total} devices (replicas x partitions)", f"{n} ids", operands,
+                 COUNT)
     if uniform and len({len(g) for g in groups}) > 1:
         fail(op, "replica groups", "all have the same size",
-             "sizes " + ",".join(str(len(g)) for g in groups), operands)
+             "sizes " + ",".join(str(len(g)) for g in groups), operands, UNEVEN)
 
 
 def subgroup_size(ctx, groups, mode) -> tuple[int | None, int | None]:
@@ -168,7 +219,7 @@ def infer_all_reduce(operands, attrs, ctx):
     for i in range(len(operands)):
         expect_array(ctx, operands, i, f"operand {i}")
     mode = group_mode(ctx, operands, attrs)
-    check_replica_groups(ctx, operands, _groups(attrs), mode, uniform=False)
+    check_replica_groups(ctx, operands, replica_group_list(attrs), mode, uniform=False)
     _check_reduction(ctx, operands, attrs)
     return _one_or_tuple([strip(o) for o in operands])
 
@@ -186,7 +237,7 @@ def _all_gather_outputs(ctx, operands, attrs, declared_outputs):
     op = ctx.opcode
     d = _one_dimension(ctx, operands, attrs)
     mode = group_mode(ctx, operands, attrs)
-    groups = _groups(attrs)
+    groups = replica_group_list(attrs)
     check_replica_groups(ctx, operands, groups, mode)
     exact, factor = subgroup_size(ctx, groups, mode)
     in0 = operands[0].dims[d]
@@ -198,9 +249,11 @@ def _all_gather_outputs(ctx, operands, attrs, declared_outputs):
         shard = -(-out0 // in0)              # XLA reads the shard count off the declared shape
         why = "the shard count"
         if out0 % in0:
-            fail(op, f"result dimension {d}", f"be a multiple of operand dimension {d} ({in0})", out0, operands)
+            fail(op, f"result dimension {d}", f"be a multiple of operand dimension {d} ({in0})", out0, operands,
+                 PER_DEVICE)
         if factor is not None and shard % factor:
-            fail(op, "the shard count", f"be a multiple of the replica group size {factor}", shard, operands)
+            fail(op, "the shard count", f"be a multiple of the replica group size {factor}", shard, operands,
+                 PER_DEVICE)
     elif exact is not None:
         shard, why = exact, f"the replica group size {exact}"
     else:
@@ -208,7 +261,7 @@ def _all_gather_outputs(ctx, operands, attrs, declared_outputs):
              "result", "nothing", operands)
     if out0 is not None and in0 != UNBOUNDED and out0 != in0 * shard and why != "the shard count":
         fail(op, f"result dimension {d}", f"be {in0} x {shard} = {in0 * shard} (operand dimension {d} times {why})",
-             out0, operands)
+             out0, operands, PER_DEVICE)
     outs = []
     for s in operands:
         dims = list(s.dims)
@@ -256,7 +309,7 @@ def infer_reduce_scatter(operands, attrs, ctx):
     expect_count(ctx, operands, 1, None)
     d = _one_dimension(ctx, operands, attrs)
     mode = group_mode(ctx, operands, attrs)
-    groups = _groups(attrs)
+    groups = replica_group_list(attrs)
     check_replica_groups(ctx, operands, groups, mode)
     _check_reduction(ctx, operands, attrs)
     exact, factor = subgroup_size(ctx, groups, mode)
@@ -268,7 +321,8 @@ def infer_reduce_scatter(operands, attrs, ctx):
     elif out0 not in (None, 0, UNBOUNDED) and in0 != UNBOUNDED:
         shard = -(-in0 // out0)
         if factor is not None and shard % factor:
-            fail(op, "the shard count", f"be a multiple of the replica group size {factor}", shard, operands)
+            fail(op, "the shard count", f"be a multiple of the replica group size {factor}", shard, operands,
+                 PER_DEVICE)
     elif exact is not None:
         shard = exact
     else:
@@ -278,7 +332,8 @@ def infer_reduce_scatter(operands, attrs, ctx):
     for i, s in enumerate(operands):
         size = s.dims[d]
         if size != UNBOUNDED and size % shard:
-            fail(op, f"dimension {d} of operand {i}", f"be divisible by the shard count {shard}", size, operands)
+            fail(op, f"dimension {d} of operand {i}", f"be divisible by the shard count {shard}", size, operands,
+                 PER_DEVICE)
         dims = list(s.dims)
         dims[d] = UNBOUNDED if s.dynamic[d] else size // shard
         outs.append(array(s.element_type, dims, s.dynamic))
@@ -295,7 +350,7 @@ def infer_all_to_all(operands, attrs, ctx):
     op = ctx.opcode
     expect_count(ctx, operands, 1, None)
     mode = group_mode(ctx, operands, attrs, use_global_device_ids_applies=False)
-    groups = _groups(attrs)
+    groups = replica_group_list(attrs)
     check_replica_groups(ctx, operands, groups, mode)
     count, _ = subgroup_size(ctx, groups, mode)
     dims = attrs.get("dimensions")
@@ -312,11 +367,12 @@ def infer_all_to_all(operands, attrs, ctx):
         if any(dy and sz != UNBOUNDED for sz, dy in zip(x.dims, x.dynamic)):
             fail(op, "operand", "not have bounded dynamic dimensions", txt(x), operands)
         if count is not None and count > 0 and x.dims[d] != UNBOUNDED and x.dims[d] % count:
-            fail(op, f"split dimension {d}", f"be divisible by the split count {count}", x.dims[d], operands)
+            fail(op, f"split dimension {d}", f"be divisible by the split count {count}", x.dims[d], operands,
+                 PER_DEVICE)
         return strip(x)
     if count is not None and len(operands) != count:
         fail(op, "the operand count", f"be the split count {count} (the replica group size)",
-             len(operands), operands)
+             len(operands), operands, PER_DEVICE)
     first = operands[0]
     for i, s in enumerate(operands):
         if is_array(s) and any(sz == UNBOUNDED for sz in s.dims):
@@ -333,7 +389,7 @@ def infer_ragged_all_to_all(operands, attrs, ctx):
     op = ctx.opcode
     expect_count(ctx, operands, 6, 6)
     mode = group_mode(ctx, operands, attrs, use_global_device_ids_applies=False)
-    check_replica_groups(ctx, operands, _groups(attrs), mode)
+    check_replica_groups(ctx, operands, replica_group_list(attrs), mode)
     names = ["input", "output", "input_offsets", "send_sizes", "output_offsets", "recv_sizes"]
     for i in range(2, 6):
         s = expect_array(ctx, operands, i, names[i])
@@ -404,18 +460,21 @@ def _permute_checks(ctx, operands, attrs) -> bool:
         allowed = len(off.tuple_shapes) if is_array(operands[0]) else len(off.tuple_shapes[0].tuple_shapes)
     mode = CROSS_PARTITION if attrs.get("channel_id") is not None else CROSS_REPLICA
     limit = config_value(ctx, "replica_count" if mode == CROSS_REPLICA else "num_partitions")
-    if limit in (None, 1):
+    of = f" (the module has {limit} {'replicas' if mode == CROSS_REPLICA else 'partitions'})"
+    if limit in (None, 1):       # XLA's CheckDuplicatedSourceOrTarget: a count of 1 means "not set"
         limit = max([1] + [max(p) + 1 for p in pairs])
+        of = ""
     sources: dict[int, int] = {}
     targets: dict[int, int] = {}
     for s, t in pairs:
         for what, v, seen in (("source", s, sources), ("target", t, targets)):
             if not 0 <= v < limit:
-                fail(op, f"the {what} ids of source_target_pairs", f"be in [0, {limit})", v, operands)
+                fail(op, f"the {what} ids of source_target_pairs", f"be in [0, {limit})", f"{v}{of}", operands, PAIRS)
             seen[v] = seen.get(v, 0) + 1
             if seen[v] > allowed:
                 fail(op, f"the {what} ids of source_target_pairs",
-                     "appear once" if allowed == 1 else f"appear at most {allowed} times", f"{v} repeated", operands)
+                     "appear once" if allowed == 1 else f"appear at most {allowed} times", f"{v} repeated", operands,
+                     PAIRS)
     return inplace
 
 

@@ -1,0 +1,342 @@
+"""hlo check: the module against its devices (replica_count x num_partitions).
+
+The shape rules (hlo_cli/shapes/families/collective.py) already apply XLA's CheckReplicaGroups and
+CheckDuplicatedSourceOrTarget, whose count checks XLA skips when the count is 1 (its default when
+the module config does not say).  This pass adds what those rules cannot see:
+
+- groups naming more replicas / partitions / devices than a count of 1: an error when the count is
+  known (the header, or --replicas/--partitions, gives replica_count or num_partitions: XLA's
+  runtime then fails in GetParticipatingDevices), a warning when the header gives no count at all
+  (XLA's default of 1 would apply; the user probably meant to give the count);
+- collective-broadcast's groups, which XLA's verifier does not look at but its runtime does;
+- the `_xla_send_recv_source_target_pairs` of send / recv;
+- `sharding=` against the instruction's shape and the device count (XLA's HloSharding::Validate).
+
+Findings are (instruction, code, message, severity, attribute name to point at or None).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..ir.module import Instruction, Module
+from ..ir.shape import Shape
+from ..shapes.families.collective import (CROSS_PARTITION, CROSS_REPLICA, id_space, mode_of,
+                                          replica_group_list)
+
+SEND_RECV_PAIRS = "_xla_send_recv_source_target_pairs"
+_GROUPED = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter", "all-to-all",
+            "ragged-all-to-all", "collective-broadcast")
+_PERMUTES = ("collective-permute", "collective-permute-start")
+
+
+@dataclass(frozen=True)
+class Devices:
+    """The device counts a module is checked against."""
+    replicas: int
+    partitions: int
+    known: bool          # the header or the command line gave a count (else XLA's default 1 x 1)
+    source: str = "the module"
+
+    @property
+    def count(self) -> int:
+        return self.replicas * self.partitions
+
+
+def module_devices(module: Module, replicas: int | None = None, partitions: int | None = None) -> Devices:
+    """The devices `hlo run` would simulate (hlo_cli.devices.grid_of): the counts given, else the
+    header's replica_count / num_partitions, else (a module before partitioning) the Shardy mesh's
+    or the shardings' device count as partitions, else XLA's default 1 x 1 (counts unknown)."""
+    from ..devices import grid_of
+    from ..errors import HloError
+    attrs = module.attrs
+    given = replicas is not None or partitions is not None
+    header = "replica_count" in attrs or "num_partitions" in attrs
+    try:
+        grid = grid_of(module, replicas, partitions)
+        r, p = grid.replicas, grid.partitions
+    except HloError:                 # a malformed Shardy mesh: the run reports it
+        r, p = replicas or int(attrs.get("replica_count", 1) or 1), partitions or 1
+    if given:
+        return Devices(r, p, True, "the command line")
+    if header:
+        return Devices(r, p, True, "the module")
+    if r * p > 1:
+        return Devices(r, p, True, "the module's mesh")
+    return Devices(r, p, False)
+
+
+def device_findings(module: Module, devices: Devices, effective: dict[str, dict[str, Shape | None]]):
+    """Every finding of this pass, in module order."""
+    for comp in module.computations:
+        eff = effective.get(comp.name, {})
+        for inst in comp.instructions:
+            op = inst.opcode
+            if op in _GROUPED:
+                yield from _groups_beyond_one(inst, devices)
+                if op == "collective-broadcast":
+                    yield from _broadcast_groups(inst, devices)
+            elif op in _PERMUTES:
+                yield from _pairs_beyond_one(inst, devices)
+            elif op in ("send", "recv"):
+                yield from _send_recv_pairs(inst, devices)
+            sharding = inst.attrs.get("sharding")
+            shape = eff.get(inst.name) or inst.shape
+            if sharding is not None and shape is not None:
+                yield from _sharding_findings(inst, sharding, shape, devices)
+
+
+def _no_count_hint(noun: str, n: int) -> str:
+    flag = {"replicas": f"--replicas {n}", "partitions": f"--partitions {n}"}.get(noun, "--replicas/--partitions")
+    return (f"the module's header gives neither replica_count nor num_partitions, so XLA takes 1; "
+            f"give the device count ({flag})")
+
+
+def _groups_beyond_one(inst: Instruction, devices: Devices):
+    """Explicit groups when the id space has one id: the shape rule (like XLA's verifier) skips."""
+    mode = mode_of(inst.opcode, inst.attrs)
+    count, noun = id_space(mode, devices.replicas, devices.partitions)
+    groups = replica_group_list(inst.attrs)
+    if count != 1 or not groups:
+        return
+    ids = sorted({i for g in groups for i in g})
+    beyond = [i for i in ids if i >= 1]
+    if not beyond or any(i < 0 for i in ids):
+        return                  # negative ids: the shape rule's finding
+    n = len(ids)
+    if devices.known:
+        # XLA's verifier lets this pass (a count of 1 reads as "not set"), but its runtime fails in
+        # GetParticipatingDevices (TF_RET_CHECK id < count) on a module config of one.
+        yield (inst, "C131", f"{inst.opcode}: replica_groups must name only the ids of the {count} "
+               f"{noun[:-1]} {devices.source} has, got {n} {noun} (ids up to {beyond[-1]})", "error", "replica_groups")
+    else:
+        yield (inst, "W206", f"{inst.opcode}: replica_groups name {n} {noun}, but {_no_count_hint(noun, n)}",
+               "warning", "replica_groups")
+
+
+def _broadcast_groups(inst: Instruction, devices: Devices):
+    """collective-broadcast: XLA's verifier checks no groups (HandleCollectiveBroadcast); its
+    runtime fails for a device that no group names or an id past the count."""
+    mode = mode_of(inst.opcode, inst.attrs)
+    count, noun = id_space(mode, devices.replicas, devices.partitions)
+    groups = replica_group_list(inst.attrs)
+    if not groups or count == 1:
+        return
+    ids = [i for g in groups for i in g]
+    bad = [i for i in ids if not 0 <= i < count]
+    if bad:
+        yield (inst, "C131", f"{inst.opcode}: replica ids must be in [0, {count}) (the {count} {noun} of "
+               f"{devices.source}), got {bad[0]}", "error", "replica_groups")
+        return
+    missing = sorted(set(range(count)) - set(ids))
+    if missing:
+        yield (inst, "C131", f"{inst.opcode}: replica_groups must name every one of the {count} {noun} "
+               f"(XLA's runtime fails for one no group names), got none naming {_ids(missing)}", "error",
+               "replica_groups")
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        # stricter than XLA's verifier, which does not check collective-broadcast's groups
+        yield (inst, "W206", f"{inst.opcode}: each id should be in one replica group only, got "
+               f"{_ids(twice)} more than once (XLA's verifier does not check; its runtime uses the first group)",
+               "warning", "replica_groups")
+
+
+def _pairs_beyond_one(inst: Instruction, devices: Devices):
+    """collective-permute pairs naming ids past a count of 1, which XLA's verifier reads as "not
+    set" (CheckDuplicatedSourceOrTarget then takes the largest id named)."""
+    mode = CROSS_PARTITION if inst.attrs.get("channel_id") is not None else CROSS_REPLICA
+    count, noun = id_space(mode, devices.replicas, devices.partitions)
+    pairs = inst.attrs.get("source_target_pairs") or ()
+    if count != 1 or not pairs:
+        return
+    top = max(max(p) for p in pairs)
+    if top < 1 or min(min(p) for p in pairs) < 0:
+        return
+    if devices.known:
+        # XLA's verifier reads a count of 1 as "not set"; XLA CPU's runtime then aborts the process
+        # (std::out_of_range, measured with jaxlib 0.10.2 on 4 replicas x 1 partition)
+        yield (inst, "C134", f"{inst.opcode}: the ids of source_target_pairs must be in [0, 1) (the 1 "
+               f"{noun[:-1]} {devices.source} has), got {top}", "error", "source_target_pairs")
+        return
+    yield (inst, "W206", f"{inst.opcode}: source_target_pairs name {noun} up to {top}, but "
+           f"{_no_count_hint(noun, top + 1)}", "warning", "source_target_pairs")
+
+
+_PAIR = re.compile(r"\{\s*([^{}]*?)\s*\}")
+
+
+def parse_pairs(text: str) -> list[tuple[int, ...]] | None:
+    """`{{0,1},{1,2}}` -> [(0, 1), (1, 2)]; None when the text is not a list of integer groups."""
+    t = text.strip()
+    if not (t.startswith("{") and t.endswith("}")):
+        return None
+    inner = t[1:-1].strip()
+    out = []
+    pos = 0
+    for m in _PAIR.finditer(inner):
+        if inner[pos:m.start()].strip(" ,"):
+            return None
+        try:
+            out.append(tuple(int(x) for x in m.group(1).split(",") if x.strip()))
+        except ValueError:
+            return None
+        pos = m.end()
+    if inner[pos:].strip(" ,"):
+        return None
+    return out
+
+
+def _send_recv_pairs(inst: Instruction, devices: Devices):
+    """The source/target pairs a send or recv carries as a frontend attribute.  XLA's verifier
+    checks them only in scheduled GPU modules (VerifyNoCollectiveDeadlocks), its GPU runtime wants
+    pairs of two ids; all findings here are warnings."""
+    if inst.attrs.get("is_host_transfer"):
+        return
+    fa = inst.attrs.get("frontend_attributes")
+    items = getattr(fa, "items", None) or ()
+    items = dict(items() if callable(items) else items)
+    text = items.get(SEND_RECV_PAIRS)
+    if text is None:
+        return
+    pairs = parse_pairs(text)
+    if pairs is None or any(len(p) != 2 for p in pairs):
+        yield (inst, "W206", f"{inst.opcode}: {SEND_RECV_PAIRS} should list {{source,target}} pairs like "
+               f"{{{{0,1}},{{1,2}}}}, got \"{text}\"", "warning", "frontend_attributes")
+        return
+    mode = CROSS_PARTITION if (inst.attrs.get("channel_id") or 0) > 0 else CROSS_REPLICA
+    count, noun = id_space(mode, devices.replicas, devices.partitions)
+    for k, what in ((0, "source"), (1, "target")):
+        ids = [p[k] for p in pairs]
+        bad = [i for i in ids if i < 0 or (count > 1 and i >= count)]
+        if bad:
+            yield (inst, "W206", f"{inst.opcode}: the {what} ids of {SEND_RECV_PAIRS} should be in [0, {count}) "
+                   f"(the {count} {noun} of {devices.source}), got {bad[0]}", "warning", "frontend_attributes")
+            return
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            yield (inst, "W206", f"{inst.opcode}: each {what} should appear once in {SEND_RECV_PAIRS}, got "
+                   f"{_ids(twice)} more than once", "warning", "frontend_attributes")
+            return
+    if count == 1 and max(max(p) for p in pairs) >= 1:
+        top = max(max(p) for p in pairs)
+        why = (f"{devices.source} has 1 {noun[:-1]}" if devices.known else _no_count_hint(noun, top + 1))
+        yield (inst, "W206", f"{inst.opcode}: {SEND_RECV_PAIRS} names {noun} up to {top}, but {why}", "warning",
+               "frontend_attributes")
+
+
+def _ids(ids) -> str:
+    shown = ", ".join(map(str, ids[:8]))
+    return shown + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+
+
+# ------------------------------------------------------------------------------------------ sharding
+
+def sharding_devices(devices: Devices) -> int | None:
+    """The device count shardings are validated against: XLA's InstructionVerifier uses
+    num_partitions when the module is SPMD-partitioned and num_partitions > 1 (the text does not
+    say whether it is; a tiled sharding with more than one partition is taken to be SPMD)."""
+    return devices.partitions if devices.partitions > 1 else None
+
+
+def _sharding_findings(inst: Instruction, sharding, shape: Shape, devices: Devices):
+    found = _validate(sharding, shape, sharding_devices(devices))
+    if found is None:
+        return
+    code, msg = found
+    if code == "W206":
+        # XLA's verifier asks a tiled sharding to use exactly num_partitions devices only when the
+        # module is SPMD-partitioned, which its text does not say: a warning
+        yield (inst, code, f"{inst.opcode}: the sharding {sharding} {msg} (XLA's verifier rejects this in an "
+               "SPMD-partitioned module)", "warning", "sharding")
+    else:
+        yield (inst, code, f"{inst.opcode}: the sharding {sharding} {msg}", "error", "sharding")
+
+
+def _leaf_count(shape: Shape) -> int:
+    if shape.tuple_shapes is None or shape.element_type == "buffer":
+        return 1
+    return sum(_leaf_count(s) for s in shape.tuple_shapes)
+
+
+def _leaves(shape: Shape):
+    if shape.tuple_shapes is None or shape.element_type == "buffer":
+        yield shape
+        return
+    for s in shape.tuple_shapes:
+        yield from _leaves(s)
+
+
+def _validate(sharding, shape: Shape, num: int | None) -> tuple[str, str] | None:
+    """XLA's HloSharding::Validate: None when valid, else (code, what is wrong)."""
+    if shape.element_type == "token":
+        return None
+    if sharding.kind == "tuple":
+        if shape.tuple_shapes is None or shape.element_type == "buffer":
+            return "C136", f"must not be a tuple sharding for the array shape {shape.to_str(False)}"
+        n = _leaf_count(shape)
+        if len(sharding.elements) != n and not (n == 0 and len(sharding.elements) == 1):
+            return "C136", (f"must have one sharding per leaf of {shape.to_str(False)} ({n}), "
+                            f"got {len(sharding.elements)}")
+        for k, (elem, leaf) in enumerate(zip(sharding.elements, _leaves(shape))):
+            found = _validate_leaf(elem, leaf, num)
+            if found is not None:
+                return found[0], f"(element {k}, {elem}) {found[1]}"
+        return None
+    # XLA's parser gives every leaf of a tuple shape a non-tuple sharding (NormalizeTupleSharding)
+    for leaf in _leaves(shape):
+        found = _validate_leaf(sharding, leaf, num)
+        if found is not None:
+            return found
+    return None
+
+
+def _validate_leaf(s, leaf: Shape, num: int | None) -> tuple[str, str] | None:
+    if leaf.element_type == "token" or s.kind in ("replicated", "manual", "unknown", "unreduced", "raw"):
+        return None
+    if s.kind == "tuple":
+        return "C136", f"must not be a tuple sharding for the array shape {leaf.to_str(False)}"
+    if s.kind == "maximal":
+        return _in_range(s.device, num)
+    ta = s.tile_assignment
+    if ta is None:
+        return None
+    if _product(ta.dims) == 1:
+        return "C136", ("must assign more than one device (a single-device tile assignment: write {replicated} or "
+                        "{maximal device=N})")
+    data_rank = len(ta.dims) - (1 if s.last_tile_dim_replicate else 0) - len(s.last_tile_dims)
+    if data_rank != leaf.rank:
+        return "C136", (f"must tile as many dimensions as the shape has ({leaf.rank} for {leaf.to_str(False)}), "
+                        f"got {data_rank}")
+    if ta.iota is not None:
+        n = _product(ta.iota.reshape_dims)
+        if num is not None and n != num:
+            return "W206", f"should use all {num} devices (num_partitions), got {n}"
+        return None
+    seen: set[int] = set()
+    for d in ta.devices or ():
+        found = _in_range(d, num)
+        if found is not None:
+            return found
+        if d in seen:
+            return "C136", f"must name each device once, got device {d} twice"
+        seen.add(d)
+    if num is not None and len(seen) != num:
+        return "W206", f"should use all {num} devices (num_partitions), got {len(seen)}"
+    return None
+
+
+def _in_range(device: int | None, num: int | None) -> tuple[str, str] | None:
+    if device is None:
+        return None
+    if device < 0:
+        return "C136", f"must name devices >= 0, got {device}"
+    if num is not None and device >= num:
+        return "C136", f"must name devices below {num} (num_partitions), got device {device}"
+    return None
+
+
+def _product(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n

@@ -74,6 +74,14 @@ _MANUAL = [   # (mesh, names, array shape, in spec, manual axes or None for all)
 ]
 
 
+_UNEVEN = [   # (devices, global shape, spec): JAX refuses uneven inputs, so a sharded intermediate
+    (4, (5, 3), ("x", None)),
+    (2, (5, 3), ("x", None)),
+    (8, (7,), ("x",)),
+    (4, (3, 10), (None, "x")),
+]
+
+
 def _generate() -> dict:  # pragma: no cover - runs under JAX in a child process
     import jax
     import jax.numpy as jnp
@@ -115,7 +123,25 @@ def _generate() -> dict:  # pragma: no cover - runs under JAX in a child process
                 "devices": {str(k): idx(m[d], shape) for k, d in enumerate(mesh.devices.flat)},
             })
     jax.config.update("jax_use_shardy_partitioner", True)
-    return {"jax": jax.__version__, "cases": cases, "manual": manual}
+    import re
+    uneven = []
+    for n, shape, spec in _UNEVEN:
+        mesh = Mesh(np.array(jax.devices()[:n]), ("x",))
+        target = NamedSharding(mesh, P(*spec))
+
+        def f(a, shape=shape, target=target):
+            b = a[tuple(slice(0, d) for d in shape)] * 2
+            return jnp.sin(jax.lax.with_sharding_constraint(b, target))
+        x = jnp.zeros(tuple(d + 3 for d in shape), jnp.float32)
+        low = jax.jit(f, in_shardings=NamedSharding(mesh, P()), out_shardings=NamedSharding(mesh, P())).lower(x)
+        compiled = low.compile().as_text()
+        # the partitioned program gathers each device's tile of the constrained value: its shape
+        # is the per-device shape XLA gives the tile
+        operand = re.search(r"all-gather\((%?[\w.-]+)\)", compiled).group(1)
+        local = re.search(re.escape(operand) + r" = f32\[([\d,]*)\]", compiled).group(1)
+        uneven.append({"name": f"{n}{shape}P{spec}", "module": low.as_text("hlo"), "shape": list(shape),
+                       "local": [int(d) for d in local.split(",") if d]})
+    return {"jax": jax.__version__, "cases": cases, "manual": manual, "uneven": uneven}
 
 
 def _run_generator() -> dict:
@@ -205,6 +231,7 @@ def test_golden_covers_the_forms():
     assert "sharding={replicated}" in texts
     assert len(GOLD["cases"]) >= 15
     assert len(GOLD["manual"]) >= 10
+    assert len(GOLD["uneven"]) >= 4
 
 
 def _manual_pair(m):
@@ -214,6 +241,22 @@ def _manual_pair(m):
     b = next(i for i in insts if str(i.attr("custom_call_target")) in ("SPMDShardToFullShape",
                                                                         "xla.sdy.LocalToGlobalShape"))
     return a, b
+
+
+@pytest.mark.parametrize("case", GOLD.get("uneven", []), ids=lambda c: c["name"])
+def test_uneven_tile_shape_is_xlas(case):
+    """XLA's per-device shape of an unevenly cut value (measured in the partitioned program)."""
+    m = parse(case["module"])
+    inst = next(i for i in m.entry_computation.instructions
+                if i.opcode == "custom-call" and str(i.attr("custom_call_target")) == "Sharding")
+    s = sh.instruction_sharding(inst, m)
+    shape = tuple(case["shape"])
+    assert sh.local_dims(shape, s) == tuple(case["local"])
+    x = np.arange(1, int(np.prod(shape)) + 1, dtype=np.float32).reshape(shape)
+    n = sh.module_devices(m)[1]
+    t = sh.shard(x, s, tuple(case["local"]), n)
+    np.testing.assert_array_equal(sh.unshard(t, s, shape), x)
+    assert t.sum() == x.sum()                       # every element once, padding zero
 
 
 @pytest.mark.parametrize("case", GOLD["manual"], ids=lambda c: c["name"])
@@ -255,6 +298,7 @@ def test_live_against_jax():
         for d, data in c["_data"].items():
             np.testing.assert_array_equal(got[int(d)], np.asarray(data, np.float32), err_msg=c["name"])
     assert [c["devices"] for c in fresh["manual"]] == [c["devices"] for c in GOLD["manual"]]
+    assert [(c["shape"], c["local"]) for c in fresh["uneven"]] == [(c["shape"], c["local"]) for c in GOLD["uneven"]]
 
 
 # ----------------------------------------------------------------------------------------------

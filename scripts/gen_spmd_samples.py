@@ -252,6 +252,55 @@ def _int_bool():
     return Jit(f, (a, m), mesh, (P(("x", "y"), None), P(("x", "y"), None)), None)
 
 
+@case("uneven_2x4", "values the mesh does not divide (5 of 8 columns kept, sharded over 4 devices, 3 rows over 2): padded per-device pieces inside, sums and maxima across them")
+def _uneven():
+    rng = _rng(19)
+    x = _normal(rng, (8, 8))
+    n = rng.integers(-100, 100, size=(8, 8)).astype(np.int32)
+    mesh = _mesh((2, 4), ("x", "y"))
+
+    def f(x, n):
+        c = lambda v, spec: jax.lax.with_sharding_constraint(v, NamedSharding(mesh, spec))  # noqa: E731
+        a = c(x[:, :5] * 2.0 + 1.0, P("x", "y"))
+        m = c(n[:3, 1:6], P("x", "y"))
+        return jnp.sum(a, axis=1), jnp.max(a, axis=0), jnp.sum(m, axis=0), jnp.min(m)
+    return Jit(f, (x, n), mesh, (P("x", "y"), P("x", "y")), (P("x"), P(), P(), P()))
+
+
+@case("zero_grad_1d", "data-parallel gradient returned sharded over the devices (ZeRO-style): XLA CPU all-reduces, then each device slices out its part by partition-id")
+def _zero_grad():
+    rng = _rng(20)
+    x, y, w = _normal(rng, (16, 8)), _normal(rng, (16, 4)), _normal(rng, (8, 4), 0.3)
+
+    def f(w, x, y):
+        return jax.grad(lambda w: jnp.sum((x @ w - y) ** 2))(w)
+    mesh = _mesh((8,), ("data",))
+    return Jit(f, (w, x, y), mesh, (P(), P("data"), P("data")), P("data"))
+
+
+@case("reshard_1d", "resharding from rows to columns (an all-to-all) and a transpose on 8 devices, s32 data")
+def _reshard():
+    rng = _rng(21)
+    a = rng.integers(-1000, 1000, size=(16, 8)).astype(np.int32)
+    mesh = _mesh((8,), ("x",))
+
+    def f(a):
+        b = jax.lax.with_sharding_constraint(a * 3, NamedSharding(mesh, P(None, "x")))
+        return b + 1, b.T
+    return Jit(f, (a,), mesh, (P("x", None),), (P(None, "x"), P("x", None)))
+
+
+@case("halo_conv_1d", "a 1-D convolution over a spatial dimension sharded 8 ways: halo exchange by collective-permute")
+def _halo():
+    rng = _rng(22)
+    x, k = _normal(rng, (1, 32, 2)), _normal(rng, (3, 2, 4), 0.5)
+
+    def f(x, k):
+        return lax.conv_general_dilated(x, k, (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
+    mesh = _mesh((8,), ("x",))
+    return Jit(f, (x, k), mesh, (P(None, "x", None), P()), P(None, "x", None))
+
+
 # --------------------------------------------------------------------------
 # shard_map cases (explicit collectives)
 # --------------------------------------------------------------------------

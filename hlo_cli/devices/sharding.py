@@ -9,8 +9,8 @@ which device holds which tile.  Shardy and named shardings are turned into the c
 XLA's facts used here (xla/hlo/ir/hlo_sharding.cc TileOffsetForDevice / TileLimitForDevice): a
 dimension of size n cut into t tiles has tiles of ceil(n / t) elements; tile i covers
 [min(i * ceil, n), min((i + 1) * ceil, n)), so trailing tiles may be short or empty.  A device's
-buffer always has the full tile size: the part past the end of the array is padding (zeros here,
-as the SPMD partitioner pads with zeros at `SPMDFullToShardShape`).
+buffer always has the full tile size: the part past the end of the array is padding, zeros here
+(XLA pads with zeros at `SPMDFullToShardShape`; elsewhere the padding's content is unspecified).
 
 Device ids: a sharding names partitions; in a run of R replicas x P partitions device d is
 partition d % P of replica d // P (XLA's flattened ids).  Stacked values have a leading axis over
@@ -49,7 +49,7 @@ class ShardingError(HloEvalError):
 
 def _err(message: str, inst=None) -> ShardingError:
     if inst is not None:
-        return ShardingError(f"{inst.name}: {message}", [instruction_diagnostic(inst, message, "E700")])
+        return ShardingError(f"{inst.name}: {message}", [instruction_diagnostic(inst, message, "R023")])
     return ShardingError(message)
 
 
@@ -264,16 +264,6 @@ class _Text:
             ids = tuple(self.int_list("]"))
         self.take(">")
         return Mesh(tuple(axes), ids)
-
-
-def _mesh_text(text: str) -> Mesh:
-    t = _Text(text)
-    if not (t.accept("#sdy.mesh") or t.accept("mesh")):
-        t.fail("#sdy.mesh<...>")
-    m = t.mesh_body()
-    t.end()
-    _check_mesh(m, text)
-    return m
 
 
 def _check_mesh(m: Mesh, text: str):

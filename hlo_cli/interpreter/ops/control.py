@@ -168,7 +168,8 @@ def _single_device(inst, ec):
     n = _group_size(inst, ec)
     if n != 1:
         raise HloEvalError(f"{inst.opcode} over a group of {n} devices needs {n} replicas; "
-                           f"hlo run executes one device (replica groups of one member only)")
+                           f"the module's header declares one device: give the device count with --replicas N or "
+                           f"--partitions N (or replica_count= / num_partitions= in the header)")
 
 
 @evaluator("all-reduce", "all-reduce-start", "collective-broadcast")
@@ -194,8 +195,8 @@ def eval_collective_permute(inst, args, ec):
     me = ec.replica_id
     sources = [s for s, t in pairs if t == me]
     if any(s != me for s in sources) or any(s == me and t != me for s, t in pairs):
-        raise HloEvalError(f"collective-permute between devices {list(pairs)} needs several replicas; "
-                           "hlo run executes one device")
+        raise HloEvalError(f"collective-permute between devices {list(pairs)} needs several devices; the "
+                           "module's header declares one: give the device count with --replicas N or --partitions N")
     out = args[0] if sources else zeros(inst.shape if not inst.opcode.endswith("-start")
                                         else inst.shape.tuple_shapes[1])
     if inst.opcode.endswith("-start"):

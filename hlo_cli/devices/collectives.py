@@ -390,6 +390,13 @@ def _ragged_all_to_all(inst, operands, devices, grid):
     return res
 
 
+def _stacked_zeros(shape, count: int):
+    """Zeros of `shape` (tuples kept) for `count` devices: a start op's context values."""
+    if shape.is_tuple:
+        return tuple(_stacked_zeros(s, count) for s in shape.tuple_shapes)
+    return np.zeros((count,) + tuple(shape.dims), np_dtype(shape))
+
+
 def _device_ids(inst, devices, grid):
     fn = grid.replica_of if base_opcode(inst) == "replica-id" else grid.partition_of
     return np.asarray([fn(d) for d in devices], dtype=np_dtype(inst.shape))
@@ -436,8 +443,7 @@ def run_collective(inst, operands: list, devices: tuple[int, ...], grid: DeviceG
             first = _one_or_tuple(list(operands))
         if not start:
             return res
-        D = len(devices)
-        context = tuple(np.zeros((D,) + tuple(s.dims), np_dtype(s)) for s in inst.shape.tuple_shapes[2:])
+        context = tuple(_stacked_zeros(s, len(devices)) for s in inst.shape.tuple_shapes[2:])
         return (first, res) + context
     raise fail(inst, "is not a collective hlo runs across devices")
 

@@ -84,11 +84,6 @@ def _one_or_tuple(values: list):
     return values[0] if len(values) == 1 else tuple(values)
 
 
-def _shapes(shape, count: int) -> list:
-    """The `count` array shapes of a result that is one array or a tuple of them."""
-    return [shape] if count == 1 and not shape.is_tuple else list(shape.tuple_shapes)
-
-
 _WIDE_NARROW = {np.dtype(ml_dtypes.bfloat16)}
 
 

@@ -247,3 +247,11 @@ def test_cli_unpartitioned_writes_the_global_result(name, tmp_path):
     got = _npz(out)
     for i, w in enumerate(_expected(name, "out")):
         _matches(got[f"out{i}"], w, TOLERANCES.get(name), f"hlo run {name}.hlo out{i}")
+
+
+@pytest.mark.parametrize("text", ["hlo", "opt.hlo"])
+def test_hlo_check_accepts_every_sample(text):
+    """Both texts of every sample are valid modules (XLA made or compiled them)."""
+    for name in NAMES:
+        r = _cli(["check", str(SPMD / f"{name}.{text}")])
+        assert r.exit_code == 0, f"{name}.{text}: {r.output}"

@@ -101,6 +101,7 @@ class _Text:
 
     def __init__(self, text: str):
         self.text = text
+        text = text.replace("\\22", '"')             # MLIR's escape of a quote in attribute text
         self.toks: list[tuple[str, str, int]] = []
         pos = 0
         while pos < len(text):

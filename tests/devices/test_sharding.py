@@ -384,6 +384,14 @@ def test_sdy_errors(text, fragment):
     assert fragment in str(e.value)
 
 
+def test_mlir_escaped_quotes():
+    m = parse('HloModule m, frontend_attributes={xla.sdy.meshes="{mesh = #sdy.mesh<[\\\\22x\\\\22=2]>}"}\n'
+              'ENTRY e { ROOT p = f32[4] parameter(0) }')
+    assert sh.sdy_meshes(m) == {"mesh": sh.Mesh((("x", 2),))}
+    s = sh.sdy_sharding('#sdy.sharding<@mesh, [{\\22x\\22}]>', m)
+    assert s.tile_assignment.dims == (2,)
+
+
 def test_bad_meshes_are_errors():
     with pytest.raises(ShardingError, match="twice"):
         sh.sdy_meshes(_mod('{mesh = #sdy.mesh<["x"=2, "x"=2]>}'))

@@ -304,6 +304,24 @@ def _permute_in_place() -> Case:
                 note="JAX's HLO->StableHLO import refuses the in-place form; no XLA runtime runs it")
 
 
+def _dimensions_and_types() -> Case:
+    x = distinct(4, (2, 4))
+    flags = np.array([[1, 1, 0, 0, 1], [1, 0, 1, 0, 1], [1, 1, 0, 0, 1], [1, 1, 1, 0, 1]], bool)
+    flags[:, 3] = [0, 0, 1, 0]                               # one device alone says yes
+    bytes_ = np.array([[200, 1, 255], [100, 2, 255], [0, 3, 1], [7, 4, 2]], np.uint8)
+    big = np.array([[2 ** 20, -3], [2 ** 20, 5], [2 ** 20, 7], [2 ** 5, -11]], np.int64)
+    everyone = [[0, 1, 2, 3]]
+    return Case("dimensions_and_types", [x, flags, bytes_, big], [
+        all_gather(x, everyone, 1),
+        reduce_scatter(x, [[0, 1], [2, 3]], 1),
+        all_to_all(x, everyone, 1),
+        all_reduce(flags, everyone, np.logical_and),
+        all_reduce(flags, everyone, np.logical_or),
+        all_reduce(bytes_, everyone),                        # wraps modulo 256
+        all_reduce(big, everyone, np.multiply),              # 2^65 wraps modulo 2^64
+        all_gather(flags, everyone, 0)])
+
+
 def _all_reduce_tuple() -> Case:
     x = distinct(4, (3,))[[2, 0, 3, 1]] * np.array([1, -1, 1], np.float32)   # the max moves around
     y = np.stack([np.array([[1, 9], [5, -2]]) * (d % 2 * 2 - 1) + d for d in range(4)]).astype(np.float32)
@@ -368,7 +386,7 @@ CASES: dict[str, Callable[[], Case]] = {f.__name__[1:]: f for f in (
     _send_recv_pipeline, _send_recv_while, _send_recv_channels, _send_recv_pipelined,
     _divergent_branches, _divergent_while, _async_forms, _permute_forms, _permute_combined,
     _permute_in_place,
-    _all_reduce_tuple, _all_reduce_uneven, _all_reduce_rounding, _all_reduce_custom, _all_to_all_tuple)}
+    _dimensions_and_types, _all_reduce_tuple, _all_reduce_uneven, _all_reduce_rounding, _all_reduce_custom, _all_to_all_tuple)}
 
 
 def case(name: str) -> Case:
@@ -419,6 +437,7 @@ def _xla_run(text: str, inputs: list) -> list:
     from jax._src.lib import _jax, xla_client as xc
     from jaxlib import _hlo
 
+    jax.config.update("jax_enable_x64", True)      # s64/u64/f64 inputs kept as they are
     replicas, partitions = header_grid(text)
     n = replicas * partitions
     if partitions > 1:
@@ -457,7 +476,7 @@ def _xla_main(out_dir: str):
             summary[name] = "ok"
         except Exception as e:                 # reported by the test, with XLA's message
             summary[name] = f"error: {e}"
-    for path in sorted(ERRORS.glob("group_*.hlo")) + sorted(ERRORS.glob("flattened_*.hlo")):
+    for path in sorted(p for p in ERRORS.glob("*.hlo") if not p.stem.startswith("mismatch_")):
         text = path.read_text()
         replicas, partitions = header_grid(text)
         try:
@@ -471,7 +490,7 @@ def _xla_main(out_dir: str):
 # ----------------------------------------------------------------------------- the tests
 
 VALID = sorted(p.stem for p in DIR.glob("*.hlo"))
-MISMATCHED = ["mismatch_conditional", "mismatch_different_collectives", "mismatch_while"]
+MISMATCHED = sorted(p.stem for p in ERRORS.glob("mismatch_*.hlo"))
 BAD_GROUPS = sorted(p.stem for p in ERRORS.glob("*.hlo") if p.stem not in MISMATCHED)
 
 
@@ -494,12 +513,14 @@ def test_check_accepts(name):
 def test_check_refuses_bad_groups(name):
     from click.testing import CliRunner
 
+    from hlo_cli import parse_file
     from hlo_cli.cli import main
     path = ERRORS / f"{name}.hlo"
     r = CliRunner().invoke(main, ["check", str(path)])
     assert r.exit_code == 1, r.output
     assert "Traceback" not in r.output
-    assert f"{path.name}:" in r.output and "replica" in r.output
+    root = parse_file(str(path)).entry_computation.root
+    assert f"{path.name}:" in r.output and f"%{root}:" in r.output, r.output
 
 
 def _devices():

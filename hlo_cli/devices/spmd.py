@@ -12,7 +12,10 @@ device) or stacked over the devices running it (`Stacked`, a leading device axis
   the instruction with a leading dimension added, and the attributes that name dimensions shifted);
 * every other instruction (dot, reduce, sort, scatter, convolution, custom calls, a fusion or loop
   that never looks at the device) runs device by device through the single-device rules, so its
-  values are bit-identical to a single-device run of that device's program;
+  values are bit-identical to a single-device run of that device's program.  A fusion goes through
+  the compiled fast path (compiler.py) once per device: walking its computation once on stacked
+  values instead (BATCH_FUSIONS) was measured 1.6x slower on the 8-device transformer step
+  (benchmarks/bench_spmd.py), whose time is NumPy work, not per-instruction dispatch;
 * collectives are operations along the device axis within their groups (collectives.py), through
   the run's Devices object (runtime.py): values cross devices only there;
 * control flow that diverges (a conditional whose branch depends on the device, a while loop whose

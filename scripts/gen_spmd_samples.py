@@ -395,6 +395,23 @@ def _pmap():
     return Jit(f, (x, y, n), mesh, (P("i"),) * 3, jitted=pf)
 
 
+@case("shmap_divergent_1d", "shard_map on 8 devices: a conditional and a while loop whose branch and trip count depend on the device, then collectives after them")
+def _shmap_divergent():
+    rng = _rng(23)
+    a = rng.integers(-20, 20, size=(16,)).astype(np.int32)
+    x = _normal(rng, (16,))
+
+    def body(a, x):
+        i = lax.axis_index("x")
+        c = lax.cond(i % 3 == 0, lambda v: v * 2 + i, lambda v: v - 7 * i, a)
+        # (a multiply only: XLA CPU contracts a multiply-add in a loop fusion into an FMA)
+        w = lax.while_loop(lambda s: s[0] < i + 1, lambda s: (s[0] + 1, s[1] * -1.5), (0, x))[1]
+        return c, lax.psum(c, "x")[None], w, lax.pmax(w, "x")
+    mesh = _mesh((8,), ("x",))
+    s = P("x")
+    return Jit(_shmap(body, mesh, (s, s), (s, s, s, P())), (a, x), mesh, (s, s))
+
+
 # --------------------------------------------------------------------------
 # replica cases (per-device HLO text, XLA compiles it with num_replicas)
 # --------------------------------------------------------------------------

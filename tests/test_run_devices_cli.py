@@ -435,3 +435,31 @@ def test_a_sharding_that_does_not_fit_its_parameter_is_located_under_no_check(hl
     assert r.exit_code == 1
     assert r.stderr.startswith("bad.hlo:4:3: error: parameter 0 'a': sharding {devices=[2]<=[2]} cuts 1 dimension "
                                "but the array has 2")
+
+
+def _global_input_samples():
+    out = []
+    for p in _spmd_samples():
+        meta = json.loads((SPMD / p.name.replace(".opt.hlo", ".json")).read_text())
+        if not meta.get("per_device_inputs") and (SPMD / p.name.replace(".opt.hlo", ".hlo")).exists():
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("path", _global_input_samples(), ids=lambda p: p.name.replace(".opt.hlo", ""))
+def test_random_inputs_give_the_partitioned_and_the_unpartitioned_program_the_same_global_values(hlo, path):
+    """--random-inputs draws global values: the program before partitioning (NAME.hlo) and after
+    (NAME.opt.hlo, its results reassembled by JAX's output shardings) compute the same results, up
+    to the order of float sums across devices."""
+    name = path.name.replace(".opt.hlo", "")
+    shardings = json.loads((SPMD / f"{name}.json").read_text())["out_shardings"]
+    sharding = shardings[0] if len(shardings) == 1 else "{" + ", ".join(shardings) + "}"
+    r = hlo("run", SPMD / f"{name}.hlo", "--random-inputs", "--seed", "1", "-o", "u.npz")
+    assert r.exit_code == 0, r.output
+    r = hlo("run", path, "--random-inputs", "--seed", "1", "-o", "p.npz", "--output-global", "--output-sharding",
+            sharding)
+    assert r.exit_code == 0, r.output
+    u, p = np.load("u.npz"), np.load("p.npz")
+    assert sorted(u) == sorted(p)
+    for k in u:
+        np.testing.assert_allclose(p[k].astype(np.float64), u[k].astype(np.float64), rtol=1e-4, atol=2e-5, err_msg=k)

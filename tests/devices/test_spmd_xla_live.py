@@ -24,8 +24,8 @@ GEN = ROOT / "scripts" / "gen_spmd_samples.py"
 # one per family: data-parallel gradient, 2-D mesh attention, a while loop with collectives inside,
 # explicit collectives (gather/scatter/all-to-all, partial permutations), replicas x partitions,
 # padded pieces of a dimension the mesh does not divide, a halo exchange, device-dependent control flow
-LIVE = ["dp_matmul_grad_1d", "attention_heads_2x4", "scan_layers_4x2", "shmap_gather_scatter_2x4", "shmap_divergent_1d",
-        "shmap_ppermute_1d", "replicas_2x4", "uneven_2x4", "halo_conv_1d"]
+LIVE = ["dp_matmul_grad_1d", "attention_heads_2x4", "scan_layers_4x2", "shmap_gather_scatter_2x4",
+        "shmap_ppermute_1d", "replicas_2x4", "uneven_2x4", "halo_conv_1d", "shmap_divergent_1d"]
 SEEDS = [7, 31]
 
 

@@ -25,6 +25,10 @@ from hlo_cli.devices.sharding import ShardingError
 from hlo_cli.ir.attributes import IotaReplicaGroups, Sharding, TileAssignment
 from hlo_cli.parser import parse
 
+if __name__ == "__main__":  # pragma: no cover - run as a script to regenerate the golden file
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from run_harness import hlo  # noqa: E402,F401  (the fixture)
+
 GOLDEN = Path(__file__).parent / "data" / "shardings.json"
 
 
@@ -122,6 +126,27 @@ def _generate() -> dict:  # pragma: no cover - runs under JAX in a child process
                 "module": text, "shape": list(shape),
                 "devices": {str(k): idx(m[d], shape) for k, d in enumerate(mesh.devices.flat)},
             })
+    runs = []
+    for use_shardy in (True, False):
+        jax.config.update("jax_use_shardy_partitioner", use_shardy)
+        mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("x", "y"))
+
+        def inner(b):
+            return b * (1 + jax.lax.axis_index("y")) + jax.lax.psum(b, "y")
+
+        def outer(a):       # a manual region over "y" inside one over "x"
+            c = jax.shard_map(inner, in_specs=P(None, "y"), out_specs=P(None, "y"), axis_names={"y"})(a)
+            return c + jax.lax.axis_index("x") * 100
+
+        def flat(a):
+            return a * (1 + jax.lax.axis_index("x")) - jax.lax.axis_index("y")
+        x = np.arange(32, dtype=np.float32).reshape(8, 4)
+        for name, f in [("nested", jax.shard_map(outer, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                                                 axis_names={"x"})),
+                        ("yx", jax.shard_map(flat, mesh=mesh, in_specs=P("y", "x"), out_specs=P("y", "x")))]:
+            j = jax.jit(f)
+            runs.append({"name": f"{'sdy' if use_shardy else 'gspmd'}_{name}", "module": j.lower(x).as_text("hlo"),
+                         "shape": list(x.shape), "want": np.asarray(j(x)).tolist()})
     jax.config.update("jax_use_shardy_partitioner", True)
     import re
     uneven = []
@@ -141,7 +166,7 @@ def _generate() -> dict:  # pragma: no cover - runs under JAX in a child process
         local = re.search(re.escape(operand) + r" = f32\[([\d,]*)\]", compiled).group(1)
         uneven.append({"name": f"{n}{shape}P{spec}", "module": low.as_text("hlo"), "shape": list(shape),
                        "local": [int(d) for d in local.split(",") if d]})
-    return {"jax": jax.__version__, "cases": cases, "manual": manual, "uneven": uneven}
+    return {"jax": jax.__version__, "cases": cases, "manual": manual, "uneven": uneven, "runs": runs}
 
 
 def _run_generator() -> dict:
@@ -259,6 +284,17 @@ def test_uneven_tile_shape_is_xlas(case):
     assert t.sum() == x.sum()                       # every element once, padding zero
 
 
+@pytest.mark.parametrize("case", GOLD.get("runs", []), ids=lambda c: c["name"])
+def test_manual_regions_run_like_xla(case, hlo):
+    """shard_map modules (a region inside a region, axes cut in mesh-transposed order) through
+    `hlo run` give XLA's result: the split and the merge place every piece where XLA does."""
+    Path("m.hlo").write_text(case["module"])
+    np.save("x.npy", np.arange(int(np.prod(case["shape"])), dtype=np.float32).reshape(case["shape"]))
+    r = hlo("run", "m.hlo", "-i", "x.npy", "-o", "out.npz")
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(np.load("out.npz")["out0"], np.asarray(case["want"], np.float32))
+
+
 @pytest.mark.parametrize("case", GOLD["manual"], ids=lambda c: c["name"])
 def test_manual_region_matches_shard_map(case):
     m = parse(case["module"])
@@ -299,6 +335,7 @@ def test_live_against_jax():
             np.testing.assert_array_equal(got[int(d)], np.asarray(data, np.float32), err_msg=c["name"])
     assert [c["devices"] for c in fresh["manual"]] == [c["devices"] for c in GOLD["manual"]]
     assert [(c["shape"], c["local"]) for c in fresh["uneven"]] == [(c["shape"], c["local"]) for c in GOLD["uneven"]]
+    assert [c["want"] for c in fresh["runs"]] == [c["want"] for c in GOLD["runs"]]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -279,6 +279,23 @@ def _async_forms() -> Case:
         all_to_all(x, [[0, 1, 2, 3]], 0)])
 
 
+def _combined_forms() -> Case:
+    x = distinct(4, (4, 2))
+    y = distinct(4, (2,), base=-50)
+    return Case("combined_forms", [x, y], [all_gather(x, [[0, 2], [1, 3]], 0), all_gather(y, [[0, 2], [1, 3]], 0)])
+
+
+def _combined_more() -> Case:
+    x = distinct(4, (4, 2))
+    y = distinct(4, (2,), base=-50)
+    pairs, everyone = [[0, 1], [2, 3]], [[0, 1, 2, 3]]
+    return Case("combined_more", [x, y], [
+        reduce_scatter(x, [[1, 0], [3, 2]], 0), reduce_scatter(y, [[1, 0], [3, 2]], 0),
+        all_reduce(x, pairs), all_reduce(y, pairs), all_gather(x, everyone, 0), all_gather(y, everyone, 0)],
+        xla=False, note="JAX's HLO->StableHLO import refuses a reduce-scatter of several operands and "
+                        "async tuple all-reduce/all-gather")
+
+
 def _permute_forms() -> Case:
     x = distinct(4, (4, 2))
     return Case("permute_forms", [x], [permute(x, [(0, 2), (2, 0), (1, 3)])])
@@ -384,7 +401,7 @@ CASES: dict[str, Callable[[], Case]] = {f.__name__[1:]: f for f in (
     _collective_broadcast, _device_ids, _mode_cross_replica, _mode_cross_replica_and_partition,
     _mode_flattened_ids, _mode_cross_partition, _modes_other_ops, _iota_groups, _mesh_groups, _ragged_all_to_all,
     _send_recv_pipeline, _send_recv_while, _send_recv_channels, _send_recv_pipelined,
-    _divergent_branches, _divergent_while, _async_forms, _permute_forms, _permute_combined,
+    _divergent_branches, _divergent_while, _async_forms, _combined_forms, _combined_more, _permute_forms, _permute_combined,
     _permute_in_place,
     _dimensions_and_types, _all_reduce_tuple, _all_reduce_uneven, _all_reduce_rounding, _all_reduce_custom, _all_to_all_tuple)}
 

@@ -88,7 +88,7 @@ class Dumper:
             leaf_stats, files = self._write(ev.value, inst.shape, base, None)
             entry["stats"] = leaf_stats
             if self.multi:
-                entry["devices"] = "all"             # held once: the same on every device
+                entry["devices"] = "uniform"         # held once: the same on every device running it
         else:
             per, files = [], []
             for pos, d in enumerate(devices):

@@ -300,7 +300,7 @@ def test_a_value_every_device_holds_is_dumped_once(hlo, files):
     assert r.exit_code == 0, r.output
     man = json.loads(Path("d/manifest.json").read_text())
     b = next(e for e in man["instructions"] if e["instruction"] == "b")
-    assert b["devices"] == "all" and b["files"] == [f"{b['order']:06d}_e.b.npy"]
+    assert b["devices"] == "uniform" and b["files"] == [f"{b['order']:06d}_e.b.npy"]
     np.testing.assert_array_equal(np.load(Path("d") / b["files"][0]), B)
 
 
@@ -463,3 +463,38 @@ def test_random_inputs_give_the_partitioned_and_the_unpartitioned_program_the_sa
     assert sorted(u) == sorted(p)
     for k in u:
         np.testing.assert_allclose(p[k].astype(np.float64), u[k].astype(np.float64), rtol=1e-4, atol=2e-5, err_msg=k)
+
+
+DIVERGENT = """HloModule div, num_partitions=2
+
+cond {
+  p = s32[] parameter(0)
+  pid = u32[] partition-id()
+  lim = s32[] convert(pid)
+  one = s32[] constant(1)
+  top = s32[] add(lim, one)
+  ROOT lt = pred[] compare(p, top), direction=LT
+}
+
+body {
+  q = s32[] parameter(0)
+  c1 = s32[] constant(1)
+  ROOT n = s32[] add(q, c1)
+}
+
+ENTRY e {
+  z = s32[] constant(0)
+  ROOT w = s32[] while(z), condition=cond, body=body
+}
+"""
+
+
+def test_a_loop_whose_trip_count_differs_per_device_runs_and_dumps(hlo, tmp_path):
+    Path("div.hlo").write_text(DIVERGENT)
+    r = hlo("run", "div.hlo", "-o", "out.npz", "--dump-dir", "d", "--dump-filter", "^(n|w)$")
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(np.load("out.npz")["out0"], [1, 2])      # device d loops d + 1 times
+    man = json.loads(Path("d/manifest.json").read_text())
+    w = next(e for e in man["instructions"] if e["instruction"] == "w")
+    assert w["devices"] == [0, 1] and [p["stats"][0]["max"] for p in w["per_device"]] == [1, 2]
+    assert [e["execution"] for e in man["instructions"] if e["instruction"] == "n"] == [1, 2]

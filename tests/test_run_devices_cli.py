@@ -139,6 +139,9 @@ def test_output_sharding_says_how_to_reassemble(hlo, files):
     (["--output-global"], "--output-global: the ROOT of the entry computation has no sharding"),
     (["--output-global", "--output-sharding", "{devices=[2}"], "not an HLO sharding (a syntax error at column 12)"),
     (["--output-global", "--output-sharding", "bogus"], "--output-sharding 'bogus': not an HLO sharding"),
+    (["--output-global", "--output-sharding", "{" * 300], "{{{{...': not an HLO sharding (a syntax error at column 300)"),
+    (["--output-global", "--output-sharding", '#sdy.sharding<@m, [{"x"}]>'], "names mesh @m, which the module does "
+                                                                            "not define"),
     (["--output-global", "--output-sharding", "{devices=[3]<=[3]}"], "cannot reassemble out0"),
     (["--output-sharding", "{replicated}"], "--output-sharding needs --output-global"),
     (["--device", "4"], "--device 4: the run has devices 0-3"),

@@ -38,24 +38,30 @@ def devices_text(devs) -> str:
     return ",".join(parts)
 
 
-def parse_sharding(text: str, what: str = "--output-sharding"):
+def parse_sharding(text: str, module=None, what: str = "--output-sharding"):
     """An HLO sharding written as in a module (`{devices=[2,4]<=[8]}`, `{replicated}`, a tuple
-    `{{...}, {...}}`), decoded by the IR's own decoder; an HloInputError if it is not one."""
+    `{{...}, {...}}`), decoded by the IR's own decoder, or a Shardy one (`#sdy.sharding<@mesh,
+    [{"x"}, {}]>`, its mesh from MODULE); an HloInputError if it is not one."""
+    from lark.exceptions import UnexpectedInput
+
     from ..ir.attributes import dec_sharding
-    from ..parser.frontend import _decode_value
+    from ..parser.frontend import _decode_value, _NestingError
     t = text.strip()
-    if not t.startswith("{"):
+    if not t.startswith(("{", "#")):
         t = "{" + t + "}"
     try:
+        if t.startswith("#"):
+            from .sharding import sdy_sharding
+            return sdy_sharding(t, module)
         return dec_sharding(_decode_value("sharding", t))
-    except Exception as e:          # lark's syntax errors, the decoder's AttrError, nesting errors
-        from lark.exceptions import UnexpectedInput
+    except (UnexpectedInput, _NestingError, ValueError, HloError) as e:   # (the decoder's AttrError: a ValueError)
         if isinstance(e, UnexpectedInput):
             msg = f"a syntax error at column {getattr(e, 'column', '?')}"
         else:
             lines = (getattr(e, "message", None) or str(e)).strip().splitlines()
             msg = lines[0] if lines else type(e).__name__
-        _fail(f"{what} {text!r}: not an HLO sharding ({msg}); write it as in a module, e.g. "
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        _fail(f"{what} {shown!r}: not an HLO sharding ({msg}); write it as in a module, e.g. "
               f"{{devices=[2,1]<=[2]}} or {{replicated}}")
 
 
@@ -185,7 +191,7 @@ class DeviceRun:
             check_device(self.device, range(self.grid.count))
         if self.output_global:
             text = opts.get("output_sharding")
-            self.sharding = parse_sharding(text) if text is not None else root_sharding(module)
+            self.sharding = parse_sharding(text, module) if text is not None else root_sharding(module)
             if self.sharding is None and not self.global_values:
                 _fail("--output-global: the ROOT of the entry computation has no sharding saying how the "
                       "devices' results make the global one; give it with --output-sharding "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -411,7 +412,6 @@ def case(name: str) -> Case:
 
 
 def header_grid(text: str) -> tuple[int, int]:
-    import re
     r = re.search(r"replica_count=(\d+)", text)
     p = re.search(r"num_partitions=(\d+)", text)
     return (int(r.group(1)) if r else 1, int(p.group(1)) if p else 1)
@@ -508,12 +508,12 @@ def _xla_main(out_dir: str):
 
 VALID = sorted(p.stem for p in DIR.glob("*.hlo"))
 MISMATCHED = sorted(p.stem for p in ERRORS.glob("mismatch_*.hlo"))
-BAD_GROUPS = sorted(p.stem for p in ERRORS.glob("*.hlo") if p.stem not in MISMATCHED)
+BAD_IDS = sorted(p.stem for p in ERRORS.glob("*.hlo") if p.stem not in MISMATCHED)
 
 
 def test_every_module_has_a_case():
     assert VALID == sorted(CASES)
-    assert sorted(MISMATCHED + BAD_GROUPS) == sorted(p.stem for p in ERRORS.glob("*.hlo"))
+    assert sorted(MISMATCHED + BAD_IDS) == sorted(p.stem for p in ERRORS.glob("*.hlo"))
 
 
 @pytest.mark.parametrize("name", VALID)
@@ -526,7 +526,7 @@ def test_check_accepts(name):
     assert "Traceback" not in r.output
 
 
-@pytest.mark.parametrize("name", BAD_GROUPS)
+@pytest.mark.parametrize("name", BAD_IDS)
 def test_check_refuses_bad_groups(name):
     from click.testing import CliRunner
 
@@ -583,11 +583,31 @@ def test_cli(name, tmp_path):
     assert_leaves(got, c.expected, name)
 
 
-@pytest.mark.parametrize("name, doing", [("mismatch_conditional", "keep_branch"), ("mismatch_while", "while"),
-                                         ("mismatch_different_collectives", "high_branch")])
-def test_mismatched_collective_is_a_located_error(name, doing, tmp_path):
-    """Devices that do not all reach a collective: exit 1 at once, naming the all-reduce, the devices
-    that reached it and those that did not (never a hang)."""
+# (module, devices that reached the collective, devices that did not, what those were doing)
+MISMATCH_FACTS = [
+    ("mismatch_conditional", [0], [1, 2, 3], "keep_branch"),
+    ("mismatch_different_collectives", [0, 1], [2, 3], "high_branch"),
+    ("mismatch_while", [1, 2, 3], [0], "while"),
+]
+
+
+def _names(text: str, ids: list[int]) -> bool:
+    """`text` names exactly these devices somewhere, as a range (1-3) or a list (1, 2, 3 / 1,2,3)."""
+    forms = {", ".join(map(str, ids)), ",".join(map(str, ids))}
+    if len(ids) > 1 and ids == list(range(ids[0], ids[-1] + 1)):
+        forms.add(f"{ids[0]}-{ids[-1]}")
+    return any(re.search(rf"devices? {{?{re.escape(f)}(?![\d,-])", text) for f in forms)
+
+
+def test_every_mismatch_has_its_facts():
+    assert sorted(f[0] for f in MISMATCH_FACTS) == MISMATCHED
+
+
+@pytest.mark.parametrize("name, reached, missing, doing", MISMATCH_FACTS)
+def test_mismatched_collective_is_a_located_error(name, reached, missing, doing, tmp_path):
+    """Devices that do not all reach a collective: exit 1 at once, naming the all-reduce (with its
+    file:line:col), the devices that reached it, those that did not and what they did instead
+    (never a hang)."""
     _devices()
     from click.testing import CliRunner
 
@@ -600,30 +620,27 @@ def test_mismatched_collective_is_a_located_error(name, doing, tmp_path):
     assert r.exit_code == 1, r.output
     assert "Traceback" not in r.output
     text = r.output
-    assert "summed" in text                               # the all-reduce
-    assert f"{name}.hlo:" in text                         # located
-    assert "device" in text.lower()
-    assert doing in text                                  # what the other devices were doing
+    assert re.search(rf"{re.escape(name)}\.hlo:\d+:\d+: error: summed", text), text
+    assert _names(text, reached) and _names(text, missing), text
+    assert doing in text, text
     assert elapsed < 60                                   # a generous bound: a hang would never return
 
 
-def test_mismatched_conditional_names_the_devices():
+@pytest.mark.parametrize("name, reached, missing, doing", MISMATCH_FACTS)
+def test_mismatched_collective_library_error(name, reached, missing, doing):
     _devices()
     from hlo_cli import parse_file
     from hlo_cli.devices import grid_of, run_devices
     from hlo_cli.devices.values import Stacked
-    from hlo_cli.errors import HloError
-    module = parse_file(str(ERRORS / "mismatch_conditional.hlo"))
-    with pytest.raises(HloError) as e:
+    from hlo_cli.errors import HloEvalError
+    module = parse_file(str(ERRORS / f"{name}.hlo"))
+    with pytest.raises(HloEvalError) as e:
         run_devices(module, [Stacked(distinct(4, (2,)))], grid_of(module))
     msg = str(e.value)
-    assert "summed" in msg
-    # device 0 took the branch; devices 1, 2, 3 did not, and the message says what they did instead
-    assert "devices 0 " in msg and ("1-3" in msg or "1, 2, 3" in msg), msg
-    assert "keep_branch" in msg, msg
+    assert msg.startswith("summed:") and _names(msg, reached) and _names(msg, missing) and doing in msg, msg
 
 
-@pytest.mark.parametrize("name", BAD_GROUPS)
+@pytest.mark.parametrize("name", BAD_IDS)
 def test_run_refuses_bad_groups(name, tmp_path):
     from click.testing import CliRunner
 
@@ -637,18 +654,14 @@ def test_run_refuses_bad_groups(name, tmp_path):
     assert f"{path.name}:" in res.output
 
 
-_XLA_CACHE: dict = {}
-
-
-def _xla_results(tmp_dir: Path) -> dict:
-    if not _XLA_CACHE:
-        env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-        out = subprocess.run([sys.executable, __file__, "--xla", str(tmp_dir)], capture_output=True, text=True,
-                             env=env, cwd=ROOT, timeout=600)
-        assert out.returncode == 0, out.stderr[-3000:]
-        _XLA_CACHE.update(json.loads((tmp_dir / "summary.json").read_text()))
-        _XLA_CACHE["_dir"] = tmp_dir
-    return _XLA_CACHE
+def _xla_results(out_dir: Path) -> dict:
+    """Run this file as a subprocess on 8 XLA CPU host devices (the flag must be set before jax is
+    imported); its summary, with the directory of its result files under '_dir'."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, __file__, "--xla", str(out_dir)], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return dict(json.loads((out_dir / "summary.json").read_text()), _dir=out_dir)
 
 
 def test_expectations_match_xla_cpu(tmp_path_factory):
@@ -667,7 +680,7 @@ def test_expectations_match_xla_cpu(tmp_path_factory):
             got = [z[f"arr_{k}"] for k in range(len(z.files))]
         keep = c.xla_leaves if c.xla_leaves is not None else range(len(c.expected))
         assert_leaves([got[k] for k in keep], [c.expected[k] for k in keep], f"{name} (XLA CPU)")
-    for name in BAD_GROUPS:
+    for name in BAD_IDS:
         assert res[f"{name}.hlo"].startswith("refused"), (name, res[f"{name}.hlo"])
 
 

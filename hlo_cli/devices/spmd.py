@@ -135,6 +135,7 @@ class Spmd:
         self.counts: dict[tuple[str, str], int] = {}
         self.notes: list[str] = []          # what the devices outside the running subset are doing
         self._proxies: dict = {}
+        self._plans: dict = {}
         self.mailbox: dict = {}             # channel id -> (send instruction, stacked value, devices)
         self.depth = 0
 
@@ -143,7 +144,7 @@ class Spmd:
         """Run computation `name` on `devs` with DeviceValues `args`; returns a DeviceValue."""
         if name not in self.dependent and all(isinstance(a, Uniform) for a in args):
             return Uniform(self.ec0.call(name, [a.value for a in args]))
-        plan = self.ec0.plan(name)
+        plan = self._plan(name)
         if len(args) != len(plan.param_slots):
             raise HloEvalError(f"computation '{name}' takes {len(plan.param_slots)} arguments, got {len(args)}")
         self.depth += 1
@@ -188,6 +189,18 @@ class Spmd:
         finally:
             self.depth -= 1
 
+    def _plan(self, name: str):
+        """The single-device plan, or for a computation holding sends and recvs one in program
+        order (a send runs where the text has it, before the recv-done that takes its data)."""
+        plan = self._plans.get(name)
+        if plan is None:
+            plan = self.ec0.plan(name)
+            if any(i.opcode in PEER_IO for i in plan.comp.instructions):
+                from ..interpreter.evaluator import _Plan
+                plan = _Plan(plan.comp, program_order=True)
+            self._plans[name] = plan
+        return plan
+
     def _check(self, inst, value, n):
         v = value.value
         if isinstance(value, Uniform):
@@ -217,7 +230,7 @@ class Spmd:
         if op in DEVICE_IDS:
             ids = [self.grid.replica_of(d) if op == "replica-id" else self.grid.partition_of(d) for d in devs]
             return Stacked(np.asarray(ids, dtype=np_dtype(inst.shape)))
-        if op in PEER_IO and not inst.attrs.get("is_host_transfer"):
+        if (op in PEER_IO or op == "recv-done") and not inst.attrs.get("is_host_transfer"):
             return self._peer(inst, operands, devs)
         if op == "custom-call" and inst.attrs.get("custom_call_target") in SHARD_TARGETS:
             return self._shard_call(inst, operands, devs)
@@ -320,25 +333,54 @@ class Spmd:
         return HloEvalError(msg, [_diag(inst, msg, "R020")])
 
     def _peer(self, inst, operands, devs):
+        """send / recv / recv-done between devices.  A send is held until a recv takes it: the
+        oldest pending send on the recv's channel, else the oldest with the same source-target
+        pairs (XLA's GPU pipelines give a send and its recv different channels).  A recv issued
+        before its send (XLA's decomposer schedules recv first) gets its data at recv-done."""
         n = len(devs)
-        channel = inst.attrs.get("channel_id")
         if inst.opcode == "send":
-            self.mailbox.setdefault(channel, []).append((inst, operands[0].stacked(n), tuple(devs)))
+            self.mailbox.setdefault("sends", []).append((inst, operands[0].stacked(n), tuple(devs)))
             return Stacked((operands[0].stacked(n), np.zeros((n,), np.uint32), TOKEN))
-        queue = self.mailbox.get(channel)
-        if not queue:
-            msg = (f"{inst.name}: recv on channel {channel} has no matching send before it on devices "
-                   f"{_fmt_devices(devs)}")
-            raise HloEvalError(msg, [_diag(inst, msg, "R021")])
-        send_inst, value, sdevs = queue.pop(0)
+        if inst.opcode == "recv":
+            data = self._receive(inst, devs, final=False)
+            return Stacked((data, np.zeros((n,), np.uint32), TOKEN))
+        # recv-done: data still pending is received now
+        state = operands[0].stacked(n)
+        data = state[0]
+        pending = self.mailbox.setdefault("pending", {})
+        if id(data) in pending:
+            recv_inst, rdevs, _ = pending.pop(id(data))
+            data = self._receive(recv_inst, rdevs, final=True, at=inst)
+        return Stacked((data, TOKEN))
+
+    def _receive(self, recv, devs, final: bool, at=None):
+        n = len(devs)
+        sends = self.mailbox.setdefault("sends", [])
+        channel = recv.attrs.get("channel_id")
+        from .grid import send_recv_pairs
+        pick = next((k for k, (s, _, _) in enumerate(sends) if s.attrs.get("channel_id") == channel), None)
+        if pick is None:
+            mine = send_recv_pairs(recv, self.grid)
+            if mine is not None:
+                pick = next((k for k, (s, _, _) in enumerate(sends) if send_recv_pairs(s, self.grid) == mine), None)
+        if pick is None:
+            if not final:
+                shape = recv.shape.tuple_shapes[0]
+                data = np.zeros((n,) + tuple(shape.dims), np_dtype(shape))
+                self.mailbox.setdefault("pending", {})[id(data)] = (recv, tuple(devs), data)
+                return data
+            where = at or recv
+            msg = (f"{where.name}: recv {recv.name} on channel {channel} has no matching send on devices "
+                   f"{_fmt_devices(devs)} (none on its channel or with its source-target pairs)")
+            raise HloEvalError(msg, [_diag(where, msg, "R021")])
+        send_inst, value, sdevs = sends.pop(pick)
         if tuple(sdevs) != tuple(devs):
-            msg = (f"{inst.name}: recv on channel {channel} runs on devices {_fmt_devices(devs)} but the "
+            msg = (f"{recv.name}: recv on channel {channel} runs on devices {_fmt_devices(devs)} but the "
                    f"send {send_inst.name} ran on devices {_fmt_devices(sdevs)}")
             if self.notes:
                 msg += " (" + "; ".join(self.notes) + ")"
-            raise HloEvalError(msg, [_diag(inst, msg, "R020")])
-        data = self.devices.route(send_inst, inst, value, devs)
-        return Stacked((data, np.zeros((n,), np.uint32), TOKEN))
+            raise HloEvalError(msg, [_diag(recv, msg, "R020")])
+        return self.devices.route(send_inst, recv, value, devs)
 
     # -- control flow ---------------------------------------------------------------------
     def _control(self, inst, rule, operands, devs):

@@ -58,7 +58,7 @@ class _Plan:
     __slots__ = ("comp", "insts", "rules", "operand_idx", "free_after", "param_slots", "root", "expect",
                  "users")
 
-    def __init__(self, comp: Computation):
+    def __init__(self, comp: Computation, program_order: bool = False):
         self.comp = comp
         by_name = comp.by_name
         index = {i.name: k for k, i in enumerate(comp.instructions)}
@@ -70,6 +70,13 @@ class _Plan:
         roots += [index[comp.root]] + [k for k, i in enumerate(comp.instructions) if _has_side_effect(i)]
         for r in roots:
             _topo(r, comp.instructions, index, needed, order)
+        if program_order:
+            # the same instructions, each as early as the text has it (side effects included):
+            # what a send must keep relative to the recv that takes its data
+            again: set[int] = set()
+            order = []
+            for k in sorted(needed):
+                _topo(k, comp.instructions, index, again, order)
         self.insts = [comp.instructions[k] for k in order]
         pos = {comp.instructions[k].name: n for n, k in enumerate(order)}
         self.rules = []

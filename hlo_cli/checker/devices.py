@@ -32,38 +32,44 @@ _PERMUTES = ("collective-permute", "collective-permute-start")
 
 @dataclass(frozen=True)
 class Devices:
-    """The device counts a module is checked against."""
+    """The device counts a module is checked against: the command line's, else the header's, else
+    XLA's default 1 x 1 (`known` False).  `run_replicas` x `run_partitions`: the devices `hlo run`
+    simulates (hlo_cli.devices.grid_of), which for a module before partitioning come from its Shardy
+    mesh or its shardings."""
     replicas: int
     partitions: int
-    known: bool          # the header or the command line gave a count (else XLA's default 1 x 1)
-    source: str = "the module"
+    known: bool
+    source: str
+    run_replicas: int
+    run_partitions: int
 
     @property
     def count(self) -> int:
-        return self.replicas * self.partitions
+        return self.run_replicas * self.run_partitions
+
+    def run_count(self, noun: str) -> int:
+        """How many replicas / partitions / devices a run has."""
+        return {"replicas": self.run_replicas, "partitions": self.run_partitions}.get(noun, self.count)
 
 
 def module_devices(module: Module, replicas: int | None = None, partitions: int | None = None) -> Devices:
-    """The devices `hlo run` would simulate (hlo_cli.devices.grid_of): the counts given, else the
-    header's replica_count / num_partitions, else (a module before partitioning) the Shardy mesh's
-    or the shardings' device count as partitions, else XLA's default 1 x 1 (counts unknown)."""
+    """The counts given, each else the header's replica_count / num_partitions."""
     from ..devices import grid_of
     from ..errors import HloError
     attrs = module.attrs
     given = replicas is not None or partitions is not None
-    header = "replica_count" in attrs or "num_partitions" in attrs
+    known = given or "replica_count" in attrs or "num_partitions" in attrs
+    r = replicas if replicas is not None else int(attrs.get("replica_count", 1) or 1)
+    p = partitions if partitions is not None else int(attrs.get("num_partitions", 1) or 1)
     try:
         grid = grid_of(module, replicas, partitions)
-        r, p = grid.replicas, grid.partitions
+        run_r, run_p = grid.replicas, grid.partitions
     except HloError:                 # a malformed Shardy mesh: the run reports it
-        r, p = replicas or int(attrs.get("replica_count", 1) or 1), partitions or 1
-    if given:
-        return Devices(r, p, True, "the command line")
-    if header:
-        return Devices(r, p, True, "the module")
-    if r * p > 1:
-        return Devices(r, p, True, "the module's mesh")
-    return Devices(r, p, False)
+        run_r, run_p = r, p
+    if known:
+        return Devices(r, p, True, "the command line" if given else "the module", run_r, run_p)
+    source = "the module's mesh" if run_r * run_p > 1 else "XLA's default"
+    return Devices(1, 1, False, source, run_r, run_p)
 
 
 def device_findings(module: Module, devices: Devices, effective: dict[str, dict[str, Shape | None]]):
@@ -93,25 +99,33 @@ def _no_count_hint(noun: str, n: int) -> str:
 
 
 def _groups_beyond_one(inst: Instruction, devices: Devices):
-    """Explicit groups when the id space has one id: the shape rule (like XLA's verifier) skips."""
+    """Explicit groups when the id space has one id, which the shape rule (like XLA's verifier)
+    skips; and, without a count in the header, groups that do not fit the devices `hlo run` would
+    simulate."""
     mode = mode_of(inst.opcode, inst.attrs)
     count, noun = id_space(mode, devices.replicas, devices.partitions)
     groups = replica_group_list(inst.attrs)
-    if count != 1 or not groups:
-        return
     ids = sorted({i for g in groups for i in g})
-    beyond = [i for i in ids if i >= 1]
-    if not beyond or any(i < 0 for i in ids):
+    if not ids or ids[0] < 0:
         return                  # negative ids: the shape rule's finding
     n = len(ids)
     if devices.known:
+        if count != 1 or ids[-1] < 1:
+            return              # the shape rule compares n with the count
         # XLA's verifier lets this pass (a count of 1 reads as "not set"), but its runtime fails in
         # GetParticipatingDevices (TF_RET_CHECK id < count) on a module config of one.
         yield (inst, "C131", f"{inst.opcode}: replica_groups must name only the ids of the {count} "
-               f"{noun[:-1]} {devices.source} has, got {n} {noun} (ids up to {beyond[-1]})", "error", "replica_groups")
+               f"{noun[:-1]} {devices.source} has, got {n} {noun} (ids up to {ids[-1]})", "error", "replica_groups")
+        return
+    run = devices.run_count(noun)
+    if ids[-1] < run and (n == run or run == 1):
+        return                  # fits the devices a run has (its mesh, before partitioning)
+    if run > 1:
+        why = (f"{devices.source} has {run} (the header gives no count; XLA checks the groups against the count "
+               "it compiles for)")
     else:
-        yield (inst, "W206", f"{inst.opcode}: replica_groups name {n} {noun}, but {_no_count_hint(noun, n)}",
-               "warning", "replica_groups")
+        why = _no_count_hint(noun, n)
+    yield (inst, "W206", f"{inst.opcode}: replica_groups name {n} {noun}, but {why}", "warning", "replica_groups")
 
 
 def _broadcast_groups(inst: Instruction, devices: Devices):
@@ -151,6 +165,8 @@ def _pairs_beyond_one(inst: Instruction, devices: Devices):
         return
     top = max(max(p) for p in pairs)
     if top < 1 or min(min(p) for p in pairs) < 0:
+        return
+    if not devices.known and top < devices.run_count(noun):
         return
     if devices.known:
         # XLA's verifier reads a count of 1 as "not set"; XLA CPU's runtime then aborts the process
@@ -217,8 +233,8 @@ def _send_recv_pairs(inst: Instruction, devices: Devices):
             yield (inst, "W206", f"{inst.opcode}: each {what} should appear once in {SEND_RECV_PAIRS}, got "
                    f"{_ids(twice)} more than once", "warning", "frontend_attributes")
             return
-    if count == 1 and max(max(p) for p in pairs) >= 1:
-        top = max(max(p) for p in pairs)
+    top = max((max(p) for p in pairs), default=0)
+    if count == 1 and top >= 1 and (devices.known or top >= devices.run_count(noun)):
         why = (f"{devices.source} has 1 {noun[:-1]}" if devices.known else _no_count_hint(noun, top + 1))
         yield (inst, "W206", f"{inst.opcode}: {SEND_RECV_PAIRS} names {noun} up to {top}, but {why}", "warning",
                "frontend_attributes")
@@ -235,7 +251,7 @@ def sharding_devices(devices: Devices) -> int | None:
     """The device count shardings are validated against: XLA's InstructionVerifier uses
     num_partitions when the module is SPMD-partitioned and num_partitions > 1 (the text does not
     say whether it is; a tiled sharding with more than one partition is taken to be SPMD)."""
-    return devices.partitions if devices.partitions > 1 else None
+    return devices.partitions if devices.known and devices.partitions > 1 else None
 
 
 def _sharding_findings(inst: Instruction, sharding, shape: Shape, devices: Devices):

@@ -39,7 +39,7 @@ def summarize(module, path: str, size: int) -> dict:
         if src is not None:
             per_file[src] += 1
     sources = sorted(set(frames.file_names.values()) | set(per_file))
-    return {
+    out = {
         "file": path,
         "bytes": size,
         "module": module.name,
@@ -55,6 +55,86 @@ def summarize(module, path: str, size: int) -> dict:
         "opcodes": dict(counts.most_common()),
         "sources": [{"file": f, "instructions": per_file.get(f, 0)} for f in sources],
     }
+    devices = device_summary(module)
+    if devices is not None:
+        out["devices"] = devices
+    return out
+
+
+_COLLECTIVES = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
+                "all-to-all", "ragged-all-to-all", "collective-broadcast", "collective-permute",
+                "collective-permute-start", "send", "recv", "replica-id", "partition-id")
+
+
+def device_summary(module) -> dict | None:
+    """The devices of a multi-device module: replicas x partitions (and where the counts come
+    from), its Shardy meshes, each kind of collective with how many there are and their group sizes
+    in devices, and the entry parameters' shardings with global and per-device shapes.  None for a
+    module that neither runs on several devices nor has collectives or shardings."""
+    from ..checker.devices import module_devices
+    from ..devices import partitioned
+    from ..devices.sharding import ShardingError, parameter_sharding, sdy_meshes
+    from ..errors import HloError
+    from ..shapes.families.collective import device_group_sizes
+    devs = module_devices(module)
+    try:
+        meshes = sdy_meshes(module)
+    except HloError:
+        meshes = {}
+    kinds: dict[str, dict] = {}
+    for _, inst in module.instructions():
+        if inst.opcode not in _COLLECTIVES:
+            continue
+        k = kinds.setdefault(inst.opcode, {"opcode": inst.opcode, "count": 0, "group_sizes": set()})
+        k["count"] += 1
+        if inst.opcode in ("collective-permute", "collective-permute-start"):
+            k["group_sizes"].add(2)          # a permute moves data between pairs of devices
+        elif inst.opcode not in ("send", "recv", "replica-id", "partition-id"):
+            k["group_sizes"].update(device_group_sizes(inst.opcode, inst.attrs, devs.run_replicas,
+                                                       devs.run_partitions))
+    params = []
+    per_device = partitioned(module)
+    for p in module.entry_computation.parameters:
+        try:
+            sharding = parameter_sharding(p, module)
+        except (ShardingError, HloError):
+            sharding = None
+        if sharding is None and p.attrs.get("sharding") is None:
+            continue
+        entry = {"name": p.name, "number": p.parameter_number,
+                 "sharding": str(sharding if sharding is not None else p.attrs.get("sharding"))}
+        entry.update(_global_and_local(p.shape, sharding, per_device))
+        params.append(entry)
+    if devs.count <= 1 and not kinds and not params and not meshes:
+        return None
+    return {"replicas": devs.run_replicas, "partitions": devs.run_partitions, "count": devs.count,
+            "from": devs.source if devs.count > 1 or devs.known else "XLA's default (the header gives no count)",
+            "meshes": [{"name": name, "axes": dict(m.axes), "size": m.size} for name, m in meshes.items()],
+            "collectives": [dict(k, group_sizes=sorted(k["group_sizes"])) for k in kinds.values()],
+            "parameters": params}
+
+
+def _global_and_local(shape, sharding, per_device: bool) -> dict:
+    """{"global_shape", "per_device_shape"} of an array parameter with a tiled sharding: in a
+    partitioned module the declared shape is a device's (the global one is the tiles put together,
+    padding included); before partitioning it is the global shape (a device's is ceil(dim / tiles))."""
+    from ..devices.sharding import ShardingError, layout
+    from ..ir.shape import Shape
+    if shape is None or shape.is_tuple or sharding is None or sharding.kind == "tuple":
+        return {}
+    try:
+        tiles = layout(sharding, shape.rank).tiles
+    except (ShardingError, ValueError):
+        return {}
+    if per_device:
+        local = shape.dims
+        glob = tuple(d * t for d, t in zip(shape.dims, tiles))
+    else:
+        glob = shape.dims
+        local = tuple(-(-d // t) for d, t in zip(shape.dims, tiles))
+    def text(dims):
+        return Shape.array(shape.element_type, tuple(dims)).to_str(False)
+    return {"global_shape": text(glob), "per_device_shape": text(local)}
 
 
 def _text(v):
@@ -146,6 +226,8 @@ def _print_summary(s: dict):
     for name, n in s["opcodes"].items():
         ops.add_row(Text(name), str(n))
     con.print(ops)
+    if "devices" in s:
+        _print_devices(con, s["devices"])
     if s["sources"]:
         src = Table(title="source files", title_justify="left", show_edge=False)
         src.add_column("file")
@@ -153,6 +235,36 @@ def _print_summary(s: dict):
         for e in s["sources"]:
             src.add_row(Text(e["file"]), str(e["instructions"]))
         con.print(src)
+
+
+def _print_devices(con, d: dict):
+    from rich.table import Table
+    from rich.text import Text
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold", no_wrap=True)
+    head.add_column()
+    head.add_row("devices", Text(f"{d['count']} = {d['replicas']} replica{'s' * (d['replicas'] != 1)} x "
+                                 f"{d['partitions']} partition{'s' * (d['partitions'] != 1)} ({d['from']})"))
+    for m in d["meshes"]:
+        axes = ", ".join(f"{a}={n}" for a, n in m["axes"].items())
+        head.add_row("mesh", Text(f"@{m['name']} [{axes}] ({m['size']} devices)"))
+    con.print(head)
+    if d["collectives"]:
+        t = Table(title="collectives", title_justify="left", show_edge=False)
+        t.add_column("opcode")
+        t.add_column("count", justify="right")
+        t.add_column("group sizes (devices)", justify="right")
+        for k in d["collectives"]:
+            t.add_row(Text(k["opcode"]), str(k["count"]), ", ".join(map(str, k["group_sizes"])) or "-")
+        con.print(t)
+    if d["parameters"]:
+        t = Table(title="parameter shardings", title_justify="left", show_edge=False)
+        for col in ("#", "parameter", "sharding", "global shape", "per-device shape"):
+            t.add_column(col, justify="right" if col == "#" else "left")
+        for p in d["parameters"]:
+            t.add_row(str(p["number"]), Text(p["name"]), Text(p["sharding"]), Text(p.get("global_shape", "-")),
+                      Text(p.get("per_device_shape", "-")))
+        con.print(t)
 
 
 def _list_modules(fm, fmt: str, use_cache: bool):

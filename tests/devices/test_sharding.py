@@ -642,7 +642,7 @@ def _tilings(draw):
     return dims, _tiled(ta_dims, perm, ltdr, ltd)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_tilings(), st.integers(1, 3))
 def test_unshard_inverts_shard(case, replicas):
     dims, s = case
@@ -700,7 +700,7 @@ def _mesh_shardings(draw):
     return mesh, text, want, rank
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_mesh_shardings())
 def test_sdy_tile_assignment_is_xlas(case):
     mesh, text, want, rank = case

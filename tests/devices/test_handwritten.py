@@ -95,7 +95,9 @@ class Case:
     name: str
     inputs: list                      # per parameter: [devices, ...]
     expected: list                    # per result leaf (depth first): [devices, ...]
-    xla: bool = True                  # XLA CPU can run it (else: the note says where the facts are from)
+    xla: bool | None = True           # True: XLA CPU runs it; False: it refuses today (the note says where
+                                      # the facts are from; if a later XLA runs it, it is compared too);
+                                      # None: not even tried (it crashes the process)
     xla_leaves: tuple | None = None   # only these leaves are compared with XLA (None: all)
     note: str = ""
 
@@ -216,7 +218,7 @@ def _ragged_all_to_all() -> Case:
             exp[j, o:o + k] = inp[i, in_off[i, j]:in_off[i, j] + k]
     # output_offsets[j] is an offset into peer j's output (XLA's GPU ragged-all-to-all thunk
     # exchanges them with an all-to-all to learn its local offsets)
-    return Case("ragged_all_to_all", [inp, out0, in_off, sizes, out_off, recv], [exp], xla=False,
+    return Case("ragged_all_to_all", [inp, out0, in_off, sizes, out_off, recv], [exp], xla=None,
                 note="XLA CPU has no ragged-all-to-all (the process crashes); semantics from XLA's "
                      "GPU runtime")
 
@@ -484,7 +486,7 @@ def _xla_main(out_dir: str):
     summary = {}
     for name in CASES:
         c = case(name)
-        if not c.xla:
+        if c.xla is None:
             continue
         print(name, file=sys.stderr, flush=True)
         try:
@@ -672,10 +674,10 @@ def test_expectations_match_xla_cpu(tmp_path_factory):
     res = _xla_results(tmp_path_factory.mktemp("xla"))
     for name in CASES:
         c = case(name)
-        if not c.xla:
-            assert name not in res
-            continue
-        assert res.get(name) == "ok", (name, res.get(name))
+        if c.xla:
+            assert res.get(name) == "ok", (name, res.get(name))
+        elif res.get(name) != "ok":
+            continue                                # XLA CPU cannot run it (see the case's note)
         with np.load(res["_dir"] / f"{name}.npz") as z:
             got = [z[f"arr_{k}"] for k in range(len(z.files))]
         keep = c.xla_leaves if c.xla_leaves is not None else range(len(c.expected))

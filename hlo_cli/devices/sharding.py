@@ -716,11 +716,12 @@ def shard(global_array, sharding: Sharding | None, local_dims_: Sequence[int] | 
           partitions: int | None = None) -> np.ndarray:
     """[count, *local_dims]: each device's tile of `global_array` (zero padded past the end).
     Replicated, maximal and manual shardings give every device the whole array.  `devices`: the
-    device ids of the stack (default 0..count-1); `partitions`: of the run (default: the devices
-    the sharding names), a device's partition being its id modulo it."""
+    device ids of the stack (default 0..count-1, count defaulting to the devices the sharding
+    names); `partitions`: of the run (default: the devices the sharding names), a device's
+    partition being its id modulo it."""
     g = np.asarray(global_array)
-    devs = _devices(count if count is not None else 1, devices)
     lay = layout(sharding, g.ndim)
+    devs = _devices(count if count is not None else lay.partitions, devices)
     ldims = tuple(local_dims_) if local_dims_ is not None else local_dims(g.shape, sharding)
     expect = tuple(-(-int(d) // t) for d, t in zip(g.shape, lay.tiles))
     if ldims != expect:

@@ -532,6 +532,12 @@ def test_uneven_tiles_follow_xla_offsets():
     np.testing.assert_array_equal(t2[1], np.concatenate([x[3:5], np.zeros((1, 3), np.int32)]))
 
 
+def test_shard_defaults_to_the_shardings_devices():
+    x = np.arange(8.0).reshape(4, 2)
+    np.testing.assert_array_equal(sh.shard(x, _tiled([2, 1])), x.reshape(2, 2, 2))
+    np.testing.assert_array_equal(sh.shard(x, None), x[None])
+
+
 def test_shard_wrong_local_dims_is_an_error():
     with pytest.raises(ShardingError, match=r"per-device shape \[2, 3\], not \[3, 3\]"):
         sh.shard(np.zeros((5, 3)), _tiled([4, 1]), (3, 3), 4)

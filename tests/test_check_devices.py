@@ -41,7 +41,7 @@ def findings(text: str, **devices):
 
 
 def codes(text: str, **devices) -> list[str]:
-    return sorted(d.code for d in findings(text, **devices) if d.code.startswith(("C13", "W206")))
+    return sorted(d.code for d in findings(text, **devices) if d.code.startswith(("C13", "W206", "W207")))
 
 
 def one(text: str, code: str, **devices):
@@ -89,7 +89,7 @@ def test_valid_multi_device_modules_have_no_device_findings(body, header):
 
 
 def test_every_new_code_is_documented():
-    for code in ("C130", "C131", "C132", "C133", "C134", "C135", "C136", "W206"):
+    for code in ("C130", "C131", "C132", "C133", "C134", "C135", "C136", "W206", "W207"):
         assert code in CODES
 
 
@@ -334,3 +334,32 @@ def test_any_equal_partition_of_the_devices_is_valid_and_losing_an_id_is_not(siz
         twice = text_groups.replace("}", f",{parts[0][0]}}}", 1)
         got = codes(module(line.replace(text_groups, twice), header))
         assert got and set(got) <= {"C130", "C131"}, got
+
+
+# ----------------------------------------------------------------------------- Shardy
+
+MESH = 'HloModule m, frontend_attributes={{xla.sdy.meshes={{mesh = #sdy.mesh<{mesh}>}}}}\n\nENTRY e {{\n{body}}}\n'
+
+
+def _sdy_param(n: int, dims: str) -> str:
+    return (f'  p{n} = f32[8] parameter({n}), frontend_attributes={{xla.sdy.sharding="#sdy.sharding_per_value'
+            f'<[<@mesh, [{dims}]>]>"}}\n')
+
+
+def test_shardy_shardings_read_and_fit_the_shape():
+    ok = MESH.format(mesh='["x"=4]', body=_sdy_param(0, '{\\"x\\"}') + "  ROOT n = f32[8] negate(p0)\n")
+    assert codes(ok) == []
+    unknown_axis = MESH.format(mesh='["x"=4]', body=_sdy_param(0, '{\\"z\\"}') + "  ROOT n = f32[8] negate(p0)\n")
+    d = one(unknown_axis, "W207")
+    assert 'names axis "z", which its mesh ["x"=4] does not have' in d.message
+    assert unknown_axis.splitlines()[d.line - 1][d.column - 1:].startswith("frontend_attributes=")
+    rank = MESH.format(mesh='["x"=4]', body=_sdy_param(0, '{\\"x\\"}, {}') + "  ROOT n = f32[8] negate(p0)\n")
+    assert "must tile as many dimensions as the shape has (1 for f32[8]), got 2" in one(rank, "W207").message
+    assert not [x for x in findings(rank) if x.severity == "error"]
+
+
+def test_a_malformed_mesh_is_located_in_the_header():
+    text = MESH.format(mesh='["x"=]', body="  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n")
+    d = one(text, "W207")
+    assert d.severity == "warning" and d.line == 1 and text.splitlines()[0][d.column - 1:].startswith("xla.sdy.meshes")
+    assert "expected an integer" in d.message

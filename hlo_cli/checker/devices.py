@@ -73,7 +73,15 @@ def module_devices(module: Module, replicas: int | None = None, partitions: int 
 
 
 def device_findings(module: Module, devices: Devices, effective: dict[str, dict[str, Shape | None]]):
-    """Every finding of this pass, in module order."""
+    """Every finding of this pass, in module order (a finding about the module itself has no
+    instruction: None)."""
+    from ..devices.sharding import ShardingError, sdy_meshes
+    try:
+        sdy_meshes(module)
+        meshes_ok = True
+    except ShardingError as e:     # Shardy's import refuses it; XLA's verifier does not read it
+        meshes_ok = False
+        yield (None, "W207", f"xla.sdy.meshes: {_first_line(e)}", "warning", "xla.sdy.meshes")
     for comp in module.computations:
         eff = effective.get(comp.name, {})
         for inst in comp.instructions:
@@ -90,6 +98,8 @@ def device_findings(module: Module, devices: Devices, effective: dict[str, dict[
             shape = eff.get(inst.name) or inst.shape
             if sharding is not None and shape is not None:
                 yield from _sharding_findings(inst, sharding, shape, devices)
+            elif shape is not None and meshes_ok and _sdy_text(inst) is not None:
+                yield from _sdy_findings(inst, shape, module)
 
 
 def _no_count_hint(noun: str, n: int) -> str:
@@ -266,6 +276,38 @@ def _sharding_findings(inst: Instruction, sharding, shape: Shape, devices: Devic
                "SPMD-partitioned module)", "warning", "sharding")
     else:
         yield (inst, code, f"{inst.opcode}: the sharding {sharding} {msg}", "error", "sharding")
+
+
+def _sdy_text(inst: Instruction) -> str | None:
+    fa = inst.attrs.get("frontend_attributes")
+    items = getattr(fa, "items", None) or ()
+    return dict(items() if callable(items) else items).get("xla.sdy.sharding")
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).partition("\n")[0]
+
+
+def _sdy_findings(inst: Instruction, shape: Shape, module: Module):
+    """A Shardy sharding (`xla.sdy.sharding` frontend attribute) should read (its mesh and axes
+    exist) and fit the shape, as Shardy's import and HloSharding::Validate ask.  XLA's verifier does
+    not read frontend attributes, so these are warnings (W207); `hlo run` needs them to place a
+    parameter's pieces or run a shard_map region."""
+    from ..devices.sharding import ShardingError, instruction_sharding
+    try:
+        sharding = instruction_sharding(inst, module)
+    except ShardingError as e:
+        msg = _first_line(e)
+        if msg.startswith(inst.name + ": "):
+            msg = msg[len(inst.name) + 2:]
+        yield (inst, "W207", f"{inst.opcode}: xla.sdy.sharding: {msg}", "warning", "frontend_attributes")
+        return
+    if sharding is None:
+        return
+    found = _validate(sharding, shape, None)
+    if found is not None and found[0] == "C136":
+        yield (inst, "W207", f"{inst.opcode}: xla.sdy.sharding, read as {sharding}, {found[1]}", "warning",
+               "frontend_attributes")
 
 
 def _leaf_count(shape: Shape) -> int:

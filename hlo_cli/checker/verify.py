@@ -52,6 +52,7 @@ CODES = {
     "W204": "computation signature's parameter list disagrees with its parameters (XLA ignores it)",
     "W205": "an array of more than 64 dimensions: XLA runs it, hlo run cannot hold it (NumPy's limit)",
     "W206": "device ids XLA's verifier lets pass but that do not fit the device count (or no count is given)",
+    "W207": "a Shardy mesh or sharding (frontend attribute) hlo cannot read or that does not fit the shape",
 }
 
 
@@ -150,7 +151,12 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     _check_constrained_all_reduces(module, rep)
     _check_aliasing(module, effective, rep, layout_sensitive)
     for inst, code, message, severity, attr in device_findings(module, devices, effective):
-        if severity == "error" or warnings:
+        if severity == "warning" and not warnings:
+            continue
+        if inst is None:            # the module's own attribute: point at it in the header
+            at = rep.src.text.find(attr) if rep.src is not None else -1
+            rep.add(module.entry_computation, code, message, severity, at=at if at >= 0 else None)
+        else:
             rep.add(inst, code, message, severity, at=rep.attribute_at(inst, attr) if attr else rep.opcode_at(inst))
     if warnings:
         _warnings(module, comps, rep)

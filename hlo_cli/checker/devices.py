@@ -4,13 +4,14 @@ The shape rules (hlo_cli/shapes/families/collective.py) already apply XLA's Chec
 CheckDuplicatedSourceOrTarget, whose count checks XLA skips when the count is 1 (its default when
 the module config does not say).  This pass adds what those rules cannot see:
 
-- groups naming more replicas / partitions / devices than a count of 1: an error when the count is
-  known (the header, or --replicas/--partitions, gives replica_count or num_partitions: XLA's
-  runtime then fails in GetParticipatingDevices), a warning when the header gives no count at all
-  (XLA's default of 1 would apply; the user probably meant to give the count);
+- groups or pairs naming more replicas / partitions / devices than a count of 1: an error when the
+  count is known (the header, or --replicas/--partitions, gives replica_count or num_partitions:
+  XLA's runtime then fails), a warning (W206) when the header gives no count at all and they do not
+  fit the devices `hlo run` would simulate (XLA's default of 1, or a Shardy mesh before partitioning);
 - collective-broadcast's groups, which XLA's verifier does not look at but its runtime does;
-- the `_xla_send_recv_source_target_pairs` of send / recv;
-- `sharding=` against the instruction's shape and the device count (XLA's HloSharding::Validate).
+- the `_xla_send_recv_source_target_pairs` of send / recv (warnings);
+- `sharding=` against the instruction's shape and the device count (XLA's HloSharding::Validate);
+- Shardy meshes and `xla.sdy.sharding` attributes: readable, and fitting the shape (warnings, W207).
 
 Findings are (instruction, code, message, severity, attribute name to point at or None).
 """
@@ -218,10 +219,7 @@ def _send_recv_pairs(inst: Instruction, devices: Devices):
     pairs of two ids; all findings here are warnings."""
     if inst.attrs.get("is_host_transfer"):
         return
-    fa = inst.attrs.get("frontend_attributes")
-    items = getattr(fa, "items", None) or ()
-    items = dict(items() if callable(items) else items)
-    text = items.get(SEND_RECV_PAIRS)
+    text = _frontend(inst).get(SEND_RECV_PAIRS)
     if text is None:
         return
     pairs = parse_pairs(text)
@@ -278,10 +276,14 @@ def _sharding_findings(inst: Instruction, sharding, shape: Shape, devices: Devic
         yield (inst, code, f"{inst.opcode}: the sharding {sharding} {msg}", "error", "sharding")
 
 
-def _sdy_text(inst: Instruction) -> str | None:
+def _frontend(inst: Instruction) -> dict:
     fa = inst.attrs.get("frontend_attributes")
     items = getattr(fa, "items", None) or ()
-    return dict(items() if callable(items) else items).get("xla.sdy.sharding")
+    return dict(items() if callable(items) else items)
+
+
+def _sdy_text(inst: Instruction) -> str | None:
+    return _frontend(inst).get("xla.sdy.sharding")
 
 
 def _first_line(e: Exception) -> str:

@@ -152,6 +152,9 @@ def _text(v):
 def info(file, fmt, module_choice, no_cache):
     """Summarize FILE ('-' for standard input): module name, entry signature, computations and
     instructions counted, an opcode histogram, and the source files named by its stack frames.
+    A multi-device module also gets its devices (replicas x partitions, Shardy meshes), its
+    collectives with their group sizes, and its parameters' shardings with global and per-device
+    shapes.
 
     A file that holds several modules (an XLA lit test with '// -----' between modules, a
     PyTorch/XLA XLA_SAVE_TENSORS_FILE) is listed module by module; --module N|NAME summarizes one.

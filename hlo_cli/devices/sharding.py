@@ -691,6 +691,8 @@ def _partition_of(devices: Sequence[int], lay: Layout, partitions: int | None) -
         raise ShardingError(f"the sharding names {lay.partitions} devices but the run has "
                             f"{parts} partitions")
     d = np.asarray(devices, np.int64)
+    if lay.maximal is None and lay.partitions == 1:
+        return np.zeros_like(d)                 # one tile (replicated, manual): every device holds it
     return d % parts if parts else d
 
 

@@ -740,8 +740,7 @@ if __name__ == "__main__":  # pragma: no cover
 def test_one_tile_sharding_with_a_partition_count():
     """A replicated value on a run of 8 devices in 4 partitions: every device holds the whole
     array, and it reassembles from any of them."""
-    from hlo_cli.ir.attributes import Sharding as _S
     x = np.arange(6.0).reshape(2, 3)
-    st = shard(x, _S("replicated"), count=8, partitions=4)
+    st = sh.shard(x, Sharding("replicated"), count=8, partitions=4)
     assert st.shape == (8, 2, 3) and all((st[k] == x).all() for k in range(8))
-    assert (unshard(st, _S("replicated"), (2, 3), partitions=4) == x).all()
+    assert (sh.unshard(st, Sharding("replicated"), (2, 3), partitions=4) == x).all()

@@ -179,8 +179,11 @@ class Spmd:
                 if self.hook is not None:
                     key = (plan.comp.name, inst.name)
                     c = self.counts[key] = self.counts.get(key, 0) + 1
-                    self.hook(DeviceEvent(plan.comp, inst, value.value, c, [o.value for o in operands],
-                                          None if isinstance(value, Uniform) else tuple(devs)))
+                    if isinstance(value, Uniform) and len(devs) == self.grid.count:
+                        self.hook(DeviceEvent(plan.comp, inst, value.value, c, [o.value for o in operands], None))
+                    else:                     # per device, or held once by a subset of the devices
+                        self.hook(DeviceEvent(plan.comp, inst, value.stacked(len(devs)), c,
+                                              [o.stacked(len(devs)) for o in operands], tuple(devs)))
                 for j in plan.free_after[k]:
                     vals[j] = None
             if self.progress is not None:

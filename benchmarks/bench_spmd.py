@@ -8,7 +8,8 @@ peak memory is each side's own, times best of --repeat (compilation and parsing 
 - ``xla8``: XLA CPU executing the compiled (partitioned) program on 8 host devices
   (``XLA_FLAGS=--xla_force_host_platform_device_count=8``); the child lowers the generator's jitted
   step again and checks that its text is the saved ``spmd_transformer.hlo``;
-- ``xla1``: XLA CPU running the unpartitioned module on one device (for scale);
+- ``xla1``: XLA CPU running the unpartitioned module on one device (for scale; its time includes
+  moving the inputs to the device and the results back, as bench_run.py's does);
 - ``hlo8``: hlo running the partitioned module ``spmd_transformer.opt.hlo`` on 8 simulated devices
   (``hlo_cli.devices.run_devices``), inputs split from the global arrays by the parameters'
   shardings (``hlo_cli.devices.inputs.distribute``; checked against XLA's own per-device buffers);
@@ -22,7 +23,7 @@ peak memory is each side's own, times best of --repeat (compilation and parsing 
 Peak memory: the child's peak RSS, and the peak of the live values: for hlo the inputs as held
 (a replicated input once) plus the peak of one run (``tracemalloc``, a separate untimed run; NumPy
 reports its buffers to it), for XLA its per-device buffers (memory analysis: arguments + outputs +
-temporaries) summed over the 8 devices.  Results: hlo's per-device
+temporaries) summed over the devices.  Results: hlo's per-device
 outputs against XLA's (largest |hlo - XLA| and |hlo - XLA| / (1 + |XLA|) over every output and device).
 
     python benchmarks/bench_spmd.py [--repeat 3] [--only xla8 hlo8 ...]
@@ -105,11 +106,14 @@ def child_xla8(repeat, out):
     jax.block_until_ready(compiled(*dargs))     # first run (lazy set-up)
     best, res = _best_of(repeat, lambda: jax.block_until_ready(compiled(*dargs)))
     np.savez(out, **{f"out{k}": gen.per_device(x, mesh) for k, x in enumerate(jax.tree.leaves(res))})
-    mem = compiled.memory_analysis()
-    per_dev = sum(int(getattr(mem, k)) for k in ("argument_size_in_bytes", "output_size_in_bytes",
-                                                 "temp_size_in_bytes")) - int(mem.alias_size_in_bytes)
     return {"execute_s": best, "compile_s": compile_s, "text_matches_saved": same_text,
-            "devices": N_DEVICES, "live_peak_mb": N_DEVICES * per_dev / 1e6}
+            "devices": N_DEVICES, "live_peak_mb": N_DEVICES * _buffer_bytes(compiled.memory_analysis()) / 1e6}
+
+
+def _buffer_bytes(mem):
+    """One device's buffers by XLA's memory analysis: arguments + outputs + temporaries - aliased."""
+    return sum(int(getattr(mem, k)) for k in ("argument_size_in_bytes", "output_size_in_bytes",
+                                              "temp_size_in_bytes")) - int(mem.alias_size_in_bytes)
 
 
 def child_xla1(repeat, out):
@@ -121,7 +125,8 @@ def child_xla1(repeat, out):
     exe(args)
     best, res = _best_of(repeat, lambda: exe(args))
     np.savez(out, **{f"out{k}": r for k, r in enumerate(res)})
-    return {"execute_s": best, "compile_s": exe.timings["compile"], "devices": 1}
+    return {"execute_s": best, "compile_s": exe.timings["compile"], "devices": 1,
+            "live_peak_mb": _buffer_bytes(exe.executable.get_compiled_memory_stats()) / 1e6}
 
 
 def _device_args(module, grid):
@@ -340,8 +345,8 @@ def main():
     for k, what in (("hlo1", "the global program before optimization"), ("hlo1opt", "XLA's one-device optimization of it")):
         if summary[f"hlo8_vs_{k}"]:
             print(f"hlo on 8 devices / hlo on 1 device running {what}: {summary[f'hlo8_vs_{k}']:.2f}x")
-    print("(live values: for hlo the inputs as held plus the tracemalloc peak of one run; for XLA on 8 "
-          "devices its buffers -- arguments + outputs + temporaries -- summed over the devices)")
+    print("(live values: for hlo the inputs as held plus the tracemalloc peak of one run; for XLA "
+          "its buffers -- arguments + outputs + temporaries -- summed over its devices)")
 
 
 if __name__ == "__main__":

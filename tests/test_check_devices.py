@@ -363,3 +363,16 @@ def test_a_malformed_mesh_is_located_in_the_header():
     d = one(text, "W207")
     assert d.severity == "warning" and d.line == 1 and text.splitlines()[0][d.column - 1:].startswith("xla.sdy.meshes")
     assert "expected an integer" in d.message
+
+
+def test_hlo_run_checks_against_the_devices_it_runs_on(tmp_path):
+    """hlo run's check before running uses its --replicas/--partitions, so a what-if device count
+    that the module's collectives do not fit is a located checker error, not a failure mid-run."""
+    f = tmp_path / "g.hlo"
+    f.write_text("HloModule m, replica_count=2\n\nENTRY e {\n  p = f32[8] parameter(0)\n"
+                 "  ROOT g = f32[16] all-gather(p), replica_groups={}, dimensions={0}\n}\n")
+    ok = CliRunner().invoke(main, ["run", "--no-cache", "--random-inputs", str(f)])
+    assert ok.exit_code == 0, ok.output
+    r = CliRunner().invoke(main, ["run", "--no-cache", "--random-inputs", "--replicas", "4", str(f)])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert "g.hlo:5:12" in r.output and "8 x 4 = 32" in r.output and "found by the checker" in r.output

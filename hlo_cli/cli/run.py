@@ -125,9 +125,10 @@ class _CheckFailed(HloShapeError):
         return "\n".join(_format(d) for d in self.diagnostics)
 
 
-def _check_before_running(module, text):
+def _check_before_running(module, text, replicas=None, partitions=None):
     from ..checker import check_module
-    diags = [d for d in check_module(module, text, warnings=False) if d.severity == "error"]
+    diags = [d for d in check_module(module, text, warnings=False, replicas=replicas, partitions=partitions)
+             if d.severity == "error"]
     if diags:
         n = len(diags)
         msg = (f"{n} error{'s' if n != 1 else ''} found by the checker; not running the module "
@@ -344,7 +345,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     src = SourceIndex(text)
     t0 = clock()
     if not no_check:
-        _check_before_running(module, text)
+        _check_before_running(module, text, (devices or {}).get("replicas"), (devices or {}).get("partitions"))
     timings["check_s"] = clock() - t0
     if allow_elided_constants is None:
         _refuse_elided(module, src)

@@ -376,3 +376,89 @@ def test_hlo_run_checks_against_the_devices_it_runs_on(tmp_path):
     r = CliRunner().invoke(main, ["run", "--no-cache", "--random-inputs", "--replicas", "4", str(f)])
     assert r.exit_code == 1 and "Traceback" not in r.output
     assert "g.hlo:5:12" in r.output and "8 x 4 = 32" in r.output and "found by the checker" in r.output
+
+
+# ----------------------------------------------------------------------------- XLA decides (live, slow)
+
+_XLA_RUNNER = r'''
+import json, sys
+import numpy as np
+import jax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax._src.lib import _jax as xla
+from jaxlib import _hlo
+
+results = []
+for text, replicas, partitions in json.load(sys.stdin):
+    n = replicas * partitions
+    try:
+        module = _hlo.hlo_module_from_text(text)
+        stablehlo = xla.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+        devices = jax.devices("cpu")[:n]
+        options = xla.CompileOptions()
+        build = options.executable_build_options
+        build.num_replicas, build.num_partitions = replicas, partitions
+        build.use_spmd_partitioning = partitions > 1
+        build.device_assignment = xla.DeviceAssignment.create(np.arange(n).reshape(replicas, partitions))
+        exe = devices[0].client.compile_and_load(stablehlo, xla.DeviceList(tuple(devices)), options)
+        sharding = NamedSharding(Mesh(np.array(devices), ("d",)), PartitionSpec("d"))
+        shards = [jax.device_put(np.zeros(8, np.float32), d) for d in devices]
+        arg = jax.make_array_from_single_device_arrays((8 * n,), sharding, shards)
+        out = exe.execute_sharded([arg]).disassemble_into_single_device_arrays()
+        [np.asarray(x) for o in out for x in o]
+        results.append("ok")
+    except Exception as e:
+        results.append("error: " + str(e).splitlines()[0][:300])
+print(json.dumps(results))
+'''
+
+
+def _xla_runs(cases) -> list[str]:
+    """What XLA CPU does with each (text, replicas, partitions): "ok", "error: ...", or "abort: ..."
+    (the end of its stderr) when the process dies (one subprocess runs them in order; JAX needs its host devices set
+    before it is imported)."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+    r = subprocess.run([sys.executable, "-c", _XLA_RUNNER], input=json.dumps(cases), env=env,
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        return ["abort: " + r.stderr[-300:]] * len(cases)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+LIVE = [
+    # (body, header, replicas, partitions): channel_id collectives name partitions
+    ("  ROOT r = f32[8] all-to-all(p), channel_id=1, replica_groups={{0,1}}, dimensions={0}\n",
+     ", replica_count=2", 2, 1),
+    ("  ROOT r = f32[8] all-to-all(p), channel_id=1, replica_groups={{0,1}}, dimensions={0}\n",
+     ", num_partitions=2", 1, 2),
+    ("  ROOT r = f32[8] all-reduce(p), replica_groups={{0,1}}, to_apply=add\n", ", num_partitions=2", 1, 2),
+    ("  ROOT r = f32[8] all-reduce(p), replica_groups={{0,1}}, to_apply=add\n", ", replica_count=2", 2, 1),
+    ("  ROOT r = f32[8] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,0}}\n",
+     ", num_partitions=2", 1, 2),
+]
+
+
+@pytest.mark.slow
+def test_the_checker_errs_exactly_where_xla_cpu_fails():
+    pytest.importorskip("jax")
+    cases = [(module(body, header), r, p) for body, header, r, p in LIVE]
+    got = _xla_runs(cases)
+    for (text, r, p), xla_says in zip(cases, got):
+        errs = [d.code for d in findings(text) if d.severity == "error"]
+        assert (xla_says == "ok") == (not errs), (text, xla_says, errs)
+    # XLA's verifier skips a count of 1; its runtime stops at the participating devices
+    assert "partition_id < partition_count" in got[0] and "replica_id < replica_count" in got[2]
+
+
+@pytest.mark.slow
+def test_a_permute_naming_partitions_of_replicas_aborts_xla_cpu():
+    pytest.importorskip("jax")
+    text = module("  ROOT r = f32[8] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,0}}\n",
+                  ", replica_count=2")
+    [got] = _xla_runs([(text, 2, 1)])
+    assert got.startswith("abort") and "out_of_range" in got, got
+    assert [d.code for d in findings(text) if d.severity == "error"] == ["C134"]

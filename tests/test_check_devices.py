@@ -177,6 +177,18 @@ def test_a_group_finding_points_at_the_replica_groups_attribute():
     assert d.source_line == line
 
 
+@pytest.mark.parametrize("line, attr", [
+    ("  ROOT r = f32[8] all-reduce(p), channel_id=1, replica_groups={}, use_global_device_ids=true, to_apply=add\n",
+     "replica_groups={}"),
+    ("  ROOT r = f32[8] all-reduce(p), replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add\n",
+     "use_global_device_ids=true"),
+])
+def test_a_mode_finding_points_at_what_is_missing_its_partner(line, attr):
+    text = module(line, ", replica_count=2")
+    d = one(text, "C133")
+    assert text.splitlines()[d.line - 1][d.column - 1:].startswith(attr)
+
+
 def test_a_pair_finding_points_at_source_target_pairs():
     text = module("  ROOT r = f32[8] collective-permute(p), source_target_pairs={{0,1},{0,2}}\n", ", replica_count=4")
     d = one(text, "C134")

@@ -304,9 +304,8 @@ def _report_rule_error(inst: Instruction, operands: list[Shape], e, rep: _Report
     if code.startswith("S13"):          # the collective family's device-group findings (C130-C135)
         from ..shapes.families.collective import CODE_ATTRIBUTE
         attr = CODE_ATTRIBUTE.get(code)
-        if attr == "use_global_device_ids" and inst.attrs.get("channel_id") is None and \
-                not inst.attrs.get("use_global_device_ids"):
-            attr = "replica_groups"
+        if f": {attr} must" not in msg and ": replica_groups must" in msg:
+            attr = "replica_groups"     # flattened ids without groups: point at the empty groups
         rep.add(inst, "C" + code[1:], msg, at=rep.attribute_at(inst, attr) if attr else rep.shape_at(inst))
         return
     at = rep.opcode_at(inst)

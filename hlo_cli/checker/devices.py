@@ -104,7 +104,8 @@ def device_findings(module: Module, devices: Devices, effective: dict[str, dict[
 
 
 def _no_count_hint(noun: str, n: int) -> str:
-    flag = {"replicas": f"--replicas {n}", "partitions": f"--partitions {n}"}.get(noun, "--replicas/--partitions")
+    flag = {"replicas": f"--replicas {n}", "partitions": f"--partitions {n}"}.get(
+        noun, f"--partitions {n}, or --replicas and --partitions multiplying to {n}")
     return (f"the module's header gives neither replica_count nor num_partitions, so XLA takes 1; "
             f"give the device count ({flag})")
 

@@ -17,12 +17,11 @@ Findings are (instruction, code, message, severity, attribute name to point at o
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..ir.module import Instruction, Module
 from ..ir.shape import Shape
-from ..shapes.families.collective import (CROSS_PARTITION, CROSS_REPLICA, id_space, mode_of,
+from ..shapes.families.collective import (CROSS_PARTITION, CROSS_REPLICA, id_space, mode_of, parse_pairs,
                                           replica_group_list)
 
 SEND_RECV_PAIRS = "_xla_send_recv_source_target_pairs"
@@ -188,30 +187,6 @@ def _pairs_beyond_one(inst: Instruction, devices: Devices):
         return
     yield (inst, "W206", f"{inst.opcode}: source_target_pairs name {noun} up to {top}, but "
            f"{_no_count_hint(noun, top + 1)}", "warning", "source_target_pairs")
-
-
-_PAIR = re.compile(r"\{\s*([^{}]*?)\s*\}")
-
-
-def parse_pairs(text: str) -> list[tuple[int, ...]] | None:
-    """`{{0,1},{1,2}}` -> [(0, 1), (1, 2)]; None when the text is not a list of integer groups."""
-    t = text.strip()
-    if not (t.startswith("{") and t.endswith("}")):
-        return None
-    inner = t[1:-1].strip()
-    out = []
-    pos = 0
-    for m in _PAIR.finditer(inner):
-        if inner[pos:m.start()].strip(" ,"):
-            return None
-        try:
-            out.append(tuple(int(x) for x in m.group(1).split(",") if x.strip()))
-        except ValueError:
-            return None
-        pos = m.end()
-    if inner[pos:].strip(" ,"):
-        return None
-    return out
 
 
 def _send_recv_pairs(inst: Instruction, devices: Devices):

@@ -13,7 +13,7 @@ user gives, per device).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .values import DeviceValue, Stacked, Uniform, map_leaves
 
@@ -100,18 +100,17 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
                 raise HloEvalError(f"parameter {k} holds values for {sorted(rows)} devices; the run has "
                                    f"{grid.count} ({grid.replicas} replicas x {grid.partitions} partitions)")
 
-    hook_for = None
-    if hook is not None:
-        def hook_for(d):
-            if d is None:
-                def h(ev):
-                    hook(DeviceEvent(ev.computation, ev.instruction, ev.value, ev.count, ev.operands, None))
-            else:
-                def h(ev):
-                    one = map_leaves(lambda a: np.asarray(a)[None], ev.value)
-                    hook(DeviceEvent(ev.computation, ev.instruction, one, ev.count, ev.operands, (d,)))
-            return h
-    devices = LocalDevices(module, grid, options or RunOptions(), hook_for, compiled)
+    def hook_for(d):
+        """The hook of device d's own context (None: the context of values held once)."""
+        if d is None:
+            def h(ev):
+                hook(DeviceEvent(ev.computation, ev.instruction, ev.value, ev.count, ev.operands, None))
+        else:
+            def h(ev):
+                one = map_leaves(lambda a: np.asarray(a)[None], ev.value)
+                hook(DeviceEvent(ev.computation, ev.instruction, one, ev.count, ev.operands, (d,)))
+        return h
+    devices = LocalDevices(module, grid, options or RunOptions(), hook_for if hook is not None else None, compiled)
     sp = Spmd(module, devices, hook, progress)
     try:
         with blas_single():

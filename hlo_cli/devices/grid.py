@@ -26,11 +26,11 @@ xla/service/collective_ops_utils.cc; measured on XLA CPU with 2 replicas x 4 par
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..errors import HloEvalError, instruction_diagnostic
-from ..shapes.families.collective import CROSS_PARTITION, CROSS_REPLICA, CROSS_REPLICA_AND_PARTITION, FLATTENED_ID
+from ..shapes.families.collective import (CROSS_PARTITION, CROSS_REPLICA, CROSS_REPLICA_AND_PARTITION, FLATTENED_ID,
+                                          mode_of, parse_pairs)
 
 try:
     from ..shapes.families.collective import replica_group_list
@@ -92,15 +92,9 @@ def base_opcode(inst) -> str:
 def group_mode(inst) -> str:
     """XLA's GetCollectiveOpGroupMode for collective `inst`."""
     op = base_opcode(inst)
-    has_channel = inst.attrs.get("channel_id") is not None
-    ugdi = bool(inst.attrs.get("use_global_device_ids", False))
-    if op not in _GLOBAL_ID_OPS:
-        return CROSS_PARTITION if has_channel else CROSS_REPLICA
-    if not has_channel:
-        if ugdi:
-            raise fail(inst, "use_global_device_ids=true needs a channel_id (XLA refuses this combination)")
-        return CROSS_REPLICA
-    return FLATTENED_ID if ugdi else CROSS_REPLICA_AND_PARTITION
+    if op in _GLOBAL_ID_OPS and inst.attrs.get("channel_id") is None and inst.attrs.get("use_global_device_ids"):
+        raise fail(inst, "use_global_device_ids=true needs a channel_id (XLA refuses this combination)")
+    return mode_of(op, inst.attrs)
 
 
 _WHAT = {CROSS_REPLICA: "replica", CROSS_REPLICA_AND_PARTITION: "replica", CROSS_PARTITION: "partition",
@@ -218,7 +212,7 @@ def send_recv_pairs(inst, grid: DeviceGrid) -> tuple[tuple[int, int], ...] | Non
 
 
 def _parse_pairs(inst, text: str) -> list[tuple[int, int]]:
-    body = text.strip()
-    if not re.fullmatch(r"\{\s*(\{\s*-?\d+\s*,\s*-?\d+\s*\}\s*(,\s*\{\s*-?\d+\s*,\s*-?\d+\s*\}\s*)*)?\}", body):
+    pairs = parse_pairs(text)
+    if pairs is None or any(len(p) != 2 for p in pairs):
         raise fail(inst, f'frontend attribute {SEND_RECV_PAIRS}="{text}" must look like {{{{0,1}},{{1,2}}}}')
-    return [(int(a), int(b)) for a, b in re.findall(r"\{\s*(-?\d+)\s*,\s*(-?\d+)\s*\}", body)]
+    return [(int(a), int(b)) for a, b in pairs]

@@ -38,11 +38,10 @@ import numpy as np
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
 from ..interpreter.evaluator import InstructionEvent, located_error
-from ..interpreter.registry import rule_for
 from ..interpreter.values import TOKEN, conforms, describe, np_dtype, zeros
 from ..ir.opcodes import OPCODES
 from ..ir.shape import Shape
-from .values import Stacked, Uniform, leaves, map_leaves, stack, take
+from .values import Stacked, Uniform, map_leaves, stack, take
 
 # operations whose value depends on which device runs them
 COLLECTIVES = frozenset({

@@ -25,6 +25,8 @@ CheckCommonAllGatherInvariants, CheckInplaceCollectivePermute, CheckDuplicatedSo
 """
 from __future__ import annotations
 
+import re
+
 from ...ir.attributes import IotaReplicaGroups
 from ...ir.shape import UNBOUNDED
 from ..registry import fail, rule
@@ -518,3 +520,27 @@ def infer_device_id(operands, attrs, ctx):
     """replica-id() / partition-id(): u32[]."""
     expect_count(ctx, operands, 0, 0)
     return scalar("u32")
+
+
+_PAIR = re.compile(r"\{\s*([^{}]*?)\s*\}")
+
+
+def parse_pairs(text: str) -> list[tuple[int, ...]] | None:
+    """`{{0,1},{1,2}}` -> [(0, 1), (1, 2)]; None when the text is not a list of integer groups."""
+    t = text.strip()
+    if not (t.startswith("{") and t.endswith("}")):
+        return None
+    inner = t[1:-1].strip()
+    out = []
+    pos = 0
+    for m in _PAIR.finditer(inner):
+        if inner[pos:m.start()].strip(" ,"):
+            return None
+        try:
+            out.append(tuple(int(x) for x in m.group(1).split(",") if x.strip()))
+        except ValueError:
+            return None
+        pos = m.end()
+    if inner[pos:].strip(" ,"):
+        return None
+    return out

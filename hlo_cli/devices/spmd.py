@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
-from ..interpreter.evaluator import InstructionEvent, located_error
+from ..interpreter.evaluator import InstructionEvent, run_located
 from ..interpreter.values import TOKEN, conforms, describe, np_dtype, zeros
 from ..ir.opcodes import OPCODES
 from ..ir.shape import Shape
@@ -159,15 +159,7 @@ class Spmd:
                 inst = plan.insts[k]
                 if inst.opcode != "parameter":
                     operands = [vals[j] for j in plan.operand_idx[k]]
-                    try:
-                        value = self.step(inst, plan.rules[k], operands, devs)
-                    except HloEvalError as e:
-                        if not e.diagnostics:
-                            e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
-                        raise
-                    except (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
-                            ZeroDivisionError, MemoryError, AttributeError) as e:
-                        raise located_error(inst, e) from e
+                    value = run_located(inst, self.step, inst, plan.rules[k], operands, devs)
                     if check:
                         self._check(inst, value, len(devs))
                     vals[k] = value

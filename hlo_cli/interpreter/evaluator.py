@@ -158,6 +158,21 @@ def located_error(inst: Instruction, e: Exception):
                         [_diag(inst, f"{inst.name}: {inst.opcode} failed: {type(e).__name__}: {e}", "R011")])
 
 
+def run_located(inst: Instruction, fn, *args):
+    """fn(*args), the evaluation of `inst`: an error it raises is located at the instruction (an
+    HloEvalError without a location gets one; NumPy's errors become HloEvalErrors, memory
+    exhaustion an HloResourceError)."""
+    try:
+        return fn(*args)
+    except HloEvalError as e:
+        if not e.diagnostics:
+            e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
+            ZeroDivisionError, MemoryError, AttributeError) as e:
+        raise located_error(inst, e) from e
+
+
 class EvalContext:
     """Everything one run needs; handed to every evaluation rule."""
 
@@ -232,16 +247,7 @@ class EvalContext:
                 inst = insts[k]
                 if inst.opcode != "parameter":
                     operands = [vals[j] for j in opidx[k]]
-                    try:
-                        value = rules[k](inst, operands, self)
-                    except HloEvalError as e:
-                        if not e.diagnostics:
-                            e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
-                        raise
-                    except (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
-                            ZeroDivisionError, MemoryError, AttributeError) as e:
-                        raise located_error(inst, e) from e
-                    vals[k] = value
+                    value = vals[k] = run_located(inst, rules[k], inst, operands, self)
                 else:
                     value = vals[k]
                     operands = []

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
-from ..interpreter.evaluator import InstructionEvent, run_located
+from ..interpreter.evaluator import MAX_DEPTH, InstructionEvent, run_located
 from ..interpreter.values import TOKEN, conforms, describe, np_dtype, zeros
 from ..ir.opcodes import OPCODES
 from ..ir.shape import Shape
@@ -144,16 +144,12 @@ class Spmd:
         if name not in self.dependent and all(isinstance(a, Uniform) for a in args):
             return Uniform(self.ec0.call(name, [a.value for a in args]))
         plan = self._plan(name)
-        if len(args) != len(plan.param_slots):
-            raise HloEvalError(f"computation '{name}' takes {len(plan.param_slots)} arguments, got {len(args)}")
+        vals = plan.bind(args)
         self.depth += 1
-        if self.depth > 500:
-            raise HloEvalError("computations call each other more than 500 deep (recursion?)")
+        if self.depth > MAX_DEPTH:
+            raise HloEvalError(f"computations call each other more than {MAX_DEPTH} deep (recursion?)")
         try:
             n = len(plan.insts)
-            vals: list = [None] * n
-            for pnum, slot in plan.param_slots:
-                vals[slot] = args[pnum]
             check = self.ec0.options.check_values
             for k in range(n):
                 inst = plan.insts[k]

@@ -31,6 +31,7 @@ from .parallel import blas_single
 from .registry import rule_for
 from .values import conforms, describe
 
+MAX_DEPTH = 500                    # computations calling computations, deeper is an error (recursion)
 _SIDE_EFFECTS = {"outfeed", "send", "send-done", "infeed", "recv", "recv-done", "rng-get-and-update-state"}
 
 
@@ -111,6 +112,16 @@ class _Plan:
         # shape, or None (tuples, tokens, dynamic shapes: the full check)
         self.expect = [_expected(inst.shape) for inst in self.insts]
         del by_name
+
+    def bind(self, args) -> list:
+        """The value slots of one run of the computation: its parameters bound to `args`."""
+        if len(args) != len(self.param_slots):
+            raise HloEvalError(f"computation '{self.comp.name}' takes {len(self.param_slots)} arguments, "
+                               f"got {len(args)}")
+        vals: list = [None] * len(self.insts)
+        for pnum, slot in self.param_slots:
+            vals[slot] = args[pnum]
+        return vals
 
 
 def _expected(shape):
@@ -228,17 +239,12 @@ class EvalContext:
             self.batched -= 1
 
     def _run(self, plan: _Plan, args: list, check: bool, hook: bool):
-        if len(args) != len(plan.param_slots):
-            raise HloEvalError(f"computation '{plan.comp.name}' takes {len(plan.param_slots)} arguments, "
-                               f"got {len(args)}")
+        vals = plan.bind(args)
         self.depth += 1
-        if self.depth > 500:
-            raise HloEvalError("computations call each other more than 500 deep (recursion?)")
+        if self.depth > MAX_DEPTH:
+            raise HloEvalError(f"computations call each other more than {MAX_DEPTH} deep (recursion?)")
         try:
             n = len(plan.insts)
-            vals: list = [None] * n
-            for pnum, slot in plan.param_slots:
-                vals[slot] = args[pnum]
             insts, rules, opidx, free = plan.insts, plan.rules, plan.operand_idx, plan.free_after
             expect = plan.expect
             ndarray = np.ndarray

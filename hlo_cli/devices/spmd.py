@@ -119,6 +119,11 @@ def _fmt_devices(devs) -> str:
     return ",".join(runs)
 
 
+def _who(devs) -> str:
+    """'device 3' / 'devices 0-2,5'."""
+    return ("device " if len(set(devs)) == 1 else "devices ") + _fmt_devices(devs)
+
+
 class Spmd:
     """Walks computations for a set of devices; `devices` is the run's Devices (runtime.py)."""
 
@@ -315,8 +320,8 @@ class Spmd:
 
     def _divergence(self, inst, group, missing, devs):
         present = [d for d in group if d not in set(missing)]
-        msg = (f"{inst.name}: {inst.opcode} over devices {{{_fmt_devices(group)}}} was reached by devices "
-               f"{_fmt_devices(present)} only: devices {_fmt_devices(missing)} did not reach it")
+        msg = (f"{inst.name}: {inst.opcode} over devices {{{_fmt_devices(group)}}} was reached by "
+               f"{_who(present)} only: {_who(missing)} did not reach it")
         if self.notes:
             msg += " (" + "; ".join(self.notes) + ")"
         msg += "; a collective must be reached by every device of its group"
@@ -415,9 +420,9 @@ class Spmd:
                         done[active[i]] = state.at(i)
                     if not stay:
                         break
-                    self.notes.append(f"devices {_fmt_devices([active[i] for i in leave])} left the while loop "
-                                      f"{inst.name} after {it} iterations, devices "
-                                      f"{_fmt_devices([active[i] for i in stay])} went on")
+                    self.notes.append(f"{_who([active[i] for i in leave])} left the while loop {inst.name} "
+                                      f"after {it} iteration{'s' if it != 1 else ''}, "
+                                      f"{_who([active[i] for i in stay])} went on")
                     pushed += 1
                     state = take(state, stay)
                     active = tuple(active[i] for i in stay)
@@ -455,9 +460,9 @@ class Spmd:
         for b in sorted(set(picks)):
             pos = [i for i, p in enumerate(picks) if p == b]
             sub = tuple(devs[i] for i in pos)
-            others = [f"devices {_fmt_devices([devs[i] for i, p in enumerate(picks) if p == c])} took "
+            others = [f"{_who([devs[i] for i, p in enumerate(picks) if p == c])} took "
                       f"branch {c} ({names[c]})" for c in sorted(set(picks)) if c != b]
-            self.notes.append(f"conditional {inst.name}: devices {_fmt_devices(sub)} took branch {b} "
+            self.notes.append(f"conditional {inst.name}: {_who(sub)} took branch {b} "
                               f"({names[b]}), " + ", ".join(others))
             try:
                 r = self.call(names[b], [take(operands[1 + b], pos)], sub)

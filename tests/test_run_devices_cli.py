@@ -77,7 +77,9 @@ ENTRY e {
   ROOT r = f32[4,3] multiply(a, t), sharding={devices=[2,1]<=[2]}
 }
 """
-LOCAL_SCALE = GLOBAL_SCALE.replace("HloModule g", "HloModule l, num_partitions=2").replace("[4,3]", "[2,3]")
+# the same program after partitioning (XLA marks its partitioned output scheduled)
+LOCAL_SCALE = GLOBAL_SCALE.replace("HloModule g", "HloModule l, is_scheduled=true, num_partitions=2").replace("[4,3]",
+                                                                                                               "[2,3]")
 
 A = np.arange(12, dtype=np.float32).reshape(4, 3)
 B = np.full((2, 3), 0.5, np.float32)
@@ -431,7 +433,7 @@ def test_dump_summary_on_devices_writes_statistics_per_device(hlo, files):
 
 @pytest.mark.parametrize("inputs", [["--random-inputs"], ["-i", "b.npy"]])
 def test_a_sharding_that_does_not_fit_its_parameter_is_located_under_no_check(hlo, files, inputs):
-    Path("bad.hlo").write_text("HloModule bad, num_partitions=2\n\nENTRY e {\n"
+    Path("bad.hlo").write_text("HloModule bad, is_scheduled=true, num_partitions=2\n\nENTRY e {\n"
                                "  a = f32[2,3] parameter(0), sharding={devices=[2]<=[2]}\n"
                                "  ROOT r = f32[2,3] negate(a)\n}\n")
     r = hlo("run", "bad.hlo", "--no-check", *inputs)

@@ -38,10 +38,38 @@ def _header_devices(module) -> tuple[int | None, int | None]:
     return attrs.get("replica_count"), attrs.get("num_partitions")
 
 
+_BEFORE_PARTITIONING = frozenset({"SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.GlobalToLocalShape",
+                                  "xla.sdy.LocalToGlobalShape"})
+
+
 def partitioned(module) -> bool:
-    """True when the module's header says it runs on several devices (a per-device program)."""
+    """True when `module` is a per-device program (each device runs the text as it is), False when
+    it computes on global values (a module before SPMD partitioning, sharding annotations only).
+
+    Replicas always run the text as it is.  With several partitions the header alone does not say:
+    JAX's text before partitioning has no num_partitions, PyTorch/XLA's has.  XLA marks its
+    partitioned output (`is_scheduled=true`, an entry computation named `*_spmd`); a module with
+    shard_map regions (their custom calls exist only before partitioning) or with tiled shardings
+    and no collective is one before partitioning; any other module with several partitions is
+    taken as per-device (hand-written programs with collectives)."""
     r, p = _header_devices(module)
-    return (r or 1) > 1 or (p or 1) > 1
+    if (r or 1) > 1:
+        return True
+    if (p or 1) <= 1:
+        return False
+    if module.attrs.get("is_scheduled") or module.entry.endswith("_spmd"):
+        return True
+    from .spmd import COLLECTIVES, DEVICE_IDS, PEER_IO
+    tiled = False
+    for _, inst in module.instructions():
+        if inst.opcode == "custom-call" and inst.attrs.get("custom_call_target") in _BEFORE_PARTITIONING:
+            return False
+        if inst.opcode in COLLECTIVES or inst.opcode in DEVICE_IDS or inst.opcode in PEER_IO:
+            return True
+        sh = inst.attrs.get("sharding")
+        if sh is not None and getattr(sh, "kind", None) == "tiled" and "manual" not in sh.last_tile_dims:
+            tiled = True
+    return not tiled
 
 
 def grid_of(module, replicas: int | None = None, partitions: int | None = None):

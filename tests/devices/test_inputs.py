@@ -22,9 +22,9 @@ from hlo_cli.interpreter.inputs import random_inputs
 from hlo_cli.interpreter.values import TOKEN
 
 
-def _module(params: str, header: str = ", num_partitions=2", root: str | None = None):
-    """A module whose entry takes PARAMS (lines `name = shape parameter(N), ...`) and returns the
-    first parameter (or ROOT)."""
+def _module(params: str, header: str = ", is_scheduled=true, num_partitions=2", root: str | None = None):
+    """A per-device module (scheduled: XLA's partitioned output) whose entry takes PARAMS (lines
+    `name = shape parameter(N), ...`) and returns the first parameter (or ROOT)."""
     lines = [ln.strip() for ln in params.strip().splitlines()]
     first = lines[0].split("=")[0].strip()
     body = "\n  ".join(lines + [root or f"ROOT r = {_shape_of(lines[0])} copy({first})"])
@@ -72,7 +72,7 @@ def test_replicas_share_the_tiles_of_their_partition():
 
 def test_a_partially_replicated_parameter_splits_only_along_its_tiled_dimension():
     m = _module("a = f32[2,2] parameter(0), sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}",
-                ", num_partitions=4")
+                ", is_scheduled=true, num_partitions=4")
     g = np.arange(8, dtype=np.float32).reshape(4, 2)
     [v] = distribute(m, [g], DeviceGrid(1, 4))
     for d, rows in enumerate([g[:2], g[:2], g[2:], g[2:]]):
@@ -217,7 +217,7 @@ def test_the_tiles_of_a_global_array_reassemble_it(tiles, extra, data):
     gdims = tuple(g if -(-g // t) == lo else lo * t for g, lo, t in zip(gdims, local, tiles))
     sh = "{devices=[" + ",".join(map(str, tiles)) + f"]<=[{count}]}}" if count > 1 else "{replicated}"
     shape = "f32[" + ",".join(map(str, local)) + "]"
-    m = _module(f"a = {shape} parameter(0), sharding={sh}", f", num_partitions={count}")
+    m = _module(f"a = {shape} parameter(0), sharding={sh}", f", is_scheduled=true, num_partitions={count}")
     g = np.arange(1, 1 + int(np.prod(gdims)), dtype=np.float32).reshape(gdims)
     [v] = distribute(m, [g], DeviceGrid(1, count))
     stacked = v.value if isinstance(v, Stacked) else np.broadcast_to(v.value, (count,) + v.value.shape)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from .values import DeviceValue, Stacked, Uniform, map_leaves
 
-__all__ = ["DeviceResult", "Stacked", "Uniform", "grid_of", "needs_devices", "run_devices"]
+__all__ = ["DeviceResult", "Stacked", "Uniform", "distribute", "grid_of", "needs_devices", "partitioned",
+           "run_devices"]
 
 
 @dataclass
@@ -152,3 +153,6 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
 def _leaves(v):
     from .values import leaves
     return leaves(v)
+
+
+from .inputs import distribute  # noqa: E402  (inputs.py reads partitioned() from this module)

@@ -61,7 +61,7 @@ from jax import lax  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_transformer import _best_of  # noqa: E402
+from gen_transformer import _best_of, adam_update  # noqa: E402
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 jax.config.update("jax_hlo_source_file_canonicalization_regex", "^" + re.escape(_REPO_ROOT + os.sep))
@@ -156,14 +156,8 @@ def loss_fn(params, tokens, mesh):
 def make_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
     def train_step(params, opt_state, tokens):
         loss, grads = jax.value_and_grad(loss_fn)(params, tokens, mesh)
-        step = opt_state["step"] + 1
-        m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, opt_state["m"], grads)
-        v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, opt_state["v"], grads)
-        tf = step.astype(jnp.float32)
-        c1, c2 = 1 - b1**tf, 1 - b2**tf
-        new = jax.tree.map(lambda p, m, v: p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps), params, m, v)
-        gnorm = jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree.leaves(grads)))
-        return loss, gnorm, new, {"m": m, "v": v, "step": step}
+        gnorm, new, state = adam_update(params, grads, opt_state, lr, b1, b2, eps)
+        return loss, gnorm, new, state
     return train_step
 
 

@@ -173,9 +173,8 @@ def transformer_loss(params, tokens, key, dropout=0.1):
     return jnp.mean(nll)
 
 
-def adam_train_step(params, opt_state, tokens, key_data, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
-    key = jax.random.wrap_key_data(key_data)  # threefry2x32
-    loss, grads = jax.value_and_grad(transformer_loss)(params, tokens, key)
+def adam_update(params, grads, opt_state, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
+    """One Adam step: (gradient norm, new parameters, new optimizer state)."""
     step = opt_state["step"] + 1
     m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, opt_state["m"], grads)
     v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, opt_state["v"], grads)
@@ -183,7 +182,14 @@ def adam_train_step(params, opt_state, tokens, key_data, lr=1e-3, b1=0.9, b2=0.9
     c1, c2 = 1 - b1**t, 1 - b2**t
     new_params = jax.tree.map(lambda p, m, v: p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps), params, m, v)
     gnorm = jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree.leaves(grads)))
-    return loss, gnorm, new_params, {"m": m, "v": v, "step": step}
+    return gnorm, new_params, {"m": m, "v": v, "step": step}
+
+
+def adam_train_step(params, opt_state, tokens, key_data, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
+    key = jax.random.wrap_key_data(key_data)  # threefry2x32
+    loss, grads = jax.value_and_grad(transformer_loss)(params, tokens, key)
+    gnorm, new_params, state = adam_update(params, grads, opt_state, lr, b1, b2, eps)
+    return loss, gnorm, new_params, state
 
 
 def build_transformer(layers, d, heads, seq, batch, vocab, ff, seed=0):

@@ -113,7 +113,7 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
 
     grid = grid or grid_of(module)
     module = prepare_excess_precision(module)
-    preflight(module)
+    preflight(module, grid.count)
     keep_freed_memory()
     devs = tuple(range(grid.count))
     vals = []

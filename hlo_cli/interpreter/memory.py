@@ -73,15 +73,19 @@ def human(n: int) -> str:
 
 
 def resource_error(inst: Instruction | None, e: BaseException | None = None, *,
-                   limit: int | None = None) -> HloResourceError:
+                   limit: int | None = None, devices: int = 1) -> HloResourceError:
     """The out-of-memory error of `inst` (None: not known) after MemoryError `e`, or, with `limit`,
-    for a result larger than `limit` bytes found before the run."""
+    for a result larger than `limit` bytes found before the run (on `devices` simulated devices,
+    one copy each)."""
     need = result_bytes(inst.shape) if inst is not None else None
     asked = getattr(e, "_total_size", None) if e is not None else None     # NumPy's _ArrayMemoryError
     if not isinstance(asked, int):
         asked = None
     parts = []
-    if inst is not None and need is not None:
+    if inst is not None and need is not None and devices > 1:
+        parts.append(f"its result {inst.shape.to_str(False)} on {devices} devices needs {human(need * devices)}")
+        need *= devices
+    elif inst is not None and need is not None:
         parts.append(f"its result {inst.shape.to_str(False)} needs {human(need)}")
     if limit is not None:
         parts.append(f"more than this machine can ever hold, {human(limit)}")
@@ -95,21 +99,25 @@ def resource_error(inst: Instruction | None, e: BaseException | None = None, *,
                             requested_bytes=asked, result_bytes=need)
 
 
-def preflight(module: Module) -> None:
+def preflight(module: Module, devices: int = 1) -> None:
     """Refuse, before running, what no run of `module` on this machine could hold: a result larger
-    than the memory limit (HloResourceError) or of more dimensions than NumPy arrays have
-    (HloEvalError); the instruction found first in text order is reported.  A module that passed
-    is not walked again for the same limit (the walk costs ~50 ms on 15k instructions)."""
+    than the memory limit (HloResourceError; on several simulated devices, the devices' copies
+    together) or of more dimensions than NumPy arrays have (HloEvalError); the instruction found
+    first in text order is reported.  A module that passed is not walked again for the same limit
+    (the walk costs ~50 ms on 15k instructions)."""
     limit = memory_limit()
     from .compiler import module_cache
     per = module_cache(module)
-    if per.get("preflight_passed", ()) == (limit,):
+    if per.get("preflight_passed", ()) == (limit, devices):
         return
-    _preflight(module, limit)
-    per["preflight_passed"] = (limit,)
+    if limit is not None and devices > limit // 64:
+        raise HloResourceError(f"out of memory: {devices} simulated devices need more than this machine can "
+                               f"ever hold, {human(limit)}, for their bookkeeping alone")
+    _preflight(module, limit, devices)
+    per["preflight_passed"] = (limit, devices)
 
 
-def _preflight(module: Module, limit: int | None) -> None:
+def _preflight(module: Module, limit: int | None, devices: int = 1) -> None:
     for comp in module.computations:
         for inst in comp.instructions:
             shape = inst.shape
@@ -123,5 +131,5 @@ def _preflight(module: Module, limit: int | None) -> None:
                     raise HloEvalError(msg, [_diag(inst, msg, "R014")])
             if limit is not None:
                 need = result_bytes(shape)
-                if need is not None and need > limit:
-                    raise resource_error(inst, limit=limit)
+                if need is not None and need * devices > limit:
+                    raise resource_error(inst, limit=limit, devices=devices)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .values import DeviceValue, Stacked, Uniform, map_leaves
+from .values import DeviceValue, Grouped, Stacked, Uniform, grouped, map_leaves
 
 __all__ = ["DeviceResult", "Stacked", "Uniform", "distribute", "grid_of", "needs_devices", "partitioned",
            "run_devices"]
@@ -48,28 +48,30 @@ def partitioned(module) -> bool:
     it computes on global values (a module before SPMD partitioning, sharding annotations only).
 
     Replicas always run the text as it is.  With several partitions the header alone does not say:
-    JAX's text before partitioning has no num_partitions, PyTorch/XLA's has.  XLA marks its
-    partitioned output (`is_scheduled=true`, an entry computation named `*_spmd`); a module with
-    shard_map regions (their custom calls exist only before partitioning) or with tiled shardings
-    and no collective is one before partitioning; any other module with several partitions is
-    taken as per-device (hand-written programs with collectives)."""
+    JAX's text before partitioning has no num_partitions, PyTorch/XLA's has.  A module with
+    shard_map regions (their custom calls exist only before partitioning) is global; one with
+    collectives or device ids elsewhere is per-device (whatever its header says: a hand-written
+    replica program); so is XLA's partitioned output (`is_scheduled=true`, an entry computation
+    named `*_spmd`); one with tiled shardings and nothing else is global."""
     r, p = _header_devices(module)
     if (r or 1) > 1:
+        return True
+    from .spmd import COLLECTIVES, DEVICE_IDS, PEER_IO
+    tiled = devices_used = False
+    for _, inst in module.instructions():
+        if inst.opcode == "custom-call" and inst.attrs.get("custom_call_target") in _BEFORE_PARTITIONING:
+            return False
+        if inst.opcode in COLLECTIVES or inst.opcode in DEVICE_IDS or inst.opcode in PEER_IO:
+            devices_used = True
+        sh = inst.attrs.get("sharding")
+        if sh is not None and getattr(sh, "kind", None) == "tiled" and "manual" not in sh.last_tile_dims:
+            tiled = True
+    if devices_used:
         return True
     if (p or 1) <= 1:
         return False
     if module.attrs.get("is_scheduled") or module.entry.endswith("_spmd"):
         return True
-    from .spmd import COLLECTIVES, DEVICE_IDS, PEER_IO
-    tiled = False
-    for _, inst in module.instructions():
-        if inst.opcode == "custom-call" and inst.attrs.get("custom_call_target") in _BEFORE_PARTITIONING:
-            return False
-        if inst.opcode in COLLECTIVES or inst.opcode in DEVICE_IDS or inst.opcode in PEER_IO:
-            return True
-        sh = inst.attrs.get("sharding")
-        if sh is not None and getattr(sh, "kind", None) == "tiled" and "manual" not in sh.last_tile_dims:
-            tiled = True
     return not tiled
 
 
@@ -128,6 +130,7 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
             if rows and rows != {grid.count}:
                 raise HloEvalError(f"parameter {k} holds values for {sorted(rows)} devices; the run has "
                                    f"{grid.count} ({grid.replicas} replicas x {grid.partitions} partitions)")
+            vals[k] = grouped(a, grid.count)       # devices holding the same tile share one copy
 
     def hook_for(d):
         """The hook of device d's own context (None: the context of values held once)."""
@@ -146,6 +149,8 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
             value = sp.call(module.entry, vals, devs)
     except MemoryError as e:
         raise resource_error(None, e) from e
+    if isinstance(value, Grouped):
+        value = Stacked(value.value)
     return DeviceResult(value, devs, grid, isinstance(value, Uniform) and not partitioned(module),
                         sp.executed + devices.executed())
 

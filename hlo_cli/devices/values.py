@@ -58,7 +58,64 @@ class Stacked:
         return self.value
 
 
-DeviceValue = Uniform | Stacked
+@dataclass(frozen=True)
+class Grouped:
+    """One value per device, held once per distinct value: device i's value is row `classes[i]` of
+    `rows` (array leaves with a leading axis over the distinct values).  What a value replicated
+    along some mesh axes is: an all-reduce's result is the same on every device of a group, a
+    parameter split over "model" is the same on every "data" row."""
+    rows: Any
+    classes: tuple[int, ...]
+
+    @property
+    def value(self):
+        """The full stack, one row per device (copied out of the distinct rows)."""
+        idx = np.asarray(self.classes, dtype=np.intp)
+        return map_leaves(lambda a: a[idx], self.rows)
+
+    def at(self, i: int):
+        c = self.classes[i]
+        return map_leaves(lambda a: a[c, ...], self.rows)
+
+    def stacked(self, n: int):
+        return self.value
+
+
+DeviceValue = Uniform | Stacked | Grouped
+
+
+def _row_keys(v, n: int) -> list:
+    """For each of the n rows of a stacked value, a key equal for rows holding the same bits."""
+    ls = leaves(v)
+    keys: list = [[] for _ in range(n)]
+    for a in ls:
+        a = np.ascontiguousarray(a)
+        flat = a.reshape(n, -1).view(np.uint8) if a.dtype.itemsize else a.reshape(n, -1)
+        for i in range(n):
+            keys[i].append(flat[i].tobytes())
+    return [tuple(k) for k in keys]
+
+
+def grouped(v: Stacked, n: int):
+    """`v` held once per distinct value: Uniform when every device holds the same bits, Grouped
+    when some do, `v` itself when all differ (or when it holds no arrays)."""
+    if n < 2 or not leaves(v.value):
+        return v
+    seen: dict = {}
+    classes = []
+    reps = []
+    for i, k in enumerate(_row_keys(v.value, n)):
+        c = seen.get(k)
+        if c is None:
+            c = seen[k] = len(reps)
+            reps.append(i)
+        classes.append(c)
+    if len(reps) == n:
+        return v
+    if len(reps) == 1:
+        return Uniform(v.at(0))
+    idx = np.asarray(reps, dtype=np.intp)
+    return Grouped(map_leaves(lambda a: a[idx], v.value), tuple(classes))
 
 
 def stack(per_device: Sequence) -> Stacked:
@@ -75,5 +132,7 @@ def take(v: DeviceValue, positions: Sequence[int]) -> DeviceValue:
     """The value restricted to some devices (positions in the stack)."""
     if isinstance(v, Uniform):
         return v
+    if isinstance(v, Grouped):
+        return Grouped(v.rows, tuple(v.classes[i] for i in positions))
     idx = np.asarray(positions, dtype=np.intp)
     return Stacked(map_leaves(lambda a: a[idx], v.value))

@@ -57,3 +57,37 @@ def test_two_devices_match_single_device(path):
         value = got.value.at(d) if isinstance(got.value, Stacked) else got.value.value
         for k, (x, y) in enumerate(zip(leaves(value), leaves(want[d]))):
             assert _same(x, y), f"device {d}, result leaf {k}: differs from the single-device run"
+
+
+SPMD = sorted((ROOT / "samples" / "spmd").glob("*.opt.hlo"))
+
+
+@pytest.mark.parametrize("path", SPMD, ids=[p.name for p in SPMD])
+def test_values_held_once_per_distinct_value_change_no_bit(path, monkeypatch):
+    """Devices holding the same bits share one copy (inputs replicated along a mesh axis, an
+    all-reduce's result within its group) and pure instructions run once per distinct value: the
+    results are those of computing every device's copy."""
+    import hlo_cli.devices as devices_pkg
+    from hlo_cli.devices import spmd
+    from hlo_cli.devices.inputs import distribute
+    module = parse_file(str(path))
+    grid = devices_pkg.grid_of(module)
+    inputs = np.load(str(path).replace(".opt.hlo", ".inputs.npz"))
+    args = distribute(module, [inputs[f"arg{k}"] for k in range(len(inputs.files))], grid)
+    shared = run_devices(module, args, grid).per_device()
+    monkeypatch.setattr(devices_pkg, "grouped", lambda v, n: v)
+    monkeypatch.setattr(spmd.Spmd, "_by_group", lambda self, inst, value, devs: Stacked(value))
+    every = run_devices(module, args, grid).per_device()
+    for k, (x, y) in enumerate(zip(leaves(shared), leaves(every))):
+        assert _same(x, y), f"result leaf {k} differs"
+
+
+def test_grouped_keeps_every_device_value():
+    from hlo_cli.devices.values import Grouped, grouped
+    rows = np.array([[1, 2], [3, 4], [1, 2], [3, 4]], np.int32)
+    g = grouped(Stacked(rows), 4)
+    assert isinstance(g, Grouped) and g.classes == (0, 1, 0, 1)
+    assert (g.value == rows).all() and (g.at(2) == rows[2]).all()
+    assert isinstance(grouped(Stacked(np.zeros((3, 2))), 3), Uniform)
+    distinct = Stacked(np.arange(6).reshape(3, 2))
+    assert grouped(distinct, 3) is distinct

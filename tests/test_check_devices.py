@@ -395,29 +395,13 @@ def test_hlo_run_checks_against_the_devices_it_runs_on(tmp_path):
 _XLA_RUNNER = r'''
 import json, sys
 import numpy as np
-import jax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from jax._src.lib import _jax as xla
-from jaxlib import _hlo
+from hlo_cli.xla_reference import run_on_devices
 
 results = []
 for text, replicas, partitions in json.load(sys.stdin):
     n = replicas * partitions
     try:
-        module = _hlo.hlo_module_from_text(text)
-        stablehlo = xla.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-        devices = jax.devices("cpu")[:n]
-        options = xla.CompileOptions()
-        build = options.executable_build_options
-        build.num_replicas, build.num_partitions = replicas, partitions
-        build.use_spmd_partitioning = partitions > 1
-        build.device_assignment = xla.DeviceAssignment.create(np.arange(n).reshape(replicas, partitions))
-        exe = devices[0].client.compile_and_load(stablehlo, xla.DeviceList(tuple(devices)), options)
-        sharding = NamedSharding(Mesh(np.array(devices), ("d",)), PartitionSpec("d"))
-        shards = [jax.device_put(np.zeros(8, np.float32), d) for d in devices]
-        arg = jax.make_array_from_single_device_arrays((8 * n,), sharding, shards)
-        out = exe.execute_sharded([arg]).disassemble_into_single_device_arrays()
-        [np.asarray(x) for o in out for x in o]
+        run_on_devices(text, [np.zeros((n, 8), np.float32)], replicas, partitions)
         results.append("ok")
     except Exception as e:
         results.append("error: " + str(e).splitlines()[0][:300])

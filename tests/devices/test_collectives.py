@@ -402,28 +402,14 @@ _XLA_SCRIPT = textwrap.dedent(r'''
     import numpy as np
     import jax
     jax.config.update("jax_enable_x64", True)
-    from jax._src.lib import _jax as xla
-    from jaxlib import _hlo
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     def run_hlo(text, per_device, R, Pn):
-        devs = jax.devices("cpu")[: R * Pn]
-        module = _hlo.hlo_module_from_text(text)
-        stablehlo = xla.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-        opts = xla.CompileOptions()
-        opts.num_replicas, opts.num_partitions = R, Pn
-        if Pn > 1:
-            opts.executable_build_options.use_spmd_partitioning = True
-        opts.device_assignment = xla.DeviceAssignment.create(np.arange(R * Pn).reshape(R, Pn))
-        exe = devs[0].client.compile_and_load(stablehlo, xla.DeviceList(tuple(devs)), opts)
-        repl = NamedSharding(Mesh(np.array(devs), ("d",)), P())
-        bufs = []
-        for k in range(len(per_device[0])):
-            arrs = [jax.device_put(np.asarray(per_device[d][k]), devs[d]) for d in range(len(devs))]
-            # one buffer per device, values differing: each device's own operand
-            bufs.append(jax.make_array_from_single_device_arrays(arrs[0].shape, repl, arrs))
-        outs = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
-        return [[np.asarray(o[d]) for o in outs] for d in range(len(devs))]
+        from hlo_cli.xla_reference import run_on_devices
+        n = R * Pn
+        stacked = [np.stack([np.asarray(per_device[d][k]) for d in range(n)]) for k in range(len(per_device[0]))]
+        outs = run_on_devices(text, stacked, R, Pn)
+        return [[o[d] for o in outs] for d in range(n)]
 
     def shard_map_case(name, mesh_shape, fn, in_spec, out_spec, x):
         try:

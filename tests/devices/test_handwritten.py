@@ -453,31 +453,13 @@ def _xla_run(text: str, inputs: list) -> list:
     """Compile `text` for replica_count x num_partitions XLA CPU devices and run it on per-device
     inputs; the result leaves stacked over the devices."""
     import jax
-    from jax._src.lib import _jax, xla_client as xc
-    from jaxlib import _hlo
 
+    from hlo_cli.xla_reference import run_on_devices
     jax.config.update("jax_enable_x64", True)      # s64/u64/f64 inputs kept as they are
     replicas, partitions = header_grid(text)
-    n = replicas * partitions
     if partitions > 1:
         text = _manual_text(text)
-    proto = _hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
-    opts = xc.CompileOptions()
-    build = opts.executable_build_options
-    build.num_replicas, build.num_partitions = replicas, partitions
-    build.device_assignment = xc.DeviceAssignment.create(np.arange(n).reshape(replicas, partitions))
-    build.use_spmd_partitioning = partitions > 1
-    devs = jax.devices()[:n]
-    client = devs[0].client
-    exe = client.compile_and_load(_jax.mlir.hlo_to_stablehlo(proto), xc.DeviceList(tuple(devs)), opts)
-    # one array per parameter made of each device's own buffer (declared replicated: XLA only
-    # looks at the buffers)
-    replicated = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devs), ("d",)), jax.sharding.PartitionSpec())
-    args = [jax.make_array_from_single_device_arrays(a.shape[1:], replicated,
-                                                     [jax.device_put(a[i], d) for i, d in enumerate(devs)])
-            for a in inputs]
-    outs = exe.execute_sharded(args).disassemble_into_single_device_arrays()
-    return [np.stack([np.asarray(b) for b in leaf]) for leaf in outs]
+    return run_on_devices(text, inputs, replicas, partitions)
 
 
 def _xla_main(out_dir: str):

@@ -379,16 +379,28 @@ def _tap_positions(out_len: int, size_in: int, w, k: int):
 
 def _conv_core(x, w, wdims, out_spatial, eigen: bool):
     """x: (G, N, Cg, *S), w: (G, O, Cg, *K) in the accumulation dtype -> (G, N, O, *out_spatial)
-    and the number of summed terms.  One strided gather + matmul per kernel tap."""
+    and the number of summed terms.  One strided gather + matmul per kernel tap, or, when there
+    are fewer output positions than kernel taps (a weight gradient, whose "kernel" is an
+    activation gradient), one gather + matmul per output position (_conv_by_output)."""
     g, n, cg = x.shape[:3]
     o = w.shape[1]
-    ns = len(wdims)
-    taps = [range(wd.size) for wd in wdims]
     p = int(np.prod(out_spatial, dtype=np.int64))
     acc = np.zeros((g, n, o, p), x.dtype)
-    terms = cg * int(np.prod([wd.size for wd in wdims], dtype=np.int64))
+    ntaps = int(np.prod([wd.size for wd in wdims], dtype=np.int64))
+    terms = cg * ntaps
     if x.size == 0 or w.size == 0 or p == 0:
         return acc.reshape((g, n, o) + tuple(out_spatial)), terms
+    if p < ntaps and (eigen or x.dtype.kind not in "fc" or bool(np.isfinite(w).all())):
+        return _conv_by_output(x, w, wdims, out_spatial, eigen), terms
+    return _conv_by_tap(x, w, wdims, out_spatial, eigen, acc), terms
+
+
+def _conv_by_tap(x, w, wdims, out_spatial, eigen: bool, acc):
+    """_conv_core's sum, one strided gather + matmul per kernel tap, added into acc (G, N, O, P)."""
+    g, n, cg = x.shape[:3]
+    ns = len(wdims)
+    taps = [range(wd.size) for wd in wdims]
+    p = acc.shape[3]
     with np.errstate(all="ignore"):
         for tap in itertools.product(*taps):
             xs = x
@@ -407,7 +419,47 @@ def _conv_core(x, w, wdims, out_spatial, eigen: bool):
             else:
                 part = np.where(mask, _gemm(wt, xs), np.zeros((), xs.dtype))
             acc = acc + part
-    return acc.reshape((g, n, o) + tuple(out_spatial)), terms
+    return acc.reshape(acc.shape[:3] + tuple(out_spatial))
+
+
+def _conv_by_output(x, w, wdims, out_spatial, eigen: bool):
+    """_conv_core's sum with the loops the other way round: for each output position, the input
+    window under every kernel tap is gathered and contracted with the whole kernel in one product.
+    Terms that fall on padding or lhs-dilation holes are zeros (the caller takes this path for the
+    loop emitter's skipped padding only when the kernel is finite, so 0 * w adds nothing); adding
+    the products to +0, as the tap loop does, keeps a zero sum +0."""
+    g, n, cg = x.shape[:3]
+    o = w.shape[1]
+    ns = len(wdims)
+    tables = []
+    for d, wd in enumerate(wdims):
+        pos = [_tap_positions(out_spatial[d], x.shape[3 + d], wd, k) for k in range(wd.size)]
+        tables.append((np.stack([q[0] for q in pos]), np.stack([q[1] for q in pos])))    # (K_d, O_d)
+    kt = int(np.prod([wd.size for wd in wdims], dtype=np.int64))
+    wf = w.reshape(g, o, cg * kt).transpose(0, 2, 1)          # (G, Cg*K, O)
+    if wf.dtype == np.bool_:
+        wf = wf.astype(np.int64)
+    out = np.zeros((g, n, o) + tuple(out_spatial), x.dtype)
+    zero = np.zeros((), x.dtype)
+    with np.errstate(all="ignore"):
+        for q in itertools.product(*[range(s) for s in out_spatial]):
+            xs = x
+            mask = None
+            for d in range(ns):
+                idx, real = tables[d]
+                xs = np.take(xs, idx[:, q[d]], axis=3 + d)
+                m = real[:, q[d]]
+                mask = m if mask is None else np.multiply.outer(mask, m)
+            if not mask.all():
+                xs = np.where(mask, xs, zero)
+            xf = xs.reshape(g, n, cg * kt)
+            if xf.dtype == np.bool_:
+                res = np.matmul(xf.astype(np.int64), wf) > 0
+            else:
+                res = np.matmul(xf, wf)                         # (G, N, O)
+            where = (slice(None), slice(None), slice(None)) + q
+            out[where] = out[where] + res
+    return out
 
 
 def _operands_swapped(in_spatial, wdims, fgc: int, bgc: int) -> bool:

@@ -61,10 +61,9 @@ def _report_nonfinite(rep, src):
     at = f", first at {rep['first_index']} = {rep['first_value']}" if "first_index" in rep else ""
     on = ""
     if rep.get("devices"):
-        from ..devices.outputs import devices_text
+        from ..devices.values import who
         devs = rep["devices"]
-        on = (f" on device{'s' if len(devs) != 1 else ''} {devices_text(devs)}"
-              + (f" (values of device {rep['device']})" if len(devs) != 1 else ""))
+        on = f" on {who(devs)}" + (f" (values of device {rep['device']})" if len(devs) != 1 else "")
     msg = (f"{rep['instruction']}: {rep['opcode']} produced a non-finite value ({', '.join(what)}{at}) from "
            f"finite operands{on} (execution {rep['execution']} of it, in computation {rep['computation']})")
     d = Diagnostic(msg, rep["file"], rep["line"], rep["column"], "error", "R100", rep["instruction"], line_text)
@@ -520,7 +519,8 @@ def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, 
     import numpy as np
 
     from ..compare import compare
-    from ..devices.outputs import devices_text, leaf_rows, results_json
+    from ..devices.outputs import leaf_rows, results_json
+    from ..devices.values import who
     from ..io import write_results
     t0 = time.perf_counter()
     leaves = dv.leaves(result)
@@ -543,11 +543,10 @@ def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, 
                  f"{'s' if g.replicas != 1 else ''} x {g.partitions} partition{'s' if g.partitions != 1 else ''})")
         _print_summary(module, [(np.asarray(v), leaf.shape) for leaf, _, v in rows], where,
                        [leaf.key for leaf, _, _ in rows],
-                       ["global" if devs is None else ("device " if len(devs) == 1 else "devices ") + devices_text(devs)
-                        for _, devs, _ in rows])
+                       ["global" if devs is None else who(devs) for _, devs, _ in rows])
         if print_values:
             for leaf, devs, v in rows:
-                at = "" if devs is None else f" ({'device' if len(devs) == 1 else 'devices'} {devices_text(devs)})"
+                at = "" if devs is None else f" ({who(devs)})"
                 click.echo(f"{leaf.key}{at} = {literal_text(v, leaf.shape)}")
         if mismatch is not None:
             _print_mismatch(mismatch, rtol, atol)

@@ -17,25 +17,11 @@ import numpy as np
 
 from ..errors import HloError, HloInputError
 from ..io import leaves_with_shapes
-from .values import Stacked, Uniform
+from .values import Stacked, Uniform, devices_text
 
 
 def _fail(msg: str):
     raise HloInputError(msg)
-
-
-def devices_text(devs) -> str:
-    """Device ids compactly: 0-7, 0,2,4, 1-3,6."""
-    devs = sorted(int(d) for d in devs)
-    parts, k = [], 0
-    while k < len(devs):
-        j = k
-        while j + 1 < len(devs) and devs[j + 1] == devs[j] + 1:
-            j += 1
-        parts.append(str(devs[k]) if j == k else f"{devs[k]}-{devs[j]}" if j > k + 1 else
-                     f"{devs[k]},{devs[j]}")
-        k = j + 1
-    return ",".join(parts)
 
 
 def parse_sharding(text: str, module=None, what: str = "--output-sharding"):

@@ -19,7 +19,7 @@ device) or stacked over the devices running it (`Stacked`, a leading device axis
   that never looks at the device) runs device by device through the single-device rules, so its
   values are bit-identical to a single-device run of that device's program.  A fusion goes through
   the compiled fast path (compiler.py) once per device: walking its computation once on stacked
-  values instead (BATCH_FUSIONS) was measured 1.6x slower on the 8-device transformer step
+  values instead was measured 1.6x slower on the 8-device transformer step
   (benchmarks/bench_spmd.py), whose time is NumPy work, not per-instruction dispatch;
 * collectives are operations along the device axis within their groups (collectives.py), through
   the run's Devices object (runtime.py): values cross devices only there;
@@ -46,7 +46,7 @@ from ..interpreter.evaluator import MAX_DEPTH, InstructionEvent, run_located
 from ..interpreter.values import TOKEN, conforms, describe, np_dtype, zeros
 from ..ir.opcodes import OPCODES
 from ..ir.shape import Shape
-from .values import Grouped, Stacked, Uniform, map_leaves, stack, take
+from .values import Grouped, Stacked, Uniform, devices_text, map_leaves, stack, take, who
 
 # operations whose value depends on which device runs them
 COLLECTIVES = frozenset({
@@ -67,7 +67,6 @@ _ELEMENTWISE = frozenset(name for name, spec in OPCODES.items()
 # data movement with the dimension attributes shifted past the device axis
 _SHIFTED = {"broadcast": "dimensions", "transpose": "dimensions", "reverse": "dimensions",
             "concatenate": "dimensions", "reshape": None, "slice": "slice"}
-BATCH_FUSIONS = False
 # collectives whose result is the same on every device of a group
 _SAME_IN_GROUP = frozenset({"all-reduce", "all-reduce-start", "all-gather", "collective-broadcast"})
 _CALLS = frozenset({"call", "fusion", "while", "conditional", "async-start", "custom-call"})
@@ -109,26 +108,6 @@ def device_dependent(module) -> set[str]:
                 dep.add(c.name)
                 changed = True
     return dep
-
-
-def _fmt_devices(devs) -> str:
-    devs = sorted(devs)
-    if not devs:
-        return "none"
-    runs, start, prev = [], devs[0], devs[0]
-    for d in devs[1:] + [None]:
-        if d is not None and d == prev + 1:
-            prev = d
-            continue
-        runs.append(str(start) if start == prev else f"{start}-{prev}")
-        if d is not None:
-            start = prev = d
-    return ",".join(runs)
-
-
-def _who(devs) -> str:
-    """'device 3' / 'devices 0-2,5'."""
-    return ("device " if len(set(devs)) == 1 else "devices ") + _fmt_devices(devs)
 
 
 class Spmd:
@@ -284,8 +263,6 @@ class Spmd:
         n = len(devs)
         if op in _STRUCTURAL:
             return Stacked(rule(inst, [o.stacked(n) for o in operands], self.ec0))
-        if op == "fusion" and BATCH_FUSIONS:
-            return self.call(_called(inst)[0], operands, devs)
         if op in _ELEMENTWISE or op in _SHIFTED:
             proxy = self._proxy(inst, operands, n)
             if proxy is not None:
@@ -397,8 +374,8 @@ class Spmd:
 
     def _divergence(self, inst, group, missing, devs):
         present = [d for d in group if d not in set(missing)]
-        msg = (f"{inst.name}: {inst.opcode} over devices {{{_fmt_devices(group)}}} was reached by "
-               f"{_who(present)} only: {_who(missing)} did not reach it")
+        msg = (f"{inst.name}: {inst.opcode} over devices {{{devices_text(group)}}} was reached by "
+               f"{who(present)} only: {who(missing)} did not reach it")
         if self.notes:
             msg += " (" + "; ".join(self.notes) + ")"
         msg += "; a collective must be reached by every device of its group"
@@ -443,12 +420,12 @@ class Spmd:
                 return data
             where = at or recv
             msg = (f"{where.name}: recv {recv.name} on channel {channel} has no matching send on devices "
-                   f"{_fmt_devices(devs)} (none on its channel or with its source-target pairs)")
+                   f"{devices_text(devs)} (none on its channel or with its source-target pairs)")
             raise HloEvalError(msg, [_diag(where, msg, "R021")])
         send_inst, value, sdevs = sends.pop(pick)
         if tuple(sdevs) != tuple(devs):
-            msg = (f"{recv.name}: recv on channel {channel} runs on devices {_fmt_devices(devs)} but the "
-                   f"send {send_inst.name} ran on devices {_fmt_devices(sdevs)}")
+            msg = (f"{recv.name}: recv on channel {channel} runs on devices {devices_text(devs)} but the "
+                   f"send {send_inst.name} ran on devices {devices_text(sdevs)}")
             if self.notes:
                 msg += " (" + "; ".join(self.notes) + ")"
             raise HloEvalError(msg, [_diag(recv, msg, "R020")])
@@ -497,9 +474,9 @@ class Spmd:
                         done[active[i]] = state.at(i)
                     if not stay:
                         break
-                    self.notes.append(f"{_who([active[i] for i in leave])} left the while loop {inst.name} "
+                    self.notes.append(f"{who([active[i] for i in leave])} left the while loop {inst.name} "
                                       f"after {it} iteration{'s' if it != 1 else ''}, "
-                                      f"{_who([active[i] for i in stay])} went on")
+                                      f"{who([active[i] for i in stay])} went on")
                     pushed += 1
                     state = take(state, stay)
                     active = tuple(active[i] for i in stay)
@@ -537,9 +514,9 @@ class Spmd:
         for b in sorted(set(picks)):
             pos = [i for i, p in enumerate(picks) if p == b]
             sub = tuple(devs[i] for i in pos)
-            others = [f"{_who([devs[i] for i, p in enumerate(picks) if p == c])} took "
+            others = [f"{who([devs[i] for i, p in enumerate(picks) if p == c])} took "
                       f"branch {c} ({names[c]})" for c in sorted(set(picks)) if c != b]
-            self.notes.append(f"conditional {inst.name}: {_who(sub)} took branch {b} "
+            self.notes.append(f"conditional {inst.name}: {who(sub)} took branch {b} "
                               f"({names[b]}), " + ", ".join(others))
             try:
                 r = self.call(names[b], [take(operands[1 + b], pos)], sub)

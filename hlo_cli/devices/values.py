@@ -136,3 +136,22 @@ def take(v: DeviceValue, positions: Sequence[int]) -> DeviceValue:
         return Grouped(v.rows, tuple(v.classes[i] for i in positions))
     idx = np.asarray(positions, dtype=np.intp)
     return Stacked(map_leaves(lambda a: a[idx], v.value))
+
+
+def devices_text(devs) -> str:
+    """Device ids compactly: 0-7, 0,2,4, 1-3,6."""
+    devs = sorted(int(d) for d in devs)
+    parts, k = [], 0
+    while k < len(devs):
+        j = k
+        while j + 1 < len(devs) and devs[j + 1] == devs[j] + 1:
+            j += 1
+        parts.append(str(devs[k]) if j == k else f"{devs[k]}-{devs[j]}" if j > k + 1 else
+                     f"{devs[k]},{devs[j]}")
+        k = j + 1
+    return ",".join(parts)
+
+
+def who(devs) -> str:
+    """'device 3' / 'devices 0-2,5'."""
+    return ("device " if len(set(devs)) == 1 else "devices ") + devices_text(devs)

@@ -12,12 +12,11 @@ Axes that are not manual stay whole: a device holds the global extent along them
 """
 from __future__ import annotations
 
-import numpy as np
 
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
 from .sharding import leaf_shardings, manual_merge, manual_split, merge, split
-from .values import Stacked, Uniform, leaves
+from .values import Stacked, grouped
 
 _SPLIT = ("xla.sdy.GlobalToLocalShape", "SPMDFullToShardShape")
 _JOIN = ("xla.sdy.LocalToGlobalShape", "SPMDShardToFullShape")
@@ -54,21 +53,12 @@ def run(sp, inst, operands, devs):
                 outs.append(split(stacked, s, tuple(shape.dims), devices=devs, partitions=sp.grid.partitions))
             else:
                 outs.append(merge(stacked, s, tuple(shape.dims), devices=devs, partitions=sp.grid.partitions))
-        value = tuple(outs) if inst.shape.is_tuple else outs[0]
-        if target in _JOIN and _agree(value, n):
-            return Uniform(tuple(a[0, ...] for a in outs) if inst.shape.is_tuple else outs[0][0, ...])
-        return Stacked(value)
+        value = Stacked(tuple(outs) if inst.shape.is_tuple else outs[0])
+        # joined: every device of a group holds the same global value, kept once per distinct value
+        return grouped(value, n) if target in _JOIN else value
     if target == "xla.sdy.ManualComputation":
         # the older single-call form: the called body takes and gives the devices' pieces
         body = inst.called_computations[0]
         return sp.call(body, operands, devs)
     raise _error(inst, f"custom-call {target} is not a manual-region call")
 
-
-def _agree(value, n) -> bool:
-    """True when every device holds the same bits (then the value is held once)."""
-    for a in leaves(value):
-        a = np.asarray(a)
-        if n > 1 and not all(a[0].tobytes() == a[k].tobytes() for k in range(1, n)):
-            return False
-    return True

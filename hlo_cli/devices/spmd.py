@@ -46,7 +46,7 @@ from ..interpreter.evaluator import MAX_DEPTH, InstructionEvent, run_located
 from ..interpreter.values import TOKEN, conforms, describe, np_dtype, zeros
 from ..ir.opcodes import OPCODES
 from ..ir.shape import Shape
-from .values import Grouped, Stacked, Uniform, devices_text, map_leaves, stack, take, who
+from .values import Grouped, Stacked, Uniform, devices_text, first_seen, map_leaves, stack, take, who
 
 # operations whose value depends on which device runs them
 COLLECTIVES = frozenset({
@@ -230,17 +230,9 @@ class Spmd:
     def _grouped(self, inst, rule, operands, devs):
         """A pure instruction on values held once per distinct value: computed once per distinct
         combination of its operands' values, for one device of each."""
-        seen: dict = {}
-        classes, reps = [], []
         parts = [o for o in operands if type(o) is Grouped]
         n = len(devs)
-        for i in range(n):
-            key = tuple(o.classes[i] for o in parts)
-            c = seen.get(key)
-            if c is None:
-                c = seen[key] = len(reps)
-                reps.append(i)
-            classes.append(c)
+        classes, reps = first_seen(tuple(o.classes[i] for o in parts) for i in range(n))
         sub = []
         for o in operands:
             if type(o) is Grouped:
@@ -353,17 +345,9 @@ class Spmd:
         except HloEvalError:
             return Stacked(value)
         where = {d: k for k, g in enumerate(groups) for d in g}
-        seen: dict = {}
-        classes, reps = [], []
-        for i, d in enumerate(devs):
-            g = where.get(d)
-            if g is None:
-                return Stacked(value)
-            c = seen.get(g)
-            if c is None:
-                c = seen[g] = len(reps)
-                reps.append(i)
-            classes.append(c)
+        if any(d not in where for d in devs):
+            return Stacked(value)
+        classes, reps = first_seen(where[d] for d in devs)
         if len(reps) == len(devs):
             return Stacked(value)
         idx = np.asarray(reps, dtype=np.intp)

@@ -96,20 +96,26 @@ def _row_keys(v, n: int) -> list:
     return [tuple(k) for k in keys]
 
 
-def grouped(v: Stacked, n: int):
-    """`v` held once per distinct value: Uniform when every device holds the same bits, Grouped
-    when some do, `v` itself when all differ (or when it holds no arrays)."""
-    if n < 2 or not leaves(v.value):
-        return v
+def first_seen(keys) -> tuple[list[int], list[int]]:
+    """(classes, representatives): equal keys share a class, numbered in order of first
+    appearance; representatives[c] is the position where class c first appears."""
     seen: dict = {}
-    classes = []
-    reps = []
-    for i, k in enumerate(_row_keys(v.value, n)):
+    classes, reps = [], []
+    for i, k in enumerate(keys):
         c = seen.get(k)
         if c is None:
             c = seen[k] = len(reps)
             reps.append(i)
         classes.append(c)
+    return classes, reps
+
+
+def grouped(v: Stacked, n: int):
+    """`v` held once per distinct value: Uniform when every device holds the same bits, Grouped
+    when some do, `v` itself when all differ (or when it holds no arrays)."""
+    if n < 2 or not leaves(v.value):
+        return v
+    classes, reps = first_seen(_row_keys(v.value, n))
     if len(reps) == n:
         return v
     if len(reps) == 1:

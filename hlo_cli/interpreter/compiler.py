@@ -572,24 +572,26 @@ def run_compiled(ec, c: Compiled, args):
         ec.depth -= 1
         raise HloEvalError("computations call each other more than 500 deep (recursion?)")
     c.calls += 1
-    if c.fn is None and c.calls > HOT_CALLS:
-        c.generate()
+    if ec.profile is not None:           # --profile: tier 1 with a timer per step (profiling.py)
+        run = ec.profile.runner(c)
+    else:
+        if c.fn is None and c.calls > HOT_CALLS:
+            c.generate()
+        run = c.fn if c.fn is not None else c.run_steps
     try:
         if ec.depth == 1:
             with np.errstate(all="ignore"), blas_single():
-                value = c.fn(ec, args) if c.fn is not None else c.run_steps(ec, args)
-        elif c.fn is not None:
-            value = c.fn(ec, args)
+                value = run(ec, args)
         else:
-            value = c.run_steps(ec, args)
+            value = run(ec, args)
     except HloEvalError as e:
-        if not e.diagnostics and c.fn is not None:
+        if not e.diagnostics and run is c.fn:
             inst = c.step_at(e.__traceback__)
             if inst is not None:
                 e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
         raise
     except _EVAL_ERRORS as e:
-        inst = c.step_at(e.__traceback__) if c.fn is not None else None
+        inst = c.step_at(e.__traceback__) if run is c.fn else None
         if inst is None:
             raise
         raise _located(inst, e) from e

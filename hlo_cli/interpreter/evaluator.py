@@ -206,6 +206,7 @@ class EvalContext:
         self.depth = 0
         self.compiled = compiled_ok
         self.batched = 0                         # > 0 inside apply(): nested calls are applied too
+        self.profile = None                      # --profile: an object with runner(compiled) (profiling.py)
 
     # -- called computations --------------------------------------------------
     def plan(self, name: str) -> _Plan:

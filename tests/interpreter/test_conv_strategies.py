@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hlo_cli.interpreter.ops.linalg import _conv_by_output, _conv_by_tap
+from hlo_cli.interpreter.ops.convolution import _conv_by_output, _conv_by_tap
 from hlo_cli.ir.attributes import WindowDim
 
 

@@ -108,6 +108,7 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
     from ..interpreter.allocator import keep_freed_memory
     from ..interpreter.evaluator import RunOptions
     from ..interpreter.excess_precision import prepare as prepare_excess_precision
+    from ..interpreter.hoist import hoist_loop_invariants
     from ..interpreter.memory import preflight, resource_error
     from ..interpreter.parallel import blas_single
     from .runtime import LocalDevices
@@ -115,6 +116,8 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
 
     grid = grid or grid_of(module)
     module = prepare_excess_precision(module)
+    if hook is None and compiled:
+        module = hoist_loop_invariants(module)
     preflight(module, grid.count)
     keep_freed_memory()
     devs = tuple(range(grid.count))

@@ -26,6 +26,7 @@ from ..ir.module import Computation, Instruction, Module
 from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled
 from .excess_precision import prepare as prepare_excess_precision
+from .hoist import hoist_loop_invariants
 from .memory import preflight, resource_error
 from .parallel import blas_single
 from .registry import rule_for
@@ -293,6 +294,8 @@ def run_module(module: Module, args, options: RunOptions | None = None, hook=Non
     is an HloResourceError (exit code 4).  Narrow floats follow XLA CPU's excess precision
     (excess_precision.py; HLO_EXCESS_PRECISION=0 turns it off)."""
     module = prepare_excess_precision(module)
+    if hook is None and compiled:
+        module = hoist_loop_invariants(module)
     preflight(module)
     keep_freed_memory()
     ec = EvalContext(module, options, hook, progress, compiled)

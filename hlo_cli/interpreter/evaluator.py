@@ -44,6 +44,7 @@ class RunOptions:
     replica_id: int = 0
     partition_id: int = 0
     check_values: bool = True                  # check every result against its declared shape
+    profile: Any = None                        # --profile: an object with runner(compiled) (profiling.py)
 
 
 @dataclass
@@ -207,7 +208,7 @@ class EvalContext:
         self.depth = 0
         self.compiled = compiled_ok
         self.batched = 0                         # > 0 inside apply(): nested calls are applied too
-        self.profile = None                      # --profile: an object with runner(compiled) (profiling.py)
+        self.profile = self.options.profile      # --profile: an object with runner(compiled) (profiling.py)
 
     # -- called computations --------------------------------------------------
     def plan(self, name: str) -> _Plan:

@@ -79,3 +79,72 @@ def test_weight_gradient_shape_takes_few_products():
     got = _conv_by_output(x, w, wdims, (3, 3), eigen=True)
     want = np.einsum("gncij,gocij->gno", x[..., 1:41, 2:42], w)
     np.testing.assert_allclose(got[..., 1, 2], want, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------- fast strategies
+# _fast_conv (phases, one padded copy, im2col GEMM or depthwise multiply-adds) against the tap
+# loop: integers exactly, f32 values summed in f64 to the f32 result's last bit.
+
+def _fast_as_gnop(x, w, wdims, out_spatial, strategy=None):
+    from hlo_cli.interpreter.ops.convolution import _fast_conv
+    out = _fast_conv(x, w, wdims, out_spatial, x.dtype, False, strategy)     # (N, *out, G, O)
+    ns = len(wdims)
+    return np.moveaxis(np.moveaxis(out, ns + 1, 0), -1, 2)               # (G, N, O, *out)
+
+
+@st.composite
+def fast_convs(draw):
+    wdims, sizes, (g, n, cg, o), _, _, seed = draw(convs())
+    kind = draw(st.sampled_from(["f64", "i64"]))
+    depthwise = draw(st.booleans())
+    if depthwise:                 # one input feature per group, many groups: the multiply-add path
+        g, cg, o = draw(st.integers(2, 5)), 1, draw(st.integers(1, 2))
+    strategy = draw(st.sampled_from([None, "gemm", "depthwise", "products"]))
+    return wdims, sizes, (g, n, cg, o), kind, seed, strategy
+
+
+@settings(max_examples=300, deadline=None)
+@given(fast_convs())
+def test_fast_equals_by_tap(case):
+    wdims, sizes, (g, n, cg, o), kind, seed, strategy = case
+    rng = np.random.default_rng(seed)
+    xshape = (g, n, cg, *sizes)
+    wshape = (g, o, cg, *[wd.size for wd in wdims])
+    if kind == "f64":
+        x = rng.standard_normal(xshape).astype(np.float32).astype(np.float64)
+        w = rng.standard_normal(wshape).astype(np.float32).astype(np.float64)
+    else:
+        x = rng.integers(-9, 10, xshape).astype(np.int64)
+        w = rng.integers(-9, 10, wshape).astype(np.int64)
+    # any strides: the fast path reads views as they come (NHWC, NCHW, grouped reshapes)
+    if rng.random() < 0.5:
+        x = np.ascontiguousarray(np.moveaxis(x, 2, -1))
+        x = np.moveaxis(x, -1, 2)
+    out_spatial = tuple(_out_len(s, wd) for s, wd in zip(sizes, wdims))
+    p = int(np.prod(out_spatial))
+    want = _conv_by_tap(x, w, wdims, out_spatial, True, np.zeros((g, n, o, p), x.dtype))
+    got = _fast_as_gnop(x, w, wdims, out_spatial, strategy)
+    assert got.shape == want.shape
+    if kind == "f64":
+        np.testing.assert_array_max_ulp(got.astype(np.float32), want.astype(np.float32), maxulp=1)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_fast_bits_do_not_depend_on_threads(monkeypatch):
+    """Chunks of the patch matrix and depthwise blocks are cut from the shape alone: one thread
+    and two give the same f32 bits (many small chunks here, through a tiny budget)."""
+    from hlo_cli.interpreter import parallel
+    from hlo_cli.interpreter.ops import convolution as conv
+    monkeypatch.setattr(conv, "PATCH_BUDGET", 2048)
+    monkeypatch.setattr(conv, "DEPTHWISE_BLOCK", 16)
+    rng = np.random.default_rng(1)
+    wdims = [WindowDim(size=3, stride=2, padding_low=1, padding_high=1)] * 2
+    for (g, cg, o), strategy in (((1, 8, 16), "gemm"), ((6, 1, 1), "depthwise"), ((2, 8, 2), "products")):
+        x = rng.standard_normal((g, 3, cg, 17, 17)).astype(np.float32)
+        w = rng.standard_normal((g, o, cg, 3, 3)).astype(np.float32)
+        monkeypatch.setattr(parallel, "_threads", 2)
+        two = conv._fast_conv(x, w, wdims, (9, 9), np.dtype(np.float32), False, strategy)
+        monkeypatch.setattr(parallel, "_threads", 1)
+        one = conv._fast_conv(x, w, wdims, (9, 9), np.dtype(np.float32), False, strategy)
+        np.testing.assert_array_equal(one.view(np.int32), two.view(np.int32))

@@ -3,13 +3,15 @@ which states what XLA CPU computes for dot and convolution alike)."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
 from ..registry import evaluator
 from ..values import np_dtype
-from .convert import F64, convert, kind
-from .linalg import _contig, _etype_name, _narrow, _plus_zero, _widen, compute_types
+from ..fpenv import hardware
+from .convert import F32, F64, convert, flush, kind
+from .linalg import F32_BLAS_MIN_MACS, _contig, _etype_name, _narrow, _plus_zero, _widen, compute_types
 
 # ============================================================================ convolution
 
@@ -109,6 +111,269 @@ def _conv_by_output(x, w, wdims, out_spatial, eigen: bool):
     return out
 
 
+# ============================================================================ fast strategies
+
+# The patch matrix of one im2col chunk stays under this many bytes (chunks are cut over groups and
+# output rows, from the shape alone, so the sums never depend on the number of threads)
+PATCH_BUDGET = 64 << 20
+# The depthwise strategy (multiply-adds over taps on strided views) works on output blocks of
+# about this many elements, which stay in the processor's cache between taps
+DEPTHWISE_BLOCK = 1 << 15
+# products of at least SPLIT_MIN_MACS multiply-adds are cut into SPLIT_PIECES row chunks
+SPLIT_MIN_MACS = 1 << 26
+SPLIT_PIECES = 8
+
+
+def _dim_phases(out_len: int, size_in: int, wd):
+    """Window dim `wd` (not reversed) as phases: output positions o = P*q + r (q < Q) read input
+    index A*q + b0 + j*bstep under kernel taps k = k0 + j*kstep (j < J); the taps whose input
+    position is padding or an lhs-dilation hole are left out.  Returns P and a list of
+    (r, Q, A, k0, kstep, J, b0, bstep)."""
+    s, bd, dil, pl, k = wd.stride, wd.base_dilation, wd.window_dilation, wd.padding_low, wd.size
+    big_p = bd // math.gcd(s, bd)
+    kstep = bd // math.gcd(dil, bd)
+    phases = []
+    for r in range(big_p):
+        q = (out_len - r + big_p - 1) // big_p if out_len > r else 0
+        base = r * s - pl
+        k0 = next((kk for kk in range(min(k, kstep)) if (base + kk * dil) % bd == 0), None)
+        j = 0 if k0 is None else (k - 1 - k0) // kstep + 1
+        b0 = (base + (k0 or 0) * dil) // bd
+        phases.append((r, q, big_p * s // bd, k0 or 0, kstep, j, b0, dil * kstep // bd))
+    return big_p, phases
+
+
+def _fast_conv(x, w, wdims, out_spatial, cdt, ftz: bool, strategy: str | None = None):
+    """_conv_core's sum for finite operands, padding and holes never formed: x (G, N, Cg, *S) and
+    w (G, O, Cg, *K) (any strides, any dtype cdt can hold exactly) -> (N, *out_spatial, G, O) in
+    cdt.  Each dim is split into phases (one for convolutions without lhs dilation; sub-pixel
+    phases for transposed ones), the input is padded once, and each phase runs as im2col (a
+    strided view, copied in chunks into one patch matrix, times the kernel in one GEMM per group)
+    or, for depthwise-like convolutions (one input feature and few outputs per group), as
+    multiply-adds of the kernel's taps over strided views, or products first (_products_parts)
+    when there are fewer products than patch elements.  `strategy` ("gemm", "depthwise",
+    "products") forces one, for tests."""
+    from ..fpenv import flushing
+    from ..parallel import blas_single, run_parts
+    g, n, cg = x.shape[:3]
+    o = w.shape[1]
+    ns = len(wdims)
+    sizes = x.shape[3:]
+    for d, wd in enumerate(wdims):
+        if wd.window_reversal:
+            w = np.flip(w, 3 + d)
+    plans = [_dim_phases(out_spatial[d], sizes[d], wd) for d, wd in enumerate(wdims)]
+    lo = [0] * ns
+    hi = [0] * ns
+    for d, (_, phases) in enumerate(plans):
+        for (_, q, a, _, _, j, b0, bstep) in phases:
+            if q and j:
+                lo[d] = min(lo[d], b0)
+                hi[d] = max(hi[d], a * (q - 1) + b0 + (j - 1) * bstep - (sizes[d] - 1))
+    xcl = np.moveaxis(x, 2, -1)                                   # (G, N, *S, Cg), a view
+    if any(lo) or any(hi) or xcl.dtype != cdt:
+        xp = np.zeros((g, n) + tuple(sz - l + h for sz, l, h in zip(sizes, lo, hi)) + (cg,), cdt)
+        xp[(slice(None), slice(None)) + tuple(slice(-l, -l + sz) for l, sz in zip(lo, sizes))] = xcl
+    else:
+        xp = xcl
+    wcl = np.moveaxis(w, 1, -1).astype(cdt, copy=False)          # (G, Cg, *K, O)
+    out = np.zeros((n,) + tuple(out_spatial) + (g, o), cdt)
+    ostr = out.strides
+    xs = xp.strides
+    depthwise = cg * o <= 4 and g > 1
+    jobs = []
+    for combo in itertools.product(*[p[1] for p in plans]):
+        if any(ph[1] == 0 for ph in combo):
+            continue
+        qs = tuple(ph[1] for ph in combo)
+        js = tuple(ph[5] for ph in combo)
+        # the output positions of this phase: (G, N, *Q, O) view of out
+        oview = np.lib.stride_tricks.as_strided(
+            out[(slice(None),) + tuple(slice(ph[0], None) for ph in combo)],
+            (g, n) + qs + (o,),
+            (ostr[ns + 1], ostr[0]) + tuple(ostr[1 + d] * plans[d][0] for d in range(ns)) + (ostr[ns + 2],))
+        if any(jj == 0 for jj in js):
+            continue                                             # no real input under this phase
+        start = (slice(None), slice(None)) + tuple(slice(ph[6] - lo[d], None) for d, ph in enumerate(combo))
+        view = np.lib.stride_tricks.as_strided(
+            xp[start], (g, n) + qs + js + (cg,),
+            xs[:2] + tuple(xs[2 + d] * combo[d][2] for d in range(ns))
+            + tuple(xs[2 + d] * combo[d][7] for d in range(ns)) + (xs[-1],))
+        ksub = wcl[(slice(None), slice(None)) + tuple(slice(ph[3], ph[3] + (ph[5] - 1) * ph[4] + 1, ph[4])
+                                                      for ph in combo)]          # (G, Cg, *J, O)
+        jobs.append((view, ksub, oview, combo))
+    if not jobs:
+        return out
+    patch_elems = sum(int(np.prod(v.shape[:-1], dtype=np.int64)) // g * cg for v, _, _, _ in jobs)
+    product_elems = n * int(np.prod(xp.shape[2:-1], dtype=np.int64)) * int(np.prod(w.shape[3:])) * o
+    if strategy is None:
+        strategy = ("depthwise" if depthwise else
+                    "products" if 2 * product_elems < patch_elems else "gemm")
+    parts = []
+    if strategy == "products":
+        parts = _products_parts(xp, wcl, jobs, lo)
+    else:
+        for view, ksub, oview, _ in jobs:
+            parts.extend(_depthwise_parts(view, ksub, oview) if strategy == "depthwise"
+                         else _gemm_parts(view, ksub, oview))
+
+    def run(part):
+        with np.errstate(all="ignore"):
+            return flushing(part) if ftz else part()
+    with blas_single():
+        run_parts(run, parts)
+    return out
+
+
+def _chunks(total: int, per_item: int, budget: int, pieces: int = 0) -> list[slice]:
+    """range(total) in slices of at most budget // per_item items, or in `pieces` near-equal ones."""
+    if pieces:
+        pieces = max(1, min(pieces, total))
+        return [slice(total * i // pieces, total * (i + 1) // pieces) for i in range(pieces)]
+    step = max(1, budget // max(per_item, 1))
+    return [slice(i, min(i + step, total)) for i in range(0, total, step)]
+
+
+def _gemm_parts(view, ksub, oview):
+    """im2col: the patches of `view` (G, N, *Q, *J, Cg) times ksub (G, Cg, *J, O) into oview
+    (G, N, *Q, O), as callables, each one chunk of groups x output rows.  The patch copy keeps the
+    view's innermost axis innermost: rows first (forward convolutions) or the contraction first
+    (weight gradients, whose rows are the input's innermost features)."""
+    g, n = view.shape[:2]
+    nq = (view.ndim - 3) // 2
+    rows = list(range(1, 2 + nq))                       # N, *Q
+    cols = list(range(2 + nq, view.ndim))               # *J, Cg
+    cols = cols[-1:] + cols[:-1]                        # Cg, *J: ksub's order
+    o = ksub.shape[-1]
+    m_all = int(np.prod([view.shape[a] for a in rows], dtype=np.int64))
+    kdim = int(np.prod([view.shape[a] for a in cols], dtype=np.int64))
+    kmat = ksub.reshape(g, kdim, o)
+    inner = min(range(1, view.ndim), key=lambda a: (abs(view.strides[a]), -a))
+    rows_first = inner not in rows
+    item = view.dtype.itemsize
+    # chunk over groups, then over the outermost row axis (N, or Q0 when N is 1); a large product
+    # is cut into at least SPLIT_PIECES row chunks, so that the machine's cores share it out
+    ax = 1 if view.shape[1] > 1 or nq == 0 else 2
+    per_row = m_all // view.shape[ax] * kdim * item
+    parts = []
+    for gs in _chunks(g, m_all * kdim * item, PATCH_BUDGET):
+        gg = gs.stop - gs.start
+        pieces = max(-(-gg * m_all * kdim * item // PATCH_BUDGET),
+                     SPLIT_PIECES if gg * m_all * kdim * o >= SPLIT_MIN_MACS else 1)
+        row_slices = [slice(None)] if pieces == 1 else _chunks(view.shape[ax], 0, 0, pieces)
+        for rs in row_slices:
+            def part(gs=gs, rs=rs):
+                sel = [gs] + [slice(None)] * (view.ndim - 1)
+                sel[ax] = rs
+                v = view[tuple(sel)]
+                ov = oview[tuple(sel[:2 + nq]) + (slice(None),)]
+                gg = v.shape[0]
+                m = int(np.prod([v.shape[a] for a in rows], dtype=np.int64))
+                km = kmat[gs]
+                if rows_first:
+                    pm = np.ascontiguousarray(v.transpose([0] + rows + cols)).reshape(gg, m, kdim)
+                else:
+                    pm = np.ascontiguousarray(v.transpose([0] + cols + rows)).reshape(gg, kdim, m)
+                    pm = pm.transpose(0, 2, 1)
+                target = ov.view()
+                try:
+                    target.shape = (gg, m, o)           # the output itself, when it is one matrix
+                except AttributeError:
+                    ov[...] = np.matmul(pm, km).reshape(ov.shape)
+                else:
+                    np.matmul(pm, km, out=target)
+            parts.append(part)
+    return parts
+
+
+def _products_parts(xp, wcl, jobs, lo):
+    """Products first (few output features, e.g. the input gradient of a network's first layer):
+    every padded input position times every kernel tap in one GEMM per group, (N*S, Cg) x
+    (Cg, K*O), then each output position adds up its taps' products through strided views: the
+    products are fewer than the patch matrix's elements.  Chunks of groups x batch."""
+    g, n = xp.shape[:2]
+    sp = xp.shape[2:-1]
+    cg = xp.shape[-1]
+    ksz = wcl.shape[2:-1]
+    o = wcl.shape[-1]
+    ns = len(sp)
+    per_n = int(np.prod(sp, dtype=np.int64)) * int(np.prod(ksz, dtype=np.int64)) * o * xp.dtype.itemsize
+    wmat = wcl.reshape(g, cg, -1)
+    parts = []
+    for gs in range(g):
+        for nsl in _chunks(n, per_n, PATCH_BUDGET) if n * per_n > PATCH_BUDGET \
+                else _chunks(n, 0, 0, SPLIT_PIECES if n * per_n // 4 >= SPLIT_MIN_MACS // cg else 1):
+            def part(gs=gs, nsl=nsl):
+                xc = xp[gs, nsl]
+                nn = xc.shape[0]
+                y = np.matmul(xc.reshape(-1, cg), wmat[gs]).reshape((nn,) + sp + ksz + (o,))
+                ys = y.strides
+                for view, _, oview, combo in jobs:
+                    ov = oview[gs, nsl]                                   # (nn, *Q, O)
+                    first = True
+                    for jt in itertools.product(*[range(ph[5]) for ph in combo]):
+                        start = tuple(ph[6] - lo[d] + jt[d] * ph[7] for d, ph in enumerate(combo))
+                        tap = tuple(ph[3] + jt[d] * ph[4] for d, ph in enumerate(combo))
+                        yv = np.lib.stride_tricks.as_strided(
+                            y[(slice(None),) + tuple(slice(st, None) for st in start) + tap],
+                            ov.shape, (ys[0],) + tuple(ys[1 + d] * combo[d][2] for d in range(ns)) + (ys[-1],))
+                        if first:
+                            ov[...] = yv
+                            first = False
+                        else:
+                            np.add(ov, yv, out=ov)
+            parts.append(part)
+    return parts
+
+
+def _depthwise_parts(view, ksub, oview):
+    """Depthwise-like convolutions (Cg * O per group small): for each tap and input feature, the
+    strided view (G, N, *Q) times that tap's weights (G, O), added up in the output, block by
+    block of the outer output axes so that a block stays in cache across taps."""
+    g, n = view.shape[:2]
+    nq = (view.ndim - 3) // 2
+    cg = view.shape[-1]
+    o = ksub.shape[-1]
+    js = view.shape[2 + nq:2 + 2 * nq]
+    # (N, *Q, G, [J..., Cg]) and (N, *Q, G, O): groups innermost, as NHWC keeps them
+    v = np.moveaxis(view, 0, 1 + nq)
+    ov = np.moveaxis(oview, 0, 1 + nq)
+    wk = np.moveaxis(ksub, 0, -2)                        # (Cg, *J, G, O)
+    lead = (n,) + view.shape[2:2 + nq]
+    per = g * o
+    blocks = []
+    # blocks over N and then the first output spatial axis
+    for ns_ in _chunks(n, int(np.prod(lead[1:], dtype=np.int64)) * per, DEPTHWISE_BLOCK):
+        if ns_.stop - ns_.start > 1 or nq == 0:
+            blocks.append((ns_, slice(None)))
+        else:
+            blocks += [(ns_, qs) for qs in _chunks(lead[1], int(np.prod(lead[2:], dtype=np.int64)) * per,
+                                                   DEPTHWISE_BLOCK)]
+    taps = list(itertools.product(*[range(j) for j in js]))
+    # whole blocks of about 8 per part, so parts are few (thread hand-offs) and fixed by the shape
+    parts = []
+    for i in range(0, len(blocks), 8):
+        def part(bl=blocks[i:i + 8]):
+            for nsl, qsl in bl:
+                sel = (nsl,) if nq == 0 else (nsl, qsl)
+                ob = ov[sel]
+                tmp = np.empty(ob.shape, ob.dtype)
+                vb = v[sel]
+                first = True
+                for t in taps:
+                    for c in range(cg):
+                        xv = vb[(Ellipsis,) + t + (c,)][..., None]        # (..., G, 1)
+                        wt = wk[(c,) + t]                                   # (G, O)
+                        if first:
+                            np.multiply(xv, wt, out=ob)
+                            first = False
+                        else:
+                            np.multiply(xv, wt, out=tmp)
+                            np.add(ob, tmp, out=ob)
+        parts.append(part)
+    return parts
+
+
 def _operands_swapped(in_spatial, wdims, fgc: int, bgc: int) -> bool:
     """Whether XLA's ConvOperandSwapper swaps lhs and rhs (a kernel larger than the input): the
     swapped convolution has reversed windows, so it runs in the loop emitter (padding skipped)."""
@@ -138,6 +403,57 @@ def _gemm(wt, xs):
     return np.matmul(wt[:, None], xs)
 
 
+# exact-in-f64 integer convolutions: |sum| bound below this
+_F64_EXACT = 1 << 53
+
+
+def _fast_path(x, w, wdims, out_spatial, dt, terms: int):
+    """The convolution through _fast_conv when it gives the exact path's values: x (G, N, Cg, *S),
+    w (G, O, Cg, *K) in the op type dt -> (N, *out_spatial, G, O) accumulated, or None (the caller
+    then takes the exact tap / output-position loops).  f32 (and bf16/f16/f8, read exactly as f32)
+    convolutions of more than F32_BLAS_MIN_MACS multiply-adds run in f32 with the processor's
+    FTZ/DAZ, as XLA does; smaller ones sum in f64; f64 in f64; integers in f64 when every partial
+    sum is an exact integer there (terms * max|x| * max|w| < 2^53); pred, one-term sums and
+    results with a non-finite value (a non-finite operand: Eigen multiplies padding, the loop
+    emitter skips it) take the exact path."""
+    if terms < 2 or x.size == 0 or w.size == 0 or 0 in out_spatial:
+        return None
+    k = kind(dt)
+    g, n, cg = x.shape[:3]
+    macs = g * n * cg * w.shape[1] * int(np.prod(out_spatial, dtype=np.int64)) * (terms // cg)
+    with np.errstate(all="ignore"):
+        if k == "float" and dt != F64:
+            if macs > F32_BLAS_MIN_MACS:
+                hw = hardware() is not None
+                xx, ww = x.astype(F32, copy=False), w.astype(F32, copy=False)
+                if not hw:
+                    xx, ww = flush(xx), flush(ww)
+                out = _fast_conv(xx, ww, wdims, out_spatial, F32, hw)
+                if not hw:
+                    out = flush(out)
+            else:
+                out = _fast_conv(_widen(x), _widen(w), wdims, out_spatial, F64, False)
+        elif k in ("float", "complex"):
+            xx, ww = _widen(x), _widen(w)
+            out = _fast_conv(xx, ww, wdims, out_spatial, xx.dtype, False)
+        elif k in ("int", "uint"):
+            xx, ww = _widen(x), _widen(w)
+            mx = max(abs(int(xx.max())), abs(int(xx.min())))
+            mw = max(abs(int(ww.max())), abs(int(ww.min())))
+            if terms * mx * mw >= _F64_EXACT:
+                return None
+            out = _fast_conv(xx, ww, wdims, out_spatial, F64, False).astype(xx.dtype)
+            return out
+        else:
+            return None
+        finite = (np.isfinite(out).all() if k == "complex"          # min/max spread NaN and show inf
+                  else np.isfinite(out.min()) and np.isfinite(out.max()))
+        if not finite:
+            return None
+        out += out.dtype.type(0)                   # a sum of two or more terms is never -0
+    return out
+
+
 @evaluator("convolution")
 def eval_convolution(inst, args, ec):
     """Windowed sum of products of lhs windows (stride, padding incl. negative, lhs/rhs dilation,
@@ -153,12 +469,11 @@ def eval_convolution(inst, args, ec):
     out_dt = np_dtype(inst.shape)
     op_t, _ = compute_types(_etype_name(lhs.dtype), _etype_name(rhs.dtype), _etype_name(out_dt))
     dt = np_dtype(op_t)
-    x = _widen(convert(lhs, dt))
-    w = _widen(convert(rhs, dt))
     ns = len(dn.input_spatial_dimensions)
-    x = np.transpose(x, [dn.input_batch_dimension, dn.input_feature_dimension, *dn.input_spatial_dimensions])
-    w = np.transpose(w, [dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
-                         *dn.kernel_spatial_dimensions])
+    x = np.transpose(convert(lhs, dt), [dn.input_batch_dimension, dn.input_feature_dimension,
+                                        *dn.input_spatial_dimensions])
+    w = np.transpose(convert(rhs, dt), [dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
+                                        *dn.kernel_spatial_dimensions])
     n, c = x.shape[:2]
     o = w.shape[0]
     spatial = x.shape[2:]
@@ -169,6 +484,20 @@ def eval_convolution(inst, args, ec):
         x = x.reshape((bgc, n // bgc, c) + spatial)
         w = w.reshape((bgc, o // bgc) + w.shape[1:])
     out_spatial = tuple(inst.shape.dims[d] for d in dn.output_spatial_dimensions)
+    terms = x.shape[2] * int(np.prod([wd.size for wd in wdims], dtype=np.int64))
+    fast = _fast_path(x, w, wdims, out_spatial, dt, terms)
+    if fast is not None:
+        nx = fast.shape[0]
+        res = fast.reshape((nx,) + out_spatial + (-1,))
+        res = _narrow(res, dt)
+        perm = [0] * (ns + 2)
+        perm[dn.output_batch_dimension] = 0
+        perm[dn.output_feature_dimension] = ns + 1
+        for j, d in enumerate(dn.output_spatial_dimensions):
+            perm[d] = 1 + j
+        return _contig(convert(np.transpose(res, perm), out_dt))
+    x = _widen(x)
+    w = _widen(w)
     # Eigen's transposed-convolution kernel (2-D and 1-D) scatters products instead of gathering
     transposed = (ns <= 2 and fgc == 1 and any(wd.base_dilation != 1 for wd in wdims)
                   and all(wd.window_dilation == 1 or wd.size == 1 for wd in wdims)
@@ -188,5 +517,3 @@ def eval_convolution(inst, args, ec):
         perm[d] = 2 + j
     res = np.transpose(res, perm)
     return _contig(convert(res, out_dt))
-
-

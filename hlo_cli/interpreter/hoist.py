@@ -1,13 +1,590 @@
-"""Loop-invariant code motion before a run (XLA's WhileLoopInvariantCodeMotion): to be written.
+"""Loop-invariant code motion before a run (what XLA's WhileLoopInvariantCodeMotion does).
 
-`hoist_loop_invariants(module)` returns the module to run: the same module, or one whose while
-loops no longer recompute, every iteration, values that do not change across iterations.
+`hoist_loop_invariants(module)` returns the module to run: the same module object when nothing is
+worth moving (most modules), or one whose while loops no longer recompute, every iteration, values
+that do not change across iterations.  The rewrite, per while loop (nested loops too: innermost
+first, so a value hoisted out of an inner loop can leave the outer one as well):
+
+- the loop state's invariant elements: root tuple operand i is get-tuple-element(param, i),
+  directly or through a copy or a shape-preserving bitcast (array elements only, as XLA);
+- the body's invariant instructions: constants, those elements, and pure instructions whose
+  operands are all invariant.  Pure: no side effects, no rng, no io, no collectives, no custom
+  calls, no async wrappers, no control dependencies, and the same for every computation they
+  call; replica-id and partition-id are pure (a loop runs on one device);
+- the ones worth moving: XLA leaves bitcast, broadcast, iota, reverse, slice, transpose, tuple,
+  reshape and constants in place unless an instruction that is moved needs them (they would only
+  make a large loop state out of small operands); here an instruction is also not worth moving on
+  its own when it is a small element-wise or data-movement op (fewer than MIN_ELEMENTS elements in
+  and out: a scalar add costs what the get-tuple-element replacing it costs);
+- those are computed once before the loop (the cheap invariants they need too, copied), their
+  values appended to the loop state (condition and body take the wider tuple), and in the body
+  each becomes a get-tuple-element of the parameter with the instruction's own name.  The while
+  keeps its name and its users see the original result: get-tuple-element indices are unchanged,
+  and a use of the whole tuple gets a tuple of the original elements.
+
+Hoisted instructions keep their names (a fresh one only if the name is taken where they land) and
+their source locations, so errors still point at them.  Like XLA, loops known to run at most once
+are left alone (a known_trip_count, or a counter compared against a constant); a loop whose trip
+count is not known and turns out to be zero now computes the hoisted values once, as XLA's does.
+Only values are moved: no hook watches a run that uses this (evaluator.run_module calls it only
+without one), so no event is lost.  The rewrite is cached per module object.
 """
 from __future__ import annotations
 
-from ..ir.module import Module
+import dataclasses
+
+import numpy as np
+
+from ..ir.attributes import ComputationRef
+from ..ir.module import Computation, Instruction, Module
+from ..ir.opcodes import OPCODES
+from ..ir.shape import Shape
+from .memory import result_bytes
+
+# an instruction this small (elements of its result and of its largest operand) is not worth a
+# loop-state element of its own unless it calls a computation or is a linear-algebra op
+MIN_ELEMENTS = 256
+
+# an instruction whose result is this much larger than its operands (and at least this large)
+# only moves with a user that moves (XLA's hoist_size_inflation_ratio, which XLA CPU leaves unset;
+# here the loop state lives in host memory, so a broadcast-like fusion stays in the loop)
+_INFLATION = 8
+_INFLATE_MIN_BYTES = 1 << 20
+
+# XLA's NotWorthHoistingIndividually (constants and reshapes too, as XLA CPU runs the pass with its
+# defaults); get-tuple-element, replica-id and partition-id cost nothing either
+_CHEAP = frozenset({"constant", "bitcast", "broadcast", "iota", "reverse", "slice", "transpose", "tuple",
+                    "reshape", "get-tuple-element", "replica-id", "partition-id"})
+
+# always worth moving when invariant: each costs far more than a get-tuple-element
+_HEAVY = frozenset({"dot", "convolution", "ragged-dot", "scaled-dot", "fft", "cholesky", "triangular-solve",
+                    "fusion", "call", "while", "conditional", "map", "reduce", "reduce-window",
+                    "select-and-scatter", "sort", "topk", "scan", "gather", "scatter",
+                    "batch-norm-training", "batch-norm-inference", "batch-norm-grad"})
+
+# not a function of the operands alone, or observable, or tied to the loop's position in time
+_IMPURE = frozenset({"parameter", "custom-call", "async-start", "async-update", "async-done", "after-all",
+                     "add-dependency", "domain", "opt-barrier", "copy-start", "copy-done"})
+_IMPURE_FAMILIES = frozenset({"collective", "io", "rng"})
+_DEVICE_IDS = frozenset({"replica-id", "partition-id"})
+
+# custom calls that make XLA leave the whole loop alone (SPMD shape changes, host offloading)
+_BAIL_TARGETS = frozenset({"SPMDFullToShardShape", "SPMDShardShapeToFull", "MoveToDevice", "MoveToHost"})
+
+_DISABLE = "_xla_disable_loop_instr_hoisting"
+
+# nested calls inlined at most this deep
+_INLINE_ROUNDS = 4
 
 
 def hoist_loop_invariants(module: Module) -> Module:
     """The module to run when no hook watches the instructions (see the module docstring)."""
-    return module
+    if not any(i.opcode == "while" for c in module.computations for i in c.instructions):
+        return module
+    from .compiler import module_cache
+    per = module_cache(module)
+    got = per.get("hoisted")
+    if got is None:
+        got = _Hoister(module).run()
+        per["hoisted"] = got
+        if got is not module:
+            module_cache(got)["hoisted"] = got      # hoisting again finds nothing new
+    return got
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _elements(shape: Shape) -> int:
+    return sum(s.num_elements for s in shape.leaves())
+
+
+def _ref_names(inst: Instruction) -> tuple[str, ...]:
+    return inst.called_computations
+
+
+def _topo_order(comp: Computation) -> list[Instruction]:
+    """`comp`'s instructions, each after its operands (the text need not be in that order)."""
+    by = comp.by_name
+    seen: set[str] = set()
+    out: list[Instruction] = []
+    for start in comp.instructions:
+        if start.name in seen:
+            continue
+        stack = [(start, False)]
+        while stack:
+            inst, expanded = stack.pop()
+            if expanded:
+                out.append(inst)
+                continue
+            if inst.name in seen:
+                continue
+            seen.add(inst.name)
+            stack.append((inst, True))
+            for o in reversed(inst.operands):
+                d = by.get(o)
+                if d is not None and d.name not in seen:
+                    stack.append((d, False))
+    return out
+
+
+def _live(comp: Computation, root: str, by: dict) -> set[str]:
+    """Names reachable from `root` through operands and control predecessors."""
+    seen: set[str] = set()
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n in seen or n not in by:
+            continue
+        seen.add(n)
+        inst = by[n]
+        stack.extend(inst.operands)
+        stack.extend(inst.attrs.get("control-predecessors", ()) or ())
+    return seen
+
+
+def _int_constant(inst: Instruction | None) -> int | None:
+    if inst is None or inst.opcode != "constant" or inst.literal is None or inst.shape.is_tuple:
+        return None
+    v = getattr(inst.literal, "value", None)
+    if not isinstance(v, np.ndarray) or v.size != 1 or v.dtype.kind not in "iu":
+        return None
+    return int(v.reshape(()))
+
+
+class _Fresh:
+    """Names not yet used in a scope."""
+
+    def __init__(self, names):
+        self.used = set(names)
+
+    def __call__(self, base: str, suffix: str = ".hoisted") -> str:
+        name = base
+        k = 0
+        while name in self.used:
+            k += 1
+            name = f"{base}{suffix}" if k == 1 else f"{base}{suffix}.{k}"
+        self.used.add(name)
+        return name
+
+
+# ----------------------------------------------------------------------------- the rewrite
+
+class _Hoister:
+    def __init__(self, module: Module):
+        self.module = module
+        self.comps: dict[str, Computation] = dict(module.computation_map)
+        self.order: list[str] = [c.name for c in module.computations]
+        self.names = _Fresh(self.comps)            # computation names
+        self._pure: dict[str, bool] = {}
+        self.changed = False
+
+    # -- purity ----------------------------------------------------------------------
+    def pure_inst(self, inst: Instruction) -> bool:
+        op = inst.opcode
+        if op in _DEVICE_IDS:
+            return True
+        if op in _IMPURE:
+            return False
+        info = OPCODES.get(op)
+        if info is None or info.family in _IMPURE_FAMILIES:
+            return False
+        if inst.attrs.get("control-predecessors"):
+            return False
+        return all(self.pure_comp(c) for c in _ref_names(inst))
+
+    def pure_comp(self, name: str) -> bool:
+        got = self._pure.get(name)
+        if got is not None:
+            return got
+        self._pure[name] = False                   # recursion: not pure
+        comp = self.comps.get(name)
+        ok = comp is not None and all(i.opcode == "parameter" or self.pure_inst(i) for i in comp.instructions)
+        self._pure[name] = ok
+        return ok
+
+    # -- driver ----------------------------------------------------------------------
+    def post_order(self, comps: dict | None = None) -> list[str]:
+        """Computations reachable from the entry, callees first."""
+        comps = self.comps if comps is None else comps
+        out: list[str] = []
+        seen: set[str] = set()
+        stack = [(self.module.entry, False)]
+        while stack:
+            name, expanded = stack.pop()
+            if expanded:
+                out.append(name)
+                continue
+            if name in seen or name not in comps:
+                continue
+            seen.add(name)
+            stack.append((name, True))
+            for inst in comps[name].instructions:
+                for c in reversed(_ref_names(inst)):
+                    if c not in seen:
+                        stack.append((c, False))
+        return out
+
+    def run(self) -> Module:
+        for cname in self.post_order():
+            for wname in [i.name for i in self.comps[cname].instructions if i.opcode == "while"]:
+                self.hoist(cname, wname)
+        if not self.changed:
+            return self.module
+        # computations only the old loops reached go (the text's own unreachable ones stay)
+        reached_before = set(self.post_order(self.module.computation_map))
+        reached = set(self.post_order(self.comps))
+        keep = [n for n in self.order if n in reached or n not in reached_before]
+        return dataclasses.replace(self.module, computations=tuple(self.comps[n] for n in keep))
+
+    # -- one loop --------------------------------------------------------------------
+    def hoist(self, cname: str, wname: str) -> None:
+        comp = self.comps[cname]
+        by = comp.by_name
+        w = by[wname]
+        if not w.shape.is_tuple or len(w.operands) != 1:
+            return
+        fa = w.attrs.get("frontend_attributes")
+        if fa is not None and _DISABLE in dict(getattr(fa, "items", ())):
+            return
+        body = self.comps.get(w.attrs["body"].name)
+        cond = self.comps.get(w.attrs["condition"].name)
+        if body is None or cond is None:
+            return
+        bparams = body.parameters
+        if len(bparams) != 1 or len(cond.parameters) != 1:
+            return
+        param = bparams[0]
+        root = body.root_instruction
+        n = len(w.shape.tuple_shapes)
+        if root.opcode != "tuple" or len(root.operands) != n or param.shape != w.shape:
+            return
+        bby = body.by_name
+        for i in body.instructions:
+            if i.opcode == "domain" or (i.opcode == "custom-call" and i.attrs.get("custom_call_target") in _BAIL_TARGETS):
+                return
+        init = by.get(w.operands[0])
+        if init is None:
+            return
+        invariant_idx = self.invariant_elements(body, param, root)
+        if not invariant_idx:
+            return
+        bound = self.trip_bound(w, init, body, cond, param, root, comp)
+        if bound is not None and bound <= 1:
+            return
+
+        # which body instructions are invariant, and which are worth a loop-state element; calls
+        # that mix invariant and varying operands are inlined first (XLA inlines every call before
+        # this pass), so the invariant part of their callee can move too
+        invariant, worth = self.analyse(body, param, invariant_idx)
+        for _ in range(_INLINE_ROUNDS):
+            mixed = {i.name for i in body.instructions
+                     if i.opcode == "call" and any(o in invariant for o in i.operands)
+                     and i.name not in invariant and self.pure_inst(i)}
+            if not mixed:
+                break
+            body = self.inline(body, mixed)
+            invariant, worth = self.analyse(body, param, invariant_idx)
+        if not worth:
+            return
+        bby = body.by_name
+        root = body.root_instruction
+        live_before = _live(body, body.root, bby)
+
+        # in the body, each worthy instruction becomes a get-tuple-element of the wider parameter;
+        # the ones still read there get loop-state elements
+        hoisted = {h.name for h in worth}
+        stub = {h.name: dataclasses.replace(h, opcode="get-tuple-element", operands=(param.name,),
+                                            attrs={"index": -1}, literal=None, operand_shapes=None)
+                for h in worth}
+        stubbed = {k: stub.get(k, v) for k, v in bby.items()}
+        live_after = _live(body, body.root, stubbed)
+        slots = [h for h in worth if h.name in live_after]
+        if not slots:
+            return
+
+        # names: unique in the computations concerned (moved instructions keep theirs where free)
+        taken = {i.name for i in comp.instructions} | {i.name for i in cond.instructions}
+        taken.update(x for x in bby if x not in hoisted and (x in live_after or x not in live_before))
+        fresh = _Fresh(taken)
+
+        # before the loop: the slots' values and the invariants they need
+        outer: dict[str, str] = {}                 # body name -> name of its value in comp
+        new_outer: list[Instruction] = []
+        init_elems: dict[int, str] = {}
+
+        def element(i: int, loc) -> str:
+            if i not in init_elems:
+                if init.opcode == "tuple":
+                    init_elems[i] = init.operands[i]
+                else:
+                    g = Instruction(fresh(f"{init.name}.{i}", ".elem"), "get-tuple-element", w.shape.tuple_shapes[i],
+                                    (init.name,), {"index": i}, loc=loc)
+                    new_outer.append(g)
+                    init_elems[i] = g.name
+            return init_elems[i]
+
+        needed: set[str] = set()
+        stack = [h.name for h in slots]
+        while stack:
+            x = stack.pop()
+            if x in needed:
+                continue
+            needed.add(x)
+            inst = bby[x]
+            if not (inst.opcode == "get-tuple-element" and inst.operands[0] == param.name):
+                stack.extend(inst.operands)
+        for inst in _topo_order(body):
+            if inst.name not in needed:
+                continue
+            if inst.opcode == "get-tuple-element" and inst.operands[0] == param.name:
+                outer[inst.name] = element(inst.attrs["index"], inst.loc)
+                continue
+            clone = dataclasses.replace(inst, name=fresh(inst.name),
+                                        operands=tuple(outer[o] for o in inst.operands))
+            new_outer.append(clone)
+            outer[inst.name] = clone.name
+
+        # the wider loop state
+        extra = tuple(h.shape for h in slots)
+        wide = Shape.tuple_of(tuple(w.shape.tuple_shapes) + extra)
+        new_body = self.widen(body, wide, n, fresh)
+        state = {h.name: (n + k, fresh(f"{h.name}.invariant", ".x")) for k, h in enumerate(slots)}
+        bins = []
+        for inst in new_body.instructions:
+            if inst.name in state:
+                k, name = state[inst.name]
+                inst = dataclasses.replace(inst, name=name, opcode="get-tuple-element", operands=(param.name,),
+                                           attrs={"index": k}, literal=None, operand_shapes=None)
+            elif inst.name in hoisted or (inst.name in live_before and inst.name not in live_after):
+                continue                            # moved, or read only by moved instructions
+            elif any(o in state for o in inst.operands):
+                inst = dataclasses.replace(inst, operands=tuple(state[o][1] if o in state else o
+                                                                for o in inst.operands), operand_shapes=None)
+            if inst.name == new_body.root:
+                inst = dataclasses.replace(inst, shape=wide, operand_shapes=None,
+                                           operands=inst.operands + tuple(state[h.name][1] for h in slots))
+            bins.append(inst)
+        new_body = dataclasses.replace(new_body, instructions=tuple(bins))
+        new_cond = self.widen(cond, wide, n, fresh)
+
+        # the while: same name, wider state; its users see the original tuple
+        if init.opcode == "tuple" and self.sole_user(comp, init.name, wname):
+            new_init = dataclasses.replace(init, shape=wide, operands=init.operands + tuple(outer[h.name] for h in slots),
+                                           operand_shapes=None)
+            drop_init = True
+        else:
+            new_init = Instruction(fresh(f"{init.name}.wide", ".x"), "tuple", wide,
+                                   tuple(element(i, w.loc) for i in range(n)) + tuple(outer[h.name] for h in slots),
+                                   loc=w.loc)
+            drop_init = False
+        attrs = dict(w.attrs)
+        attrs["body"] = ComputationRef(new_body.name)
+        attrs["condition"] = ComputationRef(new_cond.name)
+        new_w = dataclasses.replace(w, shape=wide, operands=(new_init.name,), attrs=attrs, operand_shapes=None)
+        whole_users = [i for i in comp.instructions
+                       if wname in i.operands and i.opcode != "get-tuple-element"]
+        narrow = None
+        if whole_users or comp.root == wname:
+            gtes = [Instruction(fresh(f"{wname}.{i}", ".elem"), "get-tuple-element", w.shape.tuple_shapes[i],
+                                (wname,), {"index": i}, loc=w.loc) for i in range(n)]
+            narrow = Instruction(fresh(f"{wname}.narrow", ".x"), "tuple", w.shape, tuple(g.name for g in gtes),
+                                 loc=w.loc)
+        out: list[Instruction] = []
+        for inst in comp.instructions:
+            if inst.name == init.name and drop_init:
+                out.extend(new_outer)
+                out.append(new_init)
+                continue
+            if inst.name == wname:
+                if not drop_init:
+                    out.extend(new_outer)
+                    out.append(new_init)
+                out.append(new_w)
+                if narrow is not None:
+                    out.extend(gtes)
+                    out.append(narrow)
+                continue
+            if narrow is not None and wname in inst.operands and inst.opcode != "get-tuple-element":
+                inst = dataclasses.replace(inst, operands=tuple(narrow.name if o == wname else o for o in inst.operands),
+                                           operand_shapes=None)
+            out.append(inst)
+        new_root = narrow.name if narrow is not None and comp.root == wname else comp.root
+        self.comps[cname] = dataclasses.replace(comp, instructions=tuple(out), root=new_root)
+        for c in (new_body, new_cond):
+            self.comps[c.name] = c
+            pos = self.order.index(cname)
+            self.order.insert(pos, c.name)
+        self.changed = True
+
+    # -- pieces ----------------------------------------------------------------------
+    def analyse(self, body: Computation, param: Instruction, invariant_idx: set[int]):
+        """The body's invariant instructions (names) and, in order, the ones worth moving."""
+        bby = body.by_name
+        controlled = {p for i in body.instructions for p in (i.attrs.get("control-predecessors", ()) or ())}
+        live = _live(body, body.root, bby)
+        invariant: set[str] = set()
+        worth: list[Instruction] = []
+        for inst in _topo_order(body):
+            op = inst.opcode
+            if op == "get-tuple-element" and inst.operands[0] == param.name:
+                if inst.attrs.get("index") in invariant_idx:
+                    invariant.add(inst.name)
+                continue
+            if op == "constant":
+                invariant.add(inst.name)
+                continue
+            if op == "parameter" or inst.name in controlled or not self.pure_inst(inst):
+                continue
+            if not all(o in invariant for o in inst.operands):
+                continue
+            invariant.add(inst.name)
+            if inst.name in live and self.worth(inst, bby):
+                worth.append(inst)
+        return invariant, worth
+
+    def inline(self, body: Computation, calls: set[str]) -> Computation:
+        """`body` with the `calls` (pure call instructions) replaced by their callees' instructions;
+        those keep their names where the body does not use them already."""
+        fresh = _Fresh(i.name for i in body.instructions)
+        subst: dict[str, str] = {}
+        out: list[Instruction] = []
+        for inst in body.instructions:
+            if inst.name not in calls:
+                out.append(inst)
+                continue
+            callee = self.comps[inst.attrs["to_apply"].name]
+            local: dict[str, str] = {}
+            for p in callee.parameters:
+                local[p.name] = inst.operands[p.parameter_number]
+            for ci in _topo_order(callee):
+                if ci.opcode == "parameter":
+                    continue
+                name = fresh(ci.name, ".inlined")
+                local[ci.name] = name
+                out.append(dataclasses.replace(ci, name=name, operands=tuple(local[o] for o in ci.operands)))
+            subst[inst.name] = local[callee.root]
+        if not subst:
+            return body
+
+        def resolve(x: str) -> str:
+            while x in subst:
+                x = subst[x]
+            return x
+        out = [dataclasses.replace(i, operands=tuple(resolve(o) for o in i.operands), operand_shapes=None)
+               if any(o in subst for o in i.operands) else i for i in out]
+        return dataclasses.replace(body, instructions=tuple(out), root=resolve(body.root))
+
+    @staticmethod
+    def sole_user(comp: Computation, name: str, user: str) -> bool:
+        if comp.root == name:
+            return False
+        users = [i.name for i in comp.instructions
+                 if name in i.operands or name in (i.attrs.get("control-predecessors", ()) or ())]
+        return users == [user]
+
+    @staticmethod
+    def invariant_elements(body: Computation, param: Instruction, root: Instruction) -> set[int]:
+        """Indices i whose root operand is get-tuple-element(param, i), through copies and bitcasts
+        that keep the shape; array-shaped elements only."""
+        bby = body.by_name
+        out: set[int] = set()
+        for i, o in enumerate(root.operands):
+            inst = bby.get(o)
+            while inst is not None and inst.opcode in ("copy", "bitcast") and inst.operands:
+                src = bby.get(inst.operands[0])
+                if src is None or src.shape != inst.shape:
+                    break
+                inst = src
+            if (inst is not None and inst.opcode == "get-tuple-element" and inst.operands[0] == param.name
+                    and inst.attrs.get("index") == i and not inst.shape.is_tuple):
+                out.add(i)
+        return out
+
+    def worth(self, inst: Instruction, by: dict) -> bool:
+        op = inst.opcode
+        if op in _CHEAP:
+            return False
+        out = result_bytes(inst.shape) or 0
+        if out >= _INFLATE_MIN_BYTES and out > _INFLATION * sum(result_bytes(by[o].shape) or 0
+                                                                  for o in inst.operands if o in by):
+            return False            # would hold a large value through the loop: only with its user
+        if op in _HEAVY:
+            return True
+        biggest = max((_elements(by[o].shape) for o in inst.operands if o in by), default=0)
+        return max(biggest, _elements(inst.shape)) >= MIN_ELEMENTS
+
+    @staticmethod
+    def trip_bound(w, init, body, cond, param, root, comp) -> int | None:
+        """An upper bound of the loop's trip count if one is plain to see, else None."""
+        bc = w.attrs.get("backend_config")
+        j = getattr(bc, "json", None) if bc is not None else None
+        if isinstance(j, dict):
+            ktc = j.get("known_trip_count")
+            if isinstance(ktc, dict):
+                try:
+                    return int(ktc.get("n"))
+                except (TypeError, ValueError):
+                    pass
+        # a counter: cond is counter < constant, the body adds 1, the loop starts from a constant
+        cby = cond.by_name
+        croot = cond.root_instruction
+        if croot.opcode != "compare" or croot.attrs.get("direction") != "LT" or len(croot.operands) != 2:
+            return None
+        lhs, rhs = cby.get(croot.operands[0]), cby.get(croot.operands[1])
+        limit = _int_constant(rhs)
+        if lhs is None or limit is None or lhs.opcode != "get-tuple-element" or lhs.operands[0] != cond.parameters[0].name:
+            return None
+        k = lhs.attrs.get("index")
+        if not isinstance(k, int) or not 0 <= k < len(root.operands):
+            return None
+        bby = body.by_name
+        step = bby.get(root.operands[k])
+        if step is None or step.opcode != "add" or len(step.operands) != 2:
+            return None
+        a, b = (bby.get(x) for x in step.operands)
+        if _int_constant(b) != 1:
+            a, b = b, a
+        if (_int_constant(b) != 1 or a is None or a.opcode != "get-tuple-element" or a.operands[0] != param.name
+                or a.attrs.get("index") != k):
+            return None
+        if init.opcode != "tuple":
+            return None
+        start = _int_constant(comp.by_name.get(init.operands[k]))
+        if start is None:
+            return None
+        return max(0, limit - start)
+
+    def widen(self, comp: Computation, wide: Shape, n: int, fresh: _Fresh) -> Computation:
+        """A copy of `comp` (a loop body or condition) taking the wider state: its parameter gets
+        the wider shape; a use of the whole parameter other than get-tuple-element gets a tuple of
+        the original elements."""
+        param = comp.parameters[0]
+        whole = [i for i in comp.instructions
+                 if param.name in i.operands and i.opcode != "get-tuple-element"]
+        narrow_insts: list[Instruction] = []
+        narrow = None
+        if whole or comp.root == param.name:
+            narrow_insts = [Instruction(fresh(f"{param.name}.{i}", ".elem"), "get-tuple-element", param.shape.tuple_shapes[i],
+                                        (param.name,), {"index": i}, loc=param.loc) for i in range(n)]
+            narrow = Instruction(fresh(f"{param.name}.narrow", ".x"), "tuple", param.shape,
+                                 tuple(g.name for g in narrow_insts), loc=param.loc)
+            narrow_insts.append(narrow)
+        out: list[Instruction] = []
+        for inst in comp.instructions:
+            if inst.name == param.name:
+                out.append(dataclasses.replace(inst, shape=wide))
+                out.extend(narrow_insts)
+                continue
+            if narrow is not None and param.name in inst.operands and inst.opcode != "get-tuple-element":
+                inst = dataclasses.replace(inst, operands=tuple(narrow.name if o == param.name else o
+                                                                for o in inst.operands), operand_shapes=None)
+            out.append(inst)
+        root = narrow.name if narrow is not None and comp.root == param.name else comp.root
+        params = comp.params
+        if params is not None:
+            params = tuple((nm, wide if nm == param.name else s) for nm, s in params)
+        result_shape = comp.result_shape
+        if result_shape is not None and comp.root_instruction.opcode == "tuple" and result_shape == param.shape:
+            result_shape = wide
+        return dataclasses.replace(comp, name=self.names(comp.name), instructions=tuple(out), root=root,
+                                   params=params, result_shape=result_shape, is_entry=False)

@@ -879,49 +879,58 @@ def test_help_mentions_exit_codes(hlo):
     assert r.exit_code == 0 and "Exit codes" in r.stdout and "--check-finite" in r.stdout
 
 
-# ============================================================================ progress display
+# ============================================================================ progress display, --max-memory
+# (the display itself: tests/test_progress.py; --profile: tests/test_profile.py)
 
-def test_progress_display_appears_only_after_a_while(monkeypatch):
-    from hlo_cli.cli import run as run_cmd
-    started = []
+def test_help_documents_progress_profile_and_max_memory(hlo):
+    out = " ".join(hlo("run", "--help").stdout.split())
+    for fragment in ("--no-progress", "instruction k of N", "--profile", "where the time went",
+                     "--max-memory", "none: no check", "5 the estimated memory"):
+        assert fragment in out, fragment
 
-    class FakeStatus:
-        def __init__(self, msg):
-            started.append(msg)
 
-        def start(self):
-            pass
+BIG = """HloModule big
+ENTRY main {
+  x = f32[1024,1024] parameter(0)
+  y = f32[1024,1024] add(x, x)
+  ROOT z = f32[1024,1024] multiply(y, x)
+}
+"""
 
-        def update(self, msg):
-            started.append(msg)
 
-        def stop(self):
-            started.append("stopped")
+def test_max_memory_refuses_before_reading_inputs(hlo, tmp_path):
+    (tmp_path / "big.hlo").write_text(BIG)
+    # the input file does not even exist: the refusal comes before any input is read
+    r = hlo("run", "big.hlo", "-i", "missing.npy", "--max-memory", "1MB")
+    assert r.exit_code == 5
+    assert "estimated 12,582,912 bytes" in r.stderr and "1,000,000 bytes" in r.stderr
+    assert "--max-memory none" in r.stderr and r.stdout == ""
+    doc = json.loads(hlo("run", "big.hlo", "-i", "missing.npy", "--max-memory", "1MB", "--format", "json").stdout)
+    assert doc["exit_code"] == 5 and doc["status"] == "error"
+    assert doc["memory"]["limit_bytes"] == 1_000_000 and doc["memory"]["total_bytes"] == 12_582_912
+    assert doc["memory"]["estimate"]["parameters_bytes"] == 4 * 1024 * 1024
 
-    class FakeConsole:
-        def __init__(self, **kw):
-            assert kw == {"stderr": True}
 
-        def status(self, msg):
-            return FakeStatus(msg)
+@pytest.mark.parametrize("limit", ["none", "1GiB", "auto"])
+def test_max_memory_lets_runs_within_it_through(hlo, tmp_path, limit):
+    (tmp_path / "big.hlo").write_text(BIG)
+    r = hlo("run", "big.hlo", "--random-inputs", "--max-memory", limit, "--format", "json")
+    assert r.exit_code == 0
+    assert "memory_check_s" in json.loads(r.stdout)["timings"]
 
-    import rich.console
-    monkeypatch.setattr(rich.console, "Console", FakeConsole)
-    clock = [100.0]
-    monkeypatch.setattr(run_cmd.time, "monotonic", lambda: clock[0])
-    p = run_cmd._Progress()
-    p(10)                                   # at once: nothing (short runs show nothing)
-    assert started == []
-    clock[0] += 2
-    p(12345)
-    assert started == ["running... 12,345 instructions executed (2 s)"]
-    clock[0] += 0.01
-    p(12346)                                # throttled
-    assert len(started) == 1
-    clock[0] += 1
-    p(20000)
-    p.stop()
-    assert started[-2:] == ["running... 20,000 instructions executed (3 s)", "stopped"]
+
+@pytest.mark.parametrize("bad", ["12XB", "-5MB", "", "lots"])
+def test_max_memory_bad_size_is_a_usage_error(hlo, tmp_path, bad):
+    (tmp_path / "big.hlo").write_text(BIG)
+    r = hlo("run", "big.hlo", "--random-inputs", "--max-memory", bad)
+    assert r.exit_code == 2 and "--max-memory" in r.stderr and "is not a" in r.stderr
+
+
+def test_max_memory_counts_every_device(hlo, tmp_path):
+    (tmp_path / "big.hlo").write_text(BIG.replace("HloModule big", "HloModule big, replica_count=4"))
+    r = hlo("run", "big.hlo", "--random-inputs", "--max-memory", "30MB")
+    assert r.exit_code == 5 and "estimated" in r.stderr
+    assert hlo("run", "big.hlo", "--random-inputs", "--max-memory", "30MB", "--replicas", "1").exit_code == 0
 
 
 # ============================================================================ the Python API

@@ -9,7 +9,8 @@ on stdout, full values with --print, the comparison with --expect.
 Exit codes: 0 success; 1 the module failed (check error, runtime error, --expect mismatch, a
 non-finite value under --check-finite); 2 usage error or unreadable input (also a dump or output
 that cannot be written); 3 a bug in hlo; 4 out of memory (--random-inputs too big, or an
-instruction's value).
+instruction's value); 5 the run's estimated memory is above --max-memory (refused before any input
+data is read).
 """
 from __future__ import annotations
 
@@ -84,34 +85,6 @@ def _report_nonfinite(rep, src):
 def _fmt_stats(s):
     keys = [k for k in ("min", "max", "mean", "nan", "inf") if s.get(k) is not None]
     return f"{s['dtype']}{s['shape']} " + " ".join(f"{k}={_fmt_num(s[k])}" for k in keys)
-
-
-# ----------------------------------------------------------------------------- progress
-
-class _Progress:
-    """A transient status line on stderr for runs longer than half a second (only on a terminal)."""
-
-    def __init__(self):
-        self.t0 = time.monotonic()
-        self.last = 0.0
-        self.status = None
-
-    def __call__(self, executed: int):
-        now = time.monotonic()
-        if now - self.last < 0.1 or now - self.t0 < 0.5:
-            return
-        self.last = now
-        msg = f"running... {executed:,} instructions executed ({now - self.t0:.0f} s)"
-        if self.status is None:
-            from rich.console import Console
-            self.status = Console(stderr=True).status(msg)
-            self.status.start()
-        else:
-            self.status.update(msg)
-
-    def stop(self):
-        if self.status is not None:
-            self.status.stop()
 
 
 # ----------------------------------------------------------------------------- checks before running
@@ -225,7 +198,20 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 @click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
               help="Run modules whose dump elided constants ({...}), filling them this way.")
 @click.option("--no-check", is_flag=True, help="Do not check the module (hlo check's rules) before running it.")
-@click.option("--no-progress", is_flag=True, help="No progress display (it is off anyway when not a terminal).")
+@click.option("--no-progress", is_flag=True,
+              help="No progress display. On a terminal (and with --format text) a status line on stderr shows, "
+                   "after half a second, the computations being run with instruction k of N, the current "
+                   "instruction's opcode and shape, the loop iterations so far and the elapsed time; it is off "
+                   "anyway when stderr is not a terminal.")
+@click.option("--profile", is_flag=True,
+              help="Time every instruction and print where the time went after the run: the top instructions "
+                   "(computation, opcode, shape, calls, self and total time, share of the run) and the opcodes by "
+                   "time; on stdout after the results, or under \"profile\" with --format json. Results are "
+                   "the same bits; the run itself may be slower (no generated code for hot loops).")
+@click.option("--max-memory", "max_memory", metavar="SIZE|none|auto", default="auto", show_default=True,
+              help="Refuse to run (exit 5) when the estimated memory of the run (parameters and the largest "
+                   "set of values alive at once) exceeds SIZE (e.g. 16G, 512MB, 1.5GiB); auto: what this "
+                   "machine has; none: no check. Checked before any input data is read.")
 @click.option("--replicas", type=click.IntRange(min=1), default=None,
               help="Run on this many replicas (default: the module's replica_count).")
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
@@ -249,8 +235,8 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 @report_errors
 def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect, rtol, atol,
         dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations, allow_elided_constants,
-        no_check, no_progress, replicas, partitions, per_device, output_global, output_sharding, device,
-        module_choice, no_cache):
+        no_check, no_progress, profile, max_memory, replicas, partitions, per_device, output_global,
+        output_sharding, device, module_choice, no_cache):
     """Run MODULE's entry computation on inputs and report the results.
 
     Inputs: --input FILE.npy per parameter in order, --input NAME=FILE.npy by name, --inputs ARGS.npz,
@@ -262,7 +248,7 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
 
     Exit codes: 0 success; 1 the module failed (check error, runtime error, --expect mismatch,
     non-finite value under --check-finite); 2 usage error or unreadable input; 3 a bug in hlo;
-    4 out of memory.
+    4 out of memory; 5 the estimated memory is above --max-memory.
     """
     state = {"module": None, "module_file": module_file}
     try:
@@ -276,11 +262,12 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
             raise click.BadParameter(f"{seed} is negative; a seed is a non-negative integer", param_hint="'--seed'")
         if output_sharding is not None and not output_global:
             raise click.UsageError("--output-sharding needs --output-global")
+        limit = _memory_limit_option(max_memory)
         devices = {"replicas": replicas, "partitions": partitions, "per_device": per_device,
                    "output_global": output_global, "output_sharding": output_sharding, "device": device}
         _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt,
              expect, rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
-             allow_elided_constants, no_check, no_progress, no_cache, module_choice, devices)
+             allow_elided_constants, no_check, no_progress, no_cache, module_choice, devices, profile, limit)
     except (SystemExit, click.exceptions.Exit, BrokenPipeError):
         raise
     except BaseException as e:
@@ -310,6 +297,10 @@ def _error_document(state, e: BaseException) -> dict:
     if isinstance(e, HloResourceError):
         doc["memory"] = {k: getattr(e, k) for k in ("instruction", "requested_bytes", "result_bytes")
                          if getattr(e, k, None) is not None}
+    est = getattr(e, "estimate", None)
+    if est is not None and hasattr(est, "to_dict"):          # --max-memory refused the run (exit code 5)
+        doc.setdefault("memory", {}).update(estimate=est.to_dict(), limit_bytes=getattr(e, "limit", None),
+                                            total_bytes=getattr(e, "total", None))
     doc.update(state.get("info", {}))
     if state.get("timings"):
         doc["timings"] = state["timings"]
@@ -318,7 +309,8 @@ def _error_document(state, e: BaseException) -> dict:
 
 def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect,
          rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
-         allow_elided_constants, no_check, no_progress, no_cache, module_choice=None, devices=None):
+         allow_elided_constants, no_check, no_progress, no_cache, module_choice=None, devices=None, profile=False,
+         memory_limit="auto"):
     import hashlib
 
     import numpy as np
@@ -352,6 +344,9 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     dv = DeviceRun(module, devices or {})
     if dv.multi:
         info["devices"] = {"replicas": dv.grid.replicas, "partitions": dv.grid.partitions}
+    t0 = clock()
+    _check_memory(module, memory_limit, dv.grid.count if dv.multi else 1)
+    timings["memory_check_s"] = clock() - t0
 
     # -- inputs: every file's header is checked against its parameter before its data is read
     t0 = clock()
@@ -421,6 +416,12 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     if guard:
         hooks.append(guard)
 
+    prof = None
+    if profile:
+        from ..interpreter.profiling import Profile
+        prof = Profile()
+        hooks = [prof.hook(hooks[0] if len(hooks) == 1 else _all(hooks))] if hooks else []
+
     if not hooks:
         hook = None
     elif len(hooks) == 1:
@@ -431,16 +432,25 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
                 h(ev)
 
     # -- run: execute_s is the evaluation of the entry computation alone
-    options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants)
-    progress = _Progress() if (not no_progress and fmt == "text" and sys.stderr.isatty()) else None
+    options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants,
+                         profile=prof)
+    progress = None
+    if not no_progress and fmt == "text" and _stderr_is_terminal():
+        from ..progress import Display
+        progress = Display().start()
+    if prof is not None and dv.multi and hook is None:
+        import threading
+        prof.sample_walk(threading.get_ident())
     t0 = clock()
     try:
         if dv.multi:
-            result = dv.run(args, options, hook, progress)
+            result = dv.run(args, options, hook, None)
         else:
-            result = run_module(module, args, options, hook, progress)
+            result = run_module(module, args, options, hook, None)
     except NonFinite:
         timings["execute_s"] = clock() - t0
+        if prof is not None:
+            prof.stop_sampling()
         if progress:
             progress.stop()
         if dumper:
@@ -452,6 +462,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         sys.exit(ExitCode.FAILURE)
     except BaseException as e:
         timings["execute_s"] = clock() - t0
+        if prof is not None:
+            prof.stop_sampling()
         if progress:
             progress.stop()
         if dumper:
@@ -466,11 +478,17 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     timings["execute_s"] = clock() - t0
     if progress:
         progress.stop()
+    prof_doc = None
+    if prof is not None:
+        prof.stop_sampling()
+        prof_doc = prof.summary(timings["execute_s"], top=50 if fmt == "json" else 15)
+        if dv.multi and prof.mode == "steps":
+            prof_doc["mode"] = "steps, per device; the device walk's own instructions sampled"
 
     # -- report
     if dv.multi:
         _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, print_values, fmt, dumper,
-                        info, timings)
+                        info, timings, prof_doc)
         return
     t0 = clock()
     leaves = [(np.asarray(v), s) for v, s in leaves_with_shapes(result, root_shape)]
@@ -487,7 +505,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         if print_values:
             for r, (v, s) in zip(results, leaves):
                 r["literal"] = literal_text(v, s, oneline=True)
-        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings)
+        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, prof_doc)
     else:
         _print_summary(module, leaves)
         if print_values:
@@ -495,11 +513,13 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
                 click.echo(f"out{k} = {literal_text(v, s)}")
         if mismatch is not None:
             _print_mismatch(mismatch, rtol, atol)
+        if prof_doc is not None:
+            _print_profile(prof_doc)
     if failed:
         sys.exit(ExitCode.FAILURE)
 
 
-def _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings):
+def _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, profile=None):
     """The JSON document of a finished run."""
     doc = {"module": module.name, "status": "mismatch" if failed else "ok",
            "exit_code": ExitCode.FAILURE if failed else ExitCode.OK, **info, "results": results}
@@ -510,11 +530,13 @@ def _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expe
     if dumper:
         doc["dump"] = {"dir": str(dumper.dir), "instructions": len(dumper.entries)}
     doc["timings"] = timings
+    if profile is not None:
+        doc["profile"] = profile
     click.echo(json.dumps(doc, indent=2))
 
 
 def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, print_values, fmt, dumper, info,
-                    timings):
+                    timings, prof_doc=None):
     """The report of a multi-device run: --output, --expect, and the summary or JSON (per device)."""
     import numpy as np
 
@@ -535,7 +557,7 @@ def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, 
     if fmt == "json":
         results = results_json(leaves, dv.device,
                                (lambda v, s: literal_text(v, s, oneline=True)) if print_values else None)
-        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings)
+        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, prof_doc)
     else:
         g = dv.grid
         rows = leaf_rows(leaves, dv.device)
@@ -550,6 +572,8 @@ def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, 
                 click.echo(f"{leaf.key}{at} = {literal_text(v, leaf.shape)}")
         if mismatch is not None:
             _print_mismatch(mismatch, rtol, atol)
+        if prof_doc is not None:
+            _print_profile(prof_doc)
     if failed:
         sys.exit(ExitCode.FAILURE)
 
@@ -611,3 +635,98 @@ def _print_mismatch(mm, rtol, atol):
         n = sum(1 for r in mm["rows"] if r["status"] != "ok")
         click.echo(f"error: {n} result{'s' if n != 1 else ''} differ{'s' if n == 1 else ''} from the reference "
                    f"(rtol={rtol:g}, atol={atol:g})", err=True)
+
+
+# ----------------------------------------------------------------------------- progress, --profile, --max-memory
+
+def _stderr_is_terminal() -> bool:
+    """The progress display is for a person watching: only when stderr is a terminal."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _all(hooks):
+    def hook(ev):
+        for h in hooks:
+            h(ev)
+    return hook
+
+
+def _print_profile(doc):
+    """The --profile tables: the top instructions by self time, then every opcode."""
+    from rich.table import Table
+    from rich.text import Text
+    con = _console()
+    how = {"hook events": "time between hook events (generic loop)"}.get(doc["mode"], doc["mode"])
+    t = Table(title=f"profile: {doc['run_ms'] / 1e3:.3f} s of execution, {doc['instructions_timed']:,} instructions "
+                    f"timed ({how}); self time, top {len(doc['top_instructions'])}",
+              title_justify="left", show_edge=False)
+    rows = []
+    for r in doc["top_instructions"]:
+        name = r["instruction"]
+        if r.get("members"):
+            m = r["members"]
+            name += f" (+{len(m) - 1} fused: " + ", ".join(m[:-1][:4]) + (", ..." if len(m) > 5 else "") + ")"
+        calls = f"{r['calls']:,}" if r["calls"] is not None else f"~{r.get('samples', 0)}s"
+        rows.append((name, r["opcode"], r["shape"], r["computation"], calls, f"{r['self_ms']:.3f}",
+                     f"{r['total_ms']:.3f}", f"{r['percent']:.1f}"))
+    cols = ("instruction", "opcode", "shape", "computation", "calls", "self ms", "total ms", "% of run")
+    for n, col in enumerate(cols):
+        if n >= 4:           # numbers are never cut; the names and shapes give way
+            t.add_column(col, justify="right", no_wrap=True,
+                         min_width=max([len(col)] + [len(row[n]) for row in rows]))
+        else:
+            t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=(32, 20, 32, 28)[n])
+    for row in rows:
+        t.add_row(*[Text(x) for x in row[:4]], *row[4:])
+    con.print(t)
+    t = Table(title="profile by opcode (self time)", title_justify="left", show_edge=False)
+    for col in ("opcode", "instructions", "calls", "self ms", "% of run"):
+        t.add_column(col, justify="left" if col == "opcode" else "right", no_wrap=True)
+    shown = doc["opcodes"][:15]
+    for r in shown:
+        calls = f"{r['calls']:,}"
+        if r.get("samples"):
+            calls = f"~{r['samples']}s" if not r["calls"] else f"{calls} + ~{r['samples']}s"
+        t.add_row(Text(r["opcode"]), f"{r['instructions']:,}", calls, f"{r['self_ms']:.3f}", f"{r['percent']:.1f}")
+    rest = doc["opcodes"][15:]
+    if rest:
+        ms = sum(r["self_ms"] for r in rest)
+        t.add_row(Text(f"({len(rest)} more opcodes)"), f"{sum(r['instructions'] for r in rest):,}",
+                  f"{sum(r['calls'] for r in rest):,}", f"{ms:.3f}",
+                  f"{100 * ms / doc['run_ms']:.1f}" if doc["run_ms"] else "")
+    if doc["untimed_ms"] >= 0.001:
+        t.add_row(Text("(outside instructions)"), "", "", f"{doc['untimed_ms']:.3f}",
+                  f"{100 * doc['untimed_ms'] / doc['run_ms']:.1f}" if doc["run_ms"] else "")
+    con.print(t)
+    outside = ["preparing the module before its first instruction runs (computations compiled into steps, "
+               "constants folded)"]
+    if doc["mode"] == "hook events":
+        outside.append("the hooks' own work (--dump-dir, --check-finite)")
+    click.echo("self time: an instruction's own, without the instructions of the computations it calls; "
+               "'outside instructions': " + "; ".join(outside))
+    if "device walk" in doc["mode"]:
+        click.echo("on several devices: what each device runs (fusions, calls, loop bodies) is timed per "
+                   "instruction; the instructions the device walk runs itself (collectives, elementwise and data "
+                   "movement on all devices' values at once, control flow) are timed by sampling every 5 ms "
+                   "(calls '~Ns': N samples), so short ones may be missing")
+
+
+def _memory_limit_option(text: str):
+    """--max-memory: "auto" (what the machine has), None (none: no check) or a number of bytes."""
+    from ..interpreter.memory import parse_size
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--max-memory'") from None
+
+
+def _check_memory(module, limit, devices: int):
+    """Refuse (HloMemoryLimitError, exit 5) a run whose estimated memory is above `limit`, before
+    any input data is read."""
+    if limit is None:
+        return
+    from ..interpreter.memory import check_budget
+    check_budget(module, limit, devices=devices)

@@ -43,12 +43,13 @@ from .values import conforms
 
 
 class _Row:
-    """The time of one instruction (or fused group) of one computation."""
-    __slots__ = ("computation", "inst", "calls", "self_s", "total_s", "members")
+    """The time of one instruction (or fused group) of one computation; `samples` > 0: a row of
+    the multi-device walk, timed by sampling (`calls` unknown)."""
+    __slots__ = ("computation", "inst", "calls", "self_s", "total_s", "members", "samples")
 
     def __init__(self, computation: str, inst, members=None):
         self.computation, self.inst = computation, inst
-        self.calls = 0
+        self.calls = self.samples = 0
         self.self_s = self.total_s = 0.0
         self.members = members
 
@@ -62,6 +63,8 @@ class Profile:
         self._runners: dict[int, object] = {}
         self._keep: list = []                               # the compiled computations timed (ids stay valid)
         self._stack: list[float] = []                       # the running steps' callee time, innermost last
+        self._walk: dict[tuple[str, str], _Row] = {}       # the multi-device walk's instructions, sampled
+        self._sampler = None
         self.mode = "steps"
 
     # -- compiled computations ---------------------------------------------------------
@@ -148,11 +151,13 @@ class Profile:
         event's instruction, then calls `inner` (None: no other hook)."""
         self.mode = "hook events"
         clock = time.perf_counter
-        last = [clock()]
+        last = [None]                   # the first event (a parameter) ends the preparation: no time
         rows = self._by_name
 
         def profiled(ev):
             now = clock()
+            if last[0] is None:
+                last[0] = now
             key = (ev.computation.name, ev.instruction.name)
             row = rows.get(key)
             if row is None:
@@ -168,10 +173,58 @@ class Profile:
                 last[0] = clock()
         return profiled
 
+    # -- the multi-device walk: sampled -------------------------------------------------------
+    def sample_walk(self, thread_id: int, interval: float = 0.005):
+        """Start sampling thread `thread_id` (running a multi-device walk, devices/spmd.py) every
+        `interval` seconds: the time between two samples that find the walk running an instruction
+        itself (not a computation of one device, which the steps time exactly) goes to that
+        instruction.  `stop_sampling()` ends it."""
+        import threading
+
+        from ..progress import sample
+        stop = threading.Event()
+        clock = time.perf_counter
+        rows = self._walk
+
+        def loop():
+            cache: dict = {}
+            last = None                 # the previous sample found the walk running (its time)
+            try:
+                while not stop.wait(interval):
+                    smp = sample(thread_id, cache)
+                    now = clock()
+                    if smp is None or not smp.levels:
+                        last = None     # not in the walk yet (preparing the module): no time to give
+                        continue
+                    dt, last = (0.0 if last is None else now - last), now
+                    lv = smp.levels[-1]
+                    if lv.devices is None or lv.instruction is None or smp.compiling is not None:
+                        continue
+                    key = (lv.computation, lv.instruction.name)
+                    row = rows.get(key)
+                    if row is None:
+                        row = rows[key] = _Row(lv.computation, lv.instruction)
+                    row.samples += 1
+                    row.self_s += dt
+                    row.total_s += dt
+            except Exception:       # noqa: BLE001 -- the profile must never stop the run
+                return
+        th = threading.Thread(target=loop, name="hlo-profile", daemon=True)
+        self._sampler = (th, stop)
+        th.start()
+
+    def stop_sampling(self):
+        if self._sampler is not None:
+            th, stop = self._sampler
+            stop.set()
+            th.join(timeout=2)
+            self._sampler = None
+
     # -- the report --------------------------------------------------------------------
     def rows(self) -> list[_Row]:
         """Every instruction that ran, the largest self time first."""
         rows = [r for r in list(self._rows.values()) + list(self._by_name.values()) if r.calls]
+        rows += [r for r in list(self._walk.values()) if r.samples]
         rows.sort(key=lambda r: (-r.self_s, r.computation, r.inst.name))
         return rows
 
@@ -193,16 +246,24 @@ class Profile:
                  "percent": pct(r.self_s)}
             if r.members:
                 d["members"] = list(r.members)
+            if r.samples:                   # the multi-device walk's own instruction, sampled
+                d["calls"] = None
+                d["samples"] = r.samples
             insts.append(d)
         ops: dict[str, list] = {}
         for r in rows:
             key = "fused elementwise" if r.members else r.inst.opcode
-            o = ops.setdefault(key, [0, 0.0, 0])
+            o = ops.setdefault(key, [0, 0.0, 0, 0])
             o[0] += r.calls
             o[1] += r.self_s
             o[2] += 1
-        opcodes = [{"opcode": k, "instructions": n, "calls": c, "self_ms": round(s * 1e3, 3), "percent": pct(s)}
-                   for k, (c, s, n) in sorted(ops.items(), key=lambda kv: -kv[1][1])]
+            o[3] += r.samples
+        opcodes = []
+        for k, (c, s, n, smp) in sorted(ops.items(), key=lambda kv: -kv[1][1]):
+            opcodes.append({"opcode": k, "instructions": n, "calls": c, "self_ms": round(s * 1e3, 3),
+                            "percent": pct(s)})
+            if smp:
+                opcodes[-1]["samples"] = smp
         return {"mode": self.mode, "run_ms": round(run_s * 1e3, 3), "timed_ms": round(timed * 1e3, 3),
                 "untimed_ms": round(max(0.0, run_s - timed) * 1e3, 3), "instructions_timed": len(rows),
                 "top_instructions": insts, "opcodes": opcodes}

@@ -226,7 +226,7 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
         if (name, check, clean) in module_cache(module).get("compiling", ()):
             return None
         return compiled(module, name, check, clean)
-    static = Static(comp, param_clean, callee)
+    static = Static(comp, param_clean, callee, module)
     steps = []
     fresh: dict[int, bool] = {}                 # steps whose value is a new array of a plain ufunc
     elementwise: set[int] = set()

@@ -65,8 +65,9 @@ class Static:
     """What compile time knows about the steps compiled so far: folded values, and which values
     are clean (True, or for a tuple a tuple of such flags)."""
 
-    def __init__(self, comp, param_clean=None, callee=None):
+    def __init__(self, comp, param_clean=None, callee=None, module=None):
         self.comp = comp
+        self.module = module                    # the module (reducers are recognized in it), or None
         self.param_clean = param_clean          # per parameter number, or None: nothing known
         self.callee = callee                    # callee(name, param_clean) -> Compiled | None
         self.const: dict[int, object] = {}
@@ -490,6 +491,215 @@ def _dot(inst, ops, st):
     return Fast(fn, clean=True)
 
 
+# ============================================================================ reduce
+
+def _reduce(inst, ops, st):
+    """f32/f64 add-, max- and min-reduces of one array with a compile-time init (the rule's
+    decoding done once): sums follow the rule's order exactly (XLA's windows of 32, then one
+    NumPy left fold per stage with the processor's FTZ/DAZ, the init once at the end for the
+    library-sized ones); max/min take NumPy's extreme and leave NaN, zero and subnormal results
+    to the rule."""
+    if len(ops) != 2 or st.module is None:
+        return None
+    hw = hardware()
+    src = st.node(ops[0])
+    s, shape = src.shape, inst.shape
+    if s.is_tuple or s.is_dynamic or shape.is_tuple or shape.is_dynamic or src.opcode == "concatenate":
+        return None
+    dt = _shape_dtype(inst)
+    if dt not in _TINY or _shape_dtype(src) != dt:
+        return None
+    init = st.const.get(ops[1])
+    if init is None or init.shape != () or init.dtype != dt:
+        return None
+    from types import SimpleNamespace
+
+    from . import computations as C
+    red = C.reducer(SimpleNamespace(module=st.module), inst.attrs["to_apply"].name, 1)
+    if red.pair or not red.kinds or red.kinds[0] is None:
+        return None
+    kind = red.kinds[0][0]
+    dims = sorted(int(d) for d in inst.attrs["dimensions"])
+    xdims = tuple(s.dims)
+    keep = [d for d in range(len(xdims)) if d not in dims]
+    out_shape = tuple(shape.dims)
+    if not dims or any(xdims[d] == 0 for d in dims) or all(xdims[d] == 1 for d in dims) \
+            or 0 in out_shape or tuple(xdims[d] for d in keep) != out_shape:
+        return None
+    rule = rule_for("reduce")
+    if kind in ("maximum", "minimum"):
+        uf = np.maximum if kind == "maximum" else np.minimum
+        axes = tuple(dims)
+        start = dt.type(init[()])
+        tiny = _TINY[dt]
+        scalar = out_shape == ()
+
+        def fn(ec, x, i):
+            r = uf.reduce(x, axis=axes, initial=start)
+            if scalar:
+                r = np.asarray(r)
+            if not _minimum(np.abs(r), axis=None) >= tiny:       # NaN, zero, subnormal: the rule
+                return rule(inst, [x, i], ec)
+            return r
+        return Fast(fn, WITH_EC)                # (the rule keeps a lone subnormal winner's bits)
+    if kind != "add" or hw is None:
+        return None
+    n = 1
+    for d in xdims:
+        n *= d
+    library = n >= C.LIBRARY_REDUCE_MIN and len(xdims) <= C.LIBRARY_REDUCE_MAX_RANK
+    start = dt.type(0) if library else dt.type(C.flush(init)[()])
+    if start == 0 and np.signbit(start):
+        return None
+    fset, on, off = hw
+    add_reduce, add = np.add.reduce, np.add
+    # the window stages (computations._native_sum), then the final fold: all static
+    stages = []
+    cur = xdims
+    while any(cur[d] > C.TREE_WINDOW for d in dims):
+        pads, split, pos_axes, out_axes, stage_shape = [], [], [], [], []
+        for d in range(len(cur)):
+            m = cur[d]
+            if d in dims:
+                w = min(m, C.TREE_WINDOW)
+                nw = -(-m // w)
+                tot = nw * w - m
+                pads.append((tot // 2, tot - tot // 2))
+                out_axes.append(len(split))
+                pos_axes.append(len(split) + 1)
+                split += [nw, w]
+                stage_shape.append(nw)
+            else:
+                pads.append((0, 0))
+                out_axes.append(len(split))
+                split.append(m)
+                stage_shape.append(m)
+        padded = None
+        if any(lo or hi for lo, hi in pads):
+            padded = (tuple(m + lo + hi for m, (lo, hi) in zip(cur, pads)),
+                      tuple(slice(lo, lo + m) for m, (lo, _) in zip(cur, pads)))
+        p = o = 1
+        for a in pos_axes:
+            p *= split[a]
+        for a in out_axes:
+            o *= split[a]
+        stages.append((padded, tuple(split), tuple(pos_axes + out_axes), (p, o), tuple(stage_shape)))
+        cur = tuple(stage_shape)
+    p = o = 1
+    for d in dims:
+        p *= cur[d]
+    for d in keep:
+        o *= cur[d]
+    final = (tuple(dims + keep), (p, o))
+    first = (init[()] if library else None)
+
+    def fn(x, i):
+        fset(on)
+        try:
+            for padded, split, perm, rows, stage_shape in stages:
+                if padded is not None:
+                    z = np.zeros(padded[0], dt)
+                    z[padded[1]] = x
+                    x = z
+                r = np.ascontiguousarray(x.reshape(split).transpose(perm)).reshape(rows)
+                x = add_reduce(r, axis=0, initial=start).reshape(stage_shape)
+            r = np.ascontiguousarray(x.transpose(final[0])).reshape(final[1])
+            r = add_reduce(r, axis=0, initial=start).reshape(out_shape)
+            if first is not None:
+                r = add(first, r)
+        finally:
+            fset(off)
+        if r.__class__ is not ndarray:
+            r = np.asarray(r)
+        return r
+    return Fast(fn, clean=True)
+
+
+# ============================================================================ float unary ops
+
+def _unary_f64(np_fn, daz):
+    """An f32 unary op the rule computes as `np_fn` in f64 rounded to f32 (f64: `np_fn` itself),
+    with DAZ of the operand for the types in `daz`; a result holding a NaN, a zero or a subnormal
+    goes to the rule (NaN signs, FTZ)."""
+    def prep(inst, ops, st):
+        dt = _shape_dtype(inst)
+        if dt not in _TINY or _operand_dtypes(ops, st)[0] != dt or inst.shape.num_elements == 0:
+            return None
+        rule = rule_for(inst.opcode)
+        tiny = _TINY[dt]
+        flush_in = dt in daz and not st.is_clean(ops[0])
+        wide = dt == F32
+        rank0 = inst.shape.rank == 0
+
+        def fn(x):
+            y = flush(x) if flush_in else x
+            r = np_fn(y.astype(F64)).astype(F32) if wide else np_fn(y)
+            if rank0:
+                r = np.asarray(r)
+            if not _minimum(np.abs(r), axis=None) >= tiny:
+                return rule(inst, [x], None)
+            return r
+        return Fast(fn, clean=bool(getattr(rule, "ftz_result", False)), elementwise=True)
+    return prep
+
+
+def _rsqrt_core(v):
+    return 1 / np.sqrt(v)
+
+
+def _sqrt_prep(inst, ops, st):
+    """sqrt: np.sqrt of the flushed operand in the operand's own type (the rule's _sqrt)."""
+    dt = _shape_dtype(inst)
+    if dt not in _TINY or _operand_dtypes(ops, st)[0] != dt or inst.shape.num_elements == 0:
+        return None
+    rule = rule_for("sqrt")
+    tiny = _TINY[dt]
+    flush_in = not st.is_clean(ops[0])
+    rank0 = inst.shape.rank == 0
+
+    def fn(x):
+        r = np.sqrt(flush(x) if flush_in else x)
+        if rank0:
+            r = np.asarray(r)
+        if not _minimum(np.abs(r), axis=None) >= tiny:
+            return rule(inst, [x], None)
+        return r
+    return Fast(fn, clean=True, elementwise=True)
+
+
+def _minmax(opcode):
+    """f32/f64 maximum/minimum: NumPy's on the flushed operands, XLA's -0 < +0 where both are
+    zeros (the rule's _fmax/_fmin); a NaN in the result goes to the rule."""
+    def prep(inst, ops, st):
+        dt = _shape_dtype(inst)
+        if dt not in _TINY or len(ops) != 2 or any(d != dt for d in _operand_dtypes(ops, st)) \
+                or inst.shape.num_elements == 0:
+            return None
+        rule = rule_for(opcode)
+        daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
+        uf = np.maximum if opcode == "maximum" else np.minimum
+        big = opcode == "maximum"
+        rank0 = inst.shape.rank == 0
+
+        def fn(a, b):
+            x = flush(a) if daz_a else a
+            y = flush(b) if daz_b else b
+            r = uf(x, y)
+            if rank0:
+                r = np.asarray(r)
+            low = _minimum(np.abs(r), axis=None)
+            if low > 0:
+                return r
+            if low != low:
+                return rule(inst, [a, b], None)          # NaN: the rule's signs
+            both = (x == 0) & (y == 0)
+            if both.any():
+                r = np.where(both, x + y if big else -((-x) + (-y)), r)
+            return r
+        return Fast(fn, clean=True, elementwise=True)
+    return prep
+
+
 _PREPARERS = {
     "dot": _dot,
     "add": _arith("add", np.add), "subtract": _arith("subtract", np.subtract),
@@ -501,6 +711,10 @@ _PREPARERS = {
     "broadcast": _broadcast, "reshape": _reshape, "transpose": _transpose,
     "copy": _identity, "opt-barrier": _identity,
     "get-tuple-element": _gte, "tuple": _tuple, "call": _call,
+    "reduce": _reduce,
+    "exponential": _unary_f64(np.exp, (F32, F64)), "tanh": _unary_f64(np.tanh, (F64,)),
+    "rsqrt": _unary_f64(_rsqrt_core, (F32, F64)), "sqrt": _sqrt_prep,
+    "maximum": _minmax("maximum"), "minimum": _minmax("minimum"),
 }
 
 

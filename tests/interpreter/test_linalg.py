@@ -101,11 +101,12 @@ def test_dot_integer_wraps_and_pred():
 
 def test_operand_swap_rule():
     from hlo_cli.ir.attributes import WindowDim
+    from hlo_cli.interpreter.ops import convolution as cv
     big = WindowDim(size=3, padding_low=1, padding_high=1)
-    assert la._operands_swapped([2], [big], 1, 1)              # kernel larger than input
-    assert not la._operands_swapped([5], [big], 1, 1)
-    assert not la._operands_swapped([2], [big], 2, 1)          # grouped: never swapped
-    assert not la._operands_swapped([3], [WindowDim(size=3)], 1, 1)   # a pure contraction dim
+    assert cv._operands_swapped([2], [big], 1, 1)              # kernel larger than input
+    assert not cv._operands_swapped([5], [big], 1, 1)
+    assert not cv._operands_swapped([2], [big], 2, 1)          # grouped: never swapped
+    assert not cv._operands_swapped([3], [WindowDim(size=3)], 1, 1)   # a pure contraction dim
 
 
 def test_convolution_matches_a_direct_loop():

@@ -67,10 +67,11 @@ from ...ir.shape import Shape
 from ...shapes.families.reduction import higher_precision
 from .. import computations as C
 from ..registry import evaluator, rule_for
-from ..fpenv import hardware
-from ..parallel import matmul
+from ..fpenv import flushing, hardware
+from ..parallel import SPLIT_MIN_MACS, blas_single, matmul, row_chunks, run_parts, split, threads
 from ..values import np_dtype
-from .convert import BF16, C128, F32, F64, convert, etype, flush, int_compute, kind, round_float, wrap_int
+from .convert import (BF16, C128, F32, F64, convert, etype, flush, int_compute, int_range, kind, round_float,
+                      subnormals, widen_float, wrap_int)
 
 
 # ============================================================================ element types
@@ -184,7 +185,11 @@ def _dims(inst, name):
 
 # f32 dots of more multiply-adds than this accumulate in f32 with BLAS (sgemm, about 3x faster
 # than the f64 accumulation, and as close to XLA's blocked f32 sums as f64 is); smaller ones, where
-# the time does not matter, sum in f64 (see the module docstring)
+# the time does not matter, sum in f64 (see the module docstring).  The same holds for the dots XLA
+# computes as f32 ops: bf16, f16 and the f8/f6/f4 types, whose operands convert to f32 exactly
+# (measured against XLA CPU on random data at k = 1024 and 8192: f32 BLAS and the exact f64 sum
+# both stay within one f32 rounding bound of sum|a*b| of XLA's results and agree with it equally
+# often; results rounded to bf16/f16/f8 agree bit for bit or to one ulp either way).
 F32_BLAS_MIN_MACS = 1 << 22
 
 
@@ -193,20 +198,115 @@ def f32_blas(b: int, m: int, k: int, n: int) -> bool:
     return b * m * k * n > F32_BLAS_MIN_MACS
 
 
+def _geometry(lshape, rshape, lb, lc, rb, rc) -> tuple[int, int, int, int]:
+    """(batch, lhs free, contracting, rhs free) element counts of a dot."""
+    def prod(ds):
+        return int(np.prod(ds, dtype=np.int64))
+    b = prod([lshape[d] for d in lb])
+    k = prod([lshape[d] for d in lc])
+    m = prod([s for d, s in enumerate(lshape) if d not in lb and d not in lc])
+    n = prod([s for d, s in enumerate(rshape) if d not in rb and d not in rc])
+    return b, m, k, n
+
+
+def _as_f32(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """`x` converted to the float type `dt` the op runs in (XLA's convert), then exactly to f32
+    (fnuz NaN as +NaN), read with DAZ unless the processor's flags do it."""
+    w = widen_float(convert(x, dt))
+    return w if hardware() is not None else flush(w)
+
+
+def _products(l3: np.ndarray, r3: np.ndarray, ftz: bool, finish, out_dtype) -> np.ndarray:
+    """finish(parallel.matmul(l3, r3, ftz)) of (b, m, k) and (b, k, n) arrays, with the product
+    computed in parallel.matmul's pieces (so bit for bit the same) and each piece finished (an
+    elementwise rounding into `out_dtype`) as soon as it is made: a large product never holds more
+    than its pieces in flight in the accumulation type."""
+    b, m, k = l3.shape
+    n = r3.shape[2]
+    rows = row_chunks(m) if b * m * k * n >= SPLIT_MIN_MACS else None
+    nt = threads()
+    if rows is None or (len(rows) == 1 and (b < 2 or nt < 2)):
+        return finish(flushing(np.matmul, l3, r3) if ftz else np.matmul(l3, r3))
+    if len(rows) == 1:
+        pieces = [[(s, slice(None))] for s in (slice(p.start, p.stop) for p in split(range(b), min(nt, b)))]
+    else:
+        pieces = split([(slice(i, i + 1), r) for i in range(b) for r in rows], nt)
+    out = np.empty((b, m, n), out_dtype)
+
+    def part(items):
+        for bs, rs in items:
+            prod = flushing(np.matmul, l3[bs, rs], r3[bs]) if ftz else np.matmul(l3[bs, rs], r3[bs])
+            out[bs, rs] = finish(prod)
+    with blas_single():
+        run_parts(part, pieces)
+    return out
+
+
+def _f32_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype, terms):
+    """A large dot XLA computes as an f32 op (f32 or a narrower float type `dt`): operands in f32,
+    one f32 BLAS product (FTZ/DAZ), -0 rule, rounded once to `dt`, converted to the result type."""
+    a, b_ = _as_f32(lhs, dt), _as_f32(rhs, dt)
+    lf = [d for d in range(a.ndim) if d not in lb and d not in lc]
+    rf = [d for d in range(b_.ndim) if d not in rb and d not in rc]
+    bb, m, k, n = _geometry(a.shape, b_.shape, lb, lc, rb, rc)
+    l3 = np.transpose(a, list(lb) + lf + list(lc)).reshape(bb, m, k)
+    r3 = np.transpose(b_, list(rb) + list(rc) + rf).reshape(bb, k, n)
+    del a, b_
+    hw = hardware() is not None
+    terms = k * terms
+
+    def finish(out):
+        with np.errstate(all="ignore"):
+            out = _plus_zero(out, terms)
+            if not hw:
+                out = flush(out)
+            if dt != F32:
+                out = round_float(out, dt)
+            return convert(out, result_dtype)
+    out = _products(l3, r3, hw, finish, np.dtype(result_dtype))
+    shape = [lhs.shape[d] for d in lb] + [lhs.shape[d] for d in lf] + [rhs.shape[d] for d in rf]
+    return out.reshape(shape)
+
+
+# integer dots whose every partial sum is below this in magnitude are exact in f64 BLAS
+_F64_EXACT = 2.0 ** 53
+
+
+def _int_bound(x: np.ndarray) -> int:
+    """max |x| of an integer array (0 if empty), from its type's range when that is small."""
+    if x.size == 0:
+        return 0
+    et = etype(x.dtype)
+    lo, hi = int_range(et) if et.kind in ("int", "uint") else (0, 1)
+    if et.bits <= 16:
+        return max(-lo, hi)
+    return int(max(-int(x.min()), int(x.max())))
+
+
+def _int_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype):
+    """An integer dot in type `dt` (wrapping): through f64 BLAS when k * max|a| * max|b| < 2^53
+    (every product and partial sum is an exact integer, in any order), else an int64 product
+    (NumPy's, no BLAS), then wrapped to `dt` and converted to the result type."""
+    a, b_ = int_compute(convert(lhs, dt)), int_compute(convert(rhs, dt))
+    _, _, k, _ = _geometry(a.shape, b_.shape, lb, lc, rb, rc)
+    if k >= 2 and float(k) * _int_bound(a) * _int_bound(b_) < _F64_EXACT:
+        out, _ = _contract(a.astype(F64), b_.astype(F64), lb, lc, rb, rc)
+        wide = np.int64 if kind(dt) == "int" else np.uint64
+        out = out.astype(np.int64).astype(wide, copy=False)
+    else:
+        out, _ = _contract(a.astype(_wide(dt)), b_.astype(_wide(dt)), lb, lc, rb, rc)
+    return convert(wrap_int(out, dt), result_dtype)
+
+
 def dot_values(lhs, rhs, lb, lc, rb, rc, result_dtype, terms_scale: int = 1):
     """XLA's dot of two arrays of any types into `result_dtype` (see the module docstring)."""
     op_t, res_t = compute_types(_etype_name(lhs.dtype), _etype_name(rhs.dtype), _etype_name(result_dtype))
     dt = np_dtype(op_t)
-    if dt == F32 and lhs.dtype == rhs.dtype == F32:
-        macs = int(np.prod(lhs.shape, dtype=np.int64)) * int(np.prod([rhs.shape[d] for d in range(rhs.ndim)
-                                                                      if d not in rb and d not in rc],
-                                                                     dtype=np.int64))
-        if macs > F32_BLAS_MIN_MACS:
-            if hardware() is not None:      # flushed by the processor, partial sums too, as in XLA
-                out, k = _contract(lhs, rhs, lb, lc, rb, rc, ftz=True)
-                return convert(_plus_zero(out, k * terms_scale), result_dtype)
-            out, k = _contract(flush(lhs), flush(rhs), lb, lc, rb, rc)
-            return convert(flush(_plus_zero(out, k * terms_scale)), result_dtype)
+    k_ = kind(dt)
+    if k_ == "float" and dt != F64 and f32_blas(*_geometry(lhs.shape, rhs.shape, lb, lc, rb, rc)):
+        return _f32_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype, terms_scale)
+    if k_ in ("int", "uint"):
+        return _int_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype)
     l, r = _widen(convert(lhs, dt)), _widen(convert(rhs, dt))
     out, k = _contract(l, r, lb, lc, rb, rc)
     out = _narrow(_plus_zero(out, k * terms_scale), dt)
@@ -607,6 +707,81 @@ def _bn_cast(v, dt):
     return convert(_contig(v), dt)
 
 
+# At convnet sizes (from C.LIBRARY_REDUCE_MIN elements) XLA CPU hands batch norm's sums to YNNPACK
+# (a __ynn_fusion per reduce over every dim but the feature dim, no tree rewrite), whose order we
+# do not reproduce; its sums are accurate, and the f64 sum of the same f32 terms rounded once agrees
+# with them most often (measured: 55-90% of the channels bit for bit, against 0-6% for the windowed
+# left fold).  Those run blocked: per-channel f64 sums of blocks, each block's elementwise steps in
+# f32 in place while it is in cache, the blocks shared among the pool's threads (a block's result
+# does not depend on the thread that made it, and block sums are added in block order).  Smaller
+# inputs keep the reduce order of reduce_arrays (_xla_sum), exact where XLA folds sequentially.
+_BN_BLOCK = 1 << 16          # elements per block
+
+
+class _Blocked:
+    """An array of XLA's batch-norm shape viewed as (A, C, B) (A = dims before the feature dim,
+    C = features, B = dims after), cut into blocks along A (or B when A is small)."""
+
+    def __init__(self, shape, fi):
+        self.a = int(np.prod(shape[:fi], dtype=np.int64))
+        self.c = int(shape[fi])
+        self.b = int(np.prod(shape[fi + 1:], dtype=np.int64))
+        self.shape3 = (self.a, self.c, self.b)
+        if self.a >= 8:
+            step = max(1, _BN_BLOCK // max(1, self.c * self.b))
+            self.blocks = [(slice(i, min(i + step, self.a)), slice(None), slice(None))
+                           for i in range(0, self.a, step)]
+        else:
+            step = max(1, _BN_BLOCK // max(1, self.a * self.c))
+            self.blocks = [(slice(None), slice(None), slice(i, min(i + step, self.b)))
+                           for i in range(0, max(self.b, 1), step)]
+        self.hw = hardware() is not None
+
+    def view(self, x):
+        return x.reshape(self.shape3)
+
+    def chan(self, v, dt):
+        """A per-feature vector broadcasting against a (., C, .) block."""
+        return np.asarray(v, dt).reshape(1, self.c, 1)
+
+    def run(self, fn) -> list:
+        """[fn(block index) for every block], in block order, on the pool's threads, with the
+        processor's FTZ/DAZ flags set when available (else fn flushes: see ftz)."""
+        def part(bs):
+            with np.errstate(all="ignore"):
+                return [fn(ix) for ix in bs]
+        parts = split(self.blocks, threads())
+        res = run_parts((lambda bs: flushing(part, bs)) if self.hw else part, parts)
+        return [r for rs in res for r in rs]
+
+    def ftz(self, a):
+        """Software FTZ of a block in place (a no-op under the processor's flags)."""
+        if not self.hw:
+            sub = subnormals(a)
+            if sub is not None:
+                a[sub] = np.copysign(np.zeros((), a.dtype), a[sub])
+        return a
+
+    def sums(self, fn) -> np.ndarray:
+        """Per-feature f64 sums of fn(block) (f32 or f64 terms), block sums added in order."""
+        parts = self.run(lambda ix: fn(ix).sum(axis=(0, 2), dtype=F64))
+        total = np.zeros(self.c, F64)
+        for p in parts:
+            total += p
+        return total
+
+
+def _bn_large(x) -> bool:
+    return x.size >= C.LIBRARY_REDUCE_MIN
+
+
+def _bn_input(x, dt):
+    """x in the compute dtype, DAZ applied (a copy only when needed)."""
+    w = np.asarray(x)
+    w = w if w.dtype == dt else w.astype(dt)
+    return flush(_contig(w))
+
+
 @evaluator("batch-norm-training")
 def eval_batch_norm_training(inst, args, ec):
     """(scale * (x - mean) / sqrt(var + epsilon) + offset, mean, var) with mean and var over every
@@ -614,6 +789,40 @@ def eval_batch_norm_training(inst, args, ec):
     rsqrt approximate (see the module docstring)."""
     x, scale, offset = args
     dt, fi, b, n, inv_n, eps, f = _bn_setup(inst, x)
+    if not _bn_large(x):
+        return _bn_training_small(x, scale, offset, dt, fi, b, n, inv_n, eps, f, ec)
+    sw, ow = (flush(np.asarray(v).astype(dt)) for v in (scale, offset))
+    xw = _bn_input(x, dt)
+    bl = _Blocked(xw.shape, fi)
+    x3 = bl.view(xw)
+
+    def square(ix):
+        xb = x3[ix]
+        return bl.ftz(np.multiply(xb, xb))
+    sum_x = f.const(bl.sums(lambda ix: x3[ix])) if dt != F64 else bl.sums(lambda ix: x3[ix])
+    sum_x2 = bl.sums(square)
+    sum_x2 = f.const(sum_x2) if dt != F64 else sum_x2
+    mean = f(np.multiply, sum_x, inv_n)
+    var = f(np.subtract, f(np.multiply, sum_x2, inv_n), f(np.multiply, mean, mean))
+    rs = f.rsqrt(f(np.add, var, eps))
+    mb, rb, sb, ob = (bl.chan(v, dt) for v in (mean, rs, sw, ow))
+    y = np.empty(bl.shape3, dt)
+
+    def normalize(ix):
+        o = y[ix]
+        np.subtract(x3[ix], mb, out=o)
+        bl.ftz(o)
+        o *= rb
+        bl.ftz(o)
+        o *= sb
+        bl.ftz(o)
+        o += ob
+        bl.ftz(o)
+    bl.run(normalize)
+    return (_bn_cast(y.reshape(x.shape), x.dtype), _bn_cast(mean, x.dtype), _bn_cast(var, x.dtype))
+
+
+def _bn_training_small(x, scale, offset, dt, fi, b, n, inv_n, eps, f, ec):
     xw, sw, ow = (np.asarray(v).astype(dt) for v in (x, scale, offset))
     xw = flush(xw)
     sum_x = _xla_sum(ec, xw, fi)
@@ -631,11 +840,23 @@ def eval_batch_norm_inference(inst, args, ec):
     x * (scale * rsqrt(var + eps)) + (offset - mean * scale * rsqrt(var + eps))."""
     x, scale, offset, mean, var = args
     dt, fi, b, n, inv_n, eps, f = _bn_setup(inst, x)
-    xw, sw, ow, mw, vw = (flush(np.asarray(v).astype(dt)) for v in (x, scale, offset, mean, var))
+    sw, ow, mw, vw = (flush(np.asarray(v).astype(dt)) for v in (scale, offset, mean, var))
     true_scale = f(np.multiply, sw, f.rsqrt(f(np.add, vw, eps)))
     true_shift = f(np.subtract, ow, f(np.multiply, mw, true_scale))
-    y = f(np.add, f(np.multiply, xw, b(true_scale)), b(true_shift))
-    return _bn_cast(y, x.dtype)
+    xw = _bn_input(x, dt)
+    bl = _Blocked(xw.shape, fi)
+    x3 = bl.view(xw)
+    tb, hb = bl.chan(true_scale, dt), bl.chan(true_shift, dt)
+    y = np.empty(bl.shape3, dt)
+
+    def affine(ix):
+        o = y[ix]
+        np.multiply(x3[ix], tb, out=o)
+        bl.ftz(o)
+        o += hb
+        bl.ftz(o)
+    bl.run(affine)
+    return _bn_cast(y.reshape(x.shape), x.dtype)
 
 
 @evaluator("batch-norm-grad")
@@ -646,6 +867,53 @@ def eval_batch_norm_grad(inst, args, ec):
     rsqrt(var + eps); grad_offset = sum(g)."""
     x, scale, mean, var, g = args
     dt, fi, b, n, inv_n, eps, f = _bn_setup(inst, x)
+    if not _bn_large(x):
+        return _bn_grad_small(x, scale, mean, var, g, dt, fi, b, n, inv_n, eps, f, ec)
+    sw, mw, vw = (flush(np.asarray(v).astype(dt)) for v in (scale, mean, var))
+    ve = f(np.add, vw, eps)
+    rs = f.rsqrt(ve)
+    inv = f(np.divide, np.ones((), dt), ve)
+    xw, gw = _bn_input(x, dt), _bn_input(g, dt)
+    bl = _Blocked(xw.shape, fi)
+    x3, g3 = bl.view(xw), bl.view(gw)
+    mb = bl.chan(mw, dt)
+
+    def g_xm(ix):                       # g * (x - mean), each step rounded (and flushed) in dt
+        t = np.subtract(x3[ix], mb)
+        bl.ftz(t)
+        t *= g3[ix]
+        return bl.ftz(t)
+    sum_g = bl.sums(lambda ix: g3[ix])
+    sum_gxm = bl.sums(g_xm)
+    if dt != F64:
+        sum_g, sum_gxm = f.const(sum_g), f.const(sum_gxm)
+    grad_scale = f(np.multiply, sum_gxm, rs)
+    coef = f(np.multiply, f(np.multiply, sw, rs), inv_n)
+    cb, sgb, sxb, ib = (bl.chan(v, dt) for v in (coef, sum_g, sum_gxm, inv))
+    nn = dt.type(n)
+    gx = np.empty(bl.shape3, dt)
+
+    def grad(ix):
+        o = gx[ix]
+        t = np.subtract(x3[ix], mb)             # x - mean
+        bl.ftz(t)
+        t *= sxb                                # sum(g * (x - mean)) * (x - mean)
+        bl.ftz(t)
+        t *= ib                                 # ... * 1 / (var + eps)
+        bl.ftz(t)
+        np.multiply(g3[ix], nn, out=o)          # g * N
+        bl.ftz(o)
+        o -= sgb                                # ... - sum(g)
+        bl.ftz(o)
+        o -= t
+        bl.ftz(o)
+        np.multiply(cb, o, out=o)
+        bl.ftz(o)
+    bl.run(grad)
+    return (_bn_cast(gx.reshape(x.shape), x.dtype), _bn_cast(grad_scale, x.dtype), _bn_cast(sum_g, x.dtype))
+
+
+def _bn_grad_small(x, scale, mean, var, g, dt, fi, b, n, inv_n, eps, f, ec):
     xw, sw, mw, vw, gw = (flush(np.asarray(v).astype(dt)) for v in (x, scale, mean, var, g))
     ve = f(np.add, vw, eps)
     rs = f.rsqrt(ve)

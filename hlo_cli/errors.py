@@ -13,6 +13,8 @@ class ExitCode:
     USAGE = 2            # bad command line, unreadable or unusable input file
     INTERNAL = 3         # a bug in hlo itself (reported without a traceback unless HLO_DEBUG=1)
     OUT_OF_MEMORY = 4    # the run needs more memory than can be allocated (not a fault of the module)
+    MEMORY_LIMIT = 5     # refused before running: the run's estimated memory is above the limit
+                         # (--max-memory, by default what the machine has; --max-memory none skips)
 
 
 @dataclass
@@ -98,3 +100,17 @@ class HloResourceError(HloError):
         self.instruction = instruction
         self.requested_bytes = requested_bytes
         self.result_bytes = result_bytes
+
+
+class HloMemoryLimitError(HloResourceError):
+    """Refused before running: the memory the run is estimated to need (`total`, from
+    interpreter.memory.estimate, kept in `estimate`) is above `limit` bytes.  `instruction` names
+    where the peak is reached."""
+    exit_code = ExitCode.MEMORY_LIMIT
+
+    def __init__(self, message: str, diagnostics: list[Diagnostic] | None = None, *, estimate=None,
+                 limit: int | None = None, total: int | None = None, instruction: str | None = None):
+        super().__init__(message, diagnostics, instruction=instruction, requested_bytes=total)
+        self.estimate = estimate
+        self.limit = limit
+        self.total = total

@@ -58,7 +58,28 @@ def summarize(module, path: str, size: int) -> dict:
     devices = device_summary(module)
     if devices is not None:
         out["devices"] = devices
+    out.update(memory_summary(module, devices))
     return out
+
+
+def memory_summary(module, devices: dict | None) -> dict:
+    """{"inputs_bytes": the entry parameters' bytes (one device's), "memory": what a run is
+    estimated to need (interpreter.memory.estimate; on the devices `hlo run` would simulate)}."""
+    from ..interpreter.memory import estimate, result_bytes
+    inputs = sum(result_bytes(p.shape) or 0 for p in module.entry_computation.parameters)
+    count = 1
+    if devices is not None and devices["count"] > 1:
+        try:
+            from ..devices import grid_of, needs_devices
+            grid = grid_of(module)
+            count = grid.count if needs_devices(module, grid) else 1
+        except Exception:          # noqa: BLE001 -- a module the device layer refuses: one device
+            count = 1
+    try:
+        mem = estimate(module, count).to_dict()
+    except RecursionError:
+        mem = None
+    return {"inputs_bytes": inputs, "memory": mem}
 
 
 _COLLECTIVES = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
@@ -215,6 +236,7 @@ def _print_summary(s: dict):
     head.add_row("entry", Text(f"{s['entry']} {s['signature']}"))
     head.add_row("computations", Text(f"{s['computations']} ({s['fusion_computations']} fused)"))
     head.add_row("instructions", Text(f"{s['instructions']:,}"))
+    _memory_rows(head, s)
     con.print(head)
     if s["header"]:
         attrs = Table(title="module attributes", title_justify="left", show_edge=False, show_header=False)
@@ -238,6 +260,37 @@ def _print_summary(s: dict):
         for e in s["sources"]:
             src.add_row(Text(e["file"]), str(e["instructions"]))
         con.print(src)
+
+
+def _memory_rows(head, s: dict):
+    """The input size and the memory estimate, as rows of the summary's grid."""
+    from rich.text import Text
+
+    from ..interpreter.memory import human
+    n = len(s["parameters"])
+    head.add_row("inputs", Text(f"{human(s['inputs_bytes'])} in {n} parameter{'s' * (n != 1)}"))
+    m = s.get("memory")
+    if m is None:
+        return
+    per = f" x {m['devices']} devices" if m["devices"] > 1 else ""
+
+    def at(w):
+        if not w:
+            return ""
+        where = f"line {w['line']}" if w["line"] else w["file"]
+        return f" at {w['instruction']} ({w['opcode']} {w['shape']} in {w['computation']}, {where})"
+    head.add_row("memory", Text(f"{human(m['total_bytes'])}: a run's estimated peak (what hlo run "
+                                f"--max-memory compares)"))
+    head.add_row("  peak live", Text(f"{human(m['peak_live_bytes'])}{' per device' + per if per else ''}"
+                                     f"{at(m['peak_at'])}"))
+    if m["largest_at"]:
+        head.add_row("  largest value", Text(f"{human(m['largest_bytes'])}{at(m['largest_at'])}"))
+    if m["temporaries_bytes"]:
+        head.add_row("  temporaries", Text(f"{human(m['temporaries_bytes'])} (one instruction's scratch, at most)"))
+    if m["constants_bytes"]:
+        head.add_row("  constants", Text(human(m["constants_bytes"])))
+    for note in m["notes"]:
+        head.add_row("  note", Text(note))
 
 
 def _print_devices(con, d: dict):

@@ -21,6 +21,7 @@ shorter answer or None, never an exception in the run.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -175,12 +176,14 @@ def _fmt_elapsed(s: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
-def describe(smp: Sample | None, elapsed: float, width: int = 200) -> str:
+def describe(smp: Sample | None, elapsed: float, width: int = 200, phase: str = "running") -> str:
     """One status line: the computations being run with their positions, the current
-    instruction (opcode, shape), the loop iterations and devices, and the time so far."""
+    instruction (opcode, shape), the loop iterations and devices, and the time so far; before
+    any computation runs, `phase` (what the command is doing: parsing, reading inputs...)."""
     tail = [_fmt_elapsed(elapsed)]
     if smp is None or (not smp.levels and smp.compiling is None):
-        return "running... " + tail[0]
+        line = f"{phase}... ({tail[0]})"
+        return line if len(line) <= width else line[:max(0, width - 3)] + "..."
     if smp.loop_iterations:
         tail.insert(0, f"{smp.loop_iterations:,} loop iteration{'s' if smp.loop_iterations != 1 else ''}")
     if smp.devices:
@@ -189,31 +192,44 @@ def describe(smp: Sample | None, elapsed: float, width: int = 200) -> str:
     for lv in smp.levels:
         pos = f" {lv.index:,}/{lv.count:,}" if lv.index is not None and lv.count else ""
         parts.append(f"{lv.computation}{pos}")
-    if len(parts) > 3:
-        parts = parts[:1] + ["..."] + parts[-2:]
+    last = []
     if smp.compiling is not None:
         lv = smp.compiling
         pos = f" {lv.index:,}/{lv.count:,}" if lv.index is not None and lv.count else ""
-        parts.append(f"preparing {lv.computation}{pos}")
+        last = [f"preparing {lv.computation}{pos}"]
     inst = smp.levels[-1].instruction if smp.levels and smp.compiling is None else None
-    what = ""
+    what, shape_text = "", ""
     if inst is not None:
         shape = getattr(inst, "shape", None)
         shape_text = shape.to_str(False) if shape is not None else ""
         if len(shape_text) > 60:
             shape_text = shape_text[:57] + "..."
-        what = f": {inst.name} {inst.opcode} {shape_text}".rstrip()
-    line = " > ".join(parts) + what + "  (" + ", ".join(tail) + ")"
-    if len(line) > width:
-        keep = "  (" + ", ".join(tail) + ")"
-        line = line[:max(0, width - len(keep) - 3)] + "..." + keep
-    return line
+        what = f": {inst.name} {inst.opcode}"
+    end = "  (" + ", ".join(tail) + ")"
+    # the widest form that fits: every level, then the outermost (how far the run is) and the
+    # innermost ones; the shape goes first, then the levels between, then the innermost computation
+    if len(parts) > 2:
+        chains = [parts, parts[:1] + ["..."] + parts[-2:], parts[:1] + ["..."] + parts[-1:]]
+        chains = [c for n, c in enumerate(chains) if n == 0 or len(c) < len(parts)]
+    else:
+        chains = [parts]
+    shaped = " " + shape_text if shape_text else ""
+    forms = [(c, shaped) for c in chains] + [(c, "") for c in chains]
+    if len(parts) > 1:
+        forms.append((parts[:1] + ["..."], ""))      # cut at the end if even this is too wide
+    for chain, shape_part in forms:
+        line = " > ".join(chain + last) + what + shape_part + end
+        if len(line) <= width:
+            return line
+    return line[:max(0, width - len(end) - 3)] + "..." + end
 
 
 class Display:
     """A transient status line on stderr, refreshed every `interval` seconds from a daemon thread
     watching `thread_id` (default: the calling thread), shown once the run has taken `delay`
-    seconds.  `start()`, then `stop()` (also as a context manager)."""
+    seconds.  `start()`, then `stop()` (also as a context manager).  `phase`: what the command is
+    doing while no computation runs (set by the caller); `hold()`: a context in which the line is
+    taken away, to print something else on stderr."""
 
     def __init__(self, thread_id: int | None = None, interval: float = 0.25, delay: float = 0.5, console=None):
         self.thread_id = thread_id if thread_id is not None else threading.get_ident()
@@ -225,6 +241,7 @@ class Display:
         self._lock = threading.Lock()
         self.t0 = time.monotonic()
         self.updates = 0
+        self.phase = "running"
 
     def start(self):
         self.t0 = time.monotonic()
@@ -265,18 +282,28 @@ class Display:
                                   redirect_stdout=False, redirect_stderr=False)
                 self._live.start()
                 self._width = max(20, con.width - 1)
-            self._live.update(Text(describe(smp, elapsed, self._width), no_wrap=True, overflow="ellipsis"),
-                              refresh=True)
+            self._live.update(Text(describe(smp, elapsed, self._width, self.phase), no_wrap=True,
+                                   overflow="ellipsis"), refresh=True)
             self.updates += 1
+
+    @contextlib.contextmanager
+    def hold(self):
+        """The line is taken away (and comes back at the next refresh) while the block runs."""
+        with self._lock:
+            self._take_away()
+            yield
+
+    def _take_away(self):
+        if self._live is not None:
+            try:
+                self._live.stop()
+            except Exception:           # noqa: BLE001
+                pass
+            self._live = None
 
     def stop(self):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
         with self._lock:
-            if self._live is not None:
-                try:
-                    self._live.stop()
-                except Exception:       # noqa: BLE001
-                    pass
-                self._live = None
+            self._take_away()

@@ -191,7 +191,8 @@ def test_sampler_never_raises(monkeypatch):
         raise RuntimeError("boom")
     monkeypatch.setattr(progress.sys, "_current_frames", broken)
     assert progress.sample(threading.get_ident()) is None
-    assert progress.describe(None, 2.0) == "running... 2 s"
+    assert progress.describe(None, 2.0) == "running... (2 s)"
+    assert progress.describe(None, 75.0, phase="parsing big.hlo") == "parsing big.hlo... (1 min 15 s)"
 
 
 def test_display_shows_the_position_and_survives_a_broken_sampler(gate, monkeypatch):
@@ -273,16 +274,30 @@ def test_display_on_a_terminal_unless_no_progress_or_json(hlo, tmp_path, monkeyp
 
         def stop(self):
             made.append("stopped")
+
+        @property
+        def phase(self):
+            return made[-1]
+
+        @phase.setter
+        def phase(self, text):
+            made.append(text.split()[0])
     monkeypatch.setattr(progress, "Display", Spy)
     monkeypatch.setattr(run_cmd, "_stderr_is_terminal", lambda: True)
     (tmp_path / "m.hlo").write_text(FLAT.replace(f'custom-call(b), custom_call_target="{BLOCK}"', "negate(b)"))
-    for extra, want in (([], ["made", "stopped"]), (["--no-progress"], []), (["--format", "json"], [])):
+    phases = ["made", "parsing", "checking", "estimating", "reading", "preparing", "stopped"]
+    for extra, want in (([], phases), (["--no-progress"], []), (["--format", "json"], [])):
         made.clear()
         r = hlo("run", tmp_path / "m.hlo", "--random-inputs", *extra)
-        assert r.exit_code == 0 and made == want, (extra, made)
+        assert r.exit_code == 0 and _once(made) == want, (extra, made)
     made.clear()
-    r = hlo("run", tmp_path / "m.hlo")                 # an error before the run: nothing started
-    assert r.exit_code == 2 and made == []
+    r = hlo("run", tmp_path / "m.hlo")                 # an error before the run: the line goes away
+    assert r.exit_code == 2 and _once(made) == phases[:5] + ["stopped"]
+
+
+def _once(events):
+    """stop() may be called again after the line is gone (it is idempotent)."""
+    return events[:-1] if events[-2:] == ["stopped", "stopped"] else events
 
 
 def test_stderr_is_terminal_survives_odd_streams(monkeypatch):
@@ -293,3 +308,35 @@ def test_stderr_is_terminal_survives_odd_streams(monkeypatch):
             raise ValueError("I/O operation on closed file")
     monkeypatch.setattr(run_cmd.sys, "stderr", Closed())
     assert run_cmd._stderr_is_terminal() is False
+
+
+def test_hold_takes_the_line_away_for_a_note():
+    from rich.console import Console
+    buf = io.StringIO()
+    d = progress.Display(interval=0.01, delay=0.0, console=Console(file=buf, force_terminal=True, width=80))
+    d.phase = "reading inputs"
+    d.start()
+    for _ in range(2000):
+        if d.updates >= 1:
+            break
+        threading.Event().wait(0.005)
+    with d.hold():
+        assert d._live is None                       # the line is gone while the note is written
+        buf.write("note: something\n")
+    d.stop()
+    out = buf.getvalue()
+    assert "reading inputs... (0 s)" in out and "note: something\n" in out
+
+
+def test_describe_keeps_the_outermost_position_when_narrow():
+    m = hlo_cli.parse("HloModule m\nENTRY e {\n  ROOT some_long_instruction_name.123 = f32[1024,1024,3] parameter(0)\n}\n")
+    inst = m.entry_computation.instructions[0]
+    smp = progress.Sample([progress.Level("main.923", 1000, 6438), progress.Level("body.12", 5, 40),
+                           progress.Level("region.1", 3, 9), progress.Level("fused.3249", 4, 12, inst)], 345)
+    wide = progress.describe(smp, 33, 300)
+    assert wide == ("main.923 1,000/6,438 > body.12 5/40 > region.1 3/9 > fused.3249 4/12: "
+                    "some_long_instruction_name.123 parameter f32[1024,1024,3]  (345 loop iterations, 33 s)")
+    for width in (120, 100, 80, 60):
+        line = progress.describe(smp, 33, width)
+        assert len(line) <= width and line.startswith("main.923 1,000/6,438") and line.endswith("33 s)"), line
+    assert "fused.3249 4/12" in progress.describe(smp, 33, 120)

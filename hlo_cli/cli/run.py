@@ -265,9 +265,16 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
         limit = _memory_limit_option(max_memory)
         devices = {"replicas": replicas, "partitions": partitions, "per_device": per_device,
                    "output_global": output_global, "output_sharding": output_sharding, "device": device}
-        _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt,
-             expect, rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
-             allow_elided_constants, no_check, no_progress, no_cache, module_choice, devices, profile, limit)
+        if not no_progress and fmt == "text" and _stderr_is_terminal():
+            from ..progress import Display
+            state["progress"] = Display().start()       # shown once the command has taken half a second
+        try:
+            _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt,
+                 expect, rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
+                 allow_elided_constants, no_check, no_progress, no_cache, module_choice, devices, profile, limit)
+        finally:
+            if state.get("progress") is not None:
+                state["progress"].stop()
     except (SystemExit, click.exceptions.Exit, BrokenPipeError):
         raise
     except BaseException as e:
@@ -325,8 +332,11 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     from ..io import load_inputs, write_results
 
     timings = state["timings"] = {}
+    progress = state.get("progress")
+    phase = _phase_setter(progress)
     clock = time.perf_counter
     t0 = clock()
+    phase("parsing " + ("<stdin>" if module_file == "-" else Path(module_file).name))
     module, text = load_module(module_file, use_cache=not no_cache, with_text=True, module=module_choice)
     timings["parse_s"] = clock() - t0
     state["module"] = module.name
@@ -335,6 +345,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
                             "module_sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()}
     src = SourceIndex(text)
     t0 = clock()
+    phase("checking " + module.name)
     if not no_check:
         _check_before_running(module, text, (devices or {}).get("replicas"), (devices or {}).get("partitions"))
     timings["check_s"] = clock() - t0
@@ -345,11 +356,13 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     if dv.multi:
         info["devices"] = {"replicas": dv.grid.replicas, "partitions": dv.grid.partitions}
     t0 = clock()
+    phase("estimating the memory of " + module.name)
     _check_memory(module, memory_limit, dv.grid.count if dv.multi else 1)
     timings["memory_check_s"] = clock() - t0
 
     # -- inputs: every file's header is checked against its parameter before its data is read
     t0 = clock()
+    phase("reading inputs")
     params = module.entry_computation.parameters
     protected = set()
     if module_file != "-":
@@ -375,16 +388,16 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
             info["seed"] = seed
         args = dv.distribute(loaded.values, loaded.notes) if dv.multi else loaded.values
         for note in loaded.notes:
-            click.echo(f"note: {note}", err=True)
+            _note(progress, f"note: {note}")
     timings["inputs_s"] = clock() - t0
     if check_finite:
         for p, a in zip(params, args):
             a = a.value if dv.multi else a
             bad = [leaf for leaf, _ in leaves_with_shapes(a, p.shape) if has_nonfinite(np.asarray(leaf))]
             if bad:
-                click.echo(f"note: input parameter {p.parameter_number} '{p.name}' holds non-finite values "
-                           f"({_fmt_stats(stats(np.asarray(bad[0])))}); --check-finite looks for where new "
-                           f"ones appear", err=True)
+                _note(progress, f"note: input parameter {p.parameter_number} '{p.name}' holds non-finite values "
+                                f"({_fmt_stats(stats(np.asarray(bad[0])))}); --check-finite looks for where new "
+                                f"ones appear")
 
     # -- everything that will be written is decided before anything runs
     if expect:
@@ -434,10 +447,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     # -- run: execute_s is the evaluation of the entry computation alone
     options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants,
                          profile=prof)
-    progress = None
-    if not no_progress and fmt == "text" and _stderr_is_terminal():
-        from ..progress import Display
-        progress = Display().start()
+    phase("preparing " + module.name)        # the sampler shows the computations once they run
     if prof is not None and dv.multi and hook is None:
         import threading
         prof.sample_walk(threading.get_ident())
@@ -638,6 +648,26 @@ def _print_mismatch(mm, rtol, atol):
 
 
 # ----------------------------------------------------------------------------- progress, --profile, --max-memory
+
+def _phase_setter(progress):
+    """A function naming what the command does now, for the progress line (a no-op without one)."""
+    if progress is None:
+        return lambda text: None
+
+    def phase(text):
+        progress.phase = text
+    return phase
+
+
+def _note(progress, text: str):
+    """A note on stderr, with the progress line taken away while it is written."""
+    hold = getattr(progress, "hold", None)
+    if hold is None:
+        click.echo(text, err=True)
+        return
+    with hold():
+        click.echo(text, err=True)
+
 
 def _stderr_is_terminal() -> bool:
     """The progress display is for a person watching: only when stderr is a terminal."""

@@ -73,23 +73,33 @@ _BAIL_TARGETS = frozenset({"SPMDFullToShardShape", "SPMDShardShapeToFull", "Move
 
 _DISABLE = "_xla_disable_loop_instr_hoisting"
 
+# the instructions through which a while loop can be reached
+_CONTROL = frozenset({"while", "call", "conditional", "async-start", "custom-call"})
+
 # nested calls inlined at most this deep
 _INLINE_ROUNDS = 4
 
 
 def hoist_loop_invariants(module: Module) -> Module:
     """The module to run when no hook watches the instructions (see the module docstring)."""
-    if not any(i.opcode == "while" for c in module.computations for i in c.instructions):
-        return module
     from .compiler import module_cache
     per = module_cache(module)
     got = per.get("hoisted")
     if got is None:
-        got = _Hoister(module).run()
-        per["hoisted"] = got
+        got = module
+        if any(i.opcode == "while" for c in module.computations for i in c.instructions):
+            try:
+                got = _Hoister(module).run()
+            except (KeyError, IndexError, AttributeError, TypeError, ValueError):
+                got = module        # a module the checker would refuse: the run reports it as written
+        # (a module's cache must not hold the module itself: it would never be collected)
+        per["hoisted"] = _SAME if got is module else got
         if got is not module:
-            module_cache(got)["hoisted"] = got      # hoisting again finds nothing new
-    return got
+            module_cache(got)["hoisted"] = _SAME     # hoisting again finds nothing new
+    return module if got is _SAME else got
+
+
+_SAME = object()
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -127,10 +137,10 @@ def _topo_order(comp: Computation) -> list[Instruction]:
     return out
 
 
-def _live(comp: Computation, root: str, by: dict) -> set[str]:
-    """Names reachable from `root` through operands and control predecessors."""
+def _live(roots, by: dict) -> set[str]:
+    """Names reachable from `roots` through operands and control predecessors."""
     seen: set[str] = set()
-    stack = [root]
+    stack = list(roots)
     while stack:
         n = stack.pop()
         if n in seen or n not in by:
@@ -204,7 +214,8 @@ class _Hoister:
 
     # -- driver ----------------------------------------------------------------------
     def post_order(self, comps: dict | None = None) -> list[str]:
-        """Computations reachable from the entry, callees first."""
+        """Computations reachable from the entry through control flow, callees first (loops are
+        not found inside fusions or reducers)."""
         comps = self.comps if comps is None else comps
         out: list[str] = []
         seen: set[str] = set()
@@ -219,9 +230,10 @@ class _Hoister:
             seen.add(name)
             stack.append((name, True))
             for inst in comps[name].instructions:
-                for c in reversed(_ref_names(inst)):
-                    if c not in seen:
-                        stack.append((c, False))
+                if inst.opcode in _CONTROL:
+                    for c in reversed(_ref_names(inst)):
+                        if c not in seen:
+                            stack.append((c, False))
         return out
 
     def run(self) -> Module:
@@ -246,8 +258,8 @@ class _Hoister:
         fa = w.attrs.get("frontend_attributes")
         if fa is not None and _DISABLE in dict(getattr(fa, "items", ())):
             return
-        body = self.comps.get(w.attrs["body"].name)
-        cond = self.comps.get(w.attrs["condition"].name)
+        body = self.comps.get(getattr(w.attrs.get("body"), "name", None))
+        cond = self.comps.get(getattr(w.attrs.get("condition"), "name", None))
         if body is None or cond is None:
             return
         bparams = body.parameters
@@ -279,7 +291,7 @@ class _Hoister:
         for _ in range(_INLINE_ROUNDS):
             mixed = {i.name for i in body.instructions
                      if i.opcode == "call" and any(o in invariant for o in i.operands)
-                     and i.name not in invariant and self.pure_inst(i)}
+                     and i.name not in invariant and self.inlinable(i)}
             if not mixed:
                 break
             body = self.inline(body, mixed)
@@ -288,7 +300,7 @@ class _Hoister:
             return
         bby = body.by_name
         root = body.root_instruction
-        live_before = _live(body, body.root, bby)
+        roots = self.roots(body)
 
         # in the body, each worthy instruction becomes a get-tuple-element of the wider parameter;
         # the ones still read there get loop-state elements
@@ -297,14 +309,15 @@ class _Hoister:
                                             attrs={"index": -1}, literal=None, operand_shapes=None)
                 for h in worth}
         stubbed = {k: stub.get(k, v) for k, v in bby.items()}
-        live_after = _live(body, body.root, stubbed)
+        live_after = _live(roots, stubbed)
         slots = [h for h in worth if h.name in live_after]
         if not slots:
             return
 
         # names: unique in the computations concerned (moved instructions keep theirs where free)
         taken = {i.name for i in comp.instructions} | {i.name for i in cond.instructions}
-        taken.update(x for x in bby if x not in hoisted and (x in live_after or x not in live_before))
+        taken.update(x for x in live_after if x not in hoisted)
+        taken.add(param.name)
         fresh = _Fresh(taken)
 
         # before the loop: the slots' values and the invariants they need
@@ -355,8 +368,9 @@ class _Hoister:
                 k, name = state[inst.name]
                 inst = dataclasses.replace(inst, name=name, opcode="get-tuple-element", operands=(param.name,),
                                            attrs={"index": k}, literal=None, operand_shapes=None)
-            elif inst.name in hoisted or (inst.name in live_before and inst.name not in live_after):
-                continue                            # moved, or read only by moved instructions
+            elif inst.name in hoisted or (inst.name in bby and inst.name not in live_after
+                                          and inst.opcode != "parameter"):
+                continue                            # moved, read only by moved instructions, or dead
             elif any(o in state for o in inst.operands):
                 inst = dataclasses.replace(inst, operands=tuple(state[o][1] if o in state else o
                                                                 for o in inst.operands), operand_shapes=None)
@@ -417,11 +431,16 @@ class _Hoister:
         self.changed = True
 
     # -- pieces ----------------------------------------------------------------------
+    def roots(self, body: Computation) -> list[str]:
+        """What a body runs for: its root and whatever is not pure (side effects stay put)."""
+        return [body.root] + [i.name for i in body.instructions
+                              if i.opcode != "parameter" and not self.pure_inst(i)]
+
     def analyse(self, body: Computation, param: Instruction, invariant_idx: set[int]):
         """The body's invariant instructions (names) and, in order, the ones worth moving."""
         bby = body.by_name
         controlled = {p for i in body.instructions for p in (i.attrs.get("control-predecessors", ()) or ())}
-        live = _live(body, body.root, bby)
+        live = _live(self.roots(body), bby)
         invariant: set[str] = set()
         worth: list[Instruction] = []
         for inst in _topo_order(body):
@@ -441,6 +460,11 @@ class _Hoister:
             if inst.name in live and self.worth(inst, bby):
                 worth.append(inst)
         return invariant, worth
+
+    def inlinable(self, call: Instruction) -> bool:
+        callee = self.comps.get(getattr(call.attrs.get("to_apply"), "name", None))
+        return (callee is not None and self.pure_inst(call)
+                and sorted(p.parameter_number for p in callee.parameters) == list(range(len(call.operands))))
 
     def inline(self, body: Computation, calls: set[str]) -> Computation:
         """`body` with the `calls` (pure call instructions) replaced by their callees' instructions;

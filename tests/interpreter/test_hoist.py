@@ -235,11 +235,13 @@ def test_what_stays_in_the_loop(work):
     assert hoist_loop_invariants(module) is module
 
 
-def test_side_effects_stay_and_pure_neighbours_move():
-    work = """  ww = f32[16,16] dot(w, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+@pytest.mark.parametrize("read", ["h1 = f32[16,16] add(h, ww)", "h1 = f32[16,16] negate(h)"])
+def test_side_effects_stay_and_pure_neighbours_move(read):
+    # the outfeed reads the moved dot, whether the loop's result does or not
+    work = f"""  ww = f32[16,16] dot(w, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
   tok = token[] after-all()
   out = token[] outfeed(ww, tok), outfeed_shape=f32[16,16]
-  h1 = f32[16,16] add(h, ww)"""
+  {read}"""
     module = _hand(work)
     hoisted = hoist_loop_invariants(module)
     (body,) = _bodies(hoisted)
@@ -348,3 +350,75 @@ ENTRY main {
         run_module(module, _args(module), RunOptions(max_iterations=7))
     diags = e.value.diagnostics
     assert any(d.instruction == "inner" and d.line == line for d in diags), diags
+
+
+def test_cache_keeps_no_module_alive():
+    import gc
+    import weakref
+    module = parse_file(str(LOOPS / "f8_gemm_loop.hlo"))
+    hoisted = hoist_loop_invariants(module)
+    refs = [weakref.ref(module), weakref.ref(hoisted)]
+    plain = parse("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n")
+    assert hoist_loop_invariants(plain) is plain
+    refs.append(weakref.ref(plain))
+    del module, hoisted, plain
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+
+
+_DEVICES = """HloModule dev, replica_count=2
+
+cond {
+  cs = (s32[], f32[16,16], f32[16,16]) parameter(0)
+  ci = s32[] get-tuple-element(cs), index=0
+  cn = s32[] constant(4)
+  ROOT lt = pred[] compare(ci, cn), direction=LT
+}
+
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+
+body {
+  s = (s32[], f32[16,16], f32[16,16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[16,16] get-tuple-element(s), index=1
+  w = f32[16,16] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  r = u32[] replica-id()
+  rf = f32[] convert(r)
+  rb = f32[16,16] broadcast(rf), dimensions={}
+  wr = f32[16,16] add(w, rb)
+  ww = f32[16,16] dot(wr, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  hw = f32[16,16] dot(h, ww), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  h1 = f32[16,16] all-reduce(hw), replica_groups={{0,1}}, to_apply=add
+  ROOT t = (s32[], f32[16,16], f32[16,16]) tuple(i1, h1, w)
+}
+
+ENTRY main {
+  h0 = f32[16,16] parameter(0)
+  w0 = f32[16,16] parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[16,16], f32[16,16]) tuple(zero, h0, w0)
+  loop = (s32[], f32[16,16], f32[16,16]) while(init), condition=cond, body=body
+  ROOT out = f32[16,16] get-tuple-element(loop), index=1
+}
+"""
+
+
+def test_device_runs_hoist_per_device_values():
+    # replica-id is the same in every iteration on one device: the dot that depends on it leaves
+    # the loop, the all-reduce stays; both devices' values as without hoisting
+    from hlo_cli.devices import run_devices
+    module = parse(_DEVICES, "dev.hlo")
+    hoisted = hoist_loop_invariants(module)
+    assert {"r", "ww"} <= set(hoisted.entry_computation.by_name)
+    (body,) = _bodies(hoisted)
+    assert "all-reduce" in {i.opcode for i in body.instructions}
+    args = _args(module)
+    fast = np.asarray(run_devices(module, args).per_device())
+    slow = np.asarray(run_devices(module, args, compiled=False).per_device())
+    assert fast.shape == (2, 16, 16) and fast.tobytes() == slow.tobytes()

@@ -973,7 +973,125 @@ def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits
     scan = _scan_form(xs[0].shape, wdims)
     if scan is not None:
         return _blocked_scan(ec, red, comp_name, xs, inits, wdims, *scan)
+    if len(xs) == 1 and not red.generic and not red.pair and _taps_pay(xs[0].shape, wdims):
+        return [_tap_window(red.kinds[0], xs[0], inits[0], wdims)]
     return _naive_reduce_window(ec, red, xs, inits, wdims)
+
+
+# Window positions from which on the per-position sweep (one vectorized step per position over
+# all outputs) gives way to the gather when there are few outputs (a Python step costs ~20 us)
+TAP_LIMIT = 64
+TAP_MIN_OUTPUTS = 1024
+
+
+def _taps_pay(shape, wdims) -> bool:
+    taps = int(np.prod([w.size for w in wdims], dtype=np.int64)) if wdims else 1
+    outs = int(np.prod([_out_len(n, w) for n, w in zip(shape, wdims)], dtype=np.int64)) if wdims else 1
+    return taps <= TAP_LIMIT or outs >= TAP_MIN_OUTPUTS
+
+
+def tap_slices(n: int, w: WDim, out: int) -> list[tuple[slice, slice] | None]:
+    """For one dimension, per window position k: (outputs, operand elements) as two slices of the
+    same length -- the outputs whose position k falls on an operand element (not on padding nor
+    on a base-dilation hole) and those elements -- or None when there is none."""
+    src, ok = _window_index(n, w, out)
+    res = []
+    for k in range(w.size):
+        o = np.flatnonzero(ok[:, k])
+        if o.size == 0:
+            res.append(None)
+            continue
+        i = src[o, k]
+        ostep = int(o[1] - o[0]) if o.size > 1 else 1
+        istep = int(i[1] - i[0]) if i.size > 1 else 1
+        res.append((slice(int(o[0]), int(o[-1]) + 1, ostep), slice(int(i[0]), int(i[-1]) + 1, istep)))
+    return res
+
+
+def window_taps(shape, wdims, outs):
+    """(tap number, output slices, operand slices) for every window position in row-major order
+    that reads at least one operand element (strided views both sides: no gather, no padding)."""
+    per_dim = [tap_slices(n, w, o) for n, w, o in zip(shape, wdims, outs)]
+    for t, offsets in enumerate(np.ndindex(*(w.size for w in wdims))):
+        sl = [per_dim[d][k] for d, k in enumerate(offsets)]
+        if any(s is None for s in sl):
+            continue
+        yield t, tuple(s[0] for s in sl), tuple(s[1] for s in sl)
+
+
+def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
+    """A reduce-window of a recognized binary reducer as one sweep over the window positions: the
+    accumulator (one per output, from the init value) is combined with the strided view of the
+    operand elements each position reads, so every output takes its elements in row-major window
+    order with padding and holes skipped -- XLA CPU's order, without gathering (outputs x
+    positions) elements.  f32/f64 add/multiply and integers run in place (FTZ/DAZ as XLA), f32/f64
+    max/min in place when no NaN is involved (-0 results checked), the rest through combine()."""
+    op, swapped = kind
+    dt = x.dtype
+    outs = tuple(_out_len(n, w) for n, w in zip(x.shape, wdims))
+    acc = np.empty(outs, dt)
+    acc[...] = init
+    if acc.size == 0 or x.size == 0:
+        return acc
+    taps = window_taps(x.shape, wdims, outs)
+    if dt.kind in "iu" or dt == np.bool_:
+        if dt == np.bool_:
+            uf = {"add": np.logical_or, "maximum": np.logical_or, "minimum": np.logical_and,
+                  "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+                  "multiply": np.logical_and}[op]
+        else:
+            uf = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+                  "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+        with np.errstate(all="ignore"):
+            for _, o, i in taps:
+                a = acc[o]
+                uf(a, x[i], out=a)
+        return acc
+    if dt in (np.float32, np.float64) and op in ("add", "multiply"):
+        uf = np.add if op == "add" else np.multiply
+        hw = hardware()
+        if hw is not None:
+            def sweep():
+                for _, o, i in taps:
+                    a = acc[o]
+                    uf(a, x[i], out=a)
+            with np.errstate(all="ignore"):
+                flushing(sweep)
+            return acc
+        xf = flush(x)
+        acc[...] = flush(acc)
+        with np.errstate(all="ignore"):
+            for _, o, i in taps:
+                a = acc[o]
+                uf(a, xf[i], out=a)
+                if subnormals(a) is not None:
+                    a[...] = flush(a)
+        return acc
+    if dt in (np.float32, np.float64) and op in ("maximum", "minimum"):
+        uf = np.maximum if op == "maximum" else np.minimum
+        for xf in (x, None):
+            if xf is None:               # a subnormal won somewhere: again, the operand flushed
+                xf = flush(x)
+                acc[...] = flush(np.asarray(init))
+            for _, o, i in window_taps(x.shape, wdims, outs):
+                a = acc[o]
+                uf(a, xf[i], out=a)
+            # checked on the results alone: NaN (np.maximum propagates it) and -0 / +0 results
+            # need XLA's rules (combine); a subnormal result means DAZ could have chosen otherwise
+            # (without one, reading subnormals as zeros changes no winner)
+            if np.isnan(acc).any():
+                break
+            zero = acc == 0
+            if zero.any() and (np.signbit(acc[zero]) if op == "maximum" else ~np.signbit(acc[zero])).any():
+                break
+            if xf is not x or subnormals(acc) is None:
+                return acc
+        acc[...] = init
+        taps = window_taps(x.shape, wdims, outs)
+    for _, o, i in taps:
+        a, v = acc[o], x[i]
+        acc[o] = combine(op, v, a) if swapped else combine(op, a, v)
+    return acc
 
 
 def _library_window(x: np.ndarray, init: np.ndarray, wdims, types) -> bool:

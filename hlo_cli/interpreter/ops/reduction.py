@@ -87,7 +87,8 @@ def _compare(a, b, direction: str, ctype: str):
 
 
 def _select_fn(ec, name: str):
-    """select(selected, candidate) -> keep: a direct compare of the two parameters runs in NumPy."""
+    """select(selected, candidate) -> keep, and (direction, compare type) when it is a direct
+    compare of the two parameters (run in NumPy), else None (the computation applied vectorized)."""
     comp = ec.module.computation_map.get(name)
     if comp is None:
         raise HloEvalError(f"computation '{name}' is not defined")
@@ -101,8 +102,8 @@ def _select_fn(ec, name: str):
             et = a.shape.element_type
             ctype = root.attrs.get("type")
             ctype = str(ctype) if ctype is not None else _default_ctype(et)
-            return lambda s, c: _compare(s, c, direction, ctype)
-    return lambda s, c: C.apply(ec, name, [s, c], s.shape, [np.dtype(bool)])[0]
+            return (lambda s, c: _compare(s, c, direction, ctype)), (direction, ctype)
+    return (lambda s, c: C.apply(ec, name, [s, c], s.shape, [np.dtype(bool)])[0]), None
 
 
 def _default_ctype(et: str) -> str:
@@ -110,45 +111,146 @@ def _default_ctype(et: str) -> str:
     return {"float": "FLOAT", "complex": "FLOAT", "int": "SIGNED"}.get(ELEMENT_TYPES[et].kind, "UNSIGNED")
 
 
+# select = compare(picked, candidate, direction): when no NaN is involved the candidate replaces
+# the pick exactly when `take`(picked, candidate), and the picked value is a running max / min
+_TAKE = {"GE": (np.less, np.maximum), "GT": (np.less_equal, np.maximum),
+         "LE": (np.greater, np.minimum), "LT": (np.greater_equal, np.minimum)}
+
+
+def _running_select(x: np.ndarray, how):
+    """(take, running, start) when select is a GE/GT/LE/LT compare NumPy computes as XLA does on
+    `x`: native floats compared as FLOAT without NaN (subnormals read as zeros by the processor's
+    DAZ flag, fpenv.py), native integers of the compare's signedness; else None."""
+    if how is None or how[0] not in _TAKE:
+        return None
+    direction, ctype = how
+    take, running = _TAKE[direction]
+    dt = x.dtype
+    if dt in (np.float32, np.float64) and ctype == "FLOAT" and C.hardware() is not None:
+        if x.size and np.isnan(x.max()):
+            return None
+        return take, running, dt.type(-np.inf if running is np.maximum else np.inf)
+    if (dt.kind == "i" and ctype == "SIGNED") or (dt.kind == "u" and ctype == "UNSIGNED"):
+        info = np.iinfo(dt)
+        return take, running, dt.type(info.min if running is np.maximum else info.max)
+    return None
+
+
 @evaluator("select-and-scatter")
 def eval_select_and_scatter(inst, args, ec):
     """For each window pick one position with `select` (the first valid one, replaced by each later
     candidate c when select(picked, c) is false; padding never picked), then start from the init
     value everywhere and combine each source value into its window's pick with `scatter`, in
-    row-major source order."""
+    row-major source order.
+
+    One sweep over the window positions picks (strided views of the operand; the picked position's
+    number kept per window); a second sweep, over the positions in reverse, scatters: the windows
+    that picked position t meet a strided view of the output, one element each, and an operand
+    element gets its source values in row-major source order because later positions of a window
+    belong to earlier windows."""
     x, src, init = (np.asarray(a) for a in args)
     rank = x.ndim
     wd = C.window_dims(inst.attrs.get("window"), rank)
     outs = src.shape
-    keep = _select_fn(ec, inst.attrs["select"].name)
-    idx = [C._window_index(x.shape[d], wd[d], outs[d]) for d in range(rank)]
-    sizes = [w.size for w in wd]
+    out = np.empty(x.shape, dtype=init.dtype)
+    out[...] = init
+    total = int(np.prod([w.size for w in wd], dtype=np.int64)) if rank else 1
+    if not (src.size and x.size and total):
+        return _result(inst, [out])
+    taps = list(C.window_taps(x.shape, wd, outs))
+    have, sel_tap = _select(ec, inst.attrs["select"].name, x, outs, taps, total)
+    _scatter(ec, inst.attrs["scatter"].name, out, src, taps, have, sel_tap)
+    return _result(inst, [out])
+
+
+def _select(ec, name, x, outs, taps, total):
+    """(have, tap): per window whether any position is valid and the number of the picked one."""
+    keep, how = _select_fn(ec, name)
     have = np.zeros(outs, bool)
+    sel_tap = np.zeros(outs, np.min_scalar_type(total))
+    tdt = sel_tap.dtype.type
+    fast = _running_select(x, how)
+    if fast is not None:
+        take_fn, running, start = fast
+        sel_val = np.full(outs, start, x.dtype)
+
+        def sweep():
+            for t, o, i in taps:
+                cand = x[i]
+                h, sv, st = have[o], sel_val[o], sel_tap[o]
+                take = take_fn(sv, cand)
+                take |= ~h
+                d = tdt(t) - st                  # st + take * (t - st), wrapping: no masked copy
+                d *= take
+                st += d
+                running(sv, cand, out=sv)
+                h[...] = True
+        if x.dtype.kind == "f":
+            C.flushing(sweep)
+        else:
+            sweep()
+        return have, sel_tap
     sel_val = np.zeros(outs, x.dtype)
-    sel_lin = np.zeros(outs, np.int64)
-    if src.size and x.size:
-        for p in np.ndindex(*sizes):
-            s, ok = [], np.ones(outs, bool)
-            for d in range(rank):
-                sd, vd = idx[d][0][:, p[d]], idx[d][1][:, p[d]]
-                shp = [1] * rank
-                shp[d] = outs[d]
-                s.append(sd.reshape(shp))
-                ok = ok & vd.reshape(shp)
-            cand = np.broadcast_to(x[tuple(s)], outs)
-            lin = np.broadcast_to(np.ravel_multi_index(tuple(s), x.shape), outs)
-            take = ok & ~have
-            if have.any():
-                both = ok & have
-                if both.any():
-                    take = take | (both & ~keep(sel_val, cand))
-            sel_val = np.where(take, cand, sel_val)
-            sel_lin = np.where(take, lin, sel_lin)
-            have = have | ok
-    out = np.full(x.size, init, dtype=init.dtype)
-    m = have.ravel()
-    C.scatter_combine(ec, inst.attrs["scatter"].name, [out], sel_lin.ravel()[m], [src.ravel()[m]])
-    return _result(inst, [out.reshape(x.shape)])
+    for t, o, i in taps:
+        cand = x[i]
+        h, sv, st = have[o], sel_val[o], sel_tap[o]
+        take = ~np.asarray(keep(sv, cand), bool)
+        take |= ~h
+        np.copyto(sv, cand, where=take)
+        np.copyto(st, t, where=take, casting="unsafe")
+        h[...] = True
+    return have, sel_tap
+
+
+def _scatter(ec, name, out, src, taps, have, sel_tap):
+    """out[pick of each window] = scatter(out[...], source value), positions in reverse."""
+    red = C.reducer(ec, name, 1)
+    dt = out.dtype
+    tdt = sel_tap.dtype.type
+    partial = not have.all()
+    if not red.generic and not red.pair and red.kinds[0] == ("add", False) and src.dtype == dt \
+            and dt in (np.float32, np.float64) and C.hardware() is not None \
+            and not (out.size and np.signbit(out.flat[0])) and np.isfinite(src).all():
+        # value * (picked here): the value or a zero, which leaves a sum that started at +0 as it
+        # is (only -0 + +0 would change, and such sums are never -0); FTZ/DAZ as XLA
+        def sweep():
+            for t, o, i in reversed(taps):
+                m = sel_tap[o] == tdt(t)
+                if partial:
+                    m &= have[o]
+                tgt = out[i]
+                tgt += src[o] * m
+        with np.errstate(all="ignore"):
+            C.flushing(sweep)
+        return
+    fast = _scatter_ufunc(red, dt, src)
+    for t, o, i in reversed(taps):
+        m = sel_tap[o] == tdt(t)
+        if partial:
+            m &= have[o]
+        idx = np.nonzero(m)
+        if idx[0].size == 0:
+            continue
+        tgt = out[i]
+        if fast is not None:
+            with np.errstate(all="ignore"):
+                tgt[idx] = fast(tgt[idx], src[o][idx])
+        else:
+            tgt[idx] = C.combine_all(ec, red, [tgt[idx]], [src[o][idx]])[0]
+
+
+def _scatter_ufunc(red, dt: np.dtype, src: np.ndarray):
+    """The scatter combiner as a ufunc when NumPy computes it as XLA does (integer and bool
+    combiners of the same type), else None (combine())."""
+    if red.generic or red.pair or src.dtype != dt or not (dt.kind in "iu" or dt == np.bool_):
+        return None
+    op = red.kinds[0][0]
+    if dt == np.bool_:
+        return {"add": np.logical_or, "maximum": np.logical_or, "minimum": np.logical_and,
+                "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+                "multiply": np.logical_and}[op]
+    return {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+            "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
 
 
 @evaluator("map")

@@ -219,7 +219,9 @@ class MemoryEstimate:
                  reshape, transpose, get-tuple-element... -- allocate nothing), largest_at it;
     temporaries  the largest scratch allowance of one instruction beyond its result: dot and
                  convolution (one copy of the operands, and of a result narrower than the work, at
-                 4 bytes an element, 8 for 64-bit types, 16 for complex), narrow floats (computed
+                 4 bytes an element, 8 for integers, f64 and convolutions (summed in f64), 16 for
+                 complex; a convolution's patches too: output positions x kernel taps x input
+                 features), narrow floats (computed
                  in f32: 4 bytes an element of operands and result),
                  computations applied to whole arrays (reduce, sort, scatter, map...: one more copy
                  of the operands), sort (8 bytes an element for the permutation);
@@ -359,6 +361,9 @@ _DOTS = frozenset(("dot", "convolution", "ragged-dot", "scaled-dot"))
 _NARROW = frozenset(("bf16", "f16", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz",
                      "f8e4m3", "f8e3m4", "f8e8m0fnu", "f4e2m1fn", "f6e2m3fn", "f6e3m2fn"))
 _CALLS = frozenset(("call", "fusion"))
+# dots and convolutions of these types work at 8 bytes an element (f64 BLAS or int64)
+_WIDE_WORK = frozenset(("f64", "s64", "u64", "s32", "u32", "s16", "u16", "s8", "u8", "s4", "u4", "s2", "u2",
+                        "pred"))
 # opcodes that may apply a computation to whole arrays or need scratch of their own
 _SCRATCH = _DOTS | frozenset(("reduce", "reduce-window", "map", "sort", "scatter", "select-and-scatter",
                               "all-reduce", "reduce-scatter", "all-reduce-start", "custom-call", "async-start"))
@@ -694,10 +699,20 @@ class _Estimator:
         if op in _DOTS:
             # one copy of the operands (transposed into place, or converted: at least 4 bytes an
             # element), and the result computed at 4 bytes an element when it is narrower
-            wide = 16 if types & {"c64", "c128"} else 8 if types & {"f64", "s64", "u64"} else 4
+            wide = 16 if types & {"c64", "c128"} else 8 if types & _WIDE_WORK or op == "convolution" else 4
             out = sum(i[1] for i in infos) * wide
             if res[0] is not None and res[0] < res[1] * wide:
                 out += res[1] * wide
+            dn = inst.attrs.get("dim_labels") if op == "convolution" else None
+            if dn is not None and len(operand_shapes) == 2 and operand_shapes[1] is not None:
+                # the patches (im2col): every output position times every kernel tap and input
+                # feature, one kernel output feature's worth
+                kernel = operand_shapes[1]
+                try:
+                    o = max(int(kernel.dims[dn.kernel_output_feature_dimension]), 1)
+                except (IndexError, AttributeError, TypeError):
+                    o = 1
+                out += wide * (res[1] // o) * (infos[1][1] // o)
             return out
         extra = 0
         if inst.called_computations:       # applied to whole arrays: reducers, comparators...

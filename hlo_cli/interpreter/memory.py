@@ -334,12 +334,8 @@ def check_budget(module: Module, limit, devices: int = 1, inputs_bytes: int | No
         inst = inst.by_name.get(at.name) if inst is not None else None
         if inst is not None:
             diags = [_diag(inst, "\n".join(lines), "R015")]
-    return _raise(HloMemoryLimitError("\n".join(lines), diags, estimate=est, limit=limit, total=total,
-                                      instruction=at.name if at else None))
-
-
-def _raise(e):
-    raise e
+    raise HloMemoryLimitError("\n".join(lines), diags, estimate=est, limit=limit, total=total,
+                              instruction=at.name if at else None)
 
 
 def _single_value_too_big(module: Module, limit: int, devices: int) -> bool:
@@ -361,6 +357,7 @@ _DOTS = frozenset(("dot", "convolution", "ragged-dot", "scaled-dot"))
 _NARROW = frozenset(("bf16", "f16", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz",
                      "f8e4m3", "f8e3m4", "f8e8m0fnu", "f4e2m1fn", "f6e2m3fn", "f6e3m2fn"))
 _CALLS = frozenset(("call", "fusion"))
+_MAX_NESTING = 150          # computations calling computations: the walk recurses (2 frames a level)
 # dots and convolutions of these types work at 8 bytes an element (f64 BLAS or int64)
 _WIDE_WORK = frozenset(("f64", "s64", "u64", "s32", "u32", "s16", "u16", "s8", "u8", "s4", "u4", "s2", "u2",
                         "pred"))
@@ -467,6 +464,11 @@ class _Estimator:
         if comp is None or name in self.busy:
             if name in self.busy:
                 self.notes.append(f"computation '{name}' calls itself: counted once")
+            return _Summary()
+        if len(self.busy) >= _MAX_NESTING:
+            note = f"computations called more than {_MAX_NESTING} deep: the deeper ones not counted"
+            if note not in self.notes:
+                self.notes.append(note)
             return _Summary()
         self.busy.add(name)
         try:

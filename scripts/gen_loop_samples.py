@@ -16,6 +16,11 @@ description.  Deterministic (fixed seeds); each executable is run twice to check
 outputs are reproducible.
 
 Usage (from the repository root):  python scripts/gen_loop_samples.py [--out samples/loops] [--only CASE ...]
+
+`--bench M N K STEPS` instead times the f8 GEMM loop at that size (acc(bf16[M,N]) += dot(f8e5m2[M,K],
+f8e4m3fn[N,K]^T), STEPS iterations; the text JAX lowers, before XLA's optimizations): XLA CPU's
+execute time, and `hlo run`'s (run_module: excess precision, hoisting, compilation and the run)
+with loop-invariant hoisting and without it (HLO_HOIST=0); best of --repeat runs each.
 """
 from __future__ import annotations
 
@@ -138,11 +143,51 @@ def write_case(name: str, out_dir: str) -> dict:
             "outputs": [str(a.dtype) for a in outs]}
 
 
+def bench(m: int, n: int, k: int, steps: int, repeat: int) -> dict:
+    """Seconds (best of `repeat`) for the f8 GEMM loop: XLA, hlo with hoisting, hlo without."""
+    import time
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from hlo_cli.interpreter import run_module
+    from hlo_cli.parser import parse
+
+    a, b = f8_gemm_inputs(m, n, k)
+    jitted = jax.jit(f8_gemm_loop_fn(steps))
+    text = jitted.lower(a, b).as_text("hlo")
+    compiled = jitted.lower(a, b).compile()
+    compiled(a, b).block_until_ready()
+    out: dict = {}
+
+    def best(fn):
+        times, value = [], None
+        for _ in range(repeat):
+            t = time.perf_counter()
+            value = fn()
+            times.append(time.perf_counter() - t)
+        return min(times), np.asarray(value)
+    out["xla"], ref = best(lambda: compiled(a, b).block_until_ready())
+    results = {}
+    for mode, flag in (("hlo", "1"), ("hlo_no_hoist", "0")):
+        os.environ["HLO_HOIST"] = flag
+        out[mode], results[mode] = best(lambda: run_module(parse(text), [a, b]))
+    os.environ.pop("HLO_HOIST", None)
+    out["same_bits"] = _raw(results["hlo"]).tobytes() == _raw(results["hlo_no_hoist"]).tobytes()
+    diff = np.abs(results["hlo"].astype(np.float64) - ref.astype(np.float64))
+    out["max_abs_diff_vs_xla"] = float(diff.max())
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="samples/loops")
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--bench", nargs=4, type=int, metavar=("M", "N", "K", "STEPS"))
+    ap.add_argument("--repeat", type=int, default=3)
     opts = ap.parse_args(argv)
+    if opts.bench:
+        m, n, k, steps = opts.bench
+        print(json.dumps({"m": m, "n": n, "k": k, "steps": steps, **bench(m, n, k, steps, opts.repeat)}))
+        return
     os.makedirs(opts.out, exist_ok=True)
     path = os.path.join(opts.out, "MANIFEST.json")
     manifest = {"jax": jax.__version__, "cases": {}}

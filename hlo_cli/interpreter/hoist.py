@@ -28,10 +28,12 @@ are left alone (a known_trip_count, or a counter compared against a constant); a
 count is not known and turns out to be zero now computes the hoisted values once, as XLA's does.
 Only values are moved: no hook watches a run that uses this (evaluator.run_module calls it only
 without one), so no event is lost.  The rewrite is cached per module object.
+`HLO_HOIST=0` in the environment turns it off (to compare, or to rule it out).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 
@@ -80,8 +82,18 @@ _CONTROL = frozenset({"while", "call", "conditional", "async-start", "custom-cal
 _INLINE_ROUNDS = 4
 
 
+ENV = "HLO_HOIST"
+
+
+def enabled() -> bool:
+    """Whether compiled runs hoist loop invariants (`HLO_HOIST=0` in the environment turns it off)."""
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def hoist_loop_invariants(module: Module) -> Module:
     """The module to run when no hook watches the instructions (see the module docstring)."""
+    if not enabled():
+        return module
     from .compiler import module_cache
     per = module_cache(module)
     got = per.get("hoisted")

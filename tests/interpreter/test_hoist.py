@@ -422,3 +422,36 @@ def test_device_runs_hoist_per_device_values():
     fast = np.asarray(run_devices(module, args).per_device())
     slow = np.asarray(run_devices(module, args, compiled=False).per_device())
     assert fast.shape == (2, 16, 16) and fast.tobytes() == slow.tobytes()
+
+
+def test_environment_turns_it_off(monkeypatch):
+    module = _hand()
+    monkeypatch.setenv("HLO_HOIST", "0")
+    assert hoist_loop_invariants(module) is module
+    monkeypatch.setenv("HLO_HOIST", "1")
+    assert hoist_loop_invariants(module) is not module
+
+
+def test_two_loops_sharing_body_and_state():
+    entry = """  init = (s32[], f32[16,16], f32[16,16]) tuple(zero, h0, w0)
+  loop = (s32[], f32[16,16], f32[16,16]) while(init), condition=cond, body=body
+  loop2 = (s32[], f32[16,16], f32[16,16]) while(init), condition=cond, body=body
+  a = f32[16,16] get-tuple-element(loop), index=1
+  b = f32[16,16] get-tuple-element(loop2), index=1
+  ROOT out = f32[16,16] subtract(a, b)"""
+    module = _hand(entry=entry)
+    hoisted = hoist_loop_invariants(module)
+    bodies = {i.attrs["body"].name for i in hoisted.entry_computation.instructions if i.opcode == "while"}
+    assert len(bodies) == 2 and "body" not in hoisted.computation_map     # one new body per loop
+    names = [i.name for i in hoisted.entry_computation.instructions]
+    assert len(names) == len(set(names))
+    assert not np.asarray(_same_both_ways(module)).any()
+
+
+def test_invariant_through_a_copy():
+    work = _DOT_WORK + "\n  wc = f32[16,16] copy(w)"
+    module = parse(_LOOP.format(work=work, entry=_ENTRY, trips=3, header="").replace(
+        "tuple(i1, h1, w)", "tuple(i1, h1, wc)"), "hand.hlo")
+    hoisted = hoist_loop_invariants(module)
+    assert "ww" in hoisted.entry_computation.by_name
+    _same_both_ways(module)

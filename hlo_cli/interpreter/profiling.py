@@ -84,7 +84,8 @@ class Profile:
             row = _Row(name, inst, members)
             rows.append(row)
         self._rows.update(((id(c), n), r) for n, r in enumerate(rows))
-        steps = list(zip(c.steps, rows))
+        # only rules (and rules given the context) can call computations: only they keep a stack entry
+        steps = [(st, row, st[0] == RULE or st[0] == WITH_EC) for st, row in zip(c.steps, rows)]
         stack = self._stack
         clock = time.perf_counter
         ndarray = np.ndarray
@@ -96,9 +97,10 @@ class Profile:
             depth = len(stack)
             step = None
             try:
-                for step, row in steps:
+                for step, row, nests in steps:
                     kind, pay, ops, k, inst, ex, free = step
-                    stack.append(0.0)
+                    if nests:
+                        stack.append(0.0)
                     t0 = clock()
                     if kind == PURE:
                         v = pay(*[vals[j] for j in ops])
@@ -130,7 +132,7 @@ class Profile:
                     for j in free:
                         vals[j] = None
                     dt = clock() - t0
-                    inner = stack.pop()
+                    inner = stack.pop() if nests else 0.0
                     row.calls += 1
                     row.total_s += dt
                     row.self_s += dt - inner

@@ -364,6 +364,9 @@ _WIDE_WORK = frozenset(("f64", "s64", "u64", "s32", "u32", "s16", "u16", "s8", "
 # opcodes that may apply a computation to whole arrays or need scratch of their own
 _SCRATCH = _DOTS | frozenset(("reduce", "reduce-window", "map", "sort", "scatter", "select-and-scatter",
                               "all-reduce", "reduce-scatter", "all-reduce-start", "custom-call", "async-start"))
+# opcodes the walk treats otherwise than "a new array, no scratch"
+_SPECIAL = frozenset(("parameter", "constant", "reshape", "bitcast", "tuple", "get-tuple-element", "async-done",
+                      "copy-done", "call", "fusion", "async-start", "while", "conditional")) | _VIEWS | _SCRATCH
 
 
 def _where(at) -> Where | None:
@@ -419,8 +422,8 @@ class _Estimator:
         self.largest, self.largest_at = 0, None
         self.scratch_max = 0
         self._shape_info: dict[int, tuple] = {}
-        from .evaluator import _has_side_effect, _topo     # the evaluator's own schedule
-        self._plan_order = _has_side_effect, _topo
+        from .evaluator import _SIDE_EFFECTS, _topo     # the evaluator's own schedule (_Plan)
+        self._plan_order = _SIDE_EFFECTS, _topo
 
     def info(self, shape: Shape | None):
         """(bytes or None when unknown, elements, element types) of `shape`, cached."""
@@ -479,15 +482,20 @@ class _Estimator:
 
     def _schedule(self, comp):
         """The instructions evaluator._Plan runs, in its order (None: names that do not resolve)."""
-        _has_side_effect, _topo = self._plan_order
+        side_effects, _topo = self._plan_order
         insts = comp.instructions
-        index = {i.name: k for k, i in enumerate(insts)}
+        index = {}
+        params, effects = [], []
+        for k, i in enumerate(insts):
+            index[i.name] = k
+            op = i.opcode
+            if op == "parameter":
+                params.append(k)
+            elif op in side_effects or op == "custom-call" and i.attrs.get("custom_call_has_side_effect"):
+                effects.append(k)
         needed: set[int] = set()
         order: list[int] = []
-        roots = [k for k, i in enumerate(insts) if i.opcode == "parameter"]
-        if comp.root in index:
-            roots.append(index[comp.root])
-        roots += [k for k, i in enumerate(insts) if _has_side_effect(i)]
+        roots = params + ([index[comp.root]] if comp.root in index else []) + effects
         try:
             for r in roots:
                 _topo(r, insts, index, needed, order)
@@ -554,10 +562,42 @@ class _Estimator:
                     total += size[b]
             return total
 
+        shape_info = self._shape_info
         for n, inst in enumerate(sched):
             op = inst.opcode
             shape = inst.shape
-            operands = [vals[j] for j in opidx[n]]
+            ops = opidx[n]
+            if op not in _SPECIAL and shape is not None and shape.tuple_shapes is None \
+                    and shape.element_type not in _NARROW \
+                    and not any(sched[j].shape is None or sched[j].shape.element_type in _NARROW
+                                or sched[j].shape.tuple_shapes is not None for j in ops):
+                # the common case, quickly: an array result of its own, no scratch
+                got = shape_info.get(id(shape))
+                b = got[1][0] if got is not None and got[0] is shape else info(shape)[0]
+                if b is None:
+                    self.unknown += 1
+                    b = 0
+                size.append(b)
+                bid = len(size) - 1
+                vals[n] = bid * 2
+                if b > self.largest:
+                    self.largest, self.largest_at = b, (inst, cname)
+                if live + b > peak or peak_at is None:
+                    peak, peak_at = live + b, (inst, cname)
+                if live + b > peak_total or total_at is None:
+                    peak_total, total_at = live + b, (inst, cname)
+                refs[bid] = 1
+                live += b
+                for j in frees[n]:
+                    x = vals[j]
+                    for leaf in ([x] if type(x) is int else _flat(x)):
+                        c = refs[leaf >> 1] - 1
+                        refs[leaf >> 1] = c
+                        if c == 0:
+                            live -= size[leaf >> 1]
+                    vals[j] = None
+                continue
+            operands = [vals[j] for j in ops]
             scratch = 0
             during_total = None              # bytes above `live` with scratch (None: during + scratch)
             inner_at = inner_total_at = None

@@ -172,8 +172,8 @@ def test_cli_json_profile(hlo, tmp_path):
     assert r.exit_code == 0
     doc = json.loads(r.stdout)
     prof = doc["profile"]
-    assert set(prof) == {"mode", "run_ms", "timed_ms", "untimed_ms", "instructions_timed", "top_instructions",
-                         "opcodes"}
+    assert set(prof) == {"mode", "run_ms", "timed_ms", "untimed_ms", "preparing_ms", "instructions_timed",
+                         "top_instructions", "opcodes"}
     assert prof["mode"] == "steps" and prof["instructions_timed"] >= 6
     top = prof["top_instructions"][0]
     assert set(top) == {"computation", "instruction", "opcode", "shape", "calls", "self_ms", "total_ms", "percent"}
@@ -246,7 +246,7 @@ def test_the_device_walk_is_sampled(monkeypatch):
                                       'custom-call(y), custom_call_target="hlo.test.slow"'))
     x = np.ones((64, 64), np.float32)
     p = Profile()
-    p.sample_walk(threading.get_ident(), interval=0.005)
+    p.start_sampling(threading.get_ident(), interval=0.005)
     try:
         got = run_devices(m, [x], options=RunOptions(profile=p))
     finally:
@@ -256,3 +256,32 @@ def test_the_device_walk_is_sampled(monkeypatch):
     row = next(r for r in s["top_instructions"] if r["instruction"] == "f")
     assert row["calls"] is None and row["samples"] >= 1 and row["opcode"] == "custom-call"
     assert p._sampler is None
+
+
+def test_preparing_a_computation_is_not_charged_to_its_caller(monkeypatch):
+    """The first call of a loop body compiles it inside the while's step; the sampler finds that
+    (here made to take 0.3 s) and takes it off the while instruction."""
+    import threading
+    import time
+
+    from hlo_cli.interpreter import compiler
+    real = compiler.prepare
+
+    def slow_prepare(inst, *a, **k):
+        if inst.name == "d":                        # the body's dot
+            time.sleep(0.3)
+        return real(inst, *a, **k)
+    monkeypatch.setattr(compiler, "prepare", slow_prepare)
+    m = hlo_cli.parse(LOOP)
+    x = np.ones((64, 64), np.float32) / 64
+    p = Profile()
+    p.start_sampling(threading.get_ident(), interval=0.005)
+    try:
+        got = run_module(m, [x], RunOptions(profile=p))
+    finally:
+        p.stop_sampling()
+    _same_bits(got, run_module(hlo_cli.parse(LOOP), [x]))
+    loop = next(r for r in p.rows() if r.inst.name == "loop")
+    assert p.preparing_s >= 0.15 and loop.self_s < 0.15
+    s = p.summary(1.0)
+    assert s["preparing_ms"] >= 150

@@ -448,9 +448,9 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants,
                          profile=prof)
     phase("preparing " + module.name)        # the sampler shows the computations once they run
-    if prof is not None and dv.multi and hook is None:
+    if prof is not None and hook is None:
         import threading
-        prof.sample_walk(threading.get_ident())
+        prof.start_sampling(threading.get_ident())
     t0 = clock()
     try:
         if dv.multi:
@@ -731,8 +731,8 @@ def _print_profile(doc):
         t.add_row(Text("(outside instructions)"), "", "", f"{doc['untimed_ms']:.3f}",
                   f"{100 * doc['untimed_ms'] / doc['run_ms']:.1f}" if doc["run_ms"] else "")
     con.print(t)
-    outside = ["preparing the module before its first instruction runs (computations compiled into steps, "
-               "constants folded)"]
+    outside = ["preparing the module and its computations (compiled into steps on their first call, "
+               f"constants folded; {doc['preparing_ms'] / 1e3:.3f} s found by sampling)"]
     if doc["mode"] == "hook events":
         outside.append("the hooks' own work (--dump-dir, --check-finite)")
     click.echo("self time: an instruction's own, without the instructions of the computations it calls; "

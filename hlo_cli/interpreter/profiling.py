@@ -64,6 +64,8 @@ class Profile:
         self._keep: list = []                               # the compiled computations timed (ids stay valid)
         self._stack: list[float] = []                       # the running steps' callee time, innermost last
         self._walk: dict[tuple[str, str], _Row] = {}       # the multi-device walk's instructions, sampled
+        self._prep: dict[tuple[str, str], float] = {}      # preparing computations inside a step, sampled
+        self.preparing_s = 0.0                              # preparing computations, sampled
         self._sampler = None
         self.mode = "steps"
 
@@ -175,37 +177,47 @@ class Profile:
                 last[0] = clock()
         return profiled
 
-    # -- the multi-device walk: sampled -------------------------------------------------------
-    def sample_walk(self, thread_id: int, interval: float = 0.005):
-        """Start sampling thread `thread_id` (running a multi-device walk, devices/spmd.py) every
-        `interval` seconds: the time between two samples that find the walk running an instruction
-        itself (not a computation of one device, which the steps time exactly) goes to that
-        instruction.  `stop_sampling()` ends it."""
+    # -- sampled: preparing computations, the multi-device walk ---------------------------------
+    def start_sampling(self, thread_id: int, interval: float = 0.005):
+        """Start sampling thread `thread_id` (the run's) every `interval` seconds, for what the
+        steps cannot time (`stop_sampling()` ends it):
+
+        * preparing a computation (compiler.compile_computation) on its first call happens inside
+          the calling step: the time between samples that find it is taken off that step's
+          instruction in `summary` and counted as preparation ("outside instructions");
+        * the multi-device walk (devices/spmd.py) runs instructions itself, outside any step: the
+          time between samples that find it running one goes to that instruction."""
         import threading
 
         from ..progress import sample
         stop = threading.Event()
         clock = time.perf_counter
-        rows = self._walk
+        walk, prep = self._walk, self._prep
 
         def loop():
             cache: dict = {}
-            last = None                 # the previous sample found the walk running (its time)
+            last = None                 # when the previous sample found the module running
             try:
                 while not stop.wait(interval):
                     smp = sample(thread_id, cache)
                     now = clock()
-                    if smp is None or not smp.levels:
-                        last = None     # not in the walk yet (preparing the module): no time to give
+                    if smp is None or (not smp.levels and smp.compiling is None):
+                        last = None     # before the run (or after it): no time to give
                         continue
                     dt, last = (0.0 if last is None else now - last), now
-                    lv = smp.levels[-1]
-                    if lv.devices is None or lv.instruction is None or smp.compiling is not None:
+                    lv = smp.levels[-1] if smp.levels else None
+                    if smp.compiling is not None:
+                        self.preparing_s += dt
+                        if lv is not None and lv.instruction is not None and lv.devices is None:
+                            key = (lv.computation, lv.instruction.name)
+                            prep[key] = prep.get(key, 0.0) + dt
+                        continue
+                    if lv.devices is None or lv.instruction is None:
                         continue
                     key = (lv.computation, lv.instruction.name)
-                    row = rows.get(key)
+                    row = walk.get(key)
                     if row is None:
-                        row = rows[key] = _Row(lv.computation, lv.instruction)
+                        row = walk[key] = _Row(lv.computation, lv.instruction)
                     row.samples += 1
                     row.self_s += dt
                     row.total_s += dt
@@ -224,8 +236,27 @@ class Profile:
 
     # -- the report --------------------------------------------------------------------
     def rows(self) -> list[_Row]:
-        """Every instruction that ran, the largest self time first."""
-        rows = [r for r in list(self._rows.values()) + list(self._by_name.values()) if r.calls]
+        """Every instruction that ran, the largest self time first (the variants of one computation
+        compiled for different callers are one row per instruction; the preparation of
+        computations found inside a step is taken off its instruction)."""
+        merged: dict[tuple, _Row] = {}
+        for r in list(self._rows.values()) + list(self._by_name.values()):
+            if not r.calls:
+                continue
+            key = (r.computation, r.inst.name, r.members is not None)
+            m = merged.get(key)
+            if m is None:
+                m = merged[key] = _Row(r.computation, r.inst, r.members)
+            m.calls += r.calls
+            m.self_s += r.self_s
+            m.total_s += r.total_s
+        for (comp, name), t in list(self._prep.items()):
+            m = merged.get((comp, name, False))
+            if m is not None:
+                cut = min(t, m.self_s)
+                m.self_s -= cut
+                m.total_s -= cut
+        rows = list(merged.values())
         rows += [r for r in list(self._walk.values()) if r.samples]
         rows.sort(key=lambda r: (-r.self_s, r.computation, r.inst.name))
         return rows
@@ -267,5 +298,6 @@ class Profile:
             if smp:
                 opcodes[-1]["samples"] = smp
         return {"mode": self.mode, "run_ms": round(run_s * 1e3, 3), "timed_ms": round(timed * 1e3, 3),
-                "untimed_ms": round(max(0.0, run_s - timed) * 1e3, 3), "instructions_timed": len(rows),
+                "untimed_ms": round(max(0.0, run_s - timed) * 1e3, 3),
+                "preparing_ms": round(self.preparing_s * 1e3, 3), "instructions_timed": len(rows),
                 "top_instructions": insts, "opcodes": opcodes}

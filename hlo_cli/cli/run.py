@@ -206,8 +206,10 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 @click.option("--profile", is_flag=True,
               help="Time every instruction and print where the time went after the run: the top instructions "
                    "(computation, opcode, shape, calls, self and total time, share of the run) and the opcodes by "
-                   "time; on stdout after the results, or under \"profile\" with --format json. Results are "
-                   "the same bits; the run itself may be slower (no generated code for hot loops).")
+                   "time; on stdout after the results, or under \"profile\" with --format json. Self time "
+                   "excludes the computations an instruction calls and the preparation of a computation on its "
+                   "first call (found by sampling, shown apart). Results are the same bits; runs of many small "
+                   "instructions take longer (no generated code for hot loops).")
 @click.option("--max-memory", "max_memory", metavar="SIZE|none|auto", default="auto", show_default=True,
               help="Refuse to run (exit 5) when the estimated memory of the run (parameters and the largest "
                    "set of values alive at once) exceeds SIZE (e.g. 16G, 512MB, 1.5GiB); auto: what this "

@@ -339,3 +339,25 @@ def test_deeply_nested_calls_are_estimated_with_a_note():
     e = estimate(hlo_cli.parse(text))
     assert e.parameters == 40 and any("deep" in n for n in e.notes)
 
+
+
+def test_info_of_a_per_device_module_estimates_every_device(tmp_path):
+    text = """HloModule ar, replica_count=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[1000] parameter(0)
+  ROOT r = f32[1000] all-reduce(x), replica_groups={}, to_apply=add
+}
+"""
+    r = _info(tmp_path, text, "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["inputs_bytes"] == 4000 and doc["memory"]["devices"] == 4
+    one = estimate(hlo_cli.parse(text))
+    assert doc["memory"]["total_bytes"] == 4 * one.total
+    r = _info(tmp_path, text)
+    assert "4,000 bytes (3.91 KiB) in 1 parameter on each device" in r.stdout and "x 4 devices" in r.stdout

@@ -268,8 +268,9 @@ def _memory_rows(head, s: dict):
 
     from ..interpreter.memory import human
     n = len(s["parameters"])
-    head.add_row("inputs", Text(f"{human(s['inputs_bytes'])} in {n} parameter{'s' * (n != 1)}"))
     m = s.get("memory")
+    each = " on each device" if m is not None and m["devices"] > 1 else ""
+    head.add_row("inputs", Text(f"{human(s['inputs_bytes'])} in {n} parameter{'s' * (n != 1)}{each}"))
     if m is None:
         return
     per = f" x {m['devices']} devices" if m["devices"] > 1 else ""

@@ -329,7 +329,8 @@ def test_hold_takes_the_line_away_for_a_note():
 
 
 def test_describe_keeps_the_outermost_position_when_narrow():
-    m = hlo_cli.parse("HloModule m\nENTRY e {\n  ROOT some_long_instruction_name.123 = f32[1024,1024,3] parameter(0)\n}\n")
+    m = hlo_cli.parse("HloModule m\nENTRY e {\n"
+                      "  ROOT some_long_instruction_name.123 = f32[1024,1024,3] parameter(0)\n}\n")
     inst = m.entry_computation.instructions[0]
     smp = progress.Sample([progress.Level("main.923", 1000, 6438), progress.Level("body.12", 5, 40),
                            progress.Level("region.1", 3, 9), progress.Level("fused.3249", 4, 12, inst)], 345)

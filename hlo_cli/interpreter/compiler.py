@@ -41,6 +41,7 @@ from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
 from ..ir.module import Computation, Module
 from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
+from .fpenv import hardware
 from .parallel import blas_single, run_parts, split, threads
 from .values import conforms, describe
 
@@ -117,53 +118,95 @@ class Compiled:
 
     # -- tier 2: generated code -----------------------------------------------------------
     def generate(self):
-        ns: dict = {"ndarray": np.ndarray, "_bad": _bad, "_conforms": conforms}
+        ns: dict = {"ndarray": np.ndarray, "_bad": _bad, "_conforms": conforms, "_nanfree": _nanfree,
+                    "_asarray": np.asarray}
+        hw = hardware()
+        if hw is not None:
+            ns["_fset"], ns["_on"], ns["_off"] = hw
         lines = ["def run(ec, args):"]
         for pnum, slot in self.params:
             lines.append(f"    v{slot} = args[{pnum}]")
-        for kind, pay, ops, k, inst, ex, free in self.steps:
-            args = ", ".join(f"v{j}" for j in ops)
-            if kind == FOLDED:
-                ns[f"K{k}"] = pay
-                code = f"v{k} = K{k}"
-            elif kind == PURE:
-                ns[f"F{k}"] = pay
-                code = f"v{k} = F{k}({args})"
-            elif kind == WITH_EC:
-                ns[f"F{k}"] = pay
-                code = f"v{k} = F{k}(ec, {args})"
-            elif kind == RULE:
-                ns[f"R{k}"], ns[f"I{k}"] = pay, inst
-                code = f"v{k} = R{k}(I{k}, [{args}], ec)"
-            elif kind == ELEMENT:
-                code = f"v{k} = v{ops[0]}[{pay}]"
-            elif kind == TUPLE:
-                code = f"v{k} = ({args},)" if ops else f"v{k} = ()"
-            elif kind == REGION:
-                ns[f"G{k[0]}"] = pay.run
-                code = "".join(f"v{j}, " for j in k) + f"= G{k[0]}({args})"
-                k = k[0]
-            else:
-                code = f"v{k} = v{ops[0]}"
-            self.line_step[len(lines) + 1] = k
-            lines.append("    " + code)
-            if ex is not None:
-                ns[f"I{k}"] = inst
-                if ex.__class__ is tuple:
-                    ns[f"D{k}"], ns[f"S{k}"] = ex
-                    cond = f"v{k}.__class__ is not ndarray or v{k}.dtype != D{k} or v{k}.shape != S{k}"
-                else:
-                    ns[f"H{k}"] = ex
-                    cond = f"_conforms(v{k}, H{k}) is not None"
-                self.line_step[len(lines) + 1] = k
-                lines.append(f"    if {cond}: _bad(I{k}, v{k})")
-            if free:
-                lines.append("    del " + ", ".join(f"v{j}" for j in free))
+        groups = _float_runs(self.steps, self.root) if hw is not None else {}
+        n = 0
+        steps = self.steps
+        while n < len(steps):
+            group = groups.get(n)
+            if group is None:
+                self._emit(steps[n], ns, lines, "    ", check=True, free=True)
+                n += 1
+                continue
+            # a run of f32/f64 arithmetic steps (and views between them) under one setting of the
+            # processor's FTZ/DAZ flags; a NaN in a value leaving the run (NaN propagates through
+            # the run's arithmetic, so any NaN made inside shows there) runs it again step by
+            # step, where the rules give NaN signs
+            last, outs = group
+            run = steps[n:last]
+            lines.append("    _fset(_on)")
+            lines.append("    try:")
+            for st in run:
+                self._emit(st, ns, lines, "        ", check=False, free=False, raw=True)
+            lines.append("    finally:")
+            lines.append("        _fset(_off)")
+            lines.append(f"    if not _nanfree({', '.join(f'v{k}' for k in outs)}):")
+            for st in run:
+                self._emit(st, ns, lines, "        ", check=False, free=False)
+            for st in run:
+                self._emit(st, ns, lines, "    ", check=True, free=True, code=False)
+            n = last
         lines.append(f"    return v{self.root}")
         filename = f"<hlo computation {self.comp.name} #{next(_counter)}>"
         exec(compile("\n".join(lines), filename, "exec"), ns)
         self.fn = ns["run"]
         self.code = self.fn.__code__
+
+    def _emit(self, step, ns, lines, ind, check, free, raw=False, code=True):
+        """The lines of one step: its computation (`raw`: a float step's bare ufunc), its result
+        check, the deletion of the values it is the last user of."""
+        kind, pay, ops, k, inst, ex, frees = step
+        if code:
+            args = ", ".join(f"v{j}" for j in ops)
+            if kind == FOLDED:
+                ns[f"K{k}"] = pay
+                text = f"v{k} = K{k}"
+            elif kind == PURE and raw and getattr(pay, "hw_ufunc", None) is not None:
+                ns[f"U{k}"] = pay.hw_ufunc
+                text = f"v{k} = U{k}({args})"
+                if inst.shape.rank == 0:
+                    text = f"v{k} = _asarray(U{k}({args}))"
+            elif kind == PURE:
+                ns[f"F{k}"] = pay
+                text = f"v{k} = F{k}({args})"
+            elif kind == WITH_EC:
+                ns[f"F{k}"] = pay
+                text = f"v{k} = F{k}(ec, {args})"
+            elif kind == RULE:
+                ns[f"R{k}"], ns[f"I{k}"] = pay, inst
+                text = f"v{k} = R{k}(I{k}, [{args}], ec)"
+            elif kind == ELEMENT:
+                text = f"v{k} = v{ops[0]}[{pay}]"
+            elif kind == TUPLE:
+                text = f"v{k} = ({args},)" if ops else f"v{k} = ()"
+            elif kind == REGION:
+                ns[f"G{k[0]}"] = pay.run
+                text = "".join(f"v{j}, " for j in k) + f"= G{k[0]}({args})"
+            else:
+                text = f"v{k} = v{ops[0]}"
+            self.line_step[len(lines) + 1] = k[0] if kind == REGION else k
+            lines.append(ind + text)
+        if kind == REGION:
+            k = k[0]
+        if check and ex is not None:
+            ns[f"I{k}"] = inst
+            if ex.__class__ is tuple:
+                ns[f"D{k}"], ns[f"S{k}"] = ex
+                cond = f"v{k}.__class__ is not ndarray or v{k}.dtype != D{k} or v{k}.shape != S{k}"
+            else:
+                ns[f"H{k}"] = ex
+                cond = f"_conforms(v{k}, H{k}) is not None"
+            self.line_step[len(lines) + 1] = k
+            lines.append(f"{ind}if {cond}: _bad(I{k}, v{k})")
+        if free and frees:
+            lines.append(ind + "del " + ", ".join(f"v{j}" for j in frees))
 
     def step_at(self, tb):
         """The instruction whose line of generated code raised (from a traceback), or None."""
@@ -175,6 +218,60 @@ class Compiled:
             if step[3] == k or (step[0] == REGION and step[3][0] == k):
                 return step[4]
         return None
+
+
+_nan_min = np.minimum.reduce
+
+
+def _nanfree(*values) -> bool:
+    """True when no array of `values` holds a NaN."""
+    for v in values:
+        m = _nan_min(v, axis=None)
+        if m != m:
+            return False
+    return True
+
+
+def _float_runs(steps, root) -> dict:
+    """{first step: (end, slots to check)} for the runs of steps that generated code may run
+    under one setting of the FTZ/DAZ flags: f32/f64 arithmetic steps of the processor's fast path
+    (hw_ufunc) with nonempty results, and between them steps that do no float arithmetic (views,
+    tuples, folded values); at least two arithmetic steps.  The slots to check: the arithmetic
+    results read outside the run's arithmetic (or the root, or unused)."""
+    def arith(st):
+        return st[0] == PURE and getattr(st[1], "hw_ufunc", None) is not None and \
+            st[4].shape.num_elements > 0
+    def neutral(st):
+        return st[0] in (FOLDED, ELEMENT, TUPLE, SAME) or (st[0] == PURE and getattr(st[1], "flag_free", False))
+    users: dict[int, list] = {}
+    for n, st in enumerate(steps):
+        for j in st[2]:
+            users.setdefault(j, []).append(n)
+    out = {}
+    n = 0
+    while n < len(steps):
+        if not arith(steps[n]):
+            n += 1
+            continue
+        end = n
+        m = n
+        count = 0
+        while m < len(steps) and (arith(steps[m]) or neutral(steps[m])):
+            if arith(steps[m]):
+                count += 1
+                end = m + 1
+            m += 1
+        if count >= 2:
+            members = {steps[i][3] for i in range(n, end) if arith(steps[i])}
+            at = {steps[i][3]: i for i in range(n, end)}
+            checks = []
+            for k in members:
+                us = users.get(k, [])
+                if k == root or not us or any(not (n <= u < end and steps[u][3] in members) for u in us):
+                    checks.append(k)
+            out[n] = (end, sorted(checks, key=at.get))
+        n = max(end, n + 1)
+    return out
 
 
 def _raising_line(tb, code, lines: dict):
@@ -259,7 +356,7 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
                         in_place.add(k)
                     fresh[k] = True
         ex = None
-        if check and kind != FOLDED and not _implied(kind, inst, ops, static):
+        if check and kind != FOLDED and not _implied(kind, inst, ops, static, fast):
             ex = plan.expect[k] if plan.expect[k] is not None else inst.shape
         steps.append((kind, pay, ops, k, inst, ex, plan.free_after[k]))
         if fast is not None and folded is None and fast.elementwise and kind == PURE:
@@ -525,8 +622,13 @@ def _with_frees(steps, plan):
     return [st[:6] + (tuple(frees[n]),) for n, st in enumerate(steps)]
 
 
-def _implied(kind, inst, ops, static) -> bool:
-    """True when the result's shape follows from the operands' declared shapes (tuple, element)."""
+def _implied(kind, inst, ops, static, fast=None) -> bool:
+    """True when the result's shape follows from the operands' declared shapes (tuple, element),
+    or was checked already: a call's result is its callee's root, which the callee (compiled with
+    the check) checked against the same shape."""
+    callee = getattr(fast, "callee", None)
+    if callee is not None:
+        return callee.check and callee.comp.root_instruction.shape == inst.shape
     if kind == TUPLE:
         return tuple(static.node(j).shape for j in ops) == tuple(inst.shape.tuple_shapes)
     if kind == ELEMENT:

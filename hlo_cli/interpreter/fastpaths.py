@@ -52,10 +52,11 @@ class Fast:
     the result holds no subnormals; `ufunc`: for a binary op that is exactly one NumPy ufunc call
     on operands of the result's dtype and dims, that ufunc (the compiler may then write the result
     into an operand's buffer when that operand dies here)."""
-    __slots__ = ("fn", "kind", "clean", "ufunc", "elementwise")
+    __slots__ = ("fn", "kind", "clean", "ufunc", "elementwise", "callee")
 
     def __init__(self, fn=None, kind=PURE, clean=False, ufunc=None, elementwise=False):
         self.fn, self.kind, self.clean, self.ufunc = fn, kind, clean, ufunc
+        self.callee = None                      # a call's compiled computation
         # every operand has the result's dims and element i of the result depends on element i of
         # the operands only, so the step can run on matching slices (compiler.py's fused regions)
         self.elementwise = elementwise
@@ -213,6 +214,7 @@ def _float_arith(opcode, ufunc):
                     if low != low:
                         return slow(a, b)                # a NaN's sign is the rule's business
                 return r
+            fn.hw_ufunc = ufunc                          # (compiler.py: runs of such steps)
             return Fast(fn, clean=True, elementwise=True)
 
         def fn(a, b):
@@ -391,6 +393,7 @@ def _broadcast(inst, ops, st):
         r = np.ndarray(out, dt, x, 0, strides)
         r.flags.writeable = False
         return r
+    fn.flag_free = True
     return Fast(fn, clean=st.is_clean(ops[0]))
 
 
@@ -398,12 +401,19 @@ def _reshape(inst, ops, st):
     if inst.shape.is_dynamic or st.node(ops[0]).shape.is_dynamic:
         return None
     dims = tuple(inst.shape.dims)
-    return Fast(lambda x: x.reshape(dims), clean=st.is_clean(ops[0]))
+    return Fast(_flag_free(lambda x: x.reshape(dims)), clean=st.is_clean(ops[0]))
 
 
 def _transpose(inst, ops, st):
     perm = tuple(inst.attrs["dimensions"])
-    return Fast(lambda x: x.transpose(perm), clean=st.is_clean(ops[0]))
+    return Fast(_flag_free(lambda x: x.transpose(perm)), clean=st.is_clean(ops[0]))
+
+
+def _flag_free(fn):
+    """Mark `fn` as doing no float arithmetic (a view): it may run with the processor's FTZ/DAZ
+    flags set, inside a run of float steps (compiler.py)."""
+    fn.flag_free = True
+    return fn
 
 
 def _identity(inst, ops, st):
@@ -424,7 +434,7 @@ def _tuple(inst, ops, st):
 def _call(inst, ops, st):
     """The callee compiled for what is known of its arguments (so its parameters skip the DAZ
     pass when the caller's values are clean); its root's cleanliness comes back."""
-    name = inst.attrs["to_apply"].name
+    name = inst.attrs["to_apply" if inst.opcode == "call" else "calls"].name
     callee = st.callee(name, tuple(st.clean.get(j, False) for j in ops)) if st.callee else None
     if callee is None:                          # recursion: the plain call
         def fn(ec, *args):
@@ -434,7 +444,9 @@ def _call(inst, ops, st):
 
     def fn(ec, *args):
         return run_compiled(ec, callee, args)
-    return Fast(fn, WITH_EC, clean=callee.root_clean)
+    fast = Fast(fn, WITH_EC, clean=callee.root_clean)
+    fast.callee = callee
+    return fast
 
 
 def _dot(inst, ops, st):
@@ -700,6 +712,96 @@ def _minmax(opcode):
     return prep
 
 
+# ============================================================================ slicing and joining
+
+def _all_clean(ops, st):
+    return all(st.is_clean(j) for j in ops)
+
+
+def _slice(inst, ops, st):
+    """operand[start:limit:stride], copied (the rule's np.array of the view)."""
+    if inst.shape.is_dynamic or st.node(ops[0]).shape.is_dynamic:
+        return None
+    key = tuple(slice(d.start, d.limit, d.stride) for d in inst.attrs["slice"].dimensions)
+    array = np.array
+    return Fast(lambda x: array(x[key]), clean=st.is_clean(ops[0]))
+
+
+def _concatenate(inst, ops, st):
+    if inst.shape.is_dynamic or any(st.node(j).shape.is_dynamic for j in ops):
+        return None
+    axis = inst.attrs["dimensions"][0]
+    cat = np.concatenate
+    return Fast(lambda *xs: cat(xs, axis=axis), clean=_all_clean(ops, st))
+
+
+def _index_reader(ops, st, dims, sizes):
+    """For the start-index operands `ops` of a dynamic-(update-)slice: (constant part of the key,
+    [(operand position, dimension, largest start)] of the others), or None when an index is not
+    a scalar (the legacy index-vector form: the rule)."""
+    key, dyn = [], []
+    for pos, (j, n, size) in enumerate(zip(ops, dims, sizes)):
+        s = st.node(j).shape
+        if s.is_tuple or s.rank != 0:
+            return None
+        hi = max(n - size, 0)
+        c = st.const.get(j)
+        if c is not None:
+            v = min(max(int(c), 0), hi)
+            key.append(slice(v, v + size))
+        else:
+            key.append(None)
+            dyn.append((pos, len(key) - 1, hi, size))
+    return key, dyn
+
+
+def _dynamic_slice(inst, ops, st):
+    """operand[start:start+size] with every start clamped into [0, dim - size], copied."""
+    src = st.node(ops[0]).shape
+    if src.is_dynamic or inst.shape.is_dynamic or len(ops) != 1 + src.rank:
+        return None
+    sizes = tuple(inst.attrs["dynamic_slice_sizes"])
+    r = _index_reader(ops[1:], st, src.dims, sizes)
+    if r is None:
+        return None
+    base, dyn = r
+    array = np.array
+
+    def fn(x, *idx):
+        key = list(base)
+        for pos, d, hi, size in dyn:
+            v = int(idx[pos])
+            v = 0 if v < 0 else (hi if v > hi else v)
+            key[d] = slice(v, v + size)
+        return array(x[tuple(key)])
+    return Fast(fn, clean=st.is_clean(ops[0]))
+
+
+def _dynamic_update_slice(inst, ops, st):
+    """A copy of the operand with the update written at the clamped start indices."""
+    src, upd = st.node(ops[0]).shape, st.node(ops[1]).shape
+    if src.is_dynamic or upd.is_dynamic or inst.shape.is_dynamic or len(ops) != 2 + src.rank:
+        return None
+    if _shape_dtype(st.node(ops[0])) != _shape_dtype(st.node(ops[1])):
+        return None
+    r = _index_reader(ops[2:], st, src.dims, tuple(upd.dims))
+    if r is None:
+        return None
+    base, dyn = r
+    array = np.array
+
+    def fn(x, u, *idx):
+        key = list(base)
+        for pos, d, hi, size in dyn:
+            v = int(idx[pos])
+            v = 0 if v < 0 else (hi if v > hi else v)
+            key[d] = slice(v, v + size)
+        out = array(x)
+        out[tuple(key)] = u
+        return out
+    return Fast(fn, clean=st.is_clean(ops[0]) and st.is_clean(ops[1]))
+
+
 _PREPARERS = {
     "dot": _dot,
     "add": _arith("add", np.add), "subtract": _arith("subtract", np.subtract),
@@ -711,7 +813,9 @@ _PREPARERS = {
     "broadcast": _broadcast, "reshape": _reshape, "transpose": _transpose,
     "copy": _identity, "opt-barrier": _identity,
     "get-tuple-element": _gte, "tuple": _tuple, "call": _call,
-    "reduce": _reduce,
+    "reduce": _reduce, "fusion": _call,
+    "slice": _slice, "concatenate": _concatenate, "dynamic-slice": _dynamic_slice,
+    "dynamic-update-slice": _dynamic_update_slice,
     "exponential": _unary_f64(np.exp, (F32, F64)), "tanh": _unary_f64(np.tanh, (F64,)),
     "rsqrt": _unary_f64(_rsqrt_core, (F32, F64)), "sqrt": _sqrt_prep,
     "maximum": _minmax("maximum"), "minimum": _minmax("minimum"),

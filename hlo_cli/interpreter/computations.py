@@ -77,6 +77,7 @@ What XLA CPU computes, measured on jaxlib 0.10.2 (the interpreter reproduces it)
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -1008,15 +1009,22 @@ def tap_slices(n: int, w: WDim, out: int) -> list[tuple[slice, slice] | None]:
     return res
 
 
-def window_taps(shape, wdims, outs):
+def window_taps(shape, wdims, outs) -> list:
     """(tap number, output slices, operand slices) for every window position in row-major order
     that reads at least one operand element (strided views both sides: no gather, no padding)."""
+    return _window_taps(tuple(shape), tuple(wdims), tuple(outs))
+
+
+@functools.lru_cache(maxsize=256)
+def _window_taps(shape, wdims, outs) -> list:
     per_dim = [tap_slices(n, w, o) for n, w, o in zip(shape, wdims, outs)]
+    res = []
     for t, offsets in enumerate(np.ndindex(*(w.size for w in wdims))):
         sl = [per_dim[d][k] for d, k in enumerate(offsets)]
         if any(s is None for s in sl):
             continue
-        yield t, tuple(s[0] for s in sl), tuple(s[1] for s in sl)
+        res.append((t, tuple(s[0] for s in sl), tuple(s[1] for s in sl)))
+    return res
 
 
 def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:

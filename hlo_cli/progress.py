@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 _COMPILER = ("interpreter/compiler.py", "interpreter\\compiler.py")
 _EVALUATOR = ("interpreter/evaluator.py", "interpreter\\evaluator.py")
 _SPMD = ("devices/spmd.py", "devices\\spmd.py")
+_CONTROL = ("ops/control.py", "ops\\control.py")
 _GENERATED = "<hlo computation "
 
 
@@ -41,6 +42,8 @@ class Level:
     count: int | None
     instruction: object = None          # the Instruction being run, if known
     devices: int | None = None          # the walk over several devices: how many run it
+    iteration: int | None = None        # the instruction is a while loop: the iteration running (1-based)
+    trips: int | None = None            # ... and its known trip count, if the text gives one
 
 
 @dataclass
@@ -74,6 +77,7 @@ def _walk(frame, cache) -> Sample | None:
     out = Sample()
     contexts = []
     pending = None                      # ("line", code, lineno) or ("step", step) from the frame below
+    loops = []                          # (index of the level outside it, iteration, while instruction)
     f = frame
     while f is not None:
         code = f.f_code
@@ -91,6 +95,11 @@ def _walk(frame, cache) -> Sample | None:
                 levels.append(_compiled_level(c, pending, cache))
                 contexts.append(ec)
             pending = None
+        elif (name == "eval_while" and filename.endswith(_CONTROL)) or (name == "_while" and filename.endswith(_SPMD)):
+            loc = f.f_locals
+            it = loc.get("n" if name == "eval_while" else "it")
+            if isinstance(it, int):
+                loops.append((len(levels), it + 1, loc.get("inst")))
         elif name == "compile_computation" and filename.endswith(_COMPILER):
             if not levels and out.compiling is None:
                 loc = f.f_locals
@@ -125,6 +134,12 @@ def _walk(frame, cache) -> Sample | None:
         f = f.f_back
     if not levels and out.compiling is None:
         return None
+    for idx, it, inst in loops:
+        if idx < len(levels):
+            lv = levels[idx]
+            if lv.instruction is None or lv.instruction is inst:
+                lv.instruction = lv.instruction or inst
+                lv.iteration, lv.trips = it, _known_trips(inst)
     levels.reverse()
     out.levels = levels
     if out.devices is None:
@@ -159,6 +174,18 @@ def _compiled_level(c, pending, cache) -> Level:
     return Level(comp, k + 1, n, step[4])
 
 
+def _known_trips(inst) -> int | None:
+    """A while loop's trip count when its backend_config gives it (known_trip_count), else None."""
+    bc = getattr(inst, "attrs", {}).get("backend_config") if inst is not None else None
+    j = getattr(bc, "json", None)
+    if isinstance(j, dict) and isinstance(j.get("known_trip_count"), dict):
+        try:
+            return int(j["known_trip_count"].get("n"))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
 def _steps_by_index(c) -> dict:
     out = {}
     for step in getattr(c, "steps", ()):
@@ -191,6 +218,8 @@ def describe(smp: Sample | None, elapsed: float, width: int = 200, phase: str = 
     parts = []
     for lv in smp.levels:
         pos = f" {lv.index:,}/{lv.count:,}" if lv.index is not None and lv.count else ""
+        if lv.iteration is not None and lv is not smp.levels[-1]:
+            pos += f" (iteration {lv.iteration:,}" + (f"/{lv.trips:,}" if lv.trips else "") + ")"
         parts.append(f"{lv.computation}{pos}")
     last = []
     if smp.compiling is not None:

@@ -146,9 +146,9 @@ def test_tier2_generated_code_in_a_loop(gate):
     outer, inner = smp.levels
     assert outer.instruction.opcode == "while" and outer.index == 4 and outer.count == 5
     assert inner.instruction.name == "inner" and inner.count == 8 and inner.index == 7
-    assert smp.loop_iterations == 7
+    assert smp.loop_iterations == 7 and outer.iteration == 8 and outer.trips is None
     line = progress.describe(smp, 65)
-    assert "main 4/5 > body 7/8: inner custom-call f32[4]" in line
+    assert "main 4/5 (iteration 8) > body 7/8: inner custom-call f32[4]" in line
     assert "7 loop iterations" in line and "1 min 05 s" in line
 
 
@@ -162,7 +162,16 @@ def test_generic_loop(gate, how):
     assert [lv.computation for lv in smp.levels] == ["main", "body"]
     assert smp.levels[0].instruction.name == "loop"
     assert smp.levels[1].instruction.name == "inner" and smp.levels[1].index == 7
-    assert smp.loop_iterations == 2 and smp.executed > 0
+    assert smp.loop_iterations == 2 and smp.executed > 0 and smp.levels[0].iteration == 3
+
+
+def test_a_known_trip_count_is_shown(gate):
+    gate.at = 2
+    m = hlo_cli.parse(LOOP.replace("condition=cond, body=body",
+                                   'condition=cond, body=body, backend_config={"known_trip_count":{"n":"10"}}'))
+    smp, _ = _blocked_sample(gate, lambda: run_module(m, [X]))
+    assert (smp.levels[0].iteration, smp.levels[0].trips) == (2, 10)
+    assert "main 4/5 (iteration 2/10) > body 7/8" in progress.describe(smp, 1)
 
 
 def test_profiled_steps(gate):
@@ -237,6 +246,9 @@ def test_names_the_sampler_reads_are_still_there():
     assert {"comp", "plan", "k"} <= set(compiler.compile_computation.__code__.co_varnames)
     assert {"plan", "k", "n", "inst", "self"} <= set(evaluator.EvalContext._run.__code__.co_varnames)
     assert {"plan", "k", "n", "inst", "devs", "self"} <= set(Spmd.call.__code__.co_varnames)
+    assert {"it", "inst"} <= set(Spmd._while.__code__.co_varnames)
+    control = importlib.import_module("hlo_cli.interpreter.ops.control")
+    assert {"n", "inst"} <= set(control.eval_while.__code__.co_varnames)
     assert {"comp", "steps", "n", "code", "line_step"} <= set(compiler.Compiled.__slots__)
     assert Profile().runner.__name__ == "runner"
     c = compiler.compile_computation(hlo_cli.parse(FLAT).entry_computation, True)

@@ -10,9 +10,12 @@ anyway, so the run pays nothing for being watched (no call, no counter in the ho
     with "<hlo computation "; its current line maps to a step through `c.line_step`;
   - or the step loop Compiled.run_steps (tier 1), or the profiler's (`_profiled_steps`): the local
     `step`, whose [3] is the instruction's index and [4] the instruction;
+* compiler.run_while(ec, cond, body, ...) (a while loop of compiled computations): `c`, the
+  condition or body being run (its generated code called directly), and `n`, the iterations done;
 * evaluator.EvalContext._run (the generic loop, used with hooks): `plan`, `k`, `n`, `inst`;
 * devices/spmd.Spmd.call (the multi-device walk): `plan`, `k`, `n`, `inst` and `devs`, the devices
-  running it.
+  running it;
+* ops/control.eval_while (`n`, `inst`) and Spmd._while (`it`, `inst`): a loop's iteration.
 
 `sample(thread_id)` returns the nesting of computations being run, outermost first (`Level`s),
 with the loop iterations and the devices; `describe` makes the status line; `Display` shows it on
@@ -95,6 +98,17 @@ def _walk(frame, cache) -> Sample | None:
                 levels.append(_compiled_level(c, pending, cache))
                 contexts.append(ec)
             pending = None
+        elif name == "run_while" and filename.endswith(_COMPILER):
+            # a while loop of compiled computations: `c` is the condition or body being run
+            # (called directly once both are generated code, else through run_compiled)
+            loc = f.f_locals
+            c, ec, it = loc.get("c"), loc.get("ec"), loc.get("n")
+            if c is not None and pending is not None:      # its generated code runs right below
+                levels.append(_compiled_level(c, pending, cache))
+                contexts.append(ec)
+            if isinstance(it, int):
+                loops.append((len(levels), it + 1, None))
+            pending = None
         elif (name == "eval_while" and filename.endswith(_CONTROL)) or (name == "_while" and filename.endswith(_SPMD)):
             loc = f.f_locals
             it = loc.get("n" if name == "eval_while" else "it")
@@ -137,9 +151,9 @@ def _walk(frame, cache) -> Sample | None:
     for idx, it, inst in loops:
         if idx < len(levels):
             lv = levels[idx]
-            if lv.instruction is None or lv.instruction is inst:
+            if inst is None or lv.instruction is None or lv.instruction is inst:
                 lv.instruction = lv.instruction or inst
-                lv.iteration, lv.trips = it, _known_trips(inst)
+                lv.iteration, lv.trips = it, _known_trips(lv.instruction)
     levels.reverse()
     out.levels = levels
     if out.devices is None:

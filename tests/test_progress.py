@@ -247,6 +247,8 @@ def test_names_the_sampler_reads_are_still_there():
     assert {"plan", "k", "n", "inst", "self"} <= set(evaluator.EvalContext._run.__code__.co_varnames)
     assert {"plan", "k", "n", "inst", "devs", "self"} <= set(Spmd.call.__code__.co_varnames)
     assert {"it", "inst"} <= set(Spmd._while.__code__.co_varnames)
+    if hasattr(compiler, "run_while"):               # a while loop of compiled computations
+        assert {"c", "ec", "n"} <= set(compiler.run_while.__code__.co_varnames)
     control = importlib.import_module("hlo_cli.interpreter.ops.control")
     assert {"n", "inst"} <= set(control.eval_while.__code__.co_varnames)
     assert {"comp", "steps", "n", "code", "line_step"} <= set(compiler.Compiled.__slots__)

@@ -99,7 +99,7 @@ def fast_convs(draw):
     depthwise = draw(st.booleans())
     if depthwise:                 # one input feature per group, many groups: the multiply-add path
         g, cg, o = draw(st.integers(2, 5)), 1, draw(st.integers(1, 2))
-    strategy = draw(st.sampled_from([None, "gemm", "depthwise", "products"]))
+    strategy = draw(st.sampled_from([None, "gemm", "depthwise", "products", "reduce"]))
     return wdims, sizes, (g, n, cg, o), kind, seed, strategy
 
 
@@ -117,9 +117,12 @@ def test_fast_equals_by_tap(case):
         x = rng.integers(-9, 10, xshape).astype(np.int64)
         w = rng.integers(-9, 10, wshape).astype(np.int64)
     # any strides: the fast path reads views as they come (NHWC, NCHW, grouped reshapes)
-    if rng.random() < 0.5:
-        x = np.ascontiguousarray(np.moveaxis(x, 2, -1))
-        x = np.moveaxis(x, -1, 2)
+    layout = rng.integers(3)
+    if layout == 1:             # channels innermost, groups outermost
+        x = np.moveaxis(np.ascontiguousarray(np.moveaxis(x, 2, -1)), -1, 2)
+    elif layout == 2:           # NHWC: batch outermost, then space, groups, channels
+        perm = [1, *range(3, x.ndim), 0, 2]
+        x = np.ascontiguousarray(x.transpose(perm)).transpose(np.argsort(perm))
     out_spatial = tuple(_out_len(s, wd) for s, wd in zip(sizes, wdims))
     p = int(np.prod(out_spatial))
     want = _conv_by_tap(x, w, wdims, out_spatial, True, np.zeros((g, n, o, p), x.dtype))
@@ -140,7 +143,8 @@ def test_fast_bits_do_not_depend_on_threads(monkeypatch):
     monkeypatch.setattr(conv, "DEPTHWISE_BLOCK", 16)
     rng = np.random.default_rng(1)
     wdims = [WindowDim(size=3, stride=2, padding_low=1, padding_high=1)] * 2
-    for (g, cg, o), strategy in (((1, 8, 16), "gemm"), ((6, 1, 1), "depthwise"), ((2, 8, 2), "products")):
+    for (g, cg, o), strategy in (((1, 8, 16), "gemm"), ((6, 1, 1), "depthwise"), ((2, 8, 2), "products"),
+                                 ((6, 8, 1), "reduce")):
         x = rng.standard_normal((g, 3, cg, 17, 17)).astype(np.float32)
         w = rng.standard_normal((g, o, cg, 3, 3)).astype(np.float32)
         monkeypatch.setattr(parallel, "_threads", 2)

@@ -222,7 +222,7 @@ def test_table_covers_every_strategy():
         out = real(*a, **k)
         seen.add(spy.last)
         return out
-    orig = {n: getattr(conv, n) for n in ("_gemm_parts", "_depthwise_parts", "_products_parts")}
+    orig = {n: getattr(conv, n) for n in ("_gemm_parts", "_depthwise_parts", "_products_parts", "_reduce_parts")}
 
     def tag(n, strategy):
         def f(*a, **k):
@@ -231,7 +231,8 @@ def test_table_covers_every_strategy():
         return f
     try:
         conv._fast_conv = spy
-        for n, s in (("_gemm_parts", "gemm"), ("_depthwise_parts", "depthwise"), ("_products_parts", "products")):
+        for n, s in (("_gemm_parts", "gemm"), ("_depthwise_parts", "depthwise"), ("_products_parts", "products"),
+                     ("_reduce_parts", "reduce")):
             setattr(conv, n, tag(n, s))
         for name in CASES:
             text, args, _ = _load(name)
@@ -240,7 +241,7 @@ def test_table_covers_every_strategy():
         conv._fast_conv = real
         for n, f in orig.items():
             setattr(conv, n, f)
-    assert seen == {"gemm", "depthwise", "products"}
+    assert seen == {"gemm", "depthwise", "products", "reduce"}
 
 
 @pytest.mark.slow

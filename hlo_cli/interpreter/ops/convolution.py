@@ -171,13 +171,15 @@ def _fast_conv(x, w, wdims, out_spatial, cdt, ftz: bool, strategy: str | None = 
                 lo[d] = min(lo[d], b0)
                 hi[d] = max(hi[d], a * (q - 1) + b0 + (j - 1) * bstep - (sizes[d] - 1))
     xcl = np.moveaxis(x, 2, -1)                                   # (G, N, *S, Cg), a view
+    # the padded input and the output are laid out in memory as the input is (NHWC, NCHW...)
+    xst = [abs(st) for st in xcl.strides]
     if any(lo) or any(hi) or xcl.dtype != cdt:
-        xp = np.zeros((g, n) + tuple(sz - l + h for sz, l, h in zip(sizes, lo, hi)) + (cg,), cdt)
+        xp = _zeros((g, n) + tuple(sz - l + h for sz, l, h in zip(sizes, lo, hi)) + (cg,), cdt, xst)
         xp[(slice(None), slice(None)) + tuple(slice(-l, -l + sz) for l, sz in zip(lo, sizes))] = xcl
     else:
         xp = xcl
     wcl = np.moveaxis(w, 1, -1).astype(cdt, copy=False)          # (G, Cg, *K, O)
-    out = np.zeros((n,) + tuple(out_spatial) + (g, o), cdt)
+    out = _zeros((n,) + tuple(out_spatial) + (g, o), cdt, [xst[1]] + xst[2:2 + ns] + [xst[0], xst[0] - 0.5])
     ostr = out.strides
     xs = xp.strides
     depthwise = cg * o <= 4 and g > 1
@@ -206,16 +208,18 @@ def _fast_conv(x, w, wdims, out_spatial, cdt, ftz: bool, strategy: str | None = 
         return out
     patch_elems = sum(int(np.prod(v.shape[:-1], dtype=np.int64)) // g * cg for v, _, _, _ in jobs)
     product_elems = n * int(np.prod(xp.shape[2:-1], dtype=np.int64)) * int(np.prod(w.shape[3:])) * o
+    rows = n * int(np.prod(out_spatial, dtype=np.int64))
     if strategy is None:
-        strategy = ("depthwise" if depthwise else
+        strategy = ("depthwise" if depthwise and int(np.prod(w.shape[3:])) * cg <= rows else
+                    "reduce" if g > 1 and o <= 4 and rows <= 64 else
                     "products" if 2 * product_elems < patch_elems else "gemm")
     parts = []
     if strategy == "products":
         parts = _products_parts(xp, wcl, jobs, lo)
     else:
         for view, ksub, oview, _ in jobs:
-            parts.extend(_depthwise_parts(view, ksub, oview) if strategy == "depthwise"
-                         else _gemm_parts(view, ksub, oview))
+            parts.extend({"depthwise": _depthwise_parts, "reduce": _reduce_parts}.get(strategy, _gemm_parts)(
+                view, ksub, oview))
 
     def run(part):
         with np.errstate(all="ignore"):
@@ -223,6 +227,13 @@ def _fast_conv(x, w, wdims, out_spatial, cdt, ftz: bool, strategy: str | None = 
     with blas_single():
         run_parts(run, parts)
     return out
+
+
+def _zeros(shape, dtype, strides):
+    """np.zeros(shape) laid out in memory with its axes in the order of decreasing `strides`."""
+    order = sorted(range(len(shape)), key=lambda a: -strides[a])
+    buf = np.zeros([shape[a] for a in order], dtype)
+    return buf.transpose(np.argsort(order))
 
 
 def _chunks(total: int, per_item: int, budget: int, pieces: int = 0) -> list[slice]:
@@ -326,6 +337,23 @@ def _products_parts(xp, wcl, jobs, lo):
     return parts
 
 
+def _reduce_parts(view, ksub, oview):
+    """Few output positions and features per group, many groups (the weight gradient of a
+    depthwise convolution, XLA's batch_group_count form): for each output position, the products
+    of the strided view (G, N, *J, Cg) and the kernel (G, Cg, *J, O) summed by einsum, no patch
+    copy (a GEMM per group would be a matrix-vector product over a gathered copy)."""
+    nq = (view.ndim - 3) // 2
+    letters = "abcdefghijklm"[:nq]
+    spec = f"gn{letters}c,gc{letters}o->gno"
+    parts = []
+    for q in itertools.product(*[range(s) for s in view.shape[2:2 + nq]]):
+        def part(q=q):
+            at = (slice(None), slice(None)) + q
+            oview[at] = np.einsum(spec, view[at], ksub)
+        parts.append(part)
+    return parts
+
+
 def _depthwise_parts(view, ksub, oview):
     """Depthwise-like convolutions (Cg * O per group small): for each tap and input feature, the
     strided view (G, N, *Q) times that tap's weights (G, O), added up in the output, block by
@@ -335,35 +363,52 @@ def _depthwise_parts(view, ksub, oview):
     cg = view.shape[-1]
     o = ksub.shape[-1]
     js = view.shape[2 + nq:2 + 2 * nq]
-    # (N, *Q, G, [J..., Cg]) and (N, *Q, G, O): groups innermost, as NHWC keeps them
-    v = np.moveaxis(view, 0, 1 + nq)
-    ov = np.moveaxis(oview, 0, 1 + nq)
-    wk = np.moveaxis(ksub, 0, -2)                        # (Cg, *J, G, O)
-    lead = (n,) + view.shape[2:2 + nq]
-    per = g * o
-    blocks = []
-    # blocks over N and then the first output spatial axis
-    for ns_ in _chunks(n, int(np.prod(lead[1:], dtype=np.int64)) * per, DEPTHWISE_BLOCK):
-        if ns_.stop - ns_.start > 1 or nq == 0:
-            blocks.append((ns_, slice(None)))
-        else:
-            blocks += [(ns_, qs) for qs in _chunks(lead[1], int(np.prod(lead[2:], dtype=np.int64)) * per,
-                                                   DEPTHWISE_BLOCK)]
     taps = list(itertools.product(*[range(j) for j in js]))
+    qn = int(np.prod(view.shape[2:2 + nq], dtype=np.int64))
+    if abs(oview.strides[0]) <= min(abs(st) for st in oview.strides[1:-1]):
+        # NHWC: (N, *Q, G, [J..., Cg]) and (N, *Q, G, O), groups innermost; blocks over N, then Q0
+        v = np.moveaxis(view, 0, 1 + nq)
+        ov = np.moveaxis(oview, 0, 1 + nq)
+        wk = np.moveaxis(ksub, 0, -2)                        # (Cg, *J, G, O)
+        lead = (n,) + view.shape[2:2 + nq]
+        per = g * o
+
+        def pick(t, c, sel):
+            return v[sel][(Ellipsis,) + t + (c,)][..., None], wk[(c,) + t]
+        blocks = []
+        for ns_ in _chunks(n, int(np.prod(lead[1:], dtype=np.int64)) * per, DEPTHWISE_BLOCK):
+            if ns_.stop - ns_.start > 1 or nq == 0:
+                blocks.append((ns_,))
+            else:
+                blocks += [(ns_, qs) for qs in _chunks(lead[1], int(np.prod(lead[2:], dtype=np.int64)) * per,
+                                                       DEPTHWISE_BLOCK)]
+    else:
+        # NCHW: (N, G, *Q, [J..., Cg]) and (N, G, O, *Q), planes innermost; blocks over N, then G
+        v = view.swapaxes(0, 1)
+        ov = np.moveaxis(oview.swapaxes(0, 1), -1, 2)
+        wk = np.moveaxis(ksub, 1, 0)                         # (Cg, G, *J, O)
+        wk = np.moveaxis(wk, -1, 2).reshape(wk.shape[:2] + (o,) + tuple(js) + (1,) * nq)   # (Cg, G, O, *J, 1..)
+
+        def pick(t, c, sel):
+            return (v[sel][(Ellipsis,) + t + (c,)][:, :, None],
+                    wk[(c, sel[1] if len(sel) > 1 else slice(None), slice(None)) + t])
+        blocks = []
+        for ns_ in _chunks(n, g * o * qn, DEPTHWISE_BLOCK):
+            if ns_.stop - ns_.start > 1:
+                blocks.append((ns_,))
+            else:
+                blocks += [(ns_, gs) for gs in _chunks(g, o * qn, DEPTHWISE_BLOCK)]
     # whole blocks of about 8 per part, so parts are few (thread hand-offs) and fixed by the shape
     parts = []
     for i in range(0, len(blocks), 8):
         def part(bl=blocks[i:i + 8]):
-            for nsl, qsl in bl:
-                sel = (nsl,) if nq == 0 else (nsl, qsl)
+            for sel in bl:
                 ob = ov[sel]
                 tmp = np.empty(ob.shape, ob.dtype)
-                vb = v[sel]
                 first = True
                 for t in taps:
                     for c in range(cg):
-                        xv = vb[(Ellipsis,) + t + (c,)][..., None]        # (..., G, 1)
-                        wt = wk[(c,) + t]                                   # (G, O)
+                        xv, wt = pick(t, c, sel)
                         if first:
                             np.multiply(xv, wt, out=ob)
                             first = False

@@ -172,7 +172,10 @@ def _text(v):
 @report_errors
 def info(file, fmt, module_choice, no_cache):
     """Summarize FILE ('-' for standard input): module name, entry signature, computations and
-    instructions counted, an opcode histogram, and the source files named by its stack frames.
+    instructions counted, the inputs' total size, the memory a run is estimated to need (the peak
+    of live values along the interpreter's schedule, parameters included, where it is reached, the
+    largest single value; what `hlo run --max-memory` compares), an opcode histogram, and the
+    source files named by its stack frames.
     A multi-device module also gets its devices (replicas x partitions, Shardy meshes), its
     collectives with their group sizes, and its parameters' shardings with global and per-device
     shapes.

@@ -1033,7 +1033,8 @@ def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
     operand elements each position reads, so every output takes its elements in row-major window
     order with padding and holes skipped -- XLA CPU's order, without gathering (outputs x
     positions) elements.  f32/f64 add/multiply and integers run in place (FTZ/DAZ as XLA), f32/f64
-    max/min in place when no NaN is involved (-0 results checked), the rest through combine()."""
+    max/min in place (f16/bf16 in f32) when no NaN is involved (zero results checked), the rest
+    through combine()."""
     op, swapped = kind
     dt = x.dtype
     outs = tuple(_out_len(n, w) for n, w in zip(x.shape, wdims))
@@ -1075,31 +1076,49 @@ def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
                 if subnormals(a) is not None:
                     a[...] = flush(a)
         return acc
-    if dt in (np.float32, np.float64) and op in ("maximum", "minimum"):
-        uf = np.maximum if op == "maximum" else np.minimum
-        for xf in (x, None):
-            if xf is None:               # a subnormal won somewhere: again, the operand flushed
-                xf = flush(x)
-                acc[...] = flush(np.asarray(init))
-            for _, o, i in window_taps(x.shape, wdims, outs):
-                a = acc[o]
-                uf(a, xf[i], out=a)
-            # checked on the results alone: NaN (np.maximum propagates it) and -0 / +0 results
-            # need XLA's rules (combine); a subnormal result means DAZ could have chosen otherwise
-            # (without one, reading subnormals as zeros changes no winner)
-            if np.isnan(acc).any():
-                break
-            zero = acc == 0
-            if zero.any() and (np.signbit(acc[zero]) if op == "maximum" else ~np.signbit(acc[zero])).any():
-                break
-            if xf is not x or subnormals(acc) is None:
-                return acc
-        acc[...] = init
-        taps = window_taps(x.shape, wdims, outs)
+    if op in ("maximum", "minimum") and dt in _MINMAX_WIDE:
+        wide = _MINMAX_WIDE[dt]
+        r = _minmax_sweep(op, x.astype(wide, copy=False), np.asarray(init).astype(wide), wdims, outs)
+        if r is not None:
+            return r.astype(dt, copy=False)
     for _, o, i in taps:
         a, v = acc[o], x[i]
         acc[o] = combine(op, v, a) if swapped else combine(op, a, v)
     return acc
+
+
+# max/min pooling computed in place in these types: f32/f64 as they are, f16/bf16 in f32 as XLA
+# computes them (exact: max/min pick an element; bf16 subnormals are f32 subnormals, flushed,
+# f16 ones are normal f32 numbers, kept)
+_MINMAX_WIDE = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64,
+                np.dtype(np.float16): np.float32, np.dtype(ml_dtypes.bfloat16): np.float32}
+
+
+def _minmax_sweep(op, x, init, wdims, outs):
+    """The max/min of every window with np.maximum/np.minimum in place, or None when XLA's rules
+    for NaN or for the sign of a zero result decide somewhere (combine() then)."""
+    uf = np.maximum if op == "maximum" else np.minimum
+    acc = np.empty(outs, x.dtype)
+    acc[...] = init
+    taps = window_taps(x.shape, wdims, outs)
+    for xf in (x, None):
+        if xf is None:                   # a subnormal won somewhere: again, the operand flushed
+            xf = flush(x)
+            acc[...] = flush(np.asarray(init))
+        for _, o, i in taps:
+            a = acc[o]
+            uf(a, xf[i], out=a)
+        # checked on the results alone: NaN (np.maximum propagates it) and -0 / +0 results need
+        # XLA's rules; a subnormal result means DAZ could have chosen otherwise (without one,
+        # reading subnormals as zeros changes no winner)
+        if np.isnan(acc).any():
+            return None
+        zero = acc == 0
+        if zero.any() and (np.signbit(acc[zero]) if op == "maximum" else ~np.signbit(acc[zero])).any():
+            return None
+        if xf is not x or subnormals(acc) is None:
+            return acc
+    return None
 
 
 def _library_window(x: np.ndarray, init: np.ndarray, wdims, types) -> bool:

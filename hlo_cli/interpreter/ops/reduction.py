@@ -18,6 +18,7 @@ Measured on XLA CPU (jaxlib 0.10.2) for the ops here:
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ...errors import HloEvalError
@@ -118,9 +119,10 @@ _TAKE = {"GE": (np.less, np.maximum), "GT": (np.less_equal, np.maximum),
 
 
 def _running_select(x: np.ndarray, how):
-    """(take, running, start) when select is a GE/GT/LE/LT compare NumPy computes as XLA does on
-    `x`: native floats compared as FLOAT without NaN (subnormals read as zeros by the processor's
-    DAZ flag, fpenv.py), native integers of the compare's signedness; else None."""
+    """(take, running, start, operand) when select is a GE/GT/LE/LT compare NumPy computes as XLA
+    does on `operand` (`x` or its f32 form): f32/f64 compared as FLOAT without NaN (subnormals read
+    as zeros by the processor's DAZ flag, fpenv.py), f16/bf16 the same in f32, native integers of
+    the compare's signedness; else None."""
     if how is None or how[0] not in _TAKE:
         return None
     direction, ctype = how
@@ -129,10 +131,13 @@ def _running_select(x: np.ndarray, how):
     if dt in (np.float32, np.float64) and ctype == "FLOAT" and C.hardware() is not None:
         if x.size and np.isnan(x.max()):
             return None
-        return take, running, dt.type(-np.inf if running is np.maximum else np.inf)
+        return take, running, dt.type(-np.inf if running is np.maximum else np.inf), x
     if (dt.kind == "i" and ctype == "SIGNED") or (dt.kind == "u" and ctype == "UNSIGNED"):
         info = np.iinfo(dt)
-        return take, running, dt.type(info.min if running is np.maximum else info.max)
+        return take, running, dt.type(info.min if running is np.maximum else info.max), x
+    if dt in (np.float16, ml_dtypes.bfloat16) and ctype == "FLOAT":
+        # compared in f32, as XLA computes them (bf16 subnormals are f32 subnormals: DAZ)
+        return _running_select(x.astype(np.float32), (direction, ctype))
     return None
 
 
@@ -171,7 +176,7 @@ def _select(ec, name, x, outs, taps, total):
     tdt = sel_tap.dtype.type
     fast = _running_select(x, how)
     if fast is not None:
-        take_fn, running, start = fast
+        take_fn, running, start, x = fast
         sel_val = np.full(outs, start, x.dtype)
 
         def sweep():

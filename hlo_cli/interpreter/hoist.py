@@ -10,24 +10,29 @@ first, so a value hoisted out of an inner loop can leave the outer one as well):
 - the body's invariant instructions: constants, those elements, and pure instructions whose
   operands are all invariant.  Pure: no side effects, no rng, no io, no collectives, no custom
   calls, no async wrappers, no control dependencies, and the same for every computation they
-  call; replica-id and partition-id are pure (a loop runs on one device);
+  call; replica-id and partition-id are pure (a loop runs on one device).  A pure `call` mixing
+  invariant and varying operands is inlined first (XLA inlines every call before this pass; JAX
+  wraps a fori_loop's or scan's body in one), so the invariant part of its callee can move;
 - the ones worth moving: XLA leaves bitcast, broadcast, iota, reverse, slice, transpose, tuple,
   reshape and constants in place unless an instruction that is moved needs them (they would only
   make a large loop state out of small operands); here an instruction is also not worth moving on
   its own when it is a small element-wise or data-movement op (fewer than MIN_ELEMENTS elements in
-  and out: a scalar add costs what the get-tuple-element replacing it costs);
-- those are computed once before the loop (the cheap invariants they need too, copied), their
-  values appended to the loop state (condition and body take the wider tuple), and in the body
-  each becomes a get-tuple-element of the parameter with the instruction's own name.  The while
-  keeps its name and its users see the original result: get-tuple-element indices are unchanged,
-  and a use of the whole tuple gets a tuple of the original elements.
+  and out: a scalar add costs what the get-tuple-element replacing it costs), or when its result
+  is much larger than its operands (a broadcast-like fusion);
+- those are computed once before the loop (the cheap invariants they need too, copied), the
+  values the body still reads appended to the loop state (condition and body take the wider
+  tuple), each read in the body through a get-tuple-element `<name>.invariant`; what only the
+  moved instructions read leaves the body.  The while keeps its name and its users see the
+  original result: get-tuple-element indices are unchanged, and a use of the whole tuple gets a
+  tuple of the original elements.  Side effects stay where they are, with what they read.
 
-Hoisted instructions keep their names (a fresh one only if the name is taken where they land) and
+Moved instructions keep their names (a fresh one only if the name is taken where they land) and
 their source locations, so errors still point at them.  Like XLA, loops known to run at most once
 are left alone (a known_trip_count, or a counter compared against a constant); a loop whose trip
 count is not known and turns out to be zero now computes the hoisted values once, as XLA's does.
-Only values are moved: no hook watches a run that uses this (evaluator.run_module calls it only
-without one), so no event is lost.  The rewrite is cached per module object.
+Only values are moved: no hook watches a run that uses this (evaluator.run_module and
+devices.run_devices call it only without one), so no event is lost.  The rewrite is cached per
+module object; values are bit for bit those of the loop as written.
 `HLO_HOIST=0` in the environment turns it off (to compare, or to rule it out).
 """
 from __future__ import annotations
@@ -84,6 +89,8 @@ _INLINE_ROUNDS = 4
 
 ENV = "HLO_HOIST"
 
+_SAME = object()            # in a module's cache: "run the module itself"
+
 
 def enabled() -> bool:
     """Whether compiled runs hoist loop invariants (`HLO_HOIST=0` in the environment turns it off)."""
@@ -109,9 +116,6 @@ def hoist_loop_invariants(module: Module) -> Module:
         if got is not module:
             module_cache(got)["hoisted"] = _SAME     # hoisting again finds nothing new
     return module if got is _SAME else got
-
-
-_SAME = object()
 
 
 # ----------------------------------------------------------------------------- helpers

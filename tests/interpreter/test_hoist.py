@@ -455,3 +455,105 @@ def test_invariant_through_a_copy():
     hoisted = hoist_loop_invariants(module)
     assert "ww" in hoisted.entry_computation.by_name
     _same_both_ways(module)
+
+
+# ----------------------------------------------------------------------------- random loop bodies
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_RANDOM_LOOP = """HloModule random
+
+pair {{
+  px = f32[8,8] parameter(0)
+  py = f32[8,8] parameter(1)
+  pm = f32[8,8] multiply(px, py)
+  pd = f32[8,8] dot(px, py), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT ps = f32[8,8] add(pm, pd)
+}}
+
+cond {{
+  cs = (s32[], f32[8,8], f32[8,8], f32[8,8]) parameter(0)
+  ci = s32[] get-tuple-element(cs), index=0
+  cn = s32[] constant({trips})
+  ROOT lt = pred[] compare(ci, cn), direction=LT
+}}
+
+body {{
+  s = (s32[], f32[8,8], f32[8,8], f32[8,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v0 = f32[8,8] get-tuple-element(s), index=1
+  v1 = f32[8,8] get-tuple-element(s), index=2
+  v2 = f32[8,8] get-tuple-element(s), index=3
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  half = f32[] constant(0.5)
+{lines}
+  ROOT t = (s32[], f32[8,8], f32[8,8], f32[8,8]) tuple(i1, {out})
+}}
+
+ENTRY main {{
+  a = f32[8,8] parameter(0)
+  b = f32[8,8] parameter(1)
+  c = f32[8,8] parameter(2)
+  zero = s32[] constant(0)
+  init = (s32[], f32[8,8], f32[8,8], f32[8,8]) tuple(zero, a, b, c)
+  loop = (s32[], f32[8,8], f32[8,8], f32[8,8]) while(init), condition=cond, body=body
+{tail}
+}}
+"""
+
+_OPS = [
+    ("add", 2, "add({0}, {1})"),
+    ("multiply", 2, "multiply({0}, {1})"),
+    ("dot", 2, "dot({0}, {1}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"),
+    ("tanh", 1, "tanh({0})"),
+    ("transpose", 1, "transpose({0}), dimensions={{1,0}}"),
+    ("copy", 1, "copy({0})"),
+    ("call", 2, "call({0}, {1}), to_apply=pair"),
+    ("scaled", 1, "SCALED"),
+]
+
+
+@st.composite
+def _random_loops(draw):
+    names = ["v0", "v1", "v2"]
+    lines = []
+    for k in range(draw(st.integers(2, 9))):
+        op, arity, form = draw(st.sampled_from(_OPS + _OPS[2:3] + _OPS[6:7]))     # more dots and calls
+        args = [draw(st.sampled_from(names + ["v1", "v2"] * 3)) for _ in range(arity)]
+        name = f"x{k}"
+        if op == "scaled":           # a broadcast constant times a value
+            lines.append(f"  hb{k} = f32[8,8] broadcast(half), dimensions={{}}")
+            lines.append(f"  {name} = f32[8,8] multiply({args[0]}, hb{k})")
+        else:
+            lines.append(f"  {name} = f32[8,8] " + form.format(*args))
+        names.append(name)
+    # element 1 varies and reads every value computed; elements 2 and 3 stay invariant unless
+    # drawn otherwise
+    acc = "v0"
+    for k, name in enumerate(names[3:]):
+        lines.append(f"  y{k} = f32[8,8] add({acc}, {name})")
+        acc = f"y{k}"
+    out = [acc]
+    out += [draw(st.sampled_from(["v1"] * 6 + names[3:])), draw(st.sampled_from(["v2"] * 6 + names[3:]))]
+    whole = draw(st.booleans())
+    tail = ("  ROOT r = (s32[], f32[8,8], f32[8,8], f32[8,8]) copy(loop)" if whole else
+            "  ROOT r = f32[8,8] get-tuple-element(loop), index=1")
+    trips = draw(st.sampled_from([0, 1, 3, 3, 4]))
+    return _RANDOM_LOOP.format(lines="\n".join(lines), out=", ".join(out), tail=tail, trips=trips)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_random_loops())
+def test_random_loops_same_bits(text):
+    module = parse(text, "random.hlo")
+    assert [d for d in check_module(module) if d.severity == "error"] == []
+    hoisted = hoist_loop_invariants(module)
+    if hoisted is not module:
+        assert [d for d in check_module(hoisted) if d.severity == "error"] == []
+    rng = np.random.default_rng(0)
+    args = [(rng.standard_normal((8, 8)) * 0.3).astype(np.float32) for _ in range(3)]
+    slow = run_module(module, args, compiled=False)
+    assert _bits(run_module(hoisted, args, compiled=False)) == _bits(slow)
+    assert _bits(run_module(module, args)) == _bits(slow)

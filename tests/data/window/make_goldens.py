@@ -175,6 +175,20 @@ def cases():
     out.append(pad("pad_s8", "s8", (3, 4, 5), "1_1_1x-1_0x0_2", hostile("s8", (3, 4, 5), rng), -7))
     out.append(reverse("reverse_some", "f32", (2, 3, 4, 5), "1,2", hostile("f32", (2, 3, 4, 5), rng)))
     out.append(reverse("reverse_all_s32", "s32", (2, 3, 4), "0,1,2", hostile("s32", (2, 3, 4), rng)))
+    # the in-place paths without NaN: relu-like data (many +0 ties), narrow floats computed in f32
+    relu = np.maximum(normal("f32", d4, rng), 0)
+    out.append(reduce_window("rw_max_f32_relu", "f32", d4, pool, "maximum", -np.inf, relu))
+    for et in ("bf16", "f16"):
+        out.append(reduce_window(f"rw_max_{et}_nonan", et, d4, pool, "maximum", -np.inf,
+                                 hostile(et, d4, rng, nan=False)))
+        out.append(reduce_window(f"rw_min_{et}_nonan", et, d4, pool, "minimum", np.inf,
+                                 hostile(et, d4, rng, nan=False)))
+        out.append(select_and_scatter(f"ss_ge_{et}_nonan", et, d4, s4, pool, "GE", 0.0,
+                                      hostile(et, d4, rng, nan=False), normal(et, s4, rng)))
+    out.append(select_and_scatter("ss_ge_f32_relu", "f32", d4, s4, pool, "GE", 0.0, relu, normal("f32", s4, rng)))
+    for et, tiny in (("f32", 1e-40), ("bf16", 1e-39), ("f16", 1e-6)):     # ties, +0, positive subnormals
+        v = np.where(rng.random(d4) < 0.1, tiny, rng.integers(0, 4, d4) - 0.5 * (rng.random(d4) < 0.3))
+        out.append(reduce_window(f"rw_max_{et}_ties", et, d4, pool, "maximum", -np.inf, v.astype(TYPES[et])))
     return out
 
 

@@ -288,7 +288,8 @@ class _Hoister:
             return
         bby = body.by_name
         for i in body.instructions:
-            if i.opcode == "domain" or (i.opcode == "custom-call" and i.attrs.get("custom_call_target") in _BAIL_TARGETS):
+            if i.opcode == "domain" or (i.opcode == "custom-call"
+                                        and i.attrs.get("custom_call_target") in _BAIL_TARGETS):
                 return
         init = by.get(w.operands[0])
         if init is None:
@@ -399,7 +400,8 @@ class _Hoister:
 
         # the while: same name, wider state; its users see the original tuple
         if init.opcode == "tuple" and self.sole_user(comp, init.name, wname):
-            new_init = dataclasses.replace(init, shape=wide, operands=init.operands + tuple(outer[h.name] for h in slots),
+            new_init = dataclasses.replace(init, shape=wide,
+                                           operands=init.operands + tuple(outer[h.name] for h in slots),
                                            operand_shapes=None)
             drop_init = True
         else:
@@ -435,7 +437,8 @@ class _Hoister:
                     out.append(narrow)
                 continue
             if narrow is not None and wname in inst.operands and inst.opcode != "get-tuple-element":
-                inst = dataclasses.replace(inst, operands=tuple(narrow.name if o == wname else o for o in inst.operands),
+                inst = dataclasses.replace(inst, operands=tuple(narrow.name if o == wname else o
+                                                                for o in inst.operands),
                                            operand_shapes=None)
             out.append(inst)
         new_root = narrow.name if narrow is not None and comp.root == wname else comp.root
@@ -572,7 +575,8 @@ class _Hoister:
             return None
         lhs, rhs = cby.get(croot.operands[0]), cby.get(croot.operands[1])
         limit = _int_constant(rhs)
-        if lhs is None or limit is None or lhs.opcode != "get-tuple-element" or lhs.operands[0] != cond.parameters[0].name:
+        if (lhs is None or limit is None or lhs.opcode != "get-tuple-element"
+                or lhs.operands[0] != cond.parameters[0].name):
             return None
         k = lhs.attrs.get("index")
         if not isinstance(k, int) or not 0 <= k < len(root.operands):
@@ -604,8 +608,9 @@ class _Hoister:
         narrow_insts: list[Instruction] = []
         narrow = None
         if whole or comp.root == param.name:
-            narrow_insts = [Instruction(fresh(f"{param.name}.{i}", ".elem"), "get-tuple-element", param.shape.tuple_shapes[i],
-                                        (param.name,), {"index": i}, loc=param.loc) for i in range(n)]
+            narrow_insts = [Instruction(fresh(f"{param.name}.{i}", ".elem"), "get-tuple-element",
+                                        param.shape.tuple_shapes[i], (param.name,), {"index": i}, loc=param.loc)
+                            for i in range(n)]
             narrow = Instruction(fresh(f"{param.name}.narrow", ".x"), "tuple", param.shape,
                                  tuple(g.name for g in narrow_insts), loc=param.loc)
             narrow_insts.append(narrow)

@@ -703,3 +703,63 @@ def run_compiled(ec, c: Compiled, args):
     if ec.progress is not None:
         ec.progress(ec.executed)
     return value
+
+
+def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
+    """A while loop of compiled computations: what control.eval_while does through ec.call, with
+    the bookkeeping of run_compiled done once for the loop instead of twice per iteration once
+    both computations run as generated code (call counts and executed instructions added at the
+    end, loop iterations counted as they go, errors located in the computation that raised).
+    The local `c` is the computation being run (the progress display reads it)."""
+    n = 0
+    c = cond
+    while cond.fn is None or body.fn is None:           # tier 1 until both are hot
+        if not run_compiled(ec, cond, (state,)):
+            return state
+        if limit is not None and n >= limit:
+            raise _limit_error(limit, name)
+        state = run_compiled(ec, body, (state,))
+        n += 1
+        ec.loop_iterations += 1
+    if ec.depth >= 500:
+        raise HloEvalError("computations call each other more than 500 deep (recursion?)")
+    cf, bf = cond.fn, body.fn
+    ran_cond = ran_body = 0
+    ec.depth += 1
+    try:
+        while True:
+            c = cond
+            go = cf(ec, (state,))
+            ran_cond += 1
+            if not go:
+                break
+            if limit is not None and n >= limit:
+                raise _limit_error(limit, name)
+            c = body
+            state = bf(ec, (state,))
+            ran_body += 1
+            n += 1
+            ec.loop_iterations += 1
+    except HloEvalError as e:
+        if not e.diagnostics:
+            inst = c.step_at(e.__traceback__)
+            if inst is not None:
+                e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
+        raise
+    except _EVAL_ERRORS as e:
+        inst = c.step_at(e.__traceback__)
+        if inst is None:
+            raise
+        raise _located(inst, e) from e
+    finally:
+        ec.depth -= 1
+        cond.calls += ran_cond
+        body.calls += ran_body
+        ec.executed += ran_cond * (len(cond.steps) + len(cond.params)) + \
+            ran_body * (len(body.steps) + len(body.params))
+    return state
+
+
+def _limit_error(limit, name):
+    return HloEvalError(f"the while loop ran {limit} iterations without its condition "
+                        f"'{name}' becoming false (the --max-iterations limit)")

@@ -449,6 +449,25 @@ def _call(inst, ops, st):
     return fast
 
 
+def _while(inst, ops, st):
+    """A while loop whose condition and body are compiled: compiler.run_while.  With --profile
+    or a progress callback, the rule (per-call runs)."""
+    if st.callee is None or len(ops) != 1:
+        return None
+    cname, bname = inst.attrs["condition"].name, inst.attrs["body"].name
+    cond, body = st.callee(cname, None), st.callee(bname, None)
+    if cond is None or body is None:
+        return None
+    from .compiler import run_while
+    rule = rule_for("while")
+
+    def fn(ec, state):
+        if ec.profile is not None or ec.progress is not None:
+            return rule(inst, [state], ec)
+        return run_while(ec, cond, body, state, ec.options.max_iterations, cname)
+    return Fast(fn, WITH_EC, clean=not _flushing(inst.shape))
+
+
 def _dot(inst, ops, st):
     """f32 and f64 dots: the rule's arithmetic (f32 accumulated in f64, XLA's -0 rule, FTZ) with
     the dimension bookkeeping done once."""
@@ -813,7 +832,7 @@ _PREPARERS = {
     "broadcast": _broadcast, "reshape": _reshape, "transpose": _transpose,
     "copy": _identity, "opt-barrier": _identity,
     "get-tuple-element": _gte, "tuple": _tuple, "call": _call,
-    "reduce": _reduce, "fusion": _call,
+    "reduce": _reduce, "fusion": _call, "while": _while,
     "slice": _slice, "concatenate": _concatenate, "dynamic-slice": _dynamic_slice,
     "dynamic-update-slice": _dynamic_update_slice,
     "exponential": _unary_f64(np.exp, (F32, F64)), "tanh": _unary_f64(np.tanh, (F64,)),

@@ -166,3 +166,109 @@ def test_runs_of_float_steps_under_one_flag_setting_match_the_rules(t, dt, n, da
     shape = (int(n),) if n else ()
     edges = data.draw(st.booleans())
     _same(module, [_array(data, shape, dt, edges), _array(data, shape, dt, edges)], runs=6)
+
+
+_LOOP = """
+HloModule loop
+cond {{
+  s = ({it}[], f32[5,3], f32[12,3]) parameter(0)
+  i = {it}[] get-tuple-element(s), index=0
+  n = {it}[] constant({stop})
+  ROOT lt = pred[] compare(i, n), direction=LT, type={ct}
+}}
+body {{
+  s = ({it}[], f32[5,3], f32[12,3]) parameter(0)
+  i = {it}[] get-tuple-element(s), index=0
+  x = f32[5,3] get-tuple-element(s), index=1
+  acc = f32[12,3] get-tuple-element(s), index=2
+  z = {it}[] constant(0)
+  two = {it}[] constant(2)
+  j = {it}[] subtract(i, two)
+  d = f32[2,3] dynamic-slice(x, j, z), dynamic_slice_sizes={{2,3}}
+  e = f32[2,3] exponential(d)
+  sl = f32[1,3] slice(x), slice={{[1:2], [0:3]}}
+  c = f32[3,3] concatenate(e, sl), dimensions={{0}}
+  u = f32[12,3] dynamic-update-slice(acc, c, i, z)
+  r = f32[5,3] dynamic-update-slice(x, sl, j, z)
+  one = {it}[] constant(1)
+  k = {it}[] add(i, one)
+  ROOT t = ({it}[], f32[5,3], f32[12,3]) tuple(k, r, u)
+}}
+ENTRY main {{
+  x = f32[5,3] parameter(0)
+  a = f32[12,3] parameter(1)
+  start = {it}[] constant({start})
+  s0 = ({it}[], f32[5,3], f32[12,3]) tuple(start, x, a)
+  w = ({it}[], f32[5,3], f32[12,3]) while(s0), condition=cond, body=body
+  ROOT o = f32[12,3] get-tuple-element(w), index=2
+}}
+"""
+
+
+@pytest.mark.parametrize("it,ct,start,stop", [("s32", "SIGNED", -3, 15), ("u32", "UNSIGNED", 0, 14),
+                                              ("s64", "SIGNED", 4294967290, 4294967305)])
+def test_loops_with_clamped_dynamic_slices_match_the_generic_loop(it, ct, start, stop):
+    """Start indices below 0 and past the end (unsigned: 0 - 2 wraps to a huge start) are clamped;
+    the loop runs past HOT_CALLS iterations, so compiler.run_while calls the generated code."""
+    module = parse(_LOOP.format(it=it, ct=ct, start=start, stop=stop))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    a = rng.standard_normal((12, 3)).astype(np.float32)
+    _same(module, [x, a], runs=2)
+
+
+def test_loop_counters_and_the_iteration_limit_hold_past_the_hot_calls():
+    from hlo_cli.errors import HloEvalError
+    from hlo_cli.interpreter.evaluator import EvalContext
+    module = parse(_LOOP.format(it="s32", ct="SIGNED", start=0, stop=40))
+    args = [np.zeros((5, 3), np.float32), np.zeros((12, 3), np.float32)]
+    ec = EvalContext(module)
+    ec.call(module.entry, args)
+    assert ec.loop_iterations == 40
+    slow = EvalContext(module, compiled_ok=False)
+    slow.call(module.entry, args)
+    assert slow.loop_iterations == 40 and slow.executed == ec.executed
+    for compiled in (True, False):
+        with pytest.raises(HloEvalError, match="ran 17 iterations without its condition 'cond'"):
+            run_module(module, args, RunOptions(max_iterations=17), compiled=compiled)
+
+
+def test_an_error_in_a_hot_loop_body_names_its_instruction():
+    module = parse("""HloModule err
+bad {
+  a = f32[2] parameter(0)
+  ROOT b = f32[2] custom-call(a), custom_call_target="no_such_target"
+}
+good {
+  ROOT a = f32[2] parameter(0)
+}
+cond {
+  s = (s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(100)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[2] get-tuple-element(s), index=1
+  seven = s32[] constant(7)
+  at = pred[] compare(i, seven), direction=EQ
+  y = f32[2] conditional(at, x, x), true_computation=bad, false_computation=good
+  one = s32[] constant(1)
+  k = s32[] add(i, one)
+  ROOT t = (s32[], f32[2]) tuple(k, y)
+}
+ENTRY main {
+  x = f32[2] parameter(0)
+  z = s32[] constant(0)
+  s0 = (s32[], f32[2]) tuple(z, x)
+  ROOT w = (s32[], f32[2]) while(s0), condition=cond, body=body
+}
+""", "err.hlo")
+    from hlo_cli.errors import HloEvalError
+    for compiled in (True, False):
+        with pytest.raises(HloEvalError) as exc:
+            run_module(module, [np.ones(2, np.float32)], compiled=compiled)
+        assert "no_such_target" in str(exc.value)
+        assert exc.value.diagnostics[0].instruction == "b", compiled

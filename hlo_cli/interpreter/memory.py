@@ -222,7 +222,8 @@ class MemoryEstimate:
                  4 bytes an element, 8 for integers, f64 and convolutions (summed in f64), 16 for
                  complex; a convolution's patches too: output positions x kernel taps x input
                  features), narrow floats (computed
-                 in f32: 4 bytes an element of operands and result),
+                 in f32: 4 bytes an element of operands and result), other float results (one
+                 more copy: XLA CPU's flush to zero of subnormals takes |x| first),
                  computations applied to whole arrays (reduce, sort, scatter, map...: one more copy
                  of the operands), sort (8 bytes an element for the permutation);
     total        the figure compared with a limit: the largest (live set + the scratch of the
@@ -357,6 +358,8 @@ _DOTS = frozenset(("dot", "convolution", "ragged-dot", "scaled-dot"))
 _NARROW = frozenset(("bf16", "f16", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz",
                      "f8e4m3", "f8e3m4", "f8e8m0fnu", "f4e2m1fn", "f6e2m3fn", "f6e3m2fn"))
 _CALLS = frozenset(("call", "fusion"))
+# float results the evaluation rules flush to zero (XLA CPU's FTZ): np.abs of the result meanwhile
+_FLUSHED = frozenset(("f32", "f64", "c64", "c128"))
 _MAX_NESTING = 150          # computations calling computations: the walk recurses (2 frames a level)
 # dots and convolutions of these types work at 8 bytes an element (f64 BLAS or int64)
 _WIDE_WORK = frozenset(("f64", "s64", "u64", "s32", "u32", "s16", "u16", "s8", "u8", "s4", "u4", "s2", "u2",
@@ -584,8 +587,11 @@ class _Estimator:
                     self.largest, self.largest_at = b, (inst, cname)
                 if live + b > peak or peak_at is None:
                     peak, peak_at = live + b, (inst, cname)
-                if live + b > peak_total or total_at is None:
-                    peak_total, total_at = live + b, (inst, cname)
+                scratch = b if shape.element_type in _FLUSHED else 0
+                if scratch > self.scratch_max:
+                    self.scratch_max = scratch
+                if live + b + scratch > peak_total or total_at is None:
+                    peak_total, total_at = live + b + scratch, (inst, cname)
                 refs[bid] = 1
                 live += b
                 for j in frees[n]:
@@ -763,6 +769,8 @@ class _Estimator:
             extra += 8 * (infos[0][1] if infos else res[1])
         if types & _NARROW:
             extra += 4 * elems
+        elif res[2] & _FLUSHED:
+            extra += res[0] or 0
         return extra
 
 

@@ -24,7 +24,8 @@ first, so a value hoisted out of an inner loop can leave the outer one as well):
   tuple), each read in the body through a get-tuple-element `<name>.invariant`; what only the
   moved instructions read leaves the body.  The while keeps its name and its users see the
   original result: get-tuple-element indices are unchanged, and a use of the whole tuple gets a
-  tuple of the original elements.  Side effects stay where they are, with what they read.
+  tuple of the original elements.  Side effects stay where they are, with what they read.  The
+  body and condition keep their names too, unless another instruction still calls the originals.
 
 Moved instructions keep their names (a fresh one only if the name is taken where they land) and
 their source locations, so errors still point at them.  Like XLA, loops known to run at most once
@@ -377,7 +378,7 @@ class _Hoister:
         # the wider loop state
         extra = tuple(h.shape for h in slots)
         wide = Shape.tuple_of(tuple(w.shape.tuple_shapes) + extra)
-        new_body = self.widen(body, wide, n, fresh)
+        new_body = self.widen(body, wide, n, fresh, self.rename(body.name, cname, wname))
         state = {h.name: (n + k, fresh(f"{h.name}.invariant", ".x")) for k, h in enumerate(slots)}
         bins = []
         for inst in new_body.instructions:
@@ -396,7 +397,7 @@ class _Hoister:
                                            operands=inst.operands + tuple(state[h.name][1] for h in slots))
             bins.append(inst)
         new_body = dataclasses.replace(new_body, instructions=tuple(bins))
-        new_cond = self.widen(cond, wide, n, fresh)
+        new_cond = self.widen(cond, wide, n, fresh, self.rename(cond.name, cname, wname))
 
         # the while: same name, wider state; its users see the original tuple
         if init.opcode == "tuple" and self.sole_user(comp, init.name, wname):
@@ -444,9 +445,9 @@ class _Hoister:
         new_root = narrow.name if narrow is not None and comp.root == wname else comp.root
         self.comps[cname] = dataclasses.replace(comp, instructions=tuple(out), root=new_root)
         for c in (new_body, new_cond):
+            if c.name not in self.comps:
+                self.order.insert(self.order.index(cname), c.name)
             self.comps[c.name] = c
-            pos = self.order.index(cname)
-            self.order.insert(pos, c.name)
         self.changed = True
 
     # -- pieces ----------------------------------------------------------------------
@@ -598,7 +599,16 @@ class _Hoister:
             return None
         return max(0, limit - start)
 
-    def widen(self, comp: Computation, wide: Shape, n: int, fresh: _Fresh) -> Computation:
+    def rename(self, name: str, cname: str, wname: str) -> str:
+        """The name of the rewritten `name`: the same when only the while `wname` (in `cname`) calls
+        it (profiles and messages then name the computations as the text does), else a fresh one."""
+        for cn, c in self.comps.items():
+            for i in c.instructions:
+                if i.opcode in _CONTROL and name in _ref_names(i) and not (cn == cname and i.name == wname):
+                    return self.names(name)
+        return name
+
+    def widen(self, comp: Computation, wide: Shape, n: int, fresh: _Fresh, name: str) -> Computation:
         """A copy of `comp` (a loop body or condition) taking the wider state: its parameter gets
         the wider shape; a use of the whole parameter other than get-tuple-element gets a tuple of
         the original elements."""
@@ -631,5 +641,5 @@ class _Hoister:
         result_shape = comp.result_shape
         if result_shape is not None and comp.root_instruction.opcode == "tuple" and result_shape == param.shape:
             result_shape = wide
-        return dataclasses.replace(comp, name=self.names(comp.name), instructions=tuple(out), root=root,
+        return dataclasses.replace(comp, name=name, instructions=tuple(out), root=root,
                                    params=params, result_shape=result_shape, is_entry=False)

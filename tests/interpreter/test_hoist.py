@@ -119,6 +119,7 @@ def test_f8_gemm_loop_computes_its_dot_once():
     assert dots[0].loc == original.loc                                 # ...and its place in the text
     w = next(i for i in entry.instructions if i.opcode == "while")
     assert w.name == "while.5" and len(w.shape.tuple_shapes) == 5      # one more state element
+    assert (w.attrs["body"].name, w.attrs["condition"].name) == ("region_0.2", "region_1.3")   # as written
     assert entry.root_instruction.shape == module.entry_computation.root_instruction.shape
 
 
@@ -442,7 +443,9 @@ def test_two_loops_sharing_body_and_state():
     module = _hand(entry=entry)
     hoisted = hoist_loop_invariants(module)
     bodies = {i.attrs["body"].name for i in hoisted.entry_computation.instructions if i.opcode == "while"}
-    assert len(bodies) == 2 and "body" not in hoisted.computation_map     # one new body per loop
+    assert len(bodies) == 2                                             # one new body per loop
+    for name in bodies:
+        assert [i.name for i in hoisted.computation_map[name].instructions if i.opcode == "dot"] == ["h1"]
     names = [i.name for i in hoisted.entry_computation.instructions]
     assert len(names) == len(set(names))
     assert not np.asarray(_same_both_ways(module)).any()

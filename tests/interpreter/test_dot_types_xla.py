@@ -13,7 +13,7 @@ integers multiply exactly and wrap.  So:
 """
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +24,16 @@ from hlo_cli.interpreter.ops import linalg as la
 from hlo_cli.ir.dtypes import ELEMENT_TYPES
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "dot"
-sys.path.insert(0, str(DATA))
-import make_goldens as mg  # noqa: E402
+
+
+def _load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+mg = _load_module(DATA / "make_goldens.py", "dot_goldens")
 
 
 def _dtype(name):

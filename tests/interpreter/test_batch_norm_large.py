@@ -1,0 +1,141 @@
+"""batch-norm-training / -inference / -grad at the sizes where XLA CPU sums with YNNPACK (from
+4096 elements) and the interpreter takes its blocked path, against XLA CPU: committed goldens
+(tests/data/batch_norm, made by make_goldens.py there) for NHWC, NCHW and feature-first layouts in
+f32, bf16 and f64, and (slow, needs JAX) live runs at convnet sizes.
+
+How close (jaxlib 0.10.2, x86-64): XLA's sums run in YNNPACK's order, which we do not reproduce;
+we sum in f64 and round once, which agrees with most of its channels bit for bit and with the
+others to a few ulps (measured on f32[32,112,112,96]: mean within 2 ulps, variance 3).  XLA's
+rsqrt is an approximation (not correctly rounded), so normalized outputs differ in the last
+bits; sums that cancel (grad_offset, grad_scale with zero-mean gradients) differ by more ulps
+of their small results but by a few f32 roundings of the summed magnitudes.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hlo_cli.interpreter import run
+from hlo_cli.interpreter.ops import linalg as la
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "batch_norm"
+
+
+def _load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+mg = _load_module(DATA / "make_goldens.py", "batch_norm_goldens")
+
+EPS = {"f32": 2.0 ** -23, "bf16": 2.0 ** -7, "f64": 2.0 ** -52}
+
+
+def _load(name, et):
+    import ml_dtypes
+    z = np.load(DATA / f"{name}.npz")
+    cast = (lambda a: a.view(ml_dtypes.bfloat16)) if et == "bf16" else (lambda a: a)
+    return {k: cast(z[k]) for k in z.files}
+
+
+def _scale(a: np.ndarray, fi: int) -> np.ndarray:
+    """Per-feature magnitude of an operand, broadcast against it."""
+    red = tuple(d for d in range(a.ndim) if d != fi)
+    return np.abs(a.astype(np.float64)).max(axis=red, keepdims=True)
+
+
+def assert_close(ours, want, et, bound, what):
+    """|ours - want| <= 4 roundings of `bound` (the magnitudes the value was computed from;
+    measured: at most 0.11 x 16 roundings on the goldens)."""
+    assert ours.dtype == want.dtype and ours.shape == want.shape, what
+    err = np.abs(ours.astype(np.float64) - want.astype(np.float64))
+    tol = 4 * EPS[et] * bound
+    assert (err <= tol).all(), f"{what}: worst {float(np.max(err / tol)):.2f} x tolerance"
+
+
+def check(op, outs, d, et, shape, fi):
+    """Each output against XLA's, with a bound from the inputs' magnitudes."""
+    red = tuple(k for k in range(len(shape)) if k != fi)
+    x = d["x"].astype(np.float64)
+    n = x.size // shape[fi]
+    keep = [1 if k != fi else shape[fi] for k in range(len(shape))]
+    s = np.abs(d["s"].astype(np.float64)).reshape(keep)
+    if op == "training":
+        mean = x.mean(axis=red, keepdims=True)
+        sd = np.sqrt(x.var(axis=red, keepdims=True) + mg.EPSILON)
+        xs = _scale(x, fi)
+        bounds = [(xs + np.abs(mean)) / sd * s + np.abs(d["o"].astype(np.float64)).reshape(keep),
+                  xs.reshape(-1), (xs * xs).reshape(-1)]
+    elif op == "inference":
+        v = d["v"].astype(np.float64).reshape(keep)
+        bounds = [(np.abs(x) + np.abs(d["m"].astype(np.float64)).reshape(keep)) * s / np.sqrt(v + mg.EPSILON)
+                  + np.abs(d["o"].astype(np.float64)).reshape(keep)]
+    else:
+        g = d["g"].astype(np.float64)
+        v = d["v"].astype(np.float64).reshape(keep)
+        xm = np.abs(x - d["m"].astype(np.float64).reshape(keep))
+        sgxm = (np.abs(g) * xm).sum(axis=red, keepdims=True)
+        rs = 1 / np.sqrt(v + mg.EPSILON)
+        bounds = [s * rs / n * (np.abs(g) * n + np.abs(g).sum(axis=red, keepdims=True) + sgxm * xm * rs * rs),
+                  (sgxm * rs).reshape(-1), np.abs(g).sum(axis=red)]
+    for j, (o, b) in enumerate(zip(outs, bounds)):
+        want = d[f"{op}{j}"]
+        assert_close(np.asarray(o), want, et, np.broadcast_to(b, want.shape), f"{op} output {j}")
+
+
+CASES = [(name, et, shape, fi, op) for name, et, shape, fi, ops in mg.LAYOUTS for op in ops]
+
+
+@pytest.mark.parametrize("name, et, shape, fi, op", CASES, ids=[f"{c[0]}-{c[4]}" for c in CASES])
+def test_batch_norm_golden(name, et, shape, fi, op):
+    d = _load(name, et)
+    args = [d[a] for a in mg.ARGS[op]]
+    outs = run(mg.text(op, et, shape, fi), *args)
+    check(op, outs if isinstance(outs, (tuple, list)) else [outs], d, et, shape, fi)
+
+
+@pytest.mark.parametrize("op", ["training", "inference", "grad"])
+def test_blocked_results_do_not_depend_on_threads(op, monkeypatch):
+    """Blocks are fixed by the shape, block sums added in block order: 1 or 2 threads, same bits."""
+    name, et, shape, fi, _ = mg.LAYOUTS[0]
+    d = _load(name, et)
+    text = mg.text(op, et, shape, fi)
+    args = [d[a] for a in mg.ARGS[op]]
+    monkeypatch.setattr(la, "_BN_BLOCK", 512)           # many blocks
+    two = run(text, *args)
+    monkeypatch.setattr(la, "threads", lambda: 1)
+    one = run(text, *args)
+    for a, b in zip(two if isinstance(two, tuple) else [two], one if isinstance(one, tuple) else [one]):
+        assert np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+
+
+def test_blocked_training_flushes_denormals():
+    """Subnormal inputs read as zero (DAZ) and subnormal results are flushed (FTZ), as XLA CPU."""
+    x = np.full((2, 8, 8, 32), 1e-40, np.float32)
+    x[0, 0, 0, :] = 1.0
+    s = np.full(32, 2e-38, np.float32)
+    o = np.zeros(32, np.float32)
+    y, mean, var = run(mg.text("training", "f32", (2, 8, 8, 32), 3), x, s, o)
+    assert np.all(mean == np.float32(1 / 128))       # the denormals counted as 0
+    assert np.all(y[0, 0, 0] > 1e-37)                 # (1 - mean) * rsqrt(var) * 2e-38: normal
+    assert np.all(y[1] == 0) and np.signbit(y[1]).all()   # -mean * rsqrt(var) * 2e-38 flushed to -0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape, fi", [((8, 56, 56, 32), 3), ((8, 32, 56, 56), 1)])
+@pytest.mark.parametrize("op", ["training", "inference", "grad"])
+def test_batch_norm_against_xla_at_convnet_sizes(shape, fi, op):
+    pytest.importorskip("jax")
+    from hlo_cli.xla_reference import run_with_xla
+    d = mg.inputs("f32", shape, fi, 7)
+    text = mg.text(op, "f32", shape, fi)
+    args = [d[a] for a in mg.ARGS[op]]
+    want = run_with_xla(text, args)
+    d.update({f"{op}{j}": w for j, w in enumerate(want)})
+    outs = run(text, *args)
+    check(op, outs if isinstance(outs, (tuple, list)) else [outs], d, "f32", shape, fi)

@@ -225,7 +225,8 @@ def describe(smp: Sample | None, elapsed: float, width: int = 200, phase: str = 
     if smp is None or (not smp.levels and smp.compiling is None):
         line = f"{phase}... ({tail[0]})"
         return line if len(line) <= width else line[:max(0, width - 3)] + "..."
-    if smp.loop_iterations:
+    if smp.loop_iterations and not any(lv.iteration is not None for lv in smp.levels[:-1]):
+        # (a loop's own iteration, shown on its level, says more than the count of all loops)
         tail.insert(0, f"{smp.loop_iterations:,} loop iteration{'s' if smp.loop_iterations != 1 else ''}")
     if smp.devices:
         tail.insert(0, f"{smp.devices} devices")

@@ -283,13 +283,17 @@ def estimate(module: Module, devices: int = 1) -> MemoryEstimate:
     computation (loop bodies count once; a while holds its previous state during an iteration);
     computations applied to whole arrays (reducers, comparators) count as a temporary.  Linear in
     the module and cached per module."""
+    from dataclasses import replace
+
     from .compiler import module_cache
     per = module_cache(module)
-    key = ("memory_estimate", devices)
-    est = per.get(key)
-    if est is None:
-        est = per[key] = _Estimator(module).run(max(int(devices), 1))
-    return est
+    one = per.get("memory_estimate")
+    if one is None:
+        one = per["memory_estimate"] = _Estimator(module).run(1)
+    devices = max(int(devices), 1)
+    if devices == 1:
+        return one
+    return replace(one, devices=devices, total=(one.total - one.constants) * devices + one.constants)
 
 
 def check_budget(module: Module, limit, devices: int = 1, inputs_bytes: int | None = None) -> MemoryEstimate | None:

@@ -54,10 +54,16 @@ from .memory import result_bytes
 MIN_ELEMENTS = 256
 
 # an instruction whose result is this much larger than its operands (and at least this large)
-# only moves with a user that moves (XLA's hoist_size_inflation_ratio, which XLA CPU leaves unset;
-# here the loop state lives in host memory, so a broadcast-like fusion stays in the loop)
+# only moves with a user that moves (XLA's hoist_size_inflation_ratio, which XLA CPU leaves unset):
+# a broadcast-like fusion or element-wise op is cheap to recompute and would hold its large value
+# through the whole loop.  Not the _COMPUTE ops: a dot whose result is 13x its f8 operands (the
+# issue's f8 GEMM loop) is the very thing to compute once, and its value was live in every
+# iteration anyway.
 _INFLATION = 8
 _INFLATE_MIN_BYTES = 1 << 20
+_COMPUTE = frozenset({"dot", "convolution", "ragged-dot", "scaled-dot", "fft", "cholesky", "triangular-solve",
+                      "call", "while", "conditional", "sort", "reduce", "reduce-window", "select-and-scatter",
+                      "scatter", "gather", "batch-norm-training", "batch-norm-inference", "batch-norm-grad"})
 
 # XLA's NotWorthHoistingIndividually (constants and reshapes too, as XLA CPU runs the pass with its
 # defaults); get-tuple-element, replica-id and partition-id cost nothing either
@@ -548,10 +554,11 @@ class _Hoister:
         op = inst.opcode
         if op in _CHEAP:
             return False
-        out = result_bytes(inst.shape) or 0
-        if out >= _INFLATE_MIN_BYTES and out > _INFLATION * sum(result_bytes(by[o].shape) or 0
-                                                                  for o in inst.operands if o in by):
-            return False            # would hold a large value through the loop: only with its user
+        if op not in _COMPUTE:
+            out = result_bytes(inst.shape) or 0
+            if out >= _INFLATE_MIN_BYTES and out > _INFLATION * sum(result_bytes(by[o].shape) or 0
+                                                                      for o in inst.operands if o in by):
+                return False        # would hold a large value through the loop: only with its user
         if op in _HEAVY:
             return True
         biggest = max((_elements(by[o].shape) for o in inst.operands if o in by), default=0)

@@ -560,3 +560,56 @@ def test_random_loops_same_bits(text):
     slow = run_module(module, args, compiled=False)
     assert _bits(run_module(hoisted, args, compiled=False)) == _bits(slow)
     assert _bits(run_module(module, args)) == _bits(slow)
+
+
+def test_a_dot_larger_than_its_operands_still_moves_a_broadcast_fusion_does_not():
+    # the issue's loop at 1/8 of its size: bf16[4096,1024] from f8 operands 13x smaller
+    text = """HloModule big
+
+cond {
+  cs = (s32[], bf16[4096,1024], f8e5m2[4096,128], f8e4m3fn[1024,128], f32[]) parameter(0)
+  ci = s32[] get-tuple-element(cs), index=0
+  cn = s32[] constant(20)
+  ROOT lt = pred[] compare(ci, cn), direction=LT
+}
+
+fill {
+  fx = f32[] parameter(0)
+  ROOT fb = f32[4096,1024] broadcast(fx), dimensions={}
+}
+
+body {
+  s = (s32[], bf16[4096,1024], f8e5m2[4096,128], f8e4m3fn[1024,128], f32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  acc = bf16[4096,1024] get-tuple-element(s), index=1
+  a = f8e5m2[4096,128] get-tuple-element(s), index=2
+  b = f8e4m3fn[1024,128] get-tuple-element(s), index=3
+  x = f32[] get-tuple-element(s), index=4
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  d = bf16[4096,1024] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  f = f32[4096,1024] fusion(x), kind=kLoop, calls=fill
+  accf = f32[4096,1024] convert(acc)
+  g = f32[4096,1024] multiply(accf, f)
+  gb = bf16[4096,1024] convert(g)
+  acc1 = bf16[4096,1024] add(gb, d)
+  ROOT t = (s32[], bf16[4096,1024], f8e5m2[4096,128], f8e4m3fn[1024,128], f32[]) tuple(i1, acc1, a, b, x)
+}
+
+ENTRY main {
+  acc0 = bf16[4096,1024] parameter(0)
+  a0 = f8e5m2[4096,128] parameter(1)
+  b0 = f8e4m3fn[1024,128] parameter(2)
+  x0 = f32[] parameter(3)
+  zero = s32[] constant(0)
+  init = (s32[], bf16[4096,1024], f8e5m2[4096,128], f8e4m3fn[1024,128], f32[]) tuple(zero, acc0, a0, b0, x0)
+  loop = (s32[], bf16[4096,1024], f8e5m2[4096,128], f8e4m3fn[1024,128], f32[]) while(init), condition=cond, body=body
+  ROOT out = bf16[4096,1024] get-tuple-element(loop), index=1
+}
+"""
+    module = parse(text, "big.hlo")
+    hoisted = hoist_loop_invariants(module)
+    entry = hoisted.entry_computation.by_name
+    assert "d" in entry and "f" not in entry
+    (body,) = _bodies(hoisted)
+    assert "fusion" in {i.opcode for i in body.instructions} and "dot" not in {i.opcode for i in body.instructions}

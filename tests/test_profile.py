@@ -285,3 +285,33 @@ def test_preparing_a_computation_is_not_charged_to_its_caller(monkeypatch):
     assert p.preparing_s >= 0.15 and loop.self_s < 0.15
     s = p.summary(1.0)
     assert s["preparing_ms"] >= 150
+
+
+def test_a_run_that_stops_keeps_its_profile(hlo, tmp_path):
+    """An error (here --max-iterations) or ^C: the profile until then, with the step that was
+    running; in the JSON error document too."""
+    (tmp_path / "loop.hlo").write_text(LOOP.replace("constant(6)", "constant(1000000)"))
+    np.save(tmp_path / "x.npy", np.zeros((64, 64), np.float32))
+    r = hlo("run", "loop.hlo", "-i", "x.npy", "--profile", "--max-iterations", "3")
+    assert r.exit_code == 1 and "until the run stopped" in r.stdout and "--max-iterations" in r.stderr
+    doc = json.loads(hlo("run", "loop.hlo", "-i", "x.npy", "--profile", "--max-iterations", "3",
+                         "--format", "json").stdout)
+    assert doc["status"] == "error" and doc["profile"]["stopped"] is True
+    rows = {r["instruction"]: r for r in doc["profile"]["top_instructions"]}
+    assert rows["d"]["calls"] == 3 and rows["loop"]["calls"] == 1      # the loop that stopped is counted
+
+
+def test_an_interrupted_step_keeps_its_time(monkeypatch):
+    from hlo_cli.interpreter.ops import custom_call
+
+    def interrupt(inst, args, ec):
+        raise KeyboardInterrupt
+    monkeypatch.setitem(custom_call.TARGETS, "hlo.test.interrupt", interrupt)
+    m = hlo_cli.parse(LOOP.replace("t = f32[64,64] tanh(d)",
+                                   't = f32[64,64] custom-call(d), custom_call_target="hlo.test.interrupt"'))
+    p = Profile()
+    with pytest.raises(KeyboardInterrupt):
+        run_module(m, [np.ones((64, 64), np.float32)], RunOptions(profile=p))
+    rows = {r.inst.name: r for r in p.rows()}
+    assert rows["t"].calls == 1 and rows["loop"].calls == 1 and rows["loop"].total_s >= rows["t"].total_s
+    assert p._stack == []

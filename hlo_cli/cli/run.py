@@ -313,6 +313,8 @@ def _error_document(state, e: BaseException) -> dict:
     doc.update(state.get("info", {}))
     if state.get("timings"):
         doc["timings"] = state["timings"]
+    if state.get("profile") is not None:
+        doc["profile"] = state["profile"]
     return doc
 
 
@@ -461,23 +463,24 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
             result = run_module(module, args, options, hook, None)
     except NonFinite:
         timings["execute_s"] = clock() - t0
-        if prof is not None:
-            prof.stop_sampling()
         if progress:
             progress.stop()
+        _stopped_profile(state, prof, timings, fmt)
         if dumper:
             dumper.finish("non-finite", timings)
         if fmt == "json":
-            click.echo(json.dumps({"module": module.name, "status": "non-finite", "exit_code": ExitCode.FAILURE,
-                                   **info, "non_finite": guard.report, "timings": timings}, indent=2))
+            doc = {"module": module.name, "status": "non-finite", "exit_code": ExitCode.FAILURE, **info,
+                   "non_finite": guard.report, "timings": timings}
+            if state.get("profile") is not None:
+                doc["profile"] = state["profile"]
+            click.echo(json.dumps(doc, indent=2))
         _report_nonfinite(guard.report, src)
         sys.exit(ExitCode.FAILURE)
     except BaseException as e:
         timings["execute_s"] = clock() - t0
-        if prof is not None:
-            prof.stop_sampling()
         if progress:
             progress.stop()
+        _stopped_profile(state, prof, timings, fmt)
         if dumper:
             status = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
             try:
@@ -679,6 +682,22 @@ def _stderr_is_terminal() -> bool:
         return False
 
 
+def _stopped_profile(state, prof, timings, fmt):
+    """--profile of a run that stopped (an error, ^C, a non-finite value): the time until then, in
+    the JSON document, or printed before the error is."""
+    if prof is None:
+        return
+    try:
+        prof.stop_sampling()
+        doc = prof.summary(timings["execute_s"], top=50 if fmt == "json" else 15)
+        doc["stopped"] = True
+        state["profile"] = doc
+        if fmt != "json":
+            _print_profile(doc)
+    except Exception:       # noqa: BLE001 -- the error that stopped the run is the one to report
+        pass
+
+
 def _all(hooks):
     def hook(ev):
         for h in hooks:
@@ -692,8 +711,9 @@ def _print_profile(doc):
     from rich.text import Text
     con = _console()
     how = {"hook events": "time between hook events (generic loop)"}.get(doc["mode"], doc["mode"])
-    t = Table(title=f"profile: {doc['run_ms'] / 1e3:.3f} s of execution, {doc['instructions_timed']:,} instructions "
-                    f"timed ({how}); self time, top {len(doc['top_instructions'])}",
+    until = " until the run stopped" if doc.get("stopped") else ""
+    t = Table(title=f"profile: {doc['run_ms'] / 1e3:.3f} s of execution{until}, {doc['instructions_timed']:,} "
+                    f"instructions timed ({how}); self time, top {len(doc['top_instructions'])}",
               title_justify="left", show_edge=False)
     rows = []
     for r in doc["top_instructions"]:

@@ -103,6 +103,7 @@ class Profile:
                 vals[slot] = args[pnum]
             depth = len(stack)
             step = None
+            t0 = clock()
             try:
                 for step, row, nests in steps:
                     kind, pay, ops, k, inst, ex, free = step
@@ -145,11 +146,22 @@ class Profile:
                     row.self_s += dt - inner
                     if stack:
                         stack[-1] += dt
-            except (HloEvalError,) + _EVAL_ERRORS as e:
-                del stack[depth:]
-                _reraise_at(e, step[4] if step is not None else None)
-            except BaseException:
-                del stack[depth:]
+            except BaseException as e:
+                # the step that stopped (an error, ^C) keeps the time it took: a profile of a run
+                # interrupted in a long step shows that step
+                if step is not None:
+                    dt = clock() - t0
+                    inner = stack[depth] if nests and len(stack) > depth else 0.0
+                    row.calls += 1
+                    row.total_s += dt
+                    row.self_s += dt - inner
+                    del stack[depth:]
+                    if stack:
+                        stack[-1] += dt
+                else:
+                    del stack[depth:]
+                if isinstance(e, (HloEvalError,) + _EVAL_ERRORS):
+                    _reraise_at(e, step[4] if step is not None else None)
                 raise
             return vals[c.root]
         return _profiled_steps

@@ -613,3 +613,18 @@ ENTRY main {
     assert "d" in entry and "f" not in entry
     (body,) = _bodies(hoisted)
     assert "fusion" in {i.opcode for i in body.instructions} and "dot" not in {i.opcode for i in body.instructions}
+
+
+def test_the_issue_loop_at_full_size_is_hoisted():
+    # f8e5m2[32768,1024] x f8e4m3fn[8192,1024] -> bf16, 20 iterations, as JAX lowers it (not run)
+    jax = pytest.importorskip("jax")
+    import sys
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from gen_loop_samples import f8_gemm_loop_fn
+    a = jax.ShapeDtypeStruct((32768, 1024), ml_dtypes.float8_e5m2)
+    b = jax.ShapeDtypeStruct((8192, 1024), ml_dtypes.float8_e4m3fn)
+    module = parse(jax.jit(f8_gemm_loop_fn(20)).lower(a, b).as_text("hlo"))
+    hoisted = hoist_loop_invariants(module)
+    assert [i.shape.dims for i in hoisted.entry_computation.instructions if i.opcode == "dot"] == [(32768, 8192)]
+    for body in _bodies(hoisted):
+        assert "dot" not in {i.opcode for i in body.instructions}

@@ -930,10 +930,15 @@ def test_max_memory_bad_size_is_a_usage_error(hlo, tmp_path, bad):
 
 
 def test_max_memory_counts_every_device(hlo, tmp_path):
-    (tmp_path / "big.hlo").write_text(BIG.replace("HloModule big", "HloModule big, replica_count=4"))
-    r = hlo("run", "big.hlo", "--random-inputs", "--max-memory", "30MB")
+    from hlo_cli.interpreter.memory import estimate
+    text = BIG.replace("HloModule big", "HloModule big, replica_count=4")
+    one, four = (estimate(hlo_cli.parse(text), devices=n).total for n in (1, 4))
+    assert four > 2 * one
+    limit = str((one + four) // 2)
+    (tmp_path / "big.hlo").write_text(text)
+    r = hlo("run", "big.hlo", "--random-inputs", "--max-memory", limit)
     assert r.exit_code == 5 and "estimated" in r.stderr
-    assert hlo("run", "big.hlo", "--random-inputs", "--max-memory", "30MB", "--replicas", "1").exit_code == 0
+    assert hlo("run", "big.hlo", "--random-inputs", "--max-memory", limit, "--replicas", "1").exit_code == 0
 
 
 # ============================================================================ the Python API

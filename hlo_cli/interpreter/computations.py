@@ -64,6 +64,12 @@ What XLA CPU computes, measured on jaxlib 0.10.2 (the interpreter reproduces it)
   dim on one side) longer than 16 is rewritten into blocks of 16 (XLA's ReduceWindowRewriter):
   inclusive scans inside the blocks, an exclusive scan of the block totals, combined by the
   reducer; the tail padding to a multiple of 16 is real data equal to the init value.
+  Not reproduced: XLA CPU's generated code does not keep the row-major order for the f32 sums of
+  some windows without padding (measured with init 0: 2x2, 2x3, 2x4 and 4x4 windows, strided or
+  not, sum each window row and then the rows; 4x2 and 2x2x2 windows follow neither order; with
+  another init value the order also depends on the shape; a window-dilated 3x2 window was summed
+  column by column), so such sums differ from ours in the last bits.  Padded windows (SAME
+  pooling), 3xN windows and everything order-insensitive (max/min, integers) are exact.
 - floating point: XLA CPU flushes subnormals to zero (inputs and results, DAZ/FTZ) in f32, f64,
   bf16 (computed in f32) and complex; f16 keeps them (computed in f32 where they are normal);
   narrow floats are computed in f32 and rounded after every step (so inf - inf is x86's negative

@@ -32,7 +32,7 @@ def _cases():
     from jax import lax
 
     def maxpool(x):
-        return lax.reduce_window(x, jnp.array(-jnp.inf, x.dtype), lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        return lax.reduce_window(x, np.array(-np.inf, x.dtype), lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
 
     def avgpool(win, stride, pad):
         def f(x):
@@ -43,6 +43,13 @@ def _cases():
 
     def maxpool_grad(x, g):
         return jax.vjp(maxpool, x)[1](g)[0]
+
+    def maxpool_nchw(x):            # PyTorch/XLA's layout: the window over the two minor dimensions
+        return lax.reduce_window(x, np.array(-np.inf, x.dtype), lax.max, (1, 1, 3, 3), (1, 1, 2, 2),
+                                 ((0, 0), (0, 0), (1, 1), (1, 1)))
+
+    def maxpool_nchw_grad(x, g):
+        return jax.vjp(maxpool_nchw, x)[1](g)[0]
 
     def avgpool_grad(g):
         x = jnp.zeros((32, 112, 112, 64), jnp.float32)
@@ -59,6 +66,9 @@ def _cases():
         ("maxpool 3x3/2 SAME bf16", "bf16[32,112,112,64]", maxpool, [relu.astype(ml_dtypes.bfloat16)]),
         ("maxpool grad bf16", "bf16[32,112,112,64]", maxpool_grad,
          [relu.astype(ml_dtypes.bfloat16), rng.standard_normal((32, 56, 56, 64)).astype(ml_dtypes.bfloat16)]),
+        ("maxpool NCHW 3x3/2 pad 1", "f32[32,64,112,112]", maxpool_nchw, [relu.transpose(0, 3, 1, 2).copy()]),
+        ("maxpool NCHW grad", "f32[32,64,112,112]", maxpool_nchw_grad,
+         [relu.transpose(0, 3, 1, 2).copy(), rng.standard_normal((32, 64, 56, 56)).astype(f32)]),
         ("avgpool 3x3/1 SAME", "f32[32,56,56,64]", avgpool(3, 1, "SAME"),
          [rng.standard_normal((32, 56, 56, 64)).astype(f32)]),
         ("avgpool 2x2/2 VALID", "f32[32,56,56,256]", avgpool(2, 2, "VALID"),

@@ -519,7 +519,61 @@ def _dot(inst, ops, st):
         return out.reshape(res)
     if dt == F32 and not wide and hardware() is not None:
         return Fast(fn_hw, clean=True)
+    if wide and hardware_casts():
+        # small f32: the conversions to f64 read subnormals as zeros with the processor's DAZ
+        # flag set (hardware_casts checked it does what flush does); the result is rounded to
+        # f32 and flushed as the rule does (x86's own FTZ on that conversion detects tininess
+        # before rounding to the subnormal grid, which flushes a few more values)
+        fset, on, off = hardware()
+        lkeep, rkeep = lperm == tuple(range(len(ls))), rperm == tuple(range(len(rs)))
+
+        def fn_cast(x, y):
+            x = x.reshape(l3) if lkeep else x.transpose(lperm).reshape(l3)
+            y = y.reshape(r3) if rkeep else y.transpose(rperm).reshape(r3)
+            fset(on)
+            try:
+                x, y = x.astype(F64), y.astype(F64)
+            finally:
+                fset(off)
+            out = matmul(x, y)
+            out += zero
+            return flush(out.astype(F32)).reshape(res)
+        return Fast(fn_cast, clean=True)
     return Fast(fn, clean=True)
+
+
+_casts: list = []
+
+
+def hardware_casts() -> bool:
+    """True when, with the processor's FTZ/DAZ flags set, NumPy's f32 -> f64 conversion reads
+    subnormals as zeros of their sign (checked once, on short and long arrays, against the
+    software flush)."""
+    if not _casts:
+        _casts.append(_probe_casts())
+    return _casts[0]
+
+
+def _probe_casts() -> bool:
+    hw = hardware()
+    if hw is None:
+        return False
+    f32 = np.array([0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 1.1754942e-38, -1.1754942e-38, 2.0 ** -126,
+                    -(2.0 ** -126), 1.0, -2.5, 3.4028235e38, np.inf, -np.inf, np.nan, 5e-39, 7e-42], np.float32)
+    fset, on, off = hw
+    tiled = np.tile(f32, (3, 7))
+    # the vectorized loops and their remainders, strided and transposed operands
+    for a in (f32, np.tile(f32, 7), f32[::-2], tiled.T, tiled[:, ::3]):
+        with np.errstate(all="ignore"):
+            want = flush(a).astype(F64)
+            fset(on)
+            try:
+                got = a.astype(F64)
+            finally:
+                fset(off)
+        if got.tobytes() != want.tobytes():
+            return False
+    return True
 
 
 # ============================================================================ reduce

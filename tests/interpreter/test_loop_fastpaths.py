@@ -272,3 +272,32 @@ ENTRY main {
             run_module(module, [np.ones(2, np.float32)], compiled=compiled)
         assert "no_such_target" in str(exc.value)
         assert exc.value.diagnostics[0].instruction == "b", compiled
+
+
+_DOTS = """
+HloModule dots
+ENTRY e {
+  a = f32[4,6] parameter(0)
+  b = f32[6,3] parameter(1)
+  s = f32[4,6] add(a, a)
+  d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[6,6] dot(a, s), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  u = f32[3,4] dot(b, a), lhs_contracting_dims={0}, rhs_contracting_dims={1}
+  ROOT r = (f32[4,3], f32[6,6], f32[3,4]) tuple(d, t, u)
+}
+"""
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_small_f32_dots_match_the_rules(data):
+    """f32 products computed in f64: subnormal operands read as zeros (by the processor's DAZ
+    when hardware_casts says it does that), results flushed and never -0."""
+    module = parse(_DOTS)
+    edges = data.draw(st.booleans())
+    a = _array(data, (4, 6), np.float32, edges)
+    b = _array(data, (6, 3), np.float32, edges)
+    if data.draw(st.booleans()):            # products whose f32 rounding lands near the smallest normal
+        a = (a * np.float32(1e-19)).astype(np.float32)
+        b = (b * np.float32(1e-19)).astype(np.float32)
+    _same(module, [a, b], runs=5)

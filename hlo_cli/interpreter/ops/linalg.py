@@ -87,7 +87,7 @@ from ..registry import evaluator, rule_for
 from ..fpenv import flushing, hardware
 from ..parallel import SPLIT_MIN_MACS, blas_single, matmul, row_chunks, run_parts, split, threads
 from ..values import np_dtype
-from .convert import (BF16, C128, F32, F64, convert, etype, flush, int_compute, int_range, kind, round_float,
+from .convert import (BF16, C64, C128, F32, F64, convert, etype, flush, int_compute, int_range, kind, round_float,
                       subnormals, widen_float, wrap_int)
 
 
@@ -181,7 +181,8 @@ def _contract(lhs, rhs, lb, lc, rb, rc, ftz=False):
     r3 = np.transpose(rhs, list(rb) + list(rc) + rf).reshape(b, k, n)
     with np.errstate(all="ignore"):
         if lhs.dtype == np.bool_:
-            out = np.matmul(l3.astype(np.int64), r3.astype(np.int64)) > 0
+            # OR of ANDs: a sum of 0/1 terms in f32 is > 0 exactly when one term is 1 (any k)
+            out = matmul(l3.astype(F32), r3.astype(F32)) > 0
         elif k == 1:
             out = l3 * r3                      # one term: a multiply, -0 kept
         elif k == 0:
@@ -259,31 +260,47 @@ def _products(l3: np.ndarray, r3: np.ndarray, ftz: bool, finish, out_dtype) -> n
     return out
 
 
-def _f32_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype, terms):
-    """A large dot XLA computes as an f32 op (f32 or a narrower float type `dt`): operands in f32,
-    one f32 BLAS product (FTZ/DAZ), -0 rule, rounded once to `dt`, converted to the result type."""
-    a, b_ = _as_f32(lhs, dt), _as_f32(rhs, dt)
+def _blas_contract(a, b, lb, lc, rb, rc, ftz, finish, out_dtype) -> np.ndarray:
+    """The dot of two arrays of one BLAS dtype (result dims: batch, lhs free, rhs free) through
+    _products, each piece finished into `out_dtype`."""
     lf = [d for d in range(a.ndim) if d not in lb and d not in lc]
-    rf = [d for d in range(b_.ndim) if d not in rb and d not in rc]
-    bb, m, k, n = _geometry(a.shape, b_.shape, lb, lc, rb, rc)
+    rf = [d for d in range(b.ndim) if d not in rb and d not in rc]
+    bb, m, k, n = _geometry(a.shape, b.shape, lb, lc, rb, rc)
     l3 = np.transpose(a, list(lb) + lf + list(lc)).reshape(bb, m, k)
-    r3 = np.transpose(b_, list(rb) + list(rc) + rf).reshape(bb, k, n)
-    del a, b_
+    r3 = np.transpose(b, list(rb) + list(rc) + rf).reshape(bb, k, n)
+    out = _products(l3, r3, ftz, finish, out_dtype)
+    return out.reshape([a.shape[d] for d in lb] + [a.shape[d] for d in lf] + [b.shape[d] for d in rf])
+
+
+def _f32_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype):
+    """A large dot XLA computes as an f32 op (f32 or a narrower float type `dt`) of two or more
+    terms: operands in f32, one f32 BLAS product (FTZ/DAZ), -0 rule, rounded once to `dt`,
+    converted to the result type."""
     hw = hardware() is not None
-    terms = k * terms
 
     def finish(out):
         with np.errstate(all="ignore"):
-            if terms >= 2:                      # XLA's -0 rule (out is a fresh product: in place)
-                np.add(out, F32.type(0.0), out=out)
+            np.add(out, F32.type(0.0), out=out)    # XLA's -0 rule (a fresh product: in place)
             if not hw:
                 out = flush(out)
             if dt != F32:
                 out = round_float(out, dt)
             return convert(out, result_dtype)
-    out = _products(l3, r3, hw, finish, np.dtype(result_dtype))
-    shape = [lhs.shape[d] for d in lb] + [lhs.shape[d] for d in lf] + [rhs.shape[d] for d in rf]
-    return out.reshape(shape)
+    return _blas_contract(_as_f32(lhs, dt), _as_f32(rhs, dt), lb, lc, rb, rc, hw, finish, np.dtype(result_dtype))
+
+
+def _c64_dot(lhs, rhs, lb, lc, rb, rc, result_dtype):
+    """A large c64 dot of two or more terms as XLA CPU runs it, in c64: one complex64 BLAS
+    product (cgemm) of the DAZ-read operands, FTZ."""
+    hw = hardware() is not None
+    a, b = (convert(v, C64) for v in (lhs, rhs))
+    if not hw:
+        a, b = flush(a), flush(b)
+
+    def finish(out):
+        with np.errstate(all="ignore"):
+            return convert(out if hw else flush(out), result_dtype)
+    return _blas_contract(a, b, lb, lc, rb, rc, hw, finish, np.dtype(result_dtype))
 
 
 # integer dots whose every partial sum is below this in magnitude are exact in f64 BLAS
@@ -321,8 +338,12 @@ def dot_values(lhs, rhs, lb, lc, rb, rc, result_dtype, terms_scale: int = 1):
     op_t, res_t = compute_types(_etype_name(lhs.dtype), _etype_name(rhs.dtype), _etype_name(result_dtype))
     dt = np_dtype(op_t)
     k_ = kind(dt)
-    if k_ == "float" and dt != F64 and f32_blas(*_geometry(lhs.shape, rhs.shape, lb, lc, rb, rc)):
-        return _f32_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype, terms_scale)
+    geometry = _geometry(lhs.shape, rhs.shape, lb, lc, rb, rc)
+    blas = geometry[2] >= 2 and f32_blas(*geometry)     # one-term and empty sums: the general path
+    if blas and k_ == "float" and dt != F64:
+        return _f32_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype)
+    if blas and dt == C64:
+        return _c64_dot(lhs, rhs, lb, lc, rb, rc, result_dtype)
     if k_ in ("int", "uint"):
         return _int_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype)
     l, r = _widen(convert(lhs, dt)), _widen(convert(rhs, dt))

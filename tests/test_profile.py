@@ -172,8 +172,8 @@ def test_cli_json_profile(hlo, tmp_path):
     assert r.exit_code == 0
     doc = json.loads(r.stdout)
     prof = doc["profile"]
-    assert set(prof) == {"mode", "run_ms", "timed_ms", "untimed_ms", "preparing_ms", "instructions_timed",
-                         "top_instructions", "opcodes"}
+    assert set(prof) == {"mode", "run_ms", "timed_ms", "untimed_ms", "preparing_ms", "preparing_top",
+                         "instructions_timed", "top_instructions", "opcodes"}
     assert prof["mode"] == "steps" and prof["instructions_timed"] >= 6
     top = prof["top_instructions"][0]
     assert set(top) == {"computation", "instruction", "opcode", "shape", "calls", "self_ms", "total_ms", "percent"}
@@ -284,7 +284,7 @@ def test_preparing_a_computation_is_not_charged_to_its_caller(monkeypatch):
     loop = next(r for r in p.rows() if r.inst.name == "loop")
     assert p.preparing_s >= 0.15 and loop.self_s < 0.15
     s = p.summary(1.0)
-    assert s["preparing_ms"] >= 150
+    assert s["preparing_ms"] >= 150 and s["preparing_top"][0]["computation"] == "body"
 
 
 def test_a_run_that_stops_keeps_its_profile(hlo, tmp_path):

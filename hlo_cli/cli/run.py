@@ -759,6 +759,9 @@ def _print_profile(doc):
         outside.append("the hooks' own work (--dump-dir, --check-finite)")
     click.echo("self time: an instruction's own, without the instructions of the computations it calls; "
                "'outside instructions': " + "; ".join(outside))
+    if doc.get("preparing_top"):
+        click.echo("longest to prepare (sampled): " + ", ".join(f"{p['computation']} {p['ms'] / 1e3:.3f} s"
+                                                              for p in doc["preparing_top"][:5]))
     if "device walk" in doc["mode"]:
         click.echo("on several devices: what each device runs (fusions, calls, loop bodies) is timed per "
                    "instruction; the instructions the device walk runs itself (collectives, elementwise and data "

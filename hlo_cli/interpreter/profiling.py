@@ -71,6 +71,7 @@ class Profile:
         self._walk: dict[tuple[str, str], _Row] = {}       # the multi-device walk's instructions, sampled
         self._prep: dict[tuple[str, str], float] = {}      # preparing computations inside a step, sampled
         self.preparing_s = 0.0                              # preparing computations, sampled
+        self._prepared: dict[str, float] = {}              # ... per computation prepared
         self._sampler = None
         self.mode = "steps"
 
@@ -209,7 +210,8 @@ class Profile:
         from ..progress import sample
         stop = threading.Event()
         clock = time.perf_counter
-        walk, prep = self._walk, self._prep
+        walk, prep, prepared = self._walk, self._prep, self._prepared
+        cap = 4 * interval
 
         def loop():
             cache: dict = {}
@@ -221,10 +223,14 @@ class Profile:
                     if smp is None or (not smp.levels and smp.compiling is None):
                         last = None     # before the run (or after it): no time to give
                         continue
-                    dt, last = (0.0 if last is None else now - last), now
+                    # a sampler the machine left waiting (other processes, a thread holding the
+                    # GIL) gives at most a few intervals to what it finds, not the whole wait
+                    dt, last = (0.0 if last is None else min(now - last, cap)), now
                     lv = smp.levels[-1] if smp.levels else None
                     if smp.compiling is not None:
                         self.preparing_s += dt
+                        name = smp.compiling.computation
+                        prepared[name] = prepared.get(name, 0.0) + dt
                         if lv is not None and lv.instruction is not None and lv.devices is None:
                             key = (lv.computation, lv.instruction.name)
                             prep[key] = prep.get(key, 0.0) + dt
@@ -316,5 +322,8 @@ class Profile:
                 opcodes[-1]["samples"] = smp
         return {"mode": self.mode, "run_ms": round(run_s * 1e3, 3), "timed_ms": round(timed * 1e3, 3),
                 "untimed_ms": round(max(0.0, run_s - timed) * 1e3, 3),
-                "preparing_ms": round(self.preparing_s * 1e3, 3), "instructions_timed": len(rows),
+                "preparing_ms": round(self.preparing_s * 1e3, 3),
+                "preparing_top": [{"computation": k, "ms": round(v * 1e3, 3)} for k, v in
+                                  sorted(self._prepared.items(), key=lambda kv: -kv[1])[:10] if v > 0],
+                "instructions_timed": len(rows),
                 "top_instructions": insts, "opcodes": opcodes}

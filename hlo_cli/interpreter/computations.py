@@ -970,10 +970,14 @@ def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits
                          wdims: Sequence[WDim]) -> list[np.ndarray]:
     """XLA CPU's reduce-window: per output acc = init, then the window positions in row-major order
     (padding and base-dilation holes skipped); long cumulative scans rewritten in blocks of 16;
-    f16/bf16 max/min pooling of at least 4096 elements in YNNPACK's sign-magnitude order."""
+    f16/bf16 max/min pooling of at least 4096 elements in YNNPACK's sign-magnitude order; a
+    scalar operand is returned as it is."""
     red = reducer(ec, comp_name, len(inputs))
     xs = [np.asarray(x) for x in inputs]
     inits = [np.asarray(i) for i in inits]
+    if xs[0].ndim == 0:
+        # measured: XLA CPU returns a scalar operand as it is (the init value is not used)
+        return [x.astype(i.dtype) for x, i in zip(xs, inits)]
     kind = red.kinds[0][0] if len(xs) == 1 and red.kinds and red.kinds[0] else None
     if kind in ("maximum", "minimum") and _library_window(xs[0], inits[0], wdims, _SIGN_MAGNITUDE):
         return [_sign_magnitude_window(kind, xs[0], inits[0], wdims)]
@@ -992,6 +996,8 @@ TAP_MIN_OUTPUTS = 1024
 
 
 def _taps_pay(shape, wdims) -> bool:
+    if not len(shape):
+        return False
     taps = int(np.prod([w.size for w in wdims], dtype=np.int64)) if wdims else 1
     outs = int(np.prod([_out_len(n, w) for n, w in zip(shape, wdims)], dtype=np.int64)) if wdims else 1
     return taps <= TAP_LIMIT or outs >= TAP_MIN_OUTPUTS

@@ -154,18 +154,26 @@ def eval_select_and_scatter(inst, args, ec):
     element gets its source values in row-major source order because later positions of a window
     belong to earlier windows."""
     x, src, init = (np.asarray(a) for a in args)
+    if x.ndim == 0:                     # a scalar: one window of one element, as a vector
+        return _result(inst, [_select_and_scatter_arrays(ec, inst, x.reshape(1), src.reshape(1),
+                                                             init, [C.WDim()]).reshape(())])
+    wd = C.window_dims(inst.attrs.get("window"), x.ndim)
+    return _result(inst, [_select_and_scatter_arrays(ec, inst, x, src, init, wd)])
+
+
+def _select_and_scatter_arrays(ec, inst, x, src, init, wd):
+    """The select-and-scatter of operand `x` (rank >= 1) and source `src` over the WDims `wd`."""
     rank = x.ndim
-    wd = C.window_dims(inst.attrs.get("window"), rank)
     outs = src.shape
     out = np.empty(x.shape, dtype=init.dtype)
     out[...] = init
     total = int(np.prod([w.size for w in wd], dtype=np.int64)) if rank else 1
     if not (src.size and x.size and total):
-        return _result(inst, [out])
+        return out
     taps = list(C.window_taps(x.shape, wd, outs))
     have, sel_tap = _select(ec, inst.attrs["select"].name, x, outs, taps, total)
     _scatter(ec, inst.attrs["scatter"].name, out, src, taps, have, sel_tap)
-    return _result(inst, [out])
+    return out
 
 
 def _select(ec, name, x, outs, taps, total):

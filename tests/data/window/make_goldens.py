@@ -189,6 +189,10 @@ def cases():
     for et, tiny in (("f32", 1e-40), ("bf16", 1e-39), ("f16", 1e-6)):     # ties, +0, positive subnormals
         v = np.where(rng.random(d4) < 0.1, tiny, rng.integers(0, 4, d4) - 0.5 * (rng.random(d4) < 0.3))
         out.append(reduce_window(f"rw_max_{et}_ties", et, d4, pool, "maximum", -np.inf, v.astype(TYPES[et])))
+    # a scalar operand: XLA returns it, the init value unused
+    name, text, args = reduce_window("rw_scalar", "f32", (), "", "add", 7.0, np.float32(2.5))
+    out.append((name, text.replace("{OUT}", "f32[]")
+                .replace(", window={}", ""), args))
     return out
 
 

@@ -281,10 +281,14 @@ def test_preparing_a_computation_is_not_charged_to_its_caller(monkeypatch):
     finally:
         p.stop_sampling()
     _same_bits(got, run_module(hlo_cli.parse(LOOP), [x]))
+    raw = sum(r.self_s for r in p._rows.values() if r.inst.name == "loop")    # as the step measured it
+    assert raw >= 0.3
+    found = p._prep.get(("main", "loop"), 0.0)         # sampled: how much depends on the machine's load
+    assert found > 0 and p.preparing_s >= found
     loop = next(r for r in p.rows() if r.inst.name == "loop")
-    assert p.preparing_s >= 0.15 and loop.self_s < 0.15
+    assert loop.self_s == pytest.approx(raw - min(found, raw))
     s = p.summary(1.0)
-    assert s["preparing_ms"] >= 150 and s["preparing_top"][0]["computation"] == "body"
+    assert s["preparing_ms"] > 0 and s["preparing_top"][0]["computation"] == "body"
 
 
 def test_a_run_that_stops_keeps_its_profile(hlo, tmp_path):

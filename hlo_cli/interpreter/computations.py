@@ -1089,10 +1089,7 @@ def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
                     a[...] = flush(a)
         return acc
     if op in ("maximum", "minimum") and dt in _MINMAX_WIDE:
-        wide = _MINMAX_WIDE[dt]
-        r = _minmax_sweep(op, x.astype(wide, copy=False), np.asarray(init).astype(wide), wdims, outs)
-        if r is not None:
-            return r.astype(dt, copy=False)
+        return _minmax_sweep(kind, x, init, wdims, outs)
     for _, o, i in taps:
         a, v = acc[o], x[i]
         acc[o] = combine(op, v, a) if swapped else combine(op, a, v)
@@ -1106,31 +1103,51 @@ _MINMAX_WIDE = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float
                 np.dtype(np.float16): np.float32, np.dtype(ml_dtypes.bfloat16): np.float32}
 
 
-def _minmax_sweep(op, x, init, wdims, outs):
-    """The max/min of every window with np.maximum/np.minimum in place, or None when XLA's rules
-    for NaN or for the sign of a zero result decide somewhere (combine() then)."""
+def _minmax_sweep(kind, x, init, wdims, outs):
+    """The max/min of every window with np.maximum/np.minimum in place (in f32 for f16/bf16),
+    then XLA's rules where they can differ from NumPy's pick, checked on the results alone: a NaN
+    result (np.maximum propagates NaN; XLA's NaN sign rules), a zero of the wrong sign possible
+    (XLA orders -0 < +0) or a subnormal one (DAZ could choose otherwise; without one, reading
+    subnormals as zeros changes no winner).  Only those windows are folded again exactly."""
+    op, swapped = kind
     uf = np.maximum if op == "maximum" else np.minimum
-    acc = np.empty(outs, x.dtype)
-    acc[...] = init
-    taps = window_taps(x.shape, wdims, outs)
-    for xf in (x, None):
-        if xf is None:                   # a subnormal won somewhere: again, the operand flushed
-            xf = flush(x)
-            acc[...] = flush(np.asarray(init))
-        for _, o, i in taps:
-            a = acc[o]
-            uf(a, xf[i], out=a)
-        # checked on the results alone: NaN (np.maximum propagates it) and -0 / +0 results need
-        # XLA's rules; a subnormal result means DAZ could have chosen otherwise (without one,
-        # reading subnormals as zeros changes no winner)
-        if np.isnan(acc).any():
-            return None
-        zero = acc == 0
-        if zero.any() and (np.signbit(acc[zero]) if op == "maximum" else ~np.signbit(acc[zero])).any():
-            return None
-        if xf is not x or subnormals(acc) is None:
-            return acc
-    return None
+    wide = _MINMAX_WIDE[x.dtype]
+    xw = x.astype(wide, copy=False)
+    acc = np.empty(outs, wide)
+    acc[...] = np.asarray(init).astype(wide)
+    for _, o, i in window_taps(x.shape, wdims, outs):
+        a = acc[o]
+        uf(a, xw[i], out=a)
+    bad = np.isnan(acc)
+    zero = acc == 0
+    bad |= zero & (np.signbit(acc) if op == "maximum" else ~np.signbit(acc))
+    sub = subnormals(acc)
+    if sub is not None:
+        bad |= sub
+    res = acc.astype(x.dtype, copy=False)
+    if bad.any():
+        where = np.nonzero(bad)
+        res[where] = _exact_windows(kind, x, init, wdims, outs, where)
+    return res
+
+
+def _exact_windows(kind, x, init, wdims, outs, where):
+    """The reduce-window of the outputs at `where` (index arrays), folded with XLA's elemental
+    rules (_fold_kind): their windows gathered, at most GATHER_LIMIT elements at a time."""
+    rank = x.ndim
+    idx = [_window_index(x.shape[d], wdims[d], outs[d]) for d in range(rank)]
+    sizes = [w.size for w in wdims]
+    taps = np.indices(sizes).reshape(rank, -1)
+    n = where[0].size
+    step = max(1, GATHER_LIMIT // max(taps.shape[1], 1))
+    out = np.empty(n, x.dtype)
+    for lo in range(0, n, step):
+        sel = [w[lo:lo + step, None] for w in where]
+        src = tuple(idx[d][0][sel[d], taps[d]] for d in range(rank))
+        ok = np.logical_and.reduce([idx[d][1][sel[d], taps[d]] for d in range(rank)])
+        acc = np.broadcast_to(np.asarray(init, x.dtype), (src[0].shape[0],))
+        out[lo:lo + step] = _fold_kind(kind[0], kind[1], acc, x[src], ok)
+    return out
 
 
 def _library_window(x: np.ndarray, init: np.ndarray, wdims, types) -> bool:

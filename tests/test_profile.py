@@ -258,9 +258,25 @@ def test_the_device_walk_is_sampled(monkeypatch):
     assert p._sampler is None
 
 
+COND = """HloModule cond
+yes {
+  p = f32[64,64] parameter(0)
+  ROOT d = f32[64,64] dot(p, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+no {
+  ROOT q = f32[64,64] parameter(0)
+}
+ENTRY main {
+  x = f32[64,64] parameter(0)
+  t = pred[] constant(true)
+  ROOT pick = f32[64,64] conditional(t, x, x), true_computation=yes, false_computation=no
+}
+"""
+
+
 def test_preparing_a_computation_is_not_charged_to_its_caller(monkeypatch):
-    """The first call of a loop body compiles it inside the while's step; the sampler finds that
-    (here made to take 0.3 s) and takes it off the while instruction."""
+    """A computation prepared on its first call (here a conditional's branch, made to take 0.3 s)
+    is prepared inside the calling step; the sampler finds that and takes it off the step."""
     import threading
     import time
 
@@ -268,11 +284,11 @@ def test_preparing_a_computation_is_not_charged_to_its_caller(monkeypatch):
     real = compiler.prepare
 
     def slow_prepare(inst, *a, **k):
-        if inst.name == "d":                        # the body's dot
+        if inst.name == "d":                        # the branch's dot
             time.sleep(0.3)
         return real(inst, *a, **k)
     monkeypatch.setattr(compiler, "prepare", slow_prepare)
-    m = hlo_cli.parse(LOOP)
+    m = hlo_cli.parse(COND)
     x = np.ones((64, 64), np.float32) / 64
     p = Profile()
     p.start_sampling(threading.get_ident(), interval=0.005)
@@ -280,15 +296,15 @@ def test_preparing_a_computation_is_not_charged_to_its_caller(monkeypatch):
         got = run_module(m, [x], RunOptions(profile=p))
     finally:
         p.stop_sampling()
-    _same_bits(got, run_module(hlo_cli.parse(LOOP), [x]))
-    raw = sum(r.self_s for r in p._rows.values() if r.inst.name == "loop")    # as the step measured it
+    _same_bits(got, run_module(hlo_cli.parse(COND), [x]))
+    raw = sum(r.self_s for r in p._rows.values() if r.inst.name == "pick")    # as the step measured it
     assert raw >= 0.3
-    found = p._prep.get(("main", "loop"), 0.0)         # sampled: how much depends on the machine's load
+    found = p._prep.get(("main", "pick"), 0.0)         # sampled: how much depends on the machine's load
     assert found > 0 and p.preparing_s >= found
-    loop = next(r for r in p.rows() if r.inst.name == "loop")
-    assert loop.self_s == pytest.approx(raw - min(found, raw))
+    pick = next(r for r in p.rows() if r.inst.name == "pick")
+    assert pick.self_s == pytest.approx(raw - min(found, raw))
     s = p.summary(1.0)
-    assert s["preparing_ms"] > 0 and s["preparing_top"][0]["computation"] == "body"
+    assert s["preparing_ms"] > 0 and s["preparing_top"][0]["computation"] == "yes"
 
 
 def test_a_run_that_stops_keeps_its_profile(hlo, tmp_path):

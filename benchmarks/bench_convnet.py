@@ -194,7 +194,26 @@ def _op_key(inst, comp):
     from hlo_cli.ir.printer import format_instruction
     line = format_instruction(inst, computation=comp, percent=False, operand_shapes=True, metadata=False,
                               backend_config=False)
-    return line.split(" = ", 1)[1]
+    return _norm_key(line.split(" = ", 1)[1])
+
+
+def _norm_key(key):
+    """An op's key without its operands' names (instructions alike but for their operands are one)."""
+    import re
+    return re.sub(r"(\]|\}) [A-Za-z_][\w.\-]*(?=[,)])", r"\1", key)
+
+
+def _merge(rows):
+    """Rows of one op (same key after _norm_key) as one, their counts added (files written before
+    the key dropped operand names)."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        k = _norm_key(r["key"])
+        if k in out:
+            out[k]["count"] += r["count"]
+        else:
+            out[k] = dict(r, key=k)
+    return list(out.values())
 
 
 def _called(module, names, seen, out):
@@ -345,15 +364,20 @@ def per_op(module_path, repeat, op_timeout, skip_xla):
         print(f"  {opcode:20s} x{count:<3d} xla {row.get('xla_s', float('nan')) * 1e3:9.2f} ms  "
               f"hlo {row.get('hlo_s', row.get('hlo_timeout_s', float('nan'))) * 1e3:10.2f} ms"
               f"{'+' if 'hlo_timeout_s' in row else ' '} ratio {row.get('ratio', float('nan')):7.2f}  "
-              f"{key[:110]}", flush=True)
+              f"{_short(key, 140)}", flush=True)
     return rows
 
 
-def _short(key, n=150):
+def _short(key, n=200):
+    """The key without layouts and operand names, cut at n characters."""
+    import re
+    key = re.sub(r"\]\{[0-9,]*\}", "]", key)
+    key = _norm_key(key)
     return key if len(key) <= n else key[:n - 3] + "..."
 
 
 def print_per_op(name, rows, top):
+    rows = _merge(rows)
     ranked = sorted((r for r in rows if "ratio" in r), key=lambda r: -r["ratio"])
     xla_total = sum(r["xla_s"] * r["count"] for r in rows if "xla_s" in r)
     hlo_total = sum(r.get("hlo_s", r.get("hlo_timeout_s", 0)) * r["count"] for r in rows)
@@ -419,8 +443,11 @@ def main():
     ap.add_argument("--data", default=str(HERE / "data"), help="where the generated modules are")
     ap.add_argument("--results", default=str(HERE / "results"), help="where convnet_<module>.json goes")
     ap.add_argument("--e2e", action="store_true", help="also `hlo run` end to end through the CLI")
+    ap.add_argument("--report", action="store_true", help="print the tables of the results files, measure nothing")
     ap.add_argument("--child", nargs=5, metavar=("KIND", "HLO", "INPUTS", "REPEAT", "OUT"))
     args = ap.parse_args()
+    import faulthandler
+    faulthandler.register(signal.SIGUSR1)       # kill -USR1 PID: where is it?
     if args.child:
         kind, hlo, inputs, repeat, out = args.child
         res_npz = out + ".npz"
@@ -430,10 +457,17 @@ def main():
         return
     global DATA, RESULTS
     DATA, RESULTS = Path(args.data), Path(args.results)
+    if args.report:
+        report(RESULTS, args.top)
+        return
     import jax
     commit = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "hlo_cli"],
+                           capture_output=True, text=True).stdout.split("\n")
     meta = {"cpus": os.cpu_count(), "jax": jax.__version__, "repeat": args.repeat, "commit": commit,
+            "uncommitted_in_hlo_cli": [ln[3:] for ln in dirty if ln.strip()],
+            "load_average": os.getloadavg(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     by_module: dict[str, dict] = {}
     cases = [(f"{m}{args.suffix}{ext}", f"{m}{args.suffix}.hlo", f"{m}{args.suffix}.inputs.npz")
@@ -445,34 +479,55 @@ def main():
             print(f"({hlo_name} not generated: skipped)")
             continue
         base = hlo_name.split(".")[0]
-        entry = by_module.setdefault(base, {"meta": meta, "steps": [], "per_op": {}})
+        if base not in by_module:               # measurements of other texts or runs are kept
+            path = RESULTS / f"convnet_{base}.json"
+            by_module[base] = json.loads(path.read_text()) if path.exists() else {"steps": [], "per_op": {}}
+        entry = by_module[base]
         if not args.per_op_only:
             row = whole_step(hlo_name, xla_name, inp_name, args)
-            entry["steps"].append(row)
+            row["meta"] = meta
+            entry["steps"] = [r for r in entry["steps"] if r["module"] != hlo_name] + [row]
             print(json.dumps(row), flush=True)
         if args.per_op or args.per_op_only:
             print(f"per op: {hlo_name}", flush=True)
             entry["per_op"][hlo_name] = per_op(DATA / hlo_name, args.repeat, args.op_timeout, args.skip_xla)
+            entry.setdefault("per_op_meta", {})[hlo_name] = meta
             print_per_op(hlo_name, entry["per_op"][hlo_name], args.top)
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / f"convnet_{base}.json").write_text(json.dumps(entry, indent=2) + "\n")
-    rows = [r for e in by_module.values() for r in e["steps"]]
-    if rows:
-        print(f"\ncommit {commit}")
-        print("| module | XLA execute | hlo execute | ratio | peak MB hlo / XLA | hlo live-set estimate | max diff |")
-        print("| --- | --: | --: | --: | --: | --: | --: |")
-        for r in rows:
-            hlo_ms = (f"{r['hlo_execute_s'] * 1e3:.0f} ms" if "hlo_execute_s" in r else
-                      f"> {r['hlo_timeout_s']:.0f} s (stopped)" if "hlo_timeout_s" in r else "error")
-            xla_ms = f"{r['xla_execute_s'] * 1e3:.0f} ms" if "xla_execute_s" in r else "-"
-            ratio = (f"{r['execute_ratio']:.1f}x" if "execute_ratio" in r else
-                     f"> {r['hlo_timeout_s'] / r['xla_execute_s']:.0f}x" if "hlo_timeout_s" in r and "xla_execute_s" in r
-                     else "-")
-            mem = (f"{r['hlo_peak_mb']:.0f} / {r.get('xla_peak_mb', float('nan')):.0f}" if "hlo_peak_mb" in r else "-")
-            est = r.get("hlo_live_estimate") or {}
-            est_txt = f"{est['peak_live'] / 1e6:.0f} MB" if isinstance(est.get("peak_live"), int) else "-"
-            diff = f"{r['max_diff_vs_xla']:.1e}" if "max_diff_vs_xla" in r else "-"
-            print(f"| {r['module']} | {xla_ms} | {hlo_ms} | {ratio} | {mem} | {est_txt} | {diff} |")
+    rows = [r for e in by_module.values() for r in e["steps"] if not args.only or r["module"] in args.only]
+    print_steps(rows)
+
+
+def print_steps(rows):
+    if not rows:
+        return
+    print("| module | XLA execute | hlo execute | ratio | peak MB hlo / XLA | hlo live-set estimate | max diff | commit |")
+    print("| --- | --: | --: | --: | --: | --: | --: | --- |")
+    for r in rows:
+        hlo_ms = (f"{r['hlo_execute_s'] * 1e3:.0f} ms" if "hlo_execute_s" in r else
+                  f"> {r['hlo_timeout_s']:.0f} s (stopped)" if "hlo_timeout_s" in r else "error")
+        xla_ms = f"{r['xla_execute_s'] * 1e3:.0f} ms" if "xla_execute_s" in r else "-"
+        ratio = (f"{r['execute_ratio']:.1f}x" if "execute_ratio" in r else
+                 f"> {r['hlo_timeout_s'] / r['xla_execute_s']:.0f}x" if "hlo_timeout_s" in r and "xla_execute_s" in r
+                 else "-")
+        mem = (f"{r['hlo_peak_mb']:.0f} / {r.get('xla_peak_mb', float('nan')):.0f}" if "hlo_peak_mb" in r else "-")
+        est = r.get("hlo_live_estimate") or {}
+        est_txt = f"{est['peak_live'] / 1e6:.0f} MB" if isinstance(est.get("peak_live"), int) else "-"
+        diff = f"{r['max_diff_vs_xla']:.1e}" if "max_diff_vs_xla" in r else "-"
+        commit = (r.get("meta") or {}).get("commit", "")
+        print(f"| {r['module']} | {xla_ms} | {hlo_ms} | {ratio} | {mem} | {est_txt} | {diff} | {commit} |")
+
+
+def report(results, top):
+    """The tables of every benchmarks/results/convnet_*.json (no measurement)."""
+    for path in sorted(Path(results).glob("convnet_*.json")):
+        entry = json.loads(path.read_text())
+        print(f"## {path.name}")
+        print_steps(entry.get("steps", []))
+        for name, rows in entry.get("per_op", {}).items():
+            print_per_op(name, rows, top)
+        print()
 
 
 if __name__ == "__main__":

@@ -200,8 +200,9 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 @click.option("--no-check", is_flag=True, help="Do not check the module (hlo check's rules) before running it.")
 @click.option("--no-progress", is_flag=True,
               help="No progress display. On a terminal (and with --format text) a status line on stderr shows, "
-                   "after half a second, the computations being run with instruction k of N, the current "
-                   "instruction's opcode and shape, the loop iterations so far and the elapsed time; it is off "
+                   "after half a second, what the command is doing (parsing, checking, reading inputs), then "
+                   "the computations being run with instruction k of N, the current instruction's opcode and "
+                   "shape, a while loop's iteration (of its known trip count) and the elapsed time; it is off "
                    "anyway when stderr is not a terminal.")
 @click.option("--profile", is_flag=True,
               help="Time every instruction and print where the time went after the run: the top instructions "

@@ -3,8 +3,9 @@
 The steps: read and check the module (`hlo check`'s rules; --no-check skips them), refuse elided
 constants unless told how to fill them, bind the inputs to the entry parameters, decide every file
 that will be written before anything runs (nothing a user gave is ever overwritten), run with the
-hooks the options ask for (dump, finiteness guard, progress), then report: a summary table or JSON
-on stdout, full values with --print, the comparison with --expect.
+hooks the options ask for (dump, finiteness guard) under the progress line (hlo_cli/progress.py,
+a sampler: nothing in the run's loops), then report: a summary table or JSON on stdout, full values
+with --print, the comparison with --expect, the --profile tables (interpreter/profiling.py).
 
 Exit codes: 0 success; 1 the module failed (check error, runtime error, --expect mismatch, a
 non-finite value under --check-finite); 2 usage error or unreadable input (also a dump or output

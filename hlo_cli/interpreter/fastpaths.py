@@ -579,7 +579,7 @@ def _probe_casts() -> bool:
 # ============================================================================ reduce
 
 def _reduce(inst, ops, st):
-    """f32/f64 add-, max- and min-reduces of one array with a compile-time init (the rule's
+    """f32/f64 add-, max- and min-reduces of one array with a scalar init (the rule's
     decoding done once): sums follow the rule's order exactly (XLA's windows of 32, then one
     NumPy left fold per stage with the processor's FTZ/DAZ, the init once at the end for the
     library-sized ones); max/min take NumPy's extreme and leave NaN, zero and subnormal results
@@ -595,7 +595,8 @@ def _reduce(inst, ops, st):
     if dt not in _TINY or _shape_dtype(src) != dt:
         return None
     init = st.const.get(ops[1])
-    if init is None or init.shape != () or init.dtype != dt:
+    ishape = st.node(ops[1]).shape
+    if ishape.is_tuple or ishape.rank != 0 or _shape_dtype(st.node(ops[1])) != dt:
         return None
     from types import SimpleNamespace
 
@@ -615,12 +616,11 @@ def _reduce(inst, ops, st):
     if kind in ("maximum", "minimum"):
         uf = np.maximum if kind == "maximum" else np.minimum
         axes = tuple(dims)
-        start = dt.type(init[()])
         tiny = _TINY[dt]
         scalar = out_shape == ()
 
         def fn(ec, x, i):
-            r = uf.reduce(x, axis=axes, initial=start)
+            r = uf.reduce(x, axis=axes, initial=i[()])
             if scalar:
                 r = np.asarray(r)
             if not _minimum(np.abs(r), axis=None) >= tiny:       # NaN, zero, subnormal: the rule
@@ -633,9 +633,12 @@ def _reduce(inst, ops, st):
     for d in xdims:
         n *= d
     library = n >= C.LIBRARY_REDUCE_MIN and len(xdims) <= C.LIBRARY_REDUCE_MAX_RANK
-    start = dt.type(0) if library else dt.type(C.flush(init)[()])
-    if start == 0 and np.signbit(start):
-        return None
+    tiny = _TINY[dt]
+    zero = dt.type(0)
+    if init is not None and not library:
+        known = dt.type(C.flush(init)[()])
+        if known == 0 and np.signbit(known):
+            return None
     fset, on, off = hw
     add_reduce, add = np.add.reduce, np.add
     # the window stages (computations._native_sum), then the final fold: all static
@@ -676,9 +679,14 @@ def _reduce(inst, ops, st):
     for d in keep:
         o *= cur[d]
     final = (tuple(dims + keep), (p, o))
-    first = (init[()] if library else None)
 
-    def fn(x, i):
+    def fn(ec, x, i):
+        if library:                     # the elements summed from +0, the init added at the end
+            start = zero
+        else:                           # the init (read with DAZ) starts the fold; -0: the rule
+            start = i[()]
+            if not abs(start) >= tiny and (start != 0 or np.signbit(start)):
+                return rule(inst, [x, i], ec)
         fset(on)
         try:
             for padded, split, perm, rows, stage_shape in stages:
@@ -690,14 +698,14 @@ def _reduce(inst, ops, st):
                 x = add_reduce(r, axis=0, initial=start).reshape(stage_shape)
             r = np.ascontiguousarray(x.transpose(final[0])).reshape(final[1])
             r = add_reduce(r, axis=0, initial=start).reshape(out_shape)
-            if first is not None:
-                r = add(first, r)
+            if library:
+                r = add(i[()], r)
         finally:
             fset(off)
         if r.__class__ is not ndarray:
             r = np.asarray(r)
         return r
-    return Fast(fn, clean=True)
+    return Fast(fn, WITH_EC, clean=True)
 
 
 # ============================================================================ float unary ops
@@ -875,6 +883,49 @@ def _dynamic_update_slice(inst, ops, st):
     return Fast(fn, clean=st.is_clean(ops[0]) and st.is_clean(ops[1]))
 
 
+def _bitcast(inst, ops, st):
+    """A bitcast that keeps the element type: the operand in memory order (its layout), read in
+    the result's memory order (the rule's reinterpretation, by reshapes and transposes)."""
+    shape, src = inst.shape, st.node(ops[0]).shape
+    if shape.is_tuple or src.is_tuple or shape.is_dynamic or src.is_dynamic or shape.rank == 0:
+        return None
+    dt = _shape_dtype(inst)
+    if dt is None or _shape_dtype(st.node(ops[0])) != dt:
+        return None
+    given = inst.operand_shapes[0] if inst.operand_shapes else None
+    layout = given.layout if given is not None and given.layout is not None else src.layout
+    into = None
+    if layout is not None and src.rank:
+        into = tuple(reversed(layout.minor_to_major))
+        if into == tuple(range(src.rank)):
+            into = None
+    lay = shape.layout
+    m2m = tuple(lay.minor_to_major) if lay is not None else tuple(range(shape.rank - 1, -1, -1))
+    major_to_minor = tuple(reversed(m2m))
+    pdims = tuple(shape.dims[d] for d in major_to_minor)
+    back = None if major_to_minor == tuple(range(shape.rank)) else tuple(int(d) for d in np.argsort(major_to_minor))
+
+    def fn(x):
+        if into is not None:
+            x = x.transpose(into)
+        x = x.reshape(pdims)
+        return x if back is None else x.transpose(back)
+    return Fast(_flag_free(fn), clean=st.is_clean(ops[0]))
+
+
+_NATIVE_INTS = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                               np.uint32, np.uint64, np.bool_))
+
+
+def _convert(inst, ops, st):
+    """Integer and pred conversions among the native widths: NumPy's cast wraps, sign-extends
+    and reads nonzero as true, as XLA's convert does."""
+    dt, src = _shape_dtype(inst), _shape_dtype(st.node(ops[0]))
+    if dt not in _NATIVE_INTS or src not in _NATIVE_INTS:
+        return None
+    return Fast(lambda x: x.astype(dt), clean=True, elementwise=True)
+
+
 _PREPARERS = {
     "dot": _dot,
     "add": _arith("add", np.add), "subtract": _arith("subtract", np.subtract),
@@ -886,7 +937,7 @@ _PREPARERS = {
     "broadcast": _broadcast, "reshape": _reshape, "transpose": _transpose,
     "copy": _identity, "opt-barrier": _identity,
     "get-tuple-element": _gte, "tuple": _tuple, "call": _call,
-    "reduce": _reduce, "fusion": _call, "while": _while,
+    "reduce": _reduce, "fusion": _call, "while": _while, "bitcast": _bitcast, "convert": _convert,
     "slice": _slice, "concatenate": _concatenate, "dynamic-slice": _dynamic_slice,
     "dynamic-update-slice": _dynamic_update_slice,
     "exponential": _unary_f64(np.exp, (F32, F64)), "tanh": _unary_f64(np.tanh, (F64,)),

@@ -301,3 +301,59 @@ def test_small_f32_dots_match_the_rules(data):
         a = (a * np.float32(1e-19)).astype(np.float32)
         b = (b * np.float32(1e-19)).astype(np.float32)
     _same(module, [a, b], runs=5)
+
+
+_REDUCE_INIT = """
+HloModule redinit
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+max_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[3,70] parameter(0)
+  i = f32[] parameter(1)
+  big = f32[64,64] parameter(2)
+  s = f32[3] reduce(x, i), dimensions={1}, to_apply=add_f
+  m = f32[70] reduce(x, i), dimensions={0}, to_apply=max_f
+  l = f32[64] reduce(big, i), dimensions={0}, to_apply=add_f
+  ROOT r = (f32[3], f32[70], f32[64]) tuple(s, m, l)
+}
+"""
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), init=st.sampled_from(_EDGES))
+def test_reduces_with_an_init_known_only_at_run_time_match_the_rules(data, init):
+    """The init of an optimized module's fused reduce is a parameter: -0, subnormal and NaN
+    inits go to the rule; library-sized sums (64x64) add it once at the end."""
+    module = parse(_REDUCE_INIT)
+    x = _array(data, (3, 70), np.float32, data.draw(st.booleans()))
+    big = np.random.default_rng(data.draw(st.integers(0, 9))).standard_normal((64, 64)).astype(np.float32)
+    _same(module, [x, np.array(init, np.float32), big], runs=5)
+
+
+def test_bitcasts_and_integer_converts_match_the_rules():
+    module = parse("""HloModule casts
+ENTRY e {
+  a = f32[2,3]{0,1} parameter(0)
+  b = f32[3,2]{1,0} bitcast(a)
+  c = f32[6]{0} bitcast(a)
+  d = f32[3,2]{0,1} bitcast(b)
+  k = s32[2,3] parameter(1)
+  u = u8[2,3] convert(k)
+  w = s64[2,3] convert(u)
+  p = pred[2,3] convert(k)
+  q = s32[2,3] convert(p)
+  v = u32[2,3] convert(k)
+  ROOT r = (f32[3,2], f32[6], f32[3,2], u8[2,3], s64[2,3], pred[2,3], s32[2,3], u32[2,3]) tuple(b, c, d, u, w, p, q, v)
+}
+""")
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    k = np.array([[-1, 0, 255], [256, -129, 2**31 - 1]], np.int32)
+    _same(module, [a, k])

@@ -26,8 +26,8 @@ What XLA CPU computes, measured on jaxlib 0.10.2 (x86-64); the rules reproduce i
   error), and agree with it about equally often (bf16 -> f32: 89% / 65% of elements at k = 64,
   13% / 13% at 1024, 6% / 5% at 8192; f8e4m3fn -> f32: 70% / 76% at 8192); results rounded to
   bf16 or f8 agree bit for bit, to f16 within 1 ulp (99.4-100% equal).  Integer dots are exact:
-  through f64 BLAS when k * max|a| * max|b| < 2^53 (every partial sum is an exact integer), else in
-  int64, then wrapped.  Known difference: XLA's f32 partial sums can overflow
+  through f32 (f64) BLAS when k * max|a| * max|b| < 2^24 (2^53): every partial sum is an exact
+  integer; else in int64, then wrapped.  Known difference: XLA's f32 partial sums can overflow
   (3e38 + 3e38 - 3e38 = inf) where the f64 sum does not.  Operands are read with DAZ and results
   written with FTZ (f32, f64, bf16-as-f32, complex parts).
 * Signed zeros: a dot whose sum has one term (contracting size 1, or no contracting dims) is a
@@ -303,8 +303,9 @@ def _c64_dot(lhs, rhs, lb, lc, rb, rc, result_dtype):
     return _blas_contract(a, b, lb, lc, rb, rc, hw, finish, np.dtype(result_dtype))
 
 
-# integer dots whose every partial sum is below this in magnitude are exact in f64 BLAS
+# integer dots whose every partial sum is below this in magnitude are exact in f64 (f32) BLAS
 _F64_EXACT = 2.0 ** 53
+_F32_EXACT = 2.0 ** 24
 
 
 def _int_bound(x: np.ndarray) -> int:
@@ -319,13 +320,15 @@ def _int_bound(x: np.ndarray) -> int:
 
 
 def _int_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype):
-    """An integer dot in type `dt` (wrapping): through f64 BLAS when k * max|a| * max|b| < 2^53
-    (every product and partial sum is an exact integer, in any order), else an int64 product
-    (NumPy's, no BLAS), then wrapped to `dt` and converted to the result type."""
+    """An integer dot in type `dt` (wrapping): through f32 BLAS when k * max|a| * max|b| < 2^24,
+    f64 BLAS when < 2^53 (every product and partial sum is an exact integer, in any order), else
+    an int64 product (NumPy's, no BLAS), then wrapped to `dt` and converted to the result type."""
     a, b_ = int_compute(convert(lhs, dt)), int_compute(convert(rhs, dt))
     _, _, k, _ = _geometry(a.shape, b_.shape, lb, lc, rb, rc)
-    if k >= 2 and float(k) * _int_bound(a) * _int_bound(b_) < _F64_EXACT:
-        out, _ = _contract(a.astype(F64), b_.astype(F64), lb, lc, rb, rc)
+    bound = float(k) * _int_bound(a) * _int_bound(b_)
+    if k >= 2 and bound < _F64_EXACT:
+        blas = F32 if bound < _F32_EXACT else F64
+        out, _ = _contract(a.astype(blas), b_.astype(blas), lb, lc, rb, rc)
         wide = np.int64 if kind(dt) == "int" else np.uint64
         out = out.astype(np.int64).astype(wide, copy=False)
     else:

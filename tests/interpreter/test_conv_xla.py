@@ -30,9 +30,10 @@ from hlo_cli.interpreter import run
 from hlo_cli.parser import parse
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "conv"
-# Measured over the table (jaxlib 0.10.2): at most 2.5 ulps of sum |products| from XLA, alike for
-# the f64 sums (1.4-2.6) and the f32 BLAS ones (1.9-2.5); the old tap loop was 1.5-2.6
-ULPS = 4
+# Measured over the table (jaxlib 0.10.2): at most 2.6 ulps of sum |products| from XLA, alike for
+# the f64 sums (1.4-2.6) and the f32 BLAS ones (1.9-2.5); the old tap loop was 1.5-2.6; on
+# convnet shapes (batch 2) up to 3.0 (see ops/convolution.py's docstring)
+ULPS = 6
 
 NHWC = ("NHWC", "HWIO", "NHWC")
 NCHW = ("NCHW", "OIHW", "NCHW")

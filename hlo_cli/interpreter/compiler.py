@@ -363,10 +363,39 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
             elementwise.add(k)
         elif kind == RULE and getattr(pay, "elementwise", False) and _same_dims(inst, ops, static):
             elementwise.add(k)
+    steps, n = _inline(steps, len(plan.insts), check)
     steps = _fuse(steps, elementwise, plan, in_place)
-    c = Compiled(comp, steps, plan.param_slots, plan.root, len(plan.insts), check)
+    c = Compiled(comp, steps, plan.param_slots, plan.root, n, check)
     c.root_clean = static.clean.get(plan.root, False)
     return c
+
+
+# a called computation (call, fusion) of at most this many steps is inlined into its caller
+INLINE_MAX = 400
+
+
+def _inline(steps, n: int, check: bool):
+    """The steps with the calls of small compiled computations replaced by the callees' own
+    steps, on value slots numbered from `n` on: one step per parameter (the caller's operand),
+    the callee's steps, and the call's own step taking the callee's root.  No run_compiled per
+    call then, and generated code sees the whole loop body.  Returns (steps, number of slots)."""
+    out = []
+    for st in steps:
+        callee = getattr(st[1], "callee", None) if st[0] == WITH_EC else None
+        if callee is None or callee.check != check or len(callee.steps) > INLINE_MAX or \
+                len(st[2]) != len(callee.params):
+            out.append(st)
+            continue
+        base = n
+        n += callee.n
+        params = {p.parameter_number: p for p in callee.comp.parameters}
+        for pnum, slot in callee.params:
+            out.append((SAME, None, (st[2][pnum],), base + slot, params[pnum], None, ()))
+        for kind, pay, ops, k, inst, ex, _ in callee.steps:
+            k = tuple(base + j for j in k) if kind == REGION else base + k
+            out.append((kind, pay, tuple(base + j for j in ops), k, inst, ex, ()))
+        out.append((SAME, None, (base + callee.root,), st[3], st[4], None, ()))
+    return out, n
 
 
 # ops whose results never share memory with their operands (so an operand of theirs can only be

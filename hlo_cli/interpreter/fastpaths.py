@@ -444,6 +444,7 @@ def _call(inst, ops, st):
 
     def fn(ec, *args):
         return run_compiled(ec, callee, args)
+    fn.callee = callee                          # (compiler._inline)
     fast = Fast(fn, WITH_EC, clean=callee.root_clean)
     fast.callee = callee
     return fast

@@ -984,8 +984,11 @@ def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits
     scan = _scan_form(xs[0].shape, wdims)
     if scan is not None:
         return _blocked_scan(ec, red, comp_name, xs, inits, wdims, *scan)
-    if len(xs) == 1 and not red.generic and not red.pair and _taps_pay(xs[0].shape, wdims):
-        return [_tap_window(red.kinds[0], xs[0], inits[0], wdims)]
+    if _taps_pay(xs[0].shape, wdims):
+        if len(xs) == 1 and not red.generic and not red.pair:
+            return [_tap_window(red.kinds[0], xs[0], inits[0], wdims)]
+        if int(np.prod([w.size for w in wdims], dtype=np.int64)) <= FOLD_BUDGET:
+            return _tap_window_any(ec, red, xs, inits, wdims)
     return _naive_reduce_window(ec, red, xs, inits, wdims)
 
 
@@ -1094,6 +1097,27 @@ def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
         a, v = acc[o], x[i]
         acc[o] = combine(op, v, a) if swapped else combine(op, a, v)
     return acc
+
+
+def _tap_window_any(ec, red, xs, inits, wdims):
+    """A reduce-window of any reducer (variadic, argmax pairs, computations applied with
+    ec.apply) as the same sweep over the window positions as _tap_window: per position, the
+    reducer applied once to the accumulators and the strided views of the operands, over the
+    outputs that position reaches -- the sequential fold of _naive_reduce_window without its
+    gather."""
+    outs = tuple(_out_len(n, w) for n, w in zip(xs[0].shape, wdims))
+    accs = []
+    for i in inits:
+        a = np.empty(outs, i.dtype)
+        a[...] = i
+        accs.append(a)
+    if accs[0].size == 0 or xs[0].size == 0:
+        return accs
+    for _, o, i in window_taps(xs[0].shape, wdims, outs):
+        res = combine_all(ec, red, [a[o] for a in accs], [x[i] for x in xs])
+        for a, r in zip(accs, res):
+            a[o] = r
+    return accs
 
 
 # max/min pooling computed in place in these types: f32/f64 as they are, f16/bf16 in f32 as XLA

@@ -83,6 +83,43 @@ def select_and_scatter(name, et, dims, src_dims, window, direction, init, data, 
     return name, text, [data, source, np.asarray(init, TYPES[et])]
 
 
+def _expanded_select(name, data):
+    dims = ",".join(map(str, data.shape))
+    out = "2,5,5,3"
+    text = f"""HloModule {name}
+
+pick {{
+  v0 = f32[] parameter(0)
+  a0 = s32[] parameter(1)
+  b0 = s32[] parameter(2)
+  v1 = f32[] parameter(3)
+  a1 = s32[] parameter(4)
+  b1 = s32[] parameter(5)
+  none = s32[] constant(-1)
+  have0 = pred[] compare(a0, none), direction=NE
+  have1 = pred[] compare(a1, none), direction=NE
+  ge = pred[] compare(v0, v1), direction=GE
+  no1 = pred[] not(have1)
+  both = pred[] and(ge, have0)
+  keep = pred[] or(both, no1)
+  v = f32[] select(keep, v0, v1)
+  a = s32[] select(keep, a0, a1)
+  b = s32[] select(keep, b0, b1)
+  ROOT t = (f32[], s32[], s32[]) tuple(v, a, b)
+}}
+
+ENTRY main {{
+  x = f32[{dims}] parameter(0)
+  i1 = s32[{dims}] iota(), iota_dimension=1
+  i2 = s32[{dims}] iota(), iota_dimension=2
+  c = f32[] constant(-inf)
+  m = s32[] constant(-1)
+  ROOT rw = (f32[{out}], s32[{out}], s32[{out}]) reduce-window(x, i1, i2, c, m, m), window={{size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}}, to_apply=pick
+}}
+"""
+    return name, text, [data]
+
+
 def pad(name, et, dims, padding, data, value):
     text = (f"HloModule {name}\n\nENTRY main {{\n  x = {_shape(et, dims)} parameter(0)\n  v = {et}[] parameter(1)\n"
             f"  ROOT p = {{OUT}} pad(x, v), padding={padding}\n}}\n")
@@ -189,6 +226,9 @@ def cases():
     for et, tiny in (("f32", 1e-40), ("bf16", 1e-39), ("f16", 1e-6)):     # ties, +0, positive subnormals
         v = np.where(rng.random(d4) < 0.1, tiny, rng.integers(0, 4, d4) - 0.5 * (rng.random(d4) < 0.3))
         out.append(reduce_window(f"rw_max_{et}_ties", et, d4, pool, "maximum", -np.inf, v.astype(TYPES[et])))
+    # the form XLA's SelectAndScatterExpander gives a max pooling's gradient: a variadic
+    # reduce-window picking (value, indices) by a generic computation
+    out.append(_expanded_select("rw_variadic_select", hostile("f32", d4, rng)))
     # a scalar operand: XLA returns it, the init value unused
     name, text, args = reduce_window("rw_scalar", "f32", (), "", "add", 7.0, np.float32(2.5))
     out.append((name, text.replace("{OUT}", "f32[]")

@@ -219,9 +219,9 @@ class MemoryEstimate:
                  reshape, transpose, get-tuple-element... -- allocate nothing), largest_at it;
     temporaries  the largest scratch allowance of one instruction beyond its result: dot and
                  convolution (one copy of the operands, and of a result narrower than the work, at
-                 4 bytes an element, 8 for integers, f64 and convolutions (summed in f64), 16 for
-                 complex; a convolution's patches too: output positions x kernel taps x input
-                 features), narrow floats (computed
+                 4 bytes an element, 8 for integers and f64, 16 for complex; a convolution's
+                 accumulator and its gather of the input under one kernel tap too: output
+                 positions x input features), narrow floats (computed
                  in f32: 4 bytes an element of operands and result), other float results (one
                  more copy: XLA CPU's flush to zero of subnormals takes |x| first),
                  computations applied to whole arrays (reduce, sort, scatter, map...: one more copy
@@ -751,20 +751,23 @@ class _Estimator:
         if op in _DOTS:
             # one copy of the operands (transposed into place, or converted: at least 4 bytes an
             # element), and the result computed at 4 bytes an element when it is narrower
-            wide = 16 if types & {"c64", "c128"} else 8 if types & _WIDE_WORK or op == "convolution" else 4
+            wide = 16 if types & {"c64", "c128"} else 8 if types & _WIDE_WORK else 4
             out = sum(i[1] for i in infos) * wide
-            if res[0] is not None and res[0] < res[1] * wide:
-                out += res[1] * wide
+            if op == "convolution" or res[0] is not None and res[0] < res[1] * wide:
+                out += res[1] * wide                 # a convolution sums into an accumulator
             dn = inst.attrs.get("dim_labels") if op == "convolution" else None
             if dn is not None and len(operand_shapes) == 2 and operand_shapes[1] is not None:
-                # the patches (im2col): every output position times every kernel tap and input
-                # feature, one kernel output feature's worth
-                kernel = operand_shapes[1]
+                # a convolution also gathers the input under one kernel tap at a time: every
+                # output position times the input features of a group
+                window = inst.attrs.get("window")
+                taps = 1
+                for w in (getattr(window, "dimensions", None) or ()):
+                    taps *= max(int(getattr(w, "size", 1) or 1), 1)
                 try:
-                    o = max(int(kernel.dims[dn.kernel_output_feature_dimension]), 1)
+                    o = max(int(operand_shapes[1].dims[dn.kernel_output_feature_dimension]), 1)
                 except (IndexError, AttributeError, TypeError):
                     o = 1
-                out += wide * (res[1] // o) * (infos[1][1] // o)
+                out += wide * (res[1] // o) * (infos[1][1] // o // taps)
             return out
         extra = 0
         if inst.called_computations:       # applied to whole arrays: reducers, comparators...

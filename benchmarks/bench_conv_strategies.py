@@ -10,7 +10,7 @@ machine weighs on both alike.  --before measures the exact tap / output-position
 every convolution before the fast strategies (convolution._fast_path turned off).
 
     python benchmarks/bench_conv_strategies.py [--batch 32] [--repeat 3] [--only NAME ...]
-        [--layout jax|torch] [--label after] [--before] [--out benchmarks/results/conv.json]
+        [--layout jax|torch] [--label after] [--before] [--out benchmarks/results/conv_strategies.json]
 
 Prints a Markdown table (conv, XLA ms, hlo ms, ratio, max |hlo - XLA| / sum |products| scale) and
 appends its rows under --label to the JSON file.
@@ -107,7 +107,7 @@ def main():
     ap.add_argument("--layout", default="jax", choices=["jax", "torch"])
     ap.add_argument("--label", default="after")
     ap.add_argument("--before", action="store_true")
-    ap.add_argument("--out", default=str(HERE / "results" / "conv.json"))
+    ap.add_argument("--out", default=str(HERE / "results" / "conv_strategies.json"))
     args = ap.parse_args()
     from hlo_cli.interpreter import RunOptions, run_module
     from hlo_cli.interpreter.inputs import bind

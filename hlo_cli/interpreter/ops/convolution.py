@@ -353,8 +353,9 @@ def _products_parts(xp, wcl, jobs, lo):
     wmat = wcl.reshape(g, cg, -1)
     parts = []
     for gs in range(g):
+        macs = n * per_n // xp.dtype.itemsize * cg
         for nsl in _chunks(n, per_n, PATCH_BUDGET) if n * per_n > PATCH_BUDGET \
-                else _chunks(n, 0, 0, SPLIT_PIECES if n * per_n // 4 >= SPLIT_MIN_MACS // cg else 1):
+                else _chunks(n, 0, 0, SPLIT_PIECES if macs >= SPLIT_MIN_MACS else 1):
             def part(gs=gs, nsl=nsl):
                 xc = xp[gs, nsl]
                 nn = xc.shape[0]

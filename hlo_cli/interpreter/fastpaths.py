@@ -884,6 +884,63 @@ def _dynamic_update_slice(inst, ops, st):
     return Fast(fn, clean=st.is_clean(ops[0]) and st.is_clean(ops[1]))
 
 
+def _reduce_window(inst, ops, st):
+    """An f32/f64 add reduce-window whose windows tile the operand exactly (stride = size, no
+    padding, no dilation: XLA's tree rewrite of long reductions): each output the sequential
+    sum, from the init value, of its window in row-major order -- the rule's fold -- as one
+    NumPy accumulate over the windows' positions with the processor's FTZ/DAZ (partial sums
+    flushed, as XLA does)."""
+    hw = hardware()
+    if hw is None or len(ops) != 2 or st.module is None:
+        return None
+    src = st.node(ops[0]).shape
+    dt = _shape_dtype(inst)
+    if dt not in _TINY or _shape_dtype(st.node(ops[0])) != dt or src.rank == 0 or src.is_dynamic:
+        return None
+    ishape = st.node(ops[1]).shape
+    if ishape.is_tuple or ishape.rank != 0 or _shape_dtype(st.node(ops[1])) != dt:
+        return None
+    from types import SimpleNamespace
+
+    from . import computations as C
+    red = C.reducer(SimpleNamespace(module=st.module), inst.attrs["to_apply"].name, 1)
+    if red.pair or not red.kinds or red.kinds[0] is None or red.kinds[0][0] != "add":
+        return None
+    wd = C.window_dims(inst.attrs.get("window"), src.rank)
+    dims = tuple(src.dims)
+    if C._scan_form(dims, wd) is not None:
+        return None
+    split, outs, size = [], [], 1
+    for n, w in zip(dims, wd):
+        if w.stride != w.size or w.lo or w.hi or w.wdil != 1 or w.bdil != 1 or w.size < 1 or n % w.size:
+            return None
+        split += [n // w.size, w.size]
+        outs.append(n // w.size)
+        size *= w.size
+    outs = tuple(outs)
+    if outs != tuple(inst.shape.dims) or size < 2 or 0 in outs:
+        return None
+    rank = src.rank
+    perm = tuple(2 * d + 1 for d in range(rank)) + tuple(2 * d for d in range(rank))
+    o = 1
+    for m in outs:
+        o *= m
+    fset, on, off = hw
+    accumulate = np.add.accumulate
+
+    def fn(x, i):
+        seq = np.empty((size + 1, o), dt)              # positions first, the init on top
+        seq[0] = i
+        seq[1:] = x.reshape(split).transpose(perm).reshape(size, o)
+        fset(on)
+        try:
+            r = accumulate(seq, axis=0)[-1]
+        finally:
+            fset(off)
+        return r.reshape(outs)
+    return Fast(fn, clean=True)
+
+
 def _bitcast(inst, ops, st):
     """A bitcast that keeps the element type: the operand in memory order (its layout), read in
     the result's memory order (the rule's reinterpretation, by reshapes and transposes)."""
@@ -939,6 +996,7 @@ _PREPARERS = {
     "copy": _identity, "opt-barrier": _identity,
     "get-tuple-element": _gte, "tuple": _tuple, "call": _call,
     "reduce": _reduce, "fusion": _call, "while": _while, "bitcast": _bitcast, "convert": _convert,
+    "reduce-window": _reduce_window,
     "slice": _slice, "concatenate": _concatenate, "dynamic-slice": _dynamic_slice,
     "dynamic-update-slice": _dynamic_update_slice,
     "exponential": _unary_f64(np.exp, (F32, F64)), "tanh": _unary_f64(np.tanh, (F64,)),

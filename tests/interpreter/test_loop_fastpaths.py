@@ -357,3 +357,33 @@ ENTRY e {
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     k = np.array([[-1, 0, 255], [256, -129, 2**31 - 1]], np.int32)
     _same(module, [a, k])
+
+
+_WINDOWS = """
+HloModule windows
+add_f {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT s = {t}[] add(a, b)
+}}
+ENTRY e {{
+  x = {t}[6,64] parameter(0)
+  i = {t}[] parameter(1)
+  a = {t}[2,2] reduce-window(x, i), window={{size=3x32 stride=3x32}}, to_apply=add_f
+  b = {t}[3,32] reduce-window(x, i), window={{size=2x2 stride=2x2}}, to_apply=add_f
+  c = {t}[1,1] reduce-window(x, i), window={{size=6x64 stride=6x64}}, to_apply=add_f
+  ROOT r = ({t}[2,2], {t}[3,32], {t}[1,1]) tuple(a, b, c)
+}}
+"""
+
+
+@pytest.mark.parametrize("t,dt", [("f32", np.float32), ("f64", np.float64)])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), init=st.sampled_from(_EDGES))
+def test_tiled_reduce_windows_match_the_rules(t, dt, data, init):
+    """Windows that tile the operand (XLA's tree rewrite of long sums): sequential sums from the
+    init, partial sums flushed; NaN of both signs, infinities, subnormal inits and elements."""
+    module = parse(_WINDOWS.format(t=t))
+    x = _array(data, (6, 64), dt, data.draw(st.booleans())) if data.draw(st.booleans()) else \
+        np.random.default_rng(data.draw(st.integers(0, 9))).standard_normal((6, 64)).astype(dt) * dt(1e-37)
+    _same(module, [x, np.array(init, dt)], runs=5)

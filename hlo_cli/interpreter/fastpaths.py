@@ -377,6 +377,8 @@ def _broadcast(inst, ops, st):
     dt = _shape_dtype(inst)
     if dt is None:
         return None
+    if perm is None and tuple(src.dims) == out and _shape_dtype(st.node(ops[0])) == dt:
+        return Fast(kind=SAME, clean=st.clean.get(ops[0], False))      # (XLA's no-op broadcasts)
     expand = [d for d in range(len(out)) if view[d] == 1 and out[d] != 1]
 
     def fn(x):
@@ -401,6 +403,8 @@ def _reshape(inst, ops, st):
     if inst.shape.is_dynamic or st.node(ops[0]).shape.is_dynamic:
         return None
     dims = tuple(inst.shape.dims)
+    if tuple(st.node(ops[0]).shape.dims) == dims and _shape_dtype(st.node(ops[0])) == _shape_dtype(inst):
+        return Fast(kind=SAME, clean=st.clean.get(ops[0], False))
     return Fast(_flag_free(lambda x: x.reshape(dims)), clean=st.is_clean(ops[0]))
 
 
@@ -528,6 +532,9 @@ def _dot(inst, ops, st):
         fset, on, off = hardware()
         lkeep, rkeep = lperm == tuple(range(len(ls))), rperm == tuple(range(len(rs)))
 
+        from .parallel import SPLIT_MIN_MACS
+        mm = np.matmul if b * m * k * n < SPLIT_MIN_MACS else matmul    # (what matmul calls then)
+
         def fn_cast(x, y):
             x = x.reshape(l3) if lkeep else x.transpose(lperm).reshape(l3)
             y = y.reshape(r3) if rkeep else y.transpose(rperm).reshape(r3)
@@ -536,7 +543,7 @@ def _dot(inst, ops, st):
                 x, y = x.astype(F64), y.astype(F64)
             finally:
                 fset(off)
-            out = matmul(x, y)
+            out = mm(x, y)
             out += zero
             return flush(out.astype(F32)).reshape(res)
         return Fast(fn_cast, clean=True)
@@ -908,8 +915,8 @@ def _reduce_window(inst, ops, st):
         return None
     wd = C.window_dims(inst.attrs.get("window"), src.rank)
     dims = tuple(src.dims)
-    if C._scan_form(dims, wd) is not None:
-        return None
+    if C._scan_form(dims, wd) is not None or wd[-1].size == 1:
+        return None         # no window along the minor dimension (pooling): the rule's sweep is faster
     split, outs, size = [], [], 1
     for n, w in zip(dims, wd):
         if w.stride != w.size or w.lo or w.hi or w.wdil != 1 or w.bdil != 1 or w.size < 1 or n % w.size:
@@ -926,7 +933,7 @@ def _reduce_window(inst, ops, st):
     for m in outs:
         o *= m
     fset, on, off = hw
-    accumulate = np.add.accumulate
+    add_rows = np.add.reduce        # a C-contiguous array's rows added in order (not pairwise)
 
     def fn(x, i):
         seq = np.empty((size + 1, o), dt)              # positions first, the init on top
@@ -934,7 +941,7 @@ def _reduce_window(inst, ops, st):
         seq[1:] = x.reshape(split).transpose(perm).reshape(size, o)
         fset(on)
         try:
-            r = accumulate(seq, axis=0)[-1]
+            r = add_rows(seq, axis=0)
         finally:
             fset(off)
         return r.reshape(outs)

@@ -1042,6 +1042,33 @@ def _window_taps(shape, wdims, outs) -> list:
     return res
 
 
+# outputs per block of an in-place sweep: a block's accumulators stay in the cache while every
+# window position passes over them (2x faster than whole-array passes on pooling-sized arrays)
+SWEEP_BLOCK_BYTES = 1 << 18
+
+
+def _in_blocks(x: np.ndarray, acc: np.ndarray, wdims):
+    """(operand block, accumulator block, window positions) to sweep one after the other: the
+    leading dimensions without a window merged into one (both arrays C-contiguous) and cut into
+    blocks of about SWEEP_BLOCK_BYTES of accumulators; the whole arrays when the first dimension
+    has a window."""
+    k = 0
+    while k < len(wdims) and wdims[k].trivial:
+        k += 1
+    if k == 0:
+        yield x, acc, window_taps(x.shape, wdims, acc.shape)
+        return
+    if k > 1 and x.flags.c_contiguous and acc.flags.c_contiguous:
+        x = x.reshape((-1,) + x.shape[k:])
+        acc = acc.reshape((-1,) + acc.shape[k:])
+        wdims = [WDim()] + list(wdims[k:])
+    per = int(np.prod(acc.shape[1:], dtype=np.int64)) * acc.dtype.itemsize
+    n = max(1, SWEEP_BLOCK_BYTES // max(per, 1))
+    for b in range(0, acc.shape[0], n):
+        xb, ab = x[b:b + n], acc[b:b + n]
+        yield xb, ab, window_taps(xb.shape, wdims, ab.shape)
+
+
 def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
     """A reduce-window of a recognized binary reducer as one sweep over the window positions: the
     accumulator (one per output, from the init value) is combined with the strided view of the
@@ -1067,29 +1094,32 @@ def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
             uf = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
                   "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
         with np.errstate(all="ignore"):
-            for _, o, i in taps:
-                a = acc[o]
-                uf(a, x[i], out=a)
+            for xb, ab, tb in _in_blocks(x, acc, wdims):
+                for _, o, i in tb:
+                    a = ab[o]
+                    uf(a, xb[i], out=a)
         return acc
     if dt in (np.float32, np.float64) and op in ("add", "multiply"):
         uf = np.add if op == "add" else np.multiply
         hw = hardware()
         if hw is not None:
             def sweep():
-                for _, o, i in taps:
-                    a = acc[o]
-                    uf(a, x[i], out=a)
+                for xb, ab, tb in _in_blocks(x, acc, wdims):
+                    for _, o, i in tb:
+                        a = ab[o]
+                        uf(a, xb[i], out=a)
             with np.errstate(all="ignore"):
                 flushing(sweep)
             return acc
         xf = flush(x)
         acc[...] = flush(acc)
         with np.errstate(all="ignore"):
-            for _, o, i in taps:
-                a = acc[o]
-                uf(a, xf[i], out=a)
-                if subnormals(a) is not None:
-                    a[...] = flush(a)
+            for xb, ab, tb in _in_blocks(np.ascontiguousarray(xf), acc, wdims):
+                for _, o, i in tb:
+                    a = ab[o]
+                    uf(a, xb[i], out=a)
+                    if subnormals(a) is not None:
+                        a[...] = flush(a)
         return acc
     if op in ("maximum", "minimum") and dt in _MINMAX_WIDE:
         return _minmax_sweep(kind, x, init, wdims, outs)
@@ -1139,9 +1169,10 @@ def _minmax_sweep(kind, x, init, wdims, outs):
     xw = x.astype(wide, copy=False)
     acc = np.empty(outs, wide)
     acc[...] = np.asarray(init).astype(wide)
-    for _, o, i in window_taps(x.shape, wdims, outs):
-        a = acc[o]
-        uf(a, xw[i], out=a)
+    for xb, ab, tb in _in_blocks(xw, acc, wdims):
+        for _, o, i in tb:
+            a = ab[o]
+            uf(a, xb[i], out=a)
     bad = np.isnan(acc)
     zero = acc == 0
     bad |= zero & (np.signbit(acc) if op == "maximum" else ~np.signbit(acc))

@@ -847,13 +847,16 @@ def _fma(a, b, c, dt) -> np.ndarray:
     a, b, c = (np.asarray(v, dt) for v in (a, b, c))
     if dt != F32:
         return np.add(np.multiply(a, b), c)
-    p = np.multiply(a, b, dtype=F64)
-    s = np.add(p, c, dtype=F64)
-    shape = np.shape(s)
+    shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+    s = np.empty(shape, F64)            # (casting into f64 first: NumPy's mixed-type loops are slow)
+    s[...] = a
+    s *= b                              # exact
+    s += c
     s = s.reshape(-1)
     half = np.flatnonzero((s.view(np.uint64) & np.uint64((1 << 29) - 1)) == np.uint64(1 << 28))
     if half.size:                       # rare: only there does the f64 sum's own rounding matter
-        ph = np.broadcast_to(p, shape).reshape(-1)[half]
+        ph = (np.broadcast_to(a, shape).reshape(-1)[half].astype(F64) *
+              np.broadcast_to(b, shape).reshape(-1)[half].astype(F64))
         ch = np.broadcast_to(c, shape).reshape(-1)[half].astype(F64)
         sh = s[half]
         t = sh - ch

@@ -170,9 +170,22 @@ def _select_and_scatter_arrays(ec, inst, x, src, init, wd):
     total = int(np.prod([w.size for w in wd], dtype=np.int64)) if rank else 1
     if not (src.size and x.size and total):
         return out
-    taps = list(C.window_taps(x.shape, wd, outs))
-    have, sel_tap = _select(ec, inst.attrs["select"].name, x, outs, taps, total)
-    _scatter(ec, inst.attrs["scatter"].name, out, src, taps, have, sel_tap)
+    # windows never cross the leading dimensions without a window: those merged and cut into
+    # blocks that stay in the cache through both sweeps (as computations._in_blocks)
+    k = 0
+    while k < rank and wd[k].trivial:
+        k += 1
+    blocks = [(x, src, out, wd)]
+    if k and x.flags.c_contiguous and src.flags.c_contiguous:
+        x2, src2, out2 = (a.reshape((-1,) + a.shape[k:]) for a in (x, src, out))
+        wd2 = [C.WDim()] + list(wd[k:])
+        per = int(np.prod(src2.shape[1:], dtype=np.int64)) * max(x.dtype.itemsize, 4)
+        n = max(1, C.SWEEP_BLOCK_BYTES // max(per, 1))
+        blocks = [(x2[b:b + n], src2[b:b + n], out2[b:b + n], wd2) for b in range(0, x2.shape[0], n)]
+    for xb, sb, ob, wb in blocks:
+        taps = C.window_taps(xb.shape, wb, sb.shape)
+        have, sel_tap = _select(ec, inst.attrs["select"].name, xb, sb.shape, taps, total)
+        _scatter(ec, inst.attrs["scatter"].name, ob, sb, taps, have, sel_tap)
     return out
 
 
@@ -221,18 +234,27 @@ def _scatter(ec, name, out, src, taps, have, sel_tap):
     dt = out.dtype
     tdt = sel_tap.dtype.type
     partial = not have.all()
-    if not red.generic and not red.pair and red.kinds[0] == ("add", False) and src.dtype == dt \
-            and dt in (np.float32, np.float64) and C.hardware() is not None \
-            and not (out.size and np.signbit(out.flat[0])) and np.isfinite(src).all():
+    if not red.generic and not red.pair and red.kinds[0][0] == "add" and src.dtype == dt \
+            and dt in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16) and C.hardware() is not None \
+            and not (out.size and (np.signbit(out.flat[0]) or not np.isfinite(out.flat[0]))) \
+            and np.isfinite(src).all():
         # value * (picked here): the value or a zero, which leaves a sum that started at +0 as it
-        # is (only -0 + +0 would change, and such sums are never -0); FTZ/DAZ as XLA
+        # is (only -0 + +0 would change, and such sums are never -0); no NaN operand, so the
+        # order of the add's operands does not show; FTZ/DAZ as XLA; f16/bf16 added in f32 and
+        # rounded after every add, as XLA computes them
+        narrow = dt in (np.float16, ml_dtypes.bfloat16)
+        vals = src.astype(np.float32) if narrow else src
+
         def sweep():
             for t, o, i in reversed(taps):
                 m = sel_tap[o] == tdt(t)
                 if partial:
                     m &= have[o]
                 tgt = out[i]
-                tgt += src[o] * m
+                if narrow:
+                    tgt[...] = (tgt.astype(np.float32) + vals[o] * m).astype(dt)
+                else:
+                    tgt += vals[o] * m
         with np.errstate(all="ignore"):
             C.flushing(sweep)
         return

@@ -600,6 +600,11 @@ def _reduce(inst, ops, st):
     if s.is_tuple or s.is_dynamic or shape.is_tuple or shape.is_dynamic or src.opcode == "concatenate":
         return None
     dt = _shape_dtype(inst)
+    rdims = inst.attrs["dimensions"]
+    if rdims and all(0 <= d < s.rank and s.dims[d] == 1 for d in rdims) and dt is not None:
+        # one element per output: XLA's simplifier makes the reduce a reshape (the init unused)
+        out_dims = tuple(shape.dims)
+        return Fast(lambda x, i: x.reshape(out_dims).astype(dt), clean=st.is_clean(ops[0]))
     if dt not in _TINY or _shape_dtype(src) != dt:
         return None
     init = st.const.get(ops[1])
@@ -933,7 +938,10 @@ def _reduce_window(inst, ops, st):
     for m in outs:
         o *= m
     fset, on, off = hw
-    add_rows = np.add.reduce        # a C-contiguous array's rows added in order (not pairwise)
+    # the rows of a C-contiguous (positions, outputs) array added in order: NumPy's reduce does
+    # that for two or more outputs; for one the positions become its inner loop, which it sums
+    # pairwise, so that one takes the accumulate
+    add_rows = np.add.reduce if o >= 2 else (lambda a, axis: np.add.accumulate(a, axis=axis)[-1])
 
     def fn(x, i):
         seq = np.empty((size + 1, o), dt)              # positions first, the init on top

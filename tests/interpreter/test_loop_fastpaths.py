@@ -387,3 +387,21 @@ def test_tiled_reduce_windows_match_the_rules(t, dt, data, init):
     x = _array(data, (6, 64), dt, data.draw(st.booleans())) if data.draw(st.booleans()) else \
         np.random.default_rng(data.draw(st.integers(0, 9))).standard_normal((6, 64)).astype(dt) * dt(1e-37)
     _same(module, [x, np.array(init, dt)], runs=5)
+
+
+def test_reduces_over_dimensions_of_size_one_ignore_the_init_like_the_rule():
+    module = parse("""HloModule ones
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[1,1,5] parameter(0)
+  i = f32[] constant(7)
+  s = f32[5] reduce(x, i), dimensions={0,1}, to_apply=add_f
+  ROOT r = f32[1,5] reduce(x, i), dimensions={0}, to_apply=add_f
+}
+""")
+    x = np.array([[[1e-40, -0.0, np.nan, 2.0, -np.inf]]], np.float32)
+    _same(module, [x])

@@ -139,3 +139,13 @@ def test_batch_norm_against_xla_at_convnet_sizes(shape, fi, op):
     d.update({f"{op}{j}": w for j, w in enumerate(want)})
     outs = run(text, *args)
     check(op, outs if isinstance(outs, (tuple, list)) else [outs], d, "f32", shape, fi)
+
+
+def test_blocked_grad_reads_denormal_gradients_as_zero():
+    """g = 1e-39 everywhere: 128 of them per feature would sum to a normal 1.3e-37, but XLA CPU
+    reads them as zeros (DAZ): every result is 0 (checked against XLA)."""
+    x = np.random.default_rng(0).standard_normal((2, 8, 8, 32)).astype(np.float32)
+    g = np.full(x.shape, 1e-39, np.float32)
+    one, zero = np.ones(32, np.float32), np.zeros(32, np.float32)
+    for out in run(mg.text("grad", "f32", x.shape, 3), x, one, zero, one, g):
+        assert not np.asarray(out).any()

@@ -829,24 +829,31 @@ class _Blocked:
                 a[sub] = np.copysign(np.zeros((), a.dtype), a[sub])
         return a
 
-    def sums(self, fn) -> np.ndarray:
-        """Per-feature f64 sums of fn(block) (f32 or f64 terms), block sums added in order."""
-        parts = self.run(lambda ix: fn(ix).sum(axis=(0, 2), dtype=F64))
-        total = np.zeros(self.c, F64)
-        for p in parts:
-            total += p
-        return total
+    def sums(self, *fns) -> list[np.ndarray]:
+        """Per-feature f64 sums of each fn(block) (f32 or f64 terms), in one sweep over the
+        blocks; block sums added in block order."""
+        parts = self.run(lambda ix: [fn(ix).sum(axis=(0, 2), dtype=F64) for fn in fns])
+        totals = [np.zeros(self.c, F64) for _ in fns]
+        for ps in parts:
+            for t, p in zip(totals, ps):
+                t += p
+        return totals
 
 
-def _fma(a, b, c, dt) -> np.ndarray:
+def _fma(a, b, c, dt, out=None) -> np.ndarray:
     """a * b + c rounded once, as XLA CPU's compiled loops compute a multiply feeding an add or
     subtract (LLVM contracts them into FMAs: measured, 25% of f32 x*y+z elements differ from two
     roundings).  f32: the product is exact in f64, the f64 sum's rounding error is found by TwoSum
     and a sum lying exactly halfway between two f32 values is moved towards the exact one, so the
-    final rounding is correct.  f64 (no wider type at hand): two roundings."""
+    final rounding is correct.  f64 (no wider type at hand): two roundings.  `out`: an array of
+    dtype `dt` and the result's shape to write into."""
     a, b, c = (np.asarray(v, dt) for v in (a, b, c))
     if dt != F32:
-        return np.add(np.multiply(a, b), c)
+        r = np.add(np.multiply(a, b), c)
+        if out is None:
+            return r
+        out[...] = r
+        return out
     shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
     s = np.empty(shape, F64)            # (casting into f64 first: NumPy's mixed-type loops are slow)
     s[...] = a
@@ -862,7 +869,10 @@ def _fma(a, b, c, dt) -> np.ndarray:
         t = sh - ch
         e = (ph - t) + (ch - (sh - t))
         s[half] = np.where(e != 0, np.nextafter(sh, np.where(e > 0, np.inf, -np.inf)), sh)
-    return s.reshape(shape).astype(F32)
+    if out is None:
+        return s.reshape(shape).astype(F32)
+    out[...] = s.reshape(shape)
+    return out
 
 
 def _bn_large(x) -> bool:
@@ -870,10 +880,11 @@ def _bn_large(x) -> bool:
 
 
 def _bn_input(x, dt):
-    """x in the compute dtype, DAZ applied (a copy only when needed)."""
+    """x in the compute dtype, C-contiguous, DAZ applied (by the processor's flags in the blocked
+    loops when available, else here; a copy only when needed)."""
     w = np.asarray(x)
-    w = w if w.dtype == dt else w.astype(dt)
-    return flush(_contig(w))
+    w = _contig(w if w.dtype == dt else w.astype(dt))
+    return w if hardware() is not None else flush(w)
 
 
 @evaluator("batch-norm-training")
@@ -893,9 +904,7 @@ def eval_batch_norm_training(inst, args, ec):
     def square(ix):
         xb = x3[ix]
         return bl.ftz(np.multiply(xb, xb))
-    sum_x = f.const(bl.sums(lambda ix: x3[ix])) if dt != F64 else bl.sums(lambda ix: x3[ix])
-    sum_x2 = bl.sums(square)
-    sum_x2 = f.const(sum_x2) if dt != F64 else sum_x2
+    sum_x, sum_x2 = (f.const(v) for v in bl.sums(lambda ix: x3[ix], square))
     mean = f(np.multiply, sum_x, inv_n)
     var = f.fma(sum_x2, inv_n, f(np.negative, f(np.multiply, mean, mean)))
     rs = f.rsqrt(f(np.add, var, eps))
@@ -908,7 +917,7 @@ def eval_batch_norm_training(inst, args, ec):
         bl.ftz(o)
         o *= rb
         bl.ftz(o)
-        o[...] = _fma(o, sb, ob, dt)             # scale * ((x - mean) * rs) + offset, one rounding
+        _fma(o, sb, ob, dt, out=o)              # scale * ((x - mean) * rs) + offset, one rounding
         bl.ftz(o)
     bl.run(normalize)
     return (_bn_cast(y.reshape(x.shape), x.dtype), _bn_cast(mean, x.dtype), _bn_cast(var, x.dtype))
@@ -943,7 +952,7 @@ def eval_batch_norm_inference(inst, args, ec):
 
     def affine(ix):
         o = y[ix]
-        o[...] = _fma(x3[ix], tb, hb, dt)
+        _fma(x3[ix], tb, hb, dt, out=o)
         bl.ftz(o)
     bl.run(affine)
     return _bn_cast(y.reshape(x.shape), x.dtype)
@@ -973,10 +982,7 @@ def eval_batch_norm_grad(inst, args, ec):
         bl.ftz(t)
         t *= g3[ix]
         return bl.ftz(t)
-    sum_g = bl.sums(lambda ix: g3[ix])
-    sum_gxm = bl.sums(g_xm)
-    if dt != F64:
-        sum_g, sum_gxm = f.const(sum_g), f.const(sum_gxm)
+    sum_g, sum_gxm = (f.const(v) for v in bl.sums(lambda ix: g3[ix], g_xm))
     grad_scale = f(np.multiply, sum_gxm, rs)
     coef = f(np.multiply, f(np.multiply, sw, rs), inv_n)
     cb, sgb, sxb, ib = (bl.chan(v, dt) for v in (coef, sum_g, sum_gxm, inv))
@@ -989,9 +995,9 @@ def eval_batch_norm_grad(inst, args, ec):
         bl.ftz(t)
         t *= sxb                                # sum(g * (x - mean)) * (x - mean)
         np.negative(bl.ftz(t), out=t)
-        o[...] = _fma(g3[ix], nn, -sgb, dt)     # g * N - sum(g), one rounding
+        _fma(g3[ix], nn, -sgb, dt, out=o)       # g * N - sum(g), one rounding
         bl.ftz(o)
-        o[...] = _fma(t, ib, o, dt)             # ... - that * 1 / (var + eps), one rounding
+        _fma(t, ib, o, dt, out=o)               # ... - that * 1 / (var + eps), one rounding
         bl.ftz(o)
         np.multiply(cb, o, out=o)
         bl.ftz(o)

@@ -1069,6 +1069,22 @@ def _in_blocks(x: np.ndarray, acc: np.ndarray, wdims):
         yield xb, ab, window_taps(xb.shape, wdims, ab.shape)
 
 
+def _phased(xb: np.ndarray, w: WDim):
+    """source slices -> operand view; with a stride s > 1 along the minor dimension, the block is
+    first split into its s phases (x[..., p::s], contiguous copies made in the cache) so every
+    window position reads contiguous rows (PyTorch's NCHW pooling) instead of every s-th element."""
+    s = w.stride
+    if s == 1 or w.bdil != 1 or xb.ndim == 0 or xb.shape[-1] < 2 * s:
+        return xb.__getitem__
+    ph = [np.ascontiguousarray(xb[..., p::s]) for p in range(s)]
+
+    def get(i):
+        last = i[-1]
+        n = len(range(last.start, last.stop, last.step))
+        return ph[last.start % s][i[:-1] + (slice(last.start // s, last.start // s + n),)]
+    return get
+
+
 def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
     """A reduce-window of a recognized binary reducer as one sweep over the window positions: the
     accumulator (one per output, from the init value) is combined with the strided view of the
@@ -1170,9 +1186,10 @@ def _minmax_sweep(kind, x, init, wdims, outs):
     acc = np.empty(outs, wide)
     acc[...] = np.asarray(init).astype(wide)
     for xb, ab, tb in _in_blocks(xw, acc, wdims):
+        get = _phased(xb, wdims[-1])
         for _, o, i in tb:
             a = ab[o]
-            uf(a, xb[i], out=a)
+            uf(a, get(i), out=a)
     bad = np.isnan(acc)
     zero = acc == 0
     bad |= zero & (np.signbit(acc) if op == "maximum" else ~np.signbit(acc))

@@ -233,6 +233,14 @@ def cases():
     name, text, args = reduce_window("rw_scalar", "f32", (), "", "add", 7.0, np.float32(2.5))
     out.append((name, text.replace("{OUT}", "f32[]")
                 .replace(", window={}", ""), args))
+    # PyTorch's NCHW layout: windows with strides along the minor dimension (read in phases)
+    nchw, npool = (2, 3, 9, 10), "size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_1x1_1"
+    out.append(reduce_window("rw_max_f32_nchw", "f32", nchw, npool, "maximum", -np.inf,
+                             np.maximum(normal("f32", nchw, rng), 0)))
+    out.append(reduce_window("rw_max_f32_nchw_hostile", "f32", nchw, npool, "maximum", -np.inf,
+                             hostile("f32", nchw, rng)))
+    out.append(reduce_window("rw_min_bf16_nchw_s3", "bf16", nchw, "size=1x1x2x4 stride=1x1x1x3 pad=0_0x0_0x0_1x2_1",
+                             "minimum", np.inf, hostile("bf16", nchw, rng, nan=False)))
     return out
 
 

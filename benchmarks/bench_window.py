@@ -107,7 +107,9 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--dump", help="directory to write the modules' HLO text into")
+    ap.add_argument("--json", help="also write the rows to this JSON file")
     a = ap.parse_args(argv)
+    rows = []
     print("| op | shape | XLA ms | hlo ms | hlo / XLA | same bits |")
     print("|---|---|---:|---:|---:|---|")
     for name, shape, fn, args in _cases():
@@ -129,6 +131,13 @@ def main(argv=None):
                    for g, w in zip(got, want))
         print(f"| {name} | {shape} | {tx * 1e3:.1f} | {th * 1e3:.1f} | {th / tx:.2f} | {'yes' if same else 'NO'} |",
               flush=True)
+        rows.append({"op": name, "shape": shape, "xla_ms": round(tx * 1e3, 2), "hlo_ms": round(th * 1e3, 2),
+                     "same_bits": bool(same)})
+    if a.json:
+        import json
+        import platform
+        Path(a.json).write_text(json.dumps({"machine": platform.processor() or platform.machine(),
+                                            "repeat": a.repeat, "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

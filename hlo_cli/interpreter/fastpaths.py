@@ -732,6 +732,8 @@ def _unary_f64(np_fn, daz):
         if dt not in _TINY or _operand_dtypes(ops, st)[0] != dt or inst.shape.num_elements == 0:
             return None
         rule = rule_for(inst.opcode)
+        if not _factory_rule(rule):
+            return None
         tiny = _TINY[dt]
         flush_in = dt in daz and not st.is_clean(ops[0])
         wide = dt == F32
@@ -749,6 +751,12 @@ def _unary_f64(np_fn, daz):
     return prep
 
 
+def _factory_rule(rule) -> bool:
+    """True for a rule made by the elementwise factory (ops/elementwise.unary), the one these fast
+    paths reproduce; a rule put in its place (a test's, a plugin's) runs as it is."""
+    return rule is not None and hasattr(rule, "ftz_result")
+
+
 def _rsqrt_core(v):
     return 1 / np.sqrt(v)
 
@@ -759,6 +767,8 @@ def _sqrt_prep(inst, ops, st):
     if dt not in _TINY or _operand_dtypes(ops, st)[0] != dt or inst.shape.num_elements == 0:
         return None
     rule = rule_for("sqrt")
+    if not _factory_rule(rule):
+        return None
     tiny = _TINY[dt]
     flush_in = not st.is_clean(ops[0])
     rank0 = inst.shape.rank == 0
@@ -782,6 +792,8 @@ def _minmax(opcode):
                 or inst.shape.num_elements == 0:
             return None
         rule = rule_for(opcode)
+        if not _factory_rule(rule):
+            return None
         daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
         uf = np.maximum if opcode == "maximum" else np.minimum
         big = opcode == "maximum"

@@ -152,3 +152,27 @@ def test_fast_bits_do_not_depend_on_threads(monkeypatch):
         monkeypatch.setattr(parallel, "_threads", 1)
         one = conv._fast_conv(x, w, wdims, (9, 9), np.dtype(np.float32), False, strategy)
         np.testing.assert_array_equal(one.view(np.int32), two.view(np.int32))
+
+
+def test_non_finite_operands_take_the_exact_path():
+    """An inf in the kernel of an f64 convolution (XLA's loop emitter: padding skipped): the fast
+    path would form 0 * inf = NaN on the padding, notices a non-finite result and the exact loop
+    runs instead: the inf tap on padding is skipped, as XLA does, no NaN.  Large f32 ones too
+    (f32 BLAS path; Eigen multiplies padding, so NaN there)."""
+    from hlo_cli.interpreter import run
+    from hlo_cli.parser import parse
+    for t, n, c in (("f64", 1, 1), ("f32", 4, 64)):
+        text = (f"HloModule m\nENTRY e {{\n  x = {t}[{n},9,9,{c}] parameter(0)\n  k = {t}[3,3,{c},{c}] parameter(1)\n"
+                f"  ROOT c = {t}[{n},9,9,{c}] convolution(x, k), window={{size=3x3 pad=1_1x1_1}}, "
+                "dim_labels=b01f_01io->b01f\n}\n")
+        dt = np.float64 if t == "f64" else np.float32
+        x = np.ones((n, 9, 9, c), dt)
+        k = np.ones((3, 3, c, c), dt)
+        k[0, 0, 0, 0] = np.inf
+        out = np.asarray(run(parse(text), x, k))
+        corner = out[0, 0, 0, 0]
+        if t == "f64":
+            assert corner == 4.0            # the inf tap lies on padding there: skipped
+        else:
+            assert np.isnan(corner)
+        assert out[0, 1, 1, 0] == np.inf and np.isfinite(out[0, 1, 1, c - 1]) == (c > 1)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 
 import numpy as np
 
@@ -184,7 +185,8 @@ def _dim_phases(out_len: int, size_in: int, wd):
     return big_p, phases
 
 
-def _fast_conv(x, w, wdims, out_spatial, cdt, ftz: bool, strategy: str | None = None):
+def _fast_conv(x, w, wdims, out_spatial, cdt, ftz: bool, strategy: str | None = None,
+               nonfinite: list | None = None):
     """_conv_core's sum for finite operands, padding and holes never formed: x (G, N, Cg, *S) and
     w (G, O, Cg, *K) (any strides, any dtype cdt can hold exactly) -> (N, *out_spatial, G, O) in
     cdt.  Each dim is split into phases (one for convolutions without lhs dilation; sub-pixel
@@ -193,9 +195,10 @@ def _fast_conv(x, w, wdims, out_spatial, cdt, ftz: bool, strategy: str | None = 
     or, for depthwise-like convolutions (one input feature and few outputs per group), as
     multiply-adds of the kernel's taps over strided views, or products first (_products_parts)
     when there are fewer products than patch elements.  `strategy` ("gemm", "depthwise",
-    "products") forces one, for tests."""
+    "products") forces one, for tests.  Each part adds +0 to its outputs as it ends (a sum of two
+    or more terms is never -0) and appends True to `nonfinite` if one of them is inf or NaN."""
     from ..fpenv import flushing
-    from ..parallel import blas_single, run_parts
+    from ..parallel import blas_single, run_parts, threads
     g, n, cg = x.shape[:3]
     o = w.shape[1]
     ns = len(wdims)
@@ -262,12 +265,51 @@ def _fast_conv(x, w, wdims, out_spatial, cdt, ftz: bool, strategy: str | None = 
             parts.extend({"depthwise": _depthwise_parts, "reduce": _reduce_parts}.get(strategy, _gemm_parts)(
                 view, ksub, oview))
 
-    def run(part):
-        with np.errstate(all="ignore"):
-            return flushing(part) if ftz else part()
+    # each thread takes the next part until none is left (which thread runs a part never changes
+    # its values); a thread keeps one patch buffer for all its parts (no page faults per chunk)
+    lock = threading.Lock()
+    todo = iter(parts)
+
+    def worker(_):
+        scratch = {}
+        while True:
+            with lock:
+                part = next(todo, None)
+            if part is None:
+                if scratch.get("nonfinite") and nonfinite is not None:
+                    nonfinite.append(True)
+                return
+            with np.errstate(all="ignore"):
+                if ftz:
+                    flushing(part, scratch)
+                else:
+                    part(scratch)
     with blas_single():
-        run_parts(run, parts)
+        run_parts(worker, list(range(min(threads(), len(parts)))))
     return out
+
+
+def _finish(region: np.ndarray, scratch: dict):
+    """A part's outputs, while they are in cache: +0 added (XLA's -0 rule for sums of two or more
+    terms), and whether one is not finite noted in `scratch` (min and max spread NaN, show inf)."""
+    if region.size == 0:
+        return
+    np.add(region, region.dtype.type(0), out=region)
+    if region.dtype.kind == "c":
+        ok = bool(np.isfinite(region).all())
+    else:
+        ok = bool(np.isfinite(region.min())) and bool(np.isfinite(region.max()))
+    if not ok:
+        scratch["nonfinite"] = True
+
+
+def _buffer(scratch: dict, shape, dtype) -> np.ndarray:
+    """An uninitialized C-contiguous array of `shape`, in a buffer `scratch` keeps for reuse."""
+    size = int(np.prod(shape, dtype=np.int64))
+    buf = scratch.get(dtype)
+    if buf is None or buf.size < size:
+        buf = scratch[dtype] = np.empty(size, dtype)
+    return buf[:size].reshape(shape)
 
 
 def _zeros(shape, dtype, strides):
@@ -314,7 +356,7 @@ def _gemm_parts(view, ksub, oview):
                      SPLIT_PIECES if gg * m_all * kdim * o >= SPLIT_MIN_MACS else 1)
         row_slices = [slice(None)] if pieces == 1 else _chunks(view.shape[ax], 0, 0, pieces)
         for rs in row_slices:
-            def part(gs=gs, rs=rs):
+            def part(scratch, gs=gs, rs=rs):
                 sel = [gs] + [slice(None)] * (view.ndim - 1)
                 sel[ax] = rs
                 v = view[tuple(sel)]
@@ -322,11 +364,10 @@ def _gemm_parts(view, ksub, oview):
                 gg = v.shape[0]
                 m = int(np.prod([v.shape[a] for a in rows], dtype=np.int64))
                 km = kmat[gs]
-                if rows_first:
-                    pm = np.ascontiguousarray(v.transpose([0] + rows + cols)).reshape(gg, m, kdim)
-                else:
-                    pm = np.ascontiguousarray(v.transpose([0] + cols + rows)).reshape(gg, kdim, m)
-                    pm = pm.transpose(0, 2, 1)
+                src = v.transpose([0] + rows + cols) if rows_first else v.transpose([0] + cols + rows)
+                pm = _buffer(scratch, src.shape, src.dtype)
+                np.copyto(pm, src)
+                pm = pm.reshape(gg, m, kdim) if rows_first else pm.reshape(gg, kdim, m).transpose(0, 2, 1)
                 target = ov.view()
                 try:
                     target.shape = (gg, m, o)           # the output itself, when it is one matrix
@@ -334,6 +375,7 @@ def _gemm_parts(view, ksub, oview):
                     ov[...] = np.matmul(pm, km).reshape(ov.shape)
                 else:
                     np.matmul(pm, km, out=target)
+                _finish(ov, scratch)
             parts.append(part)
     return parts
 
@@ -356,7 +398,7 @@ def _products_parts(xp, wcl, jobs, lo):
         macs = n * per_n // xp.dtype.itemsize * cg
         for nsl in _chunks(n, per_n, PATCH_BUDGET) if n * per_n > PATCH_BUDGET \
                 else _chunks(n, 0, 0, SPLIT_PIECES if macs >= SPLIT_MIN_MACS else 1):
-            def part(gs=gs, nsl=nsl):
+            def part(scratch, gs=gs, nsl=nsl):
                 xc = xp[gs, nsl]
                 nn = xc.shape[0]
                 y = np.matmul(xc.reshape(-1, cg), wmat[gs]).reshape((nn,) + sp + ksz + (o,))
@@ -375,6 +417,7 @@ def _products_parts(xp, wcl, jobs, lo):
                             first = False
                         else:
                             np.add(ov, yv, out=ov)
+                    _finish(ov, scratch)
             parts.append(part)
     return parts
 
@@ -389,9 +432,10 @@ def _reduce_parts(view, ksub, oview):
     spec = f"gn{letters}c,gc{letters}o->gno"
     parts = []
     for q in itertools.product(*[range(s) for s in view.shape[2:2 + nq]]):
-        def part(q=q):
+        def part(scratch, q=q):
             at = (slice(None), slice(None)) + q
             oview[at] = np.einsum(spec, view[at], ksub)
+            _finish(oview[at], scratch)
         parts.append(part)
     return parts
 
@@ -443,7 +487,7 @@ def _depthwise_parts(view, ksub, oview):
     # whole blocks of about 8 per part, so parts are few (thread hand-offs) and fixed by the shape
     parts = []
     for i in range(0, len(blocks), 8):
-        def part(bl=blocks[i:i + 8]):
+        def part(scratch, bl=blocks[i:i + 8]):
             for sel in bl:
                 ob = ov[sel]
                 tmp = np.empty(ob.shape, ob.dtype)
@@ -457,6 +501,7 @@ def _depthwise_parts(view, ksub, oview):
                         else:
                             np.multiply(xv, wt, out=tmp)
                             np.add(ob, tmp, out=ob)
+                _finish(ob, scratch)
         parts.append(part)
     return parts
 
@@ -508,6 +553,7 @@ def _fast_path(x, w, wdims, out_spatial, dt, terms: int):
     k = kind(dt)
     g, n, cg = x.shape[:3]
     macs = g * n * cg * w.shape[1] * int(np.prod(out_spatial, dtype=np.int64)) * (terms // cg)
+    bad: list = []
     with np.errstate(all="ignore"):
         if k == "float" and dt != F64:
             if macs > F32_BLAS_MIN_MACS:
@@ -515,14 +561,14 @@ def _fast_path(x, w, wdims, out_spatial, dt, terms: int):
                 xx, ww = x.astype(F32, copy=False), w.astype(F32, copy=False)
                 if not hw:
                     xx, ww = flush(xx), flush(ww)
-                out = _fast_conv(xx, ww, wdims, out_spatial, F32, hw)
+                out = _fast_conv(xx, ww, wdims, out_spatial, F32, hw, nonfinite=bad)
                 if not hw:
                     out = flush(out)
             else:
-                out = _fast_conv(_widen(x), _widen(w), wdims, out_spatial, F64, False)
+                out = _fast_conv(_widen(x), _widen(w), wdims, out_spatial, F64, False, nonfinite=bad)
         elif k in ("float", "complex"):
             xx, ww = _widen(x), _widen(w)
-            out = _fast_conv(xx, ww, wdims, out_spatial, xx.dtype, False)
+            out = _fast_conv(xx, ww, wdims, out_spatial, xx.dtype, False, nonfinite=bad)
         elif k in ("int", "uint"):
             xx, ww = _widen(x), _widen(w)
             mx = max(abs(int(xx.max())), abs(int(xx.min())))
@@ -533,11 +579,8 @@ def _fast_path(x, w, wdims, out_spatial, dt, terms: int):
             return out
         else:
             return None
-        finite = (np.isfinite(out).all() if k == "complex"          # min/max spread NaN and show inf
-                  else np.isfinite(out.min()) and np.isfinite(out.max()))
-        if not finite:
+        if bad:
             return None
-        out += out.dtype.type(0)                   # a sum of two or more terms is never -0
     return out
 
 

@@ -193,9 +193,10 @@ def _fast_conv(x, w, wdims, out_spatial, cdt, ftz: bool, strategy: str | None = 
     phases for transposed ones), the input is padded once, and each phase runs as im2col (a
     strided view, copied in chunks into one patch matrix, times the kernel in one GEMM per group)
     or, for depthwise-like convolutions (one input feature and few outputs per group), as
-    multiply-adds of the kernel's taps over strided views, or products first (_products_parts)
-    when there are fewer products than patch elements.  `strategy` ("gemm", "depthwise",
-    "products") forces one, for tests.  Each part adds +0 to its outputs as it ends (a sum of two
+    multiply-adds of the kernel's taps over strided views, or, for few outputs over many groups
+    (depthwise weight gradients), as einsum per output position (_reduce_parts), or products first
+    (_products_parts) when there are fewer products than patch elements.  `strategy` ("gemm",
+    "depthwise", "reduce", "products") forces one, for tests.  Each part adds +0 to its outputs as it ends (a sum of two
     or more terms is never -0) and appends True to `nonfinite` if one of them is inf or NaN."""
     from ..fpenv import flushing
     from ..parallel import blas_single, run_parts, threads

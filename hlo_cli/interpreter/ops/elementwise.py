@@ -20,14 +20,17 @@ intuition differ; tests/programs/elementwise records each such case as a program
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ...errors import HloEvalError
 from ..registry import evaluator
 from ..values import np_dtype
+from ..parallel import split
 from .convert import (
-    E8M0, F16, F32, F64, etype, flush, int_compute, int_range, kind, round_float, signed_bits, unsigned_bits,
-    widen_float, wrap_int,
+    BF16, E8M0, F16, F32, F64, TABLE_MIN, by_table, convert, etype, flush, int_compute, int_range, kind,
+    round_float, signed_bits, unsigned_bits, widen_float, wrap_int,
 )
 
 FLOAT, COMPLEX, INT, PRED = "float", "complex", "int", "pred"      # INT: signed and unsigned
@@ -72,6 +75,121 @@ def _nan_signs(r, xs, et, nan):
     return np.where(out, signed, r)
 
 
+# ----------------------------------------------------------------------------- bf16/f16 at size
+# bf16 and f16 add, subtract, multiply, divide, maximum and minimum, when the processor's FTZ/DAZ
+# flags can be set (fpenv.hardware): widen to f32 (exact: ml_dtypes' and NumPy's casts), run the
+# f32 ufunc under the flags, as XLA CPU does (DAZ reads bf16 subnormals, which are f32 ones, as
+# zeros; FTZ flushes the f32 result), and round back to nearest even with the same cast the rule
+# uses.  One pass (the minimum of the result, or of its magnitude for maximum/minimum) finds the
+# results the rule must decide: a NaN (its sign), and for maximum/minimum a zero or a value below
+# the smallest normal f32 (signed zeros, flushed operands); the generic path then recomputes the
+# block.  Large arrays go in cache-sized blocks, shared among the threads (parallel.py).
+
+NARROW_BLOCK = 1 << 16                  # elements per block
+_NARROW_SPLIT = 1 << 20                 # from this size on, blocks and threads
+_NARROW_UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+                  "maximum": np.maximum, "minimum": np.minimum}
+_NARROW = frozenset({BF16, F16})
+_MIN_NORMAL = np.float32(2.0 ** -126)
+_ONE = np.float32(1)
+_min_reduce = np.minimum.reduce
+
+
+def _narrow_block(ufunc, minmax, hw, a, b, dst, out=None):
+    """One block; False when the generic path must decide (see above)."""
+    x = a.astype(F32)
+    y = b.astype(F32)
+    fset, on, off = hw
+    fset(on)
+    try:
+        r = ufunc(x, y) if minmax else ufunc(x, y, out=x if x.ndim or not y.ndim else y)
+    finally:
+        fset(off)
+    if r.size:
+        if minmax:
+            low = _min_reduce(np.abs(r), axis=None)
+            if not low >= _MIN_NORMAL:              # a zero, a subnormal operand, or NaN
+                if low != low:
+                    return False
+                r = _signed_zeros(ufunc, hw, x, y)
+        else:
+            low = _min_reduce(r, axis=None)
+            if low != low:                          # NaN (minimum propagates it)
+                return False
+    if out is None:
+        return r.astype(dst)
+    out[...] = r.astype(dst)      # (ml_dtypes' casts take no out=)
+    return True
+
+
+def _signed_zeros(ufunc, hw, x, y):
+    """maximum/minimum of NaN-free f32 x, y as the rule has them: operands flushed (x * 1 under
+    DAZ/FTZ keeps the sign), max(-0, +0) = +0 and min(-0, +0) = -0."""
+    fset, on, off = hw
+    fset(on)
+    try:
+        np.multiply(x, _ONE, out=x)
+        np.multiply(y, _ONE, out=y)
+    finally:
+        fset(off)
+    r = ufunc(x, y)
+    both = (x == 0) & (y == 0)
+    if both.any():
+        z = x + y if ufunc is np.maximum else -((-x) + (-y))
+        np.copyto(r, z, where=both)
+    return r
+
+
+def narrow_binary(opcode: str, a: np.ndarray, b: np.ndarray, dst):
+    """The bf16/f16 fast path of a binary op (see above): the result, or None where the generic
+    path must compute it (no FTZ/DAZ flags, other types, NaN or zero results as said)."""
+    from ..fpenv import hardware
+    from ..parallel import run_parts, threads
+    dst = np.dtype(dst)
+    ufunc = _NARROW_UFUNCS.get(opcode)
+    if ufunc is None or dst not in _NARROW or a.dtype != dst or b.dtype != dst or a.shape != b.shape:
+        return None
+    hw = hardware()
+    if hw is None:
+        return None
+    minmax = opcode in ("maximum", "minimum")
+    shape, n = a.shape, a.size
+    a = _scalar_view(a)
+    if a.ndim or len(shape) == 0:
+        b = _scalar_view(b)
+    rows = shape[0] if shape else 1
+    inner = n // rows if rows else 0
+    if n < _NARROW_SPLIT or rows < 2 or inner > NARROW_BLOCK:
+        r = _narrow_block(ufunc, minmax, hw, a, b, dst)
+        return None if r is False else r
+    out = np.empty(shape, dst)
+    step = max(1, NARROW_BLOCK // inner)          # blocks of whole rows (views of any layout)
+    blocks = [slice(i, min(i + step, rows)) for i in range(0, rows, step)]
+
+    def at(x, s):
+        return x if x.ndim == 0 else x[s]
+
+    def part(ss):
+        for s in ss:
+            if not _narrow_block(ufunc, minmax, hw, at(a, s), at(b, s), dst, out[s]):
+                return False
+        return True
+    # never from the pool's own threads (named "hlo_N"): a part waiting for the pool there could
+    # wait for itself
+    nt = 1 if threading.current_thread().name.startswith("hlo") else threads()
+    if all(run_parts(part, split(blocks, nt))):
+        return out
+    return None
+
+
+def _scalar_view(x: np.ndarray) -> np.ndarray:
+    """A broadcast scalar (every stride 0, e.g. the zeros of a ReLU) as a 0-d array, which the
+    ufuncs broadcast without widening a full block of copies."""
+    if x.ndim and x.size and not any(x.strides):
+        return x.reshape(-1)[:1].reshape(())
+    return x
+
+
 def _apply(opcode: str, impls: dict, args, out_dtype: np.dtype, daz, ftz: bool, nan=None, origin=None):
     """One elementwise op: pick the implementation for the operands' kind, compute in the wide
     dtype, and bring the result back to the declared dtype.  `daz` is a bool or one per operand."""
@@ -80,11 +198,20 @@ def _apply(opcode: str, impls: dict, args, out_dtype: np.dtype, daz, ftz: bool, 
     fn = impls.get(dom)
     if fn is None:
         raise HloEvalError(f"{opcode} is not defined on {et}")
+    if len(args) == 2 and out_dtype in _NARROW and opcode in _NARROW_UFUNCS:
+        with np.errstate(all="ignore"):
+            r = narrow_binary(opcode, args[0], args[1], out_dtype)
+        if r is not None:
+            return r
     if dom == FLOAT and et.bits <= 8 and args[0].dtype != E8M0:
         # XLA CPU runs f8/f6/f4 ops as f16 ops: widen (exactly), compute as f16, round to the type
-        r = _apply(opcode, impls, [widen_float(a).astype(F16) for a in args],
+        big = args[0].size >= TABLE_MIN
+        r = _apply(opcode, impls, [by_table(a, F16, "widen16") if big else widen_float(a).astype(F16)
+                                   for a in args],
                    F16 if kind(out_dtype) == "float" else out_dtype, daz, ftz, nan, origin=et)
-        return round_float(r, out_dtype) if kind(out_dtype) == "float" else r
+        if kind(out_dtype) != "float":
+            return r
+        return convert(r, out_dtype) if big and r.dtype == F16 else round_float(r, out_dtype)
     with np.errstate(all="ignore"):
         if dom == FLOAT or dom == COMPLEX:
             xs = [widen_float(a) for a in args]
@@ -93,7 +220,7 @@ def _apply(opcode: str, impls: dict, args, out_dtype: np.dtype, daz, ftz: bool, 
             if not isinstance(daz, tuple):
                 daz = (daz,) * len(xs)
             xs = [flush(x) if d else x for x, d in zip(xs, daz)]
-            r = np.asarray(_call(fn, et, xs))
+            r = np.asarray(_call(fn, origin if origin is not None and getattr(fn, "own_type", False) else et, xs))
             if ftz and r.dtype.kind in "fc":
                 r = flush(r)
             if nan is not None and r.dtype.kind == "f" and xs[0].dtype.kind == "f":
@@ -178,6 +305,28 @@ def _fmin(a, b):
     """min(-0, +0) = -0; a NaN x wins; a NaN y gets a sign if x is negative (sign OR)."""
     r = np.where((a == 0) & (b == 0), -((-a) + (-b)), np.minimum(a, b))
     return np.where(np.isnan(a), a, np.where(np.isnan(b), np.where(np.signbit(a), -np.abs(b), b), r))
+
+
+@typed
+def _fmax_typed(et, a, b):
+    """XLA CPU's f16 maximum gives the quiet NaN 0x7E00 for every NaN result, whatever the
+    operands' NaNs (measured; the f8 types' maximum, run as f16, keeps the rule's signs)."""
+    return _canonical_nan(et, _fmax(a, b))
+
+
+@typed
+def _fmin_typed(et, a, b):
+    return _canonical_nan(et, _fmin(a, b))
+
+
+_fmax_typed.own_type = _fmin_typed.own_type = True       # et: the operands' type, not f8's f16
+
+
+def _canonical_nan(et, r):
+    if et.name != "f16":
+        return r
+    nan = np.isnan(r)
+    return np.where(nan, np.array(np.nan, r.dtype), r) if nan.any() else r
 
 
 def _sqrt(x):
@@ -528,12 +677,12 @@ binary("power", {FLOAT: _f64(np.power), COMPLEX: np.power, INT: _int_power}, daz
        doc="x^y. XLA integers: square-and-multiply over the exponent's low 6 bits only (2^64 = 1); a "
            "negative exponent (signed compare, so u8 200 counts) gives 0 except base 1 (1) and -1 "
            "(+-1); 0^0 = 1. Floats: C99 specials (x^0 = 1, 1^NaN = 1), own approximation.")
-binary("maximum", {FLOAT: _fmax, INT: np.maximum, PRED: np.logical_or}, nan=None,
-       doc="max(x, y). XLA: NaN if either is NaN (x's NaN, else y's with the sign AND of both); "
-           "max(-0, +0) = +0; denormals read as 0.")
-binary("minimum", {FLOAT: _fmin, INT: np.minimum, PRED: np.logical_and}, nan=None,
-       doc="min(x, y). XLA: NaN if either is NaN (x's NaN, else y's with the sign OR of both); "
-           "min(-0, +0) = -0; denormals read as 0.")
+binary("maximum", {FLOAT: _fmax_typed, INT: np.maximum, PRED: np.logical_or}, nan=None,
+       doc="max(x, y). XLA: NaN if either is NaN (x's NaN, else y's with the sign AND of both; f16 "
+           "and f8: +NaN 0x7E00); max(-0, +0) = +0; denormals read as 0.")
+binary("minimum", {FLOAT: _fmin_typed, INT: np.minimum, PRED: np.logical_and}, nan=None,
+       doc="min(x, y). XLA: NaN if either is NaN (x's NaN, else y's with the sign OR of both; f16 "
+           "and f8: +NaN 0x7E00); min(-0, +0) = -0; denormals read as 0.")
 binary("atan2", _atan2, **KEEP_DENORMALS, nan=("keep2", "-"),
        doc="atan2(y, x) in [-pi, pi] with C's signed zeros: atan2(+-0, -0) = +-pi, atan2(+-0, +0) = "
            "+-0, atan2(+-y, 0) = +-pi/2. XLA: x's NaN wins over y's.")
@@ -556,11 +705,30 @@ binary("mulhi", {INT: _mulhi}, doc="High half of the double-width product, signe
 @evaluator("select")
 def eval_select(inst, args, ec):
     """pred ? on_true : on_false elementwise; a scalar pred picks a whole operand. XLA: copies bits
-    (denormals and NaN payloads survive)."""
+    (denormals and NaN payloads survive), except that bf16 and f8 NaNs come out as the NaN their
+    conversion from f32 (bf16) or f16 (f8) makes."""
     p, t, f = args
-    if isinstance(t, tuple) or p.ndim == 0:
+    if isinstance(t, tuple):
         return t if bool(p) else f
-    return np.where(p, t, f).astype(t.dtype, copy=False)
+    r = t if p.ndim == 0 and bool(p) else f if p.ndim == 0 else np.where(p, t, f).astype(t.dtype, copy=False)
+    return _normalized_nans(r)
+
+
+def _normalized_nans(r):
+    """XLA CPU selects bf16 values as f32 ones and f8 values as f16 ones (float normalization): a
+    NaN comes out as the NaN the conversion back makes (bf16: 0x7FC0 with the sign; e5m2: 0x7F;
+    e4m3, e3m4: 0x7C/0x78 with the sign), not with its own bits (measured)."""
+    dt = r.dtype
+    if dt == BF16:
+        wide = F32
+    elif dt.itemsize == 1 and dt != E8M0 and kind(dt) == "float" and etype(dt).bits == 8:
+        wide = F16
+    else:
+        return r
+    nan = np.isnan(r)
+    if not nan.any():
+        return r
+    return np.where(nan, round_float(widen_float(r).astype(wide), dt), r)
 
 
 @evaluator("clamp")
@@ -592,6 +760,57 @@ def _total_order_key(x: np.ndarray) -> np.ndarray:
     return np.where(s < 0, s ^ np.int64((1 << (et.bits - 1)) - 1), s)
 
 
+_daz_compares = None
+
+
+def _hw_compares():
+    """fpenv.hardware() if NumPy's f32 comparisons read subnormals as zeros under its DAZ flag
+    (checked once, on SIMD-sized and scalar-tail lengths), else None."""
+    global _daz_compares
+    if _daz_compares is None:
+        from ..fpenv import hardware
+        hw = hardware()
+        ok = hw is not None
+        if ok:
+            fset, on, off = hw
+            for n in (1, 7, 8, 33, 1000):
+                x = np.full(n, 1e-40, F32)
+                z = np.zeros(n, F32)
+                fset(on)
+                try:
+                    r = [(x == z).all(), (x > z).any(), (-x < z).any(), (x != z).any()]
+                finally:
+                    fset(off)
+                ok = ok and bool(r[0]) and not any(bool(v) for v in r[1:])
+        _daz_compares = hw if ok else False
+    return _daz_compares or None
+
+
+def _compare_floats(op, a, b):
+    """op on float operands as XLA CPU compares them: in f32 (f64), f32/f64 subnormals (so bf16 ones)
+    read as zeros.  bf16 under the processor's DAZ flag when NumPy's comparisons honour it; f16 and
+    the 1-byte types widen exactly to normal f32 values (e8m0's 2^-127 excepted), large 1-byte
+    arrays through a table."""
+    dt = a.dtype
+    if dt == BF16 and b.dtype == dt and a.size >= TABLE_MIN:
+        hw = _hw_compares()
+        if hw is not None:
+            x, y = a.astype(F32), b.astype(F32)
+            fset, on, off = hw
+            fset(on)
+            try:
+                return op(x, y)
+            finally:
+                fset(off)
+    if dt == F16 and b.dtype == dt:
+        return op(a.astype(F32), b.astype(F32))
+    if dt.itemsize == 1 and dt != E8M0 and b.dtype == dt:
+        if a.size >= TABLE_MIN:
+            return op(convert(a, F32), convert(b, F32))
+        return op(widen_float(a), widen_float(b))
+    return op(flush(widen_float(a)), flush(widen_float(b)))
+
+
 _COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
             "GT": np.greater, "GE": np.greater_equal}
 
@@ -609,7 +828,7 @@ def eval_compare(inst, args, ec):
         if k == "float":
             if str(inst.attrs.get("type", "FLOAT")) == "TOTALORDER":
                 return np.asarray(op(_total_order_key(a), _total_order_key(b)))
-            return np.asarray(op(flush(widen_float(a)), flush(widen_float(b))))
+            return np.asarray(_compare_floats(op, a, b))
         if k == "complex":
             return np.asarray(op(flush(a), flush(b)))
         return np.asarray(op(int_compute(a), int_compute(b)))

@@ -14,12 +14,18 @@ each computation is prepared once per module into a list of steps:
 * every other instruction calls its evaluation rule exactly as the generic loop does;
 * runs of elementwise steps over large arrays of one shape become REGION steps, executed block by
   block so that intermediate values stay in cache (``_fuse``);
+* calls and fusions of small computations are inlined: the callee's steps run in the caller, on
+  value slots of their own (``_inline``), so a loop body with its callees is one list of steps;
 * the result check of the generic loop stays (dtype and dims of every array result, ``conforms``
   for tuples), and each value is dropped after its last use, so peak memory follows the live set.
 
 The steps run in a loop (tier 1).  A computation that has run more than HOT_CALLS times -- a loop
 body, a computation called from many places -- also becomes generated Python code (tier 2): one
-function whose local variables hold the values, which removes the loop's dispatch.  (Generating
+function whose local variables hold the values, which removes the loop's dispatch.  There, runs of
+f32/f64 arithmetic steps share one setting of the processor's FTZ/DAZ flags and one NaN check of
+the values leaving the run (``_float_runs``).  A while loop whose condition and body are compiled
+runs in ``run_while``: once both are generated code it calls them directly, the bookkeeping of
+run_compiled done once per loop.  (Generating
 code for everything costs more than it saves: compiling a 15,000-instruction entry computation
 takes Python longer than running it.)
 

@@ -13,7 +13,14 @@ reference: everything not handled here runs through them):
   sign for arithmetic right shifts), so they run directly, the logical/arithmetic pattern read
   through a same-width view;
 * compare (FLOAT of clean operands, integers, pred), select with an array predicate;
-* broadcast, reshape, transpose, copy, get-tuple-element, tuple, call: their decoding done once.
+* broadcast, reshape, transpose, copy, get-tuple-element, tuple, call, fusion, slice,
+  concatenate, dynamic-slice, dynamic-update-slice, bitcast (same element type), integer
+  converts: their decoding done once;
+* f32/f64 reduce (add, max, min), add reduce-windows that tile their operand, exp, tanh, sqrt,
+  rsqrt, maximum, minimum, small f32 dots: the rule's arithmetic in the rule's order with the
+  decoding done once; the results the rule must decide (a NaN's sign, zeros, subnormals) go to
+  the rule;
+* while: the loop run by compiler.run_while.
 
 "Clean" values -- f32/f64 arrays known to hold no subnormals (results of FTZ arithmetic, constants
 checked at compile time, and the shape ops of clean values) -- skip the DAZ pass.

@@ -313,14 +313,17 @@ class _Timeout(Exception):
 
 
 def _best(f, repeat, budget):
-    times = []
+    """(best wall seconds, best CPU seconds, last result) of up to repeat + 1 runs."""
+    times, cpu = [], []
     for _ in range(repeat + 1):                 # the first run warms up (and is kept if slow)
-        s = time.perf_counter()
+        s, c = time.perf_counter(), _cpu()
         r = f()
         times.append(time.perf_counter() - s)
+        cpu.append(_cpu() - c)
         if sum(times) > budget:
             break
-    return (min(times[1:]) if len(times) > 1 else times[0]), r
+    k = 1 if len(times) > 1 else 0
+    return min(times[k:]), min(cpu[k:]), r
 
 
 def per_op(module_path, repeat, op_timeout, skip_xla):
@@ -344,7 +347,7 @@ def per_op(module_path, repeat, op_timeout, skip_xla):
                 exe = XlaExecutable(text)
                 exe(args)                       # any XLA refusal shows here
                 run = _xla_execute_only(exe, args)
-                row["xla_s"], want = _best(run, repeat, 20)
+                row["xla_s"], row["xla_cpu_s"], want = _best(run, repeat, 20)
             except Exception as e:  # noqa: BLE001
                 row["xla_error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 want = None
@@ -352,7 +355,8 @@ def per_op(module_path, repeat, op_timeout, skip_xla):
         values = bind(one.entry_computation.parameters, args)
         signal.alarm(int(op_timeout))
         try:
-            row["hlo_s"], got = _best(lambda: run_module(one, values, RunOptions()), repeat, op_timeout / 4)
+            row["hlo_s"], row["hlo_cpu_s"], got = _best(lambda: run_module(one, values, RunOptions()), repeat,
+                                                        op_timeout / 4)
         except _Timeout:
             row["hlo_timeout_s"] = op_timeout
             got = None
@@ -392,12 +396,13 @@ def print_per_op(name, rows, top):
     hlo_total = sum(r.get("hlo_s", r.get("hlo_timeout_s", 0)) * r["count"] for r in rows)
     print(f"\n### {name}: {len(rows)} distinct ops ({sum(r['count'] for r in rows)} instructions); "
           f"sum over instructions: XLA {xla_total * 1e3:.0f} ms, hlo {hlo_total * 1e3:.0f} ms")
-    print("| op | count | XLA ms | hlo ms | ratio | max diff | instruction |")
-    print("| --- | --: | --: | --: | --: | --: | --- |")
+    print("| op | count | XLA ms | hlo ms | ratio | CPU ratio | max diff | instruction |")
+    print("| --- | --: | --: | --: | --: | --: | --: | --- |")
     for r in ranked[:top]:
         hlo_ms = r.get("hlo_s", r.get("hlo_timeout_s", 0)) * 1e3
         print(f"| {r['opcode']} | {r['count']} | {r['xla_s'] * 1e3:.2f} | {'>' if r.get('ratio_at_least') else ''}"
               f"{hlo_ms:.1f} | {'>' if r.get('ratio_at_least') else ''}{r['ratio']:.1f}x | "
+              f"{(r['hlo_cpu_s'] / r['xla_cpu_s']) if r.get('hlo_cpu_s') and r.get('xla_cpu_s') else float('nan'):.1f}x | "
               f"{r.get('max_diff', float('nan')):.1e} | `{_short(r['key'])}` |")
 
 

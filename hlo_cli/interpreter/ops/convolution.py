@@ -161,6 +161,8 @@ PATCH_BUDGET = 64 << 20
 # The depthwise strategy (multiply-adds over taps on strided views) works on output blocks of
 # about this many elements, which stay in the processor's cache between taps
 DEPTHWISE_BLOCK = 1 << 15
+# _finish passes over blocks of about this many outputs
+FINISH_BLOCK = 1 << 16
 # products of at least SPLIT_MIN_MACS multiply-adds are cut into SPLIT_PIECES row chunks
 SPLIT_MIN_MACS = 1 << 26
 SPLIT_PIECES = 8
@@ -295,13 +297,16 @@ def _finish(region: np.ndarray, scratch: dict):
     terms), and whether one is not finite noted in `scratch` (min and max spread NaN, show inf)."""
     if region.size == 0:
         return
-    np.add(region, region.dtype.type(0), out=region)
-    if region.dtype.kind == "c":
-        ok = bool(np.isfinite(region).all())
-    else:
-        ok = bool(np.isfinite(region.min())) and bool(np.isfinite(region.max()))
-    if not ok:
-        scratch["nonfinite"] = True
+    step = max(1, region.shape[0] * FINISH_BLOCK // region.size) if region.ndim else 1
+    for i in range(0, max(region.shape[0] if region.ndim else 1, 1), step):
+        block = region[i:i + step] if region.ndim else region      # in cache for its three passes
+        np.add(block, block.dtype.type(0), out=block)
+        if block.dtype.kind == "c":
+            ok = bool(np.isfinite(block).all())
+        else:
+            ok = bool(np.isfinite(block.min())) and bool(np.isfinite(block.max()))
+        if not ok:
+            scratch["nonfinite"] = True
 
 
 def _buffer(scratch: dict, shape, dtype) -> np.ndarray:
@@ -366,8 +371,11 @@ def _gemm_parts(view, ksub, oview):
                 m = int(np.prod([v.shape[a] for a in rows], dtype=np.int64))
                 km = kmat[gs]
                 src = v.transpose([0] + rows + cols) if rows_first else v.transpose([0] + cols + rows)
-                pm = _buffer(scratch, src.shape, src.dtype)
-                np.copyto(pm, src)
+                if src.flags.c_contiguous:
+                    pm = src                            # a 1x1 convolution's input as it is
+                else:
+                    pm = _buffer(scratch, src.shape, src.dtype)
+                    np.copyto(pm, src)
                 pm = pm.reshape(gg, m, kdim) if rows_first else pm.reshape(gg, kdim, m).transpose(0, 2, 1)
                 target = ov.view()
                 try:

@@ -32,23 +32,26 @@ def _cases(rows: int):
     shape = (rows, 8192)
 
     def normal(dt):
-        return rng.standard_normal(shape, dtype=np.float32).astype(dt)
-    a, b = normal(bf), normal(bf)
-    return [
-        ("bf16 add", lambda x, y: x + y, (a, b)),
-        ("bf16 subtract", lambda x, y: x - y, (a, b)),
-        ("bf16 multiply", lambda x, y: x * y, (a, b)),
-        ("bf16 maximum", jnp.maximum, (a, b)),
-        ("bf16 relu (max with 0)", lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)), (a,)),
-        ("bf16 select(x > 0, x, y)", lambda x, y: jnp.where(x > 0, x, y), (a, b)),
-        ("convert bf16 -> f32", lambda x: x.astype(jnp.float32), (a,)),
-        ("convert f32 -> bf16", lambda x: x.astype(jnp.bfloat16), (normal(np.float32),)),
-        ("f16 add", lambda x, y: x + y, (normal(np.float16), normal(np.float16))),
-        ("convert f8e4m3fn -> bf16", lambda x: x.astype(jnp.bfloat16), (normal(f8a),)),
-        ("convert f8e5m2 -> f32", lambda x: x.astype(jnp.float32), (normal(f8b),)),
-        ("convert bf16 -> f8e4m3fn", lambda x: x.astype(f8a), (a,)),
-        ("convert f32 -> f8e5m2", lambda x: x.astype(f8b), (normal(np.float32),)),
-        ("f8e4m3fn add", lambda x, y: x + y, (normal(f8a), normal(f8a))),
+        return lambda: rng.standard_normal(shape, dtype=np.float32).astype(dt)
+
+    def pair(dt):
+        return lambda: (normal(dt)(), normal(dt)())
+    bf16_pair = pair(bf)
+    return [                                       # inputs made when the case runs (memory)
+        ("bf16 add", lambda x, y: x + y, bf16_pair),
+        ("bf16 subtract", lambda x, y: x - y, bf16_pair),
+        ("bf16 multiply", lambda x, y: x * y, bf16_pair),
+        ("bf16 maximum", jnp.maximum, bf16_pair),
+        ("bf16 relu (max with 0)", lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)), lambda: (normal(bf)(),)),
+        ("bf16 select(x > 0, x, y)", lambda x, y: jnp.where(x > 0, x, y), bf16_pair),
+        ("convert bf16 -> f32", lambda x: x.astype(jnp.float32), lambda: (normal(bf)(),)),
+        ("convert f32 -> bf16", lambda x: x.astype(jnp.bfloat16), lambda: (normal(np.float32)(),)),
+        ("f16 add", lambda x, y: x + y, pair(np.float16)),
+        ("convert f8e4m3fn -> bf16", lambda x: x.astype(jnp.bfloat16), lambda: (normal(f8a)(),)),
+        ("convert f8e5m2 -> f32", lambda x: x.astype(jnp.float32), lambda: (normal(f8b)(),)),
+        ("convert bf16 -> f8e4m3fn", lambda x: x.astype(f8a), lambda: (normal(bf)(),)),
+        ("convert f32 -> f8e5m2", lambda x: x.astype(f8b), lambda: (normal(np.float32)(),)),
+        ("f8e4m3fn add", lambda x, y: x + y, pair(f8a)),
     ]
 
 
@@ -102,7 +105,8 @@ def main(argv=None):
     cases = [c for c in _cases(a.rows) if not a.only or any(o in c[0] for o in a.only)]
     rows = []
     texts, stash = {}, {}
-    for name, fn, args in cases:
+    for name, fn, make in cases:
+        args = make()
         text = jax.jit(fn).lower(*args).as_text("hlo")
         jitted = jax.jit(fn)
         dev = [jax.device_put(x) for x in args]

@@ -97,8 +97,8 @@ _min_reduce = np.minimum.reduce
 
 def _narrow_block(ufunc, minmax, hw, a, b, dst, out=None):
     """One block; False when the generic path must decide (see above)."""
-    x = a.astype(F32)
-    y = b.astype(F32)
+    x = _widen32(a)
+    y = _widen32(b)
     fset, on, off = hw
     fset(on)
     try:
@@ -120,6 +120,25 @@ def _narrow_block(ufunc, minmax, hw, a, b, dst, out=None):
         return r.astype(dst)
     out[...] = r.astype(dst)      # (ml_dtypes' casts take no out=)
     return True
+
+
+def _widen32(a):
+    """bf16 -> f32 with ml_dtypes' cast (a shift, ~0.15 ns per element); f16 -> f32 through the
+    table of all 65536 values (half the time of NumPy's cast, which gives the same bits)."""
+    if a.dtype == F16 and a.size >= TABLE_MIN:
+        return np.take(_f16_table(), a.view(np.uint16))
+    return a.astype(F32)
+
+
+_F16_TABLE = []
+
+
+def _f16_table():
+    if not _F16_TABLE:
+        t = np.arange(1 << 16, dtype=np.uint16).view(F16).astype(F32)
+        t.flags.writeable = False
+        _F16_TABLE.append(t)
+    return _F16_TABLE[0]
 
 
 def _signed_zeros(ufunc, hw, x, y):
@@ -180,6 +199,12 @@ def narrow_binary(opcode: str, a: np.ndarray, b: np.ndarray, dst):
     if all(run_parts(part, split(blocks, nt))):
         return out
     return None
+
+
+def _scalar_views(a: np.ndarray, b: np.ndarray):
+    """(a, b) of one shape with at most one of them made a 0-d scalar view (see below)."""
+    a2 = _scalar_view(a)
+    return (a2, b) if a2.ndim != a.ndim else (a, _scalar_view(b))
 
 
 def _scalar_view(x: np.ndarray) -> np.ndarray:
@@ -795,7 +820,7 @@ def _compare_floats(op, a, b):
     if dt == BF16 and b.dtype == dt and a.size >= TABLE_MIN:
         hw = _hw_compares()
         if hw is not None:
-            x, y = a.astype(F32), b.astype(F32)
+            x, y = (v.astype(F32) for v in _scalar_views(a, b))
             fset, on, off = hw
             fset(on)
             try:
@@ -803,7 +828,8 @@ def _compare_floats(op, a, b):
             finally:
                 fset(off)
     if dt == F16 and b.dtype == dt:
-        return op(a.astype(F32), b.astype(F32))
+        x, y = (v.astype(F32) for v in _scalar_views(a, b))
+        return op(x, y)
     if dt.itemsize == 1 and dt != E8M0 and b.dtype == dt:
         if a.size >= TABLE_MIN:
             return op(convert(a, F32), convert(b, F32))

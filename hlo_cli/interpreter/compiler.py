@@ -38,6 +38,8 @@ result check, so it is cached per module and reused by later runs.
 """
 from __future__ import annotations
 
+import functools
+import gc
 import itertools
 import weakref
 
@@ -161,9 +163,11 @@ class Compiled:
             n = last
         lines.append(f"    return v{self.root}")
         filename = f"<hlo computation {self.comp.name} #{next(_counter)}>"
-        exec(compile("\n".join(lines), filename, "exec"), ns)
+        exec(_compiled_source("\n".join(lines)), ns)
+        # a code object of its own (the same bytecode, this computation's name), so that a frame
+        # of this computation's code is told from a structural twin's (step_at)
         self.fn = ns["run"]
-        self.code = self.fn.__code__
+        self.fn.__code__ = self.code = self.fn.__code__.replace(co_filename=filename)
 
     def _emit(self, step, ns, lines, ind, check, free, raw=False, code=True):
         """The lines of one step: its computation (`raw`: a float step's bare ufunc), its result
@@ -224,6 +228,14 @@ class Compiled:
             if step[3] == k or (step[0] == REGION and step[3][0] == k):
                 return step[4]
         return None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_source(text: str):
+    """The code object of generated source `text`.  Structurally identical computations (XLA's
+    clones: a threefry loop body per random draw, fusions equal but for their names) generate the
+    same text, and Python's compile is most of the cost of generating code: done once per text."""
+    return compile(text, "<hlo computation>", "exec")
 
 
 _nan_min = np.minimum.reduce
@@ -310,11 +322,20 @@ def compiled(module: Module, name: str, check: bool, param_clean=None) -> Compil
         if comp is None:
             raise HloEvalError(f"computation '{name}' is not defined")
         busy = per.setdefault("compiling", set())
+        outermost = not busy
+        # preparing makes many small objects that live (steps, closures, tuples): Python's cyclic
+        # garbage collector would walk the whole module's IR again and again meanwhile (a quarter
+        # of a large module's preparation), for no garbage: paused while the outermost call runs
+        paused = outermost and gc.isenabled()
+        if paused:
+            gc.disable()
         busy.add(key)
         try:
             c = per[key] = compile_computation(comp, check, param_clean, module)
         finally:
             busy.discard(key)
+            if paused:
+                gc.enable()
     return c
 
 

@@ -269,3 +269,92 @@ def test_fused_regions_match_the_generic_loop(monkeypatch, t, dt, n, m, threads)
         b = rng.integers(info.min, info.max, (n, m), dtype=dt, endpoint=True)
     fast, slow = _both(module, [a, b])
     assert _bits(fast) == _bits(slow)
+
+
+_TWINS = """HloModule twins
+
+cond_a {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(9)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body_a {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  y = f32[4] multiply(x, x)
+  z = f32[4] add(y, x)
+  ROOT t = (s32[], f32[4]) tuple(j, z)
+}
+
+cond_b {
+  s.1 = (s32[], f32[4]) parameter(0)
+  i.1 = s32[] get-tuple-element(s.1), index=0
+  n.1 = s32[] constant(9)
+  ROOT lt.1 = pred[] compare(i.1, n.1), direction=LT
+}
+
+body_b {
+  s.1 = (s32[], f32[4]) parameter(0)
+  i.1 = s32[] get-tuple-element(s.1), index=0
+  x.1 = f32[4] get-tuple-element(s.1), index=1
+  one.1 = s32[] constant(1)
+  j.1 = s32[] add(i.1, one.1)
+  y.1 = f32[4] multiply(x.1, x.1)
+  z.1 = f32[4] add(y.1, x.1)
+  ROOT t.1 = (s32[], f32[4]) tuple(j.1, z.1)
+}
+
+ENTRY e {
+  p = f32[4] parameter(0)
+  q = f32[4] parameter(1)
+  zero = s32[] constant(0)
+  a = (s32[], f32[4]) tuple(zero, p)
+  b = (s32[], f32[4]) tuple(zero, q)
+  wa = (s32[], f32[4]) while(a), condition=cond_a, body=body_a
+  wb = (s32[], f32[4]) while(b), condition=cond_b, body=body_b
+  ra = f32[4] get-tuple-element(wa), index=1
+  rb = f32[4] get-tuple-element(wb), index=1
+  ROOT r = (f32[4], f32[4]) tuple(ra, rb)
+}
+"""
+
+
+def test_structural_twins_share_compiled_code_but_keep_their_own():
+    """XLA's clones (a loop body per random draw) generate the same source: Python compiles it
+    once, and each computation still gets a code object of its own naming it (errors in generated
+    code are located through the code object of the computation that raised)."""
+    from hlo_cli.interpreter import compiler
+    module = parse(_TWINS, "twins.hlo")
+    args = [np.array([0.5, -1e-3, 2.0, np.nan], np.float32), np.array([1e-20, 0.25, -0.5, 3.0], np.float32)]
+    fast, slow = _both(module, args)
+    assert _bits(fast) == _bits(slow)
+    per = compiler.module_cache(module)
+    bodies = {c.comp.name: c for key, c in per.items()
+              if isinstance(c, compiler.Compiled) and c.comp.name in ("body_a", "body_b")}
+    a, b = bodies["body_a"], bodies["body_b"]
+    assert a.fn is not None and b.fn is not None
+    assert a.code is not b.code and a.code.co_code == b.code.co_code
+    assert "body_a" in a.code.co_filename and "body_b" in b.code.co_filename
+    assert a.fn.__code__ is a.code and b.fn.__code__ is b.code
+
+
+def test_preparation_leaves_the_garbage_collector_as_it_found_it():
+    import gc
+    from hlo_cli.interpreter import compiler
+    assert gc.isenabled()
+    compiler.compiled(parse(_TWINS), "e", True)
+    assert gc.isenabled()
+    with pytest.raises(HloEvalError):
+        compiler.compiled(parse(_TWINS), "no_such_computation", True)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        compiler.compiled(parse(_TWINS), "e", True)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

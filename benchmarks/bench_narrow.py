@@ -100,7 +100,9 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rows", type=int, default=32768)
     ap.add_argument("--only", nargs="*")
-    ap.add_argument("--before", help="a directory holding the hlo_cli package to compare with")
+    ap.add_argument("--before", nargs="*", default=[],
+                    help="directories holding hlo_cli packages to time too, each in a subprocess "
+                         "(e.g. a checkout of the previous commit, and this one for the same conditions)")
     a = ap.parse_args(argv)
     cases = [c for c in _cases(a.rows) if not a.only or any(o in c[0] for o in a.only)]
     rows = []
@@ -125,18 +127,19 @@ def main(argv=None):
             for k, x in enumerate(args):
                 stash[f"{name}|{k}"] = x.view(f"V{x.dtype.itemsize}") if x.dtype.kind not in "biuf" or \
                     x.dtype.type.__module__.startswith("ml_dtypes") else x
-    before = {}
+    before = []
     if a.before:
         inputs = Path("/tmp") / "bench_narrow_inputs.npz"
         np.savez(inputs, **stash)
         del stash
-        before = _hlo_times(a.before, texts, inputs, a.repeat)
+        before = [_hlo_times(d, texts, inputs, a.repeat) for d in a.before]
         inputs.unlink()
     shape = f"[{a.rows},8192]"
-    print(f"| op (shape {shape}) | XLA ms | " + ("before ms | " if a.before else "") + "hlo ms | hlo / XLA | same bits |")
-    print("|---|---:|" + ("---:|" if a.before else "") + "---:|---:|---|")
+    heads = "".join(f"{Path(d).name} ms (subprocess) | " for d in a.before)
+    print(f"| op (shape {shape}) | XLA ms | {heads}hlo ms | hlo / XLA | same bits |")
+    print("|---|---:|" + "---:|" * len(a.before) + "---:|---:|---|")
     for name, tx, th, same in rows:
-        b = f"{before[name] * 1e3:.0f} | " if a.before else ""
+        b = "".join(f"{t[name] * 1e3:.0f} | " for t in before)
         print(f"| {name} | {tx * 1e3:.0f} | {b}{th * 1e3:.0f} | {th / tx:.2f} | {'yes' if same else 'NO'} |", flush=True)
 
 

@@ -162,3 +162,41 @@ def test_bf16_compare_reads_subnormals_as_zero():
     z = np.zeros(C.TABLE_MIN, ml_dtypes.bfloat16)
     assert E._compare_floats(np.equal, a, z).all()
     assert not E._compare_floats(np.greater, a, z).any()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("et", ["bf16", "f16"])
+def test_large_ops_against_live_xla(et):
+    """Arrays large enough for the blocked, threaded path (and for the compiler's regions), run by
+    XLA itself: add, multiply, maximum against a broadcast zero (ReLU), compare + select."""
+    pytest.importorskip("jax")
+    from hlo_cli.xla_reference import run_with_xla
+    dt = ELEMENT_TYPES[et].numpy
+    rng = np.random.default_rng(11)
+    shape = (1536, 1024)
+    pool = np.array([0.0, -0.0, 1e-39, -3e-40, 6e-8, 65504.0, 3e38], np.float32)
+    with np.errstate(over="ignore"):
+        a, b = (np.where(rng.random(shape) < 0.1, rng.choice(pool, shape),
+                         rng.standard_normal(shape).astype(np.float32)).astype(dt) for _ in range(2))
+    s = f"{et}[1536,1024]"
+    text = f"""HloModule large_{et}
+
+ENTRY main {{
+  a = {s} parameter(0)
+  b = {s} parameter(1)
+  add = {s} add(a, b)
+  mul = {s} multiply(a, b)
+  zero = {et}[] constant(0)
+  zeros = {s} broadcast(zero), dimensions={{}}
+  relu = {s} maximum(a, zeros)
+  gt = pred[1536,1024] compare(a, b), direction=GT
+  sel = {s} select(gt, a, b)
+  ROOT t = ({s}, {s}, {s}, {s}) tuple(add, mul, relu, sel)
+}}
+"""
+    want = run_with_xla(text, [a, b])
+    module = parse(text)
+    for compiled in (True, False):
+        got = run_module(module, [a, b], compiled=compiled)
+        for k, (g, w) in enumerate(zip(got, want)):
+            _assert_bits(np.asarray(g), np.asarray(w), f"large {et} out{k} (compiled={compiled})")

@@ -9,7 +9,10 @@ Whole step, each side in its own child process so that peak memory is its own:
   first takes over a minute; killed after --timeout seconds), peak RSS, and the live-set estimate
   of hlo's memory accounting (interpreter.memory.estimate, when the interpreter has it);
   optionally (--e2e) `hlo run` end to end through the CLI;
-- max diff: the largest |hlo - XLA| / (1 + |XLA|) over all outputs.
+- max diff: the largest |hlo - XLA| / (1 + |XLA|) over all outputs;
+- CPU seconds of each side's execution next to the wall clock: on a machine others load, XLA's
+  thread pool waits for descheduled threads and its wall time grows far more than its CPU time
+  (measured: MobileNetV2 step 406 s wall at load 15, 144 s wall / 36 s CPU at load 9).
 XLA cannot take an after-optimization text back in, so for `*.opt.hlo` XLA's figures are those of
 the module it compiles from the before-optimization text.
 
@@ -22,7 +25,8 @@ ratio = hlo / XLA.  The worst ratios are printed and everything goes to
 benchmarks/results/convnet_<module>.json.
 
     python benchmarks/bench_convnet.py [--repeat 3] [--only mobilenet_v2.hlo ...] [--skip-xla]
-        [--per-op] [--timeout 600] [--e2e]
+        [--per-op | --per-op-only] [--timeout 600] [--op-timeout 120] [--e2e]
+    python benchmarks/bench_convnet.py --report      # the tables of benchmarks/results/convnet_*.json
 """
 from __future__ import annotations
 

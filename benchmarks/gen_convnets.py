@@ -21,6 +21,11 @@ Modules (each written as ``<name>.hlo``, ``<name>.opt.hlo``, ``<name>.inputs.npz
     f8e4m3fn[8192,1024]^T) -> bf16[32768,8192] to its carry; the operands do not change across
     iterations (XLA hoists the dot out of the loop).
 
+With the defaults XLA CPU executes the MobileNetV2 step in about 36 CPU seconds (2-core AMD EPYC;
+XLA's depthwise convolutions and their gradients take most of it), the ResNet-18 step in 2.5 and
+the fp8 loop (one hoisted 550 GFLOP dot) in about 95; generating all three takes about 14 minutes
+on a loaded 2-core machine.  ``--tiny`` writes the small steps committed in samples/convnets/.
+
 Usage:
     python benchmarks/gen_convnets.py [--only mobilenet_v2 ...] [--batch 32] [--size 224]
         [--width 1.0] [--resnet-batch 8] [--fp8-m 32768]

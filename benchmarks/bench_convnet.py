@@ -243,7 +243,6 @@ def _called(module, names, seen, out):
 
 def one_op_module(module, comp, inst):
     """HLO text of a module whose entry runs `inst` alone on parameters of its operand shapes."""
-    from hlo_cli.ir.attributes import ComputationRef  # noqa: F401 -- the called computations come along
     from hlo_cli.ir.printer import format_attribute_value, format_shape, instruction_attribute_order
     body, ops, nparam = [], [], 0
     for k, name in enumerate(inst.operands):

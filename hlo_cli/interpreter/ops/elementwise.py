@@ -750,7 +750,12 @@ def _normalized_nans(r):
         wide = F16
     else:
         return r
-    nan = np.isnan(r)
+    if r.size == 0:
+        return r
+    if dt == BF16 and not np.maximum.reduce(r.view(np.uint16) & np.uint16(0x7FFF), axis=None) > 0x7F80:
+        return r                              # no NaN (two cheap passes; ml_dtypes' isnan is slower)
+    with np.errstate(invalid="ignore"):
+        nan = np.isnan(r)
     if not nan.any():
         return r
     return np.where(nan, round_float(widen_float(r).astype(wide), dt), r)

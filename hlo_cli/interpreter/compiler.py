@@ -47,6 +47,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
+from ..ir.attributes import ComputationRef, InlineComputation
 from ..ir.module import Computation, Module
 from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
 from .fpenv import hardware
@@ -331,11 +332,25 @@ def compiled(module: Module, name: str, check: bool, param_clean=None) -> Compil
             gc.disable()
         busy.add(key)
         try:
-            c = per[key] = compile_computation(comp, check, param_clean, module)
+            c = per[key] = _prepare(comp, check, param_clean, module, per)
         finally:
             busy.discard(key)
             if paused:
                 gc.enable()
+    return c
+
+
+def _prepare(comp: Computation, check: bool, param_clean, module: Module, per: dict) -> Compiled:
+    """compile_computation, or for a structural twin of a computation prepared before (same
+    instructions but for their names) the twin's steps on its own instructions (``_rebound``)."""
+    twins = per.setdefault("twins", {})
+    tkey = (fingerprint(module, comp.name, per), check, param_clean)
+    twin = twins.get(tkey)
+    if twin is not None and twin.comp is not comp:
+        return _rebound(twin, comp)
+    c = compile_computation(comp, check, param_clean, module)
+    if _shareable(c):
+        twins.setdefault(tkey, c)
     return c
 
 
@@ -394,6 +409,96 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
     steps = _fuse(steps, elementwise, plan, in_place)
     c = Compiled(comp, steps, plan.param_slots, plan.root, n, check)
     c.root_clean = static.clean.get(plan.root, False)
+    return c
+
+
+# ============================================================================ structural twins
+# XLA clones computations: a fusion per call site, a threefry loop body per random draw.  Clones
+# differ in their names only, and preparing each again is most of a large module's first run.  A
+# computation's fingerprint stands for its structure (opcodes, shapes, operand positions, attributes
+# but metadata, small literals, the fingerprints of the computations it calls); computations of one
+# fingerprint prepare into the same steps, so the second takes the first's steps with its own
+# instructions in them (errors, --profile and dumps name its own).  Only computations whose steps all
+# come from their own instructions are shared (no inlined callees, no calls, no fused regions).
+
+_SMALL_LITERAL = 256        # elements: larger constants make their computation a fingerprint of its own
+_NOT_SHARED = object()
+
+
+def fingerprint(module: Module, name: str, per: dict | None = None) -> int:
+    """A small integer standing for the structure of computation `name` of `module`: equal for
+    computations equal but for their names (per module)."""
+    per = module_cache(module) if per is None else per
+    memo = per.setdefault("fingerprint", {})
+    fp = memo.get(name)
+    if fp is None:
+        memo[name] = fp = ("open", name)                 # a recursive call: never equal to another
+        comp = module.computation_map.get(name)
+        structures = per.setdefault("structures", {})
+        key = _structure(module, comp, per) if comp is not None else None
+        if key is None:
+            key = _NOT_SHARED, name
+        fp = memo[name] = structures.setdefault(key, len(structures))
+    return fp
+
+
+def _structure(module, comp, per):
+    """A hashable value equal for computations equal but for their names, or None (an attribute
+    that cannot be compared cheaply: the computation is not shared)."""
+    index = {inst.name: j for j, inst in enumerate(comp.instructions)}
+    refs = (ComputationRef, InlineComputation)
+    out = [index[comp.root], comp.is_entry]
+    for inst in comp.instructions:
+        lit = inst.literal
+        if lit is not None:
+            val = getattr(lit, "value", None)
+            if isinstance(val, np.ndarray) and val.size <= _SMALL_LITERAL and not getattr(lit, "elided", False):
+                lit = (val.dtype.str, val.shape, val.tobytes())
+            else:
+                lit = _NOT_SHARED, id(inst)
+        attrs = []
+        for k, v in inst.attrs.items():          # (XLA's clones keep the attributes' order)
+            if k == "metadata":
+                continue
+            t = v.__class__
+            if t in refs:
+                v = "computation", fingerprint(module, v.name, per)
+            elif t is tuple and v:
+                if k == "control-predecessors":
+                    v = tuple(index.get(n, n) for n in v)
+                elif v[0].__class__ in refs:
+                    v = tuple(("computation", fingerprint(module, x.name, per)) for x in v)
+            attrs.append((k, v))
+        out.append((inst.opcode, inst.shape, tuple([index.get(o, o) for o in inst.operands]),
+                    inst.parameter_number, lit, tuple(attrs)))
+    out = tuple(out)
+    try:
+        hash(out)
+    except TypeError:
+        return None
+    return out
+
+
+# steps whose payload holds other compiled computations (fastpaths._call, fastpaths._while)
+_CALLING = frozenset(("call", "fusion", "while"))
+
+
+def _shareable(c: Compiled) -> bool:
+    """True when every step of `c` is one of its computation's own instructions, with a payload
+    that depends on the instructions' structure only (no compiled callees, no fused region)."""
+    own = {id(inst) for inst in c.comp.instructions}
+    return all(st[0] != REGION and id(st[4]) in own and
+               (st[0] != WITH_EC or st[4].opcode not in _CALLING) for st in c.steps)
+
+
+def _rebound(twin: Compiled, comp: Computation) -> Compiled:
+    """`comp` prepared as its structural twin `twin` was: the twin's steps on `comp`'s instructions."""
+    position = {id(inst): j for j, inst in enumerate(twin.comp.instructions)}
+    mine = comp.instructions
+    steps = [(kind, pay, ops, k, mine[position[id(inst)]], ex, free)
+             for kind, pay, ops, k, inst, ex, free in twin.steps]
+    c = Compiled(comp, steps, twin.params, twin.root, twin.n, twin.check)
+    c.root_clean = twin.root_clean
     return c
 
 

@@ -358,3 +358,119 @@ def test_preparation_leaves_the_garbage_collector_as_it_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+_CLONES = """HloModule clones
+
+add_a {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+
+add_b {
+  x.1 = f32[] parameter(0)
+  y.1 = f32[] parameter(1)
+  ROOT s.1 = f32[] add(x.1, y.1)
+}
+
+max_c {
+  x.2 = f32[] parameter(0)
+  y.2 = f32[] parameter(1)
+  ROOT m.2 = f32[] maximum(x.2, y.2)
+}
+
+fa {
+  p = f32[3,4] parameter(0)
+  k = f32[] constant(0.5)
+  kb = f32[3,4] broadcast(k), dimensions={}
+  t = f32[3,4] multiply(p, kb)
+  z = f32[] constant(0)
+  ROOT r = f32[3] reduce(t, z), dimensions={1}, to_apply=add_a
+}
+
+fb {
+  p.1 = f32[3,4] parameter(0)
+  k.1 = f32[] constant(0.5)
+  kb.1 = f32[3,4] broadcast(k.1), dimensions={}
+  t.1 = f32[3,4] multiply(p.1, kb.1)
+  z.1 = f32[] constant(0)
+  ROOT r.1 = f32[3] reduce(t.1, z.1), dimensions={1}, to_apply=add_b
+}
+
+fc {
+  p.2 = f32[3,4] parameter(0)
+  k.2 = f32[] constant(0.25)
+  kb.2 = f32[3,4] broadcast(k.2), dimensions={}
+  t.2 = f32[3,4] multiply(p.2, kb.2)
+  z.2 = f32[] constant(0)
+  ROOT r.2 = f32[3] reduce(t.2, z.2), dimensions={1}, to_apply=add_a
+}
+
+fd {
+  p.3 = f32[3,4] parameter(0)
+  k.3 = f32[] constant(0.5)
+  kb.3 = f32[3,4] broadcast(k.3), dimensions={}
+  t.3 = f32[3,4] multiply(p.3, kb.3)
+  z.3 = f32[] constant(0)
+  ROOT r.3 = f32[3] reduce(t.3, z.3), dimensions={1}, to_apply=max_c
+}
+
+ENTRY e {
+  p = f32[3,4] parameter(0)
+  a = f32[3] fusion(p), kind=kLoop, calls=fa
+  b = f32[3] fusion(p), kind=kLoop, calls=fb
+  c = f32[3] fusion(p), kind=kLoop, calls=fc
+  d = f32[3] fusion(p), kind=kLoop, calls=fd
+  ROOT t = (f32[3], f32[3], f32[3], f32[3]) tuple(a, b, c, d)
+}
+"""
+
+
+def test_structural_twins_are_prepared_once_on_their_own_instructions():
+    """fa and fb differ in names only (their reducers too): one fingerprint, fb takes fa's steps
+    with its own instructions in them; fc (another constant) and fd (another reducer) differ."""
+    from hlo_cli.interpreter import compiler
+    module = parse(_CLONES, "clones.hlo")
+    fp = {n: compiler.fingerprint(module, n) for n in ("fa", "fb", "fc", "fd", "add_a", "add_b", "max_c")}
+    assert fp["fa"] == fp["fb"] and fp["add_a"] == fp["add_b"]
+    assert len({fp["fa"], fp["fc"], fp["fd"]}) == 3 and fp["add_a"] != fp["max_c"]
+    x = np.array([[1, -2, 3e-39, np.nan], [0.1, 0.2, 0.3, 0.4], [-0.0, 5, -5, 1e30]], np.float32)
+    fast, slow = _both(module, [x])
+    assert _bits(fast) == _bits(slow)
+    a, b = (compiler.compiled(module, n, True) for n in ("fa", "fb"))
+    assert a is not b and b.comp.name == "fb"
+    assert [st[0] for st in a.steps] == [st[0] for st in b.steps]
+    own = {id(i) for i in b.comp.instructions}
+    assert all(id(st[4]) in own for st in b.steps)
+    assert all(sa[1] is sb[1] for sa, sb in zip(a.steps, b.steps) if sa[0] == compiler.FOLDED)
+
+
+def test_an_error_in_a_structural_twin_names_its_own_instruction():
+    text = """HloModule twin_err
+
+inner_a {
+  a = f32[2] parameter(0)
+  ROOT bad = f32[2] custom-call(a), custom_call_target="no_such_target"
+}
+
+inner_b {
+  a.1 = f32[2] parameter(0)
+  ROOT bad.1 = f32[2] custom-call(a.1), custom_call_target="no_such_target"
+}
+
+ENTRY e {
+  p = f32[2] parameter(0)
+  ROOT c = f32[2] call(p), to_apply=inner_b
+}
+"""
+    from hlo_cli.interpreter import compiler
+    module = parse(text, "twin_err.hlo")
+    first = compiler.compiled(module, "inner_a", True)       # inner_a is prepared first: inner_b is its twin
+    assert compiler.compiled(module, "inner_b", True).steps[-1][4].name == "bad.1"
+    assert first.steps[-1][4].name == "bad"
+    for compiled in (True, False):
+        with pytest.raises(HloEvalError) as exc:
+            run_module(module, [np.ones(2, np.float32)], compiled=compiled)
+        diag = exc.value.diagnostics[0]
+        assert diag.instruction == "bad.1" and diag.line == 10, (compiled, diag)

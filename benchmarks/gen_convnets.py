@@ -23,7 +23,7 @@ Modules (each written as ``<name>.hlo``, ``<name>.opt.hlo``, ``<name>.inputs.npz
 
 With the defaults XLA CPU executes the MobileNetV2 step in about 36 CPU seconds (2-core AMD EPYC;
 XLA's depthwise convolutions and their gradients take most of it), the ResNet-18 step in 2.5 and
-the fp8 loop (one hoisted 550 GFLOP dot) in about 95; generating all three takes about 14 minutes
+the fp8 loop (one hoisted 550 GFLOP dot, f32 after exact conversions) in about 12; generating all three takes about 14 minutes
 on a loaded 2-core machine.  ``--tiny`` writes the small steps committed in samples/convnets/.
 
 Usage:

@@ -34,7 +34,10 @@ from, names the instruction.  Hooks (dumps, --check-finite) use the generic loop
 value to them; results are the same either way (tests/interpreter/test_compiled.py).
 
 The prepared form depends on the module only, never on a run's inputs or options other than the
-result check, so it is cached per module and reused by later runs.
+result check, so it is cached per module and reused by later runs.  Every `hlo run` is a first run,
+so preparing is kept cheap: XLA's clones (a fusion per call site, a loop body per random draw) are
+prepared once and shared by structure (``fingerprint``, ``_rebound``), generated source is compiled
+once per text, and the cyclic garbage collector rests while a module is being prepared.
 """
 from __future__ import annotations
 
@@ -436,15 +439,19 @@ def fingerprint(module: Module, name: str, per: dict | None = None) -> int:
         comp = module.computation_map.get(name)
         structures = per.setdefault("structures", {})
         key = _structure(module, comp, per) if comp is not None else None
-        if key is None:
-            key = _NOT_SHARED, name
-        fp = memo[name] = structures.setdefault(key, len(structures))
+        try:
+            fp = structures.setdefault(key, len(structures)) if key is not None else None
+        except TypeError:                               # an attribute that does not hash
+            fp = None
+        if fp is None:
+            fp = structures.setdefault((_NOT_SHARED, name), len(structures))
+        memo[name] = fp
     return fp
 
 
 def _structure(module, comp, per):
-    """A hashable value equal for computations equal but for their names, or None (an attribute
-    that cannot be compared cheaply: the computation is not shared)."""
+    """A value equal for computations equal but for their names (unhashable when an attribute
+    does not hash: such a computation is not shared)."""
     index = {inst.name: j for j, inst in enumerate(comp.instructions)}
     refs = (ComputationRef, InlineComputation)
     out = [index[comp.root], comp.is_entry]
@@ -471,12 +478,7 @@ def _structure(module, comp, per):
             attrs.append((k, v))
         out.append((inst.opcode, inst.shape, tuple([index.get(o, o) for o in inst.operands]),
                     inst.parameter_number, lit, tuple(attrs)))
-    out = tuple(out)
-    try:
-        hash(out)
-    except TypeError:
-        return None
-    return out
+    return tuple(out)
 
 
 # steps whose payload holds other compiled computations (fastpaths._call, fastpaths._while)

@@ -62,27 +62,37 @@ def _quiet(fn, part):
 
 
 def run_parts(fn, parts) -> list:
-    """[fn(p) for p in parts], the first part on the calling thread and the others on the pool;
-    the first exception (in part order) is raised after every part has finished."""
-    if len(parts) < 2 or threads() < 2:
+    """[fn(p) for p in parts]: the calling thread and the pool's threads take the parts one at a
+    time from a shared counter (so more parts than threads keeps every thread busy); the first
+    exception (in part order) is raised after every part has finished."""
+    n = len(parts)
+    if n < 2 or threads() < 2:
         return [fn(p) for p in parts]
+    results: list = [None] * n
+    errors: list = [None] * n
+    lock = threading.Lock()
+    nxt = [0]
+
+    def loop(on_worker: bool):
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= n:
+                return
+            try:
+                results[i] = _quiet(fn, parts[i]) if on_worker else fn(parts[i])
+            except BaseException as e:      # noqa: BLE001 -- re-raised below, after the others end
+                errors[i] = e
+
     pool = _executor()
-    futures = [pool.submit(_quiet, fn, p) for p in parts[1:]]
-    first = err = None
-    try:
-        first = fn(parts[0])
-    except BaseException as e:              # noqa: BLE001 -- re-raised below, after the others end
-        err = e
-    results = [first]
+    futures = [pool.submit(loop, True) for _ in range(min(threads() - 1, n - 1))]
+    loop(False)
     for f in futures:
-        try:
-            results.append(f.result())
-        except BaseException as e:          # noqa: BLE001
-            if err is None:
-                err = e
-            results.append(None)
-    if err is not None:
-        raise err
+        f.result()
+    for e in errors:
+        if e is not None:
+            raise e
     return results
 
 

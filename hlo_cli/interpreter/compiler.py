@@ -346,6 +346,8 @@ def compiled(module: Module, name: str, check: bool, param_clean=None) -> Compil
 def _prepare(comp: Computation, check: bool, param_clean, module: Module, per: dict) -> Compiled:
     """compile_computation, or for a structural twin of a computation prepared before (same
     instructions but for their names) the twin's steps on its own instructions (``_rebound``)."""
+    if comp.is_entry:                           # (no twin: not worth its fingerprint)
+        return compile_computation(comp, check, param_clean, module)
     twins = per.setdefault("twins", {})
     tkey = (fingerprint(module, comp.name, per), check, param_clean)
     twin = twins.get(tkey)

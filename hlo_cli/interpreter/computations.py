@@ -615,7 +615,9 @@ def _no_subnormal_partial_sums(x: np.ndarray, init) -> bool:
     if x.size == 0:
         return True
     a = np.abs(x)
-    if not np.fmin.reduce(a, axis=None) < lim:
+    # np.minimum, not np.fmin: NumPy 2.4's fmin.reduce can miss the minimum of an array holding
+    # NaNs; a NaN minimum falls through to the full check
+    if np.minimum.reduce(a, axis=None) >= lim:
         return True
     return not ((a > 0) & (a < lim)).any()
 

@@ -52,15 +52,11 @@ def _bits_equal(a, b):
 def test_matches_xla(path):
     module = parse(path.read_text())
     args, want = load_golden(path, module)
-    pending = []
     for compiled in (True, False):
         got = run_module(module, args, compiled=compiled)
         got = [np.asarray(g) for g in (got if isinstance(got, (tuple, list)) else [got])]
         assert len(got) == len(want)
         for k, (g, w) in enumerate(zip(got, want)):
-            if compiled and k == 9 and path.stem.startswith(("binary_f8", "binary_bf16")) and not _bits_equal(g, w):
-                pending.append(k)           # see below
-                continue
             if k in (4, 5) and path.stem.startswith("binary_f8") and path.stem.endswith("_hostile"):
                 # f8 maximum/minimum NaNs depend on XLA's fusion: alone (tests/programs) they keep
                 # the rule's signs, fused with other ops (here) they come out as +NaN: NaN where
@@ -70,11 +66,6 @@ def test_matches_xla(path):
                 _assert_bits(g[~nan], w[~nan], f"{path.stem} out{k} (compiled={compiled})")
                 continue
             _assert_bits(g, w, f"{path.stem} out{k} (compiled={compiled})")
-    if pending:
-        # XLA selects bf16 values as f32 ones and f8 values as f16 ones (a NaN comes out as the NaN
-        # of the conversion back): the rule does so, the compiled step of fastpaths._select
-        # (np.where) does not yet
-        pytest.xfail("compiled bf16/f8 select keeps NaN payloads (fastpaths._select)")
 
 
 @pytest.mark.parametrize("path", [p for p in CASES if p.stem.startswith("binary_")],

@@ -1,8 +1,8 @@
 """hlo: read XLA's HLO text, check it, and run it."""
 __version__ = "0.1.0"
 
-from .errors import (HloError, HloEvalError, HloInputError, HloResourceError, HloShapeError,  # noqa: E402
-                     HloSyntaxError)
+from .errors import (HloError, HloEvalError, HloInputError, HloMemoryLimitError, HloResourceError,  # noqa: E402
+                     HloShapeError, HloSyntaxError)
 
 
 def parse(text: str, filename: str = "<string>"):
@@ -32,4 +32,4 @@ def run(module_or_text, *args, hook=None, **options):
 
 
 __all__ = ["run", "__version__", "parse", "parse_file", "parse_modules", "HloError", "HloSyntaxError",
-           "HloShapeError", "HloEvalError", "HloInputError", "HloResourceError"]
+           "HloShapeError", "HloEvalError", "HloInputError", "HloResourceError", "HloMemoryLimitError"]

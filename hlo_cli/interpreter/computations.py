@@ -816,6 +816,29 @@ def _sign_magnitude_key(a: np.ndarray) -> np.ndarray:
     return (i & 0x7FFF) ^ (i >> 15)
 
 
+def tree_stage(shape, dims):
+    """One stage of XLA CPU's tree reduction over `dims` of an array of `shape`: each reduced dim
+    longer than TREE_WINDOW becomes (windows, positions) with SAME padding.  Returns (pads, split
+    shape, position axes, window axes, the stage's result shape)."""
+    pads, split, pos_axes, out_axes, stage_shape = [], [], [], [], []
+    for d, n in enumerate(shape):
+        if d in dims:
+            w = min(n, TREE_WINDOW)
+            nw = -(-n // w)
+            tot = nw * w - n
+            pads.append((tot // 2, tot - tot // 2))
+            out_axes.append(len(split))
+            pos_axes.append(len(split) + 1)
+            split += [nw, w]
+            stage_shape.append(nw)
+        else:
+            pads.append((0, 0))
+            out_axes.append(len(split))
+            split.append(n)
+            stage_shape.append(n)
+    return pads, split, pos_axes, out_axes, stage_shape
+
+
 def _native_sum(x: np.ndarray, init: np.ndarray, dims: list[int], out_shape) -> np.ndarray | None:
     """The add-reduce of an f32/f64 array exactly as the general path computes it (XLA's windows of
     32, then left folds from the init value), each fold over the leading axis of a C-contiguous
@@ -849,23 +872,7 @@ def _native_sum(x: np.ndarray, init: np.ndarray, dims: list[int], out_shape) -> 
         while any(x.shape[d] > TREE_WINDOW for d in dims):
             # one window stage: reduced dim d -> (windows, positions), SAME padding with +0.0
             # (adding +0 to a partial sum that is not -0 changes nothing: as if skipped)
-            pads, split, pos_axes, out_axes, stage_shape = [], [], [], [], []
-            for d in range(x.ndim):
-                n = x.shape[d]
-                if d in dims:
-                    w = min(n, TREE_WINDOW)
-                    nw = -(-n // w)
-                    tot = nw * w - n
-                    pads.append((tot // 2, tot - tot // 2))
-                    out_axes.append(len(split))
-                    pos_axes.append(len(split) + 1)
-                    split += [nw, w]
-                    stage_shape.append(nw)
-                else:
-                    pads.append((0, 0))
-                    out_axes.append(len(split))
-                    split.append(n)
-                    stage_shape.append(n)
+            pads, split, pos_axes, out_axes, stage_shape = tree_stage(x.shape, dims)
             if any(lo or hi for lo, hi in pads):
                 x = np.pad(x, pads)
             xs = x.reshape(split)

@@ -667,23 +667,7 @@ def _reduce(inst, ops, st):
     stages = []
     cur = xdims
     while any(cur[d] > C.TREE_WINDOW for d in dims):
-        pads, split, pos_axes, out_axes, stage_shape = [], [], [], [], []
-        for d in range(len(cur)):
-            m = cur[d]
-            if d in dims:
-                w = min(m, C.TREE_WINDOW)
-                nw = -(-m // w)
-                tot = nw * w - m
-                pads.append((tot // 2, tot - tot // 2))
-                out_axes.append(len(split))
-                pos_axes.append(len(split) + 1)
-                split += [nw, w]
-                stage_shape.append(nw)
-            else:
-                pads.append((0, 0))
-                out_axes.append(len(split))
-                split.append(m)
-                stage_shape.append(m)
+        pads, split, pos_axes, out_axes, stage_shape = C.tree_stage(cur, dims)
         padded = None
         if any(lo or hi for lo, hi in pads):
             padded = (tuple(m + lo + hi for m, (lo, hi) in zip(cur, pads)),

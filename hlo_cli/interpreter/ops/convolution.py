@@ -226,7 +226,10 @@ def _fast_conv(x, w, wdims, out_spatial, cdt, ftz: bool, strategy: str | None = 
     else:
         xp = xcl
     wcl = np.moveaxis(w, 1, -1).astype(cdt, copy=False)          # (G, Cg, *K, O)
-    out = _zeros((n,) + tuple(out_spatial) + (g, o), cdt, [xst[1]] + xst[2:2 + ns] + [xst[0], xst[0] - 0.5])
+    # output features sit where the input's features sit (just inside the groups); a single group
+    # has no stride of its own (the size-1 axis's stride is the whole input's): it takes the features'
+    gst = xst[0] if g > 1 else xst[-1]
+    out = _zeros((n,) + tuple(out_spatial) + (g, o), cdt, [xst[1]] + xst[2:2 + ns] + [gst, gst - 0.5])
     ostr = out.strides
     xs = xp.strides
     depthwise = cg * o <= 4 and g > 1

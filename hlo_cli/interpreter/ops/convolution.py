@@ -347,10 +347,14 @@ def _gemm_parts(view, ksub, oview):
     rows = list(range(1, 2 + nq))                       # N, *Q
     cols = list(range(2 + nq, view.ndim))               # *J, Cg
     cols = cols[-1:] + cols[:-1]                        # Cg, *J: ksub's order
+    # the patch columns in the order the input lies in memory (NHWC: taps, then features), so the
+    # copy reads runs of contiguous elements; the kernel's rows are put in the same order
+    cols = sorted(cols, key=lambda a: -abs(view.strides[a]) if view.shape[a] > 1 else 0)
     o = ksub.shape[-1]
     m_all = int(np.prod([view.shape[a] for a in rows], dtype=np.int64))
     kdim = int(np.prod([view.shape[a] for a in cols], dtype=np.int64))
-    kmat = ksub.reshape(g, kdim, o)
+    kmat = ksub.transpose([0] + [1 if a == view.ndim - 1 else a - nq for a in cols] + [ksub.ndim - 1])
+    kmat = kmat.reshape(g, kdim, o)
     inner = min(range(1, view.ndim), key=lambda a: (abs(view.strides[a]), -a))
     rows_first = inner not in rows
     item = view.dtype.itemsize

@@ -176,3 +176,23 @@ def test_non_finite_operands_take_the_exact_path():
         else:
             assert np.isnan(corner)
         assert out[0, 1, 1, 0] == np.inf and np.isfinite(out[0, 1, 1, c - 1]) == (c > 1)
+
+
+def test_single_group_output_is_laid_out_like_the_input():
+    """One feature group: the result's features lie where the input's do (NHWC: innermost, NCHW:
+    outside the planes), not outermost (a size-1 group axis has the whole input's stride)."""
+    from hlo_cli.interpreter.ops.convolution import _fast_conv
+    rng = np.random.default_rng(2)
+    wdims = [WindowDim(size=3, padding_low=1, padding_high=1)] * 2
+    w = rng.standard_normal((1, 8, 4, 3, 3))
+    nhwc = rng.standard_normal((2, 6, 6, 4))
+    # as eval_convolution makes it: (N, C, H, W) reshaped to (1, N, C, H, W)
+    for x, inner in ((nhwc.transpose(0, 3, 1, 2).reshape(1, 2, 4, 6, 6), "features"),
+                     (np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2)).reshape(1, 2, 4, 6, 6), "planes")):
+        for strategy in ("gemm", "products"):
+            out = _fast_conv(x, w, wdims, (6, 6), x.dtype, False, strategy)     # (N, H, W, G, O)
+            strides = [abs(s) for s in out.strides]
+            if inner == "features":
+                assert strides[4] == out.itemsize and strides[0] > strides[1] > strides[2] > strides[4]
+            else:
+                assert strides[2] == out.itemsize and strides[0] > strides[4] > strides[1] > strides[2]

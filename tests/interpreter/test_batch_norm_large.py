@@ -127,7 +127,7 @@ def test_blocked_training_flushes_denormals():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape, fi", [((8, 56, 56, 32), 3), ((8, 32, 56, 56), 1)])
+@pytest.mark.parametrize("shape, fi", [((8, 56, 56, 32), 3), ((8, 32, 56, 56), 1), ((32, 160, 7, 7), 1)])
 @pytest.mark.parametrize("op", ["training", "inference", "grad"])
 def test_batch_norm_against_xla_at_convnet_sizes(shape, fi, op):
     pytest.importorskip("jax")
@@ -149,3 +149,26 @@ def test_blocked_grad_reads_denormal_gradients_as_zero():
     one, zero = np.ones(32, np.float32), np.zeros(32, np.float32)
     for out in run(mg.text("grad", "f32", x.shape, 3), x, one, zero, one, g):
         assert not np.asarray(out).any()
+
+
+def test_wide_fma_is_the_single_rounding_fma():
+    """The blocked loops' _fma_wide (f64 per-feature operands, NCHW blocks, out aliasing an
+    operand) gives _fma's bits: exact products and sums landing halfway between two f32 values
+    included (integer-valued data makes many of them)."""
+    rng = np.random.default_rng(3)
+    shape = (4, 16, 96)
+    for t in range(12):
+        a = (rng.standard_normal(shape) * np.exp2(rng.integers(-20, 20, shape))).astype(np.float32)
+        if t % 3 == 0:
+            a = np.round(a * 64).astype(np.float32)
+        b = (rng.standard_normal((1, 16, 1)) * np.exp2(rng.integers(-20, 20, (1, 16, 1)))).astype(np.float32)
+        c = (rng.standard_normal(shape) * np.exp2(rng.integers(-40, 40, shape))).astype(np.float32)
+        if t % 2:
+            c = c[:1, :, :1].copy()
+        want = la._fma(a, b, c, np.dtype(np.float32))
+        for sl in [(slice(None),) * 3, (slice(None), slice(None), slice(5, 70))]:
+            bw = np.broadcast_to(b.astype(np.float64), (1, 16, 96))[sl].copy() if t % 4 == 0 else b.astype(np.float64)
+            cs = c if c.shape[2] == 1 else c[sl]
+            out = a[sl].copy()
+            la._fma_wide(out, bw, cs if t % 4 else cs.astype(np.float64), out)
+            assert np.array_equal(out.view(np.uint32), want[sl].view(np.uint32))

@@ -892,6 +892,8 @@ def _at(v: np.ndarray, h: np.ndarray, shape) -> np.ndarray:
         return np.full(h.shape, v.reshape(-1)[0])
     if v.shape == tuple(shape):
         return v.reshape(-1)[h]
+    if len(shape) == 3 and v.shape in ((1, shape[1], 1), (1, shape[1], shape[2])):   # per feature
+        return v.reshape(-1)[(h // shape[2]) % shape[1] if v.shape[2] == 1 else h % (shape[1] * shape[2])]
     return np.broadcast_to(v, shape)[np.unravel_index(h, shape)]
 
 

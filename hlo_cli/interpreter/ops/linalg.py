@@ -1034,24 +1034,23 @@ def eval_batch_norm_grad(inst, args, ec):
     x3, g3 = bl.view(xw), bl.view(gw)
     mb = bl.wide(mw, dt)
 
+    gx = np.empty(bl.shape3, dt)
+
     def g_xm(ix):                       # g * (x - mean), each step rounded (and flushed) in dt
-        t = np.subtract(x3[ix], mb)
-        bl.ftz(t)
-        t *= g3[ix]
-        return bl.ftz(t)
+        xm = gx[ix]                     # x - mean kept in the result block for the second sweep
+        np.subtract(x3[ix], mb, out=xm)
+        bl.ftz(xm)
+        return bl.ftz(np.multiply(xm, g3[ix]))
     sum_g, sum_gxm = (f.const(v) for v in bl.sums(lambda ix: g3[ix], g_xm))
     grad_scale = f(np.multiply, sum_gxm, rs)
     coef = f(np.multiply, f(np.multiply, sw, rs), inv_n)
     cb, sxb = (bl.wide(v, dt) for v in (coef, sum_gxm))
     nsgb, nib = bl.wide(f(np.negative, sum_g), F64), bl.wide(f(np.negative, inv), F64)
     nn = np.asarray(n, F64)
-    gx = np.empty(bl.shape3, dt)
 
     def grad(ix):
-        o = gx[ix]
-        t = np.subtract(x3[ix], mb)             # x - mean
-        bl.ftz(t)
-        t *= sxb                                # sum(g * (x - mean)) * (x - mean)
+        o = gx[ix]                              # holds x - mean
+        t = np.multiply(o, sxb)                 # sum(g * (x - mean)) * (x - mean)
         bl.ftz(t)
         _bn_fma(g3[ix], nn, nsgb, dt, o)        # g * N - sum(g), one rounding
         bl.ftz(o)

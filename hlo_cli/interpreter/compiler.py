@@ -74,7 +74,7 @@ class Compiled:
     instruction, check, slots to free), run by a loop; after HOT_CALLS runs also `fn`, the same
     steps as generated Python code ``fn(ec, args) -> root value``."""
     __slots__ = ("comp", "steps", "params", "root", "n", "check", "calls", "fn", "code", "line_step",
-                 "root_clean")
+                 "root_clean", "lean")
 
     def __init__(self, comp: Computation, steps, params, root, n, check):
         self.comp, self.steps, self.params, self.root, self.n = comp, steps, params, root, n
@@ -83,16 +83,59 @@ class Compiled:
         self.root_clean = False
         self.fn = self.code = None
         self.line_step: dict[int, int] = {}
+        self.lean = None
 
     # -- tier 1: a loop over the steps --------------------------------------------------
+    def _lean(self):
+        """(steps, initial values, root slot) for the step loop: the steps that do work.  Folded
+        values are in the initial values (they are shared read-only arrays the steps hold anyway),
+        and a SAME step whose result needs no check (an inlined call's parameter, XLA's no-op
+        broadcast) is dropped, its users reading the slot it copied; the slots to free after each
+        step are worked out again for the steps kept (each value still dropped after its last use).
+        A large entry computation (transformer.hlo: 26,000 steps, a third of them such) runs once
+        per run in this loop."""
+        template = [None] * self.n
+        alias: dict[int, int] = {}
+        kept = []
+        for kind, pay, ops, k, inst, ex, _free in self.steps:
+            if kind == FOLDED:
+                template[k] = pay
+                continue
+            if kind == SAME and ex is None:
+                j = ops[0]
+                alias[k] = alias.get(j, j)
+                continue
+            if alias:
+                ops = tuple([alias.get(j, j) for j in ops])
+            kept.append((kind, pay, ops, k, inst, ex))
+        root = alias.get(self.root, self.root)
+        last: dict[int, int] = {}
+        for i, st in enumerate(kept):
+            for j in st[2]:
+                last[j] = i
+        frees: list[list[int]] = [[] for _ in kept]
+        for j, i in last.items():
+            if j != root and template[j] is None:
+                frees[i].append(j)
+        for i, st in enumerate(kept):                 # values never used: dropped right away
+            for j in (st[3] if st[0] == REGION else (st[3],)):
+                if j not in last and j != root:
+                    frees[i].append(j)
+        self.lean = lean = ([st + (tuple(f),) for st, f in zip(kept, frees)], template, root)
+        return lean
+
     def run_steps(self, ec, args):
-        vals = [None] * self.n
+        lean = self.lean
+        if lean is None:
+            lean = self._lean()
+        steps, template, root = lean
+        vals = template.copy()
         for pnum, slot in self.params:
             vals[slot] = args[pnum]
         ndarray = np.ndarray
         step = None
         try:
-            for step in self.steps:
+            for step in steps:
                 kind, pay, ops, k, inst, ex, free = step
                 if kind == PURE:
                     v = pay(*[vals[j] for j in ops])
@@ -126,7 +169,7 @@ class Compiled:
                     vals[j] = None
         except (HloEvalError,) + _EVAL_ERRORS as e:
             _reraise_at(e, step[4] if step is not None else None)
-        return vals[self.root]
+        return vals[root]
 
     # -- tier 2: generated code -----------------------------------------------------------
     def generate(self):

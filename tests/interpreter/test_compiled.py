@@ -474,3 +474,89 @@ ENTRY e {
             run_module(module, [np.ones(2, np.float32)], compiled=compiled)
         diag = exc.value.diagnostics[0]
         assert diag.instruction == "bad.1" and diag.line == 10, (compiled, diag)
+
+
+def test_step_loop_skips_folded_and_copied_values_and_still_drops_dead_ones():
+    """Tier 1 (the entry computation's step loop) runs only the steps that do work: folded
+    constants start in the slots, an inlined call's parameters and no-op broadcasts read the slot
+    they copy; results are the generic loop's, and values die after their last use."""
+    import gc
+    import weakref
+
+    from hlo_cli.interpreter import compiler
+    text = """HloModule m
+
+inner {
+  a = f32[4]{0} parameter(0)
+  b = f32[4]{0} parameter(1)
+  c = f32[4]{0} broadcast(b), dimensions={0}
+  ROOT s = f32[4]{0} add(a, c)
+}
+
+sum {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT z = f32[] add(x, y)
+}
+
+ENTRY e {
+  p = f32[4]{0} parameter(0)
+  q = f32[1000]{0} parameter(1)
+  k = f32[] constant(2)
+  kb = f32[4]{0} broadcast(k), dimensions={}
+  m = f32[4]{0} multiply(p, kb)
+  r = f32[1000]{0} negate(q)
+  s = f32[] reduce(r, k), dimensions={0}, to_apply=sum
+  c = f32[4]{0} call(m, kb), to_apply=inner
+  sb = f32[4]{0} broadcast(s), dimensions={}
+  ROOT t = (f32[4]{0}, f32[4]{0}) tuple(c, sb)
+}
+"""
+    module = parse(text, "lean.hlo")
+    args = bind(module.entry_computation.parameters, [np.array([1.0, -2.0, 0.5, 3.0], np.float32),
+                                                     np.linspace(-1, 1, 1000, dtype=np.float32)])
+    fast, slow = _both(module, args)
+    assert _bits(fast) == _bits(slow)
+    entry = next(c for c in compiler.module_cache(module).values()
+                 if isinstance(c, compiler.Compiled) and c.comp.is_entry)
+    steps, template, root = entry.lean
+    kinds = [st[0] for st in entry.steps]
+    assert compiler.FOLDED in kinds and compiler.SAME in kinds
+    assert all(st[0] not in (compiler.FOLDED,) for st in steps)
+    assert all(st[0] != compiler.SAME or st[5] is not None for st in steps)
+    assert len(steps) < len(entry.steps)
+    # every slot a kept step reads is written by an earlier kept step, a parameter or the template
+    written = {slot for _, slot in entry.params} | {j for j, v in enumerate(template) if v is not None}
+    for st in steps:
+        assert all(j in written for j in st[2])
+        written |= set(st[3]) if st[0] == compiler.REGION else {st[3]}
+        for j in st[6]:
+            assert j != root
+    # a value no step reads after its last use is not kept alive until the end of the run
+    seen = []
+    orig = entry.lean
+
+    class Probe(np.ndarray):
+        pass
+    alive_later = []
+    steps = list(steps)
+    for n, st in enumerate(steps):
+        kind, pay, ops, k, inst, ex, free = st
+        if inst.name == "r":
+            def tracked(*a, _pay=pay):
+                v = _pay(*a).view(Probe)
+                seen.append(weakref.ref(v))
+                return v
+            steps[n] = (kind, tracked, ops, k, inst, None, free)
+        elif inst.name == "sb" and kind == compiler.PURE:
+            def probe(*a, _pay=pay):
+                gc.collect()
+                alive_later.append(seen[0]() is not None)
+                return _pay(*a)
+            steps[n] = (kind, probe, ops, k, inst, ex, free)
+    entry.lean = (steps, template, root)
+    try:
+        run_module(module, args, RunOptions())
+    finally:
+        entry.lean = orig
+    assert seen and alive_later == [False]

@@ -64,6 +64,9 @@ _counter = itertools.count()
 _CACHE: dict[int, dict] = {}
 
 
+# the step loop's kind for a run of f32/f64 arithmetic steps under one flag setting (Compiled._lean)
+GROUP = 100
+
 # a computation is turned into Python code once it has run this many times (loop bodies, called
 # computations); before that, and for the entry computation, its steps run in a loop
 HOT_CALLS = 4
@@ -121,8 +124,79 @@ class Compiled:
             for j in (st[3] if st[0] == REGION else (st[3],)):
                 if j not in last and j != root:
                     frees[i].append(j)
-        self.lean = lean = ([st + (tuple(f),) for st, f in zip(kept, frees)], template, root)
+        steps = [st + (tuple(f),) for st, f in zip(kept, frees)]
+        hw = hardware()
+        if hw is not None:                          # runs of f32/f64 arithmetic: one GROUP step each
+            groups = _float_runs(steps, root)
+            out = []
+            n = 0
+            while n < len(steps):
+                group = groups.get(n)
+                if group is None:
+                    out.append(steps[n])
+                    n += 1
+                    continue
+                end, outs = group
+                sub = steps[n:end]
+                raw = []
+                for kind, pay, ops, k, inst, _ex, _free in sub:
+                    u = getattr(pay, "hw_ufunc", None) if kind == PURE else None
+                    if u is not None and inst.shape.rank == 0:
+                        u = functools.partial(_rank0, u)
+                    raw.append((kind, u if u is not None else pay, ops, k))
+                out.append((GROUP, (tuple(raw), tuple(sub), tuple(outs), hw), (), sub[0][3], sub[0][4], None, ()))
+                n = end
+            steps = out
+        self.lean = lean = (steps, template, root)
         return lean
+
+    @staticmethod
+    def _group(vals, pay):
+        """A GROUP step of the step loop: what generated code does with a run of f32/f64
+        arithmetic steps (``_float_runs``): their bare ufuncs under one setting of the FTZ/DAZ
+        flags, one NaN check of the values leaving the run (a NaN runs it again step by step,
+        where the rules give NaN signs), then the steps' result checks and frees in order."""
+        raw, sub, outs, (fset, on, off) = pay
+        fset(on)
+        try:
+            for kind, fn, ops, k in raw:
+                if kind == PURE:
+                    vals[k] = fn(*[vals[j] for j in ops])
+                elif kind == ELEMENT:
+                    vals[k] = vals[ops[0]][fn]
+                elif kind == TUPLE:
+                    vals[k] = tuple([vals[j] for j in ops])
+                else:
+                    vals[k] = vals[ops[0]]
+        finally:
+            fset(off)
+        step = None
+        try:
+            if not _nanfree(*[vals[j] for j in outs]):
+                for step in sub:
+                    kind, pay_, ops, k = step[:4]
+                    if kind == PURE:
+                        vals[k] = pay_(*[vals[j] for j in ops])
+                    elif kind == ELEMENT:
+                        vals[k] = vals[ops[0]][pay_]
+                    elif kind == TUPLE:
+                        vals[k] = tuple([vals[j] for j in ops])
+                    else:
+                        vals[k] = vals[ops[0]]
+            ndarray = np.ndarray
+            for step in sub:
+                _kind, _pay, _ops, k, inst, ex, free = step
+                if ex is not None:
+                    v = vals[k]
+                    if ex.__class__ is tuple:
+                        if v.__class__ is not ndarray or v.dtype != ex[0] or v.shape != ex[1]:
+                            _bad(inst, v)
+                    elif conforms(v, ex) is not None:
+                        _bad(inst, v)
+                for j in free:
+                    vals[j] = None
+        except (HloEvalError,) + _EVAL_ERRORS as e:
+            _reraise_at(e, step[4] if step is not None else None)
 
     def run_steps(self, ec, args):
         lean = self.lean
@@ -155,6 +229,9 @@ class Compiled:
                         vals[j] = v
                     for j in free:
                         vals[j] = None
+                    continue
+                elif kind == GROUP:
+                    self._group(vals, pay)
                     continue
                 else:
                     v = vals[ops[0]]
@@ -286,6 +363,10 @@ def _compiled_source(text: str):
 
 
 _nan_min = np.minimum.reduce
+
+
+def _rank0(u, *a):
+    return np.asarray(u(*a))
 
 
 def _nanfree(*values) -> bool:

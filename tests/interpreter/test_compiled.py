@@ -528,10 +528,10 @@ ENTRY e {
     # every slot a kept step reads is written by an earlier kept step, a parameter or the template
     written = {slot for _, slot in entry.params} | {j for j, v in enumerate(template) if v is not None}
     for st in steps:
-        assert all(j in written for j in st[2])
-        written |= set(st[3]) if st[0] == compiler.REGION else {st[3]}
-        for j in st[6]:
-            assert j != root
+        for sub in (st[1][1] if st[0] == compiler.GROUP else (st,)):
+            assert all(j in written for j in sub[2])
+            written |= set(sub[3]) if sub[0] == compiler.REGION else {sub[3]}
+            assert root not in sub[6]
     # a value no step reads after its last use is not kept alive until the end of the run
     seen = []
     orig = entry.lean
@@ -560,3 +560,23 @@ ENTRY e {
     finally:
         entry.lean = orig
     assert seen and alive_later == [False]
+
+
+def test_step_loop_runs_float_arithmetic_in_groups_like_generated_code():
+    """The entry computation's step loop runs runs of f32/f64 arithmetic as generated code does
+    (one flag setting, one NaN check; a NaN runs the group again step by step): the float chain
+    of the law above is one such group, NaNs of both signs and subnormals give the rules' bits."""
+    from hlo_cli.interpreter import compiler
+    from hlo_cli.interpreter.fpenv import hardware
+    if hardware() is None:
+        pytest.skip("no hardware FTZ/DAZ here")
+    module = parse(_FLOAT_CHAIN.format(t="f32"))
+    a = np.array([np.nan, -np.nan, 1e-45, -5.9e-39, 3.0, -0.0], np.float32)
+    b = np.array([1.0, 2.0, -np.nan, 1e-45, np.inf, 0.0], np.float32)
+    for x, y in ((a, b), (b, a), (np.abs(a) + 1, np.abs(b) + 1)):
+        fast, slow = _both(module, [x, y])
+        assert _bits(fast) == _bits(slow)
+    entry = next(c for c in compiler.module_cache(module).values()
+                 if isinstance(c, compiler.Compiled) and c.comp.is_entry)
+    groups = [st for st in entry.lean[0] if st[0] == compiler.GROUP]
+    assert groups and len(groups[0][1][1]) >= 2

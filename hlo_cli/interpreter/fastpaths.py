@@ -946,7 +946,10 @@ def _reduce_window(inst, ops, st):
     # the rows of a C-contiguous (positions, outputs) array added in order: NumPy's reduce does
     # that for two or more outputs; for one the positions become its inner loop, which it sums
     # pairwise, so that one takes the accumulate
-    add_rows = np.add.reduce if o >= 2 else (lambda a, axis: np.add.accumulate(a, axis=axis)[-1])
+    # (from -0.0, the exact identity of IEEE addition: NumPy's own start, +0, turns a window of
+    # -0s summed from a -0 init into +0)
+    add_rows = (lambda a, axis: np.add.reduce(a, axis=axis, initial=-0.0)) if o >= 2 else \
+        (lambda a, axis: np.add.accumulate(a, axis=axis)[-1])
 
     def fn(x, i):
         seq = np.empty((size + 1, o), dt)              # positions first, the init on top

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+
+from timing import best_of
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -79,13 +80,6 @@ def _cases(fp8_rows):
             yield (f"bn {op} fi={fi}", "f32[" + ",".join(map(str, shape)) + "]", text, make)
 
 
-def _best(fn, repeat):
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
 
 
 def main(argv=None):
@@ -111,10 +105,10 @@ def main(argv=None):
             outs = ex.executable.execute_sharded(dev).disassemble_into_single_device_arrays()
             return [np.asarray(o[0]) for o in outs]
         xla()
-        tx, want = _best(xla, a.repeat)
+        tx, want = best_of(xla, a.repeat)
         module = parse(text)
         run_module(module, args)
-        th, got = _best(lambda: run_module(module, args), a.repeat)
+        th, got = best_of(lambda: run_module(module, args), a.repeat)
         got = list(got) if isinstance(got, (tuple, list)) else [got]
         g, w = np.asarray(got[0]), want[0]
         equal = np.mean(g.view(np.uint8).reshape(g.shape + (-1,)) == w.view(np.uint8).reshape(w.shape + (-1,)), -1)

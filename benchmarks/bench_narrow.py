@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from timing import best_of
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -55,14 +57,6 @@ def _cases(rows: int):
     ]
 
 
-def _best(fn, repeat):
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        out = None
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
 
 
 def _hlo_times(pkg: str, texts: dict, inputs: Path, repeat: int) -> dict:
@@ -113,11 +107,11 @@ def main(argv=None):
         jitted = jax.jit(fn)
         dev = [jax.device_put(x) for x in args]
         jax.block_until_ready(jitted(*dev))
-        tx, want = _best(lambda: jax.block_until_ready(jitted(*dev)), a.repeat)
+        tx, want = best_of(lambda: jax.block_until_ready(jitted(*dev)), a.repeat)
         want = np.asarray(want)
         del dev
         module = parse(text)
-        th, got = _best(lambda: run_module(module, list(args)), a.repeat)
+        th, got = best_of(lambda: run_module(module, list(args)), a.repeat)
         got = np.asarray(got)
         same = np.array_equal(np.ascontiguousarray(got).view(np.uint8), np.ascontiguousarray(want).view(np.uint8))
         del got, want

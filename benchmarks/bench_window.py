@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+
+from timing import best_of
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -89,14 +90,6 @@ def _cases():
     ]
 
 
-def _best(fn, repeat):
-    best = float("inf")
-    out = None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
 
 
 def main(argv=None):
@@ -121,11 +114,11 @@ def main(argv=None):
         jitted = jax.jit(fn)
         dev = [jax.device_put(x) for x in args]
         jax.block_until_ready(jitted(*dev))
-        tx, want = _best(lambda: jax.block_until_ready(jitted(*dev)), a.repeat)
+        tx, want = best_of(lambda: jax.block_until_ready(jitted(*dev)), a.repeat)
         want = [np.asarray(w) for w in (want if isinstance(want, (tuple, list)) else [want])]
         module = parse(text)
         run_module(module, args)
-        th, got = _best(lambda: run_module(module, args), a.repeat)
+        th, got = best_of(lambda: run_module(module, args), a.repeat)
         got = list(got) if isinstance(got, (tuple, list)) else [got]
         same = all(np.array_equal(np.ascontiguousarray(g).view(np.uint8), np.ascontiguousarray(w).view(np.uint8))
                    for g, w in zip(got, want))

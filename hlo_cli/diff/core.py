@@ -1,0 +1,300 @@
+"""Running two modules on the same inputs and comparing every matched value.
+
+How: A runs first with a hook that keeps the value of every instruction some instruction of B is
+matched to (a copy, per execution; see values.ValueStore: in memory up to a budget, then spilled to
+a temporary directory); then B runs with a hook that compares each matched value as it is produced
+with A's and drops A's as soon as its last comparison is done.  So memory holds A's matched values
+(at most), never B's, and a value of A nobody needs is never kept.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import HloInputError
+from ..io import leaves_with_shapes
+from .matching import Matching, match_modules
+from .values import ValueStore, _copy_leaves, compare_leaves
+
+_STATUS_RANK = {"agree": 0, "skipped": 1, "differ": 2}
+
+
+def check_parameters(module_a, module_b):
+    """A and B take the same arguments: the same number of entry parameters, each of the same
+    element type and dimensions (HloInputError otherwise, naming the first that differs)."""
+    pa = module_a.entry_computation.parameters
+    pb = module_b.entry_computation.parameters
+    if len(pa) != len(pb):
+        raise HloInputError(f"the modules take different numbers of parameters: A ({module_a.name}) takes "
+                            f"{len(pa)}, B ({module_b.name}) takes {len(pb)}; hlo diff runs both on the same "
+                            f"inputs, bound by parameter position")
+    for p, q in zip(pa, pb):
+        if p.shape.without_layout() != q.shape.without_layout():
+            raise HloInputError(f"parameter {p.parameter_number} differs: A's '{p.name}' is "
+                                f"{p.shape.to_str(False)}, B's '{q.name}' is {q.shape.to_str(False)}; hlo diff "
+                                f"runs both on the same inputs, bound by parameter position")
+
+
+@dataclass
+class PairState:
+    """One matched instruction of B and what its comparisons with A found, over its executions."""
+    b: tuple
+    a: tuple
+    how: str
+    seq: int                          # B's execution order of its first execution
+    executions: int = 0
+    status: str = "agree"
+    result: dict | None = None        # the comparison shown: the first differing execution, else the largest
+    first_execution: int | None = None   # the first execution that differs
+    diff_seq: int | None = None
+    max_abs_diff: float | None = 0.0
+    max_rel_diff: float | None = 0.0
+
+
+@dataclass
+class DiffReport:
+    """What `diff_modules` found.  `to_json()` gives the documented dictionary."""
+    matching: Matching
+    rtol: float
+    atol: float
+    states: dict                      # B node -> PairState (the pairs B executed)
+    results: list                     # one row per result leaf
+    results_agree: bool
+    only_in_a: list                   # A nodes executed and matched by nothing of B
+    only_in_b: list
+    path_a: str | None = None
+    path_b: str | None = None
+    store: dict = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        return "agree" if self.results_agree else "differ"
+
+    @property
+    def pairs(self) -> list:
+        return sorted(self.states.values(), key=lambda s: s.seq)
+
+    def operand_states(self, st: PairState) -> list:
+        """(B node, PairState or None) of the values ST's instruction reads."""
+        B = self.matching.b
+        node = st.b
+        if st.how == "alias":
+            nodes = [B.canonical(node)]
+        elif node in self.matching.loop_sources:
+            nodes = self.matching.loop_sources[node]
+        else:
+            inst = B.inst[node]
+            nodes = [B.canonical((node[0], o)) for o in inst.operands]
+        out, seen = [], set()
+        for n in nodes:
+            if n in seen or n == node:
+                continue
+            seen.add(n)
+            out.append((n, self.states.get(n)))
+        return out
+
+    @property
+    def differing(self) -> list:
+        return sorted((s for s in self.states.values() if s.status == "differ"), key=lambda s: (s.diff_seq, s.seq))
+
+    @property
+    def first_differences(self) -> list:
+        """The differing instructions none of whose operands differ, in B's execution order."""
+        out = []
+        for s in self.differing:
+            if not any(o is not None and o.status == "differ" for _, o in self.operand_states(s)):
+                out.append(s)
+        return out
+
+    def chain(self, st: PairState, depth: int = 3, limit: int = 12) -> list:
+        """The operands of ST (and theirs, DEPTH levels, depth first) with their comparisons: where
+        the values still agreed."""
+        out, seen = [], {st.b}
+
+        def walk(s, d):
+            for n, o in self.operand_states(s):
+                if n in seen or len(out) >= limit:
+                    continue
+                seen.add(n)
+                if o is None:
+                    inst = self.matching.b.inst.get(n)
+                    out.append({"depth": d, "b": n[1], "computation_b": n[0], "a": None,
+                                "status": "unmatched" if inst is not None else "unknown",
+                                "opcode_b": inst.opcode if inst is not None else None})
+                    continue
+                e = self.entry(o, brief=True)
+                e["depth"] = d
+                out.append(e)
+                if d < depth:
+                    walk(o, d + 1)
+        walk(st, 1)
+        return out
+
+    def entry(self, st: PairState, brief: bool = False) -> dict:
+        """The JSON form of one pair."""
+        from ..dumps import source_of
+        A, B = self.matching.a, self.matching.b
+        ia, ib = A.inst[st.a], B.inst[st.b]
+        r = st.result or {}
+        e = {"a": st.a[1], "b": st.b[1], "computation_a": st.a[0], "computation_b": st.b[0],
+             "status": st.status, "how": st.how,
+             "max_abs_diff": None if st.status == "skipped" and r.get("max_abs_diff") is None else st.max_abs_diff,
+             "max_rel_diff": None if st.status == "skipped" and r.get("max_rel_diff") is None else st.max_rel_diff,
+             "where": r.get("where") if st.status == "differ" else None,
+             "opcode_a": ia.opcode, "opcode_b": ib.opcode,
+             "shape_a": ia.shape.to_str(False), "shape_b": ib.shape.to_str(False)}
+        if brief:
+            return e
+        e["location_a"] = f"{ia.loc.file}:{ia.loc.line}"
+        e["location_b"] = f"{ib.loc.file}:{ib.loc.line}"
+        for side, ix, node, inst in (("a", A, st.a, ia), ("b", B, st.b, ib)):
+            md = source_of(ix.module, inst)
+            if md.get("op_name"):
+                e[f"op_name_{side}"] = md["op_name"]
+            if md.get("source"):
+                e[f"source_{side}"] = md["source"]
+            site = ix.single_caller(node[0]) if node[0] != ix.entry else None
+            if site is not None and site[1].opcode in ("fusion", "call"):
+                e[f"in_{side}"] = site[1].name
+        e["executions"] = st.executions
+        if st.first_execution is not None and st.executions > 1:
+            e["first_differing_execution"] = st.first_execution
+        for k in ("mismatched", "size", "a_value", "b_value", "leaf", "note"):
+            if r.get(k) is not None:
+                e[k] = r[k]
+        return e
+
+    def summary(self) -> dict:
+        n = {"agree": 0, "differ": 0, "skipped": 0}
+        by_rule: dict[str, int] = {}
+        for s in self.states.values():
+            n[s.status] += 1
+            by_rule[s.how] = by_rule.get(s.how, 0) + 1
+        return {"matched": len(self.states), "agreeing": n["agree"], "differing": n["differ"],
+                "skipped": n["skipped"], "only_in_a": len(self.only_in_a), "only_in_b": len(self.only_in_b),
+                "matched_by": by_rule, "first_differences": len(self.first_differences)}
+
+    def to_json(self, max_pairs: int | None = None) -> dict:
+        pairs = self.pairs
+        first = self.first_differences
+        doc = {"verdict": self.verdict, "results_agree": self.results_agree, "a": self.path_a, "b": self.path_b,
+               "module_a": self.matching.a.module.name, "module_b": self.matching.b.module.name,
+               "rtol": self.rtol, "atol": self.atol, "summary": self.summary(), "results": self.results,
+               "first_differences": [dict(self.entry(s), chain=self.chain(s)) for s in first[:100]],
+               "pairs": [self.entry(s) for s in (pairs if max_pairs is None else pairs[:max_pairs])],
+               "only_in_a": [n[1] for n in self.only_in_a], "only_in_b": [n[1] for n in self.only_in_b]}
+        if self.store:
+            doc["memory"] = self.store
+        return doc
+
+
+def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-3, *, options=None,
+                 path_a: str | None = None, path_b: str | None = None, keep_bytes: int | None = None,
+                 progress=None) -> DiffReport:
+    """Run MODULE_A and MODULE_B on ARGS (one value per entry parameter, by position), compare every
+    instruction of B matched to one of A (see hlo_cli.diff.matching) and the results, A being the
+    reference: |b - a| <= atol + rtol * |a|.  OPTIONS: interpreter RunOptions (seed, max_iterations,
+    elided_constants).  A's values wait for their comparison in memory up to KEEP_BYTES (default
+    1 GiB), beyond that in a temporary directory.  Raises HloInputError when the modules take
+    different parameters, and the interpreter's errors when a run fails."""
+    from ..interpreter import RunOptions, run_module
+    check_parameters(module_a, module_b)
+    for m in (module_a, module_b):
+        n = int(m.attrs.get("replica_count", 1) or 1) * int(m.attrs.get("num_partitions", 1) or 1)
+        if n > 1:
+            raise HloInputError(f"module {m.name} runs on {n} devices; hlo diff compares single-device modules "
+                                f"(run each with `hlo run --output` and compare the results with --expect)")
+    options = options or RunOptions()
+    M = match_modules(module_a, module_b)
+    uses: dict = {}
+    for m in M.pairs.values():
+        uses[m.a] = uses.get(m.a, 0) + 1
+    store = ValueStore(keep_bytes)
+    executed_a: set = set()
+    executed_b: set = set()
+
+    def hook_a(ev):
+        node = (ev.computation.name, ev.instruction.name)
+        executed_a.add(node)
+        n = uses.get(node)
+        if n:
+            store.put((node, ev.count), _copy_leaves(ev.value, ev.instruction.shape), n)
+
+    states: dict = {}
+    seq = [0]
+
+    def hook_b(ev):
+        node = (ev.computation.name, ev.instruction.name)
+        executed_b.add(node)
+        m = M.pairs.get(node)
+        if m is None:
+            return
+        seq[0] += 1
+        st = states.get(node)
+        if st is None:
+            st = states[node] = PairState(node, m.a, m.how, seq[0])
+        st.executions += 1
+        leaves_a = store.take((m.a, ev.count))
+        if leaves_a is None:
+            r = {"status": "skipped", "note": f"A did not run {m.a[1]} (execution {ev.count})"}
+        else:
+            leaves_b = [np.asarray(v) for v, _ in leaves_with_shapes(ev.value, ev.instruction.shape)]
+            r = compare_leaves(leaves_a, leaves_b, rtol, atol)
+        _update(st, r, ev.count, seq[0])
+
+    try:
+        result_a = run_module(module_a, list(args), options, hook_a, progress)
+        result_b = run_module(module_b, list(args), options, hook_b, progress)
+    finally:
+        mem = {"kept_peak_bytes": store.peak_bytes, "spilled_bytes": store.spilled_bytes}
+        store.close()
+    results = _compare_results(module_a, module_b, result_a, result_b, rtol, atol)
+    A, B = M.a, M.b
+    matched_a = {m.a for m in M.pairs.values()} | set(M.canon.values())
+    only_a = [n for n in A.execution_order() if n in executed_a and not A.is_alias(n)
+              and A.inst[n].opcode != "tuple" and n not in matched_a]
+    only_b = [n for n in B.execution_order() if n in executed_b and not B.is_alias(n)
+              and B.inst[n].opcode != "tuple" and n not in M.pairs]
+    return DiffReport(M, rtol, atol, states, results, all(r["status"] == "agree" for r in results), only_a, only_b,
+                      path_a, path_b, mem)
+
+
+def _update(st: PairState, r: dict, count: int, seq: int):
+    if r["status"] == "skipped":
+        if st.status == "agree" and st.executions == 1:
+            st.status, st.result = "skipped", r
+            st.max_abs_diff = st.max_rel_diff = None
+        return
+    if st.status == "skipped":
+        st.status, st.max_abs_diff, st.max_rel_diff = "agree", 0.0, 0.0
+    st.max_abs_diff = max(st.max_abs_diff or 0.0, r["max_abs_diff"])
+    st.max_rel_diff = max(st.max_rel_diff or 0.0, r["max_rel_diff"])
+    if r["status"] == "differ":
+        if st.status != "differ":
+            st.status, st.result, st.first_execution, st.diff_seq = "differ", r, count, seq
+    elif st.status != "differ" and (st.result is None or r["max_abs_diff"] >= st.result.get("max_abs_diff", 0.0)):
+        st.result = r
+
+
+def _compare_results(module_a, module_b, ra, rb, rtol, atol) -> list:
+    sa = module_a.entry_computation.root_instruction.shape
+    sb = module_b.entry_computation.root_instruction.shape
+    la = [np.asarray(v) for v, _ in leaves_with_shapes(ra, sa)]
+    lb = [np.asarray(v) for v, _ in leaves_with_shapes(rb, sb)]
+    rows = []
+    for k in range(max(len(la), len(lb))):
+        if k >= len(la) or k >= len(lb):
+            rows.append({"key": f"out{k}", "status": "differ", "note": f"only {'A' if k < len(la) else 'B'} has it",
+                         "max_abs_diff": None, "max_rel_diff": None, "where": None})
+            continue
+        r = compare_leaves([la[k]], [lb[k]], rtol, atol)
+        if r["status"] == "skipped":
+            r["status"] = "differ"          # a result that cannot be compared does not agree
+        row = {"key": f"out{k}", "status": r["status"], "max_abs_diff": r.get("max_abs_diff"),
+               "max_rel_diff": r.get("max_rel_diff"), "where": r.get("where")}
+        for x in ("mismatched", "size", "a_value", "b_value", "note"):
+            if r.get(x) is not None:
+                row[x] = r[x]
+        rows.append(row)
+    return rows

@@ -1,0 +1,86 @@
+"""The terminal form of a DiffReport."""
+from __future__ import annotations
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def _side(e: dict, s: str) -> str:
+    where = e.get(f"computation_{s}", "")
+    inside = f" in {e[f'in_{s}']}" if e.get(f"in_{s}") else ""
+    loc = e.get(f"location_{s}")
+    return f"{e[s]} ({where}{inside}{', ' + loc if loc else ''})"
+
+
+def format_text(report, max_first: int = 5, max_only: int = 8) -> str:
+    """REPORT for a person: the results, the first differing instructions with the operands that still
+    agreed, the instructions only one module has, and the counts."""
+    doc = report.to_json(max_pairs=0)
+    s = doc["summary"]
+    lines = [f"A: {doc['a'] or doc['module_a']}  (module {doc['module_a']})",
+             f"B: {doc['b'] or doc['module_b']}  (module {doc['module_b']})",
+             f"tolerance: |b - a| <= {report.atol:g} + {report.rtol:g} * |a|", ""]
+    lines.append("results:")
+    for r in doc["results"]:
+        if r["status"] == "agree":
+            lines.append(f"  {r['key']}: agree (max |diff| {_num(r['max_abs_diff'])})")
+        else:
+            at = f" at {r['where']} (A {r.get('a_value')} vs B {r.get('b_value')})" if r.get("where") is not None else ""
+            n = f", {r['mismatched']} of {r['size']} elements" if "mismatched" in r else ""
+            note = f" ({r['note']})" if r.get("note") else ""
+            lines.append(f"  {r['key']}: DIFFER, max |diff| {_num(r['max_abs_diff'])}, max rel "
+                         f"{_num(r['max_rel_diff'])}{at}{n}{note}")
+    first = doc["first_differences"]
+    if first:
+        lines.append("")
+        lines.append(f"first differing instructions ({len(first)}, in B's execution order; each one's operands "
+                     f"agree):")
+        for k, e in enumerate(first[:max_first], 1):
+            lines.append(f"  {k}. A {_side(e, 'a')}")
+            lines.append(f"     B {_side(e, 'b')}   [matched by {e['how']}]")
+            op = e["opcode_a"] if e["opcode_a"] == e["opcode_b"] else f"{e['opcode_a']} vs {e['opcode_b']}"
+            shp = e["shape_a"] if e["shape_a"] == e["shape_b"] else f"{e['shape_a']} vs {e['shape_b']}"
+            lines.append(f"     {op} {shp}")
+            for side in ("a", "b"):
+                md = [x for x in (e.get(f"op_name_{side}"), e.get(f"source_{side}")) if x]
+                if md:
+                    lines.append(f"     {side.upper()} metadata: " + "  ".join(md))
+            ex = ""
+            if e.get("executions", 1) > 1:
+                ex = f" (execution {e.get('first_differing_execution', 1)} of {e['executions']})"
+            n = f"; {e['mismatched']} of {e['size']} elements beyond tolerance" if "mismatched" in e else ""
+            lines.append(f"     max |diff| {_num(e['max_abs_diff'])} at {e['where']} (A {e.get('a_value')} vs "
+                         f"B {e.get('b_value')}), max rel {_num(e['max_rel_diff'])}{n}{ex}")
+            if e.get("note"):
+                lines.append(f"     note: {e['note']}")
+            if e["chain"]:
+                lines.append("     operands (the values it reads, and theirs):")
+                for c in e["chain"]:
+                    pad = "       " + "  " * (c["depth"] - 1)
+                    if c.get("a") is None:
+                        lines.append(f"{pad}{c['b']} ({c.get('opcode_b')}): only in B, not compared")
+                    else:
+                        name = c["a"] if c["a"] == c["b"] else f"{c['a']} ~ {c['b']}"
+                        d = f", max |diff| {_num(c['max_abs_diff'])}" if c["max_abs_diff"] else ""
+                        lines.append(f"{pad}{name} ({c['opcode_b']} {c['shape_b']}): {c['status']}{d}")
+        if len(first) > max_first:
+            lines.append(f"  ... and {len(first) - max_first} more (--format json lists them)")
+    elif s["differing"]:
+        lines.append("")
+        lines.append(f"{s['differing']} instructions differ")
+    for side, names in (("A", doc["only_in_a"]), ("B", doc["only_in_b"])):
+        if names:
+            shown = ", ".join(names[:max_only]) + (", ..." if len(names) > max_only else "")
+            lines.append("")
+            lines.append(f"only in {side}: {len(names)} instruction{'s' if len(names) != 1 else ''} ({shown})")
+    by = ", ".join(f"{k} {v}" for k, v in sorted(s["matched_by"].items(), key=lambda kv: -kv[1]))
+    lines.append("")
+    lines.append(f"{s['matched']} instructions of B matched and compared ({by}): {s['agreeing']} agree, "
+                 f"{s['differing']} differ, {s['skipped']} not comparable")
+    if report.results_agree:
+        tail = "" if not s["differing"] else f" ({s['differing']} intermediate values differ)"
+        lines.append(f"verdict: the results agree{tail}")
+    else:
+        lines.append("verdict: the results differ")
+    return "\n".join(lines)

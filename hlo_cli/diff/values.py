@@ -1,0 +1,157 @@
+"""Keeping A's values until B's run has compared them, and comparing two values.
+
+The store keeps a value only while a comparison still needs it: each (node, execution) is kept for
+as many of B's instructions as are matched to the node, and dropped after the last one took it.
+Values stay in memory up to `keep_bytes`; beyond that they are written to a temporary directory
+(.npy, removed at the end) and read back when B's run needs them.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from ..io import leaves_with_shapes, scalar_str
+
+DEFAULT_KEEP_BYTES = 1 << 30
+
+
+def _copy_leaves(value, shape) -> list:
+    """The array leaves of VALUE, copied (an evaluation rule may later reuse a dead operand's buffer)."""
+    return [np.array(v, copy=True) for v, _ in leaves_with_shapes(value, shape)]
+
+
+class ValueStore:
+    """A's values by (node, execution count), each kept for `uses` takes."""
+
+    def __init__(self, keep_bytes: int | None = None):
+        self.keep_bytes = DEFAULT_KEEP_BYTES if keep_bytes is None else keep_bytes
+        self.mem: dict = {}           # key -> [leaves, uses left]
+        self.disk: dict = {}          # key -> [[(path, dtype)...], uses left]
+        self.bytes = 0
+        self.peak_bytes = 0
+        self.spilled_bytes = 0
+        self._dir = None
+
+    def put(self, key, leaves: list, uses: int):
+        n = sum(a.nbytes for a in leaves)
+        if self.bytes + n <= self.keep_bytes:
+            self.mem[key] = [leaves, uses]
+            self.bytes += n
+            self.peak_bytes = max(self.peak_bytes, self.bytes)
+            return
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="hlo-diff-")
+        files = []
+        for k, a in enumerate(leaves):
+            path = os.path.join(self._dir, f"{len(self.disk)}_{k}.npy")
+            raw = a.view(np.dtype(f"V{a.dtype.itemsize}")) if a.dtype.kind not in "biufc" else a
+            np.save(path, np.ascontiguousarray(raw))
+            files.append((path, a.dtype))
+        self.spilled_bytes += n
+        self.disk[key] = [files, uses]
+
+    def take(self, key):
+        """The leaves of KEY (None when A never produced it); the last use frees them."""
+        e = self.mem.get(key)
+        if e is not None:
+            e[1] -= 1
+            if e[1] <= 0:
+                del self.mem[key]
+                self.bytes -= sum(a.nbytes for a in e[0])
+            return e[0]
+        e = self.disk.get(key)
+        if e is None:
+            return None
+        leaves = []
+        for path, dtype in e[0]:
+            a = np.load(path, mmap_mode="r")
+            leaves.append(a.view(dtype) if a.dtype != dtype else a)
+        e[1] -= 1
+        if e[1] <= 0:
+            del self.disk[key]
+            for path, _ in e[0]:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        return leaves
+
+    def close(self):
+        self.mem.clear()
+        self.disk.clear()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+def compare_leaves(a_leaves: list, b_leaves: list, rtol: float, atol: float) -> dict:
+    """Compare B's leaves with A's (A is the reference): |b - a| <= atol + rtol * |a| elementwise,
+    NaN equal to NaN, infinities equal to themselves.  Leaves of other shapes but the same element
+    count are compared after reshaping B's to A's shape (row-major).  Returns a dict with status
+    (agree, differ, skipped), max_abs_diff, max_rel_diff, where (the index in A's leaf of the
+    largest difference among the mismatched elements), leaf, mismatched, size, a_value, b_value,
+    and note."""
+    if len(a_leaves) != len(b_leaves):
+        return {"status": "skipped", "note": f"{len(a_leaves)} arrays vs {len(b_leaves)}"}
+    out = {"status": "agree", "max_abs_diff": 0.0, "max_rel_diff": 0.0, "where": None, "mismatched": 0,
+           "size": 0}
+    notes = []
+    for k, (a, b) in enumerate(zip(a_leaves, b_leaves)):
+        r = _compare_one(np.asarray(a), np.asarray(b), rtol, atol)
+        if r.get("note"):
+            notes.append(r["note"])
+        if r["status"] == "skipped":
+            return {"status": "skipped", "note": r["note"]}
+        out["size"] += r["size"]
+        out["mismatched"] += r["mismatched"]
+        out["max_abs_diff"] = max(out["max_abs_diff"], r["max_abs_diff"])
+        out["max_rel_diff"] = max(out["max_rel_diff"], r["max_rel_diff"])
+        if r["status"] == "differ" and out["status"] == "agree":
+            out.update(status="differ", where=r["where"], a_value=r["a_value"], b_value=r["b_value"])
+            if len(a_leaves) > 1:
+                out["leaf"] = k
+    if notes:
+        out["note"] = "; ".join(dict.fromkeys(notes))
+    return out
+
+
+def _compare_one(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> dict:
+    note = None
+    if a.shape != b.shape:
+        if a.size != b.size:
+            return {"status": "skipped", "note": f"shape {list(a.shape)} vs {list(b.shape)}"}
+        b = b.reshape(a.shape)
+        note = "compared after a reshape"
+    if a.dtype != b.dtype:
+        note = (note + "; " if note else "") + f"{a.dtype} vs {b.dtype}"
+    try:
+        cplx = a.dtype.kind == "c" or b.dtype.kind == "c"
+        wide = np.complex128 if cplx else np.float64
+        fa, fb = a.astype(wide), b.astype(wide)
+    except (TypeError, ValueError):
+        if a.dtype == b.dtype and a.tobytes() == b.tobytes():
+            return {"status": "agree", "max_abs_diff": 0.0, "max_rel_diff": 0.0, "where": None, "mismatched": 0,
+                    "size": int(a.size), "note": note}
+        return {"status": "skipped", "note": f"cannot compare {a.dtype} with {b.dtype}"}
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        close = np.isclose(fb, fa, rtol=rtol, atol=atol, equal_nan=True)
+        diff = np.abs(fb - fa)
+        rel = diff / np.abs(fa)
+    finite = np.isfinite(diff)
+    rfin = finite & (np.abs(fa) > 0)
+    bad = ~close
+    nbad = int(bad.sum())
+    r = {"status": "differ" if nbad else "agree", "mismatched": nbad, "size": int(a.size),
+         "max_abs_diff": float(diff[finite].max()) if finite.any() else 0.0,
+         "max_rel_diff": float(rel[rfin].max()) if rfin.any() else 0.0, "where": None, "note": note}
+    if nbad:
+        score = np.where(bad, np.where(np.isnan(diff), np.inf, diff), -1.0)
+        flat = int(np.argmax(score)) if score.size else 0
+        idx = tuple(int(i) for i in np.unravel_index(flat, a.shape)) if a.ndim else ()
+        r["where"] = list(idx)
+        r["a_value"] = scalar_str(a[idx], a)
+        r["b_value"] = scalar_str(b[idx], b)
+    return r

@@ -12,7 +12,9 @@ from .. import __version__
 
 _COMMANDS = {
     "check": ("hlo_cli.cli.check", "check", "Check modules against XLA's shape, layout and type rules."),
+    "diff": ("hlo_cli.cli.diff", "diff", "Run two modules on the same inputs and compare every value."),
     "fmt": ("hlo_cli.cli.fmt", "fmt", "Print a module in XLA's canonical text form."),
+    "graph": ("hlo_cli.cli.graph", "graph", "Draw a module as a graph: DOT, SVG, HTML, Model Explorer JSON."),
     "info": ("hlo_cli.cli.info", "info", "Summarize a module: entry signature, counts, opcodes, sources."),
     "run": ("hlo_cli.cli.run", "run", "Run a module on inputs with the NumPy interpreter."),
 }

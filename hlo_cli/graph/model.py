@@ -101,6 +101,7 @@ class Edge:
     kind: str = "data"               # data | control | param | result
     operand_index: int | None = None   # data: which operand of the target; param: the parameter number
     tuple_index: int | None = None   # data into a get-tuple-element: the element taken
+    via: str | None = None           # param / result: the node id of the calling instruction
 
     @property
     def label(self) -> str:
@@ -397,10 +398,10 @@ def build_graph(module, *, computation: str | None = None, around: str | None = 
             pid = ids[(callee, p.name)]
             op = operands[pn]
             if pid in g.nodes and op in caller_comp.by_name and ids[(cname, op)] in g.nodes:
-                g.edges.append(Edge(ids[(cname, op)], pid, _shape_text(p.shape), "param", pn))
+                g.edges.append(Edge(ids[(cname, op)], pid, _shape_text(p.shape), "param", pn, via=nid))
         rid = ids[(callee, ccomp.root)]
         if rid in g.nodes:
-            g.edges.append(Edge(rid, nid, _shape_text(ccomp.root_instruction.shape), "result"))
+            g.edges.append(Edge(rid, nid, _shape_text(ccomp.root_instruction.shape), "result", via=nid))
     if target is not None:
         _keep_around(g, ids[target], depth)
     if len(g.nodes) > WARN_NODES:
@@ -425,7 +426,7 @@ def _node(module, comp, inst, nid, cname, src_cache, comps) -> Node:
     if inst.opcode == "parameter" and inst.parameter_number is not None:
         node.label_attributes.append(f"parameter {inst.parameter_number}")
     for a in _LABEL_ATTRS:
-        if a in node.attributes and a != "kind":
+        if a in node.attributes and a != "kind" and node.attributes[a] not in ("{}", ""):
             t = node.attributes[a]
             node.label_attributes.append(f"{a}={t}" if len(t) <= 40 else f"{a}={t[:37]}...")
             if len(node.label_attributes) >= 2:

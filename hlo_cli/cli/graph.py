@@ -1,0 +1,144 @@
+"""`hlo graph`: draw a module as a graph (DOT, SVG, a self-contained HTML page, Model Explorer JSON)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import HloInputError
+from .common import load_module, module_option, no_cache_option, report_errors
+
+_SUFFIX_FORMAT = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".html": "html", ".htm": "html", ".json": "explorer"}
+
+
+@click.command("graph", epilog="""Examples:
+
+\b
+  hlo graph model.hlo -o model.html                      # pan, zoom, search, click for details
+  hlo graph model.hlo --around dot.12 --depth 2 -o near.svg
+  hlo graph model.hlo --computation region_0.2 -o body.dot
+  hlo run model.hlo --random-inputs --dump-dir run/; hlo graph model.hlo --overlay run/ -o nan.html
+  hlo run model.hlo --random-inputs --profile --format json > prof.json
+  hlo graph model.hlo --overlay prof.json -o time.svg
+""")
+@click.argument("module_file", metavar="MODULE", type=str)
+@click.option("--output", "-o", metavar="OUT", default="-", show_default=True,
+              help="Where to write: a .dot/.gv, .svg, .html or .json (Model Explorer) file, or - for standard "
+                   "output (DOT unless --format says otherwise).  An existing file is never replaced "
+                   "without --force.")
+@click.option("--format", "fmt", type=click.Choice(["dot", "svg", "html", "explorer"]), default=None,
+              help="The drawing (default: by the suffix of --output).  dot: Graphviz text; svg: laid out by "
+                   "Graphviz's `dot` program (exit 2 when it is not installed); html: one self-contained page "
+                   "with the SVG and a small script (pan, zoom, search by name, click a node for its details "
+                   "and overlay values; without `dot`, the page holds the DOT text and says how to get a "
+                   "layout); explorer: the graph JSON Google's Model Explorer loads.")
+@click.option("--computation", "-c", metavar="NAME", default=None,
+              help="Draw this computation (and the computations it calls) instead of the entry.")
+@click.option("--around", metavar="INSTRUCTION", default=None,
+              help="Draw only the neighbourhood of this instruction (NAME or COMPUTATION/NAME): what lies "
+                   "within --depth edges of it, upstream and downstream, across calls and loop bodies.  A "
+                   "fused instruction opens its fusion.")
+@click.option("--depth", type=click.IntRange(min=0), default=3, show_default=True,
+              help="How many edges from --around to draw.")
+@click.option("--expand-fusions", is_flag=True,
+              help="Draw fusions as boxes holding their fused computation (default: one node per fusion, "
+                   "with its kind, size and opcodes).")
+@click.option("--show-constants", is_flag=True,
+              help="Draw scalar constants as nodes (default: written inside the nodes that use them).")
+@click.option("--overlay", "overlays", multiple=True, metavar="DIR_OR_JSON",
+              help="Values on the nodes, coloured with a legend and listed in the details: an `hlo run "
+                   "--dump-dir` directory (min/max/mean, NaN/Inf counts; the first non-finite value stands "
+                   "out), `hlo run --profile --format json` output (time per instruction) or `hlo diff "
+                   "--format json` output (where the modules diverge).  Repeatable: drawings are coloured by "
+                   "the first, the HTML page switches between them.")
+@click.option("--force", is_flag=True, help="Replace an existing --output file.")
+@module_option
+@no_cache_option
+@report_errors
+def graph(module_file, output, fmt, computation, around, depth, expand_fusions, show_constants, overlays, force,
+          module_choice, no_cache):
+    """Draw MODULE as a graph: computations as nested boxes (while bodies and conditions, branches,
+    calls, fusions when expanded), one node per instruction with its opcode, shape, key attributes,
+    op_name and source line, edges carrying shapes (control edges dashed; operands passed into a
+    called computation and its result dotted).  Reducers and other applied computations are written
+    on the node that applies them.
+
+    Large modules stay readable with --computation, --around/--depth and collapsed fusions; a graph
+    of more than 1,500 nodes gets a warning saying so."""
+    from ..graph import build_graph
+    from ..graph.overlays import load_overlays
+    from ..graph.render import GraphvizMissing, HOW_TO_GET_DOT, dot_program, to_dot, to_html, to_svg
+    fmt = fmt or _format_of(output)
+    dest = None if output == "-" else Path(output)
+    if dest is not None:
+        _check_output(dest, output, force, module_file)
+    if fmt == "svg" and dot_program() is None:
+        raise GraphvizMissing("--format svg needs a layout and Graphviz's `dot` was not found. " + HOW_TO_GET_DOT + ".")
+    module = load_module(module_file, use_cache=not no_cache, module=module_choice)
+    g = build_graph(module, computation=computation, around=around, depth=depth, expand_fusions=expand_fusions,
+                    fold_constants=not show_constants)
+    ovs = []
+    for path in overlays:
+        ovs.extend(load_overlays(path, module))
+    for w in g.warnings:
+        click.echo(f"warning: {w}", err=True)
+    if fmt == "dot":
+        data = to_dot(g, ovs)
+    elif fmt == "svg":
+        data = to_svg(to_dot(g, ovs))
+    elif fmt == "html":
+        if dot_program() is None:
+            click.echo("note: Graphviz's `dot` was not found: the page holds the DOT text and a list of the nodes, "
+                       "not a drawing. " + HOW_TO_GET_DOT + ".", err=True)
+        data = to_html(g, ovs)
+    else:
+        try:
+            from ..explorer import to_explorer_json
+        except ImportError:
+            raise HloInputError("--format explorer: this version of hlo has no Model Explorer support "
+                                "(hlo_cli.explorer)") from None
+        import json
+        data = json.dumps(to_explorer_json(g, ovs), indent=1) + "\n"
+    _write(dest, data)
+    if dest is not None:
+        first = [f"{ov.name}: {ov.first}" for ov in ovs if ov.first]
+        click.echo(f"wrote {output}: {len(g.nodes):,} nodes, {len(g.edges):,} edges, {len(g.groups):,} "
+                   f"computation{'s' if len(g.groups) != 1 else ''}"
+                   + (f" ({g.omitted_nodes:,} nodes further than --depth {depth} left out)" if around else "")
+                   + ("".join(f"; {f}" for f in first)), err=True)
+
+
+def _format_of(output: str) -> str:
+    if output == "-":
+        return "dot"
+    suf = Path(output).suffix.lower()
+    if suf in _SUFFIX_FORMAT:
+        return _SUFFIX_FORMAT[suf]
+    raise HloInputError(f"--output {output}: cannot tell the format from the name; end it in .dot, .svg, .html "
+                        f"or .json, or pass --format dot|svg|html|explorer")
+
+
+def _check_output(dest: Path, output: str, force: bool, module_file: str):
+    if module_file != "-" and os.path.exists(module_file) and dest.exists() and \
+            dest.resolve() == Path(module_file).resolve():
+        raise HloInputError(f"--output {output} is the module being drawn; refusing to overwrite it")
+    if os.path.lexists(dest):
+        if not (os.path.isfile(dest) or os.path.islink(dest)):
+            raise HloInputError(f"--output {output} exists and is not a regular file; refusing to replace it")
+        if not force:
+            what = "is a symbolic link" if os.path.islink(dest) else "exists"
+            raise HloInputError(f"--output {output} {what}; refusing to overwrite it (pass --force to replace it)")
+    if not dest.resolve().parent.is_dir():
+        raise HloInputError(f"--output {output}: the directory {dest.parent} does not exist")
+
+
+def _write(dest: Path | None, text: str):
+    if dest is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from ..io import replace_file
+    data = text.encode("utf-8")
+    replace_file(dest, lambda f: f.write(data), "--output")

@@ -1,0 +1,394 @@
+"""Values on the nodes of a graph: from a run's dump, a profile, or a diff (`hlo graph --overlay`).
+
+`load_overlays(path, module) -> list[Overlay]` reads one of:
+
+* an `hlo run --dump-dir` directory (or its manifest.json): per instruction, over all its
+  executions and tuple leaves (and devices): min, max, mean, the largest magnitude, NaN and Inf
+  counts.  The first instruction (in the order the run executed them) whose value holds a NaN or
+  an Inf is `Overlay.first`: drawings make it stand out;
+* the JSON of `hlo run --profile --format json` (or its "profile" object): self and total
+  milliseconds, calls and share of the run for the instructions the profile lists (its top
+  instructions by self time); a fused elementwise group's time goes to every member, marked;
+* the JSON of `hlo diff --format json`: per pair of instructions, agree / differ / skipped and the
+  largest absolute and relative differences, on the side (a or b) of the module drawn (the side
+  whose instruction names match the module); the first difference is `Overlay.first`.
+
+Values are keyed by node id (model.node_ids), for every instruction of the module whether a given
+drawing shows it or not; `project(overlay, graph)` puts them on the drawn nodes (an instruction
+inside a collapsed fusion gives its values to the fusion's node when that has none of its own,
+and a first non-finite value or first difference inside it marks the fusion's node).
+
+`style(projected, overlay)` gives each drawn node a fill colour and the legend rows of that
+colouring; DOT, SVG, HTML and Model Explorer drawings share it.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import HloInputError
+from .model import Graph, node_ids
+
+
+@dataclass
+class Overlay:
+    """Values on the nodes of one module, from one source."""
+    name: str                        # what the legend calls it: "dump: run/", "profile: p.json"
+    kind: str                        # stats | profile | diff
+    values: dict[str, dict[str, float | str]] = field(default_factory=dict)   # node id -> metric -> value
+    primary: str = ""                # the metric nodes are coloured by
+    first: str | None = None         # the node that stands out: first non-finite value, first difference
+    source: str = ""                 # the path it was read from
+    note: str = ""                   # one line on what it holds (for captions)
+
+
+class OverlayError(HloInputError):
+    """An --overlay that cannot be read or does not belong to the module (exit 2)."""
+
+
+# ----------------------------------------------------------------------------- reading
+
+def load_overlays(path: str, module) -> list[Overlay]:
+    """The overlays held by PATH (a dump directory, a manifest, a profile or diff JSON) for MODULE.
+    Raises OverlayError when PATH is unreadable, of no known kind, or names none of MODULE's
+    instructions."""
+    p = Path(path)
+    if p.is_dir():
+        man = p / "manifest.json"
+        if not man.is_file():
+            raise OverlayError(f"--overlay {path}: a directory without a manifest.json (an `hlo run "
+                               f"--dump-dir` directory has one)")
+        p = man
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise OverlayError(f"--overlay {path}: no such file or directory") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise OverlayError(f"--overlay {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise OverlayError(f"--overlay {path}: not JSON ({e}); give an `hlo run --dump-dir` directory, its "
+                           f"manifest.json, `hlo run --profile --format json` or `hlo diff --format json` "
+                           f"output") from None
+    if not isinstance(doc, dict):
+        raise OverlayError(f"--overlay {path}: the JSON is not an object")
+    ids = node_ids(module)
+    resolve = _resolver(ids)
+    out = []
+    if isinstance(doc.get("instructions"), list) and doc.get("instructions") and \
+            isinstance(doc["instructions"][0], dict) and ("stats" in doc["instructions"][0]
+                                                          or "per_device" in doc["instructions"][0]):
+        out.append(_from_manifest(doc, path, resolve))
+    elif isinstance(doc.get("instructions"), list) and not doc.get("instructions") and "status" in doc:
+        raise OverlayError(f"--overlay {path}: the dump lists no instructions")
+    elif isinstance(doc.get("profile"), dict) or "top_instructions" in doc:
+        out.append(_from_profile(doc.get("profile", doc), path, resolve))
+    elif isinstance(doc.get("pairs"), list):
+        out.append(_from_diff(doc, path, module, ids))
+    else:
+        raise OverlayError(f"--overlay {path}: neither an `hlo run --dump-dir` manifest, nor `hlo run --profile "
+                           f"--format json` output, nor `hlo diff --format json` output")
+    for ov in out:
+        if not ov.values:
+            raise OverlayError(f"--overlay {path}: none of its instructions is in module {module.name} "
+                               f"(an overlay of another module?)")
+    return out
+
+
+def _resolver(ids: dict):
+    """(computation, instruction) -> node id; an instruction the compiled path ran inlined (a fused
+    instruction reported under its caller's computation) is found by its name when that is unique."""
+    by_name: dict[str, list] = {}
+    for (c, n), nid in ids.items():
+        by_name.setdefault(n, []).append(nid)
+
+    def resolve(comp, name):
+        nid = ids.get((comp, name))
+        if nid is None and name in by_name and len(by_name[name]) == 1:
+            nid = by_name[name][0]
+        return nid
+    return resolve
+
+
+def _num(x):
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def _from_manifest(doc: dict, path: str, resolve) -> Overlay:
+    acc: dict[str, dict] = {}
+    first, first_order = None, None
+    for e in doc["instructions"]:
+        if not isinstance(e, dict):
+            continue
+        nid = resolve(e.get("computation"), e.get("instruction"))
+        if nid is None:
+            continue
+        leaves = list(e.get("stats") or ())
+        for d in e.get("per_device") or ():
+            leaves.extend(d.get("stats") or ())
+        a = acc.setdefault(nid, {"executions": 0, "nan": 0, "inf": 0, "_means": [], "_min": None, "_max": None,
+                                 "dtype": None, "first_order": e.get("order")})
+        a["executions"] += 1
+        nonfinite = 0
+        for s in leaves:
+            if not isinstance(s, dict):
+                continue
+            a["dtype"] = a["dtype"] or s.get("dtype")
+            nan, inf = int(s.get("nan") or 0), int(s.get("inf") or 0)
+            a["nan"] += nan
+            a["inf"] += inf
+            nonfinite += nan + inf
+            lo = _num(s.get("min", s.get("min_abs")))
+            hi = _num(s.get("max", s.get("max_abs")))
+            if lo is not None:
+                a["_min"] = lo if a["_min"] is None else min(a["_min"], lo)
+            if hi is not None:
+                a["_max"] = hi if a["_max"] is None else max(a["_max"], hi)
+            m = _num(s.get("mean"))
+            if m is not None:
+                a["_means"].append(m)
+        if nonfinite:
+            a["nonfinite_executions"] = a.get("nonfinite_executions", 0) + 1
+            order = e.get("order", 0)
+            if first_order is None or order < first_order:
+                first, first_order = nid, order
+    values = {}
+    for nid, a in acc.items():
+        v: dict = {"executions": a["executions"], "nan": a["nan"], "inf": a["inf"],
+                   "nonfinite": a["nan"] + a["inf"]}
+        if a["_min"] is not None:
+            v["min"] = a["_min"]
+        if a["_max"] is not None:
+            v["max"] = a["_max"]
+        if a["_means"]:
+            v["mean"] = sum(a["_means"]) / len(a["_means"])
+        if a["_min"] is not None or a["_max"] is not None:
+            v["max_abs"] = max(abs(x) for x in (a["_min"], a["_max"]) if x is not None)
+        if a["dtype"]:
+            v["dtype"] = a["dtype"]
+        if a.get("nonfinite_executions"):
+            v["nonfinite_executions"] = a["nonfinite_executions"]
+        v["status"] = "non-finite" if v["nonfinite"] else "finite"
+        values[nid] = v
+    if first is not None:
+        values[first]["status"] = "first non-finite"
+        values[first]["first_nonfinite"] = 1
+    any_bad = any(v["nonfinite"] for v in values.values())
+    note = (f"run {doc.get('status', '?')}; " + (f"first non-finite value: {first}" if first else "every value finite"))
+    return Overlay(f"values ({_short(path)})", "stats", values, "nonfinite" if any_bad else "max_abs", first,
+                   str(path), note)
+
+
+def _from_profile(prof: dict, path: str, resolve) -> Overlay:
+    rows = prof.get("top_instructions")
+    if not isinstance(rows, list):
+        raise OverlayError(f"--overlay {path}: a profile without top_instructions")
+    run_ms = _num(prof.get("run_ms")) or 0.0
+    values: dict[str, dict] = {}
+    for r in rows:
+        if not isinstance(r, dict):
+            continue
+        members = r.get("members") or [r.get("instruction")]
+        for name in members:
+            nid = resolve(r.get("computation"), name)
+            if nid is None:
+                continue
+            v = values.setdefault(nid, {"self_ms": 0.0, "total_ms": 0.0, "percent": 0.0})
+            v["self_ms"] = round(v["self_ms"] + (_num(r.get("self_ms")) or 0.0), 6)
+            v["total_ms"] = round(v["total_ms"] + (_num(r.get("total_ms")) or 0.0), 6)
+            v["percent"] = round(v["percent"] + (_num(r.get("percent")) or 0.0), 4)
+            if r.get("calls") is not None:
+                v["calls"] = r["calls"]
+            if r.get("samples"):
+                v["samples"] = r["samples"]
+            if r.get("members"):
+                v["fused_group"] = f"{len(r['members'])} elementwise instructions timed as one, as {r.get('instruction')}"
+    note = (f"{len(rows)} instructions by self time of a {run_ms:.3f} ms run ({prof.get('mode', '?')})"
+            + ("; the run stopped" if prof.get("stopped") else ""))
+    return Overlay(f"time ({_short(path)})", "profile", values, "self_ms", None, str(path), note)
+
+
+def _from_diff(doc: dict, path: str, module, ids: dict) -> Overlay:
+    pairs = [p for p in doc["pairs"] if isinstance(p, dict)]
+    names = {n for (_, n) in ids}
+
+    def hits(side):
+        return sum(1 for p in pairs if p.get(side) in names)
+    side = "a" if hits("a") >= hits("b") else "b"
+    for s in ("a", "b"):                          # the module's own name decides a tie
+        meta = doc.get(s)
+        if hits("a") == hits("b") and isinstance(meta, dict) and meta.get("module") == module.name:
+            side = s
+            break
+    other = "b" if side == "a" else "a"
+    resolve = _resolver(ids)
+    values: dict[str, dict] = {}
+    first = None
+    for p in pairs:
+        nid = resolve(p.get(f"computation_{side}"), p.get(side))
+        if nid is None:
+            continue
+        v: dict = {"status": str(p.get("status", "?")), f"paired_with": str(p.get(other))}
+        for k in ("max_abs_diff", "max_rel_diff"):
+            x = _num(p.get(k))
+            if x is not None:
+                v[k] = x
+        if p.get("status") == "differ" and first is None:
+            first = nid
+        values[nid] = v
+    for f in doc.get("first_differences") or ():
+        name = f.get(side) if isinstance(f, dict) else (f if isinstance(f, str) else None)
+        comp = f.get(f"computation_{side}") if isinstance(f, dict) else None
+        nid = resolve(comp, name) if name else None
+        if nid is not None:
+            first = nid
+            break
+    if first is not None and first in values:
+        values[first]["first_difference"] = 1
+        values[first]["status"] = "first difference"
+    note = f"side {side} of a diff; verdict: {doc.get('verdict', '?')}" + (f"; first difference: {first}" if first else "")
+    return Overlay(f"diff ({_short(path)})", "diff", values, "max_rel_diff", first, str(path), note)
+
+
+def _short(path) -> str:
+    p = Path(str(path))
+    return p.parent.name + "/" if p.name == "manifest.json" else p.name
+
+
+# ----------------------------------------------------------------------------- on a drawing
+
+def project(overlay: Overlay, graph: Graph) -> dict[str, dict]:
+    """The overlay's values on the nodes GRAPH draws (see the module's docstring)."""
+    out: dict[str, dict] = {}
+    inner: dict[str, list] = {}
+    for nid, v in overlay.values.items():
+        if nid in graph.nodes:
+            out[nid] = dict(v)
+            continue
+        d = graph.represented_by.get(nid)
+        if d is not None and d in graph.nodes:
+            inner.setdefault(d, []).append((nid, v))
+    for d, items in inner.items():
+        mine = out.get(d)
+        if overlay.kind == "profile":
+            # the compiled path runs fusions inline: their members' time is the fusion's
+            agg = mine or {"self_ms": 0.0, "total_ms": 0.0, "percent": 0.0}
+            for _, v in items:
+                for k in ("self_ms", "total_ms", "percent"):
+                    agg[k] = round(agg.get(k, 0.0) + (v.get(k) or 0.0), 6)
+            agg["fused_instructions_timed"] = len(items)
+            out[d] = agg
+            continue
+        if mine is None:
+            mine = out[d] = {}
+            if overlay.kind == "stats":
+                mine.update({"status": "finite", "nonfinite": 0})
+        for nid, v in items:
+            if overlay.kind == "stats":
+                if v.get("nonfinite"):
+                    mine["fused_nonfinite"] = mine.get("fused_nonfinite", 0) + v["nonfinite"]
+                    if mine.get("status") == "finite":
+                        mine["status"] = "non-finite inside"
+                if v.get("first_nonfinite"):
+                    mine["first_nonfinite"] = 1
+                    mine["status"] = "first non-finite"
+                    mine["first_nonfinite_inside"] = nid
+            elif overlay.kind == "diff":
+                if v.get("first_difference"):
+                    mine["first_difference"] = 1
+                    mine["status"] = "first difference"
+                    mine["first_difference_inside"] = nid
+                if v.get("status") == "differ" and mine.get("status") in (None, "agree", "skipped"):
+                    mine["status"] = "differ inside"
+                for k in ("max_abs_diff", "max_rel_diff"):
+                    if k in v:
+                        mine[k] = max(mine.get(k, 0.0), v[k])
+    return out
+
+
+# colours: light fills so that black text stays readable
+NEUTRAL = "#f2f2f2"
+_RED, _DARK_RED = "#f4a3a3", "#e0301e"
+_GREEN, _GREY = "#c9ecc3", "#dddddd"
+_SCALE = ["#fff5eb", "#fee6ce", "#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913"]   # low -> high
+
+
+def style(values: dict[str, dict], overlay: Overlay) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """(node id -> fill colour, legend rows (colour, text)) for the projected VALUES of OVERLAY."""
+    fills: dict[str, str] = {}
+    legend: list[tuple[str, str]] = []
+    if overlay.kind == "stats" and overlay.primary == "nonfinite":
+        for nid, v in values.items():
+            if v.get("first_nonfinite"):
+                fills[nid] = _DARK_RED
+            elif v.get("nonfinite") or v.get("fused_nonfinite"):
+                fills[nid] = _RED
+            else:
+                fills[nid] = _GREEN
+        legend = [(_DARK_RED, "first non-finite value"), (_RED, "NaN or Inf in its value"),
+                  (_GREEN, "finite"), (NEUTRAL, "not dumped")]
+        return fills, legend
+    if overlay.kind == "diff":
+        scale = _scaled(values, "max_rel_diff", log=True)
+        for nid, v in values.items():
+            st = v.get("status", "")
+            if v.get("first_difference"):
+                fills[nid] = _DARK_RED
+            elif st.startswith("differ"):
+                fills[nid] = scale.get(nid, _RED) if st == "differ" else _RED
+            elif st == "agree":
+                fills[nid] = _GREEN
+            else:
+                fills[nid] = _GREY
+        legend = [(_DARK_RED, "first difference"), (_SCALE[-1], "differ (darker: larger relative difference)"),
+                  (_GREEN, "agree"), (_GREY, "skipped"), (NEUTRAL, "not compared")]
+        return fills, legend
+    metric = overlay.primary
+    log = overlay.kind == "stats"
+    fills = _scaled(values, metric, log=log)
+    lo, hi = _range(values, metric)
+    unit = " ms" if metric.endswith("_ms") else ""
+    if lo is not None:
+        legend = [(_SCALE[0], f"{metric} {_fmt(lo)}{unit}"), (_SCALE[-1], f"{metric} {_fmt(hi)}{unit}"
+                                                               + (" (log scale)" if log else "")),
+                  (NEUTRAL, "no value")]
+    return fills, legend
+
+
+def _range(values, metric):
+    xs = [v[metric] for v in values.values() if isinstance(v.get(metric), (int, float))]
+    return (min(xs), max(xs)) if xs else (None, None)
+
+
+def _scaled(values, metric, log: bool) -> dict[str, str]:
+    lo, hi = _range(values, metric)
+    out = {}
+    if lo is None:
+        return out
+
+    def f(x):
+        return math.log10(1.0 + abs(x)) if log else x
+    a, b = f(lo), f(hi)
+    for nid, v in values.items():
+        x = v.get(metric)
+        if not isinstance(x, (int, float)):
+            continue
+        t = 0.0 if b <= a else (f(x) - a) / (b - a)
+        out[nid] = _SCALE[min(len(_SCALE) - 1, int(t * len(_SCALE)))]
+    return out
+
+
+def _fmt(x) -> str:
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def format_value(x) -> str:
+    """A value as details panels show it."""
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)

@@ -1,0 +1,116 @@
+"""`hlo diff A B`: run two modules on the same inputs and compare every matched value.
+
+The library does the work (hlo_cli/diff); this module parses options, reads the modules and the
+inputs (as `hlo run` does: hlo_cli.io.load_inputs, interpreter.inputs.random_inputs) and prints.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import ExitCode, HloInputError
+from .common import load_module, no_cache_option, report_errors
+
+
+@click.command("diff")
+@click.argument("module_a", metavar="A", type=str)
+@click.argument("module_b", metavar="B", type=str)
+@click.option("--input", "-i", "inputs", multiple=True, metavar="[NAME=]FILE.npy",
+              help="An input array, as for `hlo run`: in parameter order, or bound to A's parameter NAME (or argN). "
+                   "B gets the same arrays by parameter position.")
+@click.option("--inputs", "inputs_npz", metavar="ARGS.npz",
+              help="An .npz archive of inputs keyed by A's parameter names or arg0, arg1, ... (by position).")
+@click.option("--random-inputs", is_flag=True, help="Fill every parameter with deterministic random values.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed for --random-inputs and rng.")
+@click.option("--rtol", type=click.FloatRange(min=0), default=1e-3, show_default=True,
+              help="Relative tolerance: a value of B agrees with A's when |b - a| <= atol + rtol * |a|.")
+@click.option("--atol", type=click.FloatRange(min=0), default=1e-3, show_default=True, help="Absolute tolerance.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON document on stdout (verdict, results_agree, summary, results, "
+                   "first_differences with their chains, pairs, only_in_a, only_in_b, a, b).")
+@click.option("--show", type=click.IntRange(min=1), default=5, show_default=True,
+              help="How many first differing instructions the text report details.")
+@click.option("--module-a", "module_a_choice", metavar="N|NAME", default=None,
+              help="Which module of A, when its file holds several.")
+@click.option("--module-b", "module_b_choice", metavar="N|NAME", default=None,
+              help="Which module of B, when its file holds several.")
+@click.option("--max-iterations", type=click.IntRange(min=0), default=None,
+              help="Fail a while loop that runs more iterations than this.")
+@click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
+              help="Run modules whose dump elided constants ({...}), filling them this way.")
+@click.option("--no-check", is_flag=True, help="Do not check the modules (hlo check's rules) before running them.")
+@no_cache_option
+@report_errors
+def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol, fmt, show, module_a_choice,
+         module_b_choice, max_iterations, allow_elided_constants, no_check, no_cache):
+    """Run modules A and B on the same inputs and compare every value, not only the results.
+
+    Instructions are matched across the two texts as a compiler engineer would: the same name; else
+    the same op_name and source line in the metadata; else structure (the same opcode over matched
+    operands, from the parameters, matched by position, and constants). Fused computations are
+    matched through their fusion instructions, so a text before XLA's optimizations can be diffed
+    against the text after them; copies, reshapes and bitcasts that keep the elements' order stand
+    for their operand, and values of another shape with the same element count are compared after a
+    reshape (row-major). A is the reference.
+
+    The report: the results; the first instructions (in B's execution order) whose values differ
+    beyond the tolerance while their operands agree, with both names, computations, source lines,
+    metadata, shapes, the largest difference and where it is, and the operands that still agreed;
+    the instructions only one module has; the counts.
+
+    Both runs go instruction by instruction (no compiled fast path), and A's values wait in memory
+    (up to 1 GiB, then in a temporary directory) until B's matching instruction has run.
+
+    Exit codes: 0 the results agree (intermediate values may differ: see the report); 1 the results
+    differ, or a module fails its check or its run; 2 usage error or unreadable input (also modules
+    whose parameters differ); 3 a bug in hlo; 4 out of memory.
+    """
+    from ..diff import diff_modules, format_text
+    from ..interpreter import RunOptions
+    modules = []
+    for path, choice in ((module_a, module_a_choice), (module_b, module_b_choice)):
+        if path == "-" and module_a == module_b == "-":
+            raise click.UsageError("only one of A and B can be standard input")
+        mod, text = load_module(path, use_cache=not no_cache, with_text=True, module=choice)
+        if not no_check:
+            from .run import _check_before_running
+            _check_before_running(mod, text)
+        if allow_elided_constants is None:
+            from ..checker.positions import SourceIndex
+            from .run import _refuse_elided
+            _refuse_elided(mod, SourceIndex(text))
+        modules.append(mod)
+    a, b = modules
+    from ..diff import check_parameters
+    check_parameters(a, b)
+    args = _inputs(a, inputs, inputs_npz, random_inputs, seed)
+    options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants)
+    report = diff_modules(a, b, args, rtol, atol, options=options, path_a=module_a, path_b=module_b)
+    if fmt == "json":
+        click.echo(json.dumps(report.to_json(), indent=1))
+    else:
+        click.echo(format_text(report, max_first=show))
+    if not report.results_agree:
+        sys.exit(ExitCode.FAILURE)
+
+
+def _inputs(module, inputs, inputs_npz, random_inputs, seed) -> list:
+    """The arguments, read as `hlo run` reads them (A's parameters decide names and shapes)."""
+    from ..interpreter.inputs import random_inputs as make_random
+    from ..io import load_inputs
+    params = module.entry_computation.parameters
+    if random_inputs:
+        if inputs or inputs_npz:
+            raise HloInputError("--random-inputs cannot be combined with --input/--inputs")
+        return make_random(params, seed)
+    if not inputs and not inputs_npz and any(p.shape.element_type != "token" for p in params):
+        raise HloInputError(f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
+                            + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
+                            + "); pass --input/--inputs, or --random-inputs")
+    loaded = load_inputs(params, inputs, inputs_npz)
+    for note in loaded.notes:
+        click.echo(f"note: {note}", err=True)
+    return loaded.values

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import Diagnostic, ExitCode, HloError
-from .common import diagnostic_dict, report_errors
+from .common import diagnostic_dict, report_errors, resolve_stage, stage_option
 
 OK, ERRORS, UNREADABLE, INTERNAL = "ok", "errors", "unreadable", "internal error"
 # the worst status decides the exit code
@@ -34,7 +34,7 @@ class Result:
 
 
 def _check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: bool,
-                devices: tuple[int | None, int | None] = (None, None)) -> list[Result]:
+                devices: tuple[int | None, int | None] = (None, None), module: str | None = None) -> list[Result]:
     """One Result per module of PATH, or one for a file that cannot be used.  Never raises: one bad
     file or module must not stop the others from being checked."""
     from ..sources import read_modules
@@ -47,7 +47,11 @@ def _check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: bo
     except HloError as e:
         return [Result(path, path, e.diagnostics or [Diagnostic(str(e), path, code="E014")], UNREADABLE)]
     out = []
-    for src in fm.modules:
+    try:
+        chosen = fm.modules if module is None else (fm.select(module),)
+    except HloError as e:
+        return [Result(path, path, e.diagnostics or [Diagnostic(str(e), path, code="E082")], UNREADABLE)]
+    for src in chosen:
         r = _check_source(src, use_cache, layout_sensitive, warnings, devices)
         r.skipped_graphs = list(fm.skipped) if src.index == 0 else []
         out.append(r)
@@ -108,9 +112,13 @@ def _worst(statuses) -> str:
 @click.option("--partitions", type=click.IntRange(min=1), default=None, metavar="M",
               help="Check against M partitions instead of the header's num_partitions (also the device "
                    "count shardings are checked against).")
+@click.option("--module", "-m", "module_choice", metavar="N|NAME", default=None,
+              help="Check one module: of a file that holds several, its 0-based number or name; of an XLA dump "
+                   "directory, its name or number NNNN (every stage of it, or the one --stage names).")
+@stage_option
 @click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache.")
 @report_errors
-def check(files, layout_sensitive, fmt, no_warnings, verbose, replicas, partitions, no_cache):
+def check(files, layout_sensitive, fmt, no_warnings, verbose, replicas, partitions, module_choice, stage, no_cache):
     """Check FILES (HLO files, directories of dumps, or '-' for stdin) against XLA's shape, layout and
     type rules, and report every problem as FILE:LINE:COL with the offending line and a caret.
 
@@ -125,12 +133,17 @@ def check(files, layout_sensitive, fmt, no_warnings, verbose, replicas, partitio
     once, groups have equal sizes, source-target pairs stay in range, collectives' per-device shapes
     fit their group sizes, and shardings fit the shape and the device count.
 
+    In an XLA dump directory, --module NAME checks every stage of one module and --stage one stage
+    (`hlo info DIR` lists them).
+
     Exit codes: 0 no errors; 1 a module has errors; 2 usage error or unreadable input.
     """
     from ..sources import expand
+    files, file_module = _dump_stages(files, module_choice, stage)
     paths, skipped = expand(files)
     results = [r for p in paths
-               for r in _check_file(p, not no_cache, layout_sensitive, not no_warnings, (replicas, partitions))]
+               for r in _check_file(p, not no_cache, layout_sensitive, not no_warnings, (replicas, partitions),
+                                    file_module)]
     worst = _worst(r.status for r in results)
     if fmt == "json":
         click.echo(json.dumps(_json(results, skipped, worst), indent=2))
@@ -154,6 +167,23 @@ def check(files, layout_sensitive, fmt, no_warnings, verbose, replicas, partitio
                        + (f", {n} warning{'s' if n != 1 else ''}" if n else "") + ")")
     if worst != OK:
         sys.exit(_EXIT[worst])
+
+
+def _dump_stages(files, module_choice, stage):
+    """FILES with --module/--stage applied to XLA dump directories: a stage's file, or every stage
+    of one module.  Returns (files, the --module choice left for plain files)."""
+    if module_choice is None and stage is None:
+        return files, None
+    from ..sources.dumpdir import is_dump_dir, read_dump_dir
+    out = []
+    for f in files:
+        if stage is not None:
+            out.append(resolve_stage(f, module_choice, stage)[0])
+        elif f != "-" and Path(f).is_dir() and is_dump_dir(f):
+            out.extend(s.path for s in read_dump_dir(f).module(module_choice).stages)
+        else:
+            out.append(f)
+    return out, (None if stage is not None else module_choice)
 
 
 def _shown(r: Result, verbose: bool) -> list[Diagnostic]:

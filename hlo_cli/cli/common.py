@@ -71,3 +71,39 @@ module_option = click.option("--module", "-m", "module_choice", metavar="N|NAME"
                              help="Which module of a file that holds several (an XLA lit test with "
                                   "'// -----', a PyTorch/XLA saved-graph file): its 0-based number or its "
                                   "name.  `hlo info FILE` lists them.")
+
+
+stage_option = click.option("--stage", "stage", metavar="STAGE", default=None,
+                            help="In an XLA dump directory (--xla_dump_to=DIR): the stage to read, with --module "
+                                 "NAME|NNNN choosing the module when it holds several: before_optimizations, "
+                                 "after_optimizations, a step number SSSS of the file names, or a pass name "
+                                 "([PIPELINE:]PASS, the dump after it ran; PASS#K its K-th occurrence, PASS#last "
+                                 "the last).  `hlo info DIR` lists the modules and their stages.")
+
+
+def resolve_stage(path: str, module_choice: str | None, stage: str | None) -> tuple[str, str | None]:
+    """(the file to read, the --module choice within it) for PATH and the --module/--stage options:
+    a stage of an XLA dump directory becomes its file (a note on stderr when the choice was not the
+    only one possible); anything else is left as it was.  Raises HloInputError (exit 2) for --stage
+    on a file, and for a dump directory without --stage (commands that read one module)."""
+    from pathlib import Path
+
+    from ..errors import Diagnostic, HloInputError
+    from ..sources.dumpdir import is_dump_dir, read_dump_dir
+    is_dir = path != "-" and Path(path).is_dir()
+    if stage is not None:
+        if not is_dir:
+            msg = "--stage picks a stage of an XLA dump directory (--xla_dump_to=DIR); this is not a directory"
+            raise HloInputError(f"{path}: {msg}", [Diagnostic(msg, path, code="E084")])
+        sel = read_dump_dir(path).select(module_choice, stage)
+        if sel.note:
+            click.echo(f"note: {sel.note}", err=True)
+        return sel.stage.path, None
+    if is_dir and is_dump_dir(path):
+        dd = read_dump_dir(path)
+        which = "" if len(dd.modules) == 1 else " --module NAME"
+        msg = (f"an XLA dump directory ({len(dd.modules)} module{'s' if len(dd.modules) != 1 else ''}); choose a "
+               f"stage with{which} --stage before_optimizations|after_optimizations|PASS (hlo info {path} lists "
+               f"them)")
+        raise HloInputError(f"{path}: {msg}", [Diagnostic(msg, path, code="E084")])
+    return path, module_choice

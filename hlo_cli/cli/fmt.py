@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from .common import module_option, no_cache_option, report_errors
+from .common import module_option, no_cache_option, report_errors, resolve_stage, stage_option
 
 
 @click.command("fmt")
@@ -16,19 +16,22 @@ from .common import module_option, no_cache_option, report_errors
 @click.option("--check", is_flag=True,
               help="Print nothing; exit 1 if FILE is not already in canonical form (for CI).")
 @module_option
+@stage_option
 @no_cache_option
 @report_errors
-def fmt(file, no_percent, operand_shapes, no_metadata, check, module_choice, no_cache):
+def fmt(file, no_percent, operand_shapes, no_metadata, check, module_choice, stage, no_cache):
     """Print FILE ('-' for standard input) in XLA's canonical HLO text form.
 
     Parsing the output gives back the same module, and formatting is idempotent.  A file that holds
     several modules is printed whole, its modules separated the way they came ('// -----' between
     the modules of an XLA lit test; '## BEGIN_GRAPH' / '## END_GRAPH' around saved graphs; the text
     around them is left out); --module N|NAME prints one.  Nothing is printed if a module has errors.
+    In an XLA dump directory, --stage (and --module) picks the module and stage to print.
     """
     from ..errors import HloError, HloSyntaxError
     from ..ir.printer import format_module
     from ..sources import parse_module, read_modules
+    file, module_choice = resolve_stage(file, module_choice, stage)
     fm = read_modules(file)
     chosen = [fm.select(module_choice)] if module_choice is not None or len(fm.modules) == 1 else list(fm.modules)
     texts, errors = [], []

@@ -7,7 +7,7 @@ from collections import Counter
 
 import click
 
-from .common import diagnostic_dict, module_option, no_cache_option, report_errors
+from .common import diagnostic_dict, module_option, no_cache_option, report_errors, resolve_stage, stage_option
 
 
 def summarize(module, path: str, size: int) -> dict:
@@ -168,9 +168,10 @@ def _text(v):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format.")
 @module_option
+@stage_option
 @no_cache_option
 @report_errors
-def info(file, fmt, module_choice, no_cache):
+def info(file, fmt, module_choice, stage, no_cache):
     """Summarize FILE ('-' for standard input): module name, entry signature, computations and
     instructions counted, the inputs' total size, the memory a run is estimated to need (the peak
     of live values along the interpreter's schedule, parameters included, where it is reached, the
@@ -182,9 +183,16 @@ def info(file, fmt, module_choice, no_cache):
 
     A file that holds several modules (an XLA lit test with '// -----' between modules, a
     PyTorch/XLA XLA_SAVE_TENSORS_FILE) is listed module by module; --module N|NAME summarizes one.
+
+    An XLA dump directory (--xla_dump_to=DIR, with --xla_dump_hlo_pass_re=.* a dump after every pass)
+    is listed module by module; --module NAME|NNNN lists one module's stages in pass order (which
+    changed the text, and what --stage takes to pick each); --stage summarizes that stage.
     """
     from ..errors import HloError
     try:
+        if stage is None and _dump_listing(file, fmt, module_choice):
+            return
+        file, module_choice = resolve_stage(file, module_choice, stage)
         _info(file, fmt, module_choice, no_cache)
     except HloError as e:
         if fmt == "json":
@@ -384,3 +392,89 @@ def _print_listing(fm, entries, skipped):
         kinds = ", ".join(sorted({g["kind"] for g in skipped}))
         con.print(Text(f"{len(skipped)} saved graph{'s' if len(skipped) != 1 else ''} skipped: not HLO text "
                        f"({kinds})"))
+
+
+# ----------------------------------------------------------------------------- XLA dump directories
+
+def _dump_listing(path: str, fmt: str, module_choice) -> bool:
+    """List an XLA dump directory's modules, or one module's stages; False when PATH is not one."""
+    from pathlib import Path
+
+    from ..sources.dumpdir import is_dump_dir, read_dump_dir, text_key
+    if path == "-" or not Path(path).is_dir() or not is_dump_dir(path):
+        return False
+    dd = read_dump_dir(path)
+    if module_choice is None and len(dd.modules) > 1:
+        mods = [{"key": m.key, "id": m.id, "name": m.name, "timestamp": m.timestamp, "stages": len(m.stages),
+                 "pass_stages": m.pass_stages} for m in dd.modules]
+        if fmt == "json":
+            click.echo(json.dumps({"directory": dd.path, "kind": "xla-dump", "modules": mods,
+                                   "ignored_files": len(dd.ignored)}, indent=2))
+        else:
+            _print_dump_modules(dd, mods)
+        return True
+    m = dd.module(module_choice)
+    rows, prev = [], None
+    for s in m.stages:
+        try:
+            key = text_key(s.path)
+        except OSError:
+            key = None
+        rows.append(dict(s.to_dict(), changed=prev is None or key is None or key != prev))
+        prev = key
+    if fmt == "json":
+        click.echo(json.dumps({"directory": dd.path, "kind": "xla-dump", "module": {"key": m.key, "id": m.id,
+                               "name": m.name, "timestamp": m.timestamp}, "stages": rows}, indent=2))
+    else:
+        _print_dump_stages(dd, m, rows)
+    return True
+
+
+def _print_dump_modules(dd, mods):
+    from rich.table import Table
+    from rich.text import Text
+    con = _console()
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold", no_wrap=True)
+    head.add_column()
+    head.add_row("directory", Text(f"{dd.path} (an XLA dump: {len(mods)} modules; {len(dd.ignored)} other files)"))
+    con.print(head)
+    t = Table(title=f"modules (hlo info {dd.path} --module NAME|NNNN lists a module's stages)", title_justify="left",
+              show_edge=False)
+    for col in ("module", "name", "stages", "after passes"):
+        t.add_column(col, justify="right" if col in ("stages", "after passes") else "left")
+    for r in mods:
+        t.add_row(Text(r["key"]), Text(r["name"] or "-"), str(r["stages"]), str(r["pass_stages"]))
+    con.print(t)
+    if not any(r["pass_stages"] for r in mods):
+        con.print(Text("no dumps between passes: XLA writes them with --xla_dump_hlo_pass_re=.* (hlo bisect needs "
+                       "them)"))
+
+
+def _print_dump_stages(dd, m, rows):
+    from rich.table import Table
+    from rich.text import Text
+    con = _console()
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold", no_wrap=True)
+    head.add_column()
+    head.add_row("directory", Text(dd.path))
+    head.add_row("module", Text(m.title))
+    changed = sum(1 for r in rows if r["changed"])
+    head.add_row("stages", Text(f"{len(rows)} in pass order, {changed} with a new text (the others repeat the "
+                                f"stage before them)"))
+    con.print(head)
+    which = f" --module {dd.choice(m)}" if len(dd.modules) > 1 else ""
+    t = Table(title=f"stages (hlo run/check/fmt/info DIR{which} --stage STAGE picks one; hlo bisect DIR{which} "
+                    "runs them)",
+              title_justify="left", show_edge=False)
+    for col in ("#", "step", "pipeline", "after", "new text", "--stage"):
+        t.add_column(col, justify="right" if col in ("#", "step") else "left", no_wrap=col != "pipeline")
+    for r in rows:
+        after = r["pass"] if r["kind"] == "pass" else (f"{r['pass']}: {r['step']}" if r["kind"] == "during_pass"
+                                                         else r["label"])
+        if r["kind"] == "pass" and r["pass"] == "pipeline-start":
+            after = "(pipeline start)"
+        t.add_row(str(r["index"]), "" if r["number"] is None else f"{r['number']:04d}", Text(r["pipeline"] or ""),
+                  Text(after), "yes" if r["changed"] else "", Text(r["selector"]))
+    con.print(t)

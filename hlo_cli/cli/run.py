@@ -26,7 +26,8 @@ import click
 
 from ..errors import Diagnostic, ExitCode, HloError, HloEvalError, HloInputError, HloShapeError
 from ..io import has_nonfinite, leaves_with_shapes, literal_text, scalar_str, stats
-from .common import diagnostic_dict, load_module, module_option, no_cache_option, report_errors
+from .common import (diagnostic_dict, load_module, module_option, no_cache_option, report_errors, resolve_stage,
+                     stage_option)
 
 
 def _input_error(msg: str):
@@ -235,12 +236,13 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 @click.option("--device", "device", type=click.IntRange(min=0), default=None,
               help="Show this device's results only (summary, --print, JSON).")
 @module_option
+@stage_option
 @no_cache_option
 @report_errors
 def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect, rtol, atol,
         dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations, allow_elided_constants,
         no_check, no_progress, profile, max_memory, replicas, partitions, per_device, output_global,
-        output_sharding, device, module_choice, no_cache):
+        output_sharding, device, module_choice, no_cache, stage=None):
     """Run MODULE's entry computation on inputs and report the results.
 
     Inputs: --input FILE.npy per parameter in order, --input NAME=FILE.npy by name, --inputs ARGS.npz,
@@ -266,6 +268,8 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
             raise click.BadParameter(f"{seed} is negative; a seed is a non-negative integer", param_hint="'--seed'")
         if output_sharding is not None and not output_global:
             raise click.UsageError("--output-sharding needs --output-global")
+        module_file, module_choice = resolve_stage(module_file, module_choice, stage)   # --stage in a dump dir
+        state["module_file"] = module_file
         limit = _memory_limit_option(max_memory)
         devices = {"replicas": replicas, "partitions": partitions, "per_device": per_device,
                    "output_global": output_global, "output_sharding": output_sharding, "device": device}

@@ -1,0 +1,377 @@
+"""Bisecting XLA's pass pipeline: which pass first changed a module's results?
+
+The snapshots of one module (an XLA dump directory's stages in pass order, or a list of files; see
+sources/dumpdir.py) are run on the same inputs.  The first snapshot's results are the reference; a
+snapshot "differs" when a result is not within |got - want| <= atol + rtol * |want| of it (NaN
+equal to NaN; hlo_cli.compare).  Like git bisect, the search assumes that once the results differ
+they keep differing, and runs as few snapshots as that needs:
+
+- snapshots whose text is identical to one already run are not run: their result is known (with
+  ``--xla_dump_hlo_pass_re=.*`` every pipeline dumps at its start, so most stages repeat a text);
+- the first and the last snapshot are run; if the last agrees, every snapshot is taken to agree;
+- otherwise the range between the last agreeing and the first differing text is halved until they
+  are neighbours: ceil(log2(distinct texts)) runs more at most;
+- a snapshot that cannot be run (a checker error, an operation the interpreter lacks, several
+  devices) is skipped, as `git bisect skip` does, and the nearest other one in the range is tried;
+  when only skipped snapshots are left between the two, the verdict names the range.
+
+``exhaustive=True`` runs every distinct text instead and reports every snapshot that contradicts
+the assumption (agrees again after the first that differs).  Known results contradicting it (a
+later snapshot's text identical to an agreeing earlier one) are reported either way.
+
+    from hlo_cli.bisect import bisect
+    from hlo_cli.sources.dumpdir import read_dump_dir
+    m = read_dump_dir("dump/").module("jit_step")
+    report = bisect(m, args)                 # args: the entry's inputs in parameter order
+    report.first_bad, report.last_good       # Stages (None when every snapshot agrees)
+    report.to_dict()                         # what `hlo bisect --format json` prints
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from .errors import HloError, HloEvalError, HloInputError
+from .sources.dumpdir import DumpModule, Stage, text_key
+
+REFERENCE, AGREES, DIFFERS, FAILED = "reference", "agrees", "differs", "cannot run"
+
+
+@dataclass
+class Outcome:
+    """What one snapshot gave (run, or known from an identical text)."""
+    stage: Stage
+    status: str                     # REFERENCE, AGREES, DIFFERS or FAILED
+    ran: bool                       # False: known from the identical text of `same_as`
+    same_as: int | None = None      # the stage index whose run gave this result
+    comparison: dict | None = None  # hlo_cli.compare.compare's document against the reference
+    error: str | None = None        # why it could not be run
+    seconds: float = 0.0
+    leaves: list | None = field(default=None, repr=False)
+
+    def summary(self) -> str:
+        """One line: the verdict and, for a difference, where it is largest."""
+        if self.status == FAILED:
+            return f"cannot run: {self.error}"
+        if self.status == DIFFERS and self.comparison is not None:
+            bad = [r for r in self.comparison["rows"] if r["status"] != "ok"]
+            parts = []
+            for r in bad[:3]:
+                if "mismatched" in r:
+                    parts.append(f"{r['key']}: {r['mismatched']}/{r['size']} differ, max |diff| "
+                                 f"{r['max_abs_diff']:.3g}")
+                else:
+                    parts.append(f"{r['key']}: {r['status']}")
+            more = f", {len(bad) - 3} more" if len(bad) > 3 else ""
+            return "differs (" + "; ".join(parts) + more + ")"
+        return self.status
+
+    def to_dict(self) -> dict:
+        d = {"index": self.stage.index, "stage": self.stage.label, "file": self.stage.path, "status": self.status,
+             "ran": self.ran}
+        if self.same_as is not None:
+            d["same_text_as"] = self.same_as
+        if self.error is not None:
+            d["error"] = self.error
+        if self.comparison is not None:
+            d["comparison"] = self.comparison["rows"]
+        if self.ran:
+            d["seconds"] = round(self.seconds, 4)
+        return d
+
+
+@dataclass
+class BisectReport:
+    """The verdict, the log of what was run in order, and every snapshot's known result."""
+    module: DumpModule
+    rtol: float
+    atol: float
+    outcomes: dict                           # stage index -> Outcome (the stages whose result is known)
+    log: list                                # Outcomes in the order they were decided
+    distinct: int                            # distinct texts among the stages
+    exhaustive: bool = False
+    first_bad: Stage | None = None           # the first snapshot that differs
+    last_good: Stage | None = None           # its neighbour before it that agrees
+    undecided: tuple = ()                    # (last agreeing, first differing) with skipped ones between
+    contradictions: list = field(default_factory=list)   # Outcomes that break the monotonic assumption
+    diff: object = None                      # the diff of last_good and first_bad (hlo_cli.diff), if made
+    diff_note: str | None = None             # why there is no diff
+
+    @property
+    def stages(self) -> tuple:
+        return self.module.stages
+
+    @property
+    def ran(self) -> int:
+        return sum(1 for o in self.log if o.ran)
+
+    @property
+    def status(self) -> str:
+        """"agree": no snapshot differs; "differs": first_bad names the pass; "undecided": the
+        results changed between two snapshots with only unrunnable ones between them."""
+        if self.first_bad is not None:
+            return "differs"
+        if self.undecided:
+            return "undecided"
+        return "agree"
+
+    @property
+    def changed_stages(self) -> tuple:
+        """Every stage from the last agreeing to the first differing one (first_bad's pass and any
+        stage dumped without a text change before it are what the verdict points at)."""
+        if self.first_bad is None:
+            return ()
+        return tuple(self.stages[self.last_good.index + 1:self.first_bad.index + 1])
+
+    def to_dict(self) -> dict:
+        m = self.module
+        doc = {"status": self.status, "module": {"key": m.key, "name": m.name, "directory": m.directory},
+               "rtol": self.rtol, "atol": self.atol, "exhaustive": self.exhaustive,
+               "snapshots": len(self.stages), "distinct_texts": self.distinct, "runs": self.ran,
+               "first_bad": self.first_bad.to_dict() if self.first_bad else None,
+               "last_good": self.last_good.to_dict() if self.last_good else None,
+               "log": [o.to_dict() for o in self.log],
+               "results": [dict(stage=s.label, index=s.index, status=self.outcomes[s.index].status)
+                           if s.index in self.outcomes else dict(stage=s.label, index=s.index, status="not run")
+                           for s in self.stages],
+               "contradictions": [o.to_dict() for o in self.contradictions]}
+        if self.undecided:
+            lo, hi = self.undecided
+            doc["undecided"] = {"last_agreeing": lo.to_dict(), "first_differing": hi.to_dict(),
+                                "skipped": [s.to_dict() for s in self.stages[lo.index + 1:hi.index]
+                                            if s.index in self.outcomes and self.outcomes[s.index].status == FAILED]}
+        if self.diff_note:
+            doc["diff_note"] = self.diff_note
+        return doc
+
+
+# ----------------------------------------------------------------------------- running one snapshot
+
+class _Runner:
+    """Parses, checks and runs snapshots on fixed inputs, comparing with the reference."""
+
+    def __init__(self, args, *, rtol, atol, use_cache, check, seed, max_iterations, on_run):
+        self.args, self.rtol, self.atol = args, rtol, atol
+        self.use_cache, self.check, self.seed, self.max_iterations = use_cache, check, seed, max_iterations
+        self.on_run = on_run
+        self.reference = None
+
+    def run(self, stage: Stage) -> Outcome:
+        if self.on_run is not None:
+            self.on_run(stage)
+        t0 = time.perf_counter()
+        try:
+            leaves = run_snapshot(stage.path, self.args, use_cache=self.use_cache, check=self.check, seed=self.seed,
+                                  max_iterations=self.max_iterations)
+        except HloInputError:
+            raise
+        except HloError as e:
+            return Outcome(stage, FAILED, True, error=_first_line(e), seconds=time.perf_counter() - t0)
+        except RecursionError:
+            return Outcome(stage, FAILED, True, error="the module is nested too deeply to process",
+                           seconds=time.perf_counter() - t0)
+        dt = time.perf_counter() - t0
+        if self.reference is None:
+            self.reference = leaves
+            return Outcome(stage, REFERENCE, True, seconds=dt, leaves=leaves)
+        from .compare import compare
+        cmp = compare(leaves, {f"out{k}": v for k, v in enumerate(self.reference)}, self.rtol, self.atol)
+        return Outcome(stage, AGREES if cmp["ok"] else DIFFERS, True, comparison=cmp, seconds=dt)
+
+
+def _first_line(e: HloError) -> str:
+    text = str(e).strip() or type(e).__name__
+    if e.diagnostics:
+        d = e.diagnostics[0]
+        text = d.format(with_source=False)
+        if len(e.diagnostics) > 1:
+            text += f" (and {len(e.diagnostics) - 1} more)"
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True, seed: int = 0,
+                 max_iterations: int | None = None) -> list:
+    """Run the module in PATH (one module) on ARGS and return its result leaves as arrays, in
+    depth-first order.  Raises HloError: the checker's errors (check=True), elided constants,
+    several devices, anything the run raises."""
+    import numpy as np
+
+    from .interpreter import RunOptions, run_module
+    from .io import leaves_with_shapes
+    from .sources import load
+    module, src = load(path, None, use_cache)
+    if check:
+        from .checker import check_module
+        errors = [d for d in check_module(module, src.text, warnings=False) if d.severity == "error"]
+        if errors:
+            raise HloEvalError(f"the checker rejects it: {errors[0].format(with_source=False)}"
+                               + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""), errors)
+    for comp in module.computations:
+        for inst in comp.instructions:
+            if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
+                raise HloEvalError(f"{inst.name}: this constant's values were elided in the dump ({{...}}); "
+                                   "re-dump with --xla_dump_large_constants")
+    from .devices import grid_of, needs_devices
+    try:
+        grid = grid_of(module)
+        multi = needs_devices(module, grid)
+    except HloError:
+        multi = False
+    if multi:
+        raise HloEvalError(f"a program for {grid.count} devices: hlo bisect runs single-device modules")
+    result = run_module(module, list(args), RunOptions(seed=seed, max_iterations=max_iterations))
+    root = module.entry_computation.root_instruction.shape
+    return [np.asarray(v) for v, _ in leaves_with_shapes(result, root)]
+
+
+# ----------------------------------------------------------------------------- the search
+
+def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, exhaustive: bool = False,
+           use_cache: bool = True, check: bool = True, seed: int = 0, max_iterations: int | None = None,
+           on_run=None, diff: bool = True) -> BisectReport:
+    """Find the first stage of MODULE whose results on ARGS (the entry's inputs in parameter
+    order) differ from the first stage's (see the module docstring).  ON_RUN(stage) is called
+    before each run (progress).  With DIFF, the two neighbours are diffed with hlo_cli.diff when
+    it is available.  Raises HloInputError for a module with fewer than two stages or a file that
+    cannot be read, and the first stage's error when it cannot be run."""
+    stages = module.stages
+    if len(stages) < 2:
+        where = module.directory or "the files given"
+        raise HloInputError(f"{where}: {module.title} has {len(stages)} stage{'s' if len(stages) != 1 else ''}; "
+                            "bisecting needs the module dumped after its passes (XLA_FLAGS=--xla_dump_to=DIR "
+                            "--xla_dump_hlo_pass_re=.*) or two files or more")
+    try:
+        keys = [text_key(s.path) for s in stages]
+    except OSError as e:
+        path = getattr(e, "filename", None) or "?"
+        raise HloInputError(f"{path}: cannot read it ({e.strerror or e})") from None
+    # versions: runs of consecutive stages with one text
+    versions: list[list[int]] = []
+    for k in range(len(stages)):
+        if versions and keys[versions[-1][0]] == keys[k]:
+            versions[-1].append(k)
+        else:
+            versions.append([k])
+    runner = _Runner(args, rtol=rtol, atol=atol, use_cache=use_cache, check=check, seed=seed,
+                     max_iterations=max_iterations, on_run=on_run)
+    report = BisectReport(module, rtol, atol, {}, [], len(set(keys)), exhaustive)
+    by_key: dict = {}                     # text -> the Outcome of its run
+
+    def result(v: int) -> Outcome:
+        """The outcome of version v (run, or known from an identical text)."""
+        first = versions[v][0]
+        if first in report.outcomes:
+            return report.outcomes[first]
+        known = by_key.get(keys[first])
+        if known is not None:
+            o = Outcome(stages[first], known.status if known.status != REFERENCE else AGREES, False,
+                        same_as=known.stage.index, comparison=known.comparison, error=known.error)
+        else:
+            o = runner.run(stages[first])
+            by_key[keys[first]] = o
+        for k in versions[v]:
+            report.outcomes[k] = o if k == first else Outcome(stages[k], o.status, False, same_as=o.stage.index
+                                                               if o.ran else o.same_as, comparison=o.comparison,
+                                                               error=o.error)
+        report.log.append(o)
+        return o
+
+    ref = result(0)
+    if ref.status == FAILED:
+        raise HloEvalError(f"{stages[0].path}: the first snapshot ({stages[0].label}) cannot be run, so there "
+                           f"is no reference to compare with: {ref.error}")
+    good = lambda o: o.status in (AGREES, REFERENCE)  # noqa: E731
+    n = len(versions)
+    if exhaustive:
+        first_bad = None
+        last_ok = 0
+        for v in range(1, n):
+            o = result(v)
+            if o.status == FAILED:
+                continue
+            if first_bad is None and not good(o):
+                first_bad = v
+            elif first_bad is None:
+                last_ok = v
+        if first_bad is not None:
+            _verdict(report, versions, last_ok, first_bad)
+    else:
+        lo, hi = 0, None
+        # the last runnable version: the first to differ is at or before it
+        for v in range(n - 1, 0, -1):
+            o = result(v)
+            if o.status != FAILED:
+                if not good(o):
+                    hi = v
+                break
+        if hi is not None:
+            while hi - lo > 1:
+                v = _pick(lo, hi, versions, report.outcomes)
+                if v is None:
+                    break
+                o = result(v)
+                if o.status == FAILED:
+                    continue
+                if good(o):
+                    lo = v
+                else:
+                    hi = v
+            _verdict(report, versions, lo, hi)
+    if report.first_bad is not None:
+        bad, ok = report.first_bad.index, report.last_good.index
+        report.contradictions = [o for o in report.log if o.status != FAILED and
+                                 ((o.stage.index > bad and good(o)) or (o.stage.index < ok and not good(o)))]
+    if diff and report.first_bad is not None:
+        _diff(report, args, rtol, atol, use_cache, seed)
+    return report
+
+
+def _pick(lo: int, hi: int, versions, outcomes) -> int | None:
+    """The version nearest the middle of (lo, hi) that has not failed; None when all have."""
+    mid = (lo + hi) // 2
+    order = sorted(range(lo + 1, hi), key=lambda v: (abs(v - mid), v))
+    for v in order:
+        o = outcomes.get(versions[v][0])
+        if o is None or o.status != FAILED:
+            return v
+    return None
+
+
+def _verdict(report: BisectReport, versions, lo: int, hi: int):
+    """Versions lo (agrees) and hi (differs): neighbours name the pass; with skipped versions
+    between them the range is all that can be said."""
+    stages = report.stages
+    if hi - lo == 1:
+        report.first_bad = stages[versions[hi][0]]
+        report.last_good = stages[versions[lo][-1]]
+    else:
+        report.undecided = (stages[versions[lo][-1]], stages[versions[hi][0]])
+
+
+def _diff(report: BisectReport, args, rtol, atol, use_cache, seed):
+    """The diff of the two neighbouring snapshots (hlo_cli.diff, when it is there)."""
+    try:
+        from .diff import diff_modules
+    except ImportError:
+        report.diff_note = "hlo diff is not available in this installation"
+        return
+    from .sources import load
+    try:
+        a, _ = load(report.last_good.path, None, use_cache)
+        b, _ = load(report.first_bad.path, None, use_cache)
+        report.diff = diff_modules(a, b, list(args), rtol=rtol, atol=atol)
+    except HloError as e:
+        report.diff_note = f"the diff of the two snapshots failed: {_first_line(e)}"
+
+
+def bisection_bound(distinct: int) -> int:
+    """The most runs a bisection over DISTINCT texts needs with nothing skipped: the first, the
+    last, and ceil(log2(distinct - 1)) between them."""
+    if distinct <= 1:
+        return 1
+    return 2 + max(0, math.ceil(math.log2(distinct - 1)))
+
+
+__all__ = ["AGREES", "DIFFERS", "FAILED", "REFERENCE", "BisectReport", "Outcome", "bisect", "bisection_bound",
+           "run_snapshot"]

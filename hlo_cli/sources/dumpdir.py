@@ -1,0 +1,504 @@
+"""XLA dump directories as sources of modules: the modules of an ``--xla_dump_to=DIR`` directory and
+the stages each was dumped at, in pass order.
+
+    dd = read_dump_dir("dump/")                      # a DumpDir: dd.modules, dd.ignored
+    m = dd.module("jit_f")                           # --module NAME | NNNN | module_NNNN
+    stage = m.stage("fusion")                        # --stage (see below); stage.path is its file
+    m = stages_from_files(["a.txt", "b.txt"])        # a plain list of files, already in pass order
+
+What XLA writes (xla/service/dump.cc, xla/hlo/pass/hlo_pass_pipeline.cc), one module ``module_NNNN``
+(its unique id, ``%04d``) at a time, optionally behind a timestamp (``--xla_dump_include_timestamp``):
+
+- ``module_NNNN.NAME.before_optimizations.txt``: the module as it came in;
+- ``module_NNNN.NAME.SSSS.PIPELINE.after_PASS.before_NEXT.txt`` with ``--xla_dump_hlo_pass_re=RE``:
+  the module after PASS ran in PIPELINE (NEXT is the pass that runs next).  SSSS counts the module's
+  dumps, so it gives their order.  Each pipeline dumps once at its start (``after_pipeline-start``);
+  with ``RE = .*`` a pass dumps only when it changed the module, with any other RE after every pass
+  that matches.  A pipeline is itself a pass of the pipeline around it (``after_simplification``);
+  passes run many times (``algsimp`` in every simplification pipeline);
+- ``module_NNNN.NAME.SSSS.PASS.STEP.txt``: a pass's own dumps between its steps (copy-insertion's
+  ``after_adding_copies_to_resolve_interference``...);
+- ``module_NNNN.NAME.[cpu_|gpu_]after_optimizations.txt``: the module XLA compiles;
+- the same stages as ``.hlo.pb`` with ``--xla_dump_hlo_as_proto``; besides them buffer assignments,
+  live ranges, memory reports (``*after_optimizations-*.txt``), LLVM IR (``*.ir-no-opt.ll``,
+  ``*.ir-with-opt.ll``), object files, ``debug_options``, snapshots: not stages.
+
+NAME is left out when the file name would be longer than 255 characters; characters ``/\\[] `` of a
+name are written as ``_``.
+
+Choosing a stage (``--stage S``; Module.stage):
+
+- ``before_optimizations`` / ``after_optimizations`` (also ``cpu_after_optimizations``...);
+- a step number SSSS as in the file names (``14`` or ``0014``);
+- a pass name ``PASS``: the stage dumped after PASS ran (``after_PASS``; for a pass's own dumps, its
+  step name); ``PIPELINE:PASS`` narrows it to one pipeline; ``PASS#K`` takes its K-th occurrence
+  (1-based) and ``PASS#last`` the last.  A plain PASS that occurs several times takes the first and
+  says so (Selection.note);
+- a file name of the directory (its stage).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import Diagnostic, HloInputError
+
+BEFORE, PASS, DURING, AFTER, FILE = "before_optimizations", "pass", "during_pass", "after_optimizations", "file"
+_KIND_RANK = {BEFORE: 0, PASS: 1, DURING: 1, FILE: 1, AFTER: 2}
+
+_TEXT_EXT = ".txt"
+_PROTO_EXTS = (".hlo.pb", ".pb", ".pbtxt")
+_HEAD = re.compile(r"^(?:(?P<ts>\d+)\.)?module_(?P<id>\d{4,})(?:\.(?P<tail>.+))?$")
+_STEP = re.compile(r"^(?:(?P<name>.+?)\.)?(?P<num>\d{4,})\.(?P<rest>.+)$")
+_BETWEEN = re.compile(r"^(?P<pipeline>.+?)\.after_(?P<after>.+?)\.before_(?P<before>.+)$")
+_DURING = re.compile(r"^(?P<pass>[^.]+)\.(?P<step>.+)$")
+_ENDS = re.compile(r"^(?:(?P<name>.+)\.)?(?P<which>before_optimizations|(?:[A-Za-z0-9]+_)?after_optimizations)$")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One snapshot of a module in its pass order."""
+    index: int                      # 0-based position in the module's pass order
+    kind: str                       # BEFORE, PASS, DURING, AFTER, or FILE (a file given in a list)
+    files: tuple[str, ...]          # its files, the text dump first
+    number: int | None = None       # XLA's step number SSSS (None: before/after_optimizations, files)
+    pipeline: str | None = None     # the pipeline that dumped it (PASS)
+    pass_name: str | None = None    # the pass just run: after_PASS (PASS), the pass (DURING)
+    step: str | None = None         # a pass's own dump: its step (DURING)
+    next_pass: str | None = None    # before_NEXT (PASS)
+    word: str | None = None         # the name as written for before/after_optimizations
+    occurrence: int = 1             # 1-based: which occurrence of pass_name among the module's stages
+    occurrences: int = 1            # how many stages have this pass_name
+
+    @property
+    def path(self) -> str:
+        """The file to read: the text dump when there is one."""
+        return self.files[0]
+
+    @property
+    def file_name(self) -> str:
+        return os.path.basename(self.path)
+
+    @property
+    def number_text(self) -> str:
+        return "" if self.number is None else f"{self.number:04d}"
+
+    @property
+    def label(self) -> str:
+        """How the stage reads in a listing: `0014 HLO_passes_after_layout_assignment: after fusion`."""
+        if self.kind in (BEFORE, AFTER):
+            return self.word or self.kind
+        if self.kind == PASS:
+            what = ("start" if self.pass_name == "pipeline-start" else f"after {self.pass_name}")
+            return f"{self.number_text} {self.pipeline}: {what}"
+        if self.kind == DURING:
+            return f"{self.number_text} {self.pass_name}: {self.step}"
+        return self.file_name
+
+    @property
+    def selector(self) -> str:
+        """What --stage takes to choose this stage (a pass name, with #K when it occurs again)."""
+        if self.kind in (BEFORE, AFTER):
+            return self.kind
+        if self.kind == FILE:
+            return self.file_name
+        name = self.step if self.kind == DURING else self.pass_name
+        if self.kind == PASS and self.pass_name == "pipeline-start":
+            return self.number_text
+        return name if self.occurrences == 1 else f"{name}#{self.occurrence}"
+
+    @property
+    def pass_description(self) -> str:
+        """The step that made this snapshot, in words."""
+        if self.kind == BEFORE:
+            return "the module before optimizations"
+        if self.kind == AFTER:
+            return "the optimized module (after every pass)"
+        if self.kind == DURING:
+            return f"pass {self.pass_name}, step {self.step}"
+        if self.kind == PASS:
+            if self.pass_name == "pipeline-start":
+                return (f"the start of pipeline {self.pipeline} (whatever ran after the previous dump and "
+                        f"before this pipeline)")
+            return f"pass {self.pass_name} in pipeline {self.pipeline}"
+        return f"file {self.file_name}"
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "kind": self.kind, "number": self.number, "pipeline": self.pipeline,
+                "pass": self.pass_name, "step": self.step, "next_pass": self.next_pass, "label": self.label,
+                "selector": self.selector, "file": self.path, "files": list(self.files)}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A stage chosen by --stage, with a note when the choice was not the only one possible."""
+    stage: Stage
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class DumpModule:
+    """A module of a dump directory and its stages in pass order."""
+    id: str | None                 # "0006" (None for a list of files)
+    name: str | None
+    stages: tuple[Stage, ...]
+    timestamp: str | None = None
+    directory: str | None = None
+
+    @property
+    def key(self) -> str:
+        if self.id is None:
+            return self.name or "(files)"
+        return (f"{self.timestamp}." if self.timestamp else "") + f"module_{self.id}"
+
+    @property
+    def title(self) -> str:
+        return f"{self.key} {self.name}" if self.name and self.id is not None else self.key
+
+    @property
+    def pass_stages(self) -> int:
+        return sum(1 for s in self.stages if s.kind in (PASS, DURING))
+
+    def listing(self, limit: int | None = None) -> str:
+        rows = self.stages if limit is None or len(self.stages) <= limit else self.stages[:limit]
+        width = max((len(s.selector) for s in rows), default=0)
+        out = [f"  {s.selector:<{width}}  {s.label}" for s in rows]
+        if len(rows) < len(self.stages):
+            out.append(f"  ... and {len(self.stages) - len(rows)} more (hlo info DIR --module {self.key} lists them)")
+        return "\n".join(out)
+
+    def stage(self, which: str) -> Selection:
+        """The stage --stage WHICH names (see the module docstring).  Raises HloInputError (exit 2)
+        listing the choices."""
+        w = which.strip()
+        if not w:
+            raise self._error(f"--stage {which!r}: empty")
+        stages = self.stages
+        if w in (BEFORE, AFTER):
+            hits = [s for s in stages if s.kind == w]
+            if hits:
+                return Selection(hits[0] if w == BEFORE else hits[-1])
+            raise self._error(f"--stage {w}: this module has no {w} dump")
+        if re.fullmatch(r"[A-Za-z0-9]+_after_optimizations", w):
+            hits = [s for s in stages if s.kind == AFTER and s.word == w]
+            if hits:
+                return Selection(hits[-1])
+        if re.fullmatch(r"\d+", w):
+            n = int(w)
+            hits = [s for s in stages if s.number == n]
+            if hits:
+                return Selection(hits[0])
+            if self.id is None and 0 <= n < len(stages):
+                return Selection(stages[n])
+            raise self._error(f"--stage {w}: no stage number {n}")
+        base = os.path.basename(w)
+        hits = [s for s in stages if base in (os.path.basename(f) for f in s.files)]
+        if hits:
+            return Selection(hits[0])
+        name, occ = w, None
+        m = re.fullmatch(r"(.+)#(\d+|last)", w)
+        if m:
+            name, occ = m.group(1), m.group(2)
+        pipeline = None
+        if ":" in name:
+            pipeline, name = name.split(":", 1)
+        hits = self._named(name, pipeline)
+        if not hits and name.startswith("after_"):
+            hits = self._named(name[len("after_"):], pipeline)
+        if not hits:
+            raise self._error(f"--stage {which}: no stage of this name")
+        if occ is None:
+            note = None
+            if len(hits) > 1:
+                note = (f"--stage {which}: {len(hits)} stages match ("
+                        + ", ".join(s.number_text or s.label for s in hits[:8]) + (", ..." if len(hits) > 8 else "")
+                        + f"); took the first ({hits[0].label}); {name}#K or {name}#last picks another")
+            return Selection(hits[0], note)
+        if occ == "last":
+            return Selection(hits[-1])
+        k = int(occ)
+        if 1 <= k <= len(hits):
+            return Selection(hits[k - 1])
+        raise self._error(f"--stage {which}: {name} occurs {len(hits)} time{'s' if len(hits) != 1 else ''}")
+
+    def _named(self, name: str, pipeline: str | None) -> list[Stage]:
+        out = []
+        for s in self.stages:
+            if s.kind == PASS:
+                ok = s.pass_name == name and (pipeline is None or s.pipeline == pipeline)
+            elif s.kind == DURING:
+                ok = (s.step == name and (pipeline is None or s.pass_name == pipeline)) or \
+                     (pipeline is None and s.pass_name == name)
+            else:
+                ok = False
+            if ok:
+                out.append(s)
+        return out
+
+    def _error(self, message: str) -> HloInputError:
+        where = self.directory or "the files given"
+        msg = f"{message}; {self.title} has {len(self.stages)} stage{'s' if len(self.stages) != 1 else ''} " \
+              f"(--stage takes the first column, a step number, or PIPELINE:PASS[#K]):\n" + self.listing(60)
+        return HloInputError(f"{where}: {msg}", [Diagnostic(msg, where, code="E084")])
+
+
+@dataclass(frozen=True)
+class IgnoredFile:
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DumpDir:
+    """An XLA dump directory read into its modules."""
+    path: str
+    modules: tuple[DumpModule, ...]
+    ignored: tuple[IgnoredFile, ...] = field(default=())
+
+    def listing(self) -> str:
+        return "\n".join(f"  {m.key:<12} {m.name or '':<28} {len(m.stages):>4} stages ({m.pass_stages} after passes)"
+                         for m in self.modules)
+
+    def module(self, which: str | None) -> DumpModule:
+        """The module WHICH names: its name, its id (NNNN, N or module_NNNN), or module_NNNN.NAME;
+        None asks for the only one.  Raises HloInputError (exit 2) listing the modules."""
+        mods = self.modules
+        if which is None:
+            if len(mods) == 1:
+                return mods[0]
+            raise self._error(f"holds {len(mods)} modules; choose one with --module NAME (or its number "
+                              f"NNNN):\n{self.listing()}")
+        w = which.strip()
+        m = re.fullmatch(r"(?:(\d+)\.)?(?:module_)?(\d+)(?:\.(.+))?", w)
+        if m:
+            ts, num, name = m.groups()
+            hits = [d for d in mods if d.id is not None and int(d.id) == int(num)
+                    and (ts is None or d.timestamp == ts) and (name is None or d.name == name)]
+            if len(hits) == 1:
+                return hits[0]
+            if len(hits) > 1:
+                raise self._error(f"--module {which}: {len(hits)} modules have this number (dumps of "
+                                  f"several processes); add its timestamp:\n{self.listing()}")
+        hits = [d for d in mods if d.name == w]
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            raise self._error(f"--module {which}: {len(hits)} modules have this name (compiled several "
+                              f"times); choose one by its number:\n{self.listing()}")
+        raise self._error(f"--module {which}: no module of this name or number here; it holds:\n{self.listing()}")
+
+    def choice(self, m: DumpModule) -> str:
+        """What --module takes to name M: its name when no other module has it, else its number."""
+        return m.name if m.name and sum(1 for d in self.modules if d.name == m.name) == 1 else m.key
+
+    def select(self, module: str | None, stage: str) -> Selection:
+        return self.module(module).stage(stage)
+
+    def _error(self, message: str) -> HloInputError:
+        return HloInputError(f"{self.path}: {message}", [Diagnostic(message, self.path, code="E084")])
+
+
+# ----------------------------------------------------------------------------- reading
+
+def _split_ext(name: str) -> tuple[str, str] | None:
+    """(stem, ".txt" or a proto extension) of a file that may be a stage; None otherwise."""
+    if name.endswith(_TEXT_EXT):
+        return name[:-len(_TEXT_EXT)], _TEXT_EXT
+    for ext in _PROTO_EXTS:
+        if name.endswith(ext):
+            return name[:-len(ext)], ext
+    return None
+
+
+@dataclass
+class _Parsed:
+    key: tuple            # (timestamp, id)
+    kind: str
+    name: str | None
+    number: int | None = None
+    rest: str = ""
+    word: str | None = None
+
+
+def _parse_name(fname: str, known_names: dict) -> tuple[_Parsed | None, str | None]:
+    """What a dump file's name says: (_Parsed, None) for a stage, (None, reason) otherwise."""
+    head = _HEAD.match(fname)
+    if head is None:
+        return None, "not named like an XLA dump (module_NNNN....)"
+    key = (head.group("ts"), head.group("id"))
+    tail = head.group("tail") or ""
+    split = _split_ext(tail)
+    if split is None:
+        return None, "not a module dump (LLVM IR, object file, debug options, ...)"
+    stem, ext = split
+    if ext != _TEXT_EXT and ".snapshot." in f".{stem}.":
+        return None, "an HloSnapshot (hlo run SNAPSHOT.pb replays it)"
+    m = _ENDS.match(stem)
+    if m:
+        which = m.group("which")
+        kind = BEFORE if which == BEFORE else AFTER
+        return _Parsed(key, kind, m.group("name"), word=which), None
+    name = known_names.get(key)
+    rest = None
+    if name and stem.startswith(name + "."):
+        m2 = re.match(r"(\d{4,})\.(.+)$", stem[len(name) + 1:])
+        if m2:
+            rest = (int(m2.group(1)), m2.group(2))
+    if rest is None:
+        m2 = _STEP.match(stem)
+        if m2 is None:
+            return None, "not a stage of the pass pipeline (no step number)"
+        name = m2.group("name")
+        rest = (int(m2.group("num")), m2.group("rest"))
+    num, what = rest
+    if _BETWEEN.match(what):
+        return _Parsed(key, PASS, name, num, what), None
+    if _DURING.match(what):
+        return _Parsed(key, DURING, name, num, what), None
+    return None, "not a stage of the pass pipeline"
+
+
+def text_key(path: str) -> str:
+    """What decides that two stages hold "the same text": the SHA-256 of the file's bytes."""
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def is_dump_dir(path) -> bool:
+    """Whether PATH is a directory holding at least one file named like an XLA module dump."""
+    p = Path(path)
+    if not p.is_dir():
+        return False
+    try:
+        return any(_HEAD.match(e.name) and e.is_file() for e in os.scandir(p))
+    except OSError:
+        return False
+
+
+def read_dump_dir(path) -> DumpDir:
+    """The modules of an XLA dump directory (its top level; XLA writes no subdirectories of
+    modules) and their stages in pass order.  Raises HloInputError (exit 2) for a path that is not
+    a directory, cannot be listed, or holds no module dump."""
+    p = Path(path)
+    where = str(path)
+    if not p.exists():
+        raise HloInputError(f"{where}: no such directory", [Diagnostic("no such directory", where, code="E085")])
+    if not p.is_dir():
+        raise HloInputError(f"{where}: not a directory", [Diagnostic("not a directory", where, code="E085")])
+    try:
+        entries = sorted((e.name for e in os.scandir(p) if not e.name.startswith(".")))
+    except OSError as e:
+        msg = f"cannot list the directory ({e.strerror or e})"
+        raise HloInputError(f"{where}: {msg}", [Diagnostic(msg, where, code="E085")]) from None
+    files = [n for n in entries if (p / n).is_file()]
+    # names first from the before/after_optimizations dumps (no step number to confuse them)
+    known: dict = {}
+    for n in files:
+        head = _HEAD.match(n)
+        if head and head.group("tail"):
+            split = _split_ext(head.group("tail"))
+            m = _ENDS.match(split[0]) if split else None
+            if m and m.group("name"):
+                known.setdefault((head.group("ts"), head.group("id")), m.group("name"))
+    groups: dict = {}
+    ignored = []
+    for n in files:
+        parsed, reason = _parse_name(n, known)
+        if parsed is None:
+            ignored.append(IgnoredFile(str(p / n), reason))
+            continue
+        groups.setdefault(parsed.key, []).append((parsed, str(p / n)))
+    if not groups:
+        if not files:
+            msg = "the directory is empty"
+        else:
+            msg = (f"no XLA module dump here (files named module_NNNN.NAME....txt, as --xla_dump_to=DIR "
+                   f"writes them); {len(files)} other file{'s' if len(files) != 1 else ''}")
+        raise HloInputError(f"{where}: {msg}", [Diagnostic(msg, where, code="E086")])
+    modules = [_module(key, items, where) for key, items in groups.items()]
+    modules.sort(key=lambda m: (m.timestamp or "", int(m.id)))
+    return DumpDir(where, tuple(modules), tuple(ignored))
+
+
+def _module(key, items, directory: str) -> DumpModule:
+    ts, mid = key
+    by_stage: dict = {}
+    names = []
+    for parsed, path in items:
+        skey = (_KIND_RANK[parsed.kind], parsed.number if parsed.number is not None else -1, parsed.rest,
+                parsed.word or "")
+        by_stage.setdefault(skey, (parsed, []))[1].append(path)
+        if parsed.name:
+            names.append(parsed.name)
+    name = max(set(names), key=names.count) if names else None
+    raw = []
+    for skey in sorted(by_stage):
+        parsed, paths = by_stage[skey]
+        paths.sort(key=lambda f: (not f.endswith(_TEXT_EXT), f))
+        raw.append((parsed, tuple(paths)))
+    return DumpModule(mid, name, _number(raw), ts, directory)
+
+
+def _number(raw) -> tuple[Stage, ...]:
+    """Stages with their index and pass-name occurrences."""
+    fields = []
+    for parsed, paths in raw:
+        f = {"kind": parsed.kind, "files": paths, "number": parsed.number, "word": parsed.word}
+        if parsed.kind == PASS:
+            m = _BETWEEN.match(parsed.rest)
+            f.update(pipeline=m.group("pipeline"), pass_name=m.group("after"), next_pass=m.group("before"))
+        elif parsed.kind == DURING:
+            m = _DURING.match(parsed.rest)
+            f.update(pass_name=m.group("pass"), step=m.group("step"))
+        fields.append(f)
+    counts: dict = {}
+    for f in fields:
+        n = _occurrence_name(f)
+        if n is not None:
+            counts[n] = counts.get(n, 0) + 1
+    seen: dict = {}
+    out = []
+    for k, f in enumerate(fields):
+        n = _occurrence_name(f)
+        if n is not None:
+            seen[n] = seen.get(n, 0) + 1
+            f.update(occurrence=seen[n], occurrences=counts[n])
+        out.append(Stage(index=k, **f))
+    return tuple(out)
+
+
+def _occurrence_name(f: dict) -> str | None:
+    if f["kind"] == PASS:
+        return f["pass_name"]
+    if f["kind"] == DURING:
+        return f["step"]
+    return None
+
+
+def stages_from_files(paths) -> DumpModule:
+    """A list of files taken as the stages of one module in the order given (names that XLA's dump
+    names describe get their pipeline and pass).  Raises HloInputError (exit 2) for a file that
+    does not exist or is not a regular file."""
+    raw = []
+    for k, path in enumerate(paths):
+        p = Path(path)
+        if not p.is_file():
+            what = "no such file" if not p.exists() else "not a regular file"
+            raise HloInputError(f"{path}: {what}", [Diagnostic(what, str(path), code="E085")])
+        parsed, _ = _parse_name(p.name, {})
+        if parsed is None:
+            parsed = _Parsed((None, None), FILE, None)
+        raw.append((parsed, (str(path),)))
+    stages = _number(raw)
+    names = [r[0].name for r in raw if r[0].name]
+    return DumpModule(None, names[0] if names and len(set(names)) == 1 else None, stages)
+
+
+__all__ = ["AFTER", "BEFORE", "DURING", "FILE", "PASS", "DumpDir", "DumpModule", "IgnoredFile", "Selection", "Stage",
+           "is_dump_dir", "read_dump_dir", "stages_from_files", "text_key"]

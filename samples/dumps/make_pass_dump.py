@@ -1,0 +1,59 @@
+"""Make samples/dumps/passes/: XLA CPU's pass dump of one small JAX step (a dot, tanh, softmax, a
+three-trip fori_loop, a strided slice), as `hlo bisect` and `hlo info DIR --stage` read them.
+
+    python samples/dumps/make_pass_dump.py
+
+XLA_FLAGS must be set before JAX starts, so the compilation runs in a subprocess.  What is kept:
+every stage of module jit_step (text), its buffer assignment and one LLVM IR file (not stages: a
+reader must skip them), and the smallest other module (jit_convert_element_type: a directory
+holds several modules).  Seen with jax/jaxlib 0.10.x on x86-64 (CPU).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+STEP = r'''
+import jax, jax.numpy as jnp
+def step(x, w, b):
+    h = jnp.tanh(x @ w + b)
+    h = h * 2.0 / 4.0 + jnp.zeros_like(h)
+    s = jax.nn.softmax(h, axis=-1)
+    def body(i, c):
+        return c * 0.5 + jnp.sum(s, axis=0) / (i + 1.0)
+    c = jax.lax.fori_loop(0, 3, body, jnp.zeros(s.shape[1], s.dtype))
+    return s.reshape(-1)[::2], c
+x = jnp.ones((4, 6), jnp.float32); w = jnp.ones((6, 5), jnp.float32); b = jnp.ones((5,), jnp.float32)
+jax.jit(step)(x, w, b)
+'''
+
+
+def main():
+    out = Path(__file__).resolve().parent / "passes"
+    with tempfile.TemporaryDirectory() as tmp:
+        dump = Path(tmp) / "dump"
+        env = {"XLA_FLAGS": f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=.*", "JAX_PLATFORMS": "cpu",
+               "PATH": "/usr/bin:/bin"}
+        subprocess.run([sys.executable, "-c", STEP], env=env, check=True)
+        names = sorted(p.name for p in dump.iterdir() if p.is_file())
+        step = next(n.split(".")[0] for n in names if ".jit_step." in n)
+        small = next(n.split(".")[0] for n in names if ".jit_convert_element_type." in n)
+        keep = [n for n in names if n.startswith(step + ".") and n.endswith(".txt")
+                and "buffer-assignment-values" not in n and "live-range" not in n]
+        keep += [n for n in names if n.startswith(small + ".") and n.endswith(("before_optimizations.txt",
+                                                                              "after_optimizations.txt"))]
+        keep += [n for n in names if n.startswith(step + ".") and n.endswith(".ir-no-opt.ll")][:1]
+        keep += [n for n in names if n.startswith(step + ".") and n.endswith("debug_options")]
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        for n in keep:
+            shutil.copy(dump / n, out / n)
+    print(f"{out}: {len(keep)} files")
+
+
+if __name__ == "__main__":
+    main()

@@ -323,7 +323,7 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
         report.contradictions = [o for o in report.log if o.status != FAILED and
                                  ((o.stage.index > bad and good(o)) or (o.stage.index < ok and not good(o)))]
     if diff and report.first_bad is not None:
-        _diff(report, args, rtol, atol, use_cache, seed)
+        _diff(report, args, rtol, atol, use_cache, seed, max_iterations)
     return report
 
 
@@ -349,7 +349,7 @@ def _verdict(report: BisectReport, versions, lo: int, hi: int):
         report.undecided = (stages[versions[lo][-1]], stages[versions[hi][0]])
 
 
-def _diff(report: BisectReport, args, rtol, atol, use_cache, seed):
+def _diff(report: BisectReport, args, rtol, atol, use_cache, seed, max_iterations):
     """The diff of the two neighbouring snapshots (hlo_cli.diff, when it is there)."""
     try:
         from .diff import diff_modules
@@ -360,7 +360,10 @@ def _diff(report: BisectReport, args, rtol, atol, use_cache, seed):
     try:
         a, _ = load(report.last_good.path, None, use_cache)
         b, _ = load(report.first_bad.path, None, use_cache)
-        report.diff = diff_modules(a, b, list(args), rtol=rtol, atol=atol)
+        from .interpreter import RunOptions
+        report.diff = diff_modules(a, b, list(args), rtol=rtol, atol=atol,
+                                   options=RunOptions(seed=seed, max_iterations=max_iterations),
+                                   path_a=report.last_good.path, path_b=report.first_bad.path)
     except HloError as e:
         report.diff_note = f"the diff of the two snapshots failed: {_first_line(e)}"
 

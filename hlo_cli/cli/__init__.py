@@ -11,6 +11,7 @@ import click
 from .. import __version__
 
 _COMMANDS = {
+    "bisect": ("hlo_cli.cli.bisect", "bisect", "Find the first XLA pass after which a module's results change."),
     "check": ("hlo_cli.cli.check", "check", "Check modules against XLA's shape, layout and type rules."),
     "diff": ("hlo_cli.cli.diff", "diff", "Run two modules on the same inputs and compare every value."),
     "fmt": ("hlo_cli.cli.fmt", "fmt", "Print a module in XLA's canonical text form."),

@@ -1,0 +1,218 @@
+"""`hlo bisect`: the first XLA pass after which a module's results change (hlo_cli/bisect.py)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import ExitCode
+from .common import diagnostic_dict, report_errors
+
+
+@click.command("bisect")
+@click.argument("paths", nargs=-1, required=True, metavar="DIR | FILE...")
+@click.option("--module", "-m", "module_choice", metavar="NAME|NNNN", default=None,
+              help="The module of the dump directory to bisect (its name, or its number NNNN when several "
+                   "modules have the name); `hlo info DIR` lists them.")
+@click.option("--input", "-i", "inputs", multiple=True, metavar="[NAME=]FILE.npy",
+              help="An input array, as `hlo run` takes it: in parameter order, or bound to the parameter NAME "
+                   "(or argN).  Every stage runs on the same inputs.")
+@click.option("--inputs", "inputs_npz", metavar="ARGS.npz",
+              help="An .npz archive of inputs keyed by parameter name or arg0, arg1, ... (by position).")
+@click.option("--random-inputs", is_flag=True, help="Fill every parameter with deterministic random values.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed for --random-inputs and rng.")
+@click.option("--rtol", type=float, default=1e-3, show_default=True,
+              help="Relative tolerance: a stage differs when a result is not within atol + rtol * |reference|.")
+@click.option("--atol", type=float, default=1e-3, show_default=True, help="Absolute tolerance.")
+@click.option("--all", "exhaustive", is_flag=True,
+              help="Run every distinct text instead of bisecting, and report the stages whose results agree "
+                   "again after the first that differs.")
+@click.option("--no-diff", is_flag=True, help="Do not diff the two neighbouring stages after the verdict.")
+@click.option("--max-iterations", type=click.IntRange(min=0), default=None,
+              help="Fail a while loop that runs more iterations than this (the stage counts as not runnable).")
+@click.option("--no-check", is_flag=True, help="Do not check each stage (hlo check's rules) before running it.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one document on stdout: the verdict, the stages before and after, the log of runs, "
+                   "every stage's known result, and the diff (as `hlo diff --format json`).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache.")
+@report_errors
+def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol, atol, exhaustive, no_diff,
+           max_iterations, no_check, fmt, no_cache):
+    """Find the first XLA pass after which a module's results change.
+
+    DIR is an XLA dump directory made with XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*"
+    (one snapshot of each module after every pass that changed it; `hlo info DIR` lists them); or
+    give two files or more, in pass order.  Every snapshot runs on the same inputs (--input/--inputs
+    or --random-inputs, as `hlo run`); the first one's results are the reference.  Like git bisect,
+    the search assumes that once results differ they keep differing: it runs the first and the last
+    snapshot, then halves the range, so it needs about log2(distinct texts) runs; a snapshot whose
+    text is identical to one already run is not run (its result is known).  A snapshot that cannot
+    be run (a checker error, a missing operation) is skipped; the nearest other one is tried.
+
+    The verdict names the first snapshot that differs, the pass that made it (its pipeline) and the
+    files before and after it; then the two are diffed as `hlo diff` does, pointing at the first
+    instructions whose values changed.  --all runs every distinct snapshot.
+
+    Exit codes: 0 every snapshot agrees with the first; 1 a pass changed the results (or the first
+    snapshot cannot be run); 2 usage error or unreadable input.
+    """
+    from ..errors import HloError
+    try:
+        if rtol < 0 or atol < 0:
+            raise click.UsageError("--rtol and --atol must not be negative")
+        _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol, atol, exhaustive, no_diff,
+                max_iterations, no_check, fmt, no_cache)
+    except HloError as e:
+        if fmt == "json":
+            from ..errors import Diagnostic
+            diags = e.diagnostics or [Diagnostic(str(e), paths[0], code="E000")]
+            click.echo(json.dumps({"status": "error", "exit_code": int(e.exit_code), "message": str(e),
+                                   "diagnostics": [diagnostic_dict(d) for d in diags]}, indent=2))
+        raise
+
+
+def _stages(paths, module_choice):
+    from ..errors import Diagnostic, HloInputError
+    from ..sources.dumpdir import read_dump_dir, stages_from_files
+    if len(paths) == 1:
+        p = paths[0]
+        if p != "-" and Path(p).is_dir():
+            dd = read_dump_dir(p)
+            return dd.module(module_choice), dd
+        msg = ("hlo bisect takes an XLA dump directory (XLA_FLAGS=\"--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*\") "
+               "or two files or more in pass order")
+        raise HloInputError(f"{p}: {msg}", [Diagnostic(msg, p, code="E087")])
+    dirs = [p for p in paths if Path(p).is_dir()]
+    if dirs:
+        msg = "a directory among several paths: give one dump directory, or files only"
+        raise HloInputError(f"{dirs[0]}: {msg}", [Diagnostic(msg, dirs[0], code="E087")])
+    if module_choice is not None:
+        raise click.UsageError("--module chooses a module of a dump directory; the files given are the stages")
+    return stages_from_files(paths), None
+
+
+def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol, atol, exhaustive, no_diff,
+            max_iterations, no_check, fmt, no_cache):
+    from ..bisect import bisect as run_bisect
+    from ..bisect import bisection_bound
+    from ..errors import HloInputError
+    from ..interpreter.inputs import random_inputs as make_random
+    from ..io import load_inputs
+    from ..sources import load
+    module, dd = _stages(paths, module_choice)
+    if not module.stages:
+        raise HloInputError(f"{module.directory}: {module.title} has no stage")
+    first, _ = load(module.stages[0].path, None, not no_cache)
+    params = first.entry_computation.parameters
+    if random_inputs:
+        if inputs or inputs_npz:
+            raise HloInputError("--random-inputs cannot be combined with --input/--inputs")
+        args = make_random(params, seed)
+        inputs_doc = {"random": True, "seed": seed}
+    else:
+        if not inputs and not inputs_npz and any(p.shape.element_type != "token" for p in params):
+            raise HloInputError(
+                f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
+                + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
+                + "); pass --input/--inputs, or --random-inputs")
+        loaded = load_inputs(params, inputs, inputs_npz)
+        args = loaded.values
+        inputs_doc = {"files": loaded.sources}
+        for note in loaded.notes:
+            click.echo(f"note: {note}", err=True)
+    live = fmt == "text" and _stderr_is_terminal()
+
+    def on_run(stage):
+        if live:
+            click.echo(f"running #{stage.index} {stage.label}", err=True)
+
+    report = run_bisect(module, args, rtol=rtol, atol=atol, exhaustive=exhaustive, use_cache=not no_cache,
+                        check=not no_check, seed=seed, max_iterations=max_iterations, on_run=on_run,
+                        diff=not no_diff)
+    code = ExitCode.OK if report.status == "agree" else ExitCode.FAILURE
+    if fmt == "json":
+        doc = dict(report.to_dict(), exit_code=int(code), inputs=inputs_doc,
+                   bisection_bound=bisection_bound(report.distinct))
+        if report.diff is not None:
+            doc["diff"] = report.diff.to_json(max_pairs=200)
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        _print(report, dd, inputs_doc, bisection_bound(report.distinct))
+    if code != ExitCode.OK:
+        sys.exit(code)
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+_WORD = {"reference": "reference", "agrees": "good", "differs": "bad", "cannot run": "skip"}
+
+
+def _print(report, dd, inputs_doc, bound):
+    m = report.module
+    out = []
+    where = f" in {m.directory}" if m.directory else ""
+    out.append(f"hlo bisect: {m.title}{where}: {len(report.stages)} stages, {report.distinct} distinct texts")
+    if inputs_doc.get("random"):
+        out.append(f"inputs: random (seed {inputs_doc['seed']})")
+    elif inputs_doc.get("files"):
+        out.append("inputs: " + ", ".join(f"{s['parameter']}={s['file']}" for s in inputs_doc["files"]))
+    out.append(f"a stage differs when a result is not within {report.atol:g} + {report.rtol:g} * |reference| of the "
+               f"first stage's ({report.stages[0].label})")
+    out.append("")
+    width = max(len(o.stage.label) for o in report.log) if report.log else 0
+    for o in report.log:
+        how = "run  " if o.ran else "known"
+        same = "" if o.ran else f" (same text as #{o.same_as})"
+        detail = f"  {o.summary()}" if o.status in ("differs", "cannot run") else ""
+        out.append(f"  {how} {_WORD.get(o.status, o.status):<9} #{o.stage.index:<4} {o.stage.label:<{width}}"
+                   f"{detail}{same}".rstrip())
+    out.append("")
+    ran = report.ran
+    tail = (f"ran {ran} of {len(report.stages)} stages ({report.distinct} distinct texts"
+            + (f"; a bisection needs at most {bound}" if not report.exhaustive else "; --all: every distinct text")
+            + ")")
+    if report.status == "agree":
+        if report.exhaustive:
+            out.append("every stage's results agree with the first's: no pass changed them beyond the tolerance")
+        else:
+            out.append("every stage agrees: the last stage's results agree with the first's, so no pass changed "
+                       "them beyond the tolerance (a bisection assumes a change is not undone by a later pass; "
+                       "--all runs every distinct text)")
+        out.append(tail)
+    elif report.status == "undecided":
+        lo, hi = report.undecided
+        out.append(f"the results changed between #{lo.index} {lo.label} (good) and #{hi.index} {hi.label} (bad); "
+                   "the stages between them cannot be run:")
+        for s in report.stages[lo.index + 1:hi.index]:
+            o = report.outcomes.get(s.index)
+            if o is not None and o.error:
+                out.append(f"  #{s.index} {s.label}: {o.error}")
+        out.append(tail)
+    else:
+        b, g = report.first_bad, report.last_good
+        out.append(f"first bad stage: #{b.index} {b.label}")
+        out.append(f"  {b.pass_description} changed the results")
+        out.append(f"  before: {g.path}  (#{g.index} {g.label})")
+        out.append(f"  after:  {b.path}")
+        out.append(tail)
+    for o in report.contradictions:
+        where = "after" if o.stage.index > (report.first_bad.index if report.first_bad else 0) else "before"
+        out.append(f"warning: #{o.stage.index} {o.stage.label} {o.status} {where} the first bad stage: the results "
+                   "do not change only once (--all runs every distinct text)")
+    click.echo("\n".join(out))
+    if report.first_bad is not None:
+        click.echo("")
+        if report.diff is not None:
+            from ..diff import format_text
+            click.echo(f"diff of the two stages (hlo diff {report.last_good.path} {report.first_bad.path}):")
+            click.echo(format_text(report.diff))
+        elif report.diff_note:
+            click.echo(f"no diff: {report.diff_note}")

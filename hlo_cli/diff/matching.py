@@ -93,7 +93,8 @@ class ModuleIndex:
                     for callee in i.called_computations:
                         self.callers.setdefault(callee, []).append((c.name, i))
         self.executed_comps = self._reachable()
-        self.loop_depth = self._loop_depths()
+        self.loop_depth, self.scope = self._loop_depths()
+        self.scope_map: dict[str, str] = {}     # (B only) B's scopes -> A's, from matched loops and conditionals
         self._canon: dict[Node, Node] = {}
         self._numbering()
         self.by_name: dict[str, list[Node]] = {}
@@ -113,19 +114,26 @@ class ModuleIndex:
                     todo.extend(i.called_computations)
         return seen
 
-    def _loop_depths(self) -> dict[str, int]:
-        depth = {self.entry: 0}
+    def _loop_depths(self):
+        """Each computation's nesting in loops and conditionals, and its scope: the loop body,
+        condition or branch it runs in ("" outside them), whose executions its values follow."""
+        depth, scope = {self.entry: 0}, {self.entry: ""}
         todo = [self.entry]
         while todo:
             c = todo.pop()
             for i in self.comps[c].instructions:
                 if i.opcode in CONTROL or i.opcode.endswith("-start"):
-                    d = depth[c] + (1 if i.opcode == "while" else 0)
+                    scoped = i.opcode in ("while", "conditional")
                     for callee in i.called_computations:
                         if callee in self.comps and callee not in depth:
-                            depth[callee] = d
+                            depth[callee] = depth[c] + (1 if scoped else 0)
+                            scope[callee] = callee if scoped else scope[c]
                             todo.append(callee)
-        return depth
+        return depth, scope
+
+    def scope_of(self, node) -> str:
+        s = self.scope.get(node[0], "")
+        return self.scope_map.get(s, s)
 
     def _numbering(self):
         """Value numbering (as XLA's CSE): instructions computing the same pure operation on the same
@@ -142,8 +150,6 @@ class ModuleIndex:
             if inst.opcode not in _IMPURE and not inst.opcode.endswith(("-start", "-done")) \
                     and not self.multi_called(node[0]):
                 key = _strict_key(self, node, self.canonical)
-            if key is not None and self.loop_depth.get(node[0], 0):
-                key = (node[0],) + key
             if key is not None:
                 self._canon[node] = table.setdefault(key, node)
             else:
@@ -249,7 +255,7 @@ class ModuleIndex:
             visited.add(cname)
             comp = self.comps[cname]
             for inst in _topological(comp):
-                if inst.opcode == "while":
+                if inst.opcode in ("while", "conditional"):
                     out.append((cname, inst.name))
                     for callee in inst.called_computations:
                         visit(callee)
@@ -417,6 +423,9 @@ def match_modules(module_a: Module, module_b: Module) -> Matching:
         record(node, anode, how)
         if inst.opcode == "while" and A.inst[anode].opcode == "while":
             _match_loop(A, B, M, node, anode)
+        if inst.opcode in ("while", "conditional") and A.inst[anode].opcode == inst.opcode:
+            for cb, ca in zip(inst.called_computations, A.inst[anode].called_computations):
+                B.scope_map.setdefault(cb, ca)
 
     # aliases of B: compared against A's value of the same canonical node
     for node in B.inst:
@@ -470,7 +479,7 @@ def _by_name(A, B, M, bnode, b_operand):
         ai = A.inst[anode]
         if A.multi_called(anode[0]) and anode[0] != bnode[0]:
             continue
-        if A.loop_depth.get(anode[0], 0) != B.loop_depth.get(bnode[0], 0):
+        if A.scope_of(anode) != B.scope_of(bnode):
             continue
         if ai.opcode == bi.opcode:
             if _leaf_signature(ai.shape) == _leaf_signature(bi.shape) and \
@@ -489,7 +498,7 @@ def _by_metadata(A, B, bnode, md_index, b_operand):
     bi = B.inst[bnode]
     cands = [a for a in md_index.get(key, ()) if A.inst[a].opcode == bi.opcode
              and _leaf_signature(A.inst[a].shape) == _leaf_signature(bi.shape)
-             and A.loop_depth.get(a[0], 0) == B.loop_depth.get(bnode[0], 0)]
+             and A.scope_of(a) == B.scope_of(bnode)]
     if not cands:
         return None
     full = [a for a in cands if len(A.inst[a].operands) == len(bi.operands) and all(
@@ -515,7 +524,7 @@ def _strict_key(ix: ModuleIndex, node: Node, operand):
         return None
     if inst.opcode in COMMUTATIVE:
         ops = tuple(sorted(ops, key=repr))
-    return (inst.opcode, ops, ix.attr_signature(inst), _exact_signature(inst.shape), ix.loop_depth.get(node[0], 0))
+    return (inst.opcode, ops, ix.attr_signature(inst), _exact_signature(inst.shape), ix.scope_of(node))
 
 
 def _loose_key(ix: ModuleIndex, node: Node, operand):
@@ -527,7 +536,7 @@ def _loose_key(ix: ModuleIndex, node: Node, operand):
         return None
     if inst.opcode in COMMUTATIVE:
         ops = tuple(sorted(ops, key=repr))
-    return (inst.opcode, ops, _leaf_signature(inst.shape), ix.loop_depth.get(node[0], 0))
+    return (inst.opcode, ops, _leaf_signature(inst.shape), ix.scope_of(node))
 
 
 def _by_structure(A, B, bnode, strict, loose, b_operand):
@@ -549,7 +558,7 @@ def _operands_key(ix: ModuleIndex, node: Node, operand):
     ops = tuple(sorted((operand((node[0], o)) for o in inst.operands), key=repr))
     if not ops or any(o is None for o in ops):
         return None
-    return (ops, _exact_signature(inst.shape), ix.loop_depth.get(node[0], 0))
+    return (ops, _exact_signature(inst.shape), ix.scope_of(node))
 
 
 def _stem(name: str) -> str:
@@ -563,10 +572,8 @@ def _by_operands(A, B, bnode, by_operands, b_operand):
     key = _operands_key(B, bnode, b_operand)
     if key is None:
         return None
-    cands = by_operands.get(key) or []
-    if len(cands) > 1:
-        stem = _stem(bnode[1])
-        cands = [c for c in cands if _stem(c[1]) == stem]
+    stem = _stem(bnode[1])
+    cands = [c for c in by_operands.get(key) or () if _stem(c[1]) == stem]
     if len(cands) == 1:
         how = "structure" if A.inst[cands[0]].opcode == B.inst[bnode].opcode else "structure (opcode differs)"
         return cands[0], how

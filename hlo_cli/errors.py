@@ -15,6 +15,8 @@ class ExitCode:
     OUT_OF_MEMORY = 4    # the run needs more memory than can be allocated (not a fault of the module)
     MEMORY_LIMIT = 5     # refused before running: the run's estimated memory is above the limit
                          # (--max-memory, by default what the machine has; --max-memory none skips)
+    REFERENCE_FAILED = 6  # the reference could not run (--reference xla: JAX missing, XLA refused or
+                          # crashed on the module, too few devices); hlo's own results are still reported
 
 
 @dataclass
@@ -114,3 +116,17 @@ class HloMemoryLimitError(HloResourceError):
         self.estimate = estimate
         self.limit = limit
         self.total = total
+
+
+class HloReferenceError(HloError):
+    """The reference run (`hlo run --reference xla`) could not be made: JAX is not installed, XLA
+    refused the module or crashed on it, or the devices it needs are missing.  `kind` says which
+    (missing, refused, crashed, devices), `stage` where XLA stopped (parse, compile, run)."""
+    exit_code = ExitCode.REFERENCE_FAILED
+
+    def __init__(self, message: str, diagnostics: list[Diagnostic] | None = None, *, kind: str = "refused",
+                 stage: str | None = None, xla_message: str | None = None):
+        super().__init__(message, diagnostics)
+        self.kind = kind
+        self.stage = stage
+        self.xla_message = xla_message

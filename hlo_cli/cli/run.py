@@ -11,7 +11,8 @@ Exit codes: 0 success; 1 the module failed (check error, runtime error, --expect
 non-finite value under --check-finite); 2 usage error or unreadable input (also a dump or output
 that cannot be written); 3 a bug in hlo; 4 out of memory (--random-inputs too big, or an
 instruction's value); 5 the run's estimated memory is above --max-memory (refused before any input
-data is read).
+data is read); 6 the reference run could not be made (--reference xla: JAX missing, XLA refused or
+crashed on the module, too few devices: hlo's own results are still reported).
 """
 from __future__ import annotations
 
@@ -183,6 +184,14 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
                    "version, the module's SHA-256, the inputs (files, or the seed), and timings.")
 @click.option("--expect", metavar="REF.npz", help="Compare the results with a reference (keys out0, out1, ...; "
                                                   "or one .npy for a single result); exit 1 if they differ.")
+@click.option("--reference", "reference_platform", type=click.Choice(["xla"]), default=None,
+              help="Also run the module on XLA CPU itself (through JAX: pip install 'hlo-cli[xla]') with the "
+                   "same inputs and compare as --expect does (--rtol/--atol; exit 1 if they differ), with "
+                   "XLA's compile and run times. XLA runs in a child process (a crash of XLA cannot take hlo "
+                   "down) on the module's devices (replicas x partitions host devices; a module before "
+                   "partitioning goes through XLA's SPMD partitioner and is compared on global arrays). Exit 6 "
+                   "when XLA cannot give results: JAX missing, XLA refusing or crashing on the text (texts after "
+                   "XLA's optimizations often cannot be compiled again: compare the module before them).")
 @click.option("--rtol", type=float, default=1e-3, show_default=True, help="Relative tolerance for --expect.")
 @click.option("--atol", type=float, default=1e-3, show_default=True, help="Absolute tolerance for --expect.")
 @click.option("--dump-dir", metavar="DIR", help="Write every executed instruction's value (.npy, one per tuple "
@@ -242,7 +251,7 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect, rtol, atol,
         dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations, allow_elided_constants,
         no_check, no_progress, profile, max_memory, replicas, partitions, per_device, output_global,
-        output_sharding, device, module_choice, no_cache, stage=None):
+        output_sharding, device, module_choice, no_cache, reference_platform, stage=None):
     """Run MODULE's entry computation on inputs and report the results.
 
     Inputs: --input FILE.npy per parameter in order, --input NAME=FILE.npy by name, --inputs ARGS.npz,
@@ -254,7 +263,8 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
 
     Exit codes: 0 success; 1 the module failed (check error, runtime error, --expect mismatch,
     non-finite value under --check-finite); 2 usage error or unreadable input; 3 a bug in hlo;
-    4 out of memory; 5 the estimated memory is above --max-memory.
+    4 out of memory; 5 the estimated memory is above --max-memory; 6 --reference xla could not run
+    (JAX missing, XLA refused or crashed on the module).
     """
     state = {"module": None, "module_file": module_file}
     try:
@@ -279,7 +289,8 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
         try:
             _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt,
                  expect, rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
-                 allow_elided_constants, no_check, no_progress, no_cache, module_choice, devices, profile, limit)
+                 allow_elided_constants, no_check, no_progress, no_cache, module_choice, devices, profile, limit,
+                 reference_platform)
         finally:
             if state.get("progress") is not None:
                 state["progress"].stop()
@@ -327,7 +338,7 @@ def _error_document(state, e: BaseException) -> dict:
 def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect,
          rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
          allow_elided_constants, no_check, no_progress, no_cache, module_choice=None, devices=None, profile=False,
-         memory_limit="auto"):
+         memory_limit="auto", reference_platform=None):
     import hashlib
 
     import numpy as np
@@ -422,6 +433,10 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         reference = load_reference(expect, [(s.dims, s.dynamic) if s.is_dynamic else s.dims
                                             for s in root_shape.leaves()
                                             if s.element_type not in ("token", "opaque")])
+    if reference_platform:
+        from ..reference import require_jax
+        require_jax()                                # before hlo's own run: nothing to wait for
+        state["xla_args"], state["root_shape"], state["grid"] = _xla_arguments(dv, args), root_shape, dv.grid
     hooks = []
     dumper = None
     if dump_dir:
@@ -509,7 +524,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     # -- report
     if dv.multi:
         _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, print_values, fmt, dumper,
-                        info, timings, prof_doc)
+                        info, timings, prof_doc, state if reference_platform else None, text)
         return
     t0 = clock()
     leaves = [(np.asarray(v), s) for v, s in leaves_with_shapes(result, root_shape)]
@@ -520,13 +535,17 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     timings["write_s"] = clock() - t0
     mismatch = compare([v for v, _ in leaves], reference, rtol, atol) if reference is not None else None
     failed = mismatch is not None and not mismatch["ok"]
+    xref = _xla_reference(state, text, None, [v for v, _ in leaves], rtol, atol, timings) \
+        if reference_platform else None
+    failed = failed or (xref is not None and xref["status"] == "mismatch")
 
     if fmt == "json":
         results = [dict(key=f"out{k}", hlo_shape=s.to_str(False), **stats(v)) for k, (v, s) in enumerate(leaves)]
         if print_values:
             for r, (v, s) in zip(results, leaves):
                 r["literal"] = literal_text(v, s, oneline=True)
-        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, prof_doc)
+        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, prof_doc,
+                   xref)
     else:
         _print_summary(module, leaves)
         if print_values:
@@ -534,20 +553,25 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
                 click.echo(f"out{k} = {literal_text(v, s)}")
         if mismatch is not None:
             _print_mismatch(mismatch, rtol, atol)
+        _print_xla_reference(xref, rtol, atol, timings)
         if prof_doc is not None:
             _print_profile(prof_doc)
-    if failed:
-        sys.exit(ExitCode.FAILURE)
+    _exit_after_report(failed, xref)
 
 
-def _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, profile=None):
+def _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, profile=None,
+               xref=None):
     """The JSON document of a finished run."""
     doc = {"module": module.name, "status": "mismatch" if failed else "ok",
            "exit_code": ExitCode.FAILURE if failed else ExitCode.OK, **info, "results": results}
+    if xref is not None and xref["status"] == "error" and not failed:
+        doc.update(status="reference-error", exit_code=ExitCode.REFERENCE_FAILED)
     if output:
         doc["output"] = output
     if mismatch is not None:
         doc["expect"] = dict(mismatch, rtol=rtol, atol=atol, reference=expect)
+    if xref is not None:
+        doc["reference"] = xref
     if dumper:
         doc["dump"] = {"dir": str(dumper.dir), "instructions": len(dumper.entries)}
     doc["timings"] = timings
@@ -557,7 +581,7 @@ def _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expe
 
 
 def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, print_values, fmt, dumper, info,
-                    timings, prof_doc=None):
+                    timings, prof_doc=None, xla_state=None, text=None):
     """The report of a multi-device run: --output, --expect, and the summary or JSON (per device)."""
     import numpy as np
 
@@ -575,10 +599,16 @@ def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, 
     timings["write_s"] = time.perf_counter() - t0
     mismatch = compare([np.asarray(a) for a in arrays], dv.reference(expect, arrays), rtol, atol) if expect else None
     failed = mismatch is not None and not mismatch["ok"]
+    xref = None
+    if xla_state is not None:        # per device stacked, or global: the forms XLA's results come in
+        mine = [np.asarray(leaf.global_value if leaf.stacked is None else leaf.stacked) for leaf in leaves]
+        xref = _xla_reference(xla_state, text, dv, mine, rtol, atol, timings)
+        failed = failed or xref["status"] == "mismatch"
     if fmt == "json":
         results = results_json(leaves, dv.device,
                                (lambda v, s: literal_text(v, s, oneline=True)) if print_values else None)
-        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, prof_doc)
+        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, prof_doc,
+                   xref)
     else:
         g = dv.grid
         rows = leaf_rows(leaves, dv.device)
@@ -593,10 +623,10 @@ def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, 
                 click.echo(f"{leaf.key}{at} = {literal_text(v, leaf.shape)}")
         if mismatch is not None:
             _print_mismatch(mismatch, rtol, atol)
+        _print_xla_reference(xref, rtol, atol, timings)
         if prof_doc is not None:
             _print_profile(prof_doc)
-    if failed:
-        sys.exit(ExitCode.FAILURE)
+    _exit_after_report(failed, xref)
 
 
 def _uses_rng(module) -> bool:
@@ -636,10 +666,10 @@ def _print_summary(module, leaves, where: str | None = None, keys=None, devices=
     _console().print(t)
 
 
-def _print_mismatch(mm, rtol, atol):
+def _print_mismatch(mm, rtol, atol, against: str = "the reference"):
     from rich.table import Table
     from rich.text import Text
-    t = Table(title=f"comparison with the reference (rtol={rtol:g}, atol={atol:g})", title_justify="left",
+    t = Table(title=f"comparison with {against} (rtol={rtol:g}, atol={atol:g})", title_justify="left",
               show_edge=False)
     for col in ("key", "status", "mismatched", "max |diff|", "max rel", "first mismatch (got vs want)"):
         t.add_column(col, no_wrap=col != "status")
@@ -651,10 +681,10 @@ def _print_mismatch(mm, rtol, atol):
                   f"{r['max_rel_diff']:.3g}" if "max_rel_diff" in r else "", Text(first))
     _console().print(t)
     if mm["ok"]:
-        click.echo("results match the reference")
+        click.echo(f"results match {against}")
     else:
         n = sum(1 for r in mm["rows"] if r["status"] != "ok")
-        click.echo(f"error: {n} result{'s' if n != 1 else ''} differ{'s' if n == 1 else ''} from the reference "
+        click.echo(f"error: {n} result{'s' if n != 1 else ''} differ{'s' if n == 1 else ''} from {against} "
                    f"(rtol={rtol:g}, atol={atol:g})", err=True)
 
 
@@ -791,3 +821,49 @@ def _check_memory(module, limit, devices: int):
         return
     from ..interpreter.memory import check_budget
     check_budget(module, limit, devices=devices)
+
+
+# ----------------------------------------------------------------------------- --reference xla
+
+def _xla_arguments(dv, args):
+    """What XLA gets (hlo_cli/reference.py): the arguments hlo bound, taken before hlo's run."""
+    from ..reference import arguments_for
+    return arguments_for(dv, args)
+
+
+def _xla_reference(state, text, dv, leaves, rtol, atol, timings) -> dict:
+    """Run the module on XLA and compare (the `reference` section of the JSON document); XLA's
+    times also go into TIMINGS (xla_compile_s, xla_run_s, xla_total_s)."""
+    from ..reference import reference_report
+    xla_args, mode = state["xla_args"]
+    dims = None
+    if mode == "global":
+        dims = [s.dims for s in state["root_shape"].leaves() if s.element_type not in ("token", "opaque")]
+    phase = _phase_setter(state.get("progress"))
+    phase("running on XLA")
+    doc = reference_report(text, xla_args, mode, state["grid"], leaves, rtol, atol, dims,
+                           timings.get("execute_s"))
+    for k in ("xla_compile_s", "xla_run_s", "xla_total_s"):
+        if k in doc.get("timings", {}):
+            timings[k] = doc["timings"][k]
+    return doc
+
+
+def _print_xla_reference(xref, rtol, atol, timings):
+    if xref is None:
+        return
+    if xref["status"] == "error":
+        click.echo(f"error: --reference xla: {xref['message']}", err=True)
+        return
+    n = xref["devices"]
+    _print_mismatch(xref, rtol, atol, f"XLA (jax {xref.get('jax_version')}, CPU, {n} device{'s' if n != 1 else ''})")
+    t = xref["timings"]
+    click.echo(f"XLA: compile {t['xla_compile_s']:.3f} s, run {t['xla_run_s']:.3f} s (with its start "
+               f"{t['xla_total_s']:.3f} s); hlo: run {timings.get('execute_s', 0.0):.3f} s")
+
+
+def _exit_after_report(failed: bool, xref):
+    if failed:
+        sys.exit(ExitCode.FAILURE)
+    if xref is not None and xref["status"] == "error":
+        sys.exit(ExitCode.REFERENCE_FAILED)

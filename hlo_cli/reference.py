@@ -1,0 +1,302 @@
+"""XLA itself as the reference of a run: `hlo run MODULE --reference xla`.
+
+    from hlo_cli.reference import run_xla, compare_with_xla
+    ref = run_xla(text, args)                         # an XlaRun: outputs, timings, devices
+    report = compare_with_xla(leaves, ref, rtol, atol)   # as --expect compares: {"ok", "rows"}
+
+XLA runs in a child process (the same Python, `JAX_PLATFORMS=cpu`, `JAX_ENABLE_X64=1`), never in
+ours: XLA ends the whole process on an internal check failure (its `Check failed:` aborts are
+common on after-optimization texts), a multi-device run needs
+`XLA_FLAGS=--xla_force_host_platform_device_count=N` set before JAX starts, and JAX's thread pools
+stay out of hlo's process.  The child reads the module text and the arguments from a private
+temporary directory, compiles the module with XLA CPU (hlo_module_from_text, then XLA's HLO to
+StableHLO translation, then PJRT's compile: what JAX does with a module), runs it once and writes
+the result leaves back, with the time of each stage.
+
+Devices: one device, or `replicas x partitions` host devices (device d = replica x partitions +
+partition, as hlo's).  A program per device (replica programs, XLA's partitioned output,
+hand-written collectives) gets each device's own arguments and gives each device's results,
+stacked on a leading axis; a module before partitioning (sharding annotations, Shardy meshes,
+shard_map regions) is partitioned by XLA's SPMD partitioner (Shardy's when the text carries
+Shardy's attributes), takes the global arrays and gives the global results back, reassembled by the
+shardings XLA chose.
+
+What XLA cannot take ends in HloReferenceError (exit code 6) saying why: JAX not installed (the
+`xla` extra: pip install 'hlo-cli[xla]'), XLA refusing the text (its first message line; texts
+after XLA's optimizations often cannot be compiled again: XLA compiles from the start of its
+pipeline), XLA crashing on it (the process killed by a signal; the `Check failed:` line of its
+log), too few host devices.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import HloReferenceError
+
+INSTALL_HINT = "pip install 'hlo-cli[xla]'"
+
+
+@dataclass
+class XlaRun:
+    """What XLA computed: `outputs`, the result leaves depth-first (tokens left out): as they are on
+    one device, stacked per device for a per-device program, global arrays for a module before
+    partitioning; `per_device`, for a module before partitioning, the devices' own pieces stacked
+    (their shape is the sharding XLA chose); `timings` in seconds: startup_s (the child process and
+    JAX's import), parse_s, compile_s (StableHLO translation and XLA's compilation), run_s (one
+    execution, until every result is ready), transfer_s (arguments in, results out), total_s."""
+    outputs: list
+    timings: dict
+    devices: int = 1
+    mode: str = "single"
+    jax_version: str | None = None
+    per_device: list | None = None
+    notes: list = field(default_factory=list)
+
+
+def jax_installed() -> bool:
+    """Whether `import jax` can be tried at all (the child says whether it works)."""
+    try:
+        return importlib.util.find_spec("jax") is not None and importlib.util.find_spec("jaxlib") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_jax() -> None:
+    """HloReferenceError (kind missing) when JAX is not installed: said before hlo's own run."""
+    if not jax_installed():
+        raise HloReferenceError(f"--reference xla needs JAX (XLA's CPU compiler comes with jaxlib), which is "
+                                f"not installed in this Python ({sys.executable}); install it with: "
+                                f"{INSTALL_HINT}", kind="missing")
+
+
+def looks_optimized(text: str) -> bool:
+    """A text after XLA's optimizations (scheduled, or with fusions): XLA often cannot compile those again."""
+    head = text[:4096]
+    return "is_scheduled=true" in head or bool(re.search(r"\bfusion\(", text))
+
+
+def _flatten(value) -> list:
+    if isinstance(value, (tuple, list)):
+        out = []
+        for v in value:
+            out.extend(_flatten(v))
+        return out
+    if value is None or not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
+        return []                                   # a token
+    return [np.asarray(value)]
+
+
+def _child_env(count: int) -> dict:
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
+    env["JAX_ENABLE_X64"] = "1"                     # 64-bit arguments reach XLA as they are
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if count > 1:
+        flags = env.get("XLA_FLAGS", "")
+        m = re.findall(r"--xla_force_host_platform_device_count=(\d+)", flags)
+        have = max((int(x) for x in m), default=0)
+        flags = re.sub(r"\s*--xla_force_host_platform_device_count=\d+", "", flags).strip()
+        env["XLA_FLAGS"] = (flags + f" --xla_force_host_platform_device_count={max(count, have)}").strip()
+    # the child imports this package from where this process found it
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+_SIGNALS = {getattr(signal, n): n for n in ("SIGABRT", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGKILL")
+            if hasattr(signal, n)}
+
+
+def _crash_line(stderr: str) -> str | None:
+    """The line of XLA's log that says why it stopped (a failed check, a fatal log line)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        m = re.search(r"(?:\] )?(Check failed: .*)", ln)
+        if m:
+            where = re.search(r"\s(\S+\.(?:cc|h):\d+)\]", ln)
+            return m.group(1) + (f" ({where.group(1)})" if where else "")
+    for ln in lines:
+        if re.match(r"^[F]\d{4} ", ln):
+            return ln.split("] ", 1)[-1]
+    for ln in reversed(lines):
+        if not ln.startswith(("@", "***", "Fatal Python", "Current thread", "Thread ", "File ")):
+            return ln
+    return None
+
+
+def run_xla(text: str, args, *, replicas: int = 1, partitions: int = 1, mode: str | None = None,
+            result_dims=None, timeout: float | None = None) -> XlaRun:
+    """Compile TEXT with XLA CPU in a child process and run it once on ARGS (one value per entry
+    parameter: an array, a tuple of them for a tuple parameter; tokens are left out).  MODE:
+    "single" (one device), "per_device" (each argument stacked over the devices on a leading axis),
+    "global" (global arrays of a module before partitioning; RESULT_DIMS gives each result leaf's
+    global dims).  Raises HloReferenceError when XLA cannot give the results."""
+    require_jax()
+    count = replicas * partitions
+    mode = mode or ("single" if count == 1 else "per_device")
+    request = {"text": text, "args": [_flatten(a) for a in args], "replicas": replicas, "partitions": partitions,
+               "mode": mode, "result_dims": result_dims}
+    with tempfile.TemporaryDirectory(prefix="hlo-xla-") as tmp:
+        req, resp = Path(tmp) / "request.pkl", Path(tmp) / "response.pkl"
+        with open(req, "wb") as f:
+            pickle.dump(request, f, protocol=pickle.HIGHEST_PROTOCOL)
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([sys.executable, "-c", "from hlo_cli.reference import _child; _child()", tmp],
+                                  env=_child_env(count), stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise HloReferenceError(f"XLA did not finish within {timeout:g} s", kind="crashed") from None
+        except OSError as e:
+            raise HloReferenceError(f"could not start Python for XLA ({e})", kind="missing") from None
+        wall = time.perf_counter() - t0
+        stderr = proc.stderr.decode("utf-8", "replace")
+        if proc.returncode != 0 or not resp.exists():
+            _crashed(proc.returncode, stderr, text)
+        with open(resp, "rb") as f:
+            answer = pickle.load(f)
+    if not answer.get("ok"):
+        _refused(answer, text, count)
+    timings = dict(answer["timings"])
+    inside = sum(timings.get(k, 0.0) for k in ("parse_s", "compile_s", "run_s", "transfer_s"))
+    timings["startup_s"] = max(wall - inside, 0.0)
+    timings["total_s"] = wall
+    return XlaRun(answer["outputs"], timings, count, mode, answer.get("jax_version"), answer.get("per_device"))
+
+
+def _crashed(returncode: int, stderr: str, text: str):
+    sig = -returncode if returncode < 0 else None
+    line = _crash_line(stderr)
+    how = f"killed by {_SIGNALS.get(sig, f'signal {sig}')}" if sig else f"exit status {returncode}"
+    msg = f"XLA crashed on this module ({how})" + (f": {line}" if line else "")
+    if looks_optimized(text):
+        msg += ("; this text is after XLA's optimizations, which XLA cannot always compile again: compare "
+                "the module before optimizations instead")
+    raise HloReferenceError(msg, kind="crashed", xla_message=line)
+
+
+def _refused(answer: dict, text: str, count: int):
+    stage, message = answer.get("stage"), answer.get("message") or ""
+    first = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
+    if stage == "import":
+        raise HloReferenceError(f"--reference xla needs JAX, which cannot be imported here ({first}); install "
+                                f"it with: {INSTALL_HINT}", kind="missing", xla_message=first)
+    if stage == "devices":
+        raise HloReferenceError(f"XLA cannot run this module on {count} devices: {first}", kind="devices",
+                                xla_message=first)
+    what = {"parse": "could not parse", "compile": "could not compile", "run": "failed running"}.get(stage, "failed on")
+    msg = f"XLA {what} this module: {first}"
+    if stage in ("parse", "compile") and looks_optimized(text):
+        msg += ("\n  (this text is after XLA's optimizations: XLA compiles a module from the start of its "
+                "pipeline and cannot take every optimized text; compare the module before optimizations)")
+    raise HloReferenceError(msg, kind="refused", stage=stage, xla_message=first)
+
+
+def compare_with_xla(leaves, xla: XlaRun, rtol: float, atol: float) -> dict:
+    """LEAVES (hlo's result leaves, in the form XlaRun.outputs has) against XLA's, as --expect
+    compares: {"ok", "rows"}.  A leaf hlo holds per device where XLA gives a global array (a value
+    of a shard_map region) is compared with XLA's per-device pieces."""
+    from .compare import compare
+    ref = {}
+    for k, out in enumerate(xla.outputs):
+        want = out
+        if k < len(leaves) and xla.per_device is not None and k < len(xla.per_device):
+            got = np.asarray(leaves[k])
+            if got.shape != np.shape(out) and got.shape == np.shape(xla.per_device[k]):
+                want = xla.per_device[k]
+        ref[f"out{k}"] = np.asarray(want)
+    return compare([np.asarray(v) for v in leaves], ref, rtol, atol)
+
+
+# ----------------------------------------------------------------------------- the child process
+
+def _child():
+    """The child's work: read request.pkl in the directory argv[1], write response.pkl there."""
+    tmp = Path(sys.argv[1])
+    with open(tmp / "request.pkl", "rb") as f:
+        request = pickle.load(f)
+    answer = _child_run(request)
+    with open(tmp / "response.pkl", "wb") as f:
+        pickle.dump(answer, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _child_run(request: dict) -> dict:
+    try:
+        import jax
+        import jaxlib  # noqa: F401
+        from . import xla_reference as xr
+    except Exception as e:                          # noqa: BLE001 -- said to the user as it is
+        return {"ok": False, "stage": "import", "message": f"{type(e).__name__}: {e}"}
+    mode = request["mode"]
+    try:
+        exe, devices, timings = xr.compile_for_devices(request["text"], request["replicas"], request["partitions"])
+        args = [a for leaves in request["args"] for a in leaves]
+        outputs, run_t = xr.execute_on_devices(exe, devices, args, mode, request.get("result_dims"))
+    except xr.XlaStageError as e:
+        return {"ok": False, "stage": e.stage, "message": str(e)}
+    except Exception as e:                          # noqa: BLE001
+        return {"ok": False, "stage": "run", "message": f"{type(e).__name__}: {e}"}
+    timings.update(run_t)
+    return {"ok": True, "outputs": outputs, "timings": timings, "jax_version": jax.__version__}
+
+
+# ----------------------------------------------------------------------------- what `hlo run` asks for
+
+def arguments_for(dv, args) -> tuple[list, str]:
+    """XLA's arguments and run mode for the arguments hlo bound: ARGS as `hlo run` holds them (plain
+    values on one device; the device layer's Uniform/Stacked values when DV, its DeviceRun, is
+    multi-device)."""
+    if dv is None:
+        return list(args), "single"
+    if not dv.multi:
+        # a module before partitioning whose results do not depend on the devices runs on one device
+        # in hlo; XLA runs it as it would be run, partitioned over the module's devices
+        global_module = dv.grid.count > 1 and dv.global_values and dv.grid.replicas == 1
+        return list(args), "global" if global_module else "single"
+    from .devices.values import Uniform
+    n = dv.grid.count
+    if dv.global_values:
+        out = []
+        for a in args:
+            if not isinstance(a, Uniform):
+                raise HloReferenceError("--reference xla gives a module before partitioning its global arrays; "
+                                        "these inputs hold one value per device (--per-device)", kind="refused")
+            out.append(a.value)
+        return out, "global"
+    return [a.stacked(n) if hasattr(a, "stacked") else a for a in args], "per_device"
+
+
+def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, atol: float,
+                     result_dims=None, hlo_execute_s: float | None = None) -> dict:
+    """Run TEXT on XLA (run_xla) and compare hlo's result LEAVES with XLA's: the `reference`
+    section of `hlo run --format json`.  status ok / mismatch (with the rows --expect gives), or
+    error (kind, stage, message) when XLA could not give results; timings of both."""
+    replicas, partitions = (grid.replicas, grid.partitions) if grid is not None and mode != "single" else (1, 1)
+    doc = {"platform": "xla", "devices": replicas * partitions, "mode": mode}
+    try:
+        xla = run_xla(text, xla_args, replicas=replicas, partitions=partitions, mode=mode, result_dims=result_dims)
+    except HloReferenceError as e:
+        doc.update(status="error", exit_code=int(e.exit_code), kind=e.kind, stage=e.stage, message=str(e))
+        if hlo_execute_s is not None:
+            doc["timings"] = {"hlo_execute_s": hlo_execute_s}
+        return doc
+    mm = compare_with_xla(leaves, xla, rtol, atol)
+    doc.update(status="ok" if mm["ok"] else "mismatch", ok=mm["ok"], rows=mm["rows"], rtol=rtol, atol=atol,
+               jax_version=xla.jax_version)
+    t = {f"xla_{k}": v for k, v in xla.timings.items()}
+    if hlo_execute_s is not None:
+        t["hlo_execute_s"] = hlo_execute_s
+    doc["timings"] = t
+    return doc

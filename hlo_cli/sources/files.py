@@ -12,6 +12,8 @@ from .split import LIT, SAVED_GRAPHS, Region, SkippedGraph, module_text, split_t
 
 # text dumps: XLA writes *.txt (--xla_dump_hlo_as_text), tests and people *.hlo / *.hlotxt
 TEXT_SUFFIXES = (".hlo", ".hlotxt", ".txt")
+# XLA's module protos in a directory: *.hlo.pb (--xla_dump_hlo_as_proto), *.pbtxt / *.textproto
+PROTO_DIR_SUFFIXES = (".hlo.pb", ".pbtxt", ".textproto")
 # suffixes that say "HLO text" by themselves; a *.txt file must show an `HloModule` line as well
 # (XLA's dumps put buffer assignments, live ranges, memory reports... in *.txt files too)
 _HLO_SUFFIXES = (".hlo", ".hlotxt")
@@ -121,14 +123,12 @@ _HLO_TEXT = re.compile(r"^[ \t]*(HloModule|ENTRY)\b", re.M)
 
 def split_source(text: str, file: str) -> FileModules:
     """Split a file's text into its modules.  Raises HloInputError (exit 2) for a saved-graph file
-    without a graph in HLO text, and for a module in protobuf's text format."""
+    without a graph in HLO text.  A module in protobuf's text format (an HloModuleProto, HloProto or
+    HloSnapshot) is read as one (see proto.py)."""
     proto = _PROTO_TEXT.search(text, 0, 1 << 16)
     if proto is not None and _HLO_TEXT.search(text, 0, 1 << 16) is None:
-        line = text.count("\n", 0, proto.start()) + 1
-        msg = (f"this is an XLA module in protobuf's text format ('{proto.group(1)}' on line {line}: an "
-               "HloModuleProto, HloProto or HloSnapshot), not HLO text; print it as HLO text with XLA's "
-               "tools first")
-        raise HloInputError(f"{file}: {msg}", [Diagnostic(msg, file, line, 1, code="E083")])
+        from .proto import proto_modules
+        return proto_modules(text.encode("utf-8"), file, text=True)
     sp = split_text(text)
     if not sp.regions:
         kinds = sorted({g.kind for g in sp.skipped})
@@ -142,9 +142,23 @@ def split_source(text: str, file: str) -> FileModules:
 
 
 def read_modules(path: str) -> FileModules:
-    """Read PATH ('-' for standard input) and split it into modules.  Raises HloInputError."""
+    """Read PATH ('-' for standard input) and split it into modules: HLO text, or one of XLA's
+    module protos (*.pb, *.pbtxt; a binary file that reads as one).  Raises HloInputError."""
     from ..source import read_source
-    text, name = read_source(path)
+    from .proto import is_proto_path
+    if is_proto_path(path):
+        from .proto import read_proto_modules
+        return read_proto_modules(path)
+    try:
+        text, name = read_source(path)
+    except HloInputError as e:
+        if path == "-" or not e.diagnostics or e.diagnostics[0].code != "E015":
+            raise
+        from .proto import proto_modules, read_bytes
+        try:
+            return proto_modules(read_bytes(path)[0], path, text=False)
+        except HloInputError:
+            raise e from None
     return split_source(text, name)
 
 
@@ -196,8 +210,11 @@ def expand(paths) -> tuple[list[str], list[SkippedFile]]:
             rel = f.relative_to(root).parts
             if any(part.startswith(".") for part in rel) or not f.is_file():
                 continue
-            if f.suffix not in TEXT_SUFFIXES:
-                skipped.append(SkippedFile(str(f), "not a text dump (*.hlo, *.hlotxt, *.txt)"))
+            if f.name.endswith(PROTO_DIR_SUFFIXES):
+                found.append(str(f))
+            elif f.suffix not in TEXT_SUFFIXES:
+                skipped.append(SkippedFile(str(f), "not a text dump (*.hlo, *.hlotxt, *.txt) nor a module "
+                                                   "proto (*.hlo.pb, *.pbtxt)"))
             elif f.suffix in _HLO_SUFFIXES or holds_module_text(f):
                 found.append(str(f))
             else:

@@ -1,0 +1,791 @@
+"""An HloModuleProto as HLO text, printed the way XLA prints the module it reads from that proto
+(``HloModule::CreateFromProto`` then ``ToString``), so that the parser builds the same IR from it
+as from XLA's own text of the module.
+
+Every opcode's attributes follow XLA's ``PrintExtraAttributesImpl`` (what is printed, and when a
+default is left out: a sort's is_stable=false, a compare's default comparison type...); shapes and
+layouts go through the IR's Shape, literals through the IR's literal printer.  What cannot be
+expressed (an instruction naming an operand or computation id that does not exist, an unknown enum
+number) raises ProtoError; proto.py turns it into an HloInputError naming the file.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir.attributes import cescape
+from ..ir.shape import COMBINE_DIM, UNBOUNDED, Layout, Shape, SplitConfig, default_layout
+
+INT64_MIN = -(2**63)          # XLA's kUnboundedSize (a `?` dimension)
+
+
+class ProtoError(ValueError):
+    """A module proto that does not describe a module (`where` names the computation/instruction)."""
+
+
+# element types: PrimitiveType number -> HLO spelling
+PRIMITIVE_TYPES = {
+    1: "pred", 30: "s1", 26: "s2", 21: "s4", 2: "s8", 3: "s16", 4: "s32", 5: "s64", 31: "u1", 27: "u2",
+    22: "u4", 6: "u8", 7: "u16", 8: "u32", 9: "u64", 10: "f16", 11: "f32", 16: "bf16", 12: "f64",
+    19: "f8e5m2", 28: "f8e4m3", 20: "f8e4m3fn", 23: "f8e4m3b11fnuz", 29: "f8e3m4", 24: "f8e5m2fnuz",
+    25: "f8e4m3fnuz", 32: "f4e2m1fn", 33: "f8e8m0fnu", 15: "c64", 18: "c128", 13: "tuple",
+    14: "opaque", 17: "token", 34: "buffer",
+}
+_DIM_LEVEL = {0: "D", 1: "C", 2: "S", 3: "H"}
+
+
+def _lexes_as_json_dict(s: str) -> bool:
+    from ..ir.printer import lexes_as_json_dict
+    return lexes_as_json_dict(s)
+
+
+def _q(s: str) -> str:
+    return '"' + cescape(s) + '"'
+
+
+def _ints(xs) -> str:
+    return "{" + ",".join(str(int(x)) for x in xs) + "}"
+
+
+# ----------------------------------------------------------------------------- shapes
+
+def element_type_name(number: int, where: str = "") -> str:
+    name = PRIMITIVE_TYPES.get(number)
+    if name is None:
+        raise ProtoError(f"{where}element type {number} is not one this schema knows "
+                         "(PrimitiveType; a newer XLA?)")
+    return name
+
+
+def shape_of(sp, where: str = "", depth: int = 0) -> Shape:
+    """The IR Shape of a ShapeProto."""
+    if depth > 100:
+        raise ProtoError(f"{where}a shape nested more than 100 tuples deep")
+    et = element_type_name(sp.element_type, where)
+    if et == "tuple":
+        return Shape.tuple_of(shape_of(s, where, depth + 1) for s in sp.tuple_shapes)
+    if et == "buffer":
+        if len(sp.tuple_shapes) != 1:
+            raise ProtoError(f"{where}a buffer shape must hold one array shape")
+        return Shape("buffer", tuple_shapes=(shape_of(sp.tuple_shapes[0], where, depth + 1),))
+    if et in ("token", "opaque"):
+        return Shape(et)
+    dims, dyn = [], []
+    flags = list(sp.is_dynamic_dimension)
+    for k, d in enumerate(sp.dimensions):
+        d = int(d)
+        is_dyn = flags[k] if k < len(flags) else False
+        if d == INT64_MIN:
+            d, is_dyn = UNBOUNDED, True
+        elif d < 0:
+            raise ProtoError(f"{where}negative dimension {d} in a shape")
+        dims.append(d)
+        dyn.append(bool(is_dyn))
+    layout = _layout(sp.layout, len(dims), where) if sp.HasField("layout") else None
+    return Shape.array(et, dims, layout, dyn)
+
+
+def _layout(lp, rank: int, where: str) -> Layout:
+    m2m = tuple(int(x) for x in lp.minor_to_major)
+    if not m2m and rank:
+        m2m = default_layout(rank).minor_to_major
+    dlt = []
+    if lp.dim_level_types:
+        uniq = list(lp.dim_unique)
+        ordered = list(lp.dim_ordered)
+        for k, t in enumerate(lp.dim_level_types):
+            s = _DIM_LEVEL.get(t)
+            if s is None:
+                raise ProtoError(f"{where}dim level type {t} unknown")
+            if k < len(uniq) and not uniq[k]:
+                s += "+"
+            if k < len(ordered) and not ordered[k]:
+                s += "~"
+            dlt.append(s)
+    tiles = tuple(tuple(int(d) if d != COMBINE_DIM else COMBINE_DIM for d in t.dimensions) for t in lp.tiles)
+    idx = element_type_name(lp.index_primitive_type, where) if lp.index_primitive_type else None
+    ptr = element_type_name(lp.pointer_primitive_type, where) if lp.pointer_primitive_type else None
+    phys = shape_of(lp.physical_shape, where) if lp.HasField("physical_shape") else None
+    return Layout(m2m, tuple(dlt), tiles, int(lp.tail_padding_alignment_in_elements) or 1, idx, ptr,
+                  int(lp.element_size_in_bits), int(lp.memory_space),
+                  tuple(SplitConfig(int(s.dimension), tuple(int(i) for i in s.split_indices))
+                        for s in lp.split_configs),
+                  phys, int(lp.dynamic_shape_metadata_prefix_bytes))
+
+
+# ----------------------------------------------------------------------------- literals
+
+def literal_text(lp, shape: Shape, where: str = "", limits=None) -> str:
+    """A LiteralProto as HLO literal text (through the IR's literal printer)."""
+    from ..ir.literal import Literal, format_literal
+    return format_literal(_literal(lp, shape, where, limits))
+
+
+def _literal(lp, shape: Shape, where: str, limits):
+    from ..ir.literal import Literal
+    from .proto_literal import literal_value
+    if shape.is_tuple:
+        parts = list(lp.tuple_literals)
+        if len(parts) != len(shape.tuple_shapes):
+            raise ProtoError(f"{where}a tuple literal of {len(parts)} elements for a tuple shape of "
+                             f"{len(shape.tuple_shapes)}")
+        return Literal(shape, tuple(_literal(p, s, where, limits) for p, s in zip(parts, shape.tuple_shapes)))
+    return Literal(shape, literal_value(lp, shape, where, limits))
+
+
+# ----------------------------------------------------------------------------- attribute texts
+
+def _metadata(md) -> str | None:
+    if not (md.op_type or md.op_name or md.source_file or md.scheduling_name or md.stack_frame_id):
+        return None
+    r = []
+    if md.op_type:
+        r.append(f"op_type={_q(md.op_type)}")
+    if md.op_name:
+        r.append(f"op_name={_q(md.op_name)}")
+    if md.source_file:
+        r.append(f"source_file={_q(md.source_file)}")
+    if md.source_line:
+        r.append(f"source_line={md.source_line}")
+    if md.source_end_line:
+        r.append(f"source_end_line={md.source_end_line}")
+    if md.source_column:
+        r.append(f"source_column={md.source_column}")
+    if md.source_end_column:
+        r.append(f"source_end_column={md.source_end_column}")
+    if len(md.profile_type):
+        r.append("profile_type={" + ",".join(str(int(p)) for p in md.profile_type) + "}")
+    if md.deduplicated_name:
+        r.append(f"deduplicated_name={_q(md.deduplicated_name)}")
+    if md.scheduling_name:
+        r.append(f'scheduling_name="{md.scheduling_name}"')
+    if md.stack_frame_id:
+        r.append(f"stack_frame_id={md.stack_frame_id}")
+    return "{" + " ".join(r) + "}"
+
+
+def _frontend_attributes(fa) -> str:
+    items = sorted(fa.map.items())
+    return "{" + ",".join(f"{k}={v}" if _lexes_as_json_dict(v) else f"{k}={_q(v)}" for k, v in items) + "}"
+
+
+_SHARDING_TYPES = {0: "replicated", 1: "maximal", 2: "tuple", 3: "other", 4: "manual", 5: "unknown",
+                   6: "unreduced"}
+
+
+def _sharding(sp, where: str, top: bool = True) -> str:
+    t = sp.type
+    if t == 2:
+        return "{" + ", ".join(_sharding(e, where, False) for e in sp.tuple_shardings) + "}"
+    if sp.HasField("named_sharding"):
+        raise ProtoError(f"{where}a named sharding (NamedShardingProto) is not read yet")
+    parts = []
+    if t == 0:
+        parts.append("replicated")
+    elif t == 1:
+        dev = sp.tile_assignment_devices[0] if len(sp.tile_assignment_devices) else 0
+        parts.append(f"maximal device={dev}")
+    elif t in (4, 5, 6):
+        parts.append(_SHARDING_TYPES[t])
+    elif t == 3:
+        dims = list(sp.tile_assignment_dimensions)
+        ta = "devices=[" + ",".join(map(str, dims)) + "]"
+        if len(sp.iota_reshape_dims):
+            ta += "<=[" + ",".join(map(str, sp.iota_reshape_dims)) + "]"
+            perm = list(sp.iota_transpose_perm)
+            if perm and perm != sorted(perm):
+                ta += "T(" + ",".join(map(str, perm)) + ")"
+        else:
+            ta += ",".join(map(str, sp.tile_assignment_devices))
+        parts.append(ta)
+        if sp.replicate_on_last_tile_dim:
+            parts.append("last_tile_dim_replicate")
+        if len(sp.last_tile_dims):
+            names = []
+            for d in sp.last_tile_dims:
+                if d not in _SHARDING_TYPES:
+                    raise ProtoError(f"{where}sharding subgroup type {d} unknown")
+                names.append(_SHARDING_TYPES[d])
+            parts.append("last_tile_dims={" + ", ".join(names) + "}")
+    else:
+        raise ProtoError(f"{where}sharding type {t} is not one this schema knows")
+    if sp.is_shard_group:
+        parts.append(("shard_as " if sp.shard_group_type == 0 else "shard_like ") + str(sp.shard_group_id))
+    mds = [m for m in (_metadata(md) for md in sp.metadata) if m is not None]
+    if len(mds) == 1:
+        parts.append("metadata=" + mds[0])
+    elif mds:
+        parts.append("metadata={" + ", ".join(mds) + "}")
+    return "{" + " ".join(parts) + "}"
+
+
+def _window(w) -> str:
+    dims = list(w.dimensions)
+    out = ["size=" + "x".join(str(d.size) for d in dims)]
+    if any(d.stride != 1 for d in dims):
+        out.append("stride=" + "x".join(str(d.stride) for d in dims))
+    if any(d.padding_low or d.padding_high for d in dims):
+        out.append("pad=" + "x".join(f"{d.padding_low}_{d.padding_high}" for d in dims))
+    if any(d.base_dilation != 1 for d in dims):
+        out.append("lhs_dilate=" + "x".join(str(d.base_dilation) for d in dims))
+    if any(d.window_dilation != 1 for d in dims):
+        out.append("rhs_dilate=" + "x".join(str(d.window_dilation) for d in dims))
+    if any(d.window_reversal for d in dims):
+        out.append("rhs_reversal=" + "x".join("1" if d.window_reversal else "0" for d in dims))
+    return "{" + " ".join(out) + "}"
+
+
+def _conv_labels(c) -> str:
+    def side(batch, feature, spatial, bl, fl):
+        rank = 2 + len(spatial)
+        chars = ["?"] * rank
+        for pos, ch in ((batch, bl), (feature, fl)):
+            if 0 <= pos < rank:
+                chars[pos] = ch
+        for k, s in enumerate(spatial):
+            if 0 <= s < rank:
+                chars[s] = str(k) if k < 10 else f"[{k}]"
+        return "".join(chars)
+    lhs = side(c.input_batch_dimension, c.input_feature_dimension, list(c.input_spatial_dimensions), "b", "f")
+    rhs = side(c.kernel_input_feature_dimension, c.kernel_output_feature_dimension,
+               list(c.kernel_spatial_dimensions), "i", "o")
+    out = side(c.output_batch_dimension, c.output_feature_dimension, list(c.output_spatial_dimensions), "b", "f")
+    return f"{lhs}_{rhs}->{out}"
+
+
+_PRECISIONS = {0: "default", 1: "high", 2: "highest"}
+_ALGORITHMS = {1: "dot_any_f8_any_f8_f32", 2: "dot_any_f8_any_f8_f32_fast_accum", 3: "dot_f16_f16_f16",
+               4: "dot_f16_f16_f32", 5: "dot_bf16_bf16_bf16", 6: "dot_bf16_bf16_f32", 7: "dot_bf16_bf16_f32_x3",
+               8: "dot_bf16_bf16_f32_x6", 9: "dot_tf32_tf32_f32", 10: "dot_tf32_tf32_f32_x3",
+               11: "dot_f32_f32_f32", 12: "dot_f64_f64_f64", 13: "dot_bf16_bf16_f32_x9"}
+
+
+def _precision(pc, out: list, where: str):
+    ps = list(pc.operand_precision)
+    if any(p != 0 for p in ps):
+        for p in ps:
+            if p not in _PRECISIONS:
+                raise ProtoError(f"{where}operand precision {p} unknown")
+        out.append("operand_precision={" + ",".join(_PRECISIONS[p] for p in ps) + "}")
+    if pc.algorithm:
+        if pc.algorithm not in _ALGORITHMS:
+            raise ProtoError(f"{where}dot algorithm {pc.algorithm} unknown")
+        out.append("algorithm=" + _ALGORITHMS[pc.algorithm])
+
+
+def _dot_dnums(d) -> str:
+    r = []
+    if len(d.lhs_batch_dimensions):
+        r.append("lhs_batch_dims=" + _ints(d.lhs_batch_dimensions))
+    r.append("lhs_contracting_dims=" + _ints(d.lhs_contracting_dimensions))
+    if len(d.rhs_batch_dimensions):
+        r.append("rhs_batch_dims=" + _ints(d.rhs_batch_dimensions))
+    r.append("rhs_contracting_dims=" + _ints(d.rhs_contracting_dimensions))
+    return ", ".join(r)
+
+
+def _replica_groups(ip, where: str) -> str:
+    if ip.HasField("iota_collective_device_list"):
+        il = ip.iota_collective_device_list
+        s = f"[{il.num_replica_groups},{il.num_devices_per_group}]<=[" + ",".join(map(str, il.iota_reshape_dims)) + "]"
+        perm = list(il.iota_transpose_perm)
+        if perm and perm != sorted(perm):
+            s += "T(" + ",".join(map(str, perm)) + ")"
+        return s
+    if ip.HasField("mesh_axes_replica_group_list"):
+        raise ProtoError(f"{where}mesh-axes replica groups are not read yet")
+    groups = ip.collective_device_list.replica_groups if ip.HasField("collective_device_list") else ip.replica_groups
+    return "{" + ",".join(_ints(g.replica_ids) for g in groups) + "}"
+
+
+def _aliasing(entries) -> str:
+    return "{" + ", ".join(f"{_ints(e.output_shape_index)}: ({e.operand_index}, {_ints(e.operand_shape_index)})"
+                           for e in entries) + "}"
+
+
+def _float32_text(x: float) -> str:
+    f = np.float32(x)
+    if math.isnan(f) or math.isinf(f):
+        return str(float(f)).lower()
+    s = "%.6g" % f
+    if np.float32(float(s)) != f:
+        s = "%.9g" % f
+    return s
+
+
+_FLOATS = {"f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3", "f8e4m3fn", "f8e4m3b11fnuz", "f8e3m4",
+           "f8e5m2fnuz", "f8e4m3fnuz", "f4e2m1fn", "f8e8m0fnu", "c64", "c128"}
+_SIGNED = {"s1", "s2", "s4", "s8", "s16", "s32", "s64"}
+
+
+def _default_comparison_type(et: str) -> str:
+    if et in _FLOATS:
+        return "FLOAT"
+    if et in _SIGNED:
+        return "SIGNED"
+    return "UNSIGNED"
+
+
+_RNG = {0: "rng_default", 1: "rng_three_fry", 2: "rng_philox"}
+_DIST = {1: "rng_uniform", 2: "rng_normal"}
+_FFT = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
+_TRANSPOSE = {0: "TRANSPOSE_INVALID", 1: "NO_TRANSPOSE", 2: "TRANSPOSE", 3: "ADJOINT"}
+_SCHEDULE = {1: "SCHEDULE_LATEST", 2: "SCHEDULE_EARLIEST"}
+_API = {0: "API_VERSION_UNSPECIFIED", 2: "API_VERSION_STATUS_RETURNING",
+        3: "API_VERSION_STATUS_RETURNING_UNIFIED", 4: "API_VERSION_TYPED_FFI"}
+_PADDING_TYPE = {1: "PADDING_VALID", 2: "PADDING_SAME"}
+_CONV_KIND = {1: "fprop", 2: "dgrad", 3: "wgrad"}
+
+_DIMENSIONS_OPS = {"broadcast", "transpose", "reverse", "reduce", "concatenate", "map", "sort"}
+_COLLECTIVES = {"all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
+                "all-to-all", "ragged-all-to-all", "collective-broadcast"}
+_CHANNEL_ONLY = {"send", "send-done", "recv", "recv-done"}
+_TO_APPLY = {"call", "map", "reduce-window", "reduce", "all-reduce", "reduce-scatter", "all-reduce-start",
+             "scatter", "sort", "scan"}
+
+
+# ----------------------------------------------------------------------------- the module
+
+class _Renderer:
+    def __init__(self, module, limits=None):
+        self.m = module
+        self.limits = limits
+        self.comp_names: dict[int, str] = {}
+        for c in module.computations:
+            self.comp_names[c.id] = c.name
+        self.inst_by_id: dict[int, object] = {}
+        for c in module.computations:
+            for i in c.instructions:
+                self.inst_by_id[i.id] = i
+
+    def comp(self, cid: int, where: str) -> str:
+        name = self.comp_names.get(cid)
+        if name is None:
+            raise ProtoError(f"{where}calls computation id {cid}, which the module does not hold")
+        return "%" + name
+
+    def text(self) -> str:
+        m = self.m
+        if not m.computations:
+            raise ProtoError("the module holds no computation")
+        entry = self._entry()
+        head = "HloModule " + m.name
+        scheduled = m.HasField("schedule") and len(m.schedule.sequences) > 0
+        if scheduled:
+            head += ", is_scheduled=true"
+        aliases = []
+        for e in m.input_output_alias.entries:
+            kind = "must-alias" if e.kind == 2 else "may-alias"
+            aliases.append(f"{_ints(e.output_shape_index)}: ({e.parameter_number}, "
+                           f"{_ints(e.parameter_shape_index)}, {kind})")
+        if aliases:
+            head += ", input_output_alias={ " + ", ".join(aliases) + " }"
+        donors = [f"({e.parameter_number}, {_ints(e.parameter_shape_index)})" for e in m.buffer_donor.entries]
+        if donors:
+            head += ", buffer_donor={ " + ", ".join(donors) + " }"
+        if m.HasField("host_program_shape"):
+            ps = m.host_program_shape
+            head += (", entry_computation_layout={(" +
+                     ", ".join(str(shape_of(p, "entry layout: ")) for p in ps.parameters) + ")->" +
+                     str(shape_of(ps.result, "entry layout: ")) + "}")
+        if len(m.frontend_attributes.map):
+            head += ", frontend_attributes=" + _frontend_attributes(m.frontend_attributes)
+        out = [head + self._stack_frames() + "\n\n"]
+        for c in self._print_order():
+            out.append(self._computation(c, c.name == entry))
+            out.append("\n\n")
+        return "".join(out)
+
+    def _print_order(self) -> list:
+        """The computations in the order XLA prints them (HloModule::MakeComputationPostOrder with
+        dfs_postorder): each computation nobody calls, after the computations it embeds."""
+        comps = list(self.m.computations)
+        by_id = {c.id: c for c in comps}
+        nonroot = {k for c in comps for i in c.instructions for k in i.called_computation_ids}
+        out, added = [], set()
+        for c in comps:
+            if c.id in nonroot:
+                continue
+            for e in self._embedded(c, by_id):
+                if e.id not in added:
+                    added.add(e.id)
+                    out.append(e)
+            if c.id not in added:
+                added.add(c.id)
+                out.append(c)
+        if len(out) != len(comps):
+            return comps            # a call cycle or unreachable computations: keep the proto's order
+        return out
+
+    @staticmethod
+    def _embedded(comp, by_id) -> list:
+        visited, post, stack = set(), [], []
+
+        def push(ids):
+            for k in reversed(list(ids)):
+                c = by_id.get(k)
+                if c is not None and k not in visited:
+                    visited.add(k)
+                    stack.append([c, 0])
+
+        for inst in comp.instructions:
+            push(inst.called_computation_ids)
+            while stack:
+                cur = stack[-1]
+                c, pos = cur
+                if pos == len(c.instructions):
+                    stack.pop()
+                    post.append(c)
+                else:
+                    cur[1] += 1
+                    push(c.instructions[pos].called_computation_ids)
+        return post
+
+    def _entry(self) -> str:
+        m = self.m
+        names = {c.name for c in m.computations}
+        if m.entry_computation_name:
+            if m.entry_computation_name not in names:
+                raise ProtoError(f"the entry computation {m.entry_computation_name!r} is not in the module")
+            return m.entry_computation_name
+        if m.entry_computation_id in self.comp_names:
+            return self.comp_names[m.entry_computation_id]
+        return m.computations[-1].name
+
+    def _stack_frames(self) -> str:
+        sf = self.m.stack_frame_index
+        if not (len(sf.file_names) or len(sf.function_names) or len(sf.file_locations) or len(sf.stack_frames)):
+            return ""
+        out = ["\n\nFileNames\n"]
+        out += [f"{k} {_q(n)}\n" for k, n in enumerate(sf.file_names, 1)]
+        out.append("\nFunctionNames\n")
+        out += [f"{k} {_q(n)}\n" for k, n in enumerate(sf.function_names, 1)]
+        out.append("\nFileLocations\n")
+        out += [f"{k} {{file_name_id={f.file_name_id} function_name_id={f.function_name_id} line={f.line} "
+                f"end_line={f.end_line} column={f.column} end_column={f.end_column}}}\n"
+                for k, f in enumerate(sf.file_locations, 1)]
+        out.append("\nStackFrames\n")
+        out += [f"{k} {{file_location_id={f.file_location_id} parent_frame_id={f.parent_frame_id + 1}}}\n"
+                for k, f in enumerate(sf.stack_frames, 1)]
+        return "".join(out).rstrip("\n")
+
+    def _computation(self, c, is_entry: bool) -> str:
+        where = f"computation {c.name}: "
+        insts = list(c.instructions)
+        if not insts:
+            raise ProtoError(f"{where}no instructions")
+        ids = {i.id: i for i in insts}
+        seq = self.m.schedule.sequences.get(c.id) if self.m.HasField("schedule") else None
+        if seq is not None and len(seq.instruction_ids) == len(insts) and all(
+                k in ids for k in seq.instruction_ids):
+            insts = [ids[k] for k in seq.instruction_ids]
+        root_id = c.root_id if c.root_id in ids else insts[-1].id
+        params = sorted((i for i in insts if i.opcode == "parameter"), key=lambda i: i.parameter_number)
+        sig = ", ".join(f"{p.name}: {shape_of(p.shape, where).to_str(False)}" for p in params)
+        root = ids[root_id]
+        head = ("ENTRY " if is_entry else "") + f"%{c.name} ({sig}) -> {shape_of(root.shape, where).to_str(False)} {{\n"
+        lines = [head]
+        for i in insts:
+            lines.append(("  ROOT " if i.id == root_id else "  ") + self._instruction(i, c.name) + "\n")
+        lines.append("}")
+        if c.execution_thread and c.execution_thread != "main":
+            lines.append(f", execution_thread={_q(c.execution_thread)}")
+        return "".join(lines)
+
+    def _name(self, iid: int, where: str) -> str:
+        inst = self.inst_by_id.get(iid)
+        if inst is None:
+            raise ProtoError(f"{where}refers to instruction id {iid}, which the module does not hold")
+        return "%" + inst.name
+
+    def _instruction(self, i, comp: str) -> str:
+        where = f"computation {comp}, instruction {i.name or '#' + str(i.id)}: "
+        if not i.name:
+            raise ProtoError(f"{where}an instruction without a name")
+        op = i.opcode
+        if not op:
+            raise ProtoError(f"{where}an instruction without an opcode")
+        shape = shape_of(i.shape, where)
+        operands = [self._name(k, where) for k in i.operand_ids]
+        a: list[str] = []
+        calls = [self.comp(k, where) for k in i.called_computation_ids]
+        if op == "parameter":
+            operands = [str(i.parameter_number)]
+            if len(i.parameter_replication.replicated_at_leaf_buffers):
+                a.append("parameter_replication={" + ",".join(
+                    "true" if b else "false" for b in i.parameter_replication.replicated_at_leaf_buffers) + "}")
+        elif op == "constant":
+            if not i.HasField("literal"):
+                raise ProtoError(f"{where}a constant without a literal")
+            operands = [literal_text(i.literal, shape, where, self.limits)]
+        self._extra(i, op, shape, a, where)
+        self._calls(i, op, calls, a, where)
+        if i.HasField("sharding"):
+            a.append("sharding=" + _sharding(i.sharding, where))
+        if len(i.frontend_attributes.map):
+            a.append("frontend_attributes=" + _frontend_attributes(i.frontend_attributes))
+        if len(i.control_predecessor_ids):
+            a.append("control-predecessors={" + ", ".join(self._name(k, where) for k in i.control_predecessor_ids) + "}")
+        ra = i.result_accuracy
+        if ra.mode != 0:
+            a.append("result_accuracy={mode=" + {1: "highest"}.get(ra.mode, str(ra.mode)) + "}")
+        elif ra.HasField("tolerance"):
+            t = ra.tolerance
+            a.append(f"result_accuracy={{tolerance={{atol={_g(t.atol)} rtol={_g(t.rtol)} ulps={t.ulps}}}}}")
+        md = _metadata(i.metadata) if i.HasField("metadata") else None
+        if md is not None:
+            a.append("metadata=" + md)
+        if i.backend_config:
+            try:
+                cfg = i.backend_config.decode("utf-8")
+            except UnicodeDecodeError:
+                cfg = i.backend_config.decode("latin-1")
+            a.append("backend_config=" + (cfg if _lexes_as_json_dict(cfg) else _q(cfg)))
+        text = f"%{i.name} = {shape} {op}(" + ", ".join(operands) + ")"
+        return text + "".join(", " + x for x in a)
+
+    def _operand_type(self, i, k: int) -> str | None:
+        if k < len(i.operand_ids):
+            o = self.inst_by_id.get(i.operand_ids[k])
+            if o is not None:
+                return PRIMITIVE_TYPES.get(o.shape.element_type)
+        return None
+
+    def _extra(self, i, op: str, shape: Shape, a: list, where: str):
+        if op in ("batch-norm-training", "batch-norm-inference", "batch-norm-grad"):
+            a.append(f"epsilon={_float32_text(i.epsilon)}")
+            a.append(f"feature_index={i.feature_index}")
+        elif op == "fft":
+            a.append(f"fft_type={_FFT.get(i.fft_type, i.fft_type)}")
+            a.append("fft_length=" + _ints(i.fft_length))
+        elif op == "compare":
+            a.append(f"direction={i.comparison_direction}")
+            et = self._operand_type(i, 0)
+            if i.comparison_type and (et is None or i.comparison_type != _default_comparison_type(et)):
+                a.append(f"type={i.comparison_type}")
+        elif op == "triangular-solve":
+            o = i.triangular_solve_options
+            if o.left_side:
+                a.append("left_side=true")
+            if o.lower:
+                a.append("lower=true")
+            if o.unit_diagonal:
+                a.append("unit_diagonal=true")
+            if o.transpose_a:
+                a.append(f"transpose_a={_TRANSPOSE.get(o.transpose_a, o.transpose_a)}")
+        elif op == "cholesky":
+            if i.cholesky_options.lower:
+                a.append("lower=true")
+        elif op in _CHANNEL_ONLY:
+            if i.channel_id:
+                a.append(f"channel_id={i.channel_id}")
+            if i.is_host_transfer:
+                a.append("is_host_transfer=true")
+        elif op in _COLLECTIVES:
+            if i.channel_id:
+                a.append(f"channel_id={i.channel_id}")
+            a.append("replica_groups=" + _replica_groups(i, where))
+            if i.constrain_layout:
+                a.append("constrain_layout=true")
+            if op in ("all-gather", "all-gather-start"):
+                a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
+                if i.use_global_device_ids:
+                    a.append("use_global_device_ids=true")
+            elif op in ("all-reduce", "all-reduce-start", "reduce-scatter"):
+                if i.use_global_device_ids:
+                    a.append("use_global_device_ids=true")
+                if op == "reduce-scatter":
+                    a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
+            elif op == "all-to-all" and len(i.dimensions):
+                a.append("dimensions={" + str(i.dimensions[0]) + "}")
+        elif op in ("collective-permute", "collective-permute-start"):
+            if i.channel_id:
+                a.append(f"channel_id={i.channel_id}")
+            a.append("source_target_pairs={" + ",".join(f"{{{p.source},{p.target}}}" for p in i.source_target_pairs) + "}")
+        elif op in _DIMENSIONS_OPS:
+            a.append("dimensions=" + _ints(i.dimensions))
+            if op == "sort" and i.is_stable:
+                a.append("is_stable=true")
+        elif op == "scan":
+            a.append("dimensions=" + _ints(i.dimensions))
+            a.append(f"num_carries={i.num_carries}")
+            if i.is_reverse:
+                a.append("is_reverse=true")
+            if i.is_associative:
+                a.append("is_associative=" + ("true" if i.is_associative == 1 else "false"))
+        elif op == "topk":
+            a.append(f"k={i.k}")
+            a.append("largest=" + ("true" if i.largest else "false"))
+        elif op == "reshape":
+            if len(i.dimensions) and i.dimensions[0] != -1:
+                a.append(f"inferred_dimension={i.dimensions[0]}")
+        elif op == "slice":
+            sl = list(i.slice_dimensions)
+            omit = all(s.stride == 1 for s in sl)
+            a.append("slice={" + ", ".join(f"[{s.start}:{s.limit}" + ("" if omit else f":{s.stride}") + "]"
+                                           for s in sl) + "}")
+        elif op == "fusion":
+            a.append(f"kind={i.fusion_kind}")
+            if len(i.output_operand_aliasing):
+                a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+        elif op == "rng":
+            a.append(f"distribution={_DIST.get(i.distribution, i.distribution)}")
+        elif op == "get-tuple-element":
+            a.append(f"index={i.tuple_index}")
+        elif op == "reduce-precision":
+            a.append(f"exponent_bits={i.exponent_bits}")
+            a.append(f"mantissa_bits={i.mantissa_bits}")
+        elif op == "infeed":
+            if i.infeed_config:
+                a.append("infeed_config=" + _q(i.infeed_config.decode("latin-1")))
+        elif op == "outfeed":
+            a.append(f"outfeed_shape={shape_of(i.outfeed_shape, where)}")
+            if i.outfeed_config:
+                a.append("outfeed_config=" + _q(i.outfeed_config.decode("latin-1")))
+        elif op == "convolution":
+            if len(i.window.dimensions):
+                a.append("window=" + _window(i.window))
+            a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
+            if i.feature_group_count not in (0, 1):
+                a.append(f"feature_group_count={i.feature_group_count}")
+            if i.batch_group_count not in (0, 1):
+                a.append(f"batch_group_count={i.batch_group_count}")
+            if i.conv_kind:
+                a.append(f"convolution_kind={_CONV_KIND.get(i.conv_kind, i.conv_kind)}")
+            _precision(i.precision_config, a, where)
+        elif op in ("reduce-window", "select-and-scatter"):
+            if len(i.window.dimensions):
+                a.append("window=" + _window(i.window))
+        elif op == "custom-call":
+            if i.HasField("window"):
+                a.append("window=" + _window(i.window))
+            if i.HasField("convolution_dimension_numbers"):
+                a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
+            if i.feature_group_count not in (0, 1):
+                a.append(f"feature_group_count={i.feature_group_count}")
+            if i.batch_group_count not in (0, 1):
+                a.append(f"batch_group_count={i.batch_group_count}")
+            _precision(i.precision_config, a, where)
+            if i.padding_type:
+                a.append(f"padding_type={_PADDING_TYPE.get(i.padding_type, i.padding_type)}")
+            a.append("custom_call_target=" + _q(i.custom_call_target))
+            if i.constrain_layout:
+                a.append("operand_layout_constraints={" + ", ".join(
+                    str(shape_of(s, where)) for s in i.operand_shapes_with_layout) + "}")
+            if i.custom_call_has_side_effect:
+                a.append("custom_call_has_side_effect=true")
+            if i.HasField("literal"):
+                lshape = shape_of(i.literal.shape, where)
+                a.append("literal=" + literal_text(i.literal, lshape, where, self.limits))
+            if len(i.output_operand_aliasing):
+                a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+            if i.custom_call_schedule:
+                a.append(f"schedule={_SCHEDULE.get(i.custom_call_schedule, i.custom_call_schedule)}")
+            if i.custom_call_api_version != 1:
+                a.append(f"api_version={_API.get(i.custom_call_api_version, i.custom_call_api_version)}")
+        elif op == "pad":
+            dims = list(i.padding_config.dimensions)
+            interior = any(d.interior_padding for d in dims)
+            a.append("padding=" + "x".join(f"{d.edge_padding_low}_{d.edge_padding_high}" +
+                                           (f"_{d.interior_padding}" if interior else "") for d in dims))
+        elif op == "dynamic-slice":
+            a.append("dynamic_slice_sizes=" + _ints(i.dynamic_slice_sizes))
+        elif op == "gather":
+            g = i.gather_dimension_numbers
+            s = (f"offset_dims={_ints(g.offset_dims)}, collapsed_slice_dims={_ints(g.collapsed_slice_dims)}, "
+                 f"start_index_map={_ints(g.start_index_map)}")
+            if len(g.operand_batching_dims):
+                s += f", operand_batching_dims={_ints(g.operand_batching_dims)}"
+            if len(g.start_indices_batching_dims):
+                s += f", start_indices_batching_dims={_ints(g.start_indices_batching_dims)}"
+            a.append(s + f", index_vector_dim={g.index_vector_dim}")
+            a.append("slice_sizes=" + _ints(i.gather_slice_sizes))
+            if i.indices_are_sorted:
+                a.append("indices_are_sorted=true")
+        elif op == "scatter":
+            d = i.scatter_dimension_numbers
+            s = (f"update_window_dims={_ints(d.update_window_dims)}, inserted_window_dims={_ints(d.inserted_window_dims)}, "
+                 f"scatter_dims_to_operand_dims={_ints(d.scatter_dims_to_operand_dims)}")
+            if len(d.input_batching_dims):
+                s += f", input_batching_dims={_ints(d.input_batching_dims)}"
+            if len(d.scatter_indices_batching_dims):
+                s += f", scatter_indices_batching_dims={_ints(d.scatter_indices_batching_dims)}"
+            a.append(s + f", index_vector_dim={d.index_vector_dim}")
+            if i.indices_are_sorted:
+                a.append("indices_are_sorted=true")
+            if i.unique_indices:
+                a.append("unique_indices=true")
+        elif op == "iota":
+            a.append(f"iota_dimension={i.dimensions[0] if len(i.dimensions) else 0}")
+        elif op == "dot" or op == "scaled-dot":
+            a.append(_dot_dnums(i.dot_dimension_numbers))
+            _precision(i.precision_config, a, where)
+        elif op == "ragged-dot":
+            r = i.ragged_dot_dimension_numbers
+            s = _dot_dnums(r.dot_dimension_numbers)
+            if len(r.lhs_ragged_dimensions):
+                s += ", lhs_ragged_dims=" + _ints(r.lhs_ragged_dimensions)
+            if len(r.rhs_group_dimensions):
+                s += ", rhs_group_dims=" + _ints(r.rhs_group_dimensions)
+            a.append(s)
+            _precision(i.precision_config, a, where)
+        elif op == "domain":
+            if i.HasField("domain_entry_sharding") and i.HasField("domain_exit_sharding"):
+                a.append('domain={kind="sharding", entry=' + _sharding(i.domain_entry_sharding, where) +
+                         ", exit=" + _sharding(i.domain_exit_sharding, where) + "}")
+        elif op in ("get-dimension-size", "set-dimension-size"):
+            a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
+        elif op == "rng-get-and-update-state":
+            a.append(f"delta={i.delta}")
+        elif op == "rng-bit-generator":
+            a.append(f"algorithm={_RNG.get(i.rng_algorithm, i.rng_algorithm)}")
+        elif op == "copy-start":
+            if i.HasField("cross_program_prefetch_index") if hasattr(i, "HasField") else False:
+                a.append(f"cross_program_prefetch_index={i.cross_program_prefetch_index}")
+        elif op == "async-start":
+            if i.async_execution_thread and i.async_execution_thread != "main":
+                a.append(f"async_execution_thread={_q(i.async_execution_thread)}")
+            if len(i.output_operand_aliasing):
+                a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+
+    def _calls(self, i, op: str, calls: list, a: list, where: str):
+        if not calls:
+            return
+        if op == "while":
+            if len(calls) != 2:
+                raise ProtoError(f"{where}a while calls 2 computations, got {len(calls)}")
+            # XLA's while holds (body, condition), prints condition first
+            a.append(f"condition={calls[1]}")
+            a.append(f"body={calls[0]}")
+        elif op == "select-and-scatter":
+            if len(calls) != 2:
+                raise ProtoError(f"{where}a select-and-scatter calls 2 computations, got {len(calls)}")
+            a.append(f"select={calls[0]}")
+            a.append(f"scatter={calls[1]}")
+        elif op == "conditional":
+            if self._operand_type(i, 0) == "pred" and len(calls) == 2:
+                a.append(f"true_computation={calls[0]}")
+                a.append(f"false_computation={calls[1]}")
+            else:
+                a.append("branch_computations={" + ", ".join(calls) + "}")
+        elif op in _TO_APPLY:
+            a.append(f"to_apply={calls[0]}")
+            if op == "call" and i.is_composite:
+                a.append("is_composite=true")
+        elif op == "custom-call":
+            a.append("called_computations={" + ", ".join(calls) + "}")
+        elif op in ("async-start", "async-update", "async-done"):
+            if op == "async-start":
+                a.append(f"calls={calls[0]}")
+        else:
+            a.append("calls=" + ", ".join(calls))
+
+
+def _g(x: float) -> str:
+    return repr(float(x))
+
+
+def module_text(module, limits=None) -> str:
+    """HLO text for an HloModuleProto message.  Raises ProtoError."""
+    return _Renderer(module, limits).text()

@@ -86,6 +86,8 @@ class DiffReport:
         else:
             inst = B.inst[node]
             nodes = [B.canonical((node[0], o)) for o in inst.operands]
+            if inst.opcode in ("while", "conditional"):       # and what its computations end with
+                nodes += [B.canonical((c, B.comps[c].root)) for c in inst.called_computations if c in B.comps]
         out, seen = [], set()
         for n in nodes:
             if n in seen or n == node:
@@ -100,10 +102,12 @@ class DiffReport:
 
     @property
     def first_differences(self) -> list:
-        """The differing instructions none of whose operands differ, in B's execution order."""
+        """The differing instructions none of whose operands differed before (in B's execution
+        order: an operand in a loop may differ only in a later iteration), in that order."""
         out = []
         for s in self.differing:
-            if not any(o is not None and o.status == "differ" for _, o in self.operand_states(s)):
+            if not any(o is not None and o.diff_seq is not None and o.diff_seq < s.diff_seq
+                       for _, o in self.operand_states(s)):
                 out.append(s)
         return out
 
@@ -125,6 +129,8 @@ class DiffReport:
                     continue
                 e = self.entry(o, brief=True)
                 e["depth"] = d
+                if o.diff_seq is not None and st.diff_seq is not None and o.diff_seq > st.diff_seq:
+                    e["status"] = "agree (differs in a later execution)"
                 out.append(e)
                 if d < depth:
                     walk(o, d + 1)

@@ -140,6 +140,7 @@ class ModuleIndex:
         values are one value, its first instruction in execution order.  Inside loops only within
         one computation (an execution of a loop body is not one of another loop's)."""
         table: dict = {}
+        live = self._live()
         for node in self.execution_order():
             c = self._resolve(node, 0)
             if c != node:
@@ -147,13 +148,29 @@ class ModuleIndex:
                 continue
             inst = self.inst[node]
             key = None
-            if inst.opcode not in _IMPURE and not inst.opcode.endswith(("-start", "-done")) \
+            if node in live and inst.opcode not in _IMPURE and not inst.opcode.endswith(("-start", "-done")) \
                     and not self.multi_called(node[0]):
                 key = _strict_key(self, node, self.canonical)
             if key is not None:
                 self._canon[node] = table.setdefault(key, node)
             else:
                 self._canon[node] = node
+
+    def _live(self) -> set:
+        """The nodes the evaluator runs: what each computation's root depends on (dead code is
+        skipped, so it cannot stand for a value)."""
+        live = set()
+        for cname in self.executed_comps:
+            comp = self.comps[cname]
+            by = comp.by_name
+            todo = [comp.root] + [i.name for i in comp.instructions if i.opcode == "parameter"]
+            while todo:
+                n = todo.pop()
+                if (cname, n) in live or n not in by:
+                    continue
+                live.add((cname, n))
+                todo.extend(by[n].operands)
+        return live
 
     def single_caller(self, comp: str):
         """(caller computation, caller instruction) when COMP is called from exactly one place."""
@@ -405,6 +422,10 @@ def match_modules(module_a: Module, module_b: Module) -> Matching:
             continue
         inst = B.inst[node]
         if B.is_alias(node):
+            if inst.opcode not in ("parameter", "fusion", "call", "get-tuple-element", "tuple"):
+                got = _by_name(A, B, M, node, b_operand)
+                if got is not None:
+                    M.pairs[node] = Match(*got)
             continue
         if inst.opcode == "parameter":
             if node[0] == B.entry and inst.parameter_number in a_entry:

@@ -49,7 +49,7 @@ class ValueStore:
             path = os.path.join(self._dir, f"{len(self.disk)}_{k}.npy")
             raw = a.view(np.dtype(f"V{a.dtype.itemsize}")) if a.dtype.kind not in "biufc" else a
             np.save(path, np.ascontiguousarray(raw))
-            files.append((path, a.dtype))
+            files.append((path, a.dtype, a.shape))
         self.spilled_bytes += n
         self.disk[key] = [files, uses]
 
@@ -66,13 +66,13 @@ class ValueStore:
         if e is None:
             return None
         leaves = []
-        for path, dtype in e[0]:
-            a = np.load(path, mmap_mode="r")
-            leaves.append(a.view(dtype) if a.dtype != dtype else a)
+        for path, dtype, shape in e[0]:
+            a = np.load(path, mmap_mode="r" if os.path.getsize(path) > (1 << 20) else None)
+            leaves.append((a.view(dtype) if a.dtype != dtype else a).reshape(shape))
         e[1] -= 1
         if e[1] <= 0:
             del self.disk[key]
-            for path, _ in e[0]:
+            for path, _, _ in e[0]:
                 try:
                     os.unlink(path)
                 except OSError:

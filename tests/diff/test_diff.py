@@ -1,0 +1,275 @@
+"""`hlo diff` and hlo_cli.diff: matching real before/after-optimization pairs made by JAX (XLA CPU),
+deliberately broken copies (the edited instruction is named first, with the operands that agreed),
+instructions only one module has, the JSON contract, exit codes and bad inputs, and a law: a module
+diffed against itself agrees everywhere, every instruction matched by name.
+
+samples/diff/ is made by samples/diff/make.py (JAX); its expected.npz holds XLA's results.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hlo_cli
+from hlo_cli.diff import diff_modules, format_text, match_modules
+from hlo_cli.errors import HloInputError
+from run_harness import hlo  # noqa: F401  (the fixture)
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DIFF = ROOT / "samples" / "diff"
+JAX = ROOT / "samples" / "jax"
+
+
+def _args(npz: Path, module=None) -> list:
+    """The inputs as `hlo run --inputs` reads them (raw bfloat16 records as the parameter's type)."""
+    from hlo_cli.io import load_inputs
+    module = module or hlo_cli.parse_file(str(DIFF / "model.hlo"))
+    return load_inputs(module.entry_computation.parameters, (), str(npz)).values
+
+
+def _diff(a: Path, b: Path, npz: Path, **kw):
+    ma = hlo_cli.parse_file(str(a))
+    return diff_modules(ma, hlo_cli.parse_file(str(b)), _args(npz, ma), **kw)
+
+
+# ----------------------------------------------------------------------------- real pairs
+
+def test_model_results_are_xlas():
+    """The golden: the pair's module run by hlo gives XLA's results (so the diff below compares
+    values XLA would compute)."""
+    out = hlo_cli.run(hlo_cli.parse_file(str(DIFF / "model.hlo")), *_args(DIFF / "inputs.npz"))
+    with np.load(DIFF / "expected.npz") as z:
+        for k, v in enumerate(out):
+            np.testing.assert_allclose(np.asarray(v), z[f"out{k}"], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("a, b, npz", [
+    (DIFF / "model.hlo", DIFF / "model.opt.hlo", DIFF / "inputs.npz"),
+    (JAX / "mlp_train_step.hlo", JAX / "mlp_train_step.opt.hlo", JAX / "mlp_train_step.inputs.npz"),
+    (JAX / "fori_loop.hlo", JAX / "fori_loop.opt.hlo", JAX / "fori_loop.inputs.npz"),
+    (JAX / "cond_switch.hlo", JAX / "cond_switch.opt.hlo", JAX / "cond_switch.inputs.npz"),
+    (JAX / "mixed_dtypes.hlo", JAX / "mixed_dtypes.opt.hlo", JAX / "mixed_dtypes.inputs.npz"),
+], ids=lambda p: p.name if isinstance(p, Path) else None)
+def test_before_after_optimizations_agree(a, b, npz):
+    """Before vs after XLA's optimizations: the results and every matched value agree, nothing is
+    left uncompared, and fused instructions are matched to the originals (structure, through their
+    fusion's operands)."""
+    r = _diff(a, b, npz)
+    assert r.verdict == "agree" and r.results_agree
+    s = r.summary()
+    assert s["differing"] == 0 and s["skipped"] == 0, format_text(r)
+    assert s["matched"] >= 20
+    fused = [p for p in r.states.values() if p.b[0] != r.matching.b.entry and p.how == "structure"]
+    assert fused, "no fused instruction matched"
+
+
+def test_fusion_parameters_stand_for_the_fusion_operands():
+    m = match_modules(hlo_cli.parse_file(str(DIFF / "model.hlo")), hlo_cli.parse_file(str(DIFF / "model.opt.hlo")))
+    B = m.b
+    dots = [n for n, i in B.inst.items() if i.opcode == "dot"]
+    assert dots
+    for n in dots:
+        assert m.pairs[n].a[1] == "dot_general.1"
+        # the fused dot's parameters are the entry parameters x.1 and w.1
+        ops = [B.canonical((n[0], o)) for o in B.inst[n].operands]
+        assert [m.canon[o][1] for o in ops] == ["x.1", "w.1"]
+
+
+# ----------------------------------------------------------------------------- broken copies
+
+def test_broken_copy_names_the_edited_instruction(hlo):
+    """model.broken.hlo: the add of x @ w + b became a subtract. diff names it first, with both
+    names and lines, the largest difference, and the operands that still agreed."""
+    res = hlo("diff", DIFF / "model.hlo", DIFF / "model.broken.hlo", "--inputs", DIFF / "inputs.npz",
+              "--format", "json")
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    assert doc["verdict"] == "differ" and doc["results_agree"] is False
+    first = doc["first_differences"]
+    assert len(first) == 1
+    e = first[0]
+    assert (e["a"], e["b"], e["opcode_a"], e["opcode_b"]) == ("add.11", "add.11", "add", "subtract")
+    assert e["status"] == "differ" and e["max_abs_diff"] > 0.1 and len(e["where"]) == 2
+    line = next(k for k, t in enumerate((DIFF / "model.broken.hlo").read_text().splitlines(), 1) if "subtract(" in t)
+    assert e["location_b"].endswith(f"model.broken.hlo:{line}")
+    chain = {c["b"]: c["status"] for c in e["chain"]}
+    assert chain["dot_general.1"] == "agree" and chain["x.1"] == "agree" and chain["b.1"] == "agree"
+    # the text form says the same
+    res = hlo("diff", DIFF / "model.hlo", DIFF / "model.broken.hlo", "--inputs", DIFF / "inputs.npz")
+    assert res.exit_code == 1
+    assert "A add.11" in res.stdout and "add vs subtract" in res.stdout and "verdict: the results differ" in res.stdout
+
+
+def test_broken_after_optimizations_found_inside_a_fusion_in_a_loop():
+    """model.opt.broken.hlo: in the loop body's fusion, the multiply by 0.9 became an add. diff
+    matches the fused instruction to the original multiply of the called computation (before
+    CallInliner) and names it first, at the loop's first iteration."""
+    text = (DIFF / "model.opt.broken.hlo").read_text()
+    name = re.search(r"%(mul\.\d+) = f32\[4,6\]\{1,0\} add\(", text).group(1)
+    r = _diff(DIFF / "model.hlo", DIFF / "model.opt.broken.hlo", DIFF / "inputs.npz")
+    assert r.verdict == "differ"
+    doc = r.to_json()
+    e = doc["first_differences"][0]
+    assert e["b"] == name and e["opcode_a"] == "multiply" and e["opcode_b"] == "add"
+    assert e["a"] == "mul.1" and e["computation_a"] == "closed_call.1"
+    assert e.get("first_differing_execution") == 1 and e["executions"] == 3
+    assert e["source_b"].endswith("make.py:30")
+    assert len(doc["first_differences"]) == 1
+
+
+def test_spilling_gives_the_same_report(tmp_path):
+    """A's values written to a temporary directory (no memory budget) compare the same."""
+    a = _diff(DIFF / "model.hlo", DIFF / "model.opt.broken.hlo", DIFF / "inputs.npz").to_json()
+    b = _diff(DIFF / "model.hlo", DIFF / "model.opt.broken.hlo", DIFF / "inputs.npz", keep_bytes=0).to_json()
+    assert b["memory"]["spilled_bytes"] > 0 and b["memory"]["kept_peak_bytes"] == 0
+    a.pop("memory"), b.pop("memory")
+    assert a == b
+
+
+# ----------------------------------------------------------------------------- hand-written pairs
+
+A_TEXT = """HloModule m
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  y = f32[2,3] parameter(1)
+  s = f32[2,3] add(x, y)
+  r = f32[6] reshape(s)
+  n = f32[6] negate(r)
+  old = f32[2,3] multiply(x, x)
+  ROOT t = (f32[6], f32[2,3]) tuple(n, old)
+}
+"""
+
+B_TEXT = """HloModule m
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  y = f32[2,3] parameter(1)
+  s = f32[2,3] add(y, x)
+  r = f32[6] bitcast(s)
+  n = f32[6] negate(r)
+  extra = f32[2,3] sine(x)
+  new = f32[2,3] multiply(x, extra)
+  ROOT t = (f32[6], f32[2,3]) tuple(n, new)
+}
+"""
+
+
+def test_only_in_one_and_reshapes():
+    """Instructions only one module has are listed; a bitcast stands for its operand; the second
+    result differs, with no matched instruction to blame (new reads extra, only in B)."""
+    a, b = hlo_cli.parse(A_TEXT), hlo_cli.parse(B_TEXT)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    r = diff_modules(a, b, [x, x + 1])
+    doc = r.to_json()
+    assert doc["only_in_a"] == ["old"]
+    assert doc["only_in_b"] == ["extra", "new"]
+    assert [x["key"] for x in doc["results"] if x["status"] == "differ"] == ["out1"]
+    assert doc["verdict"] == "differ"
+    pairs = {p["b"]: p for p in doc["pairs"]}
+    assert pairs["s"]["status"] == "agree" and pairs["n"]["status"] == "agree"
+    assert "only in A: 1 instruction (old)" in format_text(r)
+
+
+def test_values_of_another_shape_compare_after_a_reshape():
+    a = hlo_cli.parse("HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  ROOT n = f32[2,3] negate(x)\n}\n")
+    b = hlo_cli.parse("HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  r = f32[6] reshape(x)\n"
+                      "  n = f32[6] negate(r)\n  ROOT o = f32[2,3] reshape(n)\n}\n")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    r = diff_modules(a, b, [x])
+    assert r.results_agree
+    p = {e["b"]: e for e in r.to_json()["pairs"]}
+    assert p["n"]["a"] == "n" and p["n"]["status"] == "agree" and "reshape" in p["n"]["note"]
+
+
+def test_json_contract(hlo):
+    res = hlo("diff", DIFF / "model.hlo", DIFF / "model.opt.hlo", "--inputs", DIFF / "inputs.npz", "--format", "json")
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    for k in ("verdict", "results_agree", "pairs", "first_differences", "only_in_a", "only_in_b", "a", "b"):
+        assert k in doc
+    assert doc["verdict"] == "agree" and doc["results_agree"] is True
+    assert doc["a"].endswith("model.hlo") and doc["b"].endswith("model.opt.hlo")
+    for p in doc["pairs"]:
+        for k in ("a", "b", "computation_a", "computation_b", "status", "max_abs_diff", "max_rel_diff", "where"):
+            assert k in p
+        assert p["status"] in ("agree", "differ", "skipped")
+
+
+# ----------------------------------------------------------------------------- exit codes, bad inputs
+
+def test_random_inputs_and_text(hlo):
+    res = hlo("diff", DIFF / "model.hlo", DIFF / "model.opt.hlo", "--random-inputs", "--seed", "3")
+    assert res.exit_code == 0, res.stderr
+    assert "verdict: the results agree" in res.stdout
+
+
+def test_missing_file(hlo):
+    res = hlo("diff", DIFF / "model.hlo", "nope.hlo", "--random-inputs")
+    assert res.exit_code == 2 and "nope.hlo" in res.stderr
+
+
+def test_no_inputs(hlo):
+    res = hlo("diff", DIFF / "model.hlo", DIFF / "model.opt.hlo")
+    assert res.exit_code == 2 and "--random-inputs" in res.stderr
+
+
+def test_parameter_count_differs(hlo, tmp_path):
+    p = tmp_path / "one.hlo"
+    p.write_text("HloModule m\nENTRY e {\n  x = f32[4,8] parameter(0)\n  ROOT n = f32[4,8] negate(x)\n}\n")
+    res = hlo("diff", DIFF / "model.hlo", p, "--random-inputs")
+    assert res.exit_code == 2 and "different numbers of parameters" in res.stderr and "takes 3" in res.stderr
+
+
+def test_parameter_shape_differs(hlo, tmp_path):
+    (tmp_path / "a.hlo").write_text("HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  ROOT n = f32[3] negate(x)\n}\n")
+    (tmp_path / "b.hlo").write_text("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT n = f32[4] negate(x)\n}\n")
+    res = hlo("diff", "a.hlo", "b.hlo", "--random-inputs")
+    assert res.exit_code == 2
+    assert "parameter 0 differs: A's 'x' is f32[3], B's 'x' is f32[4]" in res.stderr
+
+
+def test_bad_tolerance(hlo):
+    res = hlo("diff", DIFF / "model.hlo", DIFF / "model.opt.hlo", "--random-inputs", "--rtol", "-1")
+    assert res.exit_code == 2
+
+
+# ----------------------------------------------------------------------------- a law
+
+_UNARY = ["negate", "tanh", "abs", "exponential"]
+_BINARY = ["add", "multiply", "subtract", "maximum", "minimum"]
+
+
+@st.composite
+def _programs(draw):
+    n = draw(st.integers(1, 8))
+    lines, names = ["  p0 = f32[3] parameter(0)", "  p1 = f32[3] parameter(1)"], ["p0", "p1"]
+    for k in range(n):
+        if draw(st.booleans()):
+            op = draw(st.sampled_from(_UNARY))
+            lines.append(f"  v{k} = f32[3] {op}({draw(st.sampled_from(names))})")
+        else:
+            op = draw(st.sampled_from(_BINARY))
+            lines.append(f"  v{k} = f32[3] {op}({draw(st.sampled_from(names))}, {draw(st.sampled_from(names))})")
+        names.append(f"v{k}")
+    lines.append(f"  ROOT r = (f32[3], f32[3]) tuple({names[-1]}, {draw(st.sampled_from(names))})")
+    return "HloModule m\nENTRY e {\n" + "\n".join(lines) + "\n}\n"
+
+
+@settings(max_examples=25, deadline=None)
+@given(_programs(), st.integers(0, 2 ** 16))
+def test_a_module_against_itself_agrees_everywhere(text, seed):
+    m = hlo_cli.parse(text)
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(3).astype(np.float32) for _ in range(2)]
+    r = diff_modules(m, hlo_cli.parse(text), args)
+    assert r.verdict == "agree"
+    assert not r.only_in_a and not r.only_in_b
+    for s in r.states.values():
+        assert s.status == "agree" and s.a == s.b
+        assert s.how in ("name", "parameter")

@@ -180,9 +180,13 @@ class _Runner:
         return Outcome(stage, AGREES if cmp["ok"] else DIFFERS, True, comparison=cmp, seconds=dt)
 
 
+class SnapshotRejected(HloEvalError):
+    """A snapshot that is not run: the checker's errors, elided constants, several devices."""
+
+
 def _first_line(e: HloError) -> str:
     text = str(e).strip() or type(e).__name__
-    if e.diagnostics:
+    if e.diagnostics and not isinstance(e, SnapshotRejected):
         d = e.diagnostics[0]
         text = d.format(with_source=False)
         if len(e.diagnostics) > 1:
@@ -205,12 +209,12 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
         from .checker import check_module
         errors = [d for d in check_module(module, src.text, warnings=False) if d.severity == "error"]
         if errors:
-            raise HloEvalError(f"the checker rejects it: {errors[0].format(with_source=False)}"
+            raise SnapshotRejected(f"the checker rejects it: {errors[0].format(with_source=False)}"
                                + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""), errors)
     for comp in module.computations:
         for inst in comp.instructions:
             if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
-                raise HloEvalError(f"{inst.name}: this constant's values were elided in the dump ({{...}}); "
+                raise SnapshotRejected(f"{inst.name}: this constant's values were elided in the dump ({{...}}); "
                                    "re-dump with --xla_dump_large_constants")
     from .devices import grid_of, needs_devices
     try:
@@ -219,7 +223,7 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
     except HloError:
         multi = False
     if multi:
-        raise HloEvalError(f"a program for {grid.count} devices: hlo bisect runs single-device modules")
+        raise SnapshotRejected(f"a program for {grid.count} devices: hlo bisect runs single-device modules")
     result = run_module(module, list(args), RunOptions(seed=seed, max_iterations=max_iterations))
     root = module.entry_computation.root_instruction.shape
     return [np.asarray(v) for v, _ in leaves_with_shapes(result, root)]

@@ -1,5 +1,7 @@
 """Make samples/dumps/passes/: XLA CPU's pass dump of one small JAX step (a dot, tanh, softmax, a
-three-trip fori_loop, a strided slice), as `hlo bisect` and `hlo info DIR --stage` read them.
+three-trip fori_loop, a strided slice), as `hlo bisect` and `hlo info DIR --stage` read them; and
+samples/dumps/protos/: the same kind of dump as HloModuleProtos (--xla_dump_hlo_as_proto) of a
+smaller function.
 
     python samples/dumps/make_pass_dump.py
 
@@ -31,6 +33,31 @@ jax.jit(step)(x, w, b)
 '''
 
 
+SMALL = r'''
+import jax, jax.numpy as jnp
+def small(x):
+    return jnp.sum(jnp.tanh(x * 2.0 + 1.0), axis=0)
+jax.jit(small)(jnp.ones((3, 4), jnp.float32))
+'''
+
+
+def protos():
+    out = Path(__file__).resolve().parent / "protos"
+    with tempfile.TemporaryDirectory() as tmp:
+        dump = Path(tmp) / "dump"
+        env = {"XLA_FLAGS": f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=.* --xla_dump_hlo_as_proto",
+               "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
+        subprocess.run([sys.executable, "-c", SMALL], env=env, check=True)
+        keep = sorted(p.name for p in dump.iterdir() if p.is_file() and ".jit_small." in p.name
+                      and p.name.endswith(".pb"))
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        for n in keep:
+            shutil.copy(dump / n, out / n)
+    print(f"{out}: {len(keep)} files")
+
+
 def main():
     out = Path(__file__).resolve().parent / "passes"
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,3 +84,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    protos()

@@ -114,3 +114,22 @@ def test_usage_errors(run, args, fragment):
     r = run(*args)
     assert r.exit_code == 2, r.output
     assert fragment in r.stderr, r.stderr
+
+
+PROTOS = ROOT / "samples" / "dumps" / "protos"
+
+
+def test_a_dump_of_module_protos(run):
+    """--xla_dump_hlo_as_proto: every stage an HloModuleProto (*.hlo.pb), read as text dumps are."""
+    doc = json.loads(run("info", PROTOS, "--format", "json").stdout)
+    assert doc["module"]["name"] == "jit_small"
+    stages = doc["stages"]
+    assert len(stages) == 22 and all(s["file"].endswith(".hlo.pb") for s in stages)
+    assert stages[0]["kind"] == "before_optimizations" and stages[-1]["kind"] == "after_optimizations"
+    r = run("run", PROTOS, "--stage", "fusion", "--random-inputs", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["module_file"].endswith(".after_fusion.before_fusion-wrapper.hlo.pb")
+    r = run("bisect", PROTOS, "--random-inputs", "--all", "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "agree" and doc["runs"] == doc["distinct_texts"] == 4

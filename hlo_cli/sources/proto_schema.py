@@ -8,7 +8,7 @@ HloUnoptimizedSnapshot, and what they hold.
 
 Table syntax: ``enum NAME`` then ``VALUE=N`` words; ``message NAME`` (nested messages as
 ``Outer.Inner``) then one field per line, ``NUMBER NAME TYPE`` where TYPE is a scalar type, an enum
-or a message of the table, ``*TYPE`` for a repeated field and ``{KEY,VALUE}`` for a map.  A field
+or a message of the table, ``*TYPE`` for a repeated field, ``?TYPE`` for a proto3 optional one and ``{KEY,VALUE}`` for a map.  A field
 declared ``ignored`` is a message we do not read (a buffer assignment, profiles, statistics): it
 is declared as bytes, so that its content is skipped as known (binary protos only).
 
@@ -214,9 +214,13 @@ message FrontendAttributes
 message MeshProto.MeshAxis
   1 name string
   2 size int64
+message MeshProto.IotaDeviceIds
+  1 reshape_dims *int64
+  2 transpose_perm *int64
 message MeshProto
   1 axes *MeshProto.MeshAxis
   2 device_ids *int64
+  3 iota_device_ids MeshProto.IotaDeviceIds
 message AxisRefProto.SubAxis
   1 pre_size int64
   2 size int64
@@ -288,6 +292,12 @@ message OriginalValueElementProto
 message OriginalValueProto
   1 elements *OriginalValueElementProto
   2 is_synthetic_call bool
+message Statistic
+  1 stat_name string
+  2 stat_val double
+message StatisticsViz
+  1 stat_index_to_visualize int64
+  2 statistics *Statistic
 message Payload
   1 value bytes
   2 id int64
@@ -361,13 +371,13 @@ message HloInstructionProto
   70 rng_algorithm RandomAlgorithm
   72 comparison_type string
   73 is_cross_program_prefetch bool
-  80 cross_program_prefetch_index int32
+  80 cross_program_prefetch_index ?int32
   75 padding_type PaddingType
   77 custom_call_api_version CustomCallApiVersion
   79 async_execution_thread string
   81 k int64
   85 largest bool
-  82 statistics_viz ignored
+  82 statistics_viz StatisticsViz
   87 collective_device_list CollectiveDeviceListProto
   92 iota_collective_device_list IotaReplicaGroupListProto
   93 mesh_axes_replica_group_list MeshAxesReplicaGroupListProto
@@ -564,7 +574,12 @@ def _file_descriptor():
                 f.type_name = f".{PACKAGE}.{name}.{entry.name}"
                 continue
             repeated = typ.startswith("*")
-            typ = typ.lstrip("*")
+            optional = typ.startswith("?")          # proto3 `optional`: presence is kept
+            typ = typ.lstrip("*?")
+            if optional:
+                f.proto3_optional = True
+                f.oneof_index = len(m.oneof_decl)
+                m.oneof_decl.add(name="_" + fname)
             f.label = FDP.LABEL_REPEATED if repeated else FDP.LABEL_OPTIONAL
             f.type, tn = type_ref(typ)
             if tn:

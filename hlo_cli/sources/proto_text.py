@@ -40,8 +40,20 @@ def _lexes_as_json_dict(s: str) -> bool:
     return lexes_as_json_dict(s)
 
 
+_ESC = {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x22: '\\"', 0x27: "\\'", 0x5C: "\\\\"}
+
+
+def absl_cescape(s: str) -> str:
+    """absl::CEscape of the UTF-8 bytes: \\n \\r \\t \\" \\' \\\\, other bytes outside
+    printable ASCII as three octal digits."""
+    b = s.encode("utf-8", "surrogateescape")
+    if all(0x20 <= c < 0x7F and c not in _ESC for c in b):
+        return s
+    return "".join(_ESC.get(c) or (chr(c) if 0x20 <= c < 0x7F else f"\\{c:03o}") for c in b)
+
+
 def _q(s: str) -> str:
-    return '"' + cescape(s) + '"'
+    return '"' + absl_cescape(s) + '"'
 
 
 def _ints(xs) -> str:
@@ -212,7 +224,7 @@ def _sharding(sp, where: str, top: bool = True) -> str:
         raise ProtoError(f"{where}sharding type {t} is not one this schema knows")
     if sp.is_shard_group:
         parts.append(("shard_as " if sp.shard_group_type == 0 else "shard_like ") + str(sp.shard_group_id))
-    mds = [m for m in (_metadata(md) for md in sp.metadata) if m is not None]
+    mds = [_metadata(md) or "{}" for md in sp.metadata]
     if len(mds) == 1:
         parts.append("metadata=" + mds[0])
     elif mds:
@@ -274,6 +286,17 @@ def _precision(pc, out: list, where: str):
         out.append("algorithm=" + _ALGORITHMS[pc.algorithm])
 
 
+def _sparsity(i, a: list):
+    sc = i.sparsity_config
+    parts = []
+    for side in ("lhs", "rhs"):
+        if sc.HasField(side):
+            t = getattr(sc, side)
+            parts.append(f"{side}={{sparsity={t.num_non_zero}x{t.block_size} dimension={t.dimension} stride={t.stride}}}")
+    if parts:
+        a.append("sparsity_config={" + " ".join(parts) + "}")
+
+
 def _dot_dnums(d) -> str:
     r = []
     if len(d.lhs_batch_dimensions):
@@ -294,9 +317,39 @@ def _replica_groups(ip, where: str) -> str:
             s += "T(" + ",".join(map(str, perm)) + ")"
         return s
     if ip.HasField("mesh_axes_replica_group_list"):
-        raise ProtoError(f"{where}mesh-axes replica groups are not read yet")
+        ml = ip.mesh_axes_replica_group_list
+        return _mesh(ml.mesh) + " {" + ",".join(_axis_ref(a, ml.mesh, where) for a in ml.axes) + "}"
     groups = ip.collective_device_list.replica_groups if ip.HasField("collective_device_list") else ip.replica_groups
     return "{" + ",".join(_ints(g.replica_ids) for g in groups) + "}"
+
+
+def _mesh(mp) -> str:
+    """XLA's Mesh::ToString."""
+    axes = list(mp.axes)
+    ids = list(mp.device_ids)
+    if not axes and len(ids) == 1:
+        return f"maximal_mesh[device_id={ids[0]}]"
+    text = "mesh[" + ",".join(f"'{a.name}'={a.size}" for a in axes) + "]"
+    if mp.HasField("iota_device_ids"):
+        io = mp.iota_device_ids
+        if len(io.reshape_dims) > 1:
+            text += ", device_ids=([" + ",".join(map(str, io.reshape_dims)) + "]"
+            perm = list(io.transpose_perm)
+            if perm:
+                text += "T(" + ",".join(map(str, perm)) + ")"
+            text += ")"
+    elif ids and ids != list(range(len(ids))):
+        text += ", device_ids=(" + ",".join(map(str, ids)) + ")"
+    return text
+
+
+def _axis_ref(a, mp, where: str) -> str:
+    if not 0 <= a.mesh_axis_index < len(mp.axes):
+        raise ProtoError(f"{where}mesh axis index {a.mesh_axis_index} out of the mesh's {len(mp.axes)} axes")
+    t = f"'{mp.axes[a.mesh_axis_index].name}'"
+    if a.HasField("sub_axis_info"):
+        t += f":({a.sub_axis_info.pre_size}){a.sub_axis_info.size}"
+    return t
 
 
 def _aliasing(entries) -> str:
@@ -358,6 +411,19 @@ class _Renderer:
         for c in module.computations:
             for i in c.instructions:
                 self.inst_by_id[i.id] = i
+        # async computations XLA prints as one instruction (`custom-call-start(...)`): their id ->
+        # the wrapped root instruction
+        by_id = {c.id: c for c in module.computations}
+        self.sugared: dict[int, object] = {}
+        for c in module.computations:
+            for i in c.instructions:
+                if i.opcode in ("async-start", "async-update", "async-done") and len(i.called_computation_ids):
+                    w = by_id.get(i.called_computation_ids[0])
+                    if w is None:
+                        continue
+                    roots = [x for x in w.instructions if x.id == w.root_id]
+                    if roots and all(x.opcode == "parameter" or x.id == w.root_id for x in w.instructions):
+                        self.sugared[w.id] = roots[0]
 
     def comp(self, cid: int, where: str) -> str:
         name = self.comp_names.get(cid)
@@ -400,7 +466,8 @@ class _Renderer:
     def _print_order(self) -> list:
         """The computations in the order XLA prints them (HloModule::MakeComputationPostOrder with
         dfs_postorder): each computation nobody calls, after the computations it embeds."""
-        comps = list(self.m.computations)
+        # HloModule::CreateFromProto keeps the computations in the order of their ids
+        comps = sorted(self.m.computations, key=lambda c: c.id)
         by_id = {c.id: c for c in comps}
         nonroot = {k for c in comps for i in c.instructions for k in i.called_computation_ids}
         out, added = [], set()
@@ -415,8 +482,8 @@ class _Renderer:
                 added.add(c.id)
                 out.append(c)
         if len(out) != len(comps):
-            return comps            # a call cycle or unreachable computations: keep the proto's order
-        return out
+            return list(self.m.computations)    # a call cycle: keep the proto's order
+        return [c for c in out if c.id not in self.sugared]
 
     @staticmethod
     def _embedded(comp, by_id) -> list:
@@ -427,19 +494,19 @@ class _Renderer:
                 c = by_id.get(k)
                 if c is not None and k not in visited:
                     visited.add(k)
-                    stack.append([c, 0])
+                    stack.append([c, 0, sorted(c.instructions, key=lambda i: i.id)])
 
-        for inst in comp.instructions:
+        for inst in sorted(comp.instructions, key=lambda i: i.id):
             push(inst.called_computation_ids)
             while stack:
                 cur = stack[-1]
-                c, pos = cur
-                if pos == len(c.instructions):
+                c, pos, insts = cur
+                if pos == len(insts):
                     stack.pop()
                     post.append(c)
                 else:
                     cur[1] += 1
-                    push(c.instructions[pos].called_computation_ids)
+                    push(insts[pos].called_computation_ids)
         return post
 
     def _entry(self) -> str:
@@ -519,20 +586,24 @@ class _Renderer:
             if not i.HasField("literal"):
                 raise ProtoError(f"{where}a constant without a literal")
             operands = [literal_text(i.literal, shape, where, self.limits)]
-        self._extra(i, op, shape, a, where)
-        self._calls(i, op, calls, a, where)
-        if i.HasField("sharding"):
-            a.append("sharding=" + _sharding(i.sharding, where))
-        if len(i.frontend_attributes.map):
-            a.append("frontend_attributes=" + _frontend_attributes(i.frontend_attributes))
-        if len(i.control_predecessor_ids):
-            a.append("control-predecessors={" + ", ".join(self._name(k, where) for k in i.control_predecessor_ids) + "}")
-        ra = i.result_accuracy
-        if ra.mode != 0:
-            a.append("result_accuracy={mode=" + {1: "highest"}.get(ra.mode, str(ra.mode)) + "}")
-        elif ra.HasField("tolerance"):
-            t = ra.tolerance
-            a.append(f"result_accuracy={{tolerance={{atol={_g(t.atol)} rtol={_g(t.rtol)} ulps={t.ulps}}}}}")
+        sugar = None
+        if op in ("async-start", "async-update", "async-done"):
+            w = self._wrapped(i)
+            sugar = self.sugared.get(w) if w is not None else None
+        if sugar is not None:
+            op = sugar.opcode + op[len("async"):]
+            if i.opcode == "async-start":
+                if i.async_execution_thread and i.async_execution_thread != "main":
+                    a.append(f"async_execution_thread={_q(i.async_execution_thread)}")
+                self._extra_attributes(sugar, sugar.opcode, shape_of(sugar.shape, where), a, where,
+                                       frontend=not len(i.frontend_attributes.map))
+                if len(i.output_operand_aliasing):
+                    a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+            self._common(i, a, where)
+        else:
+            self._extra_attributes(i, op, shape, a, where)
+        if i.HasField("original_value") and len(i.original_value.elements):
+            a.append("origin={" + _original_value(i.original_value, i.shape) + "}")
         md = _metadata(i.metadata) if i.HasField("metadata") else None
         if md is not None:
             a.append("metadata=" + md)
@@ -544,6 +615,53 @@ class _Renderer:
             a.append("backend_config=" + (cfg if _lexes_as_json_dict(cfg) else _q(cfg)))
         text = f"%{i.name} = {shape} {op}(" + ", ".join(operands) + ")"
         return text + "".join(", " + x for x in a)
+
+    def _extra_attributes(self, i, op, shape, a, where, frontend: bool = True):
+        """XLA's PrintExtraAttributes: the opcode's own attributes, called computations, then the
+        common ones."""
+        self._extra(i, op, shape, a, where)
+        self._calls(i, op, [self.comp(k, where) for k in i.called_computation_ids], a, where)
+        self._common(i, a, where, frontend)
+
+    def _common(self, i, a, where, frontend: bool = True):
+        if i.HasField("sharding"):
+            a.append("sharding=" + _sharding(i.sharding, where))
+        if frontend and len(i.frontend_attributes.map):
+            a.append("frontend_attributes=" + _frontend_attributes(i.frontend_attributes))
+        if len(i.control_predecessor_ids):
+            a.append("control-predecessors={" + ", ".join(self._name(k, where) for k in i.control_predecessor_ids) + "}")
+        sv = i.statistics_viz
+        if len(sv.statistics):
+            a.append(f"statistics={{visualizing_index={sv.stat_index_to_visualize}," +
+                     ",".join(f"{st.stat_name}={_g(st.stat_val)}" for st in sv.statistics) + "}")
+        ra = i.result_accuracy
+        if ra.mode != 0:
+            a.append("result_accuracy={mode=" + {1: "highest"}.get(ra.mode, str(ra.mode)) + "}")
+        elif ra.HasField("tolerance"):
+            t = ra.tolerance
+            a.append(f"result_accuracy={{tolerance={{atol={_g(t.atol)},rtol={_g(t.rtol)},ulps={t.ulps}}}}}")
+
+    def _wrapped(self, i):
+        """The id of the computation an async instruction wraps (update and done: their start's)."""
+        seen = 0
+        while i is not None and seen < 1000:
+            if len(i.called_computation_ids):
+                return i.called_computation_ids[0]
+            if i.opcode not in ("async-update", "async-done") or not len(i.operand_ids):
+                return None
+            i = self.inst_by_id.get(i.operand_ids[0])
+            seen += 1
+        return None
+
+    def _operand_rank(self, i, k: int) -> int | None:
+        if k < len(i.operand_ids):
+            o = self.inst_by_id.get(i.operand_ids[k])
+            if o is not None:
+                sp = o.shape
+                while sp.element_type == 13 and len(sp.tuple_shapes):
+                    sp = sp.tuple_shapes[0]
+                return len(sp.dimensions)
+        return None
 
     def _operand_type(self, i, k: int) -> str | None:
         if k < len(i.operand_ids):
@@ -603,6 +721,10 @@ class _Renderer:
             if i.channel_id:
                 a.append(f"channel_id={i.channel_id}")
             a.append("source_target_pairs={" + ",".join(f"{{{p.source},{p.target}}}" for p in i.source_target_pairs) + "}")
+            sizes = list(i.dynamic_slice_sizes)
+            if sizes:
+                rank = self._operand_rank(i, 0) or len(sizes)
+                a.append("slice_sizes={" + ",".join(_ints(sizes[k:k + rank]) for k in range(0, len(sizes), rank)) + "}")
         elif op in _DIMENSIONS_OPS:
             a.append("dimensions=" + _ints(i.dimensions))
             if op == "sort" and i.is_stable:
@@ -654,6 +776,7 @@ class _Renderer:
             if i.conv_kind:
                 a.append(f"convolution_kind={_CONV_KIND.get(i.conv_kind, i.conv_kind)}")
             _precision(i.precision_config, a, where)
+            _sparsity(i, a)
         elif op in ("reduce-window", "select-and-scatter"):
             if len(i.window.dimensions):
                 a.append("window=" + _window(i.window))
@@ -677,7 +800,7 @@ class _Renderer:
                 a.append("custom_call_has_side_effect=true")
             if i.HasField("literal"):
                 lshape = shape_of(i.literal.shape, where)
-                a.append("literal=" + literal_text(i.literal, lshape, where, self.limits))
+                a.append(f"literal={lshape} " + literal_text(i.literal, lshape, where, self.limits).replace("\n", " "))
             if len(i.output_operand_aliasing):
                 a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
             if i.custom_call_schedule:
@@ -721,6 +844,7 @@ class _Renderer:
         elif op == "dot" or op == "scaled-dot":
             a.append(_dot_dnums(i.dot_dimension_numbers))
             _precision(i.precision_config, a, where)
+            _sparsity(i, a)
         elif op == "ragged-dot":
             r = i.ragged_dot_dimension_numbers
             s = _dot_dnums(r.dot_dimension_numbers)
@@ -732,8 +856,8 @@ class _Renderer:
             _precision(i.precision_config, a, where)
         elif op == "domain":
             if i.HasField("domain_entry_sharding") and i.HasField("domain_exit_sharding"):
-                a.append('domain={kind="sharding", entry=' + _sharding(i.domain_entry_sharding, where) +
-                         ", exit=" + _sharding(i.domain_exit_sharding, where) + "}")
+                a.append('domain={kind="sharding", entry=' + _sharding(i.domain_exit_sharding, where) +
+                         ", exit=" + _sharding(i.domain_entry_sharding, where) + "}")
         elif op in ("get-dimension-size", "set-dimension-size"):
             a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
         elif op == "rng-get-and-update-state":
@@ -741,7 +865,7 @@ class _Renderer:
         elif op == "rng-bit-generator":
             a.append(f"algorithm={_RNG.get(i.rng_algorithm, i.rng_algorithm)}")
         elif op == "copy-start":
-            if i.HasField("cross_program_prefetch_index") if hasattr(i, "HasField") else False:
+            if i.HasField("cross_program_prefetch_index"):
                 a.append(f"cross_program_prefetch_index={i.cross_program_prefetch_index}")
         elif op == "async-start":
             if i.async_execution_thread and i.async_execution_thread != "main":
@@ -783,7 +907,24 @@ class _Renderer:
 
 
 def _g(x: float) -> str:
-    return repr(float(x))
+    t = repr(float(x))
+    return t[:-2] if t.endswith(".0") else t
+
+
+def _original_value(ov, shape_proto) -> str:
+    """XLA's OriginalValue::ToString: the instruction's shape tree with, at each leaf, the original
+    array ({"name" {index}}) or {} when there is none."""
+    leaves = {tuple(e.shape_index): e.original_array for e in ov.elements}
+
+    def walk(sp, index):
+        if sp.element_type == 13:
+            return "(" + ",".join(walk(t, index + (k,)) for k, t in enumerate(sp.tuple_shapes)) + ")"
+        arr = leaves.get(index)
+        if arr is None or not arr.instruction_name:
+            return "{}"
+        idx = " " + _ints(arr.shape_index) if len(arr.shape_index) else ""
+        return "{" + _q(arr.instruction_name) + idx + "}"
+    return walk(shape_proto, ())
 
 
 def module_text(module, limits=None) -> str:

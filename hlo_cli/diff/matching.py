@@ -68,6 +68,14 @@ def _leaf_signature(shape):
     return (shape.element_type, n)
 
 
+def _squeezed_signature(shape):
+    """(element type, dimensions other than 1) of each leaf: the same elements in the same row-major
+    order, whatever size-1 dimensions come and go."""
+    if shape.is_tuple:
+        return tuple(_squeezed_signature(s) for s in shape.tuple_shapes)
+    return (shape.element_type, tuple(d for d in shape.dims if d != 1))
+
+
 def _exact_signature(shape):
     if shape.is_tuple:
         return tuple(_exact_signature(s) for s in shape.tuple_shapes)
@@ -140,7 +148,7 @@ class ModuleIndex:
         values are one value, its first instruction in execution order.  Inside loops only within
         one computation (an execution of a loop body is not one of another loop's)."""
         table: dict = {}
-        live = self._live()
+        live = self.live = self._live()
         for node in self.execution_order():
             c = self._resolve(node, 0)
             if c != node:
@@ -389,7 +397,7 @@ def match_modules(module_a: Module, module_b: Module) -> Matching:
     loose: dict = {}
     by_operands: dict = {}
     for node in a_order:
-        if A.is_alias(node):
+        if A.is_alias(node) or node not in A.live:
             continue
         inst = A.inst[node]
         if inst.opcode == "parameter":
@@ -448,6 +456,8 @@ def match_modules(module_a: Module, module_b: Module) -> Matching:
             for cb, ca in zip(inst.called_computations, A.inst[anode].called_computations):
                 B.scope_map.setdefault(cb, ca)
 
+    _edited_constants(A, B, M)
+
     # aliases of B: compared against A's value of the same canonical node
     for node in B.inst:
         if node[0] not in B.executed_comps or node in M.pairs or not B.is_alias(node):
@@ -461,29 +471,59 @@ def match_modules(module_a: Module, module_b: Module) -> Matching:
     return M
 
 
+def _edited_constants(A, B, M):
+    """A constant of B with the name of one of A of the same shape but another value is that
+    constant edited when one of its users is matched to a user of A's."""
+    users_a: dict = {}
+    for node, inst in A.inst.items():
+        for o in inst.operands:
+            users_a.setdefault((node[0], o), set()).add(node)
+    for node, inst in B.inst.items():
+        if inst.opcode != "constant" or node in M.pairs or node[0] not in B.executed_comps:
+            continue
+        for anode in A.by_name.get(node[1], ()):
+            ai = A.inst[anode]
+            if ai.opcode != "constant" or _exact_signature(ai.shape) != _exact_signature(inst.shape):
+                continue
+            ua = users_a.get(anode, set())
+            ub = [u for u, i in B.inst.items() if u[0] == node[0] and node[1] in i.operands]
+            if any(u in M.pairs and M.pairs[u].a in ua for u in ub):
+                M.pairs[node] = Match(anode, "name")
+                M.canon.setdefault(B.canonical(node), A.canonical(anode))
+                break
+
+
 def _crossable(ix: ModuleIndex, node: Node) -> bool:
     """Instructions of a computation called from several places are matched by name only."""
     return not ix.multi_called(node[0])
 
 
 def _operands_consistent(A, B, anode, bnode, b_operand, need_all: bool) -> bool:
+    """B's operands agree with A's: every matched one is matched to A's operand (in any order for a
+    commutative opcode), and the match is anchored: some operand is matched, or the operands have
+    the same names (a name alone, over operands nothing confirms, is a coincidence of numbering).
+    NEED_ALL: an operand not matched must at least have the same name."""
     ai, bi = A.inst[anode], B.inst[bnode]
+    if not ai.operands and not bi.operands:
+        return True
     if len(ai.operands) != len(bi.operands):
-        return not need_all
+        return False
     got = [b_operand((bnode[0], o)) for o in bi.operands]
     want = [A.canonical((anode[0], o)) for o in ai.operands]
-    if need_all and any(g is None for g in got):
-        # an operand not matched may still be the same instruction, by name
-        if not all(g is not None or o1 == o2 for g, o1, o2 in zip(got, bi.operands, ai.operands)):
-            return False
-        return all(g is None or g == w for g, w in zip(got, want))
-    pairs = list(zip(got, want))
-    if all(g is None or g == w for g, w in pairs):
-        return True
-    if bi.opcode in COMMUTATIVE:
-        g = sorted(map(repr, (x for x in got if x is not None)))
-        return all(x in [repr(w) for w in want] for x in g)
-    return False
+    same_names = [o1 == o2 for o1, o2 in zip(bi.operands, ai.operands)]
+    if need_all and not all(g is not None or n for g, n in zip(got, same_names)):
+        return False
+    if bi.opcode in COMMUTATIVE and ai.opcode in COMMUTATIVE:
+        left = list(want)
+        for g in got:
+            if g is None:
+                continue
+            if g not in left:
+                return False
+            left.remove(g)
+    elif not all(g is None or g == w for g, w in zip(got, want)):
+        return False
+    return any(g is not None for g in got) or all(same_names)
 
 
 def _by_name(A, B, M, bnode, b_operand):
@@ -494,7 +534,7 @@ def _by_name(A, B, M, bnode, b_operand):
     same_comp = [c for c in cands if c[0] == bnode[0]]
     cands = same_comp or ([] if B.multi_called(bnode[0]) else cands)
     bi = B.inst[bnode]
-    for anode in cands:
+    for anode in sorted(cands, key=lambda n: n not in A.live):
         if A.is_alias(anode) and A.inst[anode].opcode in ("parameter", "fusion", "call", "get-tuple-element"):
             continue
         ai = A.inst[anode]
@@ -502,6 +542,8 @@ def _by_name(A, B, M, bnode, b_operand):
             continue
         if A.scope_of(anode) != B.scope_of(bnode):
             continue
+        if ai.opcode == bi.opcode == "constant" and A.literal_key(ai) != B.literal_key(bi):
+            continue                    # (an edited constant: matched after the users, see _edited_constants)
         if ai.opcode == bi.opcode:
             if _leaf_signature(ai.shape) == _leaf_signature(bi.shape) and \
                     _operands_consistent(A, B, anode, bnode, b_operand, need_all=False):
@@ -513,12 +555,14 @@ def _by_name(A, B, M, bnode, b_operand):
 
 
 def _by_metadata(A, B, bnode, md_index, b_operand):
+    bi = B.inst[bnode]
+    if bi.opcode == "constant":            # (XLA folds constants: one op_name, other values)
+        return None
     key = B.metadata_key(bnode)
     if key is None or not key[1]:          # an op_name alone is too loose ("reduce_sum" of every reducer)
         return None
-    bi = B.inst[bnode]
     cands = [a for a in md_index.get(key, ()) if A.inst[a].opcode == bi.opcode
-             and _leaf_signature(A.inst[a].shape) == _leaf_signature(bi.shape)
+             and _squeezed_signature(A.inst[a].shape) == _squeezed_signature(bi.shape)
              and A.scope_of(a) == B.scope_of(bnode)]
     if not cands:
         return None
@@ -557,7 +601,7 @@ def _loose_key(ix: ModuleIndex, node: Node, operand):
         return None
     if inst.opcode in COMMUTATIVE:
         ops = tuple(sorted(ops, key=repr))
-    return (inst.opcode, ops, _leaf_signature(inst.shape), ix.scope_of(node))
+    return (inst.opcode, ops, _squeezed_signature(inst.shape), ix.scope_of(node))
 
 
 def _by_structure(A, B, bnode, strict, loose, b_operand):

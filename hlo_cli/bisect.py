@@ -65,6 +65,10 @@ class Outcome:
                     parts.append(f"{r['key']}: {r['status']}")
             more = f", {len(bad) - 3} more" if len(bad) > 3 else ""
             return "differs (" + "; ".join(parts) + more + ")"
+        if self.status == AGREES and self.comparison is not None:
+            worst = max((r.get("max_abs_diff", 0.0) for r in self.comparison["rows"]), default=0.0)
+            if worst > 0:
+                return f"agrees (max |diff| {worst:.3g}, within the tolerance)"
         return self.status
 
     def to_dict(self) -> dict:

@@ -171,7 +171,8 @@ def _print(report, dd, inputs_doc, bound):
     for o in report.log:
         how = "run  " if o.ran else "known"
         same = "" if o.ran else f" (same text as #{o.same_as})"
-        detail = f"  {o.summary()}" if o.status in ("differs", "cannot run") else ""
+        summary = o.summary()
+        detail = f"  {summary}" if o.status in ("differs", "cannot run") or summary != o.status else ""
         out.append(f"  {how} {_WORD.get(o.status, o.status):<9} #{o.stage.index:<4} {o.stage.label:<{width}}"
                    f"{detail}{same}".rstrip())
     out.append("")

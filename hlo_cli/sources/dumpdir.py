@@ -54,7 +54,10 @@ _HEAD = re.compile(r"^(?:(?P<ts>\d+)\.)?module_(?P<id>\d{4,})(?:\.(?P<tail>.+))?
 _STEP = re.compile(r"^(?:(?P<name>.+?)\.)?(?P<num>\d{4,})\.(?P<rest>.+)$")
 _BETWEEN = re.compile(r"^(?P<pipeline>.+?)\.after_(?P<after>.+?)\.before_(?P<before>.+)$")
 _DURING = re.compile(r"^(?P<pass>[^.]+)\.(?P<step>.+)$")
-_ENDS = re.compile(r"^(?:(?P<name>.+)\.)?(?P<which>before_optimizations|(?:[A-Za-z0-9]+_)?after_optimizations)$")
+# after_optimizations behind the backend's word: cpu_, sm_8.0_gpu_ (CUDA), gfx90a_gpu_ (ROCm)
+_AFTER_WORD = r"(?:(?:sm_\d+(?:\.\d+)?_gpu|[A-Za-z0-9]+(?:_gpu)?)_)?after_optimizations"
+_ENDS = re.compile(rf"^(?:(?P<name>.+)\.)?(?P<which>before_optimizations|{_AFTER_WORD})$")
+_BEFORE_NAME = re.compile(r"^(?:(?P<name>.+)\.)?before_optimizations$")
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,7 @@ class DumpModule:
             if hits:
                 return Selection(hits[0] if w == BEFORE else hits[-1])
             raise self._error(f"--stage {w}: this module has no {w} dump")
-        if re.fullmatch(r"[A-Za-z0-9]+_after_optimizations", w):
+        if w.endswith("_after_optimizations"):
             hits = [s for s in stages if s.kind == AFTER and s.word == w]
             if hits:
                 return Selection(hits[-1])
@@ -335,12 +338,16 @@ def _parse_name(fname: str, known_names: dict) -> tuple[_Parsed | None, str | No
     stem, ext = split
     if ext != _TEXT_EXT and ".snapshot." in f".{stem}.":
         return None, "an HloSnapshot (hlo run SNAPSHOT.pb replays it)"
+    name = known_names.get(key)
+    if name and stem.startswith(name + "."):
+        word = stem[len(name) + 1:]
+        if word == BEFORE or re.fullmatch(_AFTER_WORD, word):
+            return _Parsed(key, BEFORE if word == BEFORE else AFTER, name, word=word), None
     m = _ENDS.match(stem)
     if m:
         which = m.group("which")
         kind = BEFORE if which == BEFORE else AFTER
         return _Parsed(key, kind, m.group("name"), word=which), None
-    name = known_names.get(key)
     rest = None
     if name and stem.startswith(name + "."):
         m2 = re.match(r"(\d{4,})\.(.+)$", stem[len(name) + 1:])
@@ -403,7 +410,7 @@ def read_dump_dir(path) -> DumpDir:
         head = _HEAD.match(n)
         if head and head.group("tail"):
             split = _split_ext(head.group("tail"))
-            m = _ENDS.match(split[0]) if split else None
+            m = _BEFORE_NAME.match(split[0]) if split else None
             if m and m.group("name"):
                 known.setdefault((head.group("ts"), head.group("id")), m.group("name"))
     groups: dict = {}

@@ -124,7 +124,9 @@ def test_names_xla_writes_in_other_settings(tmp_path):
     _write(d, "module_0003.a.b.1.before_optimizations.txt", "a.b.1")
     _write(d, "module_0003.a.b.1.0000.pipe.after_p1.before_p2.txt", "a.b.1")
     (d / "module_0003.a.b.1.0000.pipe.after_p1.before_p2.hlo.pb").write_bytes(b"\x0a\x01x")
-    _write(d, "module_0003.a.b.1.gpu_after_optimizations.txt", "a.b.1")
+    _write(d, "module_0003.a.b.1.sm_8.0_gpu_after_optimizations.txt", "a.b.1")
+    _write(d, "module_0003.a.b.1.sm_8.0_gpu_after_optimizations-buffer-assignment.txt", "a.b.1")
+    _write(d, "module_0005.jit_r.gfx90a_gpu_after_optimizations.txt", "jit_r")
     # the same name compiled twice
     _write(d, "module_0004.jit_a.before_optimizations.txt", "jit_a")
     (d / "module_0004.jit_a.snapshot.0.pb").write_bytes(b"")
@@ -132,12 +134,14 @@ def test_names_xla_writes_in_other_settings(tmp_path):
     dd = read_dump_dir(d)
     keys = [(m.key, m.name, len(m.stages)) for m in dd.modules]
     assert keys == [("module_0002", None, 2), ("module_0003", "a.b.1", 3), ("module_0004", "jit_a", 1),
-                    ("1700000000123.module_0001", "jit_a", 2)]
+                    ("module_0005", "jit_r", 1), ("1700000000123.module_0001", "jit_a", 2)]
+    assert dd.module("jit_r").stage("after_optimizations").stage.word == "gfx90a_gpu_after_optimizations"
     m3 = dd.module("a.b.1")
     assert [s.kind for s in m3.stages] == [BEFORE, PASS, AFTER]
     assert m3.stages[1].files[0].endswith(".txt") and m3.stages[1].files[1].endswith(".hlo.pb")
     assert (m3.stages[1].pipeline, m3.stages[1].pass_name, m3.stages[1].next_pass) == ("pipe", "p1", "p2")
-    assert m3.stage("gpu_after_optimizations").stage.kind == AFTER
+    assert m3.stage("sm_8.0_gpu_after_optimizations").stage.kind == AFTER
+    assert m3.stage("after_optimizations").stage.word == "sm_8.0_gpu_after_optimizations"
     with pytest.raises(HloInputError, match="2 modules have this name"):
         dd.module("jit_a")
     assert dd.module("4").key == "module_0004"
@@ -145,6 +149,7 @@ def test_names_xla_writes_in_other_settings(tmp_path):
     reasons = {Path(f.path).name: f.reason for f in dd.ignored}
     assert "HloSnapshot" in reasons["module_0004.jit_a.snapshot.0.pb"]
     assert "README" in reasons
+    assert "module_0003.a.b.1.sm_8.0_gpu_after_optimizations-buffer-assignment.txt" in reasons
 
 
 def test_directories_without_dumps(tmp_path):

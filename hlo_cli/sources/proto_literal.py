@@ -101,7 +101,11 @@ def literal_value(lp, shape: Shape, where: str = "", limits=None) -> np.ndarray:
         field = _BYTES[et]
         data = getattr(lp, field)
         width = dt.itemsize
-        if len(data) == n * width:
+        if len(data) == n * width and et in _NARROW_INT:
+            # one byte per element, its low bits the value (wrapping gives the same value whether
+            # the byte is sign-extended or not)
+            flat = np.frombuffer(data, dtype=np.int8 if info.kind == "int" else np.uint8).astype(dt)
+        elif len(data) == n * width:
             flat = np.frombuffer(data, dtype=dt).copy()      # little-endian, as XLA writes them
         elif et in _NARROW_INT | {"f4e2m1fn"} and len(data) == -(-n * info.bits // 8):
             bits = info.bits

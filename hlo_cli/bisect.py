@@ -111,6 +111,11 @@ class BisectReport:
         return sum(1 for o in self.log if o.ran)
 
     @property
+    def skipped(self) -> list:
+        """The Outcomes of stages that could not be run (in the order they were tried)."""
+        return [o for o in self.log if o.status == FAILED]
+
+    @property
     def status(self) -> str:
         """"agree": no snapshot differs; "differs": first_bad names the pass; "undecided": the
         results changed between two snapshots with only unrunnable ones between them."""
@@ -139,7 +144,8 @@ class BisectReport:
                "results": [dict(stage=s.label, index=s.index, status=self.outcomes[s.index].status)
                            if s.index in self.outcomes else dict(stage=s.label, index=s.index, status="not run")
                            for s in self.stages],
-               "contradictions": [o.to_dict() for o in self.contradictions]}
+               "contradictions": [o.to_dict() for o in self.contradictions],
+               "skipped": [o.to_dict() for o in self.skipped]}
         if self.undecided:
             lo, hi = self.undecided
             doc["undecided"] = {"last_agreeing": lo.to_dict(), "first_differing": hi.to_dict(),
@@ -278,8 +284,9 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
         else:
             o = runner.run(stages[first])
             by_key[keys[first]] = o
+        status = AGREES if o.status == REFERENCE else o.status
         for k in versions[v]:
-            report.outcomes[k] = o if k == first else Outcome(stages[k], o.status, False, same_as=o.stage.index
+            report.outcomes[k] = o if k == first else Outcome(stages[k], status, False, same_as=o.stage.index
                                                                if o.ran else o.same_as, comparison=o.comparison,
                                                                error=o.error)
         report.log.append(o)

@@ -56,8 +56,8 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol, 
     files before and after it; then the two are diffed as `hlo diff` does, pointing at the first
     instructions whose values changed.  --all runs every distinct snapshot.
 
-    Exit codes: 0 every snapshot agrees with the first; 1 a pass changed the results (or the first
-    snapshot cannot be run); 2 usage error or unreadable input.
+    Exit codes: 0 every snapshot that could be run agrees with the first; 1 a pass changed the
+    results (or the first snapshot cannot be run); 2 usage error or unreadable input.
     """
     from ..errors import HloError
     try:
@@ -158,8 +158,11 @@ _WORD = {"reference": "reference", "agrees": "good", "differs": "bad", "cannot r
 def _print(report, dd, inputs_doc, bound):
     m = report.module
     out = []
-    where = f" in {m.directory}" if m.directory else ""
-    out.append(f"hlo bisect: {m.title}{where}: {len(report.stages)} stages, {report.distinct} distinct texts")
+    if m.id is None:
+        out.append(f"hlo bisect: {len(report.stages)} files in the order given, {report.distinct} distinct texts")
+    else:
+        out.append(f"hlo bisect: {m.title} in {m.directory}: {len(report.stages)} stages, {report.distinct} "
+                   "distinct texts")
     if inputs_doc.get("random"):
         out.append(f"inputs: random (seed {inputs_doc['seed']})")
     elif inputs_doc.get("files"):
@@ -180,7 +183,13 @@ def _print(report, dd, inputs_doc, bound):
     tail = (f"ran {ran} of {len(report.stages)} stages ({report.distinct} distinct texts"
             + (f"; a bisection needs at most {bound}" if not report.exhaustive else "; --all: every distinct text")
             + ")")
-    if report.status == "agree":
+    skipped = report.skipped
+    if report.status == "agree" and skipped:
+        out.append(f"every stage that could be run agrees with the first; {len(skipped)} could not be run "
+                   "(listed below)" + ("" if report.exhaustive else "; a bisection assumes a change is not undone "
+                                         "by a later pass (--all runs every distinct text)"))
+        out.append(tail)
+    elif report.status == "agree":
         if report.exhaustive:
             out.append("every stage's results agree with the first's: no pass changed them beyond the tolerance")
         else:
@@ -204,6 +213,11 @@ def _print(report, dd, inputs_doc, bound):
         out.append(f"  before: {g.path}  (#{g.index} {g.label})")
         out.append(f"  after:  {b.path}")
         out.append(tail)
+    if skipped and report.status != "undecided":
+        for o in skipped[:8]:
+            out.append(f"  skipped #{o.stage.index} {o.stage.label}: {o.error}")
+        if len(skipped) > 8:
+            out.append(f"  ... and {len(skipped) - 8} more (--format json lists them)")
     for o in report.contradictions:
         where = "after" if o.stage.index > (report.first_bad.index if report.first_bad else 0) else "before"
         out.append(f"warning: #{o.stage.index} {o.stage.label} {o.status} {where} the first bad stage: the results "

@@ -147,7 +147,8 @@ def test_identical_texts_are_not_run(tmp_path):
     assert report.first_bad.index == 4
     # stages with the text of a stage already run are known
     assert report.ran <= bisection_bound(4)
-    assert all(report.outcomes[k].status == report.outcomes[0].status or k == 0 for k in (1, 2, 3))
+    assert all(report.outcomes[k].status == AGREES and not report.outcomes[k].ran for k in (1, 2, 3))
+    assert report.to_dict()["results"][2]["status"] == "agrees"
 
 
 def test_a_result_known_from_an_identical_text_can_contradict(tmp_path):
@@ -172,6 +173,16 @@ def test_stages_that_cannot_run_are_skipped(tmp_path):
     assert (lo.index, hi.index) == (1, 4)
     assert {report.outcomes[k].status for k in (2, 3)} == {FAILED}
     assert "checker" in report.outcomes[3].error
+
+
+def test_every_runnable_stage_agrees(run, tmp_path):
+    files = _files(tmp_path, [0, 0, 0], {2: BAD_SHAPE})
+    r = run("bisect", *files, "--random-inputs")
+    assert r.exit_code == 0, r.output
+    assert "every stage that could be run agrees with the first; 1 could not be run" in r.stdout
+    assert "skipped #2 s002.hlo: the checker rejects it" in r.stdout
+    doc = json.loads(run("bisect", *files, "--random-inputs", "--format", "json").stdout)
+    assert doc["status"] == "agree" and [s["index"] for s in doc["skipped"]] == [2]
 
 
 def test_skipped_stage_then_a_neighbour(tmp_path):

@@ -54,6 +54,7 @@ from ..ir.attributes import ComputationRef, InlineComputation
 from ..ir.module import Computation, Module
 from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
 from .fpenv import hardware
+from .loopgen import fast_loop
 from .parallel import blas_single, run_parts, split, threads
 from .values import conforms, describe
 
@@ -77,7 +78,7 @@ class Compiled:
     instruction, check, slots to free), run by a loop; after HOT_CALLS runs also `fn`, the same
     steps as generated Python code ``fn(ec, args) -> root value``."""
     __slots__ = ("comp", "steps", "params", "root", "n", "check", "calls", "fn", "code", "line_step",
-                 "root_clean", "lean")
+                 "root_clean", "lean", "loops")
 
     def __init__(self, comp: Computation, steps, params, root, n, check):
         self.comp, self.steps, self.params, self.root, self.n = comp, steps, params, root, n
@@ -87,6 +88,7 @@ class Compiled:
         self.fn = self.code = None
         self.line_step: dict[int, int] = {}
         self.lean = None
+        self.loops = None                       # loopgen.fast_loop's, per condition
 
     # -- tier 1: a loop over the steps --------------------------------------------------
     def _lean(self):
@@ -691,6 +693,7 @@ def _in_place(fast, inst, ops, k, plan, static, fresh):
                 if b.flags.owndata and b.flags.writeable:
                     return uf(a, b, out=b)
                 return plain(a, b)
+        fn.plain = plain                        # (loopgen.py: for operands it keeps across iterations)
         return fn
     return None
 
@@ -1016,6 +1019,12 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
     ran_cond = ran_body = 0
     ec.depth += 1
     try:
+        fast = fast_loop(cond, body)
+        if fast is not None:                            # the whole loop as one function
+            c = body
+            state, n, ran_cond, ran_body, done = fast.run(ec, state, n, limit, name)
+            if done:
+                return state
         while True:
             c = cond
             go = cf(ec, (state,))

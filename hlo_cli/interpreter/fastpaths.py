@@ -555,6 +555,8 @@ def _dot(inst, ops, st):
             out = mm(x, y)
             out += zero
             return flush(out.astype(F32)).reshape(res)
+        if mm is np.matmul:                      # (loopgen.py: the same product, its casts hoisted)
+            fn_cast.raw_dot = (lperm if not lkeep else None, l3, rperm if not rkeep else None, r3, res)
         return Fast(fn_cast, clean=True)
     return Fast(fn, clean=True)
 
@@ -648,6 +650,7 @@ def _reduce(inst, ops, st):
             if not _minimum(np.abs(r), axis=None) >= tiny:       # NaN, zero, subnormal: the rule
                 return rule(inst, [x, i], ec)
             return r
+        fn.raw_minmax = (uf, axes, scalar)      # (loopgen.py)
         return Fast(fn, WITH_EC)                # (the rule keeps a lone subnormal winner's bits)
     if kind != "add" or hw is None:
         return None
@@ -686,31 +689,43 @@ def _reduce(inst, ops, st):
         o *= cur[d]
     final = (tuple(dims + keep), (p, o))
 
-    def fn(ec, x, i):
+    def start_of(i):
+        """The value the fold starts from, or None where the rule decides (a -0 or subnormal init
+        starting the fold); with the processor's flags clear."""
         if library:                     # the elements summed from +0, the init added at the end
-            start = zero
-        else:                           # the init (read with DAZ) starts the fold; -0: the rule
-            start = i[()]
-            if not abs(start) >= tiny and (start != 0 or np.signbit(start)):
-                return rule(inst, [x, i], ec)
-        fset(on)
-        try:
-            for padded, split, perm, rows, stage_shape in stages:
-                if padded is not None:
-                    z = np.zeros(padded[0], dt)
-                    z[padded[1]] = x
-                    x = z
-                r = np.ascontiguousarray(x.reshape(split).transpose(perm)).reshape(rows)
-                x = add_reduce(r, axis=0, initial=start).reshape(stage_shape)
-            r = np.ascontiguousarray(x.transpose(final[0])).reshape(final[1])
-            r = add_reduce(r, axis=0, initial=start).reshape(out_shape)
-            if library:
-                r = add(i[()], r)
-        finally:
-            fset(off)
+            return zero
+        start = i[()]                   # the init (read with DAZ) starts the fold; -0: the rule
+        if not abs(start) >= tiny and (start != 0 or np.signbit(start)):
+            return None
+        return start
+
+    def flagged(x, i, start):
+        """The sum from `start` (start_of), with the processor's FTZ/DAZ flags already set."""
+        for padded, split, perm, rows, stage_shape in stages:
+            if padded is not None:
+                z = np.zeros(padded[0], dt)
+                z[padded[1]] = x
+                x = z
+            r = np.ascontiguousarray(x.reshape(split).transpose(perm)).reshape(rows)
+            x = add_reduce(r, axis=0, initial=start).reshape(stage_shape)
+        r = np.ascontiguousarray(x.transpose(final[0])).reshape(final[1])
+        r = add_reduce(r, axis=0, initial=start).reshape(out_shape)
+        if library:
+            r = add(i[()], r)
         if r.__class__ is not ndarray:
             r = np.asarray(r)
         return r
+
+    def fn(ec, x, i):
+        start = start_of(i)
+        if start is None:
+            return rule(inst, [x, i], ec)
+        fset(on)
+        try:
+            return flagged(x, i, start)
+        finally:
+            fset(off)
+    fn.raw_sum = (flagged, start_of)    # (loopgen.py)
     return Fast(fn, WITH_EC, clean=True)
 
 
@@ -740,6 +755,8 @@ def _unary_f64(np_fn, daz):
             if not _minimum(np.abs(r), axis=None) >= tiny:
                 return rule(inst, [x], None)
             return r
+        if wide:                                 # (loopgen.py: the f64 core, run with the flags set)
+            fn.raw_unary = np_fn
         return Fast(fn, clean=bool(getattr(rule, "ftz_result", False)), elementwise=True)
     return prep
 
@@ -889,15 +906,19 @@ def _dynamic_update_slice(inst, ops, st):
     base, dyn = r
     array = np.array
 
-    def fn(x, u, *idx):
+    def where(*idx):
         key = list(base)
         for pos, d, hi, size in dyn:
             v = int(idx[pos])
             v = 0 if v < 0 else (hi if v > hi else v)
             key[d] = slice(v, v + size)
+        return tuple(key)
+
+    def fn(x, u, *idx):
         out = array(x)
-        out[tuple(key)] = u
+        out[where(*idx)] = u
         return out
+    fn.where = where                    # (loopgen.py: the update written in place)
     return Fast(fn, clean=st.is_clean(ops[0]) and st.is_clean(ops[1]))
 
 

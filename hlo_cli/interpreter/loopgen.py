@@ -1,0 +1,680 @@
+"""While loops of small arrays as one generated Python function: the whole loop, not one call per
+iteration (compiler.run_while hands a loop over once its condition and body are generated code).
+
+A scan or a recurrent cell runs thousands of iterations of a body of a few dozen instructions on
+arrays of a few dozen elements.  There every NumPy call costs about a microsecond whatever it does,
+and the per-step machinery of generated code (a call per step, a result check per step, a setting of
+the processor's flags and a NaN check per run of float steps) costs as much again.  Here the
+condition and the body (with its inlined callees: the steps of compiler.Compiled) become the
+inside of one ``while`` of one function, with the loop state's elements as local variables:
+
+* **the processor's FTZ/DAZ flags stay set** for the whole loop (cleared around the few steps that
+  need them clear), so the float arithmetic of the body is bare NumPy calls, as XLA CPU runs it;
+* **loop-invariant work is done once**: a step whose operands do not change across iterations
+  (state elements the body passes through unchanged, constants, and steps of those: the bias
+  broadcasts of a cell, the f64 copies its small f32 products read of its weights) runs before the
+  first iteration (and only if there is one); a step that would write into such a value's buffer
+  (compiler._in_place) makes a new array instead;
+* **a buffer the loop owns is updated in place**: a dynamic-update-slice of a state element into
+  the same element (a scan's stacked outputs), when nothing else in the body reads that element, is
+  written into the loop's own copy of the buffer (made once at the start) instead of copying the
+  whole buffer every iteration;
+* **one check per iteration instead of one per step**: the result of each step is what the step's
+  fast path (fastpaths.py) computes whenever that fast path would not hand the step to its
+  evaluation rule.  Where a fast path checks its result (exp, tanh, small products, max-reduces:
+  zeros, subnormals, NaN), the same check runs here and, when it fails, that step is computed by the
+  fast path itself with the flags clear.  NaN, whose sign only the rules decide, propagates through
+  the body's arithmetic: the values leaving the iteration (and those read by steps that would not
+  propagate a NaN) are checked once, and an iteration that made a NaN is run again from its
+  start by the body's generated code (compiler.Compiled.fn), which gives the rules' NaN signs.  The
+  iteration's results are committed (state updated, in-place writes done) only after that check.
+
+Same bits as the body's generated code: tests/interpreter/test_loopgen.py runs loops both ways.
+Errors are reported by the body's own code: an iteration that raises is run again there.
+``HLO_LOOPGEN=0`` turns this off.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import os
+
+import numpy as np
+
+from ..errors import HloEvalError
+from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC
+from .fpenv import hardware
+from .ops.convert import F32, F64, TINY
+from .values import conforms
+
+# bodies whose computed values are all at most this many elements (state buffers written in place
+# and arrays only sliced may be larger)
+SMALL = 1 << 14
+# an iteration run again this many times, and in more than a quarter of the iterations: the rest
+# of the loop runs as before
+GIVE_UP = 8
+
+_counter = itertools.count()
+_EVAL_ERRORS = (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
+                ZeroDivisionError, MemoryError, AttributeError)
+
+
+class _Redo(Exception):
+    """A check failed: the iteration runs again through the body's generated code."""
+
+
+# data movement: the fast paths of these opcodes copy or view their operands' elements without
+# arithmetic, so the processor's flags do not matter to them
+_MOVES = frozenset("""reshape broadcast transpose bitcast copy slice concatenate dynamic-slice
+dynamic-update-slice select get-tuple-element tuple""".split())
+# opcodes whose result has a NaN wherever it depends on an operand's NaN, or drops that element
+# (a NaN's sign then does not matter): their operands need no NaN check
+_PROPAGATE = frozenset("""add subtract multiply divide negate exponential tanh rsqrt dot reduce
+reshape broadcast transpose bitcast copy slice concatenate dynamic-slice dynamic-update-slice""".split())
+# opcodes of steps that may run before the loop when their operands do not change
+_HOISTABLE = frozenset("""add subtract multiply divide negate exponential tanh rsqrt dot reduce
+reshape broadcast transpose bitcast copy slice concatenate convert compare select and or xor not
+maximum minimum""".split())
+_FLOATS = frozenset((F32, F64))
+
+_probes: dict = {}
+
+
+def enabled() -> bool:
+    return os.environ.get("HLO_LOOPGEN", "1") != "0" and hardware() is not None
+
+
+def flags_neutral(name: str) -> bool:
+    """True when NumPy's `name` (negative; or the f64 cores of f32 exp, tanh, rsqrt) gives the same
+    bits with the processor's FTZ/DAZ flags set as without, on f32 operands whose result is not a
+    zero or a subnormal (checked once on a spread of values: the f64 results of f32 operands never
+    come near f64's subnormals)."""
+    r = _probes.get(name)
+    if r is None:
+        r = _probes[name] = _probe(name)
+    return r
+
+
+def _probe(name) -> bool:
+    hw = hardware()
+    if hw is None:
+        return False
+    fset, on, off = hw
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, 1 << 32, 1 << 15, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    vals = np.concatenate([bits, np.linspace(-110, 100, 1 << 15, dtype=np.float32),
+                           rng.standard_normal(1 << 12).astype(np.float32) * np.float32(1e-3),
+                           np.array([0.0, -0.0, 1e-45, -1e-45, 1e-40, 1.1754944e-38, np.inf, -np.inf, np.nan],
+                                    np.float32)])
+    with np.errstate(all="ignore"):
+        if name == "negative":
+            sub = np.array([1e-40, -3e-42, 0.0, -0.0, 1.5, np.nan], np.float32)
+            cases = [sub, np.tile(sub, 11), sub.astype(F64) * 1e-270]
+            fset(on)
+            try:
+                got = [np.negative(c) for c in cases]
+            finally:
+                fset(off)
+            return all(g.tobytes() == np.negative(c).tobytes() for g, c in zip(got, cases))
+        fn = {"exp": np.exp, "tanh": np.tanh, "rsqrt": lambda v: 1 / np.sqrt(v)}[name]
+        x = vals.astype(F64)
+        want = fn(x).astype(F32)
+        fset(on)
+        try:
+            got = fn(x).astype(F32)
+        finally:
+            fset(off)
+    keep = np.abs(want) >= TINY[F32]
+    return got[keep].tobytes() == want[keep].tobytes()
+
+
+class FastLoop:
+    """A while loop of `cond` and `body` (compiler.Compiled, both with generated code) as one
+    generated function; `run` is called by compiler.run_while."""
+
+    def __init__(self, fn, code, n_state, owned, cond, body):
+        self.fn, self.code, self.n_state, self.owned = fn, code, n_state, owned
+        self.cond, self.body = cond, body
+
+    def run(self, ec, state, n, limit, name):
+        """(state, iterations done, conditions run, bodies run, finished): unfinished when the loop
+        gave up (too many iterations run again, or a state of another form); the caller goes on."""
+        shape = self.body.comp.parameters[0].shape
+        if conforms(state, shape) is not None:
+            return state, n, 0, 0, False
+        return self.fn(ec, state, n, limit, name)
+
+
+def fast_loop(cond, body):
+    """The FastLoop of a while loop of `cond` and `body` (generated code both), or None when its
+    body is not one of small arrays (or has steps it does not know).  Cached on the body."""
+    loops = body.loops
+    if loops is None:
+        loops = body.loops = {}
+    key = id(cond)
+    got = loops.get(key)
+    if got is None:
+        got = None
+        try:
+            if enabled():
+                got = _Builder(cond, body).build()
+        except _Unsupported:
+            got = None
+        except Exception:                   # noqa: BLE001 -- a body this generator gets wrong
+            if os.environ.get("HLO_LOOPGEN") == "strict":       # (tests)
+                raise
+            got = None                      # runs as before
+        loops[key] = (cond, got if got is not None else False)
+        return got
+    return got[1] or None
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _dtype(shape):
+    from .values import np_dtype
+    if shape.is_tuple or shape.is_dynamic:
+        return None
+    try:
+        return np_dtype(shape)
+    except Exception:                       # noqa: BLE001 -- tokens, opaque
+        return None
+
+
+class _Builder:
+    def __init__(self, cond, body):
+        self.cond, self.body = cond, body
+        self.ns: dict = {"_asarray": np.asarray, "_nanfree": _nanfree, "_Redo": _Redo, "ndarray": ndarray,
+                         "_F64": F64, "_F32": F32, "_own": _own, "_bad": _bad,
+                         "_conforms": conforms, "_abs": np.abs, "_mm": np.matmul,
+                         "_min": np.minimum.reduce, "_nonzero": np.count_nonzero, "_vdot": np.vdot,
+                         "_isnan": math.isnan}
+        fset, on, off = hardware()
+        self.ns["_fset"], self.ns["_on"], self.ns["_off"] = fset, on, off
+        pshape = body.comp.parameters[0].shape if len(body.params) == 1 else None
+        if pshape is None or not pshape.is_tuple or len(cond.params) != 1:
+            raise _Unsupported
+        self.n_state = len(pshape.tuple_shapes)
+        self.state_shapes = pshape.tuple_shapes
+
+    # ------------------------------------------------------------------ analysis of one computation
+    def _resolve(self, c, prefix):
+        """Aliases of `c`'s slots (SAME steps, elements of tuples built in the computation, elements
+        of the state), as names; the steps that compute."""
+        (_, pslot), = c.params
+        names: dict[int, str] = {}
+        members: dict[int, list] = {pslot: [f"s{j}" for j in range(self.n_state)]}
+        shapes: dict[str, object] = {f"s{j}": s for j, s in enumerate(self.state_shapes)}
+        work = []
+        for st in c.steps:
+            kind, pay, ops, k, inst = st[:5]
+            if kind == REGION:
+                raise _Unsupported
+            if kind == SAME:
+                j = ops[0]
+                if j in members:
+                    members[k] = members[j]
+                else:
+                    names[k] = names[j]
+                continue
+            if kind == ELEMENT and ops[0] in members:
+                m = members[ops[0]][pay]
+                if isinstance(m, list):
+                    members[k] = m
+                else:
+                    names[k] = m
+                continue
+            if kind == TUPLE:
+                members[k] = [members[j] if j in members else names[j] for j in ops]
+                continue
+            name = f"{prefix}{k}"
+            names[k] = name
+            shapes[name] = inst.shape
+            work.append((st, name))
+        return names, members, shapes, work
+
+    def build(self):
+        body, cond = self.body, self.cond
+        names, members, shapes, work = self._resolve(body, "b")
+        if body.root not in members:
+            raise _Unsupported
+        out = members[body.root]
+        if any(isinstance(m, list) for m in out) or len(out) != self.n_state:
+            raise _Unsupported
+        self.shapes = shapes
+        passthrough = {f"s{j}" for j in range(self.n_state) if out[j] == f"s{j}"}
+        self.passthrough = passthrough
+        for name, shape in shapes.items():            # small arrays only
+            if name.startswith("b") and not shape.is_tuple and shape.num_elements > SMALL:
+                raise _Unsupported
+
+        def opnames(st):
+            return [names[j] if j in names else None for j in st[2]]
+        # uses of each name by the steps and the root
+        uses: dict[str, int] = {}
+        for st, _name in work:
+            for a in opnames(st):
+                if a is None:
+                    raise _Unsupported                  # a tuple operand: not for this generator
+                uses[a] = uses.get(a, 0) + 1
+        for m in out:
+            uses[m] = uses.get(m, 0) + 1
+
+        # loop-invariant steps
+        inv = set(passthrough)
+        for st, name in work:
+            kind, pay, ops, k, inst = st[:5]
+            if kind == FOLDED:
+                inv.add(name)
+            elif inst.opcode in _HOISTABLE and kind in (PURE, WITH_EC) and \
+                    all(a in inv for a in opnames(st)) and (kind == PURE or hasattr(pay, "raw_sum")
+                                                            or hasattr(pay, "raw_minmax")):
+                inv.add(name)
+
+        # dynamic-update-slices written in place into a buffer the loop owns
+        inplace: dict[str, tuple] = {}                  # DUS name -> (state index, operand names)
+        by_name = {name: st for st, name in work}
+        for j, m in enumerate(out):
+            st = by_name.get(m)
+            if st is None or st[0] != PURE or getattr(st[1], "where", None) is None or m in inv:
+                continue
+            ops = opnames(st)
+            if ops[0] != f"s{j}" or uses.get(ops[0]) != 1 or uses.get(m) != 1 or ops[0] in ops[1:]:
+                continue
+            inplace[m] = (j, ops)
+        self.inplace = inplace
+
+        lines: list[str] = []
+        ns = self.ns
+        state = [f"s{j}" for j in range(self.n_state)]
+        tup = "(" + "".join(f"{s}, " for s in state) + ")"
+        lines.append("def loop(ec, state, n, limit, name):")
+        lines.append(f"    {', '.join(state)}, = state")
+        cond_lines, cond_root = self._cond()
+        owned = sorted({j for j, _ in inplace.values()})
+        # first test of the condition (flags clear: nothing runs yet)
+        lines.append("    _fset(_on)")
+        lines.append("    try:")
+        ind = "        "
+        self._cond_into(lines, ind, cond_lines, cond_root, tup)
+        lines.append(f"{ind}if not g:")
+        lines.append(f"{ind}    return {tup}, n, 1, 0, True")
+        for j in owned:
+            lines.append(f"{ind}s{j} = _own(s{j})")
+        # the loop-invariant steps (NaN checks of their own: see _emit)
+        self.taint: set[str] = set()
+        self.sources: dict[str, frozenset] = {}     # tainted name -> the bare arithmetic it comes from
+        pro = []
+        loop_work = []
+        for st, name in work:
+            if name in inv:
+                if st[0] == FOLDED:
+                    ns[name] = st[1]
+                    continue
+                pro.append((st, name))
+            else:
+                loop_work.append((st, name))
+        hoisted_f64: dict[str, str] = {}
+        lines.append(f"{ind}try:")
+        lines.append(f"{ind}    pass")
+        for st, name in pro:
+            self._emit(st, name, opnames(st), lines, ind + "    ", hoisted_f64, inv, pre=True)
+        lines.append(f"{ind}except (_Redo, HloEvalError) + _EVAL_ERRORS:")
+        lines.append(f"{ind}    return {tup}, n, 1, 0, False")
+        # hoisted f64 copies of the invariant operands of small f32 products
+        need64 = set()
+        for st, name in loop_work:
+            spec = getattr(st[1], "raw_dot", None) if st[0] == PURE else None
+            if spec is not None:
+                a, b = opnames(st)
+                for x, perm, shp in ((a, spec[0], spec[1]), (b, spec[2], spec[3])):
+                    if x in inv:
+                        need64.add((x, perm, shp))
+        for x, perm, shp in sorted(need64, key=str):
+            v = f"X{len(hoisted_f64)}"
+            src = x if perm is None else f"{x}.transpose({perm})"
+            lines.append(f"{ind}{v} = {src}.reshape({shp}).astype(_F64)")
+            hoisted_f64[(x, perm, shp)] = v
+        lines.append(f"{ind}ran = 1")
+        lines.append(f"{ind}redo = 0")
+        lines.append(f"{ind}while True:")
+        ind2 = ind + "    "
+        lines.append(f"{ind2}if limit is not None and n >= limit:")
+        lines.append(f"{ind2}    raise _limit_error(limit, name)")
+        lines.append(f"{ind2}try:")
+        ind3 = ind2 + "    "
+        self.taint = {t for t in self.taint}            # invariant values found tainted stay so
+        for st, name in loop_work:
+            self._emit(st, name, opnames(st), lines, ind3, hoisted_f64, inv, pre=False)
+        # the values leaving the iteration: NaN-checked (a DUS: its update)
+        check = []
+        for j, m in enumerate(out):
+            if m == f"s{j}":
+                continue
+            for v in self._parts(m, by_name, opnames):
+                if v in self.taint and v not in check:
+                    check.append(v)
+        # a value whose NaNs could only come from values checked anyway is not checked again
+        checked = set(check)
+        check = [v for v in check if v in self.sources.get(v, ()) or not self.sources.get(v, {v}) <= checked]
+        if check:
+            lines.append(f"{ind3}if {self._has_nan(check)}: raise _Redo")
+        lines.append(f"{ind2}except (_Redo, HloEvalError) + _EVAL_ERRORS:")
+        lines.append(f"{ind3}_fset(_off)")
+        lines.append(f"{ind3}try:")
+        lines.append(f"{ind3}    state = _body(ec, ({tup},))")
+        lines.append(f"{ind3}finally:")
+        lines.append(f"{ind3}    _fset(_on)")
+        lines.append(f"{ind3}{', '.join(state)}, = state")
+        for j in owned:
+            lines.append(f"{ind3}s{j} = _own(s{j})")
+        lines.append(f"{ind3}redo += 1")
+        lines.append(f"{ind3}if redo >= {GIVE_UP} and 4 * redo > ran:")
+        lines.append(f"{ind3}    ec.loop_iterations += 1")
+        lines.append(f"{ind3}    return {tup}, n + 1, ran, ran, False")
+        lines.append(f"{ind2}else:")
+        for m, (j, ops) in inplace.items():
+            lines.append(f"{ind3}s{j}[w_{m}] = {ops[1]}")
+        news = [(f"s{j}", m) for j, m in enumerate(out) if m != f"s{j}" and m not in inplace]
+        if news:
+            lines.append(f"{ind3}{', '.join(a for a, _ in news)} = {', '.join(b for _, b in news)}")
+        lines.append(f"{ind3}pass")
+        lines.append(f"{ind2}n += 1")
+        lines.append(f"{ind2}ec.loop_iterations += 1")
+        self._cond_into(lines, ind2, cond_lines, cond_root, tup)
+        lines.append(f"{ind2}ran += 1")
+        lines.append(f"{ind2}if not g:")
+        lines.append(f"{ind2}    return {tup}, n, ran, ran - 1, True")
+        lines.append("    finally:")
+        lines.append("        _fset(_off)")
+        ns["HloEvalError"] = HloEvalError
+        ns["_EVAL_ERRORS"] = _EVAL_ERRORS
+        ns["_body"] = _located(body)
+        ns["_cond"] = _located(cond)
+        from .compiler import _limit_error
+        ns["_limit_error"] = _limit_error
+        text = "\n".join(lines)
+        filename = f"<hlo loop {body.comp.name} #{next(_counter)}>"
+        exec(compile(text, filename, "exec"), ns)
+        fn = ns["loop"]
+        self.text = text
+        return FastLoop(fn, fn.__code__, self.n_state, owned, cond, body)
+
+    def _parts(self, m, by_name, opnames):
+        """The values a NaN check of `m` looks at: a dynamic-update-slice's update and operand."""
+        st = by_name.get(m)
+        if st is not None and st[0] == PURE and getattr(st[1], "where", None) is not None:
+            ops = opnames(st)
+            return self._parts(ops[0], by_name, opnames) + [ops[1]]
+        return [m]
+
+    def _cond(self):
+        """The condition's lines (names prefixed "c"), evaluated with the flags set, and its root."""
+        names, members, shapes, work = self._resolve(self.cond, "c")
+        root = self.cond.root
+        if root in members or root not in names:
+            raise _Unsupported
+        saved = self.taint if hasattr(self, "taint") else set()
+        self.taint = set()
+        self.sources = getattr(self, "sources", {})
+        lines: list[str] = []
+        for st, name in work:
+            ops = [names.get(j) for j in st[2]]
+            if any(a is None for a in ops):
+                raise _Unsupported
+            if st[0] == FOLDED:
+                self.ns[name] = st[1]
+                continue
+            self._emit(st, name, ops, lines, "", {}, set(), pre=False)
+        root_name = names[root]
+        if root_name in self.taint:
+            lines.append(f"if {self._has_nan([root_name])}: raise _Redo")
+        self.taint = saved
+        return lines, root_name
+
+    def _cond_into(self, lines, ind, cond_lines, root, tup):
+        lines.append(f"{ind}try:")
+        for ln in cond_lines:
+            lines.append(f"{ind}    {ln}")
+        lines.append(f"{ind}    g = {root}")
+        lines.append(f"{ind}except (_Redo, HloEvalError) + _EVAL_ERRORS:")
+        lines.append(f"{ind}    _fset(_off)")
+        lines.append(f"{ind}    try:")
+        lines.append(f"{ind}        g = _cond(ec, ({tup},))")
+        lines.append(f"{ind}    finally:")
+        lines.append(f"{ind}        _fset(_on)")
+
+    # ------------------------------------------------------------------ one step
+    def _emit(self, st, name, ops, lines, ind, hoisted_f64, inv, pre):
+        kind, pay, _ops, k, inst, ex, _free = st
+        ns = self.ns
+        opcode = inst.opcode
+        args = ", ".join(ops)
+        dt = _dtype(inst.shape)
+        is_float = dt in _FLOATS
+        if kind == FOLDED:
+            ns[name] = pay
+            return
+        if kind == PURE:
+            hw = getattr(pay, "hw_ufunc", None)
+            if hw is not None:                       # f32/f64 arithmetic: the bare ufunc
+                ns[f"U_{name}"] = hw
+                text = f"U_{name}({args})"
+                lines.append(f"{ind}{name} = " + (f"_asarray({text})" if inst.shape.rank == 0 else text))
+                self._origin(name)
+                return
+            if opcode == "negate" and pay is np.negative and is_float and flags_neutral("negative"):
+                lines.append(f"{ind}{name} = _neg({args})")
+                ns["_neg"] = np.negative
+                self._propagate(name, ops)
+                return
+            core = getattr(pay, "raw_unary", None)
+            if core is not None and opcode in ("exponential", "tanh", "rsqrt") and \
+                    flags_neutral({"exponential": "exp"}.get(opcode, opcode)):
+                ns[f"C_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = core, pay, TINY[F32]
+                r = f"C_{name}({ops[0]}.astype(_F64)).astype(_F32)"
+                if inst.shape.rank == 0:
+                    r = f"_asarray({r})"
+                lines.append(f"{ind}{name} = {r}")
+                low = f"_min({name}, None)" if opcode != "tanh" else f"_min(_abs({name}), None)"
+                self._local_fallback(lines, ind, f"not {low} >= T_{name}", name, f"F_{name}({args})")
+                self._propagate(name, ops)
+                return
+            spec = getattr(pay, "raw_dot", None)
+            if spec is not None:
+                lperm, l3, rperm, r3, res = spec
+                ns[f"F_{name}"] = pay
+                xs = []
+                for x, perm, shp in ((ops[0], lperm, l3), (ops[1], rperm, r3)):
+                    h = hoisted_f64.get((x, perm, shp))
+                    if h is None:
+                        h = x if perm is None else f"{x}.transpose({perm})"
+                        h = f"{h}.reshape({shp}).astype(_F64)"
+                    xs.append(h)
+                lines.append(f"{ind}{name} = _mm({xs[0]}, {xs[1]}).astype(_F32)")
+                size = l3[0] * l3[1] * r3[2]
+                lines.append(f"{ind}if _nonzero({name}) == {size}:")
+                lines.append(f"{ind}    {name} = {name}.reshape({res})" if tuple(res) != (l3[0], l3[1], r3[2])
+                             else f"{ind}    pass")
+                lines.append(f"{ind}else:")
+                self._flags_off_call(lines, ind + "    ", name, f"F_{name}({args})")
+                self._origin(name)
+                return
+            where = getattr(pay, "where", None)
+            if where is not None and name in self.inplace:
+                ns[f"W_{name}"] = where
+                lines.append(f"{ind}w_{name} = W_{name}({', '.join(ops[2:])})")
+                return
+            plain = getattr(pay, "plain", None)
+            if plain is not None and any(a in inv and a not in self.passthrough for a in ops):
+                pay = plain                         # (an in-place writer: not into a value kept)
+            if opcode in _MOVES or getattr(pay, "flag_free", False) or \
+                    (not is_float and not any(self._is_float(a) for a in ops) and _dtype(inst.shape) is not None
+                     and dt.kind in "iub"):
+                ns[f"F_{name}"] = pay
+                lines.append(f"{ind}{name} = F_{name}({args})")
+                self._result_check(lines, ind, name, inst, ex)
+                if opcode in _PROPAGATE or opcode in ("select",):
+                    self._propagate(name, ops)
+                else:
+                    self._check_operands(lines, ind, ops, name)
+                return
+        if kind == WITH_EC and opcode == "reduce":
+            raw = getattr(pay, "raw_sum", None)
+            if raw is not None:
+                flagged, start_of = raw
+                ns[f"R_{name}"], ns[f"S_{name}"], ns[f"F_{name}"] = flagged, start_of, pay
+                # the init's test with the flags clear, as the fast path does it: a constant init
+                # is tested here, once
+                init = ops[1]
+                if init in ns and isinstance(ns[init], np.ndarray):
+                    start = start_of(ns[init])
+                    if start is None:
+                        return self._foreign(st, name, ops, lines, ind)
+                    ns[f"Z_{name}"] = start
+                    lines.append(f"{ind}{name} = R_{name}({args}, Z_{name})")
+                    self._origin(name)
+                    return
+            mm = getattr(pay, "raw_minmax", None)
+            if mm is not None:
+                uf, axes, scalar = mm
+                ns[f"M_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = uf.reduce, pay, TINY[dt]
+                r = f"M_{name}({ops[0]}, axis={axes}, initial={ops[1]}[()])"
+                lines.append(f"{ind}{name} = " + (f"_asarray({r})" if scalar else r))
+                self._local_fallback(lines, ind, f"not _min(_abs({name}), None) >= T_{name}", name,
+                                     f"F_{name}(ec, {args})")
+                self._propagate(name, ops)
+                return
+        self._foreign(st, name, ops, lines, ind)
+
+    def _foreign(self, st, name, ops, lines, ind):
+        """A step run as the body's generated code runs it, with the flags clear; its float operands
+        made here are NaN-checked first."""
+        kind, pay, _ops, k, inst, ex, _free = st
+        ns = self.ns
+        self._check_operands(lines, ind, ops, name)
+        args = ", ".join(ops)
+        if kind == PURE:
+            ns[f"F_{name}"] = pay
+            call = f"F_{name}({args})"
+        elif kind == WITH_EC:
+            ns[f"F_{name}"] = pay
+            call = f"F_{name}(ec, {args})"
+        elif kind == RULE:
+            ns[f"F_{name}"], ns[f"I_{name}"] = pay, inst
+            call = f"F_{name}(I_{name}, [{args}], ec)"
+        elif kind == ELEMENT:
+            lines.append(f"{ind}{name} = {ops[0]}[{pay}]")
+            return
+        else:
+            raise _Unsupported
+        self._flags_off_call(lines, ind, name, call)
+        self._result_check(lines, ind, name, inst, ex)
+
+    def _flags_off_call(self, lines, ind, name, call):
+        lines.append(f"{ind}_fset(_off)")
+        lines.append(f"{ind}try:")
+        lines.append(f"{ind}    {name} = {call}")
+        lines.append(f"{ind}finally:")
+        lines.append(f"{ind}    _fset(_on)")
+
+    def _local_fallback(self, lines, ind, bad, name, call):
+        lines.append(f"{ind}if {bad}:")
+        self._flags_off_call(lines, ind + "    ", name, call)
+
+    def _result_check(self, lines, ind, name, inst, ex):
+        if ex is None:
+            return
+        ns = self.ns
+        ns[f"I_{name}"] = inst
+        if ex.__class__ is tuple:
+            ns[f"D_{name}"], ns[f"S_{name}"] = ex
+            cond = f"{name}.__class__ is not ndarray or {name}.dtype != D_{name} or {name}.shape != S_{name}"
+        else:
+            ns[f"H_{name}"] = ex
+            cond = f"_conforms({name}, H_{name}) is not None"
+        lines.append(f"{ind}if {cond}: _bad(I_{name}, {name})")
+
+    def _is_float(self, name):
+        s = self.shapes.get(name)
+        if s is None:
+            v = self.ns.get(name)
+            return isinstance(v, np.ndarray) and v.dtype.kind == "f"
+        return s.is_tuple or _dtype(s) is None or _dtype(s).kind not in "iub"
+
+    def _origin(self, name):
+        """`name` is computed by bare float arithmetic: it may hold a NaN of the processor's sign."""
+        self.taint.add(name)
+        self.sources[name] = frozenset((name,))
+
+    def _propagate(self, name, ops):
+        """`name` holds a NaN only where an operand does (it makes none of its own)."""
+        src = [self.sources[a] for a in ops if a in self.taint]
+        if src:
+            self.taint.add(name)
+            self.sources[name] = frozenset().union(*src)
+
+    def _check_operands(self, lines, ind, ops, name):
+        bad = [a for a in dict.fromkeys(ops) if a in self.taint]
+        if bad:
+            lines.append(f"{ind}if {self._has_nan(bad)}: raise _Redo")
+            self.taint.difference_update(bad)
+
+    def _has_nan(self, names):
+        """An expression true when one of the arrays `names` holds a NaN (or, rarely, when they hold
+        infinities of both signs: the iteration then runs again, for nothing)."""
+        terms = []
+        for a in names:
+            s = self.shapes.get(a)
+            if s is not None and not s.is_tuple and s.rank == 0:
+                terms.append(f"float({a})")
+            else:
+                terms.append(f"_vdot({a}, {a})")
+        return f"_isnan({' + '.join(terms)})"
+
+
+ndarray = np.ndarray
+_nan_min = np.minimum.reduce
+
+
+def _nanfree(*values) -> bool:
+    for v in values:
+        m = _nan_min(v, axis=None)
+        if m != m:
+            return False
+    return True
+
+
+def _located(c):
+    """c's generated code, its errors located at the instruction that raised (as run_while does)."""
+    from .compiler import _located as located
+    from ..errors import instruction_diagnostic as diag
+    fn = c.fn
+
+    def run(ec, args):
+        try:
+            return fn(ec, args)
+        except HloEvalError as e:
+            if not e.diagnostics:
+                inst = c.step_at(e.__traceback__)
+                if inst is not None:
+                    e.diagnostics = [diag(inst, f"{inst.name}: {e}", "R010")]
+            raise
+        except _EVAL_ERRORS as e:
+            inst = c.step_at(e.__traceback__)
+            if inst is None:
+                raise
+            raise located(inst, e) from e
+    return run
+
+
+def _own(v):
+    """A writable copy of `v` that only the loop holds."""
+    return np.array(v)
+
+
+def _bad(inst, value):
+    from .compiler import _bad as bad
+    bad(inst, value)

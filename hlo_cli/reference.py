@@ -127,13 +127,50 @@ def _crash_line(stderr: str) -> str | None:
         if m:
             where = re.search(r"\s(\S+\.(?:cc|h):\d+)\]", ln)
             return m.group(1) + (f" ({where.group(1)})" if where else "")
-    for ln in lines:
-        if re.match(r"^[F]\d{4} ", ln):
-            return ln.split("] ", 1)[-1]
+    for i, ln in enumerate(lines):
+        if re.match(r"^[FE]\d{4} ", ln):
+            msg = ln.split("] ", 1)[-1]
+            if msg.endswith(":") and i + 1 < len(lines):
+                msg += " " + lines[i + 1]
+            return msg
     for ln in reversed(lines):
         if not ln.startswith(("@", "***", "Fatal Python", "Current thread", "Thread ", "File ")):
             return ln
     return None
+
+
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*")
+_LEAF = re.compile(r"\b[a-z][a-z0-9]*\[")
+
+
+def _shape_at(line: str, pos: int) -> str | None:
+    """The shape written at LINE[POS:] (balanced parentheses for a tuple)."""
+    if line.startswith("(", pos):
+        depth = 0
+        for i in range(pos, len(line)):
+            depth += {"(": 1, ")": -1}.get(line[i], 0)
+            if depth == 0:
+                return line[pos:i + 1]
+        return None
+    m = re.match(r"\S+", line[pos:])
+    return m.group(0) if m else None
+
+
+def manual_text(text: str) -> str:
+    """TEXT with every instruction that carries no sharding marked manual (`sharding={manual}`, one
+    `{manual}` per leaf of a tuple): how a program per device says so to XLA's SPMD partitioner,
+    which XLA CPU runs on any module of several partitions (unmarked, it may cut the program's
+    values again, or refuse partition-id and send/recv)."""
+    out = []
+    for line in text.splitlines():
+        m = _INSTRUCTION.match(line)
+        shape = _shape_at(line, m.end()) if m and "sharding=" not in line else None
+        if shape and re.match(r"\s*[\w\-]+\(", line[m.end() + len(shape):]):
+            n = len(_LEAF.findall(shape))
+            sh = "{manual}" if not shape.startswith("(") else "{" + ", ".join(["{manual}"] * n) + "}"
+            line = line.rstrip() + f", sharding={sh}"
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def run_xla(text: str, args, *, replicas: int = 1, partitions: int = 1, mode: str | None = None,
@@ -142,38 +179,61 @@ def run_xla(text: str, args, *, replicas: int = 1, partitions: int = 1, mode: st
     parameter: an array, a tuple of them for a tuple parameter; tokens are left out).  MODE:
     "single" (one device), "per_device" (each argument stacked over the devices on a leading axis),
     "global" (global arrays of a module before partitioning; RESULT_DIMS gives each result leaf's
-    global dims).  Raises HloReferenceError when XLA cannot give the results."""
+    global dims).  A program per device on several partitions that XLA refuses as written is tried
+    once more with its instructions marked manual (manual_text; XlaRun.notes says so).  Raises
+    HloReferenceError when XLA cannot give the results."""
     require_jax()
     count = replicas * partitions
     mode = mode or ("single" if count == 1 else "per_device")
     request = {"text": text, "args": [_flatten(a) for a in args], "replicas": replicas, "partitions": partitions,
                "mode": mode, "result_dims": result_dims}
     with tempfile.TemporaryDirectory(prefix="hlo-xla-") as tmp:
-        req, resp = Path(tmp) / "request.pkl", Path(tmp) / "response.pkl"
-        with open(req, "wb") as f:
-            pickle.dump(request, f, protocol=pickle.HIGHEST_PROTOCOL)
-        t0 = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, "-c", "from hlo_cli.reference import _child; _child()", tmp],
-                                  env=_child_env(count), stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise HloReferenceError(f"XLA did not finish within {timeout:g} s", kind="crashed") from None
-        except OSError as e:
-            raise HloReferenceError(f"could not start Python for XLA ({e})", kind="missing") from None
-        wall = time.perf_counter() - t0
-        stderr = proc.stderr.decode("utf-8", "replace")
-        if proc.returncode != 0 or not resp.exists():
-            _crashed(proc.returncode, stderr, text)
-        with open(resp, "rb") as f:
-            answer = pickle.load(f)
+            return _attempt(request, Path(tmp), count, timeout)
+        except HloReferenceError as first:
+            if mode != "per_device" or partitions <= 1 or first.kind not in ("refused", "crashed"):
+                raise
+            marked = manual_text(text)
+            if marked == text:
+                raise
+            try:
+                run = _attempt(dict(request, text=marked), Path(tmp), count, timeout)
+            except HloReferenceError:
+                raise first from None
+            run.notes.append(f"XLA refused the program as written ({first}); it ran with every instruction marked "
+                             f"sharding={{manual}} (a program per device, left as written by XLA's SPMD partitioner)")
+            return run
+
+
+def _attempt(request: dict, tmp: Path, count: int, timeout: float | None) -> XlaRun:
+    text = request["text"]
+    req, resp = tmp / "request.pkl", tmp / "response.pkl"
+    if resp.exists():
+        resp.unlink()
+    with open(req, "wb") as f:
+        pickle.dump(request, f, protocol=pickle.HIGHEST_PROTOCOL)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-c", "from hlo_cli.reference import _child; _child()", str(tmp)],
+                              env=_child_env(count), stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise HloReferenceError(f"XLA did not finish within {timeout:g} s", kind="crashed") from None
+    except OSError as e:
+        raise HloReferenceError(f"could not start Python for XLA ({e})", kind="missing") from None
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0 or not resp.exists():
+        _crashed(proc.returncode, proc.stderr.decode("utf-8", "replace"), text)
+    with open(resp, "rb") as f:
+        answer = pickle.load(f)
     if not answer.get("ok"):
         _refused(answer, text, count)
     timings = dict(answer["timings"])
     inside = sum(timings.get(k, 0.0) for k in ("parse_s", "compile_s", "run_s", "transfer_s"))
     timings["startup_s"] = max(wall - inside, 0.0)
     timings["total_s"] = wall
-    return XlaRun(answer["outputs"], timings, count, mode, answer.get("jax_version"), answer.get("per_device"))
+    return XlaRun(answer["outputs"], timings, count, request["mode"], answer.get("jax_version"),
+                  answer.get("per_device"))
 
 
 def _crashed(returncode: int, stderr: str, text: str):
@@ -198,6 +258,9 @@ def _refused(answer: dict, text: str, count: int):
                                 xla_message=first)
     what = {"parse": "could not parse", "compile": "could not compile", "run": "failed running"}.get(stage, "failed on")
     msg = f"XLA {what} this module: {first}"
+    if "PartitionId instruction is not supported for SPMD partitioning" in message:
+        msg += ("\n  (XLA CPU runs its SPMD partitioner on every module of several partitions: a program it has "
+                "partitioned already cannot run on it as written)")
     if stage in ("parse", "compile") and looks_optimized(text):
         msg += ("\n  (this text is after XLA's optimizations: XLA compiles a module from the start of its "
                 "pipeline and cannot take every optimized text; compare the module before optimizations)")
@@ -295,6 +358,8 @@ def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, 
     mm = compare_with_xla(leaves, xla, rtol, atol)
     doc.update(status="ok" if mm["ok"] else "mismatch", ok=mm["ok"], rows=mm["rows"], rtol=rtol, atol=atol,
                jax_version=xla.jax_version)
+    if xla.notes:
+        doc["notes"] = list(xla.notes)
     t = {f"xla_{k}": v for k, v in xla.timings.items()}
     if hlo_execute_s is not None:
         t["hlo_execute_s"] = hlo_execute_s

@@ -173,6 +173,7 @@ def execute_on_devices(exe, devices, args, mode: str, result_dims=None):
     if mode == "single":
         bufs = [jax.device_put(np.asarray(a), devices[0]) for a in args]
     elif mode == "per_device":
+        _check_per_device_shapes(exe, args)
         replicated = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("d",)),
                                                 jax.sharding.PartitionSpec())
         bufs = [jax.make_array_from_single_device_arrays(np.shape(a)[1:], replicated,
@@ -213,3 +214,33 @@ def execute_on_devices(exe, devices, args, mode: str, result_dims=None):
             results.append(np.asarray(arr))
     t3 = time.perf_counter()
     return results, {"run_s": t2 - t1, "transfer_s": (t1 - t0) + (t3 - t2)}
+
+
+def _compiled_parameter_dims(exe) -> list | None:
+    """Each entry parameter's per-device dims in the compiled program (its entry_computation_layout)."""
+    import re
+    try:
+        head = exe.hlo_modules()[0].to_string()[:200_000]
+    except Exception:                          # noqa: BLE001 -- no check then
+        return None
+    m = re.search(r"entry_computation_layout=\{\((.*?)\)->", head)
+    if m is None:
+        return None
+    return [(t, tuple(int(d) for d in dims.split(",") if d.strip()))
+            for t, dims in re.findall(r"(\w+)\[([\d,\s]*)\]", m.group(1))]
+
+
+def _check_per_device_shapes(exe, args):
+    """A program per device must stay as written: XLA's SPMD partitioner (which XLA CPU runs on every
+    module of several partitions) may cut an already partitioned program's parameters again."""
+    dims = _compiled_parameter_dims(exe)
+    if dims is None or len(dims) != len(args):
+        return
+    for k, ((et, d), a) in enumerate(zip(dims, args)):
+        have = tuple(np.shape(a)[1:])
+        if d != have:
+            raise XlaStageError("compile", f"XLA partitioned this per-device program again: parameter {k} became "
+                                           f"{et}[{','.join(map(str, d))}] per device where each device's input is "
+                                           f"{et}[{','.join(map(str, have))}] (XLA CPU runs its SPMD partitioner on "
+                                           f"every module of several partitions, so a program it has partitioned "
+                                           f"already cannot run on it as written)")

@@ -855,6 +855,8 @@ def _print_xla_reference(xref, rtol, atol, timings):
     if xref["status"] == "error":
         click.echo(f"error: --reference xla: {xref['message']}", err=True)
         return
+    for note in xref.get("notes", ()):
+        click.echo(f"note: --reference xla: {note}", err=True)
     n = xref["devices"]
     _print_mismatch(xref, rtol, atol, f"XLA (jax {xref.get('jax_version')}, CPU, {n} device{'s' if n != 1 else ''})")
     t = xref["timings"]

@@ -64,9 +64,15 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
     Both runs go instruction by instruction (no compiled fast path), and A's values wait in memory
     (up to 1 GiB, then in a temporary directory) until B's matching instruction has run.
 
+    Modules on several devices (replica_count x num_partitions) take global input arrays, split by
+    each parameter's sharding, and run on the same devices; values held one per device are compared
+    per device, and a module before SPMD partitioning against the partitioned one compares the
+    results as global arrays (reassembled by the ROOT's sharding of either module); values held
+    differently (global in A, per device in B) are reported as not comparable.
+
     Exit codes: 0 the results agree (intermediate values may differ: see the report); 1 the results
-    differ, or a module fails its check or its run; 2 usage error or unreadable input (also modules
-    whose parameters differ); 3 a bug in hlo; 4 out of memory.
+    differ or cannot all be compared, or a module fails its check or its run; 2 usage error or
+    unreadable input (also modules whose parameters differ); 3 a bug in hlo; 4 out of memory.
     """
     from ..diff import diff_modules, format_text
     from ..interpreter import RunOptions
@@ -98,19 +104,23 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
 
 
 def _inputs(module, inputs, inputs_npz, random_inputs, seed) -> list:
-    """The arguments, read as `hlo run` reads them (A's parameters decide names and shapes)."""
+    """The arguments, read as `hlo run` reads them (A's parameters decide names and shapes; a
+    module on several devices takes global arrays, split by each parameter's sharding)."""
+    from ..devices.outputs import DeviceRun
+    from ..diff.core import global_parameters
     from ..interpreter.inputs import random_inputs as make_random
     from ..io import load_inputs
     params = module.entry_computation.parameters
     if random_inputs:
         if inputs or inputs_npz:
             raise HloInputError("--random-inputs cannot be combined with --input/--inputs")
-        return make_random(params, seed)
+        return make_random(global_parameters(module), seed)
     if not inputs and not inputs_npz and any(p.shape.element_type != "token" for p in params):
         raise HloInputError(f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
                             + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
                             + "); pass --input/--inputs, or --random-inputs")
-    loaded = load_inputs(params, inputs, inputs_npz)
+    dv = DeviceRun(module, {})
+    loaded = load_inputs(params, inputs, inputs_npz, dv.shape_for if dv.multi else None)
     for note in loaded.notes:
         click.echo(f"note: {note}", err=True)
     return loaded.values

@@ -20,11 +20,26 @@ from .values import ValueStore, _copy_leaves, compare_leaves
 _STATUS_RANK = {"agree": 0, "skipped": 1, "differ": 2}
 
 
+def global_parameters(module) -> list:
+    """The entry parameters as the arrays a user gives see them: a module after SPMD partitioning
+    takes each parameter's global array (split by its sharding), so its shape is the global one."""
+    from ..devices import grid_of, needs_devices
+    from ..devices.inputs import _at, _global_shape, _GlobalParam, parameter_shardings, values_are_global
+    params = module.entry_computation.parameters
+    if values_are_global(module) or not needs_devices(module, grid_of(module)):
+        return params
+    out = []
+    for p, sh in zip(params, parameter_shardings(module)):
+        with _at(p):
+            out.append(_GlobalParam(p.name, p.parameter_number, _global_shape(p.shape, sh)))
+    return out
+
+
 def check_parameters(module_a, module_b):
     """A and B take the same arguments: the same number of entry parameters, each of the same
-    element type and dimensions (HloInputError otherwise, naming the first that differs)."""
-    pa = module_a.entry_computation.parameters
-    pb = module_b.entry_computation.parameters
+    element type and (global) dimensions (HloInputError otherwise, naming the first that differs)."""
+    pa = global_parameters(module_a)
+    pb = global_parameters(module_b)
     if len(pa) != len(pb):
         raise HloInputError(f"the modules take different numbers of parameters: A ({module_a.name}) takes "
                             f"{len(pa)}, B ({module_b.name}) takes {len(pb)}; hlo diff runs both on the same "
@@ -204,13 +219,13 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
     elided_constants).  A's values wait for their comparison in memory up to KEEP_BYTES (default
     1 GiB), beyond that in a temporary directory.  Raises HloInputError when the modules take
     different parameters, and the interpreter's errors when a run fails."""
+    from ..devices.outputs import DeviceRun
     from ..interpreter import RunOptions, run_module
     check_parameters(module_a, module_b)
-    for m in (module_a, module_b):
-        n = int(m.attrs.get("replica_count", 1) or 1) * int(m.attrs.get("num_partitions", 1) or 1)
-        if n > 1:
-            raise HloInputError(f"module {m.name} runs on {n} devices; hlo diff compares single-device modules "
-                                f"(run each with `hlo run --output` and compare the results with --expect)")
+    dva, dvb = DeviceRun(module_a, {}), DeviceRun(module_b, {})
+    if dva.multi and dvb.multi and dva.grid.count != dvb.grid.count:
+        raise HloInputError(f"A runs on {dva.grid.count} devices, B on {dvb.grid.count}; hlo diff compares "
+                            f"modules on the same devices")
     options = options or RunOptions()
     M = match_modules(module_a, module_b)
     uses: dict = {}
@@ -225,9 +240,13 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
         executed_a.add(node)
         n = uses.get(node)
         if n:
-            store.put((node, ev.count), _copy_leaves(ev.value, ev.instruction.shape), n)
+            devs = getattr(ev, "devices", None)
+            tag = None if devs is None else tuple(int(d) for d in devs)
+            store.put((node, ev.count, tag), _copy_leaves(ev.value, ev.instruction.shape), n)
+            held.setdefault((node, ev.count), set()).add(tag)
 
     states: dict = {}
+    held: dict = {}          # (A node, execution) -> the device sets its values were held for
     seq = [0]
 
     def hook_b(ev):
@@ -241,21 +260,37 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
         if st is None:
             st = states[node] = PairState(node, m.a, m.how, seq[0])
         st.executions += 1
-        leaves_a = store.take((m.a, ev.count))
+        devs_b = getattr(ev, "devices", None)
+        devs_b = None if devs_b is None else tuple(int(d) for d in devs_b)
+        leaves_a = store.take((m.a, ev.count, devs_b))
+        if leaves_a is None and devs_b is not None and ev.instruction.opcode in ("constant", "iota"):
+            leaves_a = store.peek((m.a, ev.count, None))     # the same on every device
         if leaves_a is None:
-            r = {"status": "skipped", "note": f"A did not run {m.a[1]} (execution {ev.count})"}
+            tags = held.get((m.a, ev.count))
+            if tags:
+                r = {"status": "skipped", "note": f"A's value is {_held(next(iter(tags)))}, B's {_held(devs_b)}"}
+            else:
+                r = {"status": "skipped", "note": f"A did not run {m.a[1]} (execution {ev.count})"}
         else:
             leaves_b = [np.asarray(v) for v, _ in leaves_with_shapes(ev.value, ev.instruction.shape)]
             r = compare_leaves(leaves_a, leaves_b, rtol, atol)
         _update(st, r, ev.count, seq[0])
 
+    def run(dv, module, hook):
+        if dv.multi:
+            return dv.run(dv.distribute(list(args)), options, hook, progress)
+        return run_module(module, list(args), options, hook, progress)
+
     try:
-        result_a = run_module(module_a, list(args), options, hook_a, progress)
-        result_b = run_module(module_b, list(args), options, hook_b, progress)
+        result_a = run(dva, module_a, hook_a)
+        result_b = run(dvb, module_b, hook_b)
     finally:
         mem = {"kept_peak_bytes": store.peak_bytes, "spilled_bytes": store.spilled_bytes}
         store.close()
-    results = _compare_results(module_a, module_b, result_a, result_b, rtol, atol)
+    if dva.multi or dvb.multi:
+        results = _compare_device_results(dva, dvb, result_a, result_b, rtol, atol)
+    else:
+        results = _compare_results(module_a, module_b, result_a, result_b, rtol, atol)
     A, B = M.a, M.b
     matched_a = {m.a for m in M.pairs.values()} | set(M.canon.values())
     only_a = [n for n in A.execution_order() if n in executed_a and not A.is_alias(n)
@@ -264,6 +299,12 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
               and B.inst[n].opcode != "tuple" and n not in M.pairs]
     return DiffReport(M, rtol, atol, states, results, all(r["status"] == "agree" for r in results), only_a, only_b,
                       path_a, path_b, mem)
+
+
+def _held(devs) -> str:
+    if devs is None:
+        return "one for all devices"
+    return f"device {devs[0]}'s" if len(devs) == 1 else f"one per device ({len(devs)})"
 
 
 def _update(st: PairState, r: dict, count: int, seq: int):
@@ -302,5 +343,70 @@ def _compare_results(module_a, module_b, ra, rb, rtol, atol) -> list:
         for x in ("mismatched", "size", "a_value", "b_value", "note"):
             if r.get(x) is not None:
                 row[x] = r[x]
+        rows.append(row)
+    return rows
+
+
+def _device_leaves(dv, result) -> list:
+    """(devices or None, array) per result leaf: stacked over devices (leading axis), or global."""
+    if not dv.multi:
+        shape = dv.module.entry_computation.root_instruction.shape
+        return [(None, np.asarray(v)) for v, _ in leaves_with_shapes(result, shape)]
+    return [(None, leaf.global_value) if leaf.stacked is None else (tuple(leaf.devices), leaf.stacked)
+            for leaf in dv.leaves(result)]
+
+
+def _to_global(dv, result, k: int, other=None):
+    """Result leaf K of a multi-device run reassembled by the ROOT's sharding, or the OTHER module's
+    when this one's has none (after partitioning the ROOT's sharding is often gone; the module before
+    partitioning still says it).  HloError if it cannot."""
+    from ..devices.outputs import output_arrays, root_sharding
+    leaves = dv.leaves(result)
+    root_shape = dv.module.entry_computation.root_instruction.shape
+    sh = root_sharding(dv.module)
+    if sh is None and other is not None:
+        sh = root_sharding(other.module)
+    if sh is None:
+        raise HloInputError(f"{dv.module.name}'s results are one per device, and neither module's ROOT has a "
+                            f"sharding saying how they make the global arrays")
+    return np.asarray(output_arrays(leaves, root_shape, sh, True, dv.grid.partitions, what="hlo diff")[k])
+
+
+def _compare_device_results(dva, dvb, ra, rb, rtol, atol) -> list:
+    """The results of runs on devices: per device when both hold one value per device (the largest
+    difference's index starts with the device's position), else as global arrays (a module before
+    partitioning against one after it: the latter's results reassembled by its ROOT's sharding)."""
+    from ..errors import HloError
+    la, lb = _device_leaves(dva, ra), _device_leaves(dvb, rb)
+    rows = []
+    for k in range(max(len(la), len(lb))):
+        if k >= len(la) or k >= len(lb):
+            rows.append({"key": f"out{k}", "status": "differ", "note": f"only {'A' if k < len(la) else 'B'} has it",
+                         "max_abs_diff": None, "max_rel_diff": None, "where": None})
+            continue
+        (da, va), (db, vb) = la[k], lb[k]
+        note = None
+        try:
+            if da is not None and db is not None and da == db:
+                note = f"per device: the first index is the position in devices {list(da)}"
+            elif da is not None or db is not None:
+                va = _to_global(dva, ra, k, dvb) if da is not None else va
+                vb = _to_global(dvb, rb, k, dva) if db is not None else vb
+                note = "global values (per-device results reassembled by the ROOT's sharding)"
+        except HloError as e:
+            rows.append({"key": f"out{k}", "status": "skipped", "note": f"cannot compare: {e}",
+                         "max_abs_diff": None, "max_rel_diff": None, "where": None})
+            continue
+        r = compare_leaves([np.asarray(va)], [np.asarray(vb)], rtol, atol)
+        if r["status"] == "skipped":
+            r["status"] = "differ"
+        row = {"key": f"out{k}", "status": r["status"], "max_abs_diff": r.get("max_abs_diff"),
+               "max_rel_diff": r.get("max_rel_diff"), "where": r.get("where")}
+        for x in ("mismatched", "size", "a_value", "b_value"):
+            if r.get(x) is not None:
+                row[x] = r[x]
+        notes = [n for n in (note, r.get("note")) if n]
+        if notes:
+            row["note"] = "; ".join(notes)
         rows.append(row)
     return rows

@@ -25,6 +25,8 @@ def format_text(report, max_first: int = 5, max_only: int = 8) -> str:
     for r in doc["results"]:
         if r["status"] == "agree":
             lines.append(f"  {r['key']}: agree (max |diff| {_num(r['max_abs_diff'])})")
+        elif r["status"] == "skipped":
+            lines.append(f"  {r['key']}: NOT COMPARED ({r.get('note')})")
         else:
             at = f" at {r['where']} (A {r.get('a_value')} vs B {r.get('b_value')})" if r.get("where") is not None else ""
             n = f", {r['mismatched']} of {r['size']} elements" if "mismatched" in r else ""
@@ -81,6 +83,8 @@ def format_text(report, max_first: int = 5, max_only: int = 8) -> str:
     if report.results_agree:
         tail = "" if not s["differing"] else f" ({s['differing']} intermediate values differ)"
         lines.append(f"verdict: the results agree{tail}")
+    elif all(r["status"] != "differ" for r in doc["results"]):
+        lines.append("verdict: the results could not all be compared (see above)")
     else:
         lines.append("verdict: the results differ")
     return "\n".join(lines)

@@ -36,6 +36,7 @@ class ValueStore:
         self._dir = None
 
     def put(self, key, leaves: list, uses: int):
+        """Keep LEAVES for USES takes."""
         n = sum(a.nbytes for a in leaves)
         if self.bytes + n <= self.keep_bytes:
             self.mem[key] = [leaves, uses]
@@ -52,6 +53,11 @@ class ValueStore:
             files.append((path, a.dtype, a.shape))
         self.spilled_bytes += n
         self.disk[key] = [files, uses]
+
+    def peek(self, key):
+        """The leaves of KEY without taking them (None when not kept in memory)."""
+        e = self.mem.get(key)
+        return None if e is None else e[0]
 
     def take(self, key):
         """The leaves of KEY (None when A never produced it); the last use frees them."""

@@ -273,3 +273,35 @@ def test_a_module_against_itself_agrees_everywhere(text, seed):
     for s in r.states.values():
         assert s.status == "agree" and s.a == s.b
         assert s.how in ("name", "parameter")
+
+
+# ----------------------------------------------------------------------------- devices
+
+SPMD = ROOT / "samples" / "spmd"
+
+
+def test_devices_before_and_after_partitioning(hlo):
+    """A module before SPMD partitioning (global values) against the partitioned one (one value per
+    device): the same global inputs, the results compared as global arrays (B's reassembled by A's
+    ROOT sharding); values held differently are not compared, never compared after a reshape."""
+    res = hlo("diff", SPMD / "mlp_train_step_2x4.hlo", SPMD / "mlp_train_step_2x4.opt.hlo",
+              "--inputs", SPMD / "mlp_train_step_2x4.inputs.npz", "--format", "json")
+    assert res.exit_code == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["results_agree"] and len(doc["results"]) == 5
+    assert all("global values" in r["note"] for r in doc["results"] if r.get("note"))
+    assert doc["summary"]["differing"] == 0
+    skipped = [p for p in doc["pairs"] if p["status"] == "skipped"]
+    assert skipped and all("A's value is one for all devices, B's" in p["note"] for p in skipped)
+
+
+def test_edited_constant_is_named_first(tmp_path):
+    """A copy of model.hlo whose loop-body constant 0.9 became 0.8: the constant is named first (a
+    constant matched by name with another value, confirmed by its user)."""
+    text = (DIFF / "model.hlo").read_text()
+    edited = text.replace("constant.6 = f32[] constant(0.9)", "constant.6 = f32[] constant(0.8)")
+    assert edited != text
+    (tmp_path / "edited.hlo").write_text(edited)
+    r = _diff(DIFF / "model.hlo", tmp_path / "edited.hlo", DIFF / "inputs.npz")
+    first = r.to_json()["first_differences"]
+    assert [(e["a"], e["b"], e["a_value"], e["b_value"]) for e in first] == [("constant.6", "constant.6", "0.9", "0.8")]

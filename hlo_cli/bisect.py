@@ -166,6 +166,7 @@ class _Runner:
         self.use_cache, self.check, self.seed, self.max_iterations = use_cache, check, seed, max_iterations
         self.on_run = on_run
         self.reference = None
+        self.shardings = None             # the reference stage's (see reference_shardings)
 
     def run(self, stage: Stage) -> Outcome:
         if self.on_run is not None:
@@ -173,7 +174,7 @@ class _Runner:
         t0 = time.perf_counter()
         try:
             leaves = run_snapshot(stage.path, self.args, use_cache=self.use_cache, check=self.check, seed=self.seed,
-                                  max_iterations=self.max_iterations)
+                                  max_iterations=self.max_iterations, shardings=self.shardings)
         except HloInputError:
             raise
         except HloError as e:
@@ -184,6 +185,7 @@ class _Runner:
         dt = time.perf_counter() - t0
         if self.reference is None:
             self.reference = leaves
+            self.shardings = reference_shardings(stage.path, self.use_cache)
             return Outcome(stage, REFERENCE, True, seconds=dt, leaves=leaves)
         from .compare import compare
         cmp = compare(leaves, {f"out{k}": v for k, v in enumerate(self.reference)}, self.rtol, self.atol)
@@ -205,10 +207,12 @@ def _first_line(e: HloError) -> str:
 
 
 def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True, seed: int = 0,
-                 max_iterations: int | None = None) -> list:
+                 max_iterations: int | None = None, shardings=None) -> list:
     """Run the module in PATH (one module) on ARGS and return its result leaves as arrays, in
-    depth-first order.  Raises HloError: the checker's errors (check=True), elided constants,
-    several devices, anything the run raises."""
+    depth-first order; a program for several devices runs on them, its inputs split and its results
+    put together by their shardings (ARGS are global arrays; SHARDINGS, from reference_shardings,
+    stand in for those a program after SPMD partitioning no longer has).  Raises HloError: the checker's errors
+    (check=True), elided constants, anything the run raises."""
     import numpy as np
 
     from .interpreter import RunOptions, run_module
@@ -232,11 +236,65 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
         multi = needs_devices(module, grid)
     except HloError:
         multi = False
+    options = RunOptions(seed=seed, max_iterations=max_iterations)
     if multi:
-        raise SnapshotRejected(f"a program for {grid.count} devices: hlo bisect runs single-device modules")
-    result = run_module(module, list(args), RunOptions(seed=seed, max_iterations=max_iterations))
+        return _run_on_devices(module, args, options, grid, shardings)
+    result = run_module(module, list(args), options)
     root = module.entry_computation.root_instruction.shape
     return [np.asarray(v) for v, _ in leaves_with_shapes(result, root)]
+
+
+def reference_shardings(path: str, use_cache: bool = True):
+    """(each entry parameter's sharding, the ROOT's sharding) of the module in PATH: how the global
+    arrays of a program before SPMD partitioning are cut into, and put together from, the devices'
+    values of the programs after it (whose text no longer says)."""
+    from .devices.inputs import parameter_shardings
+    from .devices.outputs import root_sharding
+    from .sources import load
+    module, _ = load(path, None, use_cache)
+    try:
+        return parameter_shardings(module), root_sharding(module)
+    except HloError:
+        return None
+
+
+def _run_on_devices(module, args, options, grid, shardings) -> list:
+    """A program for several devices on the global ARGS: split by the parameters' shardings, run on
+    every device, the results put together by the ROOT's sharding, so that they compare with the
+    global program's.  A program after SPMD partitioning takes the shardings its text lacks from
+    SHARDINGS (those of the reference stage, before partitioning)."""
+    import numpy as np
+
+    from .devices import run_devices
+    from .devices.inputs import distribute, parameter_shardings, values_are_global
+    from .devices.outputs import output_arrays, result_leaves, root_sharding
+    from .devices.sharding import ShardingError, shard
+    params = module.entry_computation.parameters
+    root = module.entry_computation.root_instruction.shape
+    try:
+        if values_are_global(module):
+            placed = distribute(module, list(args), grid)
+            sharding = root_sharding(module)
+        else:
+            own = parameter_shardings(module)
+            ref_params, ref_root = shardings if shardings is not None else ([None] * len(params), None)
+            if len(ref_params) != len(params):
+                ref_params = [None] * len(params)
+            stacked = []
+            for p, a, sh, ref in zip(params, args, own, ref_params):
+                if p.shape.is_tuple or p.shape.element_type == "token":
+                    raise SnapshotRejected(f"{p.name}: a tuple or token parameter of a partitioned program")
+                stacked.append(shard(np.asarray(a), sh if sh is not None else ref, tuple(p.shape.dims),
+                                     grid.count, partitions=grid.partitions))
+            placed = distribute(module, stacked, grid, per_device=True, global_values=False)
+            sharding = root_sharding(module) or ref_root
+        result = run_devices(module, placed, grid, options, None, None)
+        return [np.asarray(a) for a in output_arrays(result_leaves(result, root), root, sharding, True,
+                                                     grid.partitions)]
+    except (HloInputError, ShardingError) as e:
+        text = _first_line(e) if isinstance(e, HloError) else str(e)
+        raise SnapshotRejected(f"a program for {grid.count} devices whose inputs or results cannot be placed "
+                               f"or put together: {text}") from None
 
 
 # ----------------------------------------------------------------------------- the search

@@ -1,7 +1,8 @@
 """Make samples/dumps/passes/: XLA CPU's pass dump of one small JAX step (a dot, tanh, softmax, a
 three-trip fori_loop, a strided slice), as `hlo bisect` and `hlo info DIR --stage` read them; and
 samples/dumps/protos/: the same kind of dump as HloModuleProtos (--xla_dump_hlo_as_proto) of a
-smaller function.
+smaller function; samples/dumps/sharded/: a function sharded over a 4x2 mesh of 8 host devices
+(SPMD partitioning among the passes: the stages after it are per-device programs).
 
     python samples/dumps/make_pass_dump.py
 
@@ -58,6 +59,37 @@ def protos():
     print(f"{out}: {len(keep)} files")
 
 
+SHARDED = r'''
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
+def f(a, w):
+    h = jnp.tanh(a @ w)
+    return jnp.sum(h, axis=0) * 0.5, h
+a = jax.device_put(jnp.ones((8, 16), jnp.float32), NamedSharding(mesh, P("x", None)))
+w = jax.device_put(jnp.ones((16, 4), jnp.float32), NamedSharding(mesh, P(None, "y")))
+jax.jit(f, out_shardings=(NamedSharding(mesh, P()), NamedSharding(mesh, P("x", "y"))))(a, w)
+'''
+
+
+def sharded():
+    out = Path(__file__).resolve().parent / "sharded"
+    with tempfile.TemporaryDirectory() as tmp:
+        dump = Path(tmp) / "dump"
+        env = {"XLA_FLAGS": f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=.* "
+                            "--xla_force_host_platform_device_count=8",
+               "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
+        subprocess.run([sys.executable, "-c", SHARDED], env=env, check=True)
+        keep = sorted(p.name for p in dump.iterdir() if p.is_file() and ".jit_f." in p.name
+                      and p.name.endswith(".txt") and "after_optimizations-" not in p.name)
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        for n in keep:
+            shutil.copy(dump / n, out / n)
+    print(f"{out}: {len(keep)} files")
+
+
 def main():
     out = Path(__file__).resolve().parent / "passes"
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,3 +117,4 @@ def main():
 if __name__ == "__main__":
     main()
     protos()
+    sharded()

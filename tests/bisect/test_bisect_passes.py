@@ -271,3 +271,37 @@ def test_library_outcomes_on_the_real_dump(tmp_path):
     assert report.diff is not None and report.diff.verdict == "differ"
     doc = report.to_dict()
     assert doc["first_bad"]["selector"] == "cse" and doc["runs"] == report.ran
+
+
+SHARDED = ROOT / "samples" / "dumps" / "sharded"
+
+
+def test_a_sharded_module_through_spmd_partitioning(run):
+    """The stages after SPMD partitioning are per-device programs without shardings: they run on the
+    8 devices on the global inputs cut by the reference stage's parameter shardings, and their
+    results are put together by its ROOT sharding."""
+    r = run("bisect", SHARDED, "--random-inputs", "--all", "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "agree" and not doc["skipped"]
+    assert doc["runs"] == doc["distinct_texts"] == 9
+    passes = [e["stage"] for e in doc["log"]]
+    assert "0006 spmd-partitioner: after spmd-partitioning" in passes
+
+
+def test_a_broken_spmd_partitioning(run, tmp_path):
+    d = tmp_path / "sharded"
+    shutil.copytree(SHARDED, d)
+    for f in d.glob("*.txt"):
+        m = re.search(r"\.(\d{4})\.", f.name)
+        if (m and int(m.group(1)) >= 6) or f.name.endswith(".cpu_after_optimizations.txt"):
+            text = f.read_text()
+            assert text.count("constant(0.5)") == 1
+            f.write_text(text.replace("constant(0.5)", "constant(0.25)"))
+    r = run("bisect", d, "--random-inputs", "--format", "json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    assert (doc["first_bad"]["pipeline"], doc["first_bad"]["pass"]) == ("spmd-partitioner", "spmd-partitioning")
+    assert doc["runs"] <= doc["bisection_bound"]
+    row = next(x for x in doc["log"] if x["index"] == doc["first_bad"]["index"])["comparison"][0]
+    assert row["status"] == "mismatch" and float(row["want"]) == pytest.approx(2 * float(row["got"]), rel=1e-4)

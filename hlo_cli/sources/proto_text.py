@@ -11,6 +11,7 @@ number) raises ProtoError; proto.py turns it into an HloInputError naming the fi
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -18,6 +19,10 @@ from ..ir.attributes import cescape
 from ..ir.shape import COMBINE_DIM, UNBOUNDED, Layout, Shape, SplitConfig, default_layout
 
 INT64_MIN = -(2**63)          # XLA's kUnboundedSize (a `?` dimension)
+
+
+_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
+_WORD = re.compile(r"\w+")
 
 
 class ProtoError(ValueError):
@@ -40,15 +45,16 @@ def _lexes_as_json_dict(s: str) -> bool:
     return lexes_as_json_dict(s)
 
 
+_PLAIN = re.compile(r"[\x20\x21\x23-\x26\x28-\x5b\x5d-\x7e]*")
 _ESC = {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x22: '\\"', 0x27: "\\'", 0x5C: "\\\\"}
 
 
 def absl_cescape(s: str) -> str:
     """absl::CEscape of the UTF-8 bytes: \\n \\r \\t \\" \\' \\\\, other bytes outside
     printable ASCII as three octal digits."""
-    b = s.encode("utf-8", "surrogateescape")
-    if all(0x20 <= c < 0x7F and c not in _ESC for c in b):
+    if _PLAIN.fullmatch(s):
         return s
+    b = s.encode("utf-8", "surrogateescape")
     return "".join(_ESC.get(c) or (chr(c) if 0x20 <= c < 0x7F else f"\\{c:03o}") for c in b)
 
 
@@ -71,7 +77,23 @@ def element_type_name(number: int, where: str = "") -> str:
 
 
 def shape_of(sp, where: str = "", depth: int = 0) -> Shape:
-    """The IR Shape of a ShapeProto."""
+    """The IR Shape of a ShapeProto (memoized by its bytes: a module repeats few shapes)."""
+    if depth == 0:
+        key = sp.SerializeToString()
+        got = _SHAPES.get(key)
+        if got is None:
+            got = _shape_of(sp, where, 0)
+            if len(_SHAPES) > 4096:
+                _SHAPES.clear()
+            _SHAPES[key] = got
+        return got
+    return _shape_of(sp, where, depth)
+
+
+_SHAPES: dict[bytes, Shape] = {}
+
+
+def _shape_of(sp, where: str, depth: int) -> Shape:
     if depth > 100:
         raise ProtoError(f"{where}a shape nested more than 100 tuples deep")
     et = element_type_name(sp.element_type, where)
@@ -129,9 +151,43 @@ def _layout(lp, rank: int, where: str) -> Layout:
 # ----------------------------------------------------------------------------- literals
 
 def literal_text(lp, shape: Shape, where: str = "", limits=None) -> str:
-    """A LiteralProto as HLO literal text (through the IR's literal printer)."""
-    from ..ir.literal import Literal, format_literal
-    return format_literal(_literal(lp, shape, where, limits))
+    """A LiteralProto as HLO literal text (through the IR's literal printer; large arrays without
+    NaNs through NumPy's shortest round-trip spelling, element loops in C)."""
+    from ..ir.literal import format_literal
+    lit = _literal(lp, shape, where, limits)
+    if not shape.is_tuple and shape.rank and lit.value.size > 256:
+        fast = _array_text(lit.value, shape.element_type)
+        if fast is not None:
+            return fast
+    return format_literal(lit)
+
+
+def _array_text(arr: np.ndarray, et: str) -> str | None:
+    """Nested-brace text of a large array (None: leave it to the literal printer)."""
+    if et == "pred":
+        words = np.where(arr, "true", "false")
+        words = words.reshape(-1).tolist()
+    elif et in ("c64", "c128"):
+        if np.isnan(arr.real).any() or np.isnan(arr.imag).any():
+            return None
+        fmt = "(%.9g, %.9g)" if et == "c64" else "(%.17g, %.17g)"
+        words = [fmt % (z.real, z.imag) for z in arr.reshape(-1).tolist()]
+    elif et in _FLOATS:
+        # 9 (f32) / 17 (f64) significant digits read back to the same value; the narrow types
+        # are exact in f32.  NaN payloads and signs are left to the literal printer.
+        wide = arr if et in ("f32", "f64") else arr.astype(np.float32)
+        if np.isnan(wide).any():
+            return None
+        words = list(map(("%.17g" if et == "f64" else "%.9g").__mod__, wide.reshape(-1).tolist()))
+    else:
+        words = list(map(str, arr.reshape(-1).tolist()))
+    dims = arr.shape
+    last = dims[-1]
+    level = ["{" + ", ".join(words[k:k + last]) + "}" for k in range(0, len(words), last)] if last else \
+        ["{}"] * (int(np.prod(dims[:-1])) if len(dims) > 1 else 1)
+    for d in reversed(dims[:-1]):
+        level = ["{ " + ", ".join(level[k:k + d]) + " }" for k in range(0, len(level), d)] if d else ["{}"]
+    return level[0] if level else "{}"
 
 
 def _literal(lp, shape: Shape, where: str, limits):
@@ -436,7 +492,9 @@ class _Renderer:
         if not m.computations:
             raise ProtoError("the module holds no computation")
         entry = self._entry()
-        head = "HloModule " + m.name
+        if m.name and not _NAME.fullmatch(m.name):
+            raise ProtoError(f"the module name {m.name!r} cannot be written as HLO text")
+        head = "HloModule " + (m.name or "unnamed")
         scheduled = m.HasField("schedule") and len(m.schedule.sequences) > 0
         if scheduled:
             head += ", is_scheduled=true"
@@ -539,6 +597,8 @@ class _Renderer:
 
     def _computation(self, c, is_entry: bool) -> str:
         where = f"computation {c.name}: "
+        if not _NAME.fullmatch(c.name):
+            raise ProtoError(f"{where}the name {c.name!r} cannot be written as HLO text")
         insts = list(c.instructions)
         if not insts:
             raise ProtoError(f"{where}no instructions")
@@ -568,8 +628,11 @@ class _Renderer:
 
     def _instruction(self, i, comp: str) -> str:
         where = f"computation {comp}, instruction {i.name or '#' + str(i.id)}: "
-        if not i.name:
-            raise ProtoError(f"{where}an instruction without a name")
+        if not _NAME.fullmatch(i.name):
+            raise ProtoError(f"{where}the name {i.name!r} cannot be written as HLO text")
+        for word in (i.fusion_kind, i.comparison_direction, i.comparison_type):
+            if word and not _WORD.fullmatch(word):
+                raise ProtoError(f"{where}{word!r} is not a word HLO text can hold")
         op = i.opcode
         if not op:
             raise ProtoError(f"{where}an instruction without an opcode")

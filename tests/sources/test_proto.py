@@ -362,3 +362,9 @@ def test_sweep_xlas_proto_of_every_sample():
     assert len(results) > 400
     bad = {k: v for k, v in results.items() if v is not None and k.split("#")[0] not in KNOWN_GAPS}
     assert not bad, bad
+
+
+def test_a_name_that_text_cannot_hold_is_refused(tmp_path, run):
+    m = _module_message()
+    m.computations[-1].instructions[-1].name = 'r"; ROOT x'
+    _refused(m.SerializeToString(), tmp_path, run, "E087", "cannot be written as HLO text")

@@ -365,3 +365,27 @@ def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, 
         t["hlo_execute_s"] = hlo_execute_s
     doc["timings"] = t
     return doc
+
+
+# ----------------------------------------------------------------------------- HloSnapshot runs
+
+def snapshot_arguments(snap, params, notes: list | None = None) -> list:
+    """The arguments stored in SNAP (sources.proto.Snapshot) bound to the entry parameters PARAMS,
+    checked as --input files are (interpreter.inputs.coerce); an HloInputError names the argument."""
+    from .errors import HloInputError
+    from .interpreter.inputs import coerce
+    args = list(snap.arguments)
+    if len(args) != len(params):
+        raise HloInputError(f"{snap.source.file}: the snapshot holds {len(args)} argument"
+                            f"{'s' if len(args) != 1 else ''}, the entry computation takes {len(params)} "
+                            f"parameter{'s' if len(params) != 1 else ''}")
+    return [coerce(a, p.shape, f"parameter {p.parameter_number} '{p.name}' (argument {k} of the snapshot)",
+                   notes=notes)
+            for k, (a, p) in enumerate(zip(args, params))]
+
+
+def snapshot_reference(snap) -> dict:
+    """The snapshot's stored result as --expect's reference: keys out0, out1, ... over its array
+    leaves, depth-first (tokens left out)."""
+    leaves = _flatten(snap.result)
+    return {f"out{k}": a for k, a in enumerate(leaves)}

@@ -388,7 +388,20 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     protected = set()
     if module_file != "-":
         protected.add(str(Path(module_file).resolve()))
-    if random_inputs:
+    snap = _snapshot(module_file)
+    snap_args = snap is not None and not (inputs or inputs_npz or random_inputs)
+    if snap is not None and not snap_args:
+        _note(progress, "note: the inputs given replace the snapshot's arguments; its stored result is not compared")
+    if snap_args:
+        from ..reference import snapshot_arguments
+        notes = []
+        values = snapshot_arguments(snap, params, notes)
+        info["inputs"] = [{"parameter": p.name, "number": p.parameter_number, "snapshot": module_file}
+                          for p in params if p.shape.element_type != "token"]
+        args = dv.distribute(values, notes) if dv.multi else values
+        for note in notes:
+            _note(progress, f"note: {note}")
+    elif random_inputs:
         if inputs or inputs_npz:
             _input_error("--random-inputs cannot be combined with --input/--inputs")
         if dv.per_device:
@@ -433,6 +446,12 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         reference = load_reference(expect, [(s.dims, s.dynamic) if s.is_dynamic else s.dims
                                             for s in root_shape.leaves()
                                             if s.element_type not in ("token", "opaque")])
+    elif snap_args and snap.result is not None and dv.multi:
+        _note(progress, "note: the snapshot's stored result is not compared on several devices")
+    elif snap_args and snap.result is not None:       # the stored result, as --expect would compare it
+        from ..reference import snapshot_reference
+        reference = snapshot_reference(snap)
+        expect = state["expect_label"] = f"{module_file} (the snapshot's result)"
     if reference_platform:
         from ..reference import require_jax
         require_jax()                                # before hlo's own run: nothing to wait for
@@ -552,7 +571,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
             for k, (v, s) in enumerate(leaves):
                 click.echo(f"out{k} = {literal_text(v, s)}")
         if mismatch is not None:
-            _print_mismatch(mismatch, rtol, atol)
+            _print_mismatch(mismatch, rtol, atol, "the snapshot's result" if state.get("expect_label") else
+                            "the reference")
         _print_xla_reference(xref, rtol, atol, timings)
         if prof_doc is not None:
             _print_profile(prof_doc)
@@ -869,3 +889,12 @@ def _exit_after_report(failed: bool, xref):
         sys.exit(ExitCode.FAILURE)
     if xref is not None and xref["status"] == "error":
         sys.exit(ExitCode.REFERENCE_FAILED)
+
+
+def _snapshot(module_file):
+    """The HloSnapshot MODULE_FILE is (its arguments and stored result), or None."""
+    from ..sources.proto import is_proto_path, read_snapshot
+    if module_file == "-" or not is_proto_path(module_file):
+        return None
+    snap = read_snapshot(module_file)
+    return snap if snap.kind == "HloSnapshot" and snap.arguments else None

@@ -306,7 +306,7 @@ def _window(w) -> str:
 
 def _conv_labels(c) -> str:
     def side(batch, feature, spatial, bl, fl):
-        rank = 2 + len(spatial)
+        rank = max([2 + len(spatial), batch + 1, feature + 1] + [d + 1 for d in spatial])
         chars = ["?"] * rank
         for pos, ch in ((batch, bl), (feature, fl)):
             if 0 <= pos < rank:
@@ -665,8 +665,12 @@ class _Renderer:
             self._common(i, a, where)
         else:
             self._extra_attributes(i, op, shape, a, where)
-        if i.HasField("original_value") and len(i.original_value.elements):
-            a.append("origin={" + _original_value(i.original_value, i.shape) + "}")
+        if i.HasField("original_value"):
+            ov = i.original_value
+            if ov.is_synthetic_call and not len(ov.elements):
+                a.append("origin={[synthetic_call]}")
+            elif len(ov.elements):
+                a.append("origin={" + _original_value(ov, i.shape) + "}")
         md = _metadata(i.metadata) if i.HasField("metadata") else None
         if md is not None:
             a.append("metadata=" + md)

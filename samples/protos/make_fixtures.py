@@ -8,7 +8,10 @@
 - `sort.pbtxt`: the same kind of proto in protobuf's text format (written with our schema).
 - `jit_f.snapshot.pb` / `jit_f.cpu_after_optimizations.hlo.pb`: real files XLA CPU writes with
   XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_snapshots --xla_dump_hlo_as_proto" (the snapshot holds
-  the optimized module, the arguments of the execution and its result).
+  the optimized module, the arguments of the execution and its result; the after-optimizations
+  dump is an HloProto: the module and its buffer assignment).
+- `jit_f.hlo_unoptimized_snapshot.pb`: --xla_dump_hlo_unoptimized_snapshots (the module before
+  optimizations and the arguments, no result).
 """
 import glob
 import os
@@ -54,6 +57,11 @@ def main():
         shutil.copy(snap, os.path.join(HERE, "jit_f.snapshot.pb"))
         shutil.copy(glob.glob(os.path.join(d, "*jit_f.cpu_after_optimizations.hlo.pb"))[0],
                     os.path.join(HERE, "jit_f.cpu_after_optimizations.hlo.pb"))
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={d} --xla_dump_hlo_unoptimized_snapshots")
+        subprocess.run([sys.executable, "-c", SNAPSHOT_PROGRAM], env=env, check=True)
+        shutil.copy(glob.glob(os.path.join(d, "*jit_f.execution_*.hlo_unoptimized_snapshot.pb"))[0],
+                    os.path.join(HERE, "jit_f.hlo_unoptimized_snapshot.pb"))
 
 
 if __name__ == "__main__":

@@ -309,10 +309,8 @@ KNOWN_GAPS = {
     "syntax/element_types.hlo": "f6e2m3fn / f6e3m2fn: their PrimitiveType numbers are not in the XLA sources we read",
     "syntax/attr_sharding_named.hlo": "named shardings (NamedShardingProto) are refused, not read",
     "syntax/header_origin_recovery_table.hlo": "the module's origin_recovery_table is not printed",
-    "syntax/attr_statistics_origin.hlo": "a synthetic-call origin ({[synthetic_call]})",
     "syntax/attr_metadata.hlo": "metadata_payload: a newer OpMetadata field",
     "syntax/attr_custom_call.hlo": "a custom-call's tuple literal",
-    "syntax/xla_parser_forms.hlo": "a dim_labels form with more than one digit per spatial dimension",
 }
 # samples that make XLA's parser abort the process
 XLA_ABORTS = {"syntax/literals_scalars.hlo"}
@@ -368,3 +366,15 @@ def test_a_name_that_text_cannot_hold_is_refused(tmp_path, run):
     m = _module_message()
     m.computations[-1].instructions[-1].name = 'r"; ROOT x'
     _refused(m.SerializeToString(), tmp_path, run, "E087", "cannot be written as HLO text")
+
+
+def test_unoptimized_snapshot_of_xla_cpu():
+    # --xla_dump_hlo_unoptimized_snapshots: the module before optimizations and the arguments
+    import hlo_cli
+    snap = read_snapshot(str(PROTOS / "jit_f.hlo_unoptimized_snapshot.pb"))
+    opt = read_snapshot(str(PROTOS / "jit_f.snapshot.pb"))
+    assert snap.kind == "HloUnoptimizedSnapshot" and snap.result is None
+    assert [a.tobytes() for a in snap.arguments] == [a.tobytes() for a in opt.arguments]
+    out = hlo_cli.run(parse(snap.source.text, snap.source.file), *snap.arguments)
+    for ours, xla in zip(out, opt.result):
+        assert np.asarray(ours).tobytes() == xla.tobytes()

@@ -22,6 +22,10 @@ from .common import diagnostic_dict, report_errors
 @click.option("--inputs", "inputs_npz", metavar="ARGS.npz",
               help="An .npz archive of inputs keyed by parameter name or arg0, arg1, ... (by position).")
 @click.option("--random-inputs", is_flag=True, help="Fill every parameter with deterministic random values.")
+@click.option("--snapshot", "snapshot", metavar="SNAPSHOT.pb",
+              help="Take the inputs from an HloSnapshot (XLA_FLAGS=--xla_dump_hlo_snapshots: the arguments of an "
+                   "execution).  Without any inputs given, the module's own snapshot in DIR is used when there "
+                   "is one.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed for --random-inputs and rng.")
 @click.option("--rtol", type=float, default=1e-3, show_default=True,
@@ -39,7 +43,7 @@ from .common import diagnostic_dict, report_errors
                    "every stage's known result, and the diff (as `hlo diff --format json`).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache.")
 @report_errors
-def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol, atol, exhaustive, no_diff,
+def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive, no_diff,
            max_iterations, no_check, fmt, no_cache):
     """Find the first XLA pass after which a module's results change.
 
@@ -54,7 +58,12 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol, 
 
     The verdict names the first snapshot that differs, the pass that made it (its pipeline) and the
     files before and after it; then the two are diffed as `hlo diff` does, pointing at the first
-    instructions whose values changed.  --all runs every distinct snapshot.
+    instructions whose values changed.  --all runs every distinct snapshot; --rtol 0 --atol 0 finds
+    the first pass that changes any value at all.
+
+    Snapshots for several devices run on them: the per-device programs after SPMD partitioning take
+    the global inputs cut by the first snapshot's parameter shardings, and their results are put
+    together by its ROOT sharding before the comparison.
 
     Exit codes: 0 every snapshot that could be run agrees with the first; 1 a pass changed the
     results (or the first snapshot cannot be run); 2 usage error or unreadable input.
@@ -63,8 +72,8 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol, 
     try:
         if rtol < 0 or atol < 0:
             raise click.UsageError("--rtol and --atol must not be negative")
-        _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol, atol, exhaustive, no_diff,
-                max_iterations, no_check, fmt, no_cache)
+        _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
+                no_diff, max_iterations, no_check, fmt, no_cache)
     except HloError as e:
         if fmt == "json":
             from ..errors import Diagnostic
@@ -94,8 +103,8 @@ def _stages(paths, module_choice):
     return stages_from_files(paths), None
 
 
-def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol, atol, exhaustive, no_diff,
-            max_iterations, no_check, fmt, no_cache):
+def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
+            no_diff, max_iterations, no_check, fmt, no_cache):
     from ..bisect import bisect as run_bisect
     from ..bisect import bisection_bound
     from ..errors import HloInputError
@@ -107,9 +116,21 @@ def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol,
         raise HloInputError(f"{module.directory}: {module.title} has no stage")
     first, _ = load(module.stages[0].path, None, not no_cache)
     params = first.entry_computation.parameters
-    if random_inputs:
-        if inputs or inputs_npz:
-            raise HloInputError("--random-inputs cannot be combined with --input/--inputs")
+    given = [o for o, v in (("--input", inputs), ("--inputs", inputs_npz), ("--random-inputs", random_inputs),
+                            ("--snapshot", snapshot)) if v]
+    if len(given) > 1 and (random_inputs or snapshot):
+        raise HloInputError(f"{' and '.join(given)} cannot be combined: choose one way to give the inputs")
+    if not given and module.snapshots:
+        snapshot = module.snapshots[0]
+    if snapshot:
+        from ..reference import snapshot_arguments
+        from ..sources.proto import read_snapshot
+        notes: list = []
+        args = snapshot_arguments(read_snapshot(snapshot), params, notes)
+        inputs_doc = {"snapshot": snapshot}
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+    elif random_inputs:
         args = make_random(params, seed)
         inputs_doc = {"random": True, "seed": seed}
     else:
@@ -117,7 +138,7 @@ def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, seed, rtol,
             raise HloInputError(
                 f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
                 + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
-                + "); pass --input/--inputs, or --random-inputs")
+                + "); pass --input/--inputs, --snapshot, or --random-inputs")
         loaded = load_inputs(params, inputs, inputs_npz)
         args = loaded.values
         inputs_doc = {"files": loaded.sources}
@@ -165,6 +186,8 @@ def _print(report, dd, inputs_doc, bound):
                    "distinct texts")
     if inputs_doc.get("random"):
         out.append(f"inputs: random (seed {inputs_doc['seed']})")
+    elif inputs_doc.get("snapshot"):
+        out.append(f"inputs: the arguments recorded in {inputs_doc['snapshot']}")
     elif inputs_doc.get("files"):
         out.append("inputs: " + ", ".join(f"{s['parameter']}={s['file']}" for s in inputs_doc["files"]))
     out.append(f"a stage differs when a result is not within {report.atol:g} + {report.rtol:g} * |reference| of the "

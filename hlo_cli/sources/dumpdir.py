@@ -149,6 +149,7 @@ class DumpModule:
     stages: tuple[Stage, ...]
     timestamp: str | None = None
     directory: str | None = None
+    snapshots: tuple[str, ...] = ()   # its HloSnapshots (--xla_dump_hlo_snapshots): executions' arguments
 
     @property
     def key(self) -> str:
@@ -415,10 +416,14 @@ def read_dump_dir(path) -> DumpDir:
                 known.setdefault((head.group("ts"), head.group("id")), m.group("name"))
     groups: dict = {}
     ignored = []
+    snapshots: dict = {}
     for n in files:
         parsed, reason = _parse_name(n, known)
         if parsed is None:
             ignored.append(IgnoredFile(str(p / n), reason))
+            head = _HEAD.match(n)
+            if head and reason.startswith("an HloSnapshot"):
+                snapshots.setdefault((head.group("ts"), head.group("id")), []).append(str(p / n))
             continue
         groups.setdefault(parsed.key, []).append((parsed, str(p / n)))
     if not groups:
@@ -427,13 +432,17 @@ def read_dump_dir(path) -> DumpDir:
         else:
             msg = (f"no XLA module dump here (files named module_NNNN.NAME....txt, as --xla_dump_to=DIR "
                    f"writes them); {len(files)} other file{'s' if len(files) != 1 else ''}")
+            snaps = [f for f in ignored if f.reason.startswith("an HloSnapshot")]
+            if snaps:
+                msg += (f", {len(snaps)} of them HloSnapshots (hlo run SNAPSHOT.pb replays one; XLA writes the "
+                        "modules too with --xla_dump_hlo_as_text or --xla_dump_hlo_as_proto)")
         raise HloInputError(f"{where}: {msg}", [Diagnostic(msg, where, code="E086")])
-    modules = [_module(key, items, where) for key, items in groups.items()]
+    modules = [_module(key, items, where, tuple(snapshots.get(key, ()))) for key, items in groups.items()]
     modules.sort(key=lambda m: (m.timestamp or "", int(m.id)))
     return DumpDir(where, tuple(modules), tuple(ignored))
 
 
-def _module(key, items, directory: str) -> DumpModule:
+def _module(key, items, directory: str, snapshots: tuple = ()) -> DumpModule:
     ts, mid = key
     by_stage: dict = {}
     names = []
@@ -449,7 +458,7 @@ def _module(key, items, directory: str) -> DumpModule:
         parsed, paths = by_stage[skey]
         paths.sort(key=lambda f: (not f.endswith(_TEXT_EXT), f))
         raw.append((parsed, tuple(paths)))
-    return DumpModule(mid, name, _number(raw), ts, directory)
+    return DumpModule(mid, name, _number(raw), ts, directory, snapshots)
 
 
 def _number(raw) -> tuple[Stage, ...]:

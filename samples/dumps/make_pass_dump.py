@@ -1,7 +1,7 @@
 """Make samples/dumps/passes/: XLA CPU's pass dump of one small JAX step (a dot, tanh, softmax, a
 three-trip fori_loop, a strided slice), as `hlo bisect` and `hlo info DIR --stage` read them; and
 samples/dumps/protos/: the same kind of dump as HloModuleProtos (--xla_dump_hlo_as_proto) of a
-smaller function; samples/dumps/sharded/: a function sharded over a 4x2 mesh of 8 host devices
+smaller function, with the HloSnapshot of its execution (--xla_dump_hlo_snapshots); samples/dumps/sharded/: a function sharded over a 4x2 mesh of 8 host devices
 (SPMD partitioning among the passes: the stages after it are per-device programs).
 
     python samples/dumps/make_pass_dump.py
@@ -46,7 +46,8 @@ def protos():
     out = Path(__file__).resolve().parent / "protos"
     with tempfile.TemporaryDirectory() as tmp:
         dump = Path(tmp) / "dump"
-        env = {"XLA_FLAGS": f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=.* --xla_dump_hlo_as_proto",
+        env = {"XLA_FLAGS": f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=.* --xla_dump_hlo_as_proto "
+                            "--xla_dump_hlo_snapshots",
                "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
         subprocess.run([sys.executable, "-c", SMALL], env=env, check=True)
         keep = sorted(p.name for p in dump.iterdir() if p.is_file() and ".jit_small." in p.name

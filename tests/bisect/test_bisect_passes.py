@@ -232,7 +232,7 @@ def test_errors(run, tmp_path, case):
         fragment = "two files or more"
     elif case == "no inputs":
         args = ["bisect", PASSES, "--module", "jit_step"]
-        fragment = "pass --input/--inputs, or --random-inputs"
+        fragment = "pass --input/--inputs, --snapshot, or --random-inputs"
     elif case == "one stage":
         shutil.copy(PASSES / "module_0008.jit_step.before_optimizations.txt", x)
         fragment = "bisecting needs the module dumped after its passes"

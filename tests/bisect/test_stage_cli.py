@@ -133,3 +133,21 @@ def test_a_dump_of_module_protos(run):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["status"] == "agree" and doc["runs"] == doc["distinct_texts"] == 4
+
+
+def test_bisect_takes_the_inputs_of_the_module_s_snapshot(run, tmp_path):
+    """--xla_dump_hlo_snapshots: the arguments of the execution XLA recorded are the inputs."""
+    snap = next(PROTOS.glob("module_0004.jit_small.snapshot.*.pb"))
+    r = run("bisect", PROTOS, "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["inputs"] == {"snapshot": str(snap)} and doc["status"] == "agree"
+    r = run("bisect", PROTOS, "--snapshot", snap)
+    assert r.exit_code == 0 and f"inputs: the arguments recorded in {snap}" in r.stdout
+    r = run("bisect", PROTOS, "--snapshot", snap, "--random-inputs")
+    assert r.exit_code == 2 and "--random-inputs and --snapshot cannot be combined" in r.stderr
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / snap.name).write_bytes(snap.read_bytes())
+    r = run("bisect", only, "--random-inputs")
+    assert r.exit_code == 2 and "1 of them HloSnapshots (hlo run SNAPSHOT.pb replays one" in r.stderr

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import HloInputError
 from ..io import leaves_with_shapes
-from .matching import Matching, match_modules
+from .matching import Matching, extend_matching, match_modules
 from .values import ValueStore, _copy_leaves, compare_leaves
 
 _STATUS_RANK = {"agree": 0, "skipped": 1, "differ": 2}
@@ -212,15 +212,24 @@ class DiffReport:
 
 def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-3, *, options=None,
                  path_a: str | None = None, path_b: str | None = None, keep_bytes: int | None = None,
-                 progress=None) -> DiffReport:
-    """Run MODULE_A and MODULE_B on ARGS (one value per entry parameter, by position), compare every
-    instruction of B matched to one of A (see hlo_cli.diff.matching) and the results, A being the
-    reference: |b - a| <= atol + rtol * |a|.  OPTIONS: interpreter RunOptions (seed, max_iterations,
-    elided_constants).  A's values wait for their comparison in memory up to KEEP_BYTES (default
-    1 GiB), beyond that in a temporary directory.  Raises HloInputError when the modules take
-    different parameters, and the interpreter's errors when a run fails."""
+                 progress=None, anchor_values: bool = True) -> DiffReport:
+    """Run MODULE_A and MODULE_B on ARGS (one value per entry parameter, by position: global arrays
+    for modules on several devices), compare every instruction of B matched to one of A (see
+    hlo_cli.diff.matching) and the results, A being the reference: |b - a| <= atol + rtol * |a|.
+    OPTIONS: interpreter RunOptions (seed, max_iterations, elided_constants).  A's values wait for
+    their comparison in memory up to KEEP_BYTES (default 1 GiB), beyond that in a temporary
+    directory.
+
+    ANCHOR_VALUES (single-device modules): instructions the static matching left out whose values
+    are the same bits in both runs (XLA's rewrites that keep values: max(x, -inf) -> x, a transpose
+    made a copy and a bitcast...) are matched by value, and matching goes on from them (structure
+    over the newly matched operands); instructions matched that way are compared in a second run of
+    both modules when their values were not found equal already.
+
+    Raises HloInputError when the modules take different parameters, and the interpreter's errors
+    when a run fails."""
     from ..devices.outputs import DeviceRun
-    from ..interpreter import RunOptions, run_module
+    from ..interpreter import RunOptions
     check_parameters(module_a, module_b)
     dva, dvb = DeviceRun(module_a, {}), DeviceRun(module_b, {})
     if dva.multi and dvb.multi and dva.grid.count != dvb.grid.count:
@@ -228,70 +237,40 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
                             f"modules on the same devices")
     options = options or RunOptions()
     M = match_modules(module_a, module_b)
-    uses: dict = {}
-    for m in M.pairs.values():
-        uses[m.a] = uses.get(m.a, 0) + 1
-    store = ValueStore(keep_bytes)
-    executed_a: set = set()
-    executed_b: set = set()
-
-    def hook_a(ev):
-        node = (ev.computation.name, ev.instruction.name)
-        executed_a.add(node)
-        n = uses.get(node)
-        if n:
-            devs = getattr(ev, "devices", None)
-            tag = None if devs is None else tuple(int(d) for d in devs)
-            store.put((node, ev.count, tag), _copy_leaves(ev.value, ev.instruction.shape), n)
-            held.setdefault((node, ev.count), set()).add(tag)
-
+    A, B = M.a, M.b
     states: dict = {}
-    held: dict = {}          # (A node, execution) -> the device sets its values were held for
-    seq = [0]
-
-    def hook_b(ev):
-        node = (ev.computation.name, ev.instruction.name)
-        executed_b.add(node)
-        m = M.pairs.get(node)
-        if m is None:
-            return
-        seq[0] += 1
-        st = states.get(node)
-        if st is None:
-            st = states[node] = PairState(node, m.a, m.how, seq[0])
-        st.executions += 1
-        devs_b = getattr(ev, "devices", None)
-        devs_b = None if devs_b is None else tuple(int(d) for d in devs_b)
-        leaves_a = store.take((m.a, ev.count, devs_b))
-        if leaves_a is None and devs_b is not None and ev.instruction.opcode in ("constant", "iota"):
-            leaves_a = store.peek((m.a, ev.count, None))     # the same on every device
-        if leaves_a is None:
-            tags = held.get((m.a, ev.count))
-            if tags:
-                r = {"status": "skipped", "note": f"A's value is {_held(next(iter(tags)))}, B's {_held(devs_b)}"}
+    fp = None
+    if anchor_values and not (dva.multi or dvb.multi):
+        matched = set(M.canon.values())
+        fp = _Fingerprints(
+            {n for n in A.live if not A.is_alias(n) and n not in matched and _fingerprintable(A.inst[n])},
+            {n for n in B.live if not B.is_alias(n) and n not in M.pairs and _fingerprintable(B.inst[n])})
+    run1 = _Pass(M.pairs, dva, dvb, module_a, module_b, args, options, progress, rtol, atol, keep_bytes, states, fp)
+    result_a, result_b = run1.run()
+    executed_a, executed_b, mem = run1.executed_a, run1.executed_b, run1.mem
+    if fp is not None:
+        anchors = fp.anchors(A, B)
+        new = extend_matching(M, anchors)
+        again = {}
+        for b in new:
+            m = M.pairs[b]
+            if b not in run1.executed_b:
+                continue
+            if m.how == "value" or fp.same(m.a, b):
+                st = states[b] = PairState(b, m.a, m.how, fp.first_seq_b.get(b, 0))
+                st.executions = fp.count_b.get(b, 1)
             else:
-                r = {"status": "skipped", "note": f"A did not run {m.a[1]} (execution {ev.count})"}
-        else:
-            leaves_b = [np.asarray(v) for v, _ in leaves_with_shapes(ev.value, ev.instruction.shape)]
-            r = compare_leaves(leaves_a, leaves_b, rtol, atol)
-        _update(st, r, ev.count, seq[0])
-
-    def run(dv, module, hook):
-        if dv.multi:
-            return dv.run(dv.distribute(list(args)), options, hook, progress)
-        return run_module(module, list(args), options, hook, progress)
-
-    try:
-        result_a = run(dva, module_a, hook_a)
-        result_b = run(dvb, module_b, hook_b)
-    finally:
-        mem = {"kept_peak_bytes": store.peak_bytes, "spilled_bytes": store.spilled_bytes}
-        store.close()
+                again[b] = m
+        if again:
+            run2 = _Pass(again, dva, dvb, module_a, module_b, args, options, progress, rtol, atol, keep_bytes,
+                         states, None)
+            run2.run()
+            mem = {k: max(mem[k], run2.mem[k]) for k in mem}
+        mem["second_run"] = bool(again)
     if dva.multi or dvb.multi:
         results = _compare_device_results(dva, dvb, result_a, result_b, rtol, atol)
     else:
         results = _compare_results(module_a, module_b, result_a, result_b, rtol, atol)
-    A, B = M.a, M.b
     matched_a = {m.a for m in M.pairs.values()} | set(M.canon.values())
     only_a = [n for n in A.execution_order() if n in executed_a and not A.is_alias(n)
               and A.inst[n].opcode != "tuple" and n not in matched_a]
@@ -299,6 +278,146 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
               and B.inst[n].opcode != "tuple" and n not in M.pairs]
     return DiffReport(M, rtol, atol, states, results, all(r["status"] == "agree" for r in results), only_a, only_b,
                       path_a, path_b, mem)
+
+
+def _fingerprintable(inst) -> bool:
+    return inst.opcode not in ("tuple", "parameter", "constant") and not inst.shape.is_tuple
+
+
+class _Fingerprints:
+    """Digests of the values of the nodes the static matching left out (first execution), to match
+    them by value."""
+
+    def __init__(self, want_a: set, want_b: set):
+        self.want_a, self.want_b = want_a, want_b
+        self.a: dict = {}
+        self.b: dict = {}
+        self.count_a: dict = {}
+        self.count_b: dict = {}
+        self.first_seq_b: dict = {}
+
+    @staticmethod
+    def digest(value):
+        import hashlib
+        a = np.asarray(value)
+        if a.size <= 1 or a.dtype.kind == "O":
+            return None
+        flat = np.ascontiguousarray(a).reshape(-1)
+        try:
+            if bool((flat == flat[0]).all()):
+                return None                 # a constant array matches too much
+        except (TypeError, ValueError):
+            pass
+        h = hashlib.blake2b(flat.view(np.uint8), digest_size=16).digest()
+        return (str(a.dtype), tuple(d for d in a.shape if d != 1), h)
+
+    def see_a(self, node, ev):
+        if node in self.want_a:
+            self.count_a[node] = self.count_a.get(node, 0) + 1
+            if ev.count == 1:
+                self.a[node] = self.digest(ev.value)
+
+    def see_b(self, node, ev, seq):
+        if node in self.want_b:
+            self.count_b[node] = self.count_b.get(node, 0) + 1
+            if ev.count == 1:
+                self.b[node] = self.digest(ev.value)
+                self.first_seq_b[node] = seq
+
+    def same(self, a, b) -> bool:
+        """A's and B's values were the same bits (each ran once)."""
+        da, db = self.a.get(a), self.b.get(b)
+        return da is not None and da == db and self.count_a.get(a) == 1 and self.count_b.get(b) == 1
+
+    def anchors(self, A, B) -> dict:
+        by: dict = {}
+        for n, d in self.a.items():
+            if d is not None:
+                by.setdefault(d, []).append(n)
+        out = {}
+        for n, d in self.b.items():
+            cands = [a for a in by.get(d, ()) if A.scope_of(a) == B.scope_of(n)
+                     and self.count_a.get(a) == self.count_b.get(n)]
+            if len(cands) == 1:
+                out[n] = cands[0]
+        return out
+
+
+class _Pass:
+    """One run of both modules: A keeping the values PAIRS need, B comparing them as it goes
+    (into STATES); FP, when given, takes digests for matching by value."""
+
+    def __init__(self, pairs, dva, dvb, module_a, module_b, args, options, progress, rtol, atol, keep_bytes,
+                 states, fp):
+        self.pairs, self.dva, self.dvb = pairs, dva, dvb
+        self.module_a, self.module_b, self.args = module_a, module_b, args
+        self.options, self.progress, self.rtol, self.atol = options, progress, rtol, atol
+        self.store = ValueStore(keep_bytes)
+        self.states, self.fp = states, fp
+        self.uses: dict = {}
+        for m in pairs.values():
+            self.uses[m.a] = self.uses.get(m.a, 0) + 1
+        self.held: dict = {}          # (A node, execution) -> the device sets its values were held for
+        self.executed_a: set = set()
+        self.executed_b: set = set()
+        self.seq = 0
+        self.mem = {}
+
+    def hook_a(self, ev):
+        node = (ev.computation.name, ev.instruction.name)
+        self.executed_a.add(node)
+        if self.fp is not None:
+            self.fp.see_a(node, ev)
+        n = self.uses.get(node)
+        if n:
+            devs = getattr(ev, "devices", None)
+            tag = None if devs is None else tuple(int(d) for d in devs)
+            self.store.put((node, ev.count, tag), _copy_leaves(ev.value, ev.instruction.shape), n)
+            self.held.setdefault((node, ev.count), set()).add(tag)
+
+    def hook_b(self, ev):
+        node = (ev.computation.name, ev.instruction.name)
+        self.executed_b.add(node)
+        self.seq += 1                          # every event: the same order in every run
+        if self.fp is not None:
+            self.fp.see_b(node, ev, self.seq)
+        m = self.pairs.get(node)
+        if m is None:
+            return
+        st = self.states.get(node)
+        if st is None:
+            st = self.states[node] = PairState(node, m.a, m.how, self.seq)
+        st.executions += 1
+        devs_b = getattr(ev, "devices", None)
+        devs_b = None if devs_b is None else tuple(int(d) for d in devs_b)
+        leaves_a = self.store.take((m.a, ev.count, devs_b))
+        if leaves_a is None and devs_b is not None and ev.instruction.opcode in ("constant", "iota"):
+            leaves_a = self.store.peek((m.a, ev.count, None))     # the same on every device
+        if leaves_a is None:
+            tags = self.held.get((m.a, ev.count))
+            if tags:
+                r = {"status": "skipped", "note": f"A's value is {_held(next(iter(tags)))}, B's {_held(devs_b)}"}
+            else:
+                r = {"status": "skipped", "note": f"A did not run {m.a[1]} (execution {ev.count})"}
+        else:
+            leaves_b = [np.asarray(v) for v, _ in leaves_with_shapes(ev.value, ev.instruction.shape)]
+            r = compare_leaves(leaves_a, leaves_b, self.rtol, self.atol)
+        _update(st, r, ev.count, self.seq)
+
+    def _run(self, dv, module, hook):
+        from ..interpreter import run_module
+        if dv.multi:
+            return dv.run(dv.distribute(list(self.args)), self.options, hook, self.progress)
+        return run_module(module, list(self.args), self.options, hook, self.progress)
+
+    def run(self):
+        try:
+            ra = self._run(self.dva, self.module_a, self.hook_a)
+            rb = self._run(self.dvb, self.module_b, self.hook_b)
+        finally:
+            self.mem = {"kept_peak_bytes": self.store.peak_bytes, "spilled_bytes": self.store.spilled_bytes}
+            self.store.close()
+        return ra, rb
 
 
 def _held(devs) -> str:

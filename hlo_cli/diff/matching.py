@@ -271,6 +271,12 @@ class ModuleIndex:
     def execution_order(self) -> list[Node]:
         """Every node of the executed computations, operands first, a called computation's nodes
         before the fusion or call that uses its root, a loop's body after the while."""
+        got = getattr(self, "_order", None)
+        if got is None:
+            got = self._order = self._execution_order()
+        return got
+
+    def _execution_order(self) -> list[Node]:
         out: list[Node] = []
         visited: set[str] = set()
 
@@ -377,6 +383,7 @@ class Matching:
     pairs: dict = field(default_factory=dict)      # B node -> Match
     canon: dict = field(default_factory=dict)      # B canonical node -> A canonical node
     loop_sources: dict = field(default_factory=dict)   # B loop parameter -> the B nodes its value comes from
+    _indexes: tuple = ()
 
     def counts(self) -> dict:
         out: dict[str, int] = {}
@@ -389,14 +396,31 @@ def match_modules(module_a: Module, module_b: Module) -> Matching:
     """Match B's instructions to A's (see the module's docstring)."""
     A, B = ModuleIndex(module_a), ModuleIndex(module_b)
     M = Matching(A, B)
+    M._indexes = _a_indexes(A)
+    _propagate(M)
+    return M
 
-    # A's indexes: metadata and structure, over canonical nodes
-    a_order = A.execution_order()
+
+def extend_matching(M: Matching, anchors: dict) -> set:
+    """Add ANCHORS (B node -> A node: values found equal bit for bit in a run) to the matching and
+    propagate from them (structure over the newly matched operands).  Returns the B nodes newly
+    paired."""
+    before = set(M.pairs)
+    for b, a in anchors.items():
+        if b not in M.pairs:
+            M.pairs[b] = Match(a, "value")
+            M.canon.setdefault(M.b.canonical(b), M.a.canonical(a))
+    _propagate(M)
+    return set(M.pairs) - before
+
+
+def _a_indexes(A: ModuleIndex):
+    """A's indexes, over live canonical nodes: metadata, strict and loose structure, operands."""
     md_index: dict = {}
     strict: dict = {}
     loose: dict = {}
     by_operands: dict = {}
-    for node in a_order:
+    for node in A.execution_order():
         if A.is_alias(node) or node not in A.live:
             continue
         inst = A.inst[node]
@@ -407,13 +431,20 @@ def match_modules(module_a: Module, module_b: Module) -> Matching:
         key = A.metadata_key(node)
         if key is not None:
             md_index.setdefault(key, []).append(node)
-        sk = _strict_key(A, node, lambda n: A.canonical(n))
+        sk = _strict_key(A, node, A.canonical)
         if sk is not None:
             strict.setdefault(sk, []).append(node)
-        lk = _loose_key(A, node, lambda n: A.canonical(n))
+        lk = _loose_key(A, node, A.canonical)
         if lk is not None:
             loose.setdefault(lk, []).append(node)
-            by_operands.setdefault(_operands_key(A, node, lambda n: A.canonical(n)), []).append(node)
+            by_operands.setdefault(_operands_key(A, node, A.canonical), []).append(node)
+    return md_index, strict, loose, by_operands
+
+
+def _propagate(M: Matching):
+    """Match every B node not matched yet, in execution order (operands first)."""
+    A, B = M.a, M.b
+    md_index, strict, loose, by_operands = M._indexes
 
     def record(bnode: Node, anode: Node, how: str):
         M.pairs[bnode] = Match(anode, how)
@@ -468,7 +499,6 @@ def match_modules(module_a: Module, module_b: Module) -> Matching:
         target = M.canon.get(B.canonical(node))
         if target is not None and _leaf_signature(A.inst[target].shape) == _leaf_signature(inst.shape):
             M.pairs[node] = Match(target, "alias")
-    return M
 
 
 def _edited_constants(A, B, M):

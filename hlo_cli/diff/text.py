@@ -21,10 +21,13 @@ def format_text(report, max_first: int = 5, max_only: int = 8) -> str:
     lines = [f"A: {doc['a'] or doc['module_a']}  (module {doc['module_a']})",
              f"B: {doc['b'] or doc['module_b']}  (module {doc['module_b']})",
              f"tolerance: |b - a| <= {report.atol:g} + {report.rtol:g} * |a|", ""]
-    lines.append("results:")
+    agree = [r for r in doc["results"] if r["status"] == "agree"]
+    worst = max((r["max_abs_diff"] or 0.0 for r in agree), default=0.0)
+    lines.append(f"results: {len(agree)} of {len(doc['results'])} agree" + (f" (max |diff| {_num(worst)})" if agree else ""))
     for r in doc["results"]:
         if r["status"] == "agree":
-            lines.append(f"  {r['key']}: agree (max |diff| {_num(r['max_abs_diff'])})")
+            if len(doc["results"]) <= 8:
+                lines.append(f"  {r['key']}: agree (max |diff| {_num(r['max_abs_diff'])})")
         elif r["status"] == "skipped":
             lines.append(f"  {r['key']}: NOT COMPARED ({r.get('note')})")
         else:

@@ -305,3 +305,19 @@ def test_edited_constant_is_named_first(tmp_path):
     r = _diff(DIFF / "model.hlo", tmp_path / "edited.hlo", DIFF / "inputs.npz")
     first = r.to_json()["first_differences"]
     assert [(e["a"], e["b"], e["a_value"], e["b_value"]) for e in first] == [("constant.6", "constant.6", "0.9", "0.8")]
+
+
+def test_matching_by_value_extends_the_matching():
+    """XLA's rewrites that keep values (max(x, -inf) -> x, degenerate broadcasts...) break the
+    structure; values equal bit for bit anchor the matching again, and what follows them is
+    matched by structure and compared (a second run): more matched, everything agrees."""
+    a = hlo_cli.parse_file(str(JAX / "mlp_train_step.hlo"))
+    b = hlo_cli.parse_file(str(JAX / "mlp_train_step.opt.hlo"))
+    args = _args(JAX / "mlp_train_step.inputs.npz", a)
+    plain = diff_modules(a, b, args, anchor_values=False)
+    anchored = diff_modules(a, b, args)
+    assert anchored.summary()["matched"] > plain.summary()["matched"]
+    assert len(anchored.only_in_b) < len(plain.only_in_b)
+    assert anchored.summary()["matched_by"].get("value", 0) > 0
+    assert anchored.summary()["differing"] == 0 and anchored.summary()["skipped"] == 0
+    assert anchored.results_agree

@@ -149,6 +149,10 @@ def read_modules(path: str) -> FileModules:
     if is_proto_path(path):
         from .proto import read_proto_modules
         return read_proto_modules(path)
+    if path == "-":
+        fm = _binary_stdin()
+        if fm is not None:
+            return fm
     try:
         text, name = read_source(path)
     except HloInputError as e:
@@ -161,6 +165,29 @@ def read_modules(path: str) -> FileModules:
             raise e from None
     return split_source(text, name)
 
+
+
+def _binary_stdin():
+    """Standard input holding a binary module proto (`hlo check - < x.hlo.pb`), else None (nothing
+    is consumed then)."""
+    import sys
+    from ..source import _CONTROL_BYTE, _stdin_problem
+    buf = getattr(sys.stdin, "buffer", None)
+    if buf is None or not hasattr(buf, "peek") or _stdin_problem(buf) is not None:
+        return None
+    try:
+        head = buf.peek(4096)[:4096]
+    except (OSError, ValueError):
+        return None
+    if not head or _CONTROL_BYTE.search(head) is None:
+        return None
+    from .proto import proto_modules
+    try:
+        return proto_modules(buf.read(), "<stdin>", text=False)
+    except HloInputError as e:
+        why = e.diagnostics[0].message if e.diagnostics else str(e)
+        msg = f"binary input, not HLO text; read as an XLA module proto: {why}"
+        raise HloInputError(f"<stdin>: {msg}", [Diagnostic(msg, "<stdin>", code="E015")]) from None
 
 
 # ----------------------------------------------------------------------------- directories

@@ -173,7 +173,7 @@ def decode(data: bytes, name: str, text: bool | None = None):
         msg = msgs[kind]()
         try:
             msg.ParseFromString(data)
-        except (DecodeError, RuntimeError, ValueError) as e:
+        except (DecodeError, RuntimeError, ValueError, RecursionError, OverflowError) as e:
             errors.append(f"{kind}: {e}")
             continue
         from google.protobuf import unknown_fields as uf
@@ -228,6 +228,9 @@ def _decode_text(data: bytes, name: str, msgs):
         try:
             text_format.Parse(s, msg)
         except text_format.ParseError as e:
+            first_error = first_error or e
+            continue
+        except (RecursionError, ValueError, RuntimeError, OverflowError) as e:   # nesting, bad values
             first_error = first_error or e
             continue
         if not _looks_like_module(_module_of(kind, msg)):

@@ -124,6 +124,9 @@ def _layout(lp, rank: int, where: str) -> Layout:
     m2m = tuple(int(x) for x in lp.minor_to_major)
     if not m2m and rank:
         m2m = default_layout(rank).minor_to_major
+    if sorted(m2m) != list(range(rank)):
+        raise ProtoError(f"{where}layout minor_to_major {list(m2m)} is not a permutation of the {rank} "
+                         "dimensions")
     dlt = []
     if lp.dim_level_types:
         uniq = list(lp.dim_unique)

@@ -378,3 +378,10 @@ def test_unoptimized_snapshot_of_xla_cpu():
     out = hlo_cli.run(parse(snap.source.text, snap.source.file), *snap.arguments)
     for ours, xla in zip(out, opt.result):
         assert np.asarray(ours).tobytes() == xla.tobytes()
+
+
+def test_a_binary_proto_on_standard_input():
+    with open(PROTOS / "sort.hlo.pb", "rb") as f:
+        p = subprocess.run([sys.executable, "-c", "from hlo_cli.cli import main; main()", "check", "-"],
+                           stdin=f, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "<stdin>: ok" in p.stdout, p.stderr

@@ -48,7 +48,6 @@ class Outcome:
     comparison: dict | None = None  # hlo_cli.compare.compare's document against the reference
     error: str | None = None        # why it could not be run
     seconds: float = 0.0
-    leaves: list | None = field(default=None, repr=False)
 
     def summary(self) -> str:
         """One line: the verdict and, for a difference, where it is largest."""
@@ -186,7 +185,7 @@ class _Runner:
         if self.reference is None:
             self.reference = leaves
             self.shardings = reference_shardings(stage.path, self.use_cache)
-            return Outcome(stage, REFERENCE, True, seconds=dt, leaves=leaves)
+            return Outcome(stage, REFERENCE, True, seconds=dt)
         from .compare import compare
         cmp = compare(leaves, {f"out{k}": v for k, v in enumerate(self.reference)}, self.rtol, self.atol)
         return Outcome(stage, AGREES if cmp["ok"] else DIFFERS, True, comparison=cmp, seconds=dt)

@@ -14,7 +14,8 @@ from hlo_cli.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSES = ROOT / "samples" / "dumps" / "passes"
-CSE = PASSES / "module_0008.jit_step.0026.HLO_passes_through_layout_assignment.after_cse.before_cse_barrier_expander.txt"
+CSE = PASSES / ("module_0008.jit_step.0026.HLO_passes_through_layout_assignment.after_cse."
+                "before_cse_barrier_expander.txt")
 
 
 @pytest.fixture()

@@ -436,6 +436,10 @@ def read_dump_dir(path) -> DumpDir:
             if snaps:
                 msg += (f", {len(snaps)} of them HloSnapshots (hlo run SNAPSHOT.pb replays one; XLA writes the "
                         "modules too with --xla_dump_hlo_as_text or --xla_dump_hlo_as_proto)")
+        subdirs = [n for n in entries if (p / n).is_dir() and is_dump_dir(p / n)]
+        if subdirs:
+            msg += (f"; {'these subdirectories hold' if len(subdirs) > 1 else 'this subdirectory holds'} "
+                    f"dumps: " + ", ".join(str(p / n) for n in subdirs[:5]) + (", ..." if len(subdirs) > 5 else ""))
         raise HloInputError(f"{where}: {msg}", [Diagnostic(msg, where, code="E086")])
     modules = [_module(key, items, where, tuple(snapshots.get(key, ()))) for key, items in groups.items()]
     modules.sort(key=lambda m: (m.timestamp or "", int(m.id)))

@@ -159,6 +159,11 @@ def test_directories_without_dumps(tmp_path):
     assert not is_dump_dir(tmp_path)
     with pytest.raises(HloInputError, match="no XLA module dump here"):
         read_dump_dir(tmp_path)
+    sub = tmp_path / "dumps"
+    sub.mkdir()
+    _write(sub, "module_0001.m.before_optimizations.txt")
+    with pytest.raises(HloInputError, match=f"this subdirectory holds dumps: {sub}"):
+        read_dump_dir(tmp_path)
     with pytest.raises(HloInputError, match="no such directory"):
         read_dump_dir(tmp_path / "missing")
     with pytest.raises(HloInputError, match="not a directory"):

@@ -726,6 +726,8 @@ def _reduce(inst, ops, st):
         finally:
             fset(off)
     fn.raw_sum = (flagged, start_of)    # (loopgen.py)
+    if not stages and not library:      # (loopgen.py: one NumPy reduce, `final` in its operand's order)
+        fn.raw_fold = (None if final[0] == tuple(range(len(xdims))) else final[0], final[1], out_shape)
     return Fast(fn, WITH_EC, clean=True)
 
 

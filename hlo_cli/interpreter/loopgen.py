@@ -190,13 +190,15 @@ class _Builder:
                          "_F64": F64, "_F32": F32, "_own": _own, "_bad": _bad,
                          "_conforms": conforms, "_abs": np.abs, "_mm": np.matmul,
                          "_min": np.minimum.reduce, "_nonzero": np.count_nonzero, "_vdot": np.vdot,
-                         "_isnan": math.isnan}
+                         "_isnan": math.isnan, "_dot": np.dot,
+                         "_addred": np.add.reduce, "_contig": np.ascontiguousarray}
         fset, on, off = hardware()
         self.ns["_fset"], self.ns["_on"], self.ns["_off"] = fset, on, off
         pshape = body.comp.parameters[0].shape if len(body.params) == 1 else None
         if pshape is None or not pshape.is_tuple or len(cond.params) != 1:
             raise _Unsupported
         self.n_state = len(pshape.tuple_shapes)
+        self.bcast: dict[str, str] = {}             # a broadcast's name -> what NumPy may broadcast instead
         self.state_shapes = pshape.tuple_shapes
 
     # ------------------------------------------------------------------ analysis of one computation
@@ -306,12 +308,14 @@ class _Builder:
         # the loop-invariant steps (NaN checks of their own: see _emit)
         self.taint: set[str] = set()
         self.sources: dict[str, frozenset] = {}     # tainted name -> the bare arithmetic it comes from
+        self.covers: dict[str, frozenset] = {}      # name -> the values whose NaNs show in it (_cover)
         pro = []
         loop_work = []
         for st, name in work:
             if name in inv:
                 if st[0] == FOLDED:
                     ns[name] = st[1]
+                    self._folded(name, st[1])
                     continue
                 pro.append((st, name))
             else:
@@ -329,8 +333,11 @@ class _Builder:
             spec = getattr(st[1], "raw_dot", None) if st[0] == PURE else None
             if spec is not None:
                 a, b = opnames(st)
-                for x, perm, shp in ((a, spec[0], spec[1]), (b, spec[2], spec[3])):
-                    if x in inv:
+                lperm, l3, rperm, r3, _res = spec
+                if _flat_dot(l3, r3):
+                    l3, r3 = l3[1:], r3[1:]
+                for x, perm, shp in ((a, lperm, l3), (b, rperm, r3)):
+                    if x in inv and a != b:
                         need64.add((x, perm, shp))
         for x, perm, shp in sorted(need64, key=str):
             v = f"X{len(hoisted_f64)}"
@@ -345,6 +352,7 @@ class _Builder:
         lines.append(f"{ind2}    raise _limit_error(limit, name)")
         lines.append(f"{ind2}try:")
         ind3 = ind2 + "    "
+        self.f64 = {}
         self.taint = {t for t in self.taint}            # invariant values found tainted stay so
         for st, name in loop_work:
             self._emit(st, name, opnames(st), lines, ind3, hoisted_f64, inv, pre=False)
@@ -357,8 +365,7 @@ class _Builder:
                 if v in self.taint and v not in check:
                     check.append(v)
         # a value whose NaNs could only come from values checked anyway is not checked again
-        checked = set(check)
-        check = [v for v in check if v in self.sources.get(v, ()) or not self.sources.get(v, {v}) <= checked]
+        check = self._fewest(check)
         if check:
             lines.append(f"{ind3}if {self._has_nan(check)}: raise _Redo")
         lines.append(f"{ind2}except (_Redo, HloEvalError) + _EVAL_ERRORS:")
@@ -401,6 +408,26 @@ class _Builder:
         fn = ns["loop"]
         self.text = text
         return FastLoop(fn, fn.__code__, self.n_state, owned, cond, body)
+
+    def _fewest(self, check):
+        """The values of `check` to look at for NaN: one whose NaNs would show in another checked
+        value (_cover), or that makes none of its own and whose sources are all so checked, is left
+        out."""
+        check = list(check)
+        changed = True
+        while changed:
+            changed = False
+            for v in check:
+                others = [c for c in check if c != v]
+                seen = set()
+                for c in others:
+                    seen |= self.covers.get(c, {c})
+                src = self.sources.get(v, {v})
+                if v in seen or (v not in src and src <= seen):
+                    check.remove(v)
+                    changed = True
+                    break
+        return check
 
     def _parts(self, m, by_name, opnames):
         """The values a NaN check of `m` looks at: a dynamic-update-slice's update and operand."""
@@ -456,19 +483,26 @@ class _Builder:
         is_float = dt in _FLOATS
         if kind == FOLDED:
             ns[name] = pay
+            self._folded(name, pay)
             return
         if kind == PURE:
             hw = getattr(pay, "hw_ufunc", None)
             if hw is not None:                       # f32/f64 arithmetic: the bare ufunc
                 ns[f"U_{name}"] = hw
+                if inst.shape.rank and any(a not in self.bcast for a in ops):
+                    # a broadcast operand as NumPy broadcasts it (the same elements, no strided view)
+                    args = ", ".join(self.bcast.get(a, a) for a in ops)
                 text = f"U_{name}({args})"
                 lines.append(f"{ind}{name} = " + (f"_asarray({text})" if inst.shape.rank == 0 else text))
                 self._origin(name)
+                if inst.shape.num_elements:
+                    self._cover(name, ops)
                 return
             if opcode == "negate" and pay is np.negative and is_float and flags_neutral("negative"):
                 lines.append(f"{ind}{name} = _neg({args})")
                 ns["_neg"] = np.negative
                 self._propagate(name, ops)
+                self._cover(name, ops)
                 return
             core = getattr(pay, "raw_unary", None)
             if core is not None and opcode in ("exponential", "tanh", "rsqrt") and \
@@ -481,26 +515,37 @@ class _Builder:
                 low = f"_min({name}, None)" if opcode != "tanh" else f"_min(_abs({name}), None)"
                 self._local_fallback(lines, ind, f"not {low} >= T_{name}", name, f"F_{name}({args})")
                 self._propagate(name, ops)
+                self._cover(name, ops)
                 return
             spec = getattr(pay, "raw_dot", None)
             if spec is not None:
                 lperm, l3, rperm, r3, res = spec
                 ns[f"F_{name}"] = pay
+                flat = _flat_dot(l3, r3)
+                shapes = (l3[1:], r3[1:]) if flat else (l3, r3)
                 xs = []
-                for x, perm, shp in ((ops[0], lperm, l3), (ops[1], rperm, r3)):
-                    h = hoisted_f64.get((x, perm, shp))
+                for n, (x, perm, shp) in enumerate(((ops[0], lperm, shapes[0]), (ops[1], rperm, shapes[1]))):
+                    key = (x, perm, shp)
+                    h = hoisted_f64.get(key)
+                    if h is None and not (n == 1 and ops[0] == ops[1]):     # (never one buffer twice)
+                        h = self.f64.get(key)
                     if h is None:
-                        h = x if perm is None else f"{x}.transpose({perm})"
-                        h = f"{h}.reshape({shp}).astype(_F64)"
+                        h = f"Y{len(self.f64)}_{name}"
+                        src = x if perm is None else f"{x}.transpose({perm})"
+                        lines.append(f"{ind}{h} = {src}.reshape({shp}).astype(_F64)")
+                        if not (ops[0] == ops[1]):
+                            self.f64[key] = h
                     xs.append(h)
-                lines.append(f"{ind}{name} = _mm({xs[0]}, {xs[1]}).astype(_F32)")
+                lines.append(f"{ind}{name} = {'_dot' if flat else '_mm'}({xs[0]}, {xs[1]}).astype(_F32)")
                 size = l3[0] * l3[1] * r3[2]
+                got = (l3[1], r3[2]) if flat else (l3[0], l3[1], r3[2])
                 lines.append(f"{ind}if _nonzero({name}) == {size}:")
-                lines.append(f"{ind}    {name} = {name}.reshape({res})" if tuple(res) != (l3[0], l3[1], r3[2])
-                             else f"{ind}    pass")
+                lines.append(f"{ind}    {name} = {name}.reshape({res})" if tuple(res) != got else f"{ind}    pass")
                 lines.append(f"{ind}else:")
                 self._flags_off_call(lines, ind + "    ", name, f"F_{name}({args})")
                 self._origin(name)
+                if size:
+                    self._cover(name, ops)
                 return
             where = getattr(pay, "where", None)
             if where is not None and name in self.inplace:
@@ -520,6 +565,13 @@ class _Builder:
                     self._propagate(name, ops)
                 else:
                     self._check_operands(lines, ind, ops, name)
+                if inst.shape.num_elements:
+                    if opcode in ("reshape", "broadcast", "transpose", "bitcast", "copy", "concatenate"):
+                        self._cover(name, ops)
+                    elif opcode == "dynamic-update-slice":
+                        self._cover(name, ops[1:2])
+                if opcode == "broadcast" and kind == PURE and _trailing(inst, self.shapes.get(ops[0])):
+                    self.bcast[name] = ops[0]
                 return
         if kind == WITH_EC and opcode == "reduce":
             raw = getattr(pay, "raw_sum", None)
@@ -534,8 +586,16 @@ class _Builder:
                     if start is None:
                         return self._foreign(st, name, ops, lines, ind)
                     ns[f"Z_{name}"] = start
-                    lines.append(f"{ind}{name} = R_{name}({args}, Z_{name})")
+                    fold = getattr(pay, "raw_fold", None)
+                    if fold is not None:            # (what `flagged` does for a single stage)
+                        perm, rows, outs = fold
+                        src = ops[0] if perm is None else f"{ops[0]}.transpose({perm})"
+                        lines.append(f"{ind}{name} = _addred(_contig({src}).reshape({rows}), 0, None, None, "
+                                     f"False, Z_{name}).reshape({outs})")
+                    else:
+                        lines.append(f"{ind}{name} = R_{name}({args}, Z_{name})")
                     self._origin(name)
+                    self._cover(name, ops)
                     return
             mm = getattr(pay, "raw_minmax", None)
             if mm is not None:
@@ -546,6 +606,7 @@ class _Builder:
                 self._local_fallback(lines, ind, f"not _min(_abs({name}), None) >= T_{name}", name,
                                      f"F_{name}(ec, {args})")
                 self._propagate(name, ops)
+                self._cover(name, ops)
                 return
         self._foreign(st, name, ops, lines, ind)
 
@@ -597,6 +658,13 @@ class _Builder:
             cond = f"_conforms({name}, H_{name}) is not None"
         lines.append(f"{ind}if {cond}: _bad(I_{name}, {name})")
 
+    def _folded(self, name, value):
+        """A folded broadcast (zero strides): its compact form, for NumPy to broadcast."""
+        if isinstance(value, np.ndarray) and value.ndim and 0 in value.strides and value.size:
+            key = tuple(slice(0, 1) if st == 0 else slice(None) for st in value.strides)
+            self.ns[f"KB_{name}"] = np.ascontiguousarray(value[key])
+            self.bcast[name] = f"KB_{name}"
+
     def _is_float(self, name):
         s = self.shapes.get(name)
         if s is None:
@@ -608,6 +676,14 @@ class _Builder:
         """`name` is computed by bare float arithmetic: it may hold a NaN of the processor's sign."""
         self.taint.add(name)
         self.sources[name] = frozenset((name,))
+
+    def _cover(self, name, kept):
+        """Every element of the operands `kept` goes into some element of `name` by steps that keep
+        a NaN a NaN: a NaN in them is a NaN in `name` (so a check of `name` checks them too)."""
+        c = {name}
+        for a in kept:
+            c |= self.covers.get(a, frozenset((a,)))
+        self.covers[name] = frozenset(c)
 
     def _propagate(self, name, ops):
         """`name` holds a NaN only where an operand does (it makes none of its own)."""
@@ -678,3 +754,37 @@ def _own(v):
 def _bad(inst, value):
     from .compiler import _bad as bad
     bad(inst, value)
+
+
+def _flat_dot(l3, r3) -> bool:
+    """True when a product of (1, m, k) and (1, k, n) f64 arrays may run as np.dot of the (m, k) and
+    (k, n) matrices: both make the same BLAS call (gemm) for m, k, n >= 2 and C-contiguous
+    operands of separate buffers (np.matmul of a batch of one runs its one matrix product as the
+    two-dimensional one does); checked once on a spread of shapes."""
+    if l3[0] != 1 or min(l3[1], l3[2], r3[2]) < 2:
+        return False
+    r = _probes.get("dot")
+    if r is None:
+        r = _probes["dot"] = _probe_dot()
+    return r
+
+
+def _probe_dot() -> bool:
+    rng = np.random.default_rng(1)
+    for m, k, n in ((2, 2, 2), (4, 24, 16), (3, 7, 5), (16, 64, 16), (33, 17, 65), (128, 96, 40)):
+        a = rng.standard_normal((m, k)) * np.exp(rng.uniform(-30, 30, (m, k)))
+        b = rng.standard_normal((k, n)) * np.exp(rng.uniform(-30, 30, (k, n)))
+        if np.dot(a, b).tobytes() != np.matmul(a[None], b[None])[0].tobytes():
+            return False
+    return True
+
+
+def _trailing(inst, src) -> bool:
+    """True when broadcast `inst` puts its operand (of shape `src`) on its last dimensions in order:
+    NumPy broadcasts the operand itself the same way."""
+    if src is None or src.is_tuple or inst.shape.is_tuple or src.is_dynamic or inst.shape.is_dynamic:
+        return False
+    dims = tuple(inst.attrs.get("dimensions") or ())
+    r, k = inst.shape.rank, src.rank
+    return dims == tuple(range(r - k, r)) and all(
+        s == d or s == 1 for s, d in zip(src.dims, inst.shape.dims[r - k:]))

@@ -267,6 +267,13 @@ def _refused(answer: dict, text: str, count: int):
     raise HloReferenceError(msg, kind="refused", stage=stage, xla_message=first)
 
 
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same dtype, shape and bytes (hlo aims at XLA CPU's bits, NaN payloads included)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return a.tobytes() == b.tobytes()
+
+
 def compare_with_xla(leaves, xla: XlaRun, rtol: float, atol: float) -> dict:
     """LEAVES (hlo's result leaves, in the form XlaRun.outputs has) against XLA's, as --expect
     compares: {"ok", "rows"}.  A leaf hlo holds per device where XLA gives a global array (a value
@@ -356,8 +363,12 @@ def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, 
             doc["timings"] = {"hlo_execute_s": hlo_execute_s}
         return doc
     mm = compare_with_xla(leaves, xla, rtol, atol)
+    identical = 0
+    for row, got, want in zip(mm["rows"], leaves, xla.outputs):
+        row["identical"] = _same_bits(np.asarray(got), np.asarray(want))
+        identical += row["identical"]
     doc.update(status="ok" if mm["ok"] else "mismatch", ok=mm["ok"], rows=mm["rows"], rtol=rtol, atol=atol,
-               jax_version=xla.jax_version)
+               identical=identical, jax_version=xla.jax_version)
     if xla.notes:
         doc["notes"] = list(xla.notes)
     t = {f"xla_{k}": v for k, v in xla.timings.items()}

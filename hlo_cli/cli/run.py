@@ -879,6 +879,9 @@ def _print_xla_reference(xref, rtol, atol, timings):
         click.echo(f"note: --reference xla: {note}", err=True)
     n = xref["devices"]
     _print_mismatch(xref, rtol, atol, f"XLA (jax {xref.get('jax_version')}, CPU, {n} device{'s' if n != 1 else ''})")
+    rows = xref["rows"]
+    click.echo(f"bit for bit the same as XLA's: {xref.get('identical', 0)} of {len(rows)} result"
+               f"{'s' if len(rows) != 1 else ''}")
     t = xref["timings"]
     click.echo(f"XLA: compile {t['xla_compile_s']:.3f} s, run {t['xla_run_s']:.3f} s (with its start "
                f"{t['xla_total_s']:.3f} s); hlo: run {timings.get('execute_s', 0.0):.3f} s")

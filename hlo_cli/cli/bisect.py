@@ -100,7 +100,12 @@ def _stages(paths, module_choice):
         raise HloInputError(f"{dirs[0]}: {msg}", [Diagnostic(msg, dirs[0], code="E087")])
     if module_choice is not None:
         raise click.UsageError("--module chooses a module of a dump directory; the files given are the stages")
-    return stages_from_files(paths), None
+    m = stages_from_files(paths)
+    if m.ignored:
+        click.echo(f"note: {len(m.ignored)} of the files given are not module stages and are left out "
+                   f"({', '.join(Path(f.path).name for f in m.ignored[:3])}{', ...' if len(m.ignored) > 3 else ''})",
+                   err=True)
+    return m, None
 
 
 def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
@@ -180,7 +185,8 @@ def _print(report, dd, inputs_doc, bound):
     m = report.module
     out = []
     if m.id is None:
-        out.append(f"hlo bisect: {len(report.stages)} files in the order given, {report.distinct} distinct texts")
+        order = "in XLA's pass order" if m.pass_order else "in the order given"
+        out.append(f"hlo bisect: {len(report.stages)} files {order}, {report.distinct} distinct texts")
     else:
         out.append(f"hlo bisect: {m.title} in {m.directory}: {len(report.stages)} stages, {report.distinct} "
                    "distinct texts")

@@ -150,6 +150,8 @@ class DumpModule:
     timestamp: str | None = None
     directory: str | None = None
     snapshots: tuple[str, ...] = ()   # its HloSnapshots (--xla_dump_hlo_snapshots): executions' arguments
+    ignored: tuple = ()               # files of a list that are not stages (stages_from_files)
+    pass_order: bool = True           # False: a list of files taken in the order given
 
     @property
     def key(self) -> str:
@@ -502,22 +504,42 @@ def _occurrence_name(f: dict) -> str | None:
 
 
 def stages_from_files(paths) -> DumpModule:
-    """A list of files taken as the stages of one module in the order given (names that XLA's dump
-    names describe get their pipeline and pass).  Raises HloInputError (exit 2) for a file that
-    does not exist or is not a regular file."""
-    raw = []
-    for k, path in enumerate(paths):
+    """A list of files taken as the stages of one module.  Files named as XLA dumps one module
+    (a shell pattern such as dump/module_0008.*) are put in XLA's pass order whatever the order
+    given, and those that are not stages (buffer assignments, LLVM IR...) are left out (listed in
+    `ignored`); any other list is taken in the order given.  Raises HloInputError (exit 2) for a
+    file that does not exist or is not a regular file."""
+    raw, ignored = [], []
+    for path in paths:
         p = Path(path)
         if not p.is_file():
             what = "no such file" if not p.exists() else "not a regular file"
             raise HloInputError(f"{path}: {what}", [Diagnostic(what, str(path), code="E085")])
+        raw.append((p, _HEAD.match(p.name)))
+    keys = {(m.group("ts"), m.group("id")) for _, m in raw if m}
+    if raw and all(m for _, m in raw) and len(keys) == 1:
+        known: dict = {}
+        for p, m in raw:
+            split = _split_ext(m.group("tail") or "")
+            b = _BEFORE_NAME.match(split[0]) if split else None
+            if b and b.group("name"):
+                known[keys.copy().pop()] = b.group("name")
+        items = []
+        for p, _ in raw:
+            parsed, reason = _parse_name(p.name, known)
+            if parsed is None:
+                ignored.append(IgnoredFile(str(p), reason))
+            else:
+                items.append((parsed, str(p)))
+        if items:
+            m = _module(keys.pop(), items, None)
+            return DumpModule(None, m.name, m.stages, ignored=tuple(ignored))
+    out = []
+    for p, _ in raw:
         parsed, _ = _parse_name(p.name, {})
-        if parsed is None:
-            parsed = _Parsed((None, None), FILE, None)
-        raw.append((parsed, (str(path),)))
-    stages = _number(raw)
-    names = [r[0].name for r in raw if r[0].name]
-    return DumpModule(None, names[0] if names and len(set(names)) == 1 else None, stages)
+        out.append((parsed or _Parsed((None, None), FILE, None), (str(p),)))
+    names = [r[0].name for r in out if r[0].name]
+    return DumpModule(None, names[0] if names and len(set(names)) == 1 else None, _number(out), pass_order=False)
 
 
 __all__ = ["AFTER", "BEFORE", "DURING", "FILE", "PASS", "DumpDir", "DumpModule", "IgnoredFile", "Selection", "Stage",

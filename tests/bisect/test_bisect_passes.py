@@ -305,3 +305,20 @@ def test_a_broken_spmd_partitioning(run, tmp_path):
     assert doc["runs"] <= doc["bisection_bound"]
     row = next(x for x in doc["log"] if x["index"] == doc["first_bad"]["index"])["comparison"][0]
     assert row["status"] == "mismatch" and float(row["want"]) == pytest.approx(2 * float(row["got"]), rel=1e-4)
+
+
+def test_a_shell_pattern_over_one_module_is_put_in_pass_order(run, tmp_path):
+    """`hlo bisect dump/module_0008.*` lists the files alphabetically (before_optimizations after
+    step 0044, buffer assignments among them): XLA's names give the order back."""
+    d = broken_copy(tmp_path, 26)
+    files = sorted(str(f) for f in d.glob("module_0008.*"))
+    files.reverse()
+    r = run("bisect", *files, "--random-inputs", "--format", "json", "--no-diff")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    assert doc["snapshots"] == 47 and doc["first_bad"]["pass"] == "cse"
+    assert doc["log"][0]["stage"] == "before_optimizations"
+    assert "4 of the files given are not module stages and are left out" in r.stderr
+    m = stages_from_files(files)
+    assert [s.index for s in m.stages] == list(range(47)) and m.pass_order and m.name == "jit_step"
+    assert not stages_from_files(_files(tmp_path, [1, 2])).pass_order

@@ -516,6 +516,14 @@ class _Renderer:
             head += (", entry_computation_layout={(" +
                      ", ".join(str(shape_of(p, "entry layout: ")) for p in ps.parameters) + ")->" +
                      str(shape_of(ps.result, "entry layout: ")) + "}")
+        if m.HasField("device_assignment"):
+            # the module's config is not in the proto, but a compiled module's device assignment
+            # says how many replicas and partitions it runs on (XLA's own text dump prints them)
+            da = m.device_assignment
+            if da.replica_count > 1:
+                head += f", replica_count={da.replica_count}"
+            if da.computation_count > 1:
+                head += f", num_partitions={da.computation_count}"
         if len(m.frontend_attributes.map):
             head += ", frontend_attributes=" + _frontend_attributes(m.frontend_attributes)
         out = [head + self._stack_frames() + "\n\n"]

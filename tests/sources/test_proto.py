@@ -385,3 +385,45 @@ def test_a_binary_proto_on_standard_input():
         p = subprocess.run([sys.executable, "-c", "from hlo_cli.cli import main; main()", "check", "-"],
                            stdin=f, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "<stdin>: ok" in p.stdout, p.stderr
+
+
+DUMP_PROGRAM = r"""
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+def loss(w, x):
+    h = jnp.tanh(x @ w["a"])
+    h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 2), (1, 2), "SAME")
+    return jnp.mean(jnp.sort(h, axis=-1)[:, :3] ** 2) + jnp.sum(jnp.cumsum(w["b"]))
+w = {"a": np.ones((8, 16), np.float32) * 0.1, "b": np.arange(5, dtype=np.float32)}
+x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+jax.block_until_ready(jax.jit(jax.grad(loss))(w, x))
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("x", "y"))
+a = jax.device_put(np.arange(64, dtype=np.float32).reshape(8, 8), NamedSharding(mesh, P("x", "y")))
+jax.block_until_ready(jax.jit(lambda a: jnp.sum(a @ a.T, axis=0))(a))
+"""
+
+
+@pytest.mark.slow
+def test_xla_pass_dumps_as_proto_read_like_their_text(tmp_path):
+    # XLA CPU dumps every pass's module as text and as HloProto: each proto reads as its text,
+    # but for the config flags only the text holds (allow_spmd_sharding_propagation_*)
+    pytest.importorskip("jax")
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=8 --xla_dump_to={tmp_path} "
+                                     "--xla_dump_hlo_pass_re=.* --xla_dump_hlo_as_proto --xla_dump_hlo_as_text")
+    subprocess.run([sys.executable, "-c", DUMP_PROGRAM], env=env, check=True, capture_output=True, timeout=600)
+    config_only = ("allow_spmd_sharding_propagation_to_output", "allow_spmd_sharding_propagation_to_parameters")
+    from dataclasses import replace
+
+    def keep(m):
+        return replace(m, attrs={k: v for k, v in m.attrs.items() if k not in config_only})
+    pairs = 0
+    for pb in sorted(tmp_path.glob("*.hlo.pb")):
+        txt = pb.with_name(pb.name[:-len(".hlo.pb")] + ".txt")
+        if not txt.exists():
+            continue
+        ref = parse(txt.read_text(), str(txt))
+        assert first_difference(keep(_ours(pb)), keep(ref)) is None, pb.name
+        pairs += 1
+    assert pairs > 40
+    spmd = [p for p in tmp_path.glob("*lambda*after_optimizations.hlo.pb")]
+    assert spmd and _ours(spmd[0]).attrs.get("num_partitions") == 8

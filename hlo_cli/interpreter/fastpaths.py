@@ -885,13 +885,17 @@ def _dynamic_slice(inst, ops, st):
     base, dyn = r
     array = np.array
 
-    def fn(x, *idx):
+    def where(*idx):
         key = list(base)
         for pos, d, hi, size in dyn:
             v = int(idx[pos])
             v = 0 if v < 0 else (hi if v > hi else v)
             key[d] = slice(v, v + size)
-        return array(x[tuple(key)])
+        return tuple(key)
+
+    def fn(x, *idx):
+        return array(x[where(*idx)])
+    fn.where = where                    # (loopgen.py: a view where nothing keeps it)
     return Fast(fn, clean=st.is_clean(ops[0]))
 
 

@@ -199,6 +199,10 @@ class _Builder:
             raise _Unsupported
         self.n_state = len(pshape.tuple_shapes)
         self.bcast: dict[str, str] = {}             # a broadcast's name -> what NumPy may broadcast instead
+        self.taint: set[str] = set()                # names that may hold a NaN of the processor's sign
+        self.sources: dict[str, frozenset] = {}     # tainted name -> the bare arithmetic it comes from
+        self.covers: dict[str, frozenset] = {}      # name -> the values whose NaNs show in it (_cover)
+        self.views: set[str] = set()                # dynamic slices read in place (_viewable)
         self.state_shapes = pshape.tuple_shapes
 
     # ------------------------------------------------------------------ analysis of one computation
@@ -263,6 +267,11 @@ class _Builder:
                 uses[a] = uses.get(a, 0) + 1
         for m in out:
             uses[m] = uses.get(m, 0) + 1
+        self.readers: dict[str, list] = {}          # name -> the opcodes and names of its readers
+        for st, name in work:
+            for a in opnames(st):
+                self.readers.setdefault(a, []).append((st[4].opcode if st[0] != ELEMENT else None, name))
+        self.outputs = set(out)
 
         # loop-invariant steps
         inv = set(passthrough)
@@ -306,9 +315,7 @@ class _Builder:
         for j in owned:
             lines.append(f"{ind}s{j} = _own(s{j})")
         # the loop-invariant steps (NaN checks of their own: see _emit)
-        self.taint: set[str] = set()
-        self.sources: dict[str, frozenset] = {}     # tainted name -> the bare arithmetic it comes from
-        self.covers: dict[str, frozenset] = {}      # name -> the values whose NaNs show in it (_cover)
+        self.taint = set()
         pro = []
         loop_work = []
         for st, name in work:
@@ -443,10 +450,24 @@ class _Builder:
         root = self.cond.root
         if root in members or root not in names:
             raise _Unsupported
-        saved = self.taint if hasattr(self, "taint") else set()
+        saved = self.taint
         self.taint = set()
-        self.sources = getattr(self, "sources", {})
         lines: list[str] = []
+        step = {name: st for st, name in work}.get(names[root])
+        if step is not None and step[0] == PURE and step[4].opcode == "compare":
+            # an integer comparison deciding the loop: Python's operator on the two scalars
+            op = _OPERATORS.get(str(step[4].attrs.get("direction")))
+            a, b = [names.get(j) for j in step[2]]
+            da, db = self._int_scalar(a, shapes), self._int_scalar(b, shapes)
+            if op is not None and da is not None and da == db:
+                work = [(st, name) for st, name in work if name != names[root]]
+                for st, name in work:
+                    if st[0] == FOLDED:
+                        self.ns[name] = st[1]
+                    else:
+                        self._emit(st, name, [names.get(j) for j in st[2]], lines, "", {}, set(), pre=False)
+                self.taint = saved
+                return lines, f"{a} {op} {b}"
         for st, name in work:
             ops = [names.get(j) for j in st[2]]
             if any(a is None for a in ops):
@@ -552,6 +573,11 @@ class _Builder:
                 ns[f"W_{name}"] = where
                 lines.append(f"{ind}w_{name} = W_{name}({', '.join(ops[2:])})")
                 return
+            if where is not None and opcode == "dynamic-slice" and self._viewable(name):
+                ns[f"W_{name}"] = where             # a view: what reads it makes new arrays
+                lines.append(f"{ind}{name} = {ops[0]}[W_{name}({', '.join(ops[1:])})]")
+                self._propagate(name, ops)
+                return
             plain = getattr(pay, "plain", None)
             if plain is not None and any(a in inv and a not in self.passthrough for a in ops):
                 pay = plain                         # (an in-place writer: not into a value kept)
@@ -560,7 +586,7 @@ class _Builder:
                      and dt.kind in "iub"):
                 ns[f"F_{name}"] = pay
                 lines.append(f"{ind}{name} = F_{name}({args})")
-                self._result_check(lines, ind, name, inst, ex)
+                # (a fast path of these makes its result's dtype and dims from its operands')
                 if opcode in _PROPAGATE or opcode in ("select",):
                     self._propagate(name, ops)
                 else:
@@ -657,6 +683,37 @@ class _Builder:
             ns[f"H_{name}"] = ex
             cond = f"_conforms({name}, H_{name}) is not None"
         lines.append(f"{ind}if {cond}: _bad(I_{name}, {name})")
+
+    def _viewable(self, name, depth=0) -> bool:
+        """True when every reader of `name` (through reshapes, bitcasts, transposes, broadcasts)
+        makes a new array of it, so a view in place of a copy is never kept or written."""
+        if name in self.outputs or depth > 8:
+            return False
+        for opcode, user in getattr(self, "readers", {}).get(name, ()):
+            if opcode in _COPYING:
+                continue
+            if opcode in ("reshape", "bitcast", "transpose", "broadcast"):
+                if self._viewable(user, depth + 1):
+                    continue
+            return False
+        return True
+
+    def _int_scalar(self, name, shapes):
+        """The dtype of `name` (the condition's value, a state element or a folded constant) if it
+        is an integer scalar, else None."""
+        if name is None:
+            return None
+        if name in shapes:
+            s = shapes[name]
+        elif name.startswith("s") and name[1:].isdigit():
+            s = self.state_shapes[int(name[1:])]
+        else:
+            v = self.ns.get(name)
+            return v.dtype if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iu" else None
+        if s.is_tuple or s.rank != 0:
+            return None
+        dt = _dtype(s)
+        return dt if dt is not None and dt.kind in "iu" else None
 
     def _folded(self, name, value):
         """A folded broadcast (zero strides): its compact form, for NumPy to broadcast."""
@@ -777,6 +834,12 @@ def _probe_dot() -> bool:
         if np.dot(a, b).tobytes() != np.matmul(a[None], b[None])[0].tobytes():
             return False
     return True
+
+
+# opcodes whose steps (fast path or rule) return new arrays, never their operands or views of them
+_COPYING = frozenset("""add subtract multiply divide negate exponential tanh rsqrt sqrt dot reduce
+concatenate slice dynamic-slice dynamic-update-slice compare select convert maximum minimum""".split())
+_OPERATORS = {"LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "NE": "!="}
 
 
 def _trailing(inst, src) -> bool:

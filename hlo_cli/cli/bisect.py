@@ -247,6 +247,8 @@ def _print(report, dd, inputs_doc, bound):
             out.append(f"  skipped #{o.stage.index} {o.stage.label}: {o.error}")
         if len(skipped) > 8:
             out.append(f"  ... and {len(skipped) - 8} more (--format json lists them)")
+    if any(o.error and o.error.startswith("the checker rejects it") for o in skipped):
+        out.append("  (--no-check runs the stages the checker rejects anyway)")
     for o in report.contradictions:
         where = "after" if o.stage.index > (report.first_bad.index if report.first_bad else 0) else "before"
         out.append(f"warning: #{o.stage.index} {o.stage.label} {o.status} {where} the first bad stage: the results "

@@ -152,6 +152,20 @@ def test_names_xla_writes_in_other_settings(tmp_path):
     assert "module_0003.a.b.1.sm_8.0_gpu_after_optimizations-buffer-assignment.txt" in reasons
 
 
+def test_a_tensorflow_name_with_dots_left_out_of_long_file_names(tmp_path):
+    """TensorFlow's module names end in '.NN'; where the file name would pass 255 characters XLA
+    leaves the name out, so one module's files come with and without it."""
+    name = "a_inference_f_53__XlaMustCompile_true_config_proto_13561319589895757934_executor_type_1116031815.29"
+    _write(tmp_path, f"module_0007.{name}.before_optimizations.txt", name)
+    _write(tmp_path, f"module_0007.{name}.0000.pipe.after_pipeline-start.before_p1.txt", name)
+    _write(tmp_path, "module_0007.0001.HLO_passes_through_layout_assignment.after_p1.before_p2.txt", name)
+    _write(tmp_path, f"module_0007.{name}.cpu_after_optimizations.txt", name)
+    (m,) = read_dump_dir(tmp_path).modules
+    assert m.name == name and [s.kind for s in m.stages] == [BEFORE, PASS, PASS, AFTER]
+    assert [s.number for s in m.stages[1:3]] == [0, 1] and m.stages[2].pass_name == "p1"
+    assert read_dump_dir(tmp_path).module(name) is not None
+
+
 def test_directories_without_dumps(tmp_path):
     with pytest.raises(HloInputError, match="the directory is empty"):
         read_dump_dir(tmp_path)

@@ -348,8 +348,32 @@ def arguments_for(dv, args) -> tuple[list, str]:
     return [a.stacked(n) if hasattr(a, "stacked") else a for a in args], "per_device"
 
 
+def before_optimizations(path: str | None) -> str | None:
+    """The file holding the module before XLA's optimizations next to PATH, when there is one:
+    NAME.hlo for NAME.opt.hlo, an XLA dump's `module_NNNN.NAME.before_optimizations.txt` for its
+    `...after_optimizations.txt` (cpu_, gpu_) or `.snapshot.N.pb`."""
+    if not path or path == "-":
+        return None
+    p = Path(path)
+    name = p.name
+    candidates = []
+    if name.endswith(".opt.hlo"):
+        candidates.append(name[:-len(".opt.hlo")] + ".hlo")
+    m = re.match(r"^(module_\d+\.[^/]+?)\.(?:\w+_)?after_optimizations\.(?:txt|hlo\.pb|pb)$", name) or \
+        re.match(r"^(module_\d+\.[^/]+?)\.snapshot\.-?\d+\.pb$", name)
+    if m:
+        candidates += [m.group(1) + ".before_optimizations.txt", m.group(1) + ".before_optimizations.hlo.pb"]
+    m = re.match(r"^(.+)\.snapshot\.pb$", name)
+    if m:
+        candidates.append(m.group(1) + ".hlo")
+    for c in candidates:
+        if (p.parent / c).is_file():
+            return str(p.parent / c)
+    return None
+
+
 def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, atol: float,
-                     result_dims=None, hlo_execute_s: float | None = None) -> dict:
+                     result_dims=None, hlo_execute_s: float | None = None, source: str | None = None) -> dict:
     """Run TEXT on XLA (run_xla) and compare hlo's result LEAVES with XLA's: the `reference`
     section of `hlo run --format json`.  status ok / mismatch (with the rows --expect gives), or
     error (kind, stage, message) when XLA could not give results; timings of both."""
@@ -359,6 +383,11 @@ def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, 
         xla = run_xla(text, xla_args, replicas=replicas, partitions=partitions, mode=mode, result_dims=result_dims)
     except HloReferenceError as e:
         doc.update(status="error", exit_code=int(e.exit_code), kind=e.kind, stage=e.stage, message=str(e))
+        before = before_optimizations(source) if e.kind in ("refused", "crashed") and looks_optimized(text) else None
+        if before:
+            doc["before_optimizations"] = before
+            doc["message"] += (f"\n  the module before optimizations is next to it: hlo run {before} --reference xla "
+                               f"(with the same inputs)")
         if hlo_execute_s is not None:
             doc["timings"] = {"hlo_execute_s": hlo_execute_s}
         return doc

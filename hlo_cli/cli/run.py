@@ -862,7 +862,7 @@ def _xla_reference(state, text, dv, leaves, rtol, atol, timings) -> dict:
     phase = _phase_setter(state.get("progress"))
     phase("running on XLA")
     doc = reference_report(text, xla_args, mode, state["grid"], leaves, rtol, atol, dims,
-                           timings.get("execute_s"))
+                           timings.get("execute_s"), state.get("module_file"))
     for k in ("xla_compile_s", "xla_run_s", "xla_total_s"):
         if k in doc.get("timings", {}):
             timings[k] = doc["timings"][k]

@@ -112,6 +112,18 @@ def test_child_environment_has_the_devices(monkeypatch):
     assert str(ROOT) in ref._child_env(1)["PYTHONPATH"].split(os.pathsep)
 
 
+def test_the_module_before_optimizations_is_pointed_at(tmp_path):
+    for name, before in [("f.opt.hlo", "f.hlo"), ("module_0002.jit_f.cpu_after_optimizations.txt",
+                                                   "module_0002.jit_f.before_optimizations.txt"),
+                         ("module_0004.jit_mlp.snapshot.-1888735265.pb", "module_0004.jit_mlp.before_optimizations.txt"),
+                         ("mlp.snapshot.pb", "mlp.hlo")]:
+        (tmp_path / name).write_text("x")
+        assert ref.before_optimizations(str(tmp_path / name)) is None        # not there (yet)
+        (tmp_path / before).write_text("x")
+        assert ref.before_optimizations(str(tmp_path / name)) == str(tmp_path / before)
+    assert ref.before_optimizations("-") is None and ref.before_optimizations(str(tmp_path / "f.hlo")) is None
+
+
 def test_snapshot_reference_keys_over_leaves():
     class Snap:
         result = (np.zeros(2), (np.ones(3, np.int8), None))
@@ -218,6 +230,8 @@ def test_xla_refusing_an_optimized_text(hlo):
     assert doc["reference"]["kind"] == "refused" and doc["reference"]["stage"] == "compile"
     assert "XLA could not compile this module: INTERNAL: Unexpected bitcast" in doc["reference"]["message"]
     assert "after XLA's optimizations" in doc["reference"]["message"]
+    assert doc["reference"]["before_optimizations"] == str(SAMPLES / "jax" / "rng.hlo")
+    assert f"hlo run {SAMPLES / 'jax' / 'rng.hlo'} --reference xla" in doc["reference"]["message"]
 
 
 @live

@@ -99,7 +99,8 @@ def test_crash_line_is_xlas_reason():
     assert ref._crash_line(stderr) == "Check failed: input_shape.has_layout() f32[3,3] (shape_util.cc:1484)"
     stderr = ("E1127 01:39:13.6 5449 common_pjrt_client.cc:1622] ExecutePrepare failed: E0102: Mismatch:\n"
               "Executable expected parameter 0 of size 16\nFatal Python error: Segmentation fault\n")
-    assert ref._crash_line(stderr) == "ExecutePrepare failed: E0102: Mismatch: Executable expected parameter 0 of size 16"
+    assert ref._crash_line(stderr) == ("ExecutePrepare failed: E0102: Mismatch: Executable expected parameter 0 "
+                                       "of size 16")
 
 
 def test_child_environment_has_the_devices(monkeypatch):
@@ -115,7 +116,8 @@ def test_child_environment_has_the_devices(monkeypatch):
 def test_the_module_before_optimizations_is_pointed_at(tmp_path):
     for name, before in [("f.opt.hlo", "f.hlo"), ("module_0002.jit_f.cpu_after_optimizations.txt",
                                                    "module_0002.jit_f.before_optimizations.txt"),
-                         ("module_0004.jit_mlp.snapshot.-1888735265.pb", "module_0004.jit_mlp.before_optimizations.txt"),
+                         ("module_0004.jit_mlp.snapshot.-1888735265.pb",
+                          "module_0004.jit_mlp.before_optimizations.txt"),
                          ("mlp.snapshot.pb", "mlp.hlo")]:
         (tmp_path / name).write_text("x")
         assert ref.before_optimizations(str(tmp_path / name)) is None        # not there (yet)

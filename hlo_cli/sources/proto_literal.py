@@ -29,7 +29,8 @@ _BYTES = {"s8": "s8s", "u8": "u8s", "s16": "s16s", "u16": "u16s", "f16": "f16s",
           "s1": "s1s", "s2": "s2s", "s4": "s4s", "u1": "u1s", "u2": "u2s", "u4": "u4s",
           "f4e2m1fn": "f4e2m1fns", "f8e3m4": "f8e3m4s", "f8e4m3b11fnuz": "f8e4m3b11fnuzs",
           "f8e4m3fn": "f8e4m3fns", "f8e4m3fnuz": "f8e4m3fnuzs", "f8e4m3": "f8e4m3s",
-          "f8e5m2fnuz": "f8e5m2fnuzs", "f8e5m2": "f8e5m2s", "f8e8m0fnu": "f8e8m0fnus"}
+          "f8e5m2fnuz": "f8e5m2fnuzs", "f8e5m2": "f8e5m2s", "f8e8m0fnu": "f8e8m0fnus",
+          "f6e2m3fn": "f6e2m3fns", "f6e3m2fn": "f6e3m2fns"}
 _NARROW_INT = {"s1", "s2", "s4", "u1", "u2", "u4"}
 
 

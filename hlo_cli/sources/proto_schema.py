@@ -6,10 +6,16 @@ The descriptors are built in code from the table below (no .proto file of XLA's,
 buffer assignment), HloSnapshot (a module, the arguments of one execution and its result),
 HloUnoptimizedSnapshot, and what they hold.
 
+A few fields are newer than those XLA sources (a fork's snapshot); their numbers come from the
+descriptor of xla_data.proto that the XLA inside jaxlib 0.10.2 embeds (libjax_common.so):
+PrimitiveType F6E3M2FN = 35 and F6E2M3FN = 36 with LiteralProto's f6e3m2fns = 35 / f6e2m3fns = 36,
+OpMetadata.metadata_payload = 20 (a Payload), and MeshProto.iota_transform = 3 (reshape_dims = 1,
+transpose_perm = 2: a mesh whose device order is an iota, printed ``device_ids=([2,4]T(1,0))``).
+
 Table syntax: ``enum NAME`` then ``VALUE=N`` words; ``message NAME`` (nested messages as
 ``Outer.Inner``) then one field per line, ``NUMBER NAME TYPE`` where TYPE is a scalar type, an enum
-or a message of the table, ``*TYPE`` for a repeated field, ``?TYPE`` for a proto3 optional one and ``{KEY,VALUE}`` for a map.  A field
-declared ``ignored`` is a message we do not read (a buffer assignment, profiles, statistics): it
+or a message of the table, ``*TYPE`` for a repeated field, ``?TYPE`` for a proto3 optional one and
+``{KEY,VALUE}`` for a map.  A field declared ``ignored`` is a message we do not read (a buffer assignment, profiles, statistics): it
 is declared as bytes, so that its content is skipped as known (binary protos only).
 
     msgs = messages()                       # name -> message class
@@ -27,7 +33,7 @@ enum PrimitiveType
   PRIMITIVE_TYPE_INVALID=0 PRED=1 S1=30 S2=26 S4=21 S8=2 S16=3 S32=4 S64=5 U1=31 U2=27 U4=22 U8=6
   U16=7 U32=8 U64=9 F16=10 F32=11 BF16=16 F64=12 F8E5M2=19 F8E4M3=28 F8E4M3FN=20 F8E4M3B11FNUZ=23
   F8E3M4=29 F8E5M2FNUZ=24 F8E4M3FNUZ=25 F4E2M1FN=32 F8E8M0FNU=33 C64=15 C128=18 TUPLE=13
-  OPAQUE_TYPE=14 TOKEN=17 BUFFER=34
+  OPAQUE_TYPE=14 TOKEN=17 BUFFER=34 F6E3M2FN=35 F6E2M3FN=36
 enum DimLevelType
   DIM_DENSE=0 DIM_COMPRESSED=1 DIM_SINGLETON=2 DIM_LOOSE_COMPRESSED=3
 enum PaddingType
@@ -111,6 +117,7 @@ message OpMetadata
   12 deduplicated_name string
   15 stack_frame_id int32
   16 scheduling_name string
+  20 metadata_payload Payload
 message LiteralProto
   1 shape ShapeProto
   2 preds *bool
@@ -144,6 +151,8 @@ message LiteralProto
   24 f8e5m2fnuzs bytes
   19 f8e5m2s bytes
   33 f8e8m0fnus bytes
+  35 f6e3m2fns bytes
+  36 f6e2m3fns bytes
   14 sparse_indices *int64
 message WindowDimension
   1 size int64
@@ -214,13 +223,13 @@ message FrontendAttributes
 message MeshProto.MeshAxis
   1 name string
   2 size int64
-message MeshProto.IotaDeviceIds
+message MeshProto.IotaTransform
   1 reshape_dims *int64
   2 transpose_perm *int64
 message MeshProto
   1 axes *MeshProto.MeshAxis
   2 device_ids *int64
-  3 iota_device_ids MeshProto.IotaDeviceIds
+  3 iota_transform MeshProto.IotaTransform
 message AxisRefProto.SubAxis
   1 pre_size int64
   2 size int64
@@ -299,8 +308,8 @@ message StatisticsViz
   1 stat_index_to_visualize int64
   2 statistics *Statistic
 message Payload
-  1 value bytes
-  2 id int64
+  1 value ?bytes
+  2 id ?int64
 message HloInstructionProto.SliceDimensions
   1 start int64
   2 limit int64

@@ -35,7 +35,7 @@ PRIMITIVE_TYPES = {
     22: "u4", 6: "u8", 7: "u16", 8: "u32", 9: "u64", 10: "f16", 11: "f32", 16: "bf16", 12: "f64",
     19: "f8e5m2", 28: "f8e4m3", 20: "f8e4m3fn", 23: "f8e4m3b11fnuz", 29: "f8e3m4", 24: "f8e5m2fnuz",
     25: "f8e4m3fnuz", 32: "f4e2m1fn", 33: "f8e8m0fnu", 15: "c64", 18: "c128", 13: "tuple",
-    14: "opaque", 17: "token", 34: "buffer",
+    14: "opaque", 17: "token", 34: "buffer", 35: "f6e3m2fn", 36: "f6e2m3fn",
 }
 _DIM_LEVEL = {0: "D", 1: "C", 2: "S", 3: "H"}
 
@@ -207,7 +207,18 @@ def _literal(lp, shape: Shape, where: str, limits):
 
 # ----------------------------------------------------------------------------- attribute texts
 
-def _metadata(md) -> str | None:
+def _payload(pl, payloads, where: str = "") -> bytes | None:
+    """A Payload's bytes: its own value, or the module's payload it names by id."""
+    if pl.HasField("value"):
+        return pl.value
+    if pl.HasField("id"):
+        if not 0 <= pl.id < len(payloads):
+            raise ProtoError(f"{where}payload id {pl.id} out of the module's {len(payloads)} payloads")
+        return payloads[pl.id]
+    return None
+
+
+def _metadata(md, payloads=()) -> str | None:
     if not (md.op_type or md.op_name or md.source_file or md.scheduling_name or md.stack_frame_id):
         return None
     r = []
@@ -233,6 +244,10 @@ def _metadata(md) -> str | None:
         r.append(f'scheduling_name="{md.scheduling_name}"')
     if md.stack_frame_id:
         r.append(f"stack_frame_id={md.stack_frame_id}")
+    if md.HasField("metadata_payload"):
+        data = _payload(md.metadata_payload, payloads)
+        if data:
+            r.append("metadata_payload=" + _q(data.decode("utf-8", "surrogateescape")))
     return "{" + " ".join(r) + "}"
 
 
@@ -250,7 +265,7 @@ def _sharding(sp, where: str, top: bool = True) -> str:
     if t == 2:
         return "{" + ", ".join(_sharding(e, where, False) for e in sp.tuple_shardings) + "}"
     if sp.HasField("named_sharding"):
-        raise ProtoError(f"{where}a named sharding (NamedShardingProto) is not read yet")
+        return _named_sharding(sp.named_sharding, where)
     parts = []
     if t == 0:
         parts.append("replicated")
@@ -289,6 +304,41 @@ def _sharding(sp, where: str, top: bool = True) -> str:
     elif mds:
         parts.append("metadata={" + ", ".join(mds) + "}")
     return "{" + " ".join(parts) + "}"
+
+
+def _named_sharding(ns, where: str) -> str:
+    """A NamedShardingProto as XLA prints it: {MESH, [dims], replicated={..}, unreduced={..},
+    manual={..}, metadata={{..}, ..}}; without dimension shardings a mesh all manual (unreduced)
+    prints `manual` (`unreduced`), a maximal mesh nothing, any other `replicated`."""
+    mp = ns.mesh
+    parts = [_mesh(mp)]
+    kinds = (("replicated", ns.replicated_axes), ("unreduced", ns.unreduced_axes), ("manual", ns.manual_axes))
+
+    def refs(axes):
+        return ", ".join(_axis_ref(a, mp, where) for a in axes)
+    if len(ns.dim_shardings):
+        dims = []
+        for d in ns.dim_shardings:
+            words = [_axis_ref(a, mp, where) for a in d.axes]
+            if not d.is_closed:
+                words.append("?")
+            dims.append("{" + ", ".join(words) + "}")
+        parts.append("[" + ", ".join(dims) + "]")
+        parts += [f"{k}={{{refs(axes)}}}" for k, axes in kinds if len(axes)]
+    else:
+        n_axes = len(mp.axes)
+        whole = [k for k, axes in kinds[1:] if len(axes) == n_axes and n_axes and
+                 sorted(a.mesh_axis_index for a in axes) == list(range(n_axes))]
+        maximal = not n_axes and len(mp.device_ids) == 1
+        if whole:
+            parts.append(whole[0])
+        elif not maximal:
+            parts.append("replicated")
+            parts += [f"{k}={{{refs(axes)}}}" for k, axes in kinds if len(axes)]
+    mds = [_metadata(md) or "{}" for md in ns.metadata]
+    if mds:
+        parts.append("metadata={" + ", ".join(mds) + "}")
+    return "{" + ", ".join(parts) + "}"
 
 
 def _window(w) -> str:
@@ -389,8 +439,8 @@ def _mesh(mp) -> str:
     if not axes and len(ids) == 1:
         return f"maximal_mesh[device_id={ids[0]}]"
     text = "mesh[" + ",".join(f"'{a.name}'={a.size}" for a in axes) + "]"
-    if mp.HasField("iota_device_ids"):
-        io = mp.iota_device_ids
+    if mp.HasField("iota_transform"):
+        io = mp.iota_transform
         if len(io.reshape_dims) > 1:
             text += ", device_ids=([" + ",".join(map(str, io.reshape_dims)) + "]"
             perm = list(io.transpose_perm)
@@ -427,7 +477,8 @@ def _float32_text(x: float) -> str:
 
 
 _FLOATS = {"f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3", "f8e4m3fn", "f8e4m3b11fnuz", "f8e3m4",
-           "f8e5m2fnuz", "f8e4m3fnuz", "f4e2m1fn", "f8e8m0fnu", "c64", "c128"}
+           "f8e5m2fnuz", "f8e4m3fnuz", "f4e2m1fn", "f8e8m0fnu", "f6e2m3fn", "f6e3m2fn", "c64",
+           "c128"}
 _SIGNED = {"s1", "s2", "s4", "s8", "s16", "s32", "s64"}
 
 
@@ -682,14 +733,17 @@ class _Renderer:
                 a.append("origin={[synthetic_call]}")
             elif len(ov.elements):
                 a.append("origin={" + _original_value(ov, i.shape) + "}")
-        md = _metadata(i.metadata) if i.HasField("metadata") else None
+        md = _metadata(i.metadata, self.m.payloads) if i.HasField("metadata") else None
         if md is not None:
             a.append("metadata=" + md)
-        if i.backend_config:
+        config = i.backend_config
+        if not config and i.HasField("backend_config_payload"):
+            config = _payload(i.backend_config_payload, self.m.payloads, where) or b""
+        if config:
             try:
-                cfg = i.backend_config.decode("utf-8")
+                cfg = config.decode("utf-8")
             except UnicodeDecodeError:
-                cfg = i.backend_config.decode("latin-1")
+                cfg = config.decode("latin-1")
             a.append("backend_config=" + (cfg if _lexes_as_json_dict(cfg) else _q(cfg)))
         text = f"%{i.name} = {shape} {op}(" + ", ".join(operands) + ")"
         return text + "".join(", " + x for x in a)

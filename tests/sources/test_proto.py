@@ -306,10 +306,7 @@ def test_empty_and_missing_files(tmp_path, run):
 
 # modules XLA parses whose proto we do not read like XLA's text (yet), with the reason
 KNOWN_GAPS = {
-    "syntax/element_types.hlo": "f6e2m3fn / f6e3m2fn: their PrimitiveType numbers are not in the XLA sources we read",
-    "syntax/attr_sharding_named.hlo": "named shardings (NamedShardingProto) are refused, not read",
     "syntax/header_origin_recovery_table.hlo": "the module's origin_recovery_table is not printed",
-    "syntax/attr_metadata.hlo": "metadata_payload: a newer OpMetadata field",
     "syntax/attr_custom_call.hlo": "a custom-call's tuple literal",
 }
 # samples that make XLA's parser abort the process

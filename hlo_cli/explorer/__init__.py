@@ -22,6 +22,12 @@ How the module is drawn
   do (a fusion inside a while body is a layer inside the body's layer).  A layer's name says what
   calls it (``while.5 body: region_0.2``); selecting it shows the computation, its kind, callers
   and size in the side panel (group attributes).
+* A layer with more than `LAYER_LIMIT` (300) nodes directly in it is divided further, since
+  Model Explorer lays out a flat layer of thousands of nodes slowly and nobody reads it: by the
+  nodes' ``op_name`` scopes (the framework's name stack, e.g. ``jvp()/layer_3/attention`` of a
+  JAX step, less the scope they all share) where most of them have one, otherwise into blocks of
+  consecutive instructions (``instructions 1-300``, ``instructions 301-600``...).  A called
+  computation's layer sits next to the node calling it (inside that node's block or scope).
 * Every instruction is a node labelled with its name (and its opcode where the name does not say
   it: ``tuple while.15``), with attributes in the side panel: ``opcode``, ``shape``, the typed HLO
   attributes as HLO writes them, ``op_name`` and the framework's ``source`` file:line (from the

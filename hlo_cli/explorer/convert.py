@@ -21,6 +21,9 @@ _STRUCTURAL_KINDS = {"entry", "computation", "while_body", "while_condition", "b
 _NODE_DATA_METRICS = {"stats": ("nonfinite", "max_abs", "mean", "min", "max"),
                       "profile": ("self_ms", "total_ms", "percent"),
                       "diff": ("max_rel_diff", "max_abs_diff")}
+# a layer with more nodes than this directly in it is divided: by op_name scope where the nodes
+# have op_names (the framework's name stack), else into blocks of consecutive instructions
+LAYER_LIMIT = 300
 _GRADIENT = [{"stop": 0, "bgColor": "#fff5eb"}, {"stop": 0.5, "bgColor": "#fdae6b"},
              {"stop": 1, "bgColor": "#e6550d"}]
 
@@ -35,18 +38,70 @@ def _segment(text: str) -> str:
 
 
 def _label(node) -> str:
-    stem = node.name.split(".", 1)[0]
-    if stem == node.opcode or (node.opcode == "fusion" and "fusion" in node.name):
-        return node.name
+    stem = node.name.split(".", 1)[0].replace("-", "_")
+    if stem.startswith(node.opcode.replace("-", "_")) or (node.opcode == "fusion" and "fusion" in node.name):
+        return node.name                  # the name says the opcode: add.5, dot_general.3, reduce_sum.7
     return f"{node.title} {node.name}"
 
 
-def _namespaces(graph) -> dict[str, str]:
-    """group id -> the namespace of the nodes directly in it ('' for the outermost group)."""
+def _join(*parts: str) -> str:
+    return "/".join(p for p in parts if p)
+
+
+def _blocks(ids: list[str], start: int = 0) -> dict[str, str]:
+    """node id -> a block namespace, for IDS in text order: blocks of at most LAYER_LIMIT
+    consecutive instructions, themselves grouped again while there are more than LAYER_LIMIT."""
+    if len(ids) <= LAYER_LIMIT:
+        return {i: "" for i in ids}
+    size = LAYER_LIMIT
+    while -(-len(ids) // size) > LAYER_LIMIT:
+        size *= LAYER_LIMIT
     out: dict[str, str] = {}
-    for gid in graph.groups:
-        path = graph.group_path(gid)
-        out[gid] = "/".join(_segment(graph.groups[g].label) for g in path[1:])
+    for a in range(0, len(ids), size):
+        part = ids[a:a + size]
+        name = f"instructions {start + a + 1}-{start + a + len(part)}"
+        for i, sub in _blocks(part, start + a).items():
+            out[i] = _join(name, sub)
+    return out
+
+
+def _scopes(ids: list[str], nodes: dict) -> dict[str, str] | None:
+    """node id -> its op_name scope below the scope all of them share (JAX: jit(f)/jvp(model)/...),
+    or None when too few of IDS have an op_name to go by."""
+    named = [i for i in ids if nodes[i].op_name and "/" in nodes[i].op_name]
+    if len(named) * 2 < len(ids):
+        return None
+    paths = {i: [_segment(c) for c in nodes[i].op_name.split("/")[:-1] if c] for i in named}
+    common = None
+    for p in paths.values():
+        if common is None:
+            common = list(p)
+        else:
+            k = 0
+            while k < min(len(common), len(p)) and common[k] == p[k]:
+                k += 1
+            del common[k:]
+    depth = len(common or ())
+    out = {i: "/".join(paths[i][depth:]) if i in paths else "" for i in ids}
+    if len({v for v in out.values()}) <= 1:
+        return None
+    return out
+
+
+def _subdivide(ids: list[str], nodes: dict) -> dict[str, str]:
+    """node id -> the namespace below its computation's layer (see LAYER_LIMIT)."""
+    if len(ids) <= LAYER_LIMIT:
+        return {i: "" for i in ids}
+    scoped = _scopes(ids, nodes)
+    if scoped is None:
+        return _blocks(ids)
+    by_space: dict[str, list[str]] = {}
+    for i in ids:
+        by_space.setdefault(scoped[i], []).append(i)
+    out: dict[str, str] = {}
+    for space, members in by_space.items():
+        for i, sub in _blocks(members).items():
+            out[i] = _join(space, sub)
     return out
 
 
@@ -114,13 +169,36 @@ def explorer_graphs(graph, overlays=(), module=None, graph_id: str | None = None
     computation (reducers, comparators...) when MODULE is given (see the package docstring)."""
     from ..graph.overlays import project
     gid = graph_id or graph.module
-    ns = _namespaces(graph)
     projected = [(ov.name, project(ov, graph)) for ov in overlays]
+    # a group's layer sits next to the node calling it (the first caller drawn), so that a large
+    # layer divided into blocks keeps each called computation beside its caller
+    ns: dict[str, str] = {}
+    node_ns: dict[str, str] = {}
+    extra_spaces: dict[str, dict[str, str]] = {}     # namespaces made by dividing a large layer
+    for g_id, grp in graph.groups.items():            # parents before children
+        if g_id == graph.root_group or grp.parent is None:
+            ns[g_id] = ""
+        else:
+            caller = next((c for c in grp.callers if c in node_ns), None)
+            outer = node_ns[caller] if caller is not None else ns.get(grp.parent, "")
+            ns[g_id] = _join(outer, _segment(grp.label))
+        members = [n for n in grp.nodes if n in graph.nodes]
+        for nid, sub in _subdivide(members, graph.nodes).items():
+            node_ns[nid] = _join(ns.get(g_id, ""), sub)
+            if sub:
+                parts = sub.split("/")
+                for k in range(1, len(parts) + 1):
+                    path = _join(ns.get(g_id, ""), "/".join(parts[:k]))
+                    if path not in extra_spaces:
+                        extra_spaces[path] = {
+                            "computation": grp.computation,
+                            "kind": ("instructions in text order" if parts[k - 1].startswith("instructions ")
+                                     else "op_name scope")}
     nodes: dict[str, dict] = {}
     for nid, node in graph.nodes.items():
         ovals = [(name, vals[nid]) for name, vals in projected if nid in vals]
         nodes[nid] = {
-            "id": nid, "label": _label(node), "namespace": ns.get(node.group, ""),
+            "id": nid, "label": _label(node), "namespace": node_ns.get(nid, ns.get(node.group, "")),
             "subgraphIds": [], "attrs": _node_attrs(node, ovals), "incomingEdges": [],
             "outputsMetadata": [{"id": "0", "attrs": [_kv("shape", node.shape),
                                                       _kv("__tensor_tag", node.name)]}],
@@ -146,6 +224,8 @@ def explorer_graphs(graph, overlays=(), module=None, graph_id: str | None = None
             continue
         group_attrs[path] = {"computation": grp.computation, "kind": grp.kind.replace("_", " "),
                              "called_by": ", ".join(grp.callers), "instructions": str(grp.size)}
+    for path, attrs in extra_spaces.items():
+        group_attrs.setdefault(path, attrs)
     main = {"id": gid, "nodes": list(nodes.values())}
     if group_attrs:
         main["groupNodeAttributes"] = group_attrs

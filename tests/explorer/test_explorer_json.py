@@ -200,3 +200,41 @@ def test_adapter_reports_a_bad_file_with_hlo_s_message(tmp_path):
     with pytest.raises(HloExplorerError) as e:
         convert_file(str(tmp_path / "missing.hlo"))
     assert "missing.hlo" in str(e.value)
+
+
+def _chain_module(n: int, tmp_path: Path, metadata: bool = False):
+    lines = ["HloModule chain", "", "ENTRY main {", "  x = f32[4] parameter(0)"]
+    prev = "x"
+    for k in range(n):
+        md = f', metadata={{op_name="jit(f)/layer_{k // 100}/add"}}' if metadata else ""
+        lines.append(f"  a{k} = f32[4] add({prev}, x){md}")
+        prev = f"a{k}"
+    lines.append(f"  ROOT r = f32[4] negate({prev})")
+    lines.append("}")
+    p = tmp_path / "chain.hlo"
+    p.write_text("\n".join(lines) + "\n")
+    return load(str(p))[0]
+
+
+def test_a_large_layer_is_divided_into_blocks_in_text_order(tmp_path):
+    from hlo_cli.explorer.convert import LAYER_LIMIT
+    m = _chain_module(2 * LAYER_LIMIT + 10, tmp_path)
+    coll = to_explorer_json(build_graph(m))
+    _check_well_formed(coll)
+    main = coll["graphs"][0]
+    spaces = {n["namespace"] for n in main["nodes"]}
+    assert spaces == {f"instructions 1-{LAYER_LIMIT}", f"instructions {LAYER_LIMIT + 1}-{2 * LAYER_LIMIT}",
+                      f"instructions {2 * LAYER_LIMIT + 1}-{2 * LAYER_LIMIT + 12}"}
+    assert _nodes(main)["x"]["namespace"] == f"instructions 1-{LAYER_LIMIT}"
+    assert main["groupNodeAttributes"][f"instructions 1-{LAYER_LIMIT}"]["kind"] == "instructions in text order"
+
+
+def test_a_large_layer_with_op_names_is_divided_by_scope(tmp_path):
+    from hlo_cli.explorer.convert import LAYER_LIMIT
+    m = _chain_module(LAYER_LIMIT + 50, tmp_path, metadata=True)
+    main = to_explorer_json(build_graph(m))["graphs"][0]
+    nodes = _nodes(main)
+    # the scope every node shares (jit(f)) is left out; layer_k is the layer
+    assert nodes["a0"]["namespace"] == "layer_0" and nodes["a250"]["namespace"] == "layer_2"
+    assert nodes["x"]["namespace"] == ""          # no op_name: stays in its computation's layer
+    assert main["groupNodeAttributes"]["layer_1"]["kind"] == "op_name scope"

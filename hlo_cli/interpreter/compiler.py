@@ -54,7 +54,7 @@ from ..ir.attributes import ComputationRef, InlineComputation
 from ..ir.module import Computation, Module
 from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
 from .fpenv import hardware
-from .loopgen import fast_loop
+from . import loopgen as _loopgen
 from .parallel import blas_single, run_parts, split, threads
 from .values import conforms, describe
 
@@ -1018,14 +1018,20 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
     cf, bf = cond.fn, body.fn
     ran_cond = ran_body = 0
     ec.depth += 1
+    # a loop running LOOPGEN_AFTER iterations (or one generated before) becomes one function
+    later = 0 if _loopgen.known_loop(cond, body) else _loopgen.LOOPGEN_AFTER
     try:
-        fast = fast_loop(cond, body)
-        if fast is not None:                            # the whole loop as one function
-            c = body
-            state, n, ran_cond, ran_body, done = fast.run(ec, state, n, limit, name)
-            if done:
-                return state
         while True:
+            if n >= later:
+                later = float("inf")
+                fast = _loopgen.fast_loop(cond, body)
+                if fast is not None:
+                    c = body
+                    state, n, rc, rb, done = fast.run(ec, state, n, limit, name)
+                    ran_cond += rc
+                    ran_body += rb
+                    if done:
+                        return state
             c = cond
             go = cf(ec, (state,))
             ran_cond += 1

@@ -892,6 +892,7 @@ def _dynamic_slice(inst, ops, st):
             v = 0 if v < 0 else (hi if v > hi else v)
             key[d] = slice(v, v + size)
         return tuple(key)
+    where.spec = (base, dyn)
 
     def fn(x, *idx):
         return array(x[where(*idx)])
@@ -919,6 +920,7 @@ def _dynamic_update_slice(inst, ops, st):
             v = 0 if v < 0 else (hi if v > hi else v)
             key[d] = slice(v, v + size)
         return tuple(key)
+    where.spec = (base, dyn)
 
     def fn(x, u, *idx):
         out = array(x)

@@ -54,6 +54,10 @@ SMALL = 1 << 14
 # of the loop runs as before
 GIVE_UP = 8
 
+# a loop is handed over once it has run this many iterations (short loops, such as the five rounds
+# of a threefry random draw, are not worth generating code for)
+LOOPGEN_AFTER = 16
+
 _counter = itertools.count()
 _EVAL_ERRORS = (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
                 ZeroDivisionError, MemoryError, AttributeError)
@@ -143,6 +147,11 @@ class FastLoop:
         if conforms(state, shape) is not None:
             return state, n, 0, 0, False
         return self.fn(ec, state, n, limit, name)
+
+
+def known_loop(cond, body) -> bool:
+    """True when fast_loop was asked about this loop before (it is then taken at once)."""
+    return body.loops is not None and id(cond) in body.loops
 
 
 def fast_loop(cond, body):
@@ -570,12 +579,11 @@ class _Builder:
                 return
             where = getattr(pay, "where", None)
             if where is not None and name in self.inplace:
-                ns[f"W_{name}"] = where
-                lines.append(f"{ind}w_{name} = W_{name}({', '.join(ops[2:])})")
+                lines.append(f"{ind}w_{name} = {self._where(lines, ind, name, where, ops[2:])}")
                 return
             if where is not None and opcode == "dynamic-slice" and self._viewable(name):
-                ns[f"W_{name}"] = where             # a view: what reads it makes new arrays
-                lines.append(f"{ind}{name} = {ops[0]}[W_{name}({', '.join(ops[1:])})]")
+                # a view: what reads it makes new arrays
+                lines.append(f"{ind}{name} = {ops[0]}[{self._where(lines, ind, name, where, ops[1:])}]")
                 self._propagate(name, ops)
                 return
             plain = getattr(pay, "plain", None)
@@ -683,6 +691,25 @@ class _Builder:
             ns[f"H_{name}"] = ex
             cond = f"_conforms({name}, H_{name}) is not None"
         lines.append(f"{ind}if {cond}: _bad(I_{name}, {name})")
+
+    def _where(self, lines, ind, name, where, idx):
+        """An expression for the index `where(*idx)` of a dynamic (update) slice: its start indices
+        clamped as the fast path clamps them, written out."""
+        spec = getattr(where, "spec", None)
+        if spec is None:
+            self.ns[f"W_{name}"] = where
+            return f"W_{name}({', '.join(idx)})"
+        base, dyn = spec
+        key = [None if b is None else f"SL_{name}_{d}" for d, b in enumerate(base)]
+        for d, b in enumerate(base):
+            if b is not None:
+                self.ns[f"SL_{name}_{d}"] = b
+        for pos, d, hi, size in dyn:
+            q = f"q{d}_{name}"
+            lines.append(f"{ind}{q} = int({idx[pos]})")
+            lines.append(f"{ind}{q} = 0 if {q} < 0 else ({hi} if {q} > {hi} else {q})")
+            key[d] = f"slice({q}, {q} + {size})"
+        return "(" + "".join(f"{k}, " for k in key) + ")"
 
     def _viewable(self, name, depth=0) -> bool:
         """True when every reader of `name` (through reshapes, bitcasts, transposes, broadcasts)

@@ -46,11 +46,13 @@ def taken(monkeypatch):
         return out
     monkeypatch.setattr(loopgen.FastLoop, "run", run)
     monkeypatch.setenv("HLO_LOOPGEN", "strict")
+    monkeypatch.setattr(loopgen, "LOOPGEN_AFTER", 6)
     return runs
 
 
 def _three(text, args, monkeypatch, path="loop.hlo", **opts):
     """Bits with the generated loop, without it, and through the generic loop."""
+    monkeypatch.setattr(loopgen, "LOOPGEN_AFTER", 6)      # (the loops here are short)
     out = []
     for mode, compiled in (("strict", True), ("0", True), ("strict", False)):
         monkeypatch.setenv("HLO_LOOPGEN", mode)
@@ -223,7 +225,7 @@ def test_a_cell_takes_the_generated_loop_and_leaves_its_inputs_alone(taken, monk
     keep = [a.copy() for a in args]
     fast, plain, generic = _three(text, args, monkeypatch)
     assert fast == plain == generic
-    assert taken and taken[0][1] and taken[0][0] >= T - 6     # after HOT_CALLS iterations, to the end
+    assert taken and taken[0][1] and taken[0][0] == T - loopgen.LOOPGEN_AFTER   # handed over, to the end
     for a, k in zip(args, keep):                    # the buffer written in place is the loop's own
         assert a.tobytes() == k.tobytes()
 
@@ -292,3 +294,53 @@ def test_the_flag_probes_hold_on_many_more_values(name):
             fset(off)
     keep = np.abs(want) >= TINY[np.dtype(np.float32)]
     assert got[keep].tobytes() == want[keep].tobytes()
+
+
+_CLAMPED = """
+HloModule loop
+cond {{
+  s = ({it}[], f32[5,3], f32[12,3]) parameter(0)
+  i = {it}[] get-tuple-element(s), index=0
+  n = {it}[] constant({stop})
+  ROOT lt = pred[] compare(i, n), direction=LT, type={ct}
+}}
+body {{
+  s = ({it}[], f32[5,3], f32[12,3]) parameter(0)
+  i = {it}[] get-tuple-element(s), index=0
+  x = f32[5,3] get-tuple-element(s), index=1
+  acc = f32[12,3] get-tuple-element(s), index=2
+  z = {it}[] constant(0)
+  two = {it}[] constant(2)
+  j = {it}[] subtract(i, two)
+  d = f32[2,3] dynamic-slice(x, j, z), dynamic_slice_sizes={{2,3}}
+  e = f32[2,3] exponential(d)
+  sl = f32[1,3] slice(x), slice={{[1:2], [0:3]}}
+  c = f32[3,3] concatenate(e, sl), dimensions={{0}}
+  u = f32[12,3] dynamic-update-slice(acc, c, i, z)
+  r = f32[5,3] dynamic-update-slice(x, sl, j, z)
+  one = {it}[] constant(1)
+  k = {it}[] add(i, one)
+  ROOT t = ({it}[], f32[5,3], f32[12,3]) tuple(k, r, u)
+}}
+ENTRY main {{
+  x = f32[5,3] parameter(0)
+  a = f32[12,3] parameter(1)
+  start = {it}[] constant({start})
+  s0 = ({it}[], f32[5,3], f32[12,3]) tuple(start, x, a)
+  w = ({it}[], f32[5,3], f32[12,3]) while(s0), condition=cond, body=body
+  ROOT o = f32[12,3] get-tuple-element(w), index=2
+}}
+"""
+
+
+@pytest.mark.parametrize("it,ct,start,stop", [("s32", "SIGNED", -3, 15), ("u32", "UNSIGNED", 0, 14),
+                                              ("s64", "SIGNED", 4294967290, 4294967305)])
+def test_clamped_slices_and_updates_in_place_give_the_same_bits(it, ct, start, stop, taken, monkeypatch):
+    """Start indices below 0 and past the end (unsigned: 0 - 2 wraps to a huge start) are clamped
+    as the fast paths clamp them; the update of the accumulator is written in place, the other one
+    (its buffer is also read) is not."""
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((12, 3)).astype(np.float32)]
+    fast, plain, generic = _three(_CLAMPED.format(it=it, ct=ct, start=start, stop=stop), args, monkeypatch)
+    assert fast == plain == generic
+    assert taken and taken[0][1]

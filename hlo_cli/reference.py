@@ -109,6 +109,12 @@ def _child_env(count: int) -> dict:
         have = max((int(x) for x in m), default=0)
         flags = re.sub(r"\s*--xla_force_host_platform_device_count=\d+", "", flags).strip()
         env["XLA_FLAGS"] = (flags + f" --xla_force_host_platform_device_count={max(count, have)}").strip()
+        # (newer JAX reads its own setting first: a smaller JAX_NUM_CPU_DEVICES would win over the flag)
+        try:
+            given = int(env.get("JAX_NUM_CPU_DEVICES", "0"))
+        except ValueError:
+            given = 0
+        env["JAX_NUM_CPU_DEVICES"] = str(max(count, have, given))
     # the child imports this package from where this process found it
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

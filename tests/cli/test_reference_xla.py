@@ -110,6 +110,8 @@ def test_child_environment_has_the_devices(monkeypatch):
     assert env["JAX_PLATFORMS"] == "cpu" and env["JAX_ENABLE_X64"] == "1"
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=16")
     assert ref._child_env(8)["XLA_FLAGS"] == "--xla_force_host_platform_device_count=16"
+    monkeypatch.setenv("JAX_NUM_CPU_DEVICES", "2")         # (JAX reads it before the flag)
+    assert ref._child_env(8)["JAX_NUM_CPU_DEVICES"] == "16"
     assert str(ROOT) in ref._child_env(1)["PYTHONPATH"].split(os.pathsep)
 
 

@@ -406,7 +406,7 @@ def _dump_listing(path: str, fmt: str, module_choice) -> bool:
     dd = read_dump_dir(path)
     if module_choice is None and len(dd.modules) > 1:
         mods = [{"key": m.key, "id": m.id, "name": m.name, "timestamp": m.timestamp, "stages": len(m.stages),
-                 "pass_stages": m.pass_stages} for m in dd.modules]
+                 "pass_stages": m.pass_stages, "snapshots": list(m.snapshots)} for m in dd.modules]
         if fmt == "json":
             click.echo(json.dumps({"directory": dd.path, "kind": "xla-dump", "modules": mods,
                                    "ignored_files": len(dd.ignored)}, indent=2))
@@ -424,7 +424,8 @@ def _dump_listing(path: str, fmt: str, module_choice) -> bool:
         prev = key
     if fmt == "json":
         click.echo(json.dumps({"directory": dd.path, "kind": "xla-dump", "module": {"key": m.key, "id": m.id,
-                               "name": m.name, "timestamp": m.timestamp}, "stages": rows}, indent=2))
+                               "name": m.name, "timestamp": m.timestamp, "snapshots": list(m.snapshots)},
+                               "stages": rows}, indent=2))
     else:
         _print_dump_stages(dd, m, rows)
     return True
@@ -441,10 +442,12 @@ def _print_dump_modules(dd, mods):
     con.print(head)
     t = Table(title=f"modules (hlo info {dd.path} --module NAME|NNNN lists a module's stages)", title_justify="left",
               show_edge=False)
-    for col in ("module", "name", "stages", "after passes"):
-        t.add_column(col, justify="right" if col in ("stages", "after passes") else "left")
+    snaps = any(r["snapshots"] for r in mods)
+    for col in ("module", "name", "stages", "after passes") + (("snapshots",) if snaps else ()):
+        t.add_column(col, justify="left" if col in ("module", "name") else "right")
     for r in mods:
-        t.add_row(Text(r["key"]), Text(r["name"] or "-"), str(r["stages"]), str(r["pass_stages"]))
+        t.add_row(Text(r["key"]), Text(r["name"] or "-"), str(r["stages"]), str(r["pass_stages"]),
+                  *((str(len(r["snapshots"])),) if snaps else ()))
     con.print(t)
     if not any(r["pass_stages"] for r in mods):
         con.print(Text("no dumps between passes: XLA writes them with --xla_dump_hlo_pass_re=.* (hlo bisect needs "
@@ -460,6 +463,8 @@ def _print_dump_stages(dd, m, rows):
     head.add_column()
     head.add_row("directory", Text(dd.path))
     head.add_row("module", Text(m.title))
+    if m.snapshots:
+        head.add_row("snapshots", Text(", ".join(m.snapshots) + " (executions' arguments: hlo bisect uses them)"))
     changed = sum(1 for r in rows if r["changed"])
     head.add_row("stages", Text(f"{len(rows)} in pass order, {changed} with a new text (the others repeat the "
                                 f"stage before them)"))

@@ -123,7 +123,8 @@ PROTOS = ROOT / "samples" / "dumps" / "protos"
 def test_a_dump_of_module_protos(run):
     """--xla_dump_hlo_as_proto: every stage an HloModuleProto (*.hlo.pb), read as text dumps are."""
     doc = json.loads(run("info", PROTOS, "--format", "json").stdout)
-    assert doc["module"]["name"] == "jit_small"
+    assert doc["module"]["name"] == "jit_small" and len(doc["module"]["snapshots"]) == 1
+    assert "(executions' arguments: hlo bisect uses them)" in run("info", PROTOS).stdout
     stages = doc["stages"]
     assert len(stages) == 22 and all(s["file"].endswith(".hlo.pb") for s in stages)
     assert stages[0]["kind"] == "before_optimizations" and stages[-1]["kind"] == "after_optimizations"

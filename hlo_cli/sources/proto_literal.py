@@ -81,6 +81,8 @@ def literal_value(lp, shape: Shape, where: str = "", limits=None) -> np.ndarray:
     info = ELEMENT_TYPES.get(et)
     if info is None or info.numpy is None:
         raise ProtoError(f"{where}a literal of element type {et} cannot be read")
+    if len(lp.dynamic_sizes):
+        raise ProtoError(f"{where}a literal of dynamic size (dynamic_sizes) is not read yet")
     limit = MAX_ELEMENTS if limits is None else limits
     n = _count(shape, where, limit)
     dt = info.numpy

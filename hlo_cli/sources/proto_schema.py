@@ -9,7 +9,8 @@ HloUnoptimizedSnapshot, and what they hold.
 A few fields are newer than those XLA sources (a fork's snapshot); their numbers come from the
 descriptor of xla_data.proto that the XLA inside jaxlib 0.10.2 embeds (libjax_common.so):
 PrimitiveType F6E3M2FN = 35 and F6E2M3FN = 36 with LiteralProto's f6e3m2fns = 35 / f6e2m3fns = 36,
-OpMetadata.metadata_payload = 20 (a Payload), and MeshProto.iota_transform = 3 (reshape_dims = 1,
+OpMetadata.metadata_payload = 20 (a Payload), LiteralProto.dynamic_sizes = 34, and
+MeshProto.iota_transform = 3 (reshape_dims = 1,
 transpose_perm = 2: a mesh whose device order is an iota, printed ``device_ids=([2,4]T(1,0))``).
 
 Table syntax: ``enum NAME`` then ``VALUE=N`` words; ``message NAME`` (nested messages as
@@ -154,6 +155,7 @@ message LiteralProto
   35 f6e3m2fns bytes
   36 f6e2m3fns bytes
   14 sparse_indices *int64
+  34 dynamic_sizes *int32
 message WindowDimension
   1 size int64
   2 stride int64

@@ -133,13 +133,54 @@ def _label(node, first_marks: list[str], primary: tuple[str, dict] | None) -> st
     return "<" + "<BR/>".join(rows) + ">"
 
 
+GHOST_MIN_NODES = 60       # in graphs of more nodes than this, far operands are drawn as ghosts
+GHOST_SPAN = 4             # ... those more than this many levels above their user
+LABELS_MAX_EDGES = 600     # more edges than this: shapes only in the edges' tooltips
+
+
+def _levels(graph: Graph, edges) -> dict[str, int]:
+    """Each node's level: the longest path to it from a node without inputs (over EDGES)."""
+    preds: dict[str, list] = {}
+    succs: dict[str, list] = {}
+    indeg = {n: 0 for n in graph.nodes}
+    for e in edges:
+        succs.setdefault(e.source, []).append(e.target)
+        indeg[e.target] += 1
+    level = {n: 0 for n in graph.nodes}
+    ready = [n for n, d in indeg.items() if d == 0]
+    while ready:
+        n = ready.pop()
+        for m in succs.get(n, ()):
+            if level[n] + 1 > level[m]:
+                level[m] = level[n] + 1
+            indeg[m] -= 1
+            if indeg[m] == 0:
+                ready.append(m)
+    del preds
+    return level
+
+
+def _ghost_edges(graph: Graph, edges) -> set[int]:
+    """Indices of the EDGES drawn from a ghost of their source: in a large graph, data edges from a
+    node many levels above its user (weights used late, values kept for the root tuple).  Each such
+    edge would otherwise cross the whole drawing, and laying out the long edges of a training step
+    is what takes Graphviz minutes."""
+    if len(graph.nodes) <= GHOST_MIN_NODES:
+        return set()
+    level = _levels(graph, edges)
+    return {k for k, e in enumerate(edges)
+            if e.kind == "data" and level[e.target] - level[e.source] > GHOST_SPAN}
+
+
 def to_dot(graph: Graph, overlays=None, *, edge_labels: bool | None = None) -> str:
     """The graph as Graphviz DOT text.  edge_labels: write shapes on edges (default: when the graph has
-    at most 1,500 edges; a layout with many labels takes much longer)."""
+    at most LABELS_MAX_EDGES edges: labels slow the layout down; the shapes stay in the tooltips).
+    In a graph of more than GHOST_MIN_NODES nodes, an operand more than GHOST_SPAN levels above its
+    user is drawn as a small dashed copy (a ghost, ↗ name) next to the user."""
     overlays, projected, styles = _prepare(graph, overlays)
     ids = dot_ids(graph)
     if edge_labels is None:
-        edge_labels = len(graph.edges) <= 1500
+        edge_labels = len(graph.edges) <= LABELS_MAX_EDGES
     fills = styles[0][0] if styles else None
     primary = (overlays[0].primary, projected[0]) if overlays else None
     marks: dict[str, list[str]] = {}
@@ -172,6 +213,40 @@ def to_dot(graph: Graph, overlays=None, *, edge_labels: bool | None = None) -> s
             attrs.append('color="#0050d0", penwidth=3')
         return f"{indent}{ids[nid]} [{', '.join(attrs)}];"
 
+    # an operand passed into a drawn computation is drawn once: into the parameter, not also into the caller
+    passed = {(e.source, e.via) for e in graph.edges if e.kind == "param"}
+    drawn = [e for e in graph.edges if e.source in ids and e.target in ids
+             and not (e.kind == "data" and (e.source, e.target) in passed)]
+    ghosts = _ghost_edges(graph, drawn)
+    ghost_nodes: dict[str, list[str]] = {}       # group id -> its ghost node lines
+
+    def edge_attrs(e) -> list[str]:
+        attrs = []
+        if edge_labels and e.label:
+            attrs.append(f"label={_q(_cut(e.label, 40))}")
+        if e.label:
+            attrs.append(f"tooltip={_q(e.label)}")
+        if e.kind == "control":
+            attrs.append('style=dashed, color="#999999", arrowhead=empty')
+        elif e.kind in ("param", "result"):
+            attrs.append('style=dotted, color="#6a6acd"')
+        return attrs
+
+    edge_lines = []
+    for k, e in enumerate(drawn):
+        attrs = edge_attrs(e)
+        src = ids[e.source]
+        if k in ghosts:
+            # a far operand: a small copy of it next to its user instead of an edge across the drawing
+            gname = f"gh{k}_{src}"
+            s_node = graph.nodes[e.source]
+            ghost_nodes.setdefault(graph.nodes[e.target].group, []).append(
+                f"{gname} [label={_q(chr(0x2197) + ' ' + _cut(s_node.name, 40))}, id={_q(gname)}, shape=box, "
+                f'style="rounded,dashed", fillcolor="#ffffff", fontsize=8, height=0.2, margin="0.04,0.01", '
+                f"tooltip={_q('from ' + s_node.name + ' (drawn further up; click to go there)')}];")
+            src = gname
+        edge_lines.append(f"  {src} -> {ids[e.target]}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
+
     def emit_group(gid: str, depth: int):
         g = graph.groups[gid]
         ind = "  " * (depth + 1)
@@ -182,31 +257,15 @@ def to_dot(graph: Graph, overlays=None, *, edge_labels: bool | None = None) -> s
                    f'color={_q(border)}; fillcolor={_q(bg)}; penwidth=1.2; id={_q("g_" + str(depth) + "_" + gid)};')
         for nid in g.nodes:
             out.append(node_line(nid, ind + "  "))
+        for line in ghost_nodes.get(gid, ()):
+            out.append(ind + "  " + line)
         for c in g.children:
             emit_group(c, depth + 1)
         out.append(f"{ind}}}")
 
     if graph.root_group in graph.groups:
         emit_group(graph.root_group, 0)
-    # an operand passed into a drawn computation is drawn once: into the parameter, not also into the caller
-    passed = {(e.source, e.via) for e in graph.edges if e.kind == "param"}
-    for e in graph.edges:
-        if e.source not in ids or e.target not in ids:
-            continue
-        if e.kind == "data" and (e.source, e.target) in passed:
-            continue
-        attrs = []
-        if edge_labels and e.label:
-            attrs.append(f"label={_q(_cut(e.label, 40))}")
-        if e.label:
-            attrs.append(f"tooltip={_q(e.label)}")
-        if e.kind == "control":
-            attrs.append('style=dashed, color="#999999", arrowhead=empty')
-        elif e.kind in ("param", "result"):
-            attrs.append('style=dotted, color="#6a6acd"')
-            if e.kind == "result":
-                attrs.append("constraint=true")
-        out.append(f"  {ids[e.source]} -> {ids[e.target]}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
+    out.extend(edge_lines)
     if overlays:
         rows = [f'<TR><TD COLSPAN="2"><B>{_h(overlays[0].name)}</B></TD></TR>']
         for color, text in styles[0][1]:

@@ -455,6 +455,12 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     if reference_platform:
         from ..reference import require_jax
         require_jax()                                # before hlo's own run: nothing to wait for
+        if allow_elided_constants == "random" and any(
+                i.opcode == "constant" and i.literal is not None and _has_elided(i.literal)
+                for c in module.computations for i in c.instructions):
+            _note(progress, "note: --reference xla: XLA fills elided constants ({...}) its own way (zeros on the "
+                            "XLA CPU measured); hlo's random values for them will not match (use "
+                            "--allow-elided-constants zeros)")
         state["xla_args"], state["root_shape"], state["grid"] = _xla_arguments(dv, args), root_shape, dv.grid
     hooks = []
     dumper = None

@@ -298,3 +298,17 @@ def test_per_device_program_marked_manual_for_xla(hlo):
     assert r.exit_code == 0, r.stderr
     assert "4 devices" in r.stdout and "results match XLA" in r.stdout
     assert "marked sharding={manual}" in r.stderr
+
+
+@live
+def test_elided_constants_filled_as_xla_fills_them(hlo, tmp_path):
+    """XLA CPU (through JAX) reads a constant printed as {...} as zeros: hlo's zeros agree, its random
+    values cannot (a note says so before the run)."""
+    pytest.importorskip("jax")
+    f = tmp_path / "el.hlo"
+    f.write_text("HloModule el\n\nENTRY main {\n  x = f32[4] parameter(0)\n  c = f32[4] constant({...})\n"
+                 "  ROOT a = f32[4] add(x, c)\n}\n")
+    r = hlo("run", f, "--random-inputs", "--allow-elided-constants", "zeros", "--reference", "xla", "--no-progress")
+    assert r.exit_code == 0 and "results match XLA" in r.stdout
+    r = hlo("run", f, "--random-inputs", "--allow-elided-constants", "random", "--reference", "xla", "--no-progress")
+    assert r.exit_code == 1 and "XLA fills elided constants" in r.stderr

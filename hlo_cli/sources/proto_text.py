@@ -768,7 +768,7 @@ class _Renderer:
                      ",".join(f"{st.stat_name}={_g(st.stat_val)}" for st in sv.statistics) + "}")
         ra = i.result_accuracy
         if ra.mode != 0:
-            a.append("result_accuracy={mode=" + {1: "highest"}.get(ra.mode, str(ra.mode)) + "}")
+            a.append("result_accuracy={mode=" + _enum({1: "highest"}, ra.mode, "result accuracy mode", where) + "}")
         elif ra.HasField("tolerance"):
             t = ra.tolerance
             a.append(f"result_accuracy={{tolerance={{atol={_g(t.atol)},rtol={_g(t.rtol)},ulps={t.ulps}}}}}")
@@ -807,7 +807,7 @@ class _Renderer:
             a.append(f"epsilon={_float32_text(i.epsilon)}")
             a.append(f"feature_index={i.feature_index}")
         elif op == "fft":
-            a.append(f"fft_type={_FFT.get(i.fft_type, i.fft_type)}")
+            a.append(f"fft_type={_enum(_FFT, i.fft_type, 'fft_type', where)}")
             a.append("fft_length=" + _ints(i.fft_length))
         elif op == "compare":
             a.append(f"direction={i.comparison_direction}")
@@ -823,7 +823,7 @@ class _Renderer:
             if o.unit_diagonal:
                 a.append("unit_diagonal=true")
             if o.transpose_a:
-                a.append(f"transpose_a={_TRANSPOSE.get(o.transpose_a, o.transpose_a)}")
+                a.append(f"transpose_a={_enum(_TRANSPOSE, o.transpose_a, 'transpose_a', where)}")
         elif op == "cholesky":
             if i.cholesky_options.lower:
                 a.append("lower=true")
@@ -884,7 +884,7 @@ class _Renderer:
             if len(i.output_operand_aliasing):
                 a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
         elif op == "rng":
-            a.append(f"distribution={_DIST.get(i.distribution, i.distribution)}")
+            a.append(f"distribution={_enum(_DIST, i.distribution, 'distribution', where)}")
         elif op == "get-tuple-element":
             a.append(f"index={i.tuple_index}")
         elif op == "reduce-precision":
@@ -906,7 +906,7 @@ class _Renderer:
             if i.batch_group_count not in (0, 1):
                 a.append(f"batch_group_count={i.batch_group_count}")
             if i.conv_kind:
-                a.append(f"convolution_kind={_CONV_KIND.get(i.conv_kind, i.conv_kind)}")
+                a.append(f"convolution_kind={_enum(_CONV_KIND, i.conv_kind, 'conv_kind', where)}")
             _precision(i.precision_config, a, where)
             _sparsity(i, a)
         elif op in ("reduce-window", "select-and-scatter"):
@@ -923,7 +923,7 @@ class _Renderer:
                 a.append(f"batch_group_count={i.batch_group_count}")
             _precision(i.precision_config, a, where)
             if i.padding_type:
-                a.append(f"padding_type={_PADDING_TYPE.get(i.padding_type, i.padding_type)}")
+                a.append(f"padding_type={_enum(_PADDING_TYPE, i.padding_type, 'padding_type', where)}")
             a.append("custom_call_target=" + _q(i.custom_call_target))
             if i.constrain_layout:
                 a.append("operand_layout_constraints={" + ", ".join(
@@ -936,9 +936,9 @@ class _Renderer:
             if len(i.output_operand_aliasing):
                 a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
             if i.custom_call_schedule:
-                a.append(f"schedule={_SCHEDULE.get(i.custom_call_schedule, i.custom_call_schedule)}")
+                a.append(f"schedule={_enum(_SCHEDULE, i.custom_call_schedule, 'custom_call_schedule', where)}")
             if i.custom_call_api_version != 1:
-                a.append(f"api_version={_API.get(i.custom_call_api_version, i.custom_call_api_version)}")
+                a.append(f"api_version={_enum(_API, i.custom_call_api_version, 'custom_call_api_version', where)}")
         elif op == "pad":
             dims = list(i.padding_config.dimensions)
             interior = any(d.interior_padding for d in dims)
@@ -995,7 +995,7 @@ class _Renderer:
         elif op == "rng-get-and-update-state":
             a.append(f"delta={i.delta}")
         elif op == "rng-bit-generator":
-            a.append(f"algorithm={_RNG.get(i.rng_algorithm, i.rng_algorithm)}")
+            a.append(f"algorithm={_enum(_RNG, i.rng_algorithm, 'rng_algorithm', where)}")
         elif op == "copy-start":
             if i.HasField("cross_program_prefetch_index"):
                 a.append(f"cross_program_prefetch_index={i.cross_program_prefetch_index}")
@@ -1036,6 +1036,14 @@ class _Renderer:
                 a.append(f"calls={calls[0]}")
         else:
             a.append("calls=" + ", ".join(calls))
+
+
+def _enum(table: dict, value: int, what: str, where: str) -> str:
+    """An enum value's HLO spelling; ProtoError for a number this schema does not know."""
+    name = table.get(value)
+    if name is None:
+        raise ProtoError(f"{where}{what} {value} is not one this schema knows (a newer XLA?)")
+    return name
 
 
 def _g(x: float) -> str:

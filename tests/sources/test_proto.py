@@ -324,7 +324,8 @@ files = sorted(set(glob.glob(root + "/**/*.hlo", recursive=True) + glob.glob(roo
 out = {}
 for f in files:
     rel = f[len(root) + 1:]
-    if rel.startswith(("invalid/", "protos/")) or rel in skip:
+    # (dumps/: a pass dump's 50 near-copies of one module; the live pass-dump test covers them)
+    if rel.startswith(("invalid/", "protos/", "dumps/")) or rel in skip:
         continue
     try:
         mods = read_modules(f).modules
@@ -354,7 +355,7 @@ def test_sweep_xlas_proto_of_every_sample():
                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert p.returncode == 0, p.stderr[-3000:]
     results = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(results) > 400
+    assert len(results) > 350
     bad = {k: v for k, v in results.items() if v is not None and k.split("#")[0] not in KNOWN_GAPS}
     assert not bad, bad
 
@@ -424,3 +425,10 @@ def test_xla_pass_dumps_as_proto_read_like_their_text(tmp_path):
     assert pairs > 40
     spmd = [p for p in tmp_path.glob("*lambda*after_optimizations.hlo.pb")]
     assert spmd and _ours(spmd[0]).attrs.get("num_partitions") == 8
+
+
+def test_an_unknown_enum_number_is_refused(tmp_path, run):
+    m = _module_message()
+    root = m.computations[-1].instructions[-1]
+    root.opcode, root.fft_type = "fft", 9
+    _refused(m.SerializeToString(), tmp_path, run, "E087", "fft_type 9 is not one this schema knows")

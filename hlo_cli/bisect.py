@@ -90,7 +90,7 @@ class BisectReport:
     module: DumpModule
     rtol: float
     atol: float
-    outcomes: dict                           # stage index -> Outcome (the stages whose result is known)
+    outcomes: dict                           # Stage.index -> Outcome (the stages whose result is known)
     log: list                                # Outcomes in the order they were decided
     distinct: int                            # distinct texts among the stages
     exhaustive: bool = False
@@ -130,7 +130,7 @@ class BisectReport:
         stage dumped without a text change before it are what the verdict points at)."""
         if self.first_bad is None:
             return ()
-        return tuple(self.stages[self.last_good.index + 1:self.first_bad.index + 1])
+        return tuple(s for s in self.stages if self.last_good.index < s.index <= self.first_bad.index)
 
     def to_dict(self) -> dict:
         m = self.module
@@ -148,8 +148,8 @@ class BisectReport:
         if self.undecided:
             lo, hi = self.undecided
             doc["undecided"] = {"last_agreeing": lo.to_dict(), "first_differing": hi.to_dict(),
-                                "skipped": [s.to_dict() for s in self.stages[lo.index + 1:hi.index]
-                                            if s.index in self.outcomes and self.outcomes[s.index].status == FAILED]}
+                                "skipped": [s.to_dict() for s in self.stages if lo.index < s.index < hi.index
+                                            and s.index in self.outcomes and self.outcomes[s.index].status == FAILED]}
         if self.diff_note:
             doc["diff_note"] = self.diff_note
         return doc
@@ -332,8 +332,8 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
     def result(v: int) -> Outcome:
         """The outcome of version v (run, or known from an identical text)."""
         first = versions[v][0]
-        if first in report.outcomes:
-            return report.outcomes[first]
+        if stages[first].index in report.outcomes:
+            return report.outcomes[stages[first].index]
         known = by_key.get(keys[first])
         if known is not None:
             o = Outcome(stages[first], known.status if known.status != REFERENCE else AGREES, False,
@@ -343,7 +343,7 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
             by_key[keys[first]] = o
         status = AGREES if o.status == REFERENCE else o.status
         for k in versions[v]:
-            report.outcomes[k] = o if k == first else Outcome(stages[k], status, False, same_as=o.stage.index
+            report.outcomes[stages[k].index] = o if k == first else Outcome(stages[k], status, False, same_as=o.stage.index
                                                                if o.ran else o.same_as, comparison=o.comparison,
                                                                error=o.error)
         report.log.append(o)
@@ -379,7 +379,7 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
                 break
         if hi is not None:
             while hi - lo > 1:
-                v = _pick(lo, hi, versions, report.outcomes)
+                v = _pick(lo, hi, versions, report.outcomes, stages)
                 if v is None:
                     break
                 o = result(v)
@@ -399,12 +399,12 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
     return report
 
 
-def _pick(lo: int, hi: int, versions, outcomes) -> int | None:
+def _pick(lo: int, hi: int, versions, outcomes, stages) -> int | None:
     """The version nearest the middle of (lo, hi) that has not failed; None when all have."""
     mid = (lo + hi) // 2
     order = sorted(range(lo + 1, hi), key=lambda v: (abs(v - mid), v))
     for v in order:
-        o = outcomes.get(versions[v][0])
+        o = outcomes.get(stages[versions[v][0]].index)
         if o is None or o.status != FAILED:
             return v
     return None

@@ -34,6 +34,10 @@ from .common import diagnostic_dict, report_errors
 @click.option("--all", "exhaustive", is_flag=True,
               help="Run every distinct text instead of bisecting, and report the stages whose results agree "
                    "again after the first that differs.")
+@click.option("--from", "first_stage", metavar="STAGE",
+              help="Start at this stage (its results are the reference), as --stage names stages in `hlo run` "
+                   "(before_optimizations, a step number, [PIPELINE:]PASS[#K], ...); by default the first.")
+@click.option("--to", "last_stage", metavar="STAGE", help="End at this stage; by default the last.")
 @click.option("--no-diff", is_flag=True, help="Do not diff the two neighbouring stages after the verdict.")
 @click.option("--max-iterations", type=click.IntRange(min=0), default=None,
               help="Fail a while loop that runs more iterations than this (the stage counts as not runnable).")
@@ -43,8 +47,8 @@ from .common import diagnostic_dict, report_errors
                    "every stage's known result, and the diff (as `hlo diff --format json`).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache.")
 @report_errors
-def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive, no_diff,
-           max_iterations, no_check, fmt, no_cache):
+def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
+           first_stage, last_stage, no_diff, max_iterations, no_check, fmt, no_cache):
     """Find the first XLA pass after which a module's results change.
 
     DIR is an XLA dump directory made with XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*"
@@ -73,7 +77,7 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, se
         if rtol < 0 or atol < 0:
             raise click.UsageError("--rtol and --atol must not be negative")
         _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
-                no_diff, max_iterations, no_check, fmt, no_cache)
+                no_diff, max_iterations, no_check, fmt, no_cache, first_stage, last_stage)
     except HloError as e:
         if fmt == "json":
             from ..errors import Diagnostic
@@ -109,7 +113,7 @@ def _stages(paths, module_choice):
 
 
 def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
-            no_diff, max_iterations, no_check, fmt, no_cache):
+            no_diff, max_iterations, no_check, fmt, no_cache, first_stage=None, last_stage=None):
     from ..bisect import bisect as run_bisect
     from ..bisect import bisection_bound
     from ..errors import HloInputError
@@ -117,6 +121,7 @@ def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, s
     from ..io import load_inputs
     from ..sources import load
     module, dd = _stages(paths, module_choice)
+    module = _range(module, first_stage, last_stage)
     if not module.stages:
         raise HloInputError(f"{module.directory}: {module.title} has no stage")
     first, _ = load(module.stages[0].path, None, not no_cache)
@@ -169,6 +174,28 @@ def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, s
         _print(report, dd, inputs_doc, bisection_bound(report.distinct))
     if code != ExitCode.OK:
         sys.exit(code)
+
+
+def _range(module, first_stage, last_stage):
+    """MODULE with only the stages from --from to --to (as --stage names them)."""
+    if first_stage is None and last_stage is None:
+        return module
+    import dataclasses
+    pos = {s.index: k for k, s in enumerate(module.stages)}
+    lo, hi = 0, len(module.stages) - 1
+    for which, option in ((first_stage, "--from"), (last_stage, "--to")):
+        if which is None:
+            continue
+        sel = module.stage(which, option)
+        if sel.note:
+            click.echo(f"note: {sel.note}", err=True)
+        if option == "--from":
+            lo = pos[sel.stage.index]
+        else:
+            hi = pos[sel.stage.index]
+    if hi < lo:
+        raise click.UsageError(f"--to {last_stage} comes before --from {first_stage} in pass order")
+    return dataclasses.replace(module, stages=module.stages[lo:hi + 1])
 
 
 def _stderr_is_terminal() -> bool:
@@ -230,7 +257,7 @@ def _print(report, dd, inputs_doc, bound):
         lo, hi = report.undecided
         out.append(f"the results changed between #{lo.index} {lo.label} (good) and #{hi.index} {hi.label} (bad); "
                    "the stages between them cannot be run:")
-        for s in report.stages[lo.index + 1:hi.index]:
+        for s in (s for s in report.stages if lo.index < s.index < hi.index):
             o = report.outcomes.get(s.index)
             if o is not None and o.error:
                 out.append(f"  #{s.index} {s.label}: {o.error}")

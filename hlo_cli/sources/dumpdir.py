@@ -175,18 +175,18 @@ class DumpModule:
             out.append(f"  ... and {len(self.stages) - len(rows)} more (hlo info DIR --module {self.key} lists them)")
         return "\n".join(out)
 
-    def stage(self, which: str) -> Selection:
+    def stage(self, which: str, option: str = "--stage") -> Selection:
         """The stage --stage WHICH names (see the module docstring).  Raises HloInputError (exit 2)
         listing the choices."""
         w = which.strip()
         if not w:
-            raise self._error(f"--stage {which!r}: empty")
+            raise self._error(f"{option} {which!r}: empty")
         stages = self.stages
         if w in (BEFORE, AFTER):
             hits = [s for s in stages if s.kind == w]
             if hits:
                 return Selection(hits[0] if w == BEFORE else hits[-1])
-            raise self._error(f"--stage {w}: this module has no {w} dump")
+            raise self._error(f"{option} {w}: this module has no {w} dump")
         if w.endswith("_after_optimizations"):
             hits = [s for s in stages if s.kind == AFTER and s.word == w]
             if hits:
@@ -198,7 +198,7 @@ class DumpModule:
                 return Selection(hits[0])
             if self.id is None and 0 <= n < len(stages):
                 return Selection(stages[n])
-            raise self._error(f"--stage {w}: no stage number {n}")
+            raise self._error(f"{option} {w}: no stage number {n}")
         base = os.path.basename(w)
         hits = [s for s in stages if base in (os.path.basename(f) for f in s.files)]
         if hits:
@@ -214,11 +214,11 @@ class DumpModule:
         if not hits and name.startswith("after_"):
             hits = self._named(name[len("after_"):], pipeline)
         if not hits:
-            raise self._error(f"--stage {which}: no stage of this name")
+            raise self._error(f"{option} {which}: no stage of this name")
         if occ is None:
             note = None
             if len(hits) > 1:
-                note = (f"--stage {which}: {len(hits)} stages match ("
+                note = (f"{option} {which}: {len(hits)} stages match ("
                         + ", ".join(s.number_text or s.label for s in hits[:8]) + (", ..." if len(hits) > 8 else "")
                         + f"); took the first ({hits[0].label}); {name}#K or {name}#last picks another")
             return Selection(hits[0], note)
@@ -227,7 +227,7 @@ class DumpModule:
         k = int(occ)
         if 1 <= k <= len(hits):
             return Selection(hits[k - 1])
-        raise self._error(f"--stage {which}: {name} occurs {len(hits)} time{'s' if len(hits) != 1 else ''}")
+        raise self._error(f"{option} {which}: {name} occurs {len(hits)} time{'s' if len(hits) != 1 else ''}")
 
     def _named(self, name: str, pipeline: str | None) -> list[Stage]:
         out = []

@@ -322,3 +322,20 @@ def test_a_shell_pattern_over_one_module_is_put_in_pass_order(run, tmp_path):
     m = stages_from_files(files)
     assert [s.index for s in m.stages] == list(range(47)) and m.pass_order and m.name == "jit_step"
     assert not stages_from_files(_files(tmp_path, [1, 2])).pass_order
+
+
+def test_a_range_of_stages(run, tmp_path):
+    d = broken_copy(tmp_path, 26)
+    r = run("bisect", d, "--module", "jit_step", "--random-inputs", "--from", "algsimp#5", "--to", "fusion",
+            "--format", "json", "--no-diff")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    assert doc["snapshots"] == 14 and doc["log"][0]["index"] == 23 and doc["first_bad"]["index"] == 27
+    assert doc["results"][0] == {"stage": "0022 simplification: after algsimp", "index": 23, "status": "reference"}
+    # from the broken stage on, every stage agrees with it
+    r = run("bisect", d, "--module", "jit_step", "--random-inputs", "--from", "cse")
+    assert r.exit_code == 0 and "every stage agrees" in r.stdout
+    r = run("bisect", d, "--module", "jit_step", "--random-inputs", "--from", "fusion", "--to", "cse")
+    assert r.exit_code == 2 and "--to cse comes before --from fusion" in r.stderr
+    r = run("bisect", d, "--module", "jit_step", "--random-inputs", "--from", "nope")
+    assert r.exit_code == 2 and "--from nope: no stage of this name" in r.stderr

@@ -53,8 +53,10 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, se
 
     DIR is an XLA dump directory made with XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*"
     (one snapshot of each module after every pass that changed it; `hlo info DIR` lists them); or
-    give two files or more, in pass order.  Every snapshot runs on the same inputs (--input/--inputs
-    or --random-inputs, as `hlo run`); the first one's results are the reference.  Like git bisect,
+    give two files or more, in pass order (files named as one module's XLA dumps are put in XLA's
+    order).  Every snapshot runs on the same inputs (--input/--inputs, --snapshot or
+    --random-inputs, as `hlo run`; by default the module's HloSnapshot in DIR when there is one); the
+    first one's results (--from's) are the reference.  Like git bisect,
     the search assumes that once results differ they keep differing: it runs the first and the last
     snapshot, then halves the range, so it needs about log2(distinct texts) runs; a snapshot whose
     text is identical to one already run is not run (its result is known).  A snapshot that cannot

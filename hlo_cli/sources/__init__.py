@@ -5,6 +5,14 @@ modules it holds, each parsed through the parse cache with the positions of its 
     module = parse_module(fm.select("1"))     # --module 1 (or a module name)
     files, skipped = expand(["dumps/"])       # a dump directory's HLO module files
 
+XLA's module protos are sources too (proto.py): HloModuleProto / HloProto (`*.hlo.pb`,
+``--xla_dump_hlo_as_proto``), HloSnapshot (``--xla_dump_hlo_snapshots``) and HloUnoptimizedSnapshot, in
+binary or protobuf text form (`.pbtxt`); a directory lists its `*.hlo.pb` files.  A proto's module is
+printed as HLO text the way XLA prints it, and that text is parsed: diagnostics point at its lines
+(`hlo fmt FILE.pb` shows it).
+
+    snap = read_snapshot("module_0000.jit_f.snapshot.0.pb")    # snap.source, .arguments, .result
+
 A file holds several modules when it is an XLA lit test (`// -----` between modules), a PyTorch/XLA
 saved-graph file (`## BEGIN_GRAPH` ... `## END_GRAPH`, HLO graphs only) or dumps pasted together
 (several `HloModule` lines); see split.py.
@@ -34,6 +42,15 @@ def load(path: str, module: str | None = None, use_cache: bool = True):
     return parse_module(src, use_cache), src
 
 
+def __getattr__(name):
+    # the proto reader loads on first use (it needs NumPy and, to decode, protobuf)
+    if name in ("read_snapshot", "Snapshot", "read_proto_modules", "PROTO_SUFFIXES"):
+        from . import proto
+        return getattr(proto, name)
+    raise AttributeError(name)
+
+
 __all__ = ["CONCATENATED", "LIT", "SAVED_GRAPHS", "SINGLE", "TEXT_SUFFIXES", "FileModules", "ModuleSource",
            "Region", "SkippedFile", "SkippedGraph", "Split", "expand", "holds_module_text", "load",
-           "parse_module", "read_modules", "split_source", "split_text"]
+           "parse_module", "read_modules", "split_source", "split_text", "read_snapshot", "Snapshot",
+           "read_proto_modules", "PROTO_SUFFIXES"]

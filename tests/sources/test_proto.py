@@ -65,11 +65,29 @@ def test_our_read_of_xlas_proto_is_our_parse_of_xlas_text(name):
     assert first_difference(ours, ref) is None
 
 
-def test_text_format_reads_like_binary():
+def test_text_format_reads_like_binary(tmp_path):
     assert first_difference(_ours(PROTOS / "sort.pbtxt"), _ours(PROTOS / "sort.hlo.pb")) is None
-    # also when the suffix does not say so: a .txt holding protobuf text is sniffed
-    fm = read_modules(str(PROTOS / "sort.pbtxt"))
-    assert fm.modules[0].name == "sort" and fm.modules[0].text.startswith("HloModule sort")
+    # also when the suffix does not say so: a .txt (or .hlo) holding protobuf text is sniffed
+    for name in ("module.txt", "module.hlo"):
+        p = tmp_path / name
+        p.write_text("# an HloModuleProto\n" + (PROTOS / "sort.pbtxt").read_text())
+        fm = read_modules(str(p))
+        assert fm.modules[0].name == "sort" and fm.modules[0].text.startswith("HloModule sort")
+        assert first_difference(_ours(p), _ours(PROTOS / "sort.hlo.pb")) is None
+    # and a binary proto under another suffix
+    p = tmp_path / "module.bin"
+    p.write_bytes((PROTOS / "sort.hlo.pb").read_bytes())
+    assert first_difference(_ours(p), _ours(PROTOS / "sort.hlo.pb")) is None
+
+
+def test_protobuf_missing_is_a_usage_error(monkeypatch, tmp_path, run):
+    import hlo_cli.sources.proto_schema as schema
+
+    def no_protobuf():
+        raise ImportError("No module named 'google'")
+    monkeypatch.setattr(schema, "messages", no_protobuf)
+    r = run("check", PROTOS / "sort.hlo.pb")
+    assert r.exit_code == 2 and "needs the 'protobuf' package" in r.stderr
 
 
 def test_hloproto_with_buffer_assignment_reads():

@@ -165,6 +165,21 @@ def literal_text(lp, shape: Shape, where: str = "", limits=None) -> str:
     return format_literal(lit)
 
 
+def _oneline_literal(lit) -> str:
+    """XLA's Literal::PrintWithLayoutOneline: each array with its shape, a tuple as ( a, b ),
+    predicates of arrays as 1 / 0."""
+    from ..ir.literal import format_literal
+    shape = lit.shape
+    if shape.is_tuple:
+        return "( " + ", ".join(_oneline_literal(e) for e in lit.value) + " )"
+    if shape.element_type == "token":
+        return "token"
+    text = format_literal(lit).replace("\n", " ")
+    if shape.element_type == "pred" and shape.rank:
+        text = text.replace("true", "1").replace("false", "0")
+    return f"{shape} {text}"
+
+
 def _array_text(arr: np.ndarray, et: str) -> str | None:
     """Nested-brace text of a large array (None: leave it to the literal printer)."""
     if et == "pred":
@@ -932,7 +947,7 @@ class _Renderer:
                 a.append("custom_call_has_side_effect=true")
             if i.HasField("literal"):
                 lshape = shape_of(i.literal.shape, where)
-                a.append(f"literal={lshape} " + literal_text(i.literal, lshape, where, self.limits).replace("\n", " "))
+                a.append("literal=" + _oneline_literal(_literal(i.literal, lshape, where, self.limits)))
             if len(i.output_operand_aliasing):
                 a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
             if i.custom_call_schedule:

@@ -902,8 +902,10 @@ def _exit_after_report(failed: bool, xref):
 
 def _snapshot(module_file):
     """The HloSnapshot MODULE_FILE is (its arguments and stored result), or None."""
+    if module_file == "-" or Path(module_file).suffix.lower() not in (".pb", ".pbtxt", ".textproto"):
+        return None                                  # (protobuf is imported for protos only)
     from ..sources.proto import is_proto_path, read_snapshot
-    if module_file == "-" or not is_proto_path(module_file):
+    if not is_proto_path(module_file):
         return None
     snap = read_snapshot(module_file)
     return snap if snap.kind == "HloSnapshot" and snap.arguments else None

@@ -1024,7 +1024,7 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
         while True:
             if n >= later:
                 later = float("inf")
-                fast = _loopgen.fast_loop(cond, body)
+                fast = _loopgen.fast_loop(cond, body, ec.module)
                 if fast is not None:
                     c = body
                     state, n, rc, rb, done = fast.run(ec, state, n, limit, name)

@@ -154,9 +154,10 @@ def known_loop(cond, body) -> bool:
     return body.loops is not None and id(cond) in body.loops
 
 
-def fast_loop(cond, body):
-    """The FastLoop of a while loop of `cond` and `body` (generated code both), or None when its
-    body is not one of small arrays (or has steps it does not know).  Cached on the body."""
+def fast_loop(cond, body, module=None):
+    """The FastLoop of a while loop of `cond` and `body` (generated code both) of `module`, or None
+    when its body is not one of small arrays, or has a step that is not a pure function of its
+    operands (rng, io, collectives, custom calls: an iteration may run twice).  Cached on the body."""
     loops = body.loops
     if loops is None:
         loops = body.loops = {}
@@ -166,7 +167,7 @@ def fast_loop(cond, body):
         got = None
         try:
             if enabled():
-                got = _Builder(cond, body).build()
+                got = _Builder(cond, body, module).build()
         except _Unsupported:
             got = None
         except Exception:                   # noqa: BLE001 -- a body this generator gets wrong
@@ -193,7 +194,11 @@ def _dtype(shape):
 
 
 class _Builder:
-    def __init__(self, cond, body):
+    def __init__(self, cond, body, module):
+        if module is None:
+            raise _Unsupported
+        from .hoist import _Hoister
+        self.pure = _Hoister(module).pure_inst
         self.cond, self.body = cond, body
         self.ns: dict = {"_asarray": np.asarray, "_nanfree": _nanfree, "_Redo": _Redo, "ndarray": ndarray,
                          "_F64": F64, "_F32": F32, "_own": _own, "_bad": _bad,
@@ -212,6 +217,8 @@ class _Builder:
         self.sources: dict[str, frozenset] = {}     # tainted name -> the bare arithmetic it comes from
         self.covers: dict[str, frozenset] = {}      # name -> the values whose NaNs show in it (_cover)
         self.views: set[str] = set()                # dynamic slices read in place (_viewable)
+        self.c_order: set[str] = set()              # names of C-contiguous arrays
+        self.cx: dict[str, str] = {}                # hoisted f64 copy -> its C-contiguity, tested once
         self.state_shapes = pshape.tuple_shapes
 
     # ------------------------------------------------------------------ analysis of one computation
@@ -244,6 +251,8 @@ class _Builder:
             if kind == TUPLE:
                 members[k] = [members[j] if j in members else names[j] for j in ops]
                 continue
+            if kind != FOLDED and not self.pure(inst):
+                raise _Unsupported                  # (an iteration run again would repeat it)
             name = f"{prefix}{k}"
             names[k] = name
             shapes[name] = inst.shape
@@ -359,6 +368,8 @@ class _Builder:
             v = f"X{len(hoisted_f64)}"
             src = x if perm is None else f"{x}.transpose({perm})"
             lines.append(f"{ind}{v} = {src}.reshape({shp}).astype(_F64)")
+            lines.append(f"{ind}C{v} = {v}.flags.c_contiguous")
+            self.cx[v] = f"C{v}"
             hoisted_f64[(x, perm, shp)] = v
         lines.append(f"{ind}ran = 1")
         lines.append(f"{ind}redo = 0")
@@ -562,11 +573,28 @@ class _Builder:
                     if h is None:
                         h = f"Y{len(self.f64)}_{name}"
                         src = x if perm is None else f"{x}.transpose({perm})"
-                        lines.append(f"{ind}{h} = {src}.reshape({shp}).astype(_F64)")
+                        if perm is not None or self._dims(x) != tuple(shp):
+                            src = f"{src}.reshape({shp})"
+                        lines.append(f"{ind}{h} = {src}.astype(_F64)")
                         if not (ops[0] == ops[1]):
                             self.f64[key] = h
+                        if perm is None and x in self.c_order:
+                            self.c_order.add(h)
                     xs.append(h)
-                lines.append(f"{ind}{name} = {'_dot' if flat else '_mm'}({xs[0]}, {xs[1]}).astype(_F32)")
+                if flat:
+                    # np.dot's gemm is matmul's for C-contiguous operands (astype keeps a layout)
+                    unknown = [self.cx.get(h, f"{h}.flags.c_contiguous") for h in xs if h not in self.c_order]
+                    if unknown:
+                        lines.append(f"{ind}if {' and '.join(unknown)}:")
+                        lines.append(f"{ind}    {name} = _dot({xs[0]}, {xs[1]}).astype(_F32)")
+                        lines.append(f"{ind}else:")
+                        lines.append(f"{ind}    {name} = _mm({xs[0]}.reshape({l3}), {xs[1]}.reshape({r3}))"
+                                     f".astype(_F32).reshape({(l3[1], r3[2])})")
+                    else:
+                        lines.append(f"{ind}{name} = _dot({xs[0]}, {xs[1]}).astype(_F32)")
+                else:
+                    lines.append(f"{ind}{name} = _mm({xs[0]}, {xs[1]}).astype(_F32)")
+                self.c_order.add(name)
                 size = l3[0] * l3[1] * r3[2]
                 got = (l3[1], r3[2]) if flat else (l3[0], l3[1], r3[2])
                 lines.append(f"{ind}if _nonzero({name}) == {size}:")
@@ -594,6 +622,8 @@ class _Builder:
                      and dt.kind in "iub"):
                 ns[f"F_{name}"] = pay
                 lines.append(f"{ind}{name} = F_{name}({args})")
+                if opcode == "concatenate":
+                    self.c_order.add(name)
                 # (a fast path of these makes its result's dtype and dims from its operands')
                 if opcode in _PROPAGATE or opcode in ("select",):
                     self._propagate(name, ops)
@@ -724,6 +754,15 @@ class _Builder:
                     continue
             return False
         return True
+
+    def _dims(self, name):
+        """The dims of a value of the body, or None."""
+        s = self.shapes.get(name)
+        if s is None and name.startswith("s") and name[1:].isdigit():
+            s = self.state_shapes[int(name[1:])]
+        if s is None or s.is_tuple or s.is_dynamic:
+            return None
+        return tuple(s.dims)
 
     def _int_scalar(self, name, shapes):
         """The dtype of `name` (the condition's value, a state element or a folded constant) if it

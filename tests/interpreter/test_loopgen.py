@@ -344,3 +344,39 @@ def test_clamped_slices_and_updates_in_place_give_the_same_bits(it, ct, start, s
     fast, plain, generic = _three(_CLAMPED.format(it=it, ct=ct, start=start, stop=stop), args, monkeypatch)
     assert fast == plain == generic
     assert taken and taken[0][1]
+
+
+def test_a_body_drawing_random_numbers_is_left_to_the_body_code(taken, monkeypatch):
+    """An iteration may run twice in the generated loop: a body with rng (or io, collectives,
+    custom calls) is not generated."""
+    text = _cell([(1, 0)], 20).replace(
+        "  v0 = f32[4,8] add(d, bb)",
+        "  lo = f32[] constant(0)\n  hi = f32[] constant(1)\n"
+        "  rn = f32[4,8] rng(lo, hi), distribution=rng_uniform\n  v0 = f32[4,8] add(d, rn)")
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((4, 8), (20, 4, 8), (16, 8), (8,))] + \
+        [np.zeros((20, 4), np.float32)]
+    module = parse(text)
+    a = bind(module.entry_computation.parameters, args)
+    first = _bits(_leaves(run_module(module, a, RunOptions(seed=3))))
+    again = _bits(_leaves(run_module(parse(text), a, RunOptions(seed=3))))
+    assert first == again and not taken
+
+
+def test_products_of_operands_in_any_memory_order_give_the_same_bits(taken, monkeypatch):
+    """np.dot stands for matmul's product only on C-contiguous operands: a weight in Fortran order
+    and a transposed operand take matmul's own route."""
+    T = 20
+    text = _cell([(1, 0)], T).replace(
+        "  v0 = f32[4,8] add(d, bb)",
+        "  ht = f32[8,4] transpose(h), dimensions={1,0}\n"
+        "  w8 = f32[8,8] slice(w), slice={[8:16], [0:8]}\n"
+        "  e = f32[4,8] dot(ht, w8), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+        "  v0 = f32[4,8] add(d, e)")
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((T, 4, 8)).astype(np.float32),
+            np.asfortranarray(rng.standard_normal((16, 8)).astype(np.float32) * np.float32(0.3)),
+            rng.standard_normal(8).astype(np.float32), np.zeros((T, 4), np.float32)]
+    fast, plain, generic = _three(text, args, monkeypatch)
+    assert fast == plain == generic
+    assert taken and taken[0][1]

@@ -592,11 +592,30 @@ class _Renderer:
                 head += f", num_partitions={da.computation_count}"
         if len(m.frontend_attributes.map):
             head += ", frontend_attributes=" + _frontend_attributes(m.frontend_attributes)
+        table = m.original_value_recovery_table
+        if len(table.entries):
+            head += ", origin_recovery_table={\n" + self._recovery_table(table) + "}\n"
         out = [head + self._stack_frames() + "\n\n"]
         for c in self._print_order():
             out.append(self._computation(c, c.name == entry))
             out.append("\n\n")
         return "".join(out)
+
+    def _recovery_table(self, table) -> str:
+        """XLA's OriginalValueRecoveryTable::ToString: one entry a line, `{old} : {new}`, and after a
+        comma the recovery module as a string (its text indented by two levels)."""
+        def array(a):
+            idx = " " + _ints(a.shape_index) if len(a.shape_index) else ""
+            return "{" + _q(a.instruction_name) + idx + "}"
+        lines = []
+        for e in table.entries:
+            line = f"  {array(e.old_original_array)} : {array(e.new_original_array)}"
+            if e.HasField("recovery_module"):
+                text = _Renderer(e.recovery_module, self.limits).text()
+                indented = "".join(("    " + ln if ln.strip() else ln) for ln in text.splitlines(True))
+                line += ',\n  "\n' + indented + '\n  "'
+            lines.append(line + "\n")
+        return "".join(lines)
 
     def _print_order(self) -> list:
         """The computations in the order XLA prints them (HloModule::MakeComputationPostOrder with

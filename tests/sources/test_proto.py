@@ -323,9 +323,7 @@ def test_empty_and_missing_files(tmp_path, run):
 # ----------------------------------------------------------------------------- the sweep (live XLA)
 
 # modules XLA parses whose proto we do not read like XLA's text (yet), with the reason
-KNOWN_GAPS = {
-    "syntax/header_origin_recovery_table.hlo": "the module's origin_recovery_table is not printed",
-}
+KNOWN_GAPS: dict[str, str] = {}
 # samples that make XLA's parser abort the process
 XLA_ABORTS = {"syntax/literals_scalars.hlo"}
 

@@ -205,7 +205,8 @@ class _Builder:
                          "_conforms": conforms, "_abs": np.abs, "_mm": np.matmul,
                          "_min": np.minimum.reduce, "_nonzero": np.count_nonzero, "_vdot": np.vdot,
                          "_isnan": math.isnan, "_dot": np.dot,
-                         "_addred": np.add.reduce, "_contig": np.ascontiguousarray}
+                         "_addred": np.add.reduce, "_contig": np.ascontiguousarray,
+                         "_cat": np.concatenate}
         fset, on, off = hardware()
         self.ns["_fset"], self.ns["_on"], self.ns["_off"] = fset, on, off
         pshape = body.comp.parameters[0].shape if len(body.params) == 1 else None
@@ -621,9 +622,13 @@ class _Builder:
                     (not is_float and not any(self._is_float(a) for a in ops) and _dtype(inst.shape) is not None
                      and dt.kind in "iub"):
                 ns[f"F_{name}"] = pay
-                lines.append(f"{ind}{name} = F_{name}({args})")
-                if opcode == "concatenate":
+                if opcode == "reshape":              # (the fast path's own call, written out)
+                    lines.append(f"{ind}{name} = {ops[0]}.reshape({tuple(inst.shape.dims)})")
+                elif opcode == "concatenate":
+                    lines.append(f"{ind}{name} = _cat(({args},), {int(inst.attrs['dimensions'][0])})")
                     self.c_order.add(name)
+                else:
+                    lines.append(f"{ind}{name} = F_{name}({args})")
                 # (a fast path of these makes its result's dtype and dims from its operands')
                 if opcode in _PROPAGATE or opcode in ("select",):
                     self._propagate(name, ops)

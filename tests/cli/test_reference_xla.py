@@ -60,6 +60,15 @@ def test_compare_with_xla_agrees_and_differs_as_expect_does():
     assert not extra["ok"] and extra["rows"][-1]["status"] == "not among the results"
 
 
+def test_a_dynamic_size_is_read_from_xlas_bounded_buffer():
+    """A result f32[<=12] of 6 elements: XLA gives the buffer at its bound, the values first."""
+    xla = ref.XlaRun([np.array([1, 2, 3, 0, 0, 0, 0, 0], np.float32), np.arange(24).reshape(12, 2)], {})
+    mm = ref.compare_with_xla([np.array([1, 2, 3], np.float32), np.arange(6).reshape(3, 2)], xla, 0, 0)
+    assert mm["ok"] and "read at the run's size [3]" in mm["rows"][0]["note"]
+    mm = ref.compare_with_xla([np.array([1, 2, 4], np.float32)], xla, 0, 0)
+    assert not mm["ok"] and mm["rows"][0]["first_index"] == [2]
+
+
 def test_reference_report_says_why_xla_gave_nothing(monkeypatch):
     def refuse(*a, **k):
         raise HloReferenceError("XLA could not compile this module: INTERNAL: no", kind="refused", stage="compile")
@@ -182,10 +191,11 @@ def _json(r):
 
 
 @live
-@pytest.mark.parametrize("name", ["cond_switch", "mixed_dtypes"])
+@pytest.mark.parametrize("name", ["jax/cond_switch", "jax/mixed_dtypes", "tensorflow/dynamic_shapes"])
 def test_samples_agree_with_xla(hlo, name):
+    """(dynamic_shapes: results of a bounded dynamic size, which XLA gives at their bound)"""
     pytest.importorskip("jax")
-    base = SAMPLES / "jax" / name
+    base = SAMPLES / name
     r = hlo("run", f"{base}.hlo", "--inputs", f"{base}.inputs.npz", "--reference", "xla", "--format", "json")
     assert r.exit_code == 0, r.stdout
     doc = _json(r)

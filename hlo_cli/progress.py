@@ -80,6 +80,7 @@ def _walk(frame, cache) -> Sample | None:
     out = Sample()
     contexts = []
     pending = None                      # ("line", code, lineno) or ("step", step) from the frame below
+    whole_loop = None                   # iterations done by a loop generated whole (interpreter/loopgen.py)
     loops = []                          # (index of the level outside it, iteration, while instruction)
     f = frame
     while f is not None:
@@ -88,6 +89,8 @@ def _walk(frame, cache) -> Sample | None:
         name = code.co_name
         if filename.startswith(_GENERATED):
             pending = ("line", code, f.f_lineno)
+        elif filename.startswith("<hlo loop "):
+            whole_loop = f.f_locals.get("n")
         elif name in ("run_steps", "_profiled_steps"):
             step = f.f_locals.get("step")
             pending = ("step", step) if step is not None else None
@@ -103,6 +106,8 @@ def _walk(frame, cache) -> Sample | None:
             # (called directly once both are generated code, else through run_compiled)
             loc = f.f_locals
             c, ec, it = loc.get("c"), loc.get("ec"), loc.get("n")
+            if whole_loop is not None:
+                it, whole_loop = whole_loop, None
             if c is not None and pending is not None:      # its generated code runs right below
                 levels.append(_compiled_level(c, pending, cache))
                 contexts.append(ec)

@@ -20,6 +20,7 @@ or than their data holds.  Needs the ``protobuf`` package.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -206,12 +207,10 @@ def _looks_like_text_proto(data: bytes) -> bool:
         s = head.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    import re
-    return re.search(r"^\s*(#.*\n\s*)*[A-Za-z_]\w*\s*[:{]", s) is not None
+    return re.search(r"^\s*((#|//).*\n\s*)*[A-Za-z_]\w*\s*[:{]", s) is not None
 
 
 def _decode_text(data: bytes, name: str, msgs):
-    import re
     from google.protobuf import text_format
     try:
         s = data.decode("utf-8")
@@ -268,9 +267,52 @@ def _module_source(module, name: str):
 
 
 def proto_modules(data: bytes, name: str, text: bool | None = None):
-    """FileModules for a proto file's bytes (one module).  Raises HloInputError."""
+    """FileModules for a proto file's bytes: one module, or, for protobuf text split like an XLA
+    lit test (modules between lines `// -----`, `//` comment lines; XLA's hlo-translate tests), one
+    per part.  Raises HloInputError."""
+    if text is None:
+        text = _looks_like_text_proto(data)
+    if text:
+        parts = _lit_parts(data, name)
+        if len(parts) > 1:
+            return _lit_modules(parts, name)
+        data = parts[0].encode("utf-8")
     kind, msg = decode(data, name, text)
     return _module_source(_module_of(kind, msg), name)
+
+
+_LIT_SEP = re.compile(r"^//[ \t]*-----[ \t]*\r?$", re.M)
+_SLASH_COMMENT = re.compile(r"^[ \t]*//.*$", re.M)
+
+
+def _lit_parts(data: bytes, name: str) -> list[str]:
+    """The parts of a protobuf text between `// -----` lines, `//` comments blanked and each part
+    keeping its lines' numbers (blank lines before it)."""
+    try:
+        s = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _error(name, f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})", "E016") from None
+    if "//" not in s:
+        return [s]
+    out, pos = [], 0
+    bounds = [(m.start(), m.end()) for m in _LIT_SEP.finditer(s)] + [(len(s), len(s))]
+    for start, end in bounds:
+        part = _SLASH_COMMENT.sub("", s[pos:start])
+        if part.strip():
+            out.append("\n" * s.count("\n", 0, pos) + part)
+        pos = end
+    return out or [s]
+
+
+def _lit_modules(parts: list[str], name: str):
+    from .files import FileModules, ModuleSource
+    from .split import LIT
+    mods = []
+    for k, part in enumerate(parts):
+        kind, msg = decode(part.encode("utf-8"), name, True)
+        one = _module_source(_module_of(kind, msg), name).modules[0]
+        mods.append(ModuleSource(name, k, len(parts), one.region, one.file_text))
+    return FileModules(name, "\n".join(m.file_text for m in mods), LIT, tuple(mods), ())
 
 
 def read_proto_modules(path: str):

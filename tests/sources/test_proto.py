@@ -447,3 +447,24 @@ def test_an_unknown_enum_number_is_refused(tmp_path, run):
     root = m.computations[-1].instructions[-1]
     root.opcode, root.fft_type = "fft", 9
     _refused(m.SerializeToString(), tmp_path, run, "E087", "fft_type 9 is not one this schema knows")
+
+
+def test_protobuf_text_split_like_a_lit_test(tmp_path, run):
+    # XLA's hlo-translate tests: HloModuleProtos in text form between `// -----` lines, with
+    # `# RUN:` and `// CHECK:` comments
+    body = (PROTOS / "sort.pbtxt").read_text()
+    text = "# RUN: hlo-translate %s\n// CHECK: sort\n" + body + "\n// -----\n// CHECK: again\n" + body
+    p = tmp_path / "lit.hlo"
+    p.write_text(text)
+    fm = read_modules(str(p))
+    assert len(fm.modules) == 2 and [m.name for m in fm.modules] == ["sort", "sort"]
+    assert first_difference(parse(fm.modules[1].text, "x"), _ours(PROTOS / "sort.hlo.pb")) is None
+    r = run("check", p)
+    assert r.exit_code == 0 and "2 ok" in r.stdout, r.output
+    # an error in the second part is located on the file's own line
+    bad = text[:text.index("// -----")] + text[text.index("// -----"):].replace("opcode:", "opcod:", 1)
+    p.write_text(bad)
+    with pytest.raises(HloInputError) as e:
+        read_modules(str(p))
+    line = bad[:bad.index("opcod:")].count("\n") + 1
+    assert e.value.diagnostics[0].line == line

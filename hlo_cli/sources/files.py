@@ -67,9 +67,12 @@ class FileModules:
     layout: str                          # split.SINGLE, LIT, SAVED_GRAPHS or CONCATENATED
     modules: tuple[ModuleSource, ...]
     skipped: tuple[SkippedGraph, ...]    # saved graphs that are not HLO text
+    file_size: int | None = None         # the file's bytes when `text` is not them (a proto's printed text)
 
     @property
     def size(self) -> int:
+        if self.file_size is not None:
+            return self.file_size
         return len(self.text.encode("utf-8", "replace"))
 
     def select(self, which: str | None) -> ModuleSource:

@@ -21,7 +21,7 @@ or than their data holds.  Needs the ``protobuf`` package.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import Diagnostic, HloInputError
@@ -270,15 +270,16 @@ def proto_modules(data: bytes, name: str, text: bool | None = None):
     """FileModules for a proto file's bytes: one module, or, for protobuf text split like an XLA
     lit test (modules between lines `// -----`, `//` comment lines; XLA's hlo-translate tests), one
     per part.  Raises HloInputError."""
+    size = len(data)
     if text is None:
         text = _looks_like_text_proto(data)
     if text:
         parts = _lit_parts(data, name)
         if len(parts) > 1:
-            return _lit_modules(parts, name)
+            return replace(_lit_modules(parts, name), file_size=size)
         data = parts[0].encode("utf-8")
     kind, msg = decode(data, name, text)
-    return _module_source(_module_of(kind, msg), name)
+    return replace(_module_source(_module_of(kind, msg), name), file_size=size)
 
 
 _LIT_SEP = re.compile(r"^//[ \t]*-----[ \t]*\r?$", re.M)

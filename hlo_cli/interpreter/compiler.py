@@ -25,7 +25,8 @@ function whose local variables hold the values, which removes the loop's dispatc
 f32/f64 arithmetic steps share one setting of the processor's FTZ/DAZ flags and one NaN check of
 the values leaving the run (``_float_runs``).  A while loop whose condition and body are compiled
 runs in ``run_while``: once both are generated code it calls them directly, the bookkeeping of
-run_compiled done once per loop.  (Generating
+run_compiled done once per loop; once it has run loopgen.LOOPGEN_AFTER iterations, a loop of small
+arrays becomes one generated function, condition and body inside one ``while`` (loopgen.py).  (Generating
 code for everything costs more than it saves: compiling a 15,000-instruction entry computation
 takes Python longer than running it.)
 

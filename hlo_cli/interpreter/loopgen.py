@@ -308,7 +308,8 @@ class _Builder:
         by_name = {name: st for st, name in work}
         for j, m in enumerate(out):
             st = by_name.get(m)
-            if st is None or st[0] != PURE or getattr(st[1], "where", None) is None or m in inv:
+            if st is None or st[0] != PURE or getattr(st[1], "where", None) is None or m in inv or \
+                    st[4].opcode != "dynamic-update-slice":
                 continue
             ops = opnames(st)
             if ops[0] != f"s{j}" or uses.get(ops[0]) != 1 or uses.get(m) != 1 or ops[0] in ops[1:]:
@@ -460,7 +461,8 @@ class _Builder:
     def _parts(self, m, by_name, opnames):
         """The values a NaN check of `m` looks at: a dynamic-update-slice's update and operand."""
         st = by_name.get(m)
-        if st is not None and st[0] == PURE and getattr(st[1], "where", None) is not None:
+        if st is not None and st[0] == PURE and st[4].opcode == "dynamic-update-slice" and \
+                getattr(st[1], "where", None) is not None:
             ops = opnames(st)
             return self._parts(ops[0], by_name, opnames) + [ops[1]]
         return [m]

@@ -12,8 +12,11 @@ import math
 import re
 from pathlib import Path
 
-# the file suffixes the adapter registers (HLO text: our own files, XLA's dumps, saved graphs)
-EXPLORER_EXTENSIONS = ["hlo", "txt", "hlotxt"]
+# the file suffixes the adapter registers: HLO text (our own files, XLA's dumps, saved graphs),
+# HloModuleProto / HloSnapshot in binary and text form (Model Explorer offers its TensorFlow
+# adapters first for .pb: `python -m hlo_cli.explorer FILE.pb` opens them with ours)
+EXPLORER_EXTENSIONS = ["hlo", "txt", "hlotxt", "pb", "pbtxt", "textproto"]
+ADAPTER_ID = "hlo_cli_hlo_adapter"        # the adapter's id in Model Explorer
 
 _STRUCTURAL_KINDS = {"entry", "computation", "while_body", "while_condition", "branch", "call", "fusion",
                      "async"}

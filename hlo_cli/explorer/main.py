@@ -11,7 +11,7 @@ from typing import Dict
 from model_explorer import Adapter, AdapterMetadata, ModelExplorerGraphs, graph_builder
 
 from .. import __version__
-from .convert import EXPLORER_EXTENSIONS, explorer_graphs
+from .convert import ADAPTER_ID, EXPLORER_EXTENSIONS, explorer_graphs
 
 
 class HloExplorerError(Exception):
@@ -75,7 +75,7 @@ class HloAdapter(Adapter):
     """Opens XLA HLO text (a module, XLA's dumps, several modules in one file) as nested graphs."""
 
     metadata = AdapterMetadata(
-        id="hlo_cli_hlo_adapter",
+        id=ADAPTER_ID,
         name="HLO adapter (hlo-cli)",
         description=(f"XLA HLO modules drawn by hlo-cli {__version__}: computations and fusions as "
                      "layers, instructions with opcode, shape, attributes, op_name and source."),

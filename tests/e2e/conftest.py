@@ -74,13 +74,18 @@ class ExplorerServer:
     """`model-explorer PATHS --extensions=hlo_cli.explorer --port P --no_open_in_browser`, in the
     interpreter running the tests; .url is the page that opens PATHS."""
 
-    def __init__(self, paths: list[str], node_data: list[str] = (), timeout: float = 90):
+    def __init__(self, paths: list[str], node_data: list[str] = (), timeout: float = 90, launcher=False):
         self.port = free_port()
-        cmd = [sys.executable, "-m", "model_explorer", ",".join(str(p) for p in paths),
-               "--extensions=hlo_cli.explorer", "--host", "127.0.0.1", "--port", str(self.port),
-               "--no_open_in_browser"]
-        if node_data:
-            cmd.append("--node_data_paths=" + ",".join(str(p) for p in node_data))
+        if launcher:       # python -m hlo_cli.explorer: our adapter for every file, whatever its suffix
+            cmd = [sys.executable, "-m", "hlo_cli.explorer", *map(str, paths), "--host", "127.0.0.1",
+                   "--port", str(self.port), "--no-browser"]
+            cmd += [f"--node-data={p}" for p in node_data]
+        else:
+            cmd = [sys.executable, "-m", "model_explorer", ",".join(str(p) for p in paths),
+                   "--extensions=hlo_cli.explorer", "--host", "127.0.0.1", "--port", str(self.port),
+                   "--no_open_in_browser"]
+            if node_data:
+                cmd.append("--node_data_paths=" + ",".join(str(p) for p in node_data))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
@@ -131,8 +136,8 @@ class ExplorerServer:
 def explorer_server(model_explorer):
     servers = []
 
-    def start(paths, node_data=()):
-        s = ExplorerServer(paths, node_data)
+    def start(paths, node_data=(), launcher=False):
+        s = ExplorerServer(paths, node_data, launcher=launcher)
         servers.append(s)
         return s
     yield start

@@ -118,7 +118,18 @@ def test_model_explorer_loads_graph_json_with_nan_overlay(browser, explorer_serv
                              " return t.includes('ATTRIBUTES') && t.includes('first non-finite') ? t : null; })()",
                              timeout=30)
     assert "nan=" in panel
+    assert "NODE DATA PROVIDERS" in panel        # the node data file's value for the node
     screenshot("model_explorer_nan_overlay")
+
+
+def test_model_explorer_opens_an_hlo_module_proto(browser, explorer_server, screenshot):
+    from hlo_cli.explorer.main import convert_file
+    pb = ROOT / "samples" / "dumps" / "protos" / "module_0004.jit_small.cpu_after_optimizations.hlo.pb"
+    main = convert_file(str(pb))[0]
+    server = explorer_server([pb], launcher=True)        # .pb: Model Explorer would offer TensorFlow's adapter
+    browser.open(server.url)
+    assert _graph_info(browser)["op node count"] == len(main["nodes"])
+    screenshot("model_explorer_module_proto")
 
 
 def test_hlo_graph_html_page(browser, screenshot, tmp_path):

@@ -238,3 +238,14 @@ def test_a_large_layer_with_op_names_is_divided_by_scope(tmp_path):
     assert nodes["a0"]["namespace"] == "layer_0" and nodes["a250"]["namespace"] == "layer_2"
     assert nodes["x"]["namespace"] == ""          # no op_name: stays in its computation's layer
     assert main["groupNodeAttributes"]["layer_1"]["kind"] == "op_name scope"
+
+
+@needs_explorer
+def test_launcher_opens_every_file_with_our_adapter(tmp_path):
+    from hlo_cli.explorer.__main__ import build_config, main
+    from hlo_cli.explorer.convert import ADAPTER_ID
+    pb = str(SAMPLES / "dumps" / "protos" / "module_0004.jit_small.cpu_after_optimizations.hlo.pb")
+    cfg = build_config([pb, str(tmp_path / "graph.json")])
+    assert cfg.model_sources[0]["adapterId"] == ADAPTER_ID
+    assert "adapterId" not in cfg.model_sources[1]          # graph JSON: Model Explorer's own loader
+    assert main([str(tmp_path / "missing.hlo"), "--no-browser"]) == 2

@@ -17,6 +17,19 @@ message whose meaning it could change (an instruction, a computation, a shape, a
 literal, an attribute; unknown fields of metadata and of the module's bookkeeping are harmless
 and skipped), an opcode the IR does not know, and literals claiming more elements than hlo reads
 or than their data holds.  Needs the ``protobuf`` package.
+
+Codes (all exit 2): E083 protobuf text that holds no module; E084 bytes or text that are not a module
+proto (wrong message, truncated, corrupt, a text-format error with its line); E085 an unknown field
+that may change meaning; E086 an unknown opcode; E087 a module the proto cannot express as HLO
+(an id naming nothing, an unknown element type or enum number, a name text cannot hold, a literal
+too large or short of data); E088 a snapshot's argument or result literal; E089 protobuf missing.
+
+Found on this machine: XLA CPU (jaxlib 0.10.2) writes ``module_NNNN.NAME.snapshot.N.pb``
+(HloSnapshot: the after-optimizations module, the arguments, the result; execution_platform left
+empty) with ``--xla_dump_hlo_snapshots``, ``module_NNNN.NAME.execution_NNNN.hlo_unoptimized_snapshot.pb``
+with ``--xla_dump_hlo_unoptimized_snapshots``, and every ``.hlo.pb`` stage as an HloProto (the
+after-optimizations one with its buffer assignment).  A compiled module's proto carries no module
+config; its device assignment gives replica_count / num_partitions.
 """
 from __future__ import annotations
 

@@ -183,6 +183,7 @@ def decode(data: bytes, name: str, text: bool | None = None):
         return _decode_text(data, name, msgs)
     from google.protobuf.message import DecodeError
     errors = []
+    fallback = None
     for kind in _KINDS:
         msg = msgs[kind]()
         try:
@@ -191,11 +192,14 @@ def decode(data: bytes, name: str, text: bool | None = None):
             errors.append(f"{kind}: {e}")
             continue
         from google.protobuf import unknown_fields as uf
-        if len(uf.UnknownFieldSet(msg)) and kind != "HloModuleProto":
-            continue
         if _looks_like_module(_module_of(kind, msg)):
-            _check_unknown(msg, kind, name)
-            return kind, msg
+            if not len(uf.UnknownFieldSet(msg)):
+                _check_unknown(msg, kind, name)
+                return kind, msg
+            fallback = fallback or (kind, msg)     # top-level fields we do not know: try the others first
+    if fallback is not None:
+        _check_unknown(fallback[1], fallback[0], name)
+        return fallback
     what = "truncated or corrupt protobuf bytes" if all("rror" in e or "runcated" in e for e in errors) and \
         len(errors) == len(_KINDS) else "not an XLA module proto"
     raise _error(name, f"{what}: the bytes do not read as an HloModuleProto, HloProto or HloSnapshot holding "

@@ -468,3 +468,12 @@ def test_protobuf_text_split_like_a_lit_test(tmp_path, run):
         read_modules(str(p))
     line = bad[:bad.index("opcod:")].count("\n") + 1
     assert e.value.diagnostics[0].line == line
+
+
+def test_a_newer_snapshot_field_is_harmless(tmp_path):
+    # an HloSnapshot with a top-level field of a newer XLA still reads as a snapshot
+    data = (PROTOS / "jit_f.snapshot.pb").read_bytes() + _varint(40 << 3) + _varint(1)
+    p = tmp_path / "s.pb"
+    p.write_bytes(data)
+    snap = read_snapshot(str(p))
+    assert snap.kind == "HloSnapshot" and len(snap.arguments) == 3 and snap.result is not None

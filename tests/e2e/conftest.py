@@ -146,14 +146,14 @@ def explorer_server(model_explorer):
 
 
 def pytest_runtest_logreport(report):
-    if report.skipped and "e2e" in report.nodeid:
+    if report.skipped and ("e2e/" in report.nodeid or "explorer/" in report.nodeid):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _SKIPS.append((report.nodeid, reason.replace("Skipped: ", "")))
 
 
 def pytest_terminal_summary(terminalreporter):
     if _SKIPS:
-        terminalreporter.write_line("browser tests skipped (CI installs what they need; see .ci/run):",
+        terminalreporter.write_line("browser and Model Explorer tests skipped (CI installs what they need: .ci/run):",
                                     yellow=True)
         seen = set()
         for nodeid, reason in _SKIPS:

@@ -1,16 +1,16 @@
 """HLO modules in Google's Model Explorer (`pip install "hlo-cli[explorer]"`).
 
-Three ways in, one graph (both built from `hlo_cli.graph.build_graph`'s model):
+Three ways in, one graph (all built from `hlo_cli.graph.build_graph`'s model):
 
 * **The adapter extension.**  ``model-explorer module.hlo --extensions=hlo_cli.explorer`` starts
-  Model Explorer with our adapter (hlo_cli/explorer/main.py) registered for ``.hlo``, ``.txt``
-  (XLA dumps: ``module_0001.jit_f.before_optimizations.txt``) and ``.mlir``-free HLO text files.
+  Model Explorer with our adapter (hlo_cli/explorer/main.py) registered for HLO text (``.hlo``,
+  ``.hlotxt``, XLA's dumps ``module_0001.jit_f.before_optimizations.txt``) and for
+  HloModuleProto / HloSnapshot files (``.pb``, ``.pbtxt``, ``.textproto``).
   Several files (comma-separated, as Model Explorer takes them) open side by side; a file holding
   several modules opens as one graph per module.
 * **The launcher.**  ``python -m hlo_cli.explorer FILE... [--node-data DATA.json]`` does the same
   and opens every file with our adapter whatever its suffix (for ``.pb`` files Model Explorer
   offers its TensorFlow adapters first; in the page, the adapter can also be picked by hand).
-  HloModuleProto and HloSnapshot files (``.pb``, ``.pbtxt``) open like text.
 * **A JSON file.**  ``hlo graph MODULE --format explorer -o graph.json`` writes the same graph as a
   graph collection that Model Explorer loads as it is (its built-in JSON adapter:
   ``model-explorer graph.json``, or the "Add model" box of a running one; no extension needed).

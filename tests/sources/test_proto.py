@@ -128,7 +128,6 @@ def test_read_snapshot_of_a_plain_module_has_no_arguments():
 
 
 def test_encode_snapshot_round_trip(tmp_path):
-    import ml_dtypes
     args = [np.arange(32, dtype=np.float32).reshape(4, 8)]
     res = np.sort(args[0], axis=1)
     data = encode_snapshot((PROTOS / "sort.hlo.pb").read_bytes(), args, res, "cpu")
@@ -137,7 +136,6 @@ def test_encode_snapshot_round_trip(tmp_path):
     snap = read_snapshot(str(p))
     assert snap.platform == "cpu" and snap.arguments[0].tobytes() == args[0].tobytes()
     assert snap.result.tobytes() == res.tobytes()
-    del ml_dtypes
 
 
 @pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",

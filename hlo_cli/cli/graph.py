@@ -53,12 +53,15 @@ _SUFFIX_FORMAT = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".html": "html", "
                    "out), `hlo run --profile --format json` output (time per instruction) or `hlo diff "
                    "--format json` output (where the modules diverge).  Repeatable: drawings are coloured by "
                    "the first, the HTML page switches between them.")
+@click.option("--max-nodes", type=click.IntRange(min=0), default=4000, show_default=True,
+              help="The most nodes Graphviz is asked to lay out (svg, html; a layout of thousands of nodes takes "
+                   "minutes): above it SVG is refused (exit 2) and the HTML page holds no drawing.  0: no limit.")
 @click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @module_option
 @no_cache_option
 @report_errors
-def graph(module_file, output, fmt, computation, around, depth, expand_fusions, show_constants, overlays, force,
-          module_choice, no_cache):
+def graph(module_file, output, fmt, computation, around, depth, expand_fusions, show_constants, overlays, max_nodes,
+          force, module_choice, no_cache):
     """Draw MODULE as a graph: computations as nested boxes (while bodies and conditions, branches,
     calls, fusions when expanded), one node per instruction with its opcode, shape, key attributes,
     op_name and source line, edges carrying shapes (control edges dashed; operands passed into a
@@ -84,15 +87,26 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
         ovs.extend(load_overlays(path, module))
     for w in g.warnings:
         click.echo(f"warning: {w}", err=True)
+    too_big = bool(max_nodes) and len(g.nodes) > max_nodes
     if fmt == "dot":
         data = to_dot(g, ovs)
     elif fmt == "svg":
+        if too_big:
+            raise HloInputError(f"the graph has {len(g.nodes):,} nodes, more than --max-nodes {max_nodes:,}: "
+                                f"Graphviz would take very long to lay it out. Narrow it (--computation NAME, "
+                                f"--around INSTRUCTION --depth K), raise --max-nodes (0: no limit), or write DOT")
         data = to_svg(to_dot(g, ovs))
     elif fmt == "html":
-        if dot_program() is None:
+        if too_big:
+            click.echo(f"note: the graph has {len(g.nodes):,} nodes, more than --max-nodes {max_nodes:,}: the page "
+                       f"holds the DOT text and a searchable list of the nodes, not a drawing", err=True)
+        elif dot_program() is None:
             click.echo("note: Graphviz's `dot` was not found: the page holds the DOT text and a list of the nodes, "
                        "not a drawing. " + HOW_TO_GET_DOT + ".", err=True)
-        data = to_html(g, ovs)
+        data = to_html(g, ovs, layout=not too_big,
+                       no_layout_reason=(f"the graph has {len(g.nodes):,} nodes, more than --max-nodes "
+                                         f"{max_nodes:,} (narrow it with --computation or --around, or raise "
+                                         f"--max-nodes)") if too_big else None)
     else:
         try:
             from ..explorer import to_explorer_json
@@ -103,7 +117,13 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
         data = json.dumps(to_explorer_json(g, ovs), indent=1) + "\n"
     _write(dest, data)
     if dest is not None:
-        first = [f"{ov.name}: {ov.first}" for ov in ovs if ov.first]
+        first = []
+        for ov in ovs:
+            if ov.first:
+                what = {"stats": "first non-finite value", "diff": "first difference"}.get(ov.kind, "first")
+                shown = g.nodes.get(ov.first) or g.nodes.get(g.represented_by.get(ov.first, ""))
+                where = "" if ov.first in g.nodes else (f" (inside {shown.name})" if shown else " (not drawn)")
+                first.append(f"{what}: {ov.first}{where}")
         click.echo(f"wrote {output}: {len(g.nodes):,} nodes, {len(g.edges):,} edges, {len(g.groups):,} "
                    f"computation{'s' if len(g.groups) != 1 else ''}"
                    + (f" ({g.omitted_nodes:,} nodes further than --depth {depth} left out)" if around else "")

@@ -351,7 +351,7 @@ def _script_json(obj) -> str:
 
 
 def to_html(graph: Graph, overlays=None, *, svg: str | None = None, dot_text: str | None = None,
-            layout: bool = True) -> str:
+            layout: bool = True, no_layout_reason: str | None = None) -> str:
     """A self-contained HTML page: the SVG laid out by dot (given as SVG, or made here when `layout`
     and dot is installed) with pan, zoom, search and details; without a layout, the DOT text and
     how to get one (the search and the details still work, on a list of the nodes)."""
@@ -365,7 +365,7 @@ def to_html(graph: Graph, overlays=None, *, svg: str | None = None, dot_text: st
         else:
             svg = to_svg(dot_text)
     elif svg is None:
-        missing = "no layout was asked for"
+        missing = no_layout_reason or "no layout was asked for"
     if svg is not None:
         start = svg.find("<svg")
         svg = svg[start:] if start >= 0 else svg

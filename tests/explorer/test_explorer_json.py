@@ -249,3 +249,20 @@ def test_launcher_opens_every_file_with_our_adapter(tmp_path):
     assert cfg.model_sources[0]["adapterId"] == ADAPTER_ID
     assert "adapterId" not in cfg.model_sources[1]          # graph JSON: Model Explorer's own loader
     assert main([str(tmp_path / "missing.hlo"), "--no-browser"]) == 2
+
+
+def test_profile_and_diff_overlays_become_node_data():
+    m = _module("jax/fori_loop.hlo")
+    g = build_graph(m)
+    prof = Overlay("time (p.json)", "profile", {"while.16": {"self_ms": 2.0, "total_ms": 5.0, "percent": 40.0},
+                                                "x.1": {"self_ms": 0.1, "total_ms": 0.1, "percent": 2.0}}, "self_ms")
+    diff = Overlay("diff (d.json)", "diff", {"while.16": {"status": "differ", "max_rel_diff": 0.5, "max_abs_diff": 1.0,
+                                                          "first_difference": 1},
+                                             "x.1": {"status": "agree", "max_rel_diff": 0.0, "max_abs_diff": 0.0}},
+                   "max_rel_diff", "while.16")
+    data = overlays_to_node_data([prof, diff], g)
+    assert list(data) == ["time.self_ms", "time.total_ms", "time.percent", "diff.max_rel_diff", "diff.max_abs_diff"]
+    t = data["time.self_ms"][m.name]
+    assert t["results"]["while.16"]["value"] == 2.0 and "bgColor" in t["results"]["while.16"]
+    d = data["diff.max_rel_diff"][m.name]["results"]
+    assert d["while.16"]["bgColor"] != d["x.1"]["bgColor"]

@@ -211,18 +211,35 @@ def _from_profile(prof: dict, path: str, resolve) -> Overlay:
     return Overlay(f"time ({_short(path)})", "profile", values, "self_ms", None, str(path), note)
 
 
-def _from_diff(doc: dict, path: str, module, ids: dict) -> Overlay:
-    pairs = [p for p in doc["pairs"] if isinstance(p, dict)]
-    names = {n for (_, n) in ids}
+def _same_file(a, b) -> bool:
+    try:
+        return isinstance(a, str) and isinstance(b, str) and a not in ("-", "<string>") and \
+            Path(a).resolve() == Path(b).resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def _diff_side(doc: dict, pairs: list, module, ids: dict) -> str:
+    """Which side of a diff MODULE is: the one whose file it was read from; else the one whose
+    instructions (computation and name) it has more of; else the one of its module name; else a."""
+    src = getattr(module, "source", None)
+    hits_file = [s for s in ("a", "b") if _same_file(doc.get(s), src)]
+    if len(hits_file) == 1:
+        return hits_file[0]
 
     def hits(side):
-        return sum(1 for p in pairs if p.get(side) in names)
-    side = "a" if hits("a") >= hits("b") else "b"
-    for s in ("a", "b"):                          # the module's own name decides a tie
-        meta = doc.get(s)
-        if hits("a") == hits("b") and isinstance(meta, dict) and meta.get("module") == module.name:
-            side = s
-            break
+        return sum(1 for p in pairs if (p.get(f"computation_{side}"), p.get(side)) in ids)
+    ha, hb = hits("a"), hits("b")
+    if ha != hb:
+        return "a" if ha > hb else "b"
+    names = [s for s in ("a", "b") if doc.get(f"module_{s}") == module.name
+             or (isinstance(doc.get(s), dict) and doc[s].get("module") == module.name)]
+    return names[0] if len(names) == 1 else "a"
+
+
+def _from_diff(doc: dict, path: str, module, ids: dict) -> Overlay:
+    pairs = [p for p in doc["pairs"] if isinstance(p, dict)]
+    side = _diff_side(doc, pairs, module, ids)
     other = "b" if side == "a" else "a"
     resolve = _resolver(ids)
     values: dict[str, dict] = {}
@@ -231,25 +248,36 @@ def _from_diff(doc: dict, path: str, module, ids: dict) -> Overlay:
         nid = resolve(p.get(f"computation_{side}"), p.get(side))
         if nid is None:
             continue
-        v: dict = {"status": str(p.get("status", "?")), f"paired_with": str(p.get(other))}
-        for k in ("max_abs_diff", "max_rel_diff"):
+        v: dict = {"status": str(p.get("status", "?")), "paired_with": str(p.get(other))}
+        for k in ("max_abs_diff", "max_rel_diff", "mismatched", "size", "executions"):
             x = _num(p.get(k))
             if x is not None:
                 v[k] = x
+        for k in ("how", "where"):
+            if p.get(k) not in (None, ""):
+                v["matched_by" if k == "how" else k] = str(p[k])
         if p.get("status") == "differ" and first is None:
             first = nid
         values[nid] = v
+    # the first differences (each differing while its operands agree): where the modules diverge
+    origins = []
     for f in doc.get("first_differences") or ():
         name = f.get(side) if isinstance(f, dict) else (f if isinstance(f, str) else None)
         comp = f.get(f"computation_{side}") if isinstance(f, dict) else None
         nid = resolve(comp, name) if name else None
-        if nid is not None:
-            first = nid
-            break
+        if nid is not None and nid in values:
+            origins.append(nid)
+    if origins:
+        first = origins[0]
+    for k, nid in enumerate(origins):
+        values[nid]["diverges_here"] = 1
+        values[nid]["status"] = "diverges here"
     if first is not None and first in values:
         values[first]["first_difference"] = 1
         values[first]["status"] = "first difference"
-    note = f"side {side} of a diff; verdict: {doc.get('verdict', '?')}" + (f"; first difference: {first}" if first else "")
+    note = (f"side {side} of a diff; verdict: {doc.get('verdict', '?')}"
+            + (f"; first difference: {first}" if first else "")
+            + (f"; {len(origins)} places where the values start to differ" if len(origins) > 1 else ""))
     return Overlay(f"diff ({_short(path)})", "diff", values, "max_rel_diff", first, str(path), note)
 
 
@@ -301,6 +329,11 @@ def project(overlay: Overlay, graph: Graph) -> dict[str, dict]:
                     mine["first_difference"] = 1
                     mine["status"] = "first difference"
                     mine["first_difference_inside"] = nid
+                elif v.get("diverges_here"):
+                    mine["diverges_here"] = 1
+                    mine.setdefault("diverges_inside", nid)
+                    if mine.get("status") != "first difference":
+                        mine["status"] = "diverges inside"
                 if v.get("status") == "differ" and mine.get("status") in (None, "agree", "skipped"):
                     mine["status"] = "differ inside"
                 for k in ("max_abs_diff", "max_rel_diff"):
@@ -335,7 +368,7 @@ def style(values: dict[str, dict], overlay: Overlay) -> tuple[dict[str, str], li
         scale = _scaled(values, "max_rel_diff", log=True)
         for nid, v in values.items():
             st = v.get("status", "")
-            if v.get("first_difference"):
+            if v.get("first_difference") or v.get("diverges_here"):
                 fills[nid] = _DARK_RED
             elif st.startswith("differ"):
                 fills[nid] = scale.get(nid, _RED) if st == "differ" else _RED
@@ -343,7 +376,7 @@ def style(values: dict[str, dict], overlay: Overlay) -> tuple[dict[str, str], li
                 fills[nid] = _GREEN
             else:
                 fills[nid] = _GREY
-        legend = [(_DARK_RED, "first difference"), (_SCALE[-1], "differ (darker: larger relative difference)"),
+        legend = [(_DARK_RED, "differs while its operands agree (first difference: thick border)"), (_SCALE[-1], "differ (darker: larger relative difference)"),
                   (_GREEN, "agree"), (_GREY, "skipped"), (NEUTRAL, "not compared")]
         return fills, legend
     metric = overlay.primary

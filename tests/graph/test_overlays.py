@@ -105,7 +105,7 @@ def test_profile_overlay(tmp_path):
 
 def test_diff_overlay_picks_the_side_of_the_module(tmp_path):
     m = parse(NAN.read_text(), str(NAN))
-    doc = {"verdict": "differ", "a": {"file": "other.hlo", "module": "other"}, "b": {"file": str(NAN), "module": m.name},
+    doc = {"verdict": "differ", "a": "other.hlo", "b": str(NAN), "module_a": "other", "module_b": m.name,
            "pairs": [{"a": "x0", "b": "x", "computation_a": "main", "computation_b": "main", "status": "agree",
                       "max_abs_diff": 0.0, "max_rel_diff": 0.0},
                      {"a": "e0", "b": "e", "computation_a": "main", "computation_b": "main", "status": "differ",
@@ -120,6 +120,7 @@ def test_diff_overlay_picks_the_side_of_the_module(tmp_path):
     [ov] = load_overlays(str(p), m)
     assert ov.kind == "diff" and ov.first == "log" and "side b" in ov.note
     assert ov.values["e"]["status"] == "differ" and ov.values["e"]["paired_with"] == "e0"
+    assert ov.values["log"]["diverges_here"] == 1
     assert ov.values["r"]["status"] == "skipped"
     g = build_graph(m)
     vals = project(ov, g)
@@ -145,3 +146,20 @@ def test_bad_overlays(tmp_path):
         {"order": 1, "computation": "c", "instruction": "nothing_here", "stats": [{"nan": 1}]}]}))
     with pytest.raises(OverlayError, match="none of its instructions is in module"):
         load_overlays(str(tmp_path / "z.json"), m)
+
+
+def test_diff_overlay_from_hlo_diff(tmp_path):
+    a, b = DATA / "diff_a.hlo", DATA / "diff_b.hlo"
+    r = CliRunner().invoke(main, ["diff", str(a), str(b), "--random-inputs", "--format", "json"])
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    p = tmp_path / "diff.json"
+    p.write_text(r.stdout)
+    first = doc["first_differences"][0]
+    for path, side in ((b, "b"), (a, "a")):
+        m = load(str(path))[0]
+        [ov] = load_overlays(str(p), m)
+        assert f"side {side}" in ov.note and ov.first == first[side]
+        assert ov.values[first[side]]["status"] == "first difference"
+        agree = [q[side] for q in doc["pairs"] if q["status"] == "agree"]
+        assert agree and all(ov.values[n]["status"] == "agree" for n in agree)

@@ -865,8 +865,8 @@ def _xla_reference(state, text, dv, leaves, rtol, atol, timings) -> dict:
     dims = None
     if mode == "global":
         dims = [s.dims for s in state["root_shape"].leaves() if s.element_type not in ("token", "opaque")]
-    phase = _phase_setter(state.get("progress"))
-    phase("running on XLA")
+    if state.get("progress") is not None:          # (a person watching: XLA's compile can take seconds)
+        click.echo("running the module on XLA CPU (through JAX) ...", err=True)
     doc = reference_report(text, xla_args, mode, state["grid"], leaves, rtol, atol, dims,
                            timings.get("execute_s"), state.get("module_file"))
     for k in ("xla_compile_s", "xla_run_s", "xla_total_s"):

@@ -53,7 +53,11 @@ _HARMLESS_UNKNOWN = {"OpMetadata", "HloModuleProto", "HloProto", "HloSnapshot", 
                      "OriginalValueProto", "OriginalValueElementProto", "OriginalArrayProto",
                      "OriginalValueRecoveryTableProto", "OriginalValueRecoveryTableProto.Entry",
                      "CrossProgramPrefetch", "HloBufferDonorProto", "HloBufferDonorProto.BufferDonorEntryProto",
-                     "Payload", "ResultAccuracy.Tolerance"}
+                     "Payload", "ResultAccuracy.Tolerance", "OpMetadata.ProfileInfo", "HloModuleProto.ProfileInfo",
+                     "BufferAssignmentProto", "BufferAssignmentProto.BufferAlias", "BufferAssignmentProto.PeakBuffers",
+                     "LogicalBufferProto", "LogicalBufferProto.Location", "BufferAllocationProto",
+                     "BufferAllocationProto.Assigned", "HeapSimulatorTrace", "HeapSimulatorTrace.Event",
+                     "StatisticsViz", "Statistic"}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ transpose_perm = 2: a mesh whose device order is an iota, printed ``device_ids=(
 Table syntax: ``enum NAME`` then ``VALUE=N`` words; ``message NAME`` (nested messages as
 ``Outer.Inner``) then one field per line, ``NUMBER NAME TYPE`` where TYPE is a scalar type, an enum
 or a message of the table, ``*TYPE`` for a repeated field, ``?TYPE`` for a proto3 optional one and
-``{KEY,VALUE}`` for a map.  A field declared ``ignored`` is a message we do not read (a buffer assignment, profiles, statistics): it
+``{KEY,VALUE}`` for a map.  A field declared ``ignored`` is a message we do not read: it
 is declared as bytes, so that its content is skipped as known (binary protos only).
 
     msgs = messages()                       # name -> message class
@@ -58,6 +58,18 @@ enum Kind
   UNDEFINED_ALIAS=0 MAY_ALIAS=1 MUST_ALIAS=2
 enum OpMetadataProfileType
   INVALID=0 WINDOW=1 FLAG=2 INTEGER=3
+enum ProfileSource
+  PROFILE_SOURCE_UNKNOWN_SOURCE=0 PROFILE_SOURCE_EMBEDDED=1 PROFILE_SOURCE_REMOTE=2
+enum CompilationEvent
+  COMPILATION_EVENT_UNKNOWN_EVENT=0 COMPILATION_EVENT_FIRST_COMPILATION=1 COMPILATION_EVENT_RECOMPILATION=2
+enum ProfileGenerationStrategy
+  PROFILE_GENERATION_STRATEGY_UNKNOWN=0 PROFILE_GENERATION_STRATEGY_GA=1 PROFILE_GENERATION_STRATEGY_FANTA=2
+  PROFILE_GENERATION_STRATEGY_CFO=3 PROFILE_GENERATION_STRATEGY_EXHAUSTIVE=4 PROFILE_GENERATION_STRATEGY_LCM_GNN=5
+  PROFILE_GENERATION_STRATEGY_LCM_MOE=6
+enum HloModuleProto.ProfileType
+  INVALID=0 FLAG=1 FUSION=2 LAYOUT=3 DOT=4 FLAGNET=5 SHARDING=6 SCHEDULE=7
+enum HeapSimulatorTrace.Event.Kind
+  ALLOC=0 FREE=1 SHARE_WITH=2
 enum OpSharding.Type
   REPLICATED=0 MAXIMAL=1 TUPLE=2 OTHER=3 MANUAL=4 UNKNOWN=5 UNREDUCED=6
 enum OpSharding.ShardGroupType
@@ -103,6 +115,12 @@ message ProgramShapeProto
   1 parameters *ShapeProto
   2 result ShapeProto
   3 parameter_names *string
+message OpMetadata.ProfileInfo
+  1 profile_type *OpMetadataProfileType
+  2 relative_speedup double
+  3 profile_source ProfileSource
+  4 compilation_event CompilationEvent
+  5 profile_generation_strategy ProfileGenerationStrategy
 message OpMetadata
   1 op_type string
   2 op_name string
@@ -114,7 +132,7 @@ message OpMetadata
   5 profile_type *OpMetadataProfileType
   8 size_of_generated_code_in_bytes int64
   9 size_of_memory_working_set_in_bytes int64
-  10 profile_info ignored
+  10 profile_info OpMetadata.ProfileInfo
   12 deduplicated_name string
   15 stack_frame_id int32
   16 scheduling_name string
@@ -472,15 +490,73 @@ message HloModuleProto
   12 spmd_output_sharding OpSharding
   14 spmd_parameters_shardings *OpSharding
   16 use_auto_spmd_partitioning bool
-  13 profile_info *ignored
+  13 profile_info *HloModuleProto.ProfileInfo
   15 device_assignment DeviceAssignmentProto
   17 stack_frame_index StackFrameIndexProto
   19 frontend_attributes FrontendAttributes
   20 original_value_recovery_table OriginalValueRecoveryTableProto
   21 device_type string
+message HloModuleProto.ProfileInfo
+  1 profile_type HloModuleProto.ProfileType
+  2 relative_speedup double
+  3 profile_source ProfileSource
+  4 compilation_event CompilationEvent
+  5 fingerprint string
+  6 profile_generation_strategy ProfileGenerationStrategy
+  7 original_changelist int64
+  8 changelist int64
+message LogicalBufferProto.Location
+  2 instruction_name string
+  4 instruction_id int64
+  3 shape_index *int64
+message LogicalBufferProto
+  1 id int64
+  2 size int64
+  3 defined_at LogicalBufferProto.Location
+  4 color int64
+message BufferAllocationProto.Assigned
+  1 logical_buffer_id int64
+  2 offset int64
+  3 size int64
+  4 element_type PrimitiveType
+message BufferAllocationProto
+  1 index int64
+  2 size int64
+  3 is_thread_local bool
+  11 is_tuple bool
+  5 is_entry_computation_parameter bool
+  12 is_constant bool
+  6 parameter_number int64
+  10 parameter_shape_index *int64
+  13 is_parameter_aliased_with_output bool
+  7 maybe_live_out bool
+  8 color int64
+  9 assigned *BufferAllocationProto.Assigned
+message HeapSimulatorTrace.Event
+  1 kind HeapSimulatorTrace.Event.Kind
+  2 buffer_id int64
+  3 computation_name string
+  4 instruction_name string
+  5 share_with_canonical_id int64
+message HeapSimulatorTrace
+  1 events *HeapSimulatorTrace.Event
+  2 whole_module_simulation bool
+  3 buffer_allocation_index int64
+message BufferAssignmentProto.BufferAlias
+  1 source_buffer_id int64
+  2 location LogicalBufferProto.Location
+message BufferAssignmentProto.PeakBuffers
+  1 index int64
+  2 logical_buffer_ids *int64
+message BufferAssignmentProto
+  1 logical_buffers *LogicalBufferProto
+  2 buffer_aliases *BufferAssignmentProto.BufferAlias
+  3 buffer_allocations *BufferAllocationProto
+  4 heap_simulator_traces *HeapSimulatorTrace
+  5 peak_buffers *BufferAssignmentProto.PeakBuffers
 message HloProto
   1 hlo_module HloModuleProto
-  3 buffer_assignment ignored
+  3 buffer_assignment BufferAssignmentProto
 message HloSnapshot
   1 hlo HloProto
   2 arguments *LiteralProto

@@ -475,3 +475,13 @@ def test_a_newer_snapshot_field_is_harmless(tmp_path):
     p.write_bytes(data)
     snap = read_snapshot(str(p))
     assert snap.kind == "HloSnapshot" and len(snap.arguments) == 3 and snap.result is not None
+
+
+def test_hloproto_with_buffer_assignment_in_text_format(tmp_path):
+    from google.protobuf import text_format
+    m = messages()["HloProto"]()
+    m.ParseFromString((PROTOS / "jit_f.cpu_after_optimizations.hlo.pb").read_bytes())
+    assert len(m.buffer_assignment.buffer_allocations)          # XLA CPU wrote one
+    p = tmp_path / "after.pbtxt"
+    p.write_text(text_format.MessageToString(m))
+    assert first_difference(_ours(p), _ours(PROTOS / "jit_f.cpu_after_optimizations.hlo.pb")) is None

@@ -220,6 +220,7 @@ class _Builder:
         self.views: set[str] = set()                # dynamic slices read in place (_viewable)
         self.c_order: set[str] = set()              # names of C-contiguous arrays
         self.cx: dict[str, str] = {}                # hoisted f64 copy -> its C-contiguity, tested once
+        self.f64: dict[tuple, str] = {}             # (operand, perm, dims) -> its f64 copy in this section
         self.state_shapes = pshape.tuple_shapes
 
     # ------------------------------------------------------------------ analysis of one computation

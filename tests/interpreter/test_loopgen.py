@@ -427,3 +427,27 @@ def test_a_slice_leaving_the_iteration_is_checked_for_nan(taken, monkeypatch):
     fast, plain, generic = _three(_SLICED, [np.zeros((4, 8), np.float32), xs], monkeypatch)
     assert fast == plain == generic
     assert taken                                    # (NaN from iteration 12 on: it gives the loop back)
+
+
+def test_loop_invariant_products_and_sums_run_once_before_the_loop(taken, monkeypatch):
+    """A product and a sum of values the loop does not change (weights) run before the first
+    iteration, with the same bits."""
+    T = 20
+    text = _cell([(1, 0)], T).replace(
+        "  v0 = f32[4,8] add(d, bb)",
+        "  w1 = f32[8,8] slice(w), slice={[0:8], [0:8]}\n"
+        "  w2 = f32[8,8] slice(w), slice={[8:16], [0:8]}\n"
+        "  ww = f32[8,8] dot(w1, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  zz = f32[] constant(0)\n"
+        "  sw = f32[8] reduce(ww, zz), dimensions={0}, to_apply=add_f32\n"
+        "  sb = f32[4,8] broadcast(sw), dimensions={1}\n"
+        "  hw = f32[4,8] dot(h, ww), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  v0a = f32[4,8] add(d, hw)\n"
+        "  v0 = f32[4,8] add(v0a, sb)")
+    rng = np.random.default_rng(8)
+    args = [rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((T, 4, 8)).astype(np.float32),
+            rng.standard_normal((16, 8)).astype(np.float32) * np.float32(0.3),
+            rng.standard_normal(8).astype(np.float32), np.zeros((T, 4), np.float32)]
+    fast, plain, generic = _three(text, args, monkeypatch)
+    assert fast == plain == generic
+    assert taken and taken[0][1]

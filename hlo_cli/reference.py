@@ -19,7 +19,15 @@ hand-written collectives) gets each device's own arguments and gives each device
 stacked on a leading axis; a module before partitioning (sharding annotations, Shardy meshes,
 shard_map regions) is partitioned by XLA's SPMD partitioner (Shardy's when the text carries
 Shardy's attributes), takes the global arrays and gives the global results back, reassembled by the
-shardings XLA chose.
+shardings XLA chose.  XLA CPU runs its SPMD partitioner on any module of several partitions: a
+program per device that it refuses as written (partition-id, send/recv, XLA's own partitioned
+output) is tried once more with its instructions marked `sharding={manual}` (manual_text), which
+the partitioner leaves as they are; a note says so.
+
+The report (reference_report, the `reference` section of `hlo run --format json`): the rows
+--expect gives, how many results are bit for bit XLA's (`identical`), XLA's times and hlo's.
+HloSnapshot runs (`hlo run SNAPSHOT.pb`) take their arguments and stored result from here too
+(snapshot_arguments, snapshot_reference).
 
 What XLA cannot take ends in HloReferenceError (exit code 6) saying why: JAX not installed (the
 `xla` extra: pip install 'hlo-cli[xla]'), XLA refusing the text (its first message line; texts
@@ -52,16 +60,15 @@ INSTALL_HINT = "pip install 'hlo-cli[xla]'"
 class XlaRun:
     """What XLA computed: `outputs`, the result leaves depth-first (tokens left out): as they are on
     one device, stacked per device for a per-device program, global arrays for a module before
-    partitioning; `per_device`, for a module before partitioning, the devices' own pieces stacked
-    (their shape is the sharding XLA chose); `timings` in seconds: startup_s (the child process and
-    JAX's import), parse_s, compile_s (StableHLO translation and XLA's compilation), run_s (one
-    execution, until every result is ready), transfer_s (arguments in, results out), total_s."""
+    partitioning; `timings` in seconds: startup_s (the child process and JAX's import), parse_s,
+    compile_s (StableHLO translation and XLA's compilation), run_s (one execution, until every
+    result is ready), transfer_s (arguments in, results out), total_s; `notes`: what was done to
+    make XLA take the module (the manual marking)."""
     outputs: list
     timings: dict
     devices: int = 1
     mode: str = "single"
     jax_version: str | None = None
-    per_device: list | None = None
     notes: list = field(default_factory=list)
 
 
@@ -238,8 +245,7 @@ def _attempt(request: dict, tmp: Path, count: int, timeout: float | None) -> Xla
     inside = sum(timings.get(k, 0.0) for k in ("parse_s", "compile_s", "run_s", "transfer_s"))
     timings["startup_s"] = max(wall - inside, 0.0)
     timings["total_s"] = wall
-    return XlaRun(answer["outputs"], timings, count, request["mode"], answer.get("jax_version"),
-                  answer.get("per_device"))
+    return XlaRun(answer["outputs"], timings, count, request["mode"], answer.get("jax_version"))
 
 
 def _crashed(returncode: int, stderr: str, text: str):
@@ -282,18 +288,16 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 def compare_with_xla(leaves, xla: XlaRun, rtol: float, atol: float) -> dict:
     """LEAVES (hlo's result leaves, in the form XlaRun.outputs has) against XLA's, as --expect
-    compares: {"ok", "rows"}.  A leaf hlo holds per device where XLA gives a global array (a value
-    of a shard_map region) is compared with XLA's per-device pieces."""
+    compares: {"ok", "rows"}.  A result of bounded dynamic size, which XLA gives as its buffer at
+    the bound (the values first: XLA's padded layout), is compared on the run's size (a row note
+    says so)."""
     from .compare import compare
     ref, notes = {}, {}
     for k, out in enumerate(xla.outputs):
         want = np.asarray(out)
         if k < len(leaves):
             got = np.asarray(leaves[k])
-            if xla.per_device is not None and k < len(xla.per_device) and got.shape != want.shape and \
-                    got.shape == np.shape(xla.per_device[k]):
-                want = np.asarray(xla.per_device[k])
-            elif got.shape != want.shape and got.ndim == want.ndim and \
+            if got.shape != want.shape and got.ndim == want.ndim and \
                     all(g <= w for g, w in zip(got.shape, want.shape)):
                 # a result of dynamic size: XLA gives its buffer at the bound, the values first
                 # (padded layout), and hlo the run's size

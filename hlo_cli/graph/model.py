@@ -23,8 +23,9 @@
   the callee's parameter (`"param"`) and the callee's root back to the caller (`"result"`).
 
 Readability of large modules: `computation=NAME` draws one computation (and what it calls),
-`around=NAME, depth=K` keeps the neighbourhood of one instruction (K edges in both directions;
-nodes with neighbours left out count them in `hidden_inputs` / `hidden_outputs`), and
+`around=NAME, depth=K` keeps the neighbourhood of one instruction (K edges in both directions, not
+walking on through hubs of more than HUB_DEGREE edges, such as a weight every layer reads; nodes
+with neighbours left out count them in `hidden_inputs` / `hidden_outputs`), and
 `Graph.warnings` says how to narrow a graph of more than `WARN_NODES` nodes.
 
 Overlays (overlays.py) key their values by `node_id`; `Graph.represented_by` maps an instruction that
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 from ..errors import HloInputError
 
 WARN_NODES = 1500          # above this, Graph.warnings suggests narrowing the graph
+HUB_DEGREE = 16            # around/depth does not walk on through a node with more edges than this
 _ATTR_TEXT_MAX = 200       # an attribute's text in Node.attributes is cut here
 
 # attributes that are shown elsewhere (or not at all) instead of in Node.attributes
@@ -540,6 +542,8 @@ def _keep_around(g: Graph, start: str, depth: int):
         n = q.popleft()
         if dist[n] >= depth:
             continue
+        if n != start and len(nbrs.get(n, ())) > HUB_DEGREE:
+            continue                  # a hub (a weight used everywhere): drawn, not walked through
         for m in nbrs.get(n, ()):
             if m not in dist:
                 dist[m] = dist[n] + 1

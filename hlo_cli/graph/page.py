@@ -121,7 +121,7 @@ function centre(k){
   var b = el.getBBox(), m = svg.getScreenCTM().inverse().multiply(el.getScreenCTM());
   var x = m.a * (b.x + b.width / 2) + m.c * (b.y + b.height / 2) + m.e;
   var y = m.b * (b.x + b.width / 2) + m.d * (b.y + b.height / 2) + m.f;
-  var w = Math.min(full.w, Math.max(b.width * m.a * 8, 400)), h = w * (vb.h / vb.w);
+  var w = Math.min(full.w, Math.max(b.width * m.a * 6, 700)), h = w * (vb.h / vb.w);
   vb = {x: x - w / 2, y: y - h / 2, w: w, h: h}; setView();
 }
 var selected = null;

@@ -124,7 +124,13 @@ def _label(node, first_marks: list[str], primary: tuple[str, dict] | None) -> st
     if primary is not None:
         metric, vals = primary
         v = vals.get(node.id)
-        if v is not None and metric in v:
+        if v is not None and metric == "nonfinite":
+            if v.get("nonfinite") or v.get("fused_nonfinite"):
+                small.append(f"NaN {v.get('nan', 0):,}, Inf {v.get('inf', 0):,}"
+                             + (f" ({v['fused_nonfinite']:,} inside)" if v.get("fused_nonfinite") else ""))
+            elif "max_abs" in v:
+                small.append(f"|x| \u2264 {v['max_abs']:.4g}")
+        elif v is not None and metric in v:
             small.append(f"{metric} = {format_value(v[metric])}")
     for m in first_marks:
         small.append(m.upper())
@@ -272,7 +278,7 @@ def to_dot(graph: Graph, overlays=None, *, edge_labels: bool | None = None) -> s
             rows.append(f'<TR><TD BGCOLOR="{_h(color)}" WIDTH="18"> </TD><TD ALIGN="LEFT">{_h(text)}</TD></TR>')
         if overlays[0].note:
             rows.append(f'<TR><TD COLSPAN="2"><FONT POINT-SIZE="8">{_h(_cut(overlays[0].note, 90))}</FONT></TD></TR>')
-        out.append('  legend [shape=plain, id="legend", label=<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="2" '
+        out.append('  legend [shape=plain, id="dot_legend", label=<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="2" '
                    'COLOR="#999999" BGCOLOR="#ffffff">' + "".join(rows) + "</TABLE>>];")
     out.append("}")
     return "\n".join(out) + "\n"

@@ -257,6 +257,12 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
     Inputs: --input FILE.npy per parameter in order, --input NAME=FILE.npy by name, --inputs ARGS.npz,
     or --random-inputs.  The module is checked first (as `hlo check` does).
 
+    An HloSnapshot (XLA's --xla_dump_hlo_snapshots writes module_NNNN.NAME.snapshot.N.pb: the module,
+    the arguments of one execution and its result) runs on its stored arguments and is compared with
+    its stored result as --expect compares (exit 1 if they differ): the failing execution replayed.
+    --input/--inputs/--random-inputs replace its arguments (its result is then not compared);
+    --expect replaces its result.
+
     Several devices (replica_count x num_partitions in the header, or --replicas/--partitions): an
     input is a global array split by its parameter's sharding (or, with --per-device, one value per
     device); --output writes every result stacked over the devices (--output-global: reassembled).

@@ -360,6 +360,10 @@ def arguments_for(dv, args) -> tuple[list, str]:
     from .devices.values import Uniform
     n = dv.grid.count
     if dv.global_values:
+        if dv.grid.replicas > 1:
+            raise HloReferenceError(f"--reference xla runs a module before partitioning on partitions only; this run "
+                                    f"has {dv.grid.replicas} replicas x {dv.grid.partitions} partitions",
+                                    kind="devices")
         out = []
         for a in args:
             if not isinstance(a, Uniform):

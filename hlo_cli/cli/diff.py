@@ -37,6 +37,12 @@ from .common import load_module, no_cache_option, report_errors
               help="Which module of A, when its file holds several.")
 @click.option("--module-b", "module_b_choice", metavar="N|NAME", default=None,
               help="Which module of B, when its file holds several.")
+@click.option("--executions", "max_executions", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Compare only the first N executions of each instruction (loop bodies): A's values of later "
+                   "executions are not kept. Default: all.")
+@click.option("--keep-memory", "keep_memory", metavar="SIZE", default="1G", show_default=True,
+              help="Memory for A's values waiting for their comparison (e.g. 512M, 4G); beyond it they go to a "
+                   "temporary directory.")
 @click.option("--max-iterations", type=click.IntRange(min=0), default=None,
               help="Fail a while loop that runs more iterations than this.")
 @click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
@@ -45,7 +51,7 @@ from .common import load_module, no_cache_option, report_errors
 @no_cache_option
 @report_errors
 def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol, fmt, show, module_a_choice,
-         module_b_choice, max_iterations, allow_elided_constants, no_check, no_cache):
+         module_b_choice, max_executions, keep_memory, max_iterations, allow_elided_constants, no_check, no_cache):
     """Run modules A and B on the same inputs and compare every value, not only the results.
 
     Instructions are matched across the two texts as a compiler engineer would: the same name; else
@@ -76,6 +82,13 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
     """
     from ..diff import diff_modules, format_text
     from ..interpreter import RunOptions
+    from ..interpreter.memory import parse_size
+    try:
+        keep = parse_size(keep_memory)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--keep-memory'") from None
+    if not isinstance(keep, int):
+        raise click.BadParameter(f"{keep_memory}: give a size (e.g. 512M, 4G)", param_hint="'--keep-memory'")
     modules = []
     for path, choice in ((module_a, module_a_choice), (module_b, module_b_choice)):
         if path == "-" and module_a == module_b == "-":
@@ -94,7 +107,8 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
     check_parameters(a, b)
     args = _inputs(a, inputs, inputs_npz, random_inputs, seed)
     options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants)
-    report = diff_modules(a, b, args, rtol, atol, options=options, path_a=module_a, path_b=module_b)
+    report = diff_modules(a, b, args, rtol, atol, options=options, path_a=module_a, path_b=module_b, keep_bytes=keep,
+                          max_executions=max_executions)
     if fmt == "json":
         click.echo(json.dumps(report.to_json(), indent=1))
     else:

@@ -59,6 +59,7 @@ class PairState:
     how: str
     seq: int                          # B's execution order of its first execution
     executions: int = 0
+    compared: int = 0                 # executions compared (fewer with max_executions)
     status: str = "agree"
     result: dict | None = None        # the comparison shown: the first differing execution, else the largest
     first_execution: int | None = None   # the first execution that differs
@@ -179,6 +180,8 @@ class DiffReport:
             if site is not None and site[1].opcode in ("fusion", "call"):
                 e[f"in_{side}"] = site[1].name
         e["executions"] = st.executions
+        if st.compared < st.executions and st.how != "value":
+            e["compared_executions"] = st.compared
         if st.first_execution is not None and st.executions > 1:
             e["first_differing_execution"] = st.first_execution
         for k in ("mismatched", "size", "a_value", "b_value", "leaf", "note"):
@@ -212,13 +215,16 @@ class DiffReport:
 
 def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-3, *, options=None,
                  path_a: str | None = None, path_b: str | None = None, keep_bytes: int | None = None,
-                 progress=None, anchor_values: bool = True) -> DiffReport:
+                 progress=None, anchor_values: bool = True, max_executions: int | None = None) -> DiffReport:
     """Run MODULE_A and MODULE_B on ARGS (one value per entry parameter, by position: global arrays
     for modules on several devices), compare every instruction of B matched to one of A (see
     hlo_cli.diff.matching) and the results, A being the reference: |b - a| <= atol + rtol * |a|.
     OPTIONS: interpreter RunOptions (seed, max_iterations, elided_constants).  A's values wait for
     their comparison in memory up to KEEP_BYTES (default 1 GiB), beyond that in a temporary
     directory.
+
+    MAX_EXECUTIONS: compare only the first N executions of each instruction (loop bodies; A's values
+    of later ones are not kept), None: all.
 
     ANCHOR_VALUES (single-device modules): instructions the static matching left out whose values
     are the same bits in both runs (XLA's rewrites that keep values: max(x, -inf) -> x, a transpose
@@ -245,7 +251,8 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
         fp = _Fingerprints(
             {n for n in A.live if not A.is_alias(n) and n not in matched and _fingerprintable(A.inst[n])},
             {n for n in B.live if not B.is_alias(n) and n not in M.pairs and _fingerprintable(B.inst[n])})
-    run1 = _Pass(M.pairs, dva, dvb, module_a, module_b, args, options, progress, rtol, atol, keep_bytes, states, fp)
+    run1 = _Pass(M.pairs, dva, dvb, module_a, module_b, args, options, progress, rtol, atol, keep_bytes, states, fp,
+                 max_executions)
     result_a, result_b = run1.run()
     executed_a, executed_b, mem = run1.executed_a, run1.executed_b, run1.mem
     if fp is not None:
@@ -263,7 +270,7 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
                 again[b] = m
         if again:
             run2 = _Pass(again, dva, dvb, module_a, module_b, args, options, progress, rtol, atol, keep_bytes,
-                         states, None)
+                         states, None, max_executions)
             run2.run()
             mem = {k: max(mem[k], run2.mem[k]) for k in mem}
         mem["second_run"] = bool(again)
@@ -348,7 +355,8 @@ class _Pass:
     (into STATES); FP, when given, takes digests for matching by value."""
 
     def __init__(self, pairs, dva, dvb, module_a, module_b, args, options, progress, rtol, atol, keep_bytes,
-                 states, fp):
+                 states, fp, max_executions=None):
+        self.max_executions = max_executions
         self.pairs, self.dva, self.dvb = pairs, dva, dvb
         self.module_a, self.module_b, self.args = module_a, module_b, args
         self.options, self.progress, self.rtol, self.atol = options, progress, rtol, atol
@@ -369,7 +377,7 @@ class _Pass:
         if self.fp is not None:
             self.fp.see_a(node, ev)
         n = self.uses.get(node)
-        if n:
+        if n and (self.max_executions is None or ev.count <= self.max_executions):
             devs = getattr(ev, "devices", None)
             tag = None if devs is None else tuple(int(d) for d in devs)
             self.store.put((node, ev.count, tag), _copy_leaves(ev.value, ev.instruction.shape), n)
@@ -388,6 +396,9 @@ class _Pass:
         if st is None:
             st = self.states[node] = PairState(node, m.a, m.how, self.seq)
         st.executions += 1
+        if self.max_executions is not None and ev.count > self.max_executions:
+            return
+        st.compared += 1
         devs_b = getattr(ev, "devices", None)
         devs_b = None if devs_b is None else tuple(int(d) for d in devs_b)
         leaves_a = self.store.take((m.a, ev.count, devs_b))

@@ -27,6 +27,10 @@ rule that applies:
    number) and constants; as a last resort the one instruction of that opcode over those operands
    with the same element count.
 
+4. (hlo_cli.diff.core, after a first run of both modules) value: an instruction left out whose value
+   is the same bits as the value of exactly one instruction of A left out (the same scope, as many
+   executions; not a constant array), then structure again from there (`extend_matching`).
+
 A while loop matched to a while loop matches its body's and condition's parameters.  Computations
 called from several places (before CallInliner) are matched only by name, within a computation of
 the same name: which call an execution belongs to is not known.  One instruction of A may be matched

@@ -53,7 +53,10 @@ def format_text(report, max_first: int = 5, max_only: int = 8) -> str:
                     lines.append(f"     {side.upper()} metadata: " + "  ".join(md))
             ex = ""
             if e.get("executions", 1) > 1:
-                ex = f" (execution {e.get('first_differing_execution', 1)} of {e['executions']})"
+                ex = f" (execution {e.get('first_differing_execution', 1)} of {e['executions']}"
+                if e.get("compared_executions") is not None:
+                    ex += f", the first {e['compared_executions']} compared"
+                ex += ")"
             n = f"; {e['mismatched']} of {e['size']} elements beyond tolerance" if "mismatched" in e else ""
             lines.append(f"     max |diff| {_num(e['max_abs_diff'])} at {e['where']} (A {e.get('a_value')} vs "
                          f"B {e.get('b_value')}), max rel {_num(e['max_rel_diff'])}{n}{ex}")
@@ -83,6 +86,9 @@ def format_text(report, max_first: int = 5, max_only: int = 8) -> str:
     lines.append("")
     lines.append(f"{s['matched']} instructions of B matched and compared ({by}): {s['agreeing']} agree, "
                  f"{s['differing']} differ, {s['skipped']} not comparable")
+    limited = [p for p in report.states.values() if p.compared < p.executions and p.how != "value"]
+    if limited:
+        lines.append(f"({len(limited)} instructions ran more often than the executions compared, --executions)")
     if report.results_agree:
         tail = "" if not s["differing"] else f" ({s['differing']} intermediate values differ)"
         lines.append(f"verdict: the results agree{tail}")

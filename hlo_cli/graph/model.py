@@ -407,11 +407,13 @@ def build_graph(module, *, computation: str | None = None, around: str | None = 
     if target is not None:
         _keep_around(g, ids[target], depth)
     if len(g.nodes) > WARN_NODES:
+        big = sorted(g.groups.values(), key=lambda gr: -len(gr.nodes))[:3]
         g.warnings.append(
             f"the graph has {len(g.nodes):,} nodes: a layout of that many takes long and is hard to read; "
-            f"narrow it with --computation NAME (the module has {len(module.computations):,} computations) or "
-            f"--around INSTRUCTION --depth K" + ("" if not expand_fusions else ", or leave fusions collapsed "
-                                                  "(without --expand-fusions)"))
+            f"narrow it with --computation NAME (the largest drawn: "
+            + ", ".join(f"{gr.id} with {len(gr.nodes):,}" for gr in big)
+            + ") or --around INSTRUCTION --depth K"
+            + ("" if not expand_fusions else ", or leave fusions collapsed (without --expand-fusions)"))
     return g
 
 

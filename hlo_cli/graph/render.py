@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
 import subprocess
 
@@ -58,14 +59,18 @@ def dot_program() -> str | None:
 
 # ----------------------------------------------------------------------------- DOT
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def _q(s: str) -> str:
-    """A DOT quoted string."""
-    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    """A DOT quoted string (control characters, which Graphviz's SVG cannot hold, left out)."""
+    s = _CONTROL.sub("", str(s))
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def _h(s) -> str:
     """Text inside a DOT HTML-like label."""
-    return html.escape(str(s), quote=True)
+    return html.escape(_CONTROL.sub("", str(s)).replace("\n", " "), quote=True)
 
 
 def _cut(s: str, n: int = _SHAPE_MAX) -> str:
@@ -103,7 +108,7 @@ def _prepare(graph: Graph, overlays):
 
 
 def _label(node, first_marks: list[str], primary: tuple[str, dict] | None) -> str:
-    rows = [f"<B>{_h(node.title)}</B>", _h(node.name), f'<FONT POINT-SIZE="8">{_h(_cut(node.shape))}</FONT>']
+    rows = [f"<B>{_h(node.title)}</B>", _h(_cut(node.name, 60)), f'<FONT POINT-SIZE="8">{_h(_cut(node.shape))}</FONT>']
     small = []
     small += node.label_attributes[:2]
     if node.collapsed:

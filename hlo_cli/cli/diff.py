@@ -41,8 +41,8 @@ from .common import load_module, no_cache_option, report_errors
               help="Compare only the first N executions of each instruction (loop bodies): A's values of later "
                    "executions are not kept. Default: all.")
 @click.option("--keep-memory", "keep_memory", metavar="SIZE", default="1G", show_default=True,
-              help="Memory for A's values waiting for their comparison (e.g. 512M, 4G); beyond it they go to a "
-                   "temporary directory.")
+              help="Memory for A's values waiting for their comparison (e.g. 512M, 4G; none: no limit); beyond "
+                   "it they go to a temporary directory.")
 @click.option("--max-iterations", type=click.IntRange(min=0), default=None,
               help="Fail a while loop that runs more iterations than this.")
 @click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
@@ -87,8 +87,10 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
         keep = parse_size(keep_memory)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="'--keep-memory'") from None
-    if not isinstance(keep, int):
-        raise click.BadParameter(f"{keep_memory}: give a size (e.g. 512M, 4G)", param_hint="'--keep-memory'")
+    if keep is None:                  # none: never spill
+        keep = 1 << 62
+    elif keep == "auto":
+        keep = None                   # the library's default
     modules = []
     for path, choice in ((module_a, module_a_choice), (module_b, module_b_choice)):
         if path == "-" and module_a == module_b == "-":

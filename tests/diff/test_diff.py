@@ -321,3 +321,24 @@ def test_matching_by_value_extends_the_matching():
     assert anchored.summary()["matched_by"].get("value", 0) > 0
     assert anchored.summary()["differing"] == 0 and anchored.summary()["skipped"] == 0
     assert anchored.results_agree
+
+
+def test_cli_usage_and_check_errors(hlo, tmp_path):
+    res = hlo("diff", "-", "-", "--random-inputs", input="HloModule m\n")
+    assert res.exit_code == 2 and "only one of A and B can be standard input" in res.stderr
+    (tmp_path / "bad.hlo").write_text("HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  ROOT n = f32[4] negate(x)\n}\n")
+    res = hlo("diff", "bad.hlo", DIFF / "model.hlo", "--random-inputs")
+    assert res.exit_code == 1 and "found by the checker" in res.stderr
+    res = hlo("diff", DIFF / "model.hlo", DIFF / "model.opt.hlo", "--random-inputs", "--keep-memory", "lots")
+    assert res.exit_code == 2 and "is not a size" in res.stderr
+
+
+def test_executions_limit(hlo):
+    """--executions 1: the loop body's instructions are compared at their first execution only; the
+    edited multiply of model.opt.broken.hlo is still found (it differs at once)."""
+    res = hlo("diff", DIFF / "model.hlo", DIFF / "model.opt.broken.hlo", "--inputs", DIFF / "inputs.npz",
+              "--executions", "1", "--format", "json")
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    e = doc["first_differences"][0]
+    assert e["opcode_b"] == "add" and e["executions"] == 3 and e["compared_executions"] == 1

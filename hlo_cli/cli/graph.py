@@ -22,6 +22,8 @@ _SUFFIX_FORMAT = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".html": "html", "
   hlo run model.hlo --random-inputs --dump-dir run/; hlo graph model.hlo --overlay run/ -o nan.html
   hlo run model.hlo --random-inputs --profile --format json > prof.json
   hlo graph model.hlo --overlay prof.json -o time.svg
+  hlo diff before.hlo after.hlo --random-inputs --format json > d.json
+  hlo graph after.hlo --overlay d.json -o where.html       # where the values start to differ
 """)
 @click.argument("module_file", metavar="MODULE", type=str)
 @click.option("--output", "-o", metavar="OUT", default="-", show_default=True,
@@ -38,8 +40,9 @@ _SUFFIX_FORMAT = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".html": "html", "
               help="Draw this computation (and the computations it calls) instead of the entry.")
 @click.option("--around", metavar="INSTRUCTION", default=None,
               help="Draw only the neighbourhood of this instruction (NAME or COMPUTATION/NAME): what lies "
-                   "within --depth edges of it, upstream and downstream, across calls and loop bodies.  A "
-                   "fused instruction opens its fusion.")
+                   "within --depth edges of it, upstream and downstream, across calls and loop bodies (not "
+                   "on through nodes of more than 16 edges, such as a weight every layer reads).  A fused "
+                   "instruction opens its fusion.")
 @click.option("--depth", type=click.IntRange(min=0), default=3, show_default=True,
               help="How many edges from --around to draw.")
 @click.option("--expand-fusions", is_flag=True,
@@ -68,8 +71,11 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
     called computation and its result dotted).  Reducers and other applied computations are written
     on the node that applies them.
 
-    Large modules stay readable with --computation, --around/--depth and collapsed fusions; a graph
-    of more than 1,500 nodes gets a warning saying so."""
+    Large modules stay readable with --computation, --around/--depth and collapsed fusions; scalar
+    constants are written inside their users, and in graphs of more than 60 nodes an operand drawn
+    far above its user appears next to it as a small dashed copy (\u2197 name; in the HTML page,
+    click it to go to the operand).  A graph of more than 1,500 nodes gets a warning saying how to
+    narrow it."""
     from ..graph import build_graph
     from ..graph.overlays import load_overlays
     from ..graph.render import GraphvizMissing, HOW_TO_GET_DOT, dot_program, to_dot, to_html, to_svg

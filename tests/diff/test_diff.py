@@ -342,3 +342,41 @@ def test_executions_limit(hlo):
     doc = json.loads(res.stdout)
     e = doc["first_differences"][0]
     assert e["opcode_b"] == "add" and e["executions"] == 3 and e["compared_executions"] == 1
+
+
+@pytest.mark.slow
+def test_live_jax_pair(tmp_path):
+    """A pair JAX makes now (XLA CPU): a small attention-like step with a scan, before vs after
+    XLA's optimizations: the results agree with XLA's own, every matched value agrees, nothing is
+    left uncompared; a broken copy of the optimized text is found inside its fusion."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+
+    def f(q, k, v):
+        s = jax.nn.softmax(q @ k.T / 4.0, axis=-1)
+        o = s @ v
+
+        def body(c, x):
+            c = jnp.tanh(c + x)
+            return c, c.sum()
+        c, ys = jax.lax.scan(body, o[0], o)
+        return c, ys, jnp.max(o, axis=0)
+
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal((6, 4)).astype(np.float32) for _ in range(3)]
+    lowered = jax.jit(f).lower(*args)
+    a = hlo_cli.parse(lowered.as_text("hlo"))
+    opt = lowered.compile().as_text()
+    b = hlo_cli.parse(opt)
+    r = diff_modules(a, b, args)
+    assert r.results_agree and r.summary()["differing"] == 0 and r.summary()["skipped"] == 0, format_text(r)
+    want = jax.jit(f)(*args)
+    got = hlo_cli.run(b, *args)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, atol=1e-6)
+    m = re.search(r"(%(\w+\.\d+) = f32\[[\d,]*\]\{[\d,]*\} )tanh\(", opt)
+    assert m, "no tanh in the optimized text"
+    broken = hlo_cli.parse(opt.replace(m.group(0), m.group(1) + "sine(", 1))
+    r = diff_modules(a, broken, args)
+    first = r.to_json()["first_differences"]
+    assert first and first[0]["b"] == m.group(2) and first[0]["opcode_b"] == "sine"

@@ -4,6 +4,7 @@ The script reads the page's JSON (`#hlo-graph-data`: nodes keyed by their DOT na
 whose SVG elements carry those ids) and gives the SVG laid out by dot:
 
 * pan (drag) and zoom (wheel, +/-, `f` fits), by changing the SVG's viewBox;
+* a click on a ghost (a far operand's copy, render.to_dot) goes to the operand;
 * search by name, opcode or op_name: matches are highlighted and listed, Enter jumps to the next;
 * details of a clicked node: opcode, shape, attributes, op_name, source, the HLO line, inputs and
   outputs (each a link that jumps to that node), and every overlay's values;
@@ -61,7 +62,11 @@ function esc(s){ return String(s).replace(/[&<>"]/g, function(c){
 
 if (svg) {
   var gs = svg.querySelectorAll("g.node");
-  for (var i = 0; i < gs.length; i++) { if (data.nodes[gs[i].id]) els[gs[i].id] = gs[i]; }
+  var ghosts = [];       // gh<k>_<n>: a copy of node <n> drawn next to a far user; a click goes to <n>
+  for (var i = 0; i < gs.length; i++) {
+    if (data.nodes[gs[i].id]) els[gs[i].id] = gs[i];
+    else { var gm = /^gh\d+_(n\d+)$/.exec(gs[i].id); if (gm && data.nodes[gm[1]]) ghosts.push([gs[i], gm[1]]); }
+  }
   var v = (svg.getAttribute("viewBox") || "").split(/[\s,]+/).map(Number);
   if (v.length === 4 && v[2] > 0) { full = {x:v[0], y:v[1], w:v[2], h:v[3]}; }
   else { var b = svg.getBBox(); full = {x:b.x, y:b.y, w:b.width, h:b.height}; }
@@ -105,6 +110,10 @@ if (svg) {
   Object.keys(els).forEach(function(k){
     els[k].addEventListener("click", function(ev){
       if (drag && drag.moved) return; ev.stopPropagation(); show(k, false); });
+  });
+  ghosts.forEach(function(g){
+    g[0].addEventListener("click", function(ev){
+      if (drag && drag.moved) return; ev.stopPropagation(); show(g[1], true); });
   });
 }
 document.getElementById("fit").onclick = fit;
@@ -162,7 +171,7 @@ function runSearch(){
   var q = search.value.trim().toLowerCase();
   Object.keys(els).forEach(function(k){ els[k].classList.remove("hl"); });
   matches = []; at = -1;
-  if (!q) { countBox.textContent = ""; results.innerHTML = ""; return; }
+  if (!q) { countBox.textContent = ""; results.innerHTML = ""; if (!svg) listAll(); return; }
   Object.keys(data.nodes).forEach(function(k){
     var n = data.nodes[k];
     if (n.name.toLowerCase().indexOf(q) >= 0 || n.opcode.toLowerCase().indexOf(q) >= 0 ||
@@ -212,13 +221,15 @@ if (data.overlays.length) {
   select.onchange = function(){ colour(Number(select.value)); };
   colour(0);
 } else { select.style.display = "none"; colour(-1); }
-if (!svg) {
-  results.innerHTML = "<b>nodes</b>" + Object.keys(data.nodes).slice(0, 500).map(function(k){
+function listAll(){
+  var keys = Object.keys(data.nodes);
+  results.innerHTML = "<b>nodes</b>" + keys.slice(0, 500).map(function(k){
     return "<div><a data-k=\"" + k + "\">" + esc(data.nodes[k].name) + "</a> <small>" + esc(data.nodes[k].opcode) + "</small></div>";
-  }).join("");
+  }).join("") + (keys.length > 500 ? "<div>... " + (keys.length - 500) + " more: search for them</div>" : "");
   var as = results.querySelectorAll("a[data-k]");
   for (var i = 0; i < as.length; i++) as[i].onclick = function(){ show(this.getAttribute("data-k"), false); };
 }
+if (!svg) listAll();
 // page.html#search=TEXT highlights the matches and shows the first; #node=NAME shows that node
 (function(){
   var h = decodeURIComponent((location.hash || "").slice(1)), m = /^(search|node)=(.*)$/.exec(h);

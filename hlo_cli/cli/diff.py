@@ -48,10 +48,14 @@ from .common import load_module, no_cache_option, report_errors
 @click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
               help="Run modules whose dump elided constants ({...}), filling them this way.")
 @click.option("--no-check", is_flag=True, help="Do not check the modules (hlo check's rules) before running them.")
+@click.option("--no-progress", is_flag=True,
+              help="No progress display (a status line on stderr, on a terminal and with --format text, as "
+                   "`hlo run` shows: which module runs, the instruction, a loop's iteration).")
 @no_cache_option
 @report_errors
 def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol, fmt, show, module_a_choice,
-         module_b_choice, max_executions, keep_memory, max_iterations, allow_elided_constants, no_check, no_cache):
+         module_b_choice, max_executions, keep_memory, max_iterations, allow_elided_constants, no_check, no_progress,
+         no_cache):
     """Run modules A and B on the same inputs and compare every value, not only the results.
 
     Instructions are matched across the two texts as a compiler engineer would: the same name; else
@@ -109,14 +113,33 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
     check_parameters(a, b)
     args = _inputs(a, inputs, inputs_npz, random_inputs, seed)
     options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants)
-    report = diff_modules(a, b, args, rtol, atol, options=options, path_a=module_a, path_b=module_b, keep_bytes=keep,
-                          max_executions=max_executions)
+    display = None
+    if not no_progress and fmt == "text" and _stderr_is_terminal():
+        from ..progress import Display
+        display = Display().start()
+
+    def phase(text):
+        if display is not None:
+            display.phase = text
+    try:
+        report = diff_modules(a, b, args, rtol, atol, options=options, path_a=module_a, path_b=module_b,
+                              keep_bytes=keep, max_executions=max_executions, on_phase=phase)
+    finally:
+        if display is not None:
+            display.stop()
     if fmt == "json":
         click.echo(json.dumps(report.to_json(), indent=1))
     else:
         click.echo(format_text(report, max_first=show))
     if not report.results_agree:
         sys.exit(ExitCode.FAILURE)
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _inputs(module, inputs, inputs_npz, random_inputs, seed) -> list:

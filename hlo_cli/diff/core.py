@@ -215,7 +215,8 @@ class DiffReport:
 
 def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-3, *, options=None,
                  path_a: str | None = None, path_b: str | None = None, keep_bytes: int | None = None,
-                 progress=None, anchor_values: bool = True, max_executions: int | None = None) -> DiffReport:
+                 progress=None, anchor_values: bool = True, max_executions: int | None = None,
+                 on_phase=None) -> DiffReport:
     """Run MODULE_A and MODULE_B on ARGS (one value per entry parameter, by position: global arrays
     for modules on several devices), compare every instruction of B matched to one of A (see
     hlo_cli.diff.matching) and the results, A being the reference: |b - a| <= atol + rtol * |a|.
@@ -232,8 +233,10 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
     over the newly matched operands); instructions matched that way are compared in a second run of
     both modules when their values were not found equal already.
 
-    Raises HloInputError when the modules take different parameters, and the interpreter's errors
-    when a run fails."""
+    ON_PHASE(text), when given, is told what is being done (matching, running A, ...): for a progress
+    display.  Raises HloInputError when the modules take different parameters, and the interpreter's
+    errors when a run fails."""
+    phase = on_phase or (lambda text: None)
     from ..devices.outputs import DeviceRun
     from ..interpreter import RunOptions
     check_parameters(module_a, module_b)
@@ -242,6 +245,7 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
         raise HloInputError(f"A runs on {dva.grid.count} devices, B on {dvb.grid.count}; hlo diff compares "
                             f"modules on the same devices")
     options = options or RunOptions()
+    phase("matching the instructions of A and B")
     M = match_modules(module_a, module_b)
     A, B = M.a, M.b
     states: dict = {}
@@ -252,7 +256,7 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
             {n for n in A.live if not A.is_alias(n) and n not in matched and _fingerprintable(A.inst[n])},
             {n for n in B.live if not B.is_alias(n) and n not in M.pairs and _fingerprintable(B.inst[n])})
     run1 = _Pass(M.pairs, dva, dvb, module_a, module_b, args, options, progress, rtol, atol, keep_bytes, states, fp,
-                 max_executions)
+                 max_executions, phase)
     result_a, result_b = run1.run()
     executed_a, executed_b, mem = run1.executed_a, run1.executed_b, run1.mem
     if fp is not None:
@@ -269,8 +273,10 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
             else:
                 again[b] = m
         if again:
+            phase("matching by value")
             run2 = _Pass(again, dva, dvb, module_a, module_b, args, options, progress, rtol, atol, keep_bytes,
-                         states, None, max_executions)
+                         states, None, max_executions, lambda t: phase(t + " (second run, for what matching by value "
+                                                                       "added)"))
             run2.run()
             mem = {k: max(mem[k], run2.mem[k]) for k in mem}
         mem["second_run"] = bool(again)
@@ -355,8 +361,9 @@ class _Pass:
     (into STATES); FP, when given, takes digests for matching by value."""
 
     def __init__(self, pairs, dva, dvb, module_a, module_b, args, options, progress, rtol, atol, keep_bytes,
-                 states, fp, max_executions=None):
+                 states, fp, max_executions=None, phase=None):
         self.max_executions = max_executions
+        self.phase = phase or (lambda text: None)
         self.pairs, self.dva, self.dvb = pairs, dva, dvb
         self.module_a, self.module_b, self.args = module_a, module_b, args
         self.options, self.progress, self.rtol, self.atol = options, progress, rtol, atol
@@ -423,7 +430,9 @@ class _Pass:
 
     def run(self):
         try:
+            self.phase("running A, keeping the values B's instructions are compared with")
             ra = self._run(self.dva, self.module_a, self.hook_a)
+            self.phase("running B, comparing its values with A's")
             rb = self._run(self.dvb, self.module_b, self.hook_b)
         finally:
             self.mem = {"kept_peak_bytes": self.store.peak_bytes, "spilled_bytes": self.store.spilled_bytes}

@@ -160,12 +160,45 @@ class BisectReport:
 class _Runner:
     """Parses, checks and runs snapshots on fixed inputs, comparing with the reference."""
 
-    def __init__(self, args, *, rtol, atol, use_cache, check, seed, max_iterations, on_run):
+    def __init__(self, args, *, rtol, atol, use_cache, check, seed, max_iterations, on_run, stages=()):
         self.args, self.rtol, self.atol = args, rtol, atol
         self.use_cache, self.check, self.seed, self.max_iterations = use_cache, check, seed, max_iterations
         self.on_run = on_run
         self.reference = None
         self.shardings = None             # the reference stage's (see reference_shardings)
+        self.stages = tuple(stages)       # every stage, in pass order (for _shardings_for)
+        self._global_shardings: dict = {}  # path -> shardings of a stage before partitioning, or None
+
+    def _shardings_for(self, stage: Stage):
+        """The reference's shardings, their holes (JAX leaves the ROOT's to XLA: Shardy writes it in a
+        later stage) filled from the nearest stage before STAGE that computes on global values."""
+        ref = self.shardings
+        if ref is not None and ref[1] is not None and all(s is not None for s in ref[0]):
+            return ref
+        params, root = (list(ref[0]), ref[1]) if ref is not None else (None, None)
+        from .devices.inputs import values_are_global
+        from .sources import load
+        for other in sorted((s for s in self.stages if s.index < stage.index), key=lambda s: -s.index):
+            if other.path not in self._global_shardings:
+                got = None
+                try:
+                    module, _ = load(other.path, None, self.use_cache)
+                    if values_are_global(module):
+                        got = reference_shardings(other.path, self.use_cache)
+                except (HloError, OSError, RecursionError):
+                    got = None
+                self._global_shardings[other.path] = got
+            got = self._global_shardings[other.path]
+            if got is None:
+                continue
+            if params is None or len(params) != len(got[0]):
+                params = list(got[0]) if params is None else params
+            else:
+                params = [p if p is not None else g for p, g in zip(params, got[0])]
+            root = root if root is not None else got[1]
+            if root is not None and all(p is not None for p in params):
+                break
+        return (params, root) if params is not None else ref
 
     def run(self, stage: Stage) -> Outcome:
         if self.on_run is not None:
@@ -173,7 +206,7 @@ class _Runner:
         t0 = time.perf_counter()
         try:
             leaves = run_snapshot(stage.path, self.args, use_cache=self.use_cache, check=self.check, seed=self.seed,
-                                  max_iterations=self.max_iterations, shardings=self.shardings)
+                                  max_iterations=self.max_iterations, shardings=lambda: self._shardings_for(stage))
         except HloInputError:
             raise
         except HloError as e:
@@ -209,7 +242,8 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
                  max_iterations: int | None = None, shardings=None) -> list:
     """Run the module in PATH (one module) on ARGS and return its result leaves as arrays, in
     depth-first order; a program for several devices runs on them, its inputs split and its results
-    put together by their shardings (ARGS are global arrays; SHARDINGS, from reference_shardings,
+    put together by their shardings (ARGS are global arrays; SHARDINGS, from reference_shardings or a
+    callable giving them when first needed,
     stand in for those a program after SPMD partitioning no longer has).  Raises HloError: the checker's errors
     (check=True), elided constants, anything the run raises."""
     import numpy as np
@@ -276,6 +310,7 @@ def _run_on_devices(module, args, options, grid, shardings) -> list:
             sharding = root_sharding(module)
         else:
             own = parameter_shardings(module)
+            shardings = shardings() if callable(shardings) else shardings
             ref_params, ref_root = shardings if shardings is not None else ([None] * len(params), None)
             if len(ref_params) != len(params):
                 ref_params = [None] * len(params)
@@ -325,7 +360,7 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
         else:
             versions.append([k])
     runner = _Runner(args, rtol=rtol, atol=atol, use_cache=use_cache, check=check, seed=seed,
-                     max_iterations=max_iterations, on_run=on_run)
+                     max_iterations=max_iterations, on_run=on_run, stages=stages)
     report = BisectReport(module, rtol, atol, {}, [], len(set(keys)), exhaustive)
     by_key: dict = {}                     # text -> the Outcome of its run
 

@@ -70,7 +70,8 @@ def format_text(report, max_first: int = 5, max_only: int = 8) -> str:
                         lines.append(f"{pad}{c['b']} ({c.get('opcode_b')}): only in B, not compared")
                     else:
                         name = c["a"] if c["a"] == c["b"] else f"{c['a']} ~ {c['b']}"
-                        d = f", max |diff| {_num(c['max_abs_diff'])}" if c["max_abs_diff"] else ""
+                        d = f", max |diff| {_num(c['max_abs_diff'])}" if c["max_abs_diff"] and \
+                            c["status"] in ("agree", "differ") else ""
                         lines.append(f"{pad}{name} ({c['opcode_b']} {c['shape_b']}): {c['status']}{d}")
         if len(first) > max_first:
             lines.append(f"  ... and {len(first) - max_first} more (--format json lists them)")

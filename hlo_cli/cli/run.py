@@ -261,7 +261,9 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
     the arguments of one execution and its result) runs on its stored arguments and is compared with
     its stored result as --expect compares (exit 1 if they differ): the failing execution replayed.
     --input/--inputs/--random-inputs replace its arguments (its result is then not compared);
-    --expect replaces its result.
+    --expect replaces its result.  An HloUnoptimizedSnapshot (--xla_dump_hlo_unoptimized_snapshots:
+    *.hlo_unoptimized_snapshot.pb, the module before optimizations and the arguments, no result)
+    runs on its arguments; --reference xla compares it with XLA.
 
     Several devices (replica_count x num_partitions in the header, or --replicas/--partitions): an
     input is a global array split by its parameter's sharding (or, with --per-device, one value per
@@ -452,6 +454,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         reference = load_reference(expect, [(s.dims, s.dynamic) if s.is_dynamic else s.dims
                                             for s in root_shape.leaves()
                                             if s.element_type not in ("token", "opaque")])
+    elif snap_args and snap.result is None and not reference_platform:
+        _note(progress, "note: the snapshot holds no result to compare with (--reference xla runs it on XLA)")
     elif snap_args and snap.result is not None and dv.multi:
         _note(progress, "note: the snapshot's stored result is not compared on several devices")
     elif snap_args and snap.result is not None:       # the stored result, as --expect would compare it
@@ -907,11 +911,13 @@ def _exit_after_report(failed: bool, xref):
 
 
 def _snapshot(module_file):
-    """The HloSnapshot MODULE_FILE is (its arguments and stored result), or None."""
+    """The HloSnapshot MODULE_FILE is (its arguments and stored result), or None.  An
+    HloUnoptimizedSnapshot (--xla_dump_hlo_unoptimized_snapshots: the module before optimizations
+    and the arguments of an execution, no result) runs on its arguments too."""
     if module_file == "-" or Path(module_file).suffix.lower() not in (".pb", ".pbtxt", ".textproto"):
         return None                                  # (protobuf is imported for protos only)
     from ..sources.proto import is_proto_path, read_snapshot
     if not is_proto_path(module_file):
         return None
     snap = read_snapshot(module_file)
-    return snap if snap.kind == "HloSnapshot" and snap.arguments else None
+    return snap if snap.kind in ("HloSnapshot", "HloUnoptimizedSnapshot") and snap.arguments else None

@@ -4,7 +4,10 @@
 
 Each `<name>.snapshot.pb` is a file XLA CPU itself wrote while JAX ran the program below, with
 XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_snapshots": the module after XLA's optimizations, the
-arguments of that execution and its result.  `hlo run <name>.snapshot.pb` replays it and compares
+arguments of that execution and its result.  `mlp.hlo_unoptimized_snapshot.pb` is what
+--xla_dump_hlo_unoptimized_snapshots writes (module_NNNN.NAME.execution_NNNN.hlo_unoptimized_snapshot.pb):
+the module before optimizations and the arguments, no result; `hlo run FILE --reference xla`
+compares it with XLA.  `hlo run <name>.snapshot.pb` replays it and compares
 with the stored result.  `<name>.hlo` is the same function's text before optimizations (JAX's
 lowering), which `hlo run <name>.hlo --reference xla` can hand back to XLA (texts after
 optimizations, like the snapshots' modules, XLA often cannot compile again).
@@ -59,19 +62,30 @@ jax.block_until_ready(jitted(*args))
 '''
 
 
+def _dump(name: str, tmp: str, flag: str) -> str:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_dump_to={tmp} {flag}")
+    r = subprocess.run([sys.executable, "-c", PROGRAM, name], env=env, capture_output=True, text=True, check=True)
+    return r.stdout
+
+
 def make(name: str):
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, JAX_PLATFORMS="cpu",
-                   XLA_FLAGS=f"--xla_dump_to={tmp} --xla_dump_hlo_snapshots")
-        r = subprocess.run([sys.executable, "-c", PROGRAM, name], env=env, capture_output=True, text=True,
-                           check=True)
-        with open(os.path.join(HERE, f"{name}.hlo"), "w") as f:
-            f.write(r.stdout.strip() + "\n")
+        text = _dump(name, tmp, "--xla_dump_hlo_snapshots")
         snaps = sorted(glob.glob(os.path.join(tmp, f"module_*.jit_{name}.snapshot.*.pb")))
         if not snaps:
             raise SystemExit(f"XLA wrote no snapshot for jit_{name}")
+        with open(os.path.join(HERE, f"{name}.hlo"), "w") as f:
+            f.write(text.strip() + "\n")
         shutil.copy(snaps[0], os.path.join(HERE, f"{name}.snapshot.pb"))
         print(f"{name}: {os.path.basename(snaps[0])} ({os.path.getsize(snaps[0])} bytes)")
+    if name == "mlp":      # (XLA writes one kind of snapshot per run)
+        with tempfile.TemporaryDirectory() as tmp:
+            _dump(name, tmp, "--xla_dump_hlo_unoptimized_snapshots")
+            un = sorted(glob.glob(os.path.join(tmp, f"module_*.jit_{name}.execution_*.hlo_unoptimized_snapshot.pb")))
+            if not un:
+                raise SystemExit(f"XLA wrote no unoptimized snapshot for jit_{name}")
+            shutil.copy(un[0], os.path.join(HERE, f"{name}.hlo_unoptimized_snapshot.pb"))
+            print(f"{name}: {os.path.basename(un[0])} ({os.path.getsize(un[0])} bytes)")
 
 
 if __name__ == "__main__":

@@ -120,3 +120,28 @@ def test_arguments_that_do_not_fit_the_module(hlo, tmp_path):
     wrong.write_bytes(encode_snapshot(_module_proto(src), args, snap.result))
     r = hlo("run", wrong, "--no-progress")
     assert r.exit_code == 2 and "argument 1 of the snapshot" in r.stderr and "f32[8,16]" in r.stderr
+
+
+def test_unoptimized_snapshot_runs_on_its_arguments(hlo):
+    """What --xla_dump_hlo_unoptimized_snapshots writes: the module before optimizations and the
+    arguments of an execution, no result."""
+    path = SNAPSHOTS / "mlp.hlo_unoptimized_snapshot.pb"
+    snap = read_snapshot(str(path))
+    assert snap.kind == "HloUnoptimizedSnapshot" and snap.result is None and len(snap.arguments) == 4
+    r = hlo("run", path, "--format", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and doc["status"] == "ok" and "expect" not in doc
+    assert [i["snapshot"] for i in doc["inputs"]] == [str(path)] * 4
+    assert "holds no result to compare with" in r.stderr
+    # the same arguments as the optimized snapshot of the same execution: the same results
+    opt = read_snapshot(str(SNAPSHOTS / "mlp.snapshot.pb"))
+    for a, b in zip(snap.arguments, opt.arguments):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_unoptimized_snapshot_against_xla(hlo):
+    pytest.importorskip("jax")
+    r = hlo("run", SNAPSHOTS / "mlp.hlo_unoptimized_snapshot.pb", "--reference", "xla", "--format", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and doc["reference"]["status"] == "ok" and "expect" not in doc

@@ -91,7 +91,7 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
     ovs = []
     for path in overlays:
         ovs.extend(load_overlays(path, module))
-    for w in g.warnings:
+    for w in list(g.warnings) + [w for ov in ovs for w in ov.warnings]:
         click.echo(f"warning: {w}", err=True)
     too_big = bool(max_nodes) and len(g.nodes) > max_nodes
     if fmt == "dot":

@@ -42,6 +42,7 @@ class Overlay:
     first: str | None = None         # the node that stands out: first non-finite value, first difference
     source: str = ""                 # the path it was read from
     note: str = ""                   # one line on what it holds (for captions)
+    warnings: list[str] = field(default_factory=list)   # what the CLI should say (values left out)
 
 
 class OverlayError(HloInputError):
@@ -81,7 +82,7 @@ def load_overlays(path: str, module) -> list[Overlay]:
     if isinstance(doc.get("instructions"), list) and doc.get("instructions") and \
             isinstance(doc["instructions"][0], dict) and ("stats" in doc["instructions"][0]
                                                           or "per_device" in doc["instructions"][0]):
-        out.append(_from_manifest(doc, path, resolve))
+        out.append(_from_manifest(doc, path, resolve, module.name))
     elif isinstance(doc.get("instructions"), list) and not doc.get("instructions") and "status" in doc:
         raise OverlayError(f"--overlay {path}: the dump lists no instructions")
     elif isinstance(doc.get("profile"), dict) or "top_instructions" in doc:
@@ -117,14 +118,25 @@ def _num(x):
     return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
-def _from_manifest(doc: dict, path: str, resolve) -> Overlay:
+def _from_manifest(doc: dict, path: str, resolve, module_name: str = "?") -> Overlay:
     acc: dict[str, dict] = {}
     first, first_order = None, None
+    dumped, missing = set(), set()       # (computation, instruction) of the dump; those not in the module
+    missed_first, missed_order = None, None   # the dump's first non-finite value, when not in the module
     for e in doc["instructions"]:
         if not isinstance(e, dict):
             continue
-        nid = resolve(e.get("computation"), e.get("instruction"))
+        key = (e.get("computation"), e.get("instruction"))
+        dumped.add(key)
+        nid = resolve(*key)
         if nid is None:
+            missing.add(key)
+            bad = any(isinstance(s, dict) and (s.get("nan") or s.get("inf"))
+                      for s in list(e.get("stats") or ()) + [t for d in e.get("per_device") or ()
+                                                              if isinstance(d, dict) for t in d.get("stats") or ()])
+            order = e.get("order", 0) if isinstance(e.get("order"), (int, float)) else 0
+            if bad and (missed_order is None or order < missed_order):
+                missed_first, missed_order = key[1], order
             continue
         leaves = list(e.get("stats") or ())
         for d in e.get("per_device") or ():
@@ -177,9 +189,21 @@ def _from_manifest(doc: dict, path: str, resolve) -> Overlay:
         values[first]["status"] = "first non-finite"
         values[first]["first_nonfinite"] = 1
     any_bad = any(v["nonfinite"] for v in values.values())
-    note = (f"run {doc.get('status', '?')}; " + (f"first non-finite value: {first}" if first else "every value finite"))
+    if missed_first is not None and (first_order is None or missed_order < first_order):
+        # the run's first non-finite value is in an instruction this module does not have
+        first = None
+    note = (f"run {doc.get('status', '?')}; " + (f"first non-finite value: {first}" if first else
+                                                  f"the run's first non-finite value ({missed_first}) is not in "
+                                                  f"this module" if missed_first else "every value finite"))
+    warnings = []
+    if missing:
+        warnings.append(f"--overlay {path}: {len(missing):,} of its {len(dumped):,} instructions are not in module "
+                        f"{module_name} drawn here (a dump of another text of it? values are put on "
+                        f"instructions by name)"
+                        + (f"; the run's first non-finite value ({missed_first}) is one of them"
+                           if missed_first else ""))
     return Overlay(f"values ({_short(path)})", "stats", values, "nonfinite" if any_bad else "max_abs", first,
-                   str(path), note)
+                   str(path), note, warnings)
 
 
 def _from_profile(prof: dict, path: str, resolve) -> Overlay:

@@ -1,0 +1,110 @@
+"""The new tools (bisect, graph overlays, ...) used as a JAX user would, on files none of us wrote.
+
+data/shardy_dump: four stages of a JAX (0.10, Shardy) dump made on this machine with
+XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_dump_to=DIR --xla_dump_hlo_pass_re=.*
+--xla_dump_hlo_as_proto" of
+
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("a", "b"))
+    f = jax.jit(lambda x, w: jnp.sum(jnp.tanh(x @ w), axis=0))
+    f(device_put(ones((16, 8)), P("a", None)), device_put(ones((8, 4)) * 0.1, P(None, "b")))
+
+JAX leaves the output sharding to XLA: the module before optimizations has no sharding on its ROOT;
+the shardy-xla stage is the first with one, and the programs after SPMD partitioning have none.
+Every test asserts the exit code, a fragment, and that no traceback appears."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hlo_cli.cli import main
+
+HERE = Path(__file__).resolve().parent
+SHARDY = HERE / "data" / "shardy_dump"
+SHARDY_STAGES = [SHARDY / n for n in (
+    "module_0012.jit_f.before_optimizations.hlo.pb",
+    "module_0012.jit_f.0003.spmd-partitioner.after_shardy-xla.before_spmd-partitioning.hlo.pb",
+    "module_0012.jit_f.0006.spmd-partitioner.after_spmd-partitioning.before_control-dep-rewriter.hlo.pb",
+    "module_0012.jit_f.cpu_after_optimizations.hlo.pb")]
+
+
+@pytest.fixture()
+def run(monkeypatch, tmp_path):
+    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path / "cache"))
+
+    def _run(*args):
+        r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+        for stream in (r.stdout, r.stderr):
+            assert "Traceback" not in stream, stream
+            assert "internal error" not in stream, stream
+        return r
+    return _run
+
+
+def test_bisect_through_shardy_partitioning_takes_the_root_sharding_of_a_later_stage(run):
+    """The partitioned programs' results are put together by the sharding the first stage that has
+    one gives the ROOT (shardy-xla), not refused because the first stage has none."""
+    r = run("bisect", *SHARDY_STAGES, "--random-inputs")
+    assert r.exit_code == 0, r.output
+    assert "cannot run" not in r.output and "skipped" not in r.output, r.output
+    assert "every stage agrees" in r.output
+
+
+def test_bisect_notices_a_broken_partitioned_stage(run, tmp_path):
+    """The same dump with the partitioned program's tanh made a negate: bisect names spmd-partitioning."""
+    from hlo_cli.sources import load
+    from hlo_cli.ir.printer import format_module
+    files = []
+    for k, p in enumerate(SHARDY_STAGES):
+        mod, _ = load(str(p), None, False)
+        text = format_module(mod)
+        if k >= 2:
+            assert " tanh(" in text
+            text = text.replace(" tanh(", " negate(")
+        dest = tmp_path / p.name.replace(".hlo.pb", ".txt")
+        dest.write_text(text)
+        files.append(dest)
+    r = run("bisect", *files, "--random-inputs")
+    assert r.exit_code == 1, r.output
+    assert "spmd-partitioning" in r.output
+
+
+def _nan_dump(run, tmp_path):
+    """An `hlo run --dump-dir` of a module whose log makes a NaN, and a second text of that module
+    (its instructions renamed, as XLA's passes do) that shares only its parameters' names."""
+    a = tmp_path / "a.hlo"
+    a.write_text("HloModule m\n\nENTRY main {\n  x = f32[4] parameter(0)\n  c = f32[] constant(-1)\n"
+                 "  b = f32[4] broadcast(c), dimensions={}\n  s = f32[4] add(x, b)\n"
+                 "  ROOT l = f32[4] log(s)\n}\n")
+    b = tmp_path / "b.hlo"
+    b.write_text("HloModule m\n\nENTRY main {\n  x = f32[4] parameter(0)\n  c.1 = f32[] constant(-1)\n"
+                 "  b.1 = f32[4] broadcast(c.1), dimensions={}\n  s.1 = f32[4] add(x, b.1)\n"
+                 "  ROOT l.1 = f32[4] log(s.1)\n}\n")
+    np.save(tmp_path / "x.npy", np.zeros(4, np.float32))
+    r = run("run", a, "-i", tmp_path / "x.npy", "--dump-dir", tmp_path / "dump")
+    assert r.exit_code in (0, 1), r.output
+    return a, b, tmp_path / "dump"
+
+
+def test_overlay_of_the_modules_own_run_marks_the_nan(run, tmp_path):
+    a, _, dump = _nan_dump(run, tmp_path)
+    r = run("graph", a, "-o", tmp_path / "g.dot", "--overlay", dump)
+    assert r.exit_code == 0, r.output
+    assert "first non-finite value: l" in r.stderr
+    assert "warning" not in r.stderr
+
+
+def test_overlay_of_another_text_says_what_it_left_out(run, tmp_path):
+    """A dump of another text of the module (names that differ) overlays only the instructions it
+    shares: say how many it left out, and never call the run finite when its NaN is among them."""
+    _, b, dump = _nan_dump(run, tmp_path)
+    r = run("graph", b, "-o", tmp_path / "g.dot", "--overlay", dump)
+    assert r.exit_code == 0, r.output
+    assert "warning: --overlay" in r.stderr, r.stderr
+    assert "of its 5 instructions" in r.stderr and "not in module m" in r.stderr, r.stderr
+    assert "first non-finite value (l)" in r.stderr, r.stderr
+    dot = (tmp_path / "g.dot").read_text()
+    assert "every value finite" not in dot

@@ -374,10 +374,16 @@ def arguments_for(dv, args) -> tuple[list, str]:
     return [a.stacked(n) if hasattr(a, "stacked") else a for a in args], "per_device"
 
 
+def glob_escape(text: str) -> str:
+    import glob
+    return glob.escape(text)
+
+
 def before_optimizations(path: str | None) -> str | None:
     """The file holding the module before XLA's optimizations next to PATH, when there is one:
     NAME.hlo for NAME.opt.hlo, an XLA dump's `module_NNNN.NAME.before_optimizations.txt` for its
-    `...after_optimizations.txt` (cpu_, gpu_) or `.snapshot.N.pb`."""
+    `...after_optimizations.txt` (cpu_, gpu_) or `.snapshot.N.pb` (an unoptimized snapshot of
+    the module first: it holds the arguments too)."""
     if not path or path == "-":
         return None
     p = Path(path)
@@ -388,10 +394,13 @@ def before_optimizations(path: str | None) -> str | None:
     m = re.match(r"^(module_\d+\.[^/]+?)\.(?:\w+_)?after_optimizations\.(?:txt|hlo\.pb|pb)$", name) or \
         re.match(r"^(module_\d+\.[^/]+?)\.snapshot\.-?\d+\.pb$", name)
     if m:
+        # an unoptimized snapshot of the same module holds arguments too: the best to compare
+        candidates += sorted(q.name for q in p.parent.glob(glob_escape(m.group(1)) +
+                                                            ".execution_*.hlo_unoptimized_snapshot.pb"))[:1]
         candidates += [m.group(1) + ".before_optimizations.txt", m.group(1) + ".before_optimizations.hlo.pb"]
     m = re.match(r"^(.+)\.snapshot\.pb$", name)
     if m:
-        candidates.append(m.group(1) + ".hlo")
+        candidates += [m.group(1) + ".hlo_unoptimized_snapshot.pb", m.group(1) + ".hlo"]
     for c in candidates:
         if (p.parent / c).is_file():
             return str(p.parent / c)
@@ -412,8 +421,9 @@ def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, 
         before = before_optimizations(source) if e.kind in ("refused", "crashed") and looks_optimized(text) else None
         if before:
             doc["before_optimizations"] = before
+            how = "it holds the arguments" if before.endswith("hlo_unoptimized_snapshot.pb") else "with the same inputs"
             doc["message"] += (f"\n  the module before optimizations is next to it: hlo run {before} --reference xla "
-                               f"(with the same inputs)")
+                               f"({how})")
         if hlo_execute_s is not None:
             doc["timings"] = {"hlo_execute_s": hlo_execute_s}
         return doc

@@ -134,6 +134,13 @@ def test_the_module_before_optimizations_is_pointed_at(tmp_path):
         (tmp_path / before).write_text("x")
         assert ref.before_optimizations(str(tmp_path / name)) == str(tmp_path / before)
     assert ref.before_optimizations("-") is None and ref.before_optimizations(str(tmp_path / "f.hlo")) is None
+    # an unoptimized snapshot of the module (it holds the arguments) comes first
+    un = tmp_path / "module_0004.jit_mlp.execution_0000.hlo_unoptimized_snapshot.pb"
+    un.write_text("x")
+    assert ref.before_optimizations(str(tmp_path / "module_0004.jit_mlp.snapshot.-1888735265.pb")) == str(un)
+    (tmp_path / "mlp.hlo_unoptimized_snapshot.pb").write_text("x")
+    assert ref.before_optimizations(str(tmp_path / "mlp.snapshot.pb")) == \
+        str(tmp_path / "mlp.hlo_unoptimized_snapshot.pb")
 
 
 def test_snapshot_reference_keys_over_leaves():

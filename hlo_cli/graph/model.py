@@ -335,7 +335,7 @@ def build_graph(module, *, computation: str | None = None, around: str | None = 
         comp = comps[cname]
         group = g.groups[cname]
         folded = {i.name: _constant_text(i) for i in comp.instructions
-                  if fold_constants and _foldable(i, comp)}
+                  if fold_constants and _foldable(i, comp) and (cname, i.name) != target}
         for inst in comp.instructions:
             nid = ids[(cname, inst.name)]
             if inst.name in folded:

@@ -148,6 +148,11 @@ def test_around_keeps_the_neighbourhood():
     assert {"get-tuple-element.6", "closed_call.1"} <= set(g3.nodes)
 
 
+def test_around_a_scalar_constant_draws_it():
+    g = build_graph(_module("loops/f8_gemm_loop.hlo"), around="constant.5", depth=1)
+    assert set(g.nodes) == {"constant.5", "lt.1"} and not g.nodes["lt.1"].inline_operands
+
+
 def test_around_inside_a_collapsed_fusion_opens_it():
     m = _module("jax/attention.opt.hlo")
     f = next(i for i in m.entry_computation.instructions if i.name == "add_rsqrt_fusion")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import HloInputError
-from .common import load_module, module_option, no_cache_option, report_errors
+from .common import load_module, module_option, no_cache_option, report_errors, resolve_stage, stage_option
 
 _SUFFIX_FORMAT = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".html": "html", ".htm": "html", ".json": "explorer"}
 
@@ -61,10 +61,11 @@ _SUFFIX_FORMAT = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".html": "html", "
                    "minutes): above it SVG is refused (exit 2) and the HTML page holds no drawing.  0: no limit.")
 @click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @module_option
+@stage_option
 @no_cache_option
 @report_errors
 def graph(module_file, output, fmt, computation, around, depth, expand_fusions, show_constants, overlays, max_nodes,
-          force, module_choice, no_cache):
+          force, module_choice, stage, no_cache):
     """Draw MODULE as a graph: computations as nested boxes (while bodies and conditions, branches,
     calls, fusions when expanded), one node per instruction with its opcode, shape, key attributes,
     op_name and source line, edges carrying shapes (control edges dashed; operands passed into a
@@ -75,11 +76,12 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
     constants are written inside their users, and in graphs of more than 60 nodes an operand drawn
     far above its user appears next to it as a small dashed copy (\u2197 name; in the HTML page,
     click it to go to the operand).  A graph of more than 1,500 nodes gets a warning saying how to
-    narrow it."""
+    narrow it.  In an XLA dump directory, --stage (and --module) picks the module and stage to draw."""
     from ..graph import build_graph
     from ..graph.overlays import load_overlays
     from ..graph.render import GraphvizMissing, HOW_TO_GET_DOT, dot_program, to_dot, to_html, to_svg
     fmt = fmt or _format_of(output)
+    module_file, module_choice = resolve_stage(module_file, module_choice, stage)
     dest = None if output == "-" else Path(output)
     if dest is not None:
         _check_output(dest, output, force, module_file)

@@ -108,3 +108,17 @@ def test_overlay_of_another_text_says_what_it_left_out(run, tmp_path):
     assert "first non-finite value (l)" in r.stderr, r.stderr
     dot = (tmp_path / "g.dot").read_text()
     assert "every value finite" not in dot
+
+
+PASSES = HERE.parents[1] / "samples" / "dumps" / "passes"
+
+
+def test_graph_draws_a_stage_of_a_dump_directory(run, tmp_path):
+    """`hlo graph DIR --module NAME --stage PASS` as `hlo fmt/run/check/info` take it; without --stage
+    the directory is a usage error that says how to choose."""
+    r = run("graph", PASSES, "--module", "jit_step", "--stage", "after_optimizations", "-o", tmp_path / "g.dot")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "g.dot").read_text().startswith("digraph")
+    r = run("graph", PASSES, "-o", tmp_path / "h.dot")
+    assert r.exit_code == 2
+    assert "--stage" in r.stderr and "hlo info" in r.stderr

@@ -407,14 +407,27 @@ def before_optimizations(path: str | None) -> str | None:
     return None
 
 
+def unsupported(module) -> str | None:
+    """Why XLA through JAX cannot run MODULE at all, or None: a token among the entry parameters
+    (JAX makes no token buffers to pass)."""
+    for p in module.entry_computation.parameters:
+        if any(s.element_type == "token" for s in p.shape.leaves()):
+            return (f"XLA through JAX cannot be given a token parameter (parameter {p.parameter_number} "
+                    f"'{p.name}': {p.shape.to_str(False)})")
+    return None
+
+
 def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, atol: float,
-                     result_dims=None, hlo_execute_s: float | None = None, source: str | None = None) -> dict:
+                     result_dims=None, hlo_execute_s: float | None = None, source: str | None = None,
+                     refused: str | None = None) -> dict:
     """Run TEXT on XLA (run_xla) and compare hlo's result LEAVES with XLA's: the `reference`
     section of `hlo run --format json`.  status ok / mismatch (with the rows --expect gives), or
     error (kind, stage, message) when XLA could not give results; timings of both."""
     replicas, partitions = (grid.replicas, grid.partitions) if grid is not None and mode != "single" else (1, 1)
     doc = {"platform": "xla", "devices": replicas * partitions, "mode": mode}
     try:
+        if refused:
+            raise HloReferenceError(refused, kind="refused")
         xla = run_xla(text, xla_args, replicas=replicas, partitions=partitions, mode=mode, result_dims=result_dims)
     except HloReferenceError as e:
         doc.update(status="error", exit_code=int(e.exit_code), kind=e.kind, stage=e.stage, message=str(e))

@@ -143,6 +143,18 @@ def test_the_module_before_optimizations_is_pointed_at(tmp_path):
         str(tmp_path / "mlp.hlo_unoptimized_snapshot.pb")
 
 
+def test_a_token_parameter_is_refused_without_running_xla(hlo, tmp_path, monkeypatch):
+    monkeypatch.setattr(ref, "jax_installed", lambda: True)
+    monkeypatch.setattr(ref, "run_xla", lambda *a, **k: pytest.fail("XLA must not run"))
+    f = tmp_path / "tok.hlo"
+    f.write_text("HloModule tok\n\nENTRY main {\n  p = (f32[2], s32[3]) parameter(0)\n  t = token[] parameter(1)\n"
+                 "  a = f32[2] get-tuple-element(p), index=0\n  ROOT r = (f32[2], token[]) tuple(a, t)\n}\n")
+    r = hlo("run", f, "--random-inputs", "--reference", "xla", "--format", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 6 and doc["status"] == "reference-error" and doc["results"]
+    assert "cannot be given a token parameter (parameter 1 't': token[])" in doc["reference"]["message"]
+
+
 def test_snapshot_reference_keys_over_leaves():
     class Snap:
         result = (np.zeros(2), (np.ones(3, np.int8), None))

@@ -187,14 +187,16 @@ def manual_text(text: str) -> str:
 
 
 def run_xla(text: str, args, *, replicas: int = 1, partitions: int = 1, mode: str | None = None,
-            result_dims=None, timeout: float | None = None) -> XlaRun:
+            result_dims=None, timeout: float | None = None, canonical=None) -> XlaRun:
     """Compile TEXT with XLA CPU in a child process and run it once on ARGS (one value per entry
     parameter: an array, a tuple of them for a tuple parameter; tokens are left out).  MODE:
     "single" (one device), "per_device" (each argument stacked over the devices on a leading axis),
     "global" (global arrays of a module before partitioning; RESULT_DIMS gives each result leaf's
     global dims).  A program per device on several partitions that XLA refuses as written is tried
-    once more with its instructions marked manual (manual_text; XlaRun.notes says so).  Raises
-    HloReferenceError when XLA cannot give the results."""
+    once more with its instructions marked manual (manual_text; XlaRun.notes says so).  A text
+    XLA's parser refuses (spellings only hlo reads: the short layout `<1,0>`, `t#0`) is tried once
+    more as CANONICAL (a callable giving the module printed by hlo's printer, as `hlo fmt` prints
+    it), when given.  Raises HloReferenceError when XLA cannot give the results."""
     require_jax()
     count = replicas * partitions
     mode = mode or ("single" if count == 1 else "per_device")
@@ -204,6 +206,17 @@ def run_xla(text: str, args, *, replicas: int = 1, partitions: int = 1, mode: st
         try:
             return _attempt(request, Path(tmp), count, timeout)
         except HloReferenceError as first:
+            if first.stage == "parse" and canonical is not None:
+                printed = canonical() if callable(canonical) else canonical
+                if printed and printed != text:
+                    try:
+                        run = run_xla(printed, args, replicas=replicas, partitions=partitions, mode=mode,
+                                      result_dims=result_dims, timeout=timeout)
+                    except HloReferenceError:
+                        raise first from None
+                    run.notes.insert(0, f"XLA could not parse the text as written ({first.xla_message}); it ran "
+                                        f"the module as hlo prints it (hlo fmt)")
+                    return run
             if mode != "per_device" or partitions <= 1 or first.kind not in ("refused", "crashed"):
                 raise
             marked = manual_text(text)
@@ -261,7 +274,10 @@ def _crashed(returncode: int, stderr: str, text: str):
 
 def _refused(answer: dict, text: str, count: int):
     stage, message = answer.get("stage"), answer.get("message") or ""
-    first = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if first.endswith(":") and len(lines) > 1:      # ("Syntax error when trying to parse ...:" then where)
+        first += " " + lines[1]
     if stage == "import":
         raise HloReferenceError(f"--reference xla needs JAX, which cannot be imported here ({first}); install "
                                 f"it with: {INSTALL_HINT}", kind="missing", xla_message=first)
@@ -419,7 +435,7 @@ def unsupported(module) -> str | None:
 
 def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, atol: float,
                      result_dims=None, hlo_execute_s: float | None = None, source: str | None = None,
-                     refused: str | None = None) -> dict:
+                     refused: str | None = None, canonical=None) -> dict:
     """Run TEXT on XLA (run_xla) and compare hlo's result LEAVES with XLA's: the `reference`
     section of `hlo run --format json`.  status ok / mismatch (with the rows --expect gives), or
     error (kind, stage, message) when XLA could not give results; timings of both."""
@@ -428,7 +444,8 @@ def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, 
     try:
         if refused:
             raise HloReferenceError(refused, kind="refused")
-        xla = run_xla(text, xla_args, replicas=replicas, partitions=partitions, mode=mode, result_dims=result_dims)
+        xla = run_xla(text, xla_args, replicas=replicas, partitions=partitions, mode=mode, result_dims=result_dims,
+                      canonical=canonical)
     except HloReferenceError as e:
         doc.update(status="error", exit_code=int(e.exit_code), kind=e.kind, stage=e.stage, message=str(e))
         before = before_optimizations(source) if e.kind in ("refused", "crashed") and looks_optimized(text) else None

@@ -474,6 +474,11 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         state["xla_args"], state["root_shape"], state["grid"] = _xla_arguments(dv, args), root_shape, dv.grid
         from ..reference import unsupported
         state["xla_refused"] = unsupported(module)
+
+        def canonical(module=module):
+            from ..ir.printer import format_module
+            return format_module(module)
+        state["xla_canonical"] = canonical
     hooks = []
     dumper = None
     if dump_dir:
@@ -880,7 +885,8 @@ def _xla_reference(state, text, dv, leaves, rtol, atol, timings) -> dict:
     if state.get("progress") is not None:          # (a person watching: XLA's compile can take seconds)
         click.echo("running the module on XLA CPU (through JAX) ...", err=True)
     doc = reference_report(text, xla_args, mode, state["grid"], leaves, rtol, atol, dims,
-                           timings.get("execute_s"), state.get("module_file"), state.get("xla_refused"))
+                           timings.get("execute_s"), state.get("module_file"), state.get("xla_refused"),
+                           state.get("xla_canonical"))
     for k in ("xla_compile_s", "xla_run_s", "xla_total_s"):
         if k in doc.get("timings", {}):
             timings[k] = doc["timings"][k]

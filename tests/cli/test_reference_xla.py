@@ -330,3 +330,17 @@ def test_elided_constants_filled_as_xla_fills_them(hlo, tmp_path):
     r = hlo("run", f, "--random-inputs", "--allow-elided-constants", "random", "--reference", "xla", "--no-progress")
     assert r.exit_code == 1 and "XLA fills elided constants" in r.stderr
     assert "1 result differs from XLA" in r.stderr and "mismatch" in r.stdout
+
+
+@live
+def test_spellings_only_hlo_reads_go_to_xla_as_hlo_prints_them(hlo, tmp_path):
+    """The short layout `<1,0>` and `t#0` are hlo's, not XLA's parser's: XLA gets `hlo fmt`'s text (a note)."""
+    pytest.importorskip("jax")
+    f = tmp_path / "short.hlo"
+    f.write_text("HloModule short\n\nENTRY main {\n  p = f16[10,2]<1,0> parameter(0)\n"
+                 "  t = (f16[10,2], f16[10,2]) tuple(p, p)\n  a = f16[10,2] add(t#0, t#1)\n"
+                 "  ROOT r = f16[10,2] multiply(a, p)\n}\n")
+    r = hlo("run", f, "--random-inputs", "--reference", "xla", "--format", "json")
+    x = json.loads(r.stdout)["reference"]
+    assert r.exit_code == 0 and x["status"] == "ok" and x["identical"] == 1
+    assert "XLA could not parse the text as written" in x["notes"][0] and "4:16: error" in x["notes"][0]

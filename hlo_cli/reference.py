@@ -226,7 +226,8 @@ def run_xla(text: str, args, *, replicas: int = 1, partitions: int = 1, mode: st
                 run = _attempt(dict(request, text=marked), Path(tmp), count, timeout)
             except HloReferenceError:
                 raise first from None
-            run.notes.append(f"XLA refused the program as written ({first}); it ran with every instruction marked "
+            why = first.xla_message or str(first).splitlines()[0]
+            run.notes.append(f"XLA refused the program as written ({why}); it ran with every instruction marked "
                              f"sharding={{manual}} (a program per device, left as written by XLA's SPMD partitioner)")
             return run
 

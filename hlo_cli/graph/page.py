@@ -5,7 +5,8 @@ whose SVG elements carry those ids) and gives the SVG laid out by dot:
 
 * pan (drag) and zoom (wheel, +/-, `f` fits), by changing the SVG's viewBox;
 * a click on a ghost (a far operand's copy, render.to_dot) goes to the operand;
-* search by name, opcode or op_name: matches are highlighted and listed, Enter jumps to the next;
+* search by name, opcode or op_name (else a computation's name: its nodes): matches are highlighted
+  and listed, Enter jumps to the next;
 * details of a clicked node: opcode, shape, attributes, op_name, source, the HLO line, inputs and
   outputs (each a link that jumps to that node), and every overlay's values;
 * an overlay selector that recolours the nodes and redraws the legend.
@@ -177,6 +178,11 @@ function runSearch(){
     if (n.name.toLowerCase().indexOf(q) >= 0 || n.opcode.toLowerCase().indexOf(q) >= 0 ||
         (n.op_name && n.op_name.toLowerCase().indexOf(q) >= 0)) matches.push(k);
   });
+  if (!matches.length) {   // a computation's name: its nodes
+    Object.keys(data.nodes).forEach(function(k){
+      var n = data.nodes[k];
+      if (n.computation.toLowerCase() === q || n.group.toLowerCase().indexOf(q) >= 0) matches.push(k); });
+  }
   matches.sort(function(a, b){
     var ea = data.nodes[a].name.toLowerCase() === q ? 0 : 1, eb = data.nodes[b].name.toLowerCase() === q ? 0 : 1;
     return ea - eb; });

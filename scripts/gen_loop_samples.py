@@ -119,7 +119,7 @@ def _nested_invariant():
 def _raw(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a)
     if a.dtype.kind == "V" or a.dtype.type.__module__.startswith("ml_dtypes"):
-        return a.view(f"u{a.dtype.itemsize}")
+        return a.view(f"V{a.dtype.itemsize}")  # raw records: what `hlo run --inputs` reads as the parameter's type
     return a
 
 

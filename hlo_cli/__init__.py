@@ -1,8 +1,8 @@
 """hlo: read XLA's HLO text, check it, and run it."""
 __version__ = "0.1.0"
 
-from .errors import (HloError, HloEvalError, HloInputError, HloMemoryLimitError, HloResourceError,  # noqa: E402
-                     HloShapeError, HloSyntaxError)
+from .errors import (HloError, HloEvalError, HloInputError, HloMemoryLimitError,  # noqa: E402
+                     HloReferenceError, HloResourceError, HloShapeError, HloSyntaxError)
 
 
 def parse(text: str, filename: str = "<string>"):
@@ -32,4 +32,5 @@ def run(module_or_text, *args, hook=None, **options):
 
 
 __all__ = ["run", "__version__", "parse", "parse_file", "parse_modules", "HloError", "HloSyntaxError",
-           "HloShapeError", "HloEvalError", "HloInputError", "HloResourceError", "HloMemoryLimitError"]
+           "HloShapeError", "HloEvalError", "HloInputError", "HloResourceError", "HloMemoryLimitError",
+           "HloReferenceError"]

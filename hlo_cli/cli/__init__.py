@@ -39,7 +39,9 @@ class _LazyGroup(click.Group):
 
 EPILOG = """Exit codes: 0 success; 1 the module is wrong (syntax or shape error, failed run,
 mismatch); 2 usage error or unreadable input; 3 internal error in hlo (please report);
-4 out of memory (the message names the instruction and the bytes asked for).
+4 out of memory (the message names the instruction and the bytes asked for);
+5 hlo run refused: the estimated memory is above --max-memory; 6 the reference run could not be
+made (--reference xla: JAX missing, XLA refused or crashed on the module).
 Set HLO_DEBUG=1 to see Python tracebacks of internal errors."""
 
 

@@ -1,5 +1,6 @@
 """While loops of small arrays as one generated Python function: the whole loop, not one call per
-iteration (compiler.run_while hands a loop over once its condition and body are generated code).
+iteration (compiler.run_while hands a loop over once it has run LOOPGEN_AFTER iterations, at once
+when it was generated before; short loops such as threefry's five rounds stay as they are).
 
 A scan or a recurrent cell runs thousands of iterations of a body of a few dozen instructions on
 arrays of a few dozen elements.  There every NumPy call costs about a microsecond whatever it does,
@@ -9,7 +10,9 @@ condition and the body (with its inlined callees: the steps of compiler.Compiled
 inside of one ``while`` of one function, with the loop state's elements as local variables:
 
 * **the processor's FTZ/DAZ flags stay set** for the whole loop (cleared around the few steps that
-  need them clear), so the float arithmetic of the body is bare NumPy calls, as XLA CPU runs it;
+  need them clear), so the float arithmetic of the body is bare NumPy calls, as XLA CPU runs it
+  (f32 exp, tanh, rsqrt computed in f64 and NumPy's negative give the same bits with the flags set
+  wherever the fast path keeps its result: ``flags_neutral`` probes it once);
 * **loop-invariant work is done once**: a step whose operands do not change across iterations
   (state elements the body passes through unchanged, constants, and steps of those: the bias
   broadcasts of a cell, the f64 copies its small f32 products read of its weights) runs before the
@@ -18,19 +21,26 @@ inside of one ``while`` of one function, with the loop state's elements as local
 * **a buffer the loop owns is updated in place**: a dynamic-update-slice of a state element into
   the same element (a scan's stacked outputs), when nothing else in the body reads that element, is
   written into the loop's own copy of the buffer (made once at the start) instead of copying the
-  whole buffer every iteration;
+  whole buffer every iteration; a dynamic slice whose readers all make new arrays is a view;
+* **fewer NumPy calls**: broadcasts feeding float arithmetic are left to NumPy's broadcasting, the
+  f64 copy of an operand read by several small products is made once, a small f32 product of
+  C-contiguous operands is np.dot of the matrices (the gemm call matmul makes for its batch of one);
 * **one check per iteration instead of one per step**: the result of each step is what the step's
   fast path (fastpaths.py) computes whenever that fast path would not hand the step to its
   evaluation rule.  Where a fast path checks its result (exp, tanh, small products, max-reduces:
   zeros, subnormals, NaN), the same check runs here and, when it fails, that step is computed by the
   fast path itself with the flags clear.  NaN, whose sign only the rules decide, propagates through
   the body's arithmetic: the values leaving the iteration (and those read by steps that would not
-  propagate a NaN) are checked once, and an iteration that made a NaN is run again from its
-  start by the body's generated code (compiler.Compiled.fn), which gives the rules' NaN signs.  The
-  iteration's results are committed (state updated, in-place writes done) only after that check.
+  propagate a NaN) are checked, all at once and only those whose NaNs would not show in another
+  checked value, and an iteration that made a NaN is run again from its start by the body's
+  generated code (compiler.Compiled.fn), which gives the rules' NaN signs; after GIVE_UP such
+  iterations (in more than a quarter of them) the rest of the loop runs as before.  The iteration's
+  results are committed (state updated, in-place writes done) only after that check.  As an
+  iteration may run twice, a body with a step that is not a pure function of its operands (rng, io,
+  collectives, custom calls) is not generated.
 
-Same bits as the body's generated code: tests/interpreter/test_loopgen.py runs loops both ways.
-Errors are reported by the body's own code: an iteration that raises is run again there.
+Same bits as the body's generated code and the rules: tests/interpreter/test_loopgen.py.  Errors
+are reported by the body's own code: an iteration that raises is run again there.
 ``HLO_LOOPGEN=0`` turns this off.
 """
 from __future__ import annotations
@@ -200,7 +210,7 @@ class _Builder:
         from .hoist import _Hoister
         self.pure = _Hoister(module).pure_inst
         self.cond, self.body = cond, body
-        self.ns: dict = {"_asarray": np.asarray, "_nanfree": _nanfree, "_Redo": _Redo, "ndarray": ndarray,
+        self.ns: dict = {"_asarray": np.asarray, "_Redo": _Redo, "ndarray": ndarray,
                          "_F64": F64, "_F32": F32, "_own": _own, "_bad": _bad,
                          "_conforms": conforms, "_abs": np.abs, "_mm": np.matmul,
                          "_min": np.minimum.reduce, "_nonzero": np.count_nonzero, "_vdot": np.vdot,
@@ -217,7 +227,6 @@ class _Builder:
         self.taint: set[str] = set()                # names that may hold a NaN of the processor's sign
         self.sources: dict[str, frozenset] = {}     # tainted name -> the bare arithmetic it comes from
         self.covers: dict[str, frozenset] = {}      # name -> the values whose NaNs show in it (_cover)
-        self.views: set[str] = set()                # dynamic slices read in place (_viewable)
         self.c_order: set[str] = set()              # names of C-contiguous arrays
         self.cx: dict[str, str] = {}                # hoisted f64 copy -> its C-contiguity, tested once
         self.f64: dict[tuple, str] = {}             # (operand, perm, dims) -> its f64 copy in this section
@@ -843,15 +852,6 @@ class _Builder:
 
 
 ndarray = np.ndarray
-_nan_min = np.minimum.reduce
-
-
-def _nanfree(*values) -> bool:
-    for v in values:
-        m = _nan_min(v, axis=None)
-        if m != m:
-            return False
-    return True
 
 
 def _located(c):

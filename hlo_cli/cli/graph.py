@@ -122,8 +122,14 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
             raise HloInputError("--format explorer: this version of hlo has no Model Explorer support "
                                 "(hlo_cli.explorer)") from None
         import json
-        data = json.dumps(to_explorer_json(g, ovs), indent=1) + "\n"
+        data = json.dumps(to_explorer_json(g, ovs, module), indent=1) + "\n"
+        node_data = _explorer_node_data(g, ovs, dest, output, force, module_file)
     _write(dest, data)
+    if fmt == "explorer":
+        for path, text in node_data:
+            _write(path, text)
+            click.echo(f"wrote {path} (Model Explorer node data: model-explorer {output} "
+                       f"--node_data_paths={path})", err=True)
     if dest is not None:
         first = []
         for ov in ovs:
@@ -136,6 +142,26 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
                    f"computation{'s' if len(g.groups) != 1 else ''}"
                    + (f" ({g.omitted_nodes:,} nodes further than --depth {depth} left out)" if around else "")
                    + ("".join(f"; {f}" for f in first)), err=True)
+
+
+def _explorer_node_data(g, ovs, dest, output, force, module_file) -> list:
+    """With --format explorer and overlays: one Model Explorer node-data file per overlay metric, next
+    to the graph file (graph.json -> graph.values.nonfinite.json ...), each checked as --output is."""
+    if not ovs:
+        return []
+    if dest is None:
+        click.echo("note: the overlays' node data is written only next to a graph file (-o graph.json); "
+                   "standard output gets the graph alone", err=True)
+        return []
+    import json
+    from ..explorer import overlays_to_node_data
+    stem = dest.name[:-len(dest.suffix)] if dest.suffix else dest.name
+    out = []
+    for key, data in overlays_to_node_data(ovs, g).items():
+        path = dest.with_name(f"{stem}.{key}.json")
+        _check_output(path, str(path), force, module_file)
+        out.append((path, json.dumps(data) + "\n"))
+    return out
 
 
 def _format_of(output: str) -> str:

@@ -82,7 +82,7 @@ def load_overlays(path: str, module) -> list[Overlay]:
     if isinstance(doc.get("instructions"), list) and doc.get("instructions") and \
             isinstance(doc["instructions"][0], dict) and ("stats" in doc["instructions"][0]
                                                           or "per_device" in doc["instructions"][0]):
-        out.append(_from_manifest(doc, path, resolve, module.name))
+        out.append(_from_manifest(doc, path, resolve, module.name, module))
     elif isinstance(doc.get("instructions"), list) and not doc.get("instructions") and "status" in doc:
         raise OverlayError(f"--overlay {path}: the dump lists no instructions")
     elif isinstance(doc.get("profile"), dict) or "top_instructions" in doc:
@@ -118,7 +118,26 @@ def _num(x):
     return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
-def _from_manifest(doc: dict, path: str, resolve, module_name: str = "?") -> Overlay:
+def _operand_names(module) -> dict:
+    """(computation, instruction) -> the names of its operands (same computation)."""
+    out = {}
+    for comp in getattr(module, "computations", ()) or ():
+        for inst in comp.instructions:
+            out[(comp.name, inst.name)] = tuple(getattr(o, "name", o) for o in inst.operands)
+    return out
+
+
+def _from_manifest(doc: dict, path: str, resolve, module_name: str = "?", module=None) -> Overlay:
+    """As `hlo run --check-finite` judges: the first non-finite value is the first one made out of
+    finite operands (or an input that holds one); a constant (a -inf mask, a max-pool's initial
+    value) is not an origin, and a value that only carries an operand's NaN or Inf is not either."""
+    operands = _operand_names(module) if module is not None else {}
+    entry = getattr(module, "entry", None)
+
+    def can_start(e) -> bool:          # an entry parameter is an input: a NaN there starts there
+        op = e.get("opcode")
+        return op != "constant" and (op != "parameter" or entry is None or e.get("computation") == entry)
+    last_bad: dict = {}                  # (computation, instruction) -> its latest execution held a NaN/Inf
     acc: dict[str, dict] = {}
     first, first_order = None, None
     dumped, missing = set(), set()       # (computation, instruction) of the dump; those not in the module
@@ -135,6 +154,8 @@ def _from_manifest(doc: dict, path: str, resolve, module_name: str = "?") -> Ove
                       for s in list(e.get("stats") or ()) + [t for d in e.get("per_device") or ()
                                                               if isinstance(d, dict) for t in d.get("stats") or ()])
             order = e.get("order", 0) if isinstance(e.get("order"), (int, float)) else 0
+            last_bad[key] = bool(bad)
+            bad = bad and can_start(e)
             if bad and (missed_order is None or order < missed_order):
                 missed_first, missed_order = key[1], order
             continue
@@ -162,10 +183,13 @@ def _from_manifest(doc: dict, path: str, resolve, module_name: str = "?") -> Ove
             m = _num(s.get("mean"))
             if m is not None:
                 a["_means"].append(m)
+        last_bad[key] = bool(nonfinite)
         if nonfinite:
             a["nonfinite_executions"] = a.get("nonfinite_executions", 0) + 1
             order = e.get("order", 0)
-            if first_order is None or order < first_order:
+            origin = can_start(e) and \
+                not any(last_bad.get((key[0], o)) for o in operands.get(key, ()))
+            if origin and (first_order is None or order < first_order):
                 first, first_order = nid, order
     values = {}
     for nid, a in acc.items():

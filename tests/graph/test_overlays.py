@@ -163,3 +163,57 @@ def test_diff_overlay_from_hlo_diff(tmp_path):
         assert ov.values[first[side]]["status"] == "first difference"
         agree = [q[side] for q in doc["pairs"] if q["status"] == "agree"]
         assert agree and all(ov.values[n]["status"] == "agree" for n in agree)
+
+
+MASKED = """HloModule masked
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  ninf = f32[] constant(-inf)
+  mask = f32[4] broadcast(ninf), dimensions={}
+  zero = f32[4] broadcast(f32[] constant(0)), dimensions={}
+  keep = pred[4] compare(x, zero), direction=GT
+  masked = f32[4] select(keep, x, mask)
+  big = f32[4] broadcast(f32[] constant(1e30)), dimensions={}
+  scaled = f32[4] multiply(x, big)
+  sq = f32[4] multiply(scaled, scaled)
+  ROOT out = (f32[4], f32[4]) tuple(masked, sq)
+}
+"""
+
+
+def test_the_first_non_finite_is_where_one_is_made_not_a_constant_or_what_carries_it(tmp_path):
+    """A -inf constant (a mask) and the values that only carry it are not the origin: the overflow
+    of a finite product is, as `hlo run --check-finite` judges."""
+    mod = tmp_path / "masked.hlo"
+    mod.write_text(MASKED)
+    import numpy as np
+    np.save(tmp_path / "x.npy", np.array([1, -1, 2, -2], np.float32))
+    d = tmp_path / "dump"
+    _run("run", mod, "--input", tmp_path / "x.npy", "--dump-dir", d)
+    m = parse(MASKED, str(mod))
+    [ov] = load_overlays(str(d), m)
+    assert ov.values["ninf"]["inf"] == 1 and ov.values["masked"]["inf"] == 2
+    assert ov.first == "sq"
+    r = CliRunner().invoke(main, ["run", str(mod), "--input", str(tmp_path / "x.npy"), "--check-finite"])
+    assert "sq" in r.output
+
+
+def test_explorer_format_writes_node_data_next_to_the_graph_and_never_overwrites(tmp_path):
+    mod = tmp_path / "masked.hlo"
+    mod.write_text(MASKED)
+    d = tmp_path / "dump"
+    _run("run", mod, "--random-inputs", "--dump-dir", d)
+    out = tmp_path / "g.json"
+    r = CliRunner().invoke(main, ["graph", str(mod), "--overlay", str(d), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    nd = tmp_path / "g.values.nonfinite.json"
+    assert nd.is_file() and json.loads(out.read_text())["graphs"]
+    assert "node_data_paths" in r.output
+    before = nd.read_bytes()
+    out.unlink()                        # the graph file is free, a node-data file is not
+    r = CliRunner().invoke(main, ["graph", str(mod), "--overlay", str(d), "-o", str(out)])
+    assert r.exit_code == 2 and "refusing to overwrite" in r.output and "Traceback" not in r.output
+    assert nd.read_bytes() == before and not out.exists()
+    r = CliRunner().invoke(main, ["graph", str(mod), "--overlay", str(d), "-o", str(out), "--force"])
+    assert r.exit_code == 0, r.output

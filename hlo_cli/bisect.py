@@ -252,6 +252,12 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
     from .io import leaves_with_shapes
     from .sources import load
     module, src = load(path, None, use_cache)
+    n_params = len(module.entry_computation.parameters)
+    if n_params != len(args):
+        # XLA's passes keep the entry's parameters: another module's file, not a stage of this one
+        raise HloInputError(f"{path}: {module.name}'s entry takes {n_params} parameter{'s' if n_params != 1 else ''}, "
+                            f"the first stage's {len(args)}: not a stage of the same module (bisect one module's "
+                            f"dump; hlo diff compares two modules)")
     if check:
         from .checker import check_module
         errors = [d for d in check_module(module, src.text, warnings=False) if d.severity == "error"]

@@ -122,3 +122,17 @@ def test_graph_draws_a_stage_of_a_dump_directory(run, tmp_path):
     r = run("graph", PASSES, "-o", tmp_path / "h.dot")
     assert r.exit_code == 2
     assert "--stage" in r.stderr and "hlo info" in r.stderr
+
+
+def test_bisect_of_files_of_two_modules_is_a_usage_error(run, tmp_path):
+    """Two files that are not stages of one module (their entries take different numbers of
+    parameters) are refused as hlo diff refuses them, not reported as 'every stage agrees'."""
+    a = tmp_path / "a.hlo"
+    a.write_text("HloModule a\n\nENTRY main {\n  x = f32[4] parameter(0)\n  ROOT n = f32[4] negate(x)\n}\n")
+    b = tmp_path / "b.hlo"
+    b.write_text("HloModule b\n\nENTRY main {\n  x = f32[4] parameter(0)\n  y = f32[4] parameter(1)\n"
+                 "  ROOT n = f32[4] add(x, y)\n}\n")
+    r = run("bisect", a, b, "--random-inputs")
+    assert r.exit_code == 2, r.output
+    assert "parameters" in r.stderr and str(b) in r.stderr, r.stderr
+    assert "agrees" not in r.output

@@ -225,6 +225,8 @@ def load_inputs(params, specs=(), archive: str | None = None, shape_for=None) ->
                 if name in named:
                     _fail(f"--input {spec}: input '{name}' is given twice")
                 named[name] = (af, None, path)
+        if archive and Path(archive).suffix.lower() in (".pb", ".pbtxt", ".textproto"):
+            return _snapshot_inputs(params, archive, specs, result, shape_for)
         if archive:
             af = ArrayFile(archive, f"--inputs {archive}")
             opened.append(af)
@@ -254,6 +256,34 @@ def load_inputs(params, specs=(), archive: str | None = None, shape_for=None) ->
     finally:
         for af in opened:
             af.close()
+
+
+def _snapshot_inputs(params, path: str, specs, result: Inputs, shape_for) -> Inputs:
+    """`--inputs SNAPSHOT.pb`: the arguments an HloSnapshot (--xla_dump_hlo_snapshots) holds, bound
+    by position to PARAMS, for any text of the module (the one before optimizations, a pass's)."""
+    from .interpreter.inputs import coerce, label
+    from .reference import snapshot_arguments
+    from .sources.proto import read_snapshot
+    if specs:
+        _fail(f"--inputs {path}: the arguments of a snapshot cannot be combined with --input")
+    snap = read_snapshot(path)
+    if not snap.arguments:
+        _fail(f"--inputs {path}: this proto holds no arguments (an HloSnapshot, module_NNNN.NAME.snapshot.N.pb "
+              f"from XLA_FLAGS=--xla_dump_hlo_snapshots, has them)")
+    if shape_for is None:
+        values = snapshot_arguments(snap, params, result.notes)
+    else:
+        if len(snap.arguments) != len(params):
+            snapshot_arguments(snap, params, result.notes)        # raises, naming both counts
+        values = []
+        for k, (a, p) in enumerate(zip(snap.arguments, params)):
+            what = f"{label(p)} (argument {k} of {path})"
+            values.append(coerce(a, shape_for(k, tuple(getattr(a, "shape", ())), what), what, notes=result.notes))
+    result.values = list(values)
+    result.paths.add(str(Path(path).resolve()))
+    result.sources = [{"parameter": p.name, "number": p.parameter_number, "file": f"{path}[arg{k}]"}
+                      for k, p in enumerate(params)]
+    return result
 
 
 # ----------------------------------------------------------------------------- writing files

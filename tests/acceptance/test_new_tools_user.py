@@ -10,6 +10,10 @@ XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_dump_to=DIR --xla_dump
 
 JAX leaves the output sharding to XLA: the module before optimizations has no sharding on its ROOT;
 the shardy-xla stage is the first with one, and the programs after SPMD partitioning have none.
+data/nan_conv: a JAX convnet step whose log makes a NaN (conv, relu, log(y - 1), sum), dumped with
+--xla_dump_hlo_as_proto --xla_dump_hlo_snapshots: the module before and after optimizations and the
+snapshot of its execution (the optimized module, its arguments and its NaN result).
+
 Every test asserts the exit code, a fragment, and that no traceback appears."""
 from __future__ import annotations
 
@@ -136,3 +140,24 @@ def test_bisect_of_files_of_two_modules_is_a_usage_error(run, tmp_path):
     assert r.exit_code == 2, r.output
     assert "parameters" in r.stderr and str(b) in r.stderr, r.stderr
     assert "agrees" not in r.output
+
+
+NAN_CONV = HERE / "data" / "nan_conv"
+CONV_BEFORE = NAN_CONV / "module_0008.jit_f.before_optimizations.hlo.pb"
+CONV_AFTER = NAN_CONV / "module_0008.jit_f.cpu_after_optimizations.hlo.pb"
+CONV_SNAPSHOT = NAN_CONV / "module_0008.jit_f.snapshot.496375750.pb"
+
+
+def test_inputs_from_a_snapshot_for_the_module_before_optimizations(run, tmp_path):
+    """The failing execution's arguments (the snapshot holds the optimized module) given to the module
+    before optimizations and to a diff of the two: --inputs SNAPSHOT.pb."""
+    r = run("run", CONV_BEFORE, "--inputs", CONV_SNAPSHOT, "-o", tmp_path / "out.npz")
+    assert r.exit_code == 0, r.output
+    out = np.load(tmp_path / "out.npz")
+    assert np.isnan(out["out0"]).all()
+    r = run("diff", CONV_BEFORE, CONV_AFTER, "--inputs", CONV_SNAPSHOT, "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["results_agree"] is True
+    r = run("run", CONV_BEFORE, "--inputs", CONV_BEFORE)
+    assert r.exit_code == 2
+    assert "holds no arguments" in r.stderr

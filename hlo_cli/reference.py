@@ -453,8 +453,9 @@ def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, 
         if before:
             doc["before_optimizations"] = before
             how = "it holds the arguments" if before.endswith("hlo_unoptimized_snapshot.pb") else "with the same inputs"
-            doc["message"] += (f"\n  the module before optimizations is next to it: hlo run {before} --reference xla "
-                               f"({how})")
+            given = f" --inputs {source}" if (source or "").endswith(".pb") and ".snapshot." in Path(source).name else ""
+            doc["message"] += (f"\n  the module before optimizations is next to it: hlo run {before}{given} --reference "
+                               f"xla" + ("" if given else f" ({how})"))
         if hlo_execute_s is not None:
             doc["timings"] = {"hlo_execute_s": hlo_execute_s}
         return doc

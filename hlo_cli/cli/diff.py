@@ -21,7 +21,8 @@ from .common import load_module, no_cache_option, report_errors
               help="An input array, as for `hlo run`: in parameter order, or bound to A's parameter NAME (or argN). "
                    "B gets the same arrays by parameter position.")
 @click.option("--inputs", "inputs_npz", metavar="ARGS.npz",
-              help="An .npz archive of inputs keyed by A's parameter names or arg0, arg1, ... (by position).")
+              help="An .npz archive of inputs keyed by A's parameter names or arg0, arg1, ... (by position); "
+                   "or an HloSnapshot .pb: the arguments of the execution it recorded.")
 @click.option("--random-inputs", is_flag=True, help="Fill every parameter with deterministic random values.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed for --random-inputs and rng.")

@@ -169,7 +169,8 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
                    "arrays converted where no value changes (each with a note on stderr). A file's shape "
                    "and type are checked before its data is read.")
 @click.option("--inputs", "inputs_npz", metavar="ARGS.npz",
-              help="An .npz archive of inputs keyed by parameter name or arg0, arg1, ... (by position).")
+              help="An .npz archive of inputs keyed by parameter name or arg0, arg1, ... (by position); or an "
+                   "HloSnapshot .pb: its arguments, for any text of its module.")
 @click.option("--random-inputs", is_flag=True, help="Fill every parameter with deterministic random values.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed for --random-inputs and rng (a non-negative integer).")

@@ -161,3 +161,20 @@ def test_inputs_from_a_snapshot_for_the_module_before_optimizations(run, tmp_pat
     r = run("run", CONV_BEFORE, "--inputs", CONV_BEFORE)
     assert r.exit_code == 2
     assert "holds no arguments" in r.stderr
+
+
+def test_reference_hint_for_a_snapshot_names_its_arguments(tmp_path):
+    """XLA refusing a snapshot's optimized module: the hint to run the module before optimizations
+    gives the snapshot's arguments with --inputs, a command that can be run as printed."""
+    import shutil
+
+    from hlo_cli.ir.printer import format_module
+    from hlo_cli.reference import reference_report
+    from hlo_cli.sources import load
+    for p in (CONV_BEFORE, CONV_SNAPSHOT):
+        shutil.copy(p, tmp_path / p.name)
+    snap = str(tmp_path / CONV_SNAPSHOT.name)
+    text = format_module(load(str(CONV_AFTER), None, False)[0])
+    doc = reference_report(text, [], "single", None, [], 1e-3, 1e-3, source=snap, refused="refused for the test")
+    assert doc["status"] == "error"
+    assert f"--inputs {snap} --reference xla" in doc["message"], doc["message"]

@@ -76,8 +76,8 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, se
     """
     from ..errors import HloError
     try:
-        if rtol < 0 or atol < 0:
-            raise click.UsageError("--rtol and --atol must not be negative")
+        if not (rtol >= 0 and atol >= 0):
+            raise click.UsageError("--rtol and --atol must not be negative or NaN")
         _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
                 no_diff, max_iterations, no_check, fmt, no_cache, first_stage, last_stage)
     except HloError as e:

@@ -96,6 +96,8 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
         keep = 1 << 62
     elif keep == "auto":
         keep = None                   # the library's default
+    if not (rtol >= 0 and atol >= 0):
+        raise click.UsageError("--rtol and --atol must not be negative or NaN")
     modules = []
     for path, choice in ((module_a, module_a_choice), (module_b, module_b_choice)):
         if path == "-" and module_a == module_b == "-":

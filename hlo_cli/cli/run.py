@@ -281,8 +281,8 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
                             ("--dump-force", dump_force)):
             if given and not dump_dir:
                 raise click.UsageError(f"{flag} needs --dump-dir")
-        if rtol < 0 or atol < 0:
-            raise click.UsageError("--rtol and --atol must not be negative")
+        if not (rtol >= 0 and atol >= 0):
+            raise click.UsageError("--rtol and --atol must not be negative or NaN")
         if seed < 0:
             raise click.BadParameter(f"{seed} is negative; a seed is a non-negative integer", param_hint="'--seed'")
         if output_sharding is not None and not output_global:

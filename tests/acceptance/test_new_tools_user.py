@@ -178,3 +178,15 @@ def test_reference_hint_for_a_snapshot_names_its_arguments(tmp_path):
     doc = reference_report(text, [], "single", None, [], 1e-3, 1e-3, source=snap, refused="refused for the test")
     assert doc["status"] == "error"
     assert f"--inputs {snap} --reference xla" in doc["message"], doc["message"]
+
+
+@pytest.mark.parametrize("cmd", ["diff", "bisect", "run"])
+def test_a_nan_tolerance_is_a_usage_error(run, cmd, tmp_path):
+    """--atol nan made every value differ (diff) or was printed as 'nan + 0.001 * |reference|'."""
+    args = {"diff": ["diff", CONV_BEFORE, CONV_AFTER, "--inputs", CONV_SNAPSHOT],
+            "bisect": ["bisect", CONV_BEFORE, CONV_AFTER, "--inputs", CONV_SNAPSHOT],
+            "run": ["run", CONV_SNAPSHOT]}[cmd]
+    for opt in ("--atol", "--rtol"):
+        r = run(*args, opt, "nan")
+        assert r.exit_code == 2, r.output
+        assert "--rtol and --atol" in r.stderr, r.stderr

@@ -225,7 +225,8 @@ def load_inputs(params, specs=(), archive: str | None = None, shape_for=None) ->
                 if name in named:
                     _fail(f"--input {spec}: input '{name}' is given twice")
                 named[name] = (af, None, path)
-        if archive and Path(archive).suffix.lower() in (".pb", ".pbtxt", ".textproto"):
+        if archive and (Path(archive).suffix.lower() in (".pb", ".pbtxt", ".textproto")
+                        or Path(archive).name.lower().endswith("snapshot.txt")):
             return _snapshot_inputs(params, archive, specs, result, shape_for)
         if archive:
             af = ArrayFile(archive, f"--inputs {archive}")

@@ -923,10 +923,20 @@ def _snapshot(module_file):
     """The HloSnapshot MODULE_FILE is (its arguments and stored result), or None.  An
     HloUnoptimizedSnapshot (--xla_dump_hlo_unoptimized_snapshots: the module before optimizations
     and the arguments of an execution, no result) runs on its arguments too."""
-    if module_file == "-" or Path(module_file).suffix.lower() not in (".pb", ".pbtxt", ".textproto"):
+    # (--xla_dump_hlo_as_text writes an HloUnoptimizedSnapshot as *.hlo_unoptimized_snapshot.txt)
+    text_snapshot = module_file != "-" and Path(module_file).name.lower().endswith("snapshot.txt")
+    if module_file == "-" or (Path(module_file).suffix.lower() not in (".pb", ".pbtxt", ".textproto")
+                              and not text_snapshot):
         return None                                  # (protobuf is imported for protos only)
     from ..sources.proto import is_proto_path, read_snapshot
-    if not is_proto_path(module_file):
+    if not (is_proto_path(module_file) or text_snapshot):
         return None
+    if text_snapshot and not is_proto_path(module_file):
+        from ..errors import HloError
+        try:
+            snap = read_snapshot(module_file)
+        except HloError:
+            return None                              # HLO text that happens to be named so
+        return snap if snap.kind == "HloUnoptimizedSnapshot" and snap.arguments else None
     snap = read_snapshot(module_file)
     return snap if snap.kind in ("HloSnapshot", "HloUnoptimizedSnapshot") and snap.arguments else None

@@ -190,3 +190,22 @@ def test_a_nan_tolerance_is_a_usage_error(run, cmd, tmp_path):
         r = run(*args, opt, "nan")
         assert r.exit_code == 2, r.output
         assert "--rtol and --atol" in r.stderr, r.stderr
+
+
+UNOPT_TEXT = HERE / "data" / "unopt_text" / "module_0004.jit_multiply.execution_0000.hlo_unoptimized_snapshot.txt"
+
+
+def test_an_unoptimized_snapshot_in_text_form_runs_on_its_arguments(run, tmp_path):
+    """XLA_FLAGS="--xla_dump_hlo_unoptimized_snapshots --xla_dump_hlo_as_text" writes the snapshot in
+    protobuf's text format as *.hlo_unoptimized_snapshot.txt (JAX, jnp.ones((8, 16)) * 0.1): it runs on
+    its arguments as its .pb form does, and gives them to --inputs."""
+    r = run("run", UNOPT_TEXT, "-o", tmp_path / "out.npz")
+    assert r.exit_code == 0, r.output
+    out = np.load(tmp_path / "out.npz")["out0"]
+    assert out.shape == (8, 16) and np.allclose(out, 0.1)
+    text = tmp_path / "m.hlo"
+    r = run("fmt", UNOPT_TEXT)
+    text.write_text(r.stdout)
+    r = run("run", text, "--inputs", UNOPT_TEXT, "-o", tmp_path / "out2.npz")
+    assert r.exit_code == 0, r.output
+    assert np.array_equal(np.load(tmp_path / "out2.npz")["out0"], out)

@@ -51,12 +51,13 @@ def report_errors(fn):
     return wrapper
 
 
-def load_module(path: str, use_cache: bool = True, with_text: bool = False, module: str | None = None):
+def load_module(path: str, use_cache: bool = True, with_text: bool = False, module: str | None = None,
+                option: str = "--module"):
     """Read PATH ('-' for stdin) and parse its module `module` (a 0-based index or a module name;
     None: the file must hold exactly one).  with_text=True also returns the text the module was parsed
     from: the file's text with the lines before the module blanked, so positions are the file's."""
     from ..sources import load
-    mod, src = load(path, module, use_cache)
+    mod, src = load(path, module, use_cache, option)
     return (mod, src.text) if with_text else mod
 
 

@@ -99,10 +99,10 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
     if not (rtol >= 0 and atol >= 0):
         raise click.UsageError("--rtol and --atol must not be negative or NaN")
     modules = []
-    for path, choice in ((module_a, module_a_choice), (module_b, module_b_choice)):
+    for path, choice, option in ((module_a, module_a_choice, "--module-a"), (module_b, module_b_choice, "--module-b")):
         if path == "-" and module_a == module_b == "-":
             raise click.UsageError("only one of A and B can be standard input")
-        mod, text = load_module(path, use_cache=not no_cache, with_text=True, module=choice)
+        mod, text = load_module(path, use_cache=not no_cache, with_text=True, module=choice, option=option)
         if not no_check:
             from .run import _check_before_running
             _check_before_running(mod, text)

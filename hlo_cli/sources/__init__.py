@@ -35,10 +35,11 @@ def parse_module(src: ModuleSource, use_cache: bool = True):
     return parse(text, src.file)
 
 
-def load(path: str, module: str | None = None, use_cache: bool = True):
+def load(path: str, module: str | None = None, use_cache: bool = True, option: str = "--module"):
     """(Module, ModuleSource) for PATH's module `module` (0-based index or name; None: the file must
-    hold exactly one).  Raises HloInputError (exit 2) when the choice is missing or wrong."""
-    src = read_modules(path).select(module)
+    hold exactly one).  Raises HloInputError (exit 2) when the choice is missing or wrong (naming
+    OPTION)."""
+    src = read_modules(path).select(module, option)
     return parse_module(src, use_cache), src
 
 

@@ -75,30 +75,31 @@ class FileModules:
             return self.file_size
         return len(self.text.encode("utf-8", "replace"))
 
-    def select(self, which: str | None) -> ModuleSource:
-        """The module `which` names (a 0-based index or a module name); None asks for the only one."""
+    def select(self, which: str | None, option: str = "--module") -> ModuleSource:
+        """The module `which` names (a 0-based index or a module name); None asks for the only one;
+        OPTION is how messages name the choice (hlo diff: --module-a, --module-b)."""
         mods = self.modules
         if which is None:
             if len(mods) == 1:
                 return mods[0]
-            raise _input_error(f"holds {len(mods)} HLO modules; choose one with --module N (0-based) or "
-                               f"--module NAME:\n{self.listing()}", self.file, "E081")
+            raise _input_error(f"holds {len(mods)} HLO modules; choose one with {option} N (0-based) or "
+                               f"{option} NAME:\n{self.listing()}", self.file, "E081")
         w = which.strip()
         if re.fullmatch(r"[+-]?\d+", w):
             k = int(w)
             if 0 <= k < len(mods):
                 return mods[k]
             if not any(m.name == w for m in mods):
-                raise _input_error(f"--module {which}: no module #{k}; this file holds {len(mods)} "
+                raise _input_error(f"{option} {which}: no module #{k}; this file holds {len(mods)} "
                                    f"module{'s' if len(mods) != 1 else ''} (0-based):\n{self.listing()}",
                                    self.file, "E082")
         named = [m for m in mods if m.name == w]
         if len(named) == 1:
             return named[0]
         if len(named) > 1:
-            raise _input_error(f"--module {which}: {len(named)} modules have this name; choose one by its "
+            raise _input_error(f"{option} {which}: {len(named)} modules have this name; choose one by its "
                                f"number:\n{self.listing()}", self.file, "E082")
-        raise _input_error(f"--module {which}: no module of this name; this file holds:\n{self.listing()}",
+        raise _input_error(f"{option} {which}: no module of this name; this file holds:\n{self.listing()}",
                            self.file, "E082")
 
     def listing(self) -> str:

@@ -209,3 +209,15 @@ def test_an_unoptimized_snapshot_in_text_form_runs_on_its_arguments(run, tmp_pat
     r = run("run", text, "--inputs", UNOPT_TEXT, "-o", tmp_path / "out2.npz")
     assert r.exit_code == 0, r.output
     assert np.array_equal(np.load(tmp_path / "out2.npz")["out0"], out)
+
+
+def test_diff_names_its_own_module_options(run):
+    """A PyTorch/XLA saved-graphs file holds several modules: hlo diff asks for --module-a/--module-b
+    (it has no --module)."""
+    saved = HERE.parents[1] / "samples" / "multi" / "saved_graphs.txt"
+    r = run("diff", saved, saved, "--random-inputs", "--module-a", "0")
+    assert r.exit_code == 2
+    assert "--module-b N" in r.stderr and "--module N" not in r.stderr, r.stderr
+    r = run("diff", saved, saved, "--random-inputs", "--module-a", "7", "--module-b", "0")
+    assert r.exit_code == 2
+    assert "--module-a 7: no module #7" in r.stderr, r.stderr

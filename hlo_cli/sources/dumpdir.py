@@ -341,6 +341,8 @@ def _parse_name(fname: str, known_names: dict) -> tuple[_Parsed | None, str | No
     stem, ext = split
     if ext != _TEXT_EXT and ".snapshot." in f".{stem}.":
         return None, "an HloSnapshot (hlo run SNAPSHOT.pb replays it)"
+    if stem.endswith(".hlo_unoptimized_snapshot"):   # --xla_dump_hlo_unoptimized_snapshots (.pb, or .txt as text)
+        return None, "an HloSnapshot before optimizations, an HloUnoptimizedSnapshot (hlo run FILE runs it on its arguments)"
     name = known_names.get(key)
     if name and stem.startswith(name + "."):
         word = stem[len(name) + 1:]
@@ -435,7 +437,13 @@ def read_dump_dir(path) -> DumpDir:
             msg = (f"no XLA module dump here (files named module_NNNN.NAME....txt, as --xla_dump_to=DIR "
                    f"writes them); {len(files)} other file{'s' if len(files) != 1 else ''}")
             snaps = [f for f in ignored if f.reason.startswith("an HloSnapshot")]
-            if snaps:
+            unopt = [f for f in snaps if "HloUnoptimizedSnapshot" in f.reason]
+            if unopt and len(unopt) == len(snaps):
+                # (measured with jaxlib 0.10.2, XLA CPU: this flag writes the snapshots alone)
+                msg += (f", {len(unopt)} of them HloUnoptimizedSnapshots (hlo run FILE runs one on its arguments; "
+                        "with --xla_dump_hlo_unoptimized_snapshots XLA dumps no module stages: leave it out to "
+                        "get them)")
+            elif snaps:
                 msg += (f", {len(snaps)} of them HloSnapshots (hlo run SNAPSHOT.pb replays one; XLA writes the "
                         "modules too with --xla_dump_hlo_as_text or --xla_dump_hlo_as_proto)")
         subdirs = [n for n in entries if (p / n).is_dir() and is_dump_dir(p / n)]

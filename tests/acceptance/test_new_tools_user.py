@@ -221,3 +221,13 @@ def test_diff_names_its_own_module_options(run):
     r = run("diff", saved, saved, "--random-inputs", "--module-a", "7", "--module-b", "0")
     assert r.exit_code == 2
     assert "--module-a 7: no module #7" in r.stderr, r.stderr
+
+
+def test_a_directory_of_unoptimized_snapshots_says_what_it_holds(run, tmp_path):
+    """--xla_dump_hlo_unoptimized_snapshots dumps the snapshots alone (no module stages): hlo info DIR
+    names them and how to run one, instead of '13 other files'."""
+    import shutil
+    shutil.copy(UNOPT_TEXT, tmp_path / UNOPT_TEXT.name)
+    r = run("info", tmp_path)
+    assert r.exit_code == 2
+    assert "1 of them HloUnoptimizedSnapshots" in r.stderr and "hlo run FILE" in r.stderr, r.stderr

@@ -86,7 +86,7 @@ def load_overlays(path: str, module) -> list[Overlay]:
     elif isinstance(doc.get("instructions"), list) and not doc.get("instructions") and "status" in doc:
         raise OverlayError(f"--overlay {path}: the dump lists no instructions")
     elif isinstance(doc.get("profile"), dict) or "top_instructions" in doc:
-        out.append(_from_profile(doc.get("profile", doc), path, resolve))
+        out.append(_from_profile(doc.get("profile", doc), path, resolve, module.name))
     elif isinstance(doc.get("pairs"), list):
         out.append(_from_diff(doc, path, module, ids))
     else:
@@ -230,16 +230,19 @@ def _from_manifest(doc: dict, path: str, resolve, module_name: str = "?", module
                    str(path), note, warnings)
 
 
-def _from_profile(prof: dict, path: str, resolve) -> Overlay:
+def _from_profile(prof: dict, path: str, resolve, module_name: str = "?") -> Overlay:
     rows = prof.get("top_instructions")
     if not isinstance(rows, list):
         raise OverlayError(f"--overlay {path}: a profile without top_instructions")
     run_ms = _num(prof.get("run_ms")) or 0.0
     values: dict[str, dict] = {}
+    missing = 0                           # rows none of whose instructions the module has
     for r in rows:
         if not isinstance(r, dict):
             continue
         members = r.get("members") or [r.get("instruction")]
+        if all(resolve(r.get("computation"), name) is None for name in members):
+            missing += 1
         for name in members:
             nid = resolve(r.get("computation"), name)
             if nid is None:
@@ -256,7 +259,9 @@ def _from_profile(prof: dict, path: str, resolve) -> Overlay:
                 v["fused_group"] = f"{len(r['members'])} elementwise instructions timed as one, as {r.get('instruction')}"
     note = (f"{len(rows)} instructions by self time of a {run_ms:.3f} ms run ({prof.get('mode', '?')})"
             + ("; the run stopped" if prof.get("stopped") else ""))
-    return Overlay(f"time ({_short(path)})", "profile", values, "self_ms", None, str(path), note)
+    warnings = [f"--overlay {path}: {missing:,} of its {len(rows):,} instructions are not in module {module_name} "
+                f"drawn here (a profile of another text of it? times are put on instructions by name)"] if missing else []
+    return Overlay(f"time ({_short(path)})", "profile", values, "self_ms", None, str(path), note, warnings)
 
 
 def _same_file(a, b) -> bool:

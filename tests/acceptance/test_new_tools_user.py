@@ -231,3 +231,19 @@ def test_a_directory_of_unoptimized_snapshots_says_what_it_holds(run, tmp_path):
     r = run("info", tmp_path)
     assert r.exit_code == 2
     assert "1 of them HloUnoptimizedSnapshots" in r.stderr and "hlo run FILE" in r.stderr, r.stderr
+
+
+def test_profile_overlay_of_another_text_says_what_it_left_out(run, tmp_path):
+    """A profile of another text of the module (a JAX step's optimized run on its text before
+    optimizations matched 1 of 50 rows, silently)."""
+    a, b, _ = _nan_dump(run, tmp_path)
+    r = run("run", a, "-i", tmp_path / "x.npy", "--profile", "--format", "json")
+    assert r.exit_code in (0, 1), r.output
+    (tmp_path / "p.json").write_text(r.stdout)
+    b.write_text(a.read_text().replace("ROOT l = f32[4] log(s)", "ROOT l.1 = f32[4] log(s)"))
+    r = run("graph", b, "-o", tmp_path / "g.dot", "--overlay", tmp_path / "p.json")
+    assert r.exit_code == 0, r.output
+    assert "warning: --overlay" in r.stderr and "not in module m" in r.stderr, r.stderr
+    r = run("graph", a, "-o", tmp_path / "h.dot", "--overlay", tmp_path / "p.json")
+    assert r.exit_code == 0, r.output
+    assert "warning" not in r.stderr, r.stderr

@@ -242,8 +242,12 @@ def random_inputs(params, seed: int = 0):
         need = result_bytes(p.shape) or 0
         total += need
         # (values are drawn as float64 or int64 and then converted: 8 more bytes an element meanwhile)
-        if limit is not None and total + 8 * _largest_leaf(p.shape) > limit:
-            _too_big(p, need, f"more than this machine can ever hold: {_human(limit)}")
+        scratch = 8 * _largest_leaf(p.shape)
+        if limit is not None and total + scratch > limit:
+            before = total - need         # (the parameters before it count too)
+            _too_big(p, need, (f"with the {p.parameter_number} parameters before it and its float64 draw "
+                               f"{_human(total + scratch)} in all, " if before > 0 else "")
+                     + f"more than this machine can ever hold: {_human(limit)}")
     out = []
     for p in params:
         try:

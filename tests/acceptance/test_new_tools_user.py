@@ -247,3 +247,21 @@ def test_profile_overlay_of_another_text_says_what_it_left_out(run, tmp_path):
     r = run("graph", a, "-o", tmp_path / "h.dot", "--overlay", tmp_path / "p.json")
     assert r.exit_code == 0, r.output
     assert "warning" not in r.stderr, r.stderr
+
+
+def test_random_inputs_too_big_together_says_so(monkeypatch, tmp_path):
+    """XLA's llama benchmark: 'parameter 255 (f32[4096,14336]) needs 224.00 MiB, more than this machine
+    can ever hold: 23.54 GiB' -- the parameters together were, the message now says so."""
+    from hlo_cli.errors import HloResourceError
+    from hlo_cli.interpreter import memory
+    from hlo_cli.interpreter.inputs import random_inputs
+    from hlo_cli.sources import load
+    m = tmp_path / "m.hlo"
+    m.write_text("HloModule m\n\nENTRY main {\n  a = f32[100] parameter(0)\n  b = f32[100] parameter(1)\n"
+                 "  c = f32[100] parameter(2)\n  s = f32[100] add(a, b)\n  ROOT t = f32[100] add(s, c)\n}\n")
+    module, _ = load(str(m), None, False)
+    monkeypatch.setattr(memory, "memory_limit", lambda: 1900)
+    with pytest.raises(HloResourceError) as e:
+        random_inputs(module.entry_computation.parameters)
+    msg = str(e.value)
+    assert "parameter 2 'c'" in msg and "with the 2 parameters before it" in msg and "in all" in msg, msg

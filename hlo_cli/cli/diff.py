@@ -22,7 +22,8 @@ from .common import load_module, no_cache_option, report_errors
                    "B gets the same arrays by parameter position.")
 @click.option("--inputs", "inputs_npz", metavar="ARGS.npz",
               help="An .npz archive of inputs keyed by A's parameter names or arg0, arg1, ... (by position); "
-                   "or an HloSnapshot .pb: the arguments of the execution it recorded.")
+                   "or an HloSnapshot .pb: the arguments of the execution it recorded (without inputs given, "
+                   "A's or B's when one is a snapshot).")
 @click.option("--random-inputs", is_flag=True, help="Fill every parameter with deterministic random values.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed for --random-inputs and rng.")
@@ -114,6 +115,12 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
     a, b = modules
     from ..diff import check_parameters
     check_parameters(a, b)
+    if not inputs and not inputs_npz and not random_inputs:
+        from .run import _snapshot
+        # a snapshot given as A or B: the arguments of its execution, as `hlo run SNAPSHOT.pb` takes them
+        inputs_npz = next((p for p in (module_a, module_b) if _snapshot(p) is not None), None)
+        if inputs_npz:
+            click.echo(f"note: inputs: the arguments recorded in {inputs_npz}", err=True)
     args = _inputs(a, inputs, inputs_npz, random_inputs, seed)
     options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants)
     display = None

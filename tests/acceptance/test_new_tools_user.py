@@ -265,3 +265,12 @@ def test_random_inputs_too_big_together_says_so(monkeypatch, tmp_path):
         random_inputs(module.entry_computation.parameters)
     msg = str(e.value)
     assert "parameter 2 'c'" in msg and "with the 2 parameters before it" in msg and "in all" in msg, msg
+
+
+def test_diff_with_a_snapshot_runs_on_its_arguments(run):
+    """`hlo diff BEFORE.hlo.pb SNAPSHOT.pb` (no inputs given): the snapshot's arguments, as `hlo run
+    SNAPSHOT.pb` takes them, with a note saying so."""
+    r = run("diff", CONV_BEFORE, CONV_SNAPSHOT)
+    assert r.exit_code == 0, r.output
+    assert f"the arguments recorded in {CONV_SNAPSHOT}" in r.stderr, r.stderr
+    assert "verdict: the results agree" in r.stdout

@@ -207,4 +207,7 @@ def _compare_one(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> dict
         r["where"] = list(idx)
         r["a_value"] = scalar_str(a[idx], a)
         r["b_value"] = scalar_str(b[idx], b)
+        if not finite[idx]:               # the place shown is not where the max |diff| is
+            r["note"] = ((r["note"] + "; ") if r["note"] else "") + (
+                f"a NaN or Inf in one of the two at {list(idx)}; max |diff| is over the finite differences")
     return r

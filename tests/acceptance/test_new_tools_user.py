@@ -274,3 +274,16 @@ def test_diff_with_a_snapshot_runs_on_its_arguments(run):
     assert r.exit_code == 0, r.output
     assert f"the arguments recorded in {CONV_SNAPSHOT}" in r.stderr, r.stderr
     assert "verdict: the results agree" in r.stdout
+
+
+def test_diff_says_when_the_place_shown_is_a_nan_in_one_only(run, tmp_path):
+    """log vs abs on [-1, 2, -3, 4]: the place shown is a NaN in A (the worst kind of difference) while
+    the max |diff| is over the finite differences elsewhere: the report says so."""
+    a = tmp_path / "a.hlo"
+    a.write_text("HloModule m\n\nENTRY main {\n  x = f32[4] parameter(0)\n  ROOT l = f32[4] log(x)\n}\n")
+    b = tmp_path / "b.hlo"
+    b.write_text("HloModule m\n\nENTRY main {\n  x = f32[4] parameter(0)\n  ROOT l = f32[4] abs(x)\n}\n")
+    np.save(tmp_path / "x.npy", np.array([-1, 2, -3, 4], np.float32))
+    r = run("diff", a, b, "-i", tmp_path / "x.npy")
+    assert r.exit_code == 1, r.output
+    assert "NaN or Inf in one of the two at [0]" in r.stdout, r.stdout

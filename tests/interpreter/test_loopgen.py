@@ -18,6 +18,8 @@ from hlo_cli.interpreter.inputs import bind
 from hlo_cli.interpreter.values import leaves
 from hlo_cli.parser import parse
 
+from .test_loop_fastpaths import _LOOP
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = [ROOT / "samples" / p for p in (
     "jax/fori_loop.hlo", "jax/fori_loop.opt.hlo", "jax/scan_loop.hlo", "jax/scan_loop.opt.hlo",
@@ -296,41 +298,7 @@ def test_the_flag_probes_hold_on_many_more_values(name):
     assert got[keep].tobytes() == want[keep].tobytes()
 
 
-_CLAMPED = """
-HloModule loop
-cond {{
-  s = ({it}[], f32[5,3], f32[12,3]) parameter(0)
-  i = {it}[] get-tuple-element(s), index=0
-  n = {it}[] constant({stop})
-  ROOT lt = pred[] compare(i, n), direction=LT, type={ct}
-}}
-body {{
-  s = ({it}[], f32[5,3], f32[12,3]) parameter(0)
-  i = {it}[] get-tuple-element(s), index=0
-  x = f32[5,3] get-tuple-element(s), index=1
-  acc = f32[12,3] get-tuple-element(s), index=2
-  z = {it}[] constant(0)
-  two = {it}[] constant(2)
-  j = {it}[] subtract(i, two)
-  d = f32[2,3] dynamic-slice(x, j, z), dynamic_slice_sizes={{2,3}}
-  e = f32[2,3] exponential(d)
-  sl = f32[1,3] slice(x), slice={{[1:2], [0:3]}}
-  c = f32[3,3] concatenate(e, sl), dimensions={{0}}
-  u = f32[12,3] dynamic-update-slice(acc, c, i, z)
-  r = f32[5,3] dynamic-update-slice(x, sl, j, z)
-  one = {it}[] constant(1)
-  k = {it}[] add(i, one)
-  ROOT t = ({it}[], f32[5,3], f32[12,3]) tuple(k, r, u)
-}}
-ENTRY main {{
-  x = f32[5,3] parameter(0)
-  a = f32[12,3] parameter(1)
-  start = {it}[] constant({start})
-  s0 = ({it}[], f32[5,3], f32[12,3]) tuple(start, x, a)
-  w = ({it}[], f32[5,3], f32[12,3]) while(s0), condition=cond, body=body
-  ROOT o = f32[12,3] get-tuple-element(w), index=2
-}}
-"""
+_CLAMPED = _LOOP      # the clamped dynamic-slice loop of test_loop_fastpaths
 
 
 @pytest.mark.parametrize("it,ct,start,stop", [("s32", "SIGNED", -3, 15), ("u32", "UNSIGNED", 0, 14),

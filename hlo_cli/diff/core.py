@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import HloInputError
-from ..io import leaves_with_shapes
+from ..io import leaves_with_shapes, nonfinite_mask
 from .matching import Matching, extend_matching, match_modules
 from .values import ValueStore, _copy_leaves, compare_leaves
 
@@ -463,6 +463,17 @@ def _update(st: PairState, r: dict, count: int, seq: int):
         st.result = r
 
 
+def _note_shared_nonfinite(row: dict, a, b):
+    """A result both modules fill with the same NaN/Inf agrees, and a person hunting a NaN must see
+    it: row["nonfinite"] counts the elements that are NaN (or the same infinity) in both."""
+    ma, mb = nonfinite_mask(a), nonfinite_mask(b)
+    if ma is None or mb is None or a.shape != b.shape or not ma.any():
+        return
+    n = int((ma & mb).sum())
+    if n:
+        row["nonfinite"] = n
+
+
 def _compare_results(module_a, module_b, ra, rb, rtol, atol) -> list:
     sa = module_a.entry_computation.root_instruction.shape
     sb = module_b.entry_computation.root_instruction.shape
@@ -482,6 +493,7 @@ def _compare_results(module_a, module_b, ra, rb, rtol, atol) -> list:
         for x in ("mismatched", "size", "a_value", "b_value", "note"):
             if r.get(x) is not None:
                 row[x] = r[x]
+        _note_shared_nonfinite(row, la[k], lb[k])
         rows.append(row)
     return rows
 
@@ -541,6 +553,7 @@ def _compare_device_results(dva, dvb, ra, rb, rtol, atol) -> list:
             r["status"] = "differ"
         row = {"key": f"out{k}", "status": r["status"], "max_abs_diff": r.get("max_abs_diff"),
                "max_rel_diff": r.get("max_rel_diff"), "where": r.get("where")}
+        _note_shared_nonfinite(row, np.asarray(va), np.asarray(vb))
         for x in ("mismatched", "size", "a_value", "b_value"):
             if r.get(x) is not None:
                 row[x] = r[x]

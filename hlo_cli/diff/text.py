@@ -24,10 +24,15 @@ def format_text(report, max_first: int = 5, max_only: int = 8) -> str:
     agree = [r for r in doc["results"] if r["status"] == "agree"]
     worst = max((r["max_abs_diff"] or 0.0 for r in agree), default=0.0)
     lines.append(f"results: {len(agree)} of {len(doc['results'])} agree" + (f" (max |diff| {_num(worst)})" if agree else ""))
+    nonfinite = [r["key"] for r in doc["results"] if r.get("nonfinite")]
+    if nonfinite:
+        lines.append(f"  note: {', '.join(nonfinite)} {'hold' if len(nonfinite) > 1 else 'holds'} NaN or Inf in both "
+                     f"modules (hlo run --check-finite finds where the first one is made)")
     for r in doc["results"]:
         if r["status"] == "agree":
             if len(doc["results"]) <= 8:
-                lines.append(f"  {r['key']}: agree (max |diff| {_num(r['max_abs_diff'])})")
+                nf = f"; both hold NaN/Inf in {r['nonfinite']} of {r['size']} elements" if r.get("nonfinite") else ""
+                lines.append(f"  {r['key']}: agree (max |diff| {_num(r['max_abs_diff'])}{nf})")
         elif r["status"] == "skipped":
             lines.append(f"  {r['key']}: NOT COMPARED ({r.get('note')})")
         else:

@@ -380,3 +380,17 @@ def test_live_jax_pair(tmp_path):
     r = diff_modules(a, broken, args)
     first = r.to_json()["first_differences"]
     assert first and first[0]["b"] == m.group(2) and first[0]["opcode_b"] == "sine"
+
+
+def test_results_both_modules_fill_with_nan_agree_and_say_so(hlo, tmp_path):
+    """A NaN hunt: the same NaN in both results agrees, and the report says the result holds it."""
+    (tmp_path / "m.hlo").write_text("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  l = f32[4] log(x)\n"
+                                    "  ROOT r = (f32[4], f32[4]) tuple(l, x)\n}\n")
+    np.save(tmp_path / "x.npy", np.array([1, -1, 2, -3], np.float32))
+    res = hlo("diff", "m.hlo", "m.hlo", "--input", "x.npy")
+    assert res.exit_code == 0, res.stderr
+    assert "out0: agree (max |diff| 0; both hold NaN/Inf in 2 of 4 elements)" in res.stdout
+    assert "note: out0 holds NaN or Inf in both modules" in res.stdout
+    res = hlo("diff", "m.hlo", "m.hlo", "--input", "x.npy", "--format", "json")
+    rows = json.loads(res.stdout)["results"]
+    assert rows[0]["nonfinite"] == 2 and "nonfinite" not in rows[1]

@@ -39,6 +39,12 @@ from .common import load_module, no_cache_option, report_errors
               help="Which module of A, when its file holds several.")
 @click.option("--module-b", "module_b_choice", metavar="N|NAME", default=None,
               help="Which module of B, when its file holds several.")
+@click.option("--stage-a", "stage_a", metavar="STAGE", default=None,
+              help="When A is an XLA dump directory: its stage (as `hlo run --stage`: before_optimizations, "
+                   "after_optimizations, a step number, [PIPELINE:]PASS[#K|#last]); --module-a picks the module.")
+@click.option("--stage-b", "stage_b", metavar="STAGE", default=None,
+              help="When B is an XLA dump directory: its stage; --module-b picks the module.  A and B may be "
+                   "the same directory: `hlo diff DIR DIR --stage-a cse --stage-b fusion`.")
 @click.option("--executions", "max_executions", type=click.IntRange(min=1), default=None, metavar="N",
               help="Compare only the first N executions of each instruction (loop bodies): A's values of later "
                    "executions are not kept. Default: all.")
@@ -56,7 +62,7 @@ from .common import load_module, no_cache_option, report_errors
 @no_cache_option
 @report_errors
 def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol, fmt, show, module_a_choice,
-         module_b_choice, max_executions, keep_memory, max_iterations, allow_elided_constants, no_check, no_progress,
+         module_b_choice, stage_a, stage_b, max_executions, keep_memory, max_iterations, allow_elided_constants, no_check, no_progress,
          no_cache):
     """Run modules A and B on the same inputs and compare every value, not only the results.
 
@@ -99,6 +105,9 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
         keep = None                   # the library's default
     if not (rtol >= 0 and atol >= 0):
         raise click.UsageError("--rtol and --atol must not be negative or NaN")
+    from .common import resolve_stage
+    module_a, module_a_choice = resolve_stage(module_a, module_a_choice, stage_a, "--stage-a", "--module-a")
+    module_b, module_b_choice = resolve_stage(module_b, module_b_choice, stage_b, "--stage-b", "--module-b")
     modules = []
     for path, choice, option in ((module_a, module_a_choice, "--module-a"), (module_b, module_b_choice, "--module-b")):
         if path == "-" and module_a == module_b == "-":

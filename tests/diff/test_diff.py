@@ -394,3 +394,16 @@ def test_results_both_modules_fill_with_nan_agree_and_say_so(hlo, tmp_path):
     res = hlo("diff", "m.hlo", "m.hlo", "--input", "x.npy", "--format", "json")
     rows = json.loads(res.stdout)["results"]
     assert rows[0]["nonfinite"] == 2 and "nonfinite" not in rows[1]
+
+
+def test_two_stages_of_a_dump_directory(hlo):
+    """`hlo diff DIR DIR --stage-a X --stage-b Y`: two stages of an XLA pass dump, by name."""
+    d = Path(__file__).resolve().parents[2] / "samples" / "dumps" / "passes"
+    res = hlo("diff", d, d, "--module-a", "jit_step", "--module-b", "jit_step", "--stage-a", "before_optimizations",
+              "--stage-b", "cse", "--random-inputs")
+    assert res.exit_code == 0, res.stderr
+    assert "before_optimizations" in res.stdout and ".after_cse." in res.stdout
+    res = hlo("diff", d, DIFF / "model.hlo", "--random-inputs")
+    assert res.exit_code == 2 and "--module-a NAME --stage-a" in res.stderr and "Traceback" not in res.stderr
+    res = hlo("diff", DIFF / "model.hlo", DIFF / "model.hlo", "--stage-b", "cse", "--random-inputs")
+    assert res.exit_code == 2 and "--stage-b picks a stage of an XLA dump directory" in res.stderr

@@ -120,7 +120,9 @@ def test_child_environment_has_the_devices(monkeypatch):
     assert ref._child_env(8)["XLA_FLAGS"] == "--xla_force_host_platform_device_count=16"
     monkeypatch.setenv("JAX_NUM_CPU_DEVICES", "2")         # (JAX reads it before the flag)
     assert ref._child_env(8)["JAX_NUM_CPU_DEVICES"] == "16"
-    assert str(ROOT) in ref._child_env(1)["PYTHONPATH"].split(os.pathsep)
+    # the child imports the hlo_cli this process runs (the checkout, or site-packages when installed)
+    here = str(Path(ref.__file__).resolve().parent.parent)
+    assert here in ref._child_env(1)["PYTHONPATH"].split(os.pathsep)
 
 
 def test_the_module_before_optimizations_is_pointed_at(tmp_path):

@@ -92,6 +92,9 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
                     fold_constants=not show_constants)
     ovs = []
     for path in overlays:
+        if not path.strip():
+            raise click.UsageError("--overlay needs a path: an `hlo run --dump-dir` directory, or a --profile or "
+                                   "`hlo diff` JSON file")
         ovs.extend(load_overlays(path, module))
     for w in list(g.warnings) + [w for ov in ovs for w in ov.warnings]:
         click.echo(f"warning: {w}", err=True)

@@ -217,3 +217,8 @@ def test_explorer_format_writes_node_data_next_to_the_graph_and_never_overwrites
     assert nd.read_bytes() == before and not out.exists()
     r = CliRunner().invoke(main, ["graph", str(mod), "--overlay", str(d), "-o", str(out), "--force"])
     assert r.exit_code == 0, r.output
+
+
+def test_an_empty_overlay_path_is_a_usage_error():
+    r = CliRunner().invoke(main, ["graph", str(SAMPLES / "jax/reductions.opt.hlo"), "--overlay", ""])
+    assert r.exit_code == 2 and "--overlay needs a path" in r.output and "Traceback" not in r.output

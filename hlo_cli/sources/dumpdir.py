@@ -434,7 +434,7 @@ def read_dump_dir(path) -> DumpDir:
         if not files:
             msg = "the directory is empty"
         else:
-            msg = (f"no XLA module dump here (files named module_NNNN.NAME....txt, as --xla_dump_to=DIR "
+            msg = (f"no XLA module dump here (files named module_NNNN.NAME....txt or .hlo.pb, as --xla_dump_to=DIR "
                    f"writes them); {len(files)} other file{'s' if len(files) != 1 else ''}")
             snaps = [f for f in ignored if f.reason.startswith("an HloSnapshot")]
             unopt = [f for f in snaps if "HloUnoptimizedSnapshot" in f.reason]

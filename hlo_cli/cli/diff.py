@@ -45,6 +45,11 @@ from .common import load_module, no_cache_option, report_errors
 @click.option("--stage-b", "stage_b", metavar="STAGE", default=None,
               help="When B is an XLA dump directory: its stage; --module-b picks the module.  A and B may be "
                    "the same directory: `hlo diff DIR DIR --stage-a cse --stage-b fusion`.")
+@click.option("--output-sharding", metavar="SHARDING", default=None,
+              help="How the per-device results of a module on several devices make the global arrays, when "
+                   "compared with a module whose results are global and neither ROOT says it (a JAX function "
+                   "leaves its output sharding to XLA), e.g. {devices=[4,2]<=[8]}; a tuple sharding for "
+                   "several results.")
 @click.option("--executions", "max_executions", type=click.IntRange(min=1), default=None, metavar="N",
               help="Compare only the first N executions of each instruction (loop bodies): A's values of later "
                    "executions are not kept. Default: all.")
@@ -62,7 +67,7 @@ from .common import load_module, no_cache_option, report_errors
 @no_cache_option
 @report_errors
 def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol, fmt, show, module_a_choice,
-         module_b_choice, stage_a, stage_b, max_executions, keep_memory, max_iterations, allow_elided_constants, no_check, no_progress,
+         module_b_choice, stage_a, stage_b, output_sharding, max_executions, keep_memory, max_iterations, allow_elided_constants, no_check, no_progress,
          no_cache):
     """Run modules A and B on the same inputs and compare every value, not only the results.
 
@@ -122,6 +127,9 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
             _refuse_elided(mod, SourceIndex(text))
         modules.append(mod)
     a, b = modules
+    if output_sharding is not None:               # a bad one is a usage error before anything runs
+        from ..devices.outputs import parse_sharding
+        parse_sharding(output_sharding, b)
     from ..diff import check_parameters
     check_parameters(a, b)
     if not inputs and not inputs_npz and not random_inputs:
@@ -142,7 +150,8 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
             display.phase = text
     try:
         report = diff_modules(a, b, args, rtol, atol, options=options, path_a=module_a, path_b=module_b,
-                              keep_bytes=keep, max_executions=max_executions, on_phase=phase)
+                              keep_bytes=keep, max_executions=max_executions, on_phase=phase,
+                              output_sharding=output_sharding)
     finally:
         if display is not None:
             display.stop()

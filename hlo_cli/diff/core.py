@@ -216,7 +216,7 @@ class DiffReport:
 def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-3, *, options=None,
                  path_a: str | None = None, path_b: str | None = None, keep_bytes: int | None = None,
                  progress=None, anchor_values: bool = True, max_executions: int | None = None,
-                 on_phase=None) -> DiffReport:
+                 on_phase=None, output_sharding: str | None = None) -> DiffReport:
     """Run MODULE_A and MODULE_B on ARGS (one value per entry parameter, by position: global arrays
     for modules on several devices), compare every instruction of B matched to one of A (see
     hlo_cli.diff.matching) and the results, A being the reference: |b - a| <= atol + rtol * |a|.
@@ -281,7 +281,7 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
             mem = {k: max(mem[k], run2.mem[k]) for k in mem}
         mem["second_run"] = bool(again)
     if dva.multi or dvb.multi:
-        results = _compare_device_results(dva, dvb, result_a, result_b, rtol, atol)
+        results = _compare_device_results(dva, dvb, result_a, result_b, rtol, atol, output_sharding)
     else:
         results = _compare_results(module_a, module_b, result_a, result_b, rtol, atol)
     matched_a = {m.a for m in M.pairs.values()} | set(M.canon.values())
@@ -507,23 +507,29 @@ def _device_leaves(dv, result) -> list:
             for leaf in dv.leaves(result)]
 
 
-def _to_global(dv, result, k: int, other=None):
+def _to_global(dv, result, k: int, other=None, output_sharding: str | None = None):
     """Result leaf K of a multi-device run reassembled by the ROOT's sharding, or the OTHER module's
     when this one's has none (after partitioning the ROOT's sharding is often gone; the module before
     partitioning still says it).  HloError if it cannot."""
     from ..devices.outputs import output_arrays, root_sharding
     leaves = dv.leaves(result)
     root_shape = dv.module.entry_computation.root_instruction.shape
-    sh = root_sharding(dv.module)
-    if sh is None and other is not None:
-        sh = root_sharding(other.module)
+    if output_sharding is not None:
+        from ..devices.outputs import parse_sharding
+        sh = parse_sharding(output_sharding, dv.module)
+    else:
+        sh = root_sharding(dv.module)
+        if sh is None and other is not None:
+            sh = root_sharding(other.module)
     if sh is None:
         raise HloInputError(f"{dv.module.name}'s results are one per device, and neither module's ROOT has a "
-                            f"sharding saying how they make the global arrays")
+                            f"sharding saying how they make the global arrays: give it with --output-sharding "
+                            f"(e.g. {{devices=[4,2]<=[8]}}; XLA's choice is on the ROOT of the dump's stages "
+                            f"after sharding propagation)")
     return np.asarray(output_arrays(leaves, root_shape, sh, True, dv.grid.partitions, what="hlo diff")[k])
 
 
-def _compare_device_results(dva, dvb, ra, rb, rtol, atol) -> list:
+def _compare_device_results(dva, dvb, ra, rb, rtol, atol, output_sharding: str | None = None) -> list:
     """The results of runs on devices: per device when both hold one value per device (the largest
     difference's index starts with the device's position), else as global arrays (a module before
     partitioning against one after it: the latter's results reassembled by its ROOT's sharding)."""
@@ -541,8 +547,8 @@ def _compare_device_results(dva, dvb, ra, rb, rtol, atol) -> list:
             if da is not None and db is not None and da == db:
                 note = f"per device: the first index is the position in devices {list(da)}"
             elif da is not None or db is not None:
-                va = _to_global(dva, ra, k, dvb) if da is not None else va
-                vb = _to_global(dvb, rb, k, dva) if db is not None else vb
+                va = _to_global(dva, ra, k, dvb, output_sharding) if da is not None else va
+                vb = _to_global(dvb, rb, k, dva, output_sharding) if db is not None else vb
                 note = "global values (per-device results reassembled by the ROOT's sharding)"
         except HloError as e:
             rows.append({"key": f"out{k}", "status": "skipped", "note": f"cannot compare: {e}",

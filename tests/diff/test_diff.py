@@ -407,3 +407,22 @@ def test_two_stages_of_a_dump_directory(hlo):
     assert res.exit_code == 2 and "--module-a NAME --stage-a" in res.stderr and "Traceback" not in res.stderr
     res = hlo("diff", DIFF / "model.hlo", DIFF / "model.hlo", "--stage-b", "cse", "--random-inputs")
     assert res.exit_code == 2 and "--stage-b picks a stage of an XLA dump directory" in res.stderr
+
+
+def test_output_sharding_when_neither_root_says_how_devices_make_the_results(hlo, tmp_path):
+    """A JAX function leaves its output sharding to XLA: the text before optimization has none on its
+    ROOT and the partitioned one holds per-device results. --output-sharding says how they go
+    together; without it the results are not compared, and the message says what to give."""
+    d = Path(__file__).resolve().parents[2] / "samples" / "dumps" / "sharded"
+    text = (d / "module_0010.jit_f.before_optimizations.txt").read_text()
+    root = ", sharding={{replicated}, {devices=[4,2]<=[8]}}"
+    assert root in text
+    (tmp_path / "a.hlo").write_text(text.replace(root, ""))
+    b = d / "module_0010.jit_f.cpu_after_optimizations.txt"
+    res = hlo("diff", "a.hlo", b, "--random-inputs")
+    assert res.exit_code == 1 and "NOT COMPARED" in res.stdout and "--output-sharding" in res.stdout
+    res = hlo("diff", "a.hlo", b, "--random-inputs", "--output-sharding", "{{replicated}, {devices=[4,2]<=[8]}}")
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert "out1: agree" in res.stdout
+    res = hlo("diff", "a.hlo", b, "--random-inputs", "--output-sharding", "{garbage")
+    assert res.exit_code == 2 and "not an HLO sharding" in res.stderr and "Traceback" not in res.stderr

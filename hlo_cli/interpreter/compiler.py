@@ -979,17 +979,8 @@ def run_compiled(ec, c: Compiled, args):
                 value = run(ec, args)
         else:
             value = run(ec, args)
-    except HloEvalError as e:
-        if not e.diagnostics and run is c.fn:
-            inst = c.step_at(e.__traceback__)
-            if inst is not None:
-                e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
-        raise
-    except _EVAL_ERRORS as e:
-        inst = c.step_at(e.__traceback__) if run is c.fn else None
-        if inst is None:
-            raise
-        raise _located(inst, e) from e
+    except (HloEvalError, *_EVAL_ERRORS) as e:
+        _reraise_at(e, c.step_at(e.__traceback__) if run is c.fn else None)
     finally:
         ec.depth -= 1
     ec.executed += len(c.steps) + len(c.params)
@@ -1045,17 +1036,8 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
             ran_body += 1
             n += 1
             ec.loop_iterations += 1
-    except HloEvalError as e:
-        if not e.diagnostics:
-            inst = c.step_at(e.__traceback__)
-            if inst is not None:
-                e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
-        raise
-    except _EVAL_ERRORS as e:
-        inst = c.step_at(e.__traceback__)
-        if inst is None:
-            raise
-        raise _located(inst, e) from e
+    except (HloEvalError, *_EVAL_ERRORS) as e:
+        _reraise_at(e, c.step_at(e.__traceback__))
     finally:
         ec.depth -= 1
         cond.calls += ran_cond

@@ -856,24 +856,14 @@ ndarray = np.ndarray
 
 def _located(c):
     """c's generated code, its errors located at the instruction that raised (as run_while does)."""
-    from .compiler import _located as located
-    from ..errors import instruction_diagnostic as diag
+    from .compiler import _reraise_at
     fn = c.fn
 
     def run(ec, args):
         try:
             return fn(ec, args)
-        except HloEvalError as e:
-            if not e.diagnostics:
-                inst = c.step_at(e.__traceback__)
-                if inst is not None:
-                    e.diagnostics = [diag(inst, f"{inst.name}: {e}", "R010")]
-            raise
-        except _EVAL_ERRORS as e:
-            inst = c.step_at(e.__traceback__)
-            if inst is None:
-                raise
-            raise located(inst, e) from e
+        except (HloEvalError, *_EVAL_ERRORS) as e:
+            _reraise_at(e, c.step_at(e.__traceback__))
     return run
 
 

@@ -140,8 +140,10 @@ def test_hlo_graph_html_page(browser, screenshot, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     browser.open(out.as_uri())
+    # (the page is parsed incrementally: count once it has loaded and its script has run)
     n_svg = browser.wait_for("(() => { const s = document.querySelector('#view svg');"
-                             " return s && s.querySelectorAll('g.node').length; })()", timeout=60)
+                             " return document.readyState === 'complete' && window.hloGraph && s &&"
+                             " s.querySelectorAll('g.node').length; })()", timeout=60)
     assert n_svg > 20
     matches = browser.eval("window.hloGraph.search('tanh.2')")
     assert matches, "search found nothing"

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from ..ir.attributes import cescape
+from ..ir.attributes import Window, WindowDim, cescape
 from ..ir.shape import COMBINE_DIM, UNBOUNDED, Layout, Shape, SplitConfig, default_layout
 
 INT64_MIN = -(2**63)          # XLA's kUnboundedSize (a `?` dimension)
@@ -357,19 +357,10 @@ def _named_sharding(ns, where: str) -> str:
 
 
 def _window(w) -> str:
-    dims = list(w.dimensions)
-    out = ["size=" + "x".join(str(d.size) for d in dims)]
-    if any(d.stride != 1 for d in dims):
-        out.append("stride=" + "x".join(str(d.stride) for d in dims))
-    if any(d.padding_low or d.padding_high for d in dims):
-        out.append("pad=" + "x".join(f"{d.padding_low}_{d.padding_high}" for d in dims))
-    if any(d.base_dilation != 1 for d in dims):
-        out.append("lhs_dilate=" + "x".join(str(d.base_dilation) for d in dims))
-    if any(d.window_dilation != 1 for d in dims):
-        out.append("rhs_dilate=" + "x".join(str(d.window_dilation) for d in dims))
-    if any(d.window_reversal for d in dims):
-        out.append("rhs_reversal=" + "x".join("1" if d.window_reversal else "0" for d in dims))
-    return "{" + " ".join(out) + "}"
+    """A WindowProto as the text prints it (the IR's Window does the printing)."""
+    return str(Window(tuple(WindowDim(int(d.size), int(d.stride), int(d.padding_low), int(d.padding_high),
+                                      int(d.window_dilation), int(d.base_dilation), bool(d.window_reversal))
+                            for d in w.dimensions)))
 
 
 def _conv_labels(c) -> str:

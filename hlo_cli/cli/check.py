@@ -216,7 +216,7 @@ def _json(results: list[Result], skipped, worst: str) -> dict:
             "warnings": sum(1 for d in r.diags if d.severity == "warning"),
             "instructions": r.instructions,
             "diagnostics": [dict(diagnostic_dict(d), file=d.file or r.file) for d in r.diags]})
-    skipped_out = [{"file": s.path, "line": None, "reason": s.reason} for s in skipped]
+    skipped_out = [{"file": s.path, "line": None, "reason": s.reason, "kind": s.kind} for s in skipped]
     skipped_out += [{"file": r.file, "line": g.line, "reason": f"a saved graph in {g.kind}"}
                     for r in results for g in r.skipped_graphs]
     counts = _counts(results)
@@ -241,6 +241,21 @@ def _format(d: Diagnostic) -> str:
     if not sep:
         return d.format()
     return replace(d, message=head).format() + "\n" + notes
+
+
+_PLURAL = {"report": "reports", "config": "configs", "compiler output": "compiler outputs", "graph": "graphs",
+           "snapshot": "snapshots", "compile input": "compile inputs", "other": "others"}
+
+
+def _kinds(skipped) -> str:
+    """' (24 configs, 9 reports, ...)': the skipped files by kind, when XLA's dump files are among them."""
+    counts: dict = {}
+    for s in skipped:
+        counts[s.kind] = counts.get(s.kind, 0) + 1
+    if set(counts) <= {"other"}:
+        return ""
+    parts = [f"{n} {_PLURAL.get(k, k) if n != 1 else k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    return " (" + ", ".join(parts) + ")"
 
 
 def _summary(results: list[Result], skipped, verbose: bool):
@@ -277,7 +292,7 @@ def _summary(results: list[Result], skipped, verbose: bool):
     graphs = sum(len(r.skipped_graphs) for r in results)
     later = "" if verbose else " (--verbose lists them)"
     if skipped:
-        line += f"; {len(skipped)} other file{'s' if len(skipped) != 1 else ''} skipped{later}"
+        line += f"; {len(skipped)} other file{'s' if len(skipped) != 1 else ''} skipped{_kinds(skipped)}{later}"
     if graphs:
         line += f"; {graphs} saved graph{'s' if graphs != 1 else ''} not in HLO text skipped{later}"
     console.print(Text(line), soft_wrap=True)

@@ -438,7 +438,8 @@ def _print_dump_modules(dd, mods):
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold", no_wrap=True)
     head.add_column()
-    head.add_row("directory", Text(f"{dd.path} (an XLA dump: {len(mods)} modules; {len(dd.ignored)} other files)"))
+    head.add_row("directory", Text(f"{dd.path} (an XLA dump: {len(mods)} modules; {len(dd.ignored)} other files"
+                                   f"{_ignored_kinds(dd)})"))
     con.print(head)
     t = Table(title=f"modules (hlo info {dd.path} --module NAME|NNNN lists a module's stages)", title_justify="left",
               show_edge=False)
@@ -450,8 +451,24 @@ def _print_dump_modules(dd, mods):
                   *((str(len(r["snapshots"])),) if snaps else ()))
     con.print(t)
     if not any(r["pass_stages"] for r in mods):
-        con.print(Text("no dumps between passes: XLA writes them with --xla_dump_hlo_pass_re=.* (hlo bisect needs "
-                       "them)"))
+        named = any(r["stages"] > 2 for r in mods)
+        con.print(Text("no dumps between passes: XLA writes them with --xla_dump_hlo_pass_re=.* ("
+                       + ("hlo bisect runs the stages XLA dumps by name; those make it name a pass)" if named
+                          else "hlo bisect needs them)")))
+
+
+def _ignored_kinds(dd) -> str:
+    """': 33 configs, 24 reports, ...': XLA's other files by kind."""
+    from pathlib import Path
+
+    from ..sources.dumpdir import dump_file_kind
+    counts: dict = {}
+    for f in dd.ignored:
+        kind = (dump_file_kind(Path(f.path).name) or ("other",))[0]
+        counts[kind] = counts.get(kind, 0) + 1
+    if not counts:
+        return ""
+    return ": " + ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def _print_dump_stages(dd, m, rows):

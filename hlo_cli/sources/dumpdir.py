@@ -18,10 +18,17 @@ What XLA writes (xla/service/dump.cc, xla/hlo/pass/hlo_pass_pipeline.cc), one mo
   passes run many times (``algsimp`` in every simplification pipeline);
 - ``module_NNNN.NAME.SSSS.PASS.STEP.txt``: a pass's own dumps between its steps (copy-insertion's
   ``after_adding_copies_to_resolve_interference``...);
-- ``module_NNNN.NAME.[cpu_|gpu_]after_optimizations.txt``: the module XLA compiles;
-- the same stages as ``.hlo.pb`` with ``--xla_dump_hlo_as_proto``; besides them buffer assignments,
-  live ranges, memory reports (``*after_optimizations-*.txt``), LLVM IR (``*.ir-no-opt.ll``,
-  ``*.ir-with-opt.ll``), object files, ``debug_options``, snapshots: not stages.
+- ``module_NNNN.NAME.after_spmd_partitioner.txt``, ``module_NNNN.NAME.before_config_assignment.txt``
+  (XLA GPU): stages dumped by name between the passes, placed in pass order (NAMED_STAGES);
+- ``module_NNNN.NAME.PLATFORM_after_optimizations.txt``: the module XLA compiles; PLATFORM is ``cpu``,
+  ``sm_9.0a_gpu`` (CUDA's compute capability, with its dot), ``gfx942_gpu`` (ROCm), ...;
+- the same stages as ``.hlo.pb`` with ``--xla_dump_hlo_as_proto`` (their header's config comes from
+  ``config.pbtxt``, see config_beside); besides them, not stages (classify: their kind and what they
+  are): buffer assignments, live ranges, memory reports, thunk sequences (reports); ``config.pbtxt``,
+  ``autotune_results.pbtxt``, ``gpu_target_config.pbtxt``, ``debug_options`` (configs); LLVM IR, PTX,
+  Triton IR, MLIR, cuDNN graphs, object files (compiler outputs); graphs; snapshots; fusions and
+  autotuner candidates extracted as modules; PJRT's compile inputs in a ``module_NNNN.NAME/``
+  directory.
 
 NAME is left out when the file name would be longer than 255 characters; characters ``/\\[] `` of a
 name are written as ``_``.
@@ -32,8 +39,9 @@ Choosing a stage (``--stage S``; Module.stage):
 - a step number SSSS as in the file names (``14`` or ``0014``);
 - a pass name ``PASS``: the stage dumped after PASS ran (``after_PASS``; for a pass's own dumps, its
   step name); ``PIPELINE:PASS`` narrows it to one pipeline; ``PASS#K`` takes its K-th occurrence
-  (1-based) and ``PASS#last`` the last.  A plain PASS that occurs several times takes the first and
-  says so (Selection.note);
+  (1-based) and ``PASS#last`` the last.  A plain PASS that occurs several times is an error that lists
+  the stages it matches with what picks each (never a silent choice);
+- a stage XLA dumps by name between the passes: ``after_spmd_partitioner``, ``before_config_assignment``;
 - a file name of the directory (its stage).
 """
 from __future__ import annotations
@@ -46,7 +54,8 @@ from pathlib import Path
 from ..errors import Diagnostic, HloInputError
 
 BEFORE, PASS, DURING, AFTER, FILE = "before_optimizations", "pass", "during_pass", "after_optimizations", "file"
-_KIND_RANK = {BEFORE: 0, PASS: 1, DURING: 1, FILE: 1, AFTER: 2}
+NAMED = "named"                 # a stage XLA dumps by name between the passes (after_spmd_partitioner...)
+_KIND_RANK = {BEFORE: 0, PASS: 1, DURING: 1, FILE: 1, NAMED: 1, AFTER: 2}
 
 _TEXT_EXT = ".txt"
 _PROTO_EXTS = (".hlo.pb", ".pb", ".pbtxt")
@@ -54,9 +63,26 @@ _HEAD = re.compile(r"^(?:(?P<ts>\d+)\.)?module_(?P<id>\d{4,})(?:\.(?P<tail>.+))?
 _STEP = re.compile(r"^(?:(?P<name>.+?)\.)?(?P<num>\d{4,})\.(?P<rest>.+)$")
 _BETWEEN = re.compile(r"^(?P<pipeline>.+?)\.after_(?P<after>.+?)\.before_(?P<before>.+)$")
 _DURING = re.compile(r"^(?P<pass>[^.]+)\.(?P<step>.+)$")
-# after_optimizations behind the backend's word: cpu_, sm_8.0_gpu_ (CUDA), gfx90a_gpu_ (ROCm)
-_AFTER_WORD = r"(?:(?:sm_\d+(?:\.\d+)?_gpu|[A-Za-z0-9]+(?:_gpu)?)_)?after_optimizations"
-_ENDS = re.compile(rf"^(?:(?P<name>.+)\.)?(?P<which>before_optimizations|{_AFTER_WORD})$")
+# after_optimizations behind the platform's word (xla/service/gpu/compile_module_to_llvm_ir.cc GetDumpName,
+# cpu_compiler.cc): cpu_, sm_8.0_gpu_ / sm_9.0a_gpu_ / sm_10.0f_gpu_ (CUDA: the compute capability with its
+# feature letter), gfx942_gpu_ / gfx90a_gpu_ (ROCm: the gfx version), _gpu_ (a GPU without either), and any
+# other backend's word (tpu_...).  The only dot a word may hold is the compute capability's, so a module name
+# is never split there (the name before it is matched lazily).
+_PLATFORM = r"(?:sm_\d+\.\d+[a-z]?_gpu|gfx[0-9a-z]+_gpu|_gpu|[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*?)"
+_AFTER_WORD = rf"(?:{_PLATFORM}_)?after_optimizations"
+_ENDS = re.compile(rf"^(?:(?P<name>.+?)\.)?(?P<which>before_optimizations|{_AFTER_WORD})$")
+# stages XLA dumps by name between before_optimizations and after_optimizations (gpu_compiler.cc:
+# after_spmd_partitioner, before_config_assignment; hlo-opt: before_optimization, after_optimization), in
+# the order a compilation writes them, with the pipeline that runs next (where one is placed among the
+# numbered pass dumps when no dump between passes holds the same text)
+NAMED_STAGES = {"after_spmd_partitioner": ("the module after SPMD partitioning, before XLA's optimization "
+                                           "passes", "optimization"),
+                "before_config_assignment": ("the module before XLA GPU assigns each fusion its kernel "
+                                             "configuration (after fusion, before autotuning's choices)",
+                                             "config-assigner"),
+                "before_optimization": ("the module before hlo-opt's passes", None),
+                "after_optimization": ("the module after hlo-opt's passes", None)}
+_NAMED = re.compile(r"^(?:(?P<name>.+?)\.)?(?P<which>" + "|".join(NAMED_STAGES) + r")$")
 _BEFORE_NAME = re.compile(r"^(?:(?P<name>.+)\.)?before_optimizations$")
 
 
@@ -91,7 +117,7 @@ class Stage:
     @property
     def label(self) -> str:
         """How the stage reads in a listing: `0014 HLO_passes_after_layout_assignment: after fusion`."""
-        if self.kind in (BEFORE, AFTER):
+        if self.kind in (BEFORE, AFTER, NAMED):
             return self.word or self.kind
         if self.kind == PASS:
             what = ("start" if self.pass_name == "pipeline-start" else f"after {self.pass_name}")
@@ -105,6 +131,8 @@ class Stage:
         """What --stage takes to choose this stage (a pass name, with #K when it occurs again)."""
         if self.kind in (BEFORE, AFTER):
             return self.kind
+        if self.kind == NAMED:
+            return self.word
         if self.kind == FILE:
             return self.file_name
         name = self.step if self.kind == DURING else self.pass_name
@@ -119,6 +147,8 @@ class Stage:
             return "the module before optimizations"
         if self.kind == AFTER:
             return "the optimized module (after every pass)"
+        if self.kind == NAMED:
+            return NAMED_STAGES.get(self.word, (f"the module XLA dumped as {self.word}",))[0]
         if self.kind == DURING:
             return f"pass {self.pass_name}, step {self.step}"
         if self.kind == PASS:
@@ -187,6 +217,10 @@ class DumpModule:
             if hits:
                 return Selection(hits[0] if w == BEFORE else hits[-1])
             raise self._error(f"{option} {w}: this module has no {w} dump")
+        if w in NAMED_STAGES or w.startswith(("after_", "before_")):
+            hits = [s for s in stages if s.kind == NAMED and s.word == w]
+            if hits:
+                return Selection(hits[0])
         if w.endswith("_after_optimizations"):
             hits = [s for s in stages if s.kind == AFTER and s.word == w]
             if hits:
@@ -216,12 +250,9 @@ class DumpModule:
         if not hits:
             raise self._error(f"{option} {which}: no stage of this name")
         if occ is None:
-            note = None
-            if len(hits) > 1:
-                note = (f"{option} {which}: {len(hits)} stages match ("
-                        + ", ".join(s.number_text or s.label for s in hits[:8]) + (", ..." if len(hits) > 8 else "")
-                        + f"); took the first ({hits[0].label}); {name}#K or {name}#last picks another")
-            return Selection(hits[0], note)
+            if len(hits) > 1 and len({s.selector for s in hits}) > 1:
+                raise self._ambiguous(option, which, name, hits)
+            return Selection(hits[0])
         if occ == "last":
             return Selection(hits[-1])
         k = int(occ)
@@ -230,18 +261,28 @@ class DumpModule:
         raise self._error(f"{option} {which}: {name} occurs {len(hits)} time{'s' if len(hits) != 1 else ''}")
 
     def _named(self, name: str, pipeline: str | None) -> list[Stage]:
-        out = []
+        """The stages NAME names: after the pass NAME, or a pass's own step NAME (their selectors count
+        these occurrences); only when there is none, a pass's own dumps by the pass's name."""
+        exact, by_pass = [], []
         for s in self.stages:
-            if s.kind == PASS:
-                ok = s.pass_name == name and (pipeline is None or s.pipeline == pipeline)
-            elif s.kind == DURING:
-                ok = (s.step == name and (pipeline is None or s.pass_name == pipeline)) or \
-                     (pipeline is None and s.pass_name == name)
-            else:
-                ok = False
-            if ok:
-                out.append(s)
-        return out
+            if s.kind == PASS and s.pass_name == name and (pipeline is None or s.pipeline == pipeline):
+                exact.append(s)
+            elif s.kind == DURING and s.step == name and (pipeline is None or s.pass_name == pipeline):
+                exact.append(s)
+            elif s.kind == DURING and pipeline is None and s.pass_name == name:
+                by_pass.append(s)
+        return exact or by_pass
+
+    def _ambiguous(self, option: str, which: str, name: str, hits: list[Stage]) -> HloInputError:
+        """--stage NAME that names several stages: the error listing them, each with what picks it."""
+        where = self.directory or "the files given"
+        width = max(len(s.selector) for s in hits)
+        rows = [f"  {s.selector:<{width}}  {s.label}" for s in hits[:40]]
+        if len(hits) > 40:
+            rows.append(f"  ... and {len(hits) - 40} more")
+        msg = (f"{option} {which}: {len(hits)} stages of {self.title} match; choose one ({name}#K the K-th, "
+               f"{name}#last the last, PIPELINE:{name} one pipeline's):\n" + "\n".join(rows))
+        return HloInputError(f"{where}: {msg}", [Diagnostic(msg, where, code="E084")])
 
     def _error(self, message: str) -> HloInputError:
         where = self.directory or "the files given"
@@ -328,6 +369,75 @@ class _Parsed:
     word: str | None = None
 
 
+# What XLA writes besides a module's stages (xla/service/dump.cc, gpu_compiler.cc, gpu_executable.cc,
+# nvptx_compiler.cc, llvm_util.cc, the Triton and cuDNN emitters, priority_fusion.cc, the autotuner), by the
+# end of the file name after module_NNNN.NAME.: (pattern, kind, what it is).  Kinds are counted in one line
+# by `hlo check DIR`; MODULE_TEXT files hold HLO modules that are not stages of the pass pipeline.
+REPORT, CONFIG, COMPILED, GRAPH, SNAPSHOT, MODULE_TEXT, OTHER = ("report", "config", "compiler output", "graph",
+                                                                 "snapshot", "module", "other")
+COMPILE_INPUT = "compile input"
+_OTHER_FILES: list[tuple[re.Pattern, str, str]] = [(re.compile(f"(?:{p})$"), k, w) for p, k, w in [
+    (r"-buffer-assignment(-values)?\.txt", REPORT, "XLA's buffer assignment of the optimized module"),
+    (r"-live-range\.txt", REPORT, "XLA's live ranges of the optimized module's buffers"),
+    (r"-memory-usage-report\.(txt|pb|pb\.gz)", REPORT, "XLA's memory usage report"),
+    (r"(^|\.)thunk_sequence(_after_thunk_passes)?\.txt", REPORT, "XLA GPU's thunk sequence (the kernels it launches)"),
+    (r"(^|\.)thunk_metadata\.(txt|pb)", REPORT, "XLA GPU's thunk metadata"),
+    (r"(^|\.)priority_fusion_dump\.(txt|pb)", REPORT, "XLA GPU's fusion decisions (priority fusion)"),
+    (r"(^|\.)buffer_debug_log\.(txt|pb)", REPORT, "XLA GPU's buffer checksums"),
+    (r"(^|\.)fdo_profile", REPORT, "the module's feedback-directed-optimization profile"),
+    (r"(^|\.)config\.pbtxt", CONFIG, "the module's configuration (HloModuleConfigProto: replica_count, "
+                                     "num_partitions, entry layout...; read beside the module's .hlo.pb)"),
+    (r"(^|\.)autotune_results\.pbtxt", CONFIG, "XLA GPU's autotuning results"),
+    (r"(^|\.)gpu_target_config\.pbtxt", CONFIG, "XLA GPU's target description (the GPU it compiled for)"),
+    (r"(^|\.)debug_options", CONFIG, "the XLA flags that differ from their defaults"),
+    (r"(^|\.)metadata\.textproto", CONFIG, "the module's compilation metadata"),
+    (r"\.ll", COMPILED, "LLVM IR"),
+    (r"(^|\.)(\d+\.)?ptx", COMPILED, "PTX (NVIDIA GPU assembly)"),
+    (r"\.(cubin|hsaco|spv|o|s|asm|sass)|(^|\.)spv", COMPILED, "compiled device or host code"),
+    (r"\.ttir\.txt|\.ttgir\.txt|\.llir\.txt", COMPILED, "Triton IR of a fusion"),
+    (r"\.mlir|\.mlir-passes\.log", COMPILED, "MLIR of XLA's emitters"),
+    (r"(^|\.)cudnn_fusion_.*\.json", COMPILED, "a cuDNN graph of a fusion"),
+    (r"\.(dot|html|url|svg|pbtxt\.dot)", GRAPH, "a rendered graph of the module"),
+    (r"(^|\.)(\d+\.)?autotuner_\d+\..*\.(before|after)\.txt", MODULE_TEXT,
+     "an instruction the autotuner extracted, before or after its configuration (an HLO module)"),
+    (r"(^|\.)triton_fusion_numerics_verifier_failed_\d+\.hlo", MODULE_TEXT,
+     "a fusion whose Triton numerics check failed (an HLO module)"),
+    (r"\.hlo", MODULE_TEXT, "a fusion the Triton emitter extracted (an HLO module)"),
+]]
+
+
+def classify(fname: str) -> tuple[str, str] | None:
+    """(kind, what it is) of a file XLA writes beside the stages, from its name (module_NNNN.NAME.SUFFIX);
+    None for a name that is not one of them."""
+    head = _HEAD.match(fname)
+    tail = (head.group("tail") or "") if head else fname
+    for pat, kind, what in _OTHER_FILES:
+        if pat.search(tail):
+            return kind, what
+    return None
+
+
+_COMPILE_INPUTS = re.compile(r"module\.mlir|(compile_options|topology)\.(pb|txt|pbtxt|textproto)")
+
+
+def dump_file_kind(fname: str, parent: str | None = None) -> tuple[str, str] | None:
+    """(kind, what it is) of a file named as an XLA dump (module_NNNN....) that is not a stage of a
+    module's passes: one of classify's kinds, or SNAPSHOT; ("module", ...) for the module texts that are
+    not stages; None for a stage, or a name that is not an XLA dump's.  PARENT, the name of the
+    directory holding the file: PJRT writes a module's compile inputs into module_NNNN.NAME/
+    (xla/pjrt/dump/dump.cc)."""
+    if parent is not None and _HEAD.match(parent) and _COMPILE_INPUTS.fullmatch(fname):
+        return COMPILE_INPUT, "PJRT's compile inputs of a module (its StableHLO, compile options, device topology)"
+    if _HEAD.match(fname) is None:
+        return None
+    parsed, reason = _parse_name(fname, {})
+    if parsed is not None:
+        return None
+    if reason.startswith("an HloSnapshot"):
+        return SNAPSHOT, reason
+    return classify(fname)
+
+
 def _parse_name(fname: str, known_names: dict) -> tuple[_Parsed | None, str | None]:
     """What a dump file's name says: (_Parsed, None) for a stage, (None, reason) otherwise."""
     head = _HEAD.match(fname)
@@ -335,24 +445,32 @@ def _parse_name(fname: str, known_names: dict) -> tuple[_Parsed | None, str | No
         return None, "not named like an XLA dump (module_NNNN....)"
     key = (head.group("ts"), head.group("id"))
     tail = head.group("tail") or ""
+    if ".hlo_snapshot." in f".{tail}" or re.search(r"(^|\.)snapshot\.[^.]*\.pb$", tail):
+        return None, "an HloSnapshot (hlo run SNAPSHOT.pb replays it)"
+    if ".hlo_unoptimized_snapshot." in f".{tail}":   # --xla_dump_hlo_unoptimized_snapshots (.pb, or .txt as text)
+        return None, "an HloSnapshot before optimizations, an HloUnoptimizedSnapshot (hlo run FILE runs it on its arguments)"
+    other = classify(fname)
+    if other is not None:
+        return None, other[1]
     split = _split_ext(tail)
     if split is None:
         return None, "not a module dump (LLVM IR, object file, debug options, ...)"
     stem, ext = split
-    if ext != _TEXT_EXT and ".snapshot." in f".{stem}.":
-        return None, "an HloSnapshot (hlo run SNAPSHOT.pb replays it)"
-    if stem.endswith(".hlo_unoptimized_snapshot"):   # --xla_dump_hlo_unoptimized_snapshots (.pb, or .txt as text)
-        return None, "an HloSnapshot before optimizations, an HloUnoptimizedSnapshot (hlo run FILE runs it on its arguments)"
     name = known_names.get(key)
     if name and stem.startswith(name + "."):
         word = stem[len(name) + 1:]
         if word == BEFORE or re.fullmatch(_AFTER_WORD, word):
             return _Parsed(key, BEFORE if word == BEFORE else AFTER, name, word=word), None
+        if word in NAMED_STAGES:
+            return _Parsed(key, NAMED, name, word=word), None
     m = _ENDS.match(stem)
     if m:
         which = m.group("which")
         kind = BEFORE if which == BEFORE else AFTER
         return _Parsed(key, kind, m.group("name"), word=which), None
+    m = _NAMED.match(stem)
+    if m:
+        return _Parsed(key, NAMED, m.group("name"), word=m.group("which")), None
     rest = None
     if name and stem.startswith(name + "."):
         m2 = re.match(r"(\d{4,})\.(.+)$", stem[len(name) + 1:])
@@ -370,6 +488,35 @@ def _parse_name(fname: str, known_names: dict) -> tuple[_Parsed | None, str | No
     if _DURING.match(what):
         return _Parsed(key, DURING, name, num, what), None
     return None, "not a stage of the pass pipeline"
+
+
+def config_beside(path) -> str | None:
+    """The config.pbtxt XLA dumped for the module of the dump file PATH (module_NNNN.NAME.config.pbtxt,
+    or module_NNNN.config.pbtxt when the name was left out, in the same directory; without the
+    timestamp the stages may carry), or None."""
+    p = Path(path)
+    head = _HEAD.match(p.name)
+    if head is None or p.name.endswith("config.pbtxt"):
+        return None
+    mid = head.group("id")
+    tail = head.group("tail") or ""
+    try:
+        names = [e.name for e in os.scandir(p.parent) if e.name.endswith(".config.pbtxt") and e.is_file()]
+    except OSError:
+        return None
+    best = None
+    for n in sorted(names):
+        h = _HEAD.match(n)
+        if h is None or h.group("id") != mid:
+            continue
+        name = (h.group("tail") or "")[:-len(".config.pbtxt")] if h.group("tail") != "config.pbtxt" else ""
+        if name and not tail.startswith(name + "."):
+            continue
+        if h.group("ts") not in (None, head.group("ts")):
+            continue
+        if best is None or len(n) > len(best):
+            best = n
+    return str(p.parent / best) if best else None
 
 
 def text_key(path: str) -> str:
@@ -465,14 +612,77 @@ def _module(key, items, directory: str, snapshots: tuple = ()) -> DumpModule:
                 parsed.word or "")
         by_stage.setdefault(skey, (parsed, []))[1].append(path)
         if parsed.name:
-            names.append(parsed.name)
-    name = max(set(names), key=names.count) if names else None
-    raw = []
+            names.append((parsed.kind != BEFORE, parsed.name))
+    raw, named = [], []
     for skey in sorted(by_stage):
         parsed, paths = by_stage[skey]
         paths.sort(key=lambda f: (not f.endswith(_TEXT_EXT), f))
-        raw.append((parsed, tuple(paths)))
-    return DumpModule(mid, name, _number(raw), ts, directory, snapshots)
+        (named if parsed.kind == NAMED else raw).append((parsed, tuple(paths)))
+    for item in sorted(named, key=lambda it: _named_rank(it[0].word)):
+        raw.insert(_named_position(item, raw), item)
+    return DumpModule(mid, _module_name(names), _number(raw), ts, directory, snapshots)
+
+
+def _module_name(names: list) -> str | None:
+    """The module's name: the before_optimizations dump's (nothing follows the name there), else the
+    name most of its files give, the shortest on a tie; never dependent on set order."""
+    if not names:
+        return None
+    counts: dict = {}
+    for not_before, n in names:
+        counts[n] = counts.get(n, 0) + (1 if not_before else len(names) + 1)
+    return min(counts, key=lambda n: (-counts[n], len(n), n))
+
+
+def _named_rank(word: str) -> int:
+    order = list(NAMED_STAGES)
+    return order.index(word) if word in order else len(order)
+
+
+def _named_position(item, raw) -> int:
+    """Where a stage XLA dumps by name (after_spmd_partitioner...) goes among RAW (before_optimizations,
+    the numbered pass dumps, after_optimizations): without pass dumps, after the earlier named ones;
+    among pass dumps, before the last of the first run of pass dumps holding the same text (XLA dumps
+    each pipeline at its start, so that is the start of the pipeline that ran next); else before the
+    first dump of the pipeline XLA runs next; else after the last pass dump."""
+    parsed, paths = item
+    numbered = [k for k, (p, _) in enumerate(raw) if p.kind in (PASS, DURING)]
+    after_before = 1 if raw and raw[0][0].kind == BEFORE else 0
+    if not numbered:
+        k = after_before
+        while k < len(raw) and raw[k][0].kind == NAMED:
+            k += 1
+        return k
+    run = _same_text_run(paths[0], [(k, raw[k][1][0]) for k in numbered])
+    if run:
+        return run[-1]
+    nxt = NAMED_STAGES.get(parsed.word, (None, None))[1]
+    if nxt is not None:
+        for k in numbered:
+            if raw[k][0].kind == PASS and raw[k][0].rest.split(".after_", 1)[0] == nxt:
+                return k
+    return numbered[-1] + 1
+
+
+def _same_text_run(path: str, candidates: list) -> list:
+    """The positions of the first run of consecutive CANDIDATES ((position, file)) whose file holds the
+    same bytes as PATH (files of another size are not read)."""
+    try:
+        size = os.path.getsize(path)
+        want = None
+        run: list = []
+        for k, f in candidates:
+            same = False
+            if os.path.getsize(f) == size:
+                want = want or text_key(path)
+                same = text_key(f) == want
+            if same:
+                run.append(k)
+            elif run:
+                break
+        return run
+    except OSError:
+        return []
 
 
 def _number(raw) -> tuple[Stage, ...]:

@@ -200,6 +200,7 @@ def _binary_stdin():
 class SkippedFile:
     path: str
     reason: str
+    kind: str = "other"          # for XLA's dump files: sources.dumpdir's kinds (report, config, ...)
 
 
 def holds_module_text(path: Path) -> bool:
@@ -228,7 +229,11 @@ def expand(paths) -> tuple[list[str], list[SkippedFile]]:
     """Files as given; a directory stands for the files under it (recursively, sorted, hidden ones
     left out) that hold HLO module text: *.hlo and *.hlotxt files, and *.txt files with a line
     starting with `HloModule` (so a dump directory's buffer assignments, live ranges, memory reports
-    and other text are not taken for modules).  Returns (files, the directories' other files)."""
+    and other text are not taken for modules).  Files named as XLA dumps (module_NNNN.NAME....) are
+    known by their names (sources.dumpdir.classify): XLA's reports, configs (config.pbtxt,
+    autotune_results.pbtxt, gpu_target_config.pbtxt...), compiler outputs and snapshots are skipped
+    with their kind.  Returns (files, the directories' other files)."""
+    from .dumpdir import dump_file_kind
     out: list[str] = []
     skipped: list[SkippedFile] = []
     for p in paths:
@@ -240,6 +245,10 @@ def expand(paths) -> tuple[list[str], list[SkippedFile]]:
         for f in sorted(root.rglob("*")):
             rel = f.relative_to(root).parts
             if any(part.startswith(".") for part in rel) or not f.is_file():
+                continue
+            known = dump_file_kind(f.name, f.parent.name)
+            if known is not None and known[0] != "module":
+                skipped.append(SkippedFile(str(f), known[1], known[0]))
                 continue
             if f.name.endswith(PROTO_DIR_SUFFIXES):
                 found.append(str(f))

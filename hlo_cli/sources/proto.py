@@ -267,7 +267,7 @@ def _decode_text(data: bytes, name: str, msgs):
 
 # ----------------------------------------------------------------------------- modules
 
-def _module_source(module, name: str):
+def _module_source(module, name: str, config=None):
     from ..ir.opcodes import OPCODES
     from .files import FileModules, ModuleSource
     from .split import SINGLE, Region
@@ -278,7 +278,7 @@ def _module_source(module, name: str):
                 raise _error(name, f"computation {c.name}, instruction {i.name}: opcode '{i.opcode}' is not one "
                                    "hlo knows (written by a newer XLA?)", "E086")
     try:
-        text = module_text(module)
+        text = module_text(module, config=config)
     except ProtoError as e:
         raise _error(name, str(e), "E087") from None
     except RecursionError:
@@ -287,10 +287,11 @@ def _module_source(module, name: str):
     return FileModules(name, text, SINGLE, (src,), ())
 
 
-def proto_modules(data: bytes, name: str, text: bool | None = None):
+def proto_modules(data: bytes, name: str, text: bool | None = None, config=None):
     """FileModules for a proto file's bytes: one module, or, for protobuf text split like an XLA
     lit test (modules between lines `// -----`, `//` comment lines; XLA's hlo-translate tests), one
-    per part.  Raises HloInputError."""
+    per part.  CONFIG: the module's HloModuleConfigProto (module_config), for its header.  Raises
+    HloInputError."""
     size = len(data)
     if text is None:
         text = _looks_like_text_proto(data)
@@ -300,7 +301,7 @@ def proto_modules(data: bytes, name: str, text: bool | None = None):
             return replace(_lit_modules(parts, name), file_size=size)
         data = parts[0].encode("utf-8")
     kind, msg = decode(data, name, text)
-    return replace(_module_source(_module_of(kind, msg), name), file_size=size)
+    return replace(_module_source(_module_of(kind, msg), name, config), file_size=size)
 
 
 _LIT_SEP = re.compile(r"^//[ \t]*-----[ \t]*\r?$", re.M)
@@ -338,10 +339,38 @@ def _lit_modules(parts: list[str], name: str):
 
 
 def read_proto_modules(path: str):
-    """FileModules for an HloModuleProto / HloProto / HloSnapshot file.  Raises HloInputError."""
+    """FileModules for an HloModuleProto / HloProto / HloSnapshot file.  A stage of an XLA dump
+    directory (module_NNNN.NAME.STAGE.hlo.pb) takes its header's config (replica_count,
+    num_partitions, the entry layout...) from the module's config.pbtxt beside it when XLA wrote one
+    (--xla_dump_full_hlo_config; the module proto holds no config).  Raises HloInputError."""
     data, name = read_bytes(path)
     text = True if Path(path).suffix.lower() in TEXT_PROTO_SUFFIXES else None
-    return proto_modules(data, name, text)
+    config = None
+    if path != "-":
+        from .dumpdir import config_beside
+        beside = config_beside(path)
+        if beside is not None:
+            config = read_module_config(beside)
+    return proto_modules(data, name, text, config)
+
+
+def read_module_config(path: str):
+    """The HloModuleConfigProto of an XLA dump's config.pbtxt (protobuf text; binary also read): the
+    fields HLO text prints in a module's header (proto_schema's subset; the others, such as the debug
+    options, are skipped).  Raises HloInputError (E084) for a file that does not read as one."""
+    data, name = read_bytes(path)
+    msgs = _messages(name)
+    msg = msgs["HloModuleConfigProto"]()
+    try:
+        if _looks_like_text_proto(data):
+            from google.protobuf import text_format
+            text_format.Parse(data.decode("utf-8"), msg, allow_unknown_field=True)
+        else:
+            msg.ParseFromString(data)
+    except Exception as e:       # noqa: BLE001 -- protobuf's parse errors, bad UTF-8, nesting
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise _error(name, f"not a module config (HloModuleConfigProto) in protobuf's format: {why}") from None
+    return msg
 
 
 def read_snapshot(path: str) -> Snapshot:

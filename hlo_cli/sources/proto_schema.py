@@ -4,7 +4,8 @@ The descriptors are built in code from the table below (no .proto file of XLA's,
 ``_pb2`` module).  The field numbers and types are facts of XLA's wire format, read from XLA's
 ``xla/service/hlo.proto`` and ``xla/xla_data.proto``: HloModuleProto, HloProto (a module and its
 buffer assignment), HloSnapshot (a module, the arguments of one execution and its result),
-HloUnoptimizedSnapshot, and what they hold.
+HloUnoptimizedSnapshot, and what they hold; of HloModuleConfigProto (``xla/xla.proto``, the
+``config.pbtxt`` XLA dumps beside a module) the fields HLO text prints in a module's header.
 
 A few fields are newer than those XLA sources (a fork's snapshot); their numbers come from the
 descriptor of xla_data.proto that the XLA inside jaxlib 0.10.2 embeds (libjax_common.so):
@@ -115,6 +116,13 @@ message ProgramShapeProto
   1 parameters *ShapeProto
   2 result ShapeProto
   3 parameter_names *string
+message HloModuleConfigProto
+  1 entry_computation_layout ProgramShapeProto
+  4 replica_count int64
+  5 num_partitions int64
+  17 alias_passthrough_params bool
+  27 allow_spmd_sharding_propagation_to_output *bool
+  33 allow_spmd_sharding_propagation_to_parameters *bool
 message OpMetadata.ProfileInfo
   1 profile_type *OpMetadataProfileType
   2 relative_speedup double

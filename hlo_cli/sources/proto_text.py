@@ -520,6 +520,7 @@ class _Renderer:
     def __init__(self, module, limits=None):
         self.m = module
         self.limits = limits
+        self.config = None            # an HloModuleConfigProto for the header (module_text)
         self.comp_names: dict[int, str] = {}
         for c in module.computations:
             self.comp_names[c.id] = c.name
@@ -568,12 +569,28 @@ class _Renderer:
         donors = [f"({e.parameter_number}, {_ints(e.parameter_shape_index)})" for e in m.buffer_donor.entries]
         if donors:
             head += ", buffer_donor={ " + ", ".join(donors) + " }"
-        if m.HasField("host_program_shape"):
-            ps = m.host_program_shape
+        cfg = self.config
+        if cfg is not None and cfg.alias_passthrough_params:
+            head += ", alias_passthrough_params=true"
+        ps = m.host_program_shape if m.HasField("host_program_shape") else None
+        if cfg is not None and cfg.HasField("entry_computation_layout") and (
+                ps is None or _same_program(ps, cfg.entry_computation_layout)):
+            ps = cfg.entry_computation_layout        # the config's layouts: what XLA's text prints
+        if ps is not None:
             head += (", entry_computation_layout={(" +
                      ", ".join(str(shape_of(p, "entry layout: ")) for p in ps.parameters) + ")->" +
                      str(shape_of(ps.result, "entry layout: ")) + "}")
-        if m.HasField("device_assignment"):
+        if cfg is not None:
+            # XLA's HloModule::PrintConfig
+            for flag in ("allow_spmd_sharding_propagation_to_parameters", "allow_spmd_sharding_propagation_to_output"):
+                vals = list(getattr(cfg, flag))
+                if len(vals) > 1 or (vals and vals[-1]):
+                    head += f", {flag}={{" + ",".join("true" if v else "false" for v in vals) + "}"
+            if cfg.replica_count not in (0, 1):
+                head += f", replica_count={cfg.replica_count}"
+            if cfg.num_partitions not in (0, 1):
+                head += f", num_partitions={cfg.num_partitions}"
+        elif m.HasField("device_assignment"):
             # the module's config is not in the proto, but a compiled module's device assignment
             # says how many replicas and partitions it runs on (XLA's own text dump prints them)
             da = m.device_assignment
@@ -1092,6 +1109,19 @@ def _original_value(ov, shape_proto) -> str:
     return walk(shape_proto, ())
 
 
-def module_text(module, limits=None) -> str:
-    """HLO text for an HloModuleProto message.  Raises ProtoError."""
-    return _Renderer(module, limits).text()
+def module_text(module, limits=None, config=None) -> str:
+    """HLO text for an HloModuleProto message; CONFIG, an HloModuleConfigProto (the config.pbtxt XLA
+    dumps beside the module), gives the header what the module proto lacks: replica_count,
+    num_partitions, the entry layout, the sharding-propagation flags.  Raises ProtoError."""
+    r = _Renderer(module, limits)
+    r.config = config
+    return r.text()
+
+
+def _same_program(a, b) -> bool:
+    """Two ProgramShapeProtos for the same parameters and result (element types and dimensions;
+    layouts aside)."""
+    def key(sp):
+        return (sp.element_type, tuple(sp.dimensions), tuple(key(t) for t in sp.tuple_shapes))
+    return len(a.parameters) == len(b.parameters) and all(key(x) == key(y) for x, y in zip(a.parameters, b.parameters)) \
+        and key(a.result) == key(b.result)

@@ -69,12 +69,16 @@ def test_run_a_stage(run, tmp_path):
 
 
 def test_a_pass_that_ran_several_times(run):
+    """A pass name that names several stages is never a silent choice: the matches are listed."""
     r = run("fmt", PASSES, "--module", "jit_step", "--stage", "algsimp")
-    assert r.exit_code == 0
-    assert "note: --stage algsimp: 5 stages match" in r.stderr
-    assert r.stdout.startswith("HloModule jit_step")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "--stage algsimp: 5 stages of module_0008 jit_step match; choose one" in r.stderr
+    assert "algsimp#1  0008 simplification: after algsimp" in r.stderr
+    assert "algsimp#5  0022 simplification: after algsimp" in r.stderr
+    assert "Traceback" not in r.output
     r2 = run("fmt", PASSES, "--module", "jit_step", "--stage", "algsimp#1")
-    assert r2.stdout == r.stdout and "note" not in r2.stderr
+    assert r2.exit_code == 0 and r2.stdout.startswith("HloModule jit_step") and "note" not in r2.stderr
+    r = r2
     r3 = run("fmt", PASSES, "--module", "jit_step", "--stage", "simplification:algsimp#last")
     assert r3.exit_code == 0 and r3.stdout != r.stdout
 

@@ -2,7 +2,7 @@
 __version__ = "0.1.0"
 
 from .errors import (HloError, HloEvalError, HloInputError, HloMemoryLimitError,  # noqa: E402
-                     HloReferenceError, HloResourceError, HloShapeError, HloSyntaxError)
+                     HloReferenceError, HloResourceError, HloShapeError, HloSyntaxError, HloUnsupportedError)
 
 
 def parse(text: str, filename: str = "<string>"):
@@ -33,4 +33,4 @@ def run(module_or_text, *args, hook=None, **options):
 
 __all__ = ["run", "__version__", "parse", "parse_file", "parse_modules", "HloError", "HloSyntaxError",
            "HloShapeError", "HloEvalError", "HloInputError", "HloResourceError", "HloMemoryLimitError",
-           "HloReferenceError"]
+           "HloReferenceError", "HloUnsupportedError"]

@@ -13,7 +13,10 @@ they keep differing, and runs as few snapshots as that needs:
   are neighbours: ceil(log2(distinct texts)) runs more at most;
 - a snapshot that cannot be run (a checker error, an operation the interpreter lacks, several
   devices) is skipped, as `git bisect skip` does, and the nearest other one in the range is tried;
-  when only skipped snapshots are left between the two, the verdict names the range.
+  when only skipped snapshots are left between the two, the verdict names the range (undecided);
+- a bisection that compared nothing (hlo cannot run the first snapshot) or whose runnable snapshots
+  all agree while others could not be run reaches no verdict either (undecided, `unrun` says which):
+  never "agree" for snapshots that were not compared.
 
 ``exhaustive=True`` runs every distinct text instead and reports every snapshot that contradicts
 the assumption (agrees again after the first that differs).  Known results contradicting it (a
@@ -32,7 +35,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .errors import HloError, HloEvalError, HloInputError
+from .errors import HloError, HloEvalError, HloInputError, HloUnsupportedError
 from .sources.dumpdir import DumpModule, Stage, text_key
 
 REFERENCE, AGREES, DIFFERS, FAILED = "reference", "agrees", "differs", "cannot run"
@@ -48,6 +51,7 @@ class Outcome:
     comparison: dict | None = None  # hlo_cli.compare.compare's document against the reference
     error: str | None = None        # why it could not be run
     seconds: float = 0.0
+    unsupported: bool = False       # it could not be run because hlo cannot run some of its instructions
 
     def summary(self) -> str:
         """One line: the verdict and, for a difference, where it is largest."""
@@ -77,6 +81,8 @@ class Outcome:
             d["same_text_as"] = self.same_as
         if self.error is not None:
             d["error"] = self.error
+        if self.unsupported:
+            d["unsupported"] = True
         if self.comparison is not None:
             d["comparison"] = self.comparison["rows"]
         if self.ran:
@@ -100,6 +106,10 @@ class BisectReport:
     contradictions: list = field(default_factory=list)   # Outcomes that break the monotonic assumption
     diff: object = None                      # the diff of last_good and first_bad (hlo_cli.diff), if made
     diff_note: str | None = None             # why there is no diff
+    unrun: tuple = ()                        # Outcomes of stages that could not be run while the others
+                                             # agree: they leave the verdict open
+    no_reference: Outcome | None = None      # the first stage could not be run (hlo cannot run it)
+    hint: str | None = None                  # what to do about stages hlo cannot run
 
     @property
     def stages(self) -> tuple:
@@ -116,11 +126,13 @@ class BisectReport:
 
     @property
     def status(self) -> str:
-        """"agree": no snapshot differs; "differs": first_bad names the pass; "undecided": the
-        results changed between two snapshots with only unrunnable ones between them."""
+        """"agree": every snapshot was compared and none differs; "differs": first_bad names the pass;
+        "undecided": no verdict: the results changed between two snapshots with only unrunnable ones
+        between them, or snapshots that could not be run leave it open (`unrun`: the others agree;
+        `no_reference`: the first could not be run, so nothing was compared)."""
         if self.first_bad is not None:
             return "differs"
-        if self.undecided:
+        if self.undecided or self.unrun or self.no_reference is not None:
             return "undecided"
         return "agree"
 
@@ -150,6 +162,15 @@ class BisectReport:
             doc["undecided"] = {"last_agreeing": lo.to_dict(), "first_differing": hi.to_dict(),
                                 "skipped": [s.to_dict() for s in self.stages if lo.index < s.index < hi.index
                                             and s.index in self.outcomes and self.outcomes[s.index].status == FAILED]}
+        if self.unrun or self.no_reference is not None:
+            agreeing = [k for k, o in self.outcomes.items() if o.status in (AGREES, REFERENCE)]
+            doc["open"] = {"reason": ("the first stage could not be run: nothing was compared"
+                                      if self.no_reference is not None else
+                                      "the stages that could be run agree with the first; these could not be run"),
+                           "agreeing": sorted(set(agreeing)),
+                           "could_not_run": [o.to_dict() for o in ((self.no_reference,) if self.no_reference
+                                                                   else self.unrun)],
+                           "hint": self.hint}
         if self.diff_note:
             doc["diff_note"] = self.diff_note
         return doc
@@ -168,6 +189,7 @@ class _Runner:
         self.shardings = None             # the reference stage's (see reference_shardings)
         self.stages = tuple(stages)       # every stage, in pass order (for _shardings_for)
         self._global_shardings: dict = {}  # path -> shardings of a stage before partitioning, or None
+        self.hints: list = []              # what to do, from the stages hlo could not run
 
     def _shardings_for(self, stage: Stage):
         """The reference's shardings, their holes (JAX leaves the ROOT's to XLA: Shardy writes it in a
@@ -209,6 +231,10 @@ class _Runner:
                                   max_iterations=self.max_iterations, shardings=lambda: self._shardings_for(stage))
         except HloInputError:
             raise
+        except HloUnsupportedError as e:
+            self.hints.append(e.hint)
+            return Outcome(stage, FAILED, True, error=_unsupported_line(e), seconds=time.perf_counter() - t0,
+                           unsupported=True)
         except HloError as e:
             return Outcome(stage, FAILED, True, error=_first_line(e), seconds=time.perf_counter() - t0)
         except RecursionError:
@@ -226,6 +252,16 @@ class _Runner:
 
 class SnapshotRejected(HloEvalError):
     """A snapshot that is not run: the checker's errors, elided constants, several devices."""
+
+
+def _unsupported_line(e: HloUnsupportedError) -> str:
+    """'hlo cannot run it: '__cudnn$convForward' (3 calls, first at FILE:81:3), ...'."""
+    uses = getattr(e, "uses", ())
+    if not uses:
+        return "hlo cannot run it: " + _first_line(e)
+    parts = [f"'{u.target}' ({u.count} call{'s' if u.count != 1 else ''}, first at line {u.first.loc.line})"
+             for u in uses]
+    return "hlo cannot run it: " + ", ".join(parts)
 
 
 def _first_line(e: HloError) -> str:
@@ -269,6 +305,8 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
             if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
                 raise SnapshotRejected(f"{inst.name}: this constant's values were elided in the dump ({{...}}); "
                                    "re-dump with --xla_dump_large_constants")
+    from .support import check_runnable
+    check_runnable(module, "this stage")       # every target it cannot run, named at once
     from .devices import grid_of, needs_devices
     try:
         grid = grid_of(module)
@@ -391,6 +429,10 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
         return o
 
     ref = result(0)
+    if ref.status == FAILED and ref.unsupported:
+        report.no_reference = ref              # nothing can be compared: no verdict
+        report.hint = _hint(runner)
+        return report
     if ref.status == FAILED:
         raise HloEvalError(f"{stages[0].path}: the first snapshot ({stages[0].label}) cannot be run, so there "
                            f"is no reference to compare with: {ref.error}")
@@ -431,6 +473,10 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
                 else:
                     hi = v
             _verdict(report, versions, lo, hi)
+    if report.first_bad is None and not report.undecided:
+        # the stages that could be run agree: those that could not leave the verdict open
+        report.unrun = tuple(o for o in report.log if o.status == FAILED)
+        report.hint = _hint(runner) if report.unrun else None
     if report.first_bad is not None:
         bad, ok = report.first_bad.index, report.last_good.index
         report.contradictions = [o for o in report.log if o.status != FAILED and
@@ -438,6 +484,11 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
     if diff and report.first_bad is not None:
         _diff(report, args, rtol, atol, use_cache, seed, max_iterations)
     return report
+
+
+def _hint(runner) -> str | None:
+    hints = [h for h in runner.hints if h]
+    return hints[0] if hints else None
 
 
 def _pick(lo: int, hi: int, versions, outcomes, stages) -> int | None:

@@ -17,6 +17,10 @@ class ExitCode:
                          # (--max-memory, by default what the machine has; --max-memory none skips)
     REFERENCE_FAILED = 6  # the reference could not run (--reference xla: JAX missing, XLA refused or
                           # crashed on the module, too few devices); hlo's own results are still reported
+    UNSUPPORTED = 7      # hlo cannot run this module: an instruction it has no implementation of (a
+                         # custom-call target such as a GPU library call); not a fault of the module.
+                         # hlo diff: nothing differed up to where a module stopped
+    UNDECIDED = 8        # hlo bisect reached no verdict: stages that could not be run leave it open
 
 
 @dataclass
@@ -82,6 +86,33 @@ class HloShapeError(HloError):
 
 class HloEvalError(HloError):
     """Evaluation failed."""
+
+
+class HloUnsupportedError(HloEvalError):
+    """hlo cannot run the module: it has instructions hlo has no implementation of (custom-call
+    targets the registry does not run: a GPU library call, an unknown kernel).  Not a fault of the
+    module (exit code 7).  `uses` holds what cannot run (hlo_cli.support.CustomCallUse: the
+    target, every instruction calling it, what it is), `hint` what to do instead; format() gives
+    the headline, one located line per target, and the hint."""
+    exit_code = ExitCode.UNSUPPORTED
+
+    def __init__(self, message: str, diagnostics: list[Diagnostic] | None = None, *, uses=(),
+                 hint: str | None = None):
+        super().__init__(message, diagnostics)
+        self.uses = tuple(uses)
+        self.hint = hint
+
+    def format(self) -> str:
+        if not self.uses:
+            text = super().format()
+            return text + (f"\n{self.hint}" if self.hint else "")
+        head, *rest = str(self).split("\n")
+        where = self.diagnostics[0].file if self.diagnostics else "<string>"
+        lines = [f"{where}: error: {head}"]
+        lines += [f"  {d.location}: {d.message}" for d in self.diagnostics]
+        if self.hint:
+            lines.append(self.hint)
+        return "\n".join(lines)
 
 
 class HloInputError(HloError):

@@ -154,11 +154,12 @@ def test_check_dump_directory_skips_other_files(run, tmp_path):
     rows = _rows(r.stdout)
     assert sorted(Path(k).name for k in rows) == ["module_0002.jit__lambda.before_optimizations.txt",
                                                   "module_0002.jit__lambda.cpu_after_optimizations.txt"]
-    assert "2 files: 2 ok, 0 with errors; 5 other files skipped (--verbose lists them)" in r.stdout
+    assert ("2 files: 2 ok, 0 with errors; 5 other files skipped (4 reports, 1 config) (--verbose lists them)"
+            in r.stdout)
     r = run("check", "--verbose", DUMP)
     assert r.exit_code == 0
-    assert re.search(r"live-range\.txt: skipped: not HLO module text", r.stderr)
-    assert re.search(r"debug_options: skipped: not a text dump", r.stderr)
+    assert re.search(r"live-range\.txt: skipped: XLA's live ranges", r.stderr)
+    assert re.search(r"debug_options: skipped: the XLA flags that differ from their defaults", r.stderr)
     r = run("check", "--format", "json", DUMP)
     doc = json.loads(r.stdout)
     assert len(doc["files"]) == 2 and doc["summary"]["skipped"] == 5 and len(doc["skipped"]) == 5

@@ -71,8 +71,15 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, se
     the global inputs cut by the first snapshot's parameter shardings, and their results are put
     together by its ROOT sharding before the comparison.
 
-    Exit codes: 0 every snapshot that could be run agrees with the first; 1 a pass changed the
-    results (or the first snapshot cannot be run); 2 usage error or unreadable input.
+    No verdict is ever "agree" for snapshots that were not compared: when the first snapshot cannot be
+    run by hlo (an instruction it has no implementation of, such as a GPU library call), or the
+    snapshots that could be run agree while others could not be run, or the results changed between
+    two snapshots with only unrunnable ones between them, the verdict is undecided (exit 8) and says
+    which snapshots could not be run and what to do.
+
+    Exit codes: 0 every snapshot agrees with the first; 1 a pass changed the results (or the first
+    snapshot is rejected by the checker); 2 usage error or unreadable input; 8 undecided (snapshots
+    that could not be run leave the verdict open).
     """
     from ..errors import HloError
     try:
@@ -165,7 +172,7 @@ def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, s
     report = run_bisect(module, args, rtol=rtol, atol=atol, exhaustive=exhaustive, use_cache=not no_cache,
                         check=not no_check, seed=seed, max_iterations=max_iterations, on_run=on_run,
                         diff=not no_diff)
-    code = ExitCode.OK if report.status == "agree" else ExitCode.FAILURE
+    code = {"agree": ExitCode.OK, "differs": ExitCode.FAILURE, "undecided": ExitCode.UNDECIDED}[report.status]
     if fmt == "json":
         doc = dict(report.to_dict(), exit_code=int(code), inputs=inputs_doc,
                    bisection_bound=bisection_bound(report.distinct))
@@ -242,10 +249,28 @@ def _print(report, dd, inputs_doc, bound):
             + (f"; a bisection needs at most {bound}" if not report.exhaustive else "; --all: every distinct text")
             + ")")
     skipped = report.skipped
-    if report.status == "agree" and skipped:
-        out.append(f"every stage that could be run agrees with the first; {len(skipped)} could not be run "
-                   "(listed below)" + ("" if report.exhaustive else "; a bisection assumes a change is not undone "
-                                         "by a later pass (--all runs every distinct text)"))
+    if report.no_reference is not None:
+        o = report.no_reference
+        out.append(f"no verdict: the first stage, #{o.stage.index} {o.stage.label}, cannot be run, so nothing was "
+                   f"compared: {o.error}")
+        if report.hint:
+            out.append(report.hint)
+        out.append(tail)
+    elif report.status == "undecided" and report.unrun:
+        good = sorted(k for k, o in report.outcomes.items() if o.status in ("agrees", "reference"))
+        n = len(report.unrun)
+        out.append(f"no verdict: the stages that could be run agree with the first (#{', #'.join(map(str, good))}), "
+                   f"but {n} stage{'s' if n != 1 else ''} could not be run, and a pass among them may have changed "
+                   "the results:")
+        for o in report.unrun[:8]:
+            out.append(f"  #{o.stage.index} {o.stage.label}: {o.error}")
+        if n > 8:
+            out.append(f"  ... and {n - 8} more (--format json lists them)")
+        if report.hint:
+            out.append(report.hint)
+        last = max(good)
+        out.append(f"(--to {report.stages[last].selector} bisects the stages up to the last one that ran)"
+                   if any(o.stage.index > last for o in report.unrun) else "")
         out.append(tail)
     elif report.status == "agree":
         if report.exhaustive:
@@ -271,7 +296,7 @@ def _print(report, dd, inputs_doc, bound):
         out.append(f"  before: {g.path}  (#{g.index} {g.label})")
         out.append(f"  after:  {b.path}")
         out.append(tail)
-    if skipped and report.status != "undecided":
+    if skipped and report.status != "undecided" and not report.unrun:
         for o in skipped[:8]:
             out.append(f"  skipped #{o.stage.index} {o.stage.label}: {o.error}")
         if len(skipped) > 8:

@@ -85,8 +85,38 @@ def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
                               code="C199")]
         r.status = INTERNAL
         return r
+    if warnings:
+        r.diags += _unrunnable_warnings(module, src)
     r.status = ERRORS if any(d.severity == "error" for d in r.diags) else OK
     return r
+
+
+UNRUNNABLE = "W300"       # a custom-call target hlo cannot run: `hlo run` refuses the module (exit 7)
+
+
+def _unrunnable_warnings(module, src) -> list[Diagnostic]:
+    """A warning per distinct custom-call target hlo cannot run (asked of the custom-call registry),
+    at its first call, with the number of calls: the module is valid, but `hlo run` will refuse it."""
+    try:
+        from ..support import describe_use, unrunnable
+        bad = unrunnable(module)
+    except Exception as e:  # noqa: BLE001 -- a bug of ours must not hide the checker's findings
+        import os
+        if os.environ.get("HLO_DEBUG"):
+            raise
+        return [Diagnostic(f"internal error while asking which custom calls run: {type(e).__name__}: {e}",
+                           src.file, severity="warning", code="C199")]
+    out = []
+    from ..checker.positions import SourceIndex
+    index = SourceIndex(src.text)
+    for u in bad:
+        i = u.first
+        more = f" ({u.count} calls)" if u.count > 1 else ""
+        out.append(Diagnostic(f"%{i.name}: {describe_use(u)}{more}, which hlo cannot run: `hlo run` refuses this "
+                              f"module (exit 7; `hlo info` lists its custom calls)", i.loc.file, i.loc.line,
+                              i.loc.column, "warning", UNRUNNABLE, i.name,
+                              index.line_text(i.loc.line) if i.loc.line else None))
+    return out
 
 
 def _worst(statuses) -> str:
@@ -136,7 +166,12 @@ def check(files, layout_sensitive, fmt, no_warnings, verbose, replicas, partitio
     In an XLA dump directory, --module NAME checks every stage of one module and --stage one stage
     (`hlo info DIR` lists them).
 
-    Exit codes: 0 no errors; 1 a module has errors; 2 usage error or unreadable input.
+    A custom call hlo cannot run (its target is not in hlo's custom-call registry: a GPU library call,
+    an unknown kernel) is a warning (W300), one per target at its first call: the module is valid,
+    but `hlo run` will refuse it (exit 7).
+
+    Exit codes: 0 no errors (warnings included); 1 a module has errors; 2 usage error or unreadable
+    input.
     """
     from ..sources import expand
     files, file_module = _dump_stages(files, module_choice, stage)

@@ -93,9 +93,14 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
     results as global arrays (reassembled by the ROOT's sharding of either module); values held
     differently (global in A, per device in B) are reported as not comparable.
 
+    A module with an instruction hlo cannot run (a custom-call target it has no implementation of)
+    runs up to it: every value before it is compared, and the report says where each module stopped.
+
     Exit codes: 0 the results agree (intermediate values may differ: see the report); 1 the results
-    differ or cannot all be compared, or a module fails its check or its run; 2 usage error or
-    unreadable input (also modules whose parameters differ); 3 a bug in hlo; 4 out of memory.
+    differ or cannot all be compared, a value differs before a run stopped, or a module fails its
+    check or its run; 2 usage error or unreadable input (also modules whose parameters differ); 3 a
+    bug in hlo; 4 out of memory; 7 a module stopped at an instruction hlo cannot run and no value
+    compared up to there differs (the results were not compared).
     """
     from ..diff import diff_modules, format_text
     from ..interpreter import RunOptions
@@ -159,6 +164,8 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
         click.echo(json.dumps(report.to_json(), indent=1))
     else:
         click.echo(format_text(report, max_first=show))
+    if report.verdict == "incomplete":
+        sys.exit(ExitCode.UNSUPPORTED)      # hlo stopped at an instruction it cannot run; nothing differed
     if not report.results_agree:
         sys.exit(ExitCode.FAILURE)
 

@@ -55,10 +55,23 @@ def summarize(module, path: str, size: int) -> dict:
         "opcodes": dict(counts.most_common()),
         "sources": [{"file": f, "instructions": per_file.get(f, 0)} for f in sources],
     }
+    out["custom_calls"] = custom_call_summary(module)
     devices = device_summary(module)
     if devices is not None:
         out["devices"] = devices
     out.update(memory_summary(module, devices))
+    return out
+
+
+def custom_call_summary(module) -> list[dict]:
+    """The module's custom-call targets (in order of first call): how many calls, whether hlo runs
+    it (asked of the custom-call registry), what it is, where it is first called."""
+    from ..support import custom_calls
+    out = []
+    for u in custom_calls(module):
+        i = u.first
+        out.append({"target": u.target, "count": u.count, "runnable": u.runnable, "what": u.what,
+                    "first": f"{i.loc.file}:{i.loc.line}:{i.loc.column}", "instruction": i.name})
     return out
 
 
@@ -262,6 +275,20 @@ def _print_summary(s: dict):
     for name, n in s["opcodes"].items():
         ops.add_row(Text(name), str(n))
     con.print(ops)
+    if s.get("custom_calls"):
+        cc = Table(title="custom calls", title_justify="left", show_edge=False)
+        for col in ("target", "calls", "runs", "what", "first call"):
+            cc.add_column(col, justify="right" if col == "calls" else "left")
+        for e in s["custom_calls"]:
+            cc.add_row(Text(e["target"] or "(empty)"), str(e["count"]),
+                       Text("yes" if e["runnable"] else "no", style="green" if e["runnable"] else "red"),
+                       Text(e["what"] or ("" if e["runnable"] else "not a target hlo knows")),
+                       Text(f"%{e['instruction']} line {e['first'].rsplit(':', 2)[-2]}"))
+        con.print(cc)
+        bad = sum(1 for e in s["custom_calls"] if not e["runnable"])
+        if bad:
+            con.print(Text(f"hlo cannot run {bad} of these targets: `hlo run` refuses the "
+                           f"module (exit 7) and says what to do instead"))
     if "devices" in s:
         _print_devices(con, s["devices"])
     if s["sources"]:

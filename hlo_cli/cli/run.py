@@ -12,7 +12,9 @@ non-finite value under --check-finite); 2 usage error or unreadable input (also 
 that cannot be written); 3 a bug in hlo; 4 out of memory (--random-inputs too big, or an
 instruction's value); 5 the run's estimated memory is above --max-memory (refused before any input
 data is read); 6 the reference run could not be made (--reference xla: JAX missing, XLA refused or
-crashed on the module, too few devices: hlo's own results are still reported).
+crashed on the module, too few devices: hlo's own results are still reported); 7 hlo cannot run the
+module (a custom-call target it has no implementation of: every one is named with its location
+before anything runs; the module is not wrong).
 """
 from __future__ import annotations
 
@@ -273,7 +275,9 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
     Exit codes: 0 success; 1 the module failed (check error, runtime error, --expect mismatch,
     non-finite value under --check-finite); 2 usage error or unreadable input; 3 a bug in hlo;
     4 out of memory; 5 the estimated memory is above --max-memory; 6 --reference xla could not run
-    (JAX missing, XLA refused or crashed on the module).
+    (JAX missing, XLA refused or crashed on the module); 7 hlo cannot run the module: it calls
+    custom-call targets hlo has no implementation of (a GPU library call...), all named with their
+    locations before anything runs, with what to do instead (the module is not wrong).
     """
     state = {"module": None, "module_file": module_file}
     try:
@@ -329,6 +333,11 @@ def _error_document(state, e: BaseException) -> dict:
     diags = getattr(e, "diagnostics", None) or [Diagnostic(message, state["module_file"], code="E000")]
     doc = {"module": state["module"], "status": "error", "exit_code": code, "message": message,
            "diagnostics": [diagnostic_dict(d) for d in diags]}
+    uses = getattr(e, "uses", None)
+    if uses:                                         # hlo cannot run it (exit code 7)
+        doc["status"] = "unsupported"
+        doc["unsupported"] = [u.to_dict() for u in uses]
+        doc["hint"] = e.hint
     if isinstance(e, HloResourceError):
         doc["memory"] = {k: getattr(e, k) for k in ("instruction", "requested_bytes", "result_bytes")
                          if getattr(e, k, None) is not None}
@@ -378,6 +387,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     phase("checking " + module.name)
     if not no_check:
         _check_before_running(module, text, (devices or {}).get("replicas"), (devices or {}).get("partitions"))
+    from ..support import check_runnable
+    check_runnable(module)             # every instruction hlo cannot run, named at once (exit 7)
     timings["check_s"] = clock() - t0
     if allow_elided_constants is None:
         _refuse_elided(module, src)

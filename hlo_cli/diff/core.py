@@ -82,9 +82,17 @@ class DiffReport:
     path_a: str | None = None
     path_b: str | None = None
     store: dict = field(default_factory=dict)
+    stopped: dict = field(default_factory=dict)   # "a"/"b" -> where that module's run stopped (an
+                                                   # instruction hlo cannot run): see _stop_point
 
     @property
     def verdict(self) -> str:
+        """"agree", "differ", or "incomplete": a module stopped at an instruction hlo cannot run and no
+        value compared up to there differed (the results were not compared)."""
+        if self.stopped:
+            if any(s.status == "differ" for s in self.states.values()):
+                return "differ"
+            return "incomplete"
         return "agree" if self.results_agree else "differ"
 
     @property
@@ -203,6 +211,7 @@ class DiffReport:
         pairs = self.pairs
         first = self.first_differences
         doc = {"verdict": self.verdict, "results_agree": self.results_agree, "a": self.path_a, "b": self.path_b,
+               "stopped": {side: dict(v) for side, v in self.stopped.items()},
                "module_a": self.matching.a.module.name, "module_b": self.matching.b.module.name,
                "rtol": self.rtol, "atol": self.atol, "summary": self.summary(), "results": self.results,
                "first_differences": [dict(self.entry(s), chain=self.chain(s)) for s in first[:100]],
@@ -259,6 +268,8 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
                  max_executions, phase)
     result_a, result_b = run1.run()
     executed_a, executed_b, mem = run1.executed_a, run1.executed_b, run1.mem
+    if run1.stopped:
+        fp = None                     # a second run would stop at the same instruction
     if fp is not None:
         anchors = fp.anchors(A, B)
         new = extend_matching(M, anchors)
@@ -280,7 +291,9 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
             run2.run()
             mem = {k: max(mem[k], run2.mem[k]) for k in mem}
         mem["second_run"] = bool(again)
-    if dva.multi or dvb.multi:
+    if run1.stopped:
+        results = _not_compared(module_a, module_b, run1.stopped)
+    elif dva.multi or dvb.multi:
         results = _compare_device_results(dva, dvb, result_a, result_b, rtol, atol, output_sharding)
     else:
         results = _compare_results(module_a, module_b, result_a, result_b, rtol, atol)
@@ -290,7 +303,28 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
     only_b = [n for n in B.execution_order() if n in executed_b and not B.is_alias(n)
               and B.inst[n].opcode != "tuple" and n not in M.pairs]
     return DiffReport(M, rtol, atol, states, results, all(r["status"] == "agree" for r in results), only_a, only_b,
-                      path_a, path_b, mem)
+                      path_a, path_b, mem, dict(run1.stopped))
+
+
+def _stop_point(e, executed: int) -> dict:
+    """Where a run stopped at an instruction hlo cannot run (HloUnsupportedError E): the instruction,
+    its location, why, and how many instructions had run before it."""
+    d = e.diagnostics[0] if e.diagnostics else None
+    why = str(e).split("\n")[0]
+    if d is not None and d.instruction and why.startswith(f"{d.instruction}: "):
+        why = why[len(d.instruction) + 2:]
+    why = why.split("; hlo runs: ", 1)[0]            # the list of what hlo runs is for `hlo run`
+    return {"instruction": d.instruction if d is not None else None,
+            "location": d.location if d is not None and d.line else None,
+            "reason": why, "hint": getattr(e, "hint", None), "instructions_run": executed}
+
+
+def _not_compared(module_a, module_b, stopped: dict) -> list:
+    """Result rows of modules whose runs stopped: not compared."""
+    who = " and ".join(f"{side.upper()} stopped at %{v['instruction']}" for side, v in sorted(stopped.items()))
+    n = max(len(list(m.entry_computation.root_instruction.shape.leaves())) for m in (module_a, module_b))
+    return [{"key": f"out{k}", "status": "skipped", "note": f"not compared: {who}", "max_abs_diff": None,
+             "max_rel_diff": None, "where": None} for k in range(n)]
 
 
 def _fingerprintable(inst) -> bool:
@@ -377,6 +411,7 @@ class _Pass:
         self.executed_b: set = set()
         self.seq = 0
         self.mem = {}
+        self.stopped: dict = {}       # "a"/"b" -> _stop_point: the run stopped at an instruction hlo cannot run
 
     def hook_a(self, ev):
         node = (ev.computation.name, ev.instruction.name)
@@ -413,7 +448,10 @@ class _Pass:
             leaves_a = self.store.peek((m.a, ev.count, None))     # the same on every device
         if leaves_a is None:
             tags = self.held.get((m.a, ev.count))
-            if tags:
+            if not tags and "a" in self.stopped and m.a not in self.executed_a:
+                r = {"status": "skipped", "note": f"A stopped before {m.a[1]} (at %{self.stopped['a']['instruction']}, "
+                                                  f"which hlo cannot run)"}
+            elif tags:
                 r = {"status": "skipped", "note": f"A's value is {_held(next(iter(tags)))}, B's {_held(devs_b)}"}
             else:
                 r = {"status": "skipped", "note": f"A did not run {m.a[1]} (execution {ev.count})"}
@@ -429,11 +467,21 @@ class _Pass:
         return run_module(module, list(self.args), self.options, hook, self.progress)
 
     def run(self):
+        """(A's result, B's result); a run that stops at an instruction hlo cannot run gives None and
+        says where in self.stopped: every value before it has been kept or compared."""
+        from ..errors import HloUnsupportedError
+        ra = rb = None
         try:
             self.phase("running A, keeping the values B's instructions are compared with")
-            ra = self._run(self.dva, self.module_a, self.hook_a)
+            try:
+                ra = self._run(self.dva, self.module_a, self.hook_a)
+            except HloUnsupportedError as e:
+                self.stopped["a"] = _stop_point(e, len(self.executed_a))
             self.phase("running B, comparing its values with A's")
-            rb = self._run(self.dvb, self.module_b, self.hook_b)
+            try:
+                rb = self._run(self.dvb, self.module_b, self.hook_b)
+            except HloUnsupportedError as e:
+                self.stopped["b"] = _stop_point(e, len(self.executed_b))
         finally:
             self.mem = {"kept_peak_bytes": self.store.peak_bytes, "spilled_bytes": self.store.spilled_bytes}
             self.store.close()

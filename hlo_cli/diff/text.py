@@ -21,6 +21,15 @@ def format_text(report, max_first: int = 5, max_only: int = 8) -> str:
     lines = [f"A: {doc['a'] or doc['module_a']}  (module {doc['module_a']})",
              f"B: {doc['b'] or doc['module_b']}  (module {doc['module_b']})",
              f"tolerance: |b - a| <= {report.atol:g} + {report.rtol:g} * |a|", ""]
+    for side, st in sorted(doc["stopped"].items()):
+        where = f"{st['location']}: " if st.get("location") else ""
+        lines.append(f"{side.upper()} STOPPED after {st['instructions_run']} instructions, at {where}"
+                     f"%{st['instruction']}: {st['reason']}")
+        if st.get("hint"):
+            lines.append(f"  {st['hint']}")
+    if doc["stopped"]:
+        lines.append("  every value up to there is compared below; the results are not")
+        lines.append("")
     agree = [r for r in doc["results"] if r["status"] == "agree"]
     worst = max((r["max_abs_diff"] or 0.0 for r in agree), default=0.0)
     lines.append(f"results: {len(agree)} of {len(doc['results'])} agree" + (f" (max |diff| {_num(worst)})" if agree else ""))
@@ -95,7 +104,13 @@ def format_text(report, max_first: int = 5, max_only: int = 8) -> str:
     limited = [p for p in report.states.values() if p.compared < p.executions and p.how != "value"]
     if limited:
         lines.append(f"({len(limited)} instructions ran more often than the executions compared, --executions)")
-    if report.results_agree:
+    if report.verdict == "incomplete":
+        who = " and ".join(side.upper() for side in sorted(doc["stopped"]))
+        lines.append(f"verdict: incomplete: no value compared differs, up to where {who} stopped at an instruction "
+                     f"hlo cannot run")
+    elif doc["stopped"]:
+        lines.append("verdict: values differ before the run stopped (see above)")
+    elif report.results_agree:
         tail = "" if not s["differing"] else f" ({s['differing']} intermediate values differ)"
         lines.append(f"verdict: the results agree{tail}")
     elif all(r["status"] != "differ" for r in doc["results"]):

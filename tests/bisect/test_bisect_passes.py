@@ -176,13 +176,17 @@ def test_stages_that_cannot_run_are_skipped(tmp_path):
 
 
 def test_every_runnable_stage_agrees(run, tmp_path):
+    """The stages that ran agree, but one could not be run: no verdict (exit 8), never "agree"."""
     files = _files(tmp_path, [0, 0, 0], {2: BAD_SHAPE})
     r = run("bisect", *files, "--random-inputs")
-    assert r.exit_code == 0, r.output
-    assert "every stage that could be run agrees with the first; 1 could not be run" in r.stdout
-    assert "skipped #2 s002.hlo: the checker rejects it" in r.stdout
+    assert r.exit_code == 8, r.output
+    assert ("no verdict: the stages that could be run agree with the first (#0, #1), but 1 stage could not "
+            "be run") in r.stdout
+    assert "#2 s002.hlo: the checker rejects it" in r.stdout
+    assert "(--to s001.hlo bisects the stages up to the last one that ran)" in r.stdout
     doc = json.loads(run("bisect", *files, "--random-inputs", "--format", "json").stdout)
-    assert doc["status"] == "agree" and [s["index"] for s in doc["skipped"]] == [2]
+    assert doc["status"] == "undecided" and doc["exit_code"] == 8 and [s["index"] for s in doc["skipped"]] == [2]
+    assert doc["open"]["agreeing"] == [0, 1] and [s["index"] for s in doc["open"]["could_not_run"]] == [2]
 
 
 def test_skipped_stage_then_a_neighbour(tmp_path):

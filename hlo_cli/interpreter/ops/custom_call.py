@@ -7,7 +7,10 @@ A handler is `fn(inst, args, ec) -> value` like an evaluation rule; register one
     @target("Sharding")                          # exact names
     @target(pattern=r"lapack_[sdcz]potrf_ffi")   # or a family
 
-An unknown target is an HloEvalError that says what the target is (custom_call_known.py).
+An unknown target is an HloUnsupportedError (exit code 7: hlo cannot run it, the module is not wrong)
+that says what the target is (custom_call_known.py).  A handler may declare `fn.refuses = check`,
+`check(inst) -> reason | None`, for configurations it does not implement: `refusal(inst)` asks both,
+and `hlo run` / `check` / `info` ask it before anything runs (hlo_cli/support.py).
 
 Targets covered:
 
@@ -119,13 +122,28 @@ def eval_custom_call(inst, args, ec):
     name = inst.attrs.get("custom_call_target", "")
     fn = lookup(name)
     if fn is None:
-        from .custom_call_known import unsupported_message
-        raise HloEvalError(unsupported_message(name, supported_summary()))
+        from ...errors import HloUnsupportedError
+        from .custom_call_known import advice, describe, unsupported_message
+        raise HloUnsupportedError(unsupported_message(name, supported_summary()), hint=advice([(name, describe(name))]))
     if LC.parse_target(name) is None:
         return fn(inst, args, ec)
     c = LC.contract(inst, args, backend_attrs(inst))
     LC.check(inst, args, c)
     return LC.from_kernel(inst, fn(inst, LC.to_kernel(inst, args, c), ec), c)
+
+
+def refusal(inst) -> str | None:
+    """Why the custom call INST cannot run here, None when it can: its target is registered (exact
+    name or family pattern) and its handler, when it declares a check `handler.refuses(inst) -> str |
+    None` (a configuration it does not implement), does not refuse it.  What `hlo run` scans with
+    before running (hlo_cli/support.py); never a hard-coded list of targets."""
+    name = inst.attrs.get("custom_call_target", "") or ""
+    fn = lookup(name)
+    if fn is None:
+        from .custom_call_known import unsupported_message
+        return unsupported_message(name, "see `hlo info MODULE`")
+    check = getattr(fn, "refuses", None)
+    return check(inst) if check is not None else None
 
 
 def supported_summary() -> str:

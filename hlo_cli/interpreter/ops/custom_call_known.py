@@ -66,3 +66,29 @@ def unsupported_message(name: str, supported: str) -> str:
     what = describe(name)
     kind = f" is {what}, which hlo cannot run" if what else " is not one hlo knows"
     return f"custom-call target '{name}'{kind}; hlo runs: {supported}"
+
+
+def advice(targets) -> str:
+    """What to do about custom-call targets hlo cannot run, by their kind: TARGETS are (name, what it
+    is or None) pairs."""
+    whats = [(t, w or "") for t, w in targets]
+    tips = []
+    gpu = [t for t, w in whats if "GPU" in w or t.startswith(("__cublas", "__cudnn", "__gpu", "__triton", "__cub"))]
+    jaxlib_gpu = [t for t, w in whats if "from jaxlib" in w and ("GPU" in w or "ROCm" in w or "CUDA" in w)]
+    if gpu and len(jaxlib_gpu) < len(gpu):
+        tips.append("XLA GPU calls these libraries only after its optimizations: run the module's text before "
+                    "them (an --xla_dump_to directory's before_optimizations stage: `--stage before_optimizations`; "
+                    "from JAX, jax.jit(f).lower(...).as_text()), and compare with XLA itself there with "
+                    "`--reference xla`")
+    if jaxlib_gpu:
+        tips.append("jaxlib put its GPU kernels into the program when JAX lowered it for a GPU: lower it for the "
+                    "CPU (JAX_PLATFORMS=cpu) and jaxlib calls its LAPACK kernels, which hlo runs")
+    if any("callback" in w for _, w in whats):
+        tips.append("a Python callback's function is not in the module: no tool can run it from the text")
+    if any(not w for _, w in whats):
+        tips.append("a target hlo does not know needs an implementation in hlo's custom-call registry "
+                    "(hlo_cli/interpreter/ops/custom_call.py)")
+    if not tips:
+        tips.append("run the module's text before XLA's optimizations, or compare with XLA itself "
+                    "(`--reference xla`)")
+    return "what to do: " + "; ".join(tips)

@@ -17,10 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from run_harness import hlo  # noqa: F401  (the fixture: the CLI, never a traceback)
 
-from hlo_cli.cli import main
-from hlo_cli.sources.dumpdir import (AFTER, BEFORE, NAMED, PASS, classify, config_beside, dump_file_kind,
+from hlo_cli.sources.dumpdir import (AFTER, BEFORE, NAMED, classify, config_beside, dump_file_kind,
                                      read_dump_dir)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,19 +37,6 @@ ENTRY main {{
   ROOT r = f32[2]{{0}} add(x, c)
 }}
 """
-
-
-@pytest.fixture()
-def run(monkeypatch, tmp_path):
-    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path / "cache"))
-
-    def _run(*args):
-        r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-        for stream in (r.stdout, r.stderr):
-            assert "Traceback" not in stream, stream
-            assert "internal error" not in stream, stream
-        return r
-    return _run
 
 
 def _write(d: Path, name: str, module="jit_f", value=2):
@@ -223,66 +209,66 @@ def test_the_shared_pass_dump():
 
 # ----------------------------------------------------------------------------- config.pbtxt
 
-def _header(run, path) -> str:
-    r = run("fmt", path)
+def _header(hlo, path) -> str:
+    r = hlo("fmt", path)
     assert r.exit_code == 0, r.output
     return r.stdout.splitlines()[0]
 
 
-def test_a_proto_stage_takes_its_header_from_config_pbtxt(run):
+def test_a_proto_stage_takes_its_header_from_config_pbtxt(hlo):
     """The module proto holds no config; XLA's text prints it (entry layout, sharding-propagation flags):
     with config.pbtxt beside it, the .hlo.pb reads with the same header as the .txt."""
     base = DIR / f"module_87993.{MLP}.before_optimizations"
     assert config_beside(f"{base}.hlo.pb") == str(DIR / f"module_87993.{MLP}.config.pbtxt")
-    text = _header(run, f"{base}.txt")
+    text = _header(hlo, f"{base}.txt")
     assert "allow_spmd_sharding_propagation_to_parameters={true" in text
-    assert _header(run, f"{base}.hlo.pb") == text
+    assert _header(hlo, f"{base}.hlo.pb") == text
 
 
-def test_config_gives_replicas_and_partitions(run, tmp_path):
+def test_config_gives_replicas_and_partitions(hlo, tmp_path):
     src = DIR / f"module_87993.{MLP}.before_optimizations.hlo.pb"
     shutil.copy(src, tmp_path / src.name)
-    alone = _header(run, tmp_path / src.name)
+    alone = _header(hlo, tmp_path / src.name)
     assert "replica_count" not in alone and "allow_spmd" not in alone
     cfg = (DIR / f"module_87993.{MLP}.config.pbtxt").read_text()
     cfg = cfg.replace("replica_count: 1", "replica_count: 2").replace("num_partitions: 1", "num_partitions: 4")
     (tmp_path / f"module_87993.{MLP}.config.pbtxt").write_text(cfg)
-    got = _header(run, tmp_path / src.name)
+    got = _header(hlo, tmp_path / src.name)
     assert got.endswith(", replica_count=2, num_partitions=4")
-    doc = json.loads(run("info", tmp_path / src.name, "--format", "json").stdout)
+    doc = json.loads(hlo("info", tmp_path / src.name, "--format", "json").stdout)
     assert doc["header"]["replica_count"] == "2" and doc["header"]["num_partitions"] == "4"
     # another module's config is not taken; a config that does not read is an error naming it
     (tmp_path / f"module_87993.{MLP}.config.pbtxt").rename(tmp_path / "module_87994.jit_other.config.pbtxt")
-    assert _header(run, tmp_path / src.name) == alone
+    assert _header(hlo, tmp_path / src.name) == alone
     (tmp_path / f"module_87993.{MLP}.config.pbtxt").write_text("replica_count: {{{\n")
-    r = run("fmt", tmp_path / src.name)
+    r = hlo("fmt", tmp_path / src.name)
     assert r.exit_code == 2 and "config.pbtxt" in r.stderr and "HloModuleConfigProto" in r.stderr
 
 
 # ----------------------------------------------------------------------------- the commands
 
-def test_check_a_gpu_dump_directory(run):
-    r = run("check", DIR)
+def test_check_a_gpu_dump_directory(hlo):
+    r = hlo("check", DIR)
     assert r.exit_code == 0, r.output
     last = r.stdout.strip().splitlines()[-1]
     assert last.startswith("12 files: 12 ok, 0 with errors;"), last      # 8 stages as .txt, 4 as .hlo.pb
     assert "18 other files skipped (8 reports, 7 configs, 3 compile inputs)" in last
-    doc = json.loads(run("check", DIR, "--format", "json").stdout)
+    doc = json.loads(hlo("check", DIR, "--format", "json").stdout)
     assert doc["summary"]["skipped"] == 18
     assert {s["kind"] for s in doc["skipped"]} == {"config", "report", "compile input"}
     assert not any(f["file"].endswith(".pbtxt") for f in doc["files"])
 
 
-def test_info_run_and_bisect_on_a_gpu_dump_directory(run):
-    doc = json.loads(run("info", DIR, "--format", "json").stdout)
+def test_info_run_and_bisect_on_a_gpu_dump_directory(hlo):
+    doc = json.loads(hlo("info", DIR, "--format", "json").stdout)
     assert [(m["name"], m["stages"]) for m in doc["modules"]] == [(MLP, 4), (CONV, 4)]
-    doc = json.loads(run("info", DIR, "--module", MLP, "--format", "json").stdout)
+    doc = json.loads(hlo("info", DIR, "--module", MLP, "--format", "json").stdout)
     assert [s["selector"] for s in doc["stages"]][1:3] == ["after_spmd_partitioner", "before_config_assignment"]
-    r = run("run", DIR, "--module", MLP, "--stage", "sm_9.0a_gpu_after_optimizations", "--random-inputs",
+    r = hlo("run", DIR, "--module", MLP, "--stage", "sm_9.0a_gpu_after_optimizations", "--random-inputs",
             "--format", "json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["module_file"].endswith(f"{MLP}.sm_9.0a_gpu_after_optimizations.txt")
-    r = run("bisect", DIR, "--module", MLP, "--random-inputs", "--format", "json")
+    r = hlo("bisect", DIR, "--module", MLP, "--random-inputs", "--format", "json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["status"] == "agree" and doc["snapshots"] == 4
@@ -290,12 +276,12 @@ def test_info_run_and_bisect_on_a_gpu_dump_directory(run):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (SHARED / "dumps").is_dir(), reason="../shared/gpu/dumps is not here")
-def test_the_shared_dump_directory(run):
+def test_the_shared_dump_directory(hlo):
     dumps = SHARED / "dumps"
     dd = read_dump_dir(dumps)
     assert sorted(m.name for m in dd.modules) == sorted([MLP, CONV, "jit_dump_transformer_step_bf16"])
     assert all(len(m.stages) == 4 for m in dd.modules)
-    r = run("check", dumps, "--format", "json")
+    r = hlo("check", dumps, "--format", "json")
     doc = json.loads(r.stdout)
     # every file checked is a stage (configs and reports are skipped; .hlo.pb stages may need a newer
     # proto schema than this branch's)

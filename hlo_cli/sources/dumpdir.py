@@ -82,7 +82,8 @@ NAMED_STAGES = {"after_spmd_partitioner": ("the module after SPMD partitioning, 
                                              "config-assigner"),
                 "before_optimization": ("the module before hlo-opt's passes", None),
                 "after_optimization": ("the module after hlo-opt's passes", None)}
-_NAMED = re.compile(r"^(?:(?P<name>.+?)\.)?(?P<which>" + "|".join(NAMED_STAGES) + r")$")
+# any other word of that form XLA may dump a module at (its place: by its text among the pass dumps)
+_NAMED = re.compile(r"^(?:(?P<name>.+?)\.)?(?P<which>(?:before|after)_[a-z][a-z0-9_]*)$")
 _BEFORE_NAME = re.compile(r"^(?:(?P<name>.+)\.)?before_optimizations$")
 
 
@@ -217,7 +218,7 @@ class DumpModule:
             if hits:
                 return Selection(hits[0] if w == BEFORE else hits[-1])
             raise self._error(f"{option} {w}: this module has no {w} dump")
-        if w in NAMED_STAGES or w.startswith(("after_", "before_")):
+        if w.startswith(("after_", "before_")):
             hits = [s for s in stages if s.kind == NAMED and s.word == w]
             if hits:
                 return Selection(hits[0])
@@ -461,7 +462,7 @@ def _parse_name(fname: str, known_names: dict) -> tuple[_Parsed | None, str | No
         word = stem[len(name) + 1:]
         if word == BEFORE or re.fullmatch(_AFTER_WORD, word):
             return _Parsed(key, BEFORE if word == BEFORE else AFTER, name, word=word), None
-        if word in NAMED_STAGES:
+        if re.fullmatch(r"(?:before|after)_[a-z][a-z0-9_]*", word):
             return _Parsed(key, NAMED, name, word=word), None
     m = _ENDS.match(stem)
     if m:
@@ -469,7 +470,7 @@ def _parse_name(fname: str, known_names: dict) -> tuple[_Parsed | None, str | No
         kind = BEFORE if which == BEFORE else AFTER
         return _Parsed(key, kind, m.group("name"), word=which), None
     m = _NAMED.match(stem)
-    if m:
+    if m and _STEP.match(stem) is None:
         return _Parsed(key, NAMED, m.group("name"), word=m.group("which")), None
     rest = None
     if name and stem.startswith(name + "."):

@@ -195,6 +195,17 @@ def test_named_stages_go_where_xla_dumped_them(tmp_path):
     assert [s.index for s in m.stages] == list(range(10))
 
 
+def test_a_stage_xla_dumps_under_another_name_is_offered(tmp_path):
+    _write(tmp_path, "module_0001.jit_f.before_optimizations.txt", value=1)
+    _write(tmp_path, "module_0001.jit_f.after_sharding_propagation.txt", value=2)
+    _write(tmp_path, "module_0001.jit_f.cpu_after_optimizations.txt", value=3)
+    (m,) = read_dump_dir(tmp_path).modules
+    assert [(s.kind, s.selector) for s in m.stages] == [(BEFORE, "before_optimizations"),
+                                                      (NAMED, "after_sharding_propagation"),
+                                                      (AFTER, "after_optimizations")]
+    assert m.stage("after_sharding_propagation").stage.index == 1
+
+
 @pytest.mark.skipif(not (SHARED / "passes").is_dir(), reason="../shared/gpu/passes is not here")
 def test_the_shared_pass_dump():
     (m,) = read_dump_dir(SHARED / "passes").modules

@@ -207,6 +207,21 @@ def _range(module, first_stage, last_stage):
     return dataclasses.replace(module, stages=module.stages[lo:hi + 1])
 
 
+def _ranges(indices) -> str:
+    """'#0-#3, #7': stage numbers, runs of consecutive ones as ranges."""
+    out, run = [], []
+    for k in indices:
+        if run and k == run[-1] + 1:
+            run.append(k)
+            continue
+        if run:
+            out.append(f"#{run[0]}" if len(run) == 1 else f"#{run[0]}-#{run[-1]}")
+        run = [k]
+    if run:
+        out.append(f"#{run[0]}" if len(run) == 1 else f"#{run[0]}-#{run[-1]}")
+    return ", ".join(out)
+
+
 def _stderr_is_terminal() -> bool:
     try:
         return sys.stderr.isatty()
@@ -259,7 +274,7 @@ def _print(report, dd, inputs_doc, bound):
     elif report.status == "undecided" and report.unrun:
         good = sorted(k for k, o in report.outcomes.items() if o.status in ("agrees", "reference"))
         n = len(report.unrun)
-        out.append(f"no verdict: the stages that could be run agree with the first (#{', #'.join(map(str, good))}), "
+        out.append(f"no verdict: the stages that could be run agree with the first ({_ranges(good)}), "
                    f"but {n} stage{'s' if n != 1 else ''} could not be run, and a pass among them may have changed "
                    "the results:")
         for o in report.unrun[:8]:
@@ -269,8 +284,9 @@ def _print(report, dd, inputs_doc, bound):
         if report.hint:
             out.append(report.hint)
         last = max(good)
-        out.append(f"(--to {report.stages[last].selector} bisects the stages up to the last one that ran)"
-                   if any(o.stage.index > last for o in report.unrun) else "")
+        if any(o.stage.index > last for o in report.unrun):
+            stage = next(s for s in report.stages if s.index == last)
+            out.append(f"(--to {stage.selector} bisects the stages up to the last one that ran)")
         out.append(tail)
     elif report.status == "agree":
         if report.exhaustive:

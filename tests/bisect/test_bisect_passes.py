@@ -180,7 +180,7 @@ def test_every_runnable_stage_agrees(run, tmp_path):
     files = _files(tmp_path, [0, 0, 0], {2: BAD_SHAPE})
     r = run("bisect", *files, "--random-inputs")
     assert r.exit_code == 8, r.output
-    assert ("no verdict: the stages that could be run agree with the first (#0, #1), but 1 stage could not "
+    assert ("no verdict: the stages that could be run agree with the first (#0-#1), but 1 stage could not "
             "be run") in r.stdout
     assert "#2 s002.hlo: the checker rejects it" in r.stdout
     assert "(--to s001.hlo bisects the stages up to the last one that ran)" in r.stdout

@@ -226,12 +226,16 @@ def test_bisect_with_stages_it_cannot_run_is_undecided(hlo, tmp_path):
              _file(tmp_path, B_TEXT, "s2.hlo")]
     r = hlo("bisect", *files, "--random-inputs")
     assert r.exit_code == 8, r.output
-    assert "no verdict: the stages that could be run agree with the first (#0, #1), but 1 stage could not" in r.stdout
+    assert "no verdict: the stages that could be run agree with the first (#0-#1), but 1 stage could not" in r.stdout
     assert "#2 s2.hlo: hlo cannot run it: 'my_unknown_target'" in r.stdout and "what to do:" in r.stdout
     assert "every stage" not in r.stdout
     doc = json.loads(hlo("bisect", *files, "--random-inputs", "--all", "--format", "json").stdout)
     assert doc["status"] == "undecided" and doc["exit_code"] == 8
     assert [s["index"] for s in doc["open"]["could_not_run"]] == [2] and doc["open"]["agreeing"] == [0, 1]
+    assert "(--to s1.hlo bisects the stages up to the last one that ran)" in r.stdout
+    r = hlo("bisect", *files, "--random-inputs", "--from", "s1.hlo")
+    assert r.exit_code == 8 and "agree with the first (#1)" in r.stdout and "(--to s1.hlo bisects" in r.stdout
+    assert hlo("bisect", *files, "--random-inputs", "--to", "s1.hlo").exit_code == 0
 
 
 # ----------------------------------------------------------------------------- real GPU dumps

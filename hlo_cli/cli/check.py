@@ -106,9 +106,11 @@ def _unrunnable_warnings(module, src) -> list[Diagnostic]:
             raise
         return [Diagnostic(f"internal error while asking which custom calls run: {type(e).__name__}: {e}",
                            src.file, severity="warning", code="C199")]
-    out = []
+    if not bad:
+        return []
     from ..checker.positions import SourceIndex
     index = SourceIndex(src.text)
+    out = []
     for u in bad:
         i = u.first
         more = f" ({u.count} calls)" if u.count > 1 else ""

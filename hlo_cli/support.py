@@ -27,6 +27,7 @@ class CustomCallUse:
     sites: tuple                      # (computation name, Instruction)
     what: str | None                  # what a target hlo cannot run is (custom_call_known.describe), when known
     reason: str | None = None
+    registered: bool = False          # the registry has a handler (which may refuse a configuration)
 
     @property
     def runnable(self) -> bool:
@@ -45,6 +46,7 @@ class CustomCallUse:
 
     def to_dict(self) -> dict:
         return {"target": self.target, "count": self.count, "runnable": self.runnable, "what": self.what,
+                "registered": self.registered,
                 "reason": self.reason, "instructions": [i.name for _, i in self.sites],
                 "locations": self.locations()}
 
@@ -70,7 +72,7 @@ def custom_calls(module) -> list[CustomCallUse]:
     """Every custom-call target the module's reachable computations call, in order of first call,
     each asked of the custom-call registry: does hlo run it?"""
     from .devices.spmd import SHARD_TARGETS
-    from .interpreter.ops.custom_call import refusal
+    from .interpreter.ops.custom_call import lookup, refusal
     from .interpreter.ops.custom_call_known import describe
     sites: dict = {}
     reasons: dict = {}
@@ -83,9 +85,10 @@ def custom_calls(module) -> list[CustomCallUse]:
             why = None if target in SHARD_TARGETS else refusal(inst)     # the device layer runs those
             if why is not None and target not in reasons:
                 reasons[target] = why
-    # what a target is: for those hlo cannot run (custom_call_known's kinds describe refusals)
-    return [CustomCallUse(t, tuple(s), describe(t) if t and t in reasons else None, reasons.get(t))
-            for t, s in sites.items()]
+    # what a target is, for those hlo has no handler of (custom_call_known's kinds describe refusals); a
+    # handler that refuses a configuration says why itself (the reason)
+    return [CustomCallUse(t, tuple(s), describe(t) if t and t in reasons and lookup(t) is None else None,
+                          reasons.get(t), registered=lookup(t) is not None) for t, s in sites.items()]
 
 
 def unrunnable(module) -> list[CustomCallUse]:
@@ -97,6 +100,8 @@ def describe_use(u: CustomCallUse) -> str:
     """`'__cudnn$convForward' is a cuDNN convolution (a GPU library call)`, for messages."""
     if not u.target:
         return "a custom call with an empty custom_call_target"
+    if u.registered and u.reason:
+        return f"'{u.target}': {u.reason}"
     return f"'{u.target}' is {u.what}" if u.what else f"'{u.target}' is not a target hlo knows"
 
 

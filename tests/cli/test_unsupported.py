@@ -97,15 +97,20 @@ def test_registered_targets_are_runnable():
     text = UNKNOWN.replace("my_other_target", "hlo.test.identity_for_support")
     assert [u.target for u in unrunnable(parse(text))] == ["hlo.test.identity_for_support", "my_unknown_target"]
     try:
-        cc.TARGETS["hlo.test.identity_for_support"] = lambda inst, args, ec: args[0]
+        def identity(inst, args, ec):
+            return args[0]
+        cc.TARGETS["hlo.test.identity_for_support"] = identity
         assert [u.target for u in unrunnable(parse(text))] == ["my_unknown_target"]
         only = text.replace('custom_call_target="my_unknown_target"', 'custom_call_target="hlo.test.identity_for_support"')
         assert unrunnable(parse(only)) == []
         got = run_module(only, np.arange(4, dtype=np.float32))
         assert np.allclose(got, np.arange(4) * 4)
         # a handler may refuse one configuration of its target
-        cc.TARGETS["hlo.test.identity_for_support"].refuses = lambda inst: "not this one"
-        assert [u.reason for u in unrunnable(parse(only))] == ["not this one"]
+        cc.TARGETS["hlo.test.identity_for_support"].refuses = lambda inst: "this configuration is not implemented"
+        assert [u.reason for u in unrunnable(parse(only))] == ["this configuration is not implemented"]
+        with pytest.raises(HloUnsupportedError) as e:
+            check_runnable(parse(only))
+        assert "'hlo.test.identity_for_support': this configuration is not implemented" in e.value.format()
     finally:
         cc.TARGETS.pop("hlo.test.identity_for_support", None)
 

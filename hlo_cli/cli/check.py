@@ -281,7 +281,8 @@ def _format(d: Diagnostic) -> str:
 
 
 _PLURAL = {"report": "reports", "config": "configs", "compiler output": "compiler outputs", "graph": "graphs",
-           "snapshot": "snapshots", "compile input": "compile inputs", "other": "others"}
+           "snapshot": "snapshots", "compile input": "compile inputs", "compressed module": "compressed modules",
+           "other": "others"}
 
 
 def _kinds(skipped) -> str:

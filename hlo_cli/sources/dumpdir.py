@@ -377,6 +377,7 @@ class _Parsed:
 REPORT, CONFIG, COMPILED, GRAPH, SNAPSHOT, MODULE_TEXT, OTHER = ("report", "config", "compiler output", "graph",
                                                                  "snapshot", "module", "other")
 COMPILE_INPUT = "compile input"
+COMPRESSED = "compressed module"
 _OTHER_FILES: list[tuple[re.Pattern, str, str]] = [(re.compile(f"(?:{p})$"), k, w) for p, k, w in [
     (r"-buffer-assignment(-values)?\.txt", REPORT, "XLA's buffer assignment of the optimized module"),
     (r"-live-range\.txt", REPORT, "XLA's live ranges of the optimized module's buffers"),
@@ -399,6 +400,8 @@ _OTHER_FILES: list[tuple[re.Pattern, str, str]] = [(re.compile(f"(?:{p})$"), k, 
     (r"\.mlir|\.mlir-passes\.log", COMPILED, "MLIR of XLA's emitters"),
     (r"(^|\.)cudnn_fusion_.*\.json", COMPILED, "a cuDNN graph of a fusion"),
     (r"\.(dot|html|url|svg|pbtxt\.dot)", GRAPH, "a rendered graph of the module"),
+    (r"\.hlo\.pb\.gz", COMPRESSED, "a module proto compressed by --xla_dump_compress_protos (gunzip it, then "
+                                  "hlo reads the .hlo.pb)"),
     (r"(^|\.)(\d+\.)?autotuner_\d+\..*\.(before|after)\.txt", MODULE_TEXT,
      "an instruction the autotuner extracted, before or after its configuration (an HLO module)"),
     (r"(^|\.)triton_fusion_numerics_verifier_failed_\d+\.hlo", MODULE_TEXT,

@@ -95,6 +95,7 @@ def test_every_other_file_is_known_and_none_is_a_module():
     ("jit_f.sm_9.0a_gpu_after_optimizations.dot", "graph"), ("jit_f.before_optimizations.html", "graph"),
     ("jit_f.gemm_fusion_dot.hlo", "module"), ("jit_f.autotuner_3.fusion.before.txt", "module"),
     ("jit_f.triton_fusion_numerics_verifier_failed_12.hlo", "module"),
+    ("jit_f.sm_9.0a_gpu_after_optimizations.hlo.pb.gz", "compressed module"),
 ])
 def test_the_files_xla_writes_beside_the_stages(tail, kind):
     got = dump_file_kind(f"module_0042.{tail}")

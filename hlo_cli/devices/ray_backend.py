@@ -104,7 +104,10 @@ def _map_member(path: str, key: str):
     import zipfile
     try:
         with zipfile.ZipFile(path) as z:
-            info = z.getinfo(key + ".npy")
+            try:
+                info = z.getinfo(key + ".npy")
+            except KeyError:
+                info = z.getinfo(key)
             if info.compress_type != zipfile.ZIP_STORED:
                 return None
             with open(path, "rb") as f:
@@ -117,7 +120,9 @@ def _map_member(path: str, key: str):
                 start = info.header_offset + 30 + name_len + extra_len
                 f.seek(start)
                 version = np.lib.format.read_magic(f)
-                shape, fortran, dtype = np.lib.format._read_array_header(f, version)  # noqa: SLF001
+                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0)
+                shape, fortran, dtype = read(f)
                 offset = f.tell()
         if dtype.hasobject:
             return None
@@ -274,19 +279,19 @@ class Coordinator:
         return True
 
     async def meet(self, actor: int, kind: str, key: tuple, devs: tuple, payload, extra=None):
+        """Actor ACTOR's rows of collective (or send/recv, shard_map join) KEY: (instruction name,
+        how many times the actor has reached it).  The devices of disjoint groups may meet apart."""
         entry = self.pending.get(key)
         if entry is None:
-            entry = self.pending[key] = {"parts": {}, "event": asyncio.Event(), "results": {},
-                                         "kind": kind, "extra": extra, "t": time.monotonic()}
+            entry = self.pending[key] = {"parts": {}, "futures": {}, "kind": kind, "extra": extra,
+                                         "t": time.monotonic()}
+        fut = asyncio.get_running_loop().create_future()
         entry["parts"][actor] = (tuple(devs), payload)
+        entry["futures"][actor] = fut
         self.state[actor] = "waiting"
         self.seen[actor] = f"{kind} {key[0]}"
         self._progress()
-        await entry["event"].wait()
-        self.state[actor] = "running"
-        r = entry["results"].pop(actor)
-        if not entry["results"]:
-            self.pending.pop(key, None)
+        r = await fut
         if isinstance(r, BaseException):
             raise r
         return r
@@ -320,12 +325,12 @@ class Coordinator:
     def _progress(self):
         while True:
             ready = [(k, e) for k, e in self.pending.items()
-                     if not e["event"].is_set() and self._needed_actors(e, k[0]) <= set(e["parts"])]
+                     if e["parts"] and self._needed_actors(e, k[0]) <= set(e["parts"])]
             if ready:
                 for k, e in ready:
                     self._compute(k, e)
                 continue
-            waiting = [(e["t"], k, e) for k, e in self.pending.items() if not e["event"].is_set()]
+            waiting = [(e["t"], k, e) for k, e in self.pending.items() if e["parts"]]
             if waiting and all(s != "running" for s in self.state.values()):
                 # every actor waits or has finished: the oldest meeting can never complete; run it
                 # with the devices that came (the local backend's divergence error says who is missing)
@@ -337,21 +342,36 @@ class Coordinator:
     def _compute(self, key, entry):
         name = key[0]
         parts = sorted(entry["parts"].items())
+        futures = entry["futures"]
+        entry["parts"], entry["futures"] = {}, {}
+        if key in self.pending:
+            del self.pending[key]                  # late devices of other groups meet anew
+        results = {}
         try:
             all_devs, merged = _merge([(ds, p) for _, (ds, p) in parts])
             if entry["kind"] == "collective":
                 from .collectives import run_collective
                 value = run_collective(self.insts[name], list(merged), all_devs, self.grid, self.ec.apply,
                                        self.module)
+            elif entry["kind"] == "join":
+                from types import SimpleNamespace
+
+                from . import manual
+                joined = manual.run(SimpleNamespace(module=self.module, grid=self.grid), self.insts[name],
+                                    [Stacked(x) for x in merged], all_devs)
+                value = joined.stacked(len(all_devs))
             else:
                 from .collectives import route_send_recv
                 value = route_send_recv(self.insts[entry["extra"]], self.insts[name], merged, all_devs, self.grid)
             for a, (ds, _) in parts:
-                entry["results"][a] = _rows(value, all_devs, ds)
+                results[a] = _rows(value, all_devs, ds)
         except BaseException as e:                 # noqa: BLE001 (handed to every waiter)
-            for a, _ in parts:
-                entry["results"][a] = e
-        entry["event"].set()
+            results = {a: e for a, _ in parts}
+        for a, _ in parts:            # they go on as soon as they wake: not waiting any more
+            if self.state.get(a) != "finished":
+                self.state[a] = "running"
+            if not futures[a].done():
+                futures[a].set_result(results[a])
 
 
 # ----------------------------------------------------------------------------- the device actors
@@ -455,18 +475,10 @@ class DeviceActor:
         from ..interpreter.allocator import keep_freed_memory
         from ..interpreter.memory import preflight, resource_error
         from ..interpreter.parallel import blas_single
-        from .spmd import Spmd
-
-        class _Walk(Spmd):
-            def step(walk, inst, rule, operands, devs):      # noqa: N805 (the walk; self is the actor)
-                self.where = f"{inst.opcode} {inst.name}"
-                if self.fail_at is not None:
-                    _maybe_fail(self.fail_at, inst, self.devs)
-                return Spmd.step(walk, inst, rule, operands, devs)
-
         preflight(self.module, len(self.devs))
         keep_freed_memory()
-        walk = _Walk(self.module, self.devices, None, None)
+        walk = _ActorWalk(self.module, self.devices, None, None)
+        walk.actor = self
         vals = [grouped_rows(a, len(self.devs)) for a in self.args]
         try:
             with blas_single():
@@ -481,6 +493,45 @@ class DeviceActor:
         return value, walk.executed + self.devices.executed()
 
 
+def _walk_class():
+    from .manual import _JOIN
+    from .spmd import Spmd
+
+    class ActorWalk(Spmd):
+        """The SPMD walk of one actor's devices: it says where it is (heartbeats, failure
+        injection), and the joins of shard_map regions, which need other devices' pieces, go
+        through the coordinator like a collective."""
+        actor = None
+
+        def step(self, inst, rule, operands, devs):
+            a = self.actor
+            a.where = f"{inst.opcode} {inst.name}"
+            if a.fail_at is not None:
+                _maybe_fail(a.fail_at, inst, a.devs)
+            return Spmd.step(self, inst, rule, operands, devs)
+
+        def _shard_call(self, inst, operands, devs):
+            if inst.attrs.get("custom_call_target") not in _JOIN:
+                return Spmd._shard_call(self, inst, operands, devs)
+            from .values import grouped
+            n = len(devs)
+            rows = self.devices._meet("join", inst.name, devs, [o.stacked(n) for o in operands])
+            return grouped(Stacked(rows), n)
+    return ActorWalk
+
+
+class _LazyWalk:
+    cls = None
+
+    def __call__(self, *args):
+        if _LazyWalk.cls is None:
+            _LazyWalk.cls = _walk_class()
+        return _LazyWalk.cls(*args)
+
+
+_ActorWalk = _LazyWalk()
+
+
 def grouped_rows(a, n: int):
     from .values import grouped
     return grouped(a, n) if isinstance(a, Stacked) else a
@@ -491,6 +542,7 @@ def _maybe_fail(spec: str, inst, devs):
     DEVICE (default: device 0) exit at once when it reaches instruction NAME."""
     name, _, dev = spec.partition("@")
     if inst.name == name and int(dev or 0) in devs:
+        time.sleep(3 * HEARTBEAT_S)         # as if the instruction worked a while (the heartbeat tells)
         os._exit(17)
 
 
@@ -502,6 +554,15 @@ class RayRun:
     placement: Placement
     started_cluster: bool
     timings: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """For `hlo run --format json`: where the devices ran and how long each phase took."""
+        p = self.placement
+        return {"backend": "ray", "started_cluster": self.started_cluster,
+                "actors": [{"devices": list(g), "node": n.address, "node_id": n.id,
+                            "estimated_bytes": p.constants + p.per_device * len(g)}
+                           for g, n in zip(p.groups, p.nodes)],
+                "timings": dict(self.timings)}
 
 
 def connect(address: str | None = None, *, num_cpus: int | None = None):
@@ -600,16 +661,25 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
                                global_values) for h, g in zip(handles, plan.groups)]
         _wait_all(ray, loads, plan, coord, timeout_s)
         t1 = time.perf_counter()
-        results = _wait_all(ray, [h.run.remote() for h in handles], plan, coord, timeout_s)
+        runs = [h.run.remote() for h in handles]
+        results = _wait_all(ray, runs, plan, coord, timeout_s)
         t2 = time.perf_counter()
         ok = True
+    except HloError as e:
+        # an error of the module (the actors are sound): keep them when every one has stopped
+        # (the coordinator releases the others as they wait in vain), else nothing is left running
+        if isinstance(e, HloResourceError) or not _all_stopped(ray, locals().get("runs")):
+            forget_actors(ray)
+        ok = True
+        raise
     finally:
-        if not ok:                                  # a failure or Ctrl-C: nothing is left running
+        if not ok:                                  # an actor lost, Ctrl-C: nothing is left running
             forget_actors(ray)
     values = [v for v, _ in results]
     executed = sum(n for _, n in results)
     devs = tuple(range(grid.count))
-    if all(isinstance(v, Uniform) for v in values):
+    # a value each actor holds once is the same on every device only when the actors agree bit for bit
+    if all(isinstance(v, Uniform) for v in values) and all(_same_bits(v.value, values[0].value) for v in values):
         value = values[0]
     else:
         _, merged = _merge([(g, v.stacked(len(g))) for g, v in zip(plan.groups, values)])
@@ -617,6 +687,20 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     result = DeviceResult(value, devs, grid, isinstance(value, Uniform) and not partitioned(module), executed)
     return result, RayRun(plan, started, {"ray_setup_s": t1 - t0, "ray_run_s": t2 - t1,
                                           "ray_gather_s": time.perf_counter() - t2})
+
+
+def _all_stopped(ray, refs, within_s: float = 10.0) -> bool:
+    if not refs:
+        return True
+    done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=within_s)
+    return not pending
+
+
+def _same_bits(a, b) -> bool:
+    la, lb = leaves(a), leaves(b)
+    return len(la) == len(lb) and all(
+        np.asarray(x).dtype == np.asarray(y).dtype and np.asarray(x).shape == np.asarray(y).shape
+        and np.asarray(x).tobytes() == np.asarray(y).tobytes() for x, y in zip(la, lb))
 
 
 def _cut(value, devs: tuple[int, ...]):
@@ -656,9 +740,10 @@ def _wait_all(ray, refs, plan: Placement, coord, timeout_s):
                     seen = "?"
                 why = "out of memory" if isinstance(e, getattr(ray.exceptions, "OutOfMemoryError", ())) \
                     else "its process died"
+                at = f"while at {seen}" if seen != "?" else "before it reported where it was"
                 raise HloResourceError(
                     f"the Ray actor running devices {devices_text(plan.groups[k])} on node "
-                    f"{plan.nodes[k].address} was lost ({why}) while at {seen}; the run is stopped "
+                    f"{plan.nodes[k].address} was lost ({why}) {at}; the run is stopped "
                     f"(no result was written)", instruction=seen.split(" ")[-1] if seen != "?" else None) from None
         if deadline is not None and time.monotonic() > deadline and pending:
             raise HloEvalError(f"the run on Ray did not finish within {timeout_s:g} s")

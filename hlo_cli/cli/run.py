@@ -304,8 +304,7 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
                    "output_global": output_global, "output_sharding": output_sharding, "device": device,
                    "cluster": cluster, "ray_address": ray_address, "ray_actors": ray_actors}
         if cluster == "ray":
-            for flag, given in (("--dump-dir", dump_dir), ("--check-finite", check_finite), ("--profile", profile),
-                                ("--reference", reference_platform)):
+            for flag, given in (("--dump-dir", dump_dir), ("--profile", profile), ("--reference", reference_platform)):
                 if given:
                     raise click.UsageError(f"{flag} cannot be combined with --cluster ray: it runs in this "
                                            f"process (use --cluster local)")
@@ -454,6 +453,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     timings["inputs_s"] = clock() - t0
     if check_finite:
         for p, a in zip(params, args):
+            if dv.multi and not hasattr(a, "value"):
+                continue                  # read by the Ray actors (--cluster ray): not here
             a = a.value if dv.multi else a
             bad = [leaf for leaf, _ in leaves_with_shapes(a, p.shape) if has_nonfinite(np.asarray(leaf))]
             if bad:

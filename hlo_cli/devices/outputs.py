@@ -212,10 +212,18 @@ class DeviceRun:
 
     def run(self, args, options, hook, progress):
         if self.cluster == "ray":
+            from ..finite import FiniteGuard, NonFinite
             from .ray_backend import run_on_ray
-            result, self.ray_run = run_on_ray(self.module, args, self.grid, options, address=self.ray_address,
-                                              actors=self.ray_actors, per_device=self.per_device,
-                                              global_values=self.global_values)
+            guard = hook if isinstance(hook, FiniteGuard) else None
+            if hook is not None and guard is None:
+                raise ValueError("the Ray backend takes no hook but --check-finite's")
+            try:
+                result, self.ray_run = run_on_ray(self.module, args, self.grid, options, address=self.ray_address,
+                                                  actors=self.ray_actors, per_device=self.per_device,
+                                                  global_values=self.global_values, check_finite=guard is not None)
+            except NonFinite as e:
+                guard.report = e.report          # what `hlo run` reports, as from a local run
+                raise
             return result
         from . import run_devices
         return run_devices(self.module, args, self.grid, options, hook, progress)

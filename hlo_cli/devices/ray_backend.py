@@ -433,10 +433,13 @@ class DeviceActor:
         self._beating = False
 
     def setup(self, module, grid, devices: tuple[int, ...], options, coordinator, actor: int,
-              compiled: bool = True, fail_at: str | None = None) -> str:
-        """Take devices DEVICES of a run of MODULE; returns this actor's node id."""
+              compiled: bool = True, fail_at: str | None = None, check_finite: bool = False) -> str:
+        """Take devices DEVICES of a run of MODULE; returns this actor's node id.  CHECK_FINITE: stop
+        at the first instruction that makes a NaN or Inf on one of these devices (finite.py)."""
         import ray
+        from ..finite import FiniteGuard
         from ..interpreter.evaluator import RunOptions
+        from . import context_hooks
         from .runtime import LocalDevices
         self.module = module
         self.grid = grid
@@ -444,7 +447,8 @@ class DeviceActor:
         self.actor = actor
         self.coord = coordinator
         self.fail_at = fail_at
-        local = LocalDevices(module, grid, options or RunOptions(), None, compiled)
+        self.guard = FiniteGuard(module) if check_finite else None
+        local = LocalDevices(module, grid, options or RunOptions(), context_hooks(self.guard), compiled)
         self.devices = _ActorDevices(local, ray, coordinator, actor)
         self.args = None
         self.where = "starting"
@@ -470,19 +474,29 @@ class DeviceActor:
         self.args = distribute(self.module, values, self.grid, per_device, global_values, devices=self.devs)
         return int(sum(np.asarray(a).nbytes for v in self.args for a in leaves(v.value)))
 
+    def peak_rss(self) -> int:
+        """The most memory this actor's process has held (bytes)."""
+        import resource
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
     def run(self):
         """This actor's devices' share of the run: the entry root's value over its devices."""
         from ..interpreter.allocator import keep_freed_memory
         from ..interpreter.memory import preflight, resource_error
         from ..interpreter.parallel import blas_single
+        from ..finite import NonFinite
         preflight(self.module, len(self.devs))
         keep_freed_memory()
-        walk = _ActorWalk(self.module, self.devices, None, None)
+        walk = _ActorWalk(self.module, self.devices, self.guard, None)
         walk.actor = self
         vals = [grouped_rows(a, len(self.devs)) for a in self.args]
         try:
             with blas_single():
                 value = walk.call(self.module.entry, vals, self.devs)
+        except NonFinite:
+            # where this actor's devices first made a NaN or Inf, and how far the walk had come (the
+            # actors run the same program in the same order: the smallest count is the first)
+            return NonFiniteAt(self.guard.report, walk.executed), walk.executed
         except MemoryError as e:
             raise resource_error(None, e) from e
         finally:
@@ -491,6 +505,14 @@ class DeviceActor:
         if isinstance(value, Grouped):
             value = Stacked(value.value)
         return value, walk.executed + self.devices.executed()
+
+
+@dataclass(frozen=True)
+class NonFiniteAt:
+    """An actor's devices made a NaN or Inf (--check-finite): the guard's report, and how many
+    instructions the actor's walk had executed then."""
+    report: dict
+    executed: int
 
 
 def _walk_class():
@@ -554,14 +576,16 @@ class RayRun:
     placement: Placement
     started_cluster: bool
     timings: dict = field(default_factory=dict)
+    peak_rss: list = field(default_factory=list)     # per actor: the most memory its process held
 
     def to_dict(self) -> dict:
         """For `hlo run --format json`: where the devices ran and how long each phase took."""
         p = self.placement
         return {"backend": "ray", "started_cluster": self.started_cluster,
                 "actors": [{"devices": list(g), "node": n.address, "node_id": n.id,
-                            "estimated_bytes": p.constants + p.per_device * len(g)}
-                           for g, n in zip(p.groups, p.nodes)],
+                            "estimated_bytes": p.constants + p.per_device * len(g),
+                            "peak_rss_bytes": rss}
+                           for g, n, rss in zip(p.groups, p.nodes, self.peak_rss or [None] * len(p.groups))],
                 "timings": dict(self.timings)}
 
 
@@ -629,11 +653,14 @@ def _actors_for(ray, pool, plan: Placement):
 
 def run_on_ray(module, args, grid, options=None, *, address: str | None = None, actors: int | None = None,
                per_device: bool = False, global_values: bool | None = None, compiled: bool = True,
-               check_memory: bool = True, timeout_s: float | None = None, fail_at: str | None = None):
+               check_memory: bool = True, timeout_s: float | None = None, fail_at: str | None = None,
+               check_finite: bool = False):
     """Run MODULE's entry computation on every device of GRID, the devices spread over Ray actors.
     ARGS: one per entry parameter, a FileInput (read by each actor for its devices) or a DeviceValue
     (Uniform, Stacked over all devices). Returns (DeviceResult, RayRun).  Results are bit-identical
-    to devices.run_devices.  The actors are kept for the next run of this process (forget_actors)."""
+    to devices.run_devices.  The actors are kept for the next run of this process (forget_actors).
+    CHECK_FINITE: stop at the first instruction that makes a NaN or Inf (finite.NonFinite, whose
+    `report` is finite.FiniteGuard's, with the device)."""
     from . import DeviceResult, partitioned
     from ..interpreter.evaluator import RunOptions
     from ..interpreter.excess_precision import prepare as prepare_excess_precision
@@ -645,7 +672,7 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     if global_values is None:
         global_values = values_are_global(module)
     module = prepare_excess_precision(module)
-    if compiled:
+    if compiled and not check_finite:
         module = hoist_loop_invariants(module)
     plan = place(module, grid, cluster_nodes(ray), actors, check_memory)
     owners = {d: a for a, g in enumerate(plan.groups) for d in g}
@@ -655,15 +682,21 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
         coord, handles = _actors_for(ray, _pool(ray), plan)
         mod_ref = ray.put(module)
         ray.get(coord.reset.remote(mod_ref, grid, options, owners, len(plan.groups)))
-        _wait_all(ray, [h.setup.remote(mod_ref, grid, g, options, coord, a, compiled, fail_at)
+        _wait_all(ray, [h.setup.remote(mod_ref, grid, g, options, coord, a, compiled, fail_at, check_finite)
                         for a, (h, g) in enumerate(zip(handles, plan.groups))], plan, coord, timeout_s)
         loads = [h.load.remote([s if isinstance(s, FileInput) else _cut(s, g) for s in args], per_device,
                                global_values) for h, g in zip(handles, plan.groups)]
         _wait_all(ray, loads, plan, coord, timeout_s)
         t1 = time.perf_counter()
         runs = [h.run.remote() for h in handles]
-        results = _wait_all(ray, runs, plan, coord, timeout_s)
+        results = _wait_all(ray, runs, plan, coord, timeout_s, finite=check_finite)
         t2 = time.perf_counter()
+        stops = [v for v, _ in results if isinstance(v, NonFiniteAt)]
+        if stops:
+            from ..finite import NonFinite
+            e = NonFinite()
+            e.report = min(stops, key=lambda s: (s.executed, s.report.get("device", 0))).report
+            raise e
         ok = True
     except HloError as e:
         # an error of the module (the actors are sound): keep them when every one has stopped
@@ -675,6 +708,10 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     finally:
         if not ok:                                  # an actor lost, Ctrl-C: nothing is left running
             forget_actors(ray)
+    try:
+        rss = ray.get([h.peak_rss.remote() for h in handles], timeout=30)
+    except Exception:                               # noqa: BLE001 (a report only)
+        rss = [None] * len(handles)
     values = [v for v, _ in results]
     executed = sum(n for _, n in results)
     devs = tuple(range(grid.count))
@@ -686,7 +723,18 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
         value = Stacked(merged)
     result = DeviceResult(value, devs, grid, isinstance(value, Uniform) and not partitioned(module), executed)
     return result, RayRun(plan, started, {"ray_setup_s": t1 - t0, "ray_run_s": t2 - t1,
-                                          "ray_gather_s": time.perf_counter() - t2})
+                                          "ray_gather_s": time.perf_counter() - t2}, rss)
+
+
+def _outcomes(ray, refs) -> list:
+    """Each finished ref's value, or the exception it raised."""
+    out = []
+    for r in refs:
+        try:
+            out.append(ray.get(r, timeout=0))
+        except Exception as e:                      # noqa: BLE001 (reported by the caller)
+            out.append(e)
+    return out
 
 
 def _all_stopped(ray, refs, within_s: float = 10.0) -> bool:
@@ -714,9 +762,11 @@ def _cut(value, devs: tuple[int, ...]):
     return Uniform(value)
 
 
-def _wait_all(ray, refs, plan: Placement, coord, timeout_s):
+def _wait_all(ray, refs, plan: Placement, coord, timeout_s, finite: bool = False):
     """The values of REFS (one per actor) in order; the first failure ends the run with an error
-    naming the actor's devices, node and where it was."""
+    naming the actor's devices, node and where it was.  FINITE: an error of the module waits for the
+    other actors, one of which may have stopped at a NaN first (that is what the run reports; the
+    others then fail at the collective it left)."""
     from .values import devices_text
     index = {r: k for k, r in enumerate(refs)}
     pending = list(refs)
@@ -729,9 +779,14 @@ def _wait_all(ray, refs, plan: Placement, coord, timeout_s):
                 ray.get(r)
             except ray.exceptions.RayTaskError as e:
                 cause = getattr(e, "cause", None)
-                if isinstance(cause, BaseException):
-                    raise cause from None
-                raise HloEvalError(f"a device actor failed: {e}") from None
+                if not isinstance(cause, BaseException):
+                    cause = HloEvalError(f"a device actor failed: {e}")
+                if finite and isinstance(cause, HloError) and _all_stopped(ray, refs):
+                    stops = [v for v in _outcomes(ray, refs)
+                             if isinstance(v, tuple) and isinstance(v[0], NonFiniteAt)]
+                    if stops:
+                        return stops
+                raise cause from None
             except ray.exceptions.RayActorError as e:
                 k = index[r]
                 try:

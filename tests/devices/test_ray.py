@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")      # before Ray is imported
+os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")          # a loaded CI machine starts nodes slowly
 
 import re
 import time
@@ -264,3 +265,41 @@ def test_without_ray_installed(monkeypatch):
     with pytest.raises(HloInputError) as e:
         ray_backend.require_ray()
     assert "pip install 'hlo-cli[ray]'" in str(e.value) and e.value.exit_code == ExitCode.USAGE
+
+
+def test_check_finite_on_ray(cluster, tmp_path):
+    """--check-finite with --cluster ray stops where the local run stops and says so the same way:
+    device 5's inputs overflow exp, the other devices' do not."""
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+    text = """HloModule nan_on_five, num_partitions=8
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[1,4] parameter(0), sharding={devices=[8,1]<=[8]}
+  e = f32[1,4] exponential(x), sharding={devices=[8,1]<=[8]}
+  s = f32[1,4] all-reduce(e), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, use_global_device_ids=true, to_apply=add
+  ROOT t = f32[1,4] add(s, x), sharding={devices=[8,1]<=[8]}
+}
+"""
+    (tmp_path / "m.hlo").write_text(text)
+    x = np.zeros((8, 1, 4), np.float32)
+    x[5, 0, 2] = 1000.0
+    np.save(tmp_path / "x.npy", x)
+    base = ["run", str(tmp_path / "m.hlo"), "--input", str(tmp_path / "x.npy"), "--per-device", "--check-finite",
+            "--format", "json"]
+    local = CliRunner().invoke(main, base)
+    remote = CliRunner().invoke(main, base + ["--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 1, remote.output
+    import json
+    a, b = json.loads(local.stdout), json.loads(remote.stdout)
+    assert a["status"] == b["status"] == "non-finite"
+    for k in ("instruction", "device", "devices", "first_index", "location"):
+        assert a["non_finite"][k] == b["non_finite"][k], k
+    assert b["non_finite"]["instruction"] == "e" and b["non_finite"]["device"] == 5

@@ -193,13 +193,16 @@ class Inputs:
     notes: list = field(default_factory=list)     # casts and other things worth saying (stderr)
 
 
-def load_inputs(params, specs=(), archive: str | None = None, shape_for=None) -> Inputs:
+def load_inputs(params, specs=(), archive: str | None = None, shape_for=None, read: bool = True) -> Inputs:
     """Values for the entry parameters PARAMS from `--input [NAME=]FILE.npy` SPECS (in parameter
     order first, then by name) and an `--inputs ARGS.npz` ARCHIVE.  Every file's header is checked
     against its parameter (shape, and whether its type can be converted) before its data is read;
     every problem is an HloInputError naming the option, the file and the parameter.
     SHAPE_FOR(k, dims, what), when given, is the Shape an array of DIMS must have to be the input of
-    parameter K (a multi-device run takes global or stacked arrays; see devices/inputs.py)."""
+    parameter K (a multi-device run takes global or stacked arrays; see devices/inputs.py).
+    READ False checks every header and leaves the data where it is: the values are
+    devices.ray_backend.FileInput's, for the processes that read their part (a snapshot's arguments
+    are always read)."""
     from .interpreter.inputs import assign, check_header, coerce, label
     param_names = {p.name for p in params}
     positional, named = [], {}            # (ArrayFile, key, origin) entries
@@ -247,7 +250,10 @@ def load_inputs(params, specs=(), archive: str | None = None, shape_for=None) ->
             what = f"{label(p)} (from {origin})"
             header = af.headers[key]
             shape = p.shape if shape_for is None else shape_for(k, header.shape, what)
-            if check_header(header, shape, what):
+            if check_header(header, shape, what) and not read:
+                from .devices.ray_backend import FileInput
+                values[k] = FileInput(str(Path(af.path).resolve()), key, what)
+            elif check_header(header, shape, what):
                 values[k] = coerce(af.load(key), shape, what, notes=result.notes, allow_rounding=True)
             result.sources.append({"parameter": p.name, "number": p.parameter_number, "file": origin})
         from .interpreter.values import TOKEN

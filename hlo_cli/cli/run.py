@@ -247,6 +247,15 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
                    "'{devices=[2,4]<=[8]}'.")
 @click.option("--device", "device", type=click.IntRange(min=0), default=None,
               help="Show this device's results only (summary, --print, JSON).")
+@click.option("--cluster", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where the devices of a multi-device run live: local (this process) or ray (actors of a Ray "
+                   "cluster, each holding a group of devices and reading only their inputs; pip install "
+                   "'hlo-cli[ray]'). Results are the same bits.")
+@click.option("--ray-address", metavar="ADDRESS", default=None,
+              help="The Ray cluster to join with --cluster ray (host:port, or auto for the one running here; "
+                   "default $RAY_ADDRESS, else a cluster of this machine started for the run).")
+@click.option("--ray-actors", type=click.IntRange(min=1), default=None,
+              help="With --cluster ray: how many actors share the devices (default one per node).")
 @module_option
 @stage_option
 @no_cache_option
@@ -254,7 +263,8 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect, rtol, atol,
         dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations, allow_elided_constants,
         no_check, no_progress, profile, max_memory, replicas, partitions, per_device, output_global,
-        output_sharding, device, module_choice, no_cache, reference_platform, stage=None):
+        output_sharding, device, module_choice, no_cache, reference_platform, cluster="local", ray_address=None,
+        ray_actors=None, stage=None):
     """Run MODULE's entry computation on inputs and report the results.
 
     Inputs: --input FILE.npy per parameter in order, --input NAME=FILE.npy by name, --inputs ARGS.npz,
@@ -295,7 +305,15 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
         state["module_file"] = module_file
         limit = _memory_limit_option(max_memory)
         devices = {"replicas": replicas, "partitions": partitions, "per_device": per_device,
-                   "output_global": output_global, "output_sharding": output_sharding, "device": device}
+                   "output_global": output_global, "output_sharding": output_sharding, "device": device,
+                   "cluster": cluster, "ray_address": ray_address, "ray_actors": ray_actors}
+        if cluster == "ray":
+            for flag, given in (("--dump-dir", dump_dir), ("--profile", profile), ("--reference", reference_platform)):
+                if given:
+                    raise click.UsageError(f"{flag} cannot be combined with --cluster ray: it runs in this "
+                                           f"process (use --cluster local)")
+        elif ray_address is not None or ray_actors is not None:
+            raise click.UsageError("--ray-address and --ray-actors need --cluster ray")
         if not no_progress and fmt == "text" and _stderr_is_terminal():
             from ..progress import Display
             state["progress"] = Display().start()       # shown once the command has taken half a second
@@ -435,7 +453,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
             _input_error(f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
                          + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
                          + "); pass --input/--inputs, or --random-inputs")
-        loaded = load_inputs(params, inputs, inputs_npz, dv.shape_for if dv.multi else None)
+        loaded = load_inputs(params, inputs, inputs_npz, dv.shape_for if dv.multi else None, read=not dv.remote)
         protected |= loaded.paths
         info["inputs"] = loaded.sources
         if _uses_rng(module):
@@ -446,6 +464,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     timings["inputs_s"] = clock() - t0
     if check_finite:
         for p, a in zip(params, args):
+            if dv.multi and not hasattr(a, "value"):
+                continue                  # read by the Ray actors (--cluster ray): not here
             a = a.value if dv.multi else a
             bad = [leaf for leaf, _ in leaves_with_shapes(a, p.shape) if has_nonfinite(np.asarray(leaf))]
             if bad:
@@ -576,6 +596,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
             prof_doc["mode"] = "steps, per device; the device walk's own instructions sampled"
 
     # -- report
+    if dv.multi and dv.ray_run is not None:
+        info["cluster"] = dv.ray_run.to_dict()
     if dv.multi:
         _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, print_values, fmt, dumper,
                         info, timings, prof_doc, state if reference_platform else None, text)

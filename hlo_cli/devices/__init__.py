@@ -112,7 +112,7 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
     from ..interpreter.memory import preflight, resource_error
     from ..interpreter.parallel import blas_single
     from .runtime import LocalDevices
-    from .spmd import DeviceEvent, Spmd
+    from .spmd import Spmd
 
     grid = grid or grid_of(module)
     module = prepare_excess_precision(module)
@@ -135,17 +135,7 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
                                    f"{grid.count} ({grid.replicas} replicas x {grid.partitions} partitions)")
             vals[k] = grouped(a, grid.count)       # devices holding the same tile share one copy
 
-    def hook_for(d):
-        """The hook of device d's own context (None: the context of values held once)."""
-        if d is None:
-            def h(ev):
-                hook(DeviceEvent(ev.computation, ev.instruction, ev.value, ev.count, ev.operands, None))
-        else:
-            def h(ev):
-                one = map_leaves(lambda a: np.asarray(a)[None], ev.value)
-                hook(DeviceEvent(ev.computation, ev.instruction, one, ev.count, ev.operands, (d,)))
-        return h
-    devices = LocalDevices(module, grid, options or RunOptions(), hook_for if hook is not None else None, compiled)
+    devices = LocalDevices(module, grid, options or RunOptions(), context_hooks(hook), compiled)
     sp = Spmd(module, devices, hook, progress)
     try:
         with blas_single():
@@ -161,6 +151,28 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
 def _leaves(v):
     from .values import leaves
     return leaves(v)
+
+
+def context_hooks(hook):
+    """For runtime.LocalDevices: device d -> the hook of d's own single-device context, which hands
+    HOOK spmd.DeviceEvent's (d None: the context of values held once); None without a hook."""
+    if hook is None:
+        return None
+    import numpy as np
+
+    from .spmd import DeviceEvent
+    from .values import map_leaves
+
+    def hook_for(d):
+        if d is None:
+            def h(ev):
+                hook(DeviceEvent(ev.computation, ev.instruction, ev.value, ev.count, ev.operands, None))
+        else:
+            def h(ev):
+                one = map_leaves(lambda a: np.asarray(a)[None], ev.value)
+                hook(DeviceEvent(ev.computation, ev.instruction, one, ev.count, ev.operands, (d,)))
+        return h
+    return hook_for
 
 
 from .inputs import distribute  # noqa: E402  (inputs.py reads partitioned() from this module)

@@ -62,6 +62,9 @@ class OutsideSubset(Exception):
         super().__init__(f"{instruction.opcode} {instruction.name}: its group {list(self.group)} needs devices "
                          f"{list(self.missing)}, which are not running it")
 
+    def __reduce__(self):                      # crosses processes (the Ray backend's coordinator)
+        return (OutsideSubset, (self.instruction, self.group, self.missing))
+
 
 # ============================================================================ helpers
 

@@ -133,13 +133,14 @@ def placement(param, leaf: Shape, sharding, given_dims, grid, per_device: bool, 
     return Placement(Shape.array(leaf.element_type, given_dims), sharding, split=True)
 
 
-def _place(arr: np.ndarray, pl: Placement, leaf: Shape, grid):
-    """ARR (of pl.shape) on every device: the stacked tiles, or the array itself."""
+def _place(arr: np.ndarray, pl: Placement, leaf: Shape, grid, devices=None):
+    """ARR (of pl.shape) on every device (or on DEVICES only): the stacked tiles, or the array itself."""
     if pl.stacked:
-        return arr, True
+        return (arr if devices is None else arr[np.asarray(devices, dtype=np.intp)]), True
     if pl.split:
         from .sharding import shard
-        return shard(arr, pl.sharding, tuple(leaf.dims), grid.count, partitions=grid.partitions), True
+        return shard(arr, pl.sharding, tuple(leaf.dims), grid.count, devices=devices,
+                     partitions=grid.partitions), True
     return arr, False
 
 
@@ -171,10 +172,12 @@ def expected_shape(module, k: int, given_dims, grid, per_device: bool, global_va
 
 
 def distribute(module, arrays, grid, per_device: bool = False, global_values: bool | None = None,
-               notes: list | None = None) -> list:
+               notes: list | None = None, devices=None) -> list:
     """One DeviceValue per entry parameter of MODULE from ARRAYS (one value per parameter: an
     array, a tuple for a tuple parameter, anything for a token), placed on GRID's devices as the
-    module's docstring says.  Every problem is an HloInputError naming the parameter."""
+    module's docstring says.  Every problem is an HloInputError naming the parameter.  DEVICES: only
+    these device ids' rows (a process holding some of the devices: the Ray backend); a value that is
+    already a DeviceValue is taken as it is."""
     params = _params(module)
     if len(arrays) != len(params):
         _fail(f"{len(arrays)} inputs given but the entry computation takes {len(params)} parameter"
@@ -184,7 +187,10 @@ def distribute(module, arrays, grid, per_device: bool = False, global_values: bo
     shardings = parameter_shardings(module)
     out = []
     for p, value, sh in zip(params, arrays, shardings):
-        out.append(_distribute_one(p, value, sh, grid, per_device, global_values, notes))
+        if isinstance(value, (Uniform, Stacked)):
+            out.append(value)
+            continue
+        out.append(_distribute_one(p, value, sh, grid, per_device, global_values, notes, devices))
     return out
 
 
@@ -201,12 +207,12 @@ def _at(p):
         raise HloEvalError(msg, [instruction_diagnostic(p, msg, "R030")]) from None
 
 
-def _distribute_one(p, value, sharding, grid, per_device, global_values, notes):
+def _distribute_one(p, value, sharding, grid, per_device, global_values, notes, devices=None):
     with _at(p):
-        return _distribute_leaves(p, value, sharding, grid, per_device, global_values, notes)
+        return _distribute_leaves(p, value, sharding, grid, per_device, global_values, notes, devices)
 
 
-def _distribute_leaves(p, value, sharding, grid, per_device, global_values, notes):
+def _distribute_leaves(p, value, sharding, grid, per_device, global_values, notes, devices=None):
     shape = p.shape
     leaf_shapes = list(shape.leaves())
     leaf_shs = _leaf_shardings(sharding, shape)
@@ -228,10 +234,11 @@ def _distribute_leaves(p, value, sharding, grid, per_device, global_values, note
         if pl.recognized and notes is not None:
             notes.append(f"{what}: {_dims_text(leaf.element_type, dims)} taken as one value per device "
                          f"({grid.count} devices x {leaf.to_str(False)}, in device-id order)")
-        placed.append(_place(arr, pl, leaf, grid))
+        placed.append(_place(arr, pl, leaf, grid, devices))
         any_stacked = any_stacked or placed[-1][1]
     if any_stacked:       # every leaf of a stacked tuple gets the device axis
-        leaves = [a if st or a is TOKEN else np.broadcast_to(a, (grid.count,) + a.shape) for a, st in placed]
+        rows = grid.count if devices is None else len(devices)
+        leaves = [a if st or a is TOKEN else np.broadcast_to(a, (rows,) + a.shape) for a, st in placed]
         return Stacked(_unflatten(leaves, shape))
     return Uniform(_unflatten([a for a, _ in placed], shape))
 

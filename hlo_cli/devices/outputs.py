@@ -168,7 +168,13 @@ class DeviceRun:
         given = any(opts.get(k) not in (None, False) for k in ("replicas", "partitions", "per_device",
                                                                "output_global", "output_sharding", "device"))
         self.grid = grid_of(module, opts.get("replicas"), opts.get("partitions"))
-        self.multi = given or needs_devices(module, self.grid)
+        self.cluster = opts.get("cluster") or "local"
+        self.ray_address = opts.get("ray_address")
+        self.ray_actors = opts.get("ray_actors")
+        self.ray_run = None                        # what the Ray backend reports (placement, timings)
+        self.multi = given or (self.cluster != "local" and self.grid.count > 1) or needs_devices(module, self.grid)
+        # inputs read by the device actors (each its devices' part) rather than by this process
+        self.remote = self.multi and self.cluster == "ray"
         self.global_values = values_are_global(module)
         self.sharding = None
         if not self.multi:
@@ -190,6 +196,8 @@ class DeviceRun:
 
     def distribute(self, values, notes: list | None = None) -> list:
         from .inputs import distribute
+        if self.remote and any(_is_file_input(v) for v in values):
+            return list(values)                   # each actor cuts its devices' part (ray_backend.py)
         return distribute(self.module, values, self.grid, self.per_device, self.global_values, notes)
 
     def random_inputs(self, seed: int) -> list:
@@ -203,6 +211,20 @@ class DeviceRun:
             pass
 
     def run(self, args, options, hook, progress):
+        if self.cluster == "ray":
+            from ..finite import FiniteGuard, NonFinite
+            from .ray_backend import run_on_ray
+            guard = hook if isinstance(hook, FiniteGuard) else None
+            if hook is not None and guard is None:
+                raise ValueError("the Ray backend takes no hook but --check-finite's")
+            try:
+                result, self.ray_run = run_on_ray(self.module, args, self.grid, options, address=self.ray_address,
+                                                  actors=self.ray_actors, per_device=self.per_device,
+                                                  global_values=self.global_values, check_finite=guard is not None)
+            except NonFinite as e:
+                guard.report = e.report          # what `hlo run` reports, as from a local run
+                raise
+            return result
         from . import run_devices
         return run_devices(self.module, args, self.grid, options, hook, progress)
 
@@ -216,6 +238,11 @@ class DeviceRun:
     def reference(self, path: str, arrays) -> dict:
         from ..compare import load_reference
         return load_reference(path, [tuple(a.shape) for a in arrays])
+
+
+def _is_file_input(v) -> bool:
+    from .ray_backend import FileInput
+    return isinstance(v, FileInput)
 
 
 def leaf_rows(leaves: list[DeviceLeaf], device: int | None = None) -> list[tuple]:

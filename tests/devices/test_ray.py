@@ -1,0 +1,305 @@
+"""The Ray device backend (devices/ray_backend.py) on simulated clusters of this machine.
+
+The law: a run whose devices are spread over the actors of a 2- or 3-node Ray cluster gives, on
+every device, the same bits as the local backend, for every multi-device sample (samples/spmd,
+before and after partitioning, and PyTorch/XLA's).  Then what a cluster adds: inputs each actor
+reads for its own devices (memory-mapped), placement by the memory of the nodes (a program no node
+holds alone runs across them; one the cluster cannot hold is refused, exit code 5), an actor that
+dies mid-run (a clear error naming its devices and node, in bounded time, and the next run works),
+devices that never meet at a collective (the local backend's error, never a hang), and `hlo run
+--cluster ray`.  The clusters live on the loopback address (ray_backend.LOOPBACK_ENV)."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")      # before Ray is imported
+os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")          # a loaded CI machine starts nodes slowly
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="the Ray backend's tests need Ray (pip install 'hlo-cli[ray]')")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+import hlo_cli  # noqa: E402
+from hlo_cli.devices import grid_of, run_devices  # noqa: E402
+from hlo_cli.devices.grid import DeviceGrid  # noqa: E402
+from hlo_cli.devices.inputs import distribute  # noqa: E402
+from hlo_cli.devices.ray_backend import (FileInput, Node, forget_actors, open_array, place,  # noqa: E402
+                                         run_on_ray)
+from hlo_cli.devices.values import Stacked, leaves  # noqa: E402
+from hlo_cli.errors import ExitCode, HloEvalError, HloMemoryLimitError, HloResourceError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = sorted(p for d in ("spmd", "torch_xla_spmd") for p in (ROOT / "samples" / d).glob("*.hlo"))
+ERRORS = ROOT / "samples" / "spmd" / "handwritten" / "errors"
+NODE_MEMORY = 64 << 20          # each simulated node's memory budget (Ray's `memory` resource)
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=["2 nodes", "3 nodes"])
+def cluster(request):
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "memory": NODE_MEMORY})
+    for _ in range(request.param - 1):
+        c.add_node(num_cpus=1, memory=NODE_MEMORY)
+    c.wait_for_nodes()
+    ray.init(address=c.address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield c
+    forget_actors(ray)
+    ray.shutdown()
+    c.shutdown()
+
+
+def _inputs(path: Path) -> list:
+    stem = path.name.split(".")[0]
+    with np.load(path.parent / f"{stem}.inputs.npz") as z:
+        return [z[f"arg{i}"] for i in range(len(z.files))]
+
+
+def _same(a, b) -> bool:
+    la, lb = leaves(a), leaves(b)
+    return len(la) == len(lb) and all(np.asarray(x).dtype == np.asarray(y).dtype
+                                      and np.asarray(x).shape == np.asarray(y).shape
+                                      and np.asarray(x).tobytes() == np.asarray(y).tobytes()
+                                      for x, y in zip(la, lb))
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[f"{p.parent.name}/{p.name}" for p in SAMPLES])
+def test_ray_gives_the_local_bits(cluster, path):
+    module = hlo_cli.parse_file(str(path))
+    grid = grid_of(module)
+    args = distribute(module, _inputs(path), grid)
+    want = run_devices(module, args, grid)
+    got, how = run_on_ray(module, args, grid, address=cluster.address)
+    assert len(how.placement.groups) == min(len(cluster.list_all_nodes()), grid.count)
+    assert sorted(d for g in how.placement.groups for d in g) == list(range(grid.count))
+    assert _same(got.per_device(), want.per_device()), f"{path.name}: a device's result differs from the local run"
+
+
+HANDWRITTEN = sorted((ROOT / "samples" / "spmd" / "handwritten").glob("*.hlo"))
+
+
+@pytest.mark.parametrize("path", HANDWRITTEN, ids=[p.name for p in HANDWRITTEN])
+def test_ray_gives_the_local_bits_handwritten(cluster, path):
+    """Every collective form, send/recv, divergent branches and loops: other inputs on every device."""
+    from hlo_cli.interpreter.inputs import random_inputs
+    module = hlo_cli.parse_file(str(path))
+    grid = grid_of(module)
+    params = module.entry_computation.parameters
+    per = [random_inputs(params, seed) for seed in range(grid.count)]
+    args = []
+    for k, p in enumerate(params):
+        if p.shape.is_tuple or p.shape.element_type == "token":
+            args.append(per[0][k])
+        else:
+            args.append(Stacked(np.stack([np.asarray(v[k]) for v in per])))
+    try:
+        want = run_devices(module, args, grid)
+    except HloEvalError as e:                  # a module the local backend refuses: so must Ray
+        with pytest.raises(HloEvalError) as got:
+            run_on_ray(module, args, grid, address=cluster.address)
+        assert str(got.value).split(":")[0] == str(e).split(":")[0]
+        return
+    got, _ = run_on_ray(module, args, grid, address=cluster.address)
+    assert _same(got.per_device(), want.per_device()), f"{path.name}: a device's result differs from the local run"
+
+
+def test_inputs_read_by_each_actor(cluster, tmp_path):
+    """FileInputs: every actor maps the file and cuts its own devices' tiles; an .npy and a stored
+    .npz member are memory-mapped, a compressed member read."""
+    path = ROOT / "samples" / "spmd" / "dp_mp_matmul_grad_4x2.opt.hlo"
+    module = hlo_cli.parse_file(str(path))
+    grid = grid_of(module)
+    arrays = _inputs(path)
+    np.save(tmp_path / "a0.npy", arrays[0])
+    np.savez(tmp_path / "stored.npz", **{f"arg{i}": a for i, a in enumerate(arrays)})
+    np.savez_compressed(tmp_path / "packed.npz", **{f"arg{i}": a for i, a in enumerate(arrays)})
+    assert isinstance(open_array(FileInput(str(tmp_path / "a0.npy"), None, "a0")), np.memmap)
+    assert isinstance(open_array(FileInput(str(tmp_path / "stored.npz"), "arg1", "a1")), np.memmap)
+    packed = open_array(FileInput(str(tmp_path / "packed.npz"), "arg1", "a1"))
+    assert not isinstance(packed, np.memmap) and np.array_equal(packed, arrays[1])
+    want = run_devices(module, distribute(module, arrays, grid), grid)
+    sources = [FileInput(str(tmp_path / "a0.npy"), None, "a0")] + \
+              [FileInput(str(tmp_path / "stored.npz"), f"arg{i}", f"a{i}") for i in range(1, len(arrays))]
+    got, _ = run_on_ray(module, sources, grid, address=cluster.address)
+    assert _same(got.per_device(), want.per_device())
+
+
+# ----------------------------------------------------------------------------- placement
+
+def big(n: int):
+    """A per-device program of 8 partitions, each device's tile f32[1, N]."""
+    return hlo_cli.parse(f"""HloModule big, num_partitions=8
+
+ENTRY main {{
+  x = f32[1,{n}] parameter(0), sharding={{devices=[8,1]<=[8]}}
+  e = f32[1,{n}] exponential(x), sharding={{devices=[8,1]<=[8]}}
+  ROOT t = f32[1,{n}] tanh(e), sharding={{devices=[8,1]<=[8]}}
+}}
+""")
+
+
+def test_placement_follows_node_memory():
+    """Unit facts of place(): devices go where memory is; the refusal gives the numbers."""
+    module = big(1024)
+    from hlo_cli.interpreter.memory import estimate
+    per = estimate(module).total - estimate(module).constants
+    grid = DeviceGrid(1, 8)
+    roomy = [Node("a", "10.0.0.1", 100 * per, 1), Node("b", "10.0.0.2", 100 * per, 1)]
+    plan = place(module, grid, roomy)
+    assert plan.groups == ((0, 1, 2, 3), (4, 5, 6, 7))
+    lopsided = [Node("a", "10.0.0.1", 2 * per + per // 2, 1), Node("b", "10.0.0.2", 100 * per, 1)]
+    plan = place(module, grid, lopsided)
+    assert plan.groups == ((0, 1), (2, 3, 4, 5, 6, 7)) and [n.id for n in plan.nodes] == ["a", "b"]
+    plan = place(module, grid, roomy, actors=3)
+    assert [len(g) for g in plan.groups] == [3, 3, 2]
+    assert sorted(d for g in plan.groups for d in g) == list(range(8))
+    small = [Node("a", "10.0.0.1", 3 * per, 1), Node("b", "10.0.0.2", 3 * per, 1)]
+    with pytest.raises(HloMemoryLimitError) as e:
+        place(module, grid, small)
+    assert e.value.exit_code == ExitCode.MEMORY_LIMIT
+    assert "per device" in str(e.value) and "10.0.0.1" in str(e.value) and "10.0.0.2" in str(e.value)
+
+
+def test_program_larger_than_one_node_runs_across_nodes(cluster):
+    """8 devices of some 16 MiB each: more than one 64 MiB node holds, so they run across the nodes
+    that hold them, or the run is refused before it starts (exit code 5) where they do not."""
+    module = big(2097152)                                       # 8 MiB a device's tile
+    grid = grid_of(module)
+    from hlo_cli.interpreter.memory import estimate
+    per = estimate(module).total - estimate(module).constants
+    assert per * grid.count > NODE_MEMORY                       # more than any one node holds
+    x = np.linspace(-1, 1, 8 * 2097152, dtype=np.float32).reshape(8, 1, 2097152)
+    args = distribute(module, [x], grid, per_device=True)
+    nodes = len(cluster.list_all_nodes())
+    if per * grid.count > NODE_MEMORY * nodes:
+        with pytest.raises(HloMemoryLimitError) as e:
+            run_on_ray(module, args, grid, address=cluster.address)
+        assert e.value.exit_code == ExitCode.MEMORY_LIMIT
+        return
+    got, how = run_on_ray(module, args, grid, address=cluster.address)
+    assert len(how.placement.groups) > 1
+    assert all(how.placement.constants + how.placement.per_device * len(g) <= NODE_MEMORY
+               for g in how.placement.groups)
+    want = run_devices(module, args, grid)
+    assert _same(got.per_device(), want.per_device())
+
+
+# ----------------------------------------------------------------------------- failures
+
+def test_an_actor_that_dies_ends_the_run_clearly(cluster):
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.opt.hlo"
+    module = hlo_cli.parse_file(str(path))
+    grid = grid_of(module)
+    args = distribute(module, _inputs(path), grid)
+    victim = next(i for i in module.entry_computation.instructions if i.opcode == "all-reduce")
+    t0 = time.monotonic()
+    with pytest.raises(HloResourceError) as e:
+        run_on_ray(module, args, grid, address=cluster.address, fail_at=f"{victim.name}@5")
+    assert time.monotonic() - t0 < 120                       # bounded: never a hang at the collective
+    msg = str(e.value)
+    assert "was lost" in msg and re.search(r"devices (4-7|5|[\d,]*5[\d,]*|[\d]-[5-7])\b", msg), msg
+    assert "node 127.0.0.1" in msg and f"all-reduce {victim.name}" in msg, msg
+    assert "Traceback" not in msg
+    got, _ = run_on_ray(module, args, grid, address=cluster.address)     # the next run starts afresh
+    assert _same(got.per_device(), run_devices(module, args, grid).per_device())
+
+
+@pytest.mark.parametrize("name", ["mismatch_conditional", "mismatch_different_collectives", "mismatch_while"])
+def test_devices_that_never_meet_fail_like_the_local_run(cluster, name):
+    module = hlo_cli.parse_file(str(ERRORS / f"{name}.hlo"))
+    grid = grid_of(module)
+    x = np.stack([(1 + 100 * d + np.arange(2)).astype(np.float32) for d in range(grid.count)])
+    with pytest.raises(HloEvalError) as local:
+        run_devices(module, [Stacked(x)], grid)
+    t0 = time.monotonic()
+    with pytest.raises(HloEvalError) as remote:
+        run_on_ray(module, [Stacked(x)], grid, address=cluster.address)
+    assert time.monotonic() - t0 < 120
+    assert str(remote.value).split(":")[0] == str(local.value).split(":")[0] == "summed"
+    assert "did not reach it" in str(remote.value)
+
+
+# ----------------------------------------------------------------------------- the command
+
+def test_hlo_run_cluster_ray(cluster, tmp_path):
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.opt.hlo"
+    inputs = str(ROOT / "samples" / "spmd" / "mlp_train_step_2x4.inputs.npz")
+    r = CliRunner().invoke(main, ["run", str(path), "--inputs", inputs, "--output", str(tmp_path / "local.npz")])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["run", str(path), "--inputs", inputs, "--output", str(tmp_path / "ray.npz"),
+                                  "--cluster", "ray", "--ray-address", cluster.address, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert '"cluster"' in r.output and '"actors"' in r.output
+    with np.load(tmp_path / "local.npz") as a, np.load(tmp_path / "ray.npz") as b:
+        assert a.files == b.files and all(a[k].tobytes() == b[k].tobytes() for k in a.files)
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--ray-address", "127.0.0.1:1"], "need --cluster ray"),
+    (["--cluster", "ray", "--check-finite"], "--check-finite cannot be combined with --cluster ray"),
+    (["--cluster", "ray", "--dump-dir", "d"], "--dump-dir cannot be combined with --cluster ray"),
+])
+def test_cluster_usage_errors(argv, fragment):
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+    path = ROOT / "samples" / "spmd" / "dp_matmul_1d.opt.hlo"
+    r = CliRunner().invoke(main, ["run", str(path), "--random-inputs"] + argv)
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert fragment in r.output and "Traceback" not in r.output
+
+
+def test_without_ray_installed(monkeypatch):
+    import sys
+
+    from hlo_cli.devices import ray_backend
+    from hlo_cli.errors import HloInputError
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(HloInputError) as e:
+        ray_backend.require_ray()
+    assert "pip install 'hlo-cli[ray]'" in str(e.value) and e.value.exit_code == ExitCode.USAGE
+
+
+def test_check_finite_on_ray(cluster, tmp_path):
+    """--check-finite with --cluster ray stops where the local run stops and says so the same way:
+    device 5's inputs overflow exp, the other devices' do not."""
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+    text = """HloModule nan_on_five, num_partitions=8
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[1,4] parameter(0), sharding={devices=[8,1]<=[8]}
+  e = f32[1,4] exponential(x), sharding={devices=[8,1]<=[8]}
+  s = f32[1,4] all-reduce(e), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, use_global_device_ids=true, to_apply=add
+  ROOT t = f32[1,4] add(s, x), sharding={devices=[8,1]<=[8]}
+}
+"""
+    (tmp_path / "m.hlo").write_text(text)
+    x = np.zeros((8, 1, 4), np.float32)
+    x[5, 0, 2] = 1000.0
+    np.save(tmp_path / "x.npy", x)
+    base = ["run", str(tmp_path / "m.hlo"), "--input", str(tmp_path / "x.npy"), "--per-device", "--check-finite",
+            "--format", "json"]
+    local = CliRunner().invoke(main, base)
+    remote = CliRunner().invoke(main, base + ["--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 1, remote.output
+    import json
+    a, b = json.loads(local.stdout), json.loads(remote.stdout)
+    assert a["status"] == b["status"] == "non-finite"
+    for k in ("instruction", "device", "devices", "first_index", "location"):
+        assert a["non_finite"][k] == b["non_finite"][k], k
+    assert b["non_finite"]["instruction"] == "e" and b["non_finite"]["device"] == 5

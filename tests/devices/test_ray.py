@@ -165,27 +165,25 @@ def test_placement_follows_node_memory():
 
 
 def test_program_larger_than_one_node_runs_across_nodes(cluster):
-    """8 devices of some 16 MiB each: more than one 64 MiB node holds, so they run across the nodes
-    that hold them, or the run is refused before it starts (exit code 5) where they do not."""
-    module = big(2097152)                                       # 8 MiB a device's tile
-    grid = grid_of(module)
+    """8 devices of 16 MiB each (128 MiB) on nodes of 64 MiB: no node holds them all, the cluster
+    does, 4 devices a node at most; at 32 MiB a device no cluster here holds them: refused before
+    anything runs (exit code 5), naming each node."""
     from hlo_cli.interpreter.memory import estimate
+    module = big(1 << 20)                                       # a device's tile: 4 MiB, 16 MiB in all
+    grid = grid_of(module)
     per = estimate(module).total - estimate(module).constants
-    assert per * grid.count > NODE_MEMORY                       # more than any one node holds
-    x = np.linspace(-1, 1, 8 * 2097152, dtype=np.float32).reshape(8, 1, 2097152)
+    assert NODE_MEMORY < per * grid.count <= NODE_MEMORY * 2 and NODE_MEMORY // per == 4
+    x = np.linspace(-1, 1, 8 << 20, dtype=np.float32).reshape(8, 1, 1 << 20)
     args = distribute(module, [x], grid, per_device=True)
-    nodes = len(cluster.list_all_nodes())
-    if per * grid.count > NODE_MEMORY * nodes:
-        with pytest.raises(HloMemoryLimitError) as e:
-            run_on_ray(module, args, grid, address=cluster.address)
-        assert e.value.exit_code == ExitCode.MEMORY_LIMIT
-        return
     got, how = run_on_ray(module, args, grid, address=cluster.address)
-    assert len(how.placement.groups) > 1
-    assert all(how.placement.constants + how.placement.per_device * len(g) <= NODE_MEMORY
-               for g in how.placement.groups)
-    want = run_devices(module, args, grid)
-    assert _same(got.per_device(), want.per_device())
+    assert len(how.placement.groups) > 1 and max(len(g) for g in how.placement.groups) <= 4
+    assert _same(got.per_device(), run_devices(module, args, grid).per_device())
+    too_big = big(2 << 20)
+    y = np.zeros((8, 1, 2 << 20), np.float32)
+    with pytest.raises(HloMemoryLimitError) as e:
+        run_on_ray(too_big, distribute(too_big, [y], grid, per_device=True), grid, address=cluster.address)
+    assert e.value.exit_code == ExitCode.MEMORY_LIMIT
+    assert "per device" in str(e.value) and str(e.value).count("node 127.0.0.1") == len(cluster.list_all_nodes())
 
 
 # ----------------------------------------------------------------------------- failures

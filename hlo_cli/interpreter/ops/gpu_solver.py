@@ -1,0 +1,424 @@
+"""jaxlib's GPU linear-algebra and random-number targets (cuSOLVER / hipSOLVER, cuBLAS / hipBLAS,
+cuSPARSE / hipSPARSE and jaxlib's own kernels), run with the CPU LAPACK routines of custom_call.py.
+
+Targets (CUDA spelling; the ROCm one swaps `cu` for `hip`, e.g. `hipsolver_potrf_ffi`,
+`hip_lu_pivots_to_permutation`), with the operands and results jaxlib's FFI handlers
+(jaxlib/gpu/solver_kernels_ffi.cc, prng_kernels, linalg_kernels, sparse) bind and the options of
+their backend_config; T is the matrix's element type (f32, f64, c64, c128), R its real type, B
+the batch dims, k = min(m, n):
+
+  cusolver_potrf_ffi   {lower}                  a T[B,n,n] -> a, info s32[B]
+  cusolver_getrf_ffi                            a T[B,m,n] -> a, ipiv s32[B,k] (1-based), info s32[B]
+  cusolver_geqrf_ffi                            a T[B,m,n] -> a, tau T[B,k]
+  cusolver_orgqr_ffi                            a T[B,m,n], tau T[B,t] -> a        (m >= n >= t)
+  cusolver_ormqr_ffi   {left, transpose}        a, tau, c T[B,p,q] -> c
+  cusolver_syevd_ffi   {algorithm, lower}       a T[B,n,n] -> v, w R[B,n] (ascending), info
+  cusolver_sytrd_ffi   {lower}                  a T[B,n,n] -> a, d R[B,n], e R[B,n-1], tau T[B,n-1], info
+  cusolver_gesvd_ffi   {full_matrices, compute_uv, transposed}
+                                                a T[B,m,n] -> a, s R[B,k], u, vt, info
+  cusolver_gesvdj_ffi / _gesvdp_ffi / _gesdd_ffi {full_matrices, compute_uv[, transposed]}
+                                                a T[B,m,n] -> a, s R[B,k], u T[B,m,m|k], v T[B,n,n|k], info
+                                                (gesvdj/gesvdp return V, not V^H; gesdd returns vt)
+  cusolver_syrk_ffi    {transpose}              a T[B,r,c], c T[B,s,s], alpha T[], beta T[] -> c
+  cusolver_csrlsvqr_ffi {tol, reorder}          data T[nnz], indices s32[nnz], indptr s32[n+1], b T[n] -> x T[n]
+  cusparse_gtsv2_ffi                            dl, d, du T[B,m], b T[B,m,r] -> x T[B,m,r]
+  cu_lu_pivots_to_permutation                   pivots s32[B,k] (0-based) -> permutation s32[B,p]
+  cu_threefry2x32_ffi (and legacy cu_threefry2x32)
+                                                k0, k1, x0, x1 u32[S] -> y0, y1 u32[S]
+
+Every call is checked first (operand and result element types and shapes against the rules
+above, options against what the handler accepts): a mismatch is a located HloEvalError, never a
+read past a buffer.  Matrices are read column-major, as jaxlib's GPU kernels read them (the
+lowering asks XLA for column-major operand and result layouts; lapack_contract.to_kernel /
+from_kernel reinterpret buffers laid out otherwise, the same rule as the CPU targets).
+
+Numerics.  cuSOLVER's algorithms are not LAPACK's: syevd picks Jacobi (syevj, batched) for n <= 32
+or algorithm=2, gesvdj is a Jacobi SVD, getrf/geqrf of many small matrices run cuBLAS's batched
+kernels.  Where the result is unique (Cholesky, LU with partial pivoting, eigenvalues, singular
+values, the tridiagonal solve, the Householder QR with LAPACK's reflector convention that
+cuSOLVER shares) we reproduce it with LAPACK in the same precision: equal to rounding.  Where it
+is not (the signs of eigenvectors and singular vectors), we return LAPACK's; the GPU's own signs
+come from its iteration order and follow no rule we can reproduce (see the module notes in the
+gpu-ffi report).  Unspecified outputs (gesvdj's u and v without compute_uv) are zeros.
+
+Legacy (pre-FFI) cuSOLVER targets pass their sizes in an opaque descriptor; of those, only the
+threefry kernel (whose operands carry everything) runs; the others are refused by name.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...errors import HloEvalError
+from . import custom_call as CC
+from . import lapack_contract as LC
+from .custom_call import target
+
+_FLOATS = {np.dtype(np.float32): np.dtype(np.float32), np.dtype(np.float64): np.dtype(np.float64),
+           np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+I32 = LC.I32
+U32 = np.dtype(np.uint32)
+
+
+def _fail(inst, msg):
+    raise HloEvalError(f"custom-call target '{inst.attrs.get('custom_call_target')}': {msg}")
+
+
+def _elem(inst, x, role="the matrix operand"):
+    """The element type T of a call (its main operand's), which must be one cuSOLVER computes in."""
+    dt = np.asarray(x).dtype
+    if dt not in _FLOATS:
+        _fail(inst, f"{role} must be f32, f64, c64 or c128, got {LC.txt(dt, np.shape(x))}")
+    return dt
+
+
+def _bool(inst, attrs, key, default=None) -> bool:
+    if key not in attrs:
+        if default is None:
+            _fail(inst, f"backend_config must set '{key}' (a bool), got {sorted(attrs) or 'no options'}")
+        return default
+    v = attrs[key]
+    if isinstance(v, bool) or v in (0, 1):
+        return bool(v)
+    _fail(inst, f"backend_config option '{key}' must be a bool, got {v!r}")
+    raise AssertionError
+
+
+def _count(inst, args, n):
+    if len(args) != n:
+        _fail(inst, f"takes {n} operand{'s' if n != 1 else ''}, got {len(args)}")
+
+
+def _run(inst, args, contract, compute):
+    """Check the call against its contract, hand the kernel its column-major view of the
+    operands, and lay the kernel's results out as declared."""
+    LC.check(inst, args, contract)
+    outs = compute(LC.to_kernel(inst, args, contract))
+    value = CC._result(inst, outs)
+    return LC.from_kernel(inst, value, contract)
+
+
+def _M(role, dt, dims):
+    return LC.Slot(role, dt, tuple(dims), True)
+
+
+def _V(role, dt, dims):
+    return LC.Slot(role, dt, tuple(dims))
+
+
+def _square(inst, x, name):
+    B, m, n = LC._matrix(inst, x, "the matrix operand")
+    if m != n:
+        _fail(inst, f"{name} takes square matrices; the matrix operand is {LC.txt(x.dtype, x.shape)}")
+    return B, n
+
+
+# ============================================================================ cuSOLVER
+
+_GPU = r"(?:cu|hip)"
+
+
+@target(pattern=rf"{_GPU}solver_potrf_ffi")
+def gpu_potrf(inst, args, ec):
+    """Cholesky factor in the `lower` (or upper) triangle, the other triangle unchanged; info > 0
+    is the order of the first minor that is not positive definite."""
+    at = CC.backend_attrs(inst)
+    _count(inst, args, 1)
+    a = np.asarray(args[0])
+    T = _elem(inst, a)
+    B, n = _square(inst, a, "potrf")
+    lower = _bool(inst, at, "lower", True)
+    c = LC.Contract((_M("the matrix", T, B + (n, n)),),
+                    (_M("the factor", T, B + (n, n)), _V("info", I32, B)))
+    return _run(inst, args, c, lambda k: list(CC.potrf(k[0], lower)))
+
+
+@target(pattern=rf"{_GPU}solver_getrf_ffi")
+def gpu_getrf(inst, args, ec):
+    """LU with partial pivoting (cuSOLVER getrf, or cuBLAS getrfBatched for many small matrices):
+    (L\\U, 1-based s32 pivots, info = first zero pivot's 1-based index)."""
+    _count(inst, args, 1)
+    a = np.asarray(args[0])
+    T = _elem(inst, a)
+    B, m, n = LC._matrix(inst, a, "the matrix operand")
+    k = min(m, n)
+    c = LC.Contract((_M("the matrix", T, B + (m, n)),),
+                    (_M("the LU factors", T, B + (m, n)), _V("the pivots", I32, B + (k,)), _V("info", I32, B)))
+    return _run(inst, args, c, lambda kk: list(CC.getrf(kk[0])))
+
+
+@target(pattern=rf"{_GPU}solver_geqrf_ffi")
+def gpu_geqrf(inst, args, ec):
+    """Householder QR (LAPACK's reflector convention): (R above / reflectors below the diagonal, tau)."""
+    _count(inst, args, 1)
+    a = np.asarray(args[0])
+    T = _elem(inst, a)
+    B, m, n = LC._matrix(inst, a, "the matrix operand")
+    c = LC.Contract((_M("the matrix", T, B + (m, n)),),
+                    (_M("the QR factors", T, B + (m, n)), _V("tau", T, B + (min(m, n),))))
+    return _run(inst, args, c, lambda kk: list(CC.geqrf(kk[0])))
+
+
+@target(pattern=rf"{_GPU}solver_orgqr_ffi")
+def gpu_orgqr(inst, args, ec):
+    """The first n columns of Q = H(1) ... H(t) from geqrf's reflectors."""
+    _count(inst, args, 2)
+    a, tau = np.asarray(args[0]), np.asarray(args[1])
+    T = _elem(inst, a)
+    B, m, n = LC._matrix(inst, a, "the reflectors operand")
+    if tau.ndim != len(B) + 1:
+        _fail(inst, f"tau must be {LC.txt(T, B + ('t',))}, got {LC.txt(tau.dtype, tau.shape)}")
+    t = tau.shape[-1]
+    if not m >= n >= t:
+        _fail(inst, f"orgqr needs rows >= columns >= reflectors (m >= n >= t), got m = {m}, n = {n}, t = {t}")
+    c = LC.Contract((_M("the reflectors", T, B + (m, n)), _V("tau", T, B + (t,))),
+                    (_M("q", T, B + (m, n)),))
+    return _run(inst, args, c, lambda kk: [CC.orgqr(kk[0], kk[1])])
+
+
+@target(pattern=rf"{_GPU}solver_ormqr_ffi")
+def gpu_ormqr(inst, args, ec):
+    """c multiplied by Q (or Q^H) from geqrf's reflectors, on the left or the right."""
+    at = CC.backend_attrs(inst)
+    _count(inst, args, 3)
+    a, tau, cc = (np.asarray(v) for v in args)
+    T = _elem(inst, cc, "c")
+    left, trans = _bool(inst, at, "left", True), _bool(inst, at, "transpose", False)
+    B, m, n = LC._matrix(inst, cc, "c")
+    r = m if left else n
+    if a.ndim != len(B) + 2 or tau.ndim != len(B) + 1:
+        _fail(inst, f"takes a {LC.txt(T, B + ('r', 'k'))}, tau {LC.txt(T, B + ('k',))} and c {LC.txt(T, B + (m, n))}; "
+                    f"got a {LC.txt(a.dtype, a.shape)}, tau {LC.txt(tau.dtype, tau.shape)}")
+    kk = tau.shape[-1]
+    if kk > r or a.shape[-1] < kk or a.shape[-2] != r:
+        _fail(inst, f"ormqr applies k = {kk} reflectors of length {r} ({'rows' if left else 'columns'} of c "
+                    f"{LC.txt(cc.dtype, cc.shape)}); a is {LC.txt(a.dtype, a.shape)}")
+    c = LC.Contract((_M("the reflectors", T, B + (r, a.shape[-1])), _V("tau", T, B + (kk,)), _M("c", T, B + (m, n))),
+                    (_M("the product", T, B + (m, n)),))
+    return _run(inst, args, c, lambda k: [CC.ormqr(k[0], k[1], k[2], left, trans)])
+
+
+_SYEVD_ALGORITHMS = {0: "default (Jacobi for n <= 32, else QR)", 1: "QR", 2: "Jacobi"}
+
+
+@target(pattern=rf"{_GPU}solver_syevd_ffi")
+def gpu_syevd(inst, args, ec):
+    """Symmetric / Hermitian eigendecomposition of the `lower` (or upper) triangle: (eigenvectors in
+    the columns, eigenvalues ascending, info).  Every algorithm (syevd, syevj, syevjBatched) gives
+    the same eigenvalues to rounding; eigenvector signs are the library's choice."""
+    at = CC.backend_attrs(inst)
+    _count(inst, args, 1)
+    a = np.asarray(args[0])
+    T = _elem(inst, a)
+    B, n = _square(inst, a, "syevd")
+    lower = _bool(inst, at, "lower", True)
+    alg = int(at.get("algorithm", 0))
+    if alg not in _SYEVD_ALGORITHMS:
+        _fail(inst, f"backend_config 'algorithm' must be 0 (default), 1 (QR) or 2 (Jacobi), got {alg}")
+    c = LC.Contract((_M("the matrix", T, B + (n, n)),),
+                    (_M("the eigenvectors", T, B + (n, n)), _V("the eigenvalues", _FLOATS[T], B + (n,)),
+                     _V("info", I32, B)))
+    return _run(inst, args, c, lambda k: list(CC.syevd(k[0], "V", "L" if lower else "U")))
+
+
+@target(pattern=rf"{_GPU}solver_sytrd_ffi")
+def gpu_sytrd(inst, args, ec):
+    """Householder reduction of a symmetric / Hermitian matrix to tridiagonal form:
+    (a with the reflectors, diagonal, off-diagonal, tau, info)."""
+    at = CC.backend_attrs(inst)
+    _count(inst, args, 1)
+    a = np.asarray(args[0])
+    T = _elem(inst, a)
+    B, n = _square(inst, a, "sytrd")
+    lower = _bool(inst, at, "lower", True)
+    R, n1 = _FLOATS[T], max(n - 1, 0)
+    c = LC.Contract((_M("the matrix", T, B + (n, n)),),
+                    (_M("the tridiagonal form", T, B + (n, n)), _V("the diagonal", R, B + (n,)),
+                     _V("the off-diagonal", R, B + (n1,)), _V("tau", T, B + (n1,)), _V("info", I32, B)))
+    return _run(inst, args, c, lambda k: list(CC.sytrd(k[0], "L" if lower else "U")))
+
+
+def _as_buffer(x: np.ndarray, dims) -> np.ndarray:
+    """The column-major buffer of matrices x (batch-major) read as matrices of `dims` (the same
+    elements, per batch, in the same column-major order)."""
+    dims = tuple(dims)
+    B = dims[:-2]
+    flat = np.asarray(x).reshape((-1,) + x.shape[-2:])
+    per = [np.reshape(np.ravel(mat, order="F"), dims[-2:], order="F") for mat in flat]
+    return np.array(per, x.dtype).reshape(B + dims[-2:])
+
+
+@target(pattern=rf"{_GPU}solver_(gesvd|gesvdj|gesvdp|gesdd)_ffi")
+def gpu_gesvd(inst, args, ec):
+    """Singular value decomposition: (a as the library leaves it, singular values descending, u,
+    vt for gesvd / gesdd or v for the Jacobi and polar kernels, info).  `transposed` (gesvd with
+    m < n) means the kernel factors the buffer read as the n x m matrix a^T, so its u slot holds
+    vt^H of a and its vt slot u^H (the lowering swaps them back)."""
+    at = CC.backend_attrs(inst)
+    name = inst.attrs.get("custom_call_target", "")
+    routine = re.search(r"solver_(\w+?)_ffi", name).group(1)
+    _count(inst, args, 1)
+    a = np.asarray(args[0])
+    T = _elem(inst, a)
+    R = _FLOATS[T]
+    B, m, n = LC._matrix(inst, a, "the matrix operand")
+    full = _bool(inst, at, "full_matrices", True)
+    uv = _bool(inst, at, "compute_uv", True)
+    transposed = _bool(inst, at, "transposed", False) if routine in ("gesvd", "gesdd") else False
+    if transposed and routine == "gesdd":
+        _fail(inst, "gesdd takes transposed = false")
+    km, kn = (n, m) if transposed else (m, n)          # the problem the kernel solves
+    k = min(m, n)
+    ucols, vcols = (km, kn) if full else (k, k)
+    jacobi = routine in ("gesvdj", "gesvdp")
+    leaves = CC._leaf_shapes(inst.shape)
+    if len(leaves) != 5:
+        _fail(inst, f"returns 5 results (a, s, u, v, info), the declared shape {inst.shape.to_str(False)} has "
+                    f"{len(leaves)}")
+    if jacobi or uv:
+        u_dims = B + (km, ucols)
+        v_dims = B + ((kn, vcols) if jacobi else (vcols, kn))
+        u_slot, v_slot = _M("u", T, u_dims), _M("v" if jacobi else "vt", T, v_dims)
+    else:                       # gesvd without vectors: jaxlib's placeholders, not touched
+        u_slot = LC.Slot("u", T, None, True, len(leaves[2].dims))
+        v_slot = LC.Slot("vt", T, None, True, len(leaves[3].dims))
+    c = LC.Contract((_M("the matrix", T, B + (m, n)),),
+                    (_M("the overwritten matrix", T, B + (m, n)), _V("the singular values", R, B + (k,)),
+                     u_slot, v_slot, _V("info", I32, B)))
+
+    def compute(kern):
+        x = kern[0]
+        if transposed:
+            x = _as_buffer(x, B + (km, kn))
+        mode = ("A" if full else "S") if (uv or jacobi) else "N"
+        aout, s, u, vt, info = CC.gesvd_family(x, mode, "gesvd")
+        if transposed:
+            aout = _as_buffer(aout, B + (m, n))
+        if mode == "N":
+            return [aout, s, None, None, info]
+        if jacobi:
+            vt = np.conj(np.swapaxes(vt, -1, -2))
+        return [aout, s, u, vt, info]
+    return _run(inst, args, c, compute)
+
+
+@target(pattern=rf"{_GPU}solver_syrk_ffi")
+def gpu_syrk(inst, args, ec):
+    """Symmetric rank-k update c_out = alpha a a^T + beta c (transpose: alpha a^T a + beta c), with
+    a and c read row-major as jaxlib lowers them: only the lower triangle (cuBLAS's upper one,
+    column-major) is written, the strict upper triangle keeps c's values."""
+    at = CC.backend_attrs(inst)
+    _count(inst, args, 4)
+    a, cc, alpha, beta = (np.asarray(v) for v in args)
+    T = _elem(inst, a)
+    trans = _bool(inst, at, "transpose", False)
+    B, r, cols = LC._matrix(inst, a, "a")
+    s = cols if trans else r
+    c = LC.Contract((_V("a", T, B + (r, cols)), _V("c", T, B + (s, s)), _V("alpha", T, ()), _V("beta", T, ())),
+                    (_V("the updated c", T, B + (s, s)),))
+
+    def compute(k):
+        a_, c_, al, be = k
+        op = np.swapaxes(a_, -1, -2) if trans else a_
+        prod = np.matmul(op, np.swapaxes(op, -1, -2))
+        with np.errstate(all="ignore"):
+            upd = (al * prod + be * c_).astype(T)
+        low = np.tril(np.ones((s, s), bool))
+        return [np.where(low, upd, c_)]
+    return _run(inst, args, c, compute)
+
+
+@target(pattern=rf"{_GPU}solver_csrlsvqr_ffi")
+def gpu_csrlsvqr(inst, args, ec):
+    """Solve A x = b for a square sparse A in CSR form (data, column indices, row pointers) by QR
+    (jax.experimental.sparse.linalg.spsolve on a GPU).  A singular A (within tol) gives the
+    library's least-squares-like garbage on the GPU; here the QR solution, inf/NaN where R has a
+    zero pivot."""
+    at = CC.backend_attrs(inst)
+    _count(inst, args, 4)
+    data, indices, indptr, b = (np.asarray(v) for v in args)
+    T = _elem(inst, b, "b")
+    if b.ndim != 1:
+        _fail(inst, f"b must be a vector, got {LC.txt(b.dtype, b.shape)}")
+    n = b.shape[0]
+    nnz = data.shape[0] if data.ndim == 1 else -1
+    c = LC.Contract((_V("data", T, (nnz,)), _V("indices", I32, (nnz,)), _V("indptr", I32, (n + 1,)), _V("b", T, (n,))),
+                    (_V("x", T, (n,)),))
+    reorder = int(at.get("reorder", 0))
+    if reorder not in (0, 1, 2, 3):
+        _fail(inst, f"backend_config 'reorder' must be 0..3 (none, symrcm, symamd, csrmetisnd), got {reorder}")
+    LC.check(inst, args, c)
+    if n and (indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != nnz):
+        _fail(inst, f"indptr must rise from 0 to nnz = {nnz}, got {indptr.tolist()[:8]}")
+    if nnz and (indices.min() < 0 or indices.max() >= n):
+        _fail(inst, f"column indices must lie in [0, {n}), got values from {indices.min()} to {indices.max()}")
+    dense = np.zeros((n, n), T)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    np.add.at(dense, (rows, indices), data)
+    qr, tau = CC.geqrf(dense)
+    qtb = CC.ormqr(qr, tau, b.reshape(n, 1).astype(T), True, True)
+    with np.errstate(all="ignore"):
+        x = CC.trsm(np.triu(qr), qtb, "L", "U", "N", "N")
+    return x.reshape(n).astype(T)
+
+
+# ============================================================================ cuSPARSE, jaxlib kernels
+
+@target(pattern=rf"{_GPU}sparse_gtsv2_ffi")
+def gpu_gtsv2(inst, args, ec):
+    """Tridiagonal solve (cuSPARSE gtsv2, partial pivoting) of each system, dl[0] and du[m-1]
+    unused: x with the column-major right-hand sides b."""
+    _count(inst, args, 4)
+    b = np.asarray(args[3])
+    T = _elem(inst, b, "b")
+    B, m, r = LC._matrix(inst, b, "b")
+    diag = lambda role: _V(role, T, B + (m,))            # noqa: E731
+    c = LC.Contract((diag("dl"), diag("d"), diag("du"), _M("b", T, B + (m, r))), (_M("x", T, B + (m, r)),))
+    return _run(inst, args, c, lambda k: [CC.gtsv(*k)[3]])
+
+
+@target(pattern=rf"{_GPU}_lu_pivots_to_permutation")
+def gpu_lu_pivots_to_permutation(inst, args, ec):
+    """The permutation that LU's row swaps make: start from iota(p) and swap entries i and
+    pivots[i] for i = 0..k-1 in order (0-based pivots; a pivot outside [0, p) swaps nothing)."""
+    _count(inst, args, 1)
+    piv = np.asarray(args[0])
+    if piv.dtype != I32 or piv.ndim < 1:
+        _fail(inst, f"pivots must be s32[..., k], got {LC.txt(piv.dtype, piv.shape)}")
+    B, k = piv.shape[:-1], piv.shape[-1]
+    out = inst.shape
+    if out.is_tuple or CC.np_dtype(out) != I32 or tuple(out.dims[:-1]) != B or len(out.dims) != piv.ndim \
+            or out.dims[-1] < k:
+        _fail(inst, f"returns s32{list(B) + ['p']} with p >= {k} (the pivots' length), the declared shape is "
+                    f"{out.to_str(False)}")
+    p = out.dims[-1]
+    flat = piv.reshape(-1, k)
+    perm = np.broadcast_to(np.arange(p, dtype=np.int32), (flat.shape[0], p)).copy()
+    rows = np.arange(flat.shape[0])
+    for i in range(min(k, p)):               # k sequential swaps, vectorized over the batch
+        j = flat[:, i]
+        ok = (j >= 0) & (j < p)
+        r, jj = rows[ok], j[ok]
+        a, bb = perm[r, i].copy(), perm[r, jj].copy()
+        perm[r, i], perm[r, jj] = bb, a
+    return perm.reshape(B + (p,))
+
+
+@target(pattern=rf"{_GPU}_threefry2x32(_ffi)?")
+def gpu_threefry2x32(inst, args, ec):
+    """Threefry-2x32 (20 rounds) of (x0, x1) under the key (k0, k1), elementwise over operands of
+    one shape: the same bits as XLA's threefry and jax.random's CPU lowering."""
+    from .rng import threefry2x32
+    _count(inst, args, 4)
+    xs = [np.asarray(v) for v in args]
+    shape = xs[0].shape
+    for i, x in enumerate(xs):
+        if x.dtype != U32 or x.shape != shape:
+            _fail(inst, f"operand {i} must be {LC.txt(U32, shape)} (k0, k1, x0, x1 of one shape), got "
+                        f"{LC.txt(x.dtype, x.shape)}")
+    leaves = CC._leaf_shapes(inst.shape)
+    if len(leaves) != 2 or any(CC.np_dtype(s) != U32 or tuple(s.dims) != shape for s in leaves):
+        _fail(inst, f"returns two {LC.txt(U32, shape)}, the declared shape is {inst.shape.to_str(False)}")
+    y0, y1 = threefry2x32(xs[2], xs[3], xs[0], xs[1])
+    return (np.asarray(y0, U32).reshape(shape), np.asarray(y1, U32).reshape(shape))

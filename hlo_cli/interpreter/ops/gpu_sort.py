@@ -1,0 +1,124 @@
+"""XLA GPU's library calls for sorting and top-k.
+
+* CUB radix sort, XLA GPU's rewrite of a `sort` whose comparator is a plain LT/GT of one operand
+  (SortRewriter, xla/backends/gpu/transforms/sort_rewriter.cc): `__cub$DeviceRadixSort` (older
+  XLA), `xla.gpu.ext.cub_sort_keys`, `xla.gpu.ext.cub_sort_pairs` and, before the scratch-size
+  pass, `xla.gpu.ext.cub_sort_unassigned_scratch_size`.  Operands: keys [, values], both of one
+  shape; every row along the last dimension is sorted by its keys (a segmented sort when there
+  are more rows); backend_config is the SortOptions proto `{"descending": bool}`.  Result: the
+  tuple (keys [, values], u8[scratch bytes]).  Order, that of cub::DeviceRadixSort: stable; integers
+  by value; floats by their bits made monotone (sign flipped for positives, all bits for
+  negatives), so -NaN < -inf < ... < -0 == +0 < ... < +inf < +NaN, with -0 and +0 equal (CUB's
+  documented special case: they keep their input order).  Descending is the reverse order, still
+  stable (equal keys in input order).  The scratch buffer's contents are CUB's; here zeros.
+* `__gpu$TopK`, XLA GPU's top-k kernel for k <= 16 (TopkSpecializer; f32 / bf16, rank 1 or 2):
+  (values, s32 indices) of the k largest entries of each row, descending, ties to the lower
+  index (the kernel's comparator `a == b ? ia < ib : a > b`, so -0 == +0).  NaN: the kernel's
+  comparator has no order for it and its insertion moves every NaN to the top, so a row with one
+  NaN gets it first; we put NaNs first (in index order) for every row, which is what the GPU gives
+  for a single NaN per row and may differ from it in the order of several.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import HloEvalError
+from . import custom_call as CC
+from .custom_call import target
+
+_CUB_SORT = ("__cub$DeviceRadixSort", "xla.gpu.ext.cub_sort_keys", "xla.gpu.ext.cub_sort_pairs",
+             "xla.gpu.ext.cub_sort_unassigned_scratch_size", "__cub$DeviceRadixSortUnassignedScratchSize")
+
+
+def _fail(inst, msg):
+    raise HloEvalError(f"custom-call target '{inst.attrs.get('custom_call_target')}': {msg}")
+
+
+def _txt(x) -> str:
+    from .lapack_contract import txt
+    return txt(x.dtype, x.shape)
+
+
+def radix_key(x: np.ndarray) -> np.ndarray:
+    """Unsigned keys whose ascending order is cub::DeviceRadixSort's order of x (floats: -0 == +0)."""
+    dt = np.dtype(x.dtype)
+    width = dt.itemsize * 8
+    u = np.dtype(f"u{dt.itemsize}")
+    sign = u.type(1 << (width - 1))
+    if dt.kind == "u":
+        return x.astype(u)
+    if dt.kind == "i":
+        return x.view(u) ^ sign
+    if dt.kind == "b":
+        raise TypeError("pred keys")
+    bits = np.ascontiguousarray(x).view(u).copy()
+    bits[bits == sign] = 0                              # -0 sorts as +0
+    neg = (bits & sign) != 0
+    return np.where(neg, ~bits, bits | sign)
+
+
+@target(*_CUB_SORT)
+def cub_radix_sort(inst, args, ec):
+    """Sorts each row (last dimension) of the keys, carrying the values along; stable; the order of
+    cub::DeviceRadixSort (see the module docstring); result (keys [, values], u8 scratch)."""
+    if len(args) not in (1, 2):
+        _fail(inst, f"takes the keys and optionally the values, got {len(args)} operands")
+    keys = np.asarray(args[0])
+    vals = np.asarray(args[1]) if len(args) == 2 else None
+    if keys.ndim < 1:
+        _fail(inst, f"keys must have at least one dimension (rows are sorted along the last), got {_txt(keys)}")
+    if vals is not None and vals.shape != keys.shape:
+        _fail(inst, f"values must have the keys' shape {list(keys.shape)}, got {_txt(vals)}")
+    leaves = CC._leaf_shapes(inst.shape)
+    if not inst.shape.is_tuple or len(leaves) != len(args) + 1:
+        _fail(inst, f"returns a tuple of {'(keys, values' if vals is not None else '(keys'}, u8 scratch), the "
+                    f"declared shape is {inst.shape.to_str(False)}")
+    for i, x in enumerate(args):
+        x = np.asarray(x)
+        if CC.np_dtype(leaves[i]) != x.dtype or tuple(leaves[i].dims) != x.shape:
+            _fail(inst, f"result {i} must be {_txt(x)} like operand {i}, the declared shape says "
+                        f"{leaves[i].to_str(False)}")
+    scratch = leaves[-1]
+    if CC.np_dtype(scratch) != np.uint8 or len(scratch.dims) != 1:
+        _fail(inst, f"the last result must be the u8[n] scratch buffer, the declared shape says {scratch.to_str(False)}")
+    try:
+        key = radix_key(keys)
+    except TypeError:
+        _fail(inst, f"keys must be integers or floats, got {_txt(keys)}")
+    opts = CC.backend_attrs(inst)
+    desc = opts.get("descending", False)
+    if not isinstance(desc, bool):
+        _fail(inst, f"backend_config 'descending' must be a bool, got {desc!r}")
+    order = np.argsort(~key if desc else key, axis=-1, kind="stable")
+    outs = [np.take_along_axis(keys, order, -1)]
+    if vals is not None:
+        outs.append(np.take_along_axis(vals, order, -1))
+    outs.append(np.zeros(scratch.dims, np.uint8))
+    return tuple(outs)
+
+
+@target("__gpu$TopK")
+def gpu_topk(inst, args, ec):
+    """(values, s32 indices) of the k largest entries of each row (k = the result's last dim),
+    descending, ties to the lower index, NaNs first (the module docstring says why)."""
+    if len(args) != 1:
+        _fail(inst, f"takes one operand, got {len(args)}")
+    x = np.asarray(args[0])
+    if x.ndim not in (1, 2) or x.dtype.kind != "f":
+        _fail(inst, f"takes an f32 or bf16 array of rank 1 or 2, got {_txt(x)}")
+    leaves = CC._leaf_shapes(inst.shape)
+    n = x.shape[-1]
+    if len(leaves) < 2 or any(tuple(s.dims[:-1]) != x.shape[:-1] or len(s.dims) != x.ndim for s in leaves[:2]) \
+            or leaves[0].dims[-1] != leaves[1].dims[-1] or leaves[0].dims[-1] > n \
+            or CC.np_dtype(leaves[0]) != x.dtype or CC.np_dtype(leaves[1]) != np.int32:
+        _fail(inst, f"returns (values {x.dtype.name}[..., k], s32[..., k]) with k <= {n} and the other dims of "
+                    f"{_txt(x)}, the declared shape is {inst.shape.to_str(False)}")
+    k = leaves[0].dims[-1]
+    wide = x.astype(np.float64)
+    rank_key = np.where(np.isnan(wide), np.inf, wide)        # NaN above +inf
+    # descending by value; NaNs before +inf; equal values (and -0 / +0) by index
+    order = np.lexsort((np.broadcast_to(np.arange(n), x.shape), ~np.isnan(wide), -rank_key), axis=-1)
+    order = order[..., :k]
+    vals = np.take_along_axis(x, order, -1)
+    out = [vals, order.astype(np.int32)] + [None] * (len(leaves) - 2)
+    return CC._result(inst, out)

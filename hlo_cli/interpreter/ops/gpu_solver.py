@@ -392,7 +392,12 @@ def gpu_lu_pivots_to_permutation(inst, args, ec):
             or out.dims[-1] < k:
         _fail(inst, f"returns s32{list(B) + ['p']} with p >= {k} (the pivots' length), the declared shape is "
                     f"{out.to_str(False)}")
-    p = out.dims[-1]
+    return pivots_to_permutation(piv, out.dims[-1])
+
+
+def pivots_to_permutation(piv: np.ndarray, p: int) -> np.ndarray:
+    """s32[..., p]: iota(p) after swapping entries i and piv[..., i] for i = 0..k-1 in order."""
+    B, k = piv.shape[:-1], piv.shape[-1]
     flat = piv.reshape(-1, k)
     perm = np.broadcast_to(np.arange(p, dtype=np.int32), (flat.shape[0], p)).copy()
     rows = np.arange(flat.shape[0])
@@ -403,6 +408,25 @@ def gpu_lu_pivots_to_permutation(inst, args, ec):
         a, bb = perm[r, i].copy(), perm[r, jj].copy()
         perm[r, i], perm[r, jj] = bb, a
     return perm.reshape(B + (p,))
+
+
+@target("LuDecomposition")
+def tpu_lu(inst, args, ec):
+    """The TPU's LU with partial pivoting (jax.lax.linalg.lu recorded on a TPU): (L\\U of the row-major
+    matrix, 0-based s32 pivots, the s32 permutation they make)."""
+    _count(inst, args, 1)
+    a = np.asarray(args[0])
+    T = _elem(inst, a)
+    B, m, n = LC._matrix(inst, a, "the matrix operand")
+    k = min(m, n)
+    want = (LC.txt(T, B + (m, n)), LC.txt(I32, B + (k,)), LC.txt(I32, B + (m,)))
+    leaves = CC._leaf_shapes(inst.shape)
+    got = tuple(LC.txt(CC.np_dtype(s), tuple(s.dims)) for s in leaves) if inst.shape.is_tuple else ()
+    if got != want:
+        _fail(inst, f"returns ({', '.join(want)}), the declared shape is {inst.shape.to_str(False)}")
+    lu, piv, _ = CC.getrf(a)
+    piv = piv - 1
+    return (lu, piv, pivots_to_permutation(piv, m))
 
 
 @target(pattern=rf"{_GPU}_threefry2x32(_ffi)?")
@@ -422,3 +446,110 @@ def gpu_threefry2x32(inst, args, ec):
         _fail(inst, f"returns two {LC.txt(U32, shape)}, the declared shape is {inst.shape.to_str(False)}")
     y0, y1 = threefry2x32(xs[2], xs[3], xs[0], xs[1])
     return (np.asarray(y0, U32).reshape(shape), np.asarray(y1, U32).reshape(shape))
+
+
+# ============================================================================ legacy (opaque descriptors)
+# jaxlib before the FFI passed a packed C struct as backend_config (native byte order, natural
+# alignment); the leading fields give the element type (0 f32, 1 f64, 2 c64, 3 c128), the
+# triangle (CUDA's fill mode 0 lower / 1 upper, hipSOLVER's and rocBLAS's 122 lower / 121 upper)
+# and the sizes, which must equal the operand's.  Results are the FFI ones plus workspace buffers
+# (zeros here).  Layouts:
+#   potrf   {type, uplo, int64 batch, int64 n, lwork}
+#   getrf   {type, batch, m, n[, lwork]}       geqrf {type, batch, m, n, lwork}
+#   orgqr   {type, batch, m, n, k, lwork}      syevd / syevj {type, uplo, batch, n, lwork}
+#   gesvd   {type, batch, m, n, lwork, char jobu, char jobvt}
+#   gesvdj  {type, batch, m, n, lwork, jobz (0 no vectors, 1 vectors)[, econ]}
+#   cublas_getrf_batched {type, batch, n}       cublas_geqrf_batched {type, batch, m, n}
+
+import struct as _struct
+
+_TYPE_CODES = {0: np.dtype(np.float32), 1: np.dtype(np.float64), 2: np.dtype(np.complex64),
+               3: np.dtype(np.complex128)}
+_LOWER = {0: True, 1: False, 122: True, 121: False}
+_LAYOUTS = {"potrf": ("iiqqi", ("type", "uplo", "batch", "n")), "getrf": ("iiii", ("type", "batch", "m", "n")),
+            "geqrf": ("iiii", ("type", "batch", "m", "n")), "orgqr": ("iiiii", ("type", "batch", "m", "n", "k")),
+            "syevd": ("iiii", ("type", "uplo", "batch", "n")), "syevj": ("iiii", ("type", "uplo", "batch", "n")),
+            "gesvd": ("iiiiibb", ("type", "batch", "m", "n", "lwork", "jobu", "jobvt")),
+            "gesvdj": ("iiiiii", ("type", "batch", "m", "n", "lwork", "jobz")),
+            "getrf_batched": ("iii", ("type", "batch", "n")), "geqrf_batched": ("iiii", ("type", "batch", "m", "n"))}
+
+
+def _descriptor(inst, routine) -> dict:
+    fmt, names = _LAYOUTS[routine]
+    bc = inst.attrs.get("backend_config")
+    raw = (bc.string if hasattr(bc, "string") else str(bc or "")).encode("latin-1", "replace")
+    size = _struct.calcsize("@" + fmt)
+    if len(raw) < size:
+        _fail(inst, f"the legacy {routine} kernel reads a {size}-byte descriptor from backend_config "
+                    f"({', '.join(names)}), got {len(raw)} bytes")
+    return dict(zip(names, _struct.unpack_from("@" + fmt, raw)))
+
+
+@target(pattern=rf"{_GPU}solver_(potrf|getrf|geqrf|orgqr|syevd|syevj|gesvd|gesvdj)|{_GPU}blas_(getrf|geqrf)_batched")
+def gpu_legacy_solver(inst, args, ec):
+    """The pre-FFI cuSOLVER / hipSOLVER / cuBLAS-batched kernels: the FFI semantics, options and
+    sizes from the opaque descriptor (checked against the operands), workspaces as extra results."""
+    name = inst.attrs.get("custom_call_target", "")
+    m_ = re.fullmatch(rf"{_GPU}(?:solver_(\w+)|blas_(\w+)_batched)", name)
+    routine = m_.group(1) or (m_.group(2) + "_batched")
+    d = _descriptor(inst, routine)
+    nops = 2 if routine == "orgqr" else 1
+    _count(inst, args, nops)
+    a = np.asarray(args[0])
+    T = _elem(inst, a)
+    if _TYPE_CODES.get(d["type"]) != T:
+        _fail(inst, f"the descriptor's element type code {d['type']} does not match the operand "
+                    f"{LC.txt(a.dtype, a.shape)}")
+    B, m, n = LC._matrix(inst, a, "the matrix operand")
+    batch = int(np.prod(B, dtype=np.int64))
+    sizes = {"batch": batch, "m": m, "n": n}
+    if routine == "orgqr":
+        sizes["k"] = np.shape(args[1])[-1] if np.ndim(args[1]) else -1
+    for key, want in sizes.items():
+        if key in d and d[key] != want:
+            _fail(inst, f"the descriptor's {key} is {d[key]}, the operands have {key} = {want}")
+    if "uplo" in d and d["uplo"] not in _LOWER:
+        _fail(inst, f"the descriptor's fill mode {d['uplo']} is neither lower nor upper")
+    lower = _LOWER.get(d.get("uplo"), True)
+    k = min(m, n)
+    R = _FLOATS[T]
+    M = lambda role, dims: _M(role, T, B + dims)                 # noqa: E731
+    info = _V("info", I32, B)
+    base = routine.replace("_batched", "")
+    if base == "potrf":
+        main, fn = (M("the factor", (n, n)), info), lambda kk: list(CC.potrf(kk[0], lower))
+    elif base == "getrf":
+        main, fn = (M("the LU factors", (m, n)), _V("the pivots", I32, B + (k,)), info), lambda kk: list(CC.getrf(kk[0]))
+    elif base == "geqrf":
+        main = (M("the QR factors", (m, n)), _V("tau", T, B + (k,)), info)
+        fn = lambda kk: list(CC.geqrf(kk[0])) + [np.zeros(B, np.int32)]           # noqa: E731
+    elif base == "orgqr":
+        main, fn = (M("q", (m, n)), info), lambda kk: [CC.orgqr(kk[0], kk[1]), np.zeros(B, np.int32)]
+    elif base in ("syevd", "syevj"):
+        main = (M("the eigenvectors", (n, n)), _V("the eigenvalues", R, B + (n,)), info)
+        fn = lambda kk: list(CC.syevd(kk[0], "V", "L" if lower else "U"))          # noqa: E731
+    elif base == "gesvd":
+        jobu, jobvt = chr(d["jobu"] & 0xFF), chr(d["jobvt"] & 0xFF)
+        if jobu not in "ASN" or jobu != jobvt:
+            _fail(inst, f"the descriptor's jobu/jobvt must be one of A, S, N (the same for both), got {jobu!r}/{jobvt!r}")
+        uc, vr = {"A": (m, n), "S": (k, k), "N": (None, None)}[jobu]
+        main = (M("the overwritten matrix", (m, n)), _V("the singular values", R, B + (k,)),
+                M("u", (m, uc)) if uc else LC.Slot("u", T, None, True, len(B) + 2),
+                M("vt", (vr, n)) if vr else LC.Slot("vt", T, None, True, len(B) + 2), info)
+        fn = lambda kk: list(CC.gesvd_family(kk[0], jobu, "gesvd"))               # noqa: E731
+    else:                                                           # gesvdj: v, not vt
+        vec = d["jobz"] == 1
+        main = (M("the overwritten matrix", (m, n)), _V("the singular values", R, B + (k,)),
+                M("u", (m, m)), M("v", (n, n)), info)
+
+        def fn(kk):
+            aout, s, u, vt, inf = CC.gesvd_family(kk[0], "A" if vec else "N", "gesvd")
+            return [aout, s, u if vec else None, np.conj(np.swapaxes(vt, -1, -2)) if vec else None, inf]
+    leaves = CC._leaf_shapes(inst.shape)
+    if len(leaves) < len(main):
+        _fail(inst, f"returns at least {len(main)} results, the declared shape {inst.shape.to_str(False)} has "
+                    f"{len(leaves)}")
+    work = tuple(LC.Slot(f"workspace {i}", CC.np_dtype(s), None, False, len(s.dims))
+                 for i, s in enumerate(leaves[len(main):]))
+    ops = (M("the matrix", (m, n)),) + ((_V("tau", T, B + (sizes["k"],)),) if base == "orgqr" else ())
+    return _run(inst, args, LC.Contract(ops, main + work), fn)

@@ -279,6 +279,8 @@ def gpu_gesvd(inst, args, ec):
     if jacobi or uv:
         u_dims = B + (km, ucols)
         v_dims = B + ((kn, vcols) if jacobi else (vcols, kn))
+        if transposed:          # declared as a's vt and u, row-major: the buffers of u^T and vt^T
+            u_dims, v_dims = B + (ucols, km), B + (kn, vcols)
         u_slot, v_slot = _M("u", T, u_dims), _M("v" if jacobi else "vt", T, v_dims)
     else:                       # gesvd without vectors: jaxlib's placeholders, not touched
         u_slot = LC.Slot("u", T, None, True, len(leaves[2].dims))
@@ -299,6 +301,8 @@ def gpu_gesvd(inst, args, ec):
             return [aout, s, None, None, info]
         if jacobi:
             vt = np.conj(np.swapaxes(vt, -1, -2))
+        if transposed:
+            u, vt = _as_buffer(u, u_dims), _as_buffer(vt, v_dims)
         return [aout, s, u, vt, info]
     return _run(inst, args, c, compute)
 

@@ -1,4 +1,4 @@
-"""XLA GPU's library calls for sorting and top-k.
+"""XLA GPU's library calls for sorting and top-k, and the TPU's approximate top-k.
 
 * CUB radix sort, XLA GPU's rewrite of a `sort` whose comparator is a plain LT/GT of one operand
   (SortRewriter, xla/backends/gpu/transforms/sort_rewriter.cc): `__cub$DeviceRadixSort` (older
@@ -17,6 +17,16 @@
   comparator has no order for it and its insertion moves every NaN to the top, so a row with one
   NaN gets it first; we put NaNs first (in index order) for every row, which is what the GPU gives
   for a single NaN per row and may differ from it in the order of several.
+* `PartialReduce`, the TPU's approximate top-k step (xla/hlo/builder/lib/approx_topk.cc, what
+  jax.lax.approx_max_k / approx_min_k leave in a TPU module when the reduced dimension is longer
+  than the TPU tiling, 1024 for rank 1 and 128 otherwise): operands (arrays..., their init values),
+  to_apply the comparator, backend_config JSON {log2_reduction, reduction_dim, top_k,
+  recall_target, to_apply_type: "comparator"}; result: the arrays with the reduced dimension cut
+  to L.  Element i of that dimension falls in bin i mod L (a TPU lane keeps its own best; the
+  recall model of approx_topk_shape.cc counts collisions in these L bins), the dimension padded
+  with the init values to L * 2^log2_reduction, and each bin keeps its best element by the
+  comparator (ties to the lower index).  With aggregate_to_topk the builder then sorts these L
+  candidates and slices k, ordinary HLO.
 """
 from __future__ import annotations
 
@@ -122,3 +132,48 @@ def gpu_topk(inst, args, ec):
     vals = np.take_along_axis(x, order, -1)
     out = [vals, order.astype(np.int32)] + [None] * (len(leaves) - 2)
     return CC._result(inst, out)
+
+
+@target("PartialReduce")
+def tpu_partial_reduce(inst, args, ec):
+    """The TPU's approximate top-k step: per bin (index mod L along reduction_dim) the best element
+    by the comparator, the arrays carried along (see the module docstring)."""
+    from .. import computations as C
+    if len(args) < 2 or len(args) % 2:
+        _fail(inst, f"takes the arrays and one init value per array, got {len(args)} operands")
+    h = len(args) // 2
+    arrays, inits = [np.asarray(a) for a in args[:h]], [np.asarray(a) for a in args[h:]]
+    opts = CC.backend_attrs(inst)
+    try:
+        r, dim = int(opts["log2_reduction"]), int(opts["reduction_dim"])
+    except (KeyError, TypeError, ValueError):
+        _fail(inst, f"backend_config must give log2_reduction and reduction_dim, got {opts}")
+    shape = arrays[0].shape
+    if any(a.shape != shape for a in arrays) or any(i.shape != () for i in inits) \
+            or any(a.dtype != i.dtype for a, i in zip(arrays, inits)):
+        _fail(inst, f"the arrays must share one shape and each init value be a scalar of its array's type, got "
+                    f"{', '.join(_txt(a) for a in arrays)} and {', '.join(_txt(i) for i in inits)}")
+    if not 0 <= dim < len(shape) or r < 0:
+        _fail(inst, f"reduction_dim {dim} must name a dimension of {_txt(arrays[0])} and log2_reduction {r} be >= 0")
+    leaves = CC._leaf_shapes(inst.shape)
+    out_dims = tuple(leaves[0].dims) if leaves else ()
+    n = shape[dim]
+    L = out_dims[dim] if len(out_dims) == len(shape) else -1
+    want = shape[:dim] + (L,) + shape[dim + 1:]
+    if len(leaves) != h or L <= 0 or any(tuple(s.dims) != want or CC.np_dtype(s) != a.dtype
+                                         for s, a in zip(leaves, arrays)) or L * (1 << r) < n:
+        _fail(inst, f"returns the {h} arrays with dimension {dim} cut to L, L * 2^{r} >= {n}; the declared shape is "
+                    f"{inst.shape.to_str(False)}")
+    comps = inst.attrs.get("called_computations") or ()
+    comp = inst.attrs.get("to_apply") or (comps[0] if comps else None)
+    if comp is None:
+        _fail(inst, "needs its comparator (to_apply)")
+    width = L << r
+    staged = []
+    for a, init in zip(arrays, inits):
+        x = np.moveaxis(a, dim, -1)
+        pad = np.broadcast_to(init, x.shape[:-1] + (width - n,))
+        x = np.concatenate([x, pad], axis=-1).reshape(x.shape[:-1] + (1 << r, L))
+        staged.append(np.swapaxes(x, -1, -2))          # (..., L, 2^r): the members of each bin in index order
+    best = C.sort_arrays(ec, comp.name, staged, staged[0].ndim - 1, True)
+    return tuple(np.ascontiguousarray(np.moveaxis(b[..., 0], -1, dim)) for b in best)

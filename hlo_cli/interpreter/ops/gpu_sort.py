@@ -114,7 +114,7 @@ def gpu_topk(inst, args, ec):
     if len(args) != 1:
         _fail(inst, f"takes one operand, got {len(args)}")
     x = np.asarray(args[0])
-    if x.ndim not in (1, 2) or x.dtype.kind != "f":
+    if x.ndim not in (1, 2) or x.dtype.name not in ("float32", "bfloat16"):
         _fail(inst, f"takes an f32 or bf16 array of rank 1 or 2, got {_txt(x)}")
     leaves = CC._leaf_shapes(inst.shape)
     n = x.shape[-1]

@@ -406,3 +406,110 @@ def test_linalg_f32_after_optimization_matches_the_gpu():
     outs = _flat(run(text, *args))
     _compare(outs, want, spec, skip=(EIGENVECTORS,))
     np.testing.assert_allclose(outs[EIGENVECTORS], want[EIGENVECTORS], atol=2e-3, rtol=0)
+
+
+# ------------------------------------------------------------------------------------------ legacy
+
+def _octal(raw: bytes) -> str:
+    return "".join(f"\\{b:03o}" for b in raw)
+
+
+def legacy(target, ops, results, descriptor: bytes):
+    text = module(target, ops, results)
+    text = text.replace("api_version=API_VERSION_TYPED_FFI, backend_config={}",
+                        f"api_version=API_VERSION_STATUS_RETURNING, backend_config=\"{_octal(descriptor)}\"")
+    return text
+
+
+def test_legacy_potrf_reads_its_descriptor():
+    import struct
+    a = np.array([[4, 2], [2, 3]], np.float64)
+    desc = struct.pack("@iiqqi", 1, 1, 1, 2, 8)              # f64, CUDA's upper fill mode, batch 1, n 2
+    f, info, _ = run(legacy("cusolver_potrf", [("f64", (2, 2))], [("f64", (2, 2)), ("s32", ()), ("f64", (8,))], desc), a)
+    u = np.triu(f)
+    np.testing.assert_allclose(u.T @ u, a)
+    assert info == 0
+
+
+def test_legacy_getrf_gesvd_gesvdj_and_batched_getrf():
+    import struct
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 3)).astype(np.float32)
+    lu, piv, info, _ = run(legacy("hipsolver_getrf", [("f32", (3, 3))],
+                                  [("f32", (3, 3)), ("s32", (3,)), ("s32", ()), ("f32", (4,))],
+                                  struct.pack("@iiiii", 0, 1, 3, 3, 4)), a)
+    lu2, piv2, _ = run(module("cusolver_getrf_ffi", [("f32", (3, 3))], [("f32", (3, 3)), ("s32", (3,)), ("s32", ())]), a)
+    np.testing.assert_array_equal(lu, lu2)
+    np.testing.assert_array_equal(piv, piv2)
+    b = np.stack([a, a + np.eye(3, dtype=np.float32)])
+    lub, pivb, infob, _ = run(legacy("cublas_getrf_batched", [("f32", (2, 3, 3))],
+                                     [("f32", (2, 3, 3)), ("s32", (2, 3)), ("s32", (2,)), ("s8", (16,))],
+                                     struct.pack("@iii", 0, 2, 3)), b)
+    np.testing.assert_array_equal(lub[0], lu)
+    _, s, u, vt, info, _ = run(legacy("cusolver_gesvd", [("f32", (3, 3))],
+                                      [("f32", (3, 3)), ("f32", (3,)), ("f32", (3, 3)), ("f32", (3, 3)), ("s32", ()),
+                                       ("f32", (9,))], struct.pack("@iiiiibb", 0, 1, 3, 3, 9, ord("A"), ord("A"))), a)
+    np.testing.assert_allclose((u * s) @ vt, a, atol=1e-5)
+    _, s2, u2, v2, _, _ = run(legacy("cusolver_gesvdj", [("f32", (3, 3))],
+                                     [("f32", (3, 3)), ("f32", (3,)), ("f32", (3, 3)), ("f32", (3, 3)), ("s32", ()),
+                                      ("f32", (9,))], struct.pack("@iiiiii", 0, 1, 3, 3, 9, 1)), a)
+    np.testing.assert_allclose((u2 * s2) @ v2.T, a, atol=1e-5)
+
+
+def test_legacy_descriptor_that_disagrees_with_the_operand_is_refused():
+    import struct
+    text = legacy("cusolver_syevd", [("f32", (4, 4))], [("f32", (4, 4)), ("f32", (4,)), ("s32", ()), ("f32", (8,))],
+                  struct.pack("@iiiii", 0, 0, 1, 5, 8))
+    with pytest.raises(HloEvalError, match=r"the descriptor's n is 5, the operands have n = 4"):
+        run(text, np.eye(4, dtype=np.float32))
+    short = legacy("cusolver_syevd", [("f32", (4, 4))], [("f32", (4, 4)), ("f32", (4,)), ("s32", ()), ("f32", (8,))],
+                   b"\0\0")
+    with pytest.raises(HloEvalError, match=r"reads a 16-byte descriptor .* got 2 bytes"):
+        run(short, np.eye(4, dtype=np.float32))
+
+
+# ------------------------------------------------------------------------------------------ TPU
+
+def test_a_tpu_text_with_tiled_layouts_memory_spaces_and_tpu_calls_runs():
+    """Tiled layouts (T(8,128)), memory spaces (S(1)) and the TPU's Eigh, Qr and LuDecomposition."""
+    text = """HloModule tpu_linalg, entry_computation_layout={(f32[8,8]{1,0:T(8,128)})->(f32[8]{0:T(256)}, f32[8,8]{1,0:T(8,128)}, f32[8,8]{1,0:T(8,128)}, s32[8]{0:T(256)})}
+
+ENTRY main {
+  a = f32[8,8]{1,0:T(8,128)} parameter(0)
+  t = f32[8,8]{0,1:T(8,128)} transpose(a), dimensions={1,0}
+  s = f32[8,8]{1,0:T(8,128)S(1)} add(a, t)
+  e = (f32[8,8]{1,0:T(8,128)}, f32[8]{0:T(256)}) custom-call(s), custom_call_target="Eigh", backend_config="1,1,15,0.000010"
+  v = f32[8,8]{1,0:T(8,128)} get-tuple-element(e), index=0
+  w = f32[8]{0:T(256)} get-tuple-element(e), index=1
+  q = (f32[8,8]{1,0:T(8,128)}, f32[8]{0:T(256)}) custom-call(a), custom_call_target="Qr"
+  r = f32[8,8]{1,0:T(8,128)} get-tuple-element(q), index=0
+  l = (f32[8,8]{1,0:T(8,128)}, s32[8]{0:T(256)}, s32[8]{0:T(256)}) custom-call(a), custom_call_target="LuDecomposition"
+  p = s32[8]{0:T(256)} get-tuple-element(l), index=2
+  ROOT out = (f32[8]{0:T(256)}, f32[8,8]{1,0:T(8,128)}, f32[8,8]{1,0:T(8,128)}, s32[8]{0:T(256)}) tuple(w, v, r, p)
+}
+"""
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((8, 8)).astype(np.float32)
+    w, v, r, p = run(text, a)
+    s = a + a.T
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(s.astype(np.float64)), atol=1e-4)
+    np.testing.assert_allclose(s @ v, v * w, atol=1e-4)
+    # R above the diagonal (the Householder vectors below it)
+    np.testing.assert_allclose(np.abs(np.diag(r)), np.abs(np.diag(np.linalg.qr(a.astype(np.float64))[1])), atol=1e-4)
+    assert sorted(p.tolist()) == list(range(8))
+
+
+@pytest.mark.parametrize("call, fragment", [
+    ("(f32[4,4], f32[4,4]) custom-call(a), custom_call_target=\"Qr\"",
+     "Qr returns (f32[4,4], f32[4]), the declared shape is (f32[4,4], f32[4,4])"),
+    ("(f32[4,4], f32[3]) custom-call(a), custom_call_target=\"Eigh\", backend_config=\"1,1,15,0.000010\"",
+     "Eigh returns (f32[4,4], f32[4]), the declared shape is (f32[4,4], f32[3])"),
+    ("(f32[4,4], s32[4], s32[3]) custom-call(a), custom_call_target=\"LuDecomposition\"",
+     "returns (f32[4,4], s32[4], s32[4]), the declared shape is (f32[4,4], s32[4], s32[3])"),
+])
+def test_tpu_calls_check_their_declared_results(call, fragment):
+    text = f"HloModule m\n\nENTRY e {{\n  a = f32[4,4] parameter(0)\n  ROOT c = {call}\n}}\n"
+    with pytest.raises(HloEvalError) as e:
+        run(text, np.eye(4, dtype=np.float32))
+    d = e.value.diagnostics[0]
+    assert fragment in d.message and d.line == 5, d.message

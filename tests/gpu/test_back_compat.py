@@ -27,6 +27,8 @@ import pytest
 from hlo_cli.errors import HloError
 from hlo_cli.interpreter import run
 
+from .gpu_cases import flat
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "back_compat"
 INDEX = json.loads((DATA / "index.json").read_text())
 CONVERTED = sorted(n for n, e in INDEX.items() if e["converted"])
@@ -98,15 +100,6 @@ def _unitary(q, tol, what):
         gram = m.conj().T @ m if m.shape[0] >= m.shape[1] else m @ m.conj().T
         err = float(np.max(np.abs(gram - np.eye(k))))
         assert err <= 1e2 * tol, f"{what}: not orthonormal ({err:.3g})"
-
-
-def _flat(value):
-    if isinstance(value, tuple):
-        out = []
-        for v in value:
-            out += _flat(v)
-        return out
-    return [np.asarray(value)]
 
 
 def _family(name):
@@ -184,7 +177,7 @@ def test_case_runs_and_matches_the_recording(name):
         msg = str(e.value)
         assert f"'{target}'" in msg and what in msg and "cannot run" in msg, msg
         return
-    outs = _flat(run(text, *args))
+    outs = flat(run(text, *args))
     assert len(outs) == len(want)
     if name in IMPLEMENTATION_DEFINED:
         assert not np.array_equal(outs[0], want[0])            # the TPU grouped the window otherwise

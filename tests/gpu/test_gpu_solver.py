@@ -9,8 +9,6 @@
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +19,8 @@ from hlo_cli.errors import HloError, HloEvalError
 from hlo_cli.interpreter import run
 from hlo_cli.interpreter.ops import custom_call as cc
 
-CASES = Path(__file__).resolve().parents[2] / "samples" / "gpu" / "cases"
+from .gpu_cases import compare, flat, load
+
 ET = {np.float32: "f32", np.float64: "f64", np.complex64: "c64", np.complex128: "c128"}
 REAL = {np.float32: np.float32, np.float64: np.float64, np.complex64: np.float32, np.complex128: np.float64}
 EPS = {np.float32: 2e-4, np.float64: 1e-10, np.complex64: 2e-4, np.complex128: 1e-10}
@@ -342,28 +341,6 @@ def test_the_refusal_of_a_target_we_do_not_run_still_names_it():
 
 # ------------------------------------------------------------------------------------------ goldens
 
-def _golden(name, stage):
-    spec = json.loads((CASES / f"{name}.json").read_text())
-    ins = np.load(CASES / f"{name}.inputs.npz")
-    exp = np.load(CASES / f"{name}.expected.npz")
-    text = (CASES / f"{name}.{stage}.hlo").read_text()
-    # float64 arrays stand for f32 parameters (shared/gpu/README.md)
-    args = [a.astype(np.float32) if a.dtype == np.float64 else a for a in (ins[f"arg{i}"] for i in range(len(ins.files)))]
-    return spec, text, args, [exp[f"out{i}"] for i in range(len(exp.files))]
-
-
-def _compare(outs, want, spec, skip=()):
-    for i, (g, w) in enumerate(zip(outs, want)):
-        if i in skip:
-            continue
-        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=spec["rtol"],
-                                   atol=spec["atol"], err_msg=f"out{i}")
-
-
-def _flat(v):
-    return [x for y in v for x in _flat(y)] if isinstance(v, tuple) else [np.asarray(v)]
-
-
 # out3 = |eigenvectors| of A A^T + 64 I, where XLA GPU computed A A^T with TF32 products (the dot
 # runs at DEFAULT precision on an H200): near-degenerate eigenvectors move by up to 1.2e-3 with
 # that input, 0.2e-3 beyond the case's tolerance.  test_eigenvector_gap_is_the_tf32_product shows
@@ -373,15 +350,14 @@ EIGENVECTORS = 3
 
 @pytest.mark.slow
 def test_linalg_f32_before_optimization_matches_the_gpu():
-    spec, text, args, want = _golden("linalg_f32", "pre")
-    outs = _flat(run(text, *args))
-    assert len(outs) == spec["n_out"]
-    _compare(outs, want, spec, skip=(EIGENVECTORS,))
+    spec, text, args, want = load("linalg_f32", "pre")
+    outs = flat(run(text, *args))
+    compare(outs, want, spec, skip=(EIGENVECTORS,))
     np.testing.assert_allclose(outs[EIGENVECTORS], want[EIGENVECTORS], atol=2e-3, rtol=0)
 
 
 def test_eigenvector_gap_is_the_tf32_product():
-    _, _, args, want = _golden("linalg_f32", "pre")
+    _, _, args, want = load("linalg_f32", "pre")
     x = args[0]
     b = x.view(np.uint32)
     tf32 = ((b + 0x0FFF + ((b >> 13) & 1)) & 0xFFFFE000).astype(np.uint32).view(np.float32)
@@ -397,14 +373,14 @@ def test_linalg_f32_after_optimization_matches_the_gpu():
     """XLA GPU's optimized text also calls __cublas$triangularSolve (the cuBLAS family module, a
     separate change); until that runs here, the run must stop exactly there, every solver call
     before it having run."""
-    spec, text, args, want = _golden("linalg_f32", "post")
+    spec, text, args, want = load("linalg_f32", "post")
     if cc.lookup("__cublas$triangularSolve") is None:
         with pytest.raises(HloError) as e:
             run(text, *args)
         assert "'__cublas$triangularSolve'" in str(e.value) and "cusolver" not in str(e.value).split("hlo runs")[0]
         return
-    outs = _flat(run(text, *args))
-    _compare(outs, want, spec, skip=(EIGENVECTORS,))
+    outs = flat(run(text, *args))
+    compare(outs, want, spec, skip=(EIGENVECTORS,))
     np.testing.assert_allclose(outs[EIGENVECTORS], want[EIGENVECTORS], atol=2e-3, rtol=0)
 
 

@@ -2,8 +2,6 @@
 H200's sort_topk goldens."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +12,8 @@ from hypothesis.extra import numpy as hnp
 from hlo_cli.errors import HloError, HloEvalError
 from hlo_cli.interpreter import run
 
-CASES = Path(__file__).resolve().parents[2] / "samples" / "gpu" / "cases"
+from .gpu_cases import compare, flat, load
+
 ET = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64", np.dtype(np.int32): "s32",
       np.dtype(np.uint32): "u32", np.dtype(np.int16): "s16", np.dtype(np.float16): "f16"}
 
@@ -200,34 +199,18 @@ def test_partial_reduce_that_cannot_cover_the_input_is_refused():
 
 # ------------------------------------------------------------------------------------------ goldens
 
-def _golden(stage):
-    spec = json.loads((CASES / "sort_topk.json").read_text())
-    ins = np.load(CASES / "sort_topk.inputs.npz")
-    exp = np.load(CASES / "sort_topk.expected.npz")
-    args = [a.astype(np.float32) if a.dtype == np.float64 else a for a in (ins[f"arg{i}"] for i in range(len(ins.files)))]
-    return spec, (CASES / f"sort_topk.{stage}.hlo").read_text(), args, [exp[f"out{i}"] for i in range(len(exp.files))]
-
-
-def _check(outs, want, spec):
-    for i, (g, w) in enumerate(zip(outs, want)):
-        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=spec["rtol"],
-                                   atol=spec["atol"], err_msg=f"out{i}")
-
-
 def test_sort_topk_after_optimization_matches_the_gpu():
-    spec, text, args, want = _golden("post")
-    outs = run(text, *args)
-    assert len(outs) == spec["n_out"]
-    _check(outs, want, spec)
+    spec, text, args, want = load("sort_topk", "post")
+    compare(flat(run(text, *args)), want, spec)
 
 
 def test_sort_topk_before_optimization_matches_the_gpu():
     """JAX 0.11.2's text writes compare's order=TOTAL and topk's is_stable (the newest XLA's text, a
     separate change); until the parser reads them, reading must fail exactly there."""
-    spec, text, args, want = _golden("pre")
+    spec, text, args, want = load("sort_topk", "pre")
     try:
         outs = run(text, *args)
     except HloError as e:
         assert "is_stable" in str(e) or "order" in str(e), str(e)
         return
-    _check(outs, want, spec)
+    compare(flat(outs), want, spec)

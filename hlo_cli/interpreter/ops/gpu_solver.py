@@ -114,6 +114,16 @@ def _square(inst, x, name):
     return B, n
 
 
+def _one_square(inst, args, name):
+    """(backend_config, T, batch dims, n, lower) of a call on one batch of square matrices."""
+    at = CC.backend_attrs(inst)
+    _count(inst, args, 1)
+    a = np.asarray(args[0])
+    T = _elem(inst, a)
+    B, n = _square(inst, a, name)
+    return at, T, B, n, _bool(inst, at, "lower", True)
+
+
 # ============================================================================ cuSOLVER
 
 _GPU = r"(?:cu|hip)"
@@ -123,12 +133,7 @@ _GPU = r"(?:cu|hip)"
 def gpu_potrf(inst, args, ec):
     """Cholesky factor in the `lower` (or upper) triangle, the other triangle unchanged; info > 0
     is the order of the first minor that is not positive definite."""
-    at = CC.backend_attrs(inst)
-    _count(inst, args, 1)
-    a = np.asarray(args[0])
-    T = _elem(inst, a)
-    B, n = _square(inst, a, "potrf")
-    lower = _bool(inst, at, "lower", True)
+    at, T, B, n, lower = _one_square(inst, args, "potrf")
     c = LC.Contract((_M("the matrix", T, B + (n, n)),),
                     (_M("the factor", T, B + (n, n)), _V("info", I32, B)))
     return _run(inst, args, c, lambda k: list(CC.potrf(k[0], lower)))
@@ -207,12 +212,7 @@ def gpu_syevd(inst, args, ec):
     """Symmetric / Hermitian eigendecomposition of the `lower` (or upper) triangle: (eigenvectors in
     the columns, eigenvalues ascending, info).  Every algorithm (syevd, syevj, syevjBatched) gives
     the same eigenvalues to rounding; eigenvector signs are the library's choice."""
-    at = CC.backend_attrs(inst)
-    _count(inst, args, 1)
-    a = np.asarray(args[0])
-    T = _elem(inst, a)
-    B, n = _square(inst, a, "syevd")
-    lower = _bool(inst, at, "lower", True)
+    at, T, B, n, lower = _one_square(inst, args, "syevd")
     alg = int(at.get("algorithm", 0))
     if alg not in _SYEVD_ALGORITHMS:
         _fail(inst, f"backend_config 'algorithm' must be 0 (default), 1 (QR) or 2 (Jacobi), got {alg}")
@@ -226,12 +226,7 @@ def gpu_syevd(inst, args, ec):
 def gpu_sytrd(inst, args, ec):
     """Householder reduction of a symmetric / Hermitian matrix to tridiagonal form:
     (a with the reflectors, diagonal, off-diagonal, tau, info)."""
-    at = CC.backend_attrs(inst)
-    _count(inst, args, 1)
-    a = np.asarray(args[0])
-    T = _elem(inst, a)
-    B, n = _square(inst, a, "sytrd")
-    lower = _bool(inst, at, "lower", True)
+    at, T, B, n, lower = _one_square(inst, args, "sytrd")
     R, n1 = _FLOATS[T], max(n - 1, 0)
     c = LC.Contract((_M("the matrix", T, B + (n, n)),),
                     (_M("the tridiagonal form", T, B + (n, n)), _V("the diagonal", R, B + (n,)),

@@ -112,16 +112,25 @@ def topk_module(shape, k, dt="f32"):
 @pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(hnp.arrays(np.float32, st.tuples(st.integers(1, 3), st.integers(4, 40)),
-                  elements=st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.0, 3.5, -np.inf, np.inf])), st.integers(1, 4))
+                  elements=st.sampled_from([0.0, 1.0, -1.0, 2.0, 3.5, -np.inf, np.inf])), st.integers(1, 4))
 def test_gpu_topk_matches_xla_cpu_top_k(x, k):
-    """Without NaN, XLA GPU's kernel and lax.top_k on XLA CPU agree: descending, ties (and -0 / +0)
-    to the lower index."""
+    """Without NaN and -0, XLA GPU's kernel and lax.top_k on XLA CPU agree: descending, ties to the
+    lower index."""
     jax = pytest.importorskip("jax")
     with jax.default_device(jax.devices("cpu")[0]):
         wv, wi = (np.asarray(v) for v in jax.lax.top_k(x, k))
     v, i = run(topk_module(x.shape, k), x)
     np.testing.assert_array_equal(i, wi)
     np.testing.assert_array_equal(v, wv)
+
+
+def test_gpu_topk_takes_minus_zero_equal_to_zero():
+    """The GPU kernel compares with ==, so -0 and +0 tie and the lower index wins; XLA CPU's total
+    order puts +0 first."""
+    x = np.array([[-0.0, 0.0, -1.0]], np.float32)
+    v, i = run(topk_module(x.shape, 2), x)
+    np.testing.assert_array_equal(i, [[0, 1]])
+    assert np.signbit(v[0, 0]) and not np.signbit(v[0, 1])
 
 
 def test_gpu_topk_puts_a_nan_first():

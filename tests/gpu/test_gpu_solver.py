@@ -489,3 +489,46 @@ def test_tpu_calls_check_their_declared_results(call, fragment):
         run(text, np.eye(4, dtype=np.float32))
     d = e.value.diagnostics[0]
     assert fragment in d.message and d.line == 5, d.message
+
+
+def _iota_matrix(b, n):
+    return np.arange(b * n * n, dtype=np.float32).reshape(b, n, n)
+
+
+def test_legacy_calls_as_jax_recorded_them_on_cuda_in_2023():
+    """Descriptor bytes, result tuples and results of JAX's 2023 CUDA back-compatibility recordings
+    (jax2tf back_compat_testdata cuda_cusolver_syev.py, cuda_cusolver_geqrf.py): cusolver_syevj of
+    tril((A + A^T) / 2) with A = iota(64) as 8x8; cusolver_geqrf + cusolver_orgqr of iota(9) as 3x3;
+    cublas_geqrf_batched of iota(18) as 2x3x3."""
+    a = _iota_matrix(1, 8)[0]
+    s = np.tril((a + a.T) / 2)
+    syevj = ("HloModule m\n\nENTRY e {\n  a = f32[8,8]{0,1} parameter(0)\n  ROOT c = (f32[8,8]{0,1}, f32[8]{0}, s32[], "
+             "f32[2125]{0}) custom-call(a), custom_call_target=\"cusolver_syevj\", operand_layout_constraints={f32[8,8]{0,1}}, "
+             "api_version=API_VERSION_STATUS_RETURNING, backend_config=\"\\000\\000\\000\\000\\000\\000\\000\\000\\001\\000\\000"
+             "\\000\\010\\000\\000\\000M\\010\\000\\000\"\n}\n")
+    v, w, info, _ = run(syevj, s)
+    recorded_w = [-2.4598812e+01, -2.4345848e-06, -1.2664314e-06, -8.6959182e-07, -8.2917722e-07, 1.6633214e-06,
+                  2.0499781e-06, 2.7659885e+02]
+    np.testing.assert_allclose(w, recorded_w, atol=3e-4 * 276)
+    assert info == 0
+    geqrf = ("HloModule m\n\nENTRY e {\n  a = f32[3,3]{0,1} parameter(0)\n  c = (f32[3,3]{0,1}, f32[3]{0}, s32[], "
+             "f32[196608]{0}) custom-call(a), custom_call_target=\"cusolver_geqrf\", operand_layout_constraints={f32[3,3]{0,1}}, "
+             "api_version=API_VERSION_STATUS_RETURNING, backend_config=\"\\000\\000\\000\\000\\001\\000\\000\\000\\003\\000\\000"
+             "\\000\\003\\000\\000\\000\\000\\000\\003\\000\"\n  r = f32[3,3]{0,1} get-tuple-element(c), index=0\n"
+             "  t = f32[3]{0} get-tuple-element(c), index=1\n  q = (f32[3,3]{0,1}, s32[], f32[33056]{0}) custom-call(r, t), "
+             "custom_call_target=\"cusolver_orgqr\", operand_layout_constraints={f32[3,3]{0,1}, f32[3]{0}}, "
+             "api_version=API_VERSION_STATUS_RETURNING, backend_config=\"\\000\\000\\000\\000\\001\\000\\000\\000\\003\\000\\000"
+             "\\000\\003\\000\\000\\000\\003\\000\\000\\000 \\201\\000\\000\"\n  qq = f32[3,3]{0,1} get-tuple-element(q), index=0\n"
+             "  ROOT o = (f32[3,3]{0,1}, f32[3,3]{0,1}) tuple(qq, r)\n}\n")
+    q, r = run(geqrf, _iota_matrix(1, 3)[0])
+    np.testing.assert_allclose(q, [[0., 0.9128705, 0.40824863], [-0.44721356, 0.36514878, -0.8164964],
+                                   [-0.8944271, -0.18257457, 0.40824813]], atol=1e-5)
+    np.testing.assert_allclose(np.triu(r), [[-6.7082043, -8.0498438, -9.3914843], [0, 1.0954436, 2.1908882],
+                                            [0, 0, 5.6703755e-08]], atol=1e-5)
+    batched = ("HloModule m\n\nENTRY e {\n  a = f32[2,3,3]{1,2,0} parameter(0)\n  ROOT c = (f32[2,3,3]{1,2,0}, "
+               "f32[2,3]{1,0}, s8[16]{0}, s8[16]{0}) custom-call(a), custom_call_target=\"cublas_geqrf_batched\", "
+               "operand_layout_constraints={f32[2,3,3]{1,2,0}}, api_version=API_VERSION_STATUS_RETURNING, "
+               "backend_config=\"\\000\\000\\000\\000\\002\\000\\000\\000\\003\\000\\000\\000\\003\\000\\000\\000\"\n}\n")
+    rb, _, _, _ = run(batched, _iota_matrix(2, 3))
+    np.testing.assert_allclose(np.triu(rb[1]), [[-2.1213203e+01, -2.2910259e+01, -2.4607319e+01],
+                                                [0, 3.4641042e-01, 6.9282258e-01], [0, 0, 1.4548683e-06]], atol=2e-5)

@@ -458,7 +458,8 @@ def gpu_threefry2x32(inst, args, ec):
 #   orgqr   {type, batch, m, n, k, lwork}      syevd / syevj {type, uplo, batch, n, lwork}
 #   gesvd   {type, batch, m, n, lwork, char jobu, char jobvt}
 #   gesvdj  {type, batch, m, n, lwork, jobz (0 no vectors, 1 vectors)[, econ]}
-#   cublas_getrf_batched {type, batch, n}       cublas_geqrf_batched {type, batch, m, n}
+#   cublas_getrf_batched {type, batch, n}       cublas_geqrf_batched {type, batch, m, n} (results:
+#   a, tau and two pointer workspaces, no info)
 
 import struct as _struct
 
@@ -519,6 +520,8 @@ def gpu_legacy_solver(inst, args, ec):
         main, fn = (M("the factor", (n, n)), info), lambda kk: list(CC.potrf(kk[0], lower))
     elif base == "getrf":
         main, fn = (M("the LU factors", (m, n)), _V("the pivots", I32, B + (k,)), info), lambda kk: list(CC.getrf(kk[0]))
+    elif routine == "geqrf_batched":                               # cuBLAS's: no info result
+        main, fn = (M("the QR factors", (m, n)), _V("tau", T, B + (k,))), lambda kk: list(CC.geqrf(kk[0]))
     elif base == "geqrf":
         main = (M("the QR factors", (m, n)), _V("tau", T, B + (k,)), info)
         fn = lambda kk: list(CC.geqrf(kk[0])) + [np.zeros(B, np.int32)]           # noqa: E731

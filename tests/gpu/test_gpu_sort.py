@@ -2,6 +2,7 @@
 H200's sort_topk goldens."""
 from __future__ import annotations
 
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -223,3 +224,41 @@ def test_sort_topk_before_optimization_matches_the_gpu():
         assert "is_stable" in str(e) or "order" in str(e), str(e)
         return
     compare(flat(outs), want, spec)
+
+
+TPU = Path(__file__).resolve().parents[1] / "data" / "tpu"
+
+
+def _bins(x, L, best):
+    """The model: element i of a row in bin i mod L; each bin keeps its best (lowest index on ties)."""
+    n = x.shape[-1]
+    idx = np.arange(n).reshape(-1, L)                         # (2^r, L)
+    vals = x[:, idx]                                          # (rows, 2^r, L)
+    pick = best(vals, axis=1)
+    return np.take_along_axis(vals, pick[:, None, :], 1)[:, 0], idx[pick, np.arange(L)]
+
+
+def test_tpu_approx_max_k_with_aggregation():
+    """jax.lax.approx_max_k(x, 8, recall_target=0.9) lowered for a TPU (JAX 0.10.2,
+    lowering_platforms=('tpu',)): PartialReduce to 128 bins (log2_reduction 5), then sort + slice."""
+    text = (TPU / "approx_max_k_aggregate.hlo").read_text()
+    assert '"log2_reduction": 5' in text and "PartialReduce" in text
+    x = np.random.default_rng(0).permutation(4 * 4096).reshape(4, 4096).astype(np.float32)
+    v, i = run(text, x)
+    bv, _ = _bins(x, 128, np.argmax)
+    np.testing.assert_array_equal(v, -np.sort(-bv, axis=1)[:, :8])
+    np.testing.assert_array_equal(np.take_along_axis(x, i, 1), v)
+    exact = -np.sort(-x, axis=1)[:, :8]
+    recall = np.mean([len(np.intersect1d(a, b)) / 8 for a, b in zip(v, exact)])
+    assert recall >= 0.75                                      # the target is 0.9 in expectation
+
+
+def test_tpu_approx_min_k_without_aggregation_returns_the_bins():
+    """approx_min_k(x, 8, recall_target=0.95, aggregate_to_topk=False) for a TPU: the 256 bin winners
+    (log2_reduction 4) as they are, with the LT comparator."""
+    text = (TPU / "approx_min_k_partial.hlo").read_text()
+    x = np.random.default_rng(1).standard_normal((4, 4096)).astype(np.float32)
+    v, i = run(text, x)
+    bv, bi = _bins(x, 256, np.argmin)
+    np.testing.assert_array_equal(v, bv)
+    np.testing.assert_array_equal(i, np.broadcast_to(bi, i.shape))

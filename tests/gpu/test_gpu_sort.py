@@ -262,3 +262,15 @@ def test_tpu_approx_min_k_without_aggregation_returns_the_bins():
     bv, bi = _bins(x, 256, np.argmin)
     np.testing.assert_array_equal(v, bv)
     np.testing.assert_array_equal(i, np.broadcast_to(bi, i.shape))
+
+
+def test_hlo_run_cli_on_the_gpu_text_matches_the_gpu():
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+
+    from .gpu_cases import CASES
+    r = CliRunner().invoke(main, ["run", str(CASES / "sort_topk.post.hlo"), "--inputs", str(CASES / "sort_topk.inputs.npz"),
+                                  "--expect", str(CASES / "sort_topk.expected.npz"), "--rtol", "1e-4", "--atol", "1e-4"])
+    assert r.exit_code == 0, r.output
+    assert "Traceback" not in r.output

@@ -331,11 +331,11 @@ def test_wrong_shapes_are_located_errors(target, ops, results, config, fragment)
 
 
 def test_the_refusal_of_a_target_we_do_not_run_still_names_it():
-    text = module("cusolver_geev_ffi", [("f32", (2, 2))], [("c64", (2,))])
+    text = module("cu_cholesky_update_ffi", [("f32", (2, 2)), ("f32", (2,))], [("f32", (2, 2)), ("f32", (2,))])
     with pytest.raises(HloEvalError) as e:
-        run(text, np.zeros((2, 2), np.float32))
+        run(text, np.zeros((2, 2), np.float32), np.zeros(2, np.float32))
     msg = e.value.diagnostics[0].message
-    assert "'cusolver_geev_ffi' is a CUDA library call from jaxlib (GPU), which hlo cannot run" in msg, msg
+    assert "'cu_cholesky_update_ffi' is a CUDA library call from jaxlib (GPU), which hlo cannot run" in msg, msg
     assert "{cu,hip}solver_<routine>_ffi (potrf" in msg, msg
 
 
@@ -532,3 +532,32 @@ def test_legacy_calls_as_jax_recorded_them_on_cuda_in_2023():
     rb, _, _, _ = run(batched, _iota_matrix(2, 3))
     np.testing.assert_allclose(np.triu(rb[1]), [[-2.1213203e+01, -2.2910259e+01, -2.4607319e+01],
                                                 [0, 3.4641042e-01, 6.9282258e-01], [0, 0, 1.4548683e-06]], atol=2e-5)
+
+
+@SETTINGS
+@given(st.sampled_from([np.float32, np.float64, np.complex64, np.complex128]), BATCH, st.integers(1, 5),
+       st.integers(0, 2**31 - 1))
+def test_geev_eigenpairs(dt, B, n, seed):
+    """cuSOLVER's Xgeev (right vectors; a real input's in LAPACK's packed pairs, unpacked as JAX does)
+    and the hybrid kernel (both sides, complex vectors): A vr = vr diag(w), vl^H A = diag(w) vl^H."""
+    from hlo_cli.interpreter.ops.custom_call import _unpack_pairs
+    rng = np.random.default_rng(seed)
+    a = _rand(rng, dt, B + (n, n))
+    t = ET[dt]
+    c = "c64" if dt in (np.float32, np.complex64) else "c128"
+    real = np.dtype(dt).kind == "f"
+    _, w, _, vr, info = run(module("cusolver_geev_ffi", [(t, B + (n, n))],
+                                   [(t, B + (n, n)), (c, B + (n,)), (t, B + (n, n)), (t, B + (n, n)), ("s32", B)],
+                                   "left = false, right = true"), a)
+    assert np.all(info == 0)
+    flat_w, flat_v = w.reshape(-1, n), vr.reshape(-1, n, n)
+    v = np.array([_unpack_pairs(wb.imag, vb) if real else vb for wb, vb in zip(flat_w, flat_v)]).reshape(B + (n, n))
+    tol = EPS[dt] * 20 * n * max(1, np.abs(a).max())
+    np.testing.assert_allclose(a @ v, v * w[..., None, :], atol=tol, rtol=0)
+    vals = ([(t, B + (n,)), (t, B + (n,))] if real else [(t, B + (n,))])
+    outs = run(module(f"cuhybrid_eig_{'real' if real else 'comp'}", [(t, B + (n, n))],
+                      vals + [(c, B + (n, n)), (c, B + (n, n)), ("s32", B)], 'left = true, magma = "auto", right = true'), a)
+    w2 = outs[0] + 1j * outs[1] if real else outs[0]
+    vl, vr2 = outs[-3], outs[-2]
+    np.testing.assert_allclose(a @ vr2, vr2 * w2[..., None, :], atol=tol, rtol=0)
+    np.testing.assert_allclose(_h(vl) @ a, w2[..., :, None] * _h(vl), atol=tol, rtol=0)

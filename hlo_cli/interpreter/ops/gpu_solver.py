@@ -20,6 +20,8 @@ the batch dims, k = min(m, n):
                                                 a T[B,m,n] -> a, s R[B,k], u T[B,m,m|k], v T[B,n,n|k], info
                                                 (gesvdj/gesvdp return V, not V^H; gesdd returns vt)
   cusolver_syrk_ffi    {transpose}              a T[B,r,c], c T[B,s,s], alpha T[], beta T[] -> c
+  cusolver_geev_ffi    {left, right}            a T[B,n,n] -> a, w C[B,n], vl, vr T[B,n,n] (real: packed pairs), info
+  cuhybrid_eig_real / _comp {magma, left, right} a T[B,n,n] -> (wr, wi | w), vl, vr C[B,n,n], info
   cusolver_csrlsvqr_ffi {tol, reorder}          data T[nnz], indices s32[nnz], indptr s32[n+1], b T[n] -> x T[n]
   cusparse_gtsv2_ffi                            dl, d, du T[B,m], b T[B,m,r] -> x T[B,m,r]
   cu_lu_pivots_to_permutation                   pivots s32[B,k] (0-based) -> permutation s32[B,p]
@@ -360,6 +362,72 @@ def gpu_csrlsvqr(inst, args, ec):
     with np.errstate(all="ignore"):
         x = CC.trsm(np.triu(qr), qtb, "L", "U", "N", "N")
     return x.reshape(n).astype(T)
+
+
+def _pack_pairs(wi, v):
+    """LAPACK's real storage of complex eigenvectors (xGEEV's): a conjugate pair (wi[j] > 0 first)
+    as the real part in column j and the imaginary part in column j + 1."""
+    out = v.real.copy()
+    n = v.shape[-1]
+    if n < 2 or out.size == 0:
+        return out
+    first = np.asarray(wi).reshape(-1, n)[:, :-1] > 0        # the first of a pair has wi > 0
+    b, j = np.nonzero(first)
+    flat_out = out.reshape((-1, n, n))
+    flat_out[b, :, j + 1] = v.reshape((-1, n, n))[b, :, j].imag
+    return out
+
+
+def _geev(inst, args, routine):
+    at = CC.backend_attrs(inst)
+    _count(inst, args, 1)
+    a = np.asarray(args[0])
+    T = _elem(inst, a)
+    B, n = _square(inst, a, routine)
+    left, right = _bool(inst, at, "left", False), _bool(inst, at, "right", True)
+    C = np.result_type(T, np.complex64)
+    return at, a, T, B, n, left, right, C
+
+
+@target(pattern=rf"{_GPU}solver_geev_ffi")
+def gpu_geev(inst, args, ec):
+    """cuSOLVER's Xgeev (jnp.linalg.eig on CUDA >= 11.7.1, right eigenvectors): (a as the library
+    leaves it, complex eigenvalues, vl, vr in the input's type, info); a real input's eigenvectors
+    in LAPACK's packed form (a conjugate pair as real and imaginary columns), which JAX unpacks."""
+    at, a, T, B, n, left, right, C = _geev(inst, args, "geev")
+    mat = lambda role, dt: _M(role, dt, B + (n, n))                 # noqa: E731
+    c = LC.Contract((mat("the matrix", T),), (mat("the overwritten matrix", T), _V("the eigenvalues", C, B + (n,)),
+                                             mat("vl", T), mat("vr", T), _V("info", I32, B)))
+
+    def compute(k):
+        out = CC.geev(k[0], "V" if left else "N", "V" if right else "N")
+        if T.kind == "c":
+            w, vl, vr, info = out
+        else:
+            wr, wi, vl, vr, info = out
+            w = wr + 1j * wi
+            vl, vr = _pack_pairs(wi, vl), _pack_pairs(wi, vr)
+        return [None, w, vl if left else None, vr if right else None, info]
+    return _run(inst, args, c, compute)
+
+
+@target(pattern=rf"{_GPU}hybrid_eig_(real|comp)")
+def gpu_hybrid_eig(inst, args, ec):
+    """jaxlib's hybrid eigensolver (MAGMA's or LAPACK's geev on the host; jnp.linalg.eig on GPUs
+    without cuSOLVER's Xgeev, and whenever left eigenvectors are asked): real input (wr, wi, vl, vr,
+    info), complex input (w, vl, vr, info), eigenvectors complex."""
+    at, a, T, B, n, left, right, C = _geev(inst, args, "eig")
+    real = inst.attrs.get("custom_call_target", "").endswith("real")
+    if real != (T.kind != "c"):
+        _fail(inst, f"the {'real' if real else 'complex'} kernel takes a {'real' if real else 'complex'} matrix, "
+                    f"got {LC.txt(a.dtype, a.shape)}")
+    mag = at.get("magma", "auto")
+    if mag not in ("auto", "on", "off"):
+        _fail(inst, f"backend_config 'magma' must be \"auto\", \"on\" or \"off\", got {mag!r}")
+    vals = (_V("wr", T, B + (n,)), _V("wi", T, B + (n,))) if real else (_V("w", T, B + (n,)),)
+    c = LC.Contract((_M("the matrix", T, B + (n, n)),),
+                    vals + (_M("vl", C, B + (n, n)), _M("vr", C, B + (n, n)), _V("info", I32, B)))
+    return _run(inst, args, c, lambda k: list(CC.geev(k[0], "V" if left else "N", "V" if right else "N")))
 
 
 # ============================================================================ cuSPARSE, jaxlib kernels

@@ -182,3 +182,38 @@ def test_spsolve_takes_csrlsvqr():
     text, targets = lowered_text(fn, *args)
     assert targets == ["cusolver_csrlsvqr_ffi"]
     np.testing.assert_allclose(run(text, *args), np.linalg.solve(a, b), rtol=1e-5)
+
+
+def test_cholesky_update():
+    rng = np.random.default_rng(6)
+    a = _spd(rng, 1, 5)[0]
+    r = np.linalg.cholesky(a.astype(np.float64)).T.astype(np.float32)
+    w = rng.standard_normal(5).astype(np.float32)
+    got, want, targets = both(lax.linalg.cholesky_update, r, w)
+    assert targets == ["cu_cholesky_update_ffi"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got.T @ got, a + np.outer(w, w), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+@pytest.mark.parametrize("n, singular", [(1, False), (1, True), (2, True), (5, False), (6, True)])
+def test_tridiagonal_solve_with_perturbed_singular_pivots(platform, n, singular):
+    """perturb_singular=True: jaxlib's perturbed solver (tridiagonal_solve_perturbed_ffi on the CPU,
+    cu_tridiagonal_solve_perturbed on CUDA); XLA CPU runs the same algorithm, so singular systems
+    must give its (large, finite) values too."""
+    rng = np.random.default_rng(n)
+    dl = np.r_[0, rng.standard_normal(n - 1)].astype(np.float32)
+    d = rng.standard_normal(n).astype(np.float32)
+    du = np.r_[rng.standard_normal(n - 1), 0].astype(np.float32)
+    if singular:               # T - lambda I with lambda an eigenvalue of T: numerically singular
+        t = np.diag(d) + np.diag(du[:-1], 1) + np.diag(dl[1:], -1)
+        d = (d - np.linalg.eigvals(t.astype(np.float64)).real[0]).astype(np.float32)
+        if n == 1:
+            d[:] = 0
+    b = np.stack([rng.standard_normal((n, 2)).astype(np.float32)] * 2)
+    dls, ds, dus = (np.stack([v, v]) for v in (dl, d, du))
+    fn = lambda dl, d, du, b: lax.linalg.tridiagonal_solve(dl, d, du, b, perturb_singular=True)  # noqa: E731
+    got, want, targets = both(fn, dls, ds, dus, b, platform=platform)
+    assert targets == (["tridiagonal_solve_perturbed_ffi"] if platform == "cpu" else ["cu_tridiagonal_solve_perturbed"])
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(1, np.abs(want).max()))

@@ -24,7 +24,10 @@ the batch dims, k = min(m, n):
   cuhybrid_eig_real / _comp {magma, left, right} a T[B,n,n] -> (wr, wi | w), vl, vr C[B,n,n], info
   cusolver_csrlsvqr_ffi {tol, reorder}          data T[nnz], indices s32[nnz], indptr s32[n+1], b T[n] -> x T[n]
   cusparse_gtsv2_ffi                            dl, d, du T[B,m], b T[B,m,r] -> x T[B,m,r]
+  cu_tridiagonal_solve_perturbed (and the CPU's tridiagonal_solve_perturbed_ffi)
+                                                dl, d, du T[B,m], b T[B,m,r] -> x (singular pivots perturbed)
   cu_lu_pivots_to_permutation                   pivots s32[B,k] (0-based) -> permutation s32[B,p]
+  cu_cholesky_update_ffi                        r T[n,n], w T[n] -> r', w' (rank-1 update, row-major)
   cu_threefry2x32_ffi (and legacy cu_threefry2x32)
                                                 k0, k1, x0, x1 u32[S] -> y0, y1 u32[S]
 
@@ -445,6 +448,111 @@ def gpu_gtsv2(inst, args, ec):
     return _run(inst, args, c, lambda k: [CC.gtsv(*k)[3]])
 
 
+def _perturb_pivot(perturb, pivot, rows):
+    """Per system (vectorized): nudge a pivot smaller than 1 away from zero until neither 1 / pivot
+    nor rows / pivot overflows (LAPACK xLAGTS's safeguard, as jaxlib's perturbed solver applies it):
+    add the perturbation (with the pivot's sign, doubling it each time) or, for a tiny pivot that
+    allows it, scale pivot and row by 1 / safemin.  Updates pivot and rows in place."""
+    real = np.finfo(rows.dtype).dtype
+    tiny, small = np.finfo(real).tiny, real.type(1) / np.finfo(real).max
+    safemin = tiny if small < tiny else small * (1 + np.finfo(real).eps)
+    bignum = real.type(1) / safemin
+    absp = np.abs(pivot)
+    perturb = np.copysign(np.maximum(np.abs(perturb), safemin), pivot.real).astype(real)
+    big = np.abs(rows).max(axis=-1) if rows.shape[-1] else np.zeros(absp.shape, real)
+    go = absp < 1
+    while go.any():
+        low = go & (absp < safemin)
+        grow_low = low & ((absp == 0) | (big * safemin > absp))
+        scale = low & ~grow_low
+        grow = grow_low | (go & ~low & (big > absp * bignum))
+        pivot[grow] += perturb[grow]
+        perturb[grow] *= 2
+        pivot[scale] *= bignum
+        rows[scale] *= bignum
+        absp = np.abs(pivot)
+        go = grow & (absp < 1)
+
+
+@target("tridiagonal_solve_perturbed_ffi", pattern=rf"{_GPU}_tridiagonal_solve_perturbed")
+def tridiagonal_solve_perturbed(inst, args, ec):
+    """jax.lax.linalg.tridiagonal_solve(..., perturb_singular=True) (jaxlib's CPU and GPU kernels):
+    Gaussian elimination with partial pivoting (LAPACK xLAGTF + xLAGTS, forward solve fused), whose
+    pivots, when the matrix is numerically singular, are perturbed by eps * max|U| (doubling) so that
+    the back substitution does not overflow; dl[0] and du[n-1] unused.  Vectorized over the batch."""
+    _count(inst, args, 4)
+    b = np.asarray(args[3])
+    T = _elem(inst, b, "b")
+    B, n, r = LC._matrix(inst, b, "b")
+    diag = lambda role: _V(role, T, B + (n,))            # noqa: E731
+    c = LC.Contract((diag("dl"), diag("d"), diag("du"), _M("b", T, B + (n, r))), (_M("x", T, B + (n, r)),))
+
+    def compute(k):
+        dl, d, du = (np.asarray(v, T).reshape(-1, n) for v in k[:3])
+        rhs = np.asarray(k[3], T).reshape(-1, n, r)
+        return [_perturbed_solve(dl, d, du, rhs).reshape(B + (n, r))]
+    return _run(inst, args, c, compute)
+
+
+def _perturbed_solve(dl, d, du, rhs):
+    m, n = d.shape
+    T = d.dtype
+    eps = np.finfo(T).eps
+    x = rhs.copy()
+    if n == 0:
+        return x
+    with np.errstate(all="ignore"):
+        if n == 1:
+            p = d[:, 0].copy()
+            row = rhs[:, 0].copy()
+            _perturb_pivot(eps * np.abs(p), p, row)
+            x[:, 0] = row / p[:, None]
+            return x
+        u0, u1, u2 = np.zeros((m, n), T), np.zeros((m, n), T), np.zeros((m, n), T)
+        u0[:, 0], u1[:, 0] = d[:, 0], du[:, 0]
+        top = np.maximum(np.abs(u0[:, 0]), np.abs(u1[:, 0]))
+        scale1 = np.abs(u0[:, 0]) + np.abs(u1[:, 0])
+        for k in range(n - 1):
+            last = k == n - 2
+            u0[:, k + 1] = d[:, k + 1]
+            scale2 = np.abs(dl[:, k + 1]) + np.abs(u0[:, k + 1]) + (0 if last else np.abs(du[:, k + 1]))
+            zero = dl[:, k + 1] == 0
+            piv1 = np.where(u0[:, k] == 0, 0, np.abs(u0[:, k]) / scale1)
+            piv2 = np.abs(dl[:, k + 1]) / scale2
+            keep = ~zero & (piv2 <= piv1)                  # eliminate without a row swap
+            swap = ~zero & ~keep
+            f_keep = np.where(keep, dl[:, k + 1] / u0[:, k], 0)[:, None]
+            f_swap = np.where(swap, u0[:, k] / dl[:, k + 1], 0)
+            uk1 = u1[:, k].copy()
+            xk = x[:, k].copy()
+            new_u0 = np.where(keep, u0[:, k + 1] - f_keep[:, 0] * u1[:, k], uk1 - f_swap * d[:, k + 1])
+            u0[:, k + 1] = np.where(zero, u0[:, k + 1], new_u0)
+            u1[:, k + 1] = np.where(swap, 0 if last else -f_swap * du[:, k + 1], du[:, k + 1])
+            u2[:, k] = np.where(swap & (not last), du[:, k + 1] if not last else 0, 0)
+            u0[:, k] = np.where(swap, dl[:, k + 1], u0[:, k])
+            u1[:, k] = np.where(swap, d[:, k + 1], u1[:, k])
+            sw = swap[:, None]
+            x[:, k + 1] = np.where(zero[:, None], rhs[:, k + 1],
+                                   np.where(sw, xk - f_swap[:, None] * rhs[:, k + 1], rhs[:, k + 1] - f_keep * xk))
+            x[:, k] = np.where(sw, rhs[:, k + 1], xk)
+            scale1 = np.where(swap, np.abs(u0[:, k + 1]) + np.abs(u1[:, k + 1]), scale2)
+            if not last:
+                top = np.maximum.reduce([top, np.abs(u0[:, k]), np.abs(u1[:, k]), np.abs(u2[:, k])])
+        top = np.maximum(top, np.abs(u0[:, n - 1]))
+        perturb = (eps * top).astype(np.finfo(T).dtype)
+        one = T.type(1)
+        for k in range(n - 1, -1, -1):
+            p = u0[:, k].copy()
+            row = x[:, k].copy()
+            if k <= n - 2:
+                row -= u1[:, k, None] * x[:, k + 1]
+            if k <= n - 3:
+                row -= u2[:, k, None] * x[:, k + 2]
+            _perturb_pivot(perturb if k == n - 1 else np.copysign(perturb, p.real), p, row)
+            x[:, k] = row * (one / p)[:, None]
+    return x
+
+
 @target(pattern=rf"{_GPU}_lu_pivots_to_permutation")
 def gpu_lu_pivots_to_permutation(inst, args, ec):
     """The permutation that LU's row swaps make: start from iota(p) and swap entries i and
@@ -494,6 +602,38 @@ def tpu_lu(inst, args, ec):
     lu, piv, _ = CC.getrf(a)
     piv = piv - 1
     return (lu, piv, pivots_to_permutation(piv, m))
+
+
+@target(pattern=rf"{_GPU}_cholesky_update_ffi")
+def gpu_cholesky_update(inst, args, ec):
+    """Rank-1 update of a Cholesky factor (jax.lax.linalg.cholesky_update on CUDA): upper-triangular
+    R (A = R^T R) and w give R' with R'^T R' = A + w w^T, by one Givens rotation per row (row k
+    against w, zeroing w[k]); results (R', the rotated w).  Row-major operands, computed in their
+    type, in the order of JAX's reference algorithm."""
+    _count(inst, args, 2)
+    r, w = np.asarray(args[0]), np.asarray(args[1])
+    if r.dtype not in (np.float32, np.float64) or r.ndim != 2 or r.shape[0] != r.shape[1] or w.shape != r.shape[:1] \
+            or w.dtype != r.dtype:
+        _fail(inst, f"takes a square f32/f64 matrix and a vector of its size and type, got {LC.txt(r.dtype, r.shape)} "
+                    f"and {LC.txt(w.dtype, w.shape)}")
+    n = r.shape[0]
+    c = LC.Contract((_V("r", r.dtype, (n, n)), _V("w", r.dtype, (n,))), (_V("r", r.dtype, (n, n)), _V("w", r.dtype, (n,))))
+    LC.check(inst, args, c)
+    r, z = r.copy(), w.copy()
+    with np.errstate(all="ignore"):
+        for k in range(n):
+            x, y = r[k, k], z[k]
+            if y == 0:
+                cs, sn = r.dtype.type(1), r.dtype.type(0)
+            else:
+                den = max(abs(x), abs(y))
+                xs, ys = x / den, y / den
+                rh = r.dtype.type(1) / np.sqrt(xs * xs + ys * ys)
+                cs, sn = xs * rh, -ys * rh
+            row = r[k].copy()
+            r[k] = cs * row - sn * z
+            z = cs * z + sn * row
+    return (r, z)
 
 
 @target(pattern=rf"{_GPU}_threefry2x32(_ffi)?")

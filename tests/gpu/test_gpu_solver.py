@@ -331,11 +331,15 @@ def test_wrong_shapes_are_located_errors(target, ops, results, config, fragment)
 
 
 def test_the_refusal_of_a_target_we_do_not_run_still_names_it():
-    text = module("cu_tridiagonal_solve_perturbed", [("f32", (3,))] * 3 + [("f32", (3, 1))], [("f32", (3, 1))])
+    text = module("cusparse_csr_matvec_ffi", [("f32", (3,))] * 3 + [("f32", (3, 1))], [("f32", (3, 1))])
     with pytest.raises(HloEvalError) as e:
         run(text, *[np.ones(3, np.float32)] * 3, np.ones((3, 1), np.float32))
     msg = e.value.diagnostics[0].message
-    assert "'cu_tridiagonal_solve_perturbed' is a CUDA library call from jaxlib (GPU), which hlo cannot run" in msg, msg
+    assert "'cusparse_csr_matvec_ffi' is a CUDA library call from jaxlib (GPU), which hlo cannot run" in msg, msg
+    text = module("cuhybrid_geqp3", [("f32", (3, 3)), ("s32", (3,))], [("f32", (3, 3)), ("s32", (3,)), ("f32", (3,))])
+    with pytest.raises(HloEvalError) as e:
+        run(text, np.ones((3, 3), np.float32), np.zeros(3, np.int32))
+    assert "MAGMA" in e.value.diagnostics[0].message
     assert "{cu,hip}solver_<routine>_ffi (potrf" in msg, msg
 
 

@@ -382,14 +382,9 @@ def _pack_pairs(wi, v):
 
 
 def _geev(inst, args, routine):
-    at = CC.backend_attrs(inst)
-    _count(inst, args, 1)
-    a = np.asarray(args[0])
-    T = _elem(inst, a)
-    B, n = _square(inst, a, routine)
+    at, T, B, n, _ = _one_square(inst, args, routine)
     left, right = _bool(inst, at, "left", False), _bool(inst, at, "right", True)
-    C = np.result_type(T, np.complex64)
-    return at, a, T, B, n, left, right, C
+    return at, np.asarray(args[0]), T, B, n, left, right, np.result_type(T, np.complex64)
 
 
 @target(pattern=rf"{_GPU}solver_geev_ffi")

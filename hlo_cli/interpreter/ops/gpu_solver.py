@@ -434,13 +434,19 @@ def gpu_hybrid_eig(inst, args, ec):
 def gpu_gtsv2(inst, args, ec):
     """Tridiagonal solve (cuSPARSE gtsv2, partial pivoting) of each system, dl[0] and du[m-1]
     unused: x with the column-major right-hand sides b."""
+    c, *_ = _tridiagonal_contract(inst, args)
+    return _run(inst, args, c, lambda k: [CC.gtsv(*k)[3]])
+
+
+def _tridiagonal_contract(inst, args):
+    """(contract, T, B, n, r) of a tridiagonal solve: dl, d, du T[B,n] and b T[B,n,r] -> x T[B,n,r]."""
     _count(inst, args, 4)
     b = np.asarray(args[3])
     T = _elem(inst, b, "b")
-    B, m, r = LC._matrix(inst, b, "b")
-    diag = lambda role: _V(role, T, B + (m,))            # noqa: E731
-    c = LC.Contract((diag("dl"), diag("d"), diag("du"), _M("b", T, B + (m, r))), (_M("x", T, B + (m, r)),))
-    return _run(inst, args, c, lambda k: [CC.gtsv(*k)[3]])
+    B, n, r = LC._matrix(inst, b, "b")
+    diag = lambda role: _V(role, T, B + (n,))            # noqa: E731
+    c = LC.Contract((diag("dl"), diag("d"), diag("du"), _M("b", T, B + (n, r))), (_M("x", T, B + (n, r)),))
+    return c, T, B, n, r
 
 
 def _perturb_pivot(perturb, pivot, rows):
@@ -475,12 +481,7 @@ def tridiagonal_solve_perturbed(inst, args, ec):
     Gaussian elimination with partial pivoting (LAPACK xLAGTF + xLAGTS, forward solve fused), whose
     pivots, when the matrix is numerically singular, are perturbed by eps * max|U| (doubling) so that
     the back substitution does not overflow; dl[0] and du[n-1] unused.  Vectorized over the batch."""
-    _count(inst, args, 4)
-    b = np.asarray(args[3])
-    T = _elem(inst, b, "b")
-    B, n, r = LC._matrix(inst, b, "b")
-    diag = lambda role: _V(role, T, B + (n,))            # noqa: E731
-    c = LC.Contract((diag("dl"), diag("d"), diag("du"), _M("b", T, B + (n, r))), (_M("x", T, B + (n, r)),))
+    c, T, B, n, r = _tridiagonal_contract(inst, args)
 
     def compute(k):
         dl, d, du = (np.asarray(v, T).reshape(-1, n) for v in k[:3])

@@ -274,3 +274,28 @@ def test_hlo_run_cli_on_the_gpu_text_matches_the_gpu():
                                   "--expect", str(CASES / "sort_topk.expected.npz"), "--rtol", "1e-4", "--atol", "1e-4"])
     assert r.exit_code == 0, r.output
     assert "Traceback" not in r.output
+
+
+def cub_scan_module(shape, layout, row, col, extra=""):
+    dims = ",".join(map(str, shape))
+    lay = ",".join(map(str, layout))
+    return (f"HloModule m\n\nENTRY e {{\n  x = f32[{dims}]{{{lay}}} parameter(0)\n  ROOT s = (f32[{dims}]{{{lay}}}, u8[16]{{0}}) "
+            f"custom-call(x), custom_call_target=\"xla.gpu.ext.cub_scan\", backend_config={{\"vector_length\":\"1\","
+            f"\"row_length\":\"{row}\",\"column_length\":\"{col}\",\"kind\":\"SUM\"{extra}}}\n}}\n")
+
+
+@pytest.mark.parametrize("shape, layout, dim", [((3, 5), (1, 0), 1), ((3, 5), (0, 1), 0), ((2, 3, 4), (2, 1, 0), 2)])
+def test_cub_scan_sums_along_the_minor_dimension(shape, layout, dim):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    row = shape[dim]
+    y, scratch = run(cub_scan_module(shape, layout, row, x.size // row), x)
+    np.testing.assert_allclose(y, np.cumsum(x, axis=dim), rtol=1e-6, atol=1e-6)
+    assert scratch.dtype == np.uint8
+
+
+def test_cub_scan_refuses_what_its_kernel_refuses():
+    x = np.zeros((3, 5), np.float32)
+    with pytest.raises(HloEvalError, match="is_reverse"):
+        run(cub_scan_module((3, 5), (1, 0), 5, 3, ',"is_reverse":true'), x)
+    with pytest.raises(HloEvalError, match="must describe rows along the minor-most dimension"):
+        run(cub_scan_module((3, 5), (1, 0), 3, 5), x)

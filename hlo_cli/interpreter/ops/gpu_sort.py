@@ -1,4 +1,4 @@
-"""XLA GPU's library calls for sorting and top-k, and the TPU's approximate top-k.
+"""XLA GPU's CUB calls (radix sort, prefix sum), its top-k kernel, and the TPU's approximate top-k.
 
 * CUB radix sort, XLA GPU's rewrite of a `sort` whose comparator is a plain LT/GT of one operand
   (SortRewriter, xla/backends/gpu/transforms/sort_rewriter.cc): `__cub$DeviceRadixSort` (older
@@ -17,6 +17,11 @@
   comparator has no order for it and its insertion moves every NaN to the top, so a row with one
   NaN gets it first; we put NaNs first (in index order) for every row, which is what the GPU gives
   for a single NaN per row and may differ from it in the order of several.
+* CUB prefix sum, XLA GPU's rewrite of an associative `scan` (add, init zero) along the minor-most
+  dimension (ScanRewriter): `xla.gpu.ext.cub_scan` / `xla.gpu.ext.cub_scan_unassigned_scratch_size`,
+  one operand, backend_config CubScanOptions {vector_length (1), row_length (the scanned dimension),
+  column_length (the other dimensions' product), kind SUM, is_reverse (XLA's kernel refuses true)};
+  result (the inclusive sums, u8[scratch]).
 * `PartialReduce`, the TPU's approximate top-k step (xla/hlo/builder/lib/approx_topk.cc, what
   jax.lax.approx_max_k / approx_min_k leave in a TPU module when the reduced dimension is longer
   than the TPU tiling, 1024 for rank 1 and 128 otherwise): operands (arrays..., their init values),
@@ -177,3 +182,38 @@ def tpu_partial_reduce(inst, args, ec):
         staged.append(np.swapaxes(x, -1, -2))          # (..., L, 2^r): the members of each bin in index order
     best = C.sort_arrays(ec, comp.name, staged, staged[0].ndim - 1, True)
     return tuple(np.ascontiguousarray(np.moveaxis(b[..., 0], -1, dim)) for b in best)
+
+
+@target("xla.gpu.ext.cub_scan", "xla.gpu.ext.cub_scan_unassigned_scratch_size")
+def cub_scan(inst, args, ec):
+    """Inclusive prefix sums along the operand's minor-most dimension (the rows CubScanOptions
+    describes), in the operand's type; result (sums, u8 scratch)."""
+    if len(args) != 1:
+        _fail(inst, f"takes one operand, got {len(args)}")
+    x = np.asarray(args[0])
+    opts = CC.backend_attrs(inst)
+    try:
+        vec, row, col = (int(opts.get(k, d)) for k, d in (("vector_length", 1), ("row_length", -1),
+                                                           ("column_length", 1)))
+    except (TypeError, ValueError):
+        _fail(inst, f"backend_config must be CubScanOptions (vector_length, row_length, column_length, kind, "
+                    f"is_reverse), got {opts}")
+    kind = opts.get("kind", "SUM")
+    if kind not in ("SUM", 1):
+        _fail(inst, f"backend_config kind must be SUM, got {kind!r}")
+    if opts.get("is_reverse", False) is True:
+        _fail(inst, "a reverse scan (is_reverse) is not supported by XLA GPU's CUB scan kernel")
+    leaves = CC._leaf_shapes(inst.shape)
+    if not inst.shape.is_tuple or len(leaves) != 2 or tuple(leaves[0].dims) != x.shape \
+            or CC.np_dtype(leaves[0]) != x.dtype or CC.np_dtype(leaves[1]) != np.uint8:
+        _fail(inst, f"returns ({_txt(x)}, u8[n] scratch), the declared shape is {inst.shape.to_str(False)}")
+    lay = leaves[0].layout
+    m2m = tuple(lay.minor_to_major) if lay is not None and len(lay.minor_to_major) == x.ndim \
+        else tuple(range(x.ndim - 1, -1, -1))
+    dim = m2m[0] if x.ndim else 0
+    if x.ndim == 0 or vec != 1 or row != x.shape[dim] or row * col != x.size:
+        _fail(inst, f"CubScanOptions (vector_length {vec}, row_length {row}, column_length {col}) must describe "
+                    f"rows along the minor-most dimension of {_txt(x)}")
+    with np.errstate(over="ignore"):
+        y = np.cumsum(x, axis=dim, dtype=x.dtype)
+    return (y, np.zeros(leaves[1].dims, np.uint8))

@@ -434,6 +434,11 @@ def test_legacy_getrf_gesvd_gesvdj_and_batched_getrf():
                                      [("f32", (3, 3)), ("f32", (3,)), ("f32", (3, 3)), ("f32", (3, 3)), ("s32", ()),
                                       ("f32", (9,))], struct.pack("@iiiiii", 0, 1, 3, 3, 9, 1)), a)
     np.testing.assert_allclose((u2 * s2) @ v2.T, a, atol=1e-5)
+    tall = rng.standard_normal((4, 2)).astype(np.float32)          # economy: u 4x2, v 2x2
+    _, s3, u3, v3, _, _ = run(legacy("cusolver_gesvdj", [("f32", (4, 2))],
+                                     [("f32", (4, 2)), ("f32", (2,)), ("f32", (4, 2)), ("f32", (2, 2)), ("s32", ()),
+                                      ("f32", (9,))], struct.pack("@iiiiiii", 0, 1, 4, 2, 9, 1, 1)), tall)
+    np.testing.assert_allclose((u3 * s3) @ v3.T, tall, atol=1e-5)
 
 
 def test_legacy_descriptor_that_disagrees_with_the_operand_is_refused():

@@ -745,11 +745,14 @@ def gpu_legacy_solver(inst, args, ec):
         fn = lambda kk: list(CC.gesvd_family(kk[0], jobu, "gesvd"))               # noqa: E731
     else:                                                           # gesvdj: v, not vt
         vec = d["jobz"] == 1
+        # economy mode (a later descriptor field) shows in the declared u: m x k instead of m x m
+        leaves = CC._leaf_shapes(inst.shape)
+        econ = len(leaves) > 2 and tuple(leaves[2].dims[-2:]) == (m, k) and k < m
         main = (M("the overwritten matrix", (m, n)), _V("the singular values", R, B + (k,)),
-                M("u", (m, m)), M("v", (n, n)), info)
+                M("u", (m, k) if econ else (m, m)), M("v", (n, k) if econ else (n, n)), info)
 
         def fn(kk):
-            aout, s, u, vt, inf = CC.gesvd_family(kk[0], "A" if vec else "N", "gesvd")
+            aout, s, u, vt, inf = CC.gesvd_family(kk[0], ("S" if econ else "A") if vec else "N", "gesvd")
             return [aout, s, u if vec else None, np.conj(np.swapaxes(vt, -1, -2)) if vec else None, inf]
     leaves = CC._leaf_shapes(inst.shape)
     if len(leaves) < len(main):

@@ -30,3 +30,16 @@ def compare(outs, want, spec, skip=()):
         if i not in skip:
             np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=spec["rtol"],
                                        atol=spec["atol"], err_msg=f"out{i}")
+
+
+def assert_refused(text, args, fragment, line):
+    """Running `text` fails with a diagnostic at `line` whose message holds `fragment`."""
+    import pytest
+
+    from hlo_cli.errors import HloEvalError
+    from hlo_cli.interpreter import run
+    with pytest.raises(HloEvalError) as e:
+        run(text, *args)
+    d = e.value.diagnostics[0]
+    assert fragment in d.message and d.line == line and d.column > 0, d.message
+    return d.message

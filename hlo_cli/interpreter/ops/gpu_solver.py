@@ -52,6 +52,7 @@ threefry kernel (whose operands carry everything) runs; the others are refused b
 from __future__ import annotations
 
 import re
+import struct
 
 import numpy as np
 
@@ -665,7 +666,6 @@ def gpu_threefry2x32(inst, args, ec):
 #   cublas_getrf_batched {type, batch, n}       cublas_geqrf_batched {type, batch, m, n} (results:
 #   a, tau and two pointer workspaces, no info)
 
-import struct as _struct
 
 _TYPE_CODES = {0: np.dtype(np.float32), 1: np.dtype(np.float64), 2: np.dtype(np.complex64),
                3: np.dtype(np.complex128)}
@@ -682,11 +682,11 @@ def _descriptor(inst, routine) -> dict:
     fmt, names = _LAYOUTS[routine]
     bc = inst.attrs.get("backend_config")
     raw = (bc.string if hasattr(bc, "string") else str(bc or "")).encode("latin-1", "replace")
-    size = _struct.calcsize("@" + fmt)
+    size = struct.calcsize("@" + fmt)
     if len(raw) < size:
         _fail(inst, f"the legacy {routine} kernel reads a {size}-byte descriptor from backend_config "
                     f"({', '.join(names)}), got {len(raw)} bytes")
-    return dict(zip(names, _struct.unpack_from("@" + fmt, raw)))
+    return dict(zip(names, struct.unpack_from("@" + fmt, raw)))
 
 
 @target(pattern=rf"{_GPU}solver_(potrf|getrf|geqrf|orgqr|syevd|syevj|gesvd|gesvdj)|{_GPU}blas_(getrf|geqrf)_batched")

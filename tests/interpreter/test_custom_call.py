@@ -112,7 +112,7 @@ def test_unknown_target_is_a_clear_error():
     ("tpu_custom_call", "Mosaic TPU"),
     ("mosaic_gpu_v2", "Mosaic GPU"),
     ("xla_ffi_python_cpu_callback", "Python host callback"),
-    ("cusolver_getrf_ffi", "CUDA library"),
+    ("cusparse_csr_matvec_ffi", "CUDA library"),
     ("__onednn$matmul", "oneDNN"),
     ("lapack_ssytrf_ffi", "LAPACK/BLAS kernel from jaxlib that hlo does not run"),
 ])

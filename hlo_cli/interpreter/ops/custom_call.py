@@ -151,7 +151,9 @@ def supported_summary() -> str:
     return (", ".join(sorted(TARGETS)) + " and the LAPACK/BLAS kernels lapack_?<routine>_ffi (potrf, trsm, "
             "getrf, geqrf, geqp3, orgqr/ungqr, ormqr/unmqr, syevd/heevd, gesdd, gesvd, geev, gees, gehrd, sytrd/hetrd, "
             "gtsv) "
-            "and their legacy forms")
+            "and their legacy forms, and jaxlib's GPU targets {cu,hip}solver_<routine>_ffi (potrf, getrf, geqrf, "
+            "orgqr, ormqr, syevd, sytrd, gesvd, gesvdj, gesvdp, gesdd, syrk, csrlsvqr), {cu,hip}sparse_gtsv2_ffi, "
+            "{cu,hip}_lu_pivots_to_permutation, {cu,hip}_threefry2x32[_ffi]")
 
 
 # ============================================================================ helpers

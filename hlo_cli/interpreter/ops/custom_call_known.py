@@ -26,6 +26,7 @@ _KNOWN: list[tuple[str, str]] = [
     (r"mosaic_gpu(_v2)?", "a Mosaic GPU kernel (Pallas on GPU)"),
     (r"tpu_custom_call", "a Mosaic TPU kernel (Pallas on TPU), which only TPUs run"),
     (r"te_.*|.*transformer_engine.*", "a Transformer Engine kernel (NVIDIA GPUs)"),
+    (r"(cu|hip)hybrid_.*", "a MAGMA/LAPACK hybrid kernel from jaxlib (GPU)"),
     (r"cu(solver|sparse|blas)_.*|cu_.*", "a CUDA library call from jaxlib (GPU)"),
     (r"hip(solver|sparse|blas)_.*|hip_.*", "a ROCm library call from jaxlib (AMD GPU)"),
     (r"(cusolver|hipsolver|solver|sparse|cusparse|hipsparse)_.*", "a GPU solver/sparse kernel from jaxlib"),

@@ -102,6 +102,18 @@ def _check_float(x, what):
         raise HloEvalError(f"{what} needs an operand of rank >= 2, got {x.dtype}{list(x.shape)}")
 
 
+def _check_declared(inst, what, want):
+    """The declared result against the (dtype, dims) leaves the expansion computes."""
+    from ..values import np_dtype
+    from .lapack_contract import txt
+    leaves = list(inst.shape.leaves()) if inst.shape.is_tuple else [inst.shape]
+    if len(leaves) != len(want) or any(
+            np_dtype(s) != np.dtype(dt) or tuple(s.dims) != tuple(d) for s, (dt, d) in zip(leaves, want)):
+        shown = ", ".join(txt(dt, d) for dt, d in want)
+        raise HloEvalError(f"{what} returns {'(' + shown + ')' if len(want) > 1 else shown}, the declared shape is "
+                           f"{inst.shape.to_str(False)}")
+
+
 def _mm(a, b):
     """a @ b over the leading batch dims, with XLA's dot in the operands' type."""
     nb = a.ndim - 2
@@ -250,6 +262,7 @@ def cc_qr(inst, args, ec):
         raise HloEvalError(f"Qr takes one operand, got {len(args)}")
     a = np.asarray(args[0])
     _check_float(a, "Qr")
+    _check_declared(inst, "Qr", [(a.dtype, a.shape), (a.dtype, a.shape[:-2] + (min(a.shape[-2:]),))])
     with np.errstate(all="ignore"), blas_single():      # sums independent of the thread count
         return _result(inst, list(qr_expanded(a)))
 
@@ -268,6 +281,7 @@ def cc_householder_product(inst, args, ec):
     if taus.dtype != a.dtype or taus.shape[:-1] != a.shape[:-2] or taus.ndim != a.ndim - 1 or taus.shape[-1] > n:
         raise HloEvalError(f"{what}: taus must be {a.dtype}{list(a.shape[:-2]) + ['k']} with k <= {n}, "
                            f"got {taus.dtype}{list(taus.shape)}")
+    _check_declared(inst, what, [(a.dtype, a.shape)])
     with np.errstate(all="ignore"), blas_single():      # sums independent of the thread count
         return _result(inst, [householder_product(a, taus)])
 
@@ -430,6 +444,8 @@ def cc_eigh(inst, args, ec):
     _check_float(a, "Eigh")
     if a.shape[-1] != a.shape[-2]:
         raise HloEvalError(f"Eigh needs square matrices, got {a.dtype}{list(a.shape)}")
+    real = np.dtype(np.float32 if a.dtype in (np.float32, np.complex64) else np.float64)
+    _check_declared(inst, "Eigh", [(a.dtype, a.shape), (real, a.shape[:-1])])
     bc = inst.attrs.get("backend_config")
     text = (bc.string if hasattr(bc, "string") else str(bc or "")).strip()
     parts = text.split(",")

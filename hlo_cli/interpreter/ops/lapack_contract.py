@@ -333,7 +333,8 @@ def _want(slot: Slot) -> str:
 def _result_offset(inst, nleaves: int, nres: int) -> int:
     """Where the contract's results start among the declared leaves: FFI calls declare exactly
     them; legacy calls add workspaces after them, except geev, which puts them first."""
-    _, routine, ffi = parse_target(inst.attrs.get("custom_call_target", ""))
+    parsed = parse_target(inst.attrs.get("custom_call_target", ""))
+    routine, ffi = parsed[1:] if parsed else ("", True)     # other libraries' targets: FFI-like
     if ffi:
         if nleaves != nres:
             _fail(inst, f"returns {nres} result{'s' if nres != 1 else ''}, the declared shape "
@@ -388,9 +389,10 @@ _LEGACY_SIZES = {
 def _check_legacy_sizes(inst, args) -> None:
     """Legacy targets pass sizes as scalars, which older jaxlibs trusted: they must equal the sizes
     of the arrays."""
-    _, routine, ffi = parse_target(inst.attrs.get("custom_call_target", ""))
-    if ffi:
+    parsed = parse_target(inst.attrs.get("custom_call_target", ""))
+    if parsed is None or parsed[2]:
         return
+    routine = parsed[1]
     table = dict(_LEGACY_SIZES.get(routine, {}))
     if routine == "gesdd":
         table = {2: "batch", 3: "m", 4: "n"}

@@ -217,23 +217,35 @@ def precision_algorithm(element_type: str, precision, algorithm, mode: str,
     return "dot_tf32_tf32_f32" if tf32_capable(gen) else None
 
 
-def dot_algorithm(inst, ec) -> str | None:
-    """precision_algorithm of a dot or convolution instruction under the run of `ec`; the element
-    type is the operands' higher-precision type as XLA GPU sees it (f32 when both are f32)."""
+def dot_algorithm(inst, ec, operands=None) -> str | None:
+    """precision_algorithm of a dot or convolution instruction under the run of `ec` (None under
+    CPU numerics).  The implied TF32 applies to f32 products: an f32 result of f32 operands
+    (`operands`: their values, when the caller has them; bf16/f16 values are TF32 already)."""
     mode, gen = mode_of(ec)
     if mode != "gpu":
         return None
-    et = _operand_type(inst)
-    return precision_algorithm(et, inst.attrs.get("operand_precision"), inst.attrs.get("algorithm"), mode, gen)
+    return instruction_algorithm(inst, gen, operands)
 
 
-def _operand_type(inst) -> str:
-    """The element type of the result of a dot-like instruction (the type XLA GPU's GEMM takes
-    its compute type from for f32 operands)."""
+def instruction_algorithm(inst, gen=None, operands=None) -> str | None:
+    """dot_algorithm under GPU numerics on generation `gen`, without a run (fastpaths.py)."""
     shape = inst.shape
     if shape.is_tuple:
         shape = list(shape.leaves())[0]
-    return shape.element_type
+    et = shape.element_type
+    if operands is not None and any(np.asarray(o).dtype != np.float32 for o in operands):
+        et = "mixed"
+    return precision_algorithm(et, inst.attrs.get("operand_precision"), inst.attrs.get("algorithm"), "gpu", gen)
+
+
+def apply_pairs(lhs, rhs, algorithm: str, product, result_dtype) -> np.ndarray:
+    """The product of `lhs` and `rhs` under `algorithm`: `product(l, r)` (an f32 dot or
+    convolution of one pair of parts, returning f32) for each of product_pairs, combined in
+    XLA's order and converted to `result_dtype`."""
+    from .ops.convert import convert
+    pairs = product_pairs(lhs, rhs, algorithm=algorithm, mode="gpu")
+    partials = [np.asarray(product(l, r), np.float32) for l, r in pairs]
+    return convert(combine(partials), np.dtype(result_dtype))
 
 
 # ============================================================================ rounding and splits
@@ -389,3 +401,26 @@ def module_mode(module) -> tuple[str, tuple[int, int] | None]:
         return "cpu", None
     from .compiler import module_cache
     return module_cache(module).get("numerics", ("cpu", None))
+
+
+def report(module, requested: str | None = None, path: str | None = None) -> dict:
+    """What a run of `module` uses, for reports: {"mode", "requested", "why", "gpu_generation"}."""
+    mode = resolve(module, requested, path)
+    why = gpu_evidence(module, path)
+    doc = {"mode": mode, "requested": requested or "auto"}
+    if requested in (None, "auto"):
+        doc["why"] = why if mode == "gpu" else "nothing in the module says it was compiled for a GPU"
+    if mode == "gpu":
+        gen = generation(module, path)
+        doc["gpu_generation"] = f"sm_{gen[0]}.{gen[1]}" if gen and gen != (0, 0) else \
+            ("AMD" if gen == (0, 0) else "unknown (taken as Ampere or newer: TF32 products)")
+    return doc
+
+
+def mismatch_hint(doc: dict) -> str:
+    """What to say when a run under numerics `doc` (report's) differs from its reference."""
+    if doc["mode"] == "gpu":
+        return ("the run used XLA GPU's numerics (TF32 products for f32 dots and convolutions of DEFAULT/HIGH "
+                "precision on Ampere and newer); a reference made by XLA CPU needs --numerics cpu")
+    return ("the run used XLA CPU's numerics (f32 products); if the reference came from a GPU, try --numerics gpu "
+            "(TF32 products for f32 dots and convolutions of DEFAULT/HIGH precision)")

@@ -23,7 +23,8 @@ convolution rule (convolution.py) on a plain `convolution` built from the custom
 kinds as the transposed convolutions XLA's conv rewriter matched them from (JAX's
 conv_general_dilated transpose rules), accumulated in cuDNN's accumulator type (f32 for f32, f16,
 bf16 and fp8; s32 for s8) and converted to the declared type once (integers saturate, as cuDNN's
-int8 outputs do).  Under GPU numerics an f32 convolution's products are TF32 products (numerics.py).
+int8 outputs do).  Under GPU numerics an f32 convolution's products are TF32 products (numerics.py)
+when the cuDNN algorithm XLA chose uses tensor cores (its math_type is not DEFAULT_MATH).
 
 Vectorized int8 layouts (NCHW_VECT_C): an operand with one dimension more than dim_labels names holds
 the features as (feature, vector) pairs, s8[..., C/4, ..., 4] or [..., C/32, ..., 32]; they are merged
@@ -91,7 +92,8 @@ def result_tuple(inst, outs: list) -> tuple | np.ndarray:
         if k < len(outs) and outs[k] is not None:
             v = np.asarray(outs[k])
             v = convert(v, dt) if v.dtype != dt else v
-            vals.append(np.ascontiguousarray(v.reshape(s.dims)))
+            v = v.reshape(s.dims)
+            vals.append(v if v.flags.c_contiguous else v.copy())
         else:
             vals.append(np.zeros(s.dims, dt))
     return tuple(vals) if inst.shape.is_tuple else vals[0]
@@ -125,17 +127,6 @@ def to_type(x: np.ndarray, dt) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             x = np.clip(np.asarray(x, F32), -big, big)
     return convert(np.asarray(x), dt)
-
-
-def products_f32(x: np.ndarray, ec) -> np.ndarray:
-    """An f32 operand of a cuDNN convolution as the GPU multiplies it: TF32 under GPU numerics
-    (ec.options.numerics), as it is otherwise."""
-    try:
-        from .. import numerics
-    except ImportError:                       # before the numerics module exists
-        return x
-    fn = getattr(numerics, "conv_operand", None)
-    return fn(x, ec) if fn is not None else x
 
 
 # ============================================================================ convolutions
@@ -207,12 +198,19 @@ def _merged_dnums(dn: ConvDimensionNumbers, vx, vw, vy) -> ConvDimensionNumbers:
         tuple(fix(d, vy) for d in dn.output_spatial_dimensions))
 
 
-def _conv(inst, lhs, rhs, dn, window, out_dims, out_dt, fgc=1, bgc=1) -> np.ndarray:
-    """A plain XLA convolution through the interpreter's convolution rule."""
+def _conv(inst, lhs, rhs, dn, window, out_dims, out_dt, fgc=1, bgc=1, ec=None) -> np.ndarray:
+    """A plain XLA convolution through the interpreter's convolution rule, with the custom call's
+    operand precisions (under GPU numerics an f32 convolution then has TF32 products, unless the
+    cuDNN algorithm chosen says DEFAULT_MATH: no tensor cores, f32 products)."""
     shape = Shape.array(_etype_name(out_dt), tuple(int(d) for d in out_dims))
     attrs = {"dim_labels": dn, "window": window, "feature_group_count": fgc, "batch_group_count": bgc}
+    if inst.attrs.get("operand_precision") is not None:
+        attrs["operand_precision"] = inst.attrs["operand_precision"]
+    math = str(gpu_config(inst, "cudnn_conv_backend_config").get("algorithm", {}).get("math_type", ""))
+    if math == "DEFAULT_MATH":
+        attrs["algorithm"] = "dot_f32_f32_f32"
     conv = Instruction(name=inst.name, opcode="convolution", shape=shape, operands=(), attrs=attrs, loc=inst.loc)
-    return eval_convolution(conv, [lhs, rhs], None)
+    return eval_convolution(conv, [lhs, rhs], ec)
 
 
 def _dilate(n: int, d: int) -> int:
@@ -253,11 +251,11 @@ def _check_conv(name, dn, window, x_shape, w_shape, y_shape, fgc, bgc):
              f"{x_shape[dn.input_spatial_dimensions[k]]}")
 
 
-def conv_forward(inst, x, w, dn, window, fgc, bgc, out_dims, acc):
-    return _conv(inst, x, w, dn, window, out_dims, acc, fgc, bgc)
+def conv_forward(inst, x, w, dn, window, fgc, bgc, out_dims, acc, ec=None):
+    return _conv(inst, x, w, dn, window, out_dims, acc, fgc, bgc, ec)
 
 
-def conv_backward_input(inst, dy, w, dn, window, fgc, dx_dims, acc):
+def conv_backward_input(inst, dy, w, dn, window, fgc, dx_dims, acc, ec=None):
     """dx = the adjoint of x -> conv(x, w) applied to dy: a convolution of dy (lhs-dilated by the
     strides, padded) with the spatially reversed filter, input and output features swapped."""
     ns = len(dn.input_spatial_dimensions)
@@ -283,10 +281,10 @@ def conv_backward_input(inst, dy, w, dn, window, fgc, dx_dims, acc):
         hi = _dilate(n_in, wd.base_dilation) + kd - 1 - _dilate(n_out, wd.stride) - lo
         dims.append(WindowDim(size=wd.size, stride=wd.base_dilation, padding_low=lo, padding_high=hi,
                               window_dilation=wd.window_dilation, base_dilation=wd.stride))
-    return _conv(inst, dy, np.ascontiguousarray(wt), tdn, Window(tuple(dims)), dx_dims, acc, fgc, 1)
+    return _conv(inst, dy, np.ascontiguousarray(wt), tdn, Window(tuple(dims)), dx_dims, acc, fgc, 1, ec)
 
 
-def conv_backward_filter(inst, x, dy, dn, window, fgc, bgc, dw_dims, acc):
+def conv_backward_filter(inst, x, dy, dn, window, fgc, bgc, dw_dims, acc, ec=None):
     """dw = the adjoint of w -> conv(x, w) applied to dy: a convolution of x (batch and features
     swapped) with dy as the kernel, strides and window dilations swapped, feature groups as batch
     groups."""
@@ -303,7 +301,7 @@ def conv_backward_filter(inst, x, dy, dn, window, fgc, bgc, dw_dims, acc):
         dims.append(WindowDim(size=n_out, stride=wd.window_dilation, padding_low=wd.padding_low, padding_high=hi,
                               window_dilation=wd.stride, base_dilation=wd.base_dilation))
     t_fgc, t_bgc = (bgc, 1) if bgc > 1 else (1, fgc)
-    dw = _conv(inst, x, dy, tdn, Window(tuple(dims)), dw_dims, acc, t_fgc, t_bgc)
+    dw = _conv(inst, x, dy, tdn, Window(tuple(dims)), dw_dims, acc, t_fgc, t_bgc, ec)
     rev = tuple(dn.kernel_spatial_dimensions[k] for k, wd in enumerate(window.dimensions) if wd.window_reversal)
     return np.flip(dw, rev) if rev else dw
 
@@ -538,25 +536,17 @@ def cc_cudnn_conv(inst, args, ec):
     else:
         rdims, rsize = merged_dims(res_dims, vy, dn.output_feature_dimension)
 
-    op_dt = a0.dtype
-    acc = _acc_type(np.dtype(op_dt))
-    if acc == F32 and a0.dtype == F32:
-        a_x = products_f32
-    else:
-        a_x = None
+    acc = _acc_type(np.dtype(a0.dtype))
     if kind == "forward" or kind in ("bias_activation", "graph"):
         _check_conv(name, mdn, window, x_arr.shape, w_arr.shape, rdims, fgc, bgc)
-        xx, ww = (a_x(x_arr, ec), a_x(w_arr, ec)) if a_x else (x_arr, w_arr)
-        y = conv_forward(inst, xx, ww, mdn, window, fgc, bgc, rdims, acc)
+        y = conv_forward(inst, x_arr, w_arr, mdn, window, fgc, bgc, rdims, acc, ec)
     elif kind == "backward_input":
         _check_conv(name, mdn, window, rdims, w_arr.shape, y_arr.shape, fgc, bgc)
         need(bgc == 1, name, "a backward-input convolution has no batch groups")
-        yy, ww = (a_x(y_arr, ec), a_x(w_arr, ec)) if a_x else (y_arr, w_arr)
-        y = conv_backward_input(inst, yy, ww, mdn, window, fgc, rdims, acc)
+        y = conv_backward_input(inst, y_arr, w_arr, mdn, window, fgc, rdims, acc, ec)
     else:
         _check_conv(name, mdn, window, x_arr.shape, rdims, y_arr.shape, fgc, bgc)
-        xx, yy = (a_x(x_arr, ec), a_x(y_arr, ec)) if a_x else (x_arr, y_arr)
-        y = conv_backward_filter(inst, xx, yy, mdn, window, fgc, bgc, rdims, acc)
+        y = conv_backward_filter(inst, x_arr, y_arr, mdn, window, fgc, bgc, rdims, acc, ec)
 
     extras = []
     if kind == "bias_activation":

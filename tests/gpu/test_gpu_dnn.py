@@ -1,0 +1,530 @@
+"""cuDNN library calls (hlo_cli/interpreter/ops/gpu_dnn.py, gpu_attention.py): the shared XLA GPU
+cases against the H200's results, and small hand-written custom calls against XLA CPU computing the
+same plain HLO through JAX (conv_general_dilated and its gradients, dot_product_attention
+implementation="xla" and its gradients)."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import hlo_cli
+from hlo_cli.errors import HloEvalError
+from hlo_cli.interpreter import run
+
+from .dnn_cases import DNN_CASES, load, run_case
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+jax.config.update("jax_enable_x64", False)
+
+BF16 = ml_dtypes.bfloat16
+HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def crun(*args, **kw):
+    """A run with XLA CPU's numerics (f32 products), what the XLA-computed references use."""
+    return run(*args, numerics="cpu", **kw)
+
+
+# ============================================================================ shared GPU cases
+
+@pytest.mark.parametrize("case", DNN_CASES)
+@pytest.mark.parametrize("stage", ["pre", "post"])
+def test_shared_case_matches_gpu(case, stage):
+    """Each case before and after XLA GPU's optimizations (auto numerics) matches the GPU's results
+    within the case's tolerance."""
+    _, expected, tol = load(case)
+    got = run_case(case, stage, None)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=tol["rtol"], atol=tol["atol"])
+
+
+def test_depthwise_post_is_f32_exact_under_gpu_numerics():
+    """XLA chose cuDNN algorithms with math_type DEFAULT_MATH (no tensor cores) for the depthwise
+    convolutions: f32 products, so GPU numerics give what CPU numerics give, 6e-5 from the GPU
+    (TF32 products would be 0.3 away)."""
+    _, expected, _ = load("depthwise_conv_grad")
+    got = run_case("depthwise_conv_grad", "post", "gpu")
+    err = max(float(np.max(np.abs(g - e))) for g, e in zip(got, expected))
+    assert err < 1e-3
+
+
+def test_convnet_dump_stages_agree():
+    """The convnet step's optimized stage (cuDNN forward, backward-input and backward-filter
+    convolutions, Triton fusions) agrees with its stage before optimizations."""
+    from pathlib import Path
+    d = Path(__file__).resolve().parents[2] / "samples" / "gpu" / "dumps"
+    pre = hlo_cli.parse_file(str(d / "module_541803.jit_dump_convnet_step.before_optimizations.txt"))
+    post = hlo_cli.parse_file(str(d / "module_541803.jit_dump_convnet_step.sm_9.0a_gpu_after_optimizations.txt"))
+    assert any(i.attrs.get("custom_call_target") == "__cudnn$convBackwardInput" for c in post.computations for i in c.instructions)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(p.shape.dims).astype(np.float32) if p.shape.element_type == "f32"
+            else rng.integers(0, 10, p.shape.dims).astype(np.int32) for p in pre.entry_computation.parameters]
+    a = run(pre, *args, numerics="cpu")
+    b = run(post, *args, numerics="cpu")
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(y, x, rtol=1e-4, atol=1e-4)
+
+
+# ============================================================================ convolutions
+
+def conv_config(**kw) -> str:
+    cfg = {"activation_mode": "kNone", "conv_result_scale": 1, "side_input_scale": 0, "leakyrelu_alpha": 0}
+    cfg.update(kw)
+    return json.dumps({"cudnn_conv_backend_config": cfg, "operation_queue_id": "0"})
+
+
+def window_text(k, strides, pads, rdil):
+    parts = ["size=" + "x".join(map(str, k))]
+    if any(s != 1 for s in strides):
+        parts.append("stride=" + "x".join(map(str, strides)))
+    if any(p != (0, 0) for p in pads):
+        parts.append("pad=" + "x".join(f"{lo}_{hi}" for lo, hi in pads))
+    if any(d != 1 for d in rdil):
+        parts.append("rhs_dilate=" + "x".join(map(str, rdil)))
+    return "{" + " ".join(parts) + "}"
+
+
+def shp(dt, dims):
+    return f"{dt}[{','.join(map(str, dims))}]"
+
+
+def jconv(x, w, strides, pads, rdil, groups):
+    return jax.lax.conv_general_dilated(x, w, strides, pads, rhs_dilation=rdil, dimension_numbers=("NHWC", "OHWI", "NHWC"),
+                                        feature_group_count=groups, precision=HIGHEST)
+
+
+CONVS = [  # (x NHWC, o, k, strides, pads, rhs dilation, groups)
+    ((2, 7, 6, 3), 4, (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),
+    ((2, 9, 8, 4), 6, (3, 2), (2, 2), ((0, 1), (1, 0)), (1, 1), 2),
+    ((1, 10, 9, 3), 5, (3, 3), (1, 2), ((2, 2), (0, 0)), (2, 1), 1),
+    ((2, 8, 8, 8), 8, (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), 8),   # depthwise
+    ((1, 6, 7, 2), 3, (1, 1), (2, 1), ((0, 0), (0, 0)), (1, 1), 1),
+]
+
+
+def _conv_case(spec, seed=0):
+    xs, o, k, strides, pads, rdil, g = spec
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal((o, *k, xs[3] // g)).astype(np.float32)
+    y = np.asarray(jconv(x, w, strides, pads, rdil, g))
+    return x, w, y
+
+
+def conv_module(target, a_shape, b_shape, out_dims, spec, extra=(), cfg=None, out_t="f32", a_t="f32", b_t="f32"):
+    xs, o, k, strides, pads, rdil, g = spec
+    params = [f"  a = {shp(a_t, a_shape)} parameter(0)", f"  b = {shp(b_t, b_shape)} parameter(1)"]
+    ops = ["a", "b"]
+    for n, (t, d) in enumerate(extra):
+        params.append(f"  e{n} = {shp(t, d)} parameter({2 + n})")
+        ops.append(f"e{n}")
+    cc = (f"  c = ({shp(out_t, out_dims)}, u8[0]) custom-call({', '.join(ops)}), window={window_text(k, strides, pads, rdil)}, "
+          f"dim_labels=b01f_o01i->b01f, feature_group_count={g}, custom_call_target=\"{target}\", "
+          f"backend_config={cfg or conv_config()}")
+    return "\n".join(["HloModule m", "ENTRY e {", *params, cc,
+                      f"  ROOT r = {shp(out_t, out_dims)} get-tuple-element(c), index=0", "}"])
+
+
+@pytest.mark.parametrize("spec", CONVS)
+def test_conv_forward_and_gradients_match_xla(spec):
+    """convForward, convBackwardInput and convBackwardFilter against conv_general_dilated and its
+    VJPs on XLA CPU."""
+    xs, o, k, strides, pads, rdil, g = spec
+    x, w, y = _conv_case(spec)
+    dy = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
+    got = crun(conv_module("__cudnn$convForward", x.shape, w.shape, y.shape, spec), x, w)
+    np.testing.assert_allclose(got, y, rtol=1e-5, atol=1e-5)
+    _, vjp = jax.vjp(lambda a, b: jconv(a, b, strides, pads, rdil, g), x, w)
+    dx, dw = (np.asarray(t) for t in vjp(dy))
+    got = crun(conv_module("__cudnn$convBackwardInput", dy.shape, w.shape, x.shape, spec), dy, w)
+    np.testing.assert_allclose(got, dx, rtol=1e-5, atol=1e-5)
+    got = crun(conv_module("__cudnn$convBackwardFilter", x.shape, dy.shape, w.shape, spec), x, dy)
+    np.testing.assert_allclose(got, dw, rtol=1e-5, atol=1e-4)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, len(CONVS) - 1), st.integers(0, 10_000))
+def test_backward_input_is_the_adjoint_of_forward(i, seed):
+    """<conv(x, w), y> = <x, conv_backward_input(y, w)> and = <w, conv_backward_filter(x, y)>."""
+    spec = CONVS[i]
+    x, w, y0 = _conv_case(spec, seed)
+    y = np.random.default_rng(seed + 1).standard_normal(y0.shape).astype(np.float64)
+    fwd = crun(conv_module("__cudnn$convForward", x.shape, w.shape, y0.shape, spec, a_t="f64", b_t="f64", out_t="f64"),
+              x.astype(np.float64), w.astype(np.float64))
+    bx = crun(conv_module("__cudnn$convBackwardInput", y.shape, w.shape, x.shape, spec, a_t="f64", b_t="f64",
+                         out_t="f64"), y, w.astype(np.float64))
+    bw = crun(conv_module("__cudnn$convBackwardFilter", x.shape, y.shape, w.shape, spec, a_t="f64", b_t="f64",
+                         out_t="f64"), x.astype(np.float64), y)
+    lhs = float(np.sum(fwd * y))
+    assert lhs == pytest.approx(float(np.sum(x * bx)), rel=1e-9, abs=1e-9)
+    assert lhs == pytest.approx(float(np.sum(w * bw)), rel=1e-9, abs=1e-9)
+
+
+ACTS = {"kNone": lambda v, a: v, "kRelu": lambda v, a: jnp.maximum(v, 0), "kRelu6": lambda v, a: jnp.clip(v, 0, 6),
+        "kElu": lambda v, a: jnp.where(v > 0, v, jnp.expm1(v)), "kLeakyRelu": lambda v, a: jnp.where(v > 0, v, a * v),
+        "kSigmoid": lambda v, a: jax.nn.sigmoid(v), "kTanh": lambda v, a: jnp.tanh(v),
+        "kGeluExact": lambda v, a: jax.nn.gelu(v, approximate=False)}
+
+
+@pytest.mark.parametrize("act", list(ACTS))
+@pytest.mark.parametrize("side", [False, True])
+def test_bias_activation_matches_xla(act, side):
+    """convBiasActivationForward: act(conv_result_scale * conv + side_input_scale * side + bias)."""
+    spec = CONVS[1]
+    x, w, y = _conv_case(spec)
+    rng = np.random.default_rng(3)
+    bias = rng.standard_normal(y.shape[-1]).astype(np.float32)
+    sidein = rng.standard_normal(y.shape).astype(np.float32)
+    extra = [("f32", bias.shape)] + ([("f32", y.shape)] if side else [])
+    cfg = conv_config(activation_mode=act, conv_result_scale=0.5, side_input_scale=0.25 if side else 0,
+                      leakyrelu_alpha=0.1)
+    text = conv_module("__cudnn$convBiasActivationForward", x.shape, w.shape, y.shape, spec, extra, cfg)
+    got = crun(text, x, w, bias, *([sidein] if side else []))
+    want = 0.5 * y + (0.25 * sidein if side else 0) + bias
+    want = np.asarray(ACTS[act](jnp.asarray(want), 0.1))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_bias_activation_propagates_nan_and_inf():
+    """A NaN or Inf operand reaches the outputs it feeds (as XLA's plain HLO does)."""
+    spec = CONVS[0]
+    x, w, y = _conv_case(spec)
+    x[0, 2, 2, 1] = np.nan
+    x[1, 0, 0, 0] = np.inf
+    bias = np.zeros(y.shape[-1], np.float32)
+    text = conv_module("__cudnn$convBiasActivationForward", x.shape, w.shape, y.shape, spec, [("f32", bias.shape)])
+    got = crun(text, x, w, bias)
+    want = np.asarray(jconv(x, w, spec[3], spec[4], spec[5], spec[6]))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+
+
+def test_forward_graph_runs_its_ops():
+    """convForwardGraph: conv, scale (scalar operand), add (tensor operand), relu and an amax aux
+    output, the result rounded to f8e4m3fn (saturating)."""
+    spec = CONVS[0]
+    x, w, y = _conv_case(spec)
+    addend = np.random.default_rng(5).standard_normal(y.shape).astype(np.float32)
+    graph = "1:[f32]conv();2:[f32]scale(1);3:[f32]add(2);4:[f32]relu(3);5:[f32]amax(4);6:[f8e4m3fn]scale(4);"
+    cfg = json.dumps({"cudnn_conv_backend_config": {"activation_mode": "kNone", "conv_result_scale": 1,
+                                                    "serialized_graph": graph}})
+    xs, o, k, strides, pads, rdil, g = spec
+    text = "\n".join([
+        "HloModule m", "ENTRY e {", f"  a = {shp('f32', x.shape)} parameter(0)", f"  b = {shp('f32', w.shape)} parameter(1)",
+        "  sa = f32[] parameter(2)", f"  t = {shp('f32', y.shape)} parameter(3)", "  sb = f32[] parameter(4)",
+        f"  c = ({shp('f8e4m3fn', y.shape)}, f32[], u8[0]) custom-call(a, b, sa, t, sb), window={window_text(k, strides, pads, rdil)}, "
+        f"dim_labels=b01f_o01i->b01f, custom_call_target=\"__cudnn$convForwardGraph\", backend_config={cfg}",
+        f"  r0 = {shp('f8e4m3fn', y.shape)} get-tuple-element(c), index=0", "  r1 = f32[] get-tuple-element(c), index=1",
+        f"  ROOT r = ({shp('f8e4m3fn', y.shape)}, f32[]) tuple(r0, r1)", "}"])
+    out, amax = crun(text, x, w, np.float32(2.0), addend, np.float32(100.0))
+    relu = np.maximum(2.0 * y + addend, 0)
+    np.testing.assert_allclose(float(amax), relu.max(), rtol=1e-5)
+    want = np.clip(relu * 100.0, -448, 448).astype(ml_dtypes.float8_e4m3fn)
+    np.testing.assert_array_equal(out.astype(np.float32), want.astype(np.float32))
+
+
+def test_vectorized_int8_matches_plain_int8():
+    """An int8 convolution on NCHW_VECT_C operands (s8[...,16,4]: features split, the vector dim
+    unnamed in dim_labels) equals the plain one (XLA's convolution_cudnn_test)."""
+    rng = np.random.default_rng(7)
+    x = rng.integers(-5, 5, (2, 6, 6, 64)).astype(np.int8)
+    w = rng.integers(-3, 3, (8, 3, 3, 64)).astype(np.int8)
+    cfg = conv_config()
+    plain = "\n".join(["HloModule m", "ENTRY e {", "  x = s8[2,6,6,64] parameter(0)", "  w = s8[8,3,3,64] parameter(1)",
+                       "  c = (s8[2,6,6,8], u8[0]) custom-call(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_o01i->b01f, "
+                       f"custom_call_target=\"__cudnn$convForward\", backend_config={cfg}",
+                       "  ROOT r = s8[2,6,6,8] get-tuple-element(c), index=0", "}"])
+    vect = "\n".join(["HloModule m", "ENTRY e {", "  x = s8[2,6,6,64] parameter(0)", "  w = s8[8,3,3,64] parameter(1)",
+                      "  x1 = s8[2,6,6,16,4] reshape(x)", "  w1 = s8[8,3,3,16,4] reshape(w)",
+                      "  c = (s8[2,6,6,2,4], u8[0]) custom-call(x1, w1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_o01i->b01f, "
+                      f"custom_call_target=\"__cudnn$convForward\", backend_config={cfg}",
+                      "  g = s8[2,6,6,2,4] get-tuple-element(c), index=0", "  ROOT r = s8[2,6,6,8] reshape(g)", "}"])
+    a = crun(plain, x, w)
+    b = crun(vect, x, w)
+    np.testing.assert_array_equal(a, b)
+    acc = np.asarray(jax.lax.conv_general_dilated(x.astype(np.int32), w.astype(np.int32), (1, 1), ((1, 1), (1, 1)),
+                                                  dimension_numbers=("NHWC", "OHWI", "NHWC")))
+    np.testing.assert_array_equal(a, np.clip(acc, -128, 127))       # cuDNN's int8 output saturates
+
+
+def test_reorder_filter_and_bias_round_trip():
+    """convReorderFilterAndBias permutes as XLA's test spells it; the int8x32 convolution with
+    reordered_int8_nchw_vect puts them back."""
+    rng = np.random.default_rng(8)
+    f = rng.integers(-100, 100, (64, 1, 3, 3, 32)).astype(np.int8)
+    b = rng.standard_normal(64).astype(np.float32)
+    text = "\n".join(["HloModule m", "ENTRY e {", "  f = s8[64,1,3,3,32] parameter(0)", "  b = f32[64] parameter(1)",
+                      "  ROOT r = (s8[64,1,3,3,32], f32[64]) custom-call(f, b), custom_call_target=\"__cudnn$convReorderFilterAndBias\"",
+                      "}"])
+    rf, rb = crun(text, f, b)
+    want_f = f.reshape(8, 4, 2, 1, 3, 3, 8, 4).transpose(3, 4, 5, 0, 2, 6, 1, 7).reshape(f.shape)
+    want_b = b.reshape(2, 4, 2, 4).transpose(0, 2, 1, 3).reshape(64)
+    np.testing.assert_array_equal(rf, want_f)
+    np.testing.assert_array_equal(rb, want_b)
+    # an int8x32 bias-activation convolution on the reordered filter and bias = the plain one
+    x = rng.integers(-4, 4, (1, 32, 5, 5)).astype(np.int8)          # NCHW, 32 features
+    cfg = json.dumps({"cudnn_conv_backend_config": {"activation_mode": "kNone", "conv_result_scale": 1,
+                                                    "side_input_scale": 0, "reordered_int8_nchw_vect": True}})
+    plain_cfg = conv_config()
+    wv = f                                                           # O=64, I/32=1, 3x3, 32
+    mod = lambda c, wt: "\n".join([  # noqa: E731
+        "HloModule m", "ENTRY e {", "  x = s8[1,1,5,5,32] parameter(0)", "  w = s8[64,1,3,3,32] parameter(1)",
+        "  b = f32[64] parameter(2)",
+        "  c = (f32[1,2,5,5,32], u8[0]) custom-call(x, w, b), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01, "
+        f"custom_call_target=\"__cudnn$convBiasActivationForward\", backend_config={c}",
+        "  ROOT r = f32[1,2,5,5,32] get-tuple-element(c), index=0", "}"])
+    xv = x.reshape(1, 1, 32, 5, 5).transpose(0, 1, 3, 4, 2).copy()
+    want = crun(mod(plain_cfg, wv), xv, wv, b)
+    got = crun(mod(cfg, wv), xv, rf, rb)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_conv_tf32_under_gpu_numerics():
+    """Under GPU numerics an f32 cuDNN convolution without an algorithm multiplies TF32 values
+    (f32 rounded to 10 mantissa bits); with DEFAULT_MATH (no tensor cores) f32 values."""
+    from hlo_cli.interpreter.numerics import round_tf32
+    spec = CONVS[0]
+    x, w, y = _conv_case(spec)
+    text = conv_module("__cudnn$convForward", x.shape, w.shape, y.shape, spec)
+    got = run(text, x, w, numerics="gpu")
+    want = np.asarray(jconv(round_tf32(x), round_tf32(w), *spec[3:6], spec[6]))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.max(np.abs(got - y)) > 1e-4
+    cfg = conv_config(algorithm={"algo_id": "0", "math_type": "DEFAULT_MATH"})
+    got = run(conv_module("__cudnn$convForward", x.shape, w.shape, y.shape, spec, cfg=cfg), x, w, numerics="gpu")
+    np.testing.assert_allclose(got, y, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_operand_mismatch_is_located_error(tmp_path):
+    """A cuDNN convolution whose operands disagree with its window is a located HloEvalError."""
+    spec = CONVS[0]
+    x, w, y = _conv_case(spec)
+    text = conv_module("__cudnn$convForward", x.shape, w.shape, (2, 7, 6, 4), (x.shape, 4, (3, 3), (1, 1),
+                                                                                 ((0, 0), (0, 0)), (1, 1), 1))
+    with pytest.raises(HloEvalError, match=r"output spatial dim 0 is 7; the window gives 5"):
+        crun(text, x, w)
+
+
+# ============================================================================ layer norm
+
+def test_norm_forward_train_and_backward():
+    """__cudnn$norm LAYER_FWD_TRAIN and LAYER_BWD against the layer norm's formula and JAX's VJP."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((6, 8, 1, 1)).astype(np.float32) * 3 + 1
+    sc = rng.standard_normal((1, 8, 1, 1)).astype(np.float32)
+    bi = rng.standard_normal((1, 8, 1, 1)).astype(np.float32)
+    dy = rng.standard_normal((6, 8, 1, 1)).astype(np.float32)
+    fwd = json.dumps({"cudnn_norm_backend_config": {"epsilon": 0.001, "kind": "LAYER_FWD_TRAIN"}})
+    bwd = json.dumps({"cudnn_norm_backend_config": {"epsilon": 0, "kind": "LAYER_BWD"}})
+    text = "\n".join([
+        "HloModule m", "ENTRY e {", "  x = f32[6,8,1,1] parameter(0)", "  s = f32[1,8,1,1] parameter(1)",
+        "  b = f32[1,8,1,1] parameter(2)", "  dy = f32[6,8,1,1] parameter(3)",
+        "  f = (f32[6,8,1,1], f32[6,1,1,1], f32[6,1,1,1], u8[16]) custom-call(x, s, b), custom_call_target=\"__cudnn$norm\", "
+        f"backend_config={fwd}",
+        "  y = f32[6,8,1,1] get-tuple-element(f), index=0", "  m = f32[6,1,1,1] get-tuple-element(f), index=1",
+        "  n = f32[6,1,1,1] get-tuple-element(f), index=2",
+        "  g = (f32[6,8,1,1], f32[1,8,1,1], f32[1,8,1,1], u8[16]) custom-call(x, s, dy, m, n), custom_call_target=\"__cudnn$norm\", "
+        f"backend_config={bwd}",
+        "  dx = f32[6,8,1,1] get-tuple-element(g), index=0", "  ds = f32[1,8,1,1] get-tuple-element(g), index=1",
+        "  db = f32[1,8,1,1] get-tuple-element(g), index=2",
+        "  ROOT r = (f32[6,8,1,1], f32[6,8,1,1], f32[1,8,1,1], f32[1,8,1,1]) tuple(y, dx, ds, db)", "}"])
+    y, dx, ds, db = crun(text, x, sc, bi, dy)
+
+    def ln(x, s, b):
+        mu = x.mean(axis=1, keepdims=True)
+        var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+        return (x - mu) / jnp.sqrt(var + 0.001) * s + b
+    want, vjp = jax.vjp(ln, x, sc, bi)
+    gx, gs, gb = vjp(dy)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    # the backward's epsilon is 0 in XLA's rewrite: the norm factor already holds the forward's
+    np.testing.assert_allclose(dx, gx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ds, gs, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(db, gb, rtol=1e-5, atol=1e-5)
+
+
+# ============================================================================ attention
+
+def fmha_config(b, n, t, s, scale, mask="NO_MASK", bwd=False, dropout=0.0, window=0, **kw):
+    btnh = {"bmm1_dot_dimension_numbers": ((3,), (3,), (0, 2), (0, 2)),
+            "bmm2_dot_dimension_numbers": ((3,), (1,), (0, 1), (0, 2)),
+            "bmm1_grad_gemm1_dot_dimension_numbers": ((2,), (1,), (0, 1), (0, 2)),
+            "bmm1_grad_gemm2_dot_dimension_numbers": ((3,), (1,), (0, 1), (0, 2)),
+            "bmm2_grad_gemm1_dot_dimension_numbers": ((2,), (1,), (0, 1), (0, 2)),
+            "bmm2_grad_gemm2_dot_dimension_numbers": ((3,), (3,), (0, 2), (0, 2))}
+    keys = list(btnh)[2:] if bwd else list(btnh)[:2]
+    cfg = {"fmha_scale": scale, "dropout_rate": dropout, "seed": 42, "mask_type": mask, "is_flash_attention": True,
+           "sliding_window_length": window, "max_seg_per_batch": 1, "is_paged_attention": False,
+           "intermediate_tensor_shape": {"element_type": "BF16", "dimensions": [str(v) for v in (b, n, t, s)]}}
+    cfg.update(kw)
+    for k in keys:
+        lc, rc, lb, rb = btnh[k]
+        cfg[k] = {"lhs_contracting_dimensions": [str(v) for v in lc], "rhs_contracting_dimensions": [str(v) for v in rc],
+                  "lhs_batch_dimensions": [str(v) for v in lb], "rhs_batch_dimensions": [str(v) for v in rb]}
+    return json.dumps({"cudnn_fmha_backend_config": cfg, "operation_queue_id": "0"})
+
+
+def attention_module(b, t, s, n, nk, h, scale, mask="NO_MASK", bias=False, seqlens=False, window=0, dropout=0.0):
+    """fwd (training) + bwd custom calls: parameters q, k, v, dO[, bias][, q_len, kv_len] (BTNH);
+    ROOT (O, dQ, dK, dV[, dbias]) in BTNH."""
+    q, kv = shp("bf16", (b, t, n, h)), shp("bf16", (b, s, nk, h))
+    lines = ["HloModule m", "ENTRY e {", f"  q = {q} parameter(0)", f"  k = {kv} parameter(1)", f"  v = {kv} parameter(2)",
+             f"  do = {q} parameter(3)"]
+    extra, p = [], 4
+    if bias:
+        lines.append(f"  bias = {shp('bf16', (1, n, t, s))} parameter({p})")
+        extra.append("bias")
+        p += 1
+    lens = []
+    if seqlens:
+        lines += [f"  ql = s32[{b}] parameter({p})", f"  kl = s32[{b}] parameter({p + 1})"]
+        lens = ["ql", "kl"]
+    tag = ("ScaleBias" if bias else "") + "Softmax" + ("Dropout" if dropout else "")
+    fcfg = fmha_config(b, n, t, s, scale, mask, dropout=dropout, window=window)
+    bcfg = fmha_config(b, n, t, s, scale, mask, bwd=True, dropout=dropout, window=window)
+    o_bnth = shp("bf16", (b, n, t, h))
+    lines.append(f"  f = ({o_bnth}, f32[{b},{n},{t}], u8[0]) custom-call({', '.join(['q', 'k', 'v'] + extra + lens)}), "
+                 f"custom_call_target=\"__cudnn$fmha{tag}\", backend_config={fcfg}")
+    lines += [f"  o = {o_bnth} get-tuple-element(f), index=0", f"  st = f32[{b},{n},{t}] get-tuple-element(f), index=1",
+              f"  ot = {q} transpose(o), dimensions={{0,2,1,3}}"]
+    kv_bnth = shp("bf16", (b, nk, s, h))
+    grads = [o_bnth, kv_bnth, kv_bnth] + ([shp("bf16", (1, n, t, s))] if bias else [])
+    lines.append(f"  g = ({', '.join(grads)}, u8[0]) custom-call({', '.join(['q', 'k', 'v', 'st', 'do'] + extra + ['ot'] + lens)}), "
+                 f"custom_call_target=\"__cudnn$fmha{tag}Backward\", backend_config={bcfg}")
+    outs = ["ot"]
+    for i, (nm, sh) in enumerate(zip(("dq", "dk", "dv"), (q, kv, kv))):
+        lines += [f"  {nm}0 = {grads[i]} get-tuple-element(g), index={i}", f"  {nm} = {sh} transpose({nm}0), dimensions={{0,2,1,3}}"]
+        outs.append(nm)
+    if bias:
+        lines.append(f"  db = {grads[3]} get-tuple-element(g), index=3")
+        outs.append("db")
+    root_t = [q, q, kv, kv] + ([grads[3]] if bias else [])
+    lines += [f"  ROOT r = ({', '.join(root_t)}) tuple({', '.join(outs)})", "}"]
+    return "\n".join(lines)
+
+
+ATTN = [  # (b, t, s, n, nk, h, mask, bias, seqlens, window)
+    (2, 16, 16, 2, 2, 8, "NO_MASK", False, False, 0),
+    (2, 16, 16, 2, 2, 8, "CAUSAL", False, False, 0),
+    (1, 12, 20, 4, 2, 8, "NO_MASK", True, False, 0),          # grouped K/V heads, bias, T != S
+    (2, 16, 16, 2, 1, 8, "CAUSAL", True, False, 5),          # sliding window
+    (2, 10, 14, 2, 2, 8, "PADDING", False, True, 0),
+    (2, 12, 12, 2, 2, 8, "PADDING_CAUSAL", False, True, 0),
+]
+
+
+@pytest.mark.parametrize("spec", ATTN, ids=lambda s: f"{s[6]}-bias{int(s[7])}-gqa{s[3] // s[4]}-w{s[9]}")
+def test_attention_forward_backward_match_xla(spec):
+    """fMHA forward and backward custom calls against jax.nn.dot_product_attention
+    (implementation="xla") and its VJP on the same bf16 values, computed in f32."""
+    b, t, s, n, nk, h, mask, bias, seqlens, window = spec
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((b, t, n, h)).astype(BF16)
+    k = rng.standard_normal((b, s, nk, h)).astype(BF16)
+    v = rng.standard_normal((b, s, nk, h)).astype(BF16)
+    do = rng.standard_normal((b, t, n, h)).astype(BF16)
+    bi = rng.standard_normal((1, n, t, s)).astype(BF16) if bias else None
+    ql = np.array([t - 3, t], np.int32)[:b]
+    kl = np.array([s, s - 5], np.int32)[:b]
+    scale = 1 / np.sqrt(h)
+    if seqlens:        # padded query rows: cuDNN ignores them; XLA's masked softmax spreads them uniformly
+        do = np.where((np.arange(t)[None, :] < ql[:, None])[:, :, None, None], do, 0).astype(BF16)
+    args = [q, k, v, do] + ([bi] if bias else []) + ([ql, kl] if seqlens else [])
+    got = run(attention_module(b, t, s, n, nk, h, scale, mask, bias, seqlens, window), *args)
+
+    def ref(q, k, v, bi):
+        m = None
+        if seqlens:
+            m = (jnp.arange(t)[None, :, None] < ql[:, None, None]) & (jnp.arange(s)[None, None, :] < kl[:, None, None])
+            m = m[:, None]
+        return jax.nn.dot_product_attention(q, k, v, bias=bi, mask=m, scale=scale, is_causal="CAUSAL" in mask,
+                                            local_window_size=(window - 1, 0) if window else None, implementation="xla")
+    f32 = (lambda a: None if a is None else jnp.asarray(a, jnp.float32))
+    want, vjp = jax.vjp(lambda *a: ref(*a), f32(q), f32(k), f32(v), f32(bi))
+    grads = vjp(f32(do))
+    want_all = [want, *grads[:3]] + ([grads[3]] if bias else [])
+    valid = np.ones((b, t, 1, 1), bool)
+    if seqlens:
+        valid = (np.arange(t)[None, :] < ql[:, None])[:, :, None, None]
+    for i, (g, w) in enumerate(zip(got, want_all)):
+        g = np.asarray(g, np.float32)
+        w = np.asarray(w, np.float32)
+        if i in (0, 1):                       # O and dQ rows of padded queries: cuDNN leaves them 0
+            w = np.where(valid, w, 0)
+        np.testing.assert_allclose(g, w, rtol=0.03, atol=0.03, err_msg=f"result {i}")
+
+
+def test_causal_attention_ignores_future_keys():
+    """Changing keys and values after a query's position leaves its causal output unchanged (finite
+    values: a NaN in a masked value may reach the output through 0 * NaN, on the GPU's tensor cores
+    as here)."""
+    b, t, n, h = 1, 12, 2, 8
+    rng = np.random.default_rng(4)
+    q, k, v, do = (rng.standard_normal((b, t, n, h)).astype(BF16) for _ in range(4))
+    text = attention_module(b, t, t, n, n, h, 0.3, "CAUSAL")
+    o1 = run(text, q, k, v, do)[0]
+    k2, v2 = k.copy(), v.copy()
+    k2[:, 7:] = rng.standard_normal(k2[:, 7:].shape).astype(BF16) * 5
+    v2[:, 7:] = rng.standard_normal(v2[:, 7:].shape).astype(BF16) * 7
+    o2 = run(text, q, k2, v2, do)[0]
+    np.testing.assert_array_equal(np.asarray(o1[:, :7], np.float32), np.asarray(o2[:, :7], np.float32))
+    assert not np.array_equal(np.asarray(o1[:, 7:], np.float32), np.asarray(o2[:, 7:], np.float32))
+
+
+def test_attention_dropout_runs_with_warning_and_keep_rate():
+    """Dropout runs with our own mask (a warning says its values differ from the GPU's); the mean
+    output over many keys stays the undropped one's within sampling error."""
+    b, t, n, h = 1, 8, 2, 4
+    rng = np.random.default_rng(6)
+    q, k, v, do = (rng.standard_normal((b, t, n, h)).astype(BF16) for _ in range(4))
+    with pytest.warns(UserWarning, match="cuDNN's random bits cannot be reproduced"):
+        out = run(attention_module(b, t, t, n, n, h, 0.5, "NO_MASK", dropout=0.5), q, k, v, do)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = run(attention_module(b, t, t, n, n, h, 0.5, "NO_MASK"), q, k, v, do)
+    assert all(np.isfinite(np.asarray(x, np.float32)).all() for x in out)
+    assert not np.array_equal(np.asarray(out[0], np.float32), np.asarray(plain[0], np.float32))
+
+
+def test_attention_mismatched_operands_are_located_errors(tmp_path):
+    """A K whose head size differs from Q's is refused before anything runs, with a location
+    (hlo run exits 1 with file:line:col)."""
+    from click.testing import CliRunner
+    from hlo_cli.cli import main
+    cfg = fmha_config(1, 2, 8, 8, 0.3)
+    text = "\n".join(["HloModule m", "ENTRY e {", "  q = bf16[1,8,2,8] parameter(0)", "  k = bf16[1,8,2,4] parameter(1)",
+                      "  v = bf16[1,8,2,8] parameter(2)",
+                      "  f = (bf16[1,2,8,8], u8[0]) custom-call(q, k, v), custom_call_target=\"__cudnn$fmhaSoftmax\", "
+                      f"backend_config={cfg}", "  ROOT o = bf16[1,2,8,8] get-tuple-element(f), index=0", "}"])
+    p = tmp_path / "bad.hlo"
+    p.write_text(text)
+    r = CliRunner().invoke(main, ["run", str(p), "--random-inputs"])
+    assert r.exit_code == 1
+    err = r.stderr if hasattr(r, "stderr") else r.output
+    assert "bad.hlo:6:3" in err and "disagree on batch, heads, key length or head size" in err
+    assert "Traceback" not in err
+
+
+# ============================================================================ fusion kinds
+
+@pytest.mark.parametrize("kind", ["__cudnn$fusion", "__triton", "__triton_gemm", "__triton_nested_gemm_fusion",
+                                  "__custom_fusion", "__dynamic_memcpy"])
+def test_gpu_fusion_kinds_run_their_computation(kind):
+    """A fusion of any kind XLA GPU writes in backend_config runs as the computation it calls."""
+    extra = ',"custom_fusion_config":{"name":"cutlass_gemm"}' if kind == "__custom_fusion" else ""
+    text = "\n".join([
+        "HloModule m", "fc {", "  a = f32[4,3] parameter(0)", "  b = f32[3,2] parameter(1)",
+        "  ROOT d = f32[4,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}", "}",
+        "ENTRY e {", "  a = f32[4,3] parameter(0)", "  b = f32[3,2] parameter(1)",
+        f"  ROOT f = f32[4,2] fusion(a, b), kind=kCustom, calls=fc, backend_config={{\"fusion_backend_config\":"
+        f"{{\"kind\":\"{kind}\"{extra}}}}}", "}"])
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    b = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.testing.assert_array_equal(run(text, a, b, numerics="cpu"), a @ b)

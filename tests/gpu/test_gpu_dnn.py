@@ -528,3 +528,106 @@ def test_gpu_fusion_kinds_run_their_computation(kind):
     a = np.arange(12, dtype=np.float32).reshape(4, 3)
     b = np.arange(6, dtype=np.float32).reshape(3, 2)
     np.testing.assert_array_equal(run(text, a, b, numerics="cpu"), a @ b)
+
+
+# ============================================================================ TransformerEngine
+
+def te_module(target, operands, results, attrs):
+    params = [f"  p{i} = {shp(t, d)} parameter({i})" for i, (t, d) in enumerate(operands)]
+    res = results if isinstance(results, str) else "(" + ", ".join(shp(t, d) for t, d in results) + ")"
+    return "\n".join(["HloModule m", "ENTRY e {", *params,
+                      f"  ROOT c = {res} custom-call({', '.join(f'p{i}' for i in range(len(operands)))}), "
+                      f"custom_call_target=\"{target}\", api_version=API_VERSION_TYPED_FFI, backend_config={{{attrs}}}",
+                      "}"])
+
+
+@pytest.mark.parametrize("kind", ["te_scaled_softmax_forward_ffi", "te_scaled_masked_softmax_forward_ffi",
+                                  "te_scaled_upper_triang_masked_softmax_forward_ffi"])
+def test_te_softmax_forward_and_backward(kind):
+    """TE's scaled / masked / upper-triangular softmax and its backward against jax.nn.softmax."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    mask = (rng.random((2, 1, 6, 6)) < 0.3).astype(np.uint8)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    masked = "_masked_softmax" in kind and "triang" not in kind
+    ops = [("f32", x.shape)] + ([("u8", mask.shape)] if masked else [])
+    y = run(te_module(kind, ops, shp("f32", x.shape), "scale_factor = 5.000000e-01 : f64"), x, *([mask] if masked else []))
+    z = 0.5 * x
+    if masked:
+        z = np.where(mask != 0, -10000.0, z)
+    if "triang" in kind:
+        z = np.where(np.tril(np.ones((6, 6), bool)), z, -np.inf)
+    want = np.asarray(jax.nn.softmax(jnp.asarray(z), axis=-1))
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    bwd = kind.replace("forward", "backward")
+    dx = run(te_module(bwd, [("f32", x.shape)] * 2, shp("f32", x.shape), "scale_factor = 5.000000e-01 : f64"), dy, y)
+    _, vjp = jax.vjp(lambda t: jax.nn.softmax(0.5 * t, axis=-1), jnp.asarray(x))
+    if not masked and "triang" not in kind:
+        np.testing.assert_allclose(dx, np.asarray(vjp(jnp.asarray(dy))[0]), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, 0.5 * y * (dy - (dy * y).sum(-1, keepdims=True)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm", [0, 1])
+def test_te_norm_forward_backward(norm):
+    """te_norm_forward_ffi / te_norm_backward_ffi (LayerNorm, RMSNorm with zero-centered gamma off)
+    against JAX's VJP of the formula."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((4, 5, 16)).astype(np.float32)
+    g = rng.standard_normal(16).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    dz = rng.standard_normal(x.shape).astype(np.float32)
+    fa = f"norm_type = {norm} : i64, zero_centered_gamma = false, epsilon = 1.000000e-05 : f64, sm_margin = 0 : i64, " \
+         "scaling_mode = 0 : i64, is_2x = false"
+    res = [("f32", x.shape), ("f32", (0,)), ("f32", (1,)), ("f32", (0,)), ("f32", (1,)), ("f32", (20,)), ("f32", (20,)),
+           ("u8", (0,))]
+    out = run(te_module("te_norm_forward_ffi", [("f32", x.shape), ("f32", (1,)), ("f32", (16,)), ("f32", (16,))], res, fa),
+              x, np.ones(1, np.float32), g, b)
+    y, mu, rs = out[0], out[5], out[6]
+
+    def ref(x, g, b):
+        if norm == 0:
+            m = x.mean(-1, keepdims=True)
+            return (x - m) / jnp.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b
+        return x / jnp.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-5) * g
+    want, vjp = jax.vjp(ref, x, g, b)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    ba = f"norm_type = {norm} : i64, zero_centered_gamma = false, sm_margin = 0 : i64"
+    gx, gg, gb = vjp(dz)
+    dx, dgam, dbet, _ = run(te_module("te_norm_backward_ffi", [("f32", x.shape), ("f32", x.shape), ("f32", (20,)),
+                                                               ("f32", (20,)), ("f32", (16,))],
+                                      [("f32", x.shape), ("f32", (16,)), ("f32", (16,)), ("u8", (0,))], ba),
+                            dz, x, mu, rs, g)
+    np.testing.assert_allclose(dx, gx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dgam, gg, rtol=1e-4, atol=1e-4)
+    if norm == 0:
+        np.testing.assert_allclose(dbet, gb, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("act, fn", [(0, lambda a, b: jax.nn.gelu(a, approximate=True)),
+                                     (4, lambda a, b: jax.nn.silu(a) * b), (5, lambda a, b: jax.nn.relu(a)),
+                                     (9, lambda a, b: jax.nn.relu(a) ** 2), (2, lambda a, b: jax.nn.sigmoid(a) * b)])
+def test_te_act_lu(act, fn):
+    """te_act_lu_ffi with TE's current act_enum numbering, plain and with delayed fp8 scaling (output
+    = saturate(value * scale), scale_inv = 1/scale, amax)."""
+    gated = act in (2, 4)
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((6, 2 if gated else 1, 8)).astype(np.float32)
+    want = np.asarray(fn(jnp.asarray(x[:, 0]), jnp.asarray(x[:, -1])))
+    y = run(te_module("te_act_lu_ffi", [("f32", x.shape)], shp("f32", (6, 8)), f"act_enum = {act} : i64"), x)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    res = [("f8e4m3fn", (6, 8)), ("f8e4m3fn", (8, 6)), ("f32", (1,)), ("f32", (1,)), ("f32", (1,))]
+    out = run(te_module("te_act_lu_ffi", [("f32", x.shape), ("f32", (1,)), ("f32", (1,))], res,
+                        f"act_enum = {act} : i64, scaling_mode = 1 : i64, is_2x = true"),
+              x, np.array([4.0], np.float32), np.zeros(1, np.float32))
+    q, qt, sinv, _, amax = out
+    np.testing.assert_array_equal(q.astype(np.float32), (want * 4).astype(ml_dtypes.float8_e4m3fn).astype(np.float32))
+    np.testing.assert_array_equal(qt.astype(np.float32), q.astype(np.float32).T)
+    assert float(sinv[0]) == 0.25 and float(amax[0]) == pytest.approx(np.abs(want).max(), rel=1e-6)
+
+
+def test_te_block_scaling_is_refused_with_reason():
+    x = np.zeros((4, 1, 32), np.float32)
+    res = [("f8e4m3fn", (4, 32)), ("f8e4m3fn", (0,)), ("u8", (4, 1)), ("u8", (0,)), ("f32", (1,))]
+    with pytest.raises(HloEvalError, match="MXFP8_1D_SCALING"):
+        run(te_module("te_act_lu_ffi", [("f32", x.shape), ("f32", (1,))], res,
+                      "act_enum = 0 : i64, scaling_mode = 2 : i64, is_2x = false"), x, np.ones(1, np.float32))

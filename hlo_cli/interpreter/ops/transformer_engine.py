@@ -1,0 +1,280 @@
+"""TransformerEngine's JAX FFI targets (`te_*_ffi`, transformer_engine/jax/csrc/extensions), as far
+as their operands and attributes define them.  Options come in the typed-FFI backend_config dict
+(`{scale_factor = 1.250000e-01 : f64}`).
+
+* Softmax: `te_scaled_softmax_forward_ffi` softmax(scale_factor * x) over the last dim;
+  `te_scaled_masked_softmax_forward_ffi` (x, mask): positions where the mask is nonzero get the logit
+  -10000 (TE's masked kernel); `te_scaled_upper_triang_masked_softmax_forward_ffi`: keys after the
+  query (j > i) are excluded (output 0); the backward targets (dy, y) ->
+  scale_factor * y * (dy - sum(dy * y)) (the masked one's backward is the plain one's).  x is
+  [..., heads, q, k]; computed in f32, rounded to the output type.
+* Norms: `te_norm_forward_ffi` (x, scale, gamma, beta) -> (output, colwise output, scale_inv,
+  colwise scale_inv, amax, mu, rsigma, workspace) with norm_type 0 = LayerNorm, 1 = RMSNorm,
+  zero_centered_gamma (gamma + 1), epsilon; over the last dims holding gamma's elements.
+  `te_norm_backward_ffi` (dz, x, mu, rsigma, gamma) -> (dx, dgamma, dbeta, workspace).
+* Activations: `te_act_lu_ffi` (x[, scale[, amax]]) -> (output[, colwise output, scale_inv, colwise
+  scale_inv, amax]) with act_enum in TE's current numbering (GELU, GEGLU, GLU, SILU, SWIGLU, RELU,
+  REGLU, QGELU, QGEGLU, SRELU, SREGLU, CLAMPED_SWIGLU); x is [..., act_len, hidden], a gated
+  activation (act_len 2) multiplies act(x[..., 0, :]) by x[..., 1, :]; GELU is TE's tanh form.
+
+Quantized outputs: scaling_mode 0 (none) writes the value in the output type; 1 and 3 (per-tensor
+delayed / current scaling) write output = saturate(value * scale) in the fp8 output type, scale_inv
+= 1 / scale and amax = max |value| (current scaling takes scale = fp8 max / amax); the colwise
+output (is_2x) holds the same values, transposed when its declared shape is the transposed 2-D one.
+The block-scaled modes (MXFP8, NVFP4) are refused with a message saying so; TE's GEMM, fused
+attention, quantize/dequantize and transpose targets are not run (refused as TE kernels,
+custom_call_known.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..values import np_dtype
+from .custom_call import backend_attrs, target
+from .gpu_dnn import leaves, need, result_tuple, shape_text, to_type
+
+F32 = np.dtype(np.float32)
+
+
+def _attr(inst, name: str, default=None):
+    a = backend_attrs(inst)
+    return a.get(name, default)
+
+
+def _name(inst) -> str:
+    return str(inst.attrs.get("custom_call_target"))
+
+
+# ============================================================================ softmax
+
+def _softmax(x: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if keep is not None:
+            x = np.where(keep, x, np.float32(-np.inf))
+        m = np.max(x, axis=-1, keepdims=True)
+        m = np.where(np.isfinite(m), m, np.float32(0))
+        e = np.exp(x - m)
+        s = np.sum(e, axis=-1, keepdims=True, dtype=F32)
+        return np.where(s > 0, e / s, np.float32(0)).astype(F32)
+
+
+@target("te_scaled_softmax_forward_ffi", "te_scaled_masked_softmax_forward_ffi",
+        "te_scaled_upper_triang_masked_softmax_forward_ffi")
+def cc_te_softmax_forward(inst, args, ec):
+    """TE's fused scaled softmax forward (see the module docstring)."""
+    name = _name(inst)
+    masked = "_masked_" in name and "upper_triang" not in name
+    need(len(args) == (2 if masked else 1), name, f"takes {'(input, mask)' if masked else 'the input'}, got "
+                                                  f"{len(args)} operands")
+    x = np.asarray(args[0])
+    need(x.ndim >= 2, name, f"the input {shape_text(x)} must be [..., q, k]")
+    need(tuple(inst.shape.dims) == x.shape and not inst.shape.is_tuple, name,
+         f"the output must have the input's shape {list(x.shape)}, declared {inst.shape.to_str(False)}")
+    scale = np.float32(_attr(inst, "scale_factor", 1.0))
+    with np.errstate(all="ignore"):
+        z = x.astype(F32) * scale
+    keep = None
+    if masked:
+        mask = np.asarray(args[1])
+        need(mask.ndim == x.ndim and mask.shape[-2:] == x.shape[-2:], name,
+             f"the mask {shape_text(mask)} must be [batch or 1, 1, q, k] for the input {shape_text(x)}")
+        z = np.where(mask != 0, np.float32(-10000.0), z)
+    elif "upper_triang" in name:
+        q, k = x.shape[-2:]
+        need(q == k, name, f"the upper-triangular mask needs a square [q, k], got {shape_text(x)}")
+        keep = np.arange(k)[None, :] <= np.arange(q)[:, None]
+    return to_type(_softmax(z, keep), np_dtype(inst.shape))
+
+
+@target("te_scaled_softmax_backward_ffi", "te_scaled_masked_softmax_backward_ffi",
+        "te_scaled_upper_triang_masked_softmax_backward_ffi")
+def cc_te_softmax_backward(inst, args, ec):
+    """dx = scale_factor * y * (dy - sum(dy * y)) from (dy, y)."""
+    name = _name(inst)
+    need(len(args) == 2, name, f"takes (grad_output, softmax_output), got {len(args)} operands")
+    dy, y = (np.asarray(a).astype(F32) for a in args)
+    need(dy.shape == y.shape == tuple(inst.shape.dims), name,
+         f"grad_output {shape_text(np.asarray(args[0]))}, softmax_output {shape_text(np.asarray(args[1]))} and the "
+         f"result {inst.shape.to_str(False)} must have one shape")
+    scale = np.float32(_attr(inst, "scale_factor", 1.0))
+    with np.errstate(all="ignore"):
+        dx = scale * y * (dy - np.sum(dy * y, axis=-1, keepdims=True, dtype=F32))
+    return to_type(dx, np_dtype(inst.shape))
+
+
+# ============================================================================ quantized outputs
+
+_MODES = {0: "NO_SCALING", 1: "DELAYED_TENSOR_SCALING", 2: "MXFP8_1D_SCALING", 3: "CURRENT_TENSOR_SCALING",
+          4: "NVFP4_1D_SCALING", 5: "NVFP4_2D_SCALING"}
+
+
+def _quantized(inst, value: np.ndarray, scale, first: int, name: str) -> list:
+    """(output, colwise output, scale_inv, colwise scale_inv, amax) from the f32 value, declared as
+    results first..first+4 (see the module docstring)."""
+    outs = leaves(inst.shape)
+    mode = int(_attr(inst, "scaling_mode", 0) or 0)
+    need(mode in (0, 1, 3), name, f"scaling_mode {_MODES.get(mode, mode)} (block scaling) is not run by hlo: "
+                                  f"its scale layout is TE's own; per-tensor modes and NO_SCALING are")
+    out_dt = np_dtype(outs[first])
+    amax = np.float32(np.max(np.abs(value))) if value.size else np.float32(0)
+    is_fp8 = str(outs[first].element_type).startswith("f8")
+    if is_fp8 and mode in (1, 3):
+        if mode == 3:
+            import ml_dtypes
+            big = np.float32(ml_dtypes.finfo(out_dt).max)
+            s = big / amax if amax > 0 and np.isfinite(amax) else np.float32(1)
+        else:
+            s = np.float32(np.asarray(scale).reshape(-1)[0]) if scale is not None and np.asarray(scale).size else np.float32(1)
+        q = to_type(value * s, out_dt)
+        sinv = np.float32(1) / s
+    else:
+        q = to_type(value, out_dt)
+        sinv = np.float32(1)
+    res = [q]
+    if len(outs) > first + 1:
+        cs = outs[first + 1]
+        if int(np.prod(cs.dims)) == 0:
+            res.append(None)
+        elif tuple(cs.dims) == q.shape:
+            res.append(to_type(q, np_dtype(cs)))
+        else:
+            q2 = q.reshape(-1, q.shape[-1]) if q.ndim else q
+            need(int(np.prod(cs.dims)) == q.size, name, f"the colwise output {cs.to_str(False)} must hold the "
+                                                         f"output's {q.size} values")
+            res.append(q2.T.reshape(cs.dims) if q2.ndim == 2 else q2.reshape(cs.dims))
+        for k in (2, 3):
+            if len(outs) > first + k:
+                s_ = outs[first + k]
+                res.append(np.full(s_.dims, sinv, np_dtype(s_)) if int(np.prod(s_.dims)) else None)
+        if len(outs) > first + 4:
+            res.append(np.full(outs[first + 4].dims, amax, F32))
+    return res
+
+
+# ============================================================================ norms
+
+def _gamma(inst, g: np.ndarray) -> np.ndarray:
+    g = g.astype(F32)
+    return g + np.float32(1) if bool(_attr(inst, "zero_centered_gamma", False)) else g
+
+
+@target("te_norm_forward_ffi")
+def cc_te_norm_forward(inst, args, ec):
+    """LayerNorm / RMSNorm forward over gamma's elements (see the module docstring)."""
+    name = _name(inst)
+    outs = leaves(inst.shape)
+    need(len(args) == 4 and len(outs) == 8, name,
+         f"takes (x, scale, gamma, beta) and returns (output, colwise output, scale_inv, colwise scale_inv, amax, "
+         f"mu, rsigma, workspace); got {len(args)} operands and {len(outs)} results")
+    x, scale, gamma, beta = (np.asarray(a) for a in args)
+    h = gamma.size
+    need(h > 0 and x.size % h == 0 and (gamma.ndim != 1 or x.shape[-1] == h), name,
+         f"the input {shape_text(x)} must end in gamma's {h} elements")
+    norm = int(_attr(inst, "norm_type", 0) or 0)
+    need(norm in (0, 1), name, f"norm_type {norm} is not LayerNorm (0) or RMSNorm (1)")
+    eps = np.float32(_attr(inst, "epsilon", 1e-6))
+    xf = x.astype(F32).reshape(-1, h)
+    g = _gamma(inst, gamma).reshape(h)
+    with np.errstate(all="ignore"):
+        if norm == 0:
+            mu = xf.mean(axis=1, dtype=np.float64).astype(F32)
+            var = np.square(xf - mu[:, None]).mean(axis=1, dtype=np.float64).astype(F32)
+            rs = (1 / np.sqrt(var + eps)).astype(F32)
+            y = (xf - mu[:, None]) * rs[:, None] * g + beta.astype(F32).reshape(h)
+        else:
+            mu = np.zeros(xf.shape[0], F32)
+            rs = (1 / np.sqrt(np.square(xf).mean(axis=1, dtype=np.float64).astype(F32) + eps)).astype(F32)
+            y = xf * rs[:, None] * g
+    y = y.reshape(x.shape)
+    res = _quantized(inst, y, scale, 0, name)
+    for k, v in ((5, mu), (6, rs)):
+        need(int(np.prod(outs[k].dims)) in (v.size, 0), name, f"result {k} must hold one value per row ({v.size}), "
+                                                              f"declared {outs[k].to_str(False)}")
+    res += [mu.reshape(outs[5].dims) if outs[5].dims and int(np.prod(outs[5].dims)) else None,
+            rs.reshape(outs[6].dims)]
+    return result_tuple(inst, res)
+
+
+@target("te_norm_backward_ffi")
+def cc_te_norm_backward(inst, args, ec):
+    """LayerNorm / RMSNorm backward: (dz, x, mu, rsigma, gamma) -> (dx, dgamma, dbeta, workspace)."""
+    name = _name(inst)
+    outs = leaves(inst.shape)
+    need(len(args) == 5 and len(outs) == 4, name, f"takes (dz, x, mu, rsigma, gamma) and returns (dx, dgamma, dbeta, "
+                                                  f"workspace); got {len(args)} operands and {len(outs)} results")
+    dz, x, mu, rs, gamma = (np.asarray(a) for a in args)
+    h = gamma.size
+    need(h > 0 and dz.shape == x.shape and x.size % h == 0, name,
+         f"dz {shape_text(dz)} and x {shape_text(x)} must agree and hold rows of gamma's {h} elements")
+    rows = x.size // h
+    need(rs.size == rows and (mu.size in (rows, 0)), name, f"mu and rsigma must hold one value per row ({rows})")
+    norm = int(_attr(inst, "norm_type", 0) or 0)
+    xf, dzf = x.astype(F32).reshape(rows, h), dz.astype(F32).reshape(rows, h)
+    r = rs.astype(F32).reshape(rows, 1)
+    g = _gamma(inst, gamma).reshape(h)
+    with np.errstate(all="ignore"):
+        xhat = (xf - (mu.astype(F32).reshape(rows, 1) if norm == 0 else np.float32(0))) * r
+        dgamma = (dzf * xhat).sum(axis=0, dtype=np.float64).astype(F32)
+        dbeta = dzf.sum(axis=0, dtype=np.float64).astype(F32)
+        dxhat = dzf * g
+        m2 = (dxhat * xhat).mean(axis=1, keepdims=True, dtype=np.float64).astype(F32)
+        m1 = dxhat.mean(axis=1, keepdims=True, dtype=np.float64).astype(F32) if norm == 0 else np.float32(0)
+        dx = r * (dxhat - m1 - xhat * m2)
+    return result_tuple(inst, [dx.reshape(x.shape), dgamma.reshape(outs[1].dims),
+                               dbeta.reshape(outs[2].dims) if norm == 0 else None])
+
+
+# ============================================================================ activations
+
+_ACTS = ("GELU", "GEGLU", "GLU", "SILU", "SWIGLU", "RELU", "REGLU", "QGELU", "QGEGLU", "SRELU", "SREGLU",
+         "CLAMPED_SWIGLU")
+
+
+def _act(kind: str, a: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if kind in ("GELU", "GEGLU"):
+            return 0.5 * a * (1 + np.tanh(np.float32(0.7978845608) * (a + np.float32(0.044715) * a * a * a)))
+        if kind in ("SILU", "SWIGLU"):
+            return a / (1 + np.exp(-a))
+        if kind == "GLU":
+            return 1 / (1 + np.exp(-a))
+        if kind in ("RELU", "REGLU"):
+            return np.maximum(a, np.float32(0))
+        if kind in ("QGELU", "QGEGLU"):
+            return a / (1 + np.exp(np.float32(-1.702) * a))
+        return np.square(np.maximum(a, np.float32(0)))         # SRELU, SREGLU
+
+
+@target("te_act_lu_ffi")
+def cc_te_act_lu(inst, args, ec):
+    """TE activation (optionally gated) of x [..., act_len, hidden]; see the module docstring."""
+    name = _name(inst)
+    need(1 <= len(args) <= 3, name, f"takes (x[, scale[, amax]]), got {len(args)} operands")
+    x = np.asarray(args[0])
+    need(x.ndim >= 2 and x.shape[-2] in (1, 2), name, f"the input {shape_text(x)} must be [..., act_len (1 or 2), hidden]")
+    e = int(_attr(inst, "act_enum", 0) or 0)
+    need(0 <= e < len(_ACTS), name, f"act_enum {e} is not one of TE's activations (0..{len(_ACTS) - 1})")
+    kind = _ACTS[e]
+    gated = kind in ("GEGLU", "GLU", "SWIGLU", "REGLU", "QGEGLU", "SREGLU", "CLAMPED_SWIGLU")
+    need(x.shape[-2] == (2 if gated else 1), name, f"{kind} takes act_len {2 if gated else 1}, the input is {shape_text(x)}")
+    xf = x.astype(F32)
+    with np.errstate(all="ignore"):
+        if kind == "CLAMPED_SWIGLU":
+            attrs = backend_attrs(inst)
+            lim = next((float(v) for k, v in attrs.items() if "limit" in k), None)
+            alpha = next((float(v) for k, v in attrs.items() if "alpha" in k), None)
+            need(lim is not None and alpha is not None, name, "CLAMPED_SWIGLU needs its limit and alpha attributes")
+            gt = np.minimum(xf[..., 0, :], np.float32(lim))
+            lin = np.clip(xf[..., 1, :], -np.float32(lim), np.float32(lim))
+            y = gt / (1 + np.exp(-np.float32(alpha) * gt)) * (lin + 1)
+        elif gated:
+            y = _act(kind, xf[..., 0, :]) * xf[..., 1, :]
+        else:
+            y = _act(kind, xf[..., 0, :])
+    outs = leaves(inst.shape)
+    if len(outs) == 1 and not inst.shape.is_tuple:
+        return to_type(y.reshape(inst.shape.dims), np_dtype(inst.shape))
+    scale = np.asarray(args[1]) if len(args) > 1 else None
+    need(int(np.prod(outs[0].dims)) == y.size, name, f"the output must hold {y.size} values, declared {outs[0].to_str(False)}")
+    res = _quantized(inst, y.reshape(outs[0].dims), scale, 0, name)
+    return result_tuple(inst, res)

@@ -591,3 +591,74 @@ def test_te_block_scaling_is_refused_with_reason():
     with pytest.raises(HloEvalError, match="MXFP8_1D_SCALING"):
         run(te_module("te_act_lu_ffi", [("f32", x.shape), ("f32", (1,))], res,
                       "act_enum = 0 : i64, scaling_mode = 2 : i64, is_2x = false"), x, np.ones(1, np.float32))
+
+
+@pytest.mark.parametrize("fuse", ["none", "bias", "gelu", "bias_gelu"])
+@pytest.mark.parametrize("lt, rt", [(False, False), (False, True), (True, False)])
+def test_te_gemm_forward(fuse, lt, rt):
+    """te_gemm_ffi: operands split at the axis boundaries, transposes, bias and GELU epilogues, against
+    jnp.dot at HIGHEST precision and jax.nn.gelu(approximate=True)."""
+    rng = np.random.default_rng(15)
+    a = rng.standard_normal((2, 3, 8)).astype(np.float32)                     # [M=6, K=8]
+    b = rng.standard_normal((8, 5)).astype(np.float32)                        # [K, N=5]
+    bias = rng.standard_normal(5).astype(np.float32)
+    a_op = a.reshape(6, 8).T.copy() if lt else a
+    b_op = b.T.copy() if rt else b
+    fb, fg = "bias" in fuse, "gelu" in fuse
+    attrs = (f"scaling_mode = 0 : i64, lhs_axis_boundary = {1 if lt else 2} : i64, rhs_axis_boundary = 1 : i64, "
+             f"lhs_transposed = {str(lt).lower()}, rhs_transposed = {str(rt).lower()}, fuse_bias = {str(fb).lower()}, "
+             f"fuse_gelu = {str(fg).lower()}, grad = false, use_split_accumulator = false, collective_op = 0 : i64")
+    ops = [("f32", a_op.shape), ("f32", (1,)), ("f32", b_op.shape), ("f32", (1,)), ("f32", (5,)),
+           ("f32", (6, 5) if fg else (0,))]
+    res = [("f32", (2, 3, 5)), ("f32", (5,)), ("f32", (6, 5) if fg else (0,)), ("u8", (256,))]
+    out = run(te_module("te_gemm_ffi", ops, res, attrs), a_op, np.ones(1, np.float32), b_op, np.ones(1, np.float32),
+              bias, np.zeros((6, 5) if fg else (0,), np.float32))
+    want = np.asarray(jnp.dot(a.reshape(6, 8), b, precision=HIGHEST)) + (bias if fb else 0)
+    pre = want
+    if fg:
+        want = np.asarray(jax.nn.gelu(jnp.asarray(want), approximate=True))
+        np.testing.assert_allclose(out[2], pre, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[0].reshape(6, 5), want, rtol=1e-5, atol=1e-5)
+
+
+def test_te_gemm_backward_epilogues_and_quantize():
+    """grad GEMM: bias_grad is the lhs's column sums and the output is multiplied by GELU'; dbias
+    quantize sums rows; dequantize multiplies by scale_inv; dact matches JAX's VJP of SwiGLU."""
+    rng = np.random.default_rng(16)
+    dy = rng.standard_normal((6, 8)).astype(np.float32)
+    w = rng.standard_normal((5, 8)).astype(np.float32)                       # rhs_transposed: [N, K]
+    gi = rng.standard_normal((6, 5)).astype(np.float32)
+    attrs = ("scaling_mode = 0 : i64, lhs_axis_boundary = 1 : i64, rhs_axis_boundary = 1 : i64, lhs_transposed = false, "
+             "rhs_transposed = true, fuse_bias = true, fuse_gelu = true, grad = true, use_split_accumulator = false, "
+             "collective_op = 0 : i64")
+    ops = [("f32", (6, 8)), ("f32", (1,)), ("f32", (5, 8)), ("f32", (1,)), ("f32", (8,)), ("f32", (6, 5))]
+    res = [("f32", (6, 5)), ("f32", (8,)), ("f32", (6, 5)), ("u8", (256,))]
+    out, bgrad, pre, _ = run(te_module("te_gemm_ffi", ops, res, attrs), dy, np.ones(1, np.float32), w,
+                             np.ones(1, np.float32), np.zeros(8, np.float32), gi)
+    _, gvjp = jax.vjp(lambda t: jax.nn.gelu(t, approximate=True), jnp.asarray(gi))
+    want = np.asarray(gvjp(jnp.asarray(dy @ w.T))[0])
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(bgrad, dy.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(pre, gi)
+    # dbias quantize with delayed fp8 scaling, then dequantize
+    qres = [("f8e4m3fn", (6, 8)), ("f8e4m3fn", (0,)), ("f32", (1,)), ("f32", (0,)), ("f32", (1,)), ("f32", (8,)),
+            ("u8", (0,))]
+    q, _, sinv, _, amax, dbias, _ = run(te_module("te_dbias_quantize_ffi", [("f32", (6, 8)), ("f32", (1,))], qres,
+                                                  "scaling_mode = 1 : i64, q_layout = 0 : i64, is_dbias = true, "
+                                                  "flatten_axis = -1 : i64"), dy, np.array([8.0], np.float32))
+    np.testing.assert_allclose(dbias, dy.sum(0), rtol=1e-5, atol=1e-5)
+    assert float(amax[0]) == pytest.approx(np.abs(dy).max())
+    back = run(te_module("te_dequantize_ffi", [("f8e4m3fn", (6, 8)), ("f32", (1,)), ("f32", (1,)), ("f32", (1,))],
+                         shp("f32", (6, 8)), ""), q, amax, np.array([8.0], np.float32), sinv)
+    np.testing.assert_allclose(back, dy, rtol=0.07, atol=0.02)             # e4m3: 3 mantissa bits
+    # SwiGLU backward
+    x = rng.standard_normal((6, 2, 8)).astype(np.float32)
+    dz = rng.standard_normal((6, 8)).astype(np.float32)
+    dres = [("f32", (6, 2, 8)), ("f32", (0,)), ("f32", (1,)), ("f32", (0,)), ("f32", (1,)), ("f32", (2, 8)),
+            ("u8", (0,))]
+    d, *_, db, _ = run(te_module("te_dact_dbias_quantize_ffi", [("f32", (6, 8)), ("f32", (6, 2, 8)), ("f32", (1,))],
+                                 dres, "scaling_mode = 0 : i64, is_2x = false, act_enum = 4 : i64, is_dbias = true"),
+                       dz, x, np.ones(1, np.float32))
+    _, vjp = jax.vjp(lambda t: jax.nn.silu(t[:, 0]) * t[:, 1], jnp.asarray(x))
+    np.testing.assert_allclose(d, np.asarray(vjp(jnp.asarray(dz))[0]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(db, d.sum(0), rtol=1e-5, atol=1e-5)

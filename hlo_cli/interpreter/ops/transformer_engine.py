@@ -21,9 +21,19 @@ Quantized outputs: scaling_mode 0 (none) writes the value in the output type; 1 
 delayed / current scaling) write output = saturate(value * scale) in the fp8 output type, scale_inv
 = 1 / scale and amax = max |value| (current scaling takes scale = fp8 max / amax); the colwise
 output (is_2x) holds the same values, transposed when its declared shape is the transposed 2-D one.
-The block-scaled modes (MXFP8, NVFP4) are refused with a message saying so; TE's GEMM, fused
-attention, quantize/dequantize and transpose targets are not run (refused as TE kernels,
-custom_call_known.py).
+* Quantization: `te_dbias_quantize_ffi` (x, scale, ...) -> (output, colwise output, scale_inv, colwise
+  scale_inv, amax, dbias, workspace), dbias = x summed over the dims before flatten_axis;
+  `te_dact_dbias_quantize_ffi` (dz, x[, scale, amax]): the activation's backward, quantized, with dbias;
+  `te_dequantize_ffi` (x, amax, scale, scale_inv) -> x * scale_inv.
+* GEMM: `te_gemm_ffi` (lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, gelu_input) -> (output,
+  bias_grad, pre_gelu_out, ..., workspace): operands flattened to 2-D at lhs/rhs_axis_boundary
+  ([K, M] with lhs_transposed, [N, K] with rhs_transposed), f32 products and sums, bias and GELU
+  epilogues forward (fuse_bias, fuse_gelu) and backward (grad: bias_grad = the lhs's column sums,
+  output times GELU'(gelu_input)).
+
+The block-scaled modes (MXFP8, NVFP4) and collective GEMMs are refused with a message saying so;
+TE's fused attention, grouped GEMM / quantize, router, top-k and expert-parallel targets are not run
+(refused as TE kernels, custom_call_known.py).
 """
 from __future__ import annotations
 
@@ -32,6 +42,7 @@ import numpy as np
 from ..values import np_dtype
 from .custom_call import backend_attrs, target
 from .gpu_dnn import leaves, need, result_tuple, shape_text, to_type
+from .linalg import dot_values
 
 F32 = np.dtype(np.float32)
 
@@ -277,4 +288,167 @@ def cc_te_act_lu(inst, args, ec):
     scale = np.asarray(args[1]) if len(args) > 1 else None
     need(int(np.prod(outs[0].dims)) == y.size, name, f"the output must hold {y.size} values, declared {outs[0].to_str(False)}")
     res = _quantized(inst, y.reshape(outs[0].dims), scale, 0, name)
+    return result_tuple(inst, res)
+
+
+def _act_grad(kind: str, a: np.ndarray) -> np.ndarray:
+    """d act(a) / d a for the activations of _act (f32)."""
+    with np.errstate(all="ignore"):
+        if kind in ("GELU", "GEGLU"):
+            c = np.float32(0.7978845608)
+            t = np.tanh(c * (a + np.float32(0.044715) * a * a * a))
+            return 0.5 * (1 + t) + 0.5 * a * (1 - t * t) * c * (1 + np.float32(3 * 0.044715) * a * a)
+        if kind in ("SILU", "SWIGLU"):
+            s = 1 / (1 + np.exp(-a))
+            return s * (1 + a * (1 - s))
+        if kind == "GLU":
+            s = 1 / (1 + np.exp(-a))
+            return s * (1 - s)
+        if kind in ("RELU", "REGLU"):
+            return (a > 0).astype(F32)
+        if kind in ("QGELU", "QGEGLU"):
+            s = 1 / (1 + np.exp(np.float32(-1.702) * a))
+            return s * (1 + np.float32(1.702) * a * (1 - s))
+        return 2 * np.maximum(a, np.float32(0))                 # SRELU, SREGLU
+
+
+def _rows(x: np.ndarray, axis) -> np.ndarray:
+    """x as a 2-D [rows, columns] matrix split at `axis` (TE's flatten_axis; negative from the end)."""
+    ax = int(axis) if axis is not None else -1
+    ax = ax + x.ndim if ax < 0 else ax
+    ax = min(max(ax, 0), x.ndim)
+    return x.reshape(int(np.prod(x.shape[:ax], dtype=np.int64)), -1)
+
+
+@target("te_dbias_quantize_ffi")
+def cc_te_dbias_quantize(inst, args, ec):
+    """Quantize x (per-tensor scaling or none) and, with is_dbias, dbias = x summed over the rows
+    (the dims before flatten_axis).  Results: output, colwise output, scale_inv, colwise scale_inv,
+    amax, dbias, workspace."""
+    name = _name(inst)
+    outs = leaves(inst.shape)
+    need(len(args) >= 2 and len(outs) == 7, name, f"takes (x, scale, ...) and returns (output, colwise output, "
+                                                  f"scale_inv, colwise scale_inv, amax, dbias, workspace); got "
+                                                  f"{len(args)} operands and {len(outs)} results")
+    x = np.asarray(args[0]).astype(F32)
+    res = _quantized(inst, x, np.asarray(args[1]), 0, name)
+    dbias = None
+    if bool(_attr(inst, "is_dbias", False)):
+        dbias = _rows(x, _attr(inst, "flatten_axis", -1)).sum(axis=0, dtype=np.float64).astype(F32)
+        need(dbias.size == int(np.prod(outs[5].dims)), name, f"dbias must hold {dbias.size} values, declared "
+                                                             f"{outs[5].to_str(False)}")
+        dbias = dbias.reshape(outs[5].dims)
+    return result_tuple(inst, res + [dbias])
+
+
+@target("te_dact_dbias_quantize_ffi")
+def cc_te_dact_dbias_quantize(inst, args, ec):
+    """The activation's backward: (dz, x[, scale[, amax]]) -> dact (quantized as te_act_lu_ffi's
+    output), and with is_dbias dbias = dact summed over rows.  A gated activation's dact is
+    [..., 2, hidden]: (dz * act'(gate) * linear, dz * act(gate))."""
+    name = _name(inst)
+    outs = leaves(inst.shape)
+    need(len(args) >= 2 and len(outs) == 7, name, f"takes (dz, x[, scale, amax]) and returns (output, colwise output, "
+                                                  f"scale_inv, colwise scale_inv, amax, dbias, workspace); got "
+                                                  f"{len(args)} operands and {len(outs)} results")
+    dz, x = np.asarray(args[0]).astype(F32), np.asarray(args[1]).astype(F32)
+    e = int(_attr(inst, "act_enum", 0) or 0)
+    need(0 <= e < len(_ACTS) and _ACTS[e] != "CLAMPED_SWIGLU", name,
+         f"act_enum {e} is not one of TE's activations with a backward here (0..{len(_ACTS) - 2})")
+    kind = _ACTS[e]
+    gated = kind in ("GEGLU", "GLU", "SWIGLU", "REGLU", "QGEGLU", "SREGLU")
+    need(x.ndim >= 2 and x.shape[-2] == (2 if gated else 1), name,
+         f"x {shape_text(np.asarray(args[1]))} must be [..., {2 if gated else 1}, hidden] for {kind}")
+    need(dz.size * (2 if gated else 1) == x.size, name, f"dz {shape_text(np.asarray(args[0]))} must hold one value per "
+                                                        f"activation output of x {shape_text(np.asarray(args[1]))}")
+    g = dz.reshape(x.shape[:-2] + x.shape[-1:])
+    with np.errstate(all="ignore"):
+        if gated:
+            gate, lin = x[..., 0, :], x[..., 1, :]
+            d = np.stack([g * _act_grad(kind, gate) * lin, g * _act(kind, gate)], axis=-2)
+        else:
+            d = (g * _act_grad(kind, x[..., 0, :]))[..., None, :]
+    d = d.reshape(outs[0].dims) if int(np.prod(outs[0].dims)) == d.size else d
+    scale = np.asarray(args[2]) if len(args) > 2 else None
+    res = _quantized(inst, d, scale, 0, name)
+    dbias = None
+    if bool(_attr(inst, "is_dbias", False)):
+        dbias = d.reshape(-1, d.shape[-2] * d.shape[-1] if d.ndim >= 2 else d.size).sum(axis=0, dtype=np.float64)
+        need(dbias.size == int(np.prod(outs[5].dims)), name, f"dbias must hold {dbias.size} values, declared "
+                                                             f"{outs[5].to_str(False)}")
+        dbias = dbias.astype(F32).reshape(outs[5].dims)
+    return result_tuple(inst, res + [dbias])
+
+
+@target("te_dequantize_ffi")
+def cc_te_dequantize(inst, args, ec):
+    """(x, amax, scale, scale_inv) -> x * scale_inv in the output type (per-tensor scaling)."""
+    name = _name(inst)
+    need(len(args) == 4, name, f"takes (x, amax, scale, scale_inv), got {len(args)} operands")
+    x = np.asarray(args[0]).astype(F32)
+    sinv = np.asarray(args[3]).astype(F32)
+    need(sinv.size == 1, name, f"scale_inv {shape_text(np.asarray(args[3]))} must hold one value (per-tensor scaling)")
+    with np.errstate(all="ignore"):
+        return to_type(x * sinv.reshape(()), np_dtype(inst.shape))
+
+
+def _gemm_operand(x: np.ndarray, sinv, boundary, name: str, what: str) -> np.ndarray:
+    m = _rows(np.asarray(x), boundary).astype(F32)
+    if sinv is not None and np.asarray(sinv).size:
+        s = np.asarray(sinv).astype(F32)
+        need(s.size == 1, name, f"the {what} scale_inv {shape_text(np.asarray(sinv))} must hold one value (per-tensor "
+                                f"scaling; block scaling is not run)")
+        m = m * s.reshape(())
+    return m
+
+
+@target("te_gemm_ffi")
+def cc_te_gemm(inst, args, ec):
+    """TE's GEMM (no collective): lhs and rhs as 2-D matrices split at lhs/rhs_axis_boundary ([K, M]
+    when lhs_transposed, [N, K] when rhs_transposed), dequantized by their scale_inv (per-tensor),
+    f32 products and sums; fuse_bias adds bias (forward) or returns the bias gradient, the lhs's
+    column sums (grad); fuse_gelu applies TE's tanh GELU (forward, pre-GELU value as pre_gelu_out)
+    or multiplies by GELU'(gelu_input) (grad).  Results: output, bias_grad, pre_gelu_out, workspace."""
+    name = _name(inst)
+    outs = leaves(inst.shape)
+    need(len(args) >= 6 and len(outs) >= 4, name, f"takes (lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, gelu_input) "
+                                                   f"and returns (output, bias_grad, pre_gelu_out, ..., workspace); got "
+                                                   f"{len(args)} operands and {len(outs)} results")
+    mode = int(_attr(inst, "scaling_mode", 0) or 0)
+    need(mode in (0, 1, 3), name, f"scaling_mode {_MODES.get(mode, mode)} (block scaling) is not run by hlo")
+    coll = _attr(inst, "collective_op", 0)
+    need(int(coll or 0) == 0, name, f"collective_op {coll}: a collective GEMM needs the other devices' shards")
+    lhs, lsinv, rhs, rsinv, bias, gelu_in = (np.asarray(a) for a in args[:6])
+    lt, rt = bool(_attr(inst, "lhs_transposed", False)), bool(_attr(inst, "rhs_transposed", False))
+    a = _gemm_operand(lhs, lsinv if mode else None, _attr(inst, "lhs_axis_boundary", -1), name, "lhs")
+    b = _gemm_operand(rhs, rsinv if mode else None, _attr(inst, "rhs_axis_boundary", -1), name, "rhs")
+    a = a.T if lt else a
+    b = b.T if rt else b
+    need(a.shape[1] == b.shape[0], name, f"the contracting sizes differ: lhs {shape_text(lhs)} gives [M, K] = "
+                                         f"{list(a.shape)}, rhs {shape_text(rhs)} gives [K, N] = {list(b.shape)}")
+    out = dot_values(a, b, [], [1], [], [0], F32)
+    need(int(np.prod(outs[0].dims)) == out.size, name, f"the output must hold [M, N] = {list(out.shape)} values, "
+                                                       f"declared {outs[0].to_str(False)}")
+    grad = bool(_attr(inst, "grad", False))
+    fuse_bias, fuse_gelu = bool(_attr(inst, "fuse_bias", False)), bool(_attr(inst, "fuse_gelu", False))
+    bias_grad = pre_gelu = None
+    with np.errstate(all="ignore"):
+        if fuse_bias and not grad:
+            need(bias.size == out.shape[1], name, f"the bias {shape_text(bias)} must hold N = {out.shape[1]} values")
+            out = out + bias.astype(F32).reshape(1, -1)
+            bias_grad = bias
+        elif fuse_bias:
+            bias_grad = a.sum(axis=0, dtype=np.float64).astype(F32)
+            need(bias_grad.size == int(np.prod(outs[1].dims)), name,
+                 f"bias_grad must hold K = {bias_grad.size} values, declared {outs[1].to_str(False)}")
+        if fuse_gelu and not grad:
+            pre_gelu = out
+            out = _act("GELU", out)
+        elif fuse_gelu:
+            gi = gelu_in.astype(F32).reshape(out.shape)
+            out = out * _act_grad("GELU", gi)
+            pre_gelu = gelu_in
+    res = [to_type(out.reshape(outs[0].dims), np_dtype(outs[0])),
+           None if bias_grad is None else np.asarray(bias_grad).reshape(outs[1].dims),
+           None if pre_gelu is None else np.asarray(pre_gelu).reshape(outs[2].dims)]
     return result_tuple(inst, res)

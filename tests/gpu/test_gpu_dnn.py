@@ -662,3 +662,67 @@ def test_te_gemm_backward_epilogues_and_quantize():
     _, vjp = jax.vjp(lambda t: jax.nn.silu(t[:, 0]) * t[:, 1], jnp.asarray(x))
     np.testing.assert_allclose(d, np.asarray(vjp(jnp.asarray(dz))[0]), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(db, d.sum(0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layout, mask, bias_type", [(9, 2, 0), (5, 0, 2), (7, 1, 1), (9, 4, 0)])
+def test_te_fused_attention_forward_backward(layout, mask, bias_type):
+    """te_fused_attn_forward_ffi / backward_ffi (BSHD separate, qkv-packed, kv-packed; causal, padding,
+    bottom-right causal; post- and pre-scale bias) against jax.nn.dot_product_attention and its VJP."""
+    b, t, h, d = 2, 8, 2, 8
+    s = 12 if layout == 9 and mask == 4 else t
+    rng = np.random.default_rng(17)
+    q, k, v = (rng.standard_normal((b, n_, h, d)).astype(BF16) for n_ in (t, s, s))
+    bias = rng.standard_normal((1, h, t, s)).astype(BF16) if bias_type else np.zeros((0,), BF16)
+    do = rng.standard_normal((b, t, h, d)).astype(BF16)
+    ql = np.array([t, t - 3], np.int32)
+    cu_q = np.concatenate([[0], np.cumsum(ql if mask == 1 else [t] * b)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(ql if mask == 1 else [s] * b)]).astype(np.int32)
+    if mask == 1:
+        do = np.where((np.arange(t)[None, :] < ql[:, None])[:, :, None, None], do, 0).astype(BF16)
+    if layout == 5:
+        ops_qkv = [np.stack([q, k, v], axis=2), np.zeros((0,), BF16), np.zeros((0,), BF16)]
+    elif layout == 7:
+        ops_qkv = [q, np.stack([k, v], axis=2), np.zeros((0,), BF16)]
+    else:
+        ops_qkv = [q, k, v]
+    scale = 0.35
+    attrs = (f"input_batch = {b} : i64, bias_batch = 1 : i64, q_max_seqlen = {t} : i64, kv_max_seqlen = {s} : i64, "
+             f"attn_heads = {h} : i64, num_gqa_groups = {h} : i64, bias_heads = {h} : i64, qk_head_dim = {d} : i64, "
+             f"v_head_dim = {d} : i64, max_segments_per_seq = 1 : i64, window_size_left = -1 : i64, "
+             f"window_size_right = -1 : i64, scaling_factor = {scale} : f64, dropout_probability = 0.0 : f64, "
+             f"bias_type = {bias_type} : i64, mask_type = {mask} : i64, qkv_layout = {layout} : i64, is_training = true, "
+             f"deterministic = false")
+    t_of = (lambda a: "bf16" if a.dtype == BF16 else ("s32" if a.dtype == np.int32 else "u32"))
+    seed = np.array([42, 0], np.uint32)
+    f_ops = ops_qkv + [bias, seed, cu_q, cu_k, np.zeros(0, np.int32), np.zeros(0, np.int32)]
+    fwd = te_module("te_fused_attn_forward_ffi", [(t_of(a), a.shape) for a in f_ops],
+                    [("bf16", (b, t, h, d)), ("f32", (b, h, t, 1)), ("u32", (2,)), ("u8", (0,))], attrs)
+    o, aux, rng_state, _ = run(fwd, *f_ops)
+    b_ops = ops_qkv + [bias, aux, rng_state, o, do, cu_q, cu_k, np.zeros(0, np.int32), np.zeros(0, np.int32)]
+    res = [(t_of(a), a.shape) for a in ops_qkv] + [("bf16", bias.shape), ("u8", (0,))]
+    bwd = te_module("te_fused_attn_backward_ffi", [(t_of(a) if a.dtype != np.float32 else "f32", a.shape) for a in b_ops],
+                    res, attrs)
+    dq, dk, dv, dbias, _ = run(bwd, *b_ops)
+    if layout == 5:
+        dq, dk, dv = dq[:, :, 0], dq[:, :, 1], dq[:, :, 2]
+    elif layout == 7:
+        dq, dk, dv = dq, dk[:, :, 0], dk[:, :, 1]
+
+    def ref(q, k, v, bias):
+        m = None
+        if mask == 1:
+            m = ((jnp.arange(t)[None, :, None] < ql[:, None, None]) & (jnp.arange(s)[None, None, :] < ql[:, None, None]))[:, None]
+        if mask == 4:
+            m = (jnp.arange(s)[None, :] <= jnp.arange(t)[:, None] + (s - t))[None, None]
+        bb = None if not bias_type else (bias * scale if bias_type == 1 else bias)
+        return jax.nn.dot_product_attention(q, k, v, bias=bb, mask=m, scale=scale, is_causal=mask == 2,
+                                            implementation="xla")
+    f32 = (lambda a: jnp.asarray(a, jnp.float32))
+    want, vjp = jax.vjp(ref, f32(q), f32(k), f32(v), f32(bias) if bias_type else None)
+    gq, gk, gv, gb = vjp(f32(do))
+    valid = np.ones((b, t, 1, 1), bool) if mask != 1 else (np.arange(t)[None, :] < ql[:, None])[:, :, None, None]
+    np.testing.assert_allclose(np.asarray(o, np.float32), np.where(valid, want, 0), rtol=0.03, atol=0.03)
+    for g, w in ((dq, gq), (dk, gk), (dv, gv)):
+        np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w), rtol=0.03, atol=0.03)
+    if bias_type:
+        np.testing.assert_allclose(np.asarray(dbias, np.float32), np.asarray(gb), rtol=0.03, atol=0.03)

@@ -147,7 +147,7 @@ def _mask(cfg: _Cfg, b: int, t: int, s: int, q_len=None, kv_len=None) -> np.ndar
     return m
 
 
-def _dropout_keep(cfg: _Cfg, shape) -> np.ndarray | None:
+def dropout_keep(cfg: _Cfg, shape) -> np.ndarray | None:
     """Our dropout mask (keep = True) drawn from the config's seed, with a warning."""
     if cfg.dropout <= 0:
         return None
@@ -184,13 +184,13 @@ def attention_forward(cfg, q, k, v, bias, mask, io):
     return p, lse.astype(F32), e, l, dead
 
 
-def _expand_heads(x: np.ndarray, n: int, name: str, what: str) -> np.ndarray:
+def expand_heads(x: np.ndarray, n: int, name: str, what: str) -> np.ndarray:
     nk = x.shape[1]
     need(nk > 0 and n % nk == 0, name, f"{what} has {nk} heads, which must divide the query's {n}")
     return x if nk == n else np.repeat(x, n // nk, axis=1)
 
 
-def _fold_heads(dx: np.ndarray, nk: int) -> np.ndarray:
+def fold_heads(dx: np.ndarray, nk: int) -> np.ndarray:
     n = dx.shape[1]
     return dx if n == nk else dx.reshape(dx.shape[0], nk, n // nk, *dx.shape[2:]).sum(axis=2, dtype=F32)
 
@@ -203,7 +203,7 @@ def _bias4(bias: np.ndarray | None, b, n, t, s, name) -> np.ndarray | None:
     return _f32(bias)
 
 
-def _reduce_to(x: np.ndarray, shape) -> np.ndarray:
+def reduce_to(x: np.ndarray, shape) -> np.ndarray:
     axes = tuple(d for d in range(x.ndim) if shape[d] == 1 and x.shape[d] != 1)
     return x.sum(axis=axes, keepdims=True, dtype=F32) if axes else x
 
@@ -268,7 +268,7 @@ def cc_fmha_forward(inst, args, ec):
          f"or head size")
     s_len, dv = k.shape[2], v.shape[3]
     nk = k.shape[1]
-    k, v = _expand_heads(k, n, name, "K"), _expand_heads(v, n, name, "V")
+    k, v = expand_heads(k, n, name, "K"), expand_heads(v, n, name, "V")
     o_shape = outs[0]
     need(tuple(o_shape.dims) == (b, n, t, dv), name,
          f"O must be [B, N, T, H] = [{b}, {n}, {t}, {dv}], declared {o_shape.to_str(False)}")
@@ -283,7 +283,7 @@ def cc_fmha_forward(inst, args, ec):
         o, lse = _forward_segments(cfg, q, k, v, bias4, q_len, kv_len, q_off, kv_off, io, name, seg_rows)
     else:
         mask = _mask(cfg, b, t, s_len, q_len, kv_len)
-        o, lse = _forward_dense(cfg, q, k, v, bias4, mask, io)
+        o, lse = forward_dense(cfg, q, k, v, bias4, mask, io)
     res = [to_type(o, np_dtype(o_shape))]
     if training:
         res.append(lse)
@@ -310,9 +310,9 @@ def _pages(x: np.ndarray, table: np.ndarray, name: str, what: str) -> np.ndarray
     return np.ascontiguousarray(g.transpose(0, 2, 1, 3, 4).reshape(bsz, n, pages * blk, h))
 
 
-def _forward_dense(cfg, q, k, v, bias4, mask, io):
+def forward_dense(cfg, q, k, v, bias4, mask, io):
     p, lse, e, l, dead = attention_forward(cfg, q, k, v, bias4, mask, io)
-    keep = _dropout_keep(cfg, p.shape)
+    keep = dropout_keep(cfg, p.shape)
     with np.errstate(all="ignore"):
         pe = e if keep is None else np.where(keep, e, np.float32(0)) / np.float32(1 - cfg.dropout)
         o = np.matmul(_io_round(np.where(dead, np.float32(0), pe), io), v) / np.where(dead, np.float32(1), l)
@@ -336,7 +336,7 @@ def _forward_segments(cfg, q, k, v, bias4, q_len, kv_len, q_off, kv_off, io, nam
         ks = kt[k0:k0 + kl].transpose(1, 0, 2)[None]
         vs = vt[k0:k0 + kl].transpose(1, 0, 2)[None]
         mask = _mask(cfg, 1, ql, kl)
-        os_, ls = _forward_dense(cfg, qs, ks, vs, None, mask, io)
+        os_, ls = forward_dense(cfg, qs, ks, vs, None, mask, io)
         o[q0:q0 + ql] = os_[0].transpose(1, 0, 2)
         lse[kk, :, :ql] = ls[0]
     return o.reshape(b, t, n, -1).transpose(0, 2, 1, 3), lse
@@ -395,15 +395,15 @@ def cc_fmha_backward(inst, args, ec):
     bias4 = _bias4(bias, b, n, t, s_len, name)
     seg_rows = cfg.segments * b if cfg.segments > 1 else b
     need(stats.shape == (seg_rows, n, t), name, f"the statistics {shape_text(stats)} must be f32[{seg_rows},{n},{t}]")
-    ke, ve = _expand_heads(k, n, name, "K"), _expand_heads(v, n, name, "V")
+    ke, ve = expand_heads(k, n, name, "K"), expand_heads(v, n, name, "V")
     if cfg.segments > 1:
         dq, dk, dv = _backward_segments(cfg, q, ke, ve, do, o, _f32(stats), q_len, kv_len, q_off, kv_off, io, name)
         dbias = None
     else:
         mask = _mask(cfg, b, t, s_len, q_len, kv_len)
-        dq, dk, dv, ds = _backward_dense(cfg, q, ke, ve, do, o, _f32(stats), bias4, mask, io)
-        dbias = _reduce_to(ds, bias4.shape) if has_dbias else None
-    dk, dv = _fold_heads(dk, nk), _fold_heads(dv, nk)
+        dq, dk, dv, ds = backward_dense(cfg, q, ke, ve, do, o, _f32(stats), bias4, mask, io)
+        dbias = reduce_to(ds, bias4.shape) if has_dbias else None
+    dk, dv = fold_heads(dk, nk), fold_heads(dv, nk)
     res = [to_type(dq, np_dtype(outs[0])), to_type(dk, np_dtype(outs[1])), to_type(dv, np_dtype(outs[2]))]
     if has_dbias:
         need(tuple(outs[3].dims) == bias.shape, name, f"dbias must have the bias's shape {shape_text(bias)}, declared "
@@ -412,12 +412,12 @@ def cc_fmha_backward(inst, args, ec):
     return result_tuple(inst, res)
 
 
-def _backward_dense(cfg, q, k, v, do, o, lse, bias4, mask, io):
+def backward_dense(cfg, q, k, v, do, o, lse, bias4, mask, io):
     s = _scores(cfg, q, k, bias4, mask)
     with np.errstate(all="ignore"):
         dead = ~np.isfinite(lse)[..., None]
         p = np.where(dead | ~mask, np.float32(0), np.exp(s - np.where(dead, 0, lse[..., None])))
-        keep = _dropout_keep(cfg, p.shape)
+        keep = dropout_keep(cfg, p.shape)
         inv = np.float32(1 / (1 - cfg.dropout)) if keep is not None else np.float32(1)
         pd = p if keep is None else np.where(keep, p, np.float32(0)) * inv
         dv = np.matmul(np.swapaxes(_io_round(pd, io), -1, -2), do)
@@ -445,7 +445,7 @@ def _backward_segments(cfg, q, k, v, do, o, lse, q_len, kv_len, q_off, kv_off, i
         need(q0 + ql <= b * t and k0 + kl <= b * s_len, name, f"segment {kk} runs past the end of the buffers")
         sl = (lambda x, a0, ln: x[a0:a0 + ln].transpose(1, 0, 2)[None])
         mask = _mask(cfg, 1, ql, kl)
-        gq, gk, gv, _ = _backward_dense(cfg, sl(qt, q0, ql), sl(kt, k0, kl), sl(vt, k0, kl), sl(dot, q0, ql),
+        gq, gk, gv, _ = backward_dense(cfg, sl(qt, q0, ql), sl(kt, k0, kl), sl(vt, k0, kl), sl(dot, q0, ql),
                                         sl(ot, q0, ql), lse[kk:kk + 1, :, :ql], None, mask, io)
         dq[q0:q0 + ql] += gq[0].transpose(1, 0, 2)
         dk[k0:k0 + kl] += gk[0].transpose(1, 0, 2)
@@ -486,7 +486,7 @@ def cc_fmha_f8_forward(inst, args, ec):
     k = _f32(_canon(a[1], rb, rc[0], name, "K"))
     v = _f32(_canon(a[2], vb, vc[0], name, "V", free_last=True))
     b, n, t, d = q.shape
-    k, v = _expand_heads(k, n, name, "K"), _expand_heads(v, n, name, "V")
+    k, v = expand_heads(k, n, name, "K"), expand_heads(v, n, name, "V")
     s_len = k.shape[2]
     need(tuple(outs[0].dims) == (b, n, t, v.shape[3]), name,
          f"O must be [B, N, T, H] = {[b, n, t, v.shape[3]]}, declared {outs[0].to_str(False)}")
@@ -529,7 +529,7 @@ def cc_fmha_f8_backward(inst, args, ec):
     lse = _f32(a[5])
     b, n, t, d = q.shape
     nk = k.shape[1]
-    ke, ve = _expand_heads(k, n, name, "K"), _expand_heads(v, n, name, "V")
+    ke, ve = expand_heads(k, n, name, "K"), expand_heads(v, n, name, "V")
     s_len = ke.shape[2]
     need(lse.shape == (b, n, t), name, f"the statistics {shape_text(a[5])} must be f32[{b},{n},{t}]")
     mask = _mask(cfg, b, t, s_len)
@@ -547,7 +547,7 @@ def cc_fmha_f8_backward(inst, args, ec):
         sc = np.float32(cfg.scale) * f["descale_dP"]
         dq = np.matmul(ds8, ke) * (sc * f["descale_k"])
         dk = np.matmul(np.swapaxes(ds8, -1, -2), q) * (sc * f["descale_q"])
-    dk, dv = _fold_heads(dk, nk), _fold_heads(dv, nk)
+    dk, dv = fold_heads(dk, nk), fold_heads(dv, nk)
     amax = [np.full((1, 1, 1, 1), np.max(np.abs(x)) if x.size else 0, F32) for x in (dq, dk, dv)]
     res = [to_type(dq * f["scale_dQ"], np_dtype(outs[0])), to_type(dk * f["scale_dK"], np_dtype(outs[1])),
            to_type(dv * f["scale_dV"], np_dtype(outs[2]))] + amax + [np.full((1, 1, 1, 1), amax_dp, F32)]

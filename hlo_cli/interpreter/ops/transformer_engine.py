@@ -31,9 +31,18 @@ output (is_2x) holds the same values, transposed when its declared shape is the 
   epilogues forward (fuse_bias, fuse_gelu) and backward (grad: bias_grad = the lhs's column sums,
   output times GELU'(gelu_input)).
 
-The block-scaled modes (MXFP8, NVFP4) and collective GEMMs are refused with a message saying so;
-TE's fused attention, grouped GEMM / quantize, router, top-k and expert-parallel targets are not run
-(refused as TE kernels, custom_call_known.py).
+* Fused attention: `te_fused_attn_forward_ffi` (q, k, v, bias, seed, q_cu_seqlens, kv_cu_seqlens,
+  q_seq_offsets, k_seq_offsets, ...) -> (output, softmax_aux, rng_state, workspace) and
+  `te_fused_attn_backward_ffi` (q, k, v, bias, softmax_aux, rng_state, output, doutput, seqlens,
+  offsets, ...) -> (dq, dk, dv, dbias, workspace), the attributes of TE's Dictionary (qkv_layout,
+  mask_type, bias_type, scaling_factor, dropout_probability, window_size_left/right, ...): the
+  BSHD and SBHD layouts, packed or not, with gpu_attention.py's kernels; masks top-left or
+  bottom-right causal, padding from cumulative sequence lengths, sliding windows; pre- and
+  post-scale biases; softmax_aux holds the log-sum-exp [B, H, T, 1].
+
+The block-scaled modes (MXFP8, NVFP4), collective GEMMs, ALiBi and the THD / paged attention layouts
+are refused with a message saying so; TE's grouped GEMM / quantize, router, top-k and
+expert-parallel targets are not run (refused as TE kernels, custom_call_known.py).
 """
 from __future__ import annotations
 
@@ -451,4 +460,184 @@ def cc_te_gemm(inst, args, ec):
     res = [to_type(out.reshape(outs[0].dims), np_dtype(outs[0])),
            None if bias_grad is None else np.asarray(bias_grad).reshape(outs[1].dims),
            None if pre_gelu is None else np.asarray(pre_gelu).reshape(outs[2].dims)]
+    return result_tuple(inst, res)
+
+
+# ============================================================================ fused attention
+
+# NVTE_QKV_Layout: (format, packing); packing "3" (qkv packed in q: [.., 3, H, D]), "h3" ([.., H, 3, D]),
+# "2" (kv packed in k: [.., 2, H, D]), "h2" ([.., H, 2, D]) or "sep" (q, k, v apart)
+_LAYOUTS = {0: ("sbhd", "3"), 1: ("sbhd", "h3"), 2: ("sbhd", "2"), 3: ("sbhd", "h2"), 4: ("sbhd", "sep"),
+            5: ("bshd", "3"), 6: ("bshd", "h3"), 7: ("bshd", "2"), 8: ("bshd", "h2"), 9: ("bshd", "sep")}
+_TE_MASKS = ("NO_MASK", "PADDING", "CAUSAL", "PADDING_CAUSAL", "CAUSAL_BOTTOM_RIGHT", "PADDING_CAUSAL_BOTTOM_RIGHT")
+
+
+class _TeAttn:
+    """The attributes of a TE fused-attention call, checked (the run's `cfg` for gpu_attention's kernels)."""
+
+    def __init__(self, inst, name: str):
+        a = backend_attrs(inst)
+        self.name = name
+        layout = int(a.get("qkv_layout", 9))
+        need(layout in _LAYOUTS, name, f"qkv_layout {layout} (THD, paged or mixed formats) is not run by hlo; the "
+                                       f"BSHD and SBHD layouts (0..9) are")
+        self.fmt, self.pack = _LAYOUTS[layout]
+        mask = int(a.get("mask_type", 0))
+        need(0 <= mask < len(_TE_MASKS), name, f"mask_type {mask} is not one of TE's ({', '.join(_TE_MASKS)})")
+        self.mask = _TE_MASKS[mask]
+        self.bias_type = int(a.get("bias_type", 0))
+        need(self.bias_type in (0, 1, 2), name, f"bias_type {self.bias_type} (ALiBi) is not run by hlo; no bias, "
+                                                f"pre-scale and post-scale biases are")
+        self.scale = float(a.get("scaling_factor", 1.0))
+        self.dropout = float(a.get("dropout_probability", 0.0) or 0.0)
+        self.seed = 0
+        self.left = int(a.get("window_size_left", -1))
+        self.right = int(a.get("window_size_right", -1))
+        self.training = bool(a.get("is_training", True))
+
+    def keep(self, b, t, s, q_len, kv_len) -> np.ndarray:
+        """Keys each query may see: bool (B or 1, 1, T, S)."""
+        i = np.arange(t)[:, None]
+        j = np.arange(s)[None, :]
+        shift = (s - t) if "BOTTOM_RIGHT" in self.mask else 0
+        m = np.ones((t, s), bool)
+        right = 0 if "CAUSAL" in self.mask else self.right
+        if right >= 0:
+            m &= j <= i + shift + right
+        if self.left >= 0:
+            m &= j >= i + shift - self.left
+        m = m[None, None]
+        if "PADDING" in self.mask:
+            m = m & (np.arange(t)[None, None, :, None] < q_len[:, None, None, None]) \
+                  & (np.arange(s)[None, None, None, :] < kv_len[:, None, None, None])
+        return m
+
+
+def _te_qkv(cfg: _TeAttn, q, k, v, name: str):
+    """(q, k, v) as (B, H, S, D) f32 arrays from the layout's packing and format."""
+    def bshd(x):                                       # [B, S, H, D] or [S, B, H, D] -> (B, H, S, D)
+        return np.transpose(x, (0, 2, 1, 3) if cfg.fmt == "bshd" else (1, 2, 0, 3))
+
+    def part(x, axis, k_):
+        need(x.ndim == 5 and x.shape[axis] in (2, 3), name, f"a packed operand {shape_text(x)} must hold its 2 or 3 "
+                                                            f"parts in dim {axis}")
+        return np.take(x, k_, axis=axis)
+    q, k, v = (np.asarray(x) for x in (q, k, v))
+    if cfg.pack in ("3", "h3"):
+        ax = 2 if cfg.pack == "3" else 3
+        return tuple(bshd(part(q, ax, i)).astype(F32) for i in range(3))
+    if cfg.pack in ("2", "h2"):
+        ax = 2 if cfg.pack == "2" else 3
+        need(q.ndim == 4, name, f"q {shape_text(q)} must be [B, S, H, D] (or SBHD)")
+        return bshd(q).astype(F32), bshd(part(k, ax, 0)).astype(F32), bshd(part(k, ax, 1)).astype(F32)
+    for x, w in ((q, "q"), (k, "k"), (v, "v")):
+        need(x.ndim == 4, name, f"{w} {shape_text(x)} must be [B, S, H, D] (or SBHD)")
+    return bshd(q).astype(F32), bshd(k).astype(F32), bshd(v).astype(F32)
+
+
+def _te_pack(cfg: _TeAttn, dq, dk, dv):
+    """Gradients (B, H, S, D) back to the layout of q, k, v: (dq, dk, dv) with packed ones in dq / dk."""
+    def back(x):
+        return np.transpose(x, (0, 2, 1, 3) if cfg.fmt == "bshd" else (2, 0, 1, 3))
+    if cfg.pack in ("3", "h3"):
+        return np.stack([back(dq), back(dk), back(dv)], axis=2 if cfg.pack == "3" else 3), None, None
+    if cfg.pack in ("2", "h2"):
+        return back(dq), np.stack([back(dk), back(dv)], axis=2 if cfg.pack == "2" else 3), None
+    return back(dq), back(dk), back(dv)
+
+
+def _te_lengths(cfg, cu, b: int, s: int, name: str, what: str):
+    if "PADDING" not in cfg.mask:
+        return None
+    c = np.asarray(cu).reshape(-1).astype(np.int64)
+    need(c.size >= b + 1, name, f"{what} {shape_text(np.asarray(cu))} must hold B + 1 = {b + 1} cumulative lengths")
+    return np.clip(np.diff(c[:b + 1]), 0, s)
+
+
+def _te_bias(cfg, bias, b, n, t, s, name):
+    if cfg.bias_type == 0:
+        return None
+    x = np.asarray(bias).astype(F32)
+    need(x.ndim == 4 and x.shape[2:] == (t, s) and x.shape[0] in (1, b) and x.shape[1] in (1, n), name,
+         f"the bias {shape_text(np.asarray(bias))} must be [B or 1, H or 1, {t}, {s}]")
+    return x * np.float32(cfg.scale) if cfg.bias_type == 1 else x    # pre-scale: scale * (QK^T + bias)
+
+
+@target("te_fused_attn_forward_ffi")
+def cc_te_fused_attn_forward(inst, args, ec):
+    """TE fused attention forward: (q, k, v, bias, seed, q_cu_seqlens, kv_cu_seqlens, q_seq_offsets,
+    k_seq_offsets, ...) -> (output, softmax_aux, rng_state, workspace), BSHD/SBHD layouts; the
+    softmax_aux is the log-sum-exp [B, H, T, 1] (cuDNN's statistics)."""
+    from .gpu_attention import expand_heads, forward_dense
+    name = _name(inst)
+    outs = leaves(inst.shape)
+    need(len(args) >= 9 and len(outs) == 4, name, f"takes (q, k, v, bias, seed, q_cu_seqlens, kv_cu_seqlens, "
+                                                  f"q_seq_offsets, k_seq_offsets, ...) and returns (output, softmax_aux, "
+                                                  f"rng_state, workspace); got {len(args)} operands and {len(outs)} results")
+    cfg = _TeAttn(inst, name)
+    cfg.seed = int(np.asarray(args[4]).reshape(-1)[0]) if np.asarray(args[4]).size else 0
+    q, k, v = _te_qkv(cfg, *args[:3], name)
+    b, n, t, d = q.shape
+    need(k.shape[0] == b and k.shape[3] == d and v.shape[:3] == k.shape[:3], name, "q, k and v disagree on batch, "
+                                                                                    "heads, key length or head size")
+    s_len = k.shape[2]
+    nk = k.shape[1]
+    ke, ve = expand_heads(k, n, name, "k"), expand_heads(v, n, name, "v")
+    mask = cfg.keep(b, t, s_len, _te_lengths(cfg, args[5], b, t, name, "q_cu_seqlens"),
+                    _te_lengths(cfg, args[6], b, s_len, name, "kv_cu_seqlens"))
+    bias = _te_bias(cfg, args[3], b, n, t, s_len, name)
+    o, lse = forward_dense(cfg, q, ke, ve, bias, mask, np.asarray(args[0]).dtype)
+    del nk
+    back = (0, 2, 1, 3) if cfg.fmt == "bshd" else (2, 0, 1, 3)
+    o = np.transpose(o, back)
+    need(int(np.prod(outs[0].dims)) == o.size, name, f"the output must hold {list(o.shape)}, declared {outs[0].to_str(False)}")
+    aux = outs[1]
+    need(int(np.prod(aux.dims)) == lse.size, name, f"softmax_aux {aux.to_str(False)} is not the [B, H, T, 1] statistics "
+                                                   f"of the arbitrary-length backend (the max-512 backend's softmax output "
+                                                   f"is not run)")
+    return result_tuple(inst, [to_type(o.reshape(outs[0].dims), np_dtype(outs[0])), lse.reshape(aux.dims)])
+
+
+@target("te_fused_attn_backward_ffi")
+def cc_te_fused_attn_backward(inst, args, ec):
+    """TE fused attention backward: (q, k, v, bias, softmax_aux, rng_state, output, doutput,
+    q_cu_seqlens, kv_cu_seqlens, q_seq_offsets, k_seq_offsets, ...) -> (dq, dk, dv, dbias, workspace)."""
+    from .gpu_attention import backward_dense, expand_heads, fold_heads, reduce_to
+    name = _name(inst)
+    outs = leaves(inst.shape)
+    need(len(args) >= 12 and len(outs) == 5, name, f"takes (q, k, v, bias, softmax_aux, rng_state, output, doutput, "
+                                                   f"q_cu_seqlens, kv_cu_seqlens, q_seq_offsets, k_seq_offsets, ...) and "
+                                                   f"returns (dq, dk, dv, dbias, workspace); got {len(args)} operands "
+                                                   f"and {len(outs)} results")
+    cfg = _TeAttn(inst, name)
+    rng_state = np.asarray(args[5]).reshape(-1)
+    cfg.seed = int(rng_state[0]) if rng_state.size else 0
+    q, k, v = _te_qkv(cfg, *args[:3], name)
+    b, n, t, d = q.shape
+    s_len, nk = k.shape[2], k.shape[1]
+    ke, ve = expand_heads(k, n, name, "k"), expand_heads(v, n, name, "v")
+    fwd = (0, 2, 1, 3) if cfg.fmt == "bshd" else (1, 2, 0, 3)
+    o = np.transpose(np.asarray(args[6]), fwd).astype(F32)
+    do = np.transpose(np.asarray(args[7]), fwd).astype(F32)
+    need(o.shape == (b, n, t, v.shape[3]) == do.shape, name, "output and doutput must be [B, T, H, D] like q")
+    lse = np.asarray(args[4]).astype(F32)
+    need(lse.size == b * n * t, name, f"softmax_aux {shape_text(np.asarray(args[4]))} must be the [B, H, T, 1] statistics")
+    mask = cfg.keep(b, t, s_len, _te_lengths(cfg, args[8], b, t, name, "q_cu_seqlens"),
+                    _te_lengths(cfg, args[9], b, s_len, name, "kv_cu_seqlens"))
+    bias = _te_bias(cfg, args[3], b, n, t, s_len, name)
+    dq, dk, dv, ds = backward_dense(cfg, q, ke, ve, do, o, lse.reshape(b, n, t), bias, mask, np.asarray(args[0]).dtype)
+    dk, dv = fold_heads(dk, nk), fold_heads(dv, nk)
+    gq, gk, gv = _te_pack(cfg, dq, dk, dv)
+    dbias = None
+    if bias is not None and int(np.prod(outs[3].dims)):
+        dbias = reduce_to(ds, bias.shape) * (np.float32(cfg.scale) if cfg.bias_type == 1 else np.float32(1))
+    res = []
+    for kk, g in enumerate((gq, gk, gv)):
+        if g is None or int(np.prod(outs[kk].dims)) == 0:
+            res.append(None)
+            continue
+        need(int(np.prod(outs[kk].dims)) == g.size, name, f"result {kk} must hold {list(g.shape)}, declared "
+                                                          f"{outs[kk].to_str(False)}")
+        res.append(to_type(g.reshape(outs[kk].dims), np_dtype(outs[kk])))
+    res.append(None if dbias is None else to_type(dbias.reshape(outs[3].dims), np_dtype(outs[3])))
     return result_tuple(inst, res)

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import hlo_cli
 from hlo_cli.errors import HloEvalError
 from hlo_cli.interpreter import run
 
@@ -470,24 +469,6 @@ def test_attention_mismatched_operands_are_located_errors(tmp_path):
     err = r.stderr if hasattr(r, "stderr") else r.output
     assert "bad.hlo:6:3" in err and "disagree on batch, heads, key length or head size" in err
     assert "Traceback" not in err
-
-
-# ============================================================================ fusion kinds
-
-@pytest.mark.parametrize("kind", ["__cudnn$fusion", "__triton", "__triton_gemm", "__triton_nested_gemm_fusion",
-                                  "__custom_fusion", "__dynamic_memcpy"])
-def test_gpu_fusion_kinds_run_their_computation(kind):
-    """A fusion of any kind XLA GPU writes in backend_config runs as the computation it calls."""
-    extra = ',"custom_fusion_config":{"name":"cutlass_gemm"}' if kind == "__custom_fusion" else ""
-    text = "\n".join([
-        "HloModule m", "fc {", "  a = f32[4,3] parameter(0)", "  b = f32[3,2] parameter(1)",
-        "  ROOT d = f32[4,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}", "}",
-        "ENTRY e {", "  a = f32[4,3] parameter(0)", "  b = f32[3,2] parameter(1)",
-        f"  ROOT f = f32[4,2] fusion(a, b), kind=kCustom, calls=fc, backend_config={{\"fusion_backend_config\":"
-        f"{{\"kind\":\"{kind}\"{extra}}}}}", "}"])
-    a = np.arange(12, dtype=np.float32).reshape(4, 3)
-    b = np.arange(6, dtype=np.float32).reshape(3, 2)
-    np.testing.assert_array_equal(run(text, a, b, numerics="cpu"), a @ b)
 
 
 # ============================================================================ TransformerEngine

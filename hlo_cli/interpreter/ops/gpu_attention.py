@@ -43,7 +43,6 @@ import warnings
 
 import numpy as np
 
-from ...errors import HloEvalError
 from ..values import np_dtype
 from .convert import convert
 from .custom_call import target

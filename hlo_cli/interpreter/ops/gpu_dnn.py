@@ -44,7 +44,6 @@ sums.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 import numpy as np
 
@@ -710,3 +709,13 @@ def cc_block_scaled_dot(inst, args, ec):
     need(out.shape == want, name, f"the result must be [B,]M,N = {list(out.shape[lhs.ndim == 2:])}, declared "
                                   f"{res.to_str(False)}")
     return result_tuple(inst, [out.reshape(res.dims)])
+
+
+# ============================================================================ workspace allocation
+
+@target("__nop")
+def cc_workspace(inst, args, ec):
+    """XLA GPU's workspace allocation (kWorkspaceAllocationCustomCallTarget): a cuDNN fusion's root
+    tuple(result, custom-call()) reserves scratch memory; its contents are unspecified, here zeros."""
+    need(not args, "__nop", f"a workspace allocation takes no operands, got {len(args)}")
+    return result_tuple(inst, [])

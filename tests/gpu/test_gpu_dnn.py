@@ -707,3 +707,22 @@ def test_te_fused_attention_forward_backward(layout, mask, bias_type):
         np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w), rtol=0.03, atol=0.03)
     if bias_type:
         np.testing.assert_allclose(np.asarray(dbias, np.float32), np.asarray(gb), rtol=0.03, atol=0.03)
+
+
+def test_attention_nan_and_inf_operands_match_xla():
+    """A NaN in one query makes that query's outputs NaN and leaves the others finite; an -inf bias
+    entry masks that key; both as XLA's plain attention does."""
+    b, t, n, h = 1, 6, 2, 8
+    rng = np.random.default_rng(18)
+    q, k, v, do = (rng.standard_normal((b, t, n, h)).astype(BF16) for _ in range(4))
+    q[0, 2, 1, 3] = np.nan
+    bi = rng.standard_normal((1, n, t, t)).astype(BF16)
+    bi[0, 0, :, 4] = -np.inf
+    got = run(attention_module(b, t, t, n, n, h, 0.3, "NO_MASK", bias=True), q, k, v, do, bi)
+    f32 = (lambda a: jnp.asarray(a, jnp.float32))
+    want = np.asarray(jax.nn.dot_product_attention(f32(q), f32(k), f32(v), bias=f32(bi), scale=0.3,
+                                                   implementation="xla"))
+    o = np.asarray(got[0], np.float32)
+    np.testing.assert_array_equal(np.isnan(o), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(o[ok], want[ok], rtol=0.03, atol=0.03)

@@ -169,11 +169,12 @@ def _scores(cfg, q, k, bias, mask, scale_extra=1.0):
 
 
 def attention_forward(cfg, q, k, v, bias, mask, io):
-    """(O f32, lse f32 (B,N,T), P f32) of one batch of attention; fully masked rows give O = 0."""
+    """Softmax of one batch of attention: (P, lse (B,N,T), exp(S - row max), row sums, rows with every
+    key masked), f32; a masked-out row has P = 0 and lse = -inf, a NaN score row stays NaN."""
     s = _scores(cfg, q, k, bias, mask)
     with np.errstate(all="ignore"):
         m = np.max(s, axis=-1, keepdims=True)
-        dead = ~np.isfinite(m)
+        dead = m == np.float32(-np.inf)         # every key masked (a NaN row stays NaN)
         m = np.where(dead, np.float32(0), m)
         e = np.exp(s - m)
         l = np.sum(e, axis=-1, keepdims=True, dtype=F32)
@@ -236,8 +237,9 @@ def cc_fmha_forward(inst, args, ec):
     want = 3 + has_bias + 2 * (cfg.padding or cfg.segments > 1 or cfg.paged) + 2 * (cfg.segments > 1) + 2 * cfg.paged
     need(len(args) == want, name, f"with mask {cfg.mask}, bias={has_bias}, max_seg_per_batch={cfg.segments}, "
                                   f"paged={cfg.paged} it takes {want} operands, got {len(args)}")
-    need(has_dropout == (cfg.dropout > 0) or not has_dropout, name,
-         f"a dropout kernel needs dropout_rate > 0, got {cfg.dropout}")
+    need(not has_dropout or cfg.dropout > 0, name, f"a dropout kernel needs dropout_rate > 0, got {cfg.dropout}")
+    if not has_dropout:
+        cfg.dropout = 0.0                  # XLA passes the rate to cuDNN only for the dropout kinds
     a = [np.asarray(x) for x in args]
     qa, ka, va = a[:3]
     pos = 3
@@ -357,6 +359,9 @@ def cc_fmha_backward(inst, args, ec):
     need(len(outs) in (4, 5) and outs[-1].element_type == "u8", name,
          f"returns (dQ, dK, dV[, dbias], u8 scratch), declared {inst.shape.to_str(False)}")
     has_dbias = len(outs) == 5
+    need(not has_dropout or cfg.dropout > 0, name, f"a dropout kernel needs dropout_rate > 0, got {cfg.dropout}")
+    if not has_dropout:
+        cfg.dropout = 0.0
     need(not has_dbias or has_bias, name, "returns dbias without a bias operand")
     a = [np.asarray(x) for x in args]
     qa, ka, va, stats, doa = a[:5]
@@ -414,7 +419,7 @@ def cc_fmha_backward(inst, args, ec):
 def backward_dense(cfg, q, k, v, do, o, lse, bias4, mask, io):
     s = _scores(cfg, q, k, bias4, mask)
     with np.errstate(all="ignore"):
-        dead = ~np.isfinite(lse)[..., None]
+        dead = (lse == np.float32(-np.inf))[..., None]
         p = np.where(dead | ~mask, np.float32(0), np.exp(s - np.where(dead, 0, lse[..., None])))
         keep = dropout_keep(cfg, p.shape)
         inv = np.float32(1 / (1 - cfg.dropout)) if keep is not None else np.float32(1)

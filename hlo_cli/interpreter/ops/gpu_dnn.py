@@ -622,8 +622,8 @@ def cc_cudnn_norm(inst, args, ec):
     scale = np.asarray(args[1])
     need(scale.ndim == x.ndim and all(s in (1, d) for s, d in zip(scale.shape, x.shape)), name,
          f"the scale {shape_text(scale)} must broadcast to the input {shape_text(x)} (1 or the input's size per dim)")
-    axes = tuple(d for d in range(x.ndim) if scale.shape[d] == x.shape[d] and (x.shape[d] != 1 or True)
-                 and d != 0) or tuple(range(1, x.ndim))
+    # XLA reshapes x to [rows, normalized, 1, 1]: every dim after the first where the scale spans x
+    axes = tuple(d for d in range(1, x.ndim) if scale.shape[d] == x.shape[d]) or tuple(range(1, x.ndim))
     xf = x.astype(F32)
     sf = scale.astype(F32)
     with np.errstate(all="ignore"):

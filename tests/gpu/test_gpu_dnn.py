@@ -452,6 +452,19 @@ def test_attention_dropout_runs_with_warning_and_keep_rate():
     assert not np.array_equal(np.asarray(out[0], np.float32), np.asarray(plain[0], np.float32))
 
 
+def test_dropout_warning_on_the_command_line(tmp_path):
+    """hlo run prints the dropout warning as `warning: NAME (TARGET): ...`, not Python's warning form."""
+    from click.testing import CliRunner
+    from hlo_cli.cli import main
+    p = tmp_path / "drop.hlo"
+    p.write_text(attention_module(1, 8, 8, 2, 2, 4, 0.5, "NO_MASK", dropout=0.5))
+    r = CliRunner().invoke(main, ["run", str(p), "--random-inputs"])
+    err = r.stderr if hasattr(r, "stderr") else r.output
+    assert r.exit_code == 0, err
+    assert "warning: f (__cudnn$fmhaSoftmaxDropout): dropout (rate 0.5)" in err
+    assert "DropoutWarning" not in err and "Traceback" not in err
+
+
 def test_attention_mismatched_operands_are_located_errors(tmp_path):
     """A K whose head size differs from Q's is refused before anything runs, with a location
     (hlo run exits 1 with file:line:col)."""

@@ -43,6 +43,7 @@ import warnings
 
 import numpy as np
 
+from ...errors import HloWarning
 from ..values import np_dtype
 from .convert import convert
 from .custom_call import target
@@ -51,7 +52,7 @@ from .gpu_dnn import gpu_config, leaves, need, result_tuple, shape_text, to_type
 F32 = np.dtype(np.float32)
 
 
-class DropoutWarning(UserWarning):
+class DropoutWarning(HloWarning):
     """A cuDNN attention with dropout ran with our own random mask (its values differ from the GPU's)."""
 
 
@@ -85,6 +86,7 @@ class _Cfg:
         self.segments = int(c.get("max_seg_per_batch", 1) or 1)
         self.paged = bool(c.get("is_paged_attention", False))
         self.name = name
+        self.where = f"{inst.name} ({name})"
 
     def dims(self, key: str) -> tuple[list[int], list[int], list[int], list[int]]:
         d = self.raw.get(key)
@@ -150,7 +152,7 @@ def dropout_keep(cfg: _Cfg, shape) -> np.ndarray | None:
     """Our dropout mask (keep = True) drawn from the config's seed, with a warning."""
     if cfg.dropout <= 0:
         return None
-    warnings.warn(f"{cfg.name}: dropout (rate {cfg.dropout}) ran with hlo's own random mask drawn from seed "
+    warnings.warn(f"{getattr(cfg, 'where', cfg.name)}: dropout (rate {cfg.dropout}) ran with hlo's own random mask drawn from seed "
                   f"{cfg.seed}; cuDNN's random bits cannot be reproduced, so these values differ from the GPU's",
                   DropoutWarning, stacklevel=2)
     rng = np.random.default_rng(cfg.seed & 0xFFFFFFFFFFFFFFFF)

@@ -478,6 +478,7 @@ class _TeAttn:
     def __init__(self, inst, name: str):
         a = backend_attrs(inst)
         self.name = name
+        self.where = f"{inst.name} ({name})"
         layout = int(a.get("qkv_layout", 9))
         need(layout in _LAYOUTS, name, f"qkv_layout {layout} (THD, paged or mixed formats) is not run by hlo; the "
                                        f"BSHD and SBHD layouts (0..9) are")

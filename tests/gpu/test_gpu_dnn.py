@@ -739,3 +739,171 @@ def test_attention_nan_and_inf_operands_match_xla():
     np.testing.assert_array_equal(np.isnan(o), np.isnan(want))
     ok = ~np.isnan(want)
     np.testing.assert_allclose(o[ok], want[ok], rtol=0.03, atol=0.03)
+
+
+def fmha_forward_module(target, operands, out_dims, cfg, stats_dims=None, extra_results=()):
+    """One forward fMHA custom call on `operands` [(type, dims)]; ROOT its results but the scratch."""
+    params = [f"  p{i} = {shp(t, d)} parameter({i})" for i, (t, d) in enumerate(operands)]
+    res = [("bf16", out_dims)] + list(extra_results) + ([("f32", stats_dims)] if stats_dims else [])
+    tup = ", ".join(shp(t, d) for t, d in res)
+    lines = ["HloModule m", "ENTRY e {", *params,
+             f"  f = ({tup}, u8[0]) custom-call({', '.join(f'p{i}' for i in range(len(operands)))}), "
+             f"custom_call_target=\"{target}\", backend_config={cfg}"]
+    names = []
+    for i, (t, d) in enumerate(res):
+        lines.append(f"  r{i} = {shp(t, d)} get-tuple-element(f), index={i}")
+        names.append(f"r{i}")
+    lines += [f"  ROOT r = ({tup}) tuple({', '.join(names)})", "}"]
+    return "\n".join(lines)
+
+
+def _dense_reference(q, k, v, scale, mask=None, causal=False):
+    f32 = (lambda a: jnp.asarray(a, jnp.float32))
+    return np.asarray(jax.nn.dot_product_attention(f32(q), f32(k), f32(v), mask=mask, scale=scale, is_causal=causal,
+                                                   implementation="xla"))
+
+
+def test_paged_attention_gathers_blocks():
+    """is_paged_attention: K/V blocks [num_blocks, block, N, H] gathered through page tables [B,1,pages,1]
+    give the dense attention over the gathered keys (the kv lengths mask the rest)."""
+    b, t, n, h, blk, pages, nblocks = 2, 4, 2, 8, 4, 3, 7
+    rng = np.random.default_rng(19)
+    q = rng.standard_normal((b, t, n, h)).astype(BF16)
+    kb = rng.standard_normal((nblocks, blk, n, h)).astype(BF16)
+    vb = rng.standard_normal((nblocks, blk, n, h)).astype(BF16)
+    table = np.array([[6, 1, 3], [0, 5, 2]], np.int32).reshape(b, 1, pages, 1)
+    ql = np.array([t, t], np.int32)
+    kl = np.array([12, 9], np.int32)
+    cfg = fmha_config(b, n, t, blk, 0.3, "NO_MASK", is_paged_attention=True)
+    ops = [("bf16", q.shape), ("bf16", kb.shape), ("bf16", vb.shape), ("s32", (b,)), ("s32", (b,)),
+           ("s32", table.shape), ("s32", table.shape)]
+    (o,) = run(fmha_forward_module("__cudnn$fmhaSoftmax", ops, (b, n, t, h), cfg), q, kb, vb, ql, kl, table, table)
+    idx = table[:, 0, :, 0]
+    kd = kb[idx].reshape(b, pages * blk, n, h)
+    vd = vb[idx].reshape(b, pages * blk, n, h)
+    m = (np.arange(pages * blk)[None, :] < kl[:, None])[:, None, None, :]
+    want = _dense_reference(q, kd, vd, 0.3, mask=m)
+    np.testing.assert_allclose(np.asarray(o, np.float32).transpose(0, 2, 1, 3), want, rtol=0.03, atol=0.03)
+
+
+def test_packed_segments_attend_within_themselves():
+    """max_seg_per_batch > 1: each packed segment (token offsets x N*H, lengths) is its own attention;
+    the statistics have B * segments rows."""
+    b, t, n, h = 2, 8, 2, 4
+    rng = np.random.default_rng(20)
+    q, k, v = (rng.standard_normal((b, t, n, h)).astype(BF16) for _ in range(3))
+    # batch 0: segments [0,3) and [3,8); batch 1: [0,5) (then padding): JAX's fixed offsets and lengths
+    lens = np.array([3, 5, 5, 0], np.int32)
+    offs = (np.array([0, 3, 8, 13, 16], np.int32) * n * h)
+    cfg = fmha_config(b, n, t, t, 0.5, "PADDING", max_seg_per_batch=2)
+    ops = [("bf16", q.shape)] * 3 + [("s32", (4,)), ("s32", (4,)), ("s32", (5,)), ("s32", (5,))]
+    o, stats = run(fmha_forward_module("__cudnn$fmhaSoftmax", ops, (b, n, t, h), cfg, stats_dims=(4, n, t)),
+                   q, k, v, lens, lens, offs, offs)
+    o = np.asarray(o, np.float32).transpose(0, 2, 1, 3).reshape(b * t, n, h)
+    qt, kt, vt = (x.reshape(b * t, n, h) for x in (q, k, v))
+    for start, ln in ((0, 3), (3, 5), (8, 5)):
+        sl = slice(start, start + ln)
+        want = _dense_reference(qt[None, sl], kt[None, sl], vt[None, sl], 0.5)[0]
+        np.testing.assert_allclose(o[sl], want, rtol=0.03, atol=0.03)
+    np.testing.assert_array_equal(o[13:], 0)
+    assert stats.shape == (4, n, t) and np.isfinite(stats[0, :, :3]).all()
+
+
+def test_alibi_runs_as_xla_gpu_does():
+    """mask_type ALIBI: XLA's cuDNN graph sets no ALiBi bias (cuda_dnn.cc), so the kernel is unmasked."""
+    b, t, n, h = 1, 6, 2, 8
+    rng = np.random.default_rng(21)
+    q, k, v = (rng.standard_normal((b, t, n, h)).astype(BF16) for _ in range(3))
+    ops = [("bf16", q.shape)] * 3
+    (a,) = run(fmha_forward_module("__cudnn$fmhaSoftmax", ops, (b, n, t, h), fmha_config(b, n, t, t, 0.4, "ALIBI")), q, k, v)
+    (c,) = run(fmha_forward_module("__cudnn$fmhaSoftmax", ops, (b, n, t, h), fmha_config(b, n, t, t, 0.4)), q, k, v)
+    np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(c, np.float32))
+
+
+def test_fp8_attention_forward():
+    """fmhaSoftmaxF8: S = QK^T descale_q descale_k scale, P to fp8 after scale_s, O = P V descale_s descale_v,
+    output scaled by scale_o; amax of P and of O."""
+    b, t, n, h = 1, 8, 2, 16
+    rng = np.random.default_rng(22)
+    F8 = ml_dtypes.float8_e4m3fn
+    q, k, v = (rng.standard_normal((b, t, n, h)).astype(F8) for _ in range(3))
+    sc = [np.full((1, 1, 1, 1), x, np.float32) for x in (0.5, 2.0, 1.5, 1 / 64, 64.0, 0.25)]
+    cfg = fmha_config(b, n, t, t, 0.25, "CAUSAL")
+    ops = [("f8e4m3fn", q.shape)] * 3 + [("f32", (1, 1, 1, 1))] * 6
+    text = fmha_forward_module("__cudnn$fmhaSoftmaxF8", ops, (b, n, t, h), cfg,
+                               extra_results=[("f32", (1, 1, 1, 1)), ("f32", (1, 1, 1, 1))]).replace(
+        f"bf16[{b},{n},{t},{h}]", f"f8e4m3fn[{b},{n},{t},{h}]")
+    o, amax_s, amax_o = run(text, q, k, v, *sc)
+    qf, kf, vf = (np.asarray(x, np.float32).transpose(0, 2, 1, 3) for x in (q, k, v))
+    s = qf @ kf.transpose(0, 1, 3, 2) * (0.5 * 2.0 * 0.25)
+    s = np.where(np.tril(np.ones((t, t), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    p8 = (p * 64.0).astype(F8).astype(np.float32)
+    ov = p8 @ vf * (1 / 64 * 1.5)
+    assert float(amax_s.reshape(())) == pytest.approx(p.max(), rel=1e-5)
+    assert float(amax_o.reshape(())) == pytest.approx(np.abs(ov).max(), rel=1e-4)
+    want = np.clip(ov * 0.25, -448, 448).astype(F8).astype(np.float32)
+    got = np.asarray(o, np.float32)
+    assert np.mean(got == want) > 0.97            # rounding ties of the f32 sums may flip an fp8 step
+    np.testing.assert_allclose(got, want, rtol=0.13, atol=0.02)
+
+
+def test_block_scaled_dot_mxfp8():
+    """__cudnn$blockScaledDot: lhs/rhs f8e4m3fn, e8m0 scales per 32 elements in cuDNN's swizzled
+    128x4 tile order, result = the dot of the dequantized operands."""
+    rng = np.random.default_rng(23)
+    m, nn, kk = 128, 128, 128
+    lhs = rng.standard_normal((m, kk)).astype(ml_dtypes.float8_e4m3fn)
+    rhs = rng.standard_normal((nn, kk)).astype(ml_dtypes.float8_e4m3fn)
+    ls = (2.0 ** rng.integers(-3, 4, (m, kk // 32))).astype(ml_dtypes.float8_e8m0fnu)
+    rs = (2.0 ** rng.integers(-3, 4, (nn, kk // 32))).astype(ml_dtypes.float8_e8m0fnu)
+
+    def swz(s):
+        r, c = s.shape
+        return s.reshape(1, r // 128, 4, 32, c // 4, 4).transpose(0, 1, 4, 3, 2, 5).reshape(r, c)
+    cfg = json.dumps({"block_scaled_dot_backend_config": {"block_size": 32}})
+    text = "\n".join(["HloModule m", "ENTRY e {", f"  a = f8e4m3fn[{m},{kk}] parameter(0)",
+                      f"  b = f8e4m3fn[{nn},{kk}] parameter(1)", f"  c = f8e8m0fnu[{m},4] parameter(2)",
+                      f"  d = f8e8m0fnu[{nn},4] parameter(3)",
+                      f"  r = (f32[{m},{nn}], u8[0]) custom-call(a, b, c, d), custom_call_target=\"__cudnn$blockScaledDot\", "
+                      f"backend_config={cfg}", f"  ROOT g = f32[{m},{nn}] get-tuple-element(r), index=0", "}"])
+    got = run(text, lhs, rhs, swz(ls), swz(rs), numerics="cpu")
+    deq = (lambda x, s: x.astype(np.float32) * np.repeat(s.astype(np.float32), 32, axis=1))
+    want = deq(lhs, ls).astype(np.float64) @ deq(rhs, rs).astype(np.float64).T
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_fp8_attention_backward_close_to_exact_gradients():
+    """fmhaSoftmaxBackwardF8 with unit scales (descale 1, scale_s and scale_dP large enough for fp8's
+    range) stays within fp8 rounding of JAX's exact attention gradients; four amax outputs."""
+    b, t, n, h = 1, 8, 2, 16
+    rng = np.random.default_rng(24)
+    F8 = ml_dtypes.float8_e4m3fn
+    q, k, v, do = (rng.standard_normal((b, t, n, h)).astype(F8) for _ in range(4))
+    f32 = (lambda a: jnp.asarray(np.asarray(a, np.float32)))
+    out, vjp = jax.vjp(lambda a, b_, c: jax.nn.dot_product_attention(a, b_, c, scale=0.25, implementation="xla"),
+                       f32(q), f32(k), f32(v))
+    gq, gk, gv = (np.asarray(g) for g in vjp(f32(do)))
+    qf, kf = (np.asarray(x, np.float32).transpose(0, 2, 1, 3) for x in (q, k))
+    s = qf @ kf.transpose(0, 1, 3, 2) * 0.25
+    lse = (s.max(-1) + np.log(np.exp(s - s.max(-1, keepdims=True)).sum(-1))).astype(np.float32)
+    o8 = np.asarray(out).astype(F8)
+    ones = [np.ones((1, 1, 1, 1), np.float32)] * 7
+    scales = [np.full((1, 1, 1, 1), x, np.float32) for x in (1.0, 1.0, 1.0, 1.0, 1.0)]   # s, dQ, dK, dV, dP
+    cfg = fmha_config(b, n, t, t, 0.25, "NO_MASK", bwd=True)
+    q8, kv8 = shp("f8e4m3fn", (b, t, n, h)), shp("f8e4m3fn", (b, n, t, h))
+    params = [f"  p{i} = {q8} parameter({i})" for i in range(5)] + [f"  p5 = f32[{b},{n},{t}] parameter(5)"] + \
+             [f"  p{6 + i} = f32[1,1,1,1] parameter({6 + i})" for i in range(12)]
+    res = f"({kv8}, {kv8}, {kv8}, f32[1,1,1,1], f32[1,1,1,1], f32[1,1,1,1], f32[1,1,1,1], u8[0])"
+    text = "\n".join(["HloModule m", "ENTRY e {", *params,
+                      f"  g = {res} custom-call({', '.join(f'p{i}' for i in range(18))}), "
+                      f"custom_call_target=\"__cudnn$fmhaSoftmaxBackwardF8\", backend_config={cfg}",
+                      *[f"  r{i} = {kv8 if i < 3 else 'f32[1,1,1,1]'} get-tuple-element(g), index={i}" for i in range(7)],
+                      f"  ROOT r = ({kv8}, {kv8}, {kv8}, f32[1,1,1,1], f32[1,1,1,1], f32[1,1,1,1], f32[1,1,1,1]) "
+                      f"tuple(r0, r1, r2, r3, r4, r5, r6)", "}"])
+    dq, dk, dv, *amax = run(text, q, k, v, o8, do, lse, *ones, *scales)
+    for g, w in ((dq, gq), (dk, gk), (dv, gv)):
+        g = np.asarray(g, np.float32).transpose(0, 2, 1, 3)
+        assert np.max(np.abs(g - w)) < 0.15 * np.max(np.abs(w)) + 0.05
+    assert all(float(a.reshape(())) > 0 for a in amax)

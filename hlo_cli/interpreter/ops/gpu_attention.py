@@ -262,6 +262,7 @@ def cc_fmha_forward(inst, args, ec):
     k = _f32(_canon(ka, rb, rc[0], name, "K"))                  # B N S D (or blocks)
     v = _f32(_canon(va, vb, vc[0], name, "V", free_last=True))  # B N S Dv
     io = qa.dtype
+    block = k.shape[2]                 # JAX writes a paged kernel's S as the block size
     if cfg.paged:
         k = _pages(k, pt_k, name, "K")
         v = _pages(v, pt_v, name, "V")
@@ -275,7 +276,7 @@ def cc_fmha_forward(inst, args, ec):
     o_shape = outs[0]
     need(tuple(o_shape.dims) == (b, n, t, dv), name,
          f"O must be [B, N, T, H] = [{b}, {n}, {t}, {dv}], declared {o_shape.to_str(False)}")
-    _check_intermediate(cfg, b, n, t, s_len, name)
+    _check_intermediate(cfg, b, n, t, block if cfg.paged else s_len, name)
     bias4 = _bias4(bias, b, n, t, s_len, name)
     seg_rows = cfg.segments * b if cfg.segments > 1 else b
     if training:

@@ -47,7 +47,7 @@ from ...errors import HloWarning
 from ..values import np_dtype
 from .convert import convert
 from .custom_call import target
-from .gpu_dnn import gpu_config, leaves, need, result_tuple, shape_text, to_type
+from .gpu_dnn import cfg_num, gpu_config, leaves, need, result_tuple, shape_text, to_type
 
 F32 = np.dtype(np.float32)
 
@@ -73,17 +73,17 @@ class _Cfg:
         c = gpu_config(inst, "cudnn_fmha_backend_config")
         need(bool(c), name, "needs backend_config's cudnn_fmha_backend_config")
         self.raw = c
-        self.scale = float(c.get("fmha_scale", 1.0))
-        self.dropout = float(c.get("dropout_rate", 0.0) or 0.0)
-        self.seed = int(c.get("seed", 42) or 0)
+        self.scale = cfg_num(c, "fmha_scale", 1.0, name)
+        self.dropout = cfg_num(c, "dropout_rate", 0.0, name)
+        self.seed = cfg_num(c, "seed", 42, name, int)
         mask = c.get("mask_type", "NO_MASK")
         mask = _MASKS[int(mask)] if str(mask).isdigit() and int(mask) < len(_MASKS) else str(mask)
         need(mask in _MASKS, name, f"mask_type {mask!r} is not one of {', '.join(_MASKS)}")
         if c.get("is_causal_mask") and mask == "NO_MASK":
             mask = "CAUSAL"
         self.mask = mask
-        self.window = int(c.get("sliding_window_length", 0) or 0)
-        self.segments = int(c.get("max_seg_per_batch", 1) or 1)
+        self.window = cfg_num(c, "sliding_window_length", 0, name, int)
+        self.segments = max(cfg_num(c, "max_seg_per_batch", 1, name, int), 1)
         self.paged = bool(c.get("is_paged_attention", False))
         self.name = name
         self.where = f"{inst.name} ({name})"
@@ -91,7 +91,7 @@ class _Cfg:
     def dims(self, key: str) -> tuple[list[int], list[int], list[int], list[int]]:
         d = self.raw.get(key)
         need(isinstance(d, dict), self.name, f"the config has no {key}")
-        get = (lambda k: [int(v) for v in d.get(k, [])])
+        get = (lambda k: [cfg_num({k: v}, k, 0, self.name, int) for v in (d.get(k) or [])])
         lb, lc, rb, rc = (get("lhs_batch_dimensions"), get("lhs_contracting_dimensions"),
                           get("rhs_batch_dimensions"), get("rhs_contracting_dimensions"))
         need(len(lb) == 2 and len(rb) == 2 and len(lc) == 1 and len(rc) == 1, self.name,

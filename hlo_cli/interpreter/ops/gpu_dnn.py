@@ -78,6 +78,18 @@ def gpu_config(inst, key: str) -> dict:
     return js.get(key, {}) if isinstance(js, dict) else {}
 
 
+def cfg_num(d: dict, key: str, default, name: str, kind=float):
+    """Config value `key` of dict `d` as a `kind` (float or int), `default` when absent or null; a
+    value that is not a number is an HloEvalError naming the option."""
+    v = d.get(key, default) if isinstance(d, dict) else default
+    if v is None:
+        v = default
+    try:
+        return kind(float(v)) if kind is int and isinstance(v, str) and "." in v else kind(v)
+    except (TypeError, ValueError, OverflowError):
+        raise HloEvalError(f"{name}: option {key} must be a number, got {v!r}") from None
+
+
 def leaves(shape: Shape) -> list[Shape]:
     return list(shape.leaves()) if shape.is_tuple else [shape]
 
@@ -557,19 +569,19 @@ def cc_cudnn_conv(inst, args, ec):
         need(bias.size == o, name, f"the bias {shape_text(bias)} must hold one value per output feature ({o})")
         yf = np.asarray(y, np.float64 if acc == np.float64 else F32)
         with np.errstate(all="ignore"):
-            yf = yf * yf.dtype.type(cfg.get("conv_result_scale", 1))
+            yf = yf * yf.dtype.type(cfg_num(cfg, "conv_result_scale", 1, name))
             if len(args) == 4:
                 side = np.asarray(args[3])
                 side, _, _ = _merge_vect(side, dn.output_feature_dimension, out_named, name, "side input")
                 need(side.shape == rdims, name, f"the side input {shape_text(np.asarray(args[3]))} must have the "
                                                 f"result's shape {list(res_dims)}")
-                s = float(cfg.get("side_input_scale", 0))
+                s = cfg_num(cfg, "side_input_scale", 0, name)
                 if s != 0:
                     yf = yf + side.astype(yf.dtype) * yf.dtype.type(s)
             bshape = [1] * yf.ndim
             bshape[feat] = o
             yf = yf + bias.astype(yf.dtype).reshape(bshape)
-        y = _activation(cfg.get("activation_mode", "kNone"), yf, float(cfg.get("leakyrelu_alpha", 0)), name)
+        y = _activation(cfg.get("activation_mode", "kNone"), yf, cfg_num(cfg, "leakyrelu_alpha", 0, name), name)
     elif kind == "graph":
         graph = cfg.get("serialized_graph")
         need(isinstance(graph, str) and graph, name, "convForwardGraph needs the config's serialized_graph")
@@ -579,8 +591,8 @@ def cc_cudnn_conv(inst, args, ec):
              f"the graph has {len(extras)} amax output(s); the result must be (y, amax..., scratch), declared "
              f"{inst.shape.to_str(False)}")
     elif kind in ("forward", "backward_input", "backward_filter"):
-        cs = cfg.get("conv_result_scale", 1)
-        if cs not in (1, 1.0, None):
+        cs = cfg_num(cfg, "conv_result_scale", 1, name)
+        if cs != 1:
             with np.errstate(all="ignore"):
                 y = np.asarray(y, F32) * np.float32(cs)
     # split a vectorized result back, then the declared type
@@ -610,7 +622,7 @@ def cc_cudnn_norm(inst, args, ec):
     cfg = gpu_config(inst, "cudnn_norm_backend_config")
     kind = str(cfg.get("kind", "LAYER_FWD_INFER"))
     kind = {"0": "LAYER_FWD_INFER", "1": "LAYER_FWD_TRAIN", "2": "LAYER_BWD"}.get(kind, kind)
-    eps = float(cfg.get("epsilon", 0.0))
+    eps = cfg_num(cfg, "epsilon", 0.0, name)
     outs = leaves(inst.shape)
     want = {"LAYER_FWD_INFER": (3, 2), "LAYER_FWD_TRAIN": (3, 4), "LAYER_BWD": (5, 4)}
     need(kind in want, name, f"kind {kind!r} is not LAYER_FWD_INFER, LAYER_FWD_TRAIN or LAYER_BWD")
@@ -687,7 +699,7 @@ def cc_block_scaled_dot(inst, args, ec):
     need(r3.shape[2] == k and l3.shape[0] == r3.shape[0], name,
          f"lhs {shape_text(lhs)} and rhs {shape_text(rhs)} must share the batch and contracting (last) dims")
     cfg = gpu_config(inst, "block_scaled_dot_backend_config")
-    bs = int(cfg.get("block_size", 0) or 0)
+    bs = cfg_num(cfg, "block_size", 0, name, int)
     if not bs:
         need(ls3.shape[2] > 0 and k % ls3.shape[2] == 0, name,
              f"no block_size in the config and K={k} is not a multiple of the scale columns {ls3.shape[2]}")

@@ -48,9 +48,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import HloEvalError
+
 from ..values import np_dtype
 from .custom_call import backend_attrs, target
-from .gpu_dnn import leaves, need, result_tuple, shape_text, to_type
+from .gpu_dnn import cfg_num, leaves, need, result_tuple, shape_text, to_type
 from .linalg import dot_values
 
 F32 = np.dtype(np.float32)
@@ -59,6 +61,11 @@ F32 = np.dtype(np.float32)
 def _attr(inst, name: str, default=None):
     a = backend_attrs(inst)
     return a.get(name, default)
+
+
+def _num(inst, key: str, default, kind=int):
+    """Attribute `key` of the FFI backend_config as a number (an HloEvalError when it is not one)."""
+    return cfg_num(backend_attrs(inst), key, default, _name(inst), kind)
 
 
 def _name(inst) -> str:
@@ -90,7 +97,7 @@ def cc_te_softmax_forward(inst, args, ec):
     need(x.ndim >= 2, name, f"the input {shape_text(x)} must be [..., q, k]")
     need(tuple(inst.shape.dims) == x.shape and not inst.shape.is_tuple, name,
          f"the output must have the input's shape {list(x.shape)}, declared {inst.shape.to_str(False)}")
-    scale = np.float32(_attr(inst, "scale_factor", 1.0))
+    scale = np.float32(_num(inst, "scale_factor", 1.0, float))
     with np.errstate(all="ignore"):
         z = x.astype(F32) * scale
     keep = None
@@ -116,7 +123,7 @@ def cc_te_softmax_backward(inst, args, ec):
     need(dy.shape == y.shape == tuple(inst.shape.dims), name,
          f"grad_output {shape_text(np.asarray(args[0]))}, softmax_output {shape_text(np.asarray(args[1]))} and the "
          f"result {inst.shape.to_str(False)} must have one shape")
-    scale = np.float32(_attr(inst, "scale_factor", 1.0))
+    scale = np.float32(_num(inst, "scale_factor", 1.0, float))
     with np.errstate(all="ignore"):
         dx = scale * y * (dy - np.sum(dy * y, axis=-1, keepdims=True, dtype=F32))
     return to_type(dx, np_dtype(inst.shape))
@@ -132,7 +139,7 @@ def _quantized(inst, value: np.ndarray, scale, first: int, name: str) -> list:
     """(output, colwise output, scale_inv, colwise scale_inv, amax) from the f32 value, declared as
     results first..first+4 (see the module docstring)."""
     outs = leaves(inst.shape)
-    mode = int(_attr(inst, "scaling_mode", 0) or 0)
+    mode = _num(inst, "scaling_mode", 0)
     need(mode in (0, 1, 3), name, f"scaling_mode {_MODES.get(mode, mode)} (block scaling) is not run by hlo: "
                                   f"its scale layout is TE's own; per-tensor modes and NO_SCALING are")
     out_dt = np_dtype(outs[first])
@@ -190,9 +197,9 @@ def cc_te_norm_forward(inst, args, ec):
     h = gamma.size
     need(h > 0 and x.size % h == 0 and (gamma.ndim != 1 or x.shape[-1] == h), name,
          f"the input {shape_text(x)} must end in gamma's {h} elements")
-    norm = int(_attr(inst, "norm_type", 0) or 0)
+    norm = _num(inst, "norm_type", 0)
     need(norm in (0, 1), name, f"norm_type {norm} is not LayerNorm (0) or RMSNorm (1)")
-    eps = np.float32(_attr(inst, "epsilon", 1e-6))
+    eps = np.float32(_num(inst, "epsilon", 1e-6, float))
     xf = x.astype(F32).reshape(-1, h)
     g = _gamma(inst, gamma).reshape(h)
     with np.errstate(all="ignore"):
@@ -228,7 +235,7 @@ def cc_te_norm_backward(inst, args, ec):
          f"dz {shape_text(dz)} and x {shape_text(x)} must agree and hold rows of gamma's {h} elements")
     rows = x.size // h
     need(rs.size == rows and (mu.size in (rows, 0)), name, f"mu and rsigma must hold one value per row ({rows})")
-    norm = int(_attr(inst, "norm_type", 0) or 0)
+    norm = _num(inst, "norm_type", 0)
     xf, dzf = x.astype(F32).reshape(rows, h), dz.astype(F32).reshape(rows, h)
     r = rs.astype(F32).reshape(rows, 1)
     g = _gamma(inst, gamma).reshape(h)
@@ -272,7 +279,7 @@ def cc_te_act_lu(inst, args, ec):
     need(1 <= len(args) <= 3, name, f"takes (x[, scale[, amax]]), got {len(args)} operands")
     x = np.asarray(args[0])
     need(x.ndim >= 2 and x.shape[-2] in (1, 2), name, f"the input {shape_text(x)} must be [..., act_len (1 or 2), hidden]")
-    e = int(_attr(inst, "act_enum", 0) or 0)
+    e = _num(inst, "act_enum", 0)
     need(0 <= e < len(_ACTS), name, f"act_enum {e} is not one of TE's activations (0..{len(_ACTS) - 1})")
     kind = _ACTS[e]
     gated = kind in ("GEGLU", "GLU", "SWIGLU", "REGLU", "QGEGLU", "SREGLU", "CLAMPED_SWIGLU")
@@ -281,8 +288,8 @@ def cc_te_act_lu(inst, args, ec):
     with np.errstate(all="ignore"):
         if kind == "CLAMPED_SWIGLU":
             attrs = backend_attrs(inst)
-            lim = next((float(v) for k, v in attrs.items() if "limit" in k), None)
-            alpha = next((float(v) for k, v in attrs.items() if "alpha" in k), None)
+            lim = next((cfg_num(attrs, k, 0, name) for k in attrs if "limit" in k), None)
+            alpha = next((cfg_num(attrs, k, 0, name) for k in attrs if "alpha" in k), None)
             need(lim is not None and alpha is not None, name, "CLAMPED_SWIGLU needs its limit and alpha attributes")
             gt = np.minimum(xf[..., 0, :], np.float32(lim))
             lin = np.clip(xf[..., 1, :], -np.float32(lim), np.float32(lim))
@@ -323,7 +330,10 @@ def _act_grad(kind: str, a: np.ndarray) -> np.ndarray:
 
 def _rows(x: np.ndarray, axis) -> np.ndarray:
     """x as a 2-D [rows, columns] matrix split at `axis` (TE's flatten_axis; negative from the end)."""
-    ax = int(axis) if axis is not None else -1
+    try:
+        ax = int(axis) if axis is not None else -1
+    except (TypeError, ValueError):
+        raise HloEvalError(f"an axis boundary (flatten_axis, lhs/rhs_axis_boundary) must be an integer, got {axis!r}") from None
     ax = ax + x.ndim if ax < 0 else ax
     ax = min(max(ax, 0), x.ndim)
     return x.reshape(int(np.prod(x.shape[:ax], dtype=np.int64)), -1)
@@ -361,7 +371,7 @@ def cc_te_dact_dbias_quantize(inst, args, ec):
                                                   f"scale_inv, colwise scale_inv, amax, dbias, workspace); got "
                                                   f"{len(args)} operands and {len(outs)} results")
     dz, x = np.asarray(args[0]).astype(F32), np.asarray(args[1]).astype(F32)
-    e = int(_attr(inst, "act_enum", 0) or 0)
+    e = _num(inst, "act_enum", 0)
     need(0 <= e < len(_ACTS) and _ACTS[e] != "CLAMPED_SWIGLU", name,
          f"act_enum {e} is not one of TE's activations with a backward here (0..{len(_ACTS) - 2})")
     kind = _ACTS[e]
@@ -423,10 +433,10 @@ def cc_te_gemm(inst, args, ec):
     need(len(args) >= 6 and len(outs) >= 4, name, f"takes (lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, gelu_input) "
                                                    f"and returns (output, bias_grad, pre_gelu_out, ..., workspace); got "
                                                    f"{len(args)} operands and {len(outs)} results")
-    mode = int(_attr(inst, "scaling_mode", 0) or 0)
+    mode = _num(inst, "scaling_mode", 0)
     need(mode in (0, 1, 3), name, f"scaling_mode {_MODES.get(mode, mode)} (block scaling) is not run by hlo")
-    coll = _attr(inst, "collective_op", 0)
-    need(int(coll or 0) == 0, name, f"collective_op {coll}: a collective GEMM needs the other devices' shards")
+    coll = _num(inst, "collective_op", 0)
+    need(coll == 0, name, f"collective_op {coll}: a collective GEMM needs the other devices' shards")
     lhs, lsinv, rhs, rsinv, bias, gelu_in = (np.asarray(a) for a in args[:6])
     lt, rt = bool(_attr(inst, "lhs_transposed", False)), bool(_attr(inst, "rhs_transposed", False))
     a = _gemm_operand(lhs, lsinv if mode else None, _attr(inst, "lhs_axis_boundary", -1), name, "lhs")
@@ -479,21 +489,21 @@ class _TeAttn:
         a = backend_attrs(inst)
         self.name = name
         self.where = f"{inst.name} ({name})"
-        layout = int(a.get("qkv_layout", 9))
+        layout = cfg_num(a, "qkv_layout", 9, name, int)
         need(layout in _LAYOUTS, name, f"qkv_layout {layout} (THD, paged or mixed formats) is not run by hlo; the "
                                        f"BSHD and SBHD layouts (0..9) are")
         self.fmt, self.pack = _LAYOUTS[layout]
-        mask = int(a.get("mask_type", 0))
+        mask = cfg_num(a, "mask_type", 0, name, int)
         need(0 <= mask < len(_TE_MASKS), name, f"mask_type {mask} is not one of TE's ({', '.join(_TE_MASKS)})")
         self.mask = _TE_MASKS[mask]
-        self.bias_type = int(a.get("bias_type", 0))
+        self.bias_type = cfg_num(a, "bias_type", 0, name, int)
         need(self.bias_type in (0, 1, 2), name, f"bias_type {self.bias_type} (ALiBi) is not run by hlo; no bias, "
                                                 f"pre-scale and post-scale biases are")
-        self.scale = float(a.get("scaling_factor", 1.0))
-        self.dropout = float(a.get("dropout_probability", 0.0) or 0.0)
+        self.scale = cfg_num(a, "scaling_factor", 1.0, name)
+        self.dropout = cfg_num(a, "dropout_probability", 0.0, name)
         self.seed = 0
-        self.left = int(a.get("window_size_left", -1))
-        self.right = int(a.get("window_size_right", -1))
+        self.left = cfg_num(a, "window_size_left", -1, name, int)
+        self.right = cfg_num(a, "window_size_right", -1, name, int)
         self.training = bool(a.get("is_training", True))
 
     def keep(self, b, t, s, q_len, kv_len) -> np.ndarray:

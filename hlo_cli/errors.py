@@ -76,6 +76,11 @@ class HloError(Exception):
         return f"error: {self}"
 
 
+class HloWarning(UserWarning):
+    """Something a run did that the user should know about its results (the CLI prints it as
+    `warning: ...` on stderr), e.g. a GPU kernel's random bits that cannot be reproduced."""
+
+
 class HloSyntaxError(HloError):
     """The text is not valid HLO (syntax, names, literals, attributes)."""
 

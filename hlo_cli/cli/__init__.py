@@ -52,6 +52,22 @@ Set HLO_DEBUG=1 to see Python tracebacks of internal errors."""
 @click.version_option(__version__, "-V", "--version", prog_name="hlo")
 def main():
     """Read XLA's HLO text, check it, and run it."""
+    _show_hlo_warnings()
+
+
+def _show_hlo_warnings():
+    """Library HloWarnings print as `warning: MESSAGE` on stderr (once each), not Python's form."""
+    import warnings
+
+    from ..errors import HloWarning
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, HloWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    warnings.showwarning = show
 
 
 __all__ = ["main"]

@@ -256,6 +256,10 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
                    "default $RAY_ADDRESS, else a cluster of this machine started for the run).")
 @click.option("--ray-actors", type=click.IntRange(min=1), default=None,
               help="With --cluster ray: how many actors share the devices (default one per node).")
+@click.option("--numerics", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+              help="Whose arithmetic to reproduce: XLA CPU's, or XLA GPU's (TF32 products for f32 dots and "
+                   "convolutions of DEFAULT/HIGH precision on Ampere and newer, dot algorithms as a GPU runs "
+                   "them); auto: gpu for a module compiled for a GPU.")
 @module_option
 @stage_option
 @no_cache_option
@@ -264,7 +268,7 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
         dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations, allow_elided_constants,
         no_check, no_progress, profile, max_memory, replicas, partitions, per_device, output_global,
         output_sharding, device, module_choice, no_cache, reference_platform, cluster="local", ray_address=None,
-        ray_actors=None, stage=None):
+        ray_actors=None, numerics="auto", stage=None):
     """Run MODULE's entry computation on inputs and report the results.
 
     Inputs: --input FILE.npy per parameter in order, --input NAME=FILE.npy by name, --inputs ARGS.npz,
@@ -289,7 +293,7 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
     custom-call targets hlo has no implementation of (a GPU library call...), all named with their
     locations before anything runs, with what to do instead (the module is not wrong).
     """
-    state = {"module": None, "module_file": module_file}
+    state = {"module": None, "module_file": module_file, "numerics": numerics}
     try:
         for flag, given in (("--dump-filter", dump_filter), ("--dump-summary", dump_summary),
                             ("--dump-force", dump_force)):
@@ -414,6 +418,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     dv = DeviceRun(module, devices or {})
     if dv.multi:
         info["devices"] = {"replicas": dv.grid.replicas, "partitions": dv.grid.partitions}
+    from ..interpreter.numerics import report as numerics_report
+    info["numerics"] = numerics_report(module, state.get("numerics"))
     t0 = clock()
     phase("estimating the memory of " + module.name)
     _check_memory(module, memory_limit, dv.grid.count if dv.multi else 1)
@@ -545,7 +551,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
 
     # -- run: execute_s is the evaluation of the entry computation alone
     options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants,
-                         profile=prof)
+                         profile=prof, numerics=state.get("numerics"))
     phase("preparing " + module.name)        # the sampler shows the computations once they run
     if prof is not None and hook is None:
         import threading
@@ -629,7 +635,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
                 click.echo(f"out{k} = {literal_text(v, s)}")
         if mismatch is not None:
             _print_mismatch(mismatch, rtol, atol, "the snapshot's result" if state.get("expect_label") else
-                            "the reference")
+                            "the reference", info.get("numerics"))
         _print_xla_reference(xref, rtol, atol, timings)
         if prof_doc is not None:
             _print_profile(prof_doc)
@@ -647,6 +653,9 @@ def _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expe
         doc["output"] = output
     if mismatch is not None:
         doc["expect"] = dict(mismatch, rtol=rtol, atol=atol, reference=expect)
+        if not mismatch["ok"] and info.get("numerics"):
+            from ..interpreter.numerics import mismatch_hint
+            doc["expect"]["hint"] = mismatch_hint(info["numerics"])
     if xref is not None:
         doc["reference"] = xref
     if dumper:
@@ -699,7 +708,7 @@ def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, 
                 at = "" if devs is None else f" ({who(devs)})"
                 click.echo(f"{leaf.key}{at} = {literal_text(v, leaf.shape)}")
         if mismatch is not None:
-            _print_mismatch(mismatch, rtol, atol)
+            _print_mismatch(mismatch, rtol, atol, numerics=info.get("numerics"))
         _print_xla_reference(xref, rtol, atol, timings)
         if prof_doc is not None:
             _print_profile(prof_doc)
@@ -743,7 +752,7 @@ def _print_summary(module, leaves, where: str | None = None, keys=None, devices=
     _console().print(t)
 
 
-def _print_mismatch(mm, rtol, atol, against: str = "the reference"):
+def _print_mismatch(mm, rtol, atol, against: str = "the reference", numerics=None):
     from rich.table import Table
     from rich.text import Text
     t = Table(title=f"comparison with {against} (rtol={rtol:g}, atol={atol:g})", title_justify="left",
@@ -763,6 +772,9 @@ def _print_mismatch(mm, rtol, atol, against: str = "the reference"):
         n = sum(1 for r in mm["rows"] if r["status"] != "ok")
         click.echo(f"error: {n} result{'s' if n != 1 else ''} differ{'s' if n == 1 else ''} from {against} "
                    f"(rtol={rtol:g}, atol={atol:g})", err=True)
+        if numerics is not None:               # --expect: whose arithmetic ran, and the other choice
+            from ..interpreter.numerics import mismatch_hint
+            click.echo(f"note: {mismatch_hint(numerics)}", err=True)
 
 
 # ----------------------------------------------------------------------------- progress, --profile, --max-memory

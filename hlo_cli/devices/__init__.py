@@ -110,6 +110,7 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
     from ..interpreter.excess_precision import prepare as prepare_excess_precision
     from ..interpreter.hoist import hoist_loop_invariants
     from ..interpreter.memory import preflight, resource_error
+    from ..interpreter.numerics import settle as settle_numerics
     from ..interpreter.parallel import blas_single
     from .runtime import LocalDevices
     from .spmd import Spmd
@@ -118,6 +119,7 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
     module = prepare_excess_precision(module)
     if hook is None and compiled:
         module = hoist_loop_invariants(module)
+    module, _, _ = settle_numerics(module, (options or RunOptions()).numerics)
     preflight(module, grid.count)
     keep_freed_memory()
     devs = tuple(range(grid.count))

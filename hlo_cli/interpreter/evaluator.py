@@ -28,6 +28,8 @@ from .compiler import compiled, run_compiled
 from .excess_precision import prepare as prepare_excess_precision
 from .hoist import hoist_loop_invariants
 from .memory import preflight, resource_error
+from .numerics import module_mode, settle as settle_numerics
+from .numerics import resolve as resolve_numerics
 from .parallel import blas_single
 from .registry import rule_for
 from .values import conforms, describe
@@ -45,6 +47,7 @@ class RunOptions:
     partition_id: int = 0
     check_values: bool = True                  # check every result against its declared shape
     profile: Any = None                        # --profile: an object with runner(compiled) (profiling.py)
+    numerics: str | None = None                # None (auto), "cpu" or "gpu": whose arithmetic (numerics.py)
 
 
 @dataclass
@@ -209,6 +212,12 @@ class EvalContext:
         self.compiled = compiled_ok
         self.batched = 0                         # > 0 inside apply(): nested calls are applied too
         self.profile = self.options.profile      # --profile: an object with runner(compiled) (profiling.py)
+        # "cpu" or "gpu" and the GPU's compute capability: numerics.py (a module settled by
+        # run_module carries them; any other is resolved here)
+        mode, gen = module_mode(module)
+        if mode == "cpu" and self.options.numerics != "cpu":
+            mode = resolve_numerics(module, self.options.numerics)
+        self.numerics, self.gpu_generation = mode, gen
 
     # -- called computations --------------------------------------------------
     def plan(self, name: str) -> _Plan:
@@ -297,6 +306,7 @@ def run_module(module: Module, args, options: RunOptions | None = None, hook=Non
     module = prepare_excess_precision(module)
     if hook is None and compiled:
         module = hoist_loop_invariants(module)
+    module, _, _ = settle_numerics(module, (options or RunOptions()).numerics)
     preflight(module)
     keep_freed_memory()
     ec = EvalContext(module, options, hook, progress, compiled)

@@ -33,6 +33,7 @@ import numpy as np
 
 from .ops.convert import C64, C128, F32, F64, TINY as _TINY, flush, subnormals
 from .fpenv import hardware
+from .numerics import instruction_algorithm, module_mode
 from .parallel import matmul
 from .registry import rule_for
 from .values import conforms, np_dtype
@@ -489,6 +490,9 @@ def _dot(inst, ops, st):
     dt = _shape_dtype(inst)
     if dt not in _TINY or any(d != dt for d in _operand_dtypes(ops, st)):
         return None
+    mode, gen = module_mode(st.module)
+    if mode == "gpu" and instruction_algorithm(inst, gen) is not None:
+        return None                              # GPU numerics change its products: the rule
     ls, rs = st.node(ops[0]).shape.dims, st.node(ops[1]).shape.dims
     lb, lc = (tuple(inst.attrs.get(n) or ()) for n in ("lhs_batch_dims", "lhs_contracting_dims"))
     rb, rc = (tuple(inst.attrs.get(n) or ()) for n in ("rhs_batch_dims", "rhs_contracting_dims"))

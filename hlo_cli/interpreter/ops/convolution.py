@@ -55,6 +55,7 @@ import threading
 
 import numpy as np
 
+from .. import numerics
 from ..registry import evaluator
 from ..values import np_dtype
 from ..fpenv import hardware
@@ -611,14 +612,23 @@ def eval_convolution(inst, args, ec):
     """Windowed sum of products of lhs windows (stride, padding incl. negative, lhs/rhs dilation,
     reversal) and the kernel, over input features (per feature group / batch group).
     XLA: see the module docstring for types, padding (Eigen multiplies it, the loop emitter skips
-    it) and the f64 accumulation of f32."""
+    it) and the f64 accumulation of f32.  Under GPU numerics the products follow the effective
+    algorithm (numerics.py: TF32 for f32 DEFAULT/HIGH on Ampere+)."""
     lhs, rhs = args
+    alg = numerics.dot_algorithm(inst, ec, args)
+    if alg is not None:
+        return numerics.apply_pairs(lhs, rhs, alg, lambda l, r: convolution_values(inst, l, r, F32),
+                                    np_dtype(inst.shape))
+    return convolution_values(inst, lhs, rhs, np_dtype(inst.shape))
+
+
+def convolution_values(inst, lhs, rhs, out_dt):
+    """The convolution `inst` of `lhs` and `rhs` into element type `out_dt` (XLA CPU's arithmetic)."""
     dn = inst.attrs["dim_labels"]
     window = inst.attrs.get("window")
     wdims = tuple(window.dimensions) if window is not None else ()
     fgc = inst.attrs.get("feature_group_count", 1) or 1
     bgc = inst.attrs.get("batch_group_count", 1) or 1
-    out_dt = np_dtype(inst.shape)
     op_t, _ = compute_types(_etype_name(lhs.dtype), _etype_name(rhs.dtype), _etype_name(out_dt))
     dt = np_dtype(op_t)
     ns = len(dn.input_spatial_dimensions)

@@ -83,6 +83,7 @@ from ...errors import HloEvalError
 from ...ir.shape import Shape
 from ...shapes.families.reduction import higher_precision
 from .. import computations as C
+from .. import numerics
 from ..registry import evaluator, rule_for
 from ..fpenv import flushing, hardware
 from ..parallel import SPLIT_MIN_MACS, blas_single, matmul, row_chunks, run_parts, split, threads
@@ -358,12 +359,18 @@ def dot_values(lhs, rhs, lb, lc, rb, rc, result_dtype, terms_scale: int = 1):
 @evaluator("dot")
 def eval_dot(inst, args, ec):
     """Sum of products over the contracting dims; result dims = batch, lhs free, rhs free.
+    Under GPU numerics the products follow the effective algorithm (numerics.py: TF32 for f32
+    DEFAULT/HIGH on Ampere+, the bf16/TF32 splits of explicit algorithms).
     XLA: computed in the up/result-cast type (s8 x s8 -> s32 natively, bf16 -> f32 accumulation,
     f16/bf16 results rounded once from f32); we accumulate f32 in f64 (YNNPACK's order is not
     reproducible), so inexact f32 sums may differ in the last bits."""
     lhs, rhs = args
-    return dot_values(lhs, rhs, _dims(inst, "lhs_batch_dims"), _dims(inst, "lhs_contracting_dims"),
-                      _dims(inst, "rhs_batch_dims"), _dims(inst, "rhs_contracting_dims"), np_dtype(inst.shape))
+    dims = (_dims(inst, "lhs_batch_dims"), _dims(inst, "lhs_contracting_dims"),
+            _dims(inst, "rhs_batch_dims"), _dims(inst, "rhs_contracting_dims"))
+    alg = numerics.dot_algorithm(inst, ec, args)
+    if alg is not None:                  # GPU numerics: TF32 / split products (numerics.py)
+        return numerics.apply_pairs(lhs, rhs, alg, lambda l, r: dot_values(l, r, *dims, F32), np_dtype(inst.shape))
+    return dot_values(lhs, rhs, *dims, np_dtype(inst.shape))
 
 
 # ============================================================================ ragged-dot

@@ -671,9 +671,11 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     options = options or RunOptions()
     if global_values is None:
         global_values = values_are_global(module)
+    from ..interpreter.numerics import settle as settle_numerics
     module = prepare_excess_precision(module)
     if compiled and not check_finite:
         module = hoist_loop_invariants(module)
+    module, _, _ = settle_numerics(module, options.numerics)       # the run's arithmetic, as run_devices
     plan = place(module, grid, cluster_nodes(ray), actors, check_memory)
     owners = {d: a for a, g in enumerate(plan.groups) for d in g}
     t0 = time.perf_counter()

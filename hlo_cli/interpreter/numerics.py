@@ -46,9 +46,13 @@ MODES = ("cpu", "gpu")
 
 # how the GPU rounds an f32 operand to TF32 for its products: "rne" (to nearest, ties to even),
 # "rna" (to nearest, ties away from zero: Triton's cvt.rna.tf32.f32) or "trunc" (the low 13 bits
-# dropped, XLA's own split mask).  Chosen by measurement against the shared H200 results (see
-# the closing notes of gpu-blas and tests/gpu/test_gpu_blas.py).
+# dropped, XLA's own split mask).  Chosen by measurement against the shared H200 results
+# (mlp_step, every output, the fraction of elements equal to the GPU's bit for bit):
+# dots XLA emits itself (Triton GEMM fusions) round to nearest, ties away (rna 40-84% equal per
+# output, rne 0-76%, trunc under 3%); cuBLASLt GEMM calls (cases_cublas) round to nearest even
+# (rne 16-100%, rna 0-50%).
 TF32_ROUNDING = "rna"
+CUBLAS_TF32_ROUNDING = "rne"
 
 # algorithms that change the products under GPU numerics (explicit ones are kept as written)
 _F32_PLAIN = {None, "", "alg_unset", "dot_f32_f32_f32", "dot_f64_f64_f64"}
@@ -238,12 +242,12 @@ def instruction_algorithm(inst, gen=None, operands=None) -> str | None:
     return precision_algorithm(et, inst.attrs.get("operand_precision"), inst.attrs.get("algorithm"), "gpu", gen)
 
 
-def apply_pairs(lhs, rhs, algorithm: str, product, result_dtype) -> np.ndarray:
+def apply_pairs(lhs, rhs, algorithm: str, product, result_dtype, rounding: str | None = None) -> np.ndarray:
     """The product of `lhs` and `rhs` under `algorithm`: `product(l, r)` (an f32 dot or
     convolution of one pair of parts, returning f32) for each of product_pairs, combined in
     XLA's order and converted to `result_dtype`."""
     from .ops.convert import convert
-    pairs = product_pairs(lhs, rhs, algorithm=algorithm, mode="gpu")
+    pairs = product_pairs(lhs, rhs, algorithm=algorithm, mode="gpu", rounding=rounding)
     partials = [np.asarray(product(l, r), np.float32) for l, r in pairs]
     return convert(combine(partials), np.dtype(result_dtype))
 
@@ -300,12 +304,12 @@ def _split_bf16(x, parts: int):
     return out
 
 
-def _split_tf32(x):
+def _split_tf32(x, rounding=None):
     x = np.asarray(x, np.float32)
     hi = truncate_bits(x, 13)
     with np.errstate(all="ignore"):
         lo = (x - hi).astype(np.float32)
-    return hi, round_tf32(lo)             # the low dot is a TF32 dot: its operands are rounded
+    return hi, round_tf32(lo, rounding)             # the low dot is a TF32 dot: its operands are rounded
 
 
 def _to(x, dtype_name: str) -> np.ndarray:
@@ -316,7 +320,8 @@ def _to(x, dtype_name: str) -> np.ndarray:
 
 
 def product_pairs(lhs, rhs, *, element_type: str = "f32", precision=None, algorithm=None,
-                  mode: str = "cpu", generation: tuple[int, int] | None = None) -> list[tuple[Any, Any]]:
+                  mode: str = "cpu", generation: tuple[int, int] | None = None,
+                  rounding: str | None = None) -> list[tuple[Any, Any]]:
     """The (lhs_part, rhs_part) pairs whose dots (or convolutions), computed in f32 and summed
     with `combine`, make the product of `lhs` and `rhs` under `mode`.  Plain arithmetic: one pair,
     the operands as they are.  Otherwise the parts are f32 arrays:
@@ -333,15 +338,16 @@ def product_pairs(lhs, rhs, *, element_type: str = "f32", precision=None, algori
       dot_f16_f16_f32[_f16]       (f16(l), f16(r))
       dot_any_f8_any_f8_f32*      one pair, the operands as they are
 
-    (XLA's dot_algorithm_rewriter.cc; the Triton emitter forms the same parts.)"""
+    (XLA's dot_algorithm_rewriter.cc; the Triton emitter forms the same parts.)  `rounding`: the
+    TF32 rounding of the operands (default TF32_ROUNDING; CUBLAS_TF32_ROUNDING for cuBLAS calls)."""
     alg = precision_algorithm(element_type, precision, algorithm, mode, generation)
     if alg is None:
         return [(lhs, rhs)]
     if alg == "dot_tf32_tf32_f32":
-        return [(round_tf32(_to(lhs, "f32")), round_tf32(_to(rhs, "f32")))]
+        return [(round_tf32(_to(lhs, "f32"), rounding), round_tf32(_to(rhs, "f32"), rounding))]
     if alg == "dot_tf32_tf32_f32_x3":
-        lh, ll = _split_tf32(_to(lhs, "f32"))
-        rh, rl = _split_tf32(_to(rhs, "f32"))
+        lh, ll = _split_tf32(_to(lhs, "f32"), rounding)
+        rh, rl = _split_tf32(_to(rhs, "f32"), rounding)
         return [(ll, rh), (lh, rl), (lh, rh)]
     if alg in ("dot_bf16_bf16_f32", "dot_bf16_bf16_bf16"):
         return [(_to(lhs, "bf16"), _to(rhs, "bf16"))]

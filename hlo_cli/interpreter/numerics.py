@@ -175,14 +175,17 @@ def _target_config(module, path) -> str | None:
         names = os.listdir(d)
     except OSError:
         return None
-    for n in sorted(names):
-        if "gpu_target_config" in n and n.endswith((".pbtxt", ".txt")):
-            try:
-                with open(os.path.join(d, n), encoding="utf-8", errors="replace") as f:
-                    return f.read(1 << 16)
-            except OSError:
-                return None
-    return None
+    configs = sorted(n for n in names if "gpu_target_config" in n and n.endswith((".pbtxt", ".txt")))
+    if not configs:
+        return None
+    # the module's own (module_NNNN.NAME.gpu_target_config.pbtxt beside module_NNNN.NAME.*), else any
+    base = os.path.basename(str(where))
+    own = [n for n in configs if base.startswith(n.split("gpu_target_config")[0])]
+    try:
+        with open(os.path.join(d, (own or configs)[0]), encoding="utf-8", errors="replace") as f:
+            return f.read(1 << 16)
+    except OSError:
+        return None
 
 
 # ============================================================================ the algorithm
@@ -430,3 +433,17 @@ def mismatch_hint(doc: dict) -> str:
                 "precision on Ampere and newer); a reference made by XLA CPU needs --numerics cpu")
     return ("the run used XLA CPU's numerics (f32 products); if the reference came from a GPU, try --numerics gpu "
             "(TF32 products for f32 dots and convolutions of DEFAULT/HIGH precision)")
+
+
+def resolve_together(modules, requested: str | None = None) -> str:
+    """One numerics for several texts of one program (hlo bisect's stages, hlo diff's A and B):
+    `requested`, else "gpu" when any of them was compiled for a GPU.  `modules`: modules, or
+    callables returning one (or None), looked at in order until one says GPU (give the most
+    optimized first: it shows the most)."""
+    if requested not in (None, "auto"):
+        return resolve(None, requested)
+    for m in modules:
+        module = m() if callable(m) else m
+        if module is not None and resolve(module) == "gpu":
+            return "gpu"
+    return "cpu"

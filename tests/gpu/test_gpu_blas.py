@@ -617,3 +617,22 @@ def test_split_parts_add_up(xs):
         his = {id(p[0]): p[0] for p in pairs}
         total = sum(v.astype(np.float64) for v in his.values())
         assert (np.abs(total - x) <= tol * np.abs(x)).all(), alg
+
+
+def test_diff_and_bisect_take_numerics(tmp_path):
+    """hlo diff runs A and B under one numerics (auto: gpu when either was compiled for a GPU);
+    hlo bisect likewise for every stage."""
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+    case = GPU / "cases_cublas" / "mlp_step"
+    for mode in ("auto", "gpu", "cpu"):
+        r = CliRunner().invoke(main, ["diff", f"{case}.pre.hlo", f"{case}.post.hlo", "--inputs", f"{case}.inputs.npz",
+                                      "--numerics", mode, "--format", "json", "--no-progress"])
+        assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["diff", f"{case}.pre.hlo", f"{case}.post.hlo", "--random-inputs", "--numerics", "x"])
+    assert r.exit_code == 2
+    r = CliRunner().invoke(main, ["bisect", f"{case}.pre.hlo", f"{case}.post.hlo", "--inputs", f"{case}.inputs.npz",
+                                  "--numerics", "gpu", "--no-diff", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["status"] == "agree"

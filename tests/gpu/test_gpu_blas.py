@@ -385,6 +385,17 @@ def test_grouped_gemm_is_the_ragged_dot():
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
 
 
+def test_grouped_gemm_result_is_checked_before_it_runs():
+    cfg = {"grouped_gemm_backend_config": {
+        "gemm_backend_config": _gemm_cfg(lc=(1,), rc=(1,), bare=True),
+        "ragged_dot_dimension_numbers": {
+            "dot_dimension_numbers": {"lhs_contracting_dimensions": ["1"], "rhs_contracting_dimensions": ["1"]},
+            "lhs_ragged_dimensions": ["0"], "rhs_group_dimensions": ["0"]}}}
+    with pytest.raises(HloEvalError, match=r"should have the dims \[10, 5\]"):
+        _run(_text("__cublas$lt$groupedMatmul", ["f32[10,4]", "f32[3,4,5]", "s32[3]"], "(f32[10,4], s8[8])", cfg),
+             [np.zeros((10, 4), np.float32), np.zeros((3, 4, 5), np.float32), np.array([1, 2, 3], np.int32)])
+
+
 @pytest.mark.parametrize("left, lower, unit, trans", [(True, True, True, "NO_TRANSPOSE"),
                                                       (True, False, False, "TRANSPOSE"),
                                                       (False, True, False, "NO_TRANSPOSE"),

@@ -264,6 +264,31 @@ def _bias_dims(d: Shape) -> tuple[int]:
     return (d.dims[minor],)
 
 
+def _c_and_bias(g: _Gemm, args, names: list[str], d: Shape, c_types=None, bias_types=None):
+    """The matrix bias C and the bias vector of a call (None where its config has none), checked
+    against the output D (of D's type unless `c_types`/`bias_types` say otherwise)."""
+    pos = {n: k for k, n in enumerate(names)}
+    c = args[pos["c"]] if "c" in pos else None
+    if c is not None:
+        _check_operand(c, "matrix bias C", d.dims, c_types or (d.element_type,))
+    bias = args[pos["bias"]] if "bias" in pos else None
+    if bias is not None:
+        _check_operand(bias, "bias vector", _bias_dims(d), bias_types or (d.element_type,))
+    return c, bias
+
+
+def _ragged_dims(attrs: dict, a, b, gs) -> tuple[int, ...]:
+    """The dims of a ragged dot (XLA's shape inference): [groups] when the ragged dim is
+    contracting, then batch, lhs free, rhs free (without the group dim)."""
+    lb, lc = attrs["lhs_batch_dims"], attrs["lhs_contracting_dims"]
+    rb, rc, rg = attrs["rhs_batch_dims"], attrs["rhs_contracting_dims"], attrs["rhs_group_dims"]
+    r = attrs["lhs_ragged_dims"][0]
+    head = [gs.shape[-1]] if r in lc else []
+    lf = [a.shape[k] for k in range(a.ndim) if k not in lb and k not in lc]
+    rf = [b.shape[k] for k in range(b.ndim) if k not in rb and k not in rc and k not in rg]
+    return tuple(head + [a.shape[k] for k in lb] + lf + rf)
+
+
 def _count(args, want: int, names: list[str]):
     if len(args) != want:
         raise HloEvalError(f"takes {want} operands ({', '.join(names)}) under its backend_config, got {len(args)}")
@@ -384,12 +409,7 @@ def cublas_gemm(inst, args, ec):
     extra = [("auxiliary output (the pre-activation)", _same_as_d)] if g.has_aux else []
     d = _check_result(inst, dims, _GEMM_TYPES[ta], extra)
     out_t = np_dtype(d)
-    c = args[2] if g.beta != 0 else None
-    if c is not None:
-        _check_operand(c, "matrix bias C", d.dims, (d.element_type,))
-    bias = args[len(names) - 1] if g.has_bias else None
-    if bias is not None:
-        _check_operand(bias, "bias vector", _bias_dims(d), (d.element_type,))
+    c, bias = _c_and_bias(g, args, names, d)
     if g.alpha.imag != 0 and kind(out_t) != "complex":
         raise HloEvalError(f"alpha_imag is {g.alpha.imag:g} for a real GEMM")
     acc = _product(g, a, b, ec, _acc_type(ta))
@@ -426,12 +446,8 @@ def cublas_f8_gemm(inst, args, ec):
             x = args[pos[n]]
             if x.shape != () or _tname(x) != "f32":
                 raise HloEvalError(f"the {n} operand {_shape_str(_tname(x), x.shape)} should be an f32 scalar")
-    c = args[pos["c"]] if "c" in pos else None
-    if c is not None:
-        _check_operand(c, "matrix bias C", d.dims, (d_type,) if not f8_out else ("bf16", "f16", "f32"))
-    bias = args[pos["bias"]] if "bias" in pos else None
-    if bias is not None:
-        _check_operand(bias, "bias vector", _bias_dims(d), ("bf16", "f16", "f32") if f8_out else (d_type,))
+    wide = ("bf16", "f16", "f32") if f8_out else None          # an f8 D takes a wider C and bias
+    c, bias = _c_and_bias(g, args, names, d, wide, wide)
     scale = float(args[pos["a_scale"]]) * float(args[pos["b_scale"]])
     acc = dot_values(a, b, g.lb, g.lc, g.rb, g.rc, F32)          # f8 products are exact in f32
     pre, act = _epilogue(g, acc, c, _bias_moved(bias, d), np_dtype(d), scale)
@@ -486,23 +502,11 @@ def cublas_grouped_gemm(inst, args, ec):
             if any(not 0 <= v < x.ndim for v in attrs[key]):
                 raise HloEvalError(f"ragged_dot_dimension_numbers: {key} {list(attrs[key])} is outside the {n}'s "
                                    f"rank {x.ndim}")
-    leaves = _leaves(inst)
-    d = leaves[0]
-    if d.element_type not in _GEMM_TYPES[ta]:
-        raise HloEvalError(f"the result type {d.element_type} is not one a grouped GEMM of {ta} produces")
+    d = _check_result(inst, _ragged_dims(attrs, a, b, gs), _GEMM_TYPES[ta], [])
+    c, bias = _c_and_bias(g, args, names, d)
     acc_t = _acc_type(ta)
     probe = SimpleNamespace(opcode="ragged-dot", attrs=attrs, shape=Shape.array(etype(acc_t).name, d.dims))
     acc = eval_ragged_dot(probe, [a, b, gs], ec)
-    if tuple(acc.shape) != tuple(d.dims):
-        raise HloEvalError(f"the result {d.to_str(False)} should have the dims {list(acc.shape)} of the ragged "
-                           f"product")
-    _check_result(inst, acc.shape, _GEMM_TYPES[ta], [])
-    c = args[3] if g.beta != 0 else None
-    if c is not None:
-        _check_operand(c, "matrix bias C", d.dims, (d.element_type,))
-    bias = args[len(names) - 1] if g.has_bias else None
-    if bias is not None:
-        _check_operand(bias, "bias vector", _bias_dims(d), (d.element_type,))
     pre, act = _epilogue(g, acc, c, _bias_moved(bias, d), np_dtype(d))
     return _outputs(inst, d, [_round(act, np_dtype(d))])
 

@@ -54,6 +54,14 @@ MODES = ("cpu", "gpu")
 TF32_ROUNDING = "rna"
 CUBLAS_TF32_ROUNDING = "rne"
 
+# f32 convolutions: XLA allows cuDNN TF32 algorithms (TENSOR_OP_MATH) for DEFAULT/HIGH precision,
+# and its autotuner picks per convolution.  Measured on the shared H200 dumps: all 11 cuDNN
+# convolutions (a depthwise gradient, a convnet step) ran with DEFAULT_MATH (f32 FMA), and
+# depthwise_conv_grad's text before optimization matches the GPU within 6e-5 with f32 products
+# against 0.3 with TF32.  So a `convolution` under GPU numerics keeps f32 products unless its
+# algorithm says otherwise; a cuDNN call's own math_type says which it ran (TENSOR_OP_MATH: TF32).
+CONV_IMPLIED_TF32 = False
+
 # algorithms that change the products under GPU numerics (explicit ones are kept as written)
 _F32_PLAIN = {None, "", "alg_unset", "dot_f32_f32_f32", "dot_f64_f64_f64"}
 
@@ -206,17 +214,17 @@ def _precision_names(v) -> tuple[str, ...]:
 
 
 def precision_algorithm(element_type: str, precision, algorithm, mode: str,
-                        gen: tuple[int, int] | None = None) -> str | None:
+                        gen: tuple[int, int] | None = None, implied: bool = True) -> str | None:
     """The algorithm (lower-case, e.g. "dot_tf32_tf32_f32") a product of operands of
     `element_type` runs with, or None for plain arithmetic in the element type.  `precision`: the
     operand precisions (names or enums: default/high/highest), `algorithm`: the explicit one (a
-    name, an enum, "ALG_UNSET"/None)."""
+    name, an enum, "ALG_UNSET"/None).  `implied` False: no TF32 unless asked for (convolutions)."""
     if mode != "gpu":
         return None                        # XLA CPU ignores precision and algorithm (measured)
     alg = _algorithm_name(algorithm)
     if alg is not None:
         return None if alg in _F32_PLAIN else alg
-    if element_type != "f32":
+    if element_type != "f32" or not implied:
         return None
     prec = _precision_names(precision)
     if any(p == "highest" for p in prec):
@@ -224,17 +232,18 @@ def precision_algorithm(element_type: str, precision, algorithm, mode: str,
     return "dot_tf32_tf32_f32" if tf32_capable(gen) else None
 
 
-def dot_algorithm(inst, ec, operands=None) -> str | None:
+def dot_algorithm(inst, ec, operands=None, implied: bool = True) -> str | None:
     """precision_algorithm of a dot or convolution instruction under the run of `ec` (None under
     CPU numerics).  The implied TF32 applies to f32 products: an f32 result of f32 operands
-    (`operands`: their values, when the caller has them; bf16/f16 values are TF32 already)."""
+    (`operands`: their values, when the caller has them; bf16/f16 values are TF32 already).
+    `implied` False: only an explicit algorithm counts (see CONV_IMPLIED_TF32)."""
     mode, gen = mode_of(ec)
     if mode != "gpu":
         return None
-    return instruction_algorithm(inst, gen, operands)
+    return instruction_algorithm(inst, gen, operands, implied)
 
 
-def instruction_algorithm(inst, gen=None, operands=None) -> str | None:
+def instruction_algorithm(inst, gen=None, operands=None, implied: bool = True) -> str | None:
     """dot_algorithm under GPU numerics on generation `gen`, without a run (fastpaths.py)."""
     shape = inst.shape
     if shape.is_tuple:
@@ -242,7 +251,8 @@ def instruction_algorithm(inst, gen=None, operands=None) -> str | None:
     et = shape.element_type
     if operands is not None and any(np.asarray(o).dtype != np.float32 for o in operands):
         et = "mixed"
-    return precision_algorithm(et, inst.attrs.get("operand_precision"), inst.attrs.get("algorithm"), "gpu", gen)
+    return precision_algorithm(et, inst.attrs.get("operand_precision"), inst.attrs.get("algorithm"), "gpu", gen,
+                               implied)
 
 
 def apply_pairs(lhs, rhs, algorithm: str, product, result_dtype, rounding: str | None = None) -> np.ndarray:

@@ -536,11 +536,15 @@ def test_split_algorithms_guard_inf_times_zero():
     assert _run(text, [a, b], "gpu")[0, 0] == np.inf
 
 
-def test_convolution_under_gpu_numerics_uses_tf32():
+def test_convolution_under_gpu_numerics_keeps_f32_products(monkeypatch):
+    """Measured: the H200's cuDNN convolutions ran with DEFAULT_MATH (f32), so a convolution keeps
+    f32 products under GPU numerics; with CONV_IMPLIED_TF32 it would take TF32 ones."""
     rng = np.random.default_rng(17)
     x, w = _rand(rng, (1, 16, 8, 8)), _rand(rng, (4, 16, 3, 3))
     text = ("HloModule m\nENTRY e {\n  x = f32[1,16,8,8] parameter(0)\n  w = f32[4,16,3,3] parameter(1)\n"
             "  ROOT c = f32[1,4,6,6] convolution(x, w), window={size=3x3}, dim_labels=bf01_oi01->bf01\n}\n")
+    assert np.array_equal(_run(text, [x, w], "gpu"), _run(text, [x, w], "cpu"))
+    monkeypatch.setattr(numerics, "CONV_IMPLIED_TF32", True)
     gpu = _run(text, [x, w], "gpu")
     ref = _run(text, [numerics.round_tf32(x), numerics.round_tf32(w)], "cpu")
     np.testing.assert_allclose(gpu, ref, rtol=1e-6, atol=1e-6)

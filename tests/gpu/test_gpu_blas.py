@@ -367,6 +367,20 @@ def test_f8_gemm_against_xla():
     np.testing.assert_allclose(out[1], np.asarray(amax), rtol=1e-6)
 
 
+def test_mx_gemm_is_the_scaled_dot():
+    """__cublas$lt$matmul$mx: a and b times their f8e8m0fnu block scales (blocks of 32 along K)."""
+    rng = np.random.default_rng(18)
+    a, b = _f8(rng, (4, 64)), _f8(rng, (3, 64))
+    sa = (2.0 ** rng.integers(-3, 4, (4, 2))).astype(ml_dtypes.float8_e8m0fnu)
+    sb = (2.0 ** rng.integers(-3, 4, (3, 2))).astype(ml_dtypes.float8_e8m0fnu)
+    text = _text("__cublas$lt$matmul$mx", ["f8e4m3fn[4,64]", "f8e4m3fn[3,64]", "f8e8m0fnu[4,2]", "f8e8m0fnu[3,2]"],
+                 "(f32[4,3], s8[8])", _gemm_cfg(lc=(1,), rc=(1,), scale_mode=2))
+    out = _run(text, [a, b, sa, sb])[0]
+    wa = a.astype(np.float64) * np.repeat(sa.astype(np.float64), 32, axis=1)
+    wb = b.astype(np.float64) * np.repeat(sb.astype(np.float64), 32, axis=1)
+    np.testing.assert_allclose(out, wa @ wb.T, rtol=1e-6)
+
+
 def test_grouped_gemm_is_the_ragged_dot():
     rng = np.random.default_rng(12)
     a, b = _rand(rng, (10, 4)), _rand(rng, (3, 4, 5))

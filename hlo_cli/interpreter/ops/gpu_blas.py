@@ -35,6 +35,10 @@ Targets:
       amax = max |pre| (damax_output: an f32[] result after D), NaN when pre holds NaN
 
   Fast accumulation (ALG_DOT_ANY_F8_ANY_F8_F32_FAST_ACCUM) is not modelled: sums are f32.
+* `__cublas$lt$matmul$mx` (hipBLASLt's block-scaled GEMM, scale_mode 2, from a scaled-dot
+  fusion): operands (a, b, a_scale, b_scale), MX element types with f8e8m0fnu block scales along
+  the contracting dimension; the scaled-dot rule (ops/linalg.py) under the call's dimension
+  numbers, result (D, [workspace]).
 * `__cublas$lt$groupedMatmul`: XLA's ragged-dot as one grouped GEMM, operands (a, b,
   group_sizes, [c], [bias]), `grouped_gemm_backend_config` holding the gemm_backend_config and
   the ragged_dot_dimension_numbers: the ragged-dot rule, then alpha/beta/bias/epilogue as above.
@@ -60,7 +64,7 @@ from .. import numerics
 from ..values import np_dtype
 from .convert import F32, F64, convert, etype, kind
 from .custom_call import target
-from .linalg import dot_values, eval_ragged_dot, eval_triangular_solve
+from .linalg import dot_values, eval_ragged_dot, eval_scaled_dot, eval_triangular_solve
 
 EPILOGUES = ("DEFAULT", "BIAS", "RELU", "BIAS_RELU", "GELU", "GELU_AUX", "BIAS_GELU", "BIAS_GELU_AUX",
              "SILU", "BIAS_SILU")
@@ -468,6 +472,37 @@ def cublas_f8_gemm(inst, args, ec):
             amax = np.float32(np.nan) if np.isnan(mag).any() else (mag.max() if mag.size else np.float32(0))
         outs.append(np.asarray(amax, F32))
     return _outputs(inst, d, outs)
+
+
+_MX = ("f8e4m3fn", "f8e5m2", "f4e2m1fn", "f6e2m3fn", "f6e3m2fn")
+
+
+@target("__cublas$lt$matmul$mx")
+def cublas_mx_gemm(inst, args, ec):
+    """hipBLASLt's block-scaled (MX) GEMM: the scaled-dot of its operands (module docstring)."""
+    g, _ = _gemm_config(inst)
+    if g.epilogue != "DEFAULT" or g.beta != 0:
+        raise HloEvalError(f"the block-scaled GEMM takes no epilogue or C (epilogue {g.epilogue}, beta {g.beta:g})")
+    names = ["a", "b", "a_scale", "b_scale"]
+    _count(args, 4, names)
+    a, b, sa, sb = args
+    for what, x, types in (("a", a, _MX), ("b", b, _MX), ("a_scale", sa, ("f8e8m0fnu",)),
+                           ("b_scale", sb, ("f8e8m0fnu",))):
+        if _tname(x) not in types:
+            raise HloEvalError(f"operand {what} {_shape_str(_tname(x), x.shape)} should be of type "
+                               f"{' or '.join(types)}")
+    for what, x, s_ in (("a", a, sa), ("b", b, sb)):
+        if s_.ndim != x.ndim or any(d % k for d, k in zip(x.shape, s_.shape) if k):
+            raise HloEvalError(f"the {what}_scale {_shape_str(_tname(s_), s_.shape)} does not divide {what} "
+                               f"{_shape_str(_tname(x), x.shape)} into blocks")
+    d = _check_result(inst, _check_dims(g, a, b), ("f32", "bf16", "f16"), [])
+    probe = SimpleNamespace(opcode="scaled-dot", shape=d,
+                            attrs={"lhs_batch_dims": g.lb, "lhs_contracting_dims": g.lc,
+                                   "rhs_batch_dims": g.rb, "rhs_contracting_dims": g.rc})
+    out = eval_scaled_dot(probe, [a, b, sa, sb], ec)
+    if g.alpha != 1:
+        out = _round(_epilogue(g, convert(out, F32), None, None, np_dtype(d))[1], np_dtype(d))
+    return _outputs(inst, d, [out])
 
 
 @target("__cublas$lt$groupedMatmul")

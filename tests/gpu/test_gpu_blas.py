@@ -665,3 +665,21 @@ def test_diff_and_bisect_take_numerics(tmp_path):
                                   "--numerics", "gpu", "--no-diff", "--format", "json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["status"] == "agree"
+
+
+@pytest.mark.parametrize("precision, algorithm, want", [
+    (("DEFAULT", "DEFAULT"), "ALG_UNSET", "tf32"), (("HIGH", "HIGH"), "ALG_UNSET", "tf32"),
+    (("HIGHEST", "DEFAULT"), "ALG_UNSET", "f32"), (("DEFAULT", "DEFAULT"), "ALG_DOT_BF16_BF16_F32", "bf16"),
+    (("DEFAULT", "DEFAULT"), "ALG_DOT_F32_F32_F32", "f32")])
+def test_gemm_products_under_gpu_numerics(precision, algorithm, want):
+    """A cuBLAS GEMM's precision_config under GPU numerics: TF32 products (operands rounded to
+    nearest even, as cuBLAS does: measured) for DEFAULT/HIGH, f32 for HIGHEST, explicit algorithms."""
+    rng = np.random.default_rng(19)
+    a, b = _rand(rng, (6, 200)), _rand(rng, (200, 5))
+    text = _text("__cublas$lt$matmul", ["f32[6,200]", "f32[200,5]"], "(f32[6,5], s8[8])",
+                 _gemm_cfg(precision=precision, algorithm=algorithm))
+    got = _run(text, [a, b], "gpu")[0]
+    parts = {"tf32": lambda x: numerics.round_tf32(x, "rne"), "f32": lambda x: x,
+             "bf16": lambda x: x.astype(ml_dtypes.bfloat16).astype(np.float32)}[want]
+    np.testing.assert_allclose(got, parts(a).astype(np.float64) @ parts(b), rtol=1e-6, atol=1e-6)
+    assert np.abs(_run(text, [a, b], "cpu")[0] - a.astype(np.float64) @ b).max() < 1e-5

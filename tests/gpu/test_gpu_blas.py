@@ -601,6 +601,8 @@ def test_cli_numerics_option_json_and_expect_hint(tmp_path):
     assert "XLA CPU's numerics" in r.output and "--numerics gpu" in r.output
     r = CliRunner().invoke(main, ["run", f"{case}.post.hlo", "--inputs", f"{case}.inputs.npz", "--numerics", "tpu"])
     assert r.exit_code == 2
+    r = CliRunner().invoke(main, ["run", f"{case}.post.hlo", "--inputs", f"{case}.inputs.npz", "--no-progress"])
+    assert r.exit_code == 0 and "note: XLA GPU's numerics, as it calls the GPU target __cublas$lt$matmul" in r.output
 
 
 # ============================================================================ laws

@@ -335,6 +335,28 @@ def test_f8_gemm_scales_saturation_and_amax(out_t):
     np.testing.assert_allclose(out[1], np.abs(pre).max(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("out_t", ["bf16", "f8e4m3fn"])
+def test_f8_gemm_with_c_bias_and_relu(out_t):
+    """Operands (a, b, c, a_scale, b_scale, bias[, d_scale]): alpha*sa*sb*A.B + beta*C + bias, RELU,
+    then (f8 D) times d_scale, saturated.  An f8 D takes a bf16 C and bias."""
+    rng = np.random.default_rng(20)
+    a, b = _f8(rng, (8, 32)), _f8(rng, (32, 16))
+    c = _rand(rng, (8, 16), scale=20).astype(ml_dtypes.bfloat16)
+    bias = _rand(rng, (16,), scale=20).astype(ml_dtypes.bfloat16)
+    f8_out = out_t.startswith("f8")
+    ops = ["f8e4m3fn[8,32]", "f8e4m3fn[32,16]", "bf16[8,16]", "f32[]", "f32[]", "bf16[16]"] + (["f32[]"] if f8_out else [])
+    args = [a, b, c, np.float32(0.5), np.float32(2.0), bias] + ([np.float32(4.0)] if f8_out else [])
+    out = _run(_text("__cublas$lt$matmul$f8", ops, f"({out_t}[8,16], s8[8])",
+                     _gemm_cfg(alpha=0.5, beta=1.0, epilogue="BIAS_RELU")), args)[0]
+    pre = 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) + c.astype(np.float64) + bias.astype(np.float64)
+    want = np.maximum(pre, 0)
+    if f8_out:
+        want = np.clip(want.astype(np.float32) * 4, -448, 448).astype(ml_dtypes.float8_e4m3fn)
+        assert np.array_equal(out.astype(np.float32), want.astype(np.float32))
+    else:
+        np.testing.assert_allclose(out.astype(np.float64), want, rtol=8e-3, atol=1e-6)
+
+
 def test_f8_gemm_amax_of_nan_is_nan_and_saturation_keeps_nan():
     rng = np.random.default_rng(10)
     a, b = _f8(rng, (4, 16)), _f8(rng, (16, 4))

@@ -707,3 +707,52 @@ def test_gemm_products_under_gpu_numerics(precision, algorithm, want):
              "bf16": lambda x: x.astype(ml_dtypes.bfloat16).astype(np.float32)}[want]
     np.testing.assert_allclose(got, parts(a).astype(np.float64) @ parts(b), rtol=1e-6, atol=1e-6)
     assert np.abs(_run(text, [a, b], "cpu")[0] - a.astype(np.float64) @ b).max() < 1e-5
+
+
+def test_dots_in_fusions_and_loops_follow_gpu_numerics():
+    """A dot inside a fusion (a __triton_gemm one is an ordinary dot) and a while loop's body takes TF32
+    products under GPU numerics on the compiled path as on the generic loop."""
+    text = """HloModule m
+fused_dot {
+  p0 = f32[8,64] parameter(0)
+  p1 = f32[64,8] parameter(1)
+  ROOT d = f32[8,8] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+cond {
+  s = (s32[], f32[8,64], f32[64,8], f32[8,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(2)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[8,64], f32[64,8], f32[8,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[8,64] get-tuple-element(s), index=1
+  b = f32[64,8] get-tuple-element(s), index=2
+  d = f32[8,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], f32[8,64], f32[64,8], f32[8,8]) tuple(j, a, b, d)
+}
+ENTRY e {
+  a = f32[8,64] parameter(0)
+  b = f32[64,8] parameter(1)
+  f = f32[8,8] fusion(a, b), kind=kCustom, calls=fused_dot, backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}
+  z = s32[] constant(0)
+  t = (s32[], f32[8,64], f32[64,8], f32[8,8]) tuple(z, a, b, f)
+  w = (s32[], f32[8,64], f32[64,8], f32[8,8]) while(t), condition=cond, body=body
+  l = f32[8,8] get-tuple-element(w), index=3
+  ROOT r = (f32[8,8], f32[8,8]) tuple(f, l)
+}
+"""
+    rng = np.random.default_rng(21)
+    a, b = _rand(rng, (8, 64)), _rand(rng, (64, 8))
+    module = parse(text)
+    assert numerics.resolve(module) == "gpu"                    # the __triton_gemm fusion says so
+    want = numerics.round_tf32(a).astype(np.float64) @ numerics.round_tf32(b)
+    for compiled in (True, False):
+        out = run_module(module, [a, b], compiled=compiled)
+        for v in out:
+            np.testing.assert_allclose(v, want, rtol=1e-6, atol=1e-6)
+    cpu = run_module(module, [a, b], RunOptions(numerics="cpu"))
+    assert np.abs(cpu[1] - want).max() > 1e-4

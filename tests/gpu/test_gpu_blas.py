@@ -419,6 +419,12 @@ def test_grouped_gemm_is_the_ragged_dot():
     want[:3] = a[:3].astype(np.float64) @ b[0]
     want[3:9] = a[3:9].astype(np.float64) @ b[2]
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+    # GPU numerics: TF32 products (DEFAULT precision), as cuBLAS rounds them
+    text = _text("__cublas$lt$groupedMatmul", ["f32[10,4]", "f32[3,4,5]", "s32[3]"], "(f32[10,5], s8[8])", cfg)
+    gpu = _run(text, [a, b, gs], "gpu")[0]
+    ta, tb = (numerics.round_tf32(x, "rne").astype(np.float64) for x in (a, b))
+    want[:3], want[3:9] = ta[:3] @ tb[0], ta[3:9] @ tb[2]
+    np.testing.assert_allclose(gpu, want, rtol=1e-6, atol=1e-6)
 
 
 def test_grouped_gemm_result_is_checked_before_it_runs():
@@ -560,6 +566,19 @@ def test_explicit_algorithms_under_gpu_numerics(alg, bits):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     cpu = run_module(module, [a, b], RunOptions(numerics="cpu"))       # XLA CPU ignores algorithm=
     assert np.abs(cpu - exact).max() / np.abs(exact).max() < 1e-6
+
+
+def test_ragged_dot_under_gpu_numerics():
+    rng = np.random.default_rng(22)
+    a, b = _rand(rng, (6, 64)), _rand(rng, (2, 64, 3))
+    text = ("HloModule m\nENTRY e {\n  a = f32[6,64] parameter(0)\n  b = f32[2,64,3] parameter(1)\n"
+            "  g = s32[2] parameter(2)\n  ROOT r = f32[6,3] ragged-dot(a, b, g), lhs_contracting_dims={1}, "
+            "rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}\n}\n")
+    gs = np.array([2, 4], np.int32)
+    ta, tb = numerics.round_tf32(a).astype(np.float64), numerics.round_tf32(b).astype(np.float64)
+    want = np.concatenate([ta[:2] @ tb[0], ta[2:] @ tb[1]])
+    np.testing.assert_allclose(_run(text, [a, b, gs], "gpu"), want, rtol=1e-6, atol=1e-6)
+    assert np.abs(_run(text, [a, b, gs], "cpu") - want).max() > 1e-4
 
 
 def test_split_algorithms_guard_inf_times_zero():

@@ -309,16 +309,19 @@ def _acc_type(t: str) -> np.dtype:
     return F32
 
 
-def _product(g: _Gemm, a, b, ec, acc_t: np.dtype) -> np.ndarray:
-    """A.B in the accumulation type, with the products the run's numerics give (numerics.py)."""
-    dims = (g.lb, g.lc, g.rb, g.rc)
+def _product(g: _Gemm, a, b, ec, acc_t: np.dtype, contract=None) -> np.ndarray:
+    """A.B in the accumulation type, with the products the run's numerics give (numerics.py).
+    `contract(l, r, dtype)`: the product of two operands (default: the dot of g's dimension
+    numbers)."""
+    if contract is None:
+        def contract(l, r, t):
+            return dot_values(l, r, g.lb, g.lc, g.rb, g.rc, t)
     mode, gen = numerics.mode_of(ec)
     et = "f32" if (a.dtype == F32 and b.dtype == F32) else "mixed"
     alg = numerics.precision_algorithm(et, g.precision, g.algorithm, mode, gen)
     if alg is not None and acc_t == F32:
-        return numerics.apply_pairs(a, b, alg, lambda l, r: dot_values(l, r, *dims, F32), F32,
-                                    numerics.CUBLAS_TF32_ROUNDING)
-    return dot_values(a, b, *dims, acc_t)
+        return numerics.apply_pairs(a, b, alg, lambda l, r: contract(l, r, F32), F32, numerics.CUBLAS_TF32_ROUNDING)
+    return contract(a, b, acc_t)
 
 
 def _epilogue(g: _Gemm, acc: np.ndarray, c, bias, out_t: np.dtype, scale: float = 1.0):
@@ -541,7 +544,7 @@ def cublas_grouped_gemm(inst, args, ec):
     c, bias = _c_and_bias(g, args, names, d)
     acc_t = _acc_type(ta)
     probe = SimpleNamespace(opcode="ragged-dot", attrs=attrs, shape=Shape.array(etype(acc_t).name, d.dims))
-    acc = eval_ragged_dot(probe, [a, b, gs], ec)
+    acc = _product(g, a, b, ec, acc_t, lambda l, r, t: eval_ragged_dot(probe, [l, r, gs], None))
     pre, act = _epilogue(g, acc, c, _bias_moved(bias, d), np_dtype(d))
     return _outputs(inst, d, [_round(act, np_dtype(d))])
 

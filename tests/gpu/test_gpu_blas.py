@@ -775,3 +775,15 @@ ENTRY e {
             np.testing.assert_allclose(v, want, rtol=1e-6, atol=1e-6)
     cpu = run_module(module, [a, b], RunOptions(numerics="cpu"))
     assert np.abs(cpu[1] - want).max() > 1e-4
+
+
+def test_output_aliasing_must_name_c():
+    a = np.ones((2, 3), np.float32)
+    b = np.ones((3, 2), np.float32)
+    c = np.ones((2, 2), np.float32)
+    ok = _text("__cublas$lt$matmul", ["f32[2,3]", "f32[3,2]", "f32[2,2]"], "(f32[2,2], s8[4])", _gemm_cfg(beta=1.0),
+               ", output_to_operand_aliasing={{0}: (2, {})}")
+    assert np.array_equal(_run(ok, [a, b, c])[0], np.full((2, 2), 4.0, np.float32))
+    bad = ok.replace("(2, {})", "(0, {})")
+    with pytest.raises(HloEvalError, match=r"alias operand 0 \(a\); a GEMM's output aliases only its matrix bias C"):
+        _run(bad, [a, b, c])

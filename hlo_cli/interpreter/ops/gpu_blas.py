@@ -293,6 +293,28 @@ def _ragged_dims(attrs: dict, a, b, gs) -> tuple[int, ...]:
     return tuple(head + [a.shape[k] for k in lb] + lf + rf)
 
 
+def _check_aliasing(inst, args, names: list[str]) -> None:
+    """output_to_operand_aliasing, where given: the output written in place of C (XLA aliases D
+    with the matrix bias), of C's shape and type."""
+    alias = inst.attrs.get("output_to_operand_aliasing")
+    for e in getattr(alias, "entries", ()) or ():
+        k = e.operand_index
+        if k >= len(args) or names[k] != "c":
+            raise HloEvalError(f"output_to_operand_aliasing makes the output alias operand {k}"
+                               f"{' (' + names[k] + ')' if k < len(names) else ''}; a GEMM's output aliases only "
+                               f"its matrix bias C (an operand when beta != 0)")
+        leaf = inst.shape
+        for j in e.output_index:
+            leaf = leaf.tuple_shapes[j] if leaf.is_tuple and j < len(leaf.tuple_shapes) else None
+            if leaf is None:
+                raise HloEvalError(f"output_to_operand_aliasing names output {list(e.output_index)}, which the "
+                                   f"result does not have")
+        c = args[k]
+        if leaf.is_tuple or tuple(leaf.dims) != tuple(c.shape) or leaf.element_type != _tname(c):
+            raise HloEvalError(f"output {list(e.output_index)} {leaf.to_str(False)} aliases C "
+                               f"{_shape_str(_tname(c), c.shape)}: they must have one shape")
+
+
 def _count(args, want: int, names: list[str]):
     if len(args) != want:
         raise HloEvalError(f"takes {want} operands ({', '.join(names)}) under its backend_config, got {len(args)}")
@@ -407,6 +429,7 @@ def cublas_gemm(inst, args, ec):
                            f"{g.epilogue} (only __cublas$lt$matmul runs epilogues)")
     names = ["a", "b"] + (["c"] if g.beta != 0 else []) + (["bias"] if g.has_bias else [])
     _count(args, len(names), names)
+    _check_aliasing(inst, args, names)
     a, b = args[0], args[1]
     ta, tb = _tname(a), _tname(b)
     if ta != tb or ta not in _GEMM_TYPES:
@@ -439,6 +462,7 @@ def cublas_f8_gemm(inst, args, ec):
     if f8_out and len(args) == len(names) + 1:
         names = fixed + ["c_scale", "d_scale"]                   # older XLA versions
     _count(args, len(names), names)
+    _check_aliasing(inst, args, names)
     a, b = args[0], args[1]
     for what, x in (("a", a), ("b", b)):
         if _tname(x) not in _F8:

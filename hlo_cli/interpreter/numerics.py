@@ -71,8 +71,10 @@ _GPU_TARGET = re.compile(r"__cublas\$.*|__cudnn\$.*|__gpu\$.*|__triton.*|__cub\$
 _GPU_KEYS = ("operation_queue_id", "gemm_backend_config", "cudnn_conv_backend_config",
              "cudnn_fmha_backend_config", "cudnn_norm_backend_config", "wait_on_operation_queues")
 _GPU_FUSION_KINDS = re.compile(r"__triton.*|__cudnn\$fusion|__custom_fusion|__dynamic_memcpy|__cublas\$.*")
-_SM = re.compile(r"(?:^|[/_.\s])sm_(\d+)\.?(\d)?a?(?:_|\.|$)")
-_GFX = re.compile(r"(?:^|[/_.\s])gfx\d+")
+# XLA GPU's dump prefix: module_0001.NAME.sm_9.0a_gpu_after_optimizations.txt, gfx942_gpu_... (a bare
+# "sm_1" in a function's name is not one)
+_SM = re.compile(r"(?:^|[/_.\s])sm_(\d+)(?:\.(\d+))?[a-z]?_gpu(?:_|\.|$)")
+_GFX = re.compile(r"(?:^|[/_.\s])gfx[0-9a-f]+(?::[\w+-]+)*_gpu(?:_|\.|$)")
 
 
 # ============================================================================ the mode
@@ -100,7 +102,7 @@ def gpu_evidence(module, path: str | None = None) -> str | None:
     for name in _names(module, path):
         m = _SM.search(name) or _GFX.search(name)
         if m:
-            return f"its name carries the GPU platform prefix '{m.group(0).strip('/_. ')}'"
+            return f"its name carries XLA GPU's platform prefix '{m.group(0).strip('/_. ')[:-4]}'"
     if _target_config(module, path) is not None:
         return "a gpu_target_config file lies beside it"
     for comp in module.computations:

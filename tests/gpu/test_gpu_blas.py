@@ -622,7 +622,9 @@ def test_resolve_reads_the_platform_prefix_and_target_config(tmp_path):
     assert numerics.resolve(m2) == "gpu" and numerics.generation(m2) == (7, 5)
     assert numerics.precision_algorithm("f32", (), None, "gpu", (7, 5)) is None      # Turing: no TF32
     assert numerics.precision_algorithm("f32", (), None, "gpu", (9, 0)) == "dot_tf32_tf32_f32"
-    assert numerics.generation(dataclasses.replace(m, name="x", source="a.sm_90a.txt")) == (9, 0)
+    assert numerics.generation(dataclasses.replace(m, name="x", source="a.sm_90a_gpu_after_optimizations.txt")) == (9, 0)
+    plain = dataclasses.replace(m, name="jit_sm_1", source="jit_sm_10.hlo")      # not XLA's prefix
+    assert numerics.gpu_evidence(plain) is None and numerics.generation(plain) is None
 
 
 def test_cli_numerics_option_json_and_expect_hint(tmp_path):

@@ -789,3 +789,15 @@ def test_output_aliasing_must_name_c():
     bad = ok.replace("(2, {})", "(0, {})")
     with pytest.raises(HloEvalError, match=r"alias operand 0 \(a\); a GEMM's output aliases only its matrix bias C"):
         _run(bad, [a, b, c])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(-6, 6), st.sampled_from(["cpu", "gpu"]), st.integers(0, 2 ** 31 - 1))
+def test_power_of_two_alpha_scales_exactly(k, mode, seed):
+    """alpha = 2^k scales the product exactly (no rounding in between): GEMM(alpha) = alpha * GEMM(1)."""
+    rng = np.random.default_rng(seed)
+    a, b = _rand(rng, (3, 17)), _rand(rng, (17, 4))
+    ops, res = ["f32[3,17]", "f32[17,4]"], "(f32[3,4], s8[8])"
+    one = _run(_text("__cublas$lt$matmul", ops, res, _gemm_cfg()), [a, b], mode)[0]
+    scaled = _run(_text("__cublas$lt$matmul", ops, res, _gemm_cfg(alpha=2.0 ** k)), [a, b], mode)[0]
+    assert np.array_equal(scaled, one * np.float32(2.0 ** k))

@@ -344,7 +344,8 @@ def test_f8_gemm_with_c_bias_and_relu(out_t):
     c = _rand(rng, (8, 16), scale=20).astype(ml_dtypes.bfloat16)
     bias = _rand(rng, (16,), scale=20).astype(ml_dtypes.bfloat16)
     f8_out = out_t.startswith("f8")
-    ops = ["f8e4m3fn[8,32]", "f8e4m3fn[32,16]", "bf16[8,16]", "f32[]", "f32[]", "bf16[16]"] + (["f32[]"] if f8_out else [])
+    ops = ["f8e4m3fn[8,32]", "f8e4m3fn[32,16]", "bf16[8,16]", "f32[]", "f32[]", "bf16[16]"]
+    ops += ["f32[]"] if f8_out else []
     args = [a, b, c, np.float32(0.5), np.float32(2.0), bias] + ([np.float32(4.0)] if f8_out else [])
     out = _run(_text("__cublas$lt$matmul$f8", ops, f"({out_t}[8,16], s8[8])",
                      _gemm_cfg(alpha=0.5, beta=1.0, epilogue="BIAS_RELU")), args)[0]
@@ -622,7 +623,8 @@ def test_resolve_reads_the_platform_prefix_and_target_config(tmp_path):
     assert numerics.resolve(m2) == "gpu" and numerics.generation(m2) == (7, 5)
     assert numerics.precision_algorithm("f32", (), None, "gpu", (7, 5)) is None      # Turing: no TF32
     assert numerics.precision_algorithm("f32", (), None, "gpu", (9, 0)) == "dot_tf32_tf32_f32"
-    assert numerics.generation(dataclasses.replace(m, name="x", source="a.sm_90a_gpu_after_optimizations.txt")) == (9, 0)
+    hopper = dataclasses.replace(m, name="x", source="a.sm_90a_gpu_after_optimizations.txt")
+    assert numerics.generation(hopper) == (9, 0)
     plain = dataclasses.replace(m, name="jit_sm_1", source="jit_sm_10.hlo")      # not XLA's prefix
     assert numerics.gpu_evidence(plain) is None and numerics.generation(plain) is None
 
@@ -686,7 +688,8 @@ def test_split_parts_add_up(xs):
     """The bf16 x3/x6 and TF32 x3 parts of an operand add back to it (x6: exactly)."""
     x = np.array([xs], np.float32)
     one = np.ones((1, 1), np.float32)
-    for alg, tol in (("dot_bf16_bf16_f32_x6", 2 ** -24), ("dot_bf16_bf16_f32_x3", 2 ** -16), ("dot_tf32_tf32_f32_x3", 2 ** -21)):
+    for alg, tol in (("dot_bf16_bf16_f32_x6", 2 ** -24), ("dot_bf16_bf16_f32_x3", 2 ** -16),
+                     ("dot_tf32_tf32_f32_x3", 2 ** -21)):
         pairs = numerics.product_pairs(x, one, algorithm=alg, mode="gpu")
         his = {id(p[0]): p[0] for p in pairs}
         total = sum(v.astype(np.float64) for v in his.values())

@@ -283,23 +283,28 @@ def truncate_bits(x, bits: int) -> np.ndarray:
 
 
 def _round_bits(x, bits: int, how: str) -> np.ndarray:
-    a = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
-    u = a.view(np.uint32).astype(np.uint64)
-    low = np.uint64((1 << bits) - 1)
+    a = np.asarray(x, dtype=np.float32)
+    u = np.ascontiguousarray(a).view(np.uint32)
+    mask = np.uint32((0xFFFFFFFF << bits) & 0xFFFFFFFF)
+    # (finite values never carry past the sign bit: the largest, 0x7F7FFFFF, plus half a unit is
+    # 0x7F800FFF at most; NaN and inf are put back below)
     if how == "trunc":
-        r = u & ~low
+        r = u & mask
     elif how == "rna":
-        r = (u + np.uint64(1 << (bits - 1))) & ~low
+        r = u + np.uint32(1 << (bits - 1))
+        r &= mask
     elif how == "rne":
-        odd = (u >> np.uint64(bits)) & np.uint64(1)
-        r = (u + np.uint64((1 << (bits - 1)) - 1) + odd) & ~low
+        r = (u >> np.uint32(bits)) & np.uint32(1)
+        r += u
+        r += np.uint32((1 << (bits - 1)) - 1)
+        r &= mask
     else:
         raise ValueError(f"unknown rounding {how!r}")
-    out = (r & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+    out = r.view(np.float32).reshape(a.shape)
     special = ~np.isfinite(a)
     if special.any():                       # NaN/inf are kept (a NaN payload must not carry into inf)
         out = np.where(special, a, out)
-    return out.reshape(a.shape)
+    return out
 
 
 def _split_bf16(x, parts: int):

@@ -805,3 +805,38 @@ def test_power_of_two_alpha_scales_exactly(k, mode, seed):
     one = _run(_text("__cublas$lt$matmul", ops, res, _gemm_cfg()), [a, b], mode)[0]
     scaled = _run(_text("__cublas$lt$matmul", ops, res, _gemm_cfg(alpha=2.0 ** k)), [a, b], mode)[0]
     assert np.array_equal(scaled, one * np.float32(2.0 ** k))
+
+
+@pytest.mark.slow
+def test_batched_transposed_int8_and_complex_gemms_against_xla():
+    """Batch dims not leading with both operands transposed, an s8 GEMM, a complex GEMM with complex
+    alpha and beta*C: against XLA CPU (through JAX) computing the plain dot_general at HIGHEST."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    rng = np.random.default_rng(23)
+    cpu = jax.devices("cpu")[0]
+    a, b = _rand(rng, (8, 2, 4)), _rand(rng, (3, 2, 8))
+    a[0, 1, 2] = np.nan
+    b[1, 0, 5] = np.inf
+    got = _run(_text("__cublas$lt$matmul", ["f32[8,2,4]", "f32[3,2,8]"], "(f32[2,4,3], s8[0])",
+                     _gemm_cfg(lc=(0,), rc=(2,), lb=(1,), rb=(1,), alpha=0.5, precision=("HIGHEST", "HIGHEST"))),
+               [a, b])[0]
+    with jax.default_device(cpu):
+        want = jax.jit(lambda a, b: 0.5 * lax.dot_general(a, b, (((0,), (2,)), ((1,), (1,))),
+                                                          precision=lax.Precision.HIGHEST))(a, b)
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-5, equal_nan=True)
+    s, t = rng.integers(-128, 128, (5, 33)).astype(np.int8), rng.integers(-128, 128, (33, 7)).astype(np.int8)
+    got = _run(_text("__cublas$lt$matmul", ["s8[5,33]", "s8[33,7]"], "(s32[5,7], s8[0])", _gemm_cfg()), [s, t])[0]
+    with jax.default_device(cpu):
+        want = jax.jit(lambda s, t: lax.dot(s, t, preferred_element_type=jnp.int32))(s, t)
+    assert np.array_equal(got, np.asarray(want))
+    x = (_rand(rng, (3, 4)) + 1j * _rand(rng, (3, 4))).astype(np.complex64)
+    y = (_rand(rng, (4, 2)) + 1j * _rand(rng, (4, 2))).astype(np.complex64)
+    c = (_rand(rng, (3, 2)) + 1j * _rand(rng, (3, 2))).astype(np.complex64)
+    got = _run(_text("__cublas$gemm", ["c64[3,4]", "c64[4,2]", "c64[3,2]"], "(c64[3,2], s8[0])",
+                     _gemm_cfg(alpha=0.5, alpha_imag=-2.0, beta=1.5)), [x, y, c])[0]
+    with jax.default_device(cpu):
+        want = jax.jit(lambda x, y, c: jnp.complex64(0.5 - 2j) * jnp.dot(x, y, precision="highest")
+                       + jnp.complex64(1.5) * c)(x, y, c)
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-5)

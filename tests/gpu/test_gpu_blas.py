@@ -489,6 +489,11 @@ def test_triangular_solve_against_xla():
     (["f32[4,5]", "bf16[5,6]"], "(f32[4,6], s8[4])", _gemm_cfg(), None, "operands of types f32 and bf16"),
     (["f32[4,5]", "f32[5,6]"], "(f32[4,6], f32[4,6], s8[4])", _gemm_cfg(), None, "has 3 elements"),
     (["f32[4,5]", "f32[5,6]"], "(f32[4,6], s8[4])", {"operation_queue_id": "0"}, None, "no gemm_backend_config"),
+    (["f32[4,5]", "f32[5,6]"], "(f32[4,6], s8[4])", _gemm_cfg(precision=(5,)), None,
+     "operand_precision [5] should list up to two of DEFAULT"),
+    (["f32[4,5]", "f32[5,6]"], "(f32[4,6], s8[4])", _gemm_cfg(algorithm="ALG_DOT_FOO"), None,
+     "unknown precision_config.algorithm 'ALG_DOT_FOO'"),
+    (["f32[4,5]", "f32[5,6]"], "(f32[4,6], s8[4])", _gemm_cfg(alpha="x"), None, "must be numbers"),
 ])
 def test_mismatches_are_located_errors(ops, result, cfg, args, message):
     text = _text("__cublas$lt$matmul", ops, result, cfg)

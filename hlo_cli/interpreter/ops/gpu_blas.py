@@ -69,6 +69,12 @@ from .linalg import dot_values, eval_ragged_dot, eval_scaled_dot, eval_triangula
 EPILOGUES = ("DEFAULT", "BIAS", "RELU", "BIAS_RELU", "GELU", "GELU_AUX", "BIAS_GELU", "BIAS_GELU_AUX",
              "SILU", "BIAS_SILU")
 _F8 = ("f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
+_PRECISIONS = ("DEFAULT", "HIGH", "HIGHEST", "PACKED_NIBBLE")
+# PrecisionConfig.Algorithm (xla_data.proto)
+_ALGORITHMS = ("ALG_UNSET", "ALG_DOT_ANY_F8_ANY_F8_F32", "ALG_DOT_ANY_F8_ANY_F8_F32_FAST_ACCUM", "ALG_DOT_F16_F16_F16",
+               "ALG_DOT_F16_F16_F32", "ALG_DOT_BF16_BF16_BF16", "ALG_DOT_BF16_BF16_F32", "ALG_DOT_BF16_BF16_F32_X3",
+               "ALG_DOT_BF16_BF16_F32_X6", "ALG_DOT_BF16_BF16_F32_X9", "ALG_DOT_TF32_TF32_F32",
+               "ALG_DOT_TF32_TF32_F32_X3", "ALG_DOT_F32_F32_F32", "ALG_DOT_F64_F64_F64")
 _FLOAT_IO = ("f16", "bf16", "f32")
 # (a type, result types) a cuBLAS/cuBLASLt GEMM takes (XLA's IsCublasSupportedMatMul and the
 # BlasLt type table: matching operand types; f16/bf16 into themselves or f32; s8 into s32 or f32)
@@ -103,8 +109,16 @@ class _Gemm:
                                               ("lhs_batch_dimensions", "lhs_contracting_dimensions",
                                                "rhs_batch_dimensions", "rhs_contracting_dimensions"))
         pc = get("precision_config", {})
-        self.precision = tuple(pc.get("operand_precision", ()) or ()) if isinstance(pc, dict) else ()
-        self.algorithm = pc.get("algorithm") if isinstance(pc, dict) else None
+        if not isinstance(pc, dict):
+            raise HloEvalError("gemm_backend_config: precision_config must be an object")
+        prec = pc.get("operand_precision", []) or []
+        if not isinstance(prec, list) or any(p not in _PRECISIONS for p in prec) or len(prec) > 2:
+            raise HloEvalError(f"gemm_backend_config: precision_config.operand_precision {prec!r} should list up to "
+                               f"two of {', '.join(_PRECISIONS)}")
+        self.precision = tuple(prec)
+        self.algorithm = pc.get("algorithm", "ALG_UNSET") or "ALG_UNSET"
+        if self.algorithm not in _ALGORITHMS:
+            raise HloEvalError(f"gemm_backend_config: unknown precision_config.algorithm {self.algorithm!r}")
         for key in ("lhs_stride", "rhs_stride", "selected_algorithm", "autotune_workspace_size"):
             if key in cfg:
                 v = _ints([cfg[key]], f"gemm_backend_config.{key}")[0]

@@ -181,8 +181,10 @@ class BisectReport:
 class _Runner:
     """Parses, checks and runs snapshots on fixed inputs, comparing with the reference."""
 
-    def __init__(self, args, *, rtol, atol, use_cache, check, seed, max_iterations, on_run, stages=()):
+    def __init__(self, args, *, rtol, atol, use_cache, check, seed, max_iterations, on_run, stages=(),
+                 numerics=None):
         self.args, self.rtol, self.atol = args, rtol, atol
+        self.numerics = numerics
         self.use_cache, self.check, self.seed, self.max_iterations = use_cache, check, seed, max_iterations
         self.on_run = on_run
         self.reference = None
@@ -228,7 +230,8 @@ class _Runner:
         t0 = time.perf_counter()
         try:
             leaves = run_snapshot(stage.path, self.args, use_cache=self.use_cache, check=self.check, seed=self.seed,
-                                  max_iterations=self.max_iterations, shardings=lambda: self._shardings_for(stage))
+                                  max_iterations=self.max_iterations, shardings=lambda: self._shardings_for(stage),
+                                  numerics=self.numerics)
         except HloInputError:
             raise
         except HloUnsupportedError as e:
@@ -275,7 +278,7 @@ def _first_line(e: HloError) -> str:
 
 
 def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True, seed: int = 0,
-                 max_iterations: int | None = None, shardings=None) -> list:
+                 max_iterations: int | None = None, shardings=None, numerics: str | None = None) -> list:
     """Run the module in PATH (one module) on ARGS and return its result leaves as arrays, in
     depth-first order; a program for several devices runs on them, its inputs split and its results
     put together by their shardings (ARGS are global arrays; SHARDINGS, from reference_shardings or a
@@ -313,7 +316,7 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
         multi = needs_devices(module, grid)
     except HloError:
         multi = False
-    options = RunOptions(seed=seed, max_iterations=max_iterations)
+    options = RunOptions(seed=seed, max_iterations=max_iterations, numerics=numerics)
     if multi:
         return _run_on_devices(module, args, options, grid, shardings)
     result = run_module(module, list(args), options)
@@ -379,7 +382,7 @@ def _run_on_devices(module, args, options, grid, shardings) -> list:
 
 def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, exhaustive: bool = False,
            use_cache: bool = True, check: bool = True, seed: int = 0, max_iterations: int | None = None,
-           on_run=None, diff: bool = True) -> BisectReport:
+           on_run=None, diff: bool = True, numerics: str | None = None) -> BisectReport:
     """Find the first stage of MODULE whose results on ARGS (the entry's inputs in parameter
     order) differ from the first stage's (see the module docstring).  ON_RUN(stage) is called
     before each run (progress).  With DIFF, the two neighbours are diffed with hlo_cli.diff when
@@ -404,7 +407,7 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
         else:
             versions.append([k])
     runner = _Runner(args, rtol=rtol, atol=atol, use_cache=use_cache, check=check, seed=seed,
-                     max_iterations=max_iterations, on_run=on_run, stages=stages)
+                     max_iterations=max_iterations, on_run=on_run, stages=stages, numerics=numerics)
     report = BisectReport(module, rtol, atol, {}, [], len(set(keys)), exhaustive)
     by_key: dict = {}                     # text -> the Outcome of its run
 
@@ -482,7 +485,7 @@ def bisect(module: DumpModule, args, *, rtol: float = 1e-3, atol: float = 1e-3, 
         report.contradictions = [o for o in report.log if o.status != FAILED and
                                  ((o.stage.index > bad and good(o)) or (o.stage.index < ok and not good(o)))]
     if diff and report.first_bad is not None:
-        _diff(report, args, rtol, atol, use_cache, seed, max_iterations)
+        _diff(report, args, rtol, atol, use_cache, seed, max_iterations, numerics)
     return report
 
 
@@ -513,7 +516,7 @@ def _verdict(report: BisectReport, versions, lo: int, hi: int):
         report.undecided = (stages[versions[lo][-1]], stages[versions[hi][0]])
 
 
-def _diff(report: BisectReport, args, rtol, atol, use_cache, seed, max_iterations):
+def _diff(report: BisectReport, args, rtol, atol, use_cache, seed, max_iterations, numerics=None):
     """The diff of the two neighbouring snapshots (hlo_cli.diff, when it is there)."""
     try:
         from .diff import diff_modules
@@ -526,7 +529,7 @@ def _diff(report: BisectReport, args, rtol, atol, use_cache, seed, max_iteration
         b, _ = load(report.first_bad.path, None, use_cache)
         from .interpreter import RunOptions
         report.diff = diff_modules(a, b, list(args), rtol=rtol, atol=atol,
-                                   options=RunOptions(seed=seed, max_iterations=max_iterations),
+                                   options=RunOptions(seed=seed, max_iterations=max_iterations, numerics=numerics),
                                    path_a=report.last_good.path, path_b=report.first_bad.path)
     except HloError as e:
         report.diff_note = f"the diff of the two snapshots failed: {_first_line(e)}"

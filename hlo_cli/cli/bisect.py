@@ -41,6 +41,9 @@ from .common import diagnostic_dict, report_errors
 @click.option("--no-diff", is_flag=True, help="Do not diff the two neighbouring stages after the verdict.")
 @click.option("--max-iterations", type=click.IntRange(min=0), default=None,
               help="Fail a while loop that runs more iterations than this (the stage counts as not runnable).")
+@click.option("--numerics", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+              help="Whose arithmetic every stage's run reproduces, as `hlo run --numerics`; auto: gpu when the "
+                   "module was compiled for a GPU (its last stage says so), for every stage alike.")
 @click.option("--no-check", is_flag=True, help="Do not check each stage (hlo check's rules) before running it.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one document on stdout: the verdict, the stages before and after, the log of runs, "
@@ -48,7 +51,7 @@ from .common import diagnostic_dict, report_errors
 @click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache.")
 @report_errors
 def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
-           first_stage, last_stage, no_diff, max_iterations, no_check, fmt, no_cache):
+           first_stage, last_stage, no_diff, max_iterations, no_check, fmt, no_cache, numerics="auto"):
     """Find the first XLA pass after which a module's results change.
 
     DIR is an XLA dump directory made with XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*"
@@ -86,7 +89,7 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, se
         if not (rtol >= 0 and atol >= 0):
             raise click.UsageError("--rtol and --atol must not be negative or NaN")
         _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
-                no_diff, max_iterations, no_check, fmt, no_cache, first_stage, last_stage)
+                no_diff, max_iterations, no_check, fmt, no_cache, first_stage, last_stage, numerics)
     except HloError as e:
         if fmt == "json":
             from ..errors import Diagnostic
@@ -122,7 +125,7 @@ def _stages(paths, module_choice):
 
 
 def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
-            no_diff, max_iterations, no_check, fmt, no_cache, first_stage=None, last_stage=None):
+            no_diff, max_iterations, no_check, fmt, no_cache, first_stage=None, last_stage=None, numerics=None):
     from ..bisect import bisect as run_bisect
     from ..bisect import bisection_bound
     from ..errors import HloInputError
@@ -169,9 +172,12 @@ def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, s
         if live:
             click.echo(f"running #{stage.index} {stage.label}", err=True)
 
+    from ..interpreter.numerics import resolve_together
+    last = module.stages[-1].path              # the most optimized stage shows whether it was compiled for a GPU
+    numerics = resolve_together([lambda: _stage_module(last, not no_cache)], numerics)
     report = run_bisect(module, args, rtol=rtol, atol=atol, exhaustive=exhaustive, use_cache=not no_cache,
                         check=not no_check, seed=seed, max_iterations=max_iterations, on_run=on_run,
-                        diff=not no_diff)
+                        diff=not no_diff, numerics=numerics)
     code = {"agree": ExitCode.OK, "differs": ExitCode.FAILURE, "undecided": ExitCode.UNDECIDED}[report.status]
     if fmt == "json":
         doc = dict(report.to_dict(), exit_code=int(code), inputs=inputs_doc,
@@ -332,3 +338,13 @@ def _print(report, dd, inputs_doc, bound):
             click.echo(format_text(report.diff))
         elif report.diff_note:
             click.echo(f"no diff: {report.diff_note}")
+
+
+def _stage_module(path, use_cache):
+    """The module of a stage's file, or None when it cannot be read (its run will say why)."""
+    from ..errors import HloError
+    from ..sources import load
+    try:
+        return load(path, None, use_cache)[0]
+    except (HloError, OSError, RecursionError):
+        return None

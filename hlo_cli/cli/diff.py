@@ -60,6 +60,9 @@ from .common import load_module, no_cache_option, report_errors
               help="Fail a while loop that runs more iterations than this.")
 @click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
               help="Run modules whose dump elided constants ({...}), filling them this way.")
+@click.option("--numerics", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+              help="Whose arithmetic both runs reproduce, as `hlo run --numerics`; auto: gpu when A or B was "
+                   "compiled for a GPU.")
 @click.option("--no-check", is_flag=True, help="Do not check the modules (hlo check's rules) before running them.")
 @click.option("--no-progress", is_flag=True,
               help="No progress display (a status line on stderr, on a terminal and with --format text, as "
@@ -68,7 +71,7 @@ from .common import load_module, no_cache_option, report_errors
 @report_errors
 def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol, fmt, show, module_a_choice,
          module_b_choice, stage_a, stage_b, output_sharding, max_executions, keep_memory, max_iterations, allow_elided_constants, no_check, no_progress,
-         no_cache):
+         no_cache, numerics="auto"):
     """Run modules A and B on the same inputs and compare every value, not only the results.
 
     Instructions are matched across the two texts as a compiler engineer would: the same name; else
@@ -144,7 +147,9 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
         if inputs_npz:
             click.echo(f"note: inputs: the arguments recorded in {inputs_npz}", err=True)
     args = _inputs(a, inputs, inputs_npz, random_inputs, seed)
-    options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants)
+    from ..interpreter.numerics import resolve_together
+    options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants,
+                         numerics=resolve_together((b, a), numerics))
     display = None
     if not no_progress and fmt == "text" and _stderr_is_terminal():
         from ..progress import Display

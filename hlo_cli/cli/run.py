@@ -420,6 +420,8 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         info["devices"] = {"replicas": dv.grid.replicas, "partitions": dv.grid.partitions}
     from ..interpreter.numerics import report as numerics_report
     info["numerics"] = numerics_report(module, state.get("numerics"))
+    if fmt == "text" and info["numerics"]["mode"] == "gpu" and info["numerics"]["requested"] == "auto":
+        click.echo(f"note: XLA GPU's numerics, as {info['numerics']['why']} (--numerics cpu: XLA CPU's)", err=True)
     t0 = clock()
     phase("estimating the memory of " + module.name)
     _check_memory(module, memory_limit, dv.grid.count if dv.multi else 1)

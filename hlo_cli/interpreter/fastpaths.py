@@ -33,7 +33,7 @@ import numpy as np
 
 from .ops.convert import C64, C128, F32, F64, TINY as _TINY, flush, subnormals
 from .fpenv import hardware
-from .numerics import instruction_algorithm, module_mode
+from .numerics import instruction_algorithm, module_mode, round_tf32
 from .parallel import matmul
 from .registry import rule_for
 from .values import conforms, np_dtype
@@ -485,14 +485,30 @@ def _while(inst, ops, st):
 
 def _dot(inst, ops, st):
     """f32 and f64 dots: the rule's arithmetic (f32 accumulated in f64, XLA's -0 rule, FTZ) with
-    the dimension bookkeeping done once."""
-    from .ops.linalg import f32_blas
+    the dimension bookkeeping done once.  Under GPU numerics, a TF32 dot is the same step on the
+    operands rounded to TF32 (numerics.py); split algorithms run the rule."""
     dt = _shape_dtype(inst)
     if dt not in _TINY or any(d != dt for d in _operand_dtypes(ops, st)):
         return None
     mode, gen = module_mode(st.module)
-    if mode == "gpu" and instruction_algorithm(inst, gen) is not None:
-        return None                              # GPU numerics change its products: the rule
+    alg = instruction_algorithm(inst, gen) if mode == "gpu" else None
+    if alg is not None:
+        if alg != "dot_tf32_tf32_f32":
+            return None                          # GPU numerics split its products: the rule
+        fast = _dot_plain(inst, ops, st, dt)     # TF32 products: this dot of the rounded operands
+        if fast is None:
+            return None
+        plain = fast.fn
+
+        def tf32(x, y):                          # (rounding keeps operands free of subnormals)
+            return plain(round_tf32(x), round_tf32(y))
+        return Fast(tf32, clean=fast.clean)
+    return _dot_plain(inst, ops, st, dt)
+
+
+def _dot_plain(inst, ops, st, dt):
+    """_dot's step for the plain products of `dt` (f32/f64) operands."""
+    from .ops.linalg import f32_blas
     ls, rs = st.node(ops[0]).shape.dims, st.node(ops[1]).shape.dims
     lb, lc = (tuple(inst.attrs.get(n) or ()) for n in ("lhs_batch_dims", "lhs_contracting_dims"))
     rb, rc = (tuple(inst.attrs.get(n) or ()) for n in ("rhs_batch_dims", "rhs_contracting_dims"))

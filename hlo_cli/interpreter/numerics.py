@@ -8,8 +8,8 @@ CUBLAS_COMPUTE_32F_FAST_TF32, Triton's tf32 dots, cuDNN's TF32 math); HIGHEST ke
 explicit `algorithm=` says how the products are formed (dot_bf16_bf16_f32: operands rounded to
 bf16; the _x3/_x6/_x9 forms split each f32 operand into 2 or 3 bf16 (or TF32) parts and sum the
 dots of the part pairs, XLA's dot_algorithm_rewriter.cc).  XLA CPU ignores both (measured on
-jaxlib 0.10.2: every algorithm XLA CPU accepts gives the DEFAULT bits; it refuses the TF32 and
-F16 ones), so under "cpu" numerics none of this applies.
+jaxlib 0.10.2: every algorithm gives the DEFAULT bits, TF32 and F16 ones included, which JAX
+refuses to emit on CPU but XLA CPU runs in a text), so under "cpu" numerics none of this applies.
 
 Interface for evaluation rules:
 
@@ -46,9 +46,21 @@ MODES = ("cpu", "gpu")
 
 # how the GPU rounds an f32 operand to TF32 for its products: "rne" (to nearest, ties to even),
 # "rna" (to nearest, ties away from zero: Triton's cvt.rna.tf32.f32) or "trunc" (the low 13 bits
-# dropped, XLA's own split mask).  Chosen by measurement against the shared H200 results (see
-# the closing notes of gpu-blas and tests/gpu/test_gpu_blas.py).
+# dropped, XLA's own split mask).  Chosen by measurement against the shared H200 results
+# (mlp_step, every output, the fraction of elements equal to the GPU's bit for bit):
+# dots XLA emits itself (Triton GEMM fusions) round to nearest, ties away (rna 40-84% equal per
+# output, rne 0-76%, trunc under 3%); cuBLASLt GEMM calls (cases_cublas) round to nearest even
+# (rne 16-100%, rna 0-50%).
 TF32_ROUNDING = "rna"
+CUBLAS_TF32_ROUNDING = "rne"
+
+# f32 convolutions: XLA allows cuDNN TF32 algorithms (TENSOR_OP_MATH) for DEFAULT/HIGH precision,
+# and its autotuner picks per convolution.  Measured on the shared H200 dumps: all 11 cuDNN
+# convolutions (a depthwise gradient, a convnet step) ran with DEFAULT_MATH (f32 FMA), and
+# depthwise_conv_grad's text before optimization matches the GPU within 6e-5 with f32 products
+# against 0.3 with TF32.  So a `convolution` under GPU numerics keeps f32 products unless its
+# algorithm says otherwise; a cuDNN call's own math_type says which it ran (TENSOR_OP_MATH: TF32).
+CONV_IMPLIED_TF32 = False
 
 # algorithms that change the products under GPU numerics (explicit ones are kept as written)
 _F32_PLAIN = {None, "", "alg_unset", "dot_f32_f32_f32", "dot_f64_f64_f64"}
@@ -59,8 +71,10 @@ _GPU_TARGET = re.compile(r"__cublas\$.*|__cudnn\$.*|__gpu\$.*|__triton.*|__cub\$
 _GPU_KEYS = ("operation_queue_id", "gemm_backend_config", "cudnn_conv_backend_config",
              "cudnn_fmha_backend_config", "cudnn_norm_backend_config", "wait_on_operation_queues")
 _GPU_FUSION_KINDS = re.compile(r"__triton.*|__cudnn\$fusion|__custom_fusion|__dynamic_memcpy|__cublas\$.*")
-_SM = re.compile(r"(?:^|[/_.\s])sm_(\d+)\.?(\d)?a?(?:_|\.|$)")
-_GFX = re.compile(r"(?:^|[/_.\s])gfx\d+")
+# XLA GPU's dump prefix: module_0001.NAME.sm_9.0a_gpu_after_optimizations.txt, gfx942_gpu_... (a bare
+# "sm_1" in a function's name is not one)
+_SM = re.compile(r"(?:^|[/_.\s])sm_(\d+)(?:\.(\d+))?[a-z]?_gpu(?:_|\.|$)")
+_GFX = re.compile(r"(?:^|[/_.\s])gfx[0-9a-f]+(?::[\w+-]+)*_gpu(?:_|\.|$)")
 
 
 # ============================================================================ the mode
@@ -88,7 +102,7 @@ def gpu_evidence(module, path: str | None = None) -> str | None:
     for name in _names(module, path):
         m = _SM.search(name) or _GFX.search(name)
         if m:
-            return f"its name carries the GPU platform prefix '{m.group(0).strip('/_. ')}'"
+            return f"its name carries XLA GPU's platform prefix '{m.group(0).strip('/_. ')[:-4]}'"
     if _target_config(module, path) is not None:
         return "a gpu_target_config file lies beside it"
     for comp in module.computations:
@@ -106,9 +120,6 @@ def gpu_evidence(module, path: str | None = None) -> str | None:
                 fb = js.get("fusion_backend_config")
                 if isinstance(fb, dict) and _GPU_FUSION_KINDS.fullmatch(str(fb.get("kind", ""))):
                     return f"it has a {fb.get('kind')} fusion"
-            alg = _algorithm_name(inst.attrs.get("algorithm"))
-            if alg and ("tf32" in alg or "f16_f16" in alg):
-                return f"a dot asks for algorithm={alg}, which only GPUs run"
     return None
 
 
@@ -171,14 +182,17 @@ def _target_config(module, path) -> str | None:
         names = os.listdir(d)
     except OSError:
         return None
-    for n in sorted(names):
-        if "gpu_target_config" in n and n.endswith((".pbtxt", ".txt")):
-            try:
-                with open(os.path.join(d, n), encoding="utf-8", errors="replace") as f:
-                    return f.read(1 << 16)
-            except OSError:
-                return None
-    return None
+    configs = sorted(n for n in names if "gpu_target_config" in n and n.endswith((".pbtxt", ".txt")))
+    if not configs:
+        return None
+    # the module's own (module_NNNN.NAME.gpu_target_config.pbtxt beside module_NNNN.NAME.*), else any
+    base = os.path.basename(str(where))
+    own = [n for n in configs if base.startswith(n.split("gpu_target_config")[0])]
+    try:
+        with open(os.path.join(d, (own or configs)[0]), encoding="utf-8", errors="replace") as f:
+            return f.read(1 << 16)
+    except OSError:
+        return None
 
 
 # ============================================================================ the algorithm
@@ -199,17 +213,17 @@ def _precision_names(v) -> tuple[str, ...]:
 
 
 def precision_algorithm(element_type: str, precision, algorithm, mode: str,
-                        gen: tuple[int, int] | None = None) -> str | None:
+                        gen: tuple[int, int] | None = None, implied: bool = True) -> str | None:
     """The algorithm (lower-case, e.g. "dot_tf32_tf32_f32") a product of operands of
     `element_type` runs with, or None for plain arithmetic in the element type.  `precision`: the
     operand precisions (names or enums: default/high/highest), `algorithm`: the explicit one (a
-    name, an enum, "ALG_UNSET"/None)."""
+    name, an enum, "ALG_UNSET"/None).  `implied` False: no TF32 unless asked for (convolutions)."""
     if mode != "gpu":
         return None                        # XLA CPU ignores precision and algorithm (measured)
     alg = _algorithm_name(algorithm)
     if alg is not None:
         return None if alg in _F32_PLAIN else alg
-    if element_type != "f32":
+    if element_type != "f32" or not implied:
         return None
     prec = _precision_names(precision)
     if any(p == "highest" for p in prec):
@@ -217,17 +231,18 @@ def precision_algorithm(element_type: str, precision, algorithm, mode: str,
     return "dot_tf32_tf32_f32" if tf32_capable(gen) else None
 
 
-def dot_algorithm(inst, ec, operands=None) -> str | None:
+def dot_algorithm(inst, ec, operands=None, implied: bool = True) -> str | None:
     """precision_algorithm of a dot or convolution instruction under the run of `ec` (None under
     CPU numerics).  The implied TF32 applies to f32 products: an f32 result of f32 operands
-    (`operands`: their values, when the caller has them; bf16/f16 values are TF32 already)."""
+    (`operands`: their values, when the caller has them; bf16/f16 values are TF32 already).
+    `implied` False: only an explicit algorithm counts (see CONV_IMPLIED_TF32)."""
     mode, gen = mode_of(ec)
     if mode != "gpu":
         return None
-    return instruction_algorithm(inst, gen, operands)
+    return instruction_algorithm(inst, gen, operands, implied)
 
 
-def instruction_algorithm(inst, gen=None, operands=None) -> str | None:
+def instruction_algorithm(inst, gen=None, operands=None, implied: bool = True) -> str | None:
     """dot_algorithm under GPU numerics on generation `gen`, without a run (fastpaths.py)."""
     shape = inst.shape
     if shape.is_tuple:
@@ -235,15 +250,16 @@ def instruction_algorithm(inst, gen=None, operands=None) -> str | None:
     et = shape.element_type
     if operands is not None and any(np.asarray(o).dtype != np.float32 for o in operands):
         et = "mixed"
-    return precision_algorithm(et, inst.attrs.get("operand_precision"), inst.attrs.get("algorithm"), "gpu", gen)
+    return precision_algorithm(et, inst.attrs.get("operand_precision"), inst.attrs.get("algorithm"), "gpu", gen,
+                               implied)
 
 
-def apply_pairs(lhs, rhs, algorithm: str, product, result_dtype) -> np.ndarray:
+def apply_pairs(lhs, rhs, algorithm: str, product, result_dtype, rounding: str | None = None) -> np.ndarray:
     """The product of `lhs` and `rhs` under `algorithm`: `product(l, r)` (an f32 dot or
     convolution of one pair of parts, returning f32) for each of product_pairs, combined in
     XLA's order and converted to `result_dtype`."""
     from .ops.convert import convert
-    pairs = product_pairs(lhs, rhs, algorithm=algorithm, mode="gpu")
+    pairs = product_pairs(lhs, rhs, algorithm=algorithm, mode="gpu", rounding=rounding)
     partials = [np.asarray(product(l, r), np.float32) for l, r in pairs]
     return convert(combine(partials), np.dtype(result_dtype))
 
@@ -267,23 +283,28 @@ def truncate_bits(x, bits: int) -> np.ndarray:
 
 
 def _round_bits(x, bits: int, how: str) -> np.ndarray:
-    a = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
-    u = a.view(np.uint32).astype(np.uint64)
-    low = np.uint64((1 << bits) - 1)
+    a = np.asarray(x, dtype=np.float32)
+    u = np.ascontiguousarray(a).view(np.uint32)
+    mask = np.uint32((0xFFFFFFFF << bits) & 0xFFFFFFFF)
+    # (finite values never carry past the sign bit: the largest, 0x7F7FFFFF, plus half a unit is
+    # 0x7F800FFF at most; NaN and inf are put back below)
     if how == "trunc":
-        r = u & ~low
+        r = u & mask
     elif how == "rna":
-        r = (u + np.uint64(1 << (bits - 1))) & ~low
+        r = u + np.uint32(1 << (bits - 1))
+        r &= mask
     elif how == "rne":
-        odd = (u >> np.uint64(bits)) & np.uint64(1)
-        r = (u + np.uint64((1 << (bits - 1)) - 1) + odd) & ~low
+        r = (u >> np.uint32(bits)) & np.uint32(1)
+        r += u
+        r += np.uint32((1 << (bits - 1)) - 1)
+        r &= mask
     else:
         raise ValueError(f"unknown rounding {how!r}")
-    out = (r & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+    out = r.view(np.float32).reshape(a.shape)
     special = ~np.isfinite(a)
     if special.any():                       # NaN/inf are kept (a NaN payload must not carry into inf)
         out = np.where(special, a, out)
-    return out.reshape(a.shape)
+    return out
 
 
 def _split_bf16(x, parts: int):
@@ -300,12 +321,12 @@ def _split_bf16(x, parts: int):
     return out
 
 
-def _split_tf32(x):
+def _split_tf32(x, rounding=None):
     x = np.asarray(x, np.float32)
     hi = truncate_bits(x, 13)
     with np.errstate(all="ignore"):
         lo = (x - hi).astype(np.float32)
-    return hi, round_tf32(lo)             # the low dot is a TF32 dot: its operands are rounded
+    return hi, round_tf32(lo, rounding)             # the low dot is a TF32 dot: its operands are rounded
 
 
 def _to(x, dtype_name: str) -> np.ndarray:
@@ -316,7 +337,8 @@ def _to(x, dtype_name: str) -> np.ndarray:
 
 
 def product_pairs(lhs, rhs, *, element_type: str = "f32", precision=None, algorithm=None,
-                  mode: str = "cpu", generation: tuple[int, int] | None = None) -> list[tuple[Any, Any]]:
+                  mode: str = "cpu", generation: tuple[int, int] | None = None,
+                  rounding: str | None = None) -> list[tuple[Any, Any]]:
     """The (lhs_part, rhs_part) pairs whose dots (or convolutions), computed in f32 and summed
     with `combine`, make the product of `lhs` and `rhs` under `mode`.  Plain arithmetic: one pair,
     the operands as they are.  Otherwise the parts are f32 arrays:
@@ -333,15 +355,16 @@ def product_pairs(lhs, rhs, *, element_type: str = "f32", precision=None, algori
       dot_f16_f16_f32[_f16]       (f16(l), f16(r))
       dot_any_f8_any_f8_f32*      one pair, the operands as they are
 
-    (XLA's dot_algorithm_rewriter.cc; the Triton emitter forms the same parts.)"""
+    (XLA's dot_algorithm_rewriter.cc; the Triton emitter forms the same parts.)  `rounding`: the
+    TF32 rounding of the operands (default TF32_ROUNDING; CUBLAS_TF32_ROUNDING for cuBLAS calls)."""
     alg = precision_algorithm(element_type, precision, algorithm, mode, generation)
     if alg is None:
         return [(lhs, rhs)]
     if alg == "dot_tf32_tf32_f32":
-        return [(round_tf32(_to(lhs, "f32")), round_tf32(_to(rhs, "f32")))]
+        return [(round_tf32(_to(lhs, "f32"), rounding), round_tf32(_to(rhs, "f32"), rounding))]
     if alg == "dot_tf32_tf32_f32_x3":
-        lh, ll = _split_tf32(_to(lhs, "f32"))
-        rh, rl = _split_tf32(_to(rhs, "f32"))
+        lh, ll = _split_tf32(_to(lhs, "f32"), rounding)
+        rh, rl = _split_tf32(_to(rhs, "f32"), rounding)
         return [(ll, rh), (lh, rl), (lh, rh)]
     if alg in ("dot_bf16_bf16_f32", "dot_bf16_bf16_bf16"):
         return [(_to(lhs, "bf16"), _to(rhs, "bf16"))]
@@ -424,3 +447,17 @@ def mismatch_hint(doc: dict) -> str:
                 "precision on Ampere and newer); a reference made by XLA CPU needs --numerics cpu")
     return ("the run used XLA CPU's numerics (f32 products); if the reference came from a GPU, try --numerics gpu "
             "(TF32 products for f32 dots and convolutions of DEFAULT/HIGH precision)")
+
+
+def resolve_together(modules, requested: str | None = None) -> str:
+    """One numerics for several texts of one program (hlo bisect's stages, hlo diff's A and B):
+    `requested`, else "gpu" when any of them was compiled for a GPU.  `modules`: modules, or
+    callables returning one (or None), looked at in order until one says GPU (give the most
+    optimized first: it shows the most)."""
+    if requested not in (None, "auto"):
+        return resolve(None, requested)
+    for m in modules:
+        module = m() if callable(m) else m
+        if module is not None and resolve(module) == "gpu":
+            return "gpu"
+    return "cpu"

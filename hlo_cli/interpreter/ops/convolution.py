@@ -612,10 +612,11 @@ def eval_convolution(inst, args, ec):
     """Windowed sum of products of lhs windows (stride, padding incl. negative, lhs/rhs dilation,
     reversal) and the kernel, over input features (per feature group / batch group).
     XLA: see the module docstring for types, padding (Eigen multiplies it, the loop emitter skips
-    it) and the f64 accumulation of f32.  Under GPU numerics the products follow the effective
-    algorithm (numerics.py: TF32 for f32 DEFAULT/HIGH on Ampere+)."""
+    it) and the f64 accumulation of f32.  Under GPU numerics the products follow an explicit
+    algorithm (numerics.py); f32 products otherwise, as cuDNN's DEFAULT_MATH algorithms that XLA's
+    autotuner picked in every measured case (numerics.CONV_IMPLIED_TF32)."""
     lhs, rhs = args
-    alg = numerics.dot_algorithm(inst, ec, args)
+    alg = numerics.dot_algorithm(inst, ec, args, implied=numerics.CONV_IMPLIED_TF32)
     if alg is not None:
         return numerics.apply_pairs(lhs, rhs, alg, lambda l, r: convolution_values(inst, l, r, F32),
                                     np_dtype(inst.shape))

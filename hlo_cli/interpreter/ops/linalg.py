@@ -403,6 +403,11 @@ def eval_ragged_dot(inst, args, ec):
     XLA CPU cannot run ragged-dot; this follows JAX's reference decomposition, except that rows
     outside a group are left out rather than multiplied by zero (no NaN from 0 * inf)."""
     lhs, rhs, gs = args
+    alg = numerics.dot_algorithm(inst, ec, args[:2])
+    if alg is not None:                  # GPU numerics (numerics.py): the ragged dot of each pair of parts
+        probe = SimpleNamespace(opcode=inst.opcode, attrs=inst.attrs, shape=Shape.array("f32", inst.shape.dims))
+        return numerics.apply_pairs(lhs, rhs, alg, lambda l, r: eval_ragged_dot(probe, [l, r, gs], None),
+                                    np_dtype(inst.shape))
     lb, lc = _dims(inst, "lhs_batch_dims"), _dims(inst, "lhs_contracting_dims")
     rb, rc = _dims(inst, "rhs_batch_dims"), _dims(inst, "rhs_contracting_dims")
     r = _dims(inst, "lhs_ragged_dims")[0]

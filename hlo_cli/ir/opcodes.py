@@ -132,6 +132,7 @@ FAMILIES = (
 # algorithm and result-accuracy mode case-insensitively; the others must match.
 _DIRECTION = "enum:EQ|NE|GE|GT|LE|LT"
 _COMPARISON_TYPE = "enum:FLOAT|TOTALORDER|SIGNED|UNSIGNED"
+_COMPARISON_ORDER = "enum:TOTAL|PARTIAL|WEAK"       # the newest XLA's spelling beside type=
 _FFT_TYPE = "enum:FFT|IFFT|RFFT|IRFFT"
 _FUSION_KIND = "enum:kLoop|kInput|kOutput|kCustom"
 _CONVOLUTION_KIND = "enum:fprop|wgrad|dgrad|unset"
@@ -231,7 +232,8 @@ _SPECS = (
     _op("clamp", "elementwise_ternary", 3, 3),          # clamp(min, operand, max)
 
     # --- compare / convert --------------------------------------------------
-    _op("compare", "compare", 2, 2, {"direction": _DIRECTION, "type": _COMPARISON_TYPE},
+    _op("compare", "compare", 2, 2, {"direction": _DIRECTION, "type": _COMPARISON_TYPE,
+                                              "order": _COMPARISON_ORDER},
         required=("direction",)),
     _op("convert", "convert", 1, 1),
     _op("bitcast-convert", "convert", 1, 1),
@@ -273,7 +275,7 @@ _SPECS = (
     _op("sort", "reduction", 1, None,
         {"dimensions": "dims", "is_stable": "bool", "to_apply": "computation"},
         required=("dimensions", "to_apply")),
-    _op("topk", "reduction", 1, 1, {"k": "int", "largest": "bool"}, required=("k",)),
+    _op("topk", "reduction", 1, 1, {"k": "int", "largest": "bool", "is_stable": "bool"}, required=("k",)),
     # scan(inputs..., carries...): the last num_carries operands are carries.
     _op("scan", "reduction", 1, None,
         {"dimensions": "dims", "num_carries": "int", "is_reverse": "bool",

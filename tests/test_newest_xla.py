@@ -248,3 +248,63 @@ def test_proto_convolution_field_101_empty_is_absent_and_set_is_refused(tmp_path
     assert e.value.exit_code == 2 and "field 101" in str(e.value)
     r = CliRunner().invoke(main, ["check", str(p)])
     assert r.exit_code == 2 and "field 101" in r.stderr and "Traceback" not in r.output
+
+
+def test_proto_stable_topk_reads_as_is_stable(tmp_path):
+    from hlo_cli.xla_reference import parse_with_xla
+    text = ("HloModule m\n\nENTRY main {\n  x = f32[8]{0} parameter(0)\n"
+            "  ROOT t = (f32[3]{0}, s32[3]{0}) topk(x), k=3, largest=true\n}\n")
+    m = messages()["HloModuleProto"]()
+    m.ParseFromString(parse_with_xla(text).as_serialized_hlo_module_proto())   # XLA's own proto
+    topk = next(i for c in m.computations for i in c.instructions if i.opcode == "topk")
+    assert "is_stable" not in _read(m, tmp_path)[1]
+    topk.is_stable = True
+    p, out = _read(m, tmp_path)
+    assert "k=3, largest=true, is_stable=true" in out
+    x = np.array([1, 5, 5, 2, 5, 0, -1, 3], np.float32)
+    vals, idx = run(parse(out, str(p)), x)
+    assert np.asarray(idx).tolist() == [1, 2, 4]
+
+
+# ----------------------------------------------------------------------------- what JAX writes
+
+def _jax_programs():
+    import jax
+    import jax.numpy as jnp
+    x = jnp.linspace(-2, 2, 128, dtype=jnp.float32).reshape(8, 16)
+    i = jnp.arange(16, dtype=jnp.int32)
+    return {
+        "sort": (lambda a: jnp.sort(a, axis=-1), (x,)),
+        "argsort": (lambda a: jnp.argsort(a, axis=-1), (x,)),
+        "top_k": (lambda a: jax.lax.top_k(a, 3), (x,)),
+        "cumsum": (lambda a: jnp.cumsum(a, axis=0), (x,)),
+        "nan_where": (lambda a: jnp.where(a < 0.5, a, jnp.nan), (x,)),
+        "scan": (lambda a: jax.lax.scan(lambda c, r: (c + r, c * r), jnp.zeros(16), a)[1], (x,)),
+        "conv": (lambda a: jax.lax.conv(a[None, None], jnp.ones((1, 1, 3, 3)), (1, 1), "SAME"), (x,)),
+        "dot_bf16": (lambda a: a.astype(jnp.bfloat16) @ a.T.astype(jnp.bfloat16), (x,)),
+        "scatter": (lambda a, j: a.at[:, j % 16].add(1.0), (x, i)),
+        "cholesky": (lambda a: jnp.linalg.cholesky(a.T @ a + jnp.eye(16)), (x,)),
+        "rng": (lambda a: jax.random.normal(jax.random.key(0), a.shape) + a, (x,)),
+        "argmax": (lambda a: jnp.argmax(a, axis=1), (x,)),
+    }
+
+
+@pytest.mark.slow
+def test_every_text_and_proto_jax_writes_reads_and_checks_clean(tmp_path):
+    """JAX's lowered text, XLA CPU's optimized text and the lowered module's proto, for a range of
+    programs (the newest JAX on PyPI: 0.10.2 when this was written; the H200's JAX 0.11.2 texts are
+    test_gpu_dump_files')."""
+    import jax
+    failures = []
+    for name, (f, args) in _jax_programs().items():
+        lowered = jax.jit(f).lower(*args)
+        files = {"pre.hlo": lowered.as_text(dialect="hlo"), "post.hlo": lowered.compile().as_text(),
+                 "pre.hlo.pb": lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()}
+        for suffix, data in files.items():
+            p = tmp_path / f"{name}.{suffix}"
+            (p.write_bytes if isinstance(data, bytes) else p.write_text)(data)
+            src = read_modules(str(p)).modules[0]
+            errs = [d for d in check_module(parse(src.text, src.file), src.text) if d.severity == "error"]
+            if errs:
+                failures.append(f"{p.name}: {errs[0].message}")
+    assert not failures, failures

@@ -905,6 +905,8 @@ class _Renderer:
         elif op == "topk":
             a.append(f"k={i.k}")
             a.append("largest=" + ("true" if i.largest else "false"))
+            if i.is_stable:                  # the newest XLA's stable topk: sort's is_stable field
+                a.append("is_stable=true")
         elif op == "reshape":
             if len(i.dimensions) and i.dimensions[0] != -1:
                 a.append(f"inferred_dimension={i.dimensions[0]}")

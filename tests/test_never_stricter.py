@@ -119,3 +119,64 @@ def test_map_dimensions_are_ignored_as_xla_ignores_them(dims):
     x = np.arange(35, dtype=np.float32).reshape(5, 7)
     y = np.full((5, 7), 0.5, np.float32)
     np.testing.assert_array_equal(np.asarray(run(parse(text, "t.hlo"), x, y)), x + y)
+
+
+# ----------------------------------------------------------------------------- sparse convolution
+
+def _sparse_conv(lhs: str, values: str, block: int, result: str = "f32[1,1]", sparsity: str | None = None) -> str:
+    """hlo_evaluator_sparsity_test's shape of program: a 1:N sparse kernel as (values, indices)."""
+    sp = sparsity or f"rhs={{sparsity=1x{block} dimension=0 stride=1}}"
+    return ("HloModule m\n\nENTRY e {\n"
+            f"  p0 = {lhs} parameter(0)\n  p1 = {values} parameter(1)\n"
+            f"  p2 = s32{values[3:]} parameter(2)\n"
+            f"  k = ({values}, s32{values[3:]}) tuple(p1, p2)\n"
+            f"  ROOT c = {result} convolution(p0, k), dim_labels=bf_io->bf, sparsity_config={{{sp}}}\n}}\n")
+
+
+@pytest.mark.parametrize("lhs, values, block, x, v, idx, want", [
+    # XLA's HloEvaluator results in hlo_evaluator_sparsity_test.cc
+    ("f32[1,4]", "f32[1,1]", 4, [[1, 2, 3, 4]], [[10]], [[1]], [[20]]),
+    ("f32[1,8]", "f32[2,1]", 4, [[1, 2, 3, 4, 5, 6, 7, 8]], [[10], [20]], [[1], [3]], [[180]]),
+    ("f32[1,8]", "f32[1,1]", 8, [[1, 2, 3, 4, 5, 6, 7, 8]], [[10]], [[5]], [[60]]),
+])
+def test_a_sparse_kernel_runs_as_xlas_evaluator_runs_it(lhs, values, block, x, v, idx, want):
+    text = _sparse_conv(lhs, values, block)
+    assert errors(text) == []
+    m = parse(text, "t.hlo")
+    got = run(m, np.array(x, np.float32), np.array(v, np.float32), np.array(idx, np.int32))
+    np.testing.assert_array_equal(np.asarray(got), np.array(want, np.float32))
+
+
+def test_a_sparse_kernel_is_its_dense_kernel():
+    """The law: a sparse kernel computes what the dense kernel it expands to computes."""
+    from hlo_cli.interpreter.ops.convolution import materialize_sparse
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 12)).astype(np.float32)
+    v = rng.standard_normal((3, 5)).astype(np.float32)
+    idx = rng.integers(0, 4, (3, 5)).astype(np.int32)
+    dense = materialize_sparse(v, idx, {"num_non_zero": 1, "block_size": 4, "dimension": 0, "stride": 1})
+    assert dense.shape == (12, 5) and np.count_nonzero(dense) == np.count_nonzero(v)
+    sparse = run(parse(_sparse_conv("f32[2,12]", "f32[3,5]", 4, "f32[2,5]"), "t.hlo"), x, v, idx)
+    plain = ("HloModule m\n\nENTRY e {\n  p0 = f32[2,12] parameter(0)\n  p1 = f32[12,5] parameter(1)\n"
+             "  ROOT c = f32[2,5] convolution(p0, p1), dim_labels=bf_io->bf\n}\n")
+    np.testing.assert_array_equal(np.asarray(sparse), np.asarray(run(parse(plain, "t.hlo"), x, dense)))
+
+
+@pytest.mark.parametrize("text, fragment", [
+    (_sparse_conv("f32[1,8]", "f32[1,1]", 4, sparsity="rhs={sparsity=2x4 dimension=0 stride=1}"),
+     "the rhs sparsity must be 1:N"),
+    (_sparse_conv("f32[1,8]", "f32[1,1]", 4, sparsity="lhs={sparsity=1x4 dimension=0 stride=1}"),
+     "rhs must be an array unless sparsity_config has an rhs"),
+    (_sparse_conv("f32[1,8]", "f32[1,1]", 4),
+     "the lhs feature dimension must be feature_group_count (1) times the kernel input feature dimension (4)"),
+])
+def test_a_sparse_kernel_is_checked_as_xla_checks_it(text, fragment):
+    errs = errors(text)
+    assert errs and fragment in errs[0].message, [d.message for d in errs]
+
+
+def test_a_position_outside_its_block_fails_the_run():
+    from hlo_cli.errors import HloEvalError
+    m = parse(_sparse_conv("f32[1,4]", "f32[1,1]", 4), "t.hlo")
+    with pytest.raises(HloEvalError, match=r"must be in \[0, 4\), got 4"):
+        run(m, np.ones((1, 4), np.float32), np.ones((1, 1), np.float32), np.array([[4]], np.int32))

@@ -1649,3 +1649,32 @@ def comparison_type(attrs, element_type: str) -> str:
 def comparison_order_of_type(ctype: str) -> str:
     """TOTAL / PARTIAL for a `type=` spelling (XLA's mapping of the old attribute)."""
     return _TYPE_ORDER[ctype]
+
+
+# ----------------------------------------------------------------------------- sparsity_config
+
+_SPARSITY_SIDE = re.compile(r"(lhs|rhs)\s*=\s*\{([^{}]*)\}")
+
+
+def sparsity_sides(value) -> dict[str, dict[str, int]]:
+    """A convolution's `sparsity_config={lhs={sparsity=MxN dimension=D stride=S} rhs={...}}` as
+    {"lhs"/"rhs": {"num_non_zero": M, "block_size": N, "dimension": D, "stride": S}} (XLA's
+    SparsityConfig: M non-zero elements in every block of N along dimension D; a field left out is
+    0, as in the proto).  Raises AttrError for a field it cannot read."""
+    out: dict[str, dict[str, int]] = {}
+    if value is None:
+        return out
+    for side, body in _SPARSITY_SIDE.findall(str(value)):
+        fields = {"num_non_zero": 0, "block_size": 0, "dimension": 0, "stride": 0}
+        for word in body.replace(",", " ").split():
+            key, _, v = word.partition("=")
+            try:
+                if key == "sparsity":
+                    m, n = v.split("x")
+                    fields["num_non_zero"], fields["block_size"] = int(m), int(n)
+                elif key in ("dimension", "stride"):
+                    fields[key] = int(v)
+            except ValueError:
+                raise AttrError(f"sparsity_config: cannot read {word!r} of {side}") from None
+        out[side] = fields
+    return out

@@ -1,8 +1,8 @@
 """Every module XLA GPU (JAX 0.11.2, an H200) dumped reads and checks clean, text and proto alike,
 and a proto reads as the same module as its text twin.
 
-The files: ../shared/gpu/dumps (a whole --xla_dump_to directory) and ../shared/gpu/passes (a
-pass-by-pass dump), when the shared folder is there; and always the small copy of a few of them
+The files: ../shared/gpu/dumps (a whole --xla_dump_to directory), ../shared/gpu/passes (a
+pass-by-pass dump) and the cases' texts before and after optimization, when the shared folder is there; and always the small copy of a few of them
 committed under samples/gpu/dumps/protos/.  Only modules are checked here: a .txt is a module when
 it starts with `HloModule` (the others are XLA's reports: buffer assignments, thunk sequences,
 live ranges, the priority-fusion log); the dump directory as a whole is another test's.
@@ -25,6 +25,7 @@ SHARED = ROOT.parent / "shared" / "gpu"
 if not SHARED.exists():                                   # a worktree beside the main checkout
     SHARED = Path("/work/shared/gpu")
 SHARED_DIRS = [SHARED / "dumps", SHARED / "passes"]
+CASE_DIRS = [SHARED / "cases", SHARED / "cases_cublas"]          # NAME.pre.hlo / NAME.post.hlo
 # XLA's report files among the .txt files of a GPU dump: not modules
 REPORTS = re.compile(r"buffer-assignment|live-range|memory-usage-report|thunk_sequence|thunk_metadata"
                      r"|priority_fusion_dump")
@@ -45,7 +46,8 @@ def _module_files(folder: Path) -> list[Path]:
 
 
 def _shared_files() -> list[Path]:
-    return [p for d in SHARED_DIRS if d.is_dir() for p in _module_files(d)]
+    return ([p for d in SHARED_DIRS if d.is_dir() for p in _module_files(d)]
+            + [p for d in CASE_DIRS if d.is_dir() for p in sorted(d.glob("*.hlo"))])
 
 
 def _read_and_check(path: Path):

@@ -180,3 +180,33 @@ def test_a_position_outside_its_block_fails_the_run():
     m = parse(_sparse_conv("f32[1,4]", "f32[1,1]", 4), "t.hlo")
     with pytest.raises(HloEvalError, match=r"must be in \[0, 4\), got 4"):
         run(m, np.ones((1, 4), np.float32), np.ones((1, 1), np.float32), np.array([[4]], np.int32))
+
+
+# ----------------------------------------------------------------------------- gather / scatter batching
+
+def test_gather_start_index_map_may_name_a_batching_dimension():
+    """gather_expander_test / algebraic_simplifier_test: start_index_map={0} and
+    operand_batching_dims={0}.  XLA's shape inference allows it; its evaluator
+    (PropagateExplicitBatchDimsToInputIndex after the index vector) takes the batch index there."""
+    text = ("HloModule m\n\nENTRY e {\n  op = f32[4,3] parameter(0)\n  idx = s32[4,5,1] parameter(1)\n"
+            "  ROOT g = f32[4,5,3] gather(op, idx), offset_dims={2}, collapsed_slice_dims={}, "
+            "start_index_map={0}, operand_batching_dims={0}, start_indices_batching_dims={0}, "
+            "index_vector_dim=2, slice_sizes={1,3}\n}\n")
+    assert errors(text) == []
+    op = np.arange(12, dtype=np.float32).reshape(4, 3)
+    idx = np.random.default_rng(0).integers(-5, 9, (4, 5, 1)).astype(np.int32)
+    got = np.asarray(run(parse(text, "t.hlo"), op, idx))
+    np.testing.assert_array_equal(got, np.broadcast_to(op[:, None, :], (4, 5, 3)))
+
+
+def test_scatter_dims_to_operand_dims_may_name_a_batching_dimension():
+    text = ("HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+            "ENTRY e {\n  op = f32[4,3] parameter(0)\n  idx = s32[4,1] parameter(1)\n  up = f32[4,3] parameter(2)\n"
+            "  ROOT s = f32[4,3] scatter(op, idx, up), update_window_dims={1}, inserted_window_dims={}, "
+            "scatter_dims_to_operand_dims={0}, input_batching_dims={0}, scatter_indices_batching_dims={0}, "
+            "index_vector_dim=1, to_apply=add\n}\n")
+    assert errors(text) == []
+    op = np.zeros((4, 3), np.float32)
+    up = np.arange(12, dtype=np.float32).reshape(4, 3)
+    idx = np.array([[3], [0], [7], [-2]], np.int32)          # ignored: the batch index decides
+    np.testing.assert_array_equal(np.asarray(run(parse(text, "t.hlo"), op, idx, up)), up)

@@ -10,10 +10,10 @@ Source of truth: XLA's HLO parser (`xla/hlo/parser/hlo_parser.cc`,
 (`xla/hlo/ir/hlo_opcode.h`), as built into the installed jaxlib (0.10.2, 133
 opcodes).  The attribute names of every row were checked against that parser
 (its "unexpected attribute ... Allowed attributes: ..." message), and the
-required ones by leaving each out.  Newer XLA sources also have `atan`,
-`collective-reduce` and `shuffle` (and e.g. `topk is_stable`, `compare order`,
-convolution `algorithm`/`block_scaling_config`); the installed parser rejects
-them, so they are not listed here.
+required ones by leaving each out.  Beyond that parser: compare's `order` and topk's
+`is_stable`, which the XLA in JAX 0.11.2 prints (its GPU dumps in ../shared/gpu); the opcode list
+was compared with the newest `hlo_opcode.h` at hand (an XLA snapshot of May 2026, 132 opcodes:
+hlo has every one; `atan`, `shuffle` and `collective-reduce` are not in it).
 
 Text-format notes the table cannot express:
   * `<op>-start` / `<op>-update` / `<op>-done` for an `<op>` that is not itself

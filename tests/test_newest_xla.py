@@ -217,8 +217,11 @@ def test_proto_comparison_order_reads_as_order(tmp_path):
     compare.comparison_order = "PARTIAL"             # the f32 default: printed as nothing
     assert "order=" not in _read(m, tmp_path)[1]
     compare.comparison_order = "TOTAL"
+    compare.comparison_type = "TOTALORDER"
     p, text = _read(m, tmp_path)
-    assert "direction=LT, order=TOTAL" in text
+    assert "direction=LT, order=TOTAL" in text and "type=" not in text
+    compare.comparison_order, compare.comparison_type = "WEAK", "FLOAT"     # the order decides
+    assert "direction=LT, order=WEAK" in _read(m, tmp_path)[1]
     r = CliRunner().invoke(main, ["check", str(p)])
     assert r.exit_code == 0, r.output
 

@@ -841,9 +841,10 @@ class _Renderer:
         elif op == "compare":
             a.append(f"direction={i.comparison_direction}")
             et = self._operand_type(i, 0)
-            if i.comparison_type and (et is None or i.comparison_type != _default_comparison_type(et)):
+            if i.comparison_type and not i.comparison_order and (
+                    et is None or i.comparison_type != _default_comparison_type(et)):
                 a.append(f"type={i.comparison_type}")
-            if i.comparison_order:
+            if i.comparison_order:           # the newest XLA's; its comparison_type is a mirror of it
                 if i.comparison_order not in COMPARISON_ORDERS:
                     raise ProtoError(f"{where}comparison order {i.comparison_order!r} unknown")
                 if et is None or i.comparison_order != _default_comparison_order(et):

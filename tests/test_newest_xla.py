@@ -3,8 +3,9 @@ compare order and the convolution field of its HloInstructionProto.
 
 XLA decides where it can: `order=TOTAL` / `order=PARTIAL` must compute what XLA CPU computed for
 `type=TOTALORDER` / `type=FLOAT` (the goldens of tests/programs/elementwise, made by XLA); JAX 0.10.2
-parses neither `order=` nor WEAK, so the weak order is pinned by its law (the total order on
-operands with -0 made +0 and every NaN made +NaN) and a few values.
+parses neither `order=` nor WEAK, so the weak order is pinned by its law (C++'s std::weak_order on
+IEEE floats: the total order on operands with -0 made +0 and every NaN made the NaN of its sign)
+and a few values.
 """
 from __future__ import annotations
 
@@ -82,9 +83,13 @@ def test_order_on_integers_is_their_only_order():
 # ----------------------------------------------------------------------------- WEAK
 
 def _canonical(x: np.ndarray) -> np.ndarray:
-    """-0 -> +0 and every NaN -> +NaN: the weak order is the total order of these."""
+    """-0 -> +0 and every NaN -> the quiet NaN of its sign: the weak order is the total order of these."""
     out = np.where(x == 0, np.zeros_like(x), x)
-    return np.where(np.isnan(out), np.full_like(x, np.nan), out).astype(x.dtype)
+    nan = np.array(np.nan, x.dtype)
+    negative = np.where(np.isnan(x), x.view(np.uint8 if x.itemsize == 1 else
+                                              {2: np.uint16, 4: np.uint32, 8: np.uint64}[x.itemsize])
+                        >> (8 * x.itemsize - 1), 0).astype(bool)
+    return np.where(np.isnan(x), np.where(negative, -nan, nan), out).astype(x.dtype)
 
 
 _SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-40, -1e-40, 3.5], np.float64)
@@ -105,12 +110,13 @@ def test_weak_order_is_the_total_order_of_canonical_operands(dt):
 
 
 def test_weak_order_values():
-    x = np.array([-0.0, np.nan, np.nan, np.inf, 1.0], np.float32)
-    y = np.array([0.0, -np.float32(np.nan), 1.0, np.nan, np.nan], np.float32)
-    eq, ne, lt, le, gt, ge = _run(_compare_program("f32", 5, ", order=WEAK"), x, y)
-    assert eq.tolist() == [True, True, False, False, False]     # -0 == +0; NaN == -NaN
-    assert gt.tolist() == [False, False, True, False, False]    # NaN above every number
-    assert lt.tolist() == [False, False, False, True, True]
+    nan = np.float32(np.nan)
+    x = np.array([-0.0, nan, nan, np.inf, 1.0, -nan, -nan], np.float32)
+    y = np.array([0.0, -nan, 1.0, nan, nan, -np.inf, -nan], np.float32)
+    eq, ne, lt, le, gt, ge = _run(_compare_program("f32", 7, ", order=WEAK"), x, y)
+    assert eq.tolist() == [True, False, False, False, False, False, True]   # -0 == +0; NaNs of one sign
+    assert gt.tolist() == [False, True, True, False, False, False, False]   # +NaN above all, -NaN below
+    assert lt.tolist() == [False, False, False, True, True, True, False]
     assert (ne == ~eq).all() and (ge == ~lt).all() and (le == ~gt).all()   # a weak order has inverses
 
 
@@ -125,9 +131,10 @@ def test_sort_by_a_weak_comparator_sorts_canonical_values_stably(values):
             f"  i = s32[{x.size}] iota(), iota_dimension=0\n"
             f"  ROOT s = (f32[{x.size}], s32[{x.size}]) sort(x, i), dimensions={{0}}, is_stable=true, to_apply=cmp\n}}\n")
     got, perm = _run(text, x)
-    c = _canonical(x).astype(np.float64)
+    c = _canonical(x)
     nan = np.isnan(c)
-    want = np.lexsort((np.where(nan, 0.0, c), nan))         # numbers in order, then every NaN
+    group = np.where(nan, np.where(c.view(np.uint32) >> 31 == 1, 0, 2), 1)
+    want = np.lexsort((np.where(nan, 0.0, c.astype(np.float64)), group))   # -NaNs, numbers, +NaNs
     np.testing.assert_array_equal(perm, want)
     np.testing.assert_array_equal(got.view(np.uint32), x[want].view(np.uint32))
 

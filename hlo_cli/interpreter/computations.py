@@ -1703,12 +1703,15 @@ def _merge_sort_perm(ec, comp_name, ops):
 
 
 def weak_from_total(a: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """The newest XLA's weak order from total-order keys of the floats `a`: -0 and +0 one class
-    (the total key of -0 is -1 at every width, of +0 is 0), every NaN one class above +inf.
-    Inferred from comparison_util (a weak order has an inverse and EQ on it is reflexive, so NaN
-    equals NaN and is ordered against numbers); XLA CPU cannot be asked (jax 0.10.2 has no weak
-    order)."""
-    return np.where(np.isnan(a), np.iinfo(np.int64).max, np.where(key == -1, 0, key))
+    """The newest XLA's weak order (`order=WEAK`) from total-order keys of the floats `a`: the
+    total order with -0 and +0 one class (the total key of -0 is -1 at every width, of +0 is 0),
+    every negative NaN one class below -inf and every positive NaN one class above +inf: C++'s
+    std::weak_order on IEEE floats, whose name XLA's order takes (TOTAL being strong_order's
+    totalOrder).  XLA's comparison_util says only that a weak order is reflexive and has an
+    inverse; XLA CPU cannot be asked (jax 0.10.2 has no weak order)."""
+    i64 = np.iinfo(np.int64)
+    nan = np.where(key < 0, i64.min, i64.max)
+    return np.where(np.isnan(a), nan, np.where(key == -1, 0, key))
 
 
 def total_order_key(a: np.ndarray) -> np.ndarray:

@@ -1632,8 +1632,8 @@ _ORDER_TYPE = {"PARTIAL": "FLOAT", "TOTAL": "TOTALORDER", "WEAK": "WEAKORDER"}
 def comparison_type(attrs, element_type: str) -> str:
     """The effective comparison of a compare on `element_type` operands, in the `type=` spelling:
     FLOAT (IEEE: NaN unordered, -0 == +0), TOTALORDER (by sign and magnitude: -NaN < -inf < ... <
-    -0 < +0 < ... < +inf < +NaN), WEAKORDER (the newest XLA's weak order, floats only: -0 == +0
-    and every NaN equal to every NaN, above +inf), SIGNED or UNSIGNED (integers, pred).  `order=`
+    -0 < +0 < ... < +inf < +NaN), WEAKORDER (the newest XLA's weak order, floats only: the total
+    order with -0 == +0 and the NaNs of each sign one class), SIGNED or UNSIGNED (integers, pred).  `order=`
     decides when given, then `type=`, then the element type's default."""
     from .dtypes import ELEMENT_TYPES
     kind = ELEMENT_TYPES[element_type].kind if element_type in ELEMENT_TYPES else "float"

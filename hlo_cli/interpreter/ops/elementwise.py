@@ -853,7 +853,7 @@ def eval_compare(inst, args, ec):
     """Elementwise comparison to pred. FLOAT (order=PARTIAL): IEEE (NaN is unordered, so only NE is
     true; -0 == +0); XLA reads f32/f64/bf16 denormals as 0. TOTALORDER (order=TOTAL): -NaN < -inf <
     ... < -0 < +0 < ... < +inf < +NaN by bit pattern (fnuz NaN sorts as -NaN). order=WEAK: the
-    total order with -0 == +0 and all NaNs equal, above +inf. SIGNED/UNSIGNED by the type; pred
+    total order with -0 == +0 and the NaNs of each sign equal (C++'s weak_order). SIGNED/UNSIGNED by the type; pred
     false < true; complex EQ/NE on both parts."""
     a, b = args
     op = _COMPARE[str(inst.attrs["direction"])]

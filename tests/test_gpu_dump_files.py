@@ -21,9 +21,7 @@ from hlo_cli.sources import read_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "samples" / "gpu" / "dumps" / "protos"
-SHARED = ROOT.parent / "shared" / "gpu"
-if not SHARED.exists():                                   # a worktree beside the main checkout
-    SHARED = Path("/work/shared/gpu")
+SHARED = ROOT.parent / "shared" / "gpu"                   # ../shared/gpu beside the checkout
 SHARED_DIRS = [SHARED / "dumps", SHARED / "passes"]
 CASE_DIRS = [SHARED / "cases", SHARED / "cases_cublas"]          # NAME.pre.hlo / NAME.post.hlo
 # XLA's report files among the .txt files of a GPU dump: not modules

@@ -42,6 +42,16 @@ class Devices:
     source: str
     run_replicas: int
     run_partitions: int
+    declared: tuple[str, ...] = ()        # "replicas" / "partitions": the counts the module or command line gives
+
+    def declares(self, noun: str) -> bool:
+        """Whether the count of `noun` (replicas, partitions, or devices: both) is given.  XLA's
+        module config holds the count the text leaves out (a test or a runner sets it), so ids
+        beyond an undeclared count are not the module's error (CheckReplicaGroups reads a count of
+        1 as "not set")."""
+        if noun in ("replicas", "partitions"):
+            return noun in self.declared
+        return "replicas" in self.declared and "partitions" in self.declared
 
     @property
     def count(self) -> int:
@@ -67,7 +77,10 @@ def module_devices(module: Module, replicas: int | None = None, partitions: int 
     except HloError:                 # a malformed Shardy mesh: the run reports it
         run_r, run_p = r, p
     if known:
-        return Devices(r, p, True, "the command line" if given else "the module", run_r, run_p)
+        declared = tuple(n for n, v, key in (("replicas", replicas, "replica_count"),
+                                             ("partitions", partitions, "num_partitions"))
+                         if v is not None or key in attrs)
+        return Devices(r, p, True, "the command line" if given else "the module", run_r, run_p, declared)
     source = "the module's mesh" if run_r * run_p > 1 else "XLA's default"
     return Devices(1, 1, False, source, run_r, run_p)
 
@@ -102,9 +115,14 @@ def device_findings(module: Module, devices: Devices, effective: dict[str, dict[
                 yield from _sdy_findings(inst, shape, module)
 
 
-def _no_count_hint(noun: str, n: int) -> str:
+def _no_count_hint(noun: str, n: int, devices: Devices | None = None) -> str:
     flag = {"replicas": f"--replicas {n}", "partitions": f"--partitions {n}"}.get(
         noun, f"--partitions {n}, or --replicas and --partitions multiplying to {n}")
+    if devices is not None and devices.declared:
+        missing = {"replicas": "replica_count", "partitions": "num_partitions"}.get(
+            noun, "replica_count and num_partitions both")
+        return (f"the module's header does not give {missing} (XLA's module config does, so XLA "
+                f"accepts the text), and a run takes 1; give the device count ({flag})")
     return (f"the module's header gives neither replica_count nor num_partitions, so XLA takes 1; "
             f"give the device count ({flag})")
 
@@ -120,14 +138,16 @@ def _groups_beyond_one(inst: Instruction, devices: Devices):
     if not ids or ids[0] < 0:
         return                  # negative ids: the shape rule's finding
     n = len(ids)
-    if devices.known:
-        if count != 1 or ids[-1] < 1:
-            return              # the shape rule compares n with the count
+    if devices.known and (count != 1 or ids[-1] < 1):
+        return                  # the shape rule compares n with the count
+    if devices.declares(noun):
         # XLA's verifier lets this pass (a count of 1 reads as "not set"), but its runtime fails in
         # GetParticipatingDevices (TF_RET_CHECK id < count) on a module config of one.
         yield (inst, "C131", f"{inst.opcode}: replica_groups must name only the ids of the {count} "
                f"{noun[:-1]} {devices.source} has, got {n} {noun} (ids up to {ids[-1]})", "error", "replica_groups")
         return
+    # a count the header leaves out is the module config's (XLA's tests set it in code): not the
+    # module's error, but a run needs it
     run = devices.run_count(noun)
     if ids[-1] < run and (n == run or run == 1):
         return                  # fits the devices a run has (its mesh, before partitioning)
@@ -135,7 +155,7 @@ def _groups_beyond_one(inst: Instruction, devices: Devices):
         why = (f"{devices.source} has {run} (the header gives no count; XLA checks the groups against the count "
                "it compiles for)")
     else:
-        why = _no_count_hint(noun, n)
+        why = _no_count_hint(noun, n, devices)
     yield (inst, "W206", f"{inst.opcode}: replica_groups name {n} {noun}, but {why}", "warning", "replica_groups")
 
 
@@ -177,16 +197,16 @@ def _pairs_beyond_one(inst: Instruction, devices: Devices):
     top = max(max(p) for p in pairs)
     if top < 1 or min(min(p) for p in pairs) < 0:
         return
-    if not devices.known and top < devices.run_count(noun):
+    if not devices.declares(noun) and top < devices.run_count(noun):
         return
-    if devices.known:
+    if devices.declares(noun):
         # XLA's verifier reads a count of 1 as "not set"; XLA CPU's runtime then aborts the process
         # (std::out_of_range, measured with jaxlib 0.10.2 on 4 replicas x 1 partition)
         yield (inst, "C134", f"{inst.opcode}: the ids of source_target_pairs must be in [0, 1) (the 1 "
                f"{noun[:-1]} {devices.source} has), got {top}", "error", "source_target_pairs")
         return
     yield (inst, "W206", f"{inst.opcode}: source_target_pairs name {noun} up to {top}, but "
-           f"{_no_count_hint(noun, top + 1)}", "warning", "source_target_pairs")
+           f"{_no_count_hint(noun, top + 1, devices)}", "warning", "source_target_pairs")
 
 
 def _send_recv_pairs(inst: Instruction, devices: Devices):
@@ -218,8 +238,9 @@ def _send_recv_pairs(inst: Instruction, devices: Devices):
                    f"{_ids(twice)} more than once", "warning", "frontend_attributes")
             return
     top = max((max(p) for p in pairs), default=0)
-    if count == 1 and top >= 1 and (devices.known or top >= devices.run_count(noun)):
-        why = (f"{devices.source} has 1 {noun[:-1]}" if devices.known else _no_count_hint(noun, top + 1))
+    if count == 1 and top >= 1 and (devices.declares(noun) or top >= devices.run_count(noun)):
+        why = (f"{devices.source} has 1 {noun[:-1]}" if devices.declares(noun)
+               else _no_count_hint(noun, top + 1, devices))
         yield (inst, "W206", f"{inst.opcode}: {SEND_RECV_PAIRS} names {noun} up to {top}, but {why}", "warning",
                "frontend_attributes")
 

@@ -235,7 +235,10 @@ def _callees(comp: Computation) -> list[str]:
 def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: set[str], rep: _Report,
                        layout_sensitive: bool, devices) -> dict[str, Shape | None]:
     from ..shapes import RuleContext, ShapeRuleError, infer_shape
-    replicas, partitions = devices.replicas, devices.partitions
+    # a count the module does not give is unknown to the shape rules (XLA's config holds it; they
+    # then read shard counts off the declared shapes as XLA's verifier does for a count of 1)
+    replicas = devices.replicas if devices.declares("replicas") else None
+    partitions = devices.partitions if devices.declares("partitions") else None
     eff: dict[str, Shape | None] = {}
     for inst in comp.instructions:
         declared = inst.shape

@@ -1519,13 +1519,8 @@ class _Analysis:
         return pa // 2, a, pa, direction
 
     def ctype(self, inst: Instruction) -> str:
-        t = inst.attrs.get("type")
-        if t is not None:
-            return str(t)
-        et = self.by[inst.operands[0]].shape.element_type
-        from ..ir.dtypes import ELEMENT_TYPES
-        k = ELEMENT_TYPES[et].kind
-        return {"float": "FLOAT", "complex": "FLOAT", "int": "SIGNED"}.get(k, "UNSIGNED")
+        from ..ir.attributes import comparison_type
+        return comparison_type(inst.attrs, self.by[inst.operands[0]].shape.element_type)
 
     def lex(self, inst: Instruction) -> list[SortKey] | None:
         kc = self.key_compare(inst)
@@ -1600,12 +1595,13 @@ def _order_key(a: np.ndarray, ctype: str) -> np.ndarray:
             return _order_key(a.astype(np.float32), ctype)       # f4/f6: widen exactly
         if dt == ml_dtypes.bfloat16 and ctype == "TOTALORDER":
             a = flush(a)        # measured: bf16 TOTALORDER reads subnormals as zeros of their sign
-        if ctype != "TOTALORDER":
+        if ctype != "TOTALORDER" and ctype != "WEAKORDER":
             a = flush(a)
             a = np.where(a == 0, dt.type(0.0), a).astype(dt)      # -0 == +0
         bits = dt.itemsize * 8
         s = a.view({1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[dt.itemsize]).astype(np.int64)
-        return np.where(s < 0, s ^ ((1 << (bits - 1)) - 1), s)
+        key = np.where(s < 0, s ^ ((1 << (bits - 1)) - 1), s)
+        return weak_from_total(a, key) if ctype == "WEAKORDER" else key
     if _is_int(dt):
         if dt.kind not in "iu":
             a = a.astype(np.int64)
@@ -1704,6 +1700,18 @@ def _merge_sort_perm(ec, comp_name, ops):
         perm = nperm
         w *= 2
     return perm.reshape(shape)
+
+
+def weak_from_total(a: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The newest XLA's weak order (`order=WEAK`) from total-order keys of the floats `a`: the
+    total order with -0 and +0 one class (the total key of -0 is -1 at every width, of +0 is 0),
+    every negative NaN one class below -inf and every positive NaN one class above +inf: C++'s
+    std::weak_order on IEEE floats, whose name XLA's order takes (TOTAL being strong_order's
+    totalOrder).  XLA's comparison_util says only that a weak order is reflexive and has an
+    inverse; XLA CPU cannot be asked (jax 0.10.2 has no weak order)."""
+    i64 = np.iinfo(np.int64)
+    nan = np.where(key < 0, i64.min, i64.max)
+    return np.where(np.isnan(a), nan, np.where(key == -1, 0, key))
 
 
 def total_order_key(a: np.ndarray) -> np.ndarray:

@@ -336,6 +336,8 @@ def _compare(inst, ops, st):
     ctype = None if ctype is None else str(ctype)
     if uf is None or ctype == "TOTALORDER":
         return None
+    if dt.kind not in "iub" and str(inst.attrs.get("order", "PARTIAL")) != "PARTIAL":
+        return None                                     # a total or weak float order: the rule
     rank0 = inst.shape.rank == 0
     if dt in _TINY:
         if ctype not in (None, "FLOAT"):

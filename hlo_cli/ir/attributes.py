@@ -1615,3 +1615,66 @@ def attr_text(value) -> str:
     if isinstance(value, str):
         return quote(value)
     return str(value)
+
+
+# ----------------------------------------------------------------------------- comparison order
+
+# A compare says how it orders its operands in one of two spellings: the older `type=` (FLOAT,
+# TOTALORDER, SIGNED, UNSIGNED) or the newer `order=` (TOTAL, PARTIAL, WEAK), which the newest
+# XLA prints instead of `type=` when the order is not the element type's default (integers and
+# pred: TOTAL; floating-point and complex: PARTIAL).  XLA maps the old spelling onto the new one
+# as FLOAT -> PARTIAL and TOTALORDER / SIGNED / UNSIGNED -> TOTAL.
+COMPARISON_ORDERS = ("TOTAL", "PARTIAL", "WEAK")
+_TYPE_ORDER = {"FLOAT": "PARTIAL", "TOTALORDER": "TOTAL", "SIGNED": "TOTAL", "UNSIGNED": "TOTAL"}
+_ORDER_TYPE = {"PARTIAL": "FLOAT", "TOTAL": "TOTALORDER", "WEAK": "WEAKORDER"}
+
+
+def comparison_type(attrs, element_type: str) -> str:
+    """The effective comparison of a compare on `element_type` operands, in the `type=` spelling:
+    FLOAT (IEEE: NaN unordered, -0 == +0), TOTALORDER (by sign and magnitude: -NaN < -inf < ... <
+    -0 < +0 < ... < +inf < +NaN), WEAKORDER (the newest XLA's weak order, floats only: the total
+    order with -0 == +0 and the NaNs of each sign one class), SIGNED or UNSIGNED (integers, pred).  `order=`
+    decides when given, then `type=`, then the element type's default."""
+    from .dtypes import ELEMENT_TYPES
+    kind = ELEMENT_TYPES[element_type].kind if element_type in ELEMENT_TYPES else "float"
+    if kind not in ("float", "complex"):
+        return "SIGNED" if kind == "int" else "UNSIGNED"       # every order is the same order
+    order = attrs.get("order")
+    if order is not None:
+        return "FLOAT" if kind == "complex" else _ORDER_TYPE[str(order)]
+    t = attrs.get("type")
+    return "FLOAT" if t is None or kind == "complex" else str(t)
+
+
+def comparison_order_of_type(ctype: str) -> str:
+    """TOTAL / PARTIAL for a `type=` spelling (XLA's mapping of the old attribute)."""
+    return _TYPE_ORDER[ctype]
+
+
+# ----------------------------------------------------------------------------- sparsity_config
+
+_SPARSITY_SIDE = re.compile(r"(lhs|rhs)\s*=\s*\{([^{}]*)\}")
+
+
+def sparsity_sides(value) -> dict[str, dict[str, int]]:
+    """A convolution's `sparsity_config={lhs={sparsity=MxN dimension=D stride=S} rhs={...}}` as
+    {"lhs"/"rhs": {"num_non_zero": M, "block_size": N, "dimension": D, "stride": S}} (XLA's
+    SparsityConfig: M non-zero elements in every block of N along dimension D; a field left out is
+    0, as in the proto).  Raises AttrError for a field it cannot read."""
+    out: dict[str, dict[str, int]] = {}
+    if value is None:
+        return out
+    for side, body in _SPARSITY_SIDE.findall(str(value)):
+        fields = {"num_non_zero": 0, "block_size": 0, "dimension": 0, "stride": 0}
+        for word in body.replace(",", " ").split():
+            key, _, v = word.partition("=")
+            try:
+                if key == "sparsity":
+                    m, n = v.split("x")
+                    fields["num_non_zero"], fields["block_size"] = int(m), int(n)
+                elif key in ("dimension", "stride"):
+                    fields[key] = int(v)
+            except ValueError:
+                raise AttrError(f"sparsity_config: cannot read {word!r} of {side}") from None
+        out[side] = fields
+    return out

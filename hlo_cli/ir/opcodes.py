@@ -10,10 +10,10 @@ Source of truth: XLA's HLO parser (`xla/hlo/parser/hlo_parser.cc`,
 (`xla/hlo/ir/hlo_opcode.h`), as built into the installed jaxlib (0.10.2, 133
 opcodes).  The attribute names of every row were checked against that parser
 (its "unexpected attribute ... Allowed attributes: ..." message), and the
-required ones by leaving each out.  Newer XLA sources also have `atan`,
-`collective-reduce` and `shuffle` (and e.g. `topk is_stable`, `compare order`,
-convolution `algorithm`/`block_scaling_config`); the installed parser rejects
-them, so they are not listed here.
+required ones by leaving each out.  Beyond that parser: compare's `order` and topk's
+`is_stable`, which the XLA in JAX 0.11.2 prints (its GPU dumps in ../shared/gpu); the opcode list
+was compared with the newest `hlo_opcode.h` at hand (an XLA snapshot of May 2026, 132 opcodes:
+hlo has every one; `atan`, `shuffle` and `collective-reduce` are not in it).
 
 Text-format notes the table cannot express:
   * `<op>-start` / `<op>-update` / `<op>-done` for an `<op>` that is not itself
@@ -132,6 +132,7 @@ FAMILIES = (
 # algorithm and result-accuracy mode case-insensitively; the others must match.
 _DIRECTION = "enum:EQ|NE|GE|GT|LE|LT"
 _COMPARISON_TYPE = "enum:FLOAT|TOTALORDER|SIGNED|UNSIGNED"
+_COMPARISON_ORDER = "enum:TOTAL|PARTIAL|WEAK"       # the newest XLA's spelling beside type=
 _FFT_TYPE = "enum:FFT|IFFT|RFFT|IRFFT"
 _FUSION_KIND = "enum:kLoop|kInput|kOutput|kCustom"
 _CONVOLUTION_KIND = "enum:fprop|wgrad|dgrad|unset"
@@ -231,7 +232,8 @@ _SPECS = (
     _op("clamp", "elementwise_ternary", 3, 3),          # clamp(min, operand, max)
 
     # --- compare / convert --------------------------------------------------
-    _op("compare", "compare", 2, 2, {"direction": _DIRECTION, "type": _COMPARISON_TYPE},
+    _op("compare", "compare", 2, 2, {"direction": _DIRECTION, "type": _COMPARISON_TYPE,
+                                              "order": _COMPARISON_ORDER},
         required=("direction",)),
     _op("convert", "convert", 1, 1),
     _op("bitcast-convert", "convert", 1, 1),
@@ -273,7 +275,7 @@ _SPECS = (
     _op("sort", "reduction", 1, None,
         {"dimensions": "dims", "is_stable": "bool", "to_apply": "computation"},
         required=("dimensions", "to_apply")),
-    _op("topk", "reduction", 1, 1, {"k": "int", "largest": "bool"}, required=("k",)),
+    _op("topk", "reduction", 1, 1, {"k": "int", "largest": "bool", "is_stable": "bool"}, required=("k",)),
     # scan(inputs..., carries...): the last num_carries operands are carries.
     _op("scan", "reduction", 1, None,
         {"dimensions": "dims", "num_carries": "int", "is_reverse": "bool",

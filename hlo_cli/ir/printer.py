@@ -130,7 +130,7 @@ _CHANNEL = ("channel_id", "is_host_transfer")
 _BATCH_NORM = ("epsilon", "feature_index")
 
 _OPCODE_ORDER: dict[str, tuple[str, ...]] = {
-    "compare": ("direction", "type"),
+    "compare": ("direction", "type", "order"),
     "broadcast": ("dimensions",),
     "transpose": ("dimensions",),
     "reverse": ("dimensions",),
@@ -147,7 +147,7 @@ _OPCODE_ORDER: dict[str, tuple[str, ...]] = {
     "select-and-scatter": ("window", "select", "scatter"),
     "map": ("dimensions", "to_apply"),
     "sort": ("dimensions", "is_stable", "to_apply"),
-    "topk": ("k", "largest", "to_apply"),
+    "topk": ("k", "largest", "is_stable", "to_apply"),
     "scan": ("dimensions", "num_carries", "is_reverse", "is_associative", "to_apply"),
     "dot": _DOT + ("operand_precision", "algorithm"),
     "ragged-dot": _DOT + ("lhs_ragged_dims", "rhs_group_dims", "operand_precision"),

@@ -14,6 +14,13 @@ OpMetadata.metadata_payload = 20 (a Payload), LiteralProto.dynamic_sizes = 34, a
 MeshProto.iota_transform = 3 (reshape_dims = 1,
 transpose_perm = 2: a mesh whose device order is an iota, printed ``device_ids=([2,4]T(1,0))``).
 
+Two HloInstructionProto fields are newer still, seen in the .hlo.pb files XLA GPU in JAX 0.11.2
+wrote (../shared/gpu/dumps) and in no XLA source we hold: 102, a string on every compare, "TOTAL",
+"PARTIAL" (and XLA's third order, "WEAK"): the comparison order its text prints as ``order=``;
+and 101, a message on every convolution, empty in each of those files (XLA's text of the same
+modules prints nothing for it).  An empty one is read as absent; one with content is refused (its
+meaning is unknown to us, so it may change what the convolution computes).
+
 Table syntax: ``enum NAME`` then ``VALUE=N`` words; ``message NAME`` (nested messages as
 ``Outer.Inner``) then one field per line, ``NUMBER NAME TYPE`` where TYPE is a scalar type, an enum
 or a message of the table, ``*TYPE`` for a repeated field, ``?TYPE`` for a proto3 optional one and
@@ -426,6 +433,8 @@ message HloInstructionProto
   96 is_associative TriState
   97 conv_kind ConvolutionKind
   98 sparsity_config SparsityConfig
+  101 convolution_field_101 bytes
+  102 comparison_order string
 message HloComputationProto
   1 name string
   2 instructions *HloInstructionProto

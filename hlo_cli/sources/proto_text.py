@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from ..ir.attributes import Window, WindowDim, cescape
+from ..ir.attributes import COMPARISON_ORDERS, Window, WindowDim, cescape
 from ..ir.shape import COMBINE_DIM, UNBOUNDED, Layout, Shape, SplitConfig, default_layout
 
 INT64_MIN = -(2**63)          # XLA's kUnboundedSize (a `?` dimension)
@@ -496,6 +496,10 @@ def _default_comparison_type(et: str) -> str:
     return "UNSIGNED"
 
 
+def _default_comparison_order(et: str) -> str:
+    return "PARTIAL" if et in _FLOATS else "TOTAL"
+
+
 _RNG = {0: "rng_default", 1: "rng_three_fry", 2: "rng_philox"}
 _DIST = {1: "rng_uniform", 2: "rng_normal"}
 _FFT = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
@@ -854,8 +858,14 @@ class _Renderer:
         elif op == "compare":
             a.append(f"direction={i.comparison_direction}")
             et = self._operand_type(i, 0)
-            if i.comparison_type and (et is None or i.comparison_type != _default_comparison_type(et)):
+            if i.comparison_type and not i.comparison_order and (
+                    et is None or i.comparison_type != _default_comparison_type(et)):
                 a.append(f"type={i.comparison_type}")
+            if i.comparison_order:           # the newest XLA's; its comparison_type is a mirror of it
+                if i.comparison_order not in COMPARISON_ORDERS:
+                    raise ProtoError(f"{where}comparison order {i.comparison_order!r} unknown")
+                if et is None or i.comparison_order != _default_comparison_order(et):
+                    a.append(f"order={i.comparison_order}")
         elif op == "triangular-solve":
             o = i.triangular_solve_options
             if o.left_side:
@@ -913,6 +923,8 @@ class _Renderer:
         elif op == "topk":
             a.append(f"k={i.k}")
             a.append("largest=" + ("true" if i.largest else "false"))
+            if i.is_stable:                  # the newest XLA's stable topk: sort's is_stable field
+                a.append("is_stable=true")
         elif op == "reshape":
             if len(i.dimensions) and i.dimensions[0] != -1:
                 a.append(f"inferred_dimension={i.dimensions[0]}")
@@ -951,6 +963,10 @@ class _Renderer:
                 a.append(f"convolution_kind={_enum(_CONV_KIND, i.conv_kind, 'conv_kind', where)}")
             _precision(i.precision_config, a, where)
             _sparsity(i, a)
+            if i.convolution_field_101:
+                raise ProtoError(f"{where}field 101 of xla.HloInstructionProto (a newer XLA's "
+                                 "convolution setting) is set; hlo does not know what it means, so "
+                                 "the convolution is not read")
         elif op in ("reduce-window", "select-and-scatter"):
             if len(i.window.dimensions):
                 a.append("window=" + _window(i.window))

@@ -163,8 +163,6 @@ BAD = [
       batching=("{0}", "{3}"), fragment="every entry of start_indices_batching_dims must be in [0, 3), got {3}"),
     G("gather.batching_overlaps_collapsed", "f32[5,2,4]", BOP, BIDX, "{2}", "{0}", "{1}", 2, "{1,1,4}",
       batching=("{0}", "{0}"), fragment="collapsed_slice_dims and operand_batching_dims must have no dimension in common, got {0} in both"),
-    G("gather.batching_in_start_index_map", "f32[5,2,4]", BOP, BIDX, "{2}", "{1}", "{0}", 2, "{1,1,4}",
-      batching=("{0}", "{0}"), fragment="start_index_map and operand_batching_dims must have no dimension in common"),
     G("gather.batching_index_vector_dim", "f32[5,2,4]", BOP, BIDX, "{2}", "{1}", "{1}", 2, "{1,1,4}",
       batching=("{0}", "{2}"), fragment="start_indices_batching_dims must not contain index_vector_dim (2), got {2}"),
     G("gather.batching_sizes", "f32[6,2,4]", BOP, "s32[6,2,1]", "{2}", "{1}", "{1}", 2, "{1,1,4}",

@@ -205,8 +205,6 @@ INVALID = [
      "to_apply must take one parameter per operand (1), got 2"),
     ("map-nonscalar-result", ["f32[2]", "f32[2]"], "f32[2] map(p0, p1), dimensions={0}, to_apply=vec_add",
      ["vec_add"], "the result of to_apply must be a scalar, got f32[2]"),
-    ("map-partial-dimensions", ["f32[2,3]"], "f32[2,3] map(p0), dimensions={1}, to_apply=neg_f32", ["neg_f32"],
-     "dimensions must be all operand dimensions in order {0,1}, got {1}"),
     ("map-parameter-type", ["s32[4]"], "f32[4] map(p0), dimensions={0}, to_apply=neg_f32", ["neg_f32"],
      "parameter 0 of to_apply must have the element type of operand 0 (s32), got f32[]"),
     # --- sort

@@ -55,6 +55,8 @@ import threading
 
 import numpy as np
 
+from ...errors import HloEvalError
+from ...ir.attributes import sparsity_sides
 from .. import numerics
 from ..registry import evaluator
 from ..values import np_dtype
@@ -607,6 +609,35 @@ def _fast_path(x, w, wdims, out_spatial, dt, terms: int):
     return out
 
 
+def materialize_sparse(values, indices, side: dict) -> np.ndarray:
+    """The dense operand of a 1:N structured-sparse one (XLA's MaterializeSparseOperand): along
+    `dimension` each value lands in its block of N at the position `indices` gives, the rest are
+    zeros.  XLA fails the run for a stride other than 1, indices of other dimensions than the
+    values', and a position outside [0, N); so does this."""
+    values, indices = np.asarray(values), np.asarray(indices)
+    dim, n = side["dimension"], side["block_size"]
+    if side["num_non_zero"] != 1 or side["stride"] != 1:
+        raise HloEvalError(f"convolution: sparsity {side['num_non_zero']}:{n} with stride {side['stride']}: "
+                           "XLA expands only 1:N sparsity with stride 1")
+    if not 0 <= dim < values.ndim or n <= 0:
+        raise HloEvalError(f"convolution: sparsity dimension {dim} must be in [0, {values.ndim}) and the "
+                           f"block size {n} positive")
+    if indices.shape != values.shape or indices.dtype.kind not in "iu":
+        raise HloEvalError(f"convolution: the sparse kernel's indices must be integers shaped like its values "
+                           f"{list(values.shape)}, got {indices.dtype}{list(indices.shape)}")
+    if indices.size and (indices.min() < 0 or indices.max() >= n):
+        bad = indices[(indices < 0) | (indices >= n)].flat[0]
+        raise HloEvalError(f"convolution: a position in a sparsity block must be in [0, {n}), got {int(bad)}")
+    shape = list(values.shape)
+    shape[dim] *= n
+    dense = np.zeros(shape, values.dtype)
+    pos = np.arange(values.shape[dim]).reshape([-1 if k == dim else 1 for k in range(values.ndim)]) * n
+    where = list(np.indices(values.shape, sparse=True))
+    where[dim] = pos + indices.astype(np.int64)
+    dense[tuple(where)] = values
+    return dense
+
+
 @evaluator("convolution")
 def eval_convolution(inst, args, ec):
     """Windowed sum of products of lhs windows (stride, padding incl. negative, lhs/rhs dilation,
@@ -616,7 +647,9 @@ def eval_convolution(inst, args, ec):
     algorithm (numerics.py); f32 products otherwise, as cuDNN's DEFAULT_MATH algorithms that XLA's
     autotuner picked in every measured case (numerics.CONV_IMPLIED_TF32)."""
     lhs, rhs = args
-    alg = numerics.dot_algorithm(inst, ec, args, implied=numerics.CONV_IMPLIED_TF32)
+    if isinstance(rhs, tuple):               # a sparse kernel: (values, indices)
+        rhs = materialize_sparse(rhs[0], rhs[1], sparsity_sides(inst.attrs.get("sparsity_config"))["rhs"])
+    alg = numerics.dot_algorithm(inst, ec, [lhs, rhs], implied=numerics.CONV_IMPLIED_TF32)
     if alg is not None:
         return numerics.apply_pairs(lhs, rhs, alg, lambda l, r: convolution_values(inst, l, r, F32),
                                     np_dtype(inst.shape))

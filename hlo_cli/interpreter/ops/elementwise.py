@@ -25,6 +25,8 @@ import threading
 import numpy as np
 
 from ...errors import HloEvalError
+from ...ir.attributes import comparison_type
+from ..computations import weak_from_total
 from ..registry import evaluator
 from ..values import np_dtype
 from ..parallel import split
@@ -848,17 +850,22 @@ _COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equ
 
 @evaluator("compare")
 def eval_compare(inst, args, ec):
-    """Elementwise comparison to pred. FLOAT: IEEE (NaN is unordered, so only NE is true; -0 == +0);
-    XLA reads f32/f64/bf16 denormals as 0. TOTALORDER: -NaN < -inf < ... < -0 < +0 < ... < +inf <
-    +NaN by bit pattern (fnuz NaN sorts as -NaN). SIGNED/UNSIGNED by the type; pred false < true;
-    complex EQ/NE on both parts."""
+    """Elementwise comparison to pred. FLOAT (order=PARTIAL): IEEE (NaN is unordered, so only NE is
+    true; -0 == +0); XLA reads f32/f64/bf16 denormals as 0. TOTALORDER (order=TOTAL): -NaN < -inf <
+    ... < -0 < +0 < ... < +inf < +NaN by bit pattern (fnuz NaN sorts as -NaN). order=WEAK: the
+    total order with -0 == +0 and the NaNs of each sign equal (C++'s weak_order). SIGNED/UNSIGNED by the type; pred
+    false < true; complex EQ/NE on both parts."""
     a, b = args
     op = _COMPARE[str(inst.attrs["direction"])]
     k = kind(a.dtype)
     with np.errstate(all="ignore"):
         if k == "float":
-            if str(inst.attrs.get("type", "FLOAT")) == "TOTALORDER":
+            ctype = comparison_type(inst.attrs, etype(a.dtype).name)
+            if ctype == "TOTALORDER":
                 return np.asarray(op(_total_order_key(a), _total_order_key(b)))
+            if ctype == "WEAKORDER":
+                return np.asarray(op(weak_from_total(a, _total_order_key(a)),
+                                     weak_from_total(b, _total_order_key(b))))
             return np.asarray(_compare_floats(op, a, b))
         if k == "complex":
             return np.asarray(op(flush(a), flush(b)))

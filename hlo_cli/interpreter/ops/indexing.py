@@ -103,10 +103,10 @@ def eval_gather(inst, args, ec):
     nb, r = len(batch_shape), operand.ndim
     index = []
     for d in range(r):
-        if d in start_index_map:
-            s = np.clip(ind[..., start_index_map.index(d)], 0, max(operand.shape[d] - sizes[d], 0))
-        elif d in obd:
+        if d in obd:        # before start_index_map: XLA's evaluator lets the batch index win
             s = _batch_coord(batch_shape, _batch_pos(sibd[obd.index(d)], ivd))
+        elif d in start_index_map:
+            s = np.clip(ind[..., start_index_map.index(d)], 0, max(operand.shape[d] - sizes[d], 0))
         else:
             s = np.zeros((1,) * nb, np.int64)
         w = np.arange(sizes[d], dtype=np.int64).reshape([sizes[d] if k == d else 1 for k in range(r)])
@@ -222,10 +222,10 @@ def eval_scatter(inst, args, ec):
     valid = np.ones(batch_shape, bool)
     lin = np.zeros(batch_shape + (1,) * nw, np.int64)
     for d in range(r):
-        if d in sdod:
-            s = ind[..., sdod.index(d)]
-        elif d in ibd:
+        if d in ibd:        # before scatter_dims_to_operand_dims: XLA's evaluator lets the batch index win
             s = _batch_coord(batch_shape, _batch_pos(sibd[ibd.index(d)], ivd))
+        elif d in sdod:
+            s = ind[..., sdod.index(d)]
         else:
             s = None
         size = window_shape[wdims.index(d)] if d in wdims else 1

@@ -22,6 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from ...errors import HloEvalError
+from ...ir.attributes import comparison_type
 from .. import computations as C
 from ..registry import evaluator
 from ..values import np_dtype
@@ -101,15 +102,9 @@ def _select_fn(ec, name: str):
             if a.parameter_number == 1:
                 direction = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE"}.get(direction, direction)
             et = a.shape.element_type
-            ctype = root.attrs.get("type")
-            ctype = str(ctype) if ctype is not None else _default_ctype(et)
+            ctype = comparison_type(root.attrs, et)
             return (lambda s, c: _compare(s, c, direction, ctype)), (direction, ctype)
     return (lambda s, c: C.apply(ec, name, [s, c], s.shape, [np.dtype(bool)])[0]), None
-
-
-def _default_ctype(et: str) -> str:
-    from ...ir.dtypes import ELEMENT_TYPES
-    return {"float": "FLOAT", "complex": "FLOAT", "int": "SIGNED"}.get(ELEMENT_TYPES[et].kind, "UNSIGNED")
 
 
 # select = compare(picked, candidate, direction): when no NaN is involved the candidate replaces

@@ -15,8 +15,12 @@ mean one group of every replica (or partition): its size is the module's replica
 num_partitions, known to a rule only when the RuleContext carries them (``ctx.replica_count``,
 ``ctx.num_partitions`` or ``ctx.module_attrs``); otherwise, like XLA, the shard count is read off
 the declared result shape.  (XLA parses the ``mode=`` attribute and ignores it; so do these
-rules.)  One deliberate difference: XLA skips the shard-count check when the group size is 1; here
-explicit groups of one device gather / scatter nothing, so the shape must stay the operand's.
+rules.)  The checker gives a rule only the counts the header (or the command line) declares: a count
+the text leaves out is the module config's (XLA's own tests set it in code), so it is unknown here
+and the shard count is read off the declared result, as XLA's verifier does for its default of 1.
+One deliberate difference: XLA skips the shard-count check when the group size is 1; here explicit
+groups of one device under declared counts gather / scatter nothing, so the shape must stay the
+operand's.
 
 Sources: XLA's ``ShapeInference::Infer{AllGather,AllGatherStart,AllGatherDone,AllReduce,
 ReduceScatter,AllToAll,AllToAllTuple,RaggedAllToAll,CollectiveBroadcast,CollectivePermute,
@@ -139,8 +143,8 @@ def check_replica_groups(ctx, operands, groups, mode, uniform: bool = True) -> N
     elif mode == CROSS_PARTITION:
         if partitions not in (None, 1) and n != partitions:
             fail(op, "replica_groups", f"name all {partitions} partitions", f"{n} ids", operands, COUNT)
-    elif mode == FLATTENED_ID and replicas is not None and partitions is not None:
-        total = replicas * partitions
+    elif mode == FLATTENED_ID and (replicas is not None or partitions is not None):
+        total = (replicas or 1) * (partitions or 1)     # a count the header leaves out: XLA's default 1
         if total != 1 and n != total:
             fail(op, "replica_groups", f"name all {total} devices (replicas x partitions)", f"{n} ids", operands,
                  COUNT)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from ...ir.attributes import comparison_order_of_type
 from ...ir.dtypes import ELEMENT_TYPES
 from ...ir.shape import UNBOUNDED, Shape
 from ..registry import ShapeRuleError, fail, rule, shapes_text
@@ -337,6 +338,17 @@ def infer_compare(operands, attrs, ctx):
         if str(ctype) not in allowed:
             fail(op, "type", f"be {' or '.join(allowed)} for {operands[0].element_type} operands",
                  ctype, operands, ATTRIBUTE)
+    order = attrs.get("order")
+    if order is not None:
+        # the newest XLA's order=: any order for floats (and integers, where all three order the
+        # same way); a complex compare is an equality test, so only PARTIAL (its default) means
+        # something; beside type= the two must say the same thing
+        if kind(operands[0]) == "complex" and str(order) != "PARTIAL":
+            fail(op, "order", f"be PARTIAL for {operands[0].element_type} operands", order,
+                 operands, ATTRIBUTE)
+        if ctype is not None and kind(operands[0]) == "float" \
+                and comparison_order_of_type(str(ctype)) != str(order):
+            fail(op, "order", f"agree with type={ctype}", order, operands, ATTRIBUTE)
     dims, dyn = merge_dims(operands)
     return array("pred", dims, dyn)
 

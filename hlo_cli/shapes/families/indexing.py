@@ -98,7 +98,8 @@ def infer_gather(operands, attrs, ctx):
     _check_list(op, operands, "operand_batching_dims", obatch, x.rank, sorted_=True)
     _check_list(op, operands, "start_indices_batching_dims", ibatch, len(idims))
     _disjoint(op, operands, "collapsed_slice_dims", collapsed, "operand_batching_dims", obatch)
-    _disjoint(op, operands, "start_index_map", start_map, "operand_batching_dims", obatch)
+    # start_index_map may name a batching dimension: XLA's shape inference does not forbid it (its
+    # tests do it) and its evaluator takes the batch index there, the start index being ignored
     if ivd in ibatch:
         fail(op, "start_indices_batching_dims", f"not contain index_vector_dim ({ivd})", seq(ibatch),
              operands, ATTRIBUTE)
@@ -251,7 +252,8 @@ def infer_scatter(operands, attrs, ctx):
     _check_list(op, operands, "input_batching_dims", ibd, x0.rank, sorted_=True)
     _check_list(op, operands, "scatter_indices_batching_dims", sibd, len(idims))
     _disjoint(op, operands, "inserted_window_dims", iwd, "input_batching_dims", ibd)
-    _disjoint(op, operands, "scatter_dims_to_operand_dims", sdod, "input_batching_dims", ibd)
+    # scatter_dims_to_operand_dims may name a batching dimension (as gather's start_index_map may):
+    # XLA's shape inference allows it and its evaluator takes the batch index there
     if ivd in sibd:
         fail(op, "scatter_indices_batching_dims", f"not contain index_vector_dim ({ivd})", seq(sibd),
              operands, ATTRIBUTE)

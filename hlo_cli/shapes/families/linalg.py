@@ -215,6 +215,34 @@ def infer_scaled_dot(operands, attrs, ctx):
     return array(_result_type(ctx, lhs, rhs), dims, dyn)
 
 
+def _sparse_rhs(ctx, attrs, operands):
+    """The rhs side of sparsity_config (or None), checked as XLA's InferConvolveShape checks it:
+    a tuple rhs is (values, indices), of two elements; a sparse rhs is 1:N.  The values and indices
+    themselves are checked where XLA checks them, when the kernel is expanded (MaterializeSparseOperand)."""
+    from ...ir.attributes import AttrError, sparsity_sides
+    op = ctx.opcode
+    rhs = operands[1]
+    if rhs.is_tuple and len(rhs.tuple_shapes) != 2:
+        fail(op, "rhs", "be an array, or a (values, indices) tuple of 2 elements for sparsity", txt(rhs), operands)
+    try:
+        side = sparsity_sides(attrs.get("sparsity_config")).get("rhs")
+    except AttrError as e:
+        fail(op, "sparsity_config", "be readable", str(e), operands)
+    if side is None:
+        if rhs.is_tuple:
+            fail(op, "rhs", "be an array unless sparsity_config has an rhs (a tuple is a sparse kernel)",
+                 txt(rhs), operands)
+        return None
+    if side["num_non_zero"] != 1:
+        fail(op, "the rhs sparsity", "be 1:N (XLA supports only one non-zero element a block)",
+             f"{side['num_non_zero']}:{side['block_size']}", operands)
+    if side["block_size"] <= 0:
+        fail(op, "the rhs sparsity block size", "be positive", side["block_size"], operands)
+    if rhs.is_tuple:
+        expect_array(ctx, list(rhs.tuple_shapes), 0, "the sparse kernel's values")
+    return side
+
+
 @rule("convolution")
 def infer_convolution(operands, attrs, ctx):
     """convolution(lhs, rhs): batch / feature / spatial dims placed by dim_labels; spatial sizes
@@ -222,7 +250,8 @@ def infer_convolution(operands, attrs, ctx):
     op = ctx.opcode
     expect_count(ctx, operands, 2, 2)
     lhs = expect_array(ctx, operands, 0, "lhs")
-    rhs = expect_array(ctx, operands, 1, "rhs")
+    sparse_rhs = _sparse_rhs(ctx, attrs, operands)
+    rhs = operands[1].tuple_shapes[0] if operands[1].is_tuple else expect_array(ctx, operands, 1, "rhs")
     _check_precision(ctx, attrs, operands)
     fgc = attrs.get("feature_group_count", 1)
     bgc = attrs.get("batch_group_count", 1)
@@ -259,6 +288,9 @@ def infer_convolution(operands, attrs, ctx):
     in_features = lhs.dims[dn.input_feature_dimension]
     in_batch = lhs.dims[dn.input_batch_dimension]
     k_in = rhs.dims[dn.kernel_input_feature_dimension]
+    if sparse_rhs is not None:
+        # XLA's InferConvolveShape: a 1:N sparse kernel holds one of every N input features
+        k_in *= sparse_rhs["block_size"]
     k_out = rhs.dims[dn.kernel_output_feature_dimension]
     if k_out % bgc:
         fail(op, "the kernel output feature dimension", f"be a multiple of batch_group_count ({bgc})",

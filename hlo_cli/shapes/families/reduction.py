@@ -413,11 +413,9 @@ def infer_map(operands, attrs, ctx):
                 arg = s
                 continue
         fail(op, f"operand {i}", f"have the shape of operand 0 ({txt(operands[0])})", txt(s), operands)
-    rank = max(s.rank for s in operands)
-    dims = attrs.get("dimensions")
-    if dims is not None and tuple(dims) != tuple(range(rank)):
-        fail(op, "dimensions", f"be all operand dimensions in order {{{','.join(map(str, range(rank)))}}}",
-             "{" + ",".join(map(str, dims)) + "}", operands)
+    # `dimensions` is not checked: XLA's parser reads it only to infer a shape the text leaves out,
+    # and its verifier (HandleMap) maps over every dimension of the operands whatever it says (XLA's
+    # own tests write `dimensions={}` on rank-2 maps); a map always applies to every element
     params, result = computation(ctx, attrs, "to_apply")
     if len(params) != len(operands):
         fail(op, "to_apply", f"take one parameter per operand ({len(operands)})", len(params), operands)

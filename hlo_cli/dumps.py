@@ -63,8 +63,9 @@ class Dumper:
     plus the run's description RUN_INFO (tool version, module hash, seed, inputs)."""
 
     def __init__(self, module, directory: Path, pattern=None, summary_only: bool = False,
-                 run_info: dict | None = None):
+                 run_info: dict | None = None, prefix: str = ""):
         self.module = module
+        self.prefix = prefix                          # before every file name (one of several writers)
         self.dir = Path(directory)
         self.pattern = pattern
         self.summary_only = summary_only
@@ -79,7 +80,7 @@ class Dumper:
             return
         self.seq += 1
         safe = re.sub(r"[^\w.\-]", "_", f"{ev.computation.name}.{inst.name}")
-        base = f"{self.seq:06d}_{safe}" + (f".{ev.count}" if ev.count > 1 else "")
+        base = f"{self.prefix}{self.seq:06d}_{safe}" + (f".{ev.count}" if ev.count > 1 else "")
         entry = {"order": self.seq, "computation": ev.computation.name, "instruction": inst.name,
                  "opcode": inst.opcode, "shape": inst.shape.to_str(False), "execution": ev.count,
                  "location": f"{inst.loc.file}:{inst.loc.line}:{inst.loc.column}"}
@@ -128,6 +129,27 @@ class Dumper:
         manifest["instructions"] = self.entries
         text = (json.dumps(manifest, indent=1) + "\n").encode()
         replace_file(self.dir / MANIFEST, lambda f: f.write(text), "--dump-dir")
+
+
+def merge_device_entries(parts: list[tuple[tuple[int, ...], list[dict]]]) -> list[dict]:
+    """One manifest's instruction entries from those of several writers, each of which ran the same
+    program for some of the devices (PARTS: (devices, entries) in device order): every writer's
+    entries in turn, renumbered; a value a writer held once ("uniform") becomes an entry for each of
+    its devices, since another writer's devices may hold another value."""
+    out = []
+    for devices, entries in parts:
+        for e in entries:
+            e = dict(e)
+            if e.get("devices") == "uniform":
+                stats = e.pop("stats", None)
+                files = e.get("files")
+                e["devices"] = [int(d) for d in devices]
+                e["per_device"] = [{"device": int(d), "stats": stats, **({} if files is None else {"files": files})}
+                                   for d in devices]
+            out.append(e)
+    for n, e in enumerate(out, 1):
+        e["order"] = n
+    return out
 
 
 def _row(value, pos: int):

@@ -312,7 +312,7 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
                    "output_global": output_global, "output_sharding": output_sharding, "device": device,
                    "cluster": cluster, "ray_address": ray_address, "ray_actors": ray_actors}
         if cluster == "ray":
-            for flag, given in (("--dump-dir", dump_dir), ("--profile", profile), ("--reference", reference_platform)):
+            for flag, given in (("--profile", profile), ("--reference", reference_platform)):
                 if given:
                     raise click.UsageError(f"{flag} cannot be combined with --cluster ray: it runs in this "
                                            f"process (use --cluster local)")
@@ -535,6 +535,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     guard = FiniteGuard(module) if check_finite else None
     if guard:
         hooks.append(guard)
+    dv.dumper, dv.guard = dumper, guard       # (--cluster ray makes them again in each actor)
 
     prof = None
     if profile:

@@ -212,21 +212,33 @@ class DeviceRun:
 
     def run(self, args, options, hook, progress):
         if self.cluster == "ray":
-            from ..finite import FiniteGuard, NonFinite
-            from .ray_backend import run_on_ray
-            guard = hook if isinstance(hook, FiniteGuard) else None
-            if hook is not None and guard is None:
-                raise ValueError("the Ray backend takes no hook but --check-finite's")
-            try:
-                result, self.ray_run = run_on_ray(self.module, args, self.grid, options, address=self.ray_address,
-                                                  actors=self.ray_actors, per_device=self.per_device,
-                                                  global_values=self.global_values, check_finite=guard is not None)
-            except NonFinite as e:
-                guard.report = e.report          # what `hlo run` reports, as from a local run
-                raise
-            return result
+            return self._run_on_ray(args, options, hook)
         from . import run_devices
         return run_devices(self.module, args, self.grid, options, hook, progress)
+
+    def _run_on_ray(self, args, options, hook):
+        """The run on Ray: the hooks `hlo run` made (self.dumper, self.guard, set before the run) are
+        re-made in each actor for its devices, and their findings brought back to these objects."""
+        from ..finite import NonFinite
+        from .ray_backend import run_on_ray
+        dumper, guard = getattr(self, "dumper", None), getattr(self, "guard", None)
+        if hook is not None and dumper is None and guard is None:
+            raise ValueError("the Ray backend runs --dump-dir's and --check-finite's hooks only")
+        dump = None if dumper is None else {"dir": str(dumper.dir), "pattern": dumper.pattern,
+                                            "summary_only": dumper.summary_only, "run_info": dumper.run_info}
+        try:
+            result, self.ray_run = run_on_ray(self.module, args, self.grid, options, address=self.ray_address,
+                                              actors=self.ray_actors, per_device=self.per_device,
+                                              global_values=self.global_values, check_finite=guard is not None,
+                                              dump=dump)
+        except NonFinite as e:
+            guard.report = e.report              # what `hlo run` reports, as from a local run
+            if dumper is not None:
+                dumper.entries = e.dump_entries or []
+            raise
+        if dumper is not None:
+            dumper.entries = self.ray_run.dump_entries or []
+        return result
 
     def leaves(self, result) -> list[DeviceLeaf]:
         return result_leaves(result, self.module.entry_computation.root_instruction.shape)

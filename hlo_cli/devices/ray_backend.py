@@ -433,9 +433,12 @@ class DeviceActor:
         self._beating = False
 
     def setup(self, module, grid, devices: tuple[int, ...], options, coordinator, actor: int,
-              compiled: bool = True, fail_at: str | None = None, check_finite: bool = False) -> str:
+              compiled: bool = True, fail_at: str | None = None, check_finite: bool = False,
+              dump: dict | None = None) -> str:
         """Take devices DEVICES of a run of MODULE; returns this actor's node id.  CHECK_FINITE: stop
-        at the first instruction that makes a NaN or Inf on one of these devices (finite.py)."""
+        at the first instruction that makes a NaN or Inf on one of these devices (finite.py).  DUMP:
+        write every executed instruction's value for these devices (dumps.Dumper's arguments: dir,
+        pattern, summary_only, run_info), file names prefixed by the actor."""
         import ray
         from ..finite import FiniteGuard
         from ..interpreter.evaluator import RunOptions
@@ -448,7 +451,16 @@ class DeviceActor:
         self.coord = coordinator
         self.fail_at = fail_at
         self.guard = FiniteGuard(module) if check_finite else None
-        local = LocalDevices(module, grid, options or RunOptions(), context_hooks(self.guard), compiled)
+        self.dumper = None
+        if dump is not None:
+            from pathlib import Path
+
+            from ..dumps import Dumper
+            self.dumper = Dumper(module, Path(dump["dir"]), dump.get("pattern"), dump.get("summary_only", False),
+                                 dump.get("run_info"), prefix=f"a{actor}_")
+        hooks = [h for h in (self.dumper, self.guard) if h is not None]   # the order `hlo run` uses
+        self.hook = None if not hooks else hooks[0] if len(hooks) == 1 else _all_hooks(hooks)
+        local = LocalDevices(module, grid, options or RunOptions(), context_hooks(self.hook), compiled)
         self.devices = _ActorDevices(local, ray, coordinator, actor)
         self.args = None
         self.where = "starting"
@@ -487,7 +499,7 @@ class DeviceActor:
         from ..finite import NonFinite
         preflight(self.module, len(self.devs))
         keep_freed_memory()
-        walk = _ActorWalk(self.module, self.devices, self.guard, None)
+        walk = _ActorWalk(self.module, self.devices, self.hook, None)
         walk.actor = self
         vals = [grouped_rows(a, len(self.devs)) for a in self.args]
         try:
@@ -496,7 +508,7 @@ class DeviceActor:
         except NonFinite:
             # where this actor's devices first made a NaN or Inf, and how far the walk had come (the
             # actors run the same program in the same order: the smallest count is the first)
-            return NonFiniteAt(self.guard.report, walk.executed), walk.executed
+            return NonFiniteAt(self.guard.report, walk.executed), walk.executed, self._entries()
         except MemoryError as e:
             raise resource_error(None, e) from e
         finally:
@@ -504,7 +516,10 @@ class DeviceActor:
             self.where = "finished"
         if isinstance(value, Grouped):
             value = Stacked(value.value)
-        return value, walk.executed + self.devices.executed()
+        return value, walk.executed + self.devices.executed(), self._entries()
+
+    def _entries(self):
+        return None if self.dumper is None else self.dumper.entries
 
 
 @dataclass(frozen=True)
@@ -513,6 +528,13 @@ class NonFiniteAt:
     instructions the actor's walk had executed then."""
     report: dict
     executed: int
+
+
+def _all_hooks(hooks):
+    def hook(ev):
+        for h in hooks:
+            h(ev)
+    return hook
 
 
 def _walk_class():
@@ -577,6 +599,7 @@ class RayRun:
     started_cluster: bool
     timings: dict = field(default_factory=dict)
     peak_rss: list = field(default_factory=list)     # per actor: the most memory its process held
+    dump_entries: list | None = None                 # --dump-dir: the manifest's instructions, all actors'
 
     def to_dict(self) -> dict:
         """For `hlo run --format json`: where the devices ran and how long each phase took."""
@@ -654,13 +677,15 @@ def _actors_for(ray, pool, plan: Placement):
 def run_on_ray(module, args, grid, options=None, *, address: str | None = None, actors: int | None = None,
                per_device: bool = False, global_values: bool | None = None, compiled: bool = True,
                check_memory: bool = True, timeout_s: float | None = None, fail_at: str | None = None,
-               check_finite: bool = False):
+               check_finite: bool = False, dump: dict | None = None):
     """Run MODULE's entry computation on every device of GRID, the devices spread over Ray actors.
     ARGS: one per entry parameter, a FileInput (read by each actor for its devices) or a DeviceValue
     (Uniform, Stacked over all devices). Returns (DeviceResult, RayRun).  Results are bit-identical
     to devices.run_devices.  The actors are kept for the next run of this process (forget_actors).
     CHECK_FINITE: stop at the first instruction that makes a NaN or Inf (finite.NonFinite, whose
-    `report` is finite.FiniteGuard's, with the device)."""
+    `report` is finite.FiniteGuard's, with the device).  DUMP: every actor writes its devices' values
+    into DUMP["dir"] (a directory every node reaches), and RayRun.dump_entries (NonFinite.dump_entries)
+    is the manifest's instruction list (dumps.merge_device_entries)."""
     from . import DeviceResult, partitioned
     from ..interpreter.evaluator import RunOptions
     from ..interpreter.excess_precision import prepare as prepare_excess_precision
@@ -673,7 +698,7 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
         global_values = values_are_global(module)
     from ..interpreter.numerics import settle as settle_numerics
     module = prepare_excess_precision(module)
-    if compiled and not check_finite:
+    if compiled and not check_finite and dump is None:
         module = hoist_loop_invariants(module)
     module, _, _ = settle_numerics(module, options.numerics)       # the run's arithmetic, as run_devices
     plan = place(module, grid, cluster_nodes(ray), actors, check_memory)
@@ -684,7 +709,7 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
         coord, handles = _actors_for(ray, _pool(ray), plan)
         mod_ref = ray.put(module)
         ray.get(coord.reset.remote(mod_ref, grid, options, owners, len(plan.groups)))
-        _wait_all(ray, [h.setup.remote(mod_ref, grid, g, options, coord, a, compiled, fail_at, check_finite)
+        _wait_all(ray, [h.setup.remote(mod_ref, grid, g, options, coord, a, compiled, fail_at, check_finite, dump)
                         for a, (h, g) in enumerate(zip(handles, plan.groups))], plan, coord, timeout_s)
         loads = [h.load.remote([s if isinstance(s, FileInput) else _cut(s, g) for s in args], per_device,
                                global_values) for h, g in zip(handles, plan.groups)]
@@ -693,11 +718,13 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
         runs = [h.run.remote() for h in handles]
         results = _wait_all(ray, runs, plan, coord, timeout_s, finite=check_finite)
         t2 = time.perf_counter()
-        stops = [v for v, _ in results if isinstance(v, NonFiniteAt)]
+        entries = None if dump is None else _dump_entries(plan, results)
+        stops = [v for v, _, _ in results if isinstance(v, NonFiniteAt)]
         if stops:
             from ..finite import NonFinite
             e = NonFinite()
             e.report = min(stops, key=lambda s: (s.executed, s.report.get("device", 0))).report
+            e.dump_entries = entries
             raise e
         ok = True
     except HloError as e:
@@ -714,8 +741,8 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
         rss = ray.get([h.peak_rss.remote() for h in handles], timeout=30)
     except Exception:                               # noqa: BLE001 (a report only)
         rss = [None] * len(handles)
-    values = [v for v, _ in results]
-    executed = sum(n for _, n in results)
+    values = [v for v, _, _ in results]
+    executed = sum(n for _, n, _ in results)
     devs = tuple(range(grid.count))
     # a value each actor holds once is the same on every device only when the actors agree bit for bit
     if all(isinstance(v, Uniform) for v in values) and all(_same_bits(v.value, values[0].value) for v in values):
@@ -725,7 +752,12 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
         value = Stacked(merged)
     result = DeviceResult(value, devs, grid, isinstance(value, Uniform) and not partitioned(module), executed)
     return result, RayRun(plan, started, {"ray_setup_s": t1 - t0, "ray_run_s": t2 - t1,
-                                          "ray_gather_s": time.perf_counter() - t2}, rss)
+                                          "ray_gather_s": time.perf_counter() - t2}, rss, entries)
+
+
+def _dump_entries(plan: Placement, results) -> list:
+    from ..dumps import merge_device_entries
+    return merge_device_entries([(g, r[2] or []) for g, r in zip(plan.groups, results)])
 
 
 def _outcomes(ray, refs) -> list:
@@ -784,10 +816,10 @@ def _wait_all(ray, refs, plan: Placement, coord, timeout_s, finite: bool = False
                 if not isinstance(cause, BaseException):
                     cause = HloEvalError(f"a device actor failed: {e}")
                 if finite and isinstance(cause, HloError) and _all_stopped(ray, refs):
-                    stops = [v for v in _outcomes(ray, refs)
-                             if isinstance(v, tuple) and isinstance(v[0], NonFiniteAt)]
-                    if stops:
-                        return stops
+                    outcomes = _outcomes(ray, refs)
+                    if any(isinstance(v, tuple) and isinstance(v[0], NonFiniteAt) for v in outcomes):
+                        # every actor's outcome, those the stopped one left failing as empty ones
+                        return [v if isinstance(v, tuple) else (None, 0, None) for v in outcomes]
                 raise cause from None
             except ray.exceptions.RayActorError as e:
                 k = index[r]

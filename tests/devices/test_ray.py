@@ -246,8 +246,8 @@ def test_hlo_run_cluster_ray(cluster, tmp_path):
 
 @pytest.mark.parametrize("argv, fragment", [
     (["--ray-address", "127.0.0.1:1"], "need --cluster ray"),
-    (["--cluster", "ray", "--check-finite"], "--check-finite cannot be combined with --cluster ray"),
-    (["--cluster", "ray", "--dump-dir", "d"], "--dump-dir cannot be combined with --cluster ray"),
+    (["--cluster", "ray", "--profile"], "--profile cannot be combined with --cluster ray"),
+    (["--cluster", "ray", "--reference", "xla"], "--reference cannot be combined with --cluster ray"),
 ])
 def test_cluster_usage_errors(argv, fragment):
     from click.testing import CliRunner
@@ -306,3 +306,41 @@ ENTRY main {
     for k in ("instruction", "device", "devices", "first_index", "location"):
         assert a["non_finite"][k] == b["non_finite"][k], k
     assert b["non_finite"]["instruction"] == "e" and b["non_finite"]["device"] == 5
+
+
+def test_dump_dir_on_ray(cluster, tmp_path):
+    """--dump-dir with --cluster ray: every actor writes its devices' values, one manifest lists them
+    all: the local run's values, on their devices, with the same statistics."""
+    import json
+
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.opt.hlo"
+    inputs = str(ROOT / "samples" / "spmd" / "mlp_train_step_2x4.inputs.npz")
+    for name, extra in (("local", []), ("ray", ["--cluster", "ray", "--ray-address", cluster.address])):
+        r = CliRunner().invoke(main, ["run", str(path), "--inputs", inputs, "--dump-dir", str(tmp_path / name)] + extra)
+        assert r.exit_code == 0, r.output
+    local = json.loads((tmp_path / "local" / "manifest.json").read_text())
+    remote = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    assert remote["status"] == "ok"
+
+    def per_device(manifest):
+        """(computation, instruction, device, statistics) of every value a manifest records."""
+        out = set()
+        for e in manifest["instructions"]:
+            if e.get("devices") == "uniform":
+                rows = [(d, e["stats"]) for d in range(8)]
+            else:
+                rows = [(p["device"], p["stats"]) for p in e["per_device"]]
+            out |= {(e["computation"], e["instruction"], d, json.dumps(st, sort_keys=True)) for d, st in rows}
+        return out
+    # a value some devices hold alike is computed (and dumped) once for one device of each kind: each
+    # actor does that for its own devices, so Ray records every value the local run does and more
+    # devices of the same values
+    local_rows, remote_rows = per_device(local), per_device(remote)
+    assert local_rows <= remote_rows
+    assert {(c, i, st) for c, i, _, st in remote_rows} == {(c, i, st) for c, i, _, st in local_rows}
+    listed = {f for e in remote["instructions"] for f in e.get("files", [])}
+    on_disk = {p.name for p in (tmp_path / "ray").iterdir()} - {"manifest.json", ".hlo-dump"}
+    assert listed == on_disk and listed

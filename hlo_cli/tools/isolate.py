@@ -374,7 +374,7 @@ class _Isolator:
         key = h.digest()
         self.stats["jobs"] += 1
         n.pending += 1
-        job = _Job((n.computation, n.name), self.seq, params, body, root, out_shape, hlo_leaves, device, key)
+        job = _Job((n.computation, n.name), self.seq, params, body, root, out_shape, hlo_leaves, device=device, key=key)
         earlier = self.seen.get(key)
         if earlier is not None:
             self.stats["identical"] += 1

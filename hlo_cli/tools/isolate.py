@@ -89,6 +89,7 @@ class _Job:
     device: int | None = None
     count: int = 1
     key: bytes | None = None
+    shape_key: bytes | None = None
     bytes: int = 0
     duplicates: list = field(default_factory=list)   # (node, hlo leaves, device, seq) of identical jobs
 
@@ -258,6 +259,7 @@ class _Isolator:
         self.filtered: set = set()
         self.seen: dict = {}                      # job key -> the job (or its result)
         self.pending: list = []
+        self.pending_keys: set = set()          # the different module texts among them
         self.pending_bytes = 0
         self.seq = seq0
         self.stats = {"jobs": 0, "identical": 0, "batches": 0, "refused_batches_split": 0}
@@ -370,11 +372,16 @@ class _Isolator:
         for i in body:
             h.update(format_instruction(i, metadata=False).encode())
         for p in params:
-            h.update(b"T" if p is None else p[0].to_str(False).encode() + _digest(p[1]))
-        key = h.digest()
+            h.update(b"T" if p is None else p[0].to_str(False).encode())
+        shape_key = h.digest()                  # the same module text
+        for p in params:
+            if p is not None:
+                h.update(_digest(p[1]))
+        key = h.digest()                        # ... on the same values
         self.stats["jobs"] += 1
         n.pending += 1
-        job = _Job((n.computation, n.name), self.seq, params, body, root, out_shape, hlo_leaves, device=device, key=key)
+        job = _Job((n.computation, n.name), self.seq, params, body, root, out_shape, hlo_leaves, device=device, key=key,
+                   shape_key=shape_key)
         earlier = self.seen.get(key)
         if earlier is not None:
             self.stats["identical"] += 1
@@ -387,8 +394,9 @@ class _Isolator:
         self.seen[key] = job
         job.bytes = sum(a.nbytes for p in params if p is not None for a in p[1])
         self.pending.append(job)
+        self.pending_keys.add(shape_key)
         self.pending_bytes += job.bytes
-        if len(self.pending) >= self.batch_size or self.pending_bytes >= self.batch_bytes:
+        if len(self.pending_keys) >= self.batch_size or self.pending_bytes >= self.batch_bytes:
             self.flush()
 
     def _collective_job(self, ev, n, devices):
@@ -436,12 +444,16 @@ class _Isolator:
     # ----------------------------------------------------------------- batches
     def flush(self):
         jobs, self.pending, self.pending_bytes = self.pending, [], 0
+        self.pending_keys = set()
         if jobs:
             self._run_batch(jobs)
 
-    def _batch_text(self, jobs):
-        entry, roots, args, nparam = [], [], [], 0
-        for j, job in enumerate(jobs):
+    def _batch_text(self, groups):
+        """One module computing one job of each group (jobs of a group differ only in their operand
+        values); its arguments are given per round."""
+        entry, roots, nparam = [], [], 0
+        for j, group in enumerate(groups):
+            job = group[0]
             prefix = f"j{j}."
             names = {}
             for k, p in enumerate(job.params):
@@ -450,7 +462,6 @@ class _Isolator:
                 names[f"P{k}"] = prefix + f"p{k}"
                 entry.append(slicing.parameter(prefix + f"p{k}", nparam, p[0]))
                 nparam += 1
-                args.extend(p[1])
             for i in job.body:
                 names.setdefault(i.name, prefix + i.name)
             for i in job.body:
@@ -461,27 +472,45 @@ class _Isolator:
         entry.append(Instruction("isolated", "tuple", Shape.tuple_of([s for _, s in roots]),
                                  tuple(r for r, _ in roots)))
         mod = slicing.build_module("isolate_batch", self.ref or self.module, entry, "isolated")
-        return slicing.text_of(mod), args
+        return slicing.text_of(mod)
 
     def _run_batch(self, jobs):
-        text, args = self._batch_text(jobs)
+        groups: dict = {}
+        for job in jobs:
+            groups.setdefault(job.shape_key, []).append(job)
+        self._run_groups(list(groups.values()))
+
+    def _run_groups(self, groups):
+        text = self._batch_text(groups)
         self.stats["batches"] += 1
+        rounds = max(len(g) for g in groups)
+        fill = [[a for p in g[0].params if p is not None for a in p[1]] for g in groups]
         try:
-            outs = self.worker.run(text, args)
+            for r in range(rounds):
+                args = []
+                for g, f in zip(groups, fill):
+                    args.extend(f if r >= len(g) else [a for p in g[r].params if p is not None for a in p[1]])
+                outs = self.worker.run(text, args)
+                pos = 0
+                for g in groups:
+                    job = g[r] if r < len(g) else None
+                    k = sum(1 for _ in g[0].out_shape.leaves()) if g[0].out_shape.is_tuple else 1
+                    if job is not None and job.params is not None:
+                        self._finish(job, [np.asarray(o) for o in outs[pos:pos + k]], None)
+                    pos += k
         except (XlaRefused, XlaCrash) as e:
-            if len(jobs) == 1:
-                self._finish(jobs[0], None, e)
+            left = [[j for j in g if j.params is not None] for g in groups]
+            left = [g for g in left if g]
+            if not left:
+                return
+            if len(left) == 1:
+                for job in left[0]:
+                    self._finish(job, None, e)
                 return
             self.stats["refused_batches_split"] += 1
-            half = len(jobs) // 2
-            self._run_batch(jobs[:half])
-            self._run_batch(jobs[half:])
-            return
-        pos = 0
-        for job in jobs:
-            k = sum(1 for _ in job.out_shape.leaves()) if job.out_shape.is_tuple else 1
-            self._finish(job, [np.asarray(o) for o in outs[pos:pos + k]], None)
-            pos += k
+            half = len(left) // 2
+            self._run_groups(left[:half])
+            self._run_groups(left[half:])
 
     def _finish(self, job, xla, error):
         n = self.nodes[job.node]

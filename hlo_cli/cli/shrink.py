@@ -50,9 +50,10 @@ def shrink(module_file, until_nan, until_mismatch, until_error, until_expect, un
     Give exactly one condition: --nan, --mismatch xla, --error TEXT, --expect REF.npz or
     --until-command 'CMD {}'.
 
-    Exit codes: 0 a smaller module was written (the condition holds on it); 1 the condition does
-    not hold on MODULE itself, or nothing could be removed; 2 usage error, unreadable input, an
-    output that exists (without --force); 6 --mismatch xla without XLA.
+    Exit codes: 0 a smaller module was written (the condition holds on it); 1 nothing could be
+    removed (MODULE is written as it is), or the module fails its check; 2 usage error, unreadable
+    input, an output that exists (without --force), a condition that does not hold on MODULE
+    itself; 6 --mismatch xla without XLA.
     """
     from pathlib import Path
 

@@ -16,6 +16,7 @@ values kept as they were it gives the expected value bit for bit.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from dataclasses import dataclass, field
@@ -232,30 +233,22 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
     inputs: dict = {}
     drop = ("control-predecessors",)
 
-    def cut_value(n, shape, value, base):
-        """Instructions giving VALUE of SHAPE under the name BASE."""
-        if shape.element_type == "token":
-            entry.append(Instruction(base, "after-all", shape, loc=by[n].loc))
-            return
-        if shape.is_tuple:
-            parts = []
-            for k, (s, v) in enumerate(zip(shape.tuple_shapes, value)):
-                cut_value(n, s, v, f"{base}.{k}")
-                parts.append(f"{base}.{k}")
-            entry.append(Instruction(base, "tuple", shape, tuple(parts), loc=by[n].loc))
-            return
+    def leaf(base, shape, value):
         if cut_as == "constants":
-            entry.append(slicing.constant(base, shape, value))
-            return
+            return slicing.constant(base, shape, value), None
         if cut_as == "zeros":
             value = np.zeros_like(np.asarray(value))
         elif cut_as == "random":
             from ..interpreter.inputs import random_value
             value = random_value(shape, rng)
-        entry.append(slicing.parameter(base, len(inputs), shape, by[n].loc, keep_layout=True))
-        inputs[base] = np.asarray(value)
+        return slicing.parameter(base, 0, shape, keep_layout=True), np.asarray(value)
     for n in cut:
-        cut_value(n, by[n].shape, latest.get(n), n)
+        insts, vals = slicing.as_parameters(n, by[n].shape, latest.get(n), by[n].loc, leaf)
+        for i in insts:
+            if i.opcode == "parameter":
+                i = dataclasses.replace(i, parameter_number=len(inputs), loc=by[n].loc)
+                inputs[i.name] = vals[i.name]
+            entry.append(i)
     for n in piece:
         i = by[n]
         entry.append(_keep(i, drop))
@@ -268,7 +261,6 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
         expected_value = tuple(got[s] for s in sinks)
     attrs = {k: v for k, v in module.attrs.items() if k not in _HEADER_DROP}
     out = slicing.build_module(f"extracted_{_safe(name)}", module, entry, root, attrs, plain=False)
-    import dataclasses
     out = dataclasses.replace(out, stack_frames=module.stack_frames)
     from ..ir.printer import format_module
     text = format_module(out)
@@ -282,7 +274,6 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
 
 
 def _keep(inst, drop):
-    import dataclasses
     return dataclasses.replace(inst, attrs={k: v for k, v in inst.attrs.items() if k not in drop})
 
 

@@ -23,7 +23,7 @@ Conditions (`Condition.holds(module, inputs) -> bool`): `nan` (the run makes a N
 the same instruction as in the original: `hlo run --check-finite`'s judgement), `mismatch_xla` (hlo's
 results differ from XLA CPU's), `error` (hlo's run or check fails with a message containing a text),
 `expect` (the results still differ from recorded ones: the outputs kept are matched to the recorded
-ones by position), `command` (a shell command, `{}` replaced by the candidate module's path and
+ones by position; no value is cut into a parameter, which would carry the difference in by itself), `command` (a shell command, `{}` replaced by the candidate module's path and
 `{inputs}` by its inputs' .npz, exits 0: C-Reduce's convention for "still interesting").
 """
 from __future__ import annotations
@@ -112,6 +112,9 @@ def from_module(module: Module, args) -> Candidate:
 
 class Condition:
     name = "condition"
+    # whether values may be cut into parameters holding the run's values: not for a comparison with
+    # recorded results, which a parameter holding the run's (differing) value would satisfy by itself
+    allows_cuts = True
 
     def holds(self, module: Module, args: list, outputs: list) -> bool:
         raise NotImplementedError
@@ -188,6 +191,7 @@ class ExpectCondition(Condition):
     """hlo's results still differ from the recorded REFERENCE (keys out0...: the original module's
     result leaves), each kept output compared with the recorded one of its original position."""
     name = "expect"
+    allows_cuts = False
 
     def __init__(self, reference: dict, rtol, atol, options):
         self.reference, self.rtol, self.atol, self.options = reference, rtol, atol, options
@@ -311,12 +315,16 @@ def _as_parameter(c: Candidate, names: set, values: dict) -> Candidate | None:
     """NAMES (instructions of C) become parameters holding VALUES; None when a value is missing or
     holds a token."""
     insts, vals = [], dict(c.values)
+    taken = {i.name for i in c.insts}
     for i in c.insts:
         if i.name in names:
             if i.name not in values or slicing.is_token(i.shape) or i.opcode == "parameter":
                 return None
-            insts.append(slicing.parameter(i.name, 0, i.shape, i.loc, keep_layout=True))
-            vals[i.name] = values[i.name]
+            new, v = slicing.as_parameters(i.name, i.shape, values[i.name], i.loc)
+            if any(x.name in taken and x.name != i.name for x in new):
+                return None
+            insts.extend(new)
+            vals.update(v)
         else:
             insts.append(i)
     return _dce(dataclasses.replace(c, insts=insts, values=vals))
@@ -418,6 +426,7 @@ def shrink(module: Module, args, condition: Condition, *, time_budget: float = 6
         raise HloInputError(f"the condition ({condition.describe()}) does not hold on the module as given: "
                             f"nothing to shrink")
     start = best.size
+    smallest = [best]             # (inlining grows the module for the cuts it allows: the smallest is the result)
 
     def attempt(kind: str, what: str, cand: Candidate | None, keep: bool = True, grow: bool = False) -> bool:
         nonlocal best
@@ -433,6 +442,8 @@ def shrink(module: Module, args, condition: Condition, *, time_budget: float = 6
             on_step(log[-1])
         if ok and keep:
             best = cand
+        if ok and cand.size < smallest[0].size:
+            smallest[0] = cand
         return ok
 
     spent = False
@@ -441,9 +452,9 @@ def shrink(module: Module, args, condition: Condition, *, time_budget: float = 6
         while changed:
             changed = False
             # 1. cut the prefix (bisection over the execution order)
-            values = _capture(best, options)
+            values = _capture(best, options) if condition.allows_cuts else {}
             base = best
-            lo, hi = 0, len(base.insts)     # the cut at lo holds (0: no cut); at hi it does not
+            lo, hi = 0, len(base.insts) if condition.allows_cuts else 0   # the cut at lo holds; at hi not
             kept = None
             while hi - lo > 1:
                 mid = (lo + hi) // 2
@@ -474,7 +485,9 @@ def shrink(module: Module, args, condition: Condition, *, time_budget: float = 6
                                                      f"{n}", cand):
                             done = changed = True
                             break
-                if not done:
+                if not done and (condition.allows_cuts or root.opcode == "tuple"):
+                    # (a comparison with recorded results compares whole results: a ROOT lowered
+                    # inside one would be compared with the recorded value of another quantity)
                     for o in root.operands:
                         op = by.get(o)
                         if op is None or op.opcode == "parameter" or slicing.is_token(op.shape):
@@ -486,7 +499,7 @@ def shrink(module: Module, args, condition: Condition, *, time_budget: float = 6
                 if not done:
                     break
             # 4. inline calls and fusions (more instructions, kept for the cuts they allow inside)
-            for inst in list(best.insts):
+            for inst in list(best.insts) if condition.allows_cuts else []:
                 if inst.opcode in ("call", "fusion") and any(i.name == inst.name for i in best.insts):
                     cand = _inline(best, inst)
                     if attempt("inline", f"inline %{inst.name}", cand, grow=True):
@@ -501,8 +514,8 @@ def shrink(module: Module, args, condition: Condition, *, time_budget: float = 6
                         break
                     value = v
             # 6. cut single instructions, from the ROOT up
-            values = _capture(best, options)
-            for inst in reversed(list(best.insts)):
+            values = _capture(best, options) if condition.allows_cuts else {}
+            for inst in reversed(list(best.insts) if condition.allows_cuts else []):
                 if inst.name == best.root or inst.opcode in ("parameter", "constant"):
                     continue
                 if inst.name not in {i.name for i in best.insts}:
@@ -512,6 +525,8 @@ def shrink(module: Module, args, condition: Condition, *, time_budget: float = 6
                     changed = True
     except _Budget:
         spent = True
+    if best.size > smallest[0].size:
+        best = smallest[0]
     return ShrinkResult(best, start, log, time.perf_counter() - t0, spent, condition.describe())
 
 

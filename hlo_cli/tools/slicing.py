@@ -93,6 +93,37 @@ def _literal(shape: Shape, value) -> Literal:
     return Literal(shape, np.asarray(value).reshape(shape.dims))
 
 
+def as_parameters(name: str, shape: Shape, value, loc=None, make=None) -> tuple[list, dict]:
+    """Instructions giving VALUE (of SHAPE) under NAME from parameters: a parameter per array leaf
+    (a tuple becomes the `tuple` of its leaves' parameters, named NAME.0, NAME.1...; a token an
+    `after-all()`).  MAKE(name, shape, value), when given, makes each leaf's instruction instead (a
+    constant...) and returns (instruction, value or None).  Returns (instructions, {parameter name:
+    value}); parameters are numbered 0 (number them when assembling)."""
+    insts: list = []
+    values: dict = {}
+
+    def go(n, s, v):
+        if s.element_type == "token":
+            insts.append(Instruction(n, "after-all", s, **({"loc": loc} if loc is not None else {})))
+            return
+        if s.is_tuple:
+            parts = []
+            for k, (t, x) in enumerate(zip(s.tuple_shapes, v)):
+                go(f"{n}.{k}", t, x)
+                parts.append(f"{n}.{k}")
+            insts.append(Instruction(n, "tuple", s, tuple(parts), **({"loc": loc} if loc is not None else {})))
+            return
+        if make is not None:
+            inst, val = make(n, s, v)
+        else:
+            inst, val = parameter(n, 0, s, loc, keep_layout=True), np.asarray(v)
+        insts.append(inst)
+        if val is not None:
+            values[n] = val
+    go(name, shape, value)
+    return insts, values
+
+
 def token(name: str) -> Instruction:
     return Instruction(name, "after-all", Shape("token"))
 

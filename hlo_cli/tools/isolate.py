@@ -25,6 +25,7 @@ name) instead of MODULE's: the instructions of an edited module whose changes ch
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import time
@@ -216,6 +217,25 @@ def parse_shard(text: str | None):
     return int(m.group(1)), int(m.group(2))
 
 
+def _split_variadic(inst, names: list) -> list:
+    """INST (a collective) on operands NAMES as the instructions of a module whose ROOT is `r`: a
+    variadic all-reduce, all-gather or reduce-scatter (a tuple of results) as one per operand and
+    their tuple (XLA's HLO-to-StableHLO translation refuses the variadic form)."""
+    from ..ir.module import Instruction
+    if not (inst.shape.is_tuple and inst.opcode in ("all-reduce", "all-gather", "reduce-scatter")
+            and len(inst.shape.tuple_shapes) == len(names) > 1):
+        return [slicing.strip(inst, "r", names)]
+    out = []
+    for k, (name, shape) in enumerate(zip(names, inst.shape.tuple_shapes)):
+        one = slicing.strip(inst, f"r.{k}", [name])
+        attrs = dict(one.attrs)
+        if attrs.get("channel_id") is not None:
+            attrs["channel_id"] = int(attrs["channel_id"]) + k * 1000
+        out.append(dataclasses.replace(one, shape=slicing.plain_shape(shape), attrs=attrs))
+    out.append(Instruction("r", "tuple", slicing.plain_shape(inst.shape), tuple(f"r.{k}" for k in range(len(names)))))
+    return out
+
+
 def _regex(text: str | None, option: str):
     if text is None:
         return None
@@ -296,8 +316,8 @@ class _Isolator:
                 n.note = why
             return
         devices = getattr(ev, "devices", None)
-        if devices is not None and self._collective(inst):
-            self._collective_job(ev, n, tuple(int(d) for d in devices))
+        if self.multi and self._collective(inst):
+            self._collective_job(ev, n, tuple(int(d) for d in devices) if devices is not None else None)
         elif devices is not None:
             stacked = _stacked(ev)
             for pos, d in enumerate(devices):
@@ -402,7 +422,9 @@ class _Isolator:
     def _collective_job(self, ev, n, devices):
         """A collective on every device at once: a per-device program on XLA's host devices."""
         inst, comp = ev.instruction, ev.computation
-        stacked = _stacked(ev)
+        if devices is None:                   # a value held once for every device
+            devices = tuple(range(self.grid.count))
+        stacked = _stacked(ev)                # (an operand may still be one per device)
         count = len(devices)
         if self.grid is None or count != self.grid.count:
             n.note = "a collective run on part of the devices"
@@ -418,7 +440,8 @@ class _Isolator:
                 a = np.asarray(a)
                 args.append(a if st else np.broadcast_to(a, (count,) + a.shape))
         src_inst, src = self._source(n)
-        body = params + [slicing.strip(src_inst, "r", [p.name for p in params])]
+        names = [p.name for p in params]
+        body = params + _split_variadic(src_inst, names)
         attrs = {"replica_count": self.grid.replicas, "num_partitions": self.grid.partitions}
         mod = slicing.build_module(f"isolate_{n.name}", src, body, "r", attrs)
         text = slicing.text_of(mod)
@@ -484,12 +507,15 @@ class _Isolator:
         text = self._batch_text(groups)
         self.stats["batches"] += 1
         rounds = max(len(g) for g in groups)
-        fill = [[a for p in g[0].params if p is not None for a in p[1]] for g in groups]
+        fill = [[a for p in g[0].params if p is not None for a in p[1]] for g in groups]   # (their counts)
         try:
             for r in range(rounds):
                 args = []
                 for g, f in zip(groups, fill):
-                    args.extend(f if r >= len(g) else [a for p in g[r].params if p is not None for a in p[1]])
+                    if r >= len(g):              # no job of this group in this round: the last arguments again
+                        args.extend([None] * len(f))
+                    else:
+                        args.extend(a for p in g[r].params if p is not None for a in p[1])
                 outs = self.worker.run(text, args)
                 pos = 0
                 for g in groups:
@@ -586,14 +612,14 @@ def isolate(module, args, rtol: float = 1e-3, atol: float = 1e-3, *, options=Non
 
     def run_with(hook):
         nonlocal hlo_s
-        t = time.perf_counter()
+        t, w = time.perf_counter(), worker.stats["wall_s"]     # (batches run inside the run's hook: not hlo's)
         try:
             if dv.multi:
                 results.append(dv.run(dv.distribute(list(args)), options, hook, None))
             else:
                 results.append(run_module(module, list(args), options, hook))
         finally:
-            hlo_s += time.perf_counter() - t
+            hlo_s += (time.perf_counter() - t) - (worker.stats["wall_s"] - w)
     try:
         iso = _Isolator(module, worker, rtol, atol, executions=executions, name_re=name_re, opcode_re=opcode_re,
                         shard=shard, batch_size=batch_size, batch_bytes=batch_bytes,

@@ -95,8 +95,11 @@ class XlaWorker:
 
     def run(self, text: str, args, *, replicas: int = 1, partitions: int = 1, mode: str = "single") -> list:
         """The result leaves of TEXT run on ARGS (arrays in parameter order; stacked over devices for
-        mode per_device).  Raises XlaRefused or XlaCrash."""
+        mode per_device; None: the previous request's argument at that position, which must have been
+        given to this same child: see `fresh`).  Raises XlaRefused or XlaCrash."""
         if self.proc is None or self.proc.poll() is not None:
+            if any(a is None for a in args):
+                raise XlaCrash("the XLA process was restarted: the previous arguments are gone")
             self._start()
         t0 = time.perf_counter()
         self.stats["modules"] += 1
@@ -155,10 +158,16 @@ def serve():
         return
     _send(out, {"ok": True, "jax_version": jax.__version__})
     cache: dict = {}                       # module text -> (executable, devices): a batch run on other values
+    last_args: list = []                   # an argument given as None is the previous request's
     while True:
         req = _recv(inp)
         if req is None:
             return
+        args = req["args"]
+        if any(a is None for a in args):
+            args = [last_args[k] if a is None else a for k, a in enumerate(args)]
+        last_args = args
+        req["args"] = args
         try:
             key = (req["text"], req["replicas"], req["partitions"])
             if key in cache:

@@ -66,7 +66,8 @@ def extract(module_file, instruction, computation, height, depth, execution, cut
     n = sum(1 for i in ex.module.entry_computation.instructions if i.opcode != "parameter")
     if fmt == "json":
         click.echo(json.dumps({"files": paths, "instructions": n, "piece": ex.piece, "cut": ex.cut, "root": ex.root,
-                               "execution": ex.execution, "reproduces": check["identical"], "check": check["rows"],
+                               "execution": ex.execution, "per_device": ex.per_device,
+                               "reproduces": check["identical"], "check": check["rows"],
                                "notes": ex.notes}, indent=1, default=str))
     else:
         click.echo(f"wrote {paths['module']} ({n} instructions besides {len(ex.inputs)} parameters; ROOT %{ex.root})")
@@ -78,7 +79,7 @@ def extract(module_file, instruction, computation, height, depth, execution, cut
         if check["identical"]:
             click.echo("  reproduces the value bit for bit: hlo run " + paths["module"]
                        + (f" --inputs {paths['inputs']}" if "inputs" in paths else "")
-                       + f" --expect {paths['expected']} --rtol 0 --atol 0")
+                       + f" --expect {paths['expected']} --rtol 0 --atol 0" + (" --per-device" if ex.per_device else ""))
         else:
             click.echo("  error: the extracted module does NOT reproduce the value bit for bit", err=True)
     if not check["identical"]:

@@ -45,6 +45,7 @@ class Extracted:
     cut: list                         # the names of the cut instructions
     piece: list                       # the names of the instructions taken
     execution: int = 1
+    per_device: bool = False          # values one per device, stacked (hlo run --per-device)
     notes: list = field(default_factory=list)
 
 
@@ -98,12 +99,17 @@ class _Stop(BaseException):
 
 
 def capture(module, args, comp, piece: list, sinks: list, cut: list, name: str, execution: int, options,
-            progress=None):
+            progress=None, dv=None):
     """Run MODULE on ARGS until NAME's EXECUTION-th execution (in COMP) and every sink after it has
-    run; (the latest value of each cut instruction then, the sinks' values).  HloInputError when
-    NAME runs fewer times."""
+    run; (the latest value of each cut instruction then, the sinks' values).  With DV (a multi-device
+    DeviceRun) every value is one per device, stacked on a leading axis.  HloInputError when NAME
+    runs fewer times."""
     from ..interpreter import run_module
     latest, got = {}, {}
+    count = dv.grid.count if dv is not None else None
+
+    def _copy(v, ev=None):
+        return _per_device(v, ev, count) if count is not None else _plain_copy(v)
     cutset, pieceset = set(cut), set(piece)
     state = {"count": 0, "armed": False}
 
@@ -112,17 +118,20 @@ def capture(module, args, comp, piece: list, sinks: list, cut: list, name: str, 
             return
         n = ev.instruction.name
         if n in cutset:
-            latest[n] = _copy(ev.value)
+            latest[n] = _copy(ev.value, ev)
         if n == name:
             state["count"] += 1
             if state["count"] == execution:
                 state["armed"] = True
         if state["armed"] and n in pieceset and n not in got:
-            got[n] = _copy(ev.value)
+            got[n] = _copy(ev.value, ev)
             if all(s in got for s in sinks):
                 raise _Stop()
     try:
-        run_module(module, list(args), options, hook, progress)
+        if dv is not None:
+            dv.run(dv.distribute(list(args)), options, hook, progress)
+        else:
+            run_module(module, list(args), options, hook, progress)
     except _Stop:
         pass
     # (users the run never executes, e.g. a get-tuple-element nothing reads, are left out by the caller)
@@ -132,10 +141,30 @@ def capture(module, args, comp, piece: list, sinks: list, cut: list, name: str, 
     return latest, got
 
 
-def _copy(v):
+def _plain_copy(v):
     if isinstance(v, tuple):
-        return tuple(_copy(x) for x in v)
+        return tuple(_plain_copy(x) for x in v)
     return np.array(v, copy=True) if isinstance(v, np.ndarray) else v
+
+
+def _per_device(v, ev, count: int):
+    """EV's value with every array leaf one per device (a value held once repeated), stacked."""
+    devices = getattr(ev, "devices", None)
+    if devices is not None and tuple(int(d) for d in devices) != tuple(range(count)):
+        raise HloInputError(f"{ev.instruction.name} runs on devices {list(devices)} only (of {count}); extract an "
+                            f"instruction every device runs")
+    shape = ev.instruction.shape
+
+    def go(x, s):
+        if s.is_tuple:
+            return tuple(go(a, t) for a, t in zip(x, s.tuple_shapes))
+        if not isinstance(x, np.ndarray) and not isinstance(x, np.generic):
+            return x
+        x = np.asarray(x)
+        if devices is not None and x.ndim == s.rank + 1:
+            return np.array(x, copy=True)
+        return np.array(np.broadcast_to(x, (count,) + x.shape), copy=True)
+    return go(v, shape)
 
 
 def values_from_dump(directory: str, comp, piece, sinks, cut, name: str, execution: int):
@@ -211,6 +240,15 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
     sinks = [n for n in piece if n not in used or n == name]
     sinks = [n for n in sinks if by[n].opcode != "constant" or n == name]
     options = options or RunOptions()
+    from ..devices.outputs import DeviceRun
+    dv = DeviceRun(module, {})
+    if not dv.multi:
+        dv = None
+    elif dv.global_values:
+        raise HloInputError(f"module {module.name} runs before SPMD partitioning (its values are global arrays): "
+                            f"extract from a program per device (the module after XLA's partitioning)")
+    elif values_from is not None:
+        raise HloInputError("--values-from: a multi-device module; extract from the module and its inputs")
     for _ in range(2):               # again without the users the run never executed
         cut = []
         for n in piece:
@@ -220,7 +258,7 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
         if values_from is not None:
             latest, got = values_from_dump(values_from, comp, piece, sinks, cut, name, execution)
         else:
-            latest, got = capture(module, args, comp, piece, sinks, cut, name, execution, options)
+            latest, got = capture(module, args, comp, piece, sinks, cut, name, execution, options, dv=dv)
         dead = [s for s in sinks if s not in got]
         if not dead:
             break
@@ -235,12 +273,18 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
 
     def leaf(base, shape, value):
         if cut_as == "constants":
+            if dv is not None:
+                if any(not np.array_equal(value[0], v, equal_nan=True) for v in value[1:]):
+                    raise HloInputError(f"--cut constants: {base} differs between devices; cut it as a parameter")
+                value = value[0]
             return slicing.constant(base, shape, value), None
         if cut_as == "zeros":
             value = np.zeros_like(np.asarray(value))
         elif cut_as == "random":
             from ..interpreter.inputs import random_value
             value = random_value(shape, rng)
+            if dv is not None:
+                value = np.stack([random_value(shape, rng) for _ in range(dv.grid.count)])
         return slicing.parameter(base, 0, shape, keep_layout=True), np.asarray(value)
     for n in cut:
         insts, vals = slicing.as_parameters(n, by[n].shape, latest.get(n), by[n].loc, leaf)
@@ -266,7 +310,10 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
     text = format_module(out)
     root_shape = out.entry_computation.root_instruction.shape
     expected = [np.asarray(v) for v, _ in leaves_with_shapes(expected_value, root_shape)]
-    ex = Extracted(out, text, inputs, expected, root, cut, piece, execution)
+    ex = Extracted(out, text, inputs, expected, root, cut, piece, execution, per_device=dv is not None)
+    if dv is not None:
+        ex.notes.append(f"a program on {dv.grid.count} devices: every input and the expected value hold one value per "
+                        f"device, stacked on a leading axis (hlo run --per-device)")
     if cut_as in ("zeros", "random"):
         ex.expected = run_extracted(ex, options)
         ex.notes.append(f"cut values {cut_as}: the expected value is what hlo computes on them")
@@ -287,6 +334,13 @@ def run_extracted(ex: Extracted, options=None) -> list:
     from ..interpreter import RunOptions, run_module
     from ..parser import parse
     mod = parse(ex.text)
+    if ex.per_device:
+        from ..devices.outputs import DeviceRun
+        dv = DeviceRun(mod, {"per_device": True})
+        res = dv.run(dv.distribute(list(ex.inputs.values())), options or RunOptions(), None, None)
+        return [leaf.stacked if leaf.stacked is not None else
+                np.array(np.broadcast_to(leaf.global_value, (dv.grid.count,) + np.shape(leaf.global_value)))
+                for leaf in dv.leaves(res)]
     res = run_module(mod, list(ex.inputs.values()), options or RunOptions())
     return [np.asarray(v) for v, _ in leaves_with_shapes(res, mod.entry_computation.root_instruction.shape)]
 

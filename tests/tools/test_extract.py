@@ -132,3 +132,19 @@ def test_zeros_and_random_cuts_recompute_the_expected_value():
         assert ex.notes and verify(ex)["identical"]
     z = extract(m, "dot_general.8", args=args, cut_as="zeros")
     assert all(not v.any() for v in z.inputs.values())
+
+
+SPMD = ROOT / "samples" / "spmd"
+
+
+def test_a_program_on_devices_keeps_its_devices(hlo):
+    r = hlo("extract", SPMD / "dp_matmul_grad_1d.opt.hlo", "--inputs", SPMD / "dp_matmul_grad_1d.inputs.npz",
+            "--instruction", "all-reduce.2", "--height", "1", "-o", "sp.hlo", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["reproduces"] and doc["per_device"]
+    text = Path("sp.hlo").read_text()
+    assert "num_partitions=8" in text and "all-reduce(" in text
+    run = hlo("run", "sp.hlo", "--inputs", "sp.inputs.npz", "--per-device", "--expect", "sp.expected.npz",
+              "--rtol", "0", "--atol", "0")
+    assert run.exit_code == 0, run.stderr

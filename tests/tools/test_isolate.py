@@ -192,3 +192,20 @@ def test_an_optimized_text_with_fusions_and_bitcasts_runs_on_xla():
     r = isolate(m, _args(JAX / "sort_gather_scatter.inputs.npz", m))
     c = r.counts()
     assert c["MISMATCH"] == 0 and c["XLA-REFUSED"] == 0 and c["MATCHED"] >= 35
+
+
+@pytest.mark.slow
+def test_a_program_on_devices_is_isolated_per_device_and_collectives_on_all():
+    spmd = ROOT / "samples" / "spmd"
+    m = hlo_cli.parse_file(str(spmd / "dp_matmul_grad_1d.opt.hlo"))
+    from hlo_cli.devices.outputs import DeviceRun
+    from hlo_cli.io import load_inputs
+    dv = DeviceRun(m, {})
+    args = load_inputs(m.entry_computation.parameters, (), str(spmd / "dp_matmul_grad_1d.inputs.npz"),
+                       dv.shape_for).values
+    r = isolate(m, args)
+    c = r.counts()
+    assert c["MISMATCH"] == 0 and c["XLA-REFUSED"] == 0
+    ar = [n for n in r.nodes.values() if n.opcode == "all-reduce"]
+    assert ar and all(n.status == "MATCHED" for n in ar)
+    assert r.stats["jobs"] > c["MATCHED"]          # one job per device for the per-device instructions

@@ -209,3 +209,14 @@ def test_a_program_on_devices_is_isolated_per_device_and_collectives_on_all():
     ar = [n for n in r.nodes.values() if n.opcode == "all-reduce"]
     assert ar and all(n.status == "MATCHED" for n in ar)
     assert r.stats["jobs"] > c["MATCHED"]          # one job per device for the per-device instructions
+
+
+def test_without_jax_it_says_how_to_install_it(hlo, tmp_path, monkeypatch):
+    import hlo_cli.reference as ref
+    monkeypatch.setattr(ref, "jax_installed", lambda: False)
+    p = tmp_path / "m.hlo"
+    p.write_text(TWINS)
+    r = hlo("isolate", p, "--random-inputs")
+    assert r.exit_code == 6 and "pip install 'hlo-cli[xla]'" in r.stderr
+    r = hlo("shrink", p, "--random-inputs", "--mismatch", "xla")
+    assert r.exit_code == 6 and "pip install" in r.stderr

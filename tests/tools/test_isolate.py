@@ -220,3 +220,12 @@ def test_without_jax_it_says_how_to_install_it(hlo, tmp_path, monkeypatch):
     assert r.exit_code == 6 and "pip install 'hlo-cli[xla]'" in r.stderr
     r = hlo("shrink", p, "--random-inputs", "--mismatch", "xla")
     assert r.exit_code == 6 and "pip install" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_snapshot_brings_its_arguments_and_its_result(hlo):
+    r = hlo("isolate", ROOT / "samples" / "snapshots" / "mlp.snapshot.pb", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["outputs"]["ok"] and "snapshot's result" in doc["outputs"]["reference"]
+    assert doc["counts"]["MATCHED"] > 0 and doc["counts"]["MISMATCH"] == 0

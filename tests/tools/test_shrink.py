@@ -71,6 +71,9 @@ def test_error_condition_and_loop_trips(hlo, tmp_path):
         pytest.skip("the sample's loops stay within 2 iterations")
     doc = json.loads(r.stdout)
     assert doc["instructions_after"] < doc["instructions_before"]
+    trips = [a for a in doc["log"] if a["kind"] == "loop-trips"]
+    assert [a["kept"] for a in trips][:2] == [True, False]     # 10 -> 5 still fails; 5 -> 2 stays within the limit
+    assert "constant(5)" in (tmp_path / "e.hlo").read_text()
     run = hlo("run", "e.hlo", "--inputs", "e.inputs.npz", "--max-iterations", "2")
     assert run.exit_code == 1 and "iteration" in run.stderr
 

@@ -22,10 +22,11 @@ TIED = ("metadata", "control-predecessors", "origin", "statistics")
 
 def strip(inst: Instruction, name: str, operands, keep_sharding: bool = False, keep_layout: bool = False) -> Instruction:
     """INST renamed NAME, reading OPERANDS, without the attributes that tie it to its module (and,
-    unless KEEP_LAYOUT, with the default layout: XLA compiles a module from the start and chooses)."""
+    unless KEEP_LAYOUT, with the default layout: XLA compiles a module from the start and chooses;
+    a custom call keeps its layout, which its library reads: LAPACK's column-major buffers)."""
     drop = TIED if keep_sharding else TIED + ("sharding",)
     attrs = {k: v for k, v in inst.attrs.items() if k not in drop}
-    shape = inst.shape if keep_layout else plain_shape(inst.shape)
+    shape = inst.shape if keep_layout or inst.opcode == "custom-call" else plain_shape(inst.shape)
     return dataclasses.replace(inst, name=name, operands=tuple(operands), attrs=attrs, operand_shapes=None,
                                shape=shape)
 

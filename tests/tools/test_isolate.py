@@ -229,3 +229,14 @@ def test_a_snapshot_brings_its_arguments_and_its_result(hlo):
     doc = json.loads(r.stdout)
     assert doc["outputs"]["ok"] and "snapshot's result" in doc["outputs"]["reference"]
     assert doc["counts"]["MATCHED"] > 0 and doc["counts"]["MISMATCH"] == 0
+
+
+@pytest.mark.slow
+def test_lapack_custom_calls_keep_their_column_major_layouts():
+    # an optimized text's LAPACK calls read column-major buffers: isolated with default layouts they
+    # would see their operands transposed and differ everywhere
+    m = hlo_cli.parse_file(str(JAX / "fft_linalg.opt.hlo"))
+    r = isolate(m, _args(JAX / "fft_linalg.inputs.npz", m))
+    calls = [n for n in r.nodes.values() if n.opcode == "custom-call"]
+    assert len(calls) >= 6 and all(n.status == "MATCHED" for n in calls)
+    assert r.counts()["MISMATCH"] == 0

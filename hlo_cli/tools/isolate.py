@@ -506,17 +506,17 @@ class _Isolator:
     def _run_groups(self, groups):
         text = self._batch_text(groups)
         self.stats["batches"] += 1
-        rounds = max(len(g) for g in groups)
-        fill = [[a for p in g[0].params if p is not None for a in p[1]] for g in groups]   # (their counts)
+        rounds = []
+        for r in range(max(len(g) for g in groups)):
+            args = []
+            for g in groups:
+                if r >= len(g):                  # no job of this group in this round: the last arguments again
+                    args.extend([None] * sum(len(p[1]) for p in g[0].params if p is not None))
+                else:
+                    args.extend(a for p in g[r].params if p is not None for a in p[1])
+            rounds.append(args)
         try:
-            for r in range(rounds):
-                args = []
-                for g, f in zip(groups, fill):
-                    if r >= len(g):              # no job of this group in this round: the last arguments again
-                        args.extend([None] * len(f))
-                    else:
-                        args.extend(a for p in g[r].params if p is not None for a in p[1])
-                outs = self.worker.run(text, args)
+            for r, outs in enumerate(self.worker.run_rounds(text, rounds)):
                 pos = 0
                 for g in groups:
                     job = g[r] if r < len(g) else None

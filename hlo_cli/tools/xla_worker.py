@@ -95,11 +95,8 @@ class XlaWorker:
 
     def run(self, text: str, args, *, replicas: int = 1, partitions: int = 1, mode: str = "single") -> list:
         """The result leaves of TEXT run on ARGS (arrays in parameter order; stacked over devices for
-        mode per_device; None: the previous request's argument at that position, which must have been
-        given to this same child: see `fresh`).  Raises XlaRefused or XlaCrash."""
+        mode per_device).  Raises XlaRefused or XlaCrash."""
         if self.proc is None or self.proc.poll() is not None:
-            if any(a is None for a in args):
-                raise XlaCrash("the XLA process was restarted: the previous arguments are gone")
             self._start()
         t0 = time.perf_counter()
         self.stats["modules"] += 1
@@ -110,6 +107,26 @@ class XlaWorker:
         except (BrokenPipeError, OSError):
             answer = None
         self.stats["wall_s"] += time.perf_counter() - t0
+        return self._answer(answer)
+
+    def run_rounds(self, text: str, rounds: list) -> list:
+        """TEXT (on one device) run once per argument list of ROUNDS, compiled once; an argument None
+        is the previous round's (its buffer stays on the device).  The result leaves of each round.
+        Raises XlaRefused or XlaCrash (for the whole request)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        t0 = time.perf_counter()
+        self.stats["modules"] += 1
+        self.stats["rounds"] = self.stats.get("rounds", 0) + len(rounds)
+        try:
+            _send(self.proc.stdin, {"text": text, "rounds": rounds, "replicas": 1, "partitions": 1, "mode": "single"})
+            answer = _recv(self.proc.stdout)
+        except (BrokenPipeError, OSError):
+            answer = None
+        self.stats["wall_s"] += time.perf_counter() - t0
+        return self._answer(answer)
+
+    def _answer(self, answer):
         if answer is None:
             try:
                 self.proc.wait(timeout=10)
@@ -158,26 +175,15 @@ def serve():
         return
     _send(out, {"ok": True, "jax_version": jax.__version__})
     cache: dict = {}                       # module text -> (executable, devices): a batch run on other values
-    last_args: list = []                   # an argument given as None is the previous request's
     while True:
         req = _recv(inp)
         if req is None:
             return
-        args = req["args"]
-        if any(a is None for a in args):
-            args = [last_args[k] if a is None else a for k, a in enumerate(args)]
-        last_args = args
-        req["args"] = args
+        if "rounds" in req:
+            _send(out, _rounds(xr, req, cache))
+            continue
         try:
-            key = (req["text"], req["replicas"], req["partitions"])
-            if key in cache:
-                exe, devices = cache[key]
-                timings = {"parse_s": 0.0, "compile_s": 0.0}
-            else:
-                exe, devices, timings = xr.compile_for_devices(req["text"], req["replicas"], req["partitions"])
-                cache[key] = (exe, devices)
-                while len(cache) > 8:
-                    cache.pop(next(iter(cache)))
+            exe, devices, timings = _compiled(xr, req, cache)
             outputs, run_t = xr.execute_on_devices(exe, devices, req["args"], req["mode"])
             timings.update(run_t)
             answer = {"ok": True, "outputs": outputs, "timings": timings}
@@ -186,3 +192,36 @@ def serve():
         except Exception as e:             # noqa: BLE001
             answer = {"ok": False, "stage": "run", "message": f"{type(e).__name__}: {e}"}
         _send(out, answer)
+
+
+def _compiled(xr, req, cache):
+    key = (req["text"], req["replicas"], req["partitions"])
+    if key in cache:
+        return cache[key] + ({"parse_s": 0.0, "compile_s": 0.0},)
+    exe, devices, timings = xr.compile_for_devices(req["text"], req["replicas"], req["partitions"])
+    cache[key] = (exe, devices)
+    while len(cache) > 8:
+        cache.pop(next(iter(cache)))
+    return exe, devices, timings
+
+
+def _rounds(xr, req, cache) -> dict:
+    """One module on one device, run once per argument list (None: the previous round's buffer)."""
+    import time as _time
+
+    import jax
+    import numpy as np
+    try:
+        exe, devices, timings = _compiled(xr, req, cache)
+        t0 = _time.perf_counter()
+        bufs, outputs = [], []
+        for args in req["rounds"]:
+            bufs = [bufs[k] if a is None else jax.device_put(np.asarray(a), devices[0]) for k, a in enumerate(args)]
+            leaves = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
+            outputs.append([np.asarray(leaf[0]) for leaf in leaves])
+        timings["run_s"] = _time.perf_counter() - t0
+        return {"ok": True, "outputs": outputs, "timings": timings}
+    except xr.XlaStageError as e:
+        return {"ok": False, "stage": e.stage, "message": str(e)}
+    except Exception as e:                 # noqa: BLE001
+        return {"ok": False, "stage": "run", "message": f"{type(e).__name__}: {e}"}

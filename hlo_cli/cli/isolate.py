@@ -69,6 +69,11 @@ def isolate(module_file, inputs, inputs_npz, random_inputs, seed, module_choice,
     require_jax()
     args, snap = arguments(module, module_file, inputs, inputs_npz, random_inputs, seed)
     recorded = None
+    from ..devices.outputs import DeviceRun
+    if DeviceRun(module, {}).multi and (expect is not None or (snap is not None and snap.result is not None)):
+        from ..errors import HloInputError
+        raise HloInputError("--expect: the results of a program on several devices are compared by `hlo run "
+                            "--expect`; hlo isolate compares its instructions only")
     if expect is not None:
         from ..compare import load_reference
         root = module.entry_computation.root_instruction.shape

@@ -340,6 +340,8 @@ class _Isolator:
             return "input/output with the host or another device"
         if slicing.is_token(inst.shape):
             return "its result holds a token"
+        if inst.opcode == "constant" and (inst.literal is None or getattr(inst.literal, "elided", False)):
+            return "its values were elided in the dump"
         if inst.shape.is_dynamic or any(s.is_dynamic for s in inst.shape.leaves()):
             return "a result of dynamic size"
         if self.ref is not None:

@@ -33,6 +33,9 @@ from .toolopts import arguments, input_options, load_checked, run_options
 @click.option("--output", "-o", metavar="OUT.hlo", default=None,
               help="Where to write the result (default: MODULE's name + .shrunk.hlo in the current directory); its "
                    "inputs go to OUT.inputs.npz.")
+@click.option("--constants", is_flag=True,
+              help="At the end, make the parameters constants holding their values (a module that needs no inputs), "
+                   "when the condition still holds.")
 @click.option("--log", "log_path", metavar="FILE.json", default=None, help="Write every attempt here.")
 @click.option("--force", is_flag=True, help="Replace existing output files.")
 @click.option("--verbose", "-v", is_flag=True, help="Print every attempt on stderr as it is made.")
@@ -40,7 +43,7 @@ from .toolopts import arguments, input_options, load_checked, run_options
 @input_options
 @report_errors
 def shrink(module_file, until_nan, until_mismatch, until_error, until_expect, until_command, rtol, atol, time_budget,
-           output, log_path, force, verbose, fmt, inputs, inputs_npz, random_inputs, seed, module_choice,
+           output, constants, log_path, force, verbose, fmt, inputs, inputs_npz, random_inputs, seed, module_choice,
            max_iterations, allow_elided_constants, no_check, no_cache):
     """Reduce MODULE while a condition holds: cut what comes before the trouble into parameters
     holding their real values, lower the ROOT, remove outputs, inline calls and fusions, cut loops
@@ -98,7 +101,8 @@ def shrink(module_file, until_nan, until_mismatch, until_error, until_expect, un
             click.echo(f"  {e['step']:4d} {e['kind']:<15} {'kept' if e['kept'] else 'no  '} {e['instructions']:7d}  "
                        f"{e['tried']}", err=True)
     try:
-        res = lib.shrink(module, args, cond, time_budget=time_budget, options=options, on_step=step)
+        res = lib.shrink(module, args, cond, time_budget=time_budget, options=options, on_step=step,
+                         constants=constants)
     finally:
         cond.close()
     paths = lib.write(res, str(out), str(out_inputs), force, log_path)

@@ -13,7 +13,8 @@ budget is spent), each kept only when the condition still holds on the result:
      when free), so that cuts can go inside it;
   5. fewer loop trips: a while loop whose condition compares with an integer constant gets a
      smaller one (halved, down to 1);
-  6. cut single instructions: each instruction (from the ROOT up) becomes a parameter holding its value.
+  6. cut single instructions: each instruction (from the ROOT up) becomes a parameter holding its value;
+  7. with `constants`, at the end: every parameter a constant holding its value (no inputs needed).
 
 Dead instructions (nothing the ROOT needs) and unused parameters and computations are dropped after
 each step.  Deterministic: the same module, inputs and condition give the same steps.  Every
@@ -330,6 +331,15 @@ def _as_parameter(c: Candidate, names: set, values: dict) -> Candidate | None:
     return _dce(dataclasses.replace(c, insts=insts, values=vals))
 
 
+def _as_constants(c: Candidate) -> Candidate | None:
+    """C with every parameter a constant holding its value (None when there is none)."""
+    if not c.values:
+        return None
+    insts = [dataclasses.replace(slicing.constant(i.name, i.shape, c.values[i.name]), loc=i.loc)
+             if i.opcode == "parameter" else i for i in c.insts]
+    return dataclasses.replace(c, insts=insts, values={})
+
+
 def _prefix_cut(c: Candidate, p: int, values: dict):
     """C with every value computed before position P and read at or after it as a parameter (C
     itself when there is none; None when a value is missing)."""
@@ -414,8 +424,9 @@ class _Budget(Exception):
 
 
 def shrink(module: Module, args, condition: Condition, *, time_budget: float = 600.0, options=None,
-           on_step=None) -> ShrinkResult:
-    """Reduce MODULE (on ARGS) while CONDITION holds (see the module docstring).  Raises
+           on_step=None, constants: bool = False) -> ShrinkResult:
+    """Reduce MODULE (on ARGS) while CONDITION holds (see the module docstring); CONSTANTS: at the
+    end, make every parameter a constant holding its value when the condition still holds.  Raises
     HloInputError when the condition does not hold on MODULE itself."""
     from ..interpreter import RunOptions
     options = options or RunOptions()
@@ -527,6 +538,18 @@ def shrink(module: Module, args, condition: Condition, *, time_budget: float = 6
         spent = True
     if best.size > smallest[0].size:
         best = smallest[0]
+    if constants and not spent:
+        # 7. the parameters as constants holding their values: a module that needs no inputs
+        cand = _as_constants(best)
+        if cand is not None:
+            t = time.perf_counter()
+            ok = condition.holds(cand.module(), cand.args(), cand.outputs)
+            log.append({"step": len(log) + 1, "kind": "to-constants", "tried": "every parameter as a constant",
+                        "kept": ok, "instructions": cand.size, "seconds": round(time.perf_counter() - t, 4)})
+            if on_step:
+                on_step(log[-1])
+            if ok:
+                best = cand
     return ShrinkResult(best, start, log, time.perf_counter() - t0, spent, condition.describe())
 
 

@@ -132,3 +132,14 @@ def test_library_refuses_when_the_condition_does_not_hold():
     from hlo_cli.interpreter.inputs import random_inputs
     with pytest.raises(HloInputError, match="does not hold"):
         lib.shrink(m, random_inputs(m.entry_computation.parameters, 0), lib.NanCondition(RunOptions()))
+
+
+def test_constants_make_a_module_without_inputs(hlo, tmp_path):
+    r = hlo("shrink", TOOLS / "nan_train_step.hlo", "--inputs", TOOLS / "nan_train_step.inputs.npz", "--nan",
+            "--constants", "-o", "c.hlo", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert "inputs" not in doc["files"] and doc["log"][-1]["kind"] == "to-constants" and doc["log"][-1]["kept"]
+    assert " parameter(" not in (tmp_path / "c.hlo").read_text()
+    run = hlo("run", "c.hlo", "--check-finite")
+    assert run.exit_code == 1 and "exp.1" in run.stderr

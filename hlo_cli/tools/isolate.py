@@ -75,7 +75,6 @@ class Node:
     max_abs_diff: float = 0.0
     max_rel_diff: float = 0.0
     inside: str | None = None                 # the fusion whose instruction it is (into_fusions)
-    pending: int = 0
 
 
 @dataclass
@@ -401,7 +400,6 @@ class _Isolator:
                 h.update(_digest(p[1]))
         key = h.digest()                        # ... on the same values
         self.stats["jobs"] += 1
-        n.pending += 1
         job = _Job((n.computation, n.name), self.seq, params, body, root, out_shape, hlo_leaves, device=device, key=key,
                    shape_key=shape_key)
         earlier = self.seen.get(key)
@@ -450,7 +448,6 @@ class _Isolator:
         if self.grid.partitions > 1:
             from ..reference import manual_text
             text = manual_text(text)
-        n.pending += 1
         self.stats["jobs"] += 1
         try:
             outs = self.worker.run(text, args, replicas=self.grid.replicas, partitions=self.grid.partitions,
@@ -548,27 +545,26 @@ class _Isolator:
         else:
             r = compare_leaves(xla, job.hlo_leaves, self.rtol, self.atol)
         self.seen[job.key] = (r, xla)
-        self._record(n, (r, xla), job.hlo_leaves, job.device, job.seq, job.count)
+        self._record(n, (r, None), None, job.device, job.seq, job.count)      # (R is this job's own comparison)
         for node, leaves, device, seq, count in job.duplicates:
             self._record(self.nodes[node], (r, xla), leaves, device, seq, count)
         job.params = job.hlo_leaves = job.duplicates = None
 
     def _refused(self, n, e):
-        n.pending -= 1
         if n.status == SKIPPED:
             n.status = REFUSED
             n.note = f"XLA {'crashed' if isinstance(e, XlaCrash) else e.stage}: {e}"
 
     def _record(self, n, earlier, hlo_leaves, device, seq, count, compared=False):
         """Fold one comparison into N: EARLIER is (the comparison, XLA's leaves) of an identical job,
-        re-compared with HLO_LEAVES when those differ from the job's (a duplicate's own value)."""
+        compared again with HLO_LEAVES (a duplicate's own value: the same operands, hlo's result may
+        still differ) when both are given; COMPARED: EARLIER is the comparison itself."""
         if compared:
             r = earlier
         else:
             r, xla = earlier
             if r.get("status") != "refused" and hlo_leaves is not None and xla is not None:
                 r = compare_leaves(xla, hlo_leaves, self.rtol, self.atol)
-        n.pending = max(0, n.pending - 1)
         if r.get("status") == "refused":
             if n.status == SKIPPED:
                 n.status, n.note = REFUSED, r["note"]

@@ -240,3 +240,31 @@ def test_lapack_custom_calls_keep_their_column_major_layouts():
     calls = [n for n in r.nodes.values() if n.opcode == "custom-call"]
     assert len(calls) >= 6 and all(n.status == "MATCHED" for n in calls)
     assert r.counts()["MISMATCH"] == 0
+
+
+@pytest.mark.slow
+def test_a_refused_instruction_is_split_out_of_its_batch(hlo, tmp_path):
+    from hlo_cli.tools.xla_worker import XlaRefused, XlaWorker
+
+    class Refusing(XlaWorker):
+        """XLA, except that it refuses any module with a sine."""
+        def run_rounds(self, text, rounds):
+            if " sine(" in text:
+                raise XlaRefused("compile", "no sines here")
+            return super().run_rounds(text, rounds)
+    m = hlo_cli.parse("""HloModule m
+
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8] parameter(0)
+  %a = f32[8] tanh(%x)
+  %s = f32[8] sine(%a)
+  %c = f32[8] cosine(%a)
+  %e = f32[8] exponential(%c)
+  ROOT %r = f32[8] add(%s, %e)
+}
+""")
+    with Refusing() as w:
+        r = isolate(m, [np.linspace(-1, 1, 8, dtype=np.float32)], worker=w)
+    assert r.nodes[("main", "s")].status == "XLA-REFUSED" and "no sines here" in r.nodes[("main", "s")].note
+    assert all(r.nodes[("main", n)].status == "MATCHED" for n in ("a", "c", "e", "r"))
+    assert r.stats["refused_batches_split"] >= 1

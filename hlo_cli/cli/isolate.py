@@ -42,10 +42,12 @@ from .toolopts import arguments, input_options, load_checked, run_options
                    "`hlo diff --format json`, which `hlo graph --overlay` draws).")
 @click.option("--show", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many causes and symptoms the text report lists.")
+@click.option("--no-progress", is_flag=True,
+              help="No status line on stderr (shown on a terminal with --format text: what is being done, the batch).")
 @report_errors
 def isolate(module_file, inputs, inputs_npz, random_inputs, seed, module_choice, max_iterations,
             allow_elided_constants, no_check, no_cache, rtol, atol, into_fusions, filter_opcode, filter_name, shard,
-            executions, batch_size, reference_module, expect, fmt, show):
+            executions, batch_size, reference_module, expect, fmt, show, no_progress):
     """Run MODULE, then run each instruction alone on XLA CPU on hlo's own operand values (a fusion
     as one unit) and compare it with hlo's value.
 
@@ -83,10 +85,24 @@ def isolate(module_file, inputs, inputs_npz, random_inputs, seed, module_choice,
         from ..reference import snapshot_reference
         recorded = snapshot_reference(snap)
         expect = f"{module_file} (the snapshot's result)"
-    report = run_isolate(module, args, rtol, atol, options=run_options(seed, max_iterations, allow_elided_constants),
-                         into_fusions=into_fusions, filter_name=filter_name, filter_opcode=filter_opcode,
-                         shard=shard_t, executions=executions, batch_size=batch_size, reference_module=ref_mod,
-                         path=module_file)
+    display = None
+    from .diff import _stderr_is_terminal
+    if not no_progress and fmt == "text" and _stderr_is_terminal():
+        from ..progress import Display
+        display = Display().start()
+
+    def phase(text):
+        if display is not None:
+            display.phase = text
+    try:
+        report = run_isolate(module, args, rtol, atol,
+                             options=run_options(seed, max_iterations, allow_elided_constants),
+                             into_fusions=into_fusions, filter_name=filter_name, filter_opcode=filter_opcode,
+                             shard=shard_t, executions=executions, batch_size=batch_size, reference_module=ref_mod,
+                             path=module_file, on_phase=phase)
+    finally:
+        if display is not None:
+            display.stop()
     outputs_ok = True
     if recorded is not None and report.result_leaves is not None:
         from ..compare import compare

@@ -265,7 +265,8 @@ def _digest(leaves) -> bytes:
 
 class _Isolator:
     def __init__(self, module, worker, rtol, atol, *, executions, name_re, opcode_re, shard, batch_size,
-                 batch_bytes, reference_module, grid, multi, fused_only=None, nodes=None, seq0=0):
+                 batch_bytes, reference_module, grid, multi, fused_only=None, nodes=None, seq0=0, on_phase=None):
+        self.on_phase = on_phase or (lambda text: None)
         self.module, self.worker, self.rtol, self.atol = module, worker, rtol, atol
         self.executions, self.name_re, self.opcode_re, self.shard = executions, name_re, opcode_re, shard
         self.batch_size, self.batch_bytes = batch_size, batch_bytes
@@ -465,6 +466,9 @@ class _Isolator:
 
     # ----------------------------------------------------------------- batches
     def flush(self):
+        if self.pending:
+            self.on_phase(f"isolating on XLA: batch {self.stats['batches'] + 1} ({len(self.pending_keys)} different "
+                          f"instructions, {len(self.pending)} runs; {self.stats['jobs']} isolated so far)")
         jobs, self.pending, self.pending_bytes = self.pending, [], 0
         self.pending_keys = set()
         if jobs:
@@ -621,7 +625,7 @@ def isolate(module, args, rtol: float = 1e-3, atol: float = 1e-3, *, options=Non
     try:
         iso = _Isolator(module, worker, rtol, atol, executions=executions, name_re=name_re, opcode_re=opcode_re,
                         shard=shard, batch_size=batch_size, batch_bytes=batch_bytes,
-                        reference_module=reference_module, grid=grid, multi=dv.multi)
+                        reference_module=reference_module, grid=grid, multi=dv.multi, on_phase=phase)
         phase("running the module, isolating each instruction on XLA")
         run_with(iso.hook)
         iso.flush()
@@ -638,7 +642,7 @@ def isolate(module, args, rtol: float = 1e-3, atol: float = 1e-3, *, options=Non
                 inner = _Isolator(module, worker, rtol, atol, executions=executions, name_re=name_re,
                                   opcode_re=opcode_re, shard=None, batch_size=batch_size, batch_bytes=batch_bytes,
                                   reference_module=reference_module, grid=grid, multi=dv.multi, fused_only=go,
-                                  nodes=iso.nodes)
+                                  nodes=iso.nodes, on_phase=phase)
                 run_with(inner.hook)
                 inner.flush()
                 for k, v in inner.stats.items():

@@ -12,7 +12,7 @@ import click
 
 from ..errors import ExitCode, HloReferenceError
 from .common import report_errors
-from .toolopts import arguments, input_options, load_checked, run_options
+from .toolopts import PhaseLine, arguments, input_options, load_checked, run_options
 
 
 @click.command("isolate")
@@ -85,24 +85,12 @@ def isolate(module_file, inputs, inputs_npz, random_inputs, seed, module_choice,
         from ..reference import snapshot_reference
         recorded = snapshot_reference(snap)
         expect = f"{module_file} (the snapshot's result)"
-    display = None
-    from .diff import _stderr_is_terminal
-    if not no_progress and fmt == "text" and _stderr_is_terminal():
-        from ..progress import Display
-        display = Display().start()
-
-    def phase(text):
-        if display is not None:
-            display.phase = text
-    try:
+    with PhaseLine(not no_progress and fmt == "text") as line:
         report = run_isolate(module, args, rtol, atol,
                              options=run_options(seed, max_iterations, allow_elided_constants),
                              into_fusions=into_fusions, filter_name=filter_name, filter_opcode=filter_opcode,
                              shard=shard_t, executions=executions, batch_size=batch_size, reference_module=ref_mod,
-                             path=module_file, on_phase=phase)
-    finally:
-        if display is not None:
-            display.stop()
+                             path=module_file, on_phase=line.set)
     outputs_ok = True
     if recorded is not None and report.result_leaves is not None:
         from ..compare import compare

@@ -61,3 +61,28 @@ def arguments(module, path: str, inputs, inputs_npz, random_inputs, seed):
 def run_options(seed, max_iterations, allow_elided_constants):
     from ..interpreter import RunOptions
     return RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants)
+
+
+class PhaseLine:
+    """A status line on stderr (progress.Display) when SHOW and stderr is a terminal; `set(text)` says
+    what is being done.  A context manager: the line goes away at the end."""
+
+    def __init__(self, show: bool):
+        from .diff import _stderr_is_terminal
+        self.display = None
+        if show and _stderr_is_terminal():
+            from ..progress import Display
+            self.display = Display()
+
+    def __enter__(self):
+        if self.display is not None:
+            self.display.start()
+        return self
+
+    def set(self, text: str):
+        if self.display is not None:
+            self.display.phase = text
+
+    def __exit__(self, *exc):
+        if self.display is not None:
+            self.display.stop()

@@ -56,7 +56,7 @@ class FiniteGuard:
             m = nonfinite_mask(v)
             if m is not None:
                 bad |= m.reshape(n, -1).any(axis=1)
-        stacked = _stacked_operands(ev)
+        stacked = stacked_operands(ev)
         for op, st in zip(ev.operands, stacked):
             for v in leaves(op):
                 m = nonfinite_mask(np.asarray(v))
@@ -70,8 +70,8 @@ class FiniteGuard:
             return
         where = [devices[k] for k in np.flatnonzero(bad)]
         first = int(np.flatnonzero(bad)[0])
-        one = type(ev)(ev.computation, ev.instruction, _row(ev.value, first), ev.count,
-                       [_row(op, first) if st else op for op, st in zip(ev.operands, stacked)])
+        one = type(ev)(ev.computation, ev.instruction, row(ev.value, first), ev.count,
+                       [row(op, first) if st else op for op, st in zip(ev.operands, stacked)])
         rep = nonfinite_report(self.module, one, [np.asarray(v) for v, _ in
                                                   leaves_with_shapes(one.value, ev.instruction.shape)])
         rep["devices"] = [int(d) for d in where]
@@ -80,15 +80,16 @@ class FiniteGuard:
         raise NonFinite()
 
 
-def _row(value, pos: int):
+def row(value, pos: int):
+    """Device POS's value of a value whose array leaves are stacked over devices (a leading axis)."""
     if isinstance(value, tuple):
-        return tuple(_row(v, pos) for v in value)
+        return tuple(row(v, pos) for v in value)
     if isinstance(value, np.ndarray) and value.ndim:
         return value[pos]
     return value
 
 
-def _stacked_operands(ev) -> list[bool]:
+def stacked_operands(ev) -> list[bool]:
     """For each operand of a stacked event, whether its value has the device axis (one more
     dimension than its instruction's shape) or is held once for every device."""
     by_name = ev.computation.by_name

@@ -105,7 +105,9 @@ def _flatten(value) -> list:
     return [np.asarray(value)]
 
 
-def _child_env(count: int) -> dict:
+def child_env(count: int) -> dict:
+    """The environment of a child process running XLA CPU on COUNT host devices (JAX on the CPU,
+    64-bit values kept, the host device count set, this package importable)."""
     env = dict(os.environ)
     env["JAX_PLATFORMS"] = "cpu"
     env["JAX_ENABLE_X64"] = "1"                     # 64-bit arguments reach XLA as they are
@@ -132,7 +134,7 @@ _SIGNALS = {getattr(signal, n): n for n in ("SIGABRT", "SIGSEGV", "SIGBUS", "SIG
             if hasattr(signal, n)}
 
 
-def _crash_line(stderr: str) -> str | None:
+def crash_line(stderr: str) -> str | None:
     """The line of XLA's log that says why it stopped (a failed check, a fatal log line)."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     for ln in lines:
@@ -242,7 +244,7 @@ def _attempt(request: dict, tmp: Path, count: int, timeout: float | None) -> Xla
     t0 = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-c", "from hlo_cli.reference import _child; _child()", str(tmp)],
-                              env=_child_env(count), stdin=subprocess.DEVNULL, capture_output=True,
+                              env=child_env(count), stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
         raise HloReferenceError(f"XLA did not finish within {timeout:g} s", kind="crashed") from None
@@ -264,7 +266,7 @@ def _attempt(request: dict, tmp: Path, count: int, timeout: float | None) -> Xla
 
 def _crashed(returncode: int, stderr: str, text: str):
     sig = -returncode if returncode < 0 else None
-    line = _crash_line(stderr)
+    line = crash_line(stderr)
     how = f"killed by {_SIGNALS.get(sig, f'signal {sig}')}" if sig else f"exit status {returncode}"
     msg = f"XLA crashed on this module ({how})" + (f": {line}" if line else "")
     if looks_optimized(text):

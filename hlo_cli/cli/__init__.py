@@ -14,10 +14,13 @@ _COMMANDS = {
     "bisect": ("hlo_cli.cli.bisect", "bisect", "Find the first XLA pass after which a module's results change."),
     "check": ("hlo_cli.cli.check", "check", "Check modules against XLA's shape, layout and type rules."),
     "diff": ("hlo_cli.cli.diff", "diff", "Run two modules on the same inputs and compare every value."),
+    "extract": ("hlo_cli.cli.extract", "extract", "Cut an instruction out into a small module with its real values."),
     "fmt": ("hlo_cli.cli.fmt", "fmt", "Print a module in XLA's canonical text form."),
     "graph": ("hlo_cli.cli.graph", "graph", "Draw a module as a graph: DOT, SVG, HTML, Model Explorer JSON."),
     "info": ("hlo_cli.cli.info", "info", "Summarize a module: entry signature, counts, opcodes, sources."),
+    "isolate": ("hlo_cli.cli.isolate", "isolate", "Run each instruction alone on XLA: where do hlo and XLA differ?"),
     "run": ("hlo_cli.cli.run", "run", "Run a module on inputs with the NumPy interpreter."),
+    "shrink": ("hlo_cli.cli.shrink", "shrink", "Reduce a module while a condition (a NaN, a mismatch...) holds."),
 }
 
 

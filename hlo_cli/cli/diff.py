@@ -146,7 +146,7 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
         inputs_npz = next((p for p in (module_a, module_b) if _snapshot(p) is not None), None)
         if inputs_npz:
             click.echo(f"note: inputs: the arguments recorded in {inputs_npz}", err=True)
-    args = _inputs(a, inputs, inputs_npz, random_inputs, seed)
+    args = read_inputs(a, inputs, inputs_npz, random_inputs, seed)
     from ..interpreter.numerics import resolve_together
     options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants,
                          numerics=resolve_together((b, a), numerics))
@@ -182,7 +182,7 @@ def _stderr_is_terminal() -> bool:
         return False
 
 
-def _inputs(module, inputs, inputs_npz, random_inputs, seed) -> list:
+def read_inputs(module, inputs, inputs_npz, random_inputs, seed) -> list:
     """The arguments, read as `hlo run` reads them (A's parameters decide names and shapes; a
     module on several devices takes global arrays, split by each parameter's sharding)."""
     from ..devices.outputs import DeviceRun

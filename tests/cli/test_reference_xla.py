@@ -104,25 +104,25 @@ def test_crash_line_is_xlas_reason():
     stderr = ("W1127 01:00:00.1 1 x.cc:1] a warning\n"
               "F1127 01:32:17.082066    8394 shape_util.cc:1484] Check failed: input_shape.has_layout() f32[3,3]\n"
               "*** Check failure stack trace: ***\n    @     0x7fc921840634  absl::LogMessage::SendToLog()\n")
-    assert ref._crash_line(stderr) == "Check failed: input_shape.has_layout() f32[3,3] (shape_util.cc:1484)"
+    assert ref.crash_line(stderr) == "Check failed: input_shape.has_layout() f32[3,3] (shape_util.cc:1484)"
     stderr = ("E1127 01:39:13.6 5449 common_pjrt_client.cc:1622] ExecutePrepare failed: E0102: Mismatch:\n"
               "Executable expected parameter 0 of size 16\nFatal Python error: Segmentation fault\n")
-    assert ref._crash_line(stderr) == ("ExecutePrepare failed: E0102: Mismatch: Executable expected parameter 0 "
+    assert ref.crash_line(stderr) == ("ExecutePrepare failed: E0102: Mismatch: Executable expected parameter 0 "
                                        "of size 16")
 
 
 def test_child_environment_has_the_devices(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=2")
-    env = ref._child_env(8)
+    env = ref.child_env(8)
     assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=8"
     assert env["JAX_PLATFORMS"] == "cpu" and env["JAX_ENABLE_X64"] == "1"
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=16")
-    assert ref._child_env(8)["XLA_FLAGS"] == "--xla_force_host_platform_device_count=16"
+    assert ref.child_env(8)["XLA_FLAGS"] == "--xla_force_host_platform_device_count=16"
     monkeypatch.setenv("JAX_NUM_CPU_DEVICES", "2")         # (JAX reads it before the flag)
-    assert ref._child_env(8)["JAX_NUM_CPU_DEVICES"] == "16"
+    assert ref.child_env(8)["JAX_NUM_CPU_DEVICES"] == "16"
     # the child imports the hlo_cli this process runs (the checkout, or site-packages when installed)
     here = str(Path(ref.__file__).resolve().parent.parent)
-    assert here in ref._child_env(1)["PYTHONPATH"].split(os.pathsep)
+    assert here in ref.child_env(1)["PYTHONPATH"].split(os.pathsep)
 
 
 def test_the_module_before_optimizations_is_pointed_at(tmp_path):

@@ -1,0 +1,88 @@
+"""What `hlo isolate`, `hlo extract` and `hlo shrink` share: reading the module and its inputs as
+`hlo run` and `hlo diff` do."""
+from __future__ import annotations
+
+import click
+
+from .common import load_module
+
+
+def input_options(fn):
+    """--input/--inputs/--random-inputs/--seed, as `hlo run` takes them."""
+    for opt in reversed([
+        click.option("--input", "-i", "inputs", multiple=True, metavar="[NAME=]FILE.npy",
+                     help="An input array, as for `hlo run`: in parameter order, or bound to parameter NAME (or argN)."),
+        click.option("--inputs", "inputs_npz", metavar="ARGS.npz",
+                     help="An .npz archive of inputs keyed by parameter names or arg0, arg1, ...; or an HloSnapshot "
+                          ".pb (without it, a snapshot given as MODULE supplies its own arguments)."),
+        click.option("--random-inputs", is_flag=True, help="Fill every parameter with deterministic random values."),
+        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Seed for --random-inputs and rng."),
+        click.option("--module", "-m", "module_choice", metavar="N|NAME", default=None,
+                     help="Which module of a file that holds several."),
+        click.option("--max-iterations", type=click.IntRange(min=0), default=None,
+                     help="Fail a while loop that runs more iterations than this."),
+        click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
+                     help="Run modules whose dump elided constants ({...}), filling them this way."),
+        click.option("--no-check", is_flag=True, help="Do not check the module (hlo check's rules) before running it."),
+        click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def load_checked(path: str, choice, no_check: bool, allow_elided, no_cache: bool):
+    """The module of PATH (and its text), checked as `hlo run` checks it before running."""
+    mod, text = load_module(path, use_cache=not no_cache, with_text=True, module=choice)
+    if not no_check:
+        from .run import _check_before_running
+        _check_before_running(mod, text)
+    if allow_elided is None:
+        from ..checker.positions import SourceIndex
+        from .run import _refuse_elided
+        _refuse_elided(mod, SourceIndex(text))
+    return mod, text
+
+
+def arguments(module, path: str, inputs, inputs_npz, random_inputs, seed):
+    """(the arguments, the snapshot PATH is or None): read as `hlo diff` reads them; a snapshot
+    given as the module supplies its arguments when no inputs are given."""
+    from .diff import read_inputs
+    from .run import _snapshot
+    snap = None
+    if not inputs and not inputs_npz and not random_inputs:
+        snap = _snapshot(path)
+        if snap is not None:
+            inputs_npz = path
+            click.echo(f"note: inputs: the arguments recorded in {path}", err=True)
+    return read_inputs(module, inputs, inputs_npz, random_inputs, seed), snap
+
+
+def run_options(seed, max_iterations, allow_elided_constants):
+    from ..interpreter import RunOptions
+    return RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants)
+
+
+class PhaseLine:
+    """A status line on stderr (progress.Display) when SHOW and stderr is a terminal; `set(text)` says
+    what is being done.  A context manager: the line goes away at the end."""
+
+    def __init__(self, show: bool):
+        from .diff import _stderr_is_terminal
+        self.display = None
+        if show and _stderr_is_terminal():
+            from ..progress import Display
+            self.display = Display()
+
+    def __enter__(self):
+        if self.display is not None:
+            self.display.start()
+        return self
+
+    def set(self, text: str):
+        if self.display is not None:
+            self.display.phase = text
+
+    def __exit__(self, *exc):
+        if self.display is not None:
+            self.display.stop()

@@ -266,11 +266,9 @@ class Coordinator:
         self.seen: dict = {}
 
     async def reset(self, module, grid, options, owners: dict, n_actors: int):
-        from ..interpreter.evaluator import EvalContext
         self.module = module
         self.grid = grid
-        self.ec = EvalContext(module, options)
-        self.insts = {i.name: i for c in module.computations for i in c.instructions}
+        self.insts = module_instructions(module)
         self.owners = owners                       # device -> actor
         self.n_actors = n_actors
         self.pending: dict = {}                    # key -> {"parts": {actor: (devs, payload)}, ...}
@@ -340,38 +338,50 @@ class Coordinator:
             return
 
     def _compute(self, key, entry):
-        name = key[0]
+        """Release a meeting: every participant gets every participant's (devices, [rows ref]) and
+        computes the collective itself (the rows travel through Ray's object store, not through
+        here)."""
         parts = sorted(entry["parts"].items())
         futures = entry["futures"]
         entry["parts"], entry["futures"] = {}, {}
         if key in self.pending:
             del self.pending[key]                  # late devices of other groups meet anew
-        results = {}
-        try:
-            all_devs, merged = _merge([(ds, p) for _, (ds, p) in parts])
-            if entry["kind"] == "collective":
-                from .collectives import run_collective
-                value = run_collective(self.insts[name], list(merged), all_devs, self.grid, self.ec.apply,
-                                       self.module)
-            elif entry["kind"] == "join":
-                from types import SimpleNamespace
-
-                from . import manual
-                joined = manual.run(SimpleNamespace(module=self.module, grid=self.grid), self.insts[name],
-                                    [Stacked(x) for x in merged], all_devs)
-                value = joined.stacked(len(all_devs))
-            else:
-                from .collectives import route_send_recv
-                value = route_send_recv(self.insts[entry["extra"]], self.insts[name], merged, all_devs, self.grid)
-            for a, (ds, _) in parts:
-                results[a] = _rows(value, all_devs, ds)
-        except BaseException as e:                 # noqa: BLE001 (handed to every waiter)
-            results = {a: e for a, _ in parts}
+        everyone = [(ds, p) for _, (ds, p) in parts]
         for a, _ in parts:            # they go on as soon as they wake: not waiting any more
             if self.state.get(a) != "finished":
                 self.state[a] = "running"
             if not futures[a].done():
-                futures[a].set_result(results[a])
+                futures[a].set_result(everyone)
+
+
+def meeting_value(module, grid, apply, kind: str, name: str, extra, parts):
+    """The value of a meeting (a collective, a send/recv, a shard_map join) over the devices of PARTS
+    ((devices, rows) per participant): (devices in id order, the value stacked over them), computed
+    with the local backend's code."""
+    insts = module_instructions(module)
+    all_devs, merged = _merge(parts)
+    if kind == "collective":
+        from .collectives import run_collective
+        return all_devs, run_collective(insts[name], list(merged), all_devs, grid, apply, module)
+    if kind == "join":
+        from types import SimpleNamespace
+
+        from . import manual
+        joined = manual.run(SimpleNamespace(module=module, grid=grid), insts[name], [Stacked(x) for x in merged],
+                            all_devs)
+        return all_devs, joined.stacked(len(all_devs))
+    from .collectives import route_send_recv
+    return all_devs, route_send_recv(insts[extra], insts[name], merged, all_devs, grid)
+
+
+_INSTRUCTIONS: list = [None, {}]          # the module of the run this process takes part in, its index
+
+
+def module_instructions(module) -> dict:
+    """Instruction name -> instruction of MODULE (names are unique in a module), for the last module."""
+    if _INSTRUCTIONS[0] is not module:
+        _INSTRUCTIONS[:] = [module, {i.name: i for c in module.computations for i in c.instructions}]
+    return _INSTRUCTIONS[1]
 
 
 # ----------------------------------------------------------------------------- the device actors
@@ -404,15 +414,23 @@ class _ActorDevices:
         return self._local.executed()
 
     def _meet(self, kind, name, devices, payload, extra=None):
+        """This actor's rows of meeting KIND at instruction NAME: its rows go to Ray's object store,
+        the coordinator says who met, every participant computes the meeting from all the rows."""
+        ray = self._ray
         n = self._counts[(kind, name)] = self._counts.get((kind, name), 0) + 1
-        ref = self._coord.meet.remote(self._actor, kind, (name, n), tuple(devices), payload, extra)
+        mine = ray.put(payload)
         try:
-            return self._ray.get(ref)
-        except self._ray.exceptions.RayTaskError as e:
+            parts = ray.get(self._coord.meet.remote(self._actor, kind, (name, n), tuple(devices), [mine], extra))
+        except ray.exceptions.RayTaskError as e:
             cause = getattr(e, "cause", None)
             if isinstance(cause, BaseException):
                 raise cause from None
             raise
+        rows = ray.get([p[0] for _, p in parts])
+        ec = self.global_context
+        all_devs, value = meeting_value(ec.module, self.grid, ec.apply, kind, name, extra,
+                                        [(ds, r) for (ds, _), r in zip(parts, rows)])
+        return _rows(value, all_devs, tuple(devices))
 
     def exchange(self, inst, operands, devices):
         return self._meet("collective", inst.name, devices, list(operands))

@@ -45,6 +45,47 @@ def _lexes_as_json_dict(s: str) -> bool:
     return lexes_as_json_dict(s)
 
 
+# Every string of a proto that becomes text is either quoted (absl_cescape: it cannot end its
+# quotes or its line) or, where the text holds it bare, checked to be one token of the parser that
+# reads back as the same string; what is neither is refused (ProtoError names the field).  A
+# crafted string never adds, removes or renames instructions.
+_KEY = re.compile(r"[A-Za-z0-9_][\w.\-]*", re.ASCII)     # a frontend-attribute key, a statistic's name
+
+
+def _shown(s: str) -> str:
+    return repr(s if len(s) <= 60 else s[:57] + "...")
+
+
+def _bare(s: str, what: str, where: str) -> str:
+    """`s` written bare (a key, a statistic's name); ProtoError when the text cannot hold it."""
+    if not _KEY.fullmatch(s):
+        raise ProtoError(f"{where}{what} {_shown(s)} cannot be written as HLO text (it is written unquoted: "
+                         "letters, digits, '_', '.', '-' only)")
+    return s
+
+
+def _raw_json_ok(s: str, attr: str) -> bool:
+    """Whether `attr=s` written raw (XLA writes a value that lexes as a JSON dict unquoted) reads
+    back as the same string: one token of the grammar, else it is quoted."""
+    if not _lexes_as_json_dict(s):
+        return False
+    if attr == "frontend_attributes":
+        from ..ir.printer import _raw_dict_ok
+        return _raw_dict_ok(s)
+    return _backend_config_token().fullmatch("backend_config=" + s) is not None
+
+
+def _backend_config_token():
+    global _BACKEND_CONFIG
+    if _BACKEND_CONFIG is None:
+        from ..parser.frontend import terminal_pattern
+        _BACKEND_CONFIG = re.compile(terminal_pattern("BACKEND_CONFIG"))
+    return _BACKEND_CONFIG
+
+
+_BACKEND_CONFIG = None
+
+
 _PLAIN = re.compile(r"[\x20\x21\x23-\x26\x28-\x5b\x5d-\x7e]*")
 _ESC = {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x22: '\\"', 0x27: "\\'", 0x5C: "\\\\"}
 
@@ -256,7 +297,7 @@ def _metadata(md, payloads=()) -> str | None:
     if md.deduplicated_name:
         r.append(f"deduplicated_name={_q(md.deduplicated_name)}")
     if md.scheduling_name:
-        r.append(f'scheduling_name="{md.scheduling_name}"')
+        r.append(f"scheduling_name={_q(md.scheduling_name)}")
     if md.stack_frame_id:
         r.append(f"stack_frame_id={md.stack_frame_id}")
     if md.HasField("metadata_payload"):
@@ -266,9 +307,10 @@ def _metadata(md, payloads=()) -> str | None:
     return "{" + " ".join(r) + "}"
 
 
-def _frontend_attributes(fa) -> str:
+def _frontend_attributes(fa, where: str = "") -> str:
     items = sorted(fa.map.items())
-    return "{" + ",".join(f"{k}={v}" if _lexes_as_json_dict(v) else f"{k}={_q(v)}" for k, v in items) + "}"
+    return "{" + ",".join(f"{_bare(k, 'frontend attribute key', where)}=" +
+                          (v if _raw_json_ok(v, "frontend_attributes") else _q(v)) for k, v in items) + "}"
 
 
 _SHARDING_TYPES = {0: "replicated", 1: "maximal", 2: "tuple", 3: "other", 4: "manual", 5: "unknown",
@@ -444,7 +486,7 @@ def _mesh(mp) -> str:
     ids = list(mp.device_ids)
     if not axes and len(ids) == 1:
         return f"maximal_mesh[device_id={ids[0]}]"
-    text = "mesh[" + ",".join(f"'{a.name}'={a.size}" for a in axes) + "]"
+    text = "mesh[" + ",".join(f"{_axis_name(a.name)}={a.size}" for a in axes) + "]"
     if mp.HasField("iota_transform"):
         io = mp.iota_transform
         if len(io.reshape_dims) > 1:
@@ -461,10 +503,18 @@ def _mesh(mp) -> str:
 def _axis_ref(a, mp, where: str) -> str:
     if not 0 <= a.mesh_axis_index < len(mp.axes):
         raise ProtoError(f"{where}mesh axis index {a.mesh_axis_index} out of the mesh's {len(mp.axes)} axes")
-    t = f"'{mp.axes[a.mesh_axis_index].name}'"
+    t = _axis_name(mp.axes[a.mesh_axis_index].name, where)
     if a.HasField("sub_axis_info"):
         t += f":({a.sub_axis_info.pre_size}){a.sub_axis_info.size}"
     return t
+
+
+def _axis_name(name: str, where: str = "") -> str:
+    """A mesh axis name in single quotes (the text has no escapes there)."""
+    if "'" in name or "\n" in name or "\r" in name or not name.strip():
+        raise ProtoError(f"{where}the mesh axis name {_shown(name)} cannot be written as HLO text (written "
+                         "in single quotes, without escapes)")
+    return f"'{name}'"
 
 
 def _aliasing(entries) -> str:
@@ -582,7 +632,7 @@ class _Renderer:
             if da.computation_count > 1:
                 head += f", num_partitions={da.computation_count}"
         if len(m.frontend_attributes.map):
-            head += ", frontend_attributes=" + _frontend_attributes(m.frontend_attributes)
+            head += ", frontend_attributes=" + _frontend_attributes(m.frontend_attributes, "the module: ")
         table = m.original_value_recovery_table
         if len(table.entries):
             head += ", origin_recovery_table={\n" + self._recovery_table(table) + "}\n"
@@ -603,6 +653,10 @@ class _Renderer:
             line = f"  {array(e.old_original_array)} : {array(e.new_original_array)}"
             if e.HasField("recovery_module"):
                 text = _Renderer(e.recovery_module, self.limits).text()
+                if '"' in text or "\\" in text:
+                    # XLA writes the module between quotes as it is: a quote in it would end them
+                    raise ProtoError("the origin recovery table: a recovery module holding a quoted string "
+                                     "cannot be written as HLO text")
                 indented = "".join(("    " + ln if ln.strip() else ln) for ln in text.splitlines(True))
                 line += ',\n  "\n' + indented + '\n  "'
             lines.append(line + "\n")
@@ -769,7 +823,7 @@ class _Renderer:
                 cfg = config.decode("utf-8")
             except UnicodeDecodeError:
                 cfg = config.decode("latin-1")
-            a.append("backend_config=" + (cfg if _lexes_as_json_dict(cfg) else _q(cfg)))
+            a.append("backend_config=" + (cfg if _raw_json_ok(cfg, "backend_config") else _q(cfg)))
         text = f"%{i.name} = {shape} {op}(" + ", ".join(operands) + ")"
         return text + "".join(", " + x for x in a)
 
@@ -784,13 +838,14 @@ class _Renderer:
         if i.HasField("sharding"):
             a.append("sharding=" + _sharding(i.sharding, where))
         if frontend and len(i.frontend_attributes.map):
-            a.append("frontend_attributes=" + _frontend_attributes(i.frontend_attributes))
+            a.append("frontend_attributes=" + _frontend_attributes(i.frontend_attributes, where))
         if len(i.control_predecessor_ids):
             a.append("control-predecessors={" + ", ".join(self._name(k, where) for k in i.control_predecessor_ids) + "}")
         sv = i.statistics_viz
         if len(sv.statistics):
             a.append(f"statistics={{visualizing_index={sv.stat_index_to_visualize}," +
-                     ",".join(f"{st.stat_name}={_g(st.stat_val)}" for st in sv.statistics) + "}")
+                     ",".join(f"{_bare(st.stat_name, 'statistic name', where)}={_g(st.stat_val)}"
+                              for st in sv.statistics) + "}")
         ra = i.result_accuracy
         if ra.mode != 0:
             a.append("result_accuracy={mode=" + _enum({1: "highest"}, ra.mode, "result accuracy mode", where) + "}")

@@ -1,0 +1,99 @@
+"""Hostile input, second campaign (issue 21): memory bombs declared in a few bytes, declared sizes
+expanded before they are bounded, files that are not files, exit codes of every exit path.
+
+Each reproducer is made by the test itself (a few bytes to a few KB) and run in a child process under
+a memory limit (RLIMIT_AS) and a timeout: a regression ends as a failed assertion, never as a machine
+out of memory.  Every case asserts the exit code, a fragment of the message and that no traceback
+appears.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hlo_cli.ir.literal import ZERO_ELEMENT_BRACES, Literal, brace_count, format_literal, parse_literal
+from hlo_cli.ir.shape import Shape
+from hlo_cli.sources.proto_schema import messages
+
+ROOT = Path(__file__).resolve().parent.parent
+GB = 1 << 30
+
+
+def hlo(*args, mem=2 * GB, timeout=120, stdin=None, stdout=subprocess.PIPE, env=None):
+    """`hlo ARGS` in a child limited to `mem` bytes of address space; (rc, stdout, stderr)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    code = "import sys; from hlo_cli.cli import main; sys.exit(main())"
+    e = dict(os.environ, PYTHONPATH=str(ROOT), HLO_CACHE_DIR="off", **(env or {}))
+    r = subprocess.run([sys.executable, "-c", code, *map(str, args)], stdin=stdin, stdout=stdout,
+                       stderr=subprocess.PIPE, timeout=timeout, preexec_fn=limit, env=e)
+    out = r.stdout.decode("utf-8", "replace") if r.stdout is not None else ""
+    err = r.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in err and "internal error" not in err, err
+    return r.returncode, out, err
+
+
+def _constant_proto(dims, path: Path) -> Path:
+    M = messages()["HloModuleProto"]
+    m = M()
+    m.name = "z"
+    c = m.computations.add()
+    c.name, c.id, c.root_id = "main", 1, 1
+    i = c.instructions.add()
+    i.name, i.opcode, i.id = "c", "constant", 1
+    i.shape.element_type = 11
+    i.shape.dimensions.extend(dims)
+    i.literal.shape.CopyFrom(i.shape)
+    m.entry_computation_name = "main"
+    path.write_bytes(m.SerializeToString())
+    return path
+
+
+# ----------------------------------------------------------------------------- 2. zero-element arrays
+
+def test_brace_count_is_computed_not_written():
+    assert brace_count([2, 3]) == 2 + 4 and brace_count([4]) == 2
+    assert brace_count([2**30, 0]) == 2 + 2 * 2**30
+    assert brace_count([3, 0, 2**40]) == 2 + 6
+
+
+def test_a_zero_element_array_elided_is_exact():
+    lit = parse_literal("{...}", Shape.array("f32", [2**30, 0]))
+    assert not lit.elided and lit.value.shape == (2**30, 0)
+    assert parse_literal("{...}", Shape.array("f32", [3, 2])).elided       # values unknown: elided
+
+
+def test_a_zero_element_array_prints_compactly_when_large():
+    big = Shape.array("f32", [2**30, 0])
+    assert format_literal(Literal(big, np.zeros((2**30, 0), np.float32))) == "{...}"
+    small = Shape.array("f32", [3, 0])        # as XLA prints it
+    assert format_literal(Literal(small, np.zeros((3, 0), np.float32))) == "{ {}, {}, {} }"
+    edge = ZERO_ELEMENT_BRACES // 2 - 1
+    assert format_literal(Literal(Shape.array("f32", [edge, 0]), np.zeros((edge, 0), np.float32))) != "{...}"
+
+
+@pytest.mark.parametrize("rows", [2**30, 2**29])
+def test_a_95_byte_proto_of_a_zero_element_constant(tmp_path, rows):
+    p = _constant_proto([rows, 0], tmp_path / "z.pb")
+    assert p.stat().st_size < 100
+    rc, out, err = hlo("check", p, mem=GB)
+    assert rc == 0 and "ok" in out, err
+    rc, out, err = hlo("run", p, "-o", tmp_path / "o.npz", mem=GB)
+    assert rc == 0, err
+    assert np.load(tmp_path / "o.npz")["out0"].shape == (rows, 0)
+    rc, out, err = hlo("fmt", p, mem=GB)
+    assert rc == 0 and f"f32[{rows},0]{{1,0}} constant({{...}})" in out
+
+
+def test_a_text_declaring_2_30_rows_with_a_few_thousand_is_a_located_error(tmp_path):
+    p = tmp_path / "z.hlo"
+    p.write_text("HloModule t\nENTRY e {\n  ROOT c = f32[1073741824,0] constant({" + "{}, " * 40000 +
+                 "{}})\n}\n")
+    rc, out, err = hlo("check", p, mem=GB)
+    assert rc == 1 and "z.hlo:3:" in err and "expects 1073741824 elements" in err, err

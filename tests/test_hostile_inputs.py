@@ -97,3 +97,59 @@ def test_a_text_declaring_2_30_rows_with_a_few_thousand_is_a_located_error(tmp_p
                  "{}})\n}\n")
     rc, out, err = hlo("check", p, mem=GB)
     assert rc == 1 and "z.hlo:3:" in err and "expects 1073741824 elements" in err, err
+
+
+# ----------------------------------------------------------------------------- 3. declared device counts
+
+_ADD = "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+
+
+def _all_reduce(tmp_path, groups: str, header: str = ", replica_count=2") -> Path:
+    p = tmp_path / "ar.hlo"
+    p.write_text(f"HloModule t{header}\n{_ADD}ENTRY e {{\n  p = f32[4] parameter(0)\n"
+                 f"  ROOT r = f32[4] all-reduce(p), replica_groups={groups}, to_apply=add\n}}\n")
+    return p
+
+
+@pytest.mark.parametrize("groups", ["[1000000000,2]<=[2000000000]", "[100000000,2]<=[200000000]"])
+def test_iota_groups_beyond_any_machine_are_a_located_error(tmp_path, groups):
+    p = _all_reduce(tmp_path, groups)
+    for cmd in (["check"], ["run", "--random-inputs"]):
+        rc, out, err = hlo(*cmd, p, mem=GB)
+        assert rc == 1 and "ar.hlo:9:" in err and "more than hlo handles" in err, err
+
+
+def test_iota_groups_are_checked_against_the_device_count_before_they_are_expanded(tmp_path, monkeypatch):
+    from hlo_cli.ir import attributes
+    from hlo_cli.parser import parse
+    from hlo_cli.checker import check_module
+    p = _all_reduce(tmp_path, "[500000,2]<=[1000000]")
+    module = parse(p.read_text(), str(p))
+    monkeypatch.setattr(attributes.IotaReplicaGroups, "groups", lambda self: pytest.fail("expanded"))
+    diags = check_module(module, p.read_text())
+    assert any("must name all 2 replicas, got 1000000 ids" in d.message for d in diags)
+
+
+def test_a_huge_output_sharding_and_device_count_are_usage_errors(tmp_path):
+    p = _all_reduce(tmp_path, "{}")
+    rc, out, err = hlo("run", p, "--random-inputs", "--output-global", "--output-sharding",
+                       "{devices=[1000000000,2]<=[2000000000]}", mem=GB)
+    assert rc == 2 and "--output-sharding" in err and "more than hlo handles" in err, err
+    rc, out, err = hlo("run", p, "--random-inputs", "--replicas", "100000000", mem=GB)
+    assert rc == 2 and "more devices than hlo simulates" in err, err
+
+
+def test_a_sharding_iota_beyond_any_machine_is_a_located_error(tmp_path):
+    p = tmp_path / "s.hlo"
+    p.write_text("HloModule t\nENTRY e {\n  ROOT p = f32[4] parameter(0), "
+                 "sharding={devices=[1000000000,2]<=[2000000000]}\n}\n")
+    rc, out, err = hlo("check", p, mem=GB)
+    assert rc == 1 and "s.hlo:3:" in err and "more than hlo handles" in err, err
+
+
+def test_a_collective_broadcast_on_a_billion_replicas_counts_the_missing_ids(tmp_path):
+    p = tmp_path / "cb.hlo"
+    p.write_text("HloModule t, replica_count=1000000000\nENTRY e {\n  p = f32[4] parameter(0)\n"
+                 "  ROOT r = f32[4] collective-broadcast(p), replica_groups={{0,1}}\n}\n")
+    rc, out, err = hlo("check", p, mem=GB)
+    assert rc == 1 and "got none naming 2, 3, 4, 5, 6, 7, 8, 9 and 999999990 more" in err, err

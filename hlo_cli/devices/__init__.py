@@ -84,14 +84,8 @@ def grid_of(module, replicas: int | None = None, partitions: int | None = None):
     if r is None and p is None and replicas is None and partitions is None:
         from .sharding import module_devices
         r, p = module_devices(module)
-    replicas = replicas if replicas is not None else (r or 1)
-    partitions = partitions if partitions is not None else (p or 1)
-    from ..ir.attributes import MAX_DEVICES
-    if replicas * partitions > MAX_DEVICES:      # before anything is made per device
-        from ..errors import HloInputError
-        raise HloInputError(f"{replicas:,} replicas x {partitions:,} partitions: more devices than hlo simulates "
-                            f"({MAX_DEVICES:,})")
-    return DeviceGrid(replicas, partitions)
+    return DeviceGrid(replicas if replicas is not None else (r or 1),
+                      partitions if partitions is not None else (p or 1))
 
 
 def needs_devices(module, grid) -> bool:

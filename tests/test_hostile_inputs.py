@@ -151,3 +151,44 @@ def test_a_collective_broadcast_on_a_billion_replicas_counts_the_missing_ids(tmp
                  "  ROOT r = f32[4] collective-broadcast(p), replica_groups={{0,1}}\n}\n")
     rc, out, err = hlo("check", p, mem=GB)
     assert rc == 1 and "got none naming 2, 3, 4, 5, 6, 7, 8, 9 and 999999990 more" in err, err
+
+
+# ----------------------------------------------------------------------------- 4. large binary files
+
+def _zeros(path: Path, size: int = GB) -> Path:
+    with open(path, "wb") as f:          # sparse: no disk used
+        f.truncate(size)
+    return path
+
+
+@pytest.mark.parametrize("name", ["big.hlo", "big.pb", "big.pbtxt", "big.txt"])
+def test_a_gigabyte_of_zeros_is_refused_from_its_first_block(tmp_path, name):
+    p = _zeros(tmp_path / name)
+    rc, out, err = hlo("check", p, mem=GB // 2 + GB // 4)
+    assert rc == 2 and str(p) in err and ("binary" in err or "not an XLA module proto" in err), err
+
+
+def test_a_gigabyte_of_zeros_on_standard_input_is_refused(tmp_path):
+    p = _zeros(tmp_path / "big.bin")
+    with open(p, "rb") as f:
+        rc, out, err = hlo("check", "-", stdin=f, mem=GB // 2 + GB // 4)
+    assert rc == 2 and "binary input" in err, err
+
+
+@pytest.mark.parametrize("option", ["--inputs", "--expect"])
+def test_a_gigabyte_of_zeros_as_an_array_file_is_refused(tmp_path, option):
+    m = tmp_path / "m.hlo"
+    m.write_text("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n")
+    p = _zeros(tmp_path / "big.npz")
+    extra = ["--random-inputs"] if option == "--expect" else []
+    rc, out, err = hlo("run", m, option, p, *extra, mem=GB // 2 + GB // 4)
+    assert rc == 2 and option in err, err
+
+
+def test_plausible_binary_proto():
+    from hlo_cli.sources.proto import plausible_binary_proto
+    data = (ROOT / "samples" / "protos" / "sort.hlo.pb").read_bytes()
+    assert plausible_binary_proto(data, len(data)) and plausible_binary_proto(data[:10], len(data))
+    assert not plausible_binary_proto(b"\0" * 100, 100)
+    assert not plausible_binary_proto(b"\x0a\xff\x01", 3)         # a length past the end of the file
+    assert not plausible_binary_proto(b"\x0b", 1)                  # wire type 3 (a group)

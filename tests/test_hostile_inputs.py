@@ -192,3 +192,33 @@ def test_plausible_binary_proto():
     assert not plausible_binary_proto(b"\0" * 100, 100)
     assert not plausible_binary_proto(b"\x0a\xff\x01", 3)         # a length past the end of the file
     assert not plausible_binary_proto(b"\x0b", 1)                  # wire type 3 (a group)
+
+
+# ----------------------------------------------------------------------------- 5. every input option
+
+_SMALL = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}\n"
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "deep", "binary", "not-utf8", "directory"])
+def test_graph_overlay_refuses_what_every_input_option_refuses(tmp_path, kind):
+    m = tmp_path / "m.hlo"
+    m.write_text(_SMALL)
+    if kind == "dev-zero":
+        ov = Path("/dev/zero")
+    elif kind == "fifo":
+        ov = tmp_path / "fifo.json"
+        os.mkfifo(ov)                       # no writer: opening it must not block
+    elif kind == "deep":
+        ov = tmp_path / "deep.json"
+        ov.write_text("[" * 100_000 + "]" * 100_000)
+    elif kind == "binary":
+        ov = _zeros(tmp_path / "zeros.json")
+    elif kind == "not-utf8":
+        ov = tmp_path / "latin.json"
+        ov.write_bytes(b'{"a": "\xe9"}')
+    else:
+        ov = tmp_path / "dir"
+        ov.mkdir()
+    rc, out, err = hlo("graph", m, "--overlay", ov, "-o", tmp_path / "g.dot", mem=GB, timeout=60)
+    assert rc == 2 and "--overlay" in err, err
+    assert not (tmp_path / "g.dot").exists()

@@ -222,3 +222,70 @@ def test_graph_overlay_refuses_what_every_input_option_refuses(tmp_path, kind):
     rc, out, err = hlo("graph", m, "--overlay", ov, "-o", tmp_path / "g.dot", mem=GB, timeout=60)
     assert rc == 2 and "--overlay" in err, err
     assert not (tmp_path / "g.dot").exists()
+
+
+# ----------------------------------------------------------------------------- 6. exit codes
+
+_COMMANDS = [["fmt"], ["check"], ["info"], ["run", "--random-inputs"], ["graph", "-o", "-"],
+             ["diff", "--random-inputs", "{m}"], ["run", "--random-inputs", "--format", "json"]]
+
+
+def _cmd(cmd, m):
+    return [c.replace("{m}", str(m)) for c in cmd] + [str(m)]
+
+
+@pytest.mark.parametrize("cmd", _COMMANDS, ids=lambda c: " ".join(c))
+def test_a_full_disk_on_standard_output_is_exit_2(tmp_path, cmd):
+    m = tmp_path / "m.hlo"
+    m.write_text(_SMALL)
+    with open("/dev/full", "w") as full:
+        rc, out, err = hlo(*_cmd(cmd, m), stdout=full)
+    assert rc == 2 and "cannot write the output: No space left on device" in err, err
+
+
+@pytest.mark.parametrize("cmd", _COMMANDS, ids=lambda c: " ".join(c))
+def test_a_closed_pipe_on_standard_output_is_exit_2(tmp_path, cmd):
+    m = tmp_path / "m.hlo"
+    m.write_text(_SMALL)
+    r, w = os.pipe()
+    os.close(r)                       # the reader is gone before anything is written
+    try:
+        rc, out, err = hlo(*_cmd(cmd, m), stdout=w)
+    finally:
+        os.close(w)
+    assert rc == 2, err
+    assert "Exception ignored" not in err, err
+
+
+def test_a_rank_65_parameter_with_random_inputs_is_a_located_error(tmp_path):
+    m = tmp_path / "r.hlo"
+    m.write_text("HloModule m\nENTRY e {\n  ROOT p = f32[" + ",".join(["1"] * 65) + "] parameter(0)\n}\n")
+    for extra in ([], ["--replicas", "2"]):
+        rc, out, err = hlo("run", "--random-inputs", *extra, m)
+        assert rc == 1 and "r.hlo:3:8: error: p: parameter: hlo run holds arrays of at most 64" in err, err
+
+
+def test_a_rank_1000_literal_is_a_located_error(tmp_path):
+    m = tmp_path / "r.hlo"
+    m.write_text("HloModule m\nENTRY e {\n  ROOT c = f32[" + ",".join(["1"] * 1000) + "] constant(" +
+                 "{" * 1000 + "1" + "}" * 1000 + ")\n}\n")
+    for cmd in (["check"], ["fmt"], ["run", "--random-inputs"]):
+        rc, out, err = hlo(*cmd, m)
+        assert rc == 1 and "r.hlo:3:" in err and "a literal of 1000 dimensions" in err, err
+    p = tmp_path / "r.pb"
+    _constant_proto([1] * 1000, p)
+    rc, out, err = hlo("check", p)
+    assert rc == 2 and "a literal of 1000 dimensions" in err, err
+
+
+@pytest.mark.parametrize("config", ['{[}', '{"a":[}', '{]}', '{"a":{[}}', '"{"', '"{\\"a\\":[}"', '{"a": "}"}'])
+def test_an_unbalanced_backend_config_is_never_an_internal_error(tmp_path, config):
+    from click.testing import CliRunner
+    from hlo_cli.cli import main
+    m = tmp_path / "bc.hlo"
+    m.write_text("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] custom-call(p), "
+                 f"custom_call_target=\"foo\", backend_config={config}\n}}\n")
+    for cmd in (["check"], ["fmt"], ["info"], ["graph", "-o", "-"], ["run", "--random-inputs"]):
+        r = CliRunner().invoke(main, cmd + [str(m)])
+        assert r.exit_code in (0, 1, 2), (cmd, r.output)
+        assert "internal error" not in r.output and "Traceback" not in r.output

@@ -1,7 +1,9 @@
 """What every command shares: reading modules, reporting errors, exit codes."""
 from __future__ import annotations
 
+import errno
 import functools
+import io
 import os
 import sys
 
@@ -10,13 +12,46 @@ import click
 from ..errors import ExitCode, HloError
 
 
+# the errors of a write that could not be made: no space, over quota, file too large, reader gone
+_WRITE_FAILED = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EPIPE}
+
+
+def _drop_stdout():
+    """Point standard output at /dev/null, so that what is still buffered for it does not fail
+    again when the interpreter exits."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
+def stdout_console(width: int = 160):
+    """A rich Console on standard output (`width` columns when it is a file or a pipe) whose
+    closed pipe is reported as every other failed write is (exit 2), not by rich's SystemExit(1)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self):
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "the reader of standard output went away")
+
+    con = _Console(highlight=False)
+    if not con.is_terminal:
+        con = _Console(highlight=False, width=width)
+    return con
+
+
 def report_errors(fn):
     """Turn HloErrors into located messages on stderr and documented exit codes; never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            sys.stdout.flush()          # a write that fails fails here, not at exit (exit 120)
+            return result
         except HloError as e:
             click.echo(e.format(), err=True)
             sys.exit(e.exit_code)
@@ -28,12 +63,17 @@ def report_errors(fn):
             click.echo("interrupted", err=True)
             sys.exit(130)
         except BrokenPipeError:
-            # the reader went away (hlo fmt x | head): not an error of ours
-            try:
-                sys.stdout = open(os.devnull, "w")
-            except OSError:
-                pass
-            sys.exit(ExitCode.OK)
+            # the reader went away (hlo fmt x | head): the output could not be written (exit 2, like
+            # a full disk), said without a message (the reader wanted no more)
+            _drop_stdout()
+            sys.exit(ExitCode.USAGE)
+        except OSError as e:
+            if e.errno not in _WRITE_FAILED:
+                _internal(e)
+            # a write to an output failed (standard output on a full disk, /dev/full): exit 2
+            _drop_stdout()
+            click.echo(f"error: cannot write the output: {e.strerror or e}", err=True)
+            sys.exit(ExitCode.USAGE)
         except RecursionError:
             click.echo("error: the module is nested too deeply to process", err=True)
             sys.exit(ExitCode.FAILURE)
@@ -41,14 +81,18 @@ def report_errors(fn):
             click.echo("error: out of memory", err=True)
             sys.exit(ExitCode.OUT_OF_MEMORY)
         except Exception as e:  # a bug of ours: say so plainly
-            if os.environ.get("HLO_DEBUG"):
-                raise
-            click.echo(f"internal error: {type(e).__name__}: {e}\n"
-                       "This is a bug in hlo; rerun with HLO_DEBUG=1 for a traceback and please report it.",
-                       err=True)
-            sys.exit(ExitCode.INTERNAL)
+            _internal(e)
 
     return wrapper
+
+
+def _internal(e: BaseException):
+    if os.environ.get("HLO_DEBUG"):
+        raise e
+    click.echo(f"internal error: {type(e).__name__}: {e}\n"
+               "This is a bug in hlo; rerun with HLO_DEBUG=1 for a traceback and please report it.",
+               err=True)
+    sys.exit(ExitCode.INTERNAL)
 
 
 def load_module(path: str, use_cache: bool = True, with_text: bool = False, module: str | None = None,

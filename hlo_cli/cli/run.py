@@ -678,11 +678,8 @@ def _uses_rng(module) -> bool:
 
 
 def _console():
-    from rich.console import Console
-    con = Console(highlight=False)
-    if not con.is_terminal:
-        con = Console(highlight=False, width=160)
-    return con
+    from .common import stdout_console
+    return stdout_console(160)
 
 
 def _print_summary(module, leaves, where: str | None = None, keys=None, devices=None):

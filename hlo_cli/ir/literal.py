@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import ELEMENT_TYPES
-from .shape import Shape
+from .shape import NUMPY_MAX_RANK, Shape
 
 
 class LiteralError(ValueError):
@@ -661,6 +661,10 @@ def _array_literal(text: str, shape: Shape):
 def parse_literal(text: str, shape: Shape) -> Literal:
     """Decode the text inside constant(...) for the declared shape.  Raises LiteralError whose
     `offset` is the 0-based index in `text` of the token at fault."""
+    for leaf in shape.leaves():
+        if leaf.rank > NUMPY_MAX_RANK:      # (its values could not be held: NumPy's limit)
+            raise LiteralError(f"a literal of {leaf.rank} dimensions: hlo holds arrays of at most "
+                               f"{NUMPY_MAX_RANK} (NumPy's limit; XLA has none)", 0)
     large = len(text) >= _ARRAY_MIN_BYTES
     if large and not shape.is_tuple:
         lit = _array_literal(text, shape)

@@ -289,3 +289,50 @@ def test_an_unbalanced_backend_config_is_never_an_internal_error(tmp_path, confi
         r = CliRunner().invoke(main, cmd + [str(m)])
         assert r.exit_code in (0, 1, 2), (cmd, r.output)
         assert "internal error" not in r.output and "Traceback" not in r.output
+
+
+# ----------------------------------------------------------------------------- 8. signals during --output
+
+_KILL_MID_WRITE = """
+import os, signal, sys
+import hlo_cli.io as io
+real = io._create_excl
+SIG = getattr(signal, sys.argv[1])
+
+class Killing:
+    def __init__(self, f):
+        self.f = f
+    def write(self, data):
+        n = self.f.write(data)
+        self.f.flush()
+        os.kill(os.getpid(), SIG)
+        return n
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        self.f.close()
+
+io._create_excl = lambda path: Killing(real(path))
+from hlo_cli.cli import main
+sys.argv = ["hlo"] + sys.argv[2:]
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("cmd", [["run", "--random-inputs", "-o", "{out}.npz"], ["graph", "-o", "{out}.dot"],
+                                 ["graph", "-o", "{out}.json"]], ids=lambda c: c[0] + c[-1][5:])
+def test_a_signal_during_output_leaves_no_temporary_file(tmp_path, sig, cmd):
+    import signal
+    m = tmp_path / "m.hlo"
+    m.write_text(_SMALL)
+    out = tmp_path / "out" / "result"
+    out.parent.mkdir()
+    args = [c.replace("{out}", str(out)) for c in cmd] + [str(m)]
+    r = subprocess.run([sys.executable, "-c", _KILL_MID_WRITE, sig, *args], capture_output=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT), HLO_CACHE_DIR="off"))
+    assert r.returncode == 128 + getattr(signal, sig), r.stderr
+    assert b"terminated" in r.stderr and b"Traceback" not in r.stderr
+    assert list(out.parent.iterdir()) == [], list(out.parent.iterdir())

@@ -5,6 +5,7 @@ import errno
 import functools
 import io
 import os
+import signal
 import sys
 
 import click
@@ -43,11 +44,58 @@ def stdout_console(width: int = 160):
     return con
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwinds like Ctrl-C (KeyboardInterrupt), so that every output
+    writer removes its temporary file on the way out."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum, frame):
+    for name in ("SIGTERM", "SIGHUP"):          # a second signal must not cut the cleanup short
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+def _catch_termination() -> list:
+    """SIGTERM and SIGHUP raise Terminated (where they would kill the process outright; a signal
+    the caller ignores, as under nohup, stays ignored).  Returns what to restore."""
+    previous = []
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        try:
+            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, _on_signal)
+                previous.append(sig)
+        except (ValueError, OSError):           # not the main thread, or an embedding that forbids it
+            pass
+    return previous
+
+
+def _restore(previous: list):
+    for sig in previous:
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+
+
 def report_errors(fn):
     """Turn HloErrors into located messages on stderr and documented exit codes; never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        previous = _catch_termination()
+        try:
+            return guarded(*args, **kwargs)
+        finally:
+            _restore(previous)
+
+    def guarded(*args, **kwargs):
         try:
             result = fn(*args, **kwargs)
             sys.stdout.flush()          # a write that fails fails here, not at exit (exit 120)
@@ -62,6 +110,9 @@ def report_errors(fn):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except Terminated as e:
+            click.echo("terminated", err=True)
+            sys.exit(128 + e.signum)
         except BrokenPipeError:
             # the reader went away (hlo fmt x | head): the output could not be written (exit 2, like
             # a full disk), said without a message (the reader wanted no more)

@@ -336,3 +336,37 @@ def test_a_signal_during_output_leaves_no_temporary_file(tmp_path, sig, cmd):
     assert r.returncode == 128 + getattr(signal, sig), r.stderr
     assert b"terminated" in r.stderr and b"Traceback" not in r.stderr
     assert list(out.parent.iterdir()) == [], list(out.parent.iterdir())
+
+
+# ----------------------------------------------------------------------------- 7. graph memory and time
+
+def test_explorer_json_reads_the_whole_module_once_not_once_per_subgraph(monkeypatch):
+    from hlo_cli.explorer import to_explorer_json
+    from hlo_cli.graph import build_graph
+    from hlo_cli.graph import model
+    from hlo_cli.parser import parse
+    comps = "".join(f"add{k} {{\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] "
+                    f"{op}(a, b)\n}}\n" for k, op in enumerate(["add", "maximum", "minimum", "multiply"]))
+    body = "".join(f"  r{k} = f32[] reduce(p, z), dimensions={{0}}, to_apply=add{k}\n" for k in range(4))
+    m = parse(f"HloModule m\n{comps}ENTRY e {{\n  p = f32[8] parameter(0)\n  z = f32[] constant(0)\n{body}"
+              "  ROOT t = (f32[], f32[], f32[], f32[]) tuple(r0, r1, r2, r3)\n}\n")
+    g = build_graph(m)
+    calls = []
+    real = model.node_ids
+    monkeypatch.setattr(model, "node_ids", lambda module: calls.append(1) or real(module))
+    doc = to_explorer_json(g, [], m)
+    assert len(doc["graphs"]) == 5          # the entry and one subgraph per distinct reducer
+    assert len(calls) <= 1
+
+
+def test_graph_json_is_written_whole(tmp_path):
+    from click.testing import CliRunner
+    import json
+    from hlo_cli.cli import main
+    src = ROOT / "samples" / "protos" / "resnet_tiny.hlo.pb"
+    r = CliRunner().invoke(main, ["graph", str(src), "-o", str(tmp_path / "g.json")])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "g.json").read_text())
+    assert doc["graphs"] and doc["graphs"][0]["nodes"]
+    r = CliRunner().invoke(main, ["graph", str(src), "--format", "explorer", "-o", "-"])
+    assert json.loads(r.stdout) == doc

@@ -366,3 +366,16 @@ def test_graph_json_is_written_whole(tmp_path):
     assert doc["graphs"] and doc["graphs"][0]["nodes"]
     r = CliRunner().invoke(main, ["graph", str(src), "--format", "explorer", "-o", "-"])
     assert json.loads(r.stdout) == doc
+
+
+# ----------------------------------------------------------------------------- found by the campaign
+
+@pytest.mark.parametrize("cmd", [["info"], ["graph", "-o", "-"], ["check"]], ids=lambda c: c[0])
+def test_a_long_quoted_string_costs_memory_in_proportion(tmp_path, cmd):
+    """A 5 MB op_name took 900 MB in info and graph: the metadata's string pattern kept a
+    backtracking state per character."""
+    p = tmp_path / "long.hlo"
+    p.write_text("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0), metadata={op_name=\"" + "x" * (5 << 20) +
+                 "\", op_type=\"t\"}\n}\n")
+    rc, out, err = hlo(*cmd, p, mem=GB // 2 + GB // 4)
+    assert rc == 0, err

@@ -379,3 +379,20 @@ def test_a_long_quoted_string_costs_memory_in_proportion(tmp_path, cmd):
                  "\", op_type=\"t\"}\n}\n")
     rc, out, err = hlo(*cmd, p, mem=GB // 2 + GB // 4)
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("option", ["--expect", "--inputs", "--input", "--overlay", "MODULE"])
+def test_a_symlink_loop_is_unreadable_input_for_every_option(tmp_path, option):
+    from click.testing import CliRunner
+    from hlo_cli.cli import main
+    m = tmp_path / "m.hlo"
+    m.write_text(_SMALL)
+    loop = tmp_path / "loop.npz"
+    loop.symlink_to(loop)
+    args = {"--expect": ["run", str(m), "--random-inputs", "--expect", str(loop)],
+            "--inputs": ["run", str(m), "--inputs", str(loop)],
+            "--input": ["run", str(m), "--input", str(loop)],
+            "--overlay": ["graph", str(m), "-o", "-", "--overlay", str(loop)],
+            "MODULE": ["check", str(loop)]}[option]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2 and "symbolic links" in r.output, r.output

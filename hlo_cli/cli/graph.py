@@ -183,7 +183,7 @@ def _format_of(output: str) -> str:
 
 def _check_output(dest: Path, output: str, force: bool, module_file: str):
     if module_file != "-" and os.path.exists(module_file) and dest.exists() and \
-            dest.resolve() == Path(module_file).resolve():
+            Path(os.path.realpath(dest)) == Path(os.path.realpath(module_file)):
         raise HloInputError(f"--output {output} is the module being drawn; refusing to overwrite it")
     if os.path.lexists(dest):
         if not (os.path.isfile(dest) or os.path.islink(dest)):
@@ -191,7 +191,7 @@ def _check_output(dest: Path, output: str, force: bool, module_file: str):
         if not force:
             what = "is a symbolic link" if os.path.islink(dest) else "exists"
             raise HloInputError(f"--output {output} {what}; refusing to overwrite it (pass --force to replace it)")
-    if not dest.resolve().parent.is_dir():
+    if not Path(os.path.realpath(dest)).parent.is_dir():
         raise HloInputError(f"--output {output}: the directory {dest.parent} does not exist")
 
 

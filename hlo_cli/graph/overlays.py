@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -290,7 +291,7 @@ def _from_profile(prof: dict, path: str, resolve, module_name: str = "?") -> Ove
 def _same_file(a, b) -> bool:
     try:
         return isinstance(a, str) and isinstance(b, str) and a not in ("-", "<string>") and \
-            Path(a).resolve() == Path(b).resolve()
+            Path(os.path.realpath(a)) == Path(os.path.realpath(b))
     except (OSError, ValueError):
         return False
 

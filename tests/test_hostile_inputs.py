@@ -78,6 +78,7 @@ def test_a_zero_element_array_prints_compactly_when_large():
     assert format_literal(Literal(Shape.array("f32", [edge, 0]), np.zeros((edge, 0), np.float32))) != "{...}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows", [2**30, 2**29])
 def test_a_95_byte_proto_of_a_zero_element_constant(tmp_path, rows):
     p = _constant_proto([rows, 0], tmp_path / "z.pb")
@@ -111,6 +112,7 @@ def _all_reduce(tmp_path, groups: str, header: str = ", replica_count=2") -> Pat
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("groups", ["[1000000000,2]<=[2000000000]", "[100000000,2]<=[200000000]"])
 def test_iota_groups_beyond_any_machine_are_a_located_error(tmp_path, groups):
     p = _all_reduce(tmp_path, groups)
@@ -253,6 +255,7 @@ def test_a_closed_pipe_on_standard_output_is_exit_2(tmp_path, cmd):
     assert "Exception ignored" not in err, err
 
 
+@pytest.mark.slow
 def test_a_rank_65_parameter_with_random_inputs_is_a_located_error(tmp_path):
     m = tmp_path / "r.hlo"
     m.write_text("HloModule m\nENTRY e {\n  ROOT p = f32[" + ",".join(["1"] * 65) + "] parameter(0)\n}\n")
@@ -261,6 +264,7 @@ def test_a_rank_65_parameter_with_random_inputs_is_a_located_error(tmp_path):
         assert rc == 1 and "r.hlo:3:8: error: p: parameter: hlo run holds arrays of at most 64" in err, err
 
 
+@pytest.mark.slow
 def test_a_rank_1000_literal_is_a_located_error(tmp_path):
     m = tmp_path / "r.hlo"
     m.write_text("HloModule m\nENTRY e {\n  ROOT c = f32[" + ",".join(["1"] * 1000) + "] constant(" +

@@ -21,8 +21,7 @@ from ..ir.shape import COMBINE_DIM, UNBOUNDED, Layout, Shape, SplitConfig, defau
 INT64_MIN = -(2**63)          # XLA's kUnboundedSize (a `?` dimension)
 
 
-_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
-_WORD = re.compile(r"\w+")
+_NAME = re.compile(r"[A-Za-z_][\w.\-]*", re.ASCII)   # XLA's identifiers are ASCII
 
 
 class ProtoError(ValueError):
@@ -368,7 +367,7 @@ def _named_sharding(ns, where: str) -> str:
     manual={..}, metadata={{..}, ..}}; without dimension shardings a mesh all manual (unreduced)
     prints `manual` (`unreduced`), a maximal mesh nothing, any other `replicated`."""
     mp = ns.mesh
-    parts = [_mesh(mp)]
+    parts = [_mesh(mp, where)]
     kinds = (("replicated", ns.replicated_axes), ("unreduced", ns.unreduced_axes), ("manual", ns.manual_axes))
 
     def refs(axes):
@@ -475,18 +474,22 @@ def _replica_groups(ip, where: str) -> str:
         return s
     if ip.HasField("mesh_axes_replica_group_list"):
         ml = ip.mesh_axes_replica_group_list
-        return _mesh(ml.mesh) + " {" + ",".join(_axis_ref(a, ml.mesh, where) for a in ml.axes) + "}"
+        return _mesh(ml.mesh, where) + " {" + ",".join(_axis_ref(a, ml.mesh, where) for a in ml.axes) + "}"
     groups = ip.collective_device_list.replica_groups if ip.HasField("collective_device_list") else ip.replica_groups
     return "{" + ",".join(_ints(g.replica_ids) for g in groups) + "}"
 
 
-def _mesh(mp) -> str:
+def _mesh(mp, where: str = "") -> str:
     """XLA's Mesh::ToString."""
     axes = list(mp.axes)
     ids = list(mp.device_ids)
     if not axes and len(ids) == 1:
         return f"maximal_mesh[device_id={ids[0]}]"
-    text = "mesh[" + ",".join(f"{_axis_name(a.name)}={a.size}" for a in axes) + "]"
+    names = [a.name for a in axes]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ProtoError(f"{where}the mesh names axis {_shown(dup)} twice")
+    text = "mesh[" + ",".join(f"{_axis_name(a.name, where)}={a.size}" for a in axes) + "]"
     if mp.HasField("iota_transform"):
         io = mp.iota_transform
         if len(io.reshape_dims) > 1:
@@ -771,9 +774,6 @@ class _Renderer:
         where = f"computation {comp}, instruction {i.name or '#' + str(i.id)}: "
         if not _NAME.fullmatch(i.name):
             raise ProtoError(f"{where}the name {i.name!r} cannot be written as HLO text")
-        for word in (i.fusion_kind, i.comparison_direction, i.comparison_type):
-            if word and not _WORD.fullmatch(word):
-                raise ProtoError(f"{where}{word!r} is not a word HLO text can hold")
         op = i.opcode
         if not op:
             raise ProtoError(f"{where}an instruction without an opcode")
@@ -890,6 +890,8 @@ class _Renderer:
             a.append(f"fft_type={_enum(_FFT, i.fft_type, 'fft_type', where)}")
             a.append("fft_length=" + _ints(i.fft_length))
         elif op == "compare":
+            _enum_word(op, "direction", "comparison_direction", i.comparison_direction, where)
+            _enum_word(op, "type", "comparison_type", i.comparison_type, where)
             a.append(f"direction={i.comparison_direction}")
             et = self._operand_type(i, 0)
             if i.comparison_type and (et is None or i.comparison_type != _default_comparison_type(et)):
@@ -960,6 +962,7 @@ class _Renderer:
             a.append("slice={" + ", ".join(f"[{s.start}:{s.limit}" + ("" if omit else f":{s.stride}") + "]"
                                            for s in sl) + "}")
         elif op == "fusion":
+            _enum_word(op, "kind", "fusion_kind", i.fusion_kind, where)
             a.append(f"kind={i.fusion_kind}")
             if len(i.output_operand_aliasing):
                 a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
@@ -1116,6 +1119,19 @@ class _Renderer:
                 a.append(f"calls={calls[0]}")
         else:
             a.append("calls=" + ", ".join(calls))
+
+
+def _enum_word(op: str, attr: str, field: str, word: str, where: str) -> None:
+    """A string field written as an enum attribute (a fusion's kind, a compare's direction and
+    type): ProtoError unless it is one of the spellings OPCODES gives (an unset type is left out)."""
+    from ..ir.opcodes import OPCODES
+    spec = OPCODES[op].attrs.get(attr, "") if op in OPCODES else ""
+    if not spec.startswith("enum:"):
+        return
+    if not word and attr == "type":
+        return
+    if word not in spec[len("enum:"):].split("|"):
+        raise ProtoError(f"{where}{field} {_shown(word)} is not one of {spec[len('enum:'):].replace('|', ', ')}")
 
 
 def _enum(table: dict, value: int, what: str, where: str) -> str:

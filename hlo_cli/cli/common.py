@@ -107,6 +107,17 @@ def report_errors(fn):
             raise
         except click.exceptions.Exit:
             raise
+        except SystemExit as e:
+            # what is still buffered for standard output is written now, not when the interpreter
+            # exits (a failure there would turn the exit status into 120)
+            try:
+                sys.stdout.flush()
+            except (OSError, ValueError) as err:
+                _drop_stdout()
+                if not e.code:
+                    click.echo(f"error: cannot write the output: {getattr(err, 'strerror', None) or err}", err=True)
+                    sys.exit(ExitCode.USAGE)
+            raise
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)

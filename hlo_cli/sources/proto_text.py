@@ -55,6 +55,11 @@ def _shown(s: str) -> str:
     return repr(s if len(s) <= 60 else s[:57] + "...")
 
 
+def _label(name: str) -> str:
+    """A name as messages show it: as it is when text can hold it, else quoted and cut short."""
+    return name if _NAME.fullmatch(name) else _shown(name)
+
+
 def _bare(s: str, what: str, where: str) -> str:
     """`s` written bare (a key, a statistic's name); ProtoError when the text cannot hold it."""
     if not _KEY.fullmatch(s):
@@ -606,7 +611,7 @@ class _Renderer:
             raise ProtoError("the module holds no computation")
         entry = self._entry()
         if m.name and not _NAME.fullmatch(m.name):
-            raise ProtoError(f"the module name {m.name!r} cannot be written as HLO text")
+            raise ProtoError(f"the module name {_shown(m.name)} cannot be written as HLO text")
         head = "HloModule " + (m.name or "unnamed")
         scheduled = m.HasField("schedule") and len(m.schedule.sequences) > 0
         if scheduled:
@@ -716,7 +721,7 @@ class _Renderer:
         names = {c.name for c in m.computations}
         if m.entry_computation_name:
             if m.entry_computation_name not in names:
-                raise ProtoError(f"the entry computation {m.entry_computation_name!r} is not in the module")
+                raise ProtoError(f"the entry computation {_shown(m.entry_computation_name)} is not in the module")
             return m.entry_computation_name
         if m.entry_computation_id in self.comp_names:
             return self.comp_names[m.entry_computation_id]
@@ -740,9 +745,9 @@ class _Renderer:
         return "".join(out).rstrip("\n")
 
     def _computation(self, c, is_entry: bool) -> str:
-        where = f"computation {c.name}: "
+        where = f"computation {_label(c.name)}: "
         if not _NAME.fullmatch(c.name):
-            raise ProtoError(f"{where}the name {c.name!r} cannot be written as HLO text")
+            raise ProtoError(f"{where}the name {_shown(c.name)} cannot be written as HLO text")
         insts = list(c.instructions)
         if not insts:
             raise ProtoError(f"{where}no instructions")
@@ -771,9 +776,9 @@ class _Renderer:
         return "%" + inst.name
 
     def _instruction(self, i, comp: str) -> str:
-        where = f"computation {comp}, instruction {i.name or '#' + str(i.id)}: "
+        where = f"computation {_label(comp)}, instruction {_label(i.name) if i.name else '#' + str(i.id)}: "
         if not _NAME.fullmatch(i.name):
-            raise ProtoError(f"{where}the name {i.name!r} cannot be written as HLO text")
+            raise ProtoError(f"{where}the name {_shown(i.name)} cannot be written as HLO text")
         op = i.opcode
         if not op:
             raise ProtoError(f"{where}an instruction without an opcode")

@@ -215,7 +215,7 @@ def prepare_dump_dir(path: str, force: bool, protected: set[str]) -> Path:
     doomed = sorted(n for n in _listed_files(d / MANIFEST) & names
                     if OUR_DUMP_FILE.match(n) and _is_plain_file(d / n))
     for n in doomed:
-        if str((d / n).resolve()) in protected:
+        if str(os.path.realpath(d / n)) in protected:
             raise HloInputError(f"--dump-dir {path} holds {n}, which is an input of this run; refusing to "
                                 f"replace it (dump into another directory)")
     for n in doomed:

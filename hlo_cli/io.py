@@ -217,7 +217,7 @@ def load_inputs(params, specs=(), archive: str | None = None, shape_for=None, re
                 _fail(f"--input {spec}: no file given")
             af = ArrayFile(path, f"--input {spec}")
             opened.append(af)
-            result.paths.add(str(Path(path).resolve()))
+            result.paths.add(str(Path(os.path.realpath(path))))
             if af.is_archive:
                 _fail(f"--input {spec}: {path} is an .npz archive; pass it with --inputs")
             if name is None:
@@ -234,7 +234,7 @@ def load_inputs(params, specs=(), archive: str | None = None, shape_for=None, re
         if archive:
             af = ArrayFile(archive, f"--inputs {archive}")
             opened.append(af)
-            result.paths.add(str(Path(archive).resolve()))
+            result.paths.add(str(Path(os.path.realpath(archive))))
             if not af.is_archive:
                 _fail(f"--inputs {archive}: {archive} is a single array, not an .npz archive")
             for key in af.headers:
@@ -287,7 +287,7 @@ def _snapshot_inputs(params, path: str, specs, result: Inputs, shape_for) -> Inp
             what = f"{label(p)} (argument {k} of {path})"
             values.append(coerce(a, shape_for(k, tuple(getattr(a, "shape", ())), what), what, notes=result.notes))
     result.values = list(values)
-    result.paths.add(str(Path(path).resolve()))
+    result.paths.add(str(Path(os.path.realpath(path))))
     result.sources = [{"parameter": p.name, "number": p.parameter_number, "file": f"{path}[arg{k}]"}
                       for k, p in enumerate(params)]
     return result

@@ -17,8 +17,10 @@ Findings are (instruction, code, message, severity, attribute name to point at o
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from ..ir.attributes import IotaReplicaGroups
 from ..ir.module import Instruction, Module
 from ..ir.shape import Shape
 from ..shapes.families.collective import (CROSS_PARTITION, CROSS_REPLICA, id_space, mode_of, parse_pairs,
@@ -133,13 +135,18 @@ def _groups_beyond_one(inst: Instruction, devices: Devices):
     simulate."""
     mode = mode_of(inst.opcode, inst.attrs)
     count, noun = id_space(mode, devices.replicas, devices.partitions)
-    groups = replica_group_list(inst.attrs)
-    ids = sorted({i for g in groups for i in g})
+    if devices.known and count != 1:
+        return                  # the shape rule compares the ids with the count
+    rg = inst.attrs.get("replica_groups")
+    if isinstance(rg, IotaReplicaGroups):       # the ids 0..n-1, not expanded
+        ids = range(math.prod(rg.reshape_dims))
+    else:
+        ids = sorted({i for g in replica_group_list(inst.attrs) for i in g})
     if not ids or ids[0] < 0:
         return                  # negative ids: the shape rule's finding
     n = len(ids)
-    if devices.known and (count != 1 or ids[-1] < 1):
-        return                  # the shape rule compares n with the count
+    if devices.known and ids[-1] < 1:
+        return                  # one id named: nothing beyond the count
     if devices.declares(noun):
         # XLA's verifier lets this pass (a count of 1 reads as "not set"), but its runtime fails in
         # GetParticipatingDevices (TF_RET_CHECK id < count) on a module config of one.
@@ -173,10 +180,14 @@ def _broadcast_groups(inst: Instruction, devices: Devices):
         yield (inst, "C131", f"{inst.opcode}: replica ids must be in [0, {count}) (the {count} {noun} of "
                f"{devices.source}), got {bad[0]}", "error", "replica_groups")
         return
-    missing = sorted(set(range(count)) - set(ids))
-    if missing:
+    named = set(ids)
+    # the first few ids no group names, and how many (counted, not listed: the count may be huge)
+    n_missing = count - len(named)
+    if n_missing > 0:
+        first = [k for k in range(min(count, len(named) + 8)) if k not in named][:8]
+        shown = ", ".join(map(str, first)) + (f" and {n_missing - len(first)} more" if n_missing > len(first) else "")
         yield (inst, "C131", f"{inst.opcode}: replica_groups must name every one of the {count} {noun} "
-               f"(XLA's runtime fails for one no group names), got none naming {_ids(missing)}", "error",
+               f"(XLA's runtime fails for one no group names), got none naming {shown}", "error",
                "replica_groups")
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:

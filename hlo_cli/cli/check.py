@@ -297,7 +297,6 @@ def _kinds(skipped) -> str:
 
 
 def _summary(results: list[Result], skipped, verbose: bool):
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
     t = Table(title="hlo check", title_justify="left", show_edge=False)
@@ -310,10 +309,9 @@ def _summary(results: list[Result], skipped, verbose: bool):
         style = {OK: "green", ERRORS: "red", UNREADABLE: "yellow", INTERNAL: "magenta"}[r.status]
         t.add_row(Text(r.label), Text(r.status, style=style), str(e), str(w),
                   str(r.instructions) if r.instructions is not None else "-")
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        # keep whole paths on one line when the output is a file or a pipe
-        console = Console(highlight=False, width=max(100, max((len(r.label) for r in results), default=0) + 50))
+    from .common import stdout_console
+    # keep whole paths on one line when the output is a file or a pipe
+    console = stdout_console(max(100, max((len(r.label) for r in results), default=0) + 50))
     console.print(t)
     counts = _counts(results)
     parts = [f"{counts[OK]} ok", f"{counts[ERRORS]} with errors"]

@@ -1,8 +1,11 @@
 """What every command shares: reading modules, reporting errors, exit codes."""
 from __future__ import annotations
 
+import errno
 import functools
+import io
 import os
+import signal
 import sys
 
 import click
@@ -10,13 +13,93 @@ import click
 from ..errors import ExitCode, HloError
 
 
+# the errors of a write that could not be made: no space, over quota, file too large, reader gone
+_WRITE_FAILED = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EPIPE}
+
+
+def _drop_stdout():
+    """Point standard output at /dev/null, so that what is still buffered for it does not fail
+    again when the interpreter exits."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
+def stdout_console(width: int = 160):
+    """A rich Console on standard output (`width` columns when it is a file or a pipe) whose
+    closed pipe is reported as every other failed write is (exit 2), not by rich's SystemExit(1)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self):
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "the reader of standard output went away")
+
+    con = _Console(highlight=False)
+    if not con.is_terminal:
+        con = _Console(highlight=False, width=width)
+    return con
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwinds like Ctrl-C (KeyboardInterrupt), so that every output
+    writer removes its temporary file on the way out."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum, frame):
+    for name in ("SIGTERM", "SIGHUP"):          # a second signal must not cut the cleanup short
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+def _catch_termination() -> list:
+    """SIGTERM and SIGHUP raise Terminated (where they would kill the process outright; a signal
+    the caller ignores, as under nohup, stays ignored).  Returns what to restore."""
+    previous = []
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        try:
+            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, _on_signal)
+                previous.append(sig)
+        except (ValueError, OSError):           # not the main thread, or an embedding that forbids it
+            pass
+    return previous
+
+
+def _restore(previous: list):
+    for sig in previous:
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+
+
 def report_errors(fn):
     """Turn HloErrors into located messages on stderr and documented exit codes; never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        previous = _catch_termination()
         try:
-            return fn(*args, **kwargs)
+            return guarded(*args, **kwargs)
+        finally:
+            _restore(previous)
+
+    def guarded(*args, **kwargs):
+        try:
+            result = fn(*args, **kwargs)
+            sys.stdout.flush()          # a write that fails fails here, not at exit (exit 120)
+            return result
         except HloError as e:
             click.echo(e.format(), err=True)
             sys.exit(e.exit_code)
@@ -24,16 +107,35 @@ def report_errors(fn):
             raise
         except click.exceptions.Exit:
             raise
+        except SystemExit as e:
+            # what is still buffered for standard output is written now, not when the interpreter
+            # exits (a failure there would turn the exit status into 120)
+            try:
+                sys.stdout.flush()
+            except (OSError, ValueError) as err:
+                _drop_stdout()
+                if not e.code:
+                    click.echo(f"error: cannot write the output: {getattr(err, 'strerror', None) or err}", err=True)
+                    sys.exit(ExitCode.USAGE)
+            raise
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except Terminated as e:
+            click.echo("terminated", err=True)
+            sys.exit(128 + e.signum)
         except BrokenPipeError:
-            # the reader went away (hlo fmt x | head): not an error of ours
-            try:
-                sys.stdout = open(os.devnull, "w")
-            except OSError:
-                pass
-            sys.exit(ExitCode.OK)
+            # the reader went away (hlo fmt x | head): the output could not be written (exit 2, like
+            # a full disk), said without a message (the reader wanted no more)
+            _drop_stdout()
+            sys.exit(ExitCode.USAGE)
+        except OSError as e:
+            if e.errno not in _WRITE_FAILED:
+                _internal(e)
+            # a write to an output failed (standard output on a full disk, /dev/full): exit 2
+            _drop_stdout()
+            click.echo(f"error: cannot write the output: {e.strerror or e}", err=True)
+            sys.exit(ExitCode.USAGE)
         except RecursionError:
             click.echo("error: the module is nested too deeply to process", err=True)
             sys.exit(ExitCode.FAILURE)
@@ -41,14 +143,18 @@ def report_errors(fn):
             click.echo("error: out of memory", err=True)
             sys.exit(ExitCode.OUT_OF_MEMORY)
         except Exception as e:  # a bug of ours: say so plainly
-            if os.environ.get("HLO_DEBUG"):
-                raise
-            click.echo(f"internal error: {type(e).__name__}: {e}\n"
-                       "This is a bug in hlo; rerun with HLO_DEBUG=1 for a traceback and please report it.",
-                       err=True)
-            sys.exit(ExitCode.INTERNAL)
+            _internal(e)
 
     return wrapper
+
+
+def _internal(e: BaseException):
+    if os.environ.get("HLO_DEBUG"):
+        raise e
+    click.echo(f"internal error: {type(e).__name__}: {e}\n"
+               "This is a bug in hlo; rerun with HLO_DEBUG=1 for a traceback and please report it.",
+               err=True)
+    sys.exit(ExitCode.INTERNAL)
 
 
 def load_module(path: str, use_cache: bool = True, with_text: bool = False, module: str | None = None,

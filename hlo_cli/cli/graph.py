@@ -1,6 +1,7 @@
 """`hlo graph`: draw a module as a graph (DOT, SVG, a self-contained HTML page, Model Explorer JSON)."""
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -125,7 +126,10 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
             raise HloInputError("--format explorer: this version of hlo has no Model Explorer support "
                                 "(hlo_cli.explorer)") from None
         import json
-        data = json.dumps(to_explorer_json(g, ovs, module), indent=1) + "\n"
+        doc = to_explorer_json(g, ovs, module)
+        # written chunk by chunk: the whole text at once would hold it twice more (json.dumps joins
+        # its chunks, then .encode copies them)
+        data = itertools.chain(json.JSONEncoder(indent=1).iterencode(doc), ("\n",))
         node_data = _explorer_node_data(g, ovs, dest, output, force, module_file)
     _write(dest, data)
     if fmt == "explorer":
@@ -179,7 +183,7 @@ def _format_of(output: str) -> str:
 
 def _check_output(dest: Path, output: str, force: bool, module_file: str):
     if module_file != "-" and os.path.exists(module_file) and dest.exists() and \
-            dest.resolve() == Path(module_file).resolve():
+            Path(os.path.realpath(dest)) == Path(os.path.realpath(module_file)):
         raise HloInputError(f"--output {output} is the module being drawn; refusing to overwrite it")
     if os.path.lexists(dest):
         if not (os.path.isfile(dest) or os.path.islink(dest)):
@@ -187,15 +191,29 @@ def _check_output(dest: Path, output: str, force: bool, module_file: str):
         if not force:
             what = "is a symbolic link" if os.path.islink(dest) else "exists"
             raise HloInputError(f"--output {output} {what}; refusing to overwrite it (pass --force to replace it)")
-    if not dest.resolve().parent.is_dir():
+    if not Path(os.path.realpath(dest)).parent.is_dir():
         raise HloInputError(f"--output {output}: the directory {dest.parent} does not exist")
 
 
-def _write(dest: Path | None, text: str):
+def _write(dest: Path | None, text):
+    """Write TEXT (a string, or an iterable of strings written one after the other) to DEST
+    (None: standard output)."""
+    chunks = (text,) if isinstance(text, str) else text
     if dest is None:
-        sys.stdout.write(text)
+        for chunk in chunks:
+            sys.stdout.write(chunk)
         sys.stdout.flush()
         return
     from ..io import replace_file
-    data = text.encode("utf-8")
-    replace_file(dest, lambda f: f.write(data), "--output")
+
+    def write(f):
+        buf = []
+        size = 0
+        for chunk in chunks:            # (joined in blocks of about 1 MB: few, large writes)
+            buf.append(chunk)
+            size += len(chunk)
+            if size >= 1 << 20:
+                f.write("".join(buf).encode("utf-8"))
+                buf, size = [], 0
+        f.write("".join(buf).encode("utf-8"))
+    replace_file(dest, write, "--output")

@@ -238,11 +238,8 @@ def _info(file, fmt, module_choice, no_cache):
 
 
 def _console():
-    from rich.console import Console
-    con = Console(highlight=False)
-    if not con.is_terminal:
-        con = Console(highlight=False, width=160)      # a file or a pipe: fewer folded rows
-    return con
+    from .common import stdout_console
+    return stdout_console(160)      # a file or a pipe: fewer folded rows
 
 
 def _print_summary(s: dict):

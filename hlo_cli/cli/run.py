@@ -149,7 +149,7 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
         n = sum(1 for _ in root_shape.leaves())
         _input_error(f"--output {path}: the result is a tuple ({root_shape.to_str(False)}, {n} arrays); "
                      f"write it to an .npz file")
-    p = Path(path).resolve()
+    p = Path(os.path.realpath(path))
     if str(p) in protected:
         _input_error(f"--output {path} is an input of this run; refusing to overwrite it")
     if os.path.lexists(path) and not os.path.islink(path) and not os.path.isfile(path):
@@ -433,7 +433,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     params = module.entry_computation.parameters
     protected = set()
     if module_file != "-":
-        protected.add(str(Path(module_file).resolve()))
+        protected.add(str(Path(os.path.realpath(module_file))))
     snap = _snapshot(module_file)
     snap_args = snap is not None and not (inputs or inputs_npz or random_inputs)
     if snap is not None and not snap_args:
@@ -483,7 +483,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
 
     # -- everything that will be written is decided before anything runs
     if expect:
-        protected.add(str(Path(expect).resolve()))
+        protected.add(str(Path(os.path.realpath(expect))))
     root_shape = module.entry_computation.root_instruction.shape
     if output:
         _check_output_path(output, force, protected, root_shape)
@@ -526,7 +526,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
             pattern = re.compile(dump_filter) if dump_filter else None
         except re.error as e:
             _input_error(f"--dump-filter {dump_filter!r}: not a regular expression ({e})")
-        if output and Path(output).resolve().parent == Path(dump_dir).resolve() and \
+        if output and Path(os.path.realpath(output)).parent == Path(os.path.realpath(dump_dir)) and \
                 OUR_DUMP_FILE.match(Path(output).name):
             _input_error(f"--output {output}: a dump file name inside --dump-dir; choose another name")
         d = prepare_dump_dir(dump_dir, dump_force, protected)
@@ -723,11 +723,8 @@ def _uses_rng(module) -> bool:
 
 
 def _console():
-    from rich.console import Console
-    con = Console(highlight=False)
-    if not con.is_terminal:
-        con = Console(highlight=False, width=160)
-    return con
+    from .common import stdout_console
+    return stdout_console(160)
 
 
 def _print_summary(module, leaves, where: str | None = None, keys=None, devices=None):

@@ -295,7 +295,10 @@ def random_global_inputs(module, grid, seed: int = 0, global_values: bool | None
     from ..interpreter.inputs import random_inputs
     if global_values is None:
         global_values = values_are_global(module)
+    from ..interpreter.memory import check_rank
     params = _params(module)
+    for p in params:
+        check_rank(p)
     shardings = parameter_shardings(module)
     if global_values:
         fake = params

@@ -255,7 +255,9 @@ def _applied_subgraphs(graph, module, nodes: dict, gid: str) -> list[dict]:
     """Graphs for the computations nodes apply without drawing them (and collapsed fusions'
     computations), one per distinct structure, linked through the nodes' subgraphIds."""
     from ..graph import build_graph
+    from ..graph.model import module_index
     comps = module.computation_map
+    index = None                        # the module's ids and fusion callers, computed once
     drawn = set(graph.groups)
     shared: dict[tuple, str] = {}       # structure -> subgraph id
     members: dict[str, list[str]] = {}  # subgraph id -> computations it stands for
@@ -270,7 +272,8 @@ def _applied_subgraphs(graph, module, nodes: dict, gid: str) -> list[dict]:
                 sid = shared[key] = f"{cname}"
                 members[sid] = []
                 try:
-                    sub = build_graph(module, computation=cname, expand_fusions=True)
+                    index = index or module_index(module)
+                    sub = build_graph(module, computation=cname, expand_fusions=True, index=index)
                 except Exception:       # noqa: BLE001 -- a subgraph is a convenience, never a failure
                     continue
                 out.append(explorer_graphs(sub, (), None, graph_id=sid)[0])

@@ -297,12 +297,25 @@ def _foldable(inst, comp) -> bool:
 
 # ----------------------------------------------------------------------------- building
 
+def module_index(module) -> tuple[dict, dict]:
+    """What build_graph reads from the whole module: the node ids (node_ids) and, for each fusion
+    computation, the fusion instructions calling it.  A caller drawing many graphs of one module
+    (one per applied computation) computes it once and passes it as `index`."""
+    fused_by: dict[str, list] = {}    # fusion computation -> fusion instructions calling it
+    for c, i in module.instructions():
+        if i.opcode == "fusion":
+            for n in _computation_refs(i.attrs.get("calls")):
+                fused_by.setdefault(n, []).append((c.name, i.name))
+    return node_ids(module), fused_by
+
+
 def build_graph(module, *, computation: str | None = None, around: str | None = None, depth: int = 3,
-                expand_fusions: bool = False, fold_constants: bool = True) -> Graph:
+                expand_fusions: bool = False, fold_constants: bool = True, index=None) -> Graph:
     """The graph of MODULE (see the module's docstring).  Raises GraphError (exit 2) for a
-    computation or instruction the module does not have."""
+    computation or instruction the module does not have.  `index`: module_index(module), when the
+    caller has it."""
     comps = module.computation_map
-    ids = node_ids(module)
+    ids, fused_by = index if index is not None else module_index(module)
     if depth < 0:
         raise GraphError(f"--depth must be 0 or more, got {depth}")
     top = module.entry if computation is None else computation
@@ -313,12 +326,6 @@ def build_graph(module, *, computation: str | None = None, around: str | None = 
     if around is not None:
         target = _find_target(module, around, computation)
         top, expand = _place_target(module, target, top, expand_fusions)
-    fused_by: dict[str, list] = {}    # fusion computation -> fusion instructions calling it
-    for c, i in module.instructions():
-        if i.opcode == "fusion":
-            for n in _computation_refs(i.attrs.get("calls")):
-                fused_by.setdefault(n, []).append((c.name, i.name))
-
     g = Graph(module=module.name, root_group=top, ids=ids,
               options={"computation": computation, "around": around, "depth": depth if around else None,
                        "expand_fusions": expand_fusions, "fold_constants": fold_constants})

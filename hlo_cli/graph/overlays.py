@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,14 +63,11 @@ def load_overlays(path: str, module) -> list[Overlay]:
             raise OverlayError(f"--overlay {path}: a directory without a manifest.json (an `hlo run "
                                f"--dump-dir` directory has one)")
         p = man
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise OverlayError(f"--overlay {path}: no such file or directory") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise OverlayError(f"--overlay {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    text = read_json_text(p, "--overlay", path)
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise OverlayError(f"--overlay {path}: the JSON nests too deeply to be read") from None
     except ValueError as e:
         raise OverlayError(f"--overlay {path}: not JSON ({e}); give an `hlo run --dump-dir` directory, its "
                            f"manifest.json, `hlo run --profile --format json` or `hlo diff --format json` "
@@ -97,6 +95,32 @@ def load_overlays(path: str, module) -> list[Overlay]:
             raise OverlayError(f"--overlay {path}: none of its instructions is in module {module.name} "
                                f"(an overlay of another module?)")
     return out
+
+
+def read_json_text(p: Path, option: str, shown: str) -> str:
+    """The text of a JSON file given to OPTION, read the way every input file is: only a regular
+    file (a FIFO, a device such as /dev/zero, a socket refused before a byte is read), binary data
+    refused from its first block, then UTF-8.  Raises OverlayError (exit 2)."""
+    from ..source import _CONTROL_BYTE, SNIFF_BYTES, NotRegularFile, open_regular
+    try:
+        with open_regular(p) as f:
+            data = f.read(SNIFF_BYTES)
+            bad = _CONTROL_BYTE.search(data)
+            if bad is not None:
+                raise OverlayError(f"{option} {shown}: binary data (byte 0x{data[bad.start()]:02x} at offset "
+                                   f"{bad.start()}), not JSON")
+            data += f.read()
+    except NotRegularFile as e:
+        raise OverlayError(f"{option} {shown}: is {e.kind}, not a regular file") from None
+    except FileNotFoundError:
+        raise OverlayError(f"{option} {shown}: no such file or directory") from None
+    except OSError as e:
+        raise OverlayError(f"{option} {shown}: cannot read it ({e.strerror or e})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise OverlayError(f"{option} {shown}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                           f"{e.start})") from None
 
 
 def _resolver(ids: dict):
@@ -267,7 +291,7 @@ def _from_profile(prof: dict, path: str, resolve, module_name: str = "?") -> Ove
 def _same_file(a, b) -> bool:
     try:
         return isinstance(a, str) and isinstance(b, str) and a not in ("-", "<string>") and \
-            Path(a).resolve() == Path(b).resolve()
+            Path(os.path.realpath(a)) == Path(os.path.realpath(b))
     except (OSError, ValueError):
         return False
 

@@ -235,10 +235,12 @@ def random_inputs(params, seed: int = 0):
     """Deterministic inputs for every parameter: normal floats, small integers, random preds.
     Parameters too big to allocate (together, more than this process can ever hold) are an
     HloResourceError naming the parameter and the bytes it needs, before anything is allocated."""
-    from .memory import memory_limit, result_bytes
+    from .memory import check_rank, memory_limit, result_bytes
     rng = np.random.default_rng(seed)
     total, limit = 0, memory_limit()
     for p in params:
+        if hasattr(p, "opcode"):       # (a parameter's global stand-in was checked as the parameter)
+            check_rank(p)
         need = result_bytes(p.shape) or 0
         total += need
         # (values are drawn as float64 or int64 and then converted: 8 more bytes an element meanwhile)

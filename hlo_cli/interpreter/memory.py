@@ -127,18 +127,24 @@ def preflight(module: Module, devices: int = 1) -> None:
     per["preflight_passed"] = (limit, devices)
 
 
+def check_rank(inst) -> None:
+    """HloEvalError (R014, located at INST) when a leaf of its shape has more dimensions than NumPy
+    arrays can."""
+    for leaf in inst.shape.leaves():
+        if leaf.rank > NUMPY_MAX_RANK:
+            msg = (f"{inst.name}: {inst.opcode}: hlo run holds arrays of at most {NUMPY_MAX_RANK} "
+                   f"dimensions (NumPy's limit), got {leaf.rank} in {leaf.to_str(False)[:120]}"
+                   f"{'...' if len(leaf.to_str(False)) > 120 else ''}")
+            raise HloEvalError(msg, [_diag(inst, msg, "R014")])
+
+
 def _preflight(module: Module, limit: int | None, devices: int = 1) -> None:
     for comp in module.computations:
         for inst in comp.instructions:
             shape = inst.shape
             if shape is None:
                 continue
-            for leaf in shape.leaves():
-                if leaf.rank > NUMPY_MAX_RANK:
-                    msg = (f"{inst.name}: {inst.opcode}: hlo run holds arrays of at most {NUMPY_MAX_RANK} "
-                           f"dimensions (NumPy's limit), got {leaf.rank} in {leaf.to_str(False)[:120]}"
-                           f"{'...' if len(leaf.to_str(False)) > 120 else ''}")
-                    raise HloEvalError(msg, [_diag(inst, msg, "R014")])
+            check_rank(inst)
             if limit is not None:
                 need = result_bytes(shape)
                 if need is not None and need * devices > limit:

@@ -29,7 +29,7 @@ class AttrError(ValueError):
         self.nth = nth
 
 
-_VALUE_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|<=|->|[{}\[\](),=:<]|[^\s{}\[\](),="<:]+')
+_VALUE_TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|<=|->|[{}\[\](),=:<]|[^\s{}\[\](),="<:]+')
 
 
 def value_tokens(text: str):
@@ -510,7 +510,10 @@ def _metadata_list_text(m: str) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-_MD_FIELD = re.compile(r'\s*([A-Za-z_][\w]*)=("(?:[^"\\]|\\.)*"|\{[^{}]*\}|[^\s}]+)')
+# (a quoted value as `"[^"\\]*+(?:\\.[^"\\]*+)*+"`: one step per run of plain characters; the
+# alternation `(?:[^"\\]|\\.)*` kept a backtracking state per character, 180 bytes each: a 5 MB op_name
+# took 900 MB)
+_MD_FIELD = re.compile(r'\s*([A-Za-z_][\w]*)=("[^"\\]*+(?:\\.[^"\\]*+)*+"|\{[^{}]*\}|[^\s}]+)')
 
 
 @dataclass(frozen=True)
@@ -956,6 +959,26 @@ def _bracket_ints(g) -> tuple[int, ...]:
     raise AttrError(f"expected a list of integers, got '{generic_text(g)}'")
 
 
+# The most devices an iota list (replica groups, a tile assignment, a mesh) may name: its sizes are
+# checked against this before anything is expanded, so that `[1000000000,2]<=[2000000000]` (a few
+# bytes of text) is an error, not gigabytes of device ids.  No machine XLA runs on has this many.
+MAX_DEVICES = 1 << 20
+
+
+def check_device_count(sizes, what: str, at=None) -> int:
+    """The product of `sizes` (the devices an iota list or a mesh names); AttrError when a size is
+    negative or the product is above MAX_DEVICES."""
+    n = 1
+    for d in sizes:
+        if d < 0:
+            raise AttrError(f"{what}: sizes must not be negative, got {d}", at=at)
+        n *= d
+    if n > MAX_DEVICES:
+        raise AttrError(f"{what} name{'s' if not what.endswith('s') else ''} {n:,} devices, more than hlo "
+                        f"handles ({MAX_DEVICES:,})", at=at)
+    return n
+
+
 def _iota(items, what) -> tuple[tuple[int, ...], IotaReplicaGroups]:
     # [dims]<=[reshape]T(perm)
     items = list(items)
@@ -963,6 +986,9 @@ def _iota(items, what) -> tuple[tuple[int, ...], IotaReplicaGroups]:
         raise AttrError(f"malformed iota {what}")
     dims = _bracket_ints(items[0])
     reshape = _bracket_ints(items[2])
+    label = "iota " + what.split(" (")[0]
+    check_device_count(dims, f"{label} [{','.join(map(str, dims))}]", at=items[0])
+    check_device_count(reshape, f"{label} <=[{','.join(map(str, reshape))}]", at=items[2])
     perm: tuple[int, ...] = ()
     rest = items[3:]
     if rest:
@@ -1022,6 +1048,7 @@ def _dec_mesh_replica_groups(items) -> MeshReplicaGroups:
             raise AttrError(f"mesh has duplicate axis names: '{name}'", at=it.key)
         names.append(name)
         sizes.append(size)
+        check_device_count(sizes, "the mesh's axes", at=it.value)
     rest = list(items[2:])
     device_ids = None
     if rest and isinstance(rest[0], KV) and rest[0].key == "device_ids":
@@ -1219,6 +1246,9 @@ def _sharding_one(g) -> Sharding:
                 i += 1
                 if i + 1 < len(items) and isinstance(items[i], Sep) and items[i] == "<=":
                     reshape = _bracket_ints(items[i + 1])
+                    check_device_count(dims, f"a sharding's tile assignment [{','.join(map(str, dims))}]", it)
+                    check_device_count(reshape, f"a sharding's iota <=[{','.join(map(str, reshape))}]",
+                                       items[i + 1])
                     i += 2
                     perm: tuple[int, ...] = ()
                     if i + 1 < len(items) and items[i] == "T" and isinstance(items[i + 1], Group):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import ELEMENT_TYPES
-from .shape import Shape
+from .shape import NUMPY_MAX_RANK, Shape
 
 
 class LiteralError(ValueError):
@@ -354,6 +354,8 @@ class _LiteralReader:
             if nest == 0:
                 break
         if elided:
+            if n == 0:      # no values to elide: the literal is exact
+                return Literal(shape, np.zeros(dims, et.numpy), False)
             return Literal(shape, None, True)
         return Literal(shape, self.convert(vals, where, shape, et, n), False)
 
@@ -572,6 +574,21 @@ _ARRAY_INTS = re.compile(rb"[\s,{}]*+(?:-?\d{1,18}+(?:[\s,{}]++-?\d{1,18}+)*+)?+
 _ARRAY_MIN_BYTES = 1 << 16
 
 
+def brace_count(dims) -> int:
+    """How many braces a fully braced array of these dimensions is written with (2 for each group
+    at each level: a [2^30, 0] array is 2^31 + 2 of them), computed without writing them."""
+    total, groups = 0, 1
+    for d in dims[:-1] if dims else ():
+        total += 2 * groups
+        groups *= d
+    return total + 2 * groups if dims else 0
+
+
+# A zero-element array holds no values, so `{...}` (elided) says all there is about it: it is
+# printed so when its braces would be more than this many (f32[2^30,0] is 2^30 times `{}`)
+ZERO_ELEMENT_BRACES = 4096
+
+
 def _braces_of(dims) -> bytes:
     """The braces of a fully braced array of these dimensions, in order: {{}{}} for [2,n]."""
     inner = b"{}"
@@ -590,9 +607,13 @@ def _array_literal(text: str, shape: Shape):
     data = text.encode("ascii")
     if not (_ARRAY_FLOATS if et.kind == "float" else _ARRAY_INTS).fullmatch(data):
         return None
-    want = _braces_of(dims)
-    if data.translate(None, _NOT_BRACES) != want:
+    braces = data.translate(None, _NOT_BRACES)
+    if len(braces) != brace_count(dims):      # before building the braces the dimensions declare
         return None
+    want = _braces_of(dims)
+    if braces != want:
+        return None
+    del braces
     n = 1
     for d in dims:
         n *= d
@@ -640,6 +661,10 @@ def _array_literal(text: str, shape: Shape):
 def parse_literal(text: str, shape: Shape) -> Literal:
     """Decode the text inside constant(...) for the declared shape.  Raises LiteralError whose
     `offset` is the 0-based index in `text` of the token at fault."""
+    for leaf in shape.leaves():
+        if leaf.rank > NUMPY_MAX_RANK:      # (its values could not be held: NumPy's limit)
+            raise LiteralError(f"a literal of {leaf.rank} dimensions: hlo holds arrays of at most "
+                               f"{NUMPY_MAX_RANK} (NumPy's limit; XLA has none)", 0)
     large = len(text) >= _ARRAY_MIN_BYTES
     if large and not shape.is_tuple:
         lit = _array_literal(text, shape)
@@ -793,6 +818,8 @@ def format_literal(lit: Literal, elide_over: int | None = None) -> str:
         return "{...}"
     et = ELEMENT_TYPES[shape.element_type]
     arr = lit.value
+    if shape.rank and shape.num_elements == 0 and brace_count(shape.dims) > ZERO_ELEMENT_BRACES:
+        return "{...}"
     if shape.rank == 0:
         return format_scalar(arr.reshape(()).item() if et.kind != "float" else arr.reshape(()), et)
     flat = [format_scalar(x, et, True) for x in (arr.reshape(-1) if et.kind != "float" else arr.reshape(-1))]

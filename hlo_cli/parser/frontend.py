@@ -383,6 +383,12 @@ def _parser() -> tuple[Lark, _T]:
     return lark, t
 
 
+def terminal_pattern(name: str) -> str:
+    """The regular expression of one of the grammar's terminals (for a printer that writes a value
+    bare only when it reads back as that one token)."""
+    return _parser()[0].get_terminal(name).pattern.to_regexp()
+
+
 # ----------------------------------------------------------------------------- entry points
 
 def _describe_expected(expected) -> str:

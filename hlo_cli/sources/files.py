@@ -185,7 +185,10 @@ def _binary_stdin():
         return None
     if not head or _CONTROL_BYTE.search(head) is None:
         return None
-    from .proto import proto_modules
+    from .proto import plausible_binary_proto, proto_modules
+    if not plausible_binary_proto(head, 1 << 62):       # refused before the rest is read (cat /dev/zero | hlo ...)
+        msg = "binary input, not HLO text, nor an XLA module proto (its first bytes do not begin a protobuf message)"
+        raise HloInputError(f"<stdin>: {msg}", [Diagnostic(msg, "<stdin>", code="E015")])
     try:
         return proto_modules(buf.read(), "<stdin>", text=False)
     except HloInputError as e:

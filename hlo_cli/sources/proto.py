@@ -33,6 +33,7 @@ config; its device assignment gives replica_count / num_partitions.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -84,14 +85,21 @@ def _protobuf_missing(name: str) -> HloInputError:
 
 
 def read_bytes(path: str) -> tuple[bytes, str]:
-    """The file's bytes ('-': standard input) and its display name.  Raises HloInputError."""
+    """The file's bytes ('-': standard input) and its display name.  Raises HloInputError; bytes
+    that cannot begin a module proto (binary or text) are refused from the file's first block,
+    before the rest is read."""
     import sys
-    from ..source import NotRegularFile, open_regular
+    from ..source import _CONTROL_BYTE, SNIFF_BYTES, NotRegularFile, open_regular
     if path == "-":
         return sys.stdin.buffer.read(), "<stdin>"
     try:
         with open_regular(path) as f:
-            data = f.read()
+            data = f.read(SNIFF_BYTES)
+            size = os.fstat(f.fileno()).st_size
+            if _CONTROL_BYTE.search(data) and not plausible_binary_proto(data, size):
+                raise _error(path, "not an XLA module proto: binary data whose first bytes do not begin a "
+                                   "protobuf message (an HloModuleProto, HloProto or HloSnapshot)", "E084")
+            data += f.read()
     except NotRegularFile as e:
         raise _error(path, f"is {e.kind}, not a regular file", "E011" if e.kind == "a directory" else "E018") from None
     except FileNotFoundError:
@@ -218,6 +226,51 @@ def _check_unknown(msg, kind: str, name: str):
         raise _error(name, f"{where}: field number{'s' if len(numbers) > 1 else ''} {nums} of xla.{tname} "
                            "not in hlo's schema of XLA's protos (written by a newer XLA?); it may change what "
                            "the module means, so it is not read", "E085")
+
+
+def _varint(data: bytes, pos: int) -> tuple[int | None, int]:
+    """(value, position after it) of the varint at POS; (None, len(data)) when DATA ends inside
+    it, (None, -1) when it is longer than 10 bytes."""
+    value, shift = 0, 0
+    for k in range(pos, min(len(data), pos + 10)):
+        b = data[k]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, k + 1
+        shift += 7
+    return None, (len(data) if len(data) < pos + 10 else -1)
+
+
+def plausible_binary_proto(head: bytes, size: int) -> bool:
+    """Whether HEAD (the first bytes of SIZE) can begin a protobuf message: each field a tag of a
+    field number >= 1 and a wire type protobuf writes, each length within the bytes there are (up
+    to 64 fields; what HEAD cuts off counts as plausible).  No decoding: no protobuf needed."""
+    pos, n = 0, len(head)
+    for _ in range(64):
+        if pos >= n:
+            return pos <= size
+        tag, pos = _varint(head, pos)
+        if tag is None:
+            return pos >= n
+        field, wire = tag >> 3, tag & 7
+        if field == 0 or wire not in (0, 1, 2, 5):
+            return False
+        if wire == 0:
+            v, pos = _varint(head, pos)
+            if v is None:
+                return pos >= n
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:
+            length, pos = _varint(head, pos)
+            if length is None:
+                return pos >= n
+            pos += length
+            if pos > size:
+                return False
+    return pos <= size
 
 
 def _looks_like_text_proto(data: bytes) -> bool:

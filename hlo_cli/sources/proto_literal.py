@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.dtypes import ELEMENT_TYPES
-from ..ir.shape import Shape, default_layout
+from ..ir.shape import NUMPY_MAX_RANK, Shape, default_layout
 from .proto_text import ProtoError
 
 #: the most elements one literal may claim (1 << 31, 8 GiB of f32); the data must hold them too
@@ -83,6 +83,9 @@ def literal_value(lp, shape: Shape, where: str = "", limits=None) -> np.ndarray:
         raise ProtoError(f"{where}a literal of element type {et} cannot be read")
     if len(lp.dynamic_sizes):
         raise ProtoError(f"{where}a literal of dynamic size (dynamic_sizes) is not read yet")
+    if shape.rank > NUMPY_MAX_RANK:
+        raise ProtoError(f"{where}a literal of {shape.rank} dimensions: hlo holds arrays of at most "
+                         f"{NUMPY_MAX_RANK} (NumPy's limit; XLA has none)")
     limit = MAX_ELEMENTS if limits is None else limits
     n = _count(shape, where, limit)
     dt = info.numpy

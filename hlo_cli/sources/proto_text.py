@@ -21,8 +21,7 @@ from ..ir.shape import COMBINE_DIM, UNBOUNDED, Layout, Shape, SplitConfig, defau
 INT64_MIN = -(2**63)          # XLA's kUnboundedSize (a `?` dimension)
 
 
-_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
-_WORD = re.compile(r"\w+")
+_NAME = re.compile(r"[A-Za-z_][\w.\-]*", re.ASCII)   # XLA's identifiers are ASCII
 
 
 class ProtoError(ValueError):
@@ -43,6 +42,52 @@ _DIM_LEVEL = {0: "D", 1: "C", 2: "S", 3: "H"}
 def _lexes_as_json_dict(s: str) -> bool:
     from ..ir.printer import lexes_as_json_dict
     return lexes_as_json_dict(s)
+
+
+# Every string of a proto that becomes text is either quoted (absl_cescape: it cannot end its
+# quotes or its line) or, where the text holds it bare, checked to be one token of the parser that
+# reads back as the same string; what is neither is refused (ProtoError names the field).  A
+# crafted string never adds, removes or renames instructions.
+_KEY = re.compile(r"[A-Za-z0-9_][\w.\-]*", re.ASCII)     # a frontend-attribute key, a statistic's name
+
+
+def _shown(s: str) -> str:
+    return repr(s if len(s) <= 60 else s[:57] + "...")
+
+
+def _label(name: str) -> str:
+    """A name as messages show it: as it is when text can hold it, else quoted and cut short."""
+    return name if _NAME.fullmatch(name) else _shown(name)
+
+
+def _bare(s: str, what: str, where: str) -> str:
+    """`s` written bare (a key, a statistic's name); ProtoError when the text cannot hold it."""
+    if not _KEY.fullmatch(s):
+        raise ProtoError(f"{where}{what} {_shown(s)} cannot be written as HLO text (it is written unquoted: "
+                         "letters, digits, '_', '.', '-' only)")
+    return s
+
+
+def _raw_json_ok(s: str, attr: str) -> bool:
+    """Whether `attr=s` written raw (XLA writes a value that lexes as a JSON dict unquoted) reads
+    back as the same string: one token of the grammar, else it is quoted."""
+    if not _lexes_as_json_dict(s):
+        return False
+    if attr == "frontend_attributes":
+        from ..ir.printer import _raw_dict_ok
+        return _raw_dict_ok(s)
+    return _backend_config_token().fullmatch("backend_config=" + s) is not None
+
+
+def _backend_config_token():
+    global _BACKEND_CONFIG
+    if _BACKEND_CONFIG is None:
+        from ..parser.frontend import terminal_pattern
+        _BACKEND_CONFIG = re.compile(terminal_pattern("BACKEND_CONFIG"))
+    return _BACKEND_CONFIG
+
+
+_BACKEND_CONFIG = None
 
 
 _PLAIN = re.compile(r"[\x20\x21\x23-\x26\x28-\x5b\x5d-\x7e]*")
@@ -256,7 +301,7 @@ def _metadata(md, payloads=()) -> str | None:
     if md.deduplicated_name:
         r.append(f"deduplicated_name={_q(md.deduplicated_name)}")
     if md.scheduling_name:
-        r.append(f'scheduling_name="{md.scheduling_name}"')
+        r.append(f"scheduling_name={_q(md.scheduling_name)}")
     if md.stack_frame_id:
         r.append(f"stack_frame_id={md.stack_frame_id}")
     if md.HasField("metadata_payload"):
@@ -266,9 +311,10 @@ def _metadata(md, payloads=()) -> str | None:
     return "{" + " ".join(r) + "}"
 
 
-def _frontend_attributes(fa) -> str:
+def _frontend_attributes(fa, where: str = "") -> str:
     items = sorted(fa.map.items())
-    return "{" + ",".join(f"{k}={v}" if _lexes_as_json_dict(v) else f"{k}={_q(v)}" for k, v in items) + "}"
+    return "{" + ",".join(f"{_bare(k, 'frontend attribute key', where)}=" +
+                          (v if _raw_json_ok(v, "frontend_attributes") else _q(v)) for k, v in items) + "}"
 
 
 _SHARDING_TYPES = {0: "replicated", 1: "maximal", 2: "tuple", 3: "other", 4: "manual", 5: "unknown",
@@ -326,7 +372,7 @@ def _named_sharding(ns, where: str) -> str:
     manual={..}, metadata={{..}, ..}}; without dimension shardings a mesh all manual (unreduced)
     prints `manual` (`unreduced`), a maximal mesh nothing, any other `replicated`."""
     mp = ns.mesh
-    parts = [_mesh(mp)]
+    parts = [_mesh(mp, where)]
     kinds = (("replicated", ns.replicated_axes), ("unreduced", ns.unreduced_axes), ("manual", ns.manual_axes))
 
     def refs(axes):
@@ -433,18 +479,22 @@ def _replica_groups(ip, where: str) -> str:
         return s
     if ip.HasField("mesh_axes_replica_group_list"):
         ml = ip.mesh_axes_replica_group_list
-        return _mesh(ml.mesh) + " {" + ",".join(_axis_ref(a, ml.mesh, where) for a in ml.axes) + "}"
+        return _mesh(ml.mesh, where) + " {" + ",".join(_axis_ref(a, ml.mesh, where) for a in ml.axes) + "}"
     groups = ip.collective_device_list.replica_groups if ip.HasField("collective_device_list") else ip.replica_groups
     return "{" + ",".join(_ints(g.replica_ids) for g in groups) + "}"
 
 
-def _mesh(mp) -> str:
+def _mesh(mp, where: str = "") -> str:
     """XLA's Mesh::ToString."""
     axes = list(mp.axes)
     ids = list(mp.device_ids)
     if not axes and len(ids) == 1:
         return f"maximal_mesh[device_id={ids[0]}]"
-    text = "mesh[" + ",".join(f"'{a.name}'={a.size}" for a in axes) + "]"
+    names = [a.name for a in axes]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ProtoError(f"{where}the mesh names axis {_shown(dup)} twice")
+    text = "mesh[" + ",".join(f"{_axis_name(a.name, where)}={a.size}" for a in axes) + "]"
     if mp.HasField("iota_transform"):
         io = mp.iota_transform
         if len(io.reshape_dims) > 1:
@@ -461,10 +511,18 @@ def _mesh(mp) -> str:
 def _axis_ref(a, mp, where: str) -> str:
     if not 0 <= a.mesh_axis_index < len(mp.axes):
         raise ProtoError(f"{where}mesh axis index {a.mesh_axis_index} out of the mesh's {len(mp.axes)} axes")
-    t = f"'{mp.axes[a.mesh_axis_index].name}'"
+    t = _axis_name(mp.axes[a.mesh_axis_index].name, where)
     if a.HasField("sub_axis_info"):
         t += f":({a.sub_axis_info.pre_size}){a.sub_axis_info.size}"
     return t
+
+
+def _axis_name(name: str, where: str = "") -> str:
+    """A mesh axis name in single quotes (the text has no escapes there)."""
+    if "'" in name or "\n" in name or "\r" in name or not name.strip():
+        raise ProtoError(f"{where}the mesh axis name {_shown(name)} cannot be written as HLO text (written "
+                         "in single quotes, without escapes)")
+    return f"'{name}'"
 
 
 def _aliasing(entries) -> str:
@@ -558,7 +616,7 @@ class _Renderer:
             raise ProtoError("the module holds no computation")
         entry = self._entry()
         if m.name and not _NAME.fullmatch(m.name):
-            raise ProtoError(f"the module name {m.name!r} cannot be written as HLO text")
+            raise ProtoError(f"the module name {_shown(m.name)} cannot be written as HLO text")
         head = "HloModule " + (m.name or "unnamed")
         scheduled = m.HasField("schedule") and len(m.schedule.sequences) > 0
         if scheduled:
@@ -603,7 +661,7 @@ class _Renderer:
             if da.computation_count > 1:
                 head += f", num_partitions={da.computation_count}"
         if len(m.frontend_attributes.map):
-            head += ", frontend_attributes=" + _frontend_attributes(m.frontend_attributes)
+            head += ", frontend_attributes=" + _frontend_attributes(m.frontend_attributes, "the module: ")
         table = m.original_value_recovery_table
         if len(table.entries):
             head += ", origin_recovery_table={\n" + self._recovery_table(table) + "}\n"
@@ -624,6 +682,10 @@ class _Renderer:
             line = f"  {array(e.old_original_array)} : {array(e.new_original_array)}"
             if e.HasField("recovery_module"):
                 text = _Renderer(e.recovery_module, self.limits).text()
+                if '"' in text or "\\" in text:
+                    # XLA writes the module between quotes as it is: a quote in it would end them
+                    raise ProtoError("the origin recovery table: a recovery module holding a quoted string "
+                                     "cannot be written as HLO text")
                 indented = "".join(("    " + ln if ln.strip() else ln) for ln in text.splitlines(True))
                 line += ',\n  "\n' + indented + '\n  "'
             lines.append(line + "\n")
@@ -680,7 +742,7 @@ class _Renderer:
         names = {c.name for c in m.computations}
         if m.entry_computation_name:
             if m.entry_computation_name not in names:
-                raise ProtoError(f"the entry computation {m.entry_computation_name!r} is not in the module")
+                raise ProtoError(f"the entry computation {_shown(m.entry_computation_name)} is not in the module")
             return m.entry_computation_name
         if m.entry_computation_id in self.comp_names:
             return self.comp_names[m.entry_computation_id]
@@ -704,9 +766,9 @@ class _Renderer:
         return "".join(out).rstrip("\n")
 
     def _computation(self, c, is_entry: bool) -> str:
-        where = f"computation {c.name}: "
+        where = f"computation {_label(c.name)}: "
         if not _NAME.fullmatch(c.name):
-            raise ProtoError(f"{where}the name {c.name!r} cannot be written as HLO text")
+            raise ProtoError(f"{where}the name {_shown(c.name)} cannot be written as HLO text")
         insts = list(c.instructions)
         if not insts:
             raise ProtoError(f"{where}no instructions")
@@ -735,12 +797,9 @@ class _Renderer:
         return "%" + inst.name
 
     def _instruction(self, i, comp: str) -> str:
-        where = f"computation {comp}, instruction {i.name or '#' + str(i.id)}: "
+        where = f"computation {_label(comp)}, instruction {_label(i.name) if i.name else '#' + str(i.id)}: "
         if not _NAME.fullmatch(i.name):
-            raise ProtoError(f"{where}the name {i.name!r} cannot be written as HLO text")
-        for word in (i.fusion_kind, i.comparison_direction, i.comparison_type):
-            if word and not _WORD.fullmatch(word):
-                raise ProtoError(f"{where}{word!r} is not a word HLO text can hold")
+            raise ProtoError(f"{where}the name {_shown(i.name)} cannot be written as HLO text")
         op = i.opcode
         if not op:
             raise ProtoError(f"{where}an instruction without an opcode")
@@ -790,7 +849,7 @@ class _Renderer:
                 cfg = config.decode("utf-8")
             except UnicodeDecodeError:
                 cfg = config.decode("latin-1")
-            a.append("backend_config=" + (cfg if _lexes_as_json_dict(cfg) else _q(cfg)))
+            a.append("backend_config=" + (cfg if _raw_json_ok(cfg, "backend_config") else _q(cfg)))
         text = f"%{i.name} = {shape} {op}(" + ", ".join(operands) + ")"
         return text + "".join(", " + x for x in a)
 
@@ -805,13 +864,14 @@ class _Renderer:
         if i.HasField("sharding"):
             a.append("sharding=" + _sharding(i.sharding, where))
         if frontend and len(i.frontend_attributes.map):
-            a.append("frontend_attributes=" + _frontend_attributes(i.frontend_attributes))
+            a.append("frontend_attributes=" + _frontend_attributes(i.frontend_attributes, where))
         if len(i.control_predecessor_ids):
             a.append("control-predecessors={" + ", ".join(self._name(k, where) for k in i.control_predecessor_ids) + "}")
         sv = i.statistics_viz
         if len(sv.statistics):
             a.append(f"statistics={{visualizing_index={sv.stat_index_to_visualize}," +
-                     ",".join(f"{st.stat_name}={_g(st.stat_val)}" for st in sv.statistics) + "}")
+                     ",".join(f"{_bare(st.stat_name, 'statistic name', where)}={_g(st.stat_val)}"
+                              for st in sv.statistics) + "}")
         ra = i.result_accuracy
         if ra.mode != 0:
             a.append("result_accuracy={mode=" + _enum({1: "highest"}, ra.mode, "result accuracy mode", where) + "}")
@@ -856,6 +916,8 @@ class _Renderer:
             a.append(f"fft_type={_enum(_FFT, i.fft_type, 'fft_type', where)}")
             a.append("fft_length=" + _ints(i.fft_length))
         elif op == "compare":
+            _enum_word(op, "direction", "comparison_direction", i.comparison_direction, where)
+            _enum_word(op, "type", "comparison_type", i.comparison_type, where)
             a.append(f"direction={i.comparison_direction}")
             et = self._operand_type(i, 0)
             if i.comparison_type and not i.comparison_order and (
@@ -934,6 +996,7 @@ class _Renderer:
             a.append("slice={" + ", ".join(f"[{s.start}:{s.limit}" + ("" if omit else f":{s.stride}") + "]"
                                            for s in sl) + "}")
         elif op == "fusion":
+            _enum_word(op, "kind", "fusion_kind", i.fusion_kind, where)
             a.append(f"kind={i.fusion_kind}")
             if len(i.output_operand_aliasing):
                 a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
@@ -1094,6 +1157,19 @@ class _Renderer:
                 a.append(f"calls={calls[0]}")
         else:
             a.append("calls=" + ", ".join(calls))
+
+
+def _enum_word(op: str, attr: str, field: str, word: str, where: str) -> None:
+    """A string field written as an enum attribute (a fusion's kind, a compare's direction and
+    type): ProtoError unless it is one of the spellings OPCODES gives (an unset type is left out)."""
+    from ..ir.opcodes import OPCODES
+    spec = OPCODES[op].attrs.get(attr, "") if op in OPCODES else ""
+    if not spec.startswith("enum:"):
+        return
+    if not word and attr == "type":
+        return
+    if word not in spec[len("enum:"):].split("|"):
+        raise ProtoError(f"{where}{field} {_shown(word)} is not one of {spec[len('enum:'):].replace('|', ', ')}")
 
 
 def _enum(table: dict, value: int, what: str, where: str) -> str:

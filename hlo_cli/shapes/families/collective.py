@@ -55,12 +55,19 @@ CODE_ATTRIBUTE = {GROUPS: "replica_groups", COUNT: "replica_groups", UNEVEN: "re
                   MODE: "use_global_device_ids", PAIRS: "source_target_pairs"}
 
 
-def replica_group_list(attrs) -> list[tuple[int, ...]]:
-    """The replica groups an instruction lists, whatever their form (empty: none listed)."""
+def replica_group_list(attrs, ctx=None, operands=None, mode=None) -> list[tuple[int, ...]]:
+    """The replica groups an instruction lists, whatever their form (empty: none listed).  With a
+    rule's context and group mode, iota groups ([g,n]<=[dims], a few bytes for any number of ids)
+    are checked against the module's device count before they are expanded."""
     rg = attrs.get("replica_groups")
     if rg is None:
         return []
     if isinstance(rg, IotaReplicaGroups):
+        if ctx is not None and mode is not None:
+            n = 1
+            for d in rg.reshape_dims:
+                n *= d
+            _check_count(ctx, operands, n, mode)
         return [tuple(g) for g in rg.groups()]
     return [tuple(g) for g in rg.groups]
 
@@ -135,6 +142,15 @@ def check_replica_groups(ctx, operands, groups, mode, uniform: bool = True) -> N
             if i in seen:
                 fail(op, "replica ids", "appear in one replica group only once", f"{i} repeated", operands, GROUPS)
             seen.add(i)
+    _check_count(ctx, operands, n, mode)
+    if uniform and len({len(g) for g in groups}) > 1:
+        fail(op, "replica groups", "all have the same size",
+             "sizes " + ",".join(str(len(g)) for g in groups), operands, UNEVEN)
+
+
+def _check_count(ctx, operands, n: int, mode: str) -> None:
+    """The n ids replica groups name against the module's replica / partition / device count."""
+    op = ctx.opcode
     replicas = config_value(ctx, "replica_count")
     partitions = config_value(ctx, "num_partitions")
     if mode in (CROSS_REPLICA, CROSS_REPLICA_AND_PARTITION):
@@ -148,9 +164,6 @@ def check_replica_groups(ctx, operands, groups, mode, uniform: bool = True) -> N
         if total != 1 and n != total:
             fail(op, "replica_groups", f"name all {total} devices (replicas x partitions)", f"{n} ids", operands,
                  COUNT)
-    if uniform and len({len(g) for g in groups}) > 1:
-        fail(op, "replica groups", "all have the same size",
-             "sizes " + ",".join(str(len(g)) for g in groups), operands, UNEVEN)
 
 
 def subgroup_size(ctx, groups, mode) -> tuple[int | None, int | None]:
@@ -225,7 +238,7 @@ def infer_all_reduce(operands, attrs, ctx):
     for i in range(len(operands)):
         expect_array(ctx, operands, i, f"operand {i}")
     mode = group_mode(ctx, operands, attrs)
-    check_replica_groups(ctx, operands, replica_group_list(attrs), mode, uniform=False)
+    check_replica_groups(ctx, operands, replica_group_list(attrs, ctx, operands, mode), mode, uniform=False)
     _check_reduction(ctx, operands, attrs)
     return _one_or_tuple([strip(o) for o in operands])
 
@@ -243,7 +256,7 @@ def _all_gather_outputs(ctx, operands, attrs, declared_outputs):
     op = ctx.opcode
     d = _one_dimension(ctx, operands, attrs)
     mode = group_mode(ctx, operands, attrs)
-    groups = replica_group_list(attrs)
+    groups = replica_group_list(attrs, ctx, operands, mode)
     check_replica_groups(ctx, operands, groups, mode)
     exact, factor = subgroup_size(ctx, groups, mode)
     in0 = operands[0].dims[d]
@@ -315,7 +328,7 @@ def infer_reduce_scatter(operands, attrs, ctx):
     expect_count(ctx, operands, 1, None)
     d = _one_dimension(ctx, operands, attrs)
     mode = group_mode(ctx, operands, attrs)
-    groups = replica_group_list(attrs)
+    groups = replica_group_list(attrs, ctx, operands, mode)
     check_replica_groups(ctx, operands, groups, mode)
     _check_reduction(ctx, operands, attrs)
     exact, factor = subgroup_size(ctx, groups, mode)
@@ -356,7 +369,7 @@ def infer_all_to_all(operands, attrs, ctx):
     op = ctx.opcode
     expect_count(ctx, operands, 1, None)
     mode = group_mode(ctx, operands, attrs, use_global_device_ids_applies=False)
-    groups = replica_group_list(attrs)
+    groups = replica_group_list(attrs, ctx, operands, mode)
     check_replica_groups(ctx, operands, groups, mode)
     count, _ = subgroup_size(ctx, groups, mode)
     dims = attrs.get("dimensions")
@@ -395,7 +408,7 @@ def infer_ragged_all_to_all(operands, attrs, ctx):
     op = ctx.opcode
     expect_count(ctx, operands, 6, 6)
     mode = group_mode(ctx, operands, attrs, use_global_device_ids_applies=False)
-    check_replica_groups(ctx, operands, replica_group_list(attrs), mode)
+    check_replica_groups(ctx, operands, replica_group_list(attrs, ctx, operands, mode), mode)
     names = ["input", "output", "input_offsets", "send_sizes", "output_offsets", "recv_sizes"]
     for i in range(2, 6):
         s = expect_array(ctx, operands, i, names[i])

@@ -287,7 +287,7 @@ def test_an_unbalanced_backend_config_is_never_an_internal_error(tmp_path, confi
                  f"custom_call_target=\"foo\", backend_config={config}\n}}\n")
     for cmd in (["check"], ["fmt"], ["info"], ["graph", "-o", "-"], ["run", "--random-inputs"]):
         r = CliRunner().invoke(main, cmd + [str(m)])
-        assert r.exit_code in (0, 1, 2), (cmd, r.output)
+        assert r.exit_code in (0, 1, 2, 7), (cmd, r.output)     # 7: a target hlo cannot run
         assert "internal error" not in r.output and "Traceback" not in r.output
 
 

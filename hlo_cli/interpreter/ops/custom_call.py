@@ -174,7 +174,8 @@ def backend_attrs(inst) -> dict:
     return parse_mlir_dict(text)
 
 
-_MLIR_ENTRY = re.compile(r'\s*([A-Za-z_][\w.$]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^,:}]+?)\s*(?::\s*([\w.]+))?\s*(?:,|$)')
+# (a quoted value matched possessively: no backtracking state per character of a long string)
+_MLIR_ENTRY = re.compile(r'\s*([A-Za-z_][\w.$]*)\s*=\s*("[^"\\]*+(?:\\.[^"\\]*+)*+"|[^,:}]+?)\s*(?::\s*([\w.]+))?\s*(?:,|$)')
 
 
 def parse_mlir_dict(text: str) -> dict:

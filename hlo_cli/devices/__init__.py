@@ -102,8 +102,6 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
     `args`: one value per entry parameter, each Uniform (the same on every device) or Stacked (one row
     per device, in device-id order); plain values are taken as Uniform.  `hook` receives
     spmd.DeviceEvent's (`devices` None for a value held once)."""
-    import numpy as np
-
     from ..errors import HloEvalError
     from ..interpreter.allocator import keep_freed_memory
     from ..interpreter.evaluator import RunOptions
@@ -163,7 +161,6 @@ def context_hooks(hook):
     import numpy as np
 
     from .spmd import DeviceEvent
-    from .values import map_leaves
 
     def hook_for(d):
         if d is None:

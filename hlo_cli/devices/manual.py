@@ -20,6 +20,7 @@ from .values import Stacked, grouped
 
 _SPLIT = ("xla.sdy.GlobalToLocalShape", "SPMDFullToShardShape")
 _JOIN = ("xla.sdy.LocalToGlobalShape", "SPMDShardToFullShape")
+JOIN_TARGETS = frozenset(_JOIN)     # the joins: each device's value needs the other devices' pieces
 
 
 def _error(inst, msg):

@@ -41,7 +41,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import HloError, HloEvalError, HloInputError, HloMemoryLimitError, HloResourceError
-from .values import Grouped, Stacked, Uniform, leaves, map_leaves, take
+from .manual import JOIN_TARGETS
+from .spmd import Spmd
+from .values import Grouped, Stacked, Uniform, grouped, leaves, take
 
 ENV_ADDRESS = "RAY_ADDRESS"
 HEARTBEAT_S = 0.5
@@ -413,7 +415,7 @@ class _ActorDevices:
     def executed(self):
         return self._local.executed()
 
-    def _meet(self, kind, name, devices, payload, extra=None):
+    def meet(self, kind, name, devices, payload, extra=None):
         """This actor's rows of meeting KIND at instruction NAME: its rows go to Ray's object store,
         the coordinator says who met, every participant computes the meeting from all the rows."""
         ray = self._ray
@@ -433,10 +435,10 @@ class _ActorDevices:
         return _rows(value, all_devs, tuple(devices))
 
     def exchange(self, inst, operands, devices):
-        return self._meet("collective", inst.name, devices, list(operands))
+        return self.meet("collective", inst.name, devices, list(operands))
 
     def route(self, send_inst, recv_inst, value, devices):
-        return self._meet("route", recv_inst.name, devices, value, send_inst.name)
+        return self.meet("route", recv_inst.name, devices, value, send_inst.name)
 
 
 class DeviceActor:
@@ -517,7 +519,7 @@ class DeviceActor:
         from ..finite import NonFinite
         preflight(self.module, len(self.devs))
         keep_freed_memory()
-        walk = _ActorWalk(self.module, self.devices, self.hook, None)
+        walk = ActorWalk(self.module, self.devices, self.hook, None)
         walk.actor = self
         vals = [grouped_rows(a, len(self.devs)) for a in self.args]
         try:
@@ -555,47 +557,27 @@ def _all_hooks(hooks):
     return hook
 
 
-def _walk_class():
-    from .manual import _JOIN
-    from .spmd import Spmd
+class ActorWalk(Spmd):
+    """The SPMD walk of one actor's devices: it says where it is (heartbeats, failure injection), and
+    the joins of shard_map regions, which need other devices' pieces, meet like a collective."""
+    actor = None
 
-    class ActorWalk(Spmd):
-        """The SPMD walk of one actor's devices: it says where it is (heartbeats, failure
-        injection), and the joins of shard_map regions, which need other devices' pieces, go
-        through the coordinator like a collective."""
-        actor = None
+    def step(self, inst, rule, operands, devs):
+        a = self.actor
+        a.where = f"{inst.opcode} {inst.name}"
+        if a.fail_at is not None:
+            _maybe_fail(a.fail_at, inst, a.devs)
+        return Spmd.step(self, inst, rule, operands, devs)
 
-        def step(self, inst, rule, operands, devs):
-            a = self.actor
-            a.where = f"{inst.opcode} {inst.name}"
-            if a.fail_at is not None:
-                _maybe_fail(a.fail_at, inst, a.devs)
-            return Spmd.step(self, inst, rule, operands, devs)
-
-        def _shard_call(self, inst, operands, devs):
-            if inst.attrs.get("custom_call_target") not in _JOIN:
-                return Spmd._shard_call(self, inst, operands, devs)
-            from .values import grouped
-            n = len(devs)
-            rows = self.devices._meet("join", inst.name, devs, [o.stacked(n) for o in operands])
-            return grouped(Stacked(rows), n)
-    return ActorWalk
-
-
-class _LazyWalk:
-    cls = None
-
-    def __call__(self, *args):
-        if _LazyWalk.cls is None:
-            _LazyWalk.cls = _walk_class()
-        return _LazyWalk.cls(*args)
-
-
-_ActorWalk = _LazyWalk()
+    def _shard_call(self, inst, operands, devs):
+        if inst.attrs.get("custom_call_target") not in JOIN_TARGETS:
+            return Spmd._shard_call(self, inst, operands, devs)
+        n = len(devs)
+        rows = self.devices.meet("join", inst.name, devs, [o.stacked(n) for o in operands])
+        return grouped(Stacked(rows), n)
 
 
 def grouped_rows(a, n: int):
-    from .values import grouped
     return grouped(a, n) if isinstance(a, Stacked) else a
 
 

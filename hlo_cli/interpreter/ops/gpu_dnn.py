@@ -51,6 +51,7 @@ from ...errors import HloEvalError
 from ...ir.attributes import ConvDimensionNumbers, Window, WindowDim
 from ...ir.module import Instruction
 from ...ir.shape import Shape
+from .. import numerics
 from ..values import np_dtype
 from .convert import convert
 from .convolution import eval_convolution
@@ -221,6 +222,13 @@ def _conv(inst, lhs, rhs, dn, window, out_dims, out_dt, fgc=1, bgc=1, ec=None) -
     if math == "DEFAULT_MATH":
         attrs["algorithm"] = "dot_f32_f32_f32"
     conv = Instruction(name=inst.name, opcode="convolution", shape=shape, operands=(), attrs=attrs, loc=inst.loc)
+    if math != "DEFAULT_MATH" and "algorithm" not in attrs:
+        # tensor cores allowed (TENSOR_OP_MATH, or no algorithm chosen yet): the TF32 products a dot of
+        # this precision has on the GPU (a plain `convolution` does not imply them: CONV_IMPLIED_TF32)
+        alg = numerics.dot_algorithm(conv, ec, [lhs, rhs], implied=True)
+        if alg is not None:
+            conv = Instruction(name=inst.name, opcode="convolution", shape=shape, operands=(),
+                               attrs={**attrs, "algorithm": alg}, loc=inst.loc)
     return eval_convolution(conv, [lhs, rhs], ec)
 
 

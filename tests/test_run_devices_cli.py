@@ -144,7 +144,7 @@ def test_output_sharding_says_how_to_reassemble(hlo, files):
     (["--output-global", "--output-sharding", "{" * 300], "{{{{...': not an HLO sharding (a syntax error at column 300)"),
     (["--output-global", "--output-sharding", '#sdy.sharding<@m, [{"x"}]>'], "names mesh @m, which the module does "
                                                                             "not define"),
-    (["--output-global", "--output-sharding", "{devices=[3]<=[3]}"], "cannot reassemble out0"),
+    (["--output-global", "--output-sharding", "{devices=[3]<=[3]}"], "it names 3 devices but the run has 4 partitions"),
     (["--output-sharding", "{replicated}"], "--output-sharding needs --output-global"),
     (["--device", "4"], "--device 4: the run has devices 0-3"),
     (["--partitions", "0"], "0 is not in the range x>=1"),
@@ -501,3 +501,21 @@ def test_a_loop_whose_trip_count_differs_per_device_runs_and_dumps(hlo, tmp_path
     w = next(e for e in man["instructions"] if e["instruction"] == "w")
     assert w["devices"] == [0, 1] and [p["stats"][0]["max"] for p in w["per_device"]] == [1, 2]
     assert [e["execution"] for e in man["instructions"] if e["instruction"] == "n"] == [1, 2]
+
+
+@pytest.mark.parametrize("sharding, fragment", [
+    ("{devices=[3,1]<=[3]}", "names 3 devices but the run has 8 partitions"),
+    ("{devices=[2,2,2]<=[8]}", "cuts 3 dimensions but the array has 2"),
+])
+def test_output_sharding_that_cannot_fit_is_refused_before_running(sharding, fragment, tmp_path):
+    """A --output-sharding that does not fit the ROOT or the run's devices is a usage error (exit 2)
+    said before anything runs, not after the whole run."""
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+    path = Path(__file__).resolve().parents[1] / "samples" / "spmd" / "dp_matmul_1d.opt.hlo"
+    r = CliRunner().invoke(main, ["run", str(path), "--random-inputs", "--output-global", "--output-sharding", sharding,
+                                  "--format", "json", "--no-progress"])
+    assert r.exit_code == 2, r.output
+    assert fragment in r.output and "Traceback" not in r.output
+    assert '"timings"' not in r.stdout or '"execute_s"' not in r.stdout     # nothing ran

@@ -184,10 +184,30 @@ class DeviceRun:
         if self.output_global:
             text = opts.get("output_sharding")
             self.sharding = parse_sharding(text, module) if text is not None else root_sharding(module)
+            if text is not None:
+                self._check_output_sharding(text)
             if self.sharding is None and not self.global_values:
                 _fail("--output-global: the ROOT of the entry computation has no sharding saying how the "
                       "devices' results make the global one; give it with --output-sharding "
                       "(e.g. {devices=[2,1]<=[2]})")
+
+    def _check_output_sharding(self, text: str):
+        """--output-sharding fits the ROOT and the run's devices, said before anything runs (the
+        reassembly after the run would refuse it only then)."""
+        from ..errors import HloError
+        from .sharding import layout
+        root_shape = self.module.entry_computation.root_instruction.shape
+        for leaf, sh in zip(root_shape.leaves(), _leaf_shardings(self.sharding, root_shape)):
+            if leaf.element_type in ("token", "opaque"):
+                continue
+            try:
+                lay = layout(sh, leaf.rank)
+            except (HloError, ValueError) as e:
+                _fail(f"--output-sharding {text}: {e}")
+            if lay.maximal is None and not lay.manual and lay.partitions > 1 \
+                    and lay.partitions != self.grid.partitions:
+                _fail(f"--output-sharding {text}: it names {lay.partitions} devices but the run has "
+                      f"{self.grid.partitions} partitions ({self.grid.replicas} replicas x {self.grid.partitions})")
 
     def shape_for(self, k: int, dims, what: str):
         """The Shape an input file of DIMS for entry parameter K must have (io.load_inputs)."""

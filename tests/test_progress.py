@@ -299,7 +299,7 @@ def test_display_on_a_terminal_unless_no_progress_or_json(hlo, tmp_path, monkeyp
         def phase(self, text):
             made.append(text.split()[0])
     monkeypatch.setattr(progress, "Display", Spy)
-    monkeypatch.setattr(run_cmd, "_stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(run_cmd, "stderr_is_terminal", lambda: True)
     (tmp_path / "m.hlo").write_text(FLAT.replace(f'custom-call(b), custom_call_target="{BLOCK}"', "negate(b)"))
     phases = ["made", "parsing", "checking", "estimating", "reading", "preparing", "stopped"]
     for extra, want in (([], phases), (["--no-progress"], []), (["--format", "json"], [])):
@@ -323,7 +323,7 @@ def test_stderr_is_terminal_survives_odd_streams(monkeypatch):
         def isatty(self):
             raise ValueError("I/O operation on closed file")
     monkeypatch.setattr(run_cmd.sys, "stderr", Closed())
-    assert run_cmd._stderr_is_terminal() is False
+    assert run_cmd.stderr_is_terminal() is False
 
 
 def test_hold_takes_the_line_away_for_a_note():

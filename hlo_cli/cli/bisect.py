@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import ExitCode
-from .common import diagnostic_dict, report_errors
+from .common import diagnostic_dict, report_errors, stderr_is_terminal
 
 
 @click.command("bisect")
@@ -166,7 +166,7 @@ def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, s
         inputs_doc = {"files": loaded.sources}
         for note in loaded.notes:
             click.echo(f"note: {note}", err=True)
-    live = fmt == "text" and _stderr_is_terminal()
+    live = fmt == "text" and stderr_is_terminal()
 
     def on_run(stage):
         if live:
@@ -226,13 +226,6 @@ def _ranges(indices) -> str:
     if run:
         out.append(f"#{run[0]}" if len(run) == 1 else f"#{run[0]}-#{run[-1]}")
     return ", ".join(out)
-
-
-def _stderr_is_terminal() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 _WORD = {"reference": "reference", "agrees": "good", "differs": "bad", "cannot run": "skip"}

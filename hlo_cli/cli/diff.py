@@ -11,7 +11,8 @@ import sys
 import click
 
 from ..errors import ExitCode, HloInputError
-from .common import load_module, no_cache_option, report_errors
+from .common import (check_before_running, load_module, no_cache_option, refuse_elided, report_errors, snapshot_of,
+                     stderr_is_terminal)
 
 
 @click.command("diff")
@@ -127,12 +128,10 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
             raise click.UsageError("only one of A and B can be standard input")
         mod, text = load_module(path, use_cache=not no_cache, with_text=True, module=choice, option=option)
         if not no_check:
-            from .run import _check_before_running
-            _check_before_running(mod, text)
+            check_before_running(mod, text)
         if allow_elided_constants is None:
             from ..checker.positions import SourceIndex
-            from .run import _refuse_elided
-            _refuse_elided(mod, SourceIndex(text))
+            refuse_elided(mod, SourceIndex(text))
         modules.append(mod)
     a, b = modules
     if output_sharding is not None:               # a bad one is a usage error before anything runs
@@ -141,9 +140,8 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
     from ..diff import check_parameters
     check_parameters(a, b)
     if not inputs and not inputs_npz and not random_inputs:
-        from .run import _snapshot
         # a snapshot given as A or B: the arguments of its execution, as `hlo run SNAPSHOT.pb` takes them
-        inputs_npz = next((p for p in (module_a, module_b) if _snapshot(p) is not None), None)
+        inputs_npz = next((p for p in (module_a, module_b) if snapshot_of(p) is not None), None)
         if inputs_npz:
             click.echo(f"note: inputs: the arguments recorded in {inputs_npz}", err=True)
     args = read_inputs(a, inputs, inputs_npz, random_inputs, seed)
@@ -151,7 +149,7 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
     options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants,
                          numerics=resolve_together((b, a), numerics))
     display = None
-    if not no_progress and fmt == "text" and _stderr_is_terminal():
+    if not no_progress and fmt == "text" and stderr_is_terminal():
         from ..progress import Display
         display = Display().start()
 
@@ -173,13 +171,6 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
         sys.exit(ExitCode.UNSUPPORTED)      # hlo stopped at an instruction it cannot run; nothing differed
     if not report.results_agree:
         sys.exit(ExitCode.FAILURE)
-
-
-def _stderr_is_terminal() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 def read_inputs(module, inputs, inputs_npz, random_inputs, seed) -> list:

@@ -27,9 +27,10 @@ from pathlib import Path
 
 import click
 
-from ..errors import Diagnostic, ExitCode, HloError, HloEvalError, HloInputError, HloShapeError
+from ..errors import Diagnostic, ExitCode, HloError, HloInputError
 from ..io import has_nonfinite, leaves_with_shapes, literal_text, scalar_str, stats
-from .common import (diagnostic_dict, load_module, module_option, no_cache_option, report_errors, resolve_stage,
+from .common import (check_before_running, has_elided, refuse_elided, snapshot_of, stderr_is_terminal,
+                     diagnostic_dict, load_module, module_option, no_cache_option, report_errors, resolve_stage,
                      stage_option)
 
 
@@ -93,54 +94,6 @@ def _fmt_stats(s):
 
 
 # ----------------------------------------------------------------------------- checks before running
-
-class _CheckFailed(HloShapeError):
-    """The checker's errors, printed as `hlo check` prints them (source line, caret, notes)."""
-
-    def format(self) -> str:
-        from .check import _format
-        return "\n".join(_format(d) for d in self.diagnostics)
-
-
-def _check_before_running(module, text, replicas=None, partitions=None):
-    from ..checker import check_module
-    diags = [d for d in check_module(module, text, warnings=False, replicas=replicas, partitions=partitions)
-             if d.severity == "error"]
-    if diags:
-        n = len(diags)
-        msg = (f"{n} error{'s' if n != 1 else ''} found by the checker; not running the module "
-               f"(pass --no-check to run it anyway)")
-        raise _CheckFailed(msg, diags + [Diagnostic(msg, module.source, code="C000")])
-
-
-def _refuse_elided(module, src):
-    diags = []
-    for comp in module.computations:
-        for inst in comp.instructions:
-            lit = inst.literal
-            if inst.opcode == "constant" and lit is not None and _has_elided(lit):
-                loc = inst.loc
-                diags.append(Diagnostic(f"{inst.name}: this constant's values were elided in the dump ({{...}})",
-                                        loc.file, loc.line, loc.column, "error", "R002", inst.name,
-                                        src.line_text(loc.line) if src is not None and loc.line else None))
-    if diags:
-        n = len(diags)
-        shown = diags[:5]
-        more = [Diagnostic(f"... and {n - 5} more elided constants", module.source, code="R002")] if n > 5 else []
-        summary = Diagnostic(f"{n} constant{'s' if n != 1 else ''} elided ({{...}}): refusing to invent "
-                             f"{'their' if n != 1 else 'its'} values; re-dump with the constants printed "
-                             f"(--xla_dump_large_constants), or pass --allow-elided-constants=zeros|random "
-                             f"to run anyway", module.source, code="R002")
-        raise HloEvalError(summary.message, shown + more + [summary])
-
-
-def _has_elided(lit) -> bool:
-    if getattr(lit, "elided", False):
-        return True
-    if lit.shape.is_tuple and isinstance(lit.value, (tuple, list)):
-        return any(_has_elided(e) for e in lit.value)
-    return False
-
 
 def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
     if not (path.endswith(".npz") or path.endswith(".npy")):
@@ -318,7 +271,7 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
                                            f"process (use --cluster local)")
         elif ray_address is not None or ray_actors is not None:
             raise click.UsageError("--ray-address and --ray-actors need --cluster ray")
-        if not no_progress and fmt == "text" and _stderr_is_terminal():
+        if not no_progress and fmt == "text" and stderr_is_terminal():
             from ..progress import Display
             state["progress"] = Display().start()       # shown once the command has taken half a second
         try:
@@ -408,12 +361,12 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     t0 = clock()
     phase("checking " + module.name)
     if not no_check:
-        _check_before_running(module, text, (devices or {}).get("replicas"), (devices or {}).get("partitions"))
+        check_before_running(module, text, (devices or {}).get("replicas"), (devices or {}).get("partitions"))
     from ..support import check_runnable
     check_runnable(module)             # every instruction hlo cannot run, named at once (exit 7)
     timings["check_s"] = clock() - t0
     if allow_elided_constants is None:
-        _refuse_elided(module, src)
+        refuse_elided(module, src)
     from ..devices.outputs import DeviceRun
     dv = DeviceRun(module, devices or {})
     if dv.multi:
@@ -434,7 +387,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
     protected = set()
     if module_file != "-":
         protected.add(str(Path(os.path.realpath(module_file))))
-    snap = _snapshot(module_file)
+    snap = snapshot_of(module_file)
     snap_args = snap is not None and not (inputs or inputs_npz or random_inputs)
     if snap is not None and not snap_args:
         _note(progress, "note: the inputs given replace the snapshot's arguments; its stored result is not compared")
@@ -506,7 +459,7 @@ def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, fo
         from ..reference import require_jax
         require_jax()                                # before hlo's own run: nothing to wait for
         if allow_elided_constants == "random" and any(
-                i.opcode == "constant" and i.literal is not None and _has_elided(i.literal)
+                i.opcode == "constant" and i.literal is not None and has_elided(i.literal)
                 for c in module.computations for i in c.instructions):
             _note(progress, "note: --reference xla: XLA fills elided constants ({...}) its own way (zeros on the "
                             "XLA CPU measured); hlo's random values for them will not match (use "
@@ -799,14 +752,6 @@ def _note(progress, text: str):
         click.echo(text, err=True)
 
 
-def _stderr_is_terminal() -> bool:
-    """The progress display is for a person watching: only when stderr is a terminal."""
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError, OSError):
-        return False
-
-
 def _stopped_profile(state, prof, timings, fmt):
     """--profile of a run that stopped (an error, ^C, a non-finite value): the time until then, in
     the JSON document, or printed before the error is."""
@@ -964,24 +909,3 @@ def _exit_after_report(failed: bool, xref):
         sys.exit(ExitCode.REFERENCE_FAILED)
 
 
-def _snapshot(module_file):
-    """The HloSnapshot MODULE_FILE is (its arguments and stored result), or None.  An
-    HloUnoptimizedSnapshot (--xla_dump_hlo_unoptimized_snapshots: the module before optimizations
-    and the arguments of an execution, no result) runs on its arguments too."""
-    # (--xla_dump_hlo_as_text writes an HloUnoptimizedSnapshot as *.hlo_unoptimized_snapshot.txt)
-    text_snapshot = module_file != "-" and Path(module_file).name.lower().endswith("snapshot.txt")
-    if module_file == "-" or (Path(module_file).suffix.lower() not in (".pb", ".pbtxt", ".textproto")
-                              and not text_snapshot):
-        return None                                  # (protobuf is imported for protos only)
-    from ..sources.proto import is_proto_path, read_snapshot
-    if not (is_proto_path(module_file) or text_snapshot):
-        return None
-    if text_snapshot and not is_proto_path(module_file):
-        from ..errors import HloError
-        try:
-            snap = read_snapshot(module_file)
-        except HloError:
-            return None                              # HLO text that happens to be named so
-        return snap if snap.kind == "HloUnoptimizedSnapshot" and snap.arguments else None
-    snap = read_snapshot(module_file)
-    return snap if snap.kind in ("HloSnapshot", "HloUnoptimizedSnapshot") and snap.arguments else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import load_module
+from .common import load_module, snapshot_of
 
 
 def input_options(fn):
@@ -35,12 +35,12 @@ def load_checked(path: str, choice, no_check: bool, allow_elided, no_cache: bool
     """The module of PATH (and its text), checked as `hlo run` checks it before running."""
     mod, text = load_module(path, use_cache=not no_cache, with_text=True, module=choice)
     if not no_check:
-        from .run import _check_before_running
-        _check_before_running(mod, text)
+        from .common import check_before_running
+        check_before_running(mod, text)
     if allow_elided is None:
         from ..checker.positions import SourceIndex
-        from .run import _refuse_elided
-        _refuse_elided(mod, SourceIndex(text))
+        from .common import refuse_elided
+        refuse_elided(mod, SourceIndex(text))
     return mod, text
 
 
@@ -48,10 +48,9 @@ def arguments(module, path: str, inputs, inputs_npz, random_inputs, seed):
     """(the arguments, the snapshot PATH is or None): read as `hlo diff` reads them; a snapshot
     given as the module supplies its arguments when no inputs are given."""
     from .diff import read_inputs
-    from .run import _snapshot
     snap = None
     if not inputs and not inputs_npz and not random_inputs:
-        snap = _snapshot(path)
+        snap = snapshot_of(path)
         if snap is not None:
             inputs_npz = path
             click.echo(f"note: inputs: the arguments recorded in {path}", err=True)
@@ -68,9 +67,9 @@ class PhaseLine:
     what is being done.  A context manager: the line goes away at the end."""
 
     def __init__(self, show: bool):
-        from .diff import _stderr_is_terminal
+        from .common import stderr_is_terminal
         self.display = None
-        if show and _stderr_is_terminal():
+        if show and stderr_is_terminal():
             from ..progress import Display
             self.display = Display()
 

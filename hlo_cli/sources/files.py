@@ -175,7 +175,7 @@ def _binary_stdin():
     """Standard input holding a binary module proto (`hlo check - < x.hlo.pb`), else None (nothing
     is consumed then)."""
     import sys
-    from ..source import _CONTROL_BYTE, _stdin_problem
+    from ..source import CONTROL_BYTE, _stdin_problem
     buf = getattr(sys.stdin, "buffer", None)
     if buf is None or not hasattr(buf, "peek") or _stdin_problem(buf) is not None:
         return None
@@ -183,7 +183,7 @@ def _binary_stdin():
         head = buf.peek(4096)[:4096]
     except (OSError, ValueError):
         return None
-    if not head or _CONTROL_BYTE.search(head) is None:
+    if not head or CONTROL_BYTE.search(head) is None:
         return None
     from .proto import plausible_binary_proto, proto_modules
     if not plausible_binary_proto(head, 1 << 62):       # refused before the rest is read (cat /dev/zero | hlo ...)

@@ -89,14 +89,14 @@ def read_bytes(path: str) -> tuple[bytes, str]:
     that cannot begin a module proto (binary or text) are refused from the file's first block,
     before the rest is read."""
     import sys
-    from ..source import _CONTROL_BYTE, SNIFF_BYTES, NotRegularFile, open_regular
+    from ..source import CONTROL_BYTE, SNIFF_BYTES, NotRegularFile, open_regular
     if path == "-":
         return sys.stdin.buffer.read(), "<stdin>"
     try:
         with open_regular(path) as f:
             data = f.read(SNIFF_BYTES)
             size = os.fstat(f.fileno()).st_size
-            if _CONTROL_BYTE.search(data) and not plausible_binary_proto(data, size):
+            if CONTROL_BYTE.search(data) and not plausible_binary_proto(data, size):
                 raise _error(path, "not an XLA module proto: binary data whose first bytes do not begin a "
                                    "protobuf message (an HloModuleProto, HloProto or HloSnapshot)", "E084")
             data += f.read()

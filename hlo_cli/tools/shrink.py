@@ -29,6 +29,8 @@ ones by position; no value is cut into a parameter, which would carry the differ
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import dataclasses
 import os
 import shlex
@@ -111,14 +113,15 @@ def from_module(module: Module, args) -> Candidate:
 
 # ----------------------------------------------------------------------------- conditions
 
-class Condition:
+class Condition(ABC):
     name = "condition"
     # whether values may be cut into parameters holding the run's values: not for a comparison with
     # recorded results, which a parameter holding the run's (differing) value would satisfy by itself
     allows_cuts = True
 
+    @abstractmethod
     def holds(self, module: Module, args: list, outputs: list) -> bool:
-        raise NotImplementedError
+        """Whether the bug is still there in MODULE run on ARGS (giving OUTPUTS)."""
 
     def describe(self) -> str:
         return self.name

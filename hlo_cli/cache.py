@@ -671,3 +671,100 @@ def deserialize_module(data: bytes):
     """The inverse of serialize_module."""
     with _NoGC(promote=True):
         return _codec().loads(data, 0)
+
+
+# ----------------------------------------------------------------------------- derived results
+#
+# What a command computes from the text alone (`hlo check`'s diagnostics...) is cached beside the
+# module, as JSON (no code runs on loading it), in an entry of the same form (header, checksum,
+# owner, atomic writes, the same bound and eviction), under the magic _DERIVED_MAGIC and a key
+# that also covers `what` (the command and its options) and a fingerprint of every source file of
+# the package (any change to a rule may change a result).  A repeat then needs neither the
+# module nor the work.
+
+_DERIVED_MAGIC = b"HLOJSON\x00"
+_package_fingerprint: bytes | None = None
+
+
+def _all_sources_fingerprint() -> bytes:
+    global _package_fingerprint
+    if _package_fingerprint is None:
+        h = hashlib.sha256(_code_fingerprint())
+        pkg = Path(__file__).resolve().parent
+        for p in sorted(pkg.rglob("*.py")):
+            if "__pycache__" in p.parts:
+                continue
+            try:
+                data = p.read_bytes()
+            except OSError:
+                data = b"\xff unreadable"
+            rel = p.relative_to(pkg).as_posix().encode()
+            h.update(rel + b"\0" + len(data).to_bytes(8, "little") + data)
+        _package_fingerprint = h.digest()
+    return _package_fingerprint
+
+
+def _derived_key(text: str, name: str, what: str) -> bytes:
+    h = hashlib.sha256(b"hlo derived result\0")
+    h.update(_key(text, name))
+    h.update(_all_sources_fingerprint())
+    h.update(what.encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
+def load_derived(text: str, name: str, what: str):
+    """The JSON value stored by store_derived for (text, name, what), or None; never raises."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    try:
+        key = _derived_key(text, name, what)
+        path = _entry_path(directory, key)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):
+        return None
+    st = None
+    try:
+        with open(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or not _owned_by_us(st):
+                return None
+            data = f.read()
+        magic, version, stored_key, length, digest = _HEADER.unpack_from(data)
+        if (magic != _DERIVED_MAGIC or version != FORMAT_VERSION or stored_key != key
+                or length != len(data) - _HEADER.size
+                or hashlib.sha256(memoryview(data)[_HEADER.size:]).digest() != digest):
+            raise _BadEntry("not a derived entry of this key")
+        import json
+        value = json.loads(bytes(memoryview(data)[_HEADER.size:]).decode("utf-8"))
+    except Exception as e:      # truncated, corrupt, foreign: a miss
+        _log.debug("%s: bad derived entry (%s)", path, e)
+        if st is not None:
+            _discard(path, st)
+        return None
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+    return value
+
+
+def store_derived(text: str, name: str, what: str, value) -> bool:
+    """Store the JSON-able `value` for (text, name, what); False if it could not be.  Never raises."""
+    directory = cache_dir()
+    if directory is None:
+        return False
+    try:
+        import json
+        key = _derived_key(text, name, what)
+        path = _entry_path(directory, key)
+        payload = json.dumps(value, separators=(",", ":")).encode("utf-8")
+        if _HEADER.size + len(payload) > _max_bytes():
+            return False
+        header = _HEADER.pack(_DERIVED_MAGIC, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
+        _write_atomically(directory, path, (header, payload))
+        _evict(directory, keep=path)
+    except Exception as e:
+        _log.debug("not caching a derived result: %s", e)
+        return False
+    return True

@@ -618,8 +618,16 @@ def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, stra
     shape = (n,) + tuple(out_spatial) + (g, o)
     with np.errstate(all="ignore"):
         nx, nw = np.isnan(xx), np.isnan(ww)
-        ix, iw = np.isinf(xx), np.isinf(ww)
-        any_nx, any_nw, any_ix, any_iw = bool(nx.any()), bool(nw.any()), bool(ix.any()), bool(iw.any())
+        any_nx, any_nw = bool(nx.any()), bool(nw.any())
+        iw = np.isinf(ww)
+        any_iw = bool(iw.any())
+        if any_nx and not any_nw and not any_iw and bool(nx.all()) \
+                and bool(_real_taps(sizes, wdims, out_spatial).any(axis=1).all()):
+            return np.full(shape, _first_nan(xx, nx))            # every output NaN: nothing to sum
+        ix = np.isinf(xx)
+        any_ix = bool(ix.any())
+        if not any_ix and not any_iw:
+            return _nan_conv(xx, ww, nw if any_nw else None, wdims, out_spatial, cdt, hw, eigen, strategy)
 
         def conv(a, b):
             return _fast_conv(a, b, wdims, out_spatial, itype, False, strategy) > 0
@@ -686,6 +694,26 @@ def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, stra
             np.copyto(out, _first_nan(ww, nw), where=np.broadcast_to(nan_w, shape))
         if any_nx:
             np.copyto(out, _first_nan(xx, nx), where=np.broadcast_to(nan_x, shape))
+    return out
+
+
+def _nan_conv(xx, ww, nw, wdims, out_spatial, cdt, hw: bool, eigen: bool, strategy=None):
+    """_nonfinite_conv of operands holding NaN and no inf (`nw`: the kernel's NaN mask, or None):
+    the sum over x as it is (a NaN under a real tap makes its output NaN, the processor passing its
+    payload on as XLA's kernels do) and the kernel with its NaN zeroed, whose NaN outputs come from
+    the tap tables (real taps, and with `eigen` padding and holes too).  None when f32 sums overflow."""
+    g, o = ww.shape[:2]
+    kt = int(np.prod(ww.shape[3:], dtype=np.int64))
+    wf = ww if nw is None else np.where(nw, cdt.type(0), ww)
+    out = _fast_conv(xx, wf, wdims, out_spatial, cdt, hw, strategy)
+    if cdt == F32 and bool(np.isinf(out).any()):
+        return None                                   # no inf operand: the f32 sums overflowed
+    if nw is not None:
+        real = _real_taps(xx.shape[3:], wdims, out_spatial)
+        taps = np.ones_like(real) if eigen else real
+        cnt = nw.sum(axis=2, dtype=F64).reshape(g * o, kt)
+        nan_w = ((taps.astype(F64) @ cnt.T) > 0).reshape((1,) + tuple(out_spatial) + (g, o))
+        np.copyto(out, _first_nan(ww, nw), where=nan_w & ~np.isnan(out))
     return out
 
 

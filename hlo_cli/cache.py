@@ -150,15 +150,22 @@ def _tool_version() -> str:
         return "0"
 
 
+_numpy_version: str | None = None
+
+
 def _environment() -> bytes:
-    try:
-        import numpy
-        np_version = numpy.__version__
-    except Exception:               # pragma: no cover - numpy is a dependency
-        np_version = "-"
+    global _numpy_version
+    if _numpy_version is None:
+        try:
+            # the installed version, read once without importing NumPy (a cached `hlo check`
+            # needs no NumPy)
+            from importlib.metadata import version
+            _numpy_version = version("numpy")
+        except Exception:           # pragma: no cover - numpy is a dependency
+            _numpy_version = "-"
     return "\0".join((f"format={FORMAT_VERSION}", f"hlo={_tool_version()}",
                       f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}",
-                      f"numpy={np_version}", sys.byteorder)).encode()
+                      f"numpy={_numpy_version}", sys.byteorder)).encode()
 
 
 def _key(text: str, name: str) -> bytes:

@@ -106,3 +106,20 @@ def test_store_and_load_derived_round_trip(monkeypatch, tmp_path):
     monkeypatch.setenv("HLO_CACHE_DIR", "off")
     assert cache.load_derived("text", "n", "what") is None
     assert not cache.store_derived("text", "n", "what", 1)
+
+
+def test_info_summary_is_cached_too(tmp_path, monkeypatch):
+    """`hlo info`'s summary (counts, memory estimate, devices) is read back on a repeat, the same in
+    text and JSON, without a parse."""
+    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "w.hlo"
+    f.write_text(WARN)
+
+    def info(*a):
+        r = CliRunner().invoke(main, ["info", *a, str(f)], catch_exceptions=False)
+        assert r.exit_code == 0 and "Traceback" not in r.output
+        return r.output
+    first, first_json = info(), info("--format", "json")
+    _no_work(monkeypatch)
+    assert info() == first
+    assert json.loads(info("--format", "json")) == json.loads(first_json)

@@ -60,8 +60,6 @@ def _check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: bo
 
 def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
                   devices: tuple[int | None, int | None] = (None, None)) -> Result:
-    from ..checker import check_module
-    from ..sources import parse_module
     r = Result(src.file, src.label, [], ERRORS, name=src.name, index=src.index, line=src.line, count=src.count)
     # the verdict depends on the text, its file name and these options alone: a repeat reads it
     # from the cache, without the module
@@ -76,6 +74,8 @@ def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
                 return r
             except (TypeError, KeyError):
                 r.diags = []
+    from ..checker import check_module
+    from ..sources import parse_module
     try:
         module = parse_module(src, use_cache)
     except HloError as e:

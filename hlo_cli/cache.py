@@ -719,14 +719,22 @@ def _derived_key(text: str, name: str, what: str) -> bytes:
     return h.digest()
 
 
-def load_derived(text: str, name: str, what: str):
-    """The JSON value stored by store_derived for (text, name, what), or None; never raises."""
+def _derived_entry(text: str, name: str, what: str):
+    """(key, entry path) of a derived result, or None when the cache is off."""
     directory = cache_dir()
     if directory is None:
         return None
+    key = _derived_key(text, name, what)
+    return key, _entry_path(directory, key)
+
+
+def load_derived(text: str, name: str, what: str):
+    """The JSON value stored by store_derived for (text, name, what), or None; never raises."""
     try:
-        key = _derived_key(text, name, what)
-        path = _entry_path(directory, key)
+        entry = _derived_entry(text, name, what)
+        if entry is None:
+            return None
+        key, path = entry
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0))
     except (OSError, ValueError):
         return None
@@ -758,19 +766,18 @@ def load_derived(text: str, name: str, what: str):
 
 def store_derived(text: str, name: str, what: str, value) -> bool:
     """Store the JSON-able `value` for (text, name, what); False if it could not be.  Never raises."""
-    directory = cache_dir()
-    if directory is None:
-        return False
     try:
         import json
-        key = _derived_key(text, name, what)
-        path = _entry_path(directory, key)
+        entry = _derived_entry(text, name, what)
+        if entry is None:
+            return False
+        key, path = entry
         payload = json.dumps(value, separators=(",", ":")).encode("utf-8")
         if _HEADER.size + len(payload) > _max_bytes():
             return False
         header = _HEADER.pack(_DERIVED_MAGIC, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
-        _write_atomically(directory, path, (header, payload))
-        _evict(directory, keep=path)
+        _write_atomically(path.parent, path, (header, payload))
+        _evict(path.parent, keep=path)
     except Exception as e:
         _log.debug("not caching a derived result: %s", e)
         return False

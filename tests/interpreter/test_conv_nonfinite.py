@@ -110,3 +110,48 @@ def test_inf_kernel_over_padding(eigen):
         assert got[:1].view(np.uint64)[0] == 0xFFF8000000000000
     else:
         assert got[0] == 2.0
+
+
+# ---------------------------------------------------------------------------- against XLA CPU
+# The exact cases of test_conv_xla (small integers: every finite sum exact) with NaN (jnp.nan's
+# bits), +-inf and -0 sprinkled into the operands: NaN, +inf and -inf where XLA has them, the other
+# values bit for bit, and the NaN bits too where they cannot depend on the summation order (NaN
+# alone, or inf alone).
+
+_VARIANTS = {"nan_x": ("nan", True, False), "inf_x": ("inf", True, False), "inf_w": ("inf", False, True),
+             "nan_w": ("nan", False, True), "both": ("nan+inf", True, True)}
+
+
+def _sprinkle_typed(rng, a, what):
+    a = np.array(a)
+    f = a.astype(np.float32)
+    for val, on in ((np.nan, "nan" in what), (np.inf, "inf" in what), (-np.inf, "inf" in what), (-0.0, True)):
+        if on:
+            f[rng.random(f.shape) < 0.05] = val
+    return f.astype(a.dtype)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", sorted(_VARIANTS))
+def test_nonfinite_bits_match_xla(variant):
+    pytest.importorskip("jax")
+    from hlo_cli.xla_reference import run_with_xla
+
+    from .test_conv_xla import EXACT, _load, _ours
+    what, on_x, on_w = _VARIANTS[variant]
+    bad = []
+    for name in EXACT:
+        text, args, _ = _load(name)
+        if np.asarray(args[0]).dtype.kind in "iu":
+            continue
+        rng = np.random.default_rng(sum(map(ord, name + variant)))
+        args = [_sprinkle_typed(rng, a, what) if on else np.asarray(a) for a, on in zip(args, (on_x, on_w))]
+        want = np.asarray(run_with_xla(text, args)[0]).astype(np.float32)
+        got = _ours(text, args).astype(np.float32)
+        same = (np.array_equal(np.isnan(got), np.isnan(want))
+                and np.array_equal(got[~np.isnan(want)].view(np.uint32), want[~np.isnan(want)].view(np.uint32)))
+        if same and what != "nan+inf":
+            same = np.array_equal(got.view(np.uint32), want.view(np.uint32))
+        if not same:
+            bad.append(name)
+    assert not bad, f"{variant}: differs from XLA on {bad}"

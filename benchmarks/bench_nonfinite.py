@@ -16,6 +16,7 @@ in every float operand).
 
     python benchmarks/bench_nonfinite.py --step /tmp/mobilenet_v2.hlo [--finite-inputs] [--cores 1 2]
     python benchmarks/bench_nonfinite.py --step /tmp/mobilenet_v2.hlo --per-op --limit 8
+        [--opcodes convolution] [--match 'size=3x3' ...]
 
 Writes benchmarks/results/nonfinite.json (rows appended, keyed by what and cores).
 """
@@ -153,13 +154,13 @@ def per_op_child(args):
     from hlo_cli.parser import parse
     from hlo_cli.xla_reference import XlaExecutable
     module = parse(Path(args.step).read_text(), args.step)
-    ops = distinct_ops(module, ("convolution", "reduce-window", "batch-norm-training", "batch-norm-grad", "dot"))
+    ops = distinct_ops(module, tuple(args.opcodes))
     sized = []
     for key, (count, text, opcode) in ops.items():
+        if args.match and not any(m in key for m in args.match):
+            continue
         one = parse(text, "one_op")
-        size = sum(p.shape.num_elements for p in one.entry_computation.parameters) + one.entry_computation.root.shape.num_elements \
-            if not one.entry_computation.root.shape.is_tuple else \
-            sum(p.shape.num_elements for p in one.entry_computation.parameters)
+        size = sum(p.shape.num_elements for p in one.entry_computation.parameters if not p.shape.is_tuple)
         sized.append((size, key, count, text, opcode, one))
     sized.sort(key=lambda r: -r[0])
     by_op: dict = {}
@@ -197,6 +198,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--per-op", action="store_true")
     ap.add_argument("--limit", type=int, default=8)
+    ap.add_argument("--opcodes", nargs="+", default=["convolution", "reduce-window", "batch-norm-training",
+                                                      "batch-norm-grad", "dot"])
+    ap.add_argument("--match", nargs="+", help="only ops whose text holds one of these strings")
     ap.add_argument("--child", choices=["xla", "hlo", "per-op"])
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -210,7 +214,8 @@ def main():
         rows = []
         for cores in args.cores:
             cmd = ["taskset", "-c", ",".join(str(c) for c in range(cores)), sys.executable, __file__,
-                   "--child", "per-op", "--step", args.step, "--repeat", str(args.repeat), "--limit", str(args.limit)]
+                   "--child", "per-op", "--step", args.step, "--repeat", str(args.repeat), "--limit", str(args.limit),
+                   "--opcodes", *args.opcodes] + (["--match", *args.match] if args.match else [])
             p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=args.timeout)
             if p.returncode:
                 raise SystemExit("per-op child failed")

@@ -77,6 +77,18 @@ def test_repaired_fast_path_equals_the_tap_loop(case):
         assert _bits_equal(got, want)
 
 
+@settings(max_examples=60, deadline=None)
+@given(cases())
+def test_one_count_per_kind_when_digits_do_not_fit(case):
+    """The fallback of the digit-packed inf counts (too many terms): one convolution per kind."""
+    old = conv._DIGITS_MAX
+    conv._DIGITS_MAX = 1
+    try:
+        test_repaired_fast_path_equals_the_tap_loop.hypothesis.inner_test(case)
+    finally:
+        conv._DIGITS_MAX = old
+
+
 def test_every_output_nan_skips_the_sum(monkeypatch):
     """An all-NaN input makes every output NaN (its payload): nothing is summed."""
     from hlo_cli.ir.attributes import WindowDim

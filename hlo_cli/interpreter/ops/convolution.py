@@ -593,6 +593,10 @@ def _first_nan(a: np.ndarray, isn: np.ndarray):
     return a[np.unravel_index(int(np.argmax(isn)), isn.shape)] + a.dtype.type(0)
 
 
+# the inf products' counts share one convolution while three digits of base > any count fit an f64
+_DIGITS_MAX = 1 << 53
+
+
 def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, strategy=None):
     """The convolution of float operands of which one holds NaN or inf, at the fast path's speed:
     x (G, N, Cg, *S), w (G, O, Cg, *K) in cdt -> (N, *out_spatial, G, O) in cdt, or None when the
@@ -660,22 +664,49 @@ def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, stra
         # products with an inf: indicator pairs, x side (G, N, Cg, *S), w side (G, O, Cg, *K)
         xd = flush(xx) if not hw else xx
         wd_ = flush(ww) if not hw else ww
-        x_ind = {"+inf": xx == np.inf, "-inf": xx == -np.inf} if any_ix else {}
+        x_ind = {"+inf": lambda: xx == np.inf, "-inf": lambda: xx == -np.inf} if any_ix else {}
         w_ind = {"+inf": ww == np.inf, "-inf": ww == -np.inf} if any_iw else {}
         if any_iw:
-            x_ind.update({"0": xd == 0, ">0": xd > 0, "<0": xd < 0})
+            x_ind.update({"0": lambda: xd == 0, ">0": lambda: xd > 0, "<0": lambda: xd < 0})
         if any_ix:
             w_ind.update({"0": wd_ == 0, ">0": wd_ > 0, "<0": wd_ < 0})
         pairs = {"nan": [("+inf", "0"), ("-inf", "0"), ("0", "+inf"), ("0", "-inf")],
                  "pos": [("+inf", ">0"), ("-inf", "<0"), (">0", "+inf"), ("<0", "-inf")],
                  "neg": [("+inf", "<0"), ("-inf", ">0"), (">0", "-inf"), ("<0", "+inf")]}
-        made = {}
+        # one convolution counts them all: each x-side indicator is a group of input channels, its
+        # kernel pos + B * neg + B^2 * nan of the w-side indicators it pairs with (every count
+        # stays below B, so the digits come apart; the sums are exact integers)
+        uses = {a: {} for a in x_ind}
         for what, pl in pairs.items():
-            use = [(x_ind[a], w_ind[b]) for a, b in pl if a in x_ind and b in w_ind
-                   and x_ind[a].any() and w_ind[b].any()]
-            if use:
-                made[what] = conv(np.concatenate([a for a, _ in use], axis=2).astype(itype),
-                                  np.concatenate([b for _, b in use], axis=2).astype(itype))
+            for a, b in pl:
+                if a in x_ind and b in w_ind and w_ind[b].any():
+                    uses[a][what] = uses[a][what] | w_ind[b] if what in uses[a] else w_ind[b]
+        chans = []
+        for a, u in uses.items():
+            if u:
+                ind = x_ind[a]()
+                if ind.any():
+                    chans.append((ind, u))
+        made = {}
+        if chans:
+            big = 1 << int(len(chans) * cg * kt).bit_length()
+            if big ** 3 <= _DIGITS_MAX:
+                dt3 = F32 if big ** 3 <= (1 << 24) else F64
+                xcat = np.empty((g, n, len(chans) * cg) + sizes, dt3)
+                wcat = np.zeros((g, o, len(chans) * cg) + ksz, dt3)
+                for k, (ind, u) in enumerate(chans):
+                    xcat[:, :, k * cg:(k + 1) * cg] = ind
+                    for what, digit in (("pos", 1), ("neg", big), ("nan", big * big)):
+                        if what in u:
+                            wcat[:, :, k * cg:(k + 1) * cg] += u[what] * dt3.type(digit)
+                v = np.rint(_fast_conv(xcat, wcat, wdims, out_spatial, dt3, False, strategy)).astype(np.int64)
+                made = {"pos": v % big > 0, "neg": (v // big) % big > 0, "nan": v // (big * big) > 0}
+            else:                          # too many terms for the digits: one convolution per kind
+                for what, pl in pairs.items():
+                    use = [(x_ind[a](), w_ind[b]) for a, b in pl if a in x_ind and b in w_ind and w_ind[b].any()]
+                    if use:
+                        made[what] = conv(np.concatenate([a for a, _ in use], axis=2).astype(itype),
+                                          np.concatenate([b for _, b in use], axis=2).astype(itype))
         gen = inf_pad | made.get("nan", False)
         if "pos" in made and "neg" in made:
             gen = gen | (made["pos"] & made["neg"])

@@ -593,7 +593,8 @@ def _first_nan(a: np.ndarray, isn: np.ndarray):
     return a[np.unravel_index(int(np.argmax(isn)), isn.shape)] + a.dtype.type(0)
 
 
-# the inf products' counts share one convolution while three digits of base > any count fit an f64
+# the inf products' counts share one convolution while their digits (one per kind present, base
+# above any count) fit an f64 exactly (f32 when they fit its 24 bits)
 _DIGITS_MAX = 1 << 53
 
 
@@ -674,8 +675,9 @@ def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, stra
                  "pos": [("+inf", ">0"), ("-inf", "<0"), (">0", "+inf"), ("<0", "-inf")],
                  "neg": [("+inf", "<0"), ("-inf", ">0"), (">0", "-inf"), ("<0", "+inf")]}
         # one convolution counts them all: each x-side indicator is a group of input channels, its
-        # kernel pos + B * neg + B^2 * nan of the w-side indicators it pairs with (every count
-        # stays below B, so the digits come apart; the sums are exact integers)
+        # kernel the w-side indicators it pairs with as digits of base B, one per kind present
+        # (pos + B * neg + B^2 * nan; every count stays below B, so the digits come apart; the sums
+        # are exact integers)
         uses = {a: {} for a in x_ind}
         for what, pl in pairs.items():
             for a, b in pl:
@@ -690,17 +692,18 @@ def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, stra
         made = {}
         if chans:
             big = 1 << int(len(chans) * cg * kt).bit_length()
-            if big ** 3 <= _DIGITS_MAX:
-                dt3 = F32 if big ** 3 <= (1 << 24) else F64
+            kinds = [k for k in ("pos", "neg", "nan") if any(k in u for _, u in chans)]
+            if big ** len(kinds) <= _DIGITS_MAX:
+                dt3 = F32 if big ** len(kinds) <= (1 << 24) else F64
                 xcat = np.empty((g, n, len(chans) * cg) + sizes, dt3)
                 wcat = np.zeros((g, o, len(chans) * cg) + ksz, dt3)
                 for k, (ind, u) in enumerate(chans):
                     xcat[:, :, k * cg:(k + 1) * cg] = ind
-                    for what, digit in (("pos", 1), ("neg", big), ("nan", big * big)):
+                    for d, what in enumerate(kinds):
                         if what in u:
-                            wcat[:, :, k * cg:(k + 1) * cg] += u[what] * dt3.type(digit)
+                            wcat[:, :, k * cg:(k + 1) * cg] += u[what] * dt3.type(big ** d)
                 v = np.rint(_fast_conv(xcat, wcat, wdims, out_spatial, dt3, False, strategy)).astype(np.int64)
-                made = {"pos": v % big > 0, "neg": (v // big) % big > 0, "nan": v // (big * big) > 0}
+                made = {what: (v // big ** d) % big > 0 for d, what in enumerate(kinds)}
             else:                          # too many terms for the digits: one convolution per kind
                 for what, pl in pairs.items():
                     use = [(x_ind[a](), w_ind[b]) for a, b in pl if a in x_ind and b in w_ind and w_ind[b].any()]

@@ -4,10 +4,12 @@ says what XLA CPU computes for dot and convolution alike.
 
 Strategies.  The rule first normalizes operands to x (G, N, Cg, *S) and w (G, O, Cg, *K), G being
 the feature groups or the batch groups (views, no copy).  When every partial sum has two or more
-terms, _fast_path runs the convolution through _fast_conv; a result with a non-finite value (a
-non-finite operand, or an f32 overflow) is computed again by the exact loops (_conv_by_tap, one
-strided gather + product per kernel tap, and _conv_by_output for weight gradients), which keep
-Eigen's and the loop emitter's padding semantics.  _fast_conv:
+terms, _fast_path runs the convolution through _fast_conv; real float operands holding NaN or inf
+stay on it (_nan_conv, _nonfinite_conv: the sum over zeroed non-finite values, the NaN and inf
+outputs from indicator convolutions and tap tables, with Eigen's and the loop emitter's padding
+semantics), and f32 sums that overflow run again in f64.  The exact loops (_conv_by_tap, one strided
+gather + product per kernel tap, and _conv_by_output for weight gradients) remain for pred, one-term
+sums, integer sums beyond f64's exact range and complex or f64 overflow.  _fast_conv:
 
 * splits each spatial dim into phases: one for plain and strided windows, sub-pixel phases for
   lhs-dilated (transposed) ones, so that lhs-dilation holes are never formed and every phase

@@ -123,3 +123,23 @@ def test_info_summary_is_cached_too(tmp_path, monkeypatch):
     _no_work(monkeypatch)
     assert info() == first
     assert json.loads(info("--format", "json")) == json.loads(first_json)
+
+
+@pytest.mark.parametrize("opts", [[], ["--no-percent", "--no-metadata"], ["--operand-shapes"]])
+def test_fmt_text_is_cached_too(tmp_path, monkeypatch, opts):
+    """`hlo fmt`'s text is read back on a repeat, per option set, without a parse; --check too."""
+    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "w.hlo"
+    f.write_text(WARN)
+
+    def fmt(*a):
+        r = CliRunner().invoke(main, ["fmt", *a, str(f)], catch_exceptions=False)
+        assert "Traceback" not in r.output
+        return r
+    first = fmt(*opts)
+    assert first.exit_code == 0
+    check = fmt("--check")
+    _no_work(monkeypatch)
+    again = fmt(*opts)
+    assert (again.exit_code, again.stdout) == (first.exit_code, first.stdout)
+    assert fmt("--check").exit_code == check.exit_code

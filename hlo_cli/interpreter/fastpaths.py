@@ -133,9 +133,6 @@ def _may_hold_subnormals(value) -> bool:
         return dt.kind == "V"              # bf16 and friends: do not vouch
     if dt.kind == "c":
         return _may_hold_subnormals(value.real) or _may_hold_subnormals(value.imag)
-    if value.ndim and not all(value.strides):
-        # a broadcast view (a folded broadcast of a constant): its distinct elements only
-        value = value[tuple(0 if st == 0 else slice(None) for st in value.strides)]
     return subnormals(value) is not None
 
 

@@ -150,15 +150,22 @@ def _tool_version() -> str:
         return "0"
 
 
+_numpy_version: str | None = None
+
+
 def _environment() -> bytes:
-    try:
-        import numpy
-        np_version = numpy.__version__
-    except Exception:               # pragma: no cover - numpy is a dependency
-        np_version = "-"
+    global _numpy_version
+    if _numpy_version is None:
+        try:
+            # the installed version, read once without importing NumPy (a cached `hlo check`
+            # needs no NumPy)
+            from importlib.metadata import version
+            _numpy_version = version("numpy")
+        except Exception:           # pragma: no cover - numpy is a dependency
+            _numpy_version = "-"
     return "\0".join((f"format={FORMAT_VERSION}", f"hlo={_tool_version()}",
                       f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}",
-                      f"numpy={np_version}", sys.byteorder)).encode()
+                      f"numpy={_numpy_version}", sys.byteorder)).encode()
 
 
 def _key(text: str, name: str) -> bytes:
@@ -671,3 +678,107 @@ def deserialize_module(data: bytes):
     """The inverse of serialize_module."""
     with _NoGC(promote=True):
         return _codec().loads(data, 0)
+
+
+# ----------------------------------------------------------------------------- derived results
+#
+# What a command computes from the text alone (`hlo check`'s diagnostics...) is cached beside the
+# module, as JSON (no code runs on loading it), in an entry of the same form (header, checksum,
+# owner, atomic writes, the same bound and eviction), under the magic _DERIVED_MAGIC and a key
+# that also covers `what` (the command and its options) and a fingerprint of every source file of
+# the package (any change to a rule may change a result).  A repeat then needs neither the
+# module nor the work.
+
+_DERIVED_MAGIC = b"HLOJSON\x00"
+_package_fingerprint: bytes | None = None
+
+
+def _all_sources_fingerprint() -> bytes:
+    global _package_fingerprint
+    if _package_fingerprint is None:
+        h = hashlib.sha256(_code_fingerprint())
+        pkg = Path(__file__).resolve().parent
+        for p in sorted(pkg.rglob("*.py")):
+            if "__pycache__" in p.parts:
+                continue
+            try:
+                data = p.read_bytes()
+            except OSError:
+                data = b"\xff unreadable"
+            rel = p.relative_to(pkg).as_posix().encode()
+            h.update(rel + b"\0" + len(data).to_bytes(8, "little") + data)
+        _package_fingerprint = h.digest()
+    return _package_fingerprint
+
+
+def _derived_key(text: str, name: str, what: str) -> bytes:
+    h = hashlib.sha256(b"hlo derived result\0")
+    h.update(_key(text, name))
+    h.update(_all_sources_fingerprint())
+    h.update(what.encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
+def _derived_entry(text: str, name: str, what: str):
+    """(key, entry path) of a derived result, or None when the cache is off."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    key = _derived_key(text, name, what)
+    return key, _entry_path(directory, key)
+
+
+def load_derived(text: str, name: str, what: str):
+    """The JSON value stored by store_derived for (text, name, what), or None; never raises."""
+    try:
+        entry = _derived_entry(text, name, what)
+        if entry is None:
+            return None
+        key, path = entry
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):
+        return None
+    st = None
+    try:
+        with open(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or not _owned_by_us(st):
+                return None
+            data = f.read()
+        magic, version, stored_key, length, digest = _HEADER.unpack_from(data)
+        if (magic != _DERIVED_MAGIC or version != FORMAT_VERSION or stored_key != key
+                or length != len(data) - _HEADER.size
+                or hashlib.sha256(memoryview(data)[_HEADER.size:]).digest() != digest):
+            raise _BadEntry("not a derived entry of this key")
+        import json
+        value = json.loads(bytes(memoryview(data)[_HEADER.size:]).decode("utf-8"))
+    except Exception as e:      # truncated, corrupt, foreign: a miss
+        _log.debug("%s: bad derived entry (%s)", path, e)
+        if st is not None:
+            _discard(path, st)
+        return None
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+    return value
+
+
+def store_derived(text: str, name: str, what: str, value) -> bool:
+    """Store the JSON-able `value` for (text, name, what); False if it could not be.  Never raises."""
+    try:
+        import json
+        entry = _derived_entry(text, name, what)
+        if entry is None:
+            return False
+        key, path = entry
+        payload = json.dumps(value, separators=(",", ":")).encode("utf-8")
+        if _HEADER.size + len(payload) > _max_bytes():
+            return False
+        header = _HEADER.pack(_DERIVED_MAGIC, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
+        _write_atomically(path.parent, path, (header, payload))
+        _evict(path.parent, keep=path)
+    except Exception as e:
+        _log.debug("not caching a derived result: %s", e)
+        return False
+    return True

@@ -60,9 +60,22 @@ def _check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: bo
 
 def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
                   devices: tuple[int | None, int | None] = (None, None)) -> Result:
+    r = Result(src.file, src.label, [], ERRORS, name=src.name, index=src.index, line=src.line, count=src.count)
+    # the verdict depends on the text, its file name and these options alone: a repeat reads it
+    # from the cache, without the module
+    what = json.dumps(["check", layout_sensitive, warnings, devices[0], devices[1]])
+    if use_cache:
+        from ..cache import load_derived
+        hit = load_derived(src.text, src.file, what)
+        if isinstance(hit, dict) and hit.get("status") in (OK, ERRORS):
+            try:
+                r.diags = [Diagnostic(**d) for d in hit["diags"]]
+                r.name, r.instructions, r.status = hit["name"], hit["instructions"], hit["status"]
+                return r
+            except (TypeError, KeyError):
+                r.diags = []
     from ..checker import check_module
     from ..sources import parse_module
-    r = Result(src.file, src.label, [], ERRORS, name=src.name, index=src.index, line=src.line, count=src.count)
     try:
         module = parse_module(src, use_cache)
     except HloError as e:
@@ -88,6 +101,12 @@ def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
     if warnings:
         r.diags += _unrunnable_warnings(module, src)
     r.status = ERRORS if any(d.severity == "error" for d in r.diags) else OK
+    if use_cache:
+        from dataclasses import asdict
+
+        from ..cache import store_derived
+        store_derived(src.text, src.file, what, {"name": r.name, "instructions": r.instructions, "status": r.status,
+                                                 "diags": [asdict(d) for d in r.diags]})
     return r
 
 

@@ -28,21 +28,33 @@ def fmt(file, no_percent, operand_shapes, no_metadata, check, module_choice, sta
     around them is left out); --module N|NAME prints one.  Nothing is printed if a module has errors.
     In an XLA dump directory, --stage (and --module) picks the module and stage to print.
     """
+    import json
+
+    from ..cache import load_derived, store_derived
     from ..errors import HloError, HloSyntaxError
-    from ..ir.printer import format_module
     from ..sources import parse_module, read_modules
     file, module_choice = resolve_stage(file, module_choice, stage)
     fm = read_modules(file)
     chosen = [fm.select(module_choice)] if module_choice is not None or len(fm.modules) == 1 else list(fm.modules)
     texts, errors = [], []
+    # the printed text depends on the module's text, its file name and these options alone: a
+    # repeat reads it from the cache, without the module
+    what = json.dumps(["fmt", no_percent, operand_shapes, no_metadata])
     for src in chosen:
+        hit = None if no_cache else load_derived(src.text, src.file, what)
+        if isinstance(hit, str):
+            texts.append(hit)
+            continue
         try:
             module = parse_module(src, not no_cache)
         except HloError as e:
             errors.append(e)
             continue
+        from ..ir.printer import format_module
         texts.append(format_module(module, percent=not no_percent, operand_shapes=operand_shapes,
                                    metadata=not no_metadata))
+        if not no_cache:
+            store_derived(src.text, src.file, what, texts[-1])
     if errors:
         if len(errors) == 1:
             raise errors[0]

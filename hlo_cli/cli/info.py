@@ -227,8 +227,20 @@ def _info(file, fmt, module_choice, no_cache):
     if len(fm.modules) > 1 and module_choice is None:
         return _list_modules(fm, fmt, not no_cache)
     src = fm.select(module_choice)
-    module = parse_module(src, not no_cache)
-    s = summarize(module, src.file, fm.size if len(fm.modules) == 1 else len(src.own_text.encode("utf-8", "replace")))
+    size = fm.size if len(fm.modules) == 1 else len(src.own_text.encode("utf-8", "replace"))
+    # the summary depends on the text, its file name and size alone: a repeat reads it from the
+    # cache (no parse, no memory estimate), as JSON gives it back
+    what = json.dumps(["info", size])
+    s = None
+    if not no_cache:
+        from ..cache import load_derived
+        s = load_derived(src.text, src.file, what)
+    if not isinstance(s, dict):
+        module = parse_module(src, not no_cache)
+        s = json.loads(json.dumps(summarize(module, src.file, size)))
+        if not no_cache:
+            from ..cache import store_derived
+            store_derived(src.text, src.file, what, s)
     if len(fm.modules) > 1:
         s.update(index=src.index, line=src.line)
     if fmt == "json":

@@ -39,7 +39,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import Diagnostic, HloInputError
-from .proto_text import ProtoError
 
 PROTO_SUFFIXES = (".pb", ".pbtxt", ".textproto")
 TEXT_PROTO_SUFFIXES = (".pbtxt", ".textproto")
@@ -324,7 +323,7 @@ def _module_source(module, name: str, config=None):
     from ..ir.opcodes import OPCODES
     from .files import FileModules, ModuleSource
     from .split import SINGLE, Region
-    from .proto_text import module_text
+    from .proto_text import ProtoError, module_text
     for c in module.computations:
         for i in c.instructions:
             if i.opcode not in OPCODES:
@@ -430,6 +429,7 @@ def read_snapshot(path: str) -> Snapshot:
     """The module, arguments and result of an HloSnapshot file (binary or text format).  Any other
     module proto reads as a Snapshot without arguments or result.  Raises HloInputError."""
     from .proto_literal import literal_to_numpy
+    from .proto_text import ProtoError
     data, name = read_bytes(path)
     text = True if Path(path).suffix.lower() in TEXT_PROTO_SUFFIXES else None
     kind, msg = decode(data, name, text)

@@ -137,8 +137,20 @@ def subnormals(x: np.ndarray):
     # np.minimum, not np.fmin: NumPy 2.4's fmin.reduce misses the smallest value of some arrays
     # holding NaNs (3 of 200 random-bit f32[4096], measured), which left subnormals unflushed
     m = np.minimum.reduce(a, axis=None)
-    if m >= tiny:                      # NaN (propagated) goes on to the mask
+    if m >= tiny:
         return None
+    if m != m:
+        if not isinstance(a, np.ndarray) or a.ndim == 0:
+            return None                # one element, a NaN
+        # a NaN (propagated): the magnitudes' bit patterns as integers, minus one, are below the
+        # smallest normal's exactly for the subnormals (NaN and inf are the largest, zero wraps
+        # around to the largest): two passes over `a` (our own copy), no masks
+        it, ut = (np.int32, np.uint32) if x.dtype == F32 else (np.int64, np.uint64)
+        u = a.view(it)
+        np.subtract(u, it(1), out=u)
+        if np.minimum.reduce(u.view(ut), axis=None) >= ut(tiny.view(it)) - ut(1):
+            return None
+        a = np.abs(x)
     sub = (a < tiny) & (a > 0)
     return sub if sub.any() else None
 

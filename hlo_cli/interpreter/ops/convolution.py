@@ -4,10 +4,12 @@ says what XLA CPU computes for dot and convolution alike.
 
 Strategies.  The rule first normalizes operands to x (G, N, Cg, *S) and w (G, O, Cg, *K), G being
 the feature groups or the batch groups (views, no copy).  When every partial sum has two or more
-terms, _fast_path runs the convolution through _fast_conv; a result with a non-finite value (a
-non-finite operand, or an f32 overflow) is computed again by the exact loops (_conv_by_tap, one
-strided gather + product per kernel tap, and _conv_by_output for weight gradients), which keep
-Eigen's and the loop emitter's padding semantics.  _fast_conv:
+terms, _fast_path runs the convolution through _fast_conv; real float operands holding NaN or inf
+stay on it (_nan_conv, _nonfinite_conv: the sum over zeroed non-finite values, the NaN and inf
+outputs from indicator convolutions and tap tables, with Eigen's and the loop emitter's padding
+semantics), and f32 sums that overflow run again in f64.  The exact loops (_conv_by_tap, one strided
+gather + product per kernel tap, and _conv_by_output for weight gradients) remain for pred, one-term
+sums, integer sums beyond f64's exact range and complex or f64 overflow.  _fast_conv:
 
 * splits each spatial dim into phases: one for plain and strided windows, sub-pixel phases for
   lhs-dilated (transposed) ones, so that lhs-dilation holes are never formed and every phase
@@ -564,15 +566,206 @@ def _gemm(wt, xs):
 _F64_EXACT = 1 << 53
 
 
-def _fast_path(x, w, wdims, out_spatial, dt, terms: int):
+def _finite(a: np.ndarray) -> bool:
+    """Whether every element of the float array `a` is finite: one summing pass (NaN and inf
+    survive a sum), checked element by element only when the sum overflows."""
+    if a.size == 0:
+        return True
+    with np.errstate(all="ignore"):
+        if bool(np.isfinite(np.add.reduce(a, axis=None))):
+            return True
+    return bool(np.isfinite(a).all())
+
+
+def _real_taps(sizes, wdims, out_spatial) -> np.ndarray:
+    """(P, K) bool: whether kernel tap k (w's taps in C order) of output position p (C order)
+    reads a real input element (not padding, not an lhs-dilation hole)."""
+    r = np.ones((1, 1), bool)
+    for size_in, wd, out_len in zip(sizes, wdims, out_spatial):
+        rd = np.stack([_tap_positions(out_len, size_in, wd, k)[1] for k in range(wd.size)], axis=1)
+        r = (r[:, None, :, None] & rd[None, :, None, :]).reshape(r.shape[0] * rd.shape[0], -1)
+    return r
+
+
+def _default_nan(dt) -> np.ndarray:
+    """x86's generated NaN (inf - inf, 0 * inf: sign set, quiet, no payload) in float type dt."""
+    bits = {4: (np.uint32, 0xFFC00000), 8: (np.uint64, 0xFFF8000000000000)}[np.dtype(dt).itemsize]
+    return np.array(bits[1], bits[0]).view(dt)
+
+
+def _first_nan(a: np.ndarray, isn: np.ndarray):
+    """The first NaN of `a` (where isn), quieted as an arithmetic operation passes it on."""
+    return a[np.unravel_index(int(np.argmax(isn)), isn.shape)] + a.dtype.type(0)
+
+
+# the inf products' counts share one convolution while their digits (one per kind present, base
+# above any count) fit an f64 exactly (f32 when they fit its 24 bits)
+_DIGITS_MAX = 1 << 53
+
+
+def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, strategy=None):
+    """The convolution of float operands of which one holds NaN or inf, at the fast path's speed:
+    x (G, N, Cg, *S), w (G, O, Cg, *K) in cdt -> (N, *out_spatial, G, O) in cdt, or None when the
+    finite part overflows.  The sum is taken over the operands with their NaN and inf replaced by
+    zeros (an output whose window holds none of them is then exactly the plain sum); the outputs
+    XLA's rules make NaN, +inf or -inf are found from counts of products of 0/1 indicators, each
+    one convolution by the same strategies (as a convolution library tells non-finite results):
+
+    * NaN: a NaN input under a real tap, or a NaN kernel tap over a real input (counted through
+      channel sums, cheap); inf * 0 (either way round); with `eigen` (Eigen's kernel multiplies
+      padding and lhs-dilation holes as zeros) a non-finite kernel tap over padding or a hole;
+      an output with both +inf and -inf products (inf - inf);
+    * +inf / -inf: an inf times a nonzero of the same / the other sign, and no NaN.
+    Zeros are read with DAZ, as the products are.  NaN bits: a NaN input passes its payload on
+    (quieted; the input's first NaN, the operands' NaNs are taken to share it), an x NaN before a
+    kernel one; a NaN made by inf * 0 or inf - inf is x86's default NaN (sign set), as XLA CPU's."""
+    g, n, cg = xx.shape[:3]
+    o = ww.shape[1]
+    sizes = xx.shape[3:]
+    ksz = ww.shape[3:]
+    kt = int(np.prod(ksz, dtype=np.int64))
+    itype = F32 if 4 * cg * kt < (1 << 24) else F64            # counts exact in it
+    shape = (n,) + tuple(out_spatial) + (g, o)
+    with np.errstate(all="ignore"):
+        nx, nw = np.isnan(xx), np.isnan(ww)
+        any_nx, any_nw = bool(nx.any()), bool(nw.any())
+        iw = np.isinf(ww)
+        any_iw = bool(iw.any())
+        if any_nx and not any_nw and not any_iw and bool(nx.all()) \
+                and bool(_real_taps(sizes, wdims, out_spatial).any(axis=1).all()):
+            return np.full(shape, _first_nan(xx, nx))            # every output NaN: nothing to sum
+        ix = np.isinf(xx)
+        any_ix = bool(ix.any())
+        if not any_ix and not any_iw:
+            return _nan_conv(xx, ww, nw if any_nw else None, wdims, out_spatial, cdt, hw, eigen, strategy)
+
+        def conv(a, b):
+            return _fast_conv(a, b, wdims, out_spatial, itype, False, strategy) > 0
+
+        # NaN inputs under real taps: the channel sum of the indicator under a kernel of ones
+        nan_x = conv(nx.sum(axis=2, keepdims=True, dtype=itype), np.ones((g, 1, 1) + ksz, itype)) \
+            if any_nx else np.zeros((1,) * (len(shape)), bool)
+        # NaN kernel taps over real inputs (and non-finite ones over padding under Eigen):
+        # (P, K) tap tables times the kernel's channel sums
+        nan_w = inf_pad = np.zeros((1,) * len(shape), bool)
+        if any_nw or (eigen and any_iw):
+            real = _real_taps(sizes, wdims, out_spatial)
+            qshape = (1,) + tuple(out_spatial) + (g, o)
+            if any_nw:
+                cnt = nw.sum(axis=2, dtype=itype).reshape(g * o, kt)
+                nan_w = ((real.astype(itype) @ cnt.T) > 0).reshape(qshape)
+                if eigen:
+                    nan_w = nan_w | ((~real).astype(itype) @ cnt.T > 0).reshape(qshape)
+            if eigen and any_iw:
+                cnt = iw.sum(axis=2, dtype=itype).reshape(g * o, kt)
+                inf_pad = ((~real).astype(itype) @ cnt.T > 0).reshape(qshape)
+        nan = nan_x | nan_w
+        if nan.all():
+            out = np.empty(shape, cdt)                           # every output NaN: nothing to sum
+            if any_nx:
+                out[...] = _first_nan(xx, nx)
+            if any_nw:
+                np.copyto(out, _first_nan(ww, nw), where=~np.broadcast_to(nan_x, shape))
+            return out
+        # products with an inf: indicator pairs, x side (G, N, Cg, *S), w side (G, O, Cg, *K)
+        xd = flush(xx) if not hw else xx
+        wd_ = flush(ww) if not hw else ww
+        x_ind = {"+inf": lambda: xx == np.inf, "-inf": lambda: xx == -np.inf} if any_ix else {}
+        w_ind = {"+inf": ww == np.inf, "-inf": ww == -np.inf} if any_iw else {}
+        if any_iw:
+            x_ind.update({"0": lambda: xd == 0, ">0": lambda: xd > 0, "<0": lambda: xd < 0})
+        if any_ix:
+            w_ind.update({"0": wd_ == 0, ">0": wd_ > 0, "<0": wd_ < 0})
+        pairs = {"nan": [("+inf", "0"), ("-inf", "0"), ("0", "+inf"), ("0", "-inf")],
+                 "pos": [("+inf", ">0"), ("-inf", "<0"), (">0", "+inf"), ("<0", "-inf")],
+                 "neg": [("+inf", "<0"), ("-inf", ">0"), (">0", "-inf"), ("<0", "+inf")]}
+        # one convolution counts them all: each x-side indicator is a group of input channels, its
+        # kernel the w-side indicators it pairs with as digits of base B, one per kind present
+        # (pos + B * neg + B^2 * nan; every count stays below B, so the digits come apart; the sums
+        # are exact integers)
+        uses = {a: {} for a in x_ind}
+        for what, pl in pairs.items():
+            for a, b in pl:
+                if a in x_ind and b in w_ind and w_ind[b].any():
+                    uses[a][what] = uses[a][what] | w_ind[b] if what in uses[a] else w_ind[b]
+        chans = []
+        for a, u in uses.items():
+            if u:
+                ind = x_ind[a]()
+                if ind.any():
+                    chans.append((ind, u))
+        made = {}
+        if chans:
+            big = 1 << int(len(chans) * cg * kt).bit_length()
+            kinds = [k for k in ("pos", "neg", "nan") if any(k in u for _, u in chans)]
+            if big ** len(kinds) <= _DIGITS_MAX:
+                dt3 = F32 if big ** len(kinds) <= (1 << 24) else F64
+                xcat = np.empty((g, n, len(chans) * cg) + sizes, dt3)
+                wcat = np.zeros((g, o, len(chans) * cg) + ksz, dt3)
+                for k, (ind, u) in enumerate(chans):
+                    xcat[:, :, k * cg:(k + 1) * cg] = ind
+                    for d, what in enumerate(kinds):
+                        if what in u:
+                            wcat[:, :, k * cg:(k + 1) * cg] += u[what] * dt3.type(big ** d)
+                v = np.rint(_fast_conv(xcat, wcat, wdims, out_spatial, dt3, False, strategy)).astype(np.int64)
+                made = {what: (v // big ** d) % big > 0 for d, what in enumerate(kinds)}
+            else:                          # too many terms for the digits: one convolution per kind
+                for what, pl in pairs.items():
+                    use = [(x_ind[a](), w_ind[b]) for a, b in pl if a in x_ind and b in w_ind and w_ind[b].any()]
+                    if use:
+                        made[what] = conv(np.concatenate([a for a, _ in use], axis=2).astype(itype),
+                                          np.concatenate([b for _, b in use], axis=2).astype(itype))
+        gen = inf_pad | made.get("nan", False)
+        if "pos" in made and "neg" in made:
+            gen = gen | (made["pos"] & made["neg"])
+        # the finite part
+        bad: list = []
+        xf = np.where(nx | ix, cdt.type(0), xx) if any_nx or any_ix else xx
+        wf = np.where(nw | iw, cdt.type(0), ww) if any_nw or any_iw else ww
+        out = _fast_conv(xf, wf, wdims, out_spatial, cdt, hw, strategy, nonfinite=bad)
+        if bad:
+            return None
+        for what, val in (("pos", np.inf), ("neg", -np.inf)):
+            if what in made:
+                np.copyto(out, cdt.type(val), where=made[what])
+        np.copyto(out, _default_nan(cdt), where=np.broadcast_to(gen, shape))
+        if any_nw:
+            np.copyto(out, _first_nan(ww, nw), where=np.broadcast_to(nan_w, shape))
+        if any_nx:
+            np.copyto(out, _first_nan(xx, nx), where=np.broadcast_to(nan_x, shape))
+    return out
+
+
+def _nan_conv(xx, ww, nw, wdims, out_spatial, cdt, hw: bool, eigen: bool, strategy=None):
+    """_nonfinite_conv of operands holding NaN and no inf (`nw`: the kernel's NaN mask, or None):
+    the sum over x as it is (a NaN under a real tap makes its output NaN, the processor passing its
+    payload on as XLA's kernels do) and the kernel with its NaN zeroed, whose NaN outputs come from
+    the tap tables (real taps, and with `eigen` padding and holes too).  None when f32 sums overflow."""
+    g, o = ww.shape[:2]
+    kt = int(np.prod(ww.shape[3:], dtype=np.int64))
+    wf = ww if nw is None else np.where(nw, cdt.type(0), ww)
+    out = _fast_conv(xx, wf, wdims, out_spatial, cdt, hw, strategy)
+    if cdt == F32 and bool(np.isinf(out).any()):
+        return None                                   # no inf operand: the f32 sums overflowed
+    if nw is not None:
+        real = _real_taps(xx.shape[3:], wdims, out_spatial)
+        taps = np.ones_like(real) if eigen else real
+        cnt = nw.sum(axis=2, dtype=F64).reshape(g * o, kt)
+        nan_w = ((taps.astype(F64) @ cnt.T) > 0).reshape((1,) + tuple(out_spatial) + (g, o))
+        np.copyto(out, _first_nan(ww, nw), where=nan_w & ~np.isnan(out))
+    return out
+
+
+def _fast_path(x, w, wdims, out_spatial, dt, terms: int, eigen: bool = True):
     """The convolution through _fast_conv when it gives the exact path's values: x (G, N, Cg, *S),
     w (G, O, Cg, *K) in the op type dt -> (N, *out_spatial, G, O) accumulated, or None (the caller
     then takes the exact tap / output-position loops).  f32 (and bf16/f16/f8, read exactly as f32)
     convolutions of more than F32_BLAS_MIN_MACS multiply-adds run in f32 with the processor's
-    FTZ/DAZ, as XLA does; smaller ones sum in f64; f64 in f64; integers in f64 when every partial
-    sum is an exact integer there (terms * max|x| * max|w| < 2^53); pred, one-term sums and
-    results with a non-finite value (a non-finite operand: Eigen multiplies padding, the loop
-    emitter skips it) take the exact path."""
+    FTZ/DAZ, as XLA does (one whose f32 sums overflow runs again in f64, as the exact path sums);
+    smaller ones sum in f64; f64 in f64; integers in f64 when every partial sum is an exact integer
+    there (terms * max|x| * max|w| < 2^53).  Real float operands holding NaN or inf go through
+    _nonfinite_conv (`eigen`: padding and holes are multiplied, see the module docstring).  Pred,
+    one-term sums, complex or f64 results that overflow take the exact path."""
     if terms < 2 or x.size == 0 or w.size == 0 or 0 in out_spatial:
         return None
     k = kind(dt)
@@ -580,18 +773,30 @@ def _fast_path(x, w, wdims, out_spatial, dt, terms: int):
     macs = g * n * cg * w.shape[1] * int(np.prod(out_spatial, dtype=np.int64)) * (terms // cg)
     bad: list = []
     with np.errstate(all="ignore"):
-        if k == "float" and dt != F64:
-            if macs > F32_BLAS_MIN_MACS:
+        if k == "float":
+            if dt != F64 and macs > F32_BLAS_MIN_MACS:
                 hw = hardware() is not None
-                xx, ww = x.astype(F32, copy=False), w.astype(F32, copy=False)
+                xx, ww, cdt = x.astype(F32, copy=False), w.astype(F32, copy=False), F32
                 if not hw:
                     xx, ww = flush(xx), flush(ww)
-                out = _fast_conv(xx, ww, wdims, out_spatial, F32, hw, nonfinite=bad)
-                if not hw:
-                    out = flush(out)
             else:
-                out = _fast_conv(_widen(x), _widen(w), wdims, out_spatial, F64, False, nonfinite=bad)
-        elif k in ("float", "complex"):
+                hw, xx, ww, cdt = False, _widen(x), _widen(w), F64
+            if _finite(xx) and _finite(ww):
+                out = _fast_conv(xx, ww, wdims, out_spatial, cdt, hw, nonfinite=bad)
+            else:
+                out = _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw, eigen)
+                bad = [True] if out is None else []
+            if bad and cdt == F32:
+                # f32 partial sums overflowed: the sum in f64 (the exact path's), NaN and inf as above
+                xx, ww = _widen(x), _widen(w)
+                if _finite(xx) and _finite(ww):
+                    return _fast_conv(xx, ww, wdims, out_spatial, F64, False)
+                return _nonfinite_conv(xx, ww, wdims, out_spatial, F64, False, eigen)
+            if bad:
+                return None
+            if cdt == F32 and not hw:
+                out = flush(out)
+        elif k == "complex":
             xx, ww = _widen(x), _widen(w)
             out = _fast_conv(xx, ww, wdims, out_spatial, xx.dtype, False, nonfinite=bad)
         elif k in ("int", "uint"):
@@ -681,7 +886,15 @@ def convolution_values(inst, lhs, rhs, out_dt):
         w = w.reshape((bgc, o // bgc) + w.shape[1:])
     out_spatial = tuple(inst.shape.dims[d] for d in dn.output_spatial_dimensions)
     terms = x.shape[2] * int(np.prod([wd.size for wd in wdims], dtype=np.int64))
-    fast = _fast_path(x, w, wdims, out_spatial, dt, terms)
+    # Eigen's transposed-convolution kernel (2-D and 1-D) scatters products instead of gathering
+    transposed = (ns <= 2 and fgc == 1 and any(wd.base_dilation != 1 for wd in wdims)
+                  and all(wd.window_dilation == 1 or wd.size == 1 for wd in wdims)
+                  and all(wd.stride == 1 for wd in wdims))
+    eigen = (kind(dt) == "float" and dt != F64 and bgc == 1 and 0 < ns <= 3 and not transposed
+             and not (all(wd.size == 1 for wd in wdims) and fgc == 1 and min(c, o) == 1)
+             and not any(wd.window_reversal for wd in wdims)
+             and not _operands_swapped(spatial, wdims, fgc, bgc))
+    fast = _fast_path(x, w, wdims, out_spatial, dt, terms, eigen)
     if fast is not None:
         nx = fast.shape[0]
         res = fast.reshape((nx,) + out_spatial + (-1,))
@@ -694,14 +907,6 @@ def convolution_values(inst, lhs, rhs, out_dt):
         return _contig(convert(np.transpose(res, perm), out_dt))
     x = _widen(x)
     w = _widen(w)
-    # Eigen's transposed-convolution kernel (2-D and 1-D) scatters products instead of gathering
-    transposed = (ns <= 2 and fgc == 1 and any(wd.base_dilation != 1 for wd in wdims)
-                  and all(wd.window_dilation == 1 or wd.size == 1 for wd in wdims)
-                  and all(wd.stride == 1 for wd in wdims))
-    eigen = (kind(dt) == "float" and dt != F64 and bgc == 1 and 0 < ns <= 3 and not transposed
-             and not (all(wd.size == 1 for wd in wdims) and fgc == 1 and min(c, o) == 1)
-             and not any(wd.window_reversal for wd in wdims)
-             and not _operands_swapped(spatial, wdims, fgc, bgc))
     acc, terms = _conv_core(x, w, wdims, out_spatial, eigen)
     g, nx, og = acc.shape[:3]
     acc = acc.swapaxes(0, 1).reshape((nx, g * og) + out_spatial)

@@ -18,7 +18,7 @@ class ExitCode:
     REFERENCE_FAILED = 6  # the reference could not run (--reference xla: JAX missing, XLA refused or
                           # crashed on the module, too few devices); hlo's own results are still reported
     UNSUPPORTED = 7      # hlo cannot run this module: an instruction it has no implementation of (a
-                         # custom-call target such as a GPU library call); not a fault of the module.
+                         # custom-call target such as a compiled Triton or Mosaic kernel); not a fault of the module.
                          # hlo diff: nothing differed up to where a module stopped
     UNDECIDED = 8        # hlo bisect reached no verdict: stages that could not be run leave it open
 
@@ -95,7 +95,7 @@ class HloEvalError(HloError):
 
 class HloUnsupportedError(HloEvalError):
     """hlo cannot run the module: it has instructions hlo has no implementation of (custom-call
-    targets the registry does not run: a GPU library call, an unknown kernel).  Not a fault of the
+    targets the registry does not run: compiled device code, an unknown kernel).  Not a fault of the
     module (exit code 7).  `uses` holds what cannot run (hlo_cli.support.CustomCallUse: the
     target, every instruction calling it, what it is), `hint` what to do instead; format() gives
     the headline, one located line per target, and the hint."""

@@ -97,7 +97,7 @@ def unrunnable(module) -> list[CustomCallUse]:
 
 
 def describe_use(u: CustomCallUse) -> str:
-    """`'__cudnn$convForward' is a cuDNN convolution (a GPU library call)`, for messages."""
+    """`'__gpu$xla.gpu.triton' is a Triton kernel (compiled GPU code)`, for messages."""
     if not u.target:
         return "a custom call with an empty custom_call_target"
     if u.registered and u.reason:

@@ -45,7 +45,7 @@ mismatch); 2 usage error or unreadable input; 3 internal error in hlo (please re
 4 out of memory (the message names the instruction and the bytes asked for);
 5 hlo run refused: the estimated memory is above --max-memory; 6 the reference run could not be
 made (--reference xla: JAX missing, XLA refused or crashed on the module); 7 hlo cannot run the
-module (an instruction it has no implementation of, such as a GPU library call: not a fault of the
+module (an instruction it has no implementation of, such as a compiled Triton kernel: not a fault of the
 module; hlo diff: nothing differed up to where it stopped); 8 hlo bisect undecided (stages that
 could not be run leave the verdict open).
 Set HLO_DEBUG=1 to see Python tracebacks of internal errors."""

@@ -75,7 +75,7 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, se
     together by its ROOT sharding before the comparison.
 
     No verdict is ever "agree" for snapshots that were not compared: when the first snapshot cannot be
-    run by hlo (an instruction it has no implementation of, such as a GPU library call), or the
+    run by hlo (an instruction it has no implementation of, such as a compiled Triton kernel), or the
     snapshots that could be run agree while others could not be run, or the results changed between
     two snapshots with only unrunnable ones between them, the verdict is undecided (exit 8) and says
     which snapshots could not be run and what to do.

@@ -187,7 +187,7 @@ def check(files, layout_sensitive, fmt, no_warnings, verbose, replicas, partitio
     In an XLA dump directory, --module NAME checks every stage of one module and --stage one stage
     (`hlo info DIR` lists them).
 
-    A custom call hlo cannot run (its target is not in hlo's custom-call registry: a GPU library call,
+    A custom call hlo cannot run (its target is not in hlo's custom-call registry: compiled device code,
     an unknown kernel) is a warning (W300), one per target at its first call: the module is valid,
     but `hlo run` will refuse it (exit 7).
 

@@ -243,7 +243,7 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
     non-finite value under --check-finite); 2 usage error or unreadable input; 3 a bug in hlo;
     4 out of memory; 5 the estimated memory is above --max-memory; 6 --reference xla could not run
     (JAX missing, XLA refused or crashed on the module); 7 hlo cannot run the module: it calls
-    custom-call targets hlo has no implementation of (a GPU library call...), all named with their
+    custom-call targets hlo has no implementation of (compiled device code...), all named with their
     locations before anything runs, with what to do instead (the module is not wrong).
     """
     state = {"module": None, "module_file": module_file, "numerics": numerics}

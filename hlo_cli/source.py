@@ -58,7 +58,7 @@ def open_regular(path: str | os.PathLike):
         raise
 
 
-def _stdin_problem(stream) -> str | None:
+def stdin_problem(stream) -> str | None:
     """Why standard input cannot be read as a module (a device such as /dev/zero would be read
     forever), or None.  Pipes, files and terminals are fine; so is /dev/null (it reads as empty)."""
     try:
@@ -94,7 +94,7 @@ def read_source(path: str) -> tuple[str, str]:
     import sys
     if path == "-":
         name = "<stdin>"
-        kind = _stdin_problem(sys.stdin.buffer)
+        kind = stdin_problem(sys.stdin.buffer)
         if kind is not None:
             msg = f"standard input is {kind}, not a file or a pipe: expected an HLO module"
             raise HloInputError(msg, [Diagnostic(msg, name, code="E018")])

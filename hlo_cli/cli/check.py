@@ -206,7 +206,7 @@ def check(files, layout_sensitive, fmt, no_warnings, verbose, replicas, partitio
     else:
         for r in results:
             for d in _shown(r, verbose):
-                click.echo(_format(d), err=True)
+                click.echo(format_diagnostic(d), err=True)
         if verbose:
             for s in skipped:
                 click.echo(f"{s.path}: skipped: {s.reason}", err=True)
@@ -290,7 +290,7 @@ def _counts(results) -> dict:
     return counts
 
 
-def _format(d: Diagnostic) -> str:
+def format_diagnostic(d: Diagnostic) -> str:
     """FILE:LINE:COL: severity: first line of the message, the source line with a caret, then the
     message's notes (its further lines)."""
     head, sep, notes = d.message.partition("\n")

@@ -225,8 +225,8 @@ class CheckFailed(HloShapeError):
     """The checker's errors, printed as `hlo check` prints them (source line, caret, notes)."""
 
     def format(self) -> str:
-        from .check import _format
-        return "\n".join(_format(d) for d in self.diagnostics)
+        from .check import format_diagnostic
+        return "\n".join(format_diagnostic(d) for d in self.diagnostics)
 
 
 def check_before_running(module, text, replicas=None, partitions=None):

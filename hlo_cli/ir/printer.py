@@ -264,12 +264,12 @@ def _frontend_attributes(fa: FrontendAttributes) -> str:
     # re-ordered print would not read back as the same module.  (XLA-printed input is sorted.)
     parts = []
     for k, v in fa.items:
-        parts.append(f"{k}={v}" if _raw_dict_ok(v) else f"{k}={quote(v)}")
+        parts.append(f"{k}={v}" if raw_dict_ok(v) else f"{k}={quote(v)}")
     return "{" + ",".join(parts) + "}"
 
 
 @lru_cache(maxsize=1024)
-def _raw_dict_ok(v: str) -> bool:
+def raw_dict_ok(v: str) -> bool:
     """XLA writes a value that lexes as a JSON dict unquoted.  The parser keeps such a raw value
     in its own canonical spacing, so write it raw only when it reads back unchanged."""
     if not lexes_as_json_dict(v):

@@ -175,9 +175,9 @@ def _binary_stdin():
     """Standard input holding a binary module proto (`hlo check - < x.hlo.pb`), else None (nothing
     is consumed then)."""
     import sys
-    from ..source import CONTROL_BYTE, _stdin_problem
+    from ..source import CONTROL_BYTE, stdin_problem
     buf = getattr(sys.stdin, "buffer", None)
-    if buf is None or not hasattr(buf, "peek") or _stdin_problem(buf) is not None:
+    if buf is None or not hasattr(buf, "peek") or stdin_problem(buf) is not None:
         return None
     try:
         head = buf.peek(4096)[:4096]

@@ -74,8 +74,8 @@ def _raw_json_ok(s: str, attr: str) -> bool:
     if not _lexes_as_json_dict(s):
         return False
     if attr == "frontend_attributes":
-        from ..ir.printer import _raw_dict_ok
-        return _raw_dict_ok(s)
+        from ..ir.printer import raw_dict_ok
+        return raw_dict_ok(s)
     return _backend_config_token().fullmatch("backend_config=" + s) is not None
 
 

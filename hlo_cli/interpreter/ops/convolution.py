@@ -64,7 +64,7 @@ from ..registry import evaluator
 from ..values import np_dtype
 from ..fpenv import hardware
 from .convert import F32, F64, convert, flush, kind
-from .linalg import F32_BLAS_MIN_MACS, _contig, _etype_name, _narrow, _plus_zero, _widen, compute_types
+from .linalg import F32_BLAS_MIN_MACS, _contig, etype_name, _narrow, _plus_zero, _widen, compute_types
 
 # ============================================================================ convolution
 
@@ -868,7 +868,7 @@ def convolution_values(inst, lhs, rhs, out_dt):
     wdims = tuple(window.dimensions) if window is not None else ()
     fgc = inst.attrs.get("feature_group_count", 1) or 1
     bgc = inst.attrs.get("batch_group_count", 1) or 1
-    op_t, _ = compute_types(_etype_name(lhs.dtype), _etype_name(rhs.dtype), _etype_name(out_dt))
+    op_t, _ = compute_types(etype_name(lhs.dtype), etype_name(rhs.dtype), etype_name(out_dt))
     dt = np_dtype(op_t)
     ns = len(dn.input_spatial_dimensions)
     x = np.transpose(convert(lhs, dt), [dn.input_batch_dimension, dn.input_feature_dimension,

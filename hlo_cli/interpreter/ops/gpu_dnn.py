@@ -56,7 +56,7 @@ from ..values import np_dtype
 from .convert import convert
 from .convolution import eval_convolution
 from .custom_call import target
-from .linalg import _etype_name, dot_values
+from .linalg import etype_name, dot_values
 
 F32 = np.dtype(np.float32)
 
@@ -112,7 +112,7 @@ def result_tuple(inst, outs: list) -> tuple | np.ndarray:
 
 
 def shape_text(a: np.ndarray) -> str:
-    return f"{_etype_name(a.dtype)}[{','.join(map(str, a.shape))}]"
+    return f"{etype_name(a.dtype)}[{','.join(map(str, a.shape))}]"
 
 
 def need(cond: bool, name: str, what: str):
@@ -133,7 +133,7 @@ def to_type(x: np.ndarray, dt) -> np.ndarray:
             y = np.rint(np.asarray(x, np.float64))
             y = np.where(np.isnan(y), 0, np.clip(y, info.min, info.max))
         return y.astype(dt)
-    if _etype_name(dt).startswith(("f8", "f4", "f6")):
+    if etype_name(dt).startswith(("f8", "f4", "f6")):
         import ml_dtypes
         big = float(ml_dtypes.finfo(dt).max)
         with np.errstate(invalid="ignore"):
@@ -214,7 +214,7 @@ def _conv(inst, lhs, rhs, dn, window, out_dims, out_dt, fgc=1, bgc=1, ec=None) -
     """A plain XLA convolution through the interpreter's convolution rule, with the custom call's
     operand precisions (under GPU numerics an f32 convolution then has TF32 products, unless the
     cuDNN algorithm chosen says DEFAULT_MATH: no tensor cores, f32 products)."""
-    shape = Shape.array(_etype_name(out_dt), tuple(int(d) for d in out_dims))
+    shape = Shape.array(etype_name(out_dt), tuple(int(d) for d in out_dims))
     attrs = {"dim_labels": dn, "window": window, "feature_group_count": fgc, "batch_group_count": bgc}
     if inst.attrs.get("operand_precision") is not None:
         attrs["operand_precision"] = inst.attrs["operand_precision"]

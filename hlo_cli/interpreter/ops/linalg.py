@@ -94,7 +94,7 @@ from .convert import (BF16, C64, C128, F32, F64, convert, etype, flush, int_comp
 
 # ============================================================================ element types
 
-def _etype_name(dtype) -> str:
+def etype_name(dtype) -> str:
     return etype(dtype).name
 
 
@@ -339,7 +339,7 @@ def _int_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype):
 
 def dot_values(lhs, rhs, lb, lc, rb, rc, result_dtype, terms_scale: int = 1):
     """XLA's dot of two arrays of any types into `result_dtype` (see the module docstring)."""
-    op_t, res_t = compute_types(_etype_name(lhs.dtype), _etype_name(rhs.dtype), _etype_name(result_dtype))
+    op_t, res_t = compute_types(etype_name(lhs.dtype), etype_name(rhs.dtype), etype_name(result_dtype))
     dt = np_dtype(op_t)
     k_ = kind(dt)
     geometry = _geometry(lhs.shape, rhs.shape, lb, lc, rb, rc)
@@ -485,7 +485,7 @@ def _target_type(a: np.dtype, b: np.dtype) -> np.dtype:
 
 def _elementwise(opcode: str, args, dtype: np.dtype) -> np.ndarray:
     """Our evaluation rule for an elementwise `opcode` applied to `args` into `dtype`."""
-    inst = SimpleNamespace(opcode=opcode, shape=Shape.array(_etype_name(dtype), args[0].shape), attrs={})
+    inst = SimpleNamespace(opcode=opcode, shape=Shape.array(etype_name(dtype), args[0].shape), attrs={})
     return rule_for(opcode)(inst, list(args), None)
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..diff.values import compare_leaves
-from ..finite import row as _row, stacked_operands as _stacked
+from ..finite import row, stacked_operands
 from ..errors import HloInputError
 from ..io import leaves_with_shapes
 from ..ir.opcodes import lookup
@@ -319,10 +319,10 @@ class _Isolator:
         if self.multi and self._collective(inst):
             self._collective_job(ev, n, tuple(int(d) for d in devices) if devices is not None else None)
         elif devices is not None:
-            stacked = _stacked(ev)
+            stacked = stacked_operands(ev)
             for pos, d in enumerate(devices):
-                ops = [_row(v, pos) if st else v for v, st in zip(ev.operands, stacked)]
-                self._job(ev, n, ops, _row(ev.value, pos), int(d))
+                ops = [row(v, pos) if st else v for v, st in zip(ev.operands, stacked)]
+                self._job(ev, n, ops, row(ev.value, pos), int(d))
         else:
             self._job(ev, n, ev.operands, ev.value, None)
 
@@ -425,7 +425,7 @@ class _Isolator:
         inst, comp = ev.instruction, ev.computation
         if devices is None:                   # a value held once for every device
             devices = tuple(range(self.grid.count))
-        stacked = _stacked(ev)                # (an operand may still be one per device)
+        stacked = stacked_operands(ev)                # (an operand may still be one per device)
         count = len(devices)
         if self.grid is None or count != self.grid.count:
             n.note = "a collective run on part of the devices"

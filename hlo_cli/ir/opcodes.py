@@ -434,3 +434,75 @@ assert all(s.family in FAMILIES for s in _SPECS)
 
 def lookup(name: str) -> OpSpec | None:
     return OPCODES.get(name)
+
+
+# ----------------------------------------------------------------------------- traits
+# Facts about opcodes that several layers ask (the evaluator's schedule, hoisting, the memory estimate,
+# diff's matching, SPMD, the tools).  Ask them here (`has_trait`, `with_trait`); never re-declare them
+# in a local set.
+
+SIDE_EFFECT = "side-effect"      # XLA's HloInstruction::HasSideEffectNoRecurse, the opcode's part of it:
+                                 # kept and run even when nothing uses the value (see has_side_effect)
+READS_RNG = "reads-rng"          # the value depends on the random state, not on the operands alone
+ELEMENTWISE = "elementwise"      # each result element from the same-position operand elements
+CONTROL_FLOW = "control-flow"    # runs computations as a program does: call, while, conditional
+CALLS = "calls"                  # runs one or more called computations (to_apply, calls, body, ...)
+COLLECTIVE = "collective"        # exchanges values between devices
+DEVICE_ID = "device-id"          # the value is the running device's number
+IO = "io"                        # talks to the host or a peer: infeed, outfeed, send, recv
+ASYNC = "async"                  # one half of an asynchronous pair (-start / -update / -done)
+STRUCTURAL = "structural"        # only moves values or tuple elements around, computes nothing
+PARAMETER_OR_CONSTANT = "leaf"   # parameter, constant: no operands, a value from outside or the text
+
+_TRAIT_TABLE: dict[str, frozenset[str]] = {
+    SIDE_EFFECT: frozenset({"send", "send-done", "recv", "recv-done", "rng", "rng-get-and-update-state",
+                            "infeed", "outfeed", "all-reduce-start", "all-reduce-done", "all-gather-start",
+                            "all-gather-done", "collective-broadcast", "collective-permute-start",
+                            "collective-permute-done"}),
+    READS_RNG: frozenset({"rng", "rng-get-and-update-state"}),
+    ELEMENTWISE: frozenset(s.name for s in _SPECS if s.family in (
+        "elementwise_unary", "elementwise_binary", "elementwise_ternary", "compare"))
+        | frozenset({"convert", "reduce-precision", "bitcast-convert"}),
+    CONTROL_FLOW: frozenset({"call", "while", "conditional"}),
+    CALLS: frozenset({"call", "fusion", "while", "conditional", "async-start", "custom-call", "map", "reduce",
+                      "reduce-window", "select-and-scatter", "sort", "scatter", "all-reduce", "all-reduce-start",
+                      "reduce-scatter", "scan"}),
+    COLLECTIVE: frozenset(s.name for s in _SPECS if s.family == "collective")
+        - frozenset({"replica-id", "partition-id"}),
+    DEVICE_ID: frozenset({"replica-id", "partition-id"}),
+    IO: frozenset(s.name for s in _SPECS if s.family == "io"),
+    ASYNC: frozenset(s.name for s in _SPECS if s.name.endswith(("-start", "-update", "-done"))),
+    STRUCTURAL: frozenset({"tuple", "get-tuple-element", "opt-barrier", "add-dependency", "after-all", "domain",
+                           "async-update", "async-done", "all-reduce-done", "all-gather-done",
+                           "collective-permute-done", "copy-done", "send-done", "recv-done"}),
+    PARAMETER_OR_CONSTANT: frozenset({"parameter", "constant"}),
+}
+assert all(op in OPCODES for ops in _TRAIT_TABLE.values() for op in ops), "a trait names an unknown opcode"
+
+TRAITS: dict[str, frozenset[str]] = {
+    name: frozenset(t for t, ops in _TRAIT_TABLE.items() if name in ops) for name in OPCODES}
+
+
+def has_trait(opcode: str, trait: str) -> bool:
+    """Whether `opcode` has `trait` (one of the trait constants above); False for an unknown opcode."""
+    return opcode in _TRAIT_TABLE[trait]
+
+
+def with_trait(*traits: str) -> frozenset[str]:
+    """Every opcode that has at least one of `traits`."""
+    return frozenset().union(*(_TRAIT_TABLE[t] for t in traits))
+
+
+def has_side_effect(inst) -> bool:
+    """XLA's HasSideEffectNoRecurse for one instruction: the opcode's trait, a custom call declared
+    `custom_call_has_side_effect=true`, and the collectives that constrain their layout.  (XLA also
+    keeps channel collectives of a program that is not SPMD-partitioned; hlo runs those as SPMD.)"""
+    op = inst.opcode
+    if op in _TRAIT_TABLE[SIDE_EFFECT]:
+        return True
+    attrs = inst.attrs
+    if op == "custom-call":
+        return bool(attrs.get("custom_call_has_side_effect"))
+    if op in ("all-to-all", "all-gather", "all-reduce", "reduce-scatter") and attrs.get("constrain_layout"):
+        return True
+    return False

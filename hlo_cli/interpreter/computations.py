@@ -1002,7 +1002,7 @@ def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits
 
 
 # Window positions from which on the per-position sweep (one vectorized step per position over
-# all outputs) gives way to the gather when there are few outputs (a Python step costs ~20 us)
+# all outputs) gives way to the gather when there are few outputs (each Python step has a fixed cost)
 TAP_LIMIT = 64
 TAP_MIN_OUTPUTS = 1024
 
@@ -1052,7 +1052,7 @@ def _window_taps(shape, wdims, outs) -> list:
 
 
 # outputs per block of an in-place sweep: a block's accumulators stay in the cache while every
-# window position passes over them (2x faster than whole-array passes on pooling-sized arrays)
+# window position passes over them (faster than whole-array passes on pooling-sized arrays)
 SWEEP_BLOCK_BYTES = 1 << 18
 
 

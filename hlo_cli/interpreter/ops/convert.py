@@ -238,8 +238,8 @@ def round_float(x: np.ndarray, dst, origin=None) -> np.ndarray:
 # A conversion out of a 1-byte float type (f8, f6, f4, e8m0), or out of a 2-byte one (bf16, f16)
 # into a 1-byte type, has at most 65536 inputs: its results are computed once, by the same rule as
 # element by element (`convert`, `widen_float`), into a table indexed by the operand's bit pattern,
-# and an array converts with one np.take (ml_dtypes' own casts of these types take 5-20 ns per element;
-# a take about 1).  An f32 array converts into a 1-byte type through bf16 rounded to odd (the upper
+# and an array converts with one np.take (several times cheaper per element than ml_dtypes' own
+# casts of these types).  An f32 array converts into a 1-byte type through bf16 rounded to odd (the upper
 # 16 bits, the lowest of them set when any lower bit is): rounding to odd at 8 significant bits and
 # then to nearest even at 4 or fewer equals rounding the f32 value to nearest even directly (the
 # classic double-rounding result; bf16 has f32's exponent range, so the target's subnormals,

@@ -202,7 +202,7 @@ def _dims(inst, name):
     return tuple(inst.attrs.get(name) or ())
 
 
-# f32 dots of more multiply-adds than this accumulate in f32 with BLAS (sgemm, about 3x faster
+# f32 dots of more multiply-adds than this accumulate in f32 with BLAS (sgemm, much faster
 # than the f64 accumulation, and as close to XLA's blocked f32 sums as f64 is); smaller ones, where
 # the time does not matter, sum in f64 (see the module docstring).  The same holds for the dots XLA
 # computes as f32 ops: bf16, f16 and the f8/f6/f4 types, whose operands convert to f32 exactly
@@ -827,8 +827,8 @@ class _Blocked:
     def wide(self, v, dt):
         """A per-feature vector as `dt` (exactly: f32 values into f64), broadcasting against a
         block; repeated over B (1, C, B) when the blocks are whole rows of a short B (NCHW's 7x7
-        to 28x28), so NumPy's inner loops run over C * B contiguous elements instead of B: 2x
-        faster at B = 49."""
+        to 28x28), so NumPy's inner loops run over C * B contiguous elements instead of B, which is
+        faster for short rows."""
         v = np.asarray(v).astype(dt).reshape(1, self.c, 1)
         if self.a >= 8 and 1 < self.b < _BN_EXPAND:
             return np.ascontiguousarray(np.broadcast_to(v, (1, self.c, self.b)))

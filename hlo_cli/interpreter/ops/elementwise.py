@@ -1,8 +1,8 @@
 """Elementwise evaluation rules: unary and binary arithmetic, select, clamp and compare.
 
 The arithmetic rules are one line each from the factories ``unary`` and ``binary``, which do the
-dtype handling in one place (convert.py holds the numeric facts they rest on, all measured against
-XLA CPU):
+dtype handling in one place (convert.py holds the numeric machinery they rest on; what XLA CPU
+computes is in hlo_cli/SEMANTICS.md):
 
 * floats compute in f32 (f16, bf16) or f64 and are rounded back once per op, f8/f6/f4 ops run as
   f16 ops, e8m0 in f32; f32/f64 operands (and so bf16 ones, whose denormals are f32 denormals) are

@@ -2,8 +2,8 @@
 
 `cached_parse(text, name)` returns what `hlo_cli.parser.parse(text, name)`
 returns; on a repeat it loads the module from ``cache_dir()`` instead of
-parsing again (a 10.8 MB after-optimization dump: ~6 s to parse, ~0.25 s to
-load).
+parsing again, which for a large dump is many times faster (the README's section on the
+parse cache has figures).
 
 Where: ``$HLO_CACHE_DIR`` if set (empty, ``off``, ``0``, ``false``, ``no`` or
 ``none`` switch the cache off), else ``$XDG_CACHE_HOME/hlo``, else
@@ -188,7 +188,7 @@ def _entry_path(directory: Path, key: bytes) -> Path:
 #
 # Pickling the IR as is works but is slow to load: slotted frozen dataclasses
 # unpickle through dataclasses' __setstate__, which calls fields() for every
-# object (a 72k-instruction module: 1.1 s of 1.5 s).  Instead an Instruction and
+# object (most of the load time of a large module).  Instead an Instruction and
 # its Loc are rebuilt by one call of _mk_instr with positional arguments, the
 # other dataclasses by their constructor with positional arguments (a class
 # with init=False fields or a __post_init__ field by field instead, so that

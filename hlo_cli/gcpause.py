@@ -15,8 +15,8 @@ class NoGC:
     find).  The previous state is restored, also when another thread had it off.
 
     With `promote`, the objects made meanwhile go straight to the oldest generation (a freeze and
-    unfreeze, O(1)) instead of being traversed by the next two young collections (~0.15 s for a
-    72k-instruction module) on their way there; not done when the program froze objects itself."""
+    unfreeze, O(1)) instead of being traversed by the next two young collections on their way
+    there (a noticeable part of loading a large module); not done when the program froze objects itself."""
 
     def __init__(self, promote: bool = False):
         self.promote = promote

@@ -5,20 +5,16 @@ device-id order); results leave the same way, with exactly the per-device struct
 single-device rules of hlo_cli/interpreter/ops/control.py return.  Every rule works on whole
 groups at once (fancy indexing over the device axis), never element by element.
 
-What XLA CPU does, measured through JAX 0.10.2 (XLA CPU's in-process collectives, 4 and 8 host
-devices, hand-written modules compiled with num_replicas / num_partitions, compared bit for bit;
-the measuring programs are the differential tests in tests/devices/test_collectives.py):
+What XLA CPU does (hlo_cli/SEMANTICS.md, "Collectives"; measured by the differential tests in
+tests/devices/test_collectives.py):
 
 - all-reduce / reduce-scatter with add, multiply, maximum, minimum (and/or on pred) start from
   the reduction's identity and fold the group's contributions one by one in RANK order (a device's
   position in its replica group as written, not its id): acc = 0; acc += x[rank 0]; acc += x[rank 1]
-  ...  So -0.0 from every device sums to +0.0, and subnormals are flushed (DAZ/FTZ).  Measured on
-  f32 and f64 (4 and 8 devices: sequential order matches on all 64 elements, reverse and pairwise
-  orders differ on 11-40 of them).
+  ...  So -0.0 from every device sums to +0.0, and subnormals are flushed (DAZ/FTZ).
 - f16 adds in f16, rounding after every step; bf16 is promoted: XLA CPU's AllReducePromotion turns
   a bf16 all-reduce into an f32 one, and its reduce-scatter is computed in f32 too, so bf16 sums
-  fold in f32 and round once at the end (measured: 0 mismatches against that, 11-40 against
-  rounding per step).  XLA CPU has no other narrow floats in collectives; f8 types here fold in
+  fold in f32 and round once at the end.  XLA CPU has no other narrow floats in collectives; f8 types here fold in
   f32 and round once like bf16.
 - maximum / minimum are C++'s std::max / std::min from -inf / +inf (the lowest / highest value of
   an integer type): acc = (acc < x) ? x : acc.  A NaN is never taken (a group of NaNs gives -inf
@@ -159,7 +155,7 @@ def _fold(inst, x: np.ndarray, comp_name: str, module, apply) -> np.ndarray:
 def _complex_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C++'s complex product as XLA CPU's collectives compute it: (ac - bd) + (ad + bc)i, each
     product and sum rounded in the component type (NumPy's complex multiply differs in the last
-    bit; measured: 49 of 64 products of 4 devices differ with NumPy, none this way)."""
+    bit; hlo_cli/SEMANTICS.md)."""
     a, b = flush(np.asarray(a)), flush(np.asarray(b))
     with np.errstate(all="ignore"):
         re = a.real * b.real - a.imag * b.imag

@@ -12,15 +12,15 @@ device) or stacked over the devices running it (`Stacked`, a leading device axis
   replicated along a mesh axis, an all-reduce's or all-gather's result (the same on every device of
   its group); an instruction on such values runs once per distinct combination of its operands
   (layer norms and optimizer updates that the sharding repeats on every "model" device run once per
-  "data" row; measured 1.6x faster on the 8-device transformer step, bit-identical);
+  "data" row; faster on the 8-device transformer step of benchmarks/bench_spmd.py, bit-identical);
 * element-wise, data-movement and tuple instructions run once on the stacked values (the rule sees
   the instruction with a leading dimension added, and the attributes that name dimensions shifted);
 * every other instruction (dot, reduce, sort, scatter, convolution, custom calls, a fusion or loop
   that never looks at the device) runs device by device through the single-device rules, so its
   values are bit-identical to a single-device run of that device's program.  A fusion goes through
   the compiled fast path (compiler.py) once per device: walking its computation once on stacked
-  values instead was measured 1.6x slower on the 8-device transformer step
-  (benchmarks/bench_spmd.py), whose time is NumPy work, not per-instruction dispatch;
+  values instead was slower on the 8-device transformer step (benchmarks/bench_spmd.py), whose
+  time is NumPy work, not per-instruction dispatch;
 * collectives are operations along the device axis within their groups (collectives.py), through
   the run's Devices object (runtime.py): values cross devices only there;
 * control flow that diverges (a conditional whose branch depends on the device, a while loop whose

@@ -201,8 +201,8 @@ def to_dot(graph: Graph, overlays=None, *, edge_labels: bool | None = None) -> s
             if v.get("first_difference"):
                 marks.setdefault(nid, []).append("first difference")
     # a large graph gets Graphviz's quicker placement (fewer network-simplex and crossing-reduction
-    # iterations; measured on MobileNetV2's training step before optimizations, 1,342 nodes: 9.8 -> 4.5 s
-    # of CPU, but a visibly less tidy drawing, hence only above LARGE_LAYOUT_NODES)
+    # iterations: much less layout time on a convnet's training step, but a visibly less tidy
+    # drawing, hence only above LARGE_LAYOUT_NODES)
     quick = "nslimit=2, nslimit1=2, mclimit=0.3, " if len(graph.nodes) > LARGE_LAYOUT_NODES else ""
     out = [f"digraph {_q(graph.module)} {{",
            f'  graph [rankdir=TB, newrank=true, {quick}nodesep=0.25, ranksep=0.35, fontname="Helvetica", fontsize=11, '

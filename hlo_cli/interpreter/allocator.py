@@ -2,8 +2,8 @@
 
 A run allocates and frees arrays of a few megabytes all the time.  glibc's malloc serves such sizes
 with fresh mmap'd pages and returns them to the system on free, so every new array pays a page
-fault per 4 KiB on first touch: measured on a 2-core KVM machine, two 2 MB arrays allocated and
-filled cost 1.37 ms instead of 0.29 ms.  With the mmap threshold raised to its maximum (32 MB) and
+fault per 4 KiB on first touch, which makes a fresh array several times dearer to fill than a
+reused one.  With the mmap threshold raised to its maximum (32 MB) and
 the trim threshold to 256 MB, freed blocks stay in the heap and are reused: a transformer_512
 training step (benchmarks/) goes from 123,000 page faults per run to 91,000.  A 1 GB trim
 threshold brought that to 7,000, but would keep up to 1 GB of freed memory in a process that uses

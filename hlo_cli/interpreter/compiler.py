@@ -1,8 +1,8 @@
 """Computations prepared for fast execution: the evaluator's fast path.
 
 Running an instruction through the generic loop costs a list of operands, an indirect rule call,
-the rule's own decoding of its attributes and element types, and the shape check: tens of
-microseconds, which dominate a model of small arrays or a loop of thousands of iterations.  Here
+the rule's own decoding of its attributes and element types, and the shape check: a fixed cost
+per instruction that dominates a model of small arrays or a loop of thousands of iterations.  Here
 each computation is prepared once per module into a list of steps:
 
 * constants, and the pure ops applied only to constants (broadcast, reshape, convert, arithmetic,
@@ -709,7 +709,7 @@ def _in_place(fast, inst, ops, k, plan, static, fresh):
 
 FUSE_BLOCK = 1 << 16            # elements per block
 # ... when the blocks are shared among threads: every NumPy call then hands the GIL over, and a
-# handover costs several microseconds (more in a virtual machine), so a thread needs more work per call
+# handover has a fixed cost (higher in a virtual machine), so a thread needs more work per call
 FUSE_BLOCK_THREADED = 1 << 17
 FUSE_MIN = 4 * FUSE_BLOCK       # smaller arrays run step by step
 

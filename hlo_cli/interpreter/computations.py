@@ -17,69 +17,12 @@ on whole arrays: a sequential left fold (one step per reduced position, all outp
 `FOLD_BUDGET` steps and a pairwise tree beyond it, sequential rounds for scatter combiners, and a
 bottom-up merge sort whose merges binary-search with the comparator for sort.
 
-What XLA CPU computes, measured on jaxlib 0.10.2 (the interpreter reproduces it):
-
-- reduce: the accumulator starts at the init value and takes the elements one by one,
-  `acc = f(acc, x)`, in row-major order of the reduced dimensions.  When a reduced dimension is
-  longer than 32 (and the reduce is not variadic), XLA first rewrites the reduce into a
-  reduce-window of min(size, 32) elements per reduced dimension (SAME padding, the padding skipped)
-  followed by a reduce of the window results, repeated until every reduced dimension is at most 32.
-  So the init value is combined once per window and once more at the end: an add-reduce of 1000
-  ones with init 10 gives 1330, of 100000 ones 132280; integers, f16, bf16 and complex too.
-  Two exceptions decide how often the init value counts:
-  (1) f32 and f64 add-reduces of at least 4096 input elements (the whole input, whatever the row
-      length: f32[2,2048] over {1} qualifies, f32[2,2047] does not) and rank at most 8 go to
-      YNNPACK, which sums the elements from +0 and adds the init value ONCE, at the end (4096 ones
-      with init 10 give 4106; all -0 with init -0 give +0).  Its summation order is blocked and not
-      reproduced: such sums differ from ours in the last bits (measured up to ~1e-7 * sum|x|).
-      f16/bf16/f32/f64/s8/u8 max/min reduces (and reduce-windows whose stride is their size) of
-      that size go to YNNPACK as well.  f16/bf16 values are compared there as sign-magnitude
-      integers: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN, bf16 subnormals kept, the
-      extreme element of the init and the row returned with its bits (reproduced, for
-      reduce-windows too: there padding reads as the init value; see _library_window).
-      f32/f64 NaN elements are NOT propagated as XLA's own loops propagate them: they never
-      reach the result (a NaN resets the running max of its vector lane along a contiguous row,
-      so the result may miss elements before it, or be the init value alone when the NaN is the
-      row's last element; along other dimensions NaNs are skipped); an init of NaN gives NaN.
-      We keep XLA's NaN-propagating semantics there (not reproduced: the lanes and blocks depend
-      on the shape), for reduces and reduce-windows.  Multiplies, integer adds, variadic and
-      other reducers never go there.
-  (2) a reduce whose reduced dimensions all have size 1 (or none) is turned into a reshape by
-      XLA's simplifier: the init value is not used at all, whatever the reducer.
-  (3) a reduce of a concatenate along a reduced dimension is split by XLA's simplifier into one
-      reduce per piece, combined by the reducer: the init counts once per piece (not bf16;
-      concatenated_parts, applied by the reduce rule).
-  XLA's simplifier assumes the init is an identity in more rewrites, which are NOT reproduced
-  (measured with s32 ones and init 10): a reduce of a reduce with the same reducer and init is
-  merged into one reduce (40x40 -> 1650, we give 2830); a reduce of a reshape that collapses the
-  reduced dimensions reduces the original dimensions (4x1600 from 4x40x40 -> 1650, we 2130); an
-  add-reduce of a broadcast along the broadcast dimensions becomes a multiply (100 -> 110, we 150).
-  Besides, some f32 reductions over SEVERAL dimensions are vectorized by XLA's codegen (per-row
-  partial sums combined pairwise, e.g. f32[4,5] over {0,1}), so the last bits may differ there;
-  single-dimension reductions, integer, max/min and non-associative reducers below 4096 elements
-  are sequential and reproduced bit for bit.
-- reduce-window: per output, acc = init, then the window positions in row-major order, skipping
-  padding and base-dilation holes (they do not combine the init value again).  A reduce-window that
-  is a cumulative scan (one non-trivial window dimension, size = dim, stride 1, padding dim-1 or
-  dim on one side) longer than 16 is rewritten into blocks of 16 (XLA's ReduceWindowRewriter):
-  inclusive scans inside the blocks, an exclusive scan of the block totals, combined by the
-  reducer; the tail padding to a multiple of 16 is real data equal to the init value.
-  Not reproduced: XLA CPU's generated code does not keep the row-major order for the f32 sums of
-  some windows without padding (measured with init 0: 2x2, 2x3, 2x4 and 4x4 windows, strided or
-  not, sum each window row and then the rows; 4x2 and 2x2x2 windows follow neither order; with
-  another init value the order also depends on the shape; a window-dilated 3x2 window was summed
-  column by column), so such sums differ from ours in the last bits.  Padded windows (SAME
-  pooling), 3xN windows and everything order-insensitive (max/min, integers) are exact.
-- floating point: XLA CPU flushes subnormals to zero (inputs and results, DAZ/FTZ) in f32, f64,
-  bf16 (computed in f32) and complex; f16 keeps them (computed in f32 where they are normal);
-  narrow floats are computed in f32 and rounded after every step (so inf - inf is x86's negative
-  default NaN, where NumPy's half arithmetic gives +NaN).  maximum/minimum order -0 < +0; a NaN
-  first operand is returned as is, a NaN second operand with its sign OR-ed (minimum) / AND-ed
-  (maximum) with the first operand's sign -- measured bit by bit.
-- sort: std::stable_sort / std::sort with the comparator; TOTALORDER orders
-  -NaN < -inf < ... < -0 < +0 < ... < inf < +NaN (bf16 reads its subnormals as zeros of their
-  sign there; f32 orders them by their bits).  Comparators that are not strict weak orders (FLOAT
-  compares with NaN) and the order of ties in unstable sorts are unspecified; we sort stably.
+What XLA CPU computes, and the few things not reproduced, are in hlo_cli/SEMANTICS.md ("Reductions
+and windows", "NaN", "Sort, compare, top-k").  In short: reduce is a left fold from the init in
+row-major order, rewritten into windows of 32 along longer dimensions (the init counts once per
+window) except that f32/f64 add-reduces of 4096 elements or more add the init once; reduce-window
+skips padding and holes and blocks long cumulative scans by 16; float maximum/minimum order -0 < +0
+with XLA's NaN signs; sort is stable, TOTALORDER puts -NaN first and +NaN last.
 """
 from __future__ import annotations
 
@@ -1002,7 +945,7 @@ def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits
 
 
 # Window positions from which on the per-position sweep (one vectorized step per position over
-# all outputs) gives way to the gather when there are few outputs (a Python step costs ~20 us)
+# all outputs) gives way to the gather when there are few outputs (each Python step has a fixed cost)
 TAP_LIMIT = 64
 TAP_MIN_OUTPUTS = 1024
 
@@ -1052,7 +995,7 @@ def _window_taps(shape, wdims, outs) -> list:
 
 
 # outputs per block of an in-place sweep: a block's accumulators stay in the cache while every
-# window position passes over them (2x faster than whole-array passes on pooling-sized arrays)
+# window position passes over them (faster than whole-array passes on pooling-sized arrays)
 SWEEP_BLOCK_BYTES = 1 << 18
 
 

@@ -14,7 +14,7 @@ reshape, the result of the computation) still sees the rounded bf16 value.  The 
 turns the f8 types' arithmetic into f16 arithmetic (a `convert` to f16 gets the f16 value).  f16
 itself is not normalized on CPU: a convert of an f16 op gets the f16-rounded value.
 
-Measured through JAX (jaxlib 0.10.2) and read in XLA's float_normalization.cc / dot_decomposer.cc:
+Where the rule applies (XLA's float_normalization.cc / dot_decomposer.cc; hlo_cli/SEMANTICS.md):
 - the rule holds for the value-computing element-wise ops, dot, convolution and iota (a bf16
   iota's convert gets 257, not 256); data movement, select, clamp, maximum/minimum give no
   difference (their wide value is the rounded one), and neither do reduce and reduce-window (XLA
@@ -32,7 +32,7 @@ XLA inlines every call first (FlattenCallGraph, CallInliner), so the rule crosse
 boundaries: a call's convert reads the callee's root wide, and a callee's convert of a parameter
 reads the caller's operand wide.  Such a callee is cloned (`f.wide`) for the call sites concerned.
 A get-tuple-element of a call returning a tuple, and the results of while and conditional, are
-rounded (measured; XLA normalizes the tuple's elements one by one).
+rounded (XLA normalizes the tuple's elements one by one).
 
 `prepare(module)` rewrites the module the way XLA does: for each such op `h` it adds `h.wide`
 (the op on operands converted to the wide type, with a wide result), `h` becomes

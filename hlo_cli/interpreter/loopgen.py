@@ -3,7 +3,7 @@ iteration (compiler.run_while hands a loop over once it has run LOOPGEN_AFTER it
 when it was generated before; short loops such as threefry's five rounds stay as they are).
 
 A scan or a recurrent cell runs thousands of iterations of a body of a few dozen instructions on
-arrays of a few dozen elements.  There every NumPy call costs about a microsecond whatever it does,
+arrays of a few dozen elements.  There every NumPy call has a fixed cost whatever it does,
 and the per-step machinery of generated code (a call per step, a result check per step, a setting of
 the processor's flags and a NaN check per run of float steps) costs as much again.  Here the
 condition and the body (with its inlined callees: the steps of compiler.Compiled) become the

@@ -114,7 +114,7 @@ def preflight(module: Module, devices: int = 1) -> None:
     than the memory limit (HloResourceError; on several simulated devices, the devices' copies
     together) or of more dimensions than NumPy arrays have (HloEvalError); the instruction found
     first in text order is reported.  A module that passed is not walked again for the same limit
-    (the walk costs ~50 ms on 15k instructions)."""
+    (the walk is not free on a large module)."""
     limit = memory_limit()
     from .compiler import module_cache
     per = module_cache(module)

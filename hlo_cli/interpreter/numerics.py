@@ -7,9 +7,8 @@ values (f32 rounded to 10 mantissa bits) and accumulates in f32 (cuBLAS/cuBLASLt
 CUBLAS_COMPUTE_32F_FAST_TF32, Triton's tf32 dots, cuDNN's TF32 math); HIGHEST keeps f32.  An
 explicit `algorithm=` says how the products are formed (dot_bf16_bf16_f32: operands rounded to
 bf16; the _x3/_x6/_x9 forms split each f32 operand into 2 or 3 bf16 (or TF32) parts and sum the
-dots of the part pairs, XLA's dot_algorithm_rewriter.cc).  XLA CPU ignores both (measured on
-jaxlib 0.10.2: every algorithm gives the DEFAULT bits, TF32 and F16 ones included, which JAX
-refuses to emit on CPU but XLA CPU runs in a text), so under "cpu" numerics none of this applies.
+dots of the part pairs, XLA's dot_algorithm_rewriter.cc).  XLA CPU ignores both (every algorithm
+gives the DEFAULT bits; hlo_cli/SEMANTICS.md), so under "cpu" numerics none of this applies.
 
 Interface for evaluation rules:
 
@@ -47,18 +46,14 @@ MODES = ("cpu", "gpu")
 # how the GPU rounds an f32 operand to TF32 for its products: "rne" (to nearest, ties to even),
 # "rna" (to nearest, ties away from zero: Triton's cvt.rna.tf32.f32) or "trunc" (the low 13 bits
 # dropped, XLA's own split mask).  Chosen by measurement against the shared H200 results
-# (mlp_step, every output, the fraction of elements equal to the GPU's bit for bit):
-# dots XLA emits itself (Triton GEMM fusions) round to nearest, ties away (rna 40-84% equal per
-# output, rne 0-76%, trunc under 3%); cuBLASLt GEMM calls (cases_cublas) round to nearest even
-# (rne 16-100%, rna 0-50%).
+# (scripts/gpu_case_errors.py; the figures are in hlo_cli/SEMANTICS.md): dots XLA emits itself
+# (Triton GEMM fusions) round to nearest, ties away; cuBLASLt GEMM calls to nearest even.
 TF32_ROUNDING = "rna"
 CUBLAS_TF32_ROUNDING = "rne"
 
-# f32 convolutions: XLA allows cuDNN TF32 algorithms (TENSOR_OP_MATH) for DEFAULT/HIGH precision,
-# and its autotuner picks per convolution.  Measured on the shared H200 dumps: all 11 cuDNN
-# convolutions (a depthwise gradient, a convnet step) ran with DEFAULT_MATH (f32 FMA), and
-# depthwise_conv_grad's text before optimization matches the GPU within 6e-5 with f32 products
-# against 0.3 with TF32.  So a `convolution` under GPU numerics keeps f32 products unless its
+# f32 convolutions: XLA allows cuDNN TF32 algorithms (TENSOR_OP_MATH) for DEFAULT/HIGH precision, and its
+# autotuner picks per convolution.  On the shared H200 dumps every cuDNN convolution ran with DEFAULT_MATH
+# (f32 FMA; hlo_cli/SEMANTICS.md).  So a `convolution` under GPU numerics keeps f32 products unless its
 # algorithm says otherwise; a cuDNN call's own math_type says which it ran (TENSOR_OP_MATH: TF32).
 CONV_IMPLIED_TF32 = False
 

@@ -112,13 +112,11 @@ def split(items: list, n: int) -> list[list]:
 # During a run, BLAS runs single-threaded in every thread (OpenBLAS's own threads would keep
 # spinning after each product and compete with the pool), and large products are cut here instead.
 #
-# A product's rows are NOT computed the same way whichever rows surround them: measured with
-# OpenBLAS on this machine, computing the top and bottom halves of a (1000, 700) @ (700, 900) f64
-# product separately changed 8 of its rows in the last bit, and 15-40% of random f64 shapes of 1-40M
-# multiply-adds changed somewhere (a few percent of f32 ones).  So a large product is always cut into
-# the same pieces, chosen from its shape alone (at most MAX_CHUNKS chunks of at least CHUNK_ROWS
-# rows), and the threads share out whole pieces: the result depends on the shape, never on the
-# number of threads.  A batch is cut between its matrices, which NumPy multiplies one by one anyway.
+# A product's rows are NOT computed the same way whichever rows surround them (OpenBLAS changes the last bits
+# of some rows when they are computed in other pieces; hlo_cli/SEMANTICS.md).  So a large product is always
+# cut into the same pieces, chosen from its shape alone (at most MAX_CHUNKS chunks of at least CHUNK_ROWS
+# rows), and the threads share out whole pieces: the result depends on the shape, never on the number of
+# threads.  A batch is cut between its matrices, which NumPy multiplies one by one anyway.
 
 SPLIT_MIN_MACS = 1 << 26        # smaller products are one call
 CHUNK_ROWS = 256                # every row chunk re-packs the right operand: keep chunks tall

@@ -1,7 +1,7 @@
 """A long-lived child process running many small modules on XLA CPU (isolate, shrink's `--mismatch xla`).
 
-`hlo run --reference xla` starts one child per module (hlo_cli.reference): JAX's import alone takes
-seconds, which is fine once and far too slow for thousands of isolated instructions.  XlaWorker
+`hlo run --reference xla` starts one child per module (hlo_cli.reference): JAX's import alone is
+slow, which is fine once and far too slow for thousands of isolated instructions.  XlaWorker
 keeps one child (the same Python, reference.child_env) and sends it requests over a pipe: a module
 text and its arguments in, the result leaves (or XLA's refusal: the stage and its message) out.
 XLA may end its process on a failed internal check; the worker then says so (XlaCrash, with the

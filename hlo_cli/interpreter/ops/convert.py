@@ -2,22 +2,10 @@
 numeric machinery the elementwise family shares: what XLA CPU computes in which width, how it
 rounds back, and its flushing of denormals.
 
-Facts every rule here relies on, measured against XLA CPU (jaxlib 0.10.2, x86-64):
-
-* XLA CPU runs with the MXCSR flags FTZ and DAZ set (PjRt's CPU client wraps every execution in
-  ``ScopedFlushDenormal``): f32 and f64 arithmetic reads a denormal operand as a zero of the same
-  sign and writes a denormal result as a signed zero.  Bit operations (negate, abs, select,
-  bitcast-convert, copies) and the software conversions between f32 and the narrow floats keep
-  denormals.  ``flush`` models it; each rule says where it applies.
-* bf16 and f16 are computed in f32 and rounded back once per operation (measured bit-exact for the
-  arithmetic; XLA expands logistic and expm1 in f16 itself, step by step).  f8/f6/f4 operations
-  run as f16 operations and are rounded from f16 (double rounding shows in e3m4 sqrt).  bf16
-  denormals are f32 denormals, so they are flushed like f32 ones; f16 and f8 values are normal in
-  f32.  e8m0 runs in f32.
-* Conversions into bf16 go through f32 (f64 -> f32 -> bf16 and integer -> f32 -> bf16 round twice);
-  every other float or integer -> float conversion rounds once, to nearest even.
-* NaN: x86 propagates the first NaN operand and makes -NaN for invalid operations; XLA's own code
-  sometimes differs (see the rules).  Into the f8 types XLA writes one quiet NaN per sign.
+The facts every rule here relies on (hlo_cli/SEMANTICS.md, "Floating-point environment", "NaN",
+"Conversions"): XLA CPU flushes f32/f64 subnormals on the way in and out (``flush``), bit
+operations and software conversions keep them; bf16/f16 compute in f32 and f8/f6/f4 in f16,
+rounded back once per operation; conversions round to nearest even once, into bf16 through f32.
 """
 from __future__ import annotations
 
@@ -238,8 +226,8 @@ def round_float(x: np.ndarray, dst, origin=None) -> np.ndarray:
 # A conversion out of a 1-byte float type (f8, f6, f4, e8m0), or out of a 2-byte one (bf16, f16)
 # into a 1-byte type, has at most 65536 inputs: its results are computed once, by the same rule as
 # element by element (`convert`, `widen_float`), into a table indexed by the operand's bit pattern,
-# and an array converts with one np.take (ml_dtypes' own casts of these types take 5-20 ns per element;
-# a take about 1).  An f32 array converts into a 1-byte type through bf16 rounded to odd (the upper
+# and an array converts with one np.take (several times cheaper per element than ml_dtypes' own
+# casts of these types).  An f32 array converts into a 1-byte type through bf16 rounded to odd (the upper
 # 16 bits, the lowest of them set when any lower bit is): rounding to odd at 8 significant bits and
 # then to nearest even at 4 or fewer equals rounding the f32 value to nearest even directly (the
 # classic double-rounding result; bf16 has f32's exponent range, so the target's subnormals,

@@ -1,6 +1,6 @@
 """Evaluation rule of convolution.  Types, padding and the NaN rules (Eigen multiplies padding and
-lhs-dilation holes, the loop emitter skips them) are stated in linalg.py's module docstring, which
-says what XLA CPU computes for dot and convolution alike.
+lhs-dilation holes, the loop emitter skips them) are XLA CPU's for dot and convolution alike
+(hlo_cli/SEMANTICS.md, "Dots, convolutions, linear algebra").
 
 Strategies.  The rule first normalizes operands to x (G, N, Cg, *S) and w (G, O, Cg, *K), G being
 the feature groups or the batch groups (views, no copy).  When every partial sum has two or more
@@ -39,15 +39,9 @@ F32_BLAS_MIN_MACS multiply-adds run in f32 under the processor's FTZ/DAZ (linalg
 same for dots); smaller ones sum exact products in f64 and round once (bit for bit with XLA whenever
 the exact sum is an f32); f64 in f64 BLAS; complex in c128; integers in f64 when every partial sum
 is an exact integer there (terms * max|x| * max|w| < 2^53), else the exact int64 loops; pred in
-the exact loops.  Measured against XLA CPU (jaxlib 0.10.2) on random normal operands, batch 2,
-MobileNetV2/ResNet shapes (fwd, input and weight gradients), as the largest |ours - XLA| in units of
-eps(f32) * sum |x * w|: f32 BLAS 1.0-3.0, f64-accumulated-then-rounded 1.4-2.7; bit-equal
-elements: depthwise (taps added in order in f32) 100% vs 41% from f64, 1x1 98% vs 37%, 3x3 64->64 6%
-vs 7%, weight gradients 1-2% either way (XLA's f32 sums are blocked in its own order).  Patch
-columns in the input's memory order (NHWC: taps, then features) follow XLA's order more often: over
-test_conv_xla's table the f32 BLAS forward case went from 8% to 87% bit-equal elements (2.2 ulps at
-most either way), the f64 one from 19% (1.4 ulps of f64) to 100%, the f32 input gradient from 45% to
-36% (2.5 -> 2.2 ulps); the other cases unchanged.
+the exact loops.  Depthwise taps are added in order in f32, and patch columns follow the input's
+memory order (NHWC: taps, then features): both follow XLA's order more often (the measurements
+are in hlo_cli/SEMANTICS.md).
 """
 from __future__ import annotations
 

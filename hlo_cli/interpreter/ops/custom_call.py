@@ -60,9 +60,8 @@ Which LAPACK.  XLA CPU calls the LAPACK that jaxlib loads through SciPy (OpenBLA
 of these factorizations are not unique (eigenvector and singular-vector signs, Householder
 details), so to reproduce XLA exactly we call the same LAPACK routines, in the same precision, with
 the same workspace sizes: NumPy's wheels bundle OpenBLAS (`numpy.libs/libscipy_openblas64_*`), whose
-LAPACK symbols we call through ctypes.  Measured: bit-identical to XLA on the same machine for
-every target and dtype we test (OpenBLAS picks its kernels by CPU, so the last bits of a golden
-made on another processor may differ).  Where that library is not found (other NumPy builds), or with
+LAPACK symbols we call through ctypes: bit-identical to XLA on the same machine (OpenBLAS picks
+its kernels by CPU; hlo_cli/SEMANTICS.md).  Where that library is not found (other NumPy builds), or with
 HLO_LAPACK=numpy in the environment, we fall back to numpy.linalg, which computes single
 precision in double: results then agree with XLA to rounding, and eigenvector / singular-vector
 signs may differ (equally valid factorizations).

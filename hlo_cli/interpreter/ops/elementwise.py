@@ -1,8 +1,8 @@
 """Elementwise evaluation rules: unary and binary arithmetic, select, clamp and compare.
 
 The arithmetic rules are one line each from the factories ``unary`` and ``binary``, which do the
-dtype handling in one place (convert.py holds the numeric facts they rest on, all measured against
-XLA CPU):
+dtype handling in one place (convert.py holds the numeric machinery they rest on; what XLA CPU
+computes is in hlo_cli/SEMANTICS.md):
 
 * floats compute in f32 (f16, bf16) or f64 and are rounded back once per op, f8/f6/f4 ops run as
   f16 ops, e8m0 in f32; f32/f64 operands (and so bf16 ones, whose denormals are f32 denormals) are
@@ -125,8 +125,8 @@ def _narrow_block(ufunc, minmax, hw, a, b, dst, out=None):
 
 
 def _widen32(a):
-    """bf16 -> f32 with ml_dtypes' cast (a shift, ~0.15 ns per element); f16 -> f32 through the
-    table of all 65536 values (half the time of NumPy's cast, which gives the same bits)."""
+    """bf16 -> f32 with ml_dtypes' cast (a shift); f16 -> f32 through the table of all 65536
+    values (cheaper than NumPy's cast, which gives the same bits)."""
     if a.dtype == F16 and a.size >= TABLE_MIN:
         return np.take(_f16_table(), a.view(np.uint16))
     return a.astype(F32)

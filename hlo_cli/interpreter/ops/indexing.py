@@ -1,6 +1,6 @@
 """Indexing: dynamic-slice, dynamic-update-slice, gather, scatter.
 
-Index semantics measured on XLA CPU (jaxlib 0.10.2):
+XLA CPU's index semantics (hlo_cli/SEMANTICS.md, "Indexing"):
 - dynamic-slice / dynamic-update-slice / gather clamp every start index into [0, dim - size]
   (negative -> 0, too large -> dim - size); unsigned index types are read as unsigned, so u32
   4294967295 is a large start, clamped to dim - size.

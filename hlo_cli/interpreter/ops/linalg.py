@@ -2,75 +2,19 @@
 convolution, fft, cholesky, triangular-solve, batch-norm-training, batch-norm-inference,
 batch-norm-grad.
 
-What XLA CPU computes, measured on jaxlib 0.10.2 (x86-64); the rules reproduce it:
+What XLA CPU computes, and what is not reproduced, is in hlo_cli/SEMANTICS.md ("Dots,
+convolutions, linear algebra").  In short:
 
-* Element types (dot, ragged-dot, convolution).  With T = the higher-precision operand type
-  (primitive_util::HigherPrecisionType) and R = the declared result type: when R can hold T
-  (OperandUpcaster) both operands are converted to R and the op runs in R (s8 x s8 -> s32,
-  f32 x f32 -> f64, s32 x s32 -> f32 rounds the operands to f32 first, s32 x s32 -> bf16 rounds
-  them to bf16); otherwise (ResultCaster) the op runs in T and its result is converted to R
-  (f32 x f32 -> s32 truncates the f32 dot, bf16 x bf16 -> f16 rounds the f32 sum to bf16, then
-  to f16).  bf16, f16 and the f8 types run as f32 ops rounded once at the end (bf16 x bf16 -> bf16 =
-  round_bf16(f32 dot)); bf16 x bf16 -> f32 and s8 x s8 -> s32 are native YNNPACK kernels with f32 /
-  s32 accumulation; integers wrap; pred x pred -> pred is OR of ANDs.  operand_precision and
-  algorithm= change nothing on CPU (every algorithm gives bit-identical f32 results;
-  dot_bf16_bf16_f32_x9 crashes XLA).
-* Float accumulation.  f32 dots go to YNNPACK (FMA, blocked in an order that depends on the shape),
-  so no fixed summation order reproduces them bit for bit.  Small dots (up to F32_BLAS_MIN_MACS
-  multiply-adds) sum in f64 (exact products) and round once, which agrees exactly whenever the
-  exact sum is representable (small integers, dyadic values) and to a few ulps otherwise; larger
-  ones are f32 BLAS products.  bf16, f16 and the f8/f6/f4 types are f32 ops on XLA CPU too: their
-  operands convert to f32 exactly and follow the same rule, rounded once to the op's type.
-  Measured against XLA CPU on random [64,k] x [k,64] dots (k = 64, 1024, 8192), in units of one f32
-  rounding of sum|a*b|: f32 BLAS and the f64 sum are both within 0.7-2.1 of XLA (XLA's own f32
-  error), and agree with it about equally often (bf16 -> f32: 89% / 65% of elements at k = 64,
-  13% / 13% at 1024, 6% / 5% at 8192; f8e4m3fn -> f32: 70% / 76% at 8192); results rounded to
-  bf16 or f8 agree bit for bit, to f16 within 1 ulp (99.4-100% equal).  Integer dots are exact:
-  through f32 (f64) BLAS when k * max|a| * max|b| < 2^24 (2^53): every partial sum is an exact
-  integer; else in int64, then wrapped.  Known difference: XLA's f32 partial sums can overflow
-  (3e38 + 3e38 - 3e38 = inf) where the f64 sum does not.  Operands are read with DAZ and results
-  written with FTZ (f32, f64, bf16-as-f32, complex parts).
-* Signed zeros: a dot whose sum has one term (contracting size 1, or no contracting dims) is a
-  multiply (XLA's simplifier rewrites it) and keeps -0; with two or more terms an all-zero sum is +0.
-  The same holds for convolutions (one term = a 1x1 window over one input feature per group).
-* Convolution padding and lhs-dilation holes.  f32 convolutions (and bf16/f16 ones, computed as
-  f32) with 1 to 3 spatial dims run in Eigen's patch-extraction kernel, which multiplies padding
-  and holes as zeros: 0 * inf = NaN under a padded window.  The others never form those products:
-  f64, complex and integer convolutions, reversed windows and batch groups run XLA's loop emitter;
-  kernels larger than the input are swapped with it by XLA's ConvOperandSwapper (reversed window,
-  loop emitter); 1-/2-D lhs-dilated convolutions with unit strides, no feature groups and no rhs
-  dilation (of windows wider than 1) run Eigen's transposed-convolution kernel, which scatters
-  products; 1x1 windows over one input or one output feature become dots of the strided input.
-  Known differences, all about NaN from a non-finite kernel value: XLA rewrites batch-grouped
-  convolutions into feature-grouped ones over a dilated group dimension whose holes can spread NaN
-  to other groups; a few degenerate single-feature configurations take other paths; and XLA only
-  canonicalizes non-NHWC f32 convolutions of the entry computation into Eigen form (inside called
-  computations they use the loop emitter), while a rule does not see where its instruction lives.
-* fft: DUCC in the operand precision (c64 in f32); we compute in complex128 with NumPy's pocketfft
-  and round, within a few ulps of XLA (relative to the largest output).  IRFFT ignores the
-  imaginary parts of the DC and Nyquist bins, like NumPy.
-* cholesky: XLA's CholeskyExpander (Cholesky-Banachiewicz, block 128, the upper form through a
-  transpose): the result's other triangle is zero, and a batch element whose pivot is negative or
-  NaN becomes all NaN (a zero pivot gives 0/0 = NaN on the diagonal and inf/NaN below it only).
-  We factor in f64/c128 with the same formulas and round.
-* triangular-solve: XLA's TriangularSolveExpander (diagonal blocks of 128 inverted, then block
-  substitution with matmuls): only the `lower` triangle is read, the diagonal too unless
-  unit_diagonal; NaN and zero pivots spread the way its dots spread them.  We run the same
-  algorithm in f64/c128 and round.
-* batch-norm-*: XLA's BatchNormExpander followed by its algebraic simplifier, reproduced op by op
-  in f32 (bf16/f16 inputs are converted to f32 and the results back) or f64: E[x] = sum(x) * (1/N),
-  Var[x] = sum(x*x) * (1/N) - E[x]^2 (the one-pass formula), divisions by a broadcast turned into
-  multiplications by a reciprocal, epsilon read as an f32.  XLA's compiled loops contract a
-  multiply feeding an add or subtract into one FMA (LLVM's fp-contract; measured: 25% of f32
-  x*y+z elements differ from two roundings), so var = fma(sum(x*x), 1/N, -E[x]^2), y =
-  fma(scale, (x - mean) * rsqrt, offset), inference's x * s + (offset - mean * s) and grad's
-  g * N - sum(g) - ... are FMAs (_fma rounds them once, exactly), and a reduce of a product fused
-  into it accumulates acc = fma(a, b, acc).  Sums: below 4096 elements XLA folds in reduce order
-  (reproduced: the f32[3,4,5] statistics bit for bit); from 4096 elements it hands them to
-  YNNPACK, whose order we do not reproduce; we sum in f64 and round once (on f32[32,112,112,96]:
-  mean within 2 ulps, variance 2, 72-81% of the channels bit for bit).  XLA's rsqrt is the
-  processor's rsqrtss estimate refined by one Newton step (within 1 ulp, not correctly rounded,
-  and processor-dependent), so normalized outputs differ from ours in the last bits.
+* element types: the op runs in the result type when it holds the operands' (OperandUpcaster),
+  else in the operands' type, converted after (ResultCaster); bf16/f16/f8 run as f32, rounded once;
+* f32 sums: small dots (up to F32_BLAS_MIN_MACS multiply-adds) sum exact products in f64 and round
+  once, larger ones are f32 BLAS; neither is XLA's blocked order, both are within its own error;
+  integer dots are exact; operands read with DAZ, results written with FTZ;
+* a one-term sum keeps -0 (XLA makes it a multiply); more terms that cancel give +0;
+* convolution padding and lhs-dilation holes are multiplied where Eigen's kernels run (0 * inf =
+  NaN) and skipped where XLA's loop emitter runs;
+* fft in complex128, rounded; cholesky and triangular-solve as XLA's expanders, in f64/c128;
+* batch-norm-* as XLA's BatchNormExpander op by op, with the FMAs LLVM contracts (``_fma``).
 """
 from __future__ import annotations
 
@@ -202,13 +146,11 @@ def _dims(inst, name):
     return tuple(inst.attrs.get(name) or ())
 
 
-# f32 dots of more multiply-adds than this accumulate in f32 with BLAS (sgemm, about 3x faster
+# f32 dots of more multiply-adds than this accumulate in f32 with BLAS (sgemm, much faster
 # than the f64 accumulation, and as close to XLA's blocked f32 sums as f64 is); smaller ones, where
 # the time does not matter, sum in f64 (see the module docstring).  The same holds for the dots XLA
 # computes as f32 ops: bf16, f16 and the f8/f6/f4 types, whose operands convert to f32 exactly
-# (measured against XLA CPU on random data at k = 1024 and 8192: f32 BLAS and the exact f64 sum
-# both stay within one f32 rounding bound of sum|a*b| of XLA's results and agree with it equally
-# often; results rounded to bf16/f16/f8 agree bit for bit or to one ulp either way).
+# (both are within XLA's own f32 error: hlo_cli/SEMANTICS.md).
 F32_BLAS_MIN_MACS = 1 << 22
 
 
@@ -697,8 +639,7 @@ def _xla_sum(ec, x: np.ndarray, keep: int, y: np.ndarray | None = None) -> np.nd
     """XLA CPU's add-reduce of `x` over every dim but `keep` from a zero init: reduced dims
     longer than 32 first summed in windows of 32 (SAME padding), then a row-major left fold.
     With `y`: the reduce of x * y, the multiply fused into the first fold and contracted into its
-    adds (acc = fma(x, y, acc)), as XLA's reduce loops compute it (measured: the batch-norm
-    variance of f32[3,4,5] bit for bit on 30 random inputs, against 2/3 with rounded products)."""
+    adds (acc = fma(x, y, acc)), as XLA's reduce loops compute it (hlo_cli/SEMANTICS.md)."""
     zero = np.zeros((), x.dtype)
     dims = [d for d in range(x.ndim) if d != keep]
     while any(x.shape[d] > _TREE for d in dims):
@@ -789,8 +730,7 @@ def _bn_cast(v, dt):
 # At convnet sizes (from C.LIBRARY_REDUCE_MIN elements) XLA CPU hands batch norm's sums to YNNPACK
 # (a __ynn_fusion per reduce over every dim but the feature dim, no tree rewrite), whose order we
 # do not reproduce; its sums are accurate, and the f64 sum of the same f32 terms rounded once agrees
-# with them most often (measured: 55-90% of the channels bit for bit, against 0-6% for the windowed
-# left fold).  Those run blocked: per-channel f64 sums of blocks, each block's elementwise steps in
+# with them far more often than the windowed left fold (hlo_cli/SEMANTICS.md).  Those run blocked: per-channel f64 sums of blocks, each block's elementwise steps in
 # f32 in place while it is in cache, the blocks shared among the pool's threads (a block's result
 # does not depend on the thread that made it, and block sums are added in block order).  Smaller
 # inputs keep the reduce order of reduce_arrays (_xla_sum), exact where XLA folds sequentially.
@@ -827,8 +767,8 @@ class _Blocked:
     def wide(self, v, dt):
         """A per-feature vector as `dt` (exactly: f32 values into f64), broadcasting against a
         block; repeated over B (1, C, B) when the blocks are whole rows of a short B (NCHW's 7x7
-        to 28x28), so NumPy's inner loops run over C * B contiguous elements instead of B: 2x
-        faster at B = 49."""
+        to 28x28), so NumPy's inner loops run over C * B contiguous elements instead of B, which is
+        faster for short rows."""
         v = np.asarray(v).astype(dt).reshape(1, self.c, 1)
         if self.a >= 8 and 1 < self.b < _BN_EXPAND:
             return np.ascontiguousarray(np.broadcast_to(v, (1, self.c, self.b)))
@@ -865,8 +805,7 @@ class _Blocked:
 
 def _fma(a, b, c, dt, out=None) -> np.ndarray:
     """a * b + c rounded once, as XLA CPU's compiled loops compute a multiply feeding an add or
-    subtract (LLVM contracts them into FMAs: measured, 25% of f32 x*y+z elements differ from two
-    roundings).  f32: the product is exact in f64, the f64 sum's rounding error is found by TwoSum
+    subtract (LLVM contracts them into FMAs; hlo_cli/SEMANTICS.md).  f32: the product is exact in f64, the f64 sum's rounding error is found by TwoSum
     and a sum lying exactly halfway between two f32 values is moved towards the exact one, so the
     final rounding is correct.  f64 (no wider type at hand): two roundings.  `out`: an array of
     dtype `dt` and the result's shape to write into."""

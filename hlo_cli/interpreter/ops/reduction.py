@@ -2,11 +2,10 @@
 select-and-scatter, map, sort, topk, scan.
 
 The computations are recognized and mapped to NumPy where possible, else applied vectorized with
-`ec.apply` (see hlo_cli/interpreter/computations.py, which also records what was measured on
-XLA CPU: the fold order, the init value's multiplicity in long reductions, scan blocking, flushing
-of subnormals, NaN and -0 handling).
+`ec.apply` (hlo_cli/interpreter/computations.py).  XLA CPU's fold orders, the init value's
+multiplicity, NaN and -0 handling: hlo_cli/SEMANTICS.md ("Reductions and windows").
 
-Measured on XLA CPU (jaxlib 0.10.2) for the ops here:
+The rules of the ops here:
 - select-and-scatter: per window the first valid (non-padding) position is selected, then each
   later one replaces it when select(selected, candidate) is false (GE keeps the first maximum, GT
   the last; NaN candidates win against GE/GT).  The output starts at the init value everywhere and
@@ -49,7 +48,7 @@ def eval_reduce(inst, args, ec):
     values; XLA CPU's order (a left fold in row-major order, tree-rewritten in windows of 32 when a
     reduced dimension is longer than 32, so a non-identity init is combined once per window), except
     that f32/f64 add-reduces of at least 4096 input elements add the init once to the sum, and a
-    reduce of size-1 dimensions only ignores the init (computations.py says what was measured)."""
+    reduce of size-1 dimensions only ignores the init (hlo_cli/SEMANTICS.md)."""
     n = len(args) // 2
     name, dims = inst.attrs["to_apply"].name, inst.attrs["dimensions"]
     split = C.concatenated_parts(ec, inst, dims) if n == 1 else None

@@ -2,7 +2,7 @@
 the run's --seed), rng-get-and-update-state (XLA CPU's per-instruction counter).
 
 What XLA CPU computes, read in XLA's ``prng.cc`` / ``rng_bit_generator_expander.cc`` /
-``rng_state_thunk.cc`` and measured (jaxlib 0.10.2, x86-64):
+``rng_state_thunk.cc`` (hlo_cli/SEMANTICS.md, "Random numbers"):
 
 * ``rng_default`` is Philox4x32-10 on CPU (the expander's default algorithm).
 * The state is ``u64[2]`` or ``u64[3]`` (Philox / default) and ``u64[2]`` only (ThreeFry); any other

@@ -33,7 +33,7 @@ from typing import Iterable, Mapping, Sequence
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
 from ..ir.module import Computation, Instruction
-from ..ir.opcodes import has_side_effect
+from ..ir.opcodes import OPCODES, has_side_effect
 from .registry import rule_for
 
 
@@ -42,6 +42,18 @@ def kept_unused(inst: Instruction) -> bool:
     (`hlo_cli.ir.opcodes.has_side_effect`, HasSideEffectNoRecurse), which XLA's dead-code
     elimination keeps."""
     return has_side_effect(inst)
+
+
+class _Probe:
+    """An instruction of `opcode` with every attribute that can make one side-effecting."""
+    attrs = {"custom_call_has_side_effect": True, "constrain_layout": True}
+
+    def __init__(self, opcode: str):
+        self.opcode = opcode
+
+
+# the opcodes some instruction of which is kept unused (the others never are: a cheap first test)
+_MAYBE_KEPT = frozenset(op for op in OPCODES if kept_unused(_Probe(op)))
 
 
 def dependencies(inst: Instruction) -> list[str]:
@@ -57,6 +69,7 @@ def post_order(insts: Sequence[Instruction], index: Mapping[str, int], starts: I
     KeyError when `strict`, else is skipped."""
     seen = set() if seen is None else seen
     order = [] if order is None else order
+    position = index.__getitem__ if strict else index.get
     for start in starts:
         if start in seen:
             continue
@@ -70,10 +83,14 @@ def post_order(insts: Sequence[Instruction], index: Mapping[str, int], starts: I
                 continue
             seen.add(k)
             stack.append((k, True))
-            for d in reversed(dependencies(insts[k])):
-                j = index[d] if strict else index.get(d)
-                if j is not None and j not in seen:
-                    stack.append((j, False))
+            inst = insts[k]
+            # pushed in reverse, so visited as `dependencies` lists them (written out: the hot loop)
+            control = inst.attrs.get("control-predecessors")
+            for group in ((control, inst.operands) if control else (inst.operands,)):
+                for d in reversed(group):
+                    j = position(d)
+                    if j is not None and j not in seen:
+                        stack.append((j, False))
     return order
 
 
@@ -81,12 +98,19 @@ def run_order(comp: Computation, strict: bool = True) -> list[int]:
     """Positions of the instructions a run of `comp` executes, in the order it executes them (see
     the module docstring).  An undefined name raises KeyError when `strict`, else is skipped."""
     insts = comp.instructions
-    index = {i.name: k for k, i in enumerate(insts)}
-    starts = [k for k, i in enumerate(insts) if i.opcode == "parameter"]
+    index: dict[str, int] = {}
+    params: list[int] = []
+    kept: list[int] = []
+    for k, inst in enumerate(insts):
+        index[inst.name] = k
+        op = inst.opcode
+        if op == "parameter":
+            params.append(k)
+        elif op in _MAYBE_KEPT and kept_unused(inst):
+            kept.append(k)
     if comp.root in index:
-        starts.append(index[comp.root])
-    starts += [k for k, i in enumerate(insts) if kept_unused(i)]
-    return post_order(insts, index, starts, strict=strict)
+        params.append(index[comp.root])
+    return post_order(insts, index, params + kept, strict=strict)
 
 
 def program_order(comp: Computation, needed: Iterable[int]) -> list[int]:

@@ -1,7 +1,7 @@
 """The memory estimate before a run (hlo_cli/interpreter/memory.py: estimate, check_budget,
 parse_size) and `hlo info`'s part of it.
 
-The estimate follows the evaluator's schedule and liveness (evaluator._Plan: each value freed after
+The estimate follows the evaluator's schedule and liveness (schedule.Plan: each value freed after
 its last use); views (broadcast, transpose, reshape, tuple, get-tuple-element...) share their
 operand's buffer; a called computation adds its own peak while it runs; a while holds its previous
 state during an iteration.  The numbers below are worked out by hand from those rules.
@@ -160,13 +160,13 @@ def test_the_estimate_is_cached_per_module():
 
 
 def test_the_schedule_is_the_evaluators():
-    """The estimate walks the instructions evaluator._Plan runs, in its order."""
-    from hlo_cli.interpreter.evaluator import _Plan
+    """The estimate walks the instructions schedule.Plan runs, in its order."""
+    from hlo_cli.interpreter.schedule import Plan
     m = hlo_cli.parse(WHILE.replace("  c0 = s32[] constant(0)\n", "  c0 = s32[] constant(0)\n"
                                     "  dead = f32[1000] negate(x)\n"))
     est = memory._Estimator(m)
     for comp in m.computations:
-        assert [i.name for i in est._schedule(comp)] == [i.name for i in _Plan(comp).insts]
+        assert [i.name for i in est._schedule(comp)] == [i.name for i in Plan(comp).insts]
 
 
 def test_a_hostile_module_is_estimated_without_allocating():

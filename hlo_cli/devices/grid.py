@@ -29,19 +29,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import HloEvalError, instruction_diagnostic
+from ..ir.opcodes import lookup
 from ..shapes.families.collective import (CROSS_PARTITION, CROSS_REPLICA, CROSS_REPLICA_AND_PARTITION, FLATTENED_ID,
-                                          mode_of, parse_pairs)
+                                          mode_of, parse_pairs, replica_group_list)
 
-try:
-    from ..shapes.families.collective import replica_group_list
-except ImportError:                     # the name it had before the checker's device-group work
-    from ..shapes.families.collective import _groups as replica_group_list
-
-# collectives whose group mode reads use_global_device_ids (XLA: HloAllGatherInstruction and
-# HloAllReduceInstructionBase, which covers reduce-scatter)
-_GLOBAL_ID_OPS = frozenset({"all-reduce", "all-gather", "reduce-scatter"})
-# collectives whose replica groups may be of unequal size
+# collectives whose replica groups may be of unequal size (XLA's verifier: all-reduce only)
 _NON_UNIFORM_OK = frozenset({"all-reduce"})
+
+
+def reads_global_ids(opcode: str) -> bool:
+    """Whether the group mode of `opcode` reads use_global_device_ids: the opcodes whose row in the
+    opcode table takes that attribute (XLA: HloAllGatherInstruction and HloAllReduceInstructionBase,
+    which covers reduce-scatter)."""
+    spec = lookup(opcode)
+    return spec is not None and "use_global_device_ids" in spec.attrs
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def base_opcode(inst) -> str:
 def group_mode(inst) -> str:
     """XLA's GetCollectiveOpGroupMode for collective `inst`."""
     op = base_opcode(inst)
-    if op in _GLOBAL_ID_OPS and inst.attrs.get("channel_id") is None and inst.attrs.get("use_global_device_ids"):
+    if reads_global_ids(op) and inst.attrs.get("channel_id") is None and inst.attrs.get("use_global_device_ids"):
         raise fail(inst, "use_global_device_ids=true needs a channel_id (XLA refuses this combination)")
     return mode_of(op, inst.attrs)
 

@@ -43,33 +43,33 @@ import numpy as np
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
 from ..interpreter.evaluator import MAX_DEPTH, InstructionEvent, run_located
+from ..interpreter.schedule import Plan
 from ..interpreter.values import TOKEN, conforms, describe, np_dtype, zeros
-from ..ir.opcodes import OPCODES
+from ..ir.opcodes import COLLECTIVE, CONTROL_FLOW, DEVICE_ID, ELEMENTWISE, STRUCTURAL, with_trait
 from ..ir.shape import Shape
 from .values import Grouped, Stacked, Uniform, devices_text, first_seen, map_leaves, stack, take, who
 
-# operations whose value depends on which device runs them
-COLLECTIVES = frozenset({
-    "all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter", "all-to-all",
-    "ragged-all-to-all", "collective-permute", "collective-permute-start", "collective-broadcast"})
-DEVICE_IDS = frozenset({"replica-id", "partition-id"})
+# operations whose value depends on which device runs them: the collectives that exchange values
+# (their -done halves only pass the exchanged value on) and the device's own ids
+COLLECTIVES = with_trait(COLLECTIVE) - with_trait(STRUCTURAL)
+DEVICE_IDS = with_trait(DEVICE_ID)
 PEER_IO = frozenset({"send", "recv"})
 SHARD_TARGETS = frozenset({"xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape", "SPMDFullToShardShape",
                            "SPMDShardToFullShape", "xla.sdy.ManualComputation"})
 
-# rules that only move tuple elements around: they work on stacked structures unchanged
-_STRUCTURAL = frozenset({"tuple", "get-tuple-element", "async-update", "async-done", "all-reduce-done",
-                         "all-gather-done", "collective-permute-done", "copy-done", "opt-barrier",
-                         "add-dependency", "send-done", "recv-done", "after-all"})
-_ELEMENTWISE = frozenset(name for name, spec in OPCODES.items()
-                         if spec.family in ("elementwise_unary", "elementwise_binary", "elementwise_ternary",
-                                            "compare")) | {"convert", "reduce-precision", "copy"}
+# rules that only move values or tuple elements around: they work on stacked structures unchanged
+_STRUCTURAL = with_trait(STRUCTURAL)
+# element-wise rules run once on the stacked values; `copy` too (XLA's IsOpElementwise counts it,
+# the table's ELEMENTWISE trait does not)
+_ELEMENTWISE = with_trait(ELEMENTWISE) | {"copy"}
 # data movement with the dimension attributes shifted past the device axis
 _SHIFTED = {"broadcast": "dimensions", "transpose": "dimensions", "reverse": "dimensions",
             "concatenate": "dimensions", "reshape": None, "slice": "slice"}
 # collectives whose result is the same on every device of a group
 _SAME_IN_GROUP = frozenset({"all-reduce", "all-reduce-start", "all-gather", "collective-broadcast"})
-_CALLS = frozenset({"call", "fusion", "while", "conditional", "async-start", "custom-call"})
+# calls whose computations the walk runs itself (control flow, fusions, async-start), or per device
+# (a custom call's); the others apply theirs to whole arrays through the single-device rules
+_WALKED_CALLS = with_trait(CONTROL_FLOW) | {"fusion", "async-start", "custom-call"}
 
 
 @dataclass
@@ -140,28 +140,19 @@ class Spmd:
         if self.depth > MAX_DEPTH:
             raise HloEvalError(f"computations call each other more than {MAX_DEPTH} deep (recursion?)")
         try:
-            n = len(plan.insts)
+            n = len(plan.insts)                  # plan, k, n, inst, devs: read by progress.py
             check = self.ec0.options.check_values
-            for k in range(n):
-                inst = plan.insts[k]
-                if inst.opcode != "parameter":
+            for k, inst in enumerate(plan.insts):
+                if inst.opcode == "parameter":
+                    value, operands = vals[k], ()
+                else:
                     operands = [vals[j] for j in plan.operand_idx[k]]
-                    value = run_located(inst, self.step, inst, plan.rules[k], operands, devs)
+                    value = vals[k] = run_located(inst, self.step, inst, plan.rules[k], operands, devs)
                     if check:
                         self._check(inst, value, len(devs))
-                    vals[k] = value
-                else:
-                    value = vals[k]
-                    operands = []
                 self.executed += 1
                 if self.hook is not None:
-                    key = (plan.comp.name, inst.name)
-                    c = self.counts[key] = self.counts.get(key, 0) + 1
-                    if isinstance(value, Uniform) and len(devs) == self.grid.count:
-                        self.hook(DeviceEvent(plan.comp, inst, value.value, c, [o.value for o in operands], None))
-                    else:                     # per device, or held once by a subset of the devices
-                        self.hook(DeviceEvent(plan.comp, inst, value.stacked(len(devs)), c,
-                                              [o.stacked(len(devs)) for o in operands], tuple(devs)))
+                    self._report(plan.comp, inst, value, operands, devs)
                 for j in plan.free_after[k]:
                     vals[j] = None
             if self.progress is not None:
@@ -170,6 +161,17 @@ class Spmd:
         finally:
             self.depth -= 1
 
+    def _report(self, comp, inst, value, operands, devs):
+        """The hook's event for one executed instruction: the value once when every device of the
+        run holds it alike, else per device (or per device of the subset running)."""
+        key = (comp.name, inst.name)
+        c = self.counts[key] = self.counts.get(key, 0) + 1
+        if isinstance(value, Uniform) and len(devs) == self.grid.count:
+            self.hook(DeviceEvent(comp, inst, value.value, c, [o.value for o in operands], None))
+        else:
+            self.hook(DeviceEvent(comp, inst, value.stacked(len(devs)), c,
+                                  [o.stacked(len(devs)) for o in operands], tuple(devs)))
+
     def _plan(self, name: str):
         """The single-device plan, or for a computation holding sends and recvs one in program
         order (a send runs where the text has it, before the recv-done that takes its data)."""
@@ -177,8 +179,7 @@ class Spmd:
         if plan is None:
             plan = self.ec0.plan(name)
             if any(i.opcode in PEER_IO for i in plan.comp.instructions):
-                from ..interpreter.evaluator import _Plan
-                plan = _Plan(plan.comp, program_order=True)
+                plan = Plan(plan.comp, in_program_order=True)
             self._plans[name] = plan
         return plan
 
@@ -216,7 +217,7 @@ class Spmd:
             return self._peer(inst, operands, devs)
         if op == "custom-call" and inst.attrs.get("custom_call_target") in SHARD_TARGETS:
             return self._shard_call(inst, operands, devs)
-        dependent = op in _CALLS and any(c in self.dependent for c in _called(inst))
+        dependent = op in _WALKED_CALLS and any(c in self.dependent for c in _called(inst))
         if uniform and not dependent:
             return Uniform(rule(inst, [o.value for o in operands], self.ec0))
         if dependent:

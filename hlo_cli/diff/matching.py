@@ -40,21 +40,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..interpreter.schedule import run_order, text_order
 from ..ir.module import Instruction, Module
+from ..ir.opcodes import ASYNC, COLLECTIVE, CONTROL_FLOW, DEVICE_ID, IO, OPCODES, READS_RNG, with_trait
 
 Node = tuple  # (computation name, instruction name)
 
-CONTROL = ("call", "fusion", "while", "conditional", "async-start")
+# the instructions whose computations the matching follows (with every asynchronous start: see
+# `follows`): control flow and fusions
+CONTROL = with_trait(CONTROL_FLOW) | {"fusion"}
+
+
+def follows(opcode: str) -> bool:
+    """Whether the matching follows the computations of an `opcode` instruction: control flow,
+    fusions, asynchronous starts (async-start and its `<op>-start` spelling, all-reduce-start)."""
+    return opcode in CONTROL or opcode.endswith("-start")
+
+
 COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 _IGNORED_ATTRS = frozenset({"metadata", "backend_config", "sharding", "frontend_attributes", "statistics",
                             "control_predecessors", "control-predecessors", "kind", "calls", "schedule",
                             "origin", "output_to_operand_aliasing"})
 
 
-_IMPURE = frozenset({"parameter", "rng", "rng-bit-generator", "rng-get-and-update-state", "infeed", "outfeed",
-                     "recv", "send", "custom-call", "while", "conditional", "call", "fusion", "after-all",
-                     "partition-id", "replica-id", "all-reduce", "all-gather", "all-to-all", "collective-permute",
-                     "reduce-scatter", "get-tuple-element"})
+# not value-numbered: values that are not a function of the operands alone (random state, transfers,
+# collectives, device ids, asynchronous halves), what runs other code, and what only names another
+# value (parameters, get-tuple-element); nor the async spellings `<op>-start/-update/-done`, which
+# are not in the opcode table
+_NOT_NUMBERED = with_trait(READS_RNG, IO, COLLECTIVE, DEVICE_ID, ASYNC, CONTROL_FLOW) \
+    | {"parameter", "rng-bit-generator", "custom-call", "fusion", "after-all", "get-tuple-element"}
 
 
 def _is_default_layout(shape) -> bool:
@@ -101,7 +115,7 @@ class ModuleIndex:
         self.callers: dict[str, list[tuple[str, Instruction]]] = {}
         for c in module.computations:
             for i in c.instructions:
-                if i.opcode in CONTROL or i.opcode.endswith("-start"):
+                if follows(i.opcode):
                     for callee in i.called_computations:
                         self.callers.setdefault(callee, []).append((c.name, i))
         self.executed_comps = self._reachable()
@@ -122,7 +136,7 @@ class ModuleIndex:
                 continue
             seen.add(c)
             for i in self.comps[c].instructions:
-                if i.opcode in CONTROL or i.opcode.endswith("-start"):
+                if follows(i.opcode):
                     todo.extend(i.called_computations)
         return seen
 
@@ -134,7 +148,7 @@ class ModuleIndex:
         while todo:
             c = todo.pop()
             for i in self.comps[c].instructions:
-                if i.opcode in CONTROL or i.opcode.endswith("-start"):
+                if follows(i.opcode):
                     scoped = i.opcode in ("while", "conditional")
                     for callee in i.called_computations:
                         if callee in self.comps and callee not in depth:
@@ -160,7 +174,7 @@ class ModuleIndex:
                 continue
             inst = self.inst[node]
             key = None
-            if node in live and inst.opcode not in _IMPURE and not inst.opcode.endswith(("-start", "-done")) \
+            if node in live and inst.opcode in OPCODES and inst.opcode not in _NOT_NUMBERED \
                     and not self.multi_called(node[0]):
                 key = _strict_key(self, node, self.canonical)
             if key is not None:
@@ -169,19 +183,13 @@ class ModuleIndex:
                 self._canon[node] = node
 
     def _live(self) -> set:
-        """The nodes the evaluator runs: what each computation's root depends on (dead code is
-        skipped, so it cannot stand for a value)."""
+        """The nodes the evaluator runs (schedule.run_order: dead code is skipped, so it cannot stand
+        for a value)."""
         live = set()
         for cname in self.executed_comps:
             comp = self.comps[cname]
-            by = comp.by_name
-            todo = [comp.root] + [i.name for i in comp.instructions if i.opcode == "parameter"]
-            while todo:
-                n = todo.pop()
-                if (cname, n) in live or n not in by:
-                    continue
-                live.add((cname, n))
-                todo.extend(by[n].operands)
+            insts = comp.instructions
+            live.update((cname, insts[k].name) for k in run_order(comp, strict=False))
         return live
 
     def single_caller(self, comp: str):
@@ -289,13 +297,13 @@ class ModuleIndex:
                 return
             visited.add(cname)
             comp = self.comps[cname]
-            for inst in _topological(comp):
+            for inst in text_order(comp):
                 if inst.opcode in ("while", "conditional"):
                     out.append((cname, inst.name))
                     for callee in inst.called_computations:
                         visit(callee)
                     continue
-                if inst.opcode in CONTROL or inst.opcode.endswith("-start"):
+                if follows(inst.opcode):
                     for callee in inst.called_computations:
                         visit(callee)
                 out.append((cname, inst.name))
@@ -343,32 +351,6 @@ class ModuleIndex:
             return (str(v.dtype), tuple(v.shape), v.tobytes())
         except AttributeError:
             return None
-
-
-def _topological(comp) -> list[Instruction]:
-    """The computation's instructions, every one after its operands (text order otherwise)."""
-    by_name = comp.by_name
-    out, state = [], {}
-    for start in comp.instructions:
-        if start.name in state:
-            continue
-        stack = [(start, 0)]
-        while stack:
-            inst, k = stack.pop()
-            if k == 0:
-                if state.get(inst.name) is not None:
-                    continue
-                state[inst.name] = False
-            ops = [o for o in inst.operands if o in by_name]
-            if k < len(ops):
-                stack.append((inst, k + 1))
-                nxt = by_name[ops[k]]
-                if nxt.name not in state:
-                    stack.append((nxt, 0))
-                continue
-            state[inst.name] = True
-            out.append(inst)
-    return out
 
 
 @dataclass

@@ -488,8 +488,8 @@ def _prepare(comp: Computation, check: bool, param_clean, module: Module, per: d
 
 def compile_computation(comp: Computation, check: bool, param_clean=None, module=None) -> Compiled:
     """The steps of `comp`: constants folded, common instructions specialised (fastpaths.py)."""
-    from .evaluator import _Plan
-    plan = _Plan(comp)
+    from .schedule import Plan
+    plan = Plan(comp)
 
     def callee(name, clean):
         if module is None or name not in module.computation_map:

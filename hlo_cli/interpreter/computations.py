@@ -35,9 +35,11 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..ir.module import Computation, Instruction, Module
+from ..ir.opcodes import CONTROL_FLOW, IO, READS_RNG, with_trait
 from .fpenv import flushing, hardware
 from .ops.convert import subnormals
 from .registry import rule_for
+from .schedule import post_order
 
 # Generic folds longer than this (per output) are evaluated as a pairwise tree instead of
 # sequentially: exact for associative reducers up to rounding, not for order-dependent ones.
@@ -1367,9 +1369,9 @@ def comparator_keys(module: Module, comp_name: str, n: int) -> list[SortKey] | N
     return an.lex(comp.root_instruction)
 
 
-# instructions whose value is not a function of their operands alone (or that run other code)
-_IMPURE = frozenset(("rng", "rng-bit-generator", "rng-get-and-update-state", "infeed", "recv", "recv-done",
-                     "send", "send-done", "outfeed", "custom-call", "while", "conditional"))
+# instructions whose value is not a function of their operands alone, or that run other code (a
+# call or fusion is followed into its computation instead: _pure)
+_IMPURE = (with_trait(READS_RNG, IO, CONTROL_FLOW) | {"rng-bit-generator", "custom-call"}) - {"call"}
 
 
 def _pure(module: Module, name: str, seen: set | None = None) -> bool:
@@ -1501,30 +1503,18 @@ def eval_subgraph(ec, comp: Computation, root: str, bindings: dict[int, np.ndarr
 
 
 def _eval_subgraph(ec, comp: Computation, root: str, bindings: dict[int, np.ndarray]):
-    by = comp.by_name
+    insts = comp.instructions
+    index = {i.name: k for k, i in enumerate(insts)}
     vals: dict[str, object] = {}
-    order: list[str] = []
-    stack = [(root, False)]
-    seen = set()
-    while stack:
-        k, done = stack.pop()
-        if done:
-            order.append(k)
-            continue
-        if k in seen:
-            continue
-        seen.add(k)
-        stack.append((k, True))
-        stack.extend((o, False) for o in reversed(by[k].operands) if o not in seen)
-    for k in order:
-        inst = by[k]
+    for k in post_order(insts, index, (index[root],)):
+        inst = insts[k]
         if inst.opcode == "parameter":
-            vals[k] = bindings[inst.parameter_number]
+            vals[inst.name] = bindings[inst.parameter_number]
             continue
         rule = rule_for(inst.opcode)
         if rule is None:
             raise HloEvalError(f"{inst.opcode} cannot be evaluated yet")
-        vals[k] = rule(inst, [vals[o] for o in inst.operands], ec)
+        vals[inst.name] = rule(inst, [vals[o] for o in inst.operands], ec)
     return vals[root]
 
 

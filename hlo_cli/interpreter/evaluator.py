@@ -31,11 +31,10 @@ from .memory import preflight, resource_error
 from .numerics import module_mode, settle as settle_numerics
 from .numerics import resolve as resolve_numerics
 from .parallel import blas_single
-from .registry import rule_for
+from .schedule import Plan
 from .values import conforms, describe
 
 MAX_DEPTH = 500                    # computations calling computations, deeper is an error (recursion)
-_SIDE_EFFECTS = {"outfeed", "send", "send-done", "infeed", "recv", "recv-done", "rng-get-and-update-state"}
 
 
 @dataclass
@@ -58,110 +57,6 @@ class InstructionEvent:
     value: Any
     count: int                                 # how many times this instruction has run (1-based)
     operands: list = field(default_factory=list)
-
-
-class _Plan:
-    __slots__ = ("comp", "insts", "rules", "operand_idx", "free_after", "param_slots", "root", "expect",
-                 "users")
-
-    def __init__(self, comp: Computation, program_order: bool = False):
-        self.comp = comp
-        by_name = comp.by_name
-        index = {i.name: k for k, i in enumerate(comp.instructions)}
-        # what to run: the root's dependencies (operands and control predecessors) + side effects
-        needed: set[int] = set()
-        order: list[int] = []
-        # every parameter is bound (even one nothing reads), so calls always take the full argument list
-        roots = [k for k, i in enumerate(comp.instructions) if i.opcode == "parameter"]
-        roots += [index[comp.root]] + [k for k, i in enumerate(comp.instructions) if _has_side_effect(i)]
-        for r in roots:
-            _topo(r, comp.instructions, index, needed, order)
-        if program_order:
-            # the same instructions, each as early as the text has it (side effects included):
-            # what a send must keep relative to the recv that takes its data
-            again: set[int] = set()
-            order = []
-            for k in sorted(needed):
-                _topo(k, comp.instructions, index, again, order)
-        self.insts = [comp.instructions[k] for k in order]
-        pos = {comp.instructions[k].name: n for n, k in enumerate(order)}
-        self.rules = []
-        for inst in self.insts:
-            fn = rule_for(inst.opcode)
-            if fn is None:
-                raise HloEvalError(f"{inst.opcode} cannot be evaluated yet",
-                                   [_diag(inst, f"{inst.name}: {inst.opcode} cannot be evaluated", "R001")])
-            self.rules.append(fn)
-        self.operand_idx = [tuple(pos[o] for o in inst.operands) for inst in self.insts]
-        self.users: dict[int, list[int]] = {}
-        for n, ops in enumerate(self.operand_idx):
-            for o in ops:
-                self.users.setdefault(o, []).append(n)
-        last_use: dict[int, int] = {}
-        for n, ops in enumerate(self.operand_idx):
-            for o in ops:
-                last_use[o] = n
-        self.root = pos[comp.root]
-        free: list[list[int]] = [[] for _ in self.insts]
-        for o, n in last_use.items():
-            if o != self.root:
-                free[n].append(o)
-        # values never used (side-effect results) are dropped right away
-        for n in range(len(self.insts)):
-            if n not in last_use and n != self.root:
-                free[n].append(n)
-        self.free_after = [tuple(f) for f in free]
-        self.param_slots = [(inst.parameter_number, n) for n, inst in enumerate(self.insts)
-                            if inst.opcode == "parameter"]
-        # what each result must be, for the cheap common check: (dtype, dims) of a static array
-        # shape, or None (tuples, tokens, dynamic shapes: the full check)
-        self.expect = [_expected(inst.shape) for inst in self.insts]
-        del by_name
-
-    def bind(self, args) -> list:
-        """The value slots of one run of the computation: its parameters bound to `args`."""
-        if len(args) != len(self.param_slots):
-            raise HloEvalError(f"computation '{self.comp.name}' takes {len(self.param_slots)} arguments, "
-                               f"got {len(args)}")
-        vals: list = [None] * len(self.insts)
-        for pnum, slot in self.param_slots:
-            vals[slot] = args[pnum]
-        return vals
-
-
-def _expected(shape):
-    if shape.is_tuple or shape.is_dynamic or shape.element_type in ("token", "opaque", "buffer"):
-        return None
-    from .values import np_dtype
-    return np_dtype(shape), tuple(shape.dims)
-
-
-def _has_side_effect(inst: Instruction) -> bool:
-    if inst.opcode in _SIDE_EFFECTS:
-        return True
-    return inst.opcode == "custom-call" and bool(inst.attrs.get("custom_call_has_side_effect"))
-
-
-def _topo(start: int, insts, index, seen: set, order: list):
-    """Iterative post-order DFS over operands and control predecessors."""
-    if start in seen:
-        return
-    stack = [(start, False)]
-    while stack:
-        k, expanded = stack.pop()
-        if expanded:
-            order.append(k)
-            continue
-        if k in seen:
-            continue
-        seen.add(k)
-        stack.append((k, True))
-        inst = insts[k]
-        deps = list(inst.operands) + list(inst.attrs.get("control-predecessors", ()) or ())
-        for d in reversed(deps):
-            j = index[d]
-            if j not in seen:
-                stack.append((j, False))
 
 
 def located_error(inst: Instruction, e: Exception):
@@ -205,7 +100,7 @@ class EvalContext:
         self.rng_states: dict = {}               # rng-get-and-update-state counters, per instruction
         self.executed = 0                        # instructions executed
         self.loop_iterations = 0
-        self._plans: dict[str, _Plan] = {}
+        self._plans: dict[str, Plan] = {}
         self._counts: dict[tuple[str, str], int] = {}
         self._comps = module.computation_map
         self.depth = 0
@@ -220,13 +115,13 @@ class EvalContext:
         self.numerics, self.gpu_generation = mode, gen
 
     # -- called computations --------------------------------------------------
-    def plan(self, name: str) -> _Plan:
+    def plan(self, name: str) -> Plan:
         p = self._plans.get(name)
         if p is None:
             comp = self._comps.get(name)
             if comp is None:
                 raise HloEvalError(f"computation '{name}' is not defined")
-            p = self._plans[name] = _Plan(comp)
+            p = self._plans[name] = Plan(comp)
         return p
 
     def call(self, name: str, args) -> Any:
@@ -250,7 +145,7 @@ class EvalContext:
         finally:
             self.batched -= 1
 
-    def _run(self, plan: _Plan, args: list, check: bool, hook: bool):
+    def _run(self, plan: Plan, args: list, check: bool, hook: bool):
         vals = plan.bind(args)
         self.depth += 1
         if self.depth > MAX_DEPTH:

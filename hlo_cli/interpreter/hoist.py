@@ -45,9 +45,10 @@ import numpy as np
 
 from ..ir.attributes import ComputationRef
 from ..ir.module import Computation, Instruction, Module
-from ..ir.opcodes import OPCODES
+from ..ir.opcodes import ASYNC, COLLECTIVE, CONTROL_FLOW, DEVICE_ID, IO, OPCODES, READS_RNG, has_trait, with_trait
 from ..ir.shape import Shape
 from .memory import result_bytes
+from .schedule import reachable, text_order
 
 # an instruction this small (elements of its result and of its largest operand) is not worth a
 # loop-state element of its own unless it calls a computation or is a linear-algebra op
@@ -76,19 +77,21 @@ _HEAVY = frozenset({"dot", "convolution", "ragged-dot", "scaled-dot", "fft", "ch
                     "select-and-scatter", "sort", "topk", "scan", "gather", "scatter",
                     "batch-norm-training", "batch-norm-inference", "batch-norm-grad"})
 
-# not a function of the operands alone, or observable, or tied to the loop's position in time
-_IMPURE = frozenset({"parameter", "custom-call", "async-start", "async-update", "async-done", "after-all",
-                     "add-dependency", "domain", "opt-barrier", "copy-start", "copy-done"})
-_IMPURE_FAMILIES = frozenset({"collective", "io", "rng"})
-_DEVICE_IDS = frozenset({"replica-id", "partition-id"})
+# not a function of the operands alone, or observable, or tied to the loop's position in time: the
+# opcodes with these traits (random state, host and peer transfers, collectives, asynchronous
+# halves), and these (parameters; custom calls; tokens and barriers that order other work;
+# rng-bit-generator, whose state a loop threads through its iterations)
+_IMPURE_TRAITS = (READS_RNG, IO, COLLECTIVE, ASYNC)
+_IMPURE = frozenset({"parameter", "custom-call", "after-all", "add-dependency", "domain", "opt-barrier",
+                     "rng-bit-generator"}) | with_trait(*_IMPURE_TRAITS)
 
 # custom calls that make XLA leave the whole loop alone (SPMD shape changes, host offloading)
 _BAIL_TARGETS = frozenset({"SPMDFullToShardShape", "SPMDShardShapeToFull", "MoveToDevice", "MoveToHost"})
 
 _DISABLE = "_xla_disable_loop_instr_hoisting"
 
-# the instructions through which a while loop can be reached
-_CONTROL = frozenset({"while", "call", "conditional", "async-start", "custom-call"})
+# the instructions through which a while loop can be reached (not fusions nor applied computations)
+_CONTROL = with_trait(CONTROL_FLOW) | {"async-start", "custom-call"}
 
 # nested calls inlined at most this deep
 _INLINE_ROUNDS = 4
@@ -115,7 +118,7 @@ def hoist_loop_invariants(module: Module) -> Module:
         got = module
         if any(i.opcode == "while" for c in module.computations for i in c.instructions):
             try:
-                got = _Hoister(module).run()
+                got = Hoister(module).run()
             except (KeyError, IndexError, AttributeError, TypeError, ValueError):
                 got = module        # a module the checker would refuse: the run reports it as written
         # (a module's cache must not hold the module itself: it would never be collected)
@@ -133,46 +136,6 @@ def _elements(shape: Shape) -> int:
 
 def _ref_names(inst: Instruction) -> tuple[str, ...]:
     return inst.called_computations
-
-
-def _topo_order(comp: Computation) -> list[Instruction]:
-    """`comp`'s instructions, each after its operands (the text need not be in that order)."""
-    by = comp.by_name
-    seen: set[str] = set()
-    out: list[Instruction] = []
-    for start in comp.instructions:
-        if start.name in seen:
-            continue
-        stack = [(start, False)]
-        while stack:
-            inst, expanded = stack.pop()
-            if expanded:
-                out.append(inst)
-                continue
-            if inst.name in seen:
-                continue
-            seen.add(inst.name)
-            stack.append((inst, True))
-            for o in reversed(inst.operands):
-                d = by.get(o)
-                if d is not None and d.name not in seen:
-                    stack.append((d, False))
-    return out
-
-
-def _live(roots, by: dict) -> set[str]:
-    """Names reachable from `roots` through operands and control predecessors."""
-    seen: set[str] = set()
-    stack = list(roots)
-    while stack:
-        n = stack.pop()
-        if n in seen or n not in by:
-            continue
-        seen.add(n)
-        inst = by[n]
-        stack.extend(inst.operands)
-        stack.extend(inst.attrs.get("control-predecessors", ()) or ())
-    return seen
 
 
 def _int_constant(inst: Instruction | None) -> int | None:
@@ -200,9 +163,34 @@ class _Fresh:
         return name
 
 
+class _Before:
+    """The instructions a rewrite puts before a while loop (`insts`), and the loop's initial state
+    elements as names there (`element`: an operand of the initial tuple, or a get-tuple-element of it)."""
+
+    def __init__(self, w: Instruction, init: Instruction, fresh: _Fresh):
+        self.w, self.init, self.fresh = w, init, fresh
+        self.insts: list[Instruction] = []
+        self._elems: dict[int, str] = {}
+
+    def element(self, i: int, loc) -> str:
+        if i not in self._elems:
+            init = self.init
+            if init.opcode == "tuple":
+                self._elems[i] = init.operands[i]
+            else:
+                g = Instruction(self.fresh(f"{init.name}.{i}", ".elem"), "get-tuple-element",
+                                self.w.shape.tuple_shapes[i], (init.name,), {"index": i}, loc=loc)
+                self.insts.append(g)
+                self._elems[i] = g.name
+        return self._elems[i]
+
+
 # ----------------------------------------------------------------------------- the rewrite
 
-class _Hoister:
+class Hoister:
+    """The rewrite of one module (`run`), and its purity test (`pure_inst`: the code generator of
+    whole loops asks it too)."""
+
     def __init__(self, module: Module):
         self.module = module
         self.comps: dict[str, Computation] = dict(module.computation_map)
@@ -214,12 +202,9 @@ class _Hoister:
     # -- purity ----------------------------------------------------------------------
     def pure_inst(self, inst: Instruction) -> bool:
         op = inst.opcode
-        if op in _DEVICE_IDS:
-            return True
-        if op in _IMPURE:
-            return False
-        info = OPCODES.get(op)
-        if info is None or info.family in _IMPURE_FAMILIES:
+        if has_trait(op, DEVICE_ID):
+            return True                            # a loop runs on one device
+        if op in _IMPURE or op not in OPCODES:
             return False
         if inst.attrs.get("control-predecessors"):
             return False
@@ -273,58 +258,16 @@ class _Hoister:
 
     # -- one loop --------------------------------------------------------------------
     def hoist(self, cname: str, wname: str) -> None:
-        comp = self.comps[cname]
-        by = comp.by_name
-        w = by[wname]
-        if not w.shape.is_tuple or len(w.operands) != 1:
+        """Move the invariants worth moving out of while loop `wname` of computation `cname`."""
+        loop = self.candidate(cname, wname)
+        if loop is None:
             return
-        fa = w.attrs.get("frontend_attributes")
-        if fa is not None and _DISABLE in dict(getattr(fa, "items", ())):
+        comp, w, body, cond, param, init, invariant_idx = loop
+        got = self.movable(body, param, invariant_idx)
+        if got is None:
             return
-        body = self.comps.get(getattr(w.attrs.get("body"), "name", None))
-        cond = self.comps.get(getattr(w.attrs.get("condition"), "name", None))
-        if body is None or cond is None:
-            return
-        bparams = body.parameters
-        if len(bparams) != 1 or len(cond.parameters) != 1:
-            return
-        param = bparams[0]
-        root = body.root_instruction
-        n = len(w.shape.tuple_shapes)
-        if root.opcode != "tuple" or len(root.operands) != n or param.shape != w.shape:
-            return
+        body, worth = got
         bby = body.by_name
-        for i in body.instructions:
-            if i.opcode == "domain" or (i.opcode == "custom-call"
-                                        and i.attrs.get("custom_call_target") in _BAIL_TARGETS):
-                return
-        init = by.get(w.operands[0])
-        if init is None:
-            return
-        invariant_idx = self.invariant_elements(body, param, root)
-        if not invariant_idx:
-            return
-        bound = self.trip_bound(w, init, body, cond, param, root, comp)
-        if bound is not None and bound <= 1:
-            return
-
-        # which body instructions are invariant, and which are worth a loop-state element; calls
-        # that mix invariant and varying operands are inlined first (XLA inlines every call before
-        # this pass), so the invariant part of their callee can move too
-        invariant, worth = self.analyse(body, param, invariant_idx)
-        for _ in range(_INLINE_ROUNDS):
-            mixed = {i.name for i in body.instructions
-                     if i.opcode == "call" and any(o in invariant for o in i.operands)
-                     and i.name not in invariant and self.inlinable(i)}
-            if not mixed:
-                break
-            body = self.inline(body, mixed)
-            invariant, worth = self.analyse(body, param, invariant_idx)
-        if not worth:
-            return
-        bby = body.by_name
-        root = body.root_instruction
-        roots = self.roots(body)
 
         # in the body, each worthy instruction becomes a get-tuple-element of the wider parameter;
         # the ones still read there get loop-state elements
@@ -333,7 +276,7 @@ class _Hoister:
                                             attrs={"index": -1}, literal=None, operand_shapes=None)
                 for h in worth}
         stubbed = {k: stub.get(k, v) for k, v in bby.items()}
-        live_after = _live(roots, stubbed)
+        live_after = reachable(self.roots(body), stubbed)
         slots = [h for h in worth if h.name in live_after]
         if not slots:
             return
@@ -343,23 +286,75 @@ class _Hoister:
         taken.update(x for x in live_after if x not in hoisted)
         taken.add(param.name)
         fresh = _Fresh(taken)
+        before = _Before(w, init, fresh)
+        outer = self.outside(body, param, slots, before)
 
-        # before the loop: the slots' values and the invariants they need
-        outer: dict[str, str] = {}                 # body name -> name of its value in comp
-        new_outer: list[Instruction] = []
-        init_elems: dict[int, str] = {}
+        # the wider loop state
+        n = len(w.shape.tuple_shapes)
+        wide = Shape.tuple_of(tuple(w.shape.tuple_shapes) + tuple(h.shape for h in slots))
+        new_body = self.widen(body, wide, n, fresh, self.rename(body.name, cname, wname))
+        new_body = self.read_state(new_body, body, param, wide, slots, hoisted, live_after, fresh, n)
+        new_cond = self.widen(cond, wide, n, fresh, self.rename(cond.name, cname, wname))
+        self.rewrite_caller(comp, w, init, wide, slots, outer, before, fresh, n, new_body, new_cond)
 
-        def element(i: int, loc) -> str:
-            if i not in init_elems:
-                if init.opcode == "tuple":
-                    init_elems[i] = init.operands[i]
-                else:
-                    g = Instruction(fresh(f"{init.name}.{i}", ".elem"), "get-tuple-element", w.shape.tuple_shapes[i],
-                                    (init.name,), {"index": i}, loc=loc)
-                    new_outer.append(g)
-                    init_elems[i] = g.name
-            return init_elems[i]
+    def candidate(self, cname: str, wname: str):
+        """(computation, while, body, condition, body parameter, initial state, invariant element
+        indices) of a loop this pass may rewrite, or None."""
+        comp = self.comps[cname]
+        by = comp.by_name
+        w = by[wname]
+        if not w.shape.is_tuple or len(w.operands) != 1:
+            return None
+        fa = w.attrs.get("frontend_attributes")
+        if fa is not None and _DISABLE in dict(getattr(fa, "items", ())):
+            return None
+        body = self.comps.get(getattr(w.attrs.get("body"), "name", None))
+        cond = self.comps.get(getattr(w.attrs.get("condition"), "name", None))
+        if body is None or cond is None:
+            return None
+        bparams = body.parameters
+        if len(bparams) != 1 or len(cond.parameters) != 1:
+            return None
+        param = bparams[0]
+        root = body.root_instruction
+        n = len(w.shape.tuple_shapes)
+        if root.opcode != "tuple" or len(root.operands) != n or param.shape != w.shape:
+            return None
+        for i in body.instructions:
+            if i.opcode == "domain" or (i.opcode == "custom-call"
+                                        and i.attrs.get("custom_call_target") in _BAIL_TARGETS):
+                return None
+        init = by.get(w.operands[0])
+        if init is None:
+            return None
+        invariant_idx = self.invariant_elements(body, param, root)
+        if not invariant_idx:
+            return None
+        bound = self.trip_bound(w, init, body, cond, param, root, comp)
+        if bound is not None and bound <= 1:
+            return None
+        return comp, w, body, cond, param, init, invariant_idx
 
+    def movable(self, body: Computation, param: Instruction, invariant_idx: set[int]):
+        """(the body, the instructions worth moving out of it) or None: calls that mix invariant and
+        varying operands are inlined first (XLA inlines every call before this pass), so the
+        invariant part of their callee can move too."""
+        invariant, worth = self.analyse(body, param, invariant_idx)
+        for _ in range(_INLINE_ROUNDS):
+            mixed = {i.name for i in body.instructions
+                     if i.opcode == "call" and any(o in invariant for o in i.operands)
+                     and i.name not in invariant and self.inlinable(i)}
+            if not mixed:
+                break
+            body = self.inline(body, mixed)
+            invariant, worth = self.analyse(body, param, invariant_idx)
+        return (body, worth) if worth else None
+
+    @staticmethod
+    def outside(body: Computation, param: Instruction, slots: list, before: "_Before") -> dict[str, str]:
+        """The slots' values computed before the loop, with the invariants they need (copies):
+        body name -> the name of its value in the caller (instructions added to `before.insts`)."""
+        bby = body.by_name
         needed: set[str] = set()
         stack = [h.name for h in slots]
         while stack:
@@ -370,21 +365,25 @@ class _Hoister:
             inst = bby[x]
             if not (inst.opcode == "get-tuple-element" and inst.operands[0] == param.name):
                 stack.extend(inst.operands)
-        for inst in _topo_order(body):
+        outer: dict[str, str] = {}
+        for inst in text_order(body):
             if inst.name not in needed:
                 continue
             if inst.opcode == "get-tuple-element" and inst.operands[0] == param.name:
-                outer[inst.name] = element(inst.attrs["index"], inst.loc)
+                outer[inst.name] = before.element(inst.attrs["index"], inst.loc)
                 continue
-            clone = dataclasses.replace(inst, name=fresh(inst.name),
+            clone = dataclasses.replace(inst, name=before.fresh(inst.name),
                                         operands=tuple(outer[o] for o in inst.operands))
-            new_outer.append(clone)
+            before.insts.append(clone)
             outer[inst.name] = clone.name
+        return outer
 
-        # the wider loop state
-        extra = tuple(h.shape for h in slots)
-        wide = Shape.tuple_of(tuple(w.shape.tuple_shapes) + extra)
-        new_body = self.widen(body, wide, n, fresh, self.rename(body.name, cname, wname))
+    @staticmethod
+    def read_state(new_body: Computation, body: Computation, param: Instruction, wide: Shape, slots: list,
+                   hoisted: set, live_after: set, fresh: _Fresh, n: int) -> Computation:
+        """The widened body reading the slots from its state (get-tuple-element `<name>.invariant`)
+        and passing them on; the moved instructions, and what only they read, leave it."""
+        bby = body.by_name
         state = {h.name: (n + k, fresh(f"{h.name}.invariant", ".x")) for k, h in enumerate(slots)}
         bins = []
         for inst in new_body.instructions:
@@ -402,10 +401,14 @@ class _Hoister:
                 inst = dataclasses.replace(inst, shape=wide, operand_shapes=None,
                                            operands=inst.operands + tuple(state[h.name][1] for h in slots))
             bins.append(inst)
-        new_body = dataclasses.replace(new_body, instructions=tuple(bins))
-        new_cond = self.widen(cond, wide, n, fresh, self.rename(cond.name, cname, wname))
+        return dataclasses.replace(new_body, instructions=tuple(bins))
 
-        # the while: same name, wider state; its users see the original tuple
+    def rewrite_caller(self, comp: Computation, w: Instruction, init: Instruction, wide: Shape, slots: list,
+                       outer: dict, before: "_Before", fresh: _Fresh, n: int, new_body: Computation,
+                       new_cond: Computation) -> None:
+        """The caller with the while (same name, wider state; its users see the original tuple)
+        after the values computed before it, and the new body and condition in the module."""
+        cname, wname = comp.name, w.name
         if init.opcode == "tuple" and self.sole_user(comp, init.name, wname):
             new_init = dataclasses.replace(init, shape=wide,
                                            operands=init.operands + tuple(outer[h.name] for h in slots),
@@ -413,8 +416,8 @@ class _Hoister:
             drop_init = True
         else:
             new_init = Instruction(fresh(f"{init.name}.wide", ".x"), "tuple", wide,
-                                   tuple(element(i, w.loc) for i in range(n)) + tuple(outer[h.name] for h in slots),
-                                   loc=w.loc)
+                                   tuple(before.element(i, w.loc) for i in range(n))
+                                   + tuple(outer[h.name] for h in slots), loc=w.loc)
             drop_init = False
         attrs = dict(w.attrs)
         attrs["body"] = ComputationRef(new_body.name)
@@ -431,12 +434,12 @@ class _Hoister:
         out: list[Instruction] = []
         for inst in comp.instructions:
             if inst.name == init.name and drop_init:
-                out.extend(new_outer)
+                out.extend(before.insts)
                 out.append(new_init)
                 continue
             if inst.name == wname:
                 if not drop_init:
-                    out.extend(new_outer)
+                    out.extend(before.insts)
                     out.append(new_init)
                 out.append(new_w)
                 if narrow is not None:
@@ -466,10 +469,10 @@ class _Hoister:
         """The body's invariant instructions (names) and, in order, the ones worth moving."""
         bby = body.by_name
         controlled = {p for i in body.instructions for p in (i.attrs.get("control-predecessors", ()) or ())}
-        live = _live(self.roots(body), bby)
+        live = reachable(self.roots(body), bby)
         invariant: set[str] = set()
         worth: list[Instruction] = []
-        for inst in _topo_order(body):
+        for inst in text_order(body):
             op = inst.opcode
             if op == "get-tuple-element" and inst.operands[0] == param.name:
                 if inst.attrs.get("index") in invariant_idx:
@@ -506,7 +509,7 @@ class _Hoister:
             local: dict[str, str] = {}
             for p in callee.parameters:
                 local[p.name] = inst.operands[p.parameter_number]
-            for ci in _topo_order(callee):
+            for ci in text_order(callee):
                 if ci.opcode == "parameter":
                     continue
                 name = fresh(ci.name, ".inlined")

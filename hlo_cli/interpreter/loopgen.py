@@ -207,8 +207,8 @@ class _Builder:
     def __init__(self, cond, body, module):
         if module is None:
             raise _Unsupported
-        from .hoist import _Hoister
-        self.pure = _Hoister(module).pure_inst
+        from .hoist import Hoister
+        self.pure = Hoister(module).pure_inst
         self.cond, self.body = cond, body
         self.ns: dict = {"_asarray": np.asarray, "_Redo": _Redo, "ndarray": ndarray,
                          "_F64": F64, "_F32": F32, "_own": _own, "_bad": _bad,

@@ -29,6 +29,7 @@ from ..errors import instruction_diagnostic as _diag
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.module import Instruction, Module
 from ..ir.shape import NUMPY_MAX_RANK, UNBOUNDED, Shape
+from .schedule import free_after, run_order
 
 def result_bytes(shape: Shape | None) -> int | None:
     """Bytes the interpreter needs to hold a value of `shape` (each element at its NumPy storage
@@ -281,7 +282,7 @@ class MemoryEstimate:
 
 def estimate(module: Module, devices: int = 1) -> MemoryEstimate:
     """The memory a run of `module` needs (MemoryEstimate), computed statically from the shapes and
-    the evaluator's own schedule and liveness (evaluator._Plan: the instructions the root and the
+    the evaluator's own schedule and liveness (schedule.Plan: the instructions the root and the
     side effects need, in dependency order, each value freed after its last use).  Views
     (broadcast, reshape, transpose, reverse, copy, bitcast, tuple, get-tuple-element) share their
     operand's buffer; a called computation (call, fusion, while body and condition, conditional
@@ -360,14 +361,16 @@ def _single_value_too_big(module: Module, limit: int, devices: int) -> bool:
 
 # -- the static walk -----------------------------------------------------------------------------
 
-# results that share their operand's buffer (a NumPy view or the operand itself)
-_VIEWS = frozenset(("copy", "opt-barrier", "domain", "transpose", "reverse", "broadcast",
+# results that share their operand's buffer (a NumPy view or the operand itself): views that cost
+# nothing in this estimate (a fact of the estimate, not of the opcodes)
+_FREE_VIEWS = frozenset(("copy", "opt-barrier", "domain", "transpose", "reverse", "broadcast",
                     "add-dependency"))
-_PLAIN_VIEWS = frozenset(("copy", "opt-barrier", "domain", "add-dependency"))   # keep the operand's layout
+_FREE_PLAIN_VIEWS = frozenset(("copy", "opt-barrier", "domain", "add-dependency"))   # keep the operand's layout
 _DOTS = frozenset(("dot", "convolution", "ragged-dot", "scaled-dot"))
 _NARROW = frozenset(("bf16", "f16", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz",
                      "f8e4m3", "f8e3m4", "f8e8m0fnu", "f4e2m1fn", "f6e2m3fn", "f6e3m2fn"))
-_CALLS = frozenset(("call", "fusion"))
+# calls the walk follows into their computation (while, conditional, async-start: their own cases)
+_FOLLOWED_CALLS = frozenset(("call", "fusion"))
 # float results the evaluation rules flush to zero (XLA CPU's FTZ): np.abs of the result meanwhile
 _FLUSHED = frozenset(("f32", "f64", "c64", "c128"))
 _MAX_NESTING = 150          # computations calling computations: the walk recurses (2 frames a level)
@@ -379,7 +382,7 @@ _SCRATCH = _DOTS | frozenset(("reduce", "reduce-window", "map", "sort", "scatter
                               "all-reduce", "reduce-scatter", "all-reduce-start", "custom-call", "async-start"))
 # opcodes the walk treats otherwise than "a new array, no scratch"
 _SPECIAL = frozenset(("parameter", "constant", "reshape", "bitcast", "tuple", "get-tuple-element", "async-done",
-                      "copy-done", "call", "fusion", "async-start", "while", "conditional")) | _VIEWS | _SCRATCH
+                      "copy-done", "call", "fusion", "async-start", "while", "conditional")) | _FREE_VIEWS | _SCRATCH
 
 
 def _where(at) -> Where | None:
@@ -422,6 +425,42 @@ def _flat(v) -> list:
     return out
 
 
+class _Buffers:
+    """The buffers of one computation's walk: `size[id]` bytes each.  A value's structure refers to
+    them (see _Estimator)."""
+    __slots__ = ("size", "est")
+
+    def __init__(self, est: "_Estimator"):
+        self.size: list[int] = []
+        self.est = est
+
+    def new(self, nbytes: int) -> int:
+        self.size.append(nbytes)
+        return (len(self.size) - 1) * 2
+
+    def fresh(self, shape: Shape | None, external: bool = False):
+        """A new value of `shape` (its buffers count 0 bytes when `external`: parameters, constants)."""
+        if shape is not None and shape.tuple_shapes is not None:
+            return tuple(self.fresh(t, external) for t in shape.tuple_shapes)
+        b = self.est.info(shape)[0]
+        if b is None:
+            self.est.unknown += 1
+            b = 0
+        return self.new(0 if external else b)
+
+    def nbytes_of(self, v) -> int:
+        size = self.size
+        if type(v) is int:
+            return size[v >> 1]
+        seen, total = set(), 0
+        for leaf in _flat(v):
+            b = leaf >> 1
+            if b not in seen:
+                seen.add(b)
+                total += size[b]
+        return total
+
+
 class _Estimator:
     # A value's structure while walking: an int for an array leaf (buffer id * 2, + 1 when the leaf
     # is a strided view, which a reshape would copy), a tuple of structures for a tuple.
@@ -435,8 +474,6 @@ class _Estimator:
         self.largest, self.largest_at = 0, None
         self.scratch_max = 0
         self._shape_info: dict[int, tuple] = {}
-        from .evaluator import _SIDE_EFFECTS, _topo     # the evaluator's own schedule (_Plan)
-        self._plan_order = _SIDE_EFFECTS, _topo
 
     def info(self, shape: Shape | None):
         """(bytes or None when unknown, elements, element types) of `shape`, cached."""
@@ -493,30 +530,19 @@ class _Estimator:
             self.busy.discard(name)
         return s
 
-    def _schedule(self, comp):
-        """The instructions evaluator._Plan runs, in its order (None: names that do not resolve)."""
-        side_effects, _topo = self._plan_order
-        insts = comp.instructions
-        index = {}
-        params, effects = [], []
-        for k, i in enumerate(insts):
-            index[i.name] = k
-            op = i.opcode
-            if op == "parameter":
-                params.append(k)
-            elif op in side_effects or op == "custom-call" and i.attrs.get("custom_call_has_side_effect"):
-                effects.append(k)
-        needed: set[int] = set()
-        order: list[int] = []
-        roots = params + ([index[comp.root]] if comp.root in index else []) + effects
+    @staticmethod
+    def _schedule(comp):
+        """The instructions a run of `comp` executes, in its order (schedule.run_order; None: names
+        that do not resolve)."""
         try:
-            for r in roots:
-                _topo(r, insts, index, needed, order)
+            order = run_order(comp)
         except KeyError:                     # an unchecked module naming what does not exist
             return None
-        return [insts[k] for k in order]
+        return [comp.instructions[k] for k in order]
 
     def _walk(self, comp) -> _Summary:
+        """One computation's summary: its schedule walked with a live set of buffers (a value's
+        buffers join it when computed and leave it after the value's last use)."""
         out = _Summary()
         sched = self._schedule(comp)
         if sched is None:
@@ -524,58 +550,33 @@ class _Estimator:
             return out
         cname = comp.name
         pos = {inst.name: n for n, inst in enumerate(sched)}
-        by_name = comp.by_name
         root = pos.get(comp.root, -1)
         opidx = [[pos[o] for o in inst.operands] for inst in sched]
-        last: dict[int, int] = {}
-        for n, ops in enumerate(opidx):
-            for o in ops:
-                last[o] = n
-        frees: list[list[int]] = [[] for _ in sched]
-        for o, n in last.items():
-            if o != root:
-                frees[n].append(o)
-        for n in range(len(sched)):
-            if n not in last and n != root:
-                frees[n].append(n)
-
-        size: list[int] = []                 # buffer id -> bytes (0: a parameter's, or a constant's)
+        frees = free_after(opidx, root)
+        bufs = _Buffers(self)
+        size = bufs.size                     # buffer id -> bytes (0: a parameter's, or a constant's)
         origin: dict[int, tuple] = {}        # parameter buffer id -> (parameter number, leaf index)
         refs: dict[int, int] = {}            # buffer id -> live leaves referring to it
         vals: list = [None] * len(sched)
         live = peak = peak_total = 0
         peak_at = total_at = None
         info = self.info
-
-        def narrow(shape) -> bool:
-            return shape is not None and (shape.element_type in _NARROW or shape.tuple_shapes is not None
-                                          and bool(info(shape)[2] & _NARROW))
-
-        def new(nbytes: int) -> int:
-            size.append(nbytes)
-            return (len(size) - 1) * 2
-
-        def fresh(shape: Shape | None, external: bool = False):
-            if shape is not None and shape.tuple_shapes is not None:
-                return tuple(fresh(t, external) for t in shape.tuple_shapes)
-            b = info(shape)[0]
-            if b is None:
-                self.unknown += 1
-                b = 0
-            return new(0 if external else b)
-
-        def nbytes_of(v) -> int:
-            if type(v) is int:
-                return size[v >> 1]
-            seen, total = set(), 0
-            for leaf in _flat(v):
-                b = leaf >> 1
-                if b not in seen:
-                    seen.add(b)
-                    total += size[b]
-            return total
-
         shape_info = self._shape_info
+
+        def release(slots) -> int:
+            """Drop the values in `slots`; the bytes of the buffers no live value refers to any more."""
+            freed = 0
+            for j in slots:
+                x = vals[j]
+                for leaf in ([x] if type(x) is int else _flat(x)):
+                    b = leaf >> 1
+                    c = refs[b] - 1
+                    refs[b] = c
+                    if c == 0:
+                        freed += size[b]
+                vals[j] = None
+            return freed
+
         for n, inst in enumerate(sched):
             op = inst.opcode
             shape = inst.shape
@@ -603,92 +604,10 @@ class _Estimator:
                 if live + b + scratch > peak_total or total_at is None:
                     peak_total, total_at = live + b + scratch, (inst, cname)
                 refs[bid] = 1
-                live += b
-                for j in frees[n]:
-                    x = vals[j]
-                    for leaf in ([x] if type(x) is int else _flat(x)):
-                        c = refs[leaf >> 1] - 1
-                        refs[leaf >> 1] = c
-                        if c == 0:
-                            live -= size[leaf >> 1]
-                    vals[j] = None
+                live += b - release(frees[n])
                 continue
-            operands = [vals[j] for j in ops]
-            scratch = 0
-            during_total = None              # bytes above `live` with scratch (None: during + scratch)
-            inner_at = inner_total_at = None
-            if op == "parameter":
-                v = fresh(shape, external=True)
-                for i, leaf in enumerate(_flat(v)):
-                    origin[leaf >> 1] = (inst.parameter_number, i)
-                during = 0
-            elif op == "constant":
-                v = fresh(shape, external=True)          # counted once for the module (constants)
-                during = 0
-            elif op in _VIEWS and len(operands) == 1 and type(operands[0]) is int:
-                v = operands[0] if op in _PLAIN_VIEWS else operands[0] | 1
-                during = 0
-            elif op in ("reshape", "bitcast") and len(operands) == 1 and type(operands[0]) is int \
-                    and not operands[0] & 1 and not (shape is not None and shape.is_dynamic):
-                v = operands[0]                          # a view of a contiguous array
-                during = 0
-            elif op == "tuple":
-                v = tuple(operands)
-                during = 0
-            elif op in ("get-tuple-element", "async-done", "copy-done") and len(operands) == 1 \
-                    and type(operands[0]) is tuple:
-                k = inst.attrs.get("index") if op == "get-tuple-element" else 1
-                if type(k) is int and 0 <= k < len(operands[0]):
-                    v, during = operands[0][k], 0
-                else:
-                    v = fresh(shape)
-                    during = nbytes_of(v)
-            elif op in _CALLS or op == "async-start" and "calls" in inst.attrs:
-                callee = inst.attrs.get("to_apply") or inst.attrs.get("calls")
-                s = self._summary(callee.name) if callee is not None else _Summary()
-                v = self._instantiate(s, operands, shape if op != "async-start" else _element(shape, 1), new)
-                if op == "async-start":
-                    rest = [fresh(t) for t in (shape.tuple_shapes[2:] if shape.is_tuple else ())]
-                    v = (tuple(operands), v, *rest)
-                during, during_total = s.peak, max(s.peak_total, s.peak)
-                inner_at, inner_total_at = s.peak_at, s.total_at
-            elif op == "while":
-                body, cond = inst.attrs.get("body"), inst.attrs.get("condition")
-                sb = self._summary(body.name) if body is not None else _Summary()
-                sc = self._summary(cond.name) if cond is not None else _Summary()
-                v, held = self._loop_result(sb, operands[0] if operands else None, shape, new)
-                inner = sb if sb.peak >= sc.peak else sc
-                during, inner_at = held + inner.peak, inner.peak_at
-                inner = sb if sb.peak_total >= sc.peak_total else sc
-                during_total, inner_total_at = max(held + inner.peak_total, during), inner.total_at
-            elif op == "conditional":
-                names = [c.name for c in (inst.attrs.get("branch_computations") or ())]
-                for a in ("true_computation", "false_computation"):
-                    if inst.attrs.get(a) is not None:
-                        names.append(inst.attrs[a].name)
-                v = fresh(shape)
-                during = during_total = nbytes_of(v)
-                for nm in names:
-                    s = self._summary(nm)
-                    if s.peak > during:
-                        during, inner_at = s.peak, s.peak_at
-                    if s.peak_total > during_total:
-                        during_total, inner_total_at = s.peak_total, s.total_at
-                during_total = max(during_total, during)
-            else:
-                v = fresh(shape)
-                during = nbytes_of(v)
-                if during > self.largest:
-                    self.largest, self.largest_at = during, (inst, cname)
-                # computations applied to whole arrays (reducers, comparators, combiners) count as
-                # scratch; their instructions' values are not walked
-                if op in _SCRATCH or narrow(shape) or any(narrow(by_name[o].shape) for o in inst.operands
-                                                           if o in by_name):
-                    scratch = self._scratch(inst, [getattr(by_name.get(o), "shape", None) for o in inst.operands])
-                if scratch > self.scratch_max:
-                    self.scratch_max = scratch
-            if during_total is None:
-                during_total = during + scratch
+            v, during, during_total, inner_at, inner_total_at = self._step(
+                inst, [vals[j] for j in ops], bufs, origin, comp.by_name, cname)
             if live + during > peak or peak_at is None:
                 peak, peak_at = live + during, inner_at or (inst, cname)
             if live + during_total > peak_total or total_at is None:
@@ -701,21 +620,113 @@ class _Estimator:
                 if c == 0:
                     live += size[b]
                 refs[b] = c + 1
-            for j in frees[n]:
-                x = vals[j]
-                for leaf in ([x] if type(x) is int else _flat(x)):
-                    b = leaf >> 1
-                    c = refs[b] - 1
-                    refs[b] = c
-                    if c == 0:
-                        live -= size[b]
-                vals[j] = None
+            live -= release(frees[n])
         out.peak, out.peak_at, out.peak_total, out.total_at = peak, peak_at, peak_total, total_at
         if root >= 0:
             for leaf in _flat(vals[root]):
                 b = leaf >> 1
                 out.root.append(("param",) + origin[b] + (leaf & 1,) if b in origin else ("new", size[b]))
         return out
+
+    def _step(self, inst, operands, bufs: "_Buffers", origin: dict, by_name, cname: str):
+        """What instruction `inst` (other than the common case) adds: (its value's structure, bytes
+        above the live set while it runs, the same with scratch, where the callee peaks, where its
+        total peaks)."""
+        op = inst.opcode
+        shape = inst.shape
+        fresh, nbytes_of = bufs.fresh, bufs.nbytes_of
+        scratch = 0
+        during_total = None              # bytes above `live` with scratch (None: during + scratch)
+        inner_at = inner_total_at = None
+        if op == "parameter":
+            v = fresh(shape, external=True)
+            for i, leaf in enumerate(_flat(v)):
+                origin[leaf >> 1] = (inst.parameter_number, i)
+            during = 0
+        elif op == "constant":
+            v = fresh(shape, external=True)          # counted once for the module (constants)
+            during = 0
+        elif op in _FREE_VIEWS and len(operands) == 1 and type(operands[0]) is int:
+            v = operands[0] if op in _FREE_PLAIN_VIEWS else operands[0] | 1
+            during = 0
+        elif op in ("reshape", "bitcast") and len(operands) == 1 and type(operands[0]) is int \
+                and not operands[0] & 1 and not (shape is not None and shape.is_dynamic):
+            v = operands[0]                          # a view of a contiguous array
+            during = 0
+        elif op == "tuple":
+            v = tuple(operands)
+            during = 0
+        elif op in ("get-tuple-element", "async-done", "copy-done") and len(operands) == 1 \
+                and type(operands[0]) is tuple:
+            k = inst.attrs.get("index") if op == "get-tuple-element" else 1
+            if type(k) is int and 0 <= k < len(operands[0]):
+                v, during = operands[0][k], 0
+            else:
+                v = fresh(shape)
+                during = nbytes_of(v)
+        elif op in _FOLLOWED_CALLS or op == "async-start" and "calls" in inst.attrs:
+            callee = inst.attrs.get("to_apply") or inst.attrs.get("calls")
+            s = self._summary(callee.name) if callee is not None else _Summary()
+            v = self._instantiate(s, operands, shape if op != "async-start" else _element(shape, 1), bufs.new)
+            if op == "async-start":
+                rest = [fresh(t) for t in (shape.tuple_shapes[2:] if shape.is_tuple else ())]
+                v = (tuple(operands), v, *rest)
+            during, during_total = s.peak, max(s.peak_total, s.peak)
+            inner_at, inner_total_at = s.peak_at, s.total_at
+        elif op == "while":
+            v, during, during_total, inner_at, inner_total_at = self._while(inst, operands, bufs)
+        elif op == "conditional":
+            v, during, during_total, inner_at, inner_total_at = self._conditional(inst, bufs)
+        else:
+            v = fresh(shape)
+            during = nbytes_of(v)
+            if during > self.largest:
+                self.largest, self.largest_at = during, (inst, cname)
+            # computations applied to whole arrays (reducers, comparators, combiners) count as
+            # scratch; their instructions' values are not walked
+            narrow = self._narrow
+            if op in _SCRATCH or narrow(shape) or any(narrow(by_name[o].shape) for o in inst.operands
+                                                       if o in by_name):
+                scratch = self._scratch(inst, [getattr(by_name.get(o), "shape", None) for o in inst.operands])
+            if scratch > self.scratch_max:
+                self.scratch_max = scratch
+        if during_total is None:
+            during_total = during + scratch
+        return v, during, during_total, inner_at, inner_total_at
+
+    def _while(self, inst, operands, bufs: "_Buffers"):
+        """A while's (value, during, during with scratch, where they peak): the larger of its body
+        and condition on top of the state an iteration holds."""
+        body, cond = inst.attrs.get("body"), inst.attrs.get("condition")
+        sb = self._summary(body.name) if body is not None else _Summary()
+        sc = self._summary(cond.name) if cond is not None else _Summary()
+        v, held = self._loop_result(sb, operands[0] if operands else None, inst.shape, bufs.new)
+        inner = sb if sb.peak >= sc.peak else sc
+        during, inner_at = held + inner.peak, inner.peak_at
+        inner = sb if sb.peak_total >= sc.peak_total else sc
+        during_total, inner_total_at = max(held + inner.peak_total, during), inner.total_at
+        return v, during, during_total, inner_at, inner_total_at
+
+    def _conditional(self, inst, bufs: "_Buffers"):
+        """A conditional's (value, during, during with scratch, where they peak): its largest branch."""
+        names = [c.name for c in (inst.attrs.get("branch_computations") or ())]
+        for a in ("true_computation", "false_computation"):
+            if inst.attrs.get(a) is not None:
+                names.append(inst.attrs[a].name)
+        v = bufs.fresh(inst.shape)
+        during = during_total = bufs.nbytes_of(v)
+        inner_at = inner_total_at = None
+        for nm in names:
+            s = self._summary(nm)
+            if s.peak > during:
+                during, inner_at = s.peak, s.peak_at
+            if s.peak_total > during_total:
+                during_total, inner_total_at = s.peak_total, s.total_at
+        return v, during, max(during_total, during), inner_at, inner_total_at
+
+    def _narrow(self, shape) -> bool:
+        return shape is not None and (shape.element_type in _NARROW or shape.tuple_shapes is not None
+                                      and bool(self.info(shape)[2] & _NARROW))
 
     @staticmethod
     def _instantiate(s: _Summary, operands, shape, new):

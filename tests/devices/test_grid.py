@@ -170,3 +170,22 @@ def test_groups_partition_the_grid(R, P, data):
     flat = sorted(d for g in got for d in g)
     assert flat == list(range(grid.count))
     assert len({len(g) for g in got}) == 1
+
+
+def test_which_collectives_read_use_global_device_ids():
+    """Read off the opcode table (the ops whose row takes the attribute), as XLA's group mode reads it."""
+    from hlo_cli.devices.grid import reads_global_ids
+    assert {op for op in ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
+                          "all-to-all", "collective-permute", "collective-broadcast", "add", "no-such-op")
+            if reads_global_ids(op)} == {"all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
+                                         "reduce-scatter"}
+
+
+def test_the_spmd_walk_asks_the_opcode_table():
+    from hlo_cli.devices import spmd
+    # exchanges run along the device axis; their -done halves only pass the value on
+    assert "all-reduce" in spmd.COLLECTIVES and "collective-permute-start" in spmd.COLLECTIVES
+    assert not spmd.COLLECTIVES & {"all-reduce-done", "all-gather-done", "collective-permute-done"}
+    assert spmd.DEVICE_IDS == {"replica-id", "partition-id"}
+    assert {"tuple", "get-tuple-element", "all-reduce-done"} <= spmd._STRUCTURAL
+    assert {"add", "select", "convert", "copy"} <= spmd._ELEMENTWISE and "dot" not in spmd._ELEMENTWISE

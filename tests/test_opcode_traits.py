@@ -40,3 +40,13 @@ def test_elementwise_and_unknown():
     assert has_trait("add", ELEMENTWISE) and has_trait("select", ELEMENTWISE) and has_trait("compare", ELEMENTWISE)
     assert not has_trait("dot", ELEMENTWISE) and not has_trait("no-such-op", ELEMENTWISE)
     assert with_trait(ELEMENTWISE, COLLECTIVE) == with_trait(ELEMENTWISE) | with_trait(COLLECTIVE)
+
+
+def test_computation_attributes_follow_the_table():
+    assert oc.computation_attributes("while") == ("condition", "body")
+    assert oc.computation_attributes("conditional") == ("true_computation", "false_computation",
+                                                        "branch_computations")
+    assert oc.computation_attributes("call") == ("to_apply",)
+    assert oc.computation_attributes("add") == () and oc.computation_attributes("no-such-op") == ()
+    # every opcode said to call computations names them in an attribute
+    assert all(oc.computation_attributes(op) for op in with_trait(CALLS))

@@ -13,7 +13,7 @@ from ..errors import Diagnostic
 from ..ir.attributes import ComputationRef
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.module import Computation, Instruction, Module
-from ..ir.opcodes import OPCODES
+from ..ir.opcodes import ELEMENTWISE, IO, OPCODES, async_generic, has_trait, with_trait
 from ..ir.shape import COMBINE_DIM, MAX_SHAPE_DEPTH, NUMPY_MAX_RANK, UNBOUNDED, Shape, shape_depth
 from .positions import SourceIndex
 
@@ -437,18 +437,16 @@ def _layout_problems(leaf: Shape):
                            f"got SC({sc.dimension}:...) {of}")
 
 
-# Opcodes that cannot change layout (XLA's InstructionCanChangeLayout is false for them): their result
-# has the layout of each operand of the same rank.
-_LAYOUT_PRESERVING_FAMILIES = ("elementwise_unary", "elementwise_binary", "elementwise_ternary", "compare", "convert")
-_LAYOUT_PRESERVING_OPS = {"map", "slice", "dynamic-slice", "dynamic-update-slice", "pad", "reverse", "concatenate",
-                          "sort", "reduce-precision"}
+# The opcodes whose layout the layout-sensitive check holds to their operands': the result has the
+# layout of each operand of the same rank.  XLA's LayoutAssignment::InstructionCanChangeLayout is false
+# for these and for more (collectives, fft, scatter, while, ...), which this check leaves alone: a fact
+# of this check, not of the opcode table.
+_LAYOUT_PRESERVING_OPS = with_trait(ELEMENTWISE) | {"stochastic-convert", "map", "slice", "dynamic-slice",
+                                                    "dynamic-update-slice", "pad", "reverse", "concatenate", "sort"}
 
 
 def _check_layout_preserved(inst: Instruction, operands: list[Shape], rep: _Report):
-    spec = OPCODES.get(inst.opcode)
-    if spec is None or inst.shape is None:
-        return
-    if spec.family not in _LAYOUT_PRESERVING_FAMILIES and inst.opcode not in _LAYOUT_PRESERVING_OPS:
+    if inst.shape is None or inst.opcode not in _LAYOUT_PRESERVING_OPS:
         return
     if inst.shape.is_tuple and inst.opcode != "sort":
         return
@@ -673,12 +671,7 @@ _ASYNC_PAIRS = {
 
 
 def _pair_opcode(op: str) -> str:
-    if op in OPCODES:
-        return op
-    for suffix in ("-start", "-update", "-done"):
-        if op.endswith(suffix) and op[: -len(suffix)] in OPCODES:
-            return "async" + suffix
-    return op
+    return async_generic(op) or op
 
 
 def _check_async_pairs(module: Module, rep: _Report):
@@ -804,8 +797,14 @@ def _check_aliasing(module: Module, effective, rep: _Report, layout_sensitive: b
 
 # ------------------------------------------------------------------------------------------ warnings
 
-_NO_UNUSED_WARNING = {"parameter", "outfeed", "send", "send-done", "after-all", "custom-call", "infeed", "recv",
-                      "recv-done", "rng-get-and-update-state"}
+# W201 "the result is never used" is not said of host and peer transfers (the IO trait), of the halves
+# of an asynchronous pair (-start, -done) and of these, whose value programs commonly drop: a fact of
+# this warning (rng and collective-broadcast have side effects too, yet an unused one is warned of)
+_UNUSED_IS_USUAL = frozenset({"parameter", "after-all", "custom-call", "rng-get-and-update-state"})
+
+
+def _warns_unused(opcode: str) -> bool:
+    return not (has_trait(opcode, IO) or opcode in _UNUSED_IS_USUAL or opcode.endswith(("-done", "-start")))
 
 
 def _warnings(module: Module, comps, rep: _Report):
@@ -818,8 +817,7 @@ def _warnings(module: Module, comps, rep: _Report):
             if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
                 rep.add(inst, "W200", "constant: this constant was elided in the dump ({...}); its values are "
                         "unknown, so the module cannot be run faithfully", "warning", at=rep.paren_at(inst))
-            if inst.name not in used and inst.name != comp.root and inst.opcode not in _NO_UNUSED_WARNING \
-                    and not inst.opcode.endswith(("-done", "-start")):
+            if inst.name not in used and inst.name != comp.root and _warns_unused(inst.opcode):
                 rep.add(inst, "W201", f"{inst.opcode}: the result is never used", "warning")
             if inst.shape is not None:
                 rank = max((leaf.rank for leaf in inst.shape.leaves()), default=0)

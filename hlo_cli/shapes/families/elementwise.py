@@ -233,6 +233,19 @@ def check_arity(opcode: str, operands: Sequence[Shape], n: int) -> None:
         fail(opcode, "the operand count", f"be {n}", len(operands), operands)
 
 
+def one_operand(opcode: str, operands: Sequence[Shape]) -> Shape:
+    """The one array operand of `opcode(x)`."""
+    check_arity(opcode, operands, 1)
+    return require_array(opcode, operands, 0, "the operand")
+
+
+def require_operand_type(opcode: str, x: Shape, out: Shape, operands: Sequence[Shape]) -> None:
+    """The result `out` has the element type of the operand `x`."""
+    if out.element_type != x.element_type:
+        fail(opcode, "the result element type", f"be the operand's ({x.element_type})",
+             out.element_type, operands)
+
+
 # ----------------------------------------------------------------------------- unary ops
 
 def unary(opcode: str, allowed: Kinds, result: Callable[[str], str] | None = None) -> None:
@@ -400,8 +413,7 @@ def infer_clamp(operands, attrs, ctx):
 def infer_convert(operands, attrs, ctx):
     """convert(x): any array to the declared element type, same dimensions."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     d = require_declared(op, ctx, operands)
     return like(x, d.element_type)
 
@@ -411,8 +423,7 @@ def infer_bitcast_convert(operands, attrs, ctx):
     """bitcast-convert(x): reinterpret the bits; a narrower result type adds a minor dimension of
     the width ratio, a wider one removes a minor dimension that must equal the ratio."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     d = require_declared(op, ctx, operands)
     new = d.element_type
     if (kind(x) == "complex") != (kind(d) == "complex"):
@@ -458,8 +469,7 @@ def infer_stochastic_convert(operands, attrs, ctx):
 def infer_reduce_precision(operands, attrs, ctx):
     """reduce-precision(x), exponent_bits=E, mantissa_bits=M: x floating-point, E >= 1, M >= 0."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     check_kind(op, operands, 0, FLOAT)
     e = int_attr(op, attrs, "exponent_bits", operands)
     m = int_attr(op, attrs, "mantissa_bits", operands)
@@ -475,4 +485,4 @@ __all__ = ["Kinds", "PRED", "SIGNED", "INTEGRAL", "FLOAT", "COMPLEX", "NUMERIC",
            "is_array", "is_scalar", "dims_text", "seq", "array", "like", "require_known",
            "require_array", "require_declared", "dims_attr", "int_attr", "compatible_dim",
            "same_dims", "merge_dims", "check_kind", "check_same_element_type", "check_same_dims",
-           "family", "check_arity", "unary", "binary", "shapes_text"]
+           "family", "check_arity", "one_operand", "require_operand_type", "unary", "binary", "shapes_text"]

@@ -353,7 +353,8 @@ def _bits_of(shape) -> int:
     return n * ebits
 
 
-def _size_text(nbits: int) -> str:
+def size_text(nbits: int) -> str:
+    """A storage size for messages: whole bytes as bytes, else bits."""
     return f"{nbits // 8} bytes" if nbits % 8 == 0 else f"{nbits} bits"
 
 
@@ -366,8 +367,8 @@ def infer_bitcast(operands, attrs, ctx):
     if UNBOUNDED not in x.dims and UNBOUNDED not in out.dims:
         a, b = _bits_of(x), _bits_of(out)
         if a != b:
-            fail(op, "the result's size", f"be the operand's ({_size_text(a)})",
-                 f"{_size_text(b)} for {out.to_str(False)}", operands)
+            fail(op, "the result's size", f"be the operand's ({size_text(a)})",
+                 f"{size_text(b)} for {out.to_str(False)}", operands)
     return like(out)
 
 

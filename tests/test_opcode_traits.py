@@ -50,3 +50,15 @@ def test_computation_attributes_follow_the_table():
     assert oc.computation_attributes("add") == () and oc.computation_attributes("no-such-op") == ()
     # every opcode said to call computations names them in an attribute
     assert all(oc.computation_attributes(op) for op in with_trait(CALLS))
+
+
+def test_registrar_files_rules_and_refuses_a_second_one():
+    table = {}
+    register = oc.registrar(table, "test rules")
+
+    @register("add", "subtract")
+    def rule(*args):
+        return args
+    assert table == {"add": rule, "subtract": rule}
+    with pytest.raises(RuntimeError, match="two test rules for add"):
+        register("add")(lambda: None)

@@ -442,6 +442,20 @@ def computation_attributes(name: str) -> tuple[str, ...]:
     return tuple(a for a, k in spec.attrs.items() if k in ("computation", "computations")) if spec else ()
 
 
+def registrar(table: dict, what: str):
+    """The decorator `@register(*opcodes)` that files a rule under opcode spellings in `table` (the shape
+    rules, the evaluation rules); a second rule for one opcode is an error naming `what`."""
+    def register(*opcodes: str):
+        def deco(fn):
+            for op in opcodes:
+                if op in table:
+                    raise RuntimeError(f"two {what} for {op}")
+                table[op] = fn
+            return fn
+        return deco
+    return register
+
+
 _ASYNC_SUGAR = (("-start", "async-start"), ("-update", "async-update"), ("-done", "async-done"))
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from ..ir.opcodes import async_generic
+from ..ir.opcodes import async_generic, registrar
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, shape_depth
 
 
@@ -52,15 +52,8 @@ Rule = Callable[[Sequence[Shape], Mapping, RuleContext], Shape]
 RULES: dict[str, Rule] = {}
 
 
-def rule(*opcodes: str):
-    """Register a shape rule for one or more opcodes (text spellings from the opcode table)."""
-    def deco(fn: Rule) -> Rule:
-        for op in opcodes:
-            if op in RULES:
-                raise RuntimeError(f"two shape rules for {op}")
-            RULES[op] = fn
-        return fn
-    return deco
+#: `@rule(*opcodes)` registers a shape rule for one or more opcodes (text spellings from the opcode table)
+rule = registrar(RULES, "shape rules")
 
 
 def shapes_text(shapes: Sequence[Shape]) -> str:

@@ -62,3 +62,10 @@ def test_registrar_files_rules_and_refuses_a_second_one():
     assert table == {"add": rule, "subtract": rule}
     with pytest.raises(RuntimeError, match="two test rules for add"):
         register("add")(lambda: None)
+
+
+def test_with_attribute_reads_the_rows():
+    assert oc.with_attribute("source_target_pairs") == {"collective-permute", "collective-permute-start"}
+    assert oc.with_attribute("use_global_device_ids") == {"all-reduce", "all-reduce-start", "all-gather",
+                                                          "all-gather-start", "reduce-scatter"}
+    assert oc.with_attribute("no_such_attribute") == frozenset()

@@ -436,6 +436,11 @@ def lookup(name: str) -> OpSpec | None:
     return OPCODES.get(name)
 
 
+def with_attribute(attr: str) -> frozenset[str]:
+    """Every opcode whose row accepts attribute `attr` (e.g. replica_groups: the grouped collectives)."""
+    return frozenset(op for op, spec in OPCODES.items() if attr in spec.attrs)
+
+
 def computation_attributes(name: str) -> tuple[str, ...]:
     """The attributes of opcode `name` that name called computations, in the table's order."""
     spec = OPCODES.get(name)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 
 from ...ir.attributes import IotaReplicaGroups
-from ...ir.opcodes import OPCODES
+from ...ir.opcodes import with_attribute
 from ...ir.shape import UNBOUNDED
 from ..registry import fail, rule
 from .reduction import (array, compatible, computation, config_value, dims_attr, expect_array, expect_count,
@@ -73,11 +73,9 @@ def replica_group_list(attrs, ctx=None, operands=None, mode=None) -> list[tuple[
     return [tuple(g) for g in rg.groups]
 
 
-def _reads_global_device_ids(opcode: str) -> bool:
-    """Whether use_global_device_ids decides the opcode's group mode (XLA's GetCollectiveOpGroupMode(instr)):
-    the opcodes the table gives that attribute (all-reduce, all-gather, reduce-scatter and their -start)."""
-    spec = OPCODES.get(opcode)
-    return spec is not None and "use_global_device_ids" in spec.attrs
+# the opcodes whose group mode use_global_device_ids decides (XLA's GetCollectiveOpGroupMode(instr)): those
+# the table gives that attribute (all-reduce, all-gather, reduce-scatter and their -start)
+_GLOBAL_ID_OPS = with_attribute("use_global_device_ids")
 
 
 def mode_of(opcode: str, attrs) -> str:
@@ -85,7 +83,7 @@ def mode_of(opcode: str, attrs) -> str:
     use_global_device_ids without a channel_id (an error the shape rule reports) reads as
     cross-replica."""
     has_channel = attrs.get("channel_id") is not None
-    if not _reads_global_device_ids(opcode) or not has_channel:
+    if opcode not in _GLOBAL_ID_OPS or not has_channel:
         return CROSS_PARTITION if has_channel else CROSS_REPLICA
     return FLATTENED_ID if attrs.get("use_global_device_ids") else CROSS_REPLICA_AND_PARTITION
 

@@ -68,7 +68,8 @@ def _results(doc) -> list[str]:
     """The comparison of the results, one line each (agreeing ones only when there are few)."""
     agree = [r for r in doc["results"] if r["status"] == "agree"]
     worst = max((r["max_abs_diff"] or 0.0 for r in agree), default=0.0)
-    lines = [f"results: {len(agree)} of {len(doc['results'])} agree" + (f" (max |diff| {_num(worst)})" if agree else "")]
+    most = f" (max |diff| {_num(worst)})" if agree else ""
+    lines = [f"results: {len(agree)} of {len(doc['results'])} agree{most}"]
     nonfinite = [r["key"] for r in doc["results"] if r.get("nonfinite")]
     if nonfinite:
         lines.append(f"  note: {', '.join(nonfinite)} {'hold' if len(nonfinite) > 1 else 'holds'} NaN or Inf in both "

@@ -24,6 +24,7 @@ from ...ir.attributes import comparison_order_of_type
 from ...ir.dtypes import ELEMENT_TYPES
 from ...ir.shape import UNBOUNDED, Shape
 from ..registry import ShapeRuleError, fail, rule, shapes_text
+from .reduction import compatible_dim
 
 # ----------------------------------------------------------------------------- diagnostic codes
 
@@ -125,11 +126,6 @@ def int_attr(opcode: str, attrs, name: str, operands: Sequence[Shape], default=N
     if v is None:
         fail(opcode, f"the attribute {name}", "be given", "none", operands, ATTRIBUTE)
     return int(v)
-
-
-def compatible_dim(a: int, b: int) -> bool:
-    """Equal sizes, or one of them unbounded (`?`)."""
-    return a == b or a == UNBOUNDED or b == UNBOUNDED
 
 
 def same_dims(a: Shape, b: Shape) -> bool:

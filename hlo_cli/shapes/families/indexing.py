@@ -17,7 +17,8 @@ from ...ir.shape import UNBOUNDED, Shape
 from ..registry import fail
 from .elementwise import (ATTRIBUTE, ELEMENT_TYPE, INTEGRAL, check_kind, compatible_dim, dims_attr,
                           dims_text, family, int_attr, is_array, kind, like, array, require_array,
-                          seq)
+                          same_dims, seq)
+from .reduction import same_element_type_ignoring_fp
 
 
 def _check_list(op, operands, name, dims, bound, *, sorted_=False, range_text=None):
@@ -154,8 +155,7 @@ def _compatible_ignoring_fp(a: Shape, b: Shape) -> bool:
     """XLA's ShapeUtil::CompatibleIgnoringFpPrecision for arrays."""
     if not (is_array(a) and is_array(b)):
         return False
-    same_type = a.element_type == b.element_type or (kind(a) == "float" and kind(b) == "float")
-    return same_type and a.rank == b.rank and all(compatible_dim(x, y) for x, y in zip(a.dims, b.dims))
+    return same_element_type_ignoring_fp(a.element_type, b.element_type) and same_dims(a, b)
 
 
 def _check_update_computation(op, operands, name, params, result, inputs, updates):

@@ -24,7 +24,7 @@ from ...ir.attributes import comparison_order_of_type
 from ...ir.dtypes import ELEMENT_TYPES
 from ...ir.shape import UNBOUNDED, Shape
 from ..registry import ShapeRuleError, fail, rule, shapes_text
-from .reduction import compatible_dim
+from .reduction import compatible_dim, is_array, is_scalar
 
 # ----------------------------------------------------------------------------- diagnostic codes
 
@@ -51,14 +51,6 @@ def kind(shape: Shape) -> str:
 
 def bits(element_type: str) -> int:
     return ELEMENT_TYPES[element_type].bits
-
-
-def is_array(shape: Shape) -> bool:
-    return kind(shape) in ("pred", "int", "uint", "float", "complex")
-
-
-def is_scalar(shape: Shape) -> bool:
-    return is_array(shape) and shape.rank == 0
 
 
 def dims_text(shape: Shape) -> str:

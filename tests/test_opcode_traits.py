@@ -40,3 +40,32 @@ def test_elementwise_and_unknown():
     assert has_trait("add", ELEMENTWISE) and has_trait("select", ELEMENTWISE) and has_trait("compare", ELEMENTWISE)
     assert not has_trait("dot", ELEMENTWISE) and not has_trait("no-such-op", ELEMENTWISE)
     assert with_trait(ELEMENTWISE, COLLECTIVE) == with_trait(ELEMENTWISE) | with_trait(COLLECTIVE)
+
+
+def test_computation_attributes_follow_the_table():
+    assert oc.computation_attributes("while") == ("condition", "body")
+    assert oc.computation_attributes("conditional") == ("true_computation", "false_computation",
+                                                        "branch_computations")
+    assert oc.computation_attributes("call") == ("to_apply",)
+    assert oc.computation_attributes("add") == () and oc.computation_attributes("no-such-op") == ()
+    # every opcode said to call computations names them in an attribute
+    assert all(oc.computation_attributes(op) for op in with_trait(CALLS))
+
+
+def test_registrar_files_rules_and_refuses_a_second_one():
+    table = {}
+    register = oc.registrar(table, "test rules")
+
+    @register("add", "subtract")
+    def rule(*args):
+        return args
+    assert table == {"add": rule, "subtract": rule}
+    with pytest.raises(RuntimeError, match="two test rules for add"):
+        register("add")(lambda: None)
+
+
+def test_with_attribute_reads_the_rows():
+    assert oc.with_attribute("source_target_pairs") == {"collective-permute", "collective-permute-start"}
+    assert oc.with_attribute("use_global_device_ids") == {"all-reduce", "all-reduce-start", "all-gather",
+                                                          "all-gather-start", "reduce-scatter"}
+    assert oc.with_attribute("no_such_attribute") == frozenset()

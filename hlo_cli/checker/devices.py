@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 from ..ir.attributes import IotaReplicaGroups
 from ..ir.module import Instruction, Module
+from ..ir.opcodes import with_attribute
 from ..ir.shape import Shape
 from ..shapes.families.collective import (CROSS_PARTITION, CROSS_REPLICA, id_space, mode_of, parse_pairs,
                                           replica_group_list)
 
 SEND_RECV_PAIRS = "_xla_send_recv_source_target_pairs"
-_GROUPED = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter", "all-to-all",
-            "ragged-all-to-all", "collective-broadcast")
-_PERMUTES = ("collective-permute", "collective-permute-start")
+_GROUPED = with_attribute("replica_groups")          # the collectives that run in replica groups
+_PERMUTES = with_attribute("source_target_pairs")    # collective-permute and its -start
 
 
 @dataclass(frozen=True)

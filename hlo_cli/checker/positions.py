@@ -136,11 +136,8 @@ class SourceIndex:
             if t.startswith(opcode, j) and self._is_call(j + len(opcode)):
                 return i, j, self.skip_space(j + len(opcode))
         # a top-level instruction: [ROOT] name = [shape] opcode(
-        m = _NAME.match(t, i)
-        if m is None:
-            return None
-        j = self.skip_space(m.end())
-        if j >= len(t) or t[j] != "=":
+        j = self._after_name(i, "=")
+        if j is None:
             return None
         j = self.skip_space(j + 1)
         shape_at = None
@@ -155,6 +152,14 @@ class SourceIndex:
         if k >= len(t) or t[k] != "(":
             return None
         return shape_at, j, k
+
+    def _after_name(self, i: int, char: str) -> int | None:
+        """The offset of `char` when a name starts at i and `char` follows it (after spaces), else None."""
+        m = _NAME.match(self.text, i)
+        if m is None:
+            return None
+        j = self.skip_space(m.end())
+        return j if j < len(self.text) and self.text[j] == char else None
 
     def _is_call(self, j: int) -> bool:
         k = self.skip_space(j)
@@ -221,11 +226,8 @@ class SourceIndex:
         t = self.text
         if t.startswith("ENTRY", i):
             i = self.skip_space(i + 5)
-        m = _NAME.match(t, i)
-        if m is None:
-            return None
-        j = self.skip_space(m.end())
-        if j >= len(t) or t[j] != "(":
+        j = self._after_name(i, "(")
+        if j is None:
             return None
         params = self.operand_offsets(j)
         k = self.skip_space(self.skip_group(j))

@@ -13,8 +13,12 @@ from ..errors import Diagnostic
 from ..ir.attributes import ComputationRef
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.module import Computation, Instruction, Module
-from ..ir.opcodes import OPCODES
+from ..ir.opcodes import ELEMENTWISE, IO, OPCODES, async_generic, has_trait, with_trait
 from ..ir.shape import COMBINE_DIM, MAX_SHAPE_DEPTH, NUMPY_MAX_RANK, UNBOUNDED, Shape, shape_depth
+from ..shapes import RuleContext, ShapeRuleError, infer_shape, shapes_text
+from ..shapes.families.collective import CODE_ATTRIBUTE
+from ..shapes.families.reduction import index_text
+from ..shapes.families.shape_ops import size_text
 from .positions import SourceIndex
 
 CODES = {
@@ -234,7 +238,6 @@ def _callees(comp: Computation) -> list[str]:
 
 def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: set[str], rep: _Report,
                        layout_sensitive: bool, devices) -> dict[str, Shape | None]:
-    from ..shapes import RuleContext, ShapeRuleError, infer_shape
     # a count the module does not give is unknown to the shape rules (XLA's config holds it; they
     # then read shard counts off the declared shapes as XLA's verifier does for a count of 1)
     replicas = devices.replicas if devices.declares("replicas") else None
@@ -280,7 +283,7 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
         eff[inst.name] = declared
         if inferred is not None and not _compatible(inferred, declared):
             rep.add(inst, "C101", f"{inst.opcode}: the declared shape must equal the inferred shape "
-                    f"{inferred.to_str(False)}, got {declared.to_str(False)} for {_shapes(operands)}",
+                    f"{inferred.to_str(False)}, got {declared.to_str(False)} for {shapes_text(operands)}",
                     at=rep.shape_at(inst))
             continue
         if layout_sensitive:
@@ -302,10 +305,9 @@ def _report_rule_error(inst: Instruction, operands: list[Shape], e, rep: _Report
         return
     if inst.shape is None and (code == "S104" or "result shape must be" in msg):
         rep.add(inst, "C104", f"{inst.opcode}: the result shape must be written (XLA cannot infer it for "
-                f"{inst.opcode}), got none for {_shapes(operands)}", at=rep.paren_at(inst))
+                f"{inst.opcode}), got none for {shapes_text(operands)}", at=rep.paren_at(inst))
         return
     if code.startswith("S13"):          # the collective family's device-group findings (C130-C135)
-        from ..shapes.families.collective import CODE_ATTRIBUTE
         attr = CODE_ATTRIBUTE.get(code)
         if f": {attr} must" not in msg and ": replica_groups must" in msg:
             attr = "replica_groups"     # flattened ids without groups: point at the empty groups
@@ -347,10 +349,6 @@ def _strip(s: Shape) -> Shape:
 
 def _compatible(a: Shape, b: Shape) -> bool:
     return _strip(a) == _strip(b)
-
-
-def _shapes(shapes) -> str:
-    return "(" + ", ".join(s.to_str(False) for s in shapes) + ")"
 
 
 def _broadcast_hint(inst: Instruction, operands: list[Shape]) -> str | None:
@@ -437,18 +435,16 @@ def _layout_problems(leaf: Shape):
                            f"got SC({sc.dimension}:...) {of}")
 
 
-# Opcodes that cannot change layout (XLA's InstructionCanChangeLayout is false for them): their result
-# has the layout of each operand of the same rank.
-_LAYOUT_PRESERVING_FAMILIES = ("elementwise_unary", "elementwise_binary", "elementwise_ternary", "compare", "convert")
-_LAYOUT_PRESERVING_OPS = {"map", "slice", "dynamic-slice", "dynamic-update-slice", "pad", "reverse", "concatenate",
-                          "sort", "reduce-precision"}
+# The opcodes whose layout the layout-sensitive check holds to their operands': the result has the
+# layout of each operand of the same rank.  XLA's LayoutAssignment::InstructionCanChangeLayout is false
+# for these and for more (collectives, fft, scatter, while, ...), which this check leaves alone: a fact
+# of this check, not of the opcode table.
+_LAYOUT_PRESERVING_OPS = with_trait(ELEMENTWISE) | {"stochastic-convert", "map", "slice", "dynamic-slice",
+                                                    "dynamic-update-slice", "pad", "reverse", "concatenate", "sort"}
 
 
 def _check_layout_preserved(inst: Instruction, operands: list[Shape], rep: _Report):
-    spec = OPCODES.get(inst.opcode)
-    if spec is None or inst.shape is None:
-        return
-    if spec.family not in _LAYOUT_PRESERVING_FAMILIES and inst.opcode not in _LAYOUT_PRESERVING_OPS:
+    if inst.shape is None or inst.opcode not in _LAYOUT_PRESERVING_OPS:
         return
     if inst.shape.is_tuple and inst.opcode != "sort":
         return
@@ -520,9 +516,7 @@ def _byte_size(s: Shape) -> int | None:
 def _check_bitcast_size(inst: Instruction, operand: Shape, rep: _Report):
     a, b = _byte_size(operand), _byte_size(inst.shape)
     if a is not None and b is not None and a != b:
-        def show(bits):
-            return f"{bits // 8} bytes" if bits % 8 == 0 else f"{bits} bits"
-        rep.add(inst, "C113", f"bitcast: the result must keep the operand's size, {show(a)}, got {show(b)} "
+        rep.add(inst, "C113", f"bitcast: the result must keep the operand's size, {size_text(a)}, got {size_text(b)} "
                 f"({inst.shape.to_str(False)}) for ({operand.to_str(False)})", at=rep.shape_at(inst))
 
 
@@ -620,14 +614,17 @@ def _check_schedule(comp: Computation, rep: _Report):
         seen.add(inst.name)
 
 
+def _entry_parts(module: Module, effective):
+    """The entry computation, its effective shapes, its parameters and its root."""
+    entry = module.entry_computation
+    return entry, effective.get(entry.name, {}), entry.parameters, entry.root_instruction
+
+
 def _check_entry_layout(module: Module, effective, rep: _Report, layout_sensitive: bool):
     ecl = module.attrs.get("entry_computation_layout")
     if ecl is None:
         return
-    entry = module.entry_computation
-    eff = effective.get(entry.name, {})
-    params = entry.parameters
-    root = entry.root_instruction
+    entry, eff, params, root = _entry_parts(module, effective)
     where = params[0] if params else root
     for s in list(ecl.parameters) + [ecl.result]:
         for leaf in s.leaves():
@@ -673,12 +670,7 @@ _ASYNC_PAIRS = {
 
 
 def _pair_opcode(op: str) -> str:
-    if op in OPCODES:
-        return op
-    for suffix in ("-start", "-update", "-done"):
-        if op.endswith(suffix) and op[: -len(suffix)] in OPCODES:
-            return "async" + suffix
-    return op
+    return async_generic(op) or op
 
 
 def _check_async_pairs(module: Module, rep: _Report):
@@ -740,10 +732,6 @@ def _subshape(shape: Shape | None, index) -> Shape | None:
     return shape
 
 
-def _index(ix) -> str:
-    return "{" + ",".join(map(str, ix)) + "}"
-
-
 def _check_aliasing(module: Module, effective, rep: _Report, layout_sensitive: bool):
     """input_output_alias={ {out}: (param, {index}, kind) }, as XLA verifies it
     (HloInputOutputAliasConfig::SetUpAlias and ::Verify, ShapeVerifier::VerifyEntryComputationLayout):
@@ -753,10 +741,7 @@ def _check_aliasing(module: Module, effective, rep: _Report, layout_sensitive: b
     alias = module.attrs.get("input_output_alias")
     if alias is None:
         return
-    entry = module.entry_computation
-    eff = effective.get(entry.name, {})
-    params = entry.parameters
-    root = entry.root_instruction
+    entry, eff, params, root = _entry_parts(module, effective)
     ecl = module.attrs.get("entry_computation_layout")
     root_shape = eff.get(root.name) or root.shape
     if ecl is not None and len(ecl.parameters) == len(params):
@@ -764,11 +749,11 @@ def _check_aliasing(module: Module, effective, rep: _Report, layout_sensitive: b
     outs: set = set()
     ins: set = set()
     for out_idx, pnum, pidx, kind in alias.entries:
-        head = f"input_output_alias {_index(out_idx)}: ({pnum}, {_index(pidx)})"
+        head = f"input_output_alias {index_text(out_idx)}: ({pnum}, {index_text(pidx)})"
         out = _subshape(root_shape, out_idx)
         if out is None:
             rep.add(root, "C123", f"{head}: the output index must exist in the result "
-                    f"{root_shape.to_str(False) if root_shape else '?'}, got {_index(out_idx)}")
+                    f"{root_shape.to_str(False) if root_shape else '?'}, got {index_text(out_idx)}")
             continue
         if not 0 <= pnum < len(params):
             rep.add(root, "C123", f"{head}: the parameter number must be below {len(params)}, got {pnum}")
@@ -779,14 +764,14 @@ def _check_aliasing(module: Module, effective, rep: _Report, layout_sensitive: b
         inp = _subshape(pshape, pidx)
         if inp is None:
             rep.add(params[pnum], "C123", f"{head}: the parameter index must exist in parameter {pnum} "
-                    f"{pshape.to_str(False) if pshape else '?'}, got {_index(pidx)}")
+                    f"{pshape.to_str(False) if pshape else '?'}, got {index_text(pidx)}")
             continue
         if tuple(out_idx) in outs:
             rep.add(root, "C123", f"{head}: an output must be aliased at most once, got output "
-                    f"{_index(out_idx)} twice")
+                    f"{index_text(out_idx)} twice")
         if (pnum, tuple(pidx)) in ins:
             rep.add(params[pnum], "C123", f"{head}: a parameter buffer must be aliased at most once, got "
-                    f"parameter {pnum} at {_index(pidx)} twice")
+                    f"parameter {pnum} at {index_text(pidx)} twice")
         outs.add(tuple(out_idx))
         ins.add((pnum, tuple(pidx)))
         for what, sub, target in (("output", out, root), (f"parameter {pnum} buffer", inp, params[pnum])):
@@ -796,16 +781,22 @@ def _check_aliasing(module: Module, effective, rep: _Report, layout_sensitive: b
         else:
             if kind == "must-alias" and inp != out:
                 rep.add(root, "C123", f"{head}: a must-alias output must have exactly the shape of parameter "
-                        f"{pnum} at {_index(pidx)}, layout included, {inp.to_str(True)}, got {out.to_str(True)}")
+                        f"{pnum} at {index_text(pidx)}, layout included, {inp.to_str(True)}, got {out.to_str(True)}")
             elif layout_sensitive and _byte_size(inp) != _byte_size(out):
                 rep.add(root, "C123", f"{head}: the aliased output must have the byte size of parameter {pnum} "
-                        f"at {_index(pidx)} ({inp.to_str(True)}), got {out.to_str(True)}")
+                        f"at {index_text(pidx)} ({inp.to_str(True)}), got {out.to_str(True)}")
 
 
 # ------------------------------------------------------------------------------------------ warnings
 
-_NO_UNUSED_WARNING = {"parameter", "outfeed", "send", "send-done", "after-all", "custom-call", "infeed", "recv",
-                      "recv-done", "rng-get-and-update-state"}
+# W201 "the result is never used" is not said of host and peer transfers (the IO trait), of the halves
+# of an asynchronous pair (-start, -done) and of these, whose value programs commonly drop: a fact of
+# this warning (rng and collective-broadcast have side effects too, yet an unused one is warned of)
+_UNUSED_IS_USUAL = frozenset({"parameter", "after-all", "custom-call", "rng-get-and-update-state"})
+
+
+def _warns_unused(opcode: str) -> bool:
+    return not (has_trait(opcode, IO) or opcode in _UNUSED_IS_USUAL or opcode.endswith(("-done", "-start")))
 
 
 def _warnings(module: Module, comps, rep: _Report):
@@ -818,8 +809,7 @@ def _warnings(module: Module, comps, rep: _Report):
             if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
                 rep.add(inst, "W200", "constant: this constant was elided in the dump ({...}); its values are "
                         "unknown, so the module cannot be run faithfully", "warning", at=rep.paren_at(inst))
-            if inst.name not in used and inst.name != comp.root and inst.opcode not in _NO_UNUSED_WARNING \
-                    and not inst.opcode.endswith(("-done", "-start")):
+            if inst.name not in used and inst.name != comp.root and _warns_unused(inst.opcode):
                 rep.add(inst, "W201", f"{inst.opcode}: the result is never used", "warning")
             if inst.shape is not None:
                 rank = max((leaf.rank for leaf in inst.shape.leaves()), default=0)

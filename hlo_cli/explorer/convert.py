@@ -18,8 +18,6 @@ from pathlib import Path
 EXPLORER_EXTENSIONS = ["hlo", "txt", "hlotxt", "pb", "pbtxt", "textproto"]
 ADAPTER_ID = "hlo_cli_hlo_adapter"        # the adapter's id in Model Explorer
 
-_STRUCTURAL_KINDS = {"entry", "computation", "while_body", "while_condition", "branch", "call", "fusion",
-                     "async"}
 # node data files per overlay kind: the metrics worth a file of their own, the primary one first
 _NODE_DATA_METRICS = {"stats": ("nonfinite", "max_abs", "mean", "min", "max"),
                       "profile": ("self_ms", "total_ms", "percent"),

@@ -37,19 +37,19 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from ..errors import HloInputError
+from ..ir.opcodes import CONTROL_FLOW, OPCODES, computation_attributes, with_trait
 
 WARN_NODES = 1500          # above this, Graph.warnings suggests narrowing the graph
 HUB_DEGREE = 16            # around/depth does not walk on through a node with more edges than this
 _ATTR_TEXT_MAX = 200       # an attribute's text in Node.attributes is cut here
 
-# attributes that are shown elsewhere (or not at all) instead of in Node.attributes
-_SKIP_ATTRS = {"metadata", "control-predecessors", "calls", "to_apply", "condition", "body",
-               "true_computation", "false_computation", "branch_computations", "called_computations",
-               "select", "scatter"}
-# the computations an opcode calls as a sub-graph (drawn as a nested group), by attribute
-_STRUCTURAL = {"while": ("condition", "body"), "conditional": ("true_computation", "false_computation",
-                                                               "branch_computations"),
-               "call": ("to_apply",), "fusion": ("calls",), "async-start": ("calls",)}
+# attributes that are shown elsewhere (or not at all) instead of in Node.attributes: metadata, control
+# predecessors (edges) and every attribute that names called computations (groups or calls)
+_SKIP_ATTRS = {"metadata", "control-predecessors"} | {a for op in OPCODES for a in computation_attributes(op)}
+# the computations an opcode calls as a sub-graph (drawn as a nested group), by attribute: those of
+# control flow, fusion and async-start, named by the opcode table's computation-valued attributes
+_NESTED_CALLS = {op: computation_attributes(op)
+                 for op in sorted(with_trait(CONTROL_FLOW) | {"fusion", "async-start"})}
 # attributes worth a place in a node's short label, in order of preference
 _LABEL_ATTRS = ("kind", "custom_call_target", "direction", "index", "dimensions", "slice",
                 "lhs_contracting_dims", "window", "dim_labels", "fft_type", "comparison_direction",
@@ -205,7 +205,7 @@ def _computation_refs(value) -> list[str]:
 def _structural_calls(inst) -> list[tuple[str, str, int]]:
     """(computation, group kind, index) of the computations INST calls as drawn sub-graphs."""
     out = []
-    attrs = _STRUCTURAL.get(inst.opcode, ())
+    attrs = _NESTED_CALLS.get(inst.opcode, ())
     for a in attrs:
         names = _computation_refs(inst.attrs.get(a))
         for k, n in enumerate(names):
@@ -227,7 +227,7 @@ def _structural_calls(inst) -> list[tuple[str, str, int]]:
 
 def _compact_calls(inst) -> list[tuple[str, str]]:
     """(attribute, computation) of the computations INST applies without drawing them."""
-    structural = set(_STRUCTURAL.get(inst.opcode, ()))
+    structural = set(_NESTED_CALLS.get(inst.opcode, ()))
     out = []
     for a, v in inst.attrs.items():
         if a in structural:

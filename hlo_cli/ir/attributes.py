@@ -138,24 +138,17 @@ def cescape(s: str) -> str:
     and the parser reads an octal escape as one code point, not one byte)."""
     out = []
     for ch in s:
-        o = ord(ch)
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "'":
-            out.append("\\'")
-        elif ch == "\\":
-            out.append("\\\\")
-        elif o < 0x20 or o == 0x7F:
-            out.append("\\%03o" % o)
+        esc = _CESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
+        elif ch < "\x20" or ch == "\x7f":
+            out.append("\\%03o" % ord(ch))
         else:
             out.append(ch)
     return "".join(out)
+
+
+_CESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "'": "\\'", "\\": "\\\\"}
 
 
 def quote(s: str) -> str:
@@ -536,25 +529,13 @@ class Metadata:
                     out[k] = v
         return out
 
-    @property
-    def op_name(self) -> str | None:
-        return self.fields.get("op_name")
-
-    @property
-    def op_type(self) -> str | None:
-        return self.fields.get("op_type")
-
-    @property
-    def source_file(self) -> str | None:
-        return self.fields.get("source_file")
-
-    @property
-    def source_line(self) -> int | None:
-        return self.fields.get("source_line")
-
-    @property
-    def stack_frame_id(self) -> int | None:
-        return self.fields.get("stack_frame_id")
+    # the fields other layers read, None when absent: op_name, op_type, source_file (str);
+    # source_line, stack_frame_id (int)
+    op_name = property(lambda self: self.fields.get("op_name"))
+    op_type = property(lambda self: self.fields.get("op_type"))
+    source_file = property(lambda self: self.fields.get("source_file"))
+    source_line = property(lambda self: self.fields.get("source_line"))
+    stack_frame_id = property(lambda self: self.fields.get("stack_frame_id"))
 
     def __str__(self) -> str:
         return self.text
@@ -763,12 +744,24 @@ def dec_dims(v, ctx=None):
     return _int_tuple(v)
 
 
-def dec_dims_list(v, ctx=None):
+def _empty_braces(v, like: str) -> bool:
+    """True for `{}` (it lexes as an empty IntList), False for another `{...}` group; for anything else
+    an error saying `like` was expected."""
+    if isinstance(v, IntList) and not v:
+        return True
+    if not (isinstance(v, Group) and v.open == "{"):
+        raise AttrError(f"expected {like}, got '{generic_text(v)}'")
+    return False
+
+
+def _braced(v, item):
+    """The items of a `{a, b, ...}` list, each read by `item` (`{}` lexes as an empty IntList); None when v
+    is no such list."""
     if isinstance(v, Group) and v.open == "{":
-        return tuple(_int_tuple(x) for x in v.values())
+        return tuple(item(x) for x in v.values())
     if isinstance(v, IntList) and not v:
         return ()
-    raise AttrError(f"expected a list of lists like {{{{0,1}},{{2}}}}, got '{generic_text(v)}'")
+    return None
 
 
 def _comp_name(v) -> str:
@@ -784,31 +777,13 @@ def dec_computation(v, ctx=None):
     return ComputationRef(_comp_name(v))
 
 
-def dec_computations(v, ctx=None):
-    if isinstance(v, Group) and v.open == "{":
-        return tuple(ComputationRef(_comp_name(x)) for x in v.values())
-    if isinstance(v, IntList) and not v:
-        return ()
-    raise AttrError(f"expected a list of computations like {{%a, %b}}, got '{generic_text(v)}'")
-
-
-def dec_instructions(v, ctx=None):
-    if isinstance(v, Group) and v.open == "{":
-        return tuple(_comp_name(x) for x in v.values())
-    if isinstance(v, IntList) and not v:
-        return ()
-    raise AttrError(f"expected a list of instructions like {{%a, %b}}, got '{generic_text(v)}'")
-
-
 def _xs(text: str) -> list[str]:
     return text.split("x")
 
 
 def dec_window(v, ctx=None):
-    if isinstance(v, IntList) and not v:
+    if _empty_braces(v, "a window like {size=3x3 stride=2x2}"):
         return Window(())
-    if not (isinstance(v, Group) and v.open == "{"):
-        raise AttrError(f"expected a window like {{size=3x3 stride=2x2}}, got '{generic_text(v)}'")
     fields: dict[str, list[str]] = {}
     known = {"size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal"}
     items = v.values()
@@ -905,10 +880,8 @@ def dec_conv_dnums(v, ctx=None):
 
 
 def dec_slice(v, ctx=None):
-    if isinstance(v, IntList) and not v:
+    if _empty_braces(v, "a slice like {[0:2], [1:5:2]}"):
         return SliceSpec(())
-    if not (isinstance(v, Group) and v.open == "{"):
-        raise AttrError(f"expected a slice like {{[0:2], [1:5:2]}}, got '{generic_text(v)}'")
     dims = []
     items = v.values()
     for it in items:
@@ -1360,10 +1333,8 @@ def dec_backend_config(v, ctx=None):
 
 
 def dec_frontend_attributes(v, ctx=None):
-    if isinstance(v, IntList) and not v:
+    if _empty_braces(v, 'frontend attributes like {key="value"}'):
         return FrontendAttributes(())
-    if not (isinstance(v, Group) and v.open == "{"):
-        raise AttrError(f'expected frontend attributes like {{key="value"}}, got \'{generic_text(v)}\'')
     out = []
     for it in v.values():
         if not isinstance(it, KV):
@@ -1469,18 +1440,23 @@ def _split_colon_entries(g: Group):
     return out
 
 
+def _alias_entries(v, like: str, target: str, counts: tuple[int, ...]):
+    """(output index, target group, its values) of each `{out}: (...)` entry of the aliasing attribute
+    v, written `like`; each target is a `target` group of one of `counts` values."""
+    if not (isinstance(v, Group) and v.open == "{"):
+        raise AttrError(f"expected {like}, got '{generic_text(v)}'")
+    for out, tgt in _split_colon_entries(v):
+        vals = tgt.values() if isinstance(tgt, Group) and tgt.open == "(" else None
+        if vals is None or len(vals) not in counts:
+            raise AttrError(f"expected {target}, got '{generic_text(tgt)}'")
+        yield out, tgt, vals
+
+
 def dec_output_to_operand_aliasing(v, ctx=None):
     if isinstance(v, IntList) and not v:
         return OutputOperandAliasing(())
-    if not (isinstance(v, Group) and v.open == "{"):
-        raise AttrError(f"expected aliasing like {{{{0}}: (1, {{}})}}, got '{generic_text(v)}'")
     entries = []
-    for out, tgt in _split_colon_entries(v):
-        if not (isinstance(tgt, Group) and tgt.open == "("):
-            raise AttrError(f"expected (operand, {{index}}), got '{generic_text(tgt)}'")
-        vals = tgt.values()
-        if len(vals) != 2:
-            raise AttrError(f"expected (operand, {{index}}), got '{generic_text(tgt)}'")
+    for out, _tgt, vals in _alias_entries(v, "aliasing like {{0}: (1, {})}", "(operand, {index})", (2,)):
         entries.append(AliasEntry(out, _int(vals[0]), _int_tuple(vals[1])))
     return OutputOperandAliasing(tuple(entries))
 
@@ -1488,15 +1464,9 @@ def dec_output_to_operand_aliasing(v, ctx=None):
 def dec_input_output_alias(v, ctx=None):
     if isinstance(v, IntList) and not v:
         return InputOutputAlias(())
-    if not (isinstance(v, Group) and v.open == "{"):
-        raise AttrError(f"expected input_output_alias like {{ {{0}}: (0, {{}}) }}, got '{generic_text(v)}'")
     entries = []
-    for out, tgt in _split_colon_entries(v):
-        if not (isinstance(tgt, Group) and tgt.open == "("):
-            raise AttrError(f"expected (parameter, {{index}}[, kind]), got '{generic_text(tgt)}'")
-        vals = tgt.values()
-        if len(vals) not in (2, 3):
-            raise AttrError(f"expected (parameter, {{index}}[, kind]), got '{generic_text(tgt)}'")
+    for out, tgt, vals in _alias_entries(v, "input_output_alias like { {0}: (0, {}) }",
+                                         "(parameter, {index}[, kind])", (2, 3)):
         kind = _word(vals[2]) if len(vals) == 3 else None
         if kind is not None and kind not in ("may-alias", "must-alias"):
             raise AttrError(f"unexpected aliasing kind '{kind}': expected may-alias or must-alias", at=vals[2],
@@ -1506,10 +1476,8 @@ def dec_input_output_alias(v, ctx=None):
 
 
 def dec_buffer_donor(v, ctx=None):
-    if isinstance(v, IntList) and not v:
+    if _empty_braces(v, "buffer_donor like { (0, {}) }"):
         return BufferDonors(())
-    if not (isinstance(v, Group) and v.open == "{"):
-        raise AttrError(f"expected buffer_donor like {{ (0, {{}}) }}, got '{generic_text(v)}'")
     out = []
     for t in v.values():
         if not (isinstance(t, Group) and t.open == "("):
@@ -1533,11 +1501,8 @@ def dec_computation_layout(v, ctx=None):
 
 
 def dec_bool_list(v, ctx=None):
-    if isinstance(v, Group) and v.open == "{":
-        return tuple(dec_bool(x) for x in v.values())
-    if isinstance(v, IntList) and not v:
-        return ()
-    return (dec_bool(v),)
+    items = _braced(v, dec_bool)
+    return items if items is not None else (dec_bool(v),)
 
 
 def dec_raw(v, ctx=None):
@@ -1592,6 +1557,22 @@ def dec_result_accuracy(v, ctx=None):
 
 def dec_literal(v, ctx=None):
     return RawValue(generic_text(v))
+
+
+def _brace_list_decoder(item, what: str):
+    """A decoder of `{a, b, ...}` lists (`{}` included) whose items `item` reads; anything else is an
+    error that says `what` was expected."""
+    def dec(v, ctx=None):
+        items = _braced(v, item)
+        if items is None:
+            raise AttrError(f"expected {what}, got '{generic_text(v)}'")
+        return items
+    return dec
+
+
+dec_dims_list = _brace_list_decoder(_int_tuple, "a list of lists like {{0,1},{2}}")
+dec_computations = _brace_list_decoder(lambda x: ComputationRef(_comp_name(x)), "a list of computations like {%a, %b}")
+dec_instructions = _brace_list_decoder(_comp_name, "a list of instructions like {%a, %b}")
 
 
 DECODERS = {

@@ -219,15 +219,20 @@ class _LiteralReader:
             return self.tuple_literal(shape)
         return self.dense(shape)
 
+    def _tuple_bracket(self, bracket: str, other: str, when_other, otherwise) -> None:
+        """Take the tuple's `bracket`; anything else fails with when_other() when it is `other`, else
+        with otherwise() (the messages are made only when needed)."""
+        if self.kind() != bracket:
+            self.fail(when_other() if self.kind() == other else otherwise())
+        self.i += 1
+
     def tuple_literal(self, shape: Shape):
         n = len(shape.tuple_shapes)
-        if self.kind() != "(":
-            if self.kind() == "{":
-                self.fail(f"expects '(' in front of tuple elements, got {self.seen()}: a literal of the tuple "
-                          f"shape {shape.to_str(False)} is written ( element, ... ), not elided")
-            self.fail(f"expects '(' in front of tuple elements, got {self.seen()} (the shape "
-                      f"{shape.to_str(False)} is a tuple)")
-        self.i += 1
+        self._tuple_bracket("(", "{", lambda: (
+            f"expects '(' in front of tuple elements, got {self.seen()}: a literal of the tuple "
+            f"shape {shape.to_str(False)} is written ( element, ... ), not elided"), lambda: (
+            f"expects '(' in front of tuple elements, got {self.seen()} (the shape "
+            f"{shape.to_str(False)} is a tuple)"))
         elems = []
         if self.kind() == ")" and n:
             self.fail(f"expects {n} tuple element{'s' if n != 1 else ''}, but sees 0")
@@ -241,13 +246,11 @@ class _LiteralReader:
                     else:
                         self.note(f"expects ',' to separate tuple elements, got {self.seen()}")
                 elems.append(self.literal(sub))
-        if self.kind() != ")":
-            if self.kind() == ",":
-                self.fail(f"expects ')' at the end of the tuple: the shape {shape.to_str(False)} has {n} "
-                          f"element{'s' if n != 1 else ''}, but the literal has more")
-            self.fail(f"expects ')' at the end of the tuple with {n} element{'s' if n != 1 else ''}, "
-                      f"got {self.seen()}")
-        self.i += 1
+        self._tuple_bracket(")", ",", lambda: (
+            f"expects ')' at the end of the tuple: the shape {shape.to_str(False)} has {n} "
+            f"element{'s' if n != 1 else ''}, but the literal has more"), lambda: (
+            f"expects ')' at the end of the tuple with {n} element{'s' if n != 1 else ''}, "
+            f"got {self.seen()}"))
         return Literal(shape, tuple(elems))
 
     def dense(self, shape: Shape):

@@ -436,6 +436,46 @@ def lookup(name: str) -> OpSpec | None:
     return OPCODES.get(name)
 
 
+def with_attribute(attr: str) -> frozenset[str]:
+    """Every opcode whose row accepts attribute `attr` (e.g. replica_groups: the grouped collectives)."""
+    return frozenset(op for op, spec in OPCODES.items() if attr in spec.attrs)
+
+
+def computation_attributes(name: str) -> tuple[str, ...]:
+    """The attributes of opcode `name` that name called computations, in the table's order."""
+    spec = OPCODES.get(name)
+    return tuple(a for a, k in spec.attrs.items() if k in ("computation", "computations")) if spec else ()
+
+
+def registrar(table: dict, what: str):
+    """The decorator `@register(*opcodes)` that files a rule under opcode spellings in `table` (the shape
+    rules, the evaluation rules); a second rule for one opcode is an error naming `what`."""
+    def register(*opcodes: str):
+        def deco(fn):
+            for op in opcodes:
+                if op in table:
+                    raise RuntimeError(f"two {what} for {op}")
+                table[op] = fn
+            return fn
+        return deco
+    return register
+
+
+_ASYNC_SUGAR = (("-start", "async-start"), ("-update", "async-update"), ("-done", "async-done"))
+
+
+def async_generic(name: str) -> str | None:
+    """For `<op>-start` / `<op>-update` / `<op>-done` sugar whose `<op>` is an opcode spelling (and the
+    whole name is not one itself): the async opcode it stands for (async-start, async-update,
+    async-done); otherwise None."""
+    if name in OPCODES:
+        return None
+    for suffix, generic in _ASYNC_SUGAR:
+        if name.endswith(suffix) and name[: -len(suffix)] in OPCODES:
+            return generic
+    return None
+
+
 # ----------------------------------------------------------------------------- traits
 # Facts about opcodes that several layers ask (the evaluator's schedule, hoisting, the memory estimate,
 # diff's matching, SPMD, the tools).  Ask them here (`has_trait`, `with_trait`); never re-declare them

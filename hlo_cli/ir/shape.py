@@ -288,6 +288,24 @@ class _ShapeReader:
         self.take()
         return int(t)
 
+    def _items_to_close(self, item, where: str) -> tuple:
+        """Items read by `item()`, separated by ',', up to and including the closing ')'."""
+        out = []
+        while self.peek() != ")":
+            out.append(item())
+            if self.peek() == ",":
+                self.take()
+            elif self.peek() != ")":
+                self.fail(f"expected ',' or ')' in {where}, got {self.seen()}")
+        self.take()
+        return tuple(out)
+
+    def _tile_size(self) -> int:
+        if self.peek() == "*":
+            self.take()
+            return COMBINE_DIM
+        return self.int_("an integer or '*' in a tile")
+
     # -- shapes
     def shape(self, depth: int = 0) -> Shape:
         if depth >= MAX_SHAPE_DEPTH and self.peek() in ("(", "b"):
@@ -445,19 +463,7 @@ class _ShapeReader:
                 tiles = []
                 while self.peek() == "(":
                     self.take()
-                    tile = []
-                    while self.peek() != ")":
-                        if self.peek() == "*":
-                            self.take()
-                            tile.append(COMBINE_DIM)
-                        else:
-                            tile.append(self.int_("an integer or '*' in a tile"))
-                        if self.peek() == ",":
-                            self.take()
-                        elif self.peek() != ")":
-                            self.fail(f"expected ',' or ')' in a tile, got {self.seen()}")
-                    self.take()
-                    tiles.append(tuple(tile))
+                    tiles.append(self._items_to_close(self._tile_size, "a tile"))
                 fields["tiles"] = tuple(tiles)
             elif key in ("#", "*"):
                 self.take()
@@ -473,15 +479,8 @@ class _ShapeReader:
                     self.take()
                     d = self.int_("a dimension in a split config")
                     self.expect(":", "':' in a split config (dimension:indices)")
-                    idx = []
-                    while self.peek() != ")":
-                        idx.append(self.int_("an integer split index"))
-                        if self.peek() == ",":
-                            self.take()
-                        elif self.peek() != ")":
-                            self.fail(f"expected ',' or ')' in a split config, got {self.seen()}")
-                    self.take()
-                    scs.append(SplitConfig(d, tuple(idx)))
+                    idx = self._items_to_close(lambda: self.int_("an integer split index"), "a split config")
+                    scs.append(SplitConfig(d, idx))
                 fields["split_configs"] = tuple(scs)
             elif key == "P":
                 self.fail("a physical shape P(...) is not allowed in the layout of an array", at)

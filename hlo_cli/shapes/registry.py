@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from ..ir.opcodes import async_generic, registrar
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, shape_depth
 
 
@@ -51,15 +52,8 @@ Rule = Callable[[Sequence[Shape], Mapping, RuleContext], Shape]
 RULES: dict[str, Rule] = {}
 
 
-def rule(*opcodes: str):
-    """Register a shape rule for one or more opcodes (text spellings from the opcode table)."""
-    def deco(fn: Rule) -> Rule:
-        for op in opcodes:
-            if op in RULES:
-                raise RuntimeError(f"two shape rules for {op}")
-            RULES[op] = fn
-        return fn
-    return deco
+#: `@rule(*opcodes)` registers a shape rule for one or more opcodes (text spellings from the opcode table)
+rule = registrar(RULES, "shape rules")
 
 
 def shapes_text(shapes: Sequence[Shape]) -> str:
@@ -72,18 +66,33 @@ def fail(opcode: str, what: str, constraint: str, actual, operands: Sequence[Sha
     raise ShapeRuleError(f"{opcode}: {what} must {constraint}, got {actual} for {shapes_text(operands)}", code)
 
 
-def infer_shape(opcode: str, operands: Sequence[Shape], attrs: Mapping, ctx: RuleContext | None = None) -> Shape:
-    """The result shape XLA's rules give for this instruction (raises ShapeRuleError)."""
+def rule_of(opcode: str) -> Rule | None:
+    """The shape rule of `opcode`, or None; `<op>-start/-update/-done` sugar for an `<op>` of the opcode
+    table takes async-start's / async-update's / async-done's rule."""
     fn = RULES.get(opcode)
     if fn is None:
-        from ..ir.opcodes import OPCODES
-        # async sugar <op>-start/-update/-done
-        for suffix, generic in (("-start", "async-start"), ("-update", "async-update"), ("-done", "async-done")):
-            if opcode.endswith(suffix) and opcode[: -len(suffix)] in OPCODES and generic in RULES:
-                fn = RULES[generic]
-                break
-        if fn is None:
-            raise ShapeRuleError(f"{opcode}: no shape rule for this opcode", "S001")
+        generic = async_generic(opcode)
+        if generic is not None:
+            fn = RULES.get(generic)
+    return fn
+
+
+def home(opcode: str) -> str | None:
+    """The module that holds `opcode`'s shape rule (the rule's own module, seen through the decorators
+    that wrap it), or None when it has none.  The opcode table is the index of every opcode's homes:
+    this gives the shape rule's, the interpreter registry's `rule_for` the evaluation rule's
+    (tests/test_opcode_homes.py pairs them)."""
+    fn = rule_of(opcode)
+    if fn is None:
+        return None
+    return getattr(fn, "__wrapped__", fn).__module__
+
+
+def infer_shape(opcode: str, operands: Sequence[Shape], attrs: Mapping, ctx: RuleContext | None = None) -> Shape:
+    """The result shape XLA's rules give for this instruction (raises ShapeRuleError)."""
+    fn = rule_of(opcode)
+    if fn is None:
+        raise ShapeRuleError(f"{opcode}: no shape rule for this opcode", "S001")
     result = fn(operands, attrs, ctx or RuleContext(opcode))
     if result is not None and result.tuple_shapes is not None and shape_depth(result) > MAX_SHAPE_DEPTH:
         # the operands are within the limit (declared shapes are checked by the parser, inferred ones

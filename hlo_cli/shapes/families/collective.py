@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 
 from ...ir.attributes import IotaReplicaGroups
+from ...ir.opcodes import with_attribute
 from ...ir.shape import UNBOUNDED
 from ..registry import fail, rule
 from .reduction import (array, compatible, computation, config_value, dims_attr, expect_array, expect_count,
@@ -72,9 +73,9 @@ def replica_group_list(attrs, ctx=None, operands=None, mode=None) -> list[tuple[
     return [tuple(g) for g in rg.groups]
 
 
-# opcodes whose group mode ignores use_global_device_ids (XLA's GetCollectiveOpGroupMode(instr))
-_NO_GLOBAL_IDS = ("all-to-all", "ragged-all-to-all", "collective-broadcast", "collective-permute",
-                  "collective-permute-start", "send", "recv")
+# the opcodes whose group mode use_global_device_ids decides (XLA's GetCollectiveOpGroupMode(instr)): those
+# the table gives that attribute (all-reduce, all-gather, reduce-scatter and their -start)
+_GLOBAL_ID_OPS = with_attribute("use_global_device_ids")
 
 
 def mode_of(opcode: str, attrs) -> str:
@@ -82,7 +83,7 @@ def mode_of(opcode: str, attrs) -> str:
     use_global_device_ids without a channel_id (an error the shape rule reports) reads as
     cross-replica."""
     has_channel = attrs.get("channel_id") is not None
-    if opcode in _NO_GLOBAL_IDS or not has_channel:
+    if opcode not in _GLOBAL_ID_OPS or not has_channel:
         return CROSS_PARTITION if has_channel else CROSS_REPLICA
     return FLATTENED_ID if attrs.get("use_global_device_ids") else CROSS_REPLICA_AND_PARTITION
 

@@ -24,6 +24,7 @@ from ...ir.attributes import comparison_order_of_type
 from ...ir.dtypes import ELEMENT_TYPES
 from ...ir.shape import UNBOUNDED, Shape
 from ..registry import ShapeRuleError, fail, rule, shapes_text
+from .reduction import compatible_dim, is_array, is_scalar
 
 # ----------------------------------------------------------------------------- diagnostic codes
 
@@ -50,14 +51,6 @@ def kind(shape: Shape) -> str:
 
 def bits(element_type: str) -> int:
     return ELEMENT_TYPES[element_type].bits
-
-
-def is_array(shape: Shape) -> bool:
-    return kind(shape) in ("pred", "int", "uint", "float", "complex")
-
-
-def is_scalar(shape: Shape) -> bool:
-    return is_array(shape) and shape.rank == 0
 
 
 def dims_text(shape: Shape) -> str:
@@ -125,11 +118,6 @@ def int_attr(opcode: str, attrs, name: str, operands: Sequence[Shape], default=N
     if v is None:
         fail(opcode, f"the attribute {name}", "be given", "none", operands, ATTRIBUTE)
     return int(v)
-
-
-def compatible_dim(a: int, b: int) -> bool:
-    """Equal sizes, or one of them unbounded (`?`)."""
-    return a == b or a == UNBOUNDED or b == UNBOUNDED
 
 
 def same_dims(a: Shape, b: Shape) -> bool:
@@ -231,6 +219,19 @@ def family(*opcodes: str):
 def check_arity(opcode: str, operands: Sequence[Shape], n: int) -> None:
     if len(operands) != n:
         fail(opcode, "the operand count", f"be {n}", len(operands), operands)
+
+
+def one_operand(opcode: str, operands: Sequence[Shape]) -> Shape:
+    """The one array operand of `opcode(x)`."""
+    check_arity(opcode, operands, 1)
+    return require_array(opcode, operands, 0, "the operand")
+
+
+def require_operand_type(opcode: str, x: Shape, out: Shape, operands: Sequence[Shape]) -> None:
+    """The result `out` has the element type of the operand `x`."""
+    if out.element_type != x.element_type:
+        fail(opcode, "the result element type", f"be the operand's ({x.element_type})",
+             out.element_type, operands)
 
 
 # ----------------------------------------------------------------------------- unary ops
@@ -400,8 +401,7 @@ def infer_clamp(operands, attrs, ctx):
 def infer_convert(operands, attrs, ctx):
     """convert(x): any array to the declared element type, same dimensions."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     d = require_declared(op, ctx, operands)
     return like(x, d.element_type)
 
@@ -411,8 +411,7 @@ def infer_bitcast_convert(operands, attrs, ctx):
     """bitcast-convert(x): reinterpret the bits; a narrower result type adds a minor dimension of
     the width ratio, a wider one removes a minor dimension that must equal the ratio."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     d = require_declared(op, ctx, operands)
     new = d.element_type
     if (kind(x) == "complex") != (kind(d) == "complex"):
@@ -458,8 +457,7 @@ def infer_stochastic_convert(operands, attrs, ctx):
 def infer_reduce_precision(operands, attrs, ctx):
     """reduce-precision(x), exponent_bits=E, mantissa_bits=M: x floating-point, E >= 1, M >= 0."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     check_kind(op, operands, 0, FLOAT)
     e = int_attr(op, attrs, "exponent_bits", operands)
     m = int_attr(op, attrs, "mantissa_bits", operands)
@@ -475,4 +473,4 @@ __all__ = ["Kinds", "PRED", "SIGNED", "INTEGRAL", "FLOAT", "COMPLEX", "NUMERIC",
            "is_array", "is_scalar", "dims_text", "seq", "array", "like", "require_known",
            "require_array", "require_declared", "dims_attr", "int_attr", "compatible_dim",
            "same_dims", "merge_dims", "check_kind", "check_same_element_type", "check_same_dims",
-           "family", "check_arity", "unary", "binary", "shapes_text"]
+           "family", "check_arity", "one_operand", "require_operand_type", "unary", "binary", "shapes_text"]

@@ -17,7 +17,8 @@ from ...ir.shape import UNBOUNDED, Shape
 from ..registry import fail
 from .elementwise import (ATTRIBUTE, ELEMENT_TYPE, INTEGRAL, check_kind, compatible_dim, dims_attr,
                           dims_text, family, int_attr, is_array, kind, like, array, require_array,
-                          seq)
+                          same_dims, seq)
+from .reduction import same_element_type_ignoring_fp
 
 
 def _check_list(op, operands, name, dims, bound, *, sorted_=False, range_text=None):
@@ -50,6 +51,21 @@ def _expanded_indices(op, operands, idx_pos, ivd, what):
         dims.append(1)
         dyn.append(False)
     return dims, dyn
+
+
+def _check_batching_dims(op, operands, rank, index_rank, ivd, removed, operand_batch, index_batch):
+    """The batching dimensions of gather and scatter, each a (name, dims) pair: as many of the operand's
+    as of the indices', each list in range (the operand's sorted), the operand's apart from the
+    `removed` dimensions (collapsed / inserted) and the indices' without index_vector_dim."""
+    (oname, obatch), (iname, ibatch) = operand_batch, index_batch
+    if len(obatch) != len(ibatch):
+        fail(op, f"{oname} and {iname}", "have the same length", f"{seq(obatch)} and {seq(ibatch)}", operands,
+             ATTRIBUTE)
+    _check_list(op, operands, oname, obatch, rank, sorted_=True)
+    _check_list(op, operands, iname, ibatch, index_rank)
+    _disjoint(op, operands, removed[0], removed[1], oname, obatch)
+    if ivd in ibatch:
+        fail(op, iname, f"not contain index_vector_dim ({ivd})", seq(ibatch), operands, ATTRIBUTE)
 
 
 def _check_batching_sizes(op, operands, x, x_name, x_batch, idx_dims, idx_batch, idx_name):
@@ -92,17 +108,10 @@ def infer_gather(operands, attrs, ctx):
              seq(start_map), operands, ATTRIBUTE)
     _check_list(op, operands, "start_index_map", start_map, x.rank)
     _check_list(op, operands, "collapsed_slice_dims", collapsed, x.rank, sorted_=True)
-    if len(obatch) != len(ibatch):
-        fail(op, "operand_batching_dims and start_indices_batching_dims", "have the same length",
-             f"{seq(obatch)} and {seq(ibatch)}", operands, ATTRIBUTE)
-    _check_list(op, operands, "operand_batching_dims", obatch, x.rank, sorted_=True)
-    _check_list(op, operands, "start_indices_batching_dims", ibatch, len(idims))
-    _disjoint(op, operands, "collapsed_slice_dims", collapsed, "operand_batching_dims", obatch)
     # start_index_map may name a batching dimension: XLA's shape inference does not forbid it (its
     # tests do it) and its evaluator takes the batch index there, the start index being ignored
-    if ivd in ibatch:
-        fail(op, "start_indices_batching_dims", f"not contain index_vector_dim ({ivd})", seq(ibatch),
-             operands, ATTRIBUTE)
+    _check_batching_dims(op, operands, x.rank, len(idims), ivd, ("collapsed_slice_dims", collapsed),
+                         ("operand_batching_dims", obatch), ("start_indices_batching_dims", ibatch))
     if len(sizes) != x.rank:
         fail(op, "slice_sizes", f"have one entry per operand dimension ({x.rank})", seq(sizes),
              operands, ATTRIBUTE)
@@ -146,8 +155,7 @@ def _compatible_ignoring_fp(a: Shape, b: Shape) -> bool:
     """XLA's ShapeUtil::CompatibleIgnoringFpPrecision for arrays."""
     if not (is_array(a) and is_array(b)):
         return False
-    same_type = a.element_type == b.element_type or (kind(a) == "float" and kind(b) == "float")
-    return same_type and a.rank == b.rank and all(compatible_dim(x, y) for x, y in zip(a.dims, b.dims))
+    return same_element_type_ignoring_fp(a.element_type, b.element_type) and same_dims(a, b)
 
 
 def _check_update_computation(op, operands, name, params, result, inputs, updates):
@@ -246,17 +254,10 @@ def infer_scatter(operands, attrs, ctx):
              f"have one entry per index vector element ({idims[ivd]}, dimension {ivd} of the scatter indices)",
              seq(sdod), operands, ATTRIBUTE)
     _check_list(op, operands, "scatter_dims_to_operand_dims", sdod, x0.rank)
-    if len(ibd) != len(sibd):
-        fail(op, "input_batching_dims and scatter_indices_batching_dims", "have the same length",
-             f"{seq(ibd)} and {seq(sibd)}", operands, ATTRIBUTE)
-    _check_list(op, operands, "input_batching_dims", ibd, x0.rank, sorted_=True)
-    _check_list(op, operands, "scatter_indices_batching_dims", sibd, len(idims))
-    _disjoint(op, operands, "inserted_window_dims", iwd, "input_batching_dims", ibd)
     # scatter_dims_to_operand_dims may name a batching dimension (as gather's start_index_map may):
     # XLA's shape inference allows it and its evaluator takes the batch index there
-    if ivd in sibd:
-        fail(op, "scatter_indices_batching_dims", f"not contain index_vector_dim ({ivd})", seq(sibd),
-             operands, ATTRIBUTE)
+    _check_batching_dims(op, operands, x0.rank, len(idims), ivd, ("inserted_window_dims", iwd),
+                         ("input_batching_dims", ibd), ("scatter_indices_batching_dims", sibd))
     _check_batching_sizes(op, operands, x0, "inputs", ibd, idims, sibd, "scatter indices")
 
     window = [d for d in range(x0.rank) if d not in iwd and d not in ibd]

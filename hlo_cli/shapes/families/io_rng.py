@@ -33,15 +33,20 @@ def _expect_transfer_state(ctx, operands, what: str):
     return s
 
 
-@rule("infeed")
-def infer_infeed(operands, attrs, ctx):
-    """infeed(token) -> (data, token[]); the data shape is the declared one."""
+def _received(ctx, operands, rest, rest_text: str):
+    """infeed(token) and recv(token): the declared (data, rest...) with the data shape as declared."""
     expect_count(ctx, operands, 1, 1)
     _expect_token(ctx, operands, 0)
     d = declared_shape(ctx, operands)
-    if not is_tuple(d) or len(d.tuple_shapes) != 2:
-        fail(ctx.opcode, "the result shape", "be (data shape, token[])", txt(d), operands)
-    return tup([strip(d.tuple_shapes[0]), token()])
+    if not is_tuple(d) or len(d.tuple_shapes) != 1 + len(rest):
+        fail(ctx.opcode, "the result shape", f"be (data shape, {rest_text})", txt(d), operands)
+    return tup([strip(d.tuple_shapes[0]), *rest])
+
+
+@rule("infeed")
+def infer_infeed(operands, attrs, ctx):
+    """infeed(token) -> (data, token[]); the data shape is the declared one."""
+    return _received(ctx, operands, [token()], "token[]")
 
 
 @rule("outfeed")
@@ -74,12 +79,7 @@ def infer_send_done(operands, attrs, ctx):
 @rule("recv")
 def infer_recv(operands, attrs, ctx):
     """recv(token) -> (data, u32[] context, token[]); the data shape is the declared one."""
-    expect_count(ctx, operands, 1, 1)
-    _expect_token(ctx, operands, 0)
-    d = declared_shape(ctx, operands)
-    if not is_tuple(d) or len(d.tuple_shapes) != 3:
-        fail(ctx.opcode, "the result shape", "be (data shape, u32[], token[])", txt(d), operands)
-    return tup([strip(d.tuple_shapes[0]), scalar("u32"), token()])
+    return _received(ctx, operands, [scalar("u32"), token()], "u32[], token[]")
 
 
 @rule("recv-done")

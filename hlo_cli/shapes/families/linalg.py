@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...ir.shape import UNBOUNDED
 from ..registry import fail, rule
-from .reduction import (array, compatible_dim, dims_attr, expect_array, expect_count, higher_precision,
+from .reduction import (array, compatible_dim, dims_attr, expect_array, expect_operands, higher_precision,
                         is_array, is_complex, is_float, strip, tup, txt, window_output)
 
 
@@ -88,9 +88,7 @@ def _dot_result_dims(lhs, rhs, lb, lc, rb, rc, rhs_group=()):
 @rule("dot")
 def infer_dot(operands, attrs, ctx):
     """dot(lhs, rhs): batch dims, lhs free dims, rhs free dims; contracting dims are summed away."""
-    expect_count(ctx, operands, 2, 2)
-    lhs = expect_array(ctx, operands, 0, "lhs")
-    rhs = expect_array(ctx, operands, 1, "rhs")
+    lhs, rhs = expect_operands(ctx, operands, 2, "lhs", "rhs")
     _check_precision(ctx, attrs, operands)
     lb, lc, rb, rc = _dot_dims(ctx, operands, lhs, rhs, attrs)
     dims, dyn = _dot_result_dims(lhs, rhs, lb, lc, rb, rc)
@@ -106,10 +104,7 @@ def infer_ragged_dot(operands, attrs, ctx):
     [g] or [prefix..., g] (the lhs batch dims, then the lhs dims of the same kind before the ragged
     one)."""
     op = ctx.opcode
-    expect_count(ctx, operands, 3, 3)
-    lhs = expect_array(ctx, operands, 0, "lhs")
-    rhs = expect_array(ctx, operands, 1, "rhs")
-    gs = expect_array(ctx, operands, 2, "group_sizes")
+    lhs, rhs, gs = expect_operands(ctx, operands, 3, "lhs", "rhs", "group_sizes")
     _check_precision(ctx, attrs, operands)
     lb, lc, rb, rc = _dot_dims(ctx, operands, lhs, rhs, attrs)
     ragged = dims_attr(attrs, "lhs_ragged_dims")
@@ -183,11 +178,7 @@ def infer_scaled_dot(operands, attrs, ctx):
     types are free (the verifier checks none; XLA's GPU rewrites expect f8e4m3fn/f8e5m2/f4e2m1fn
     with f8e8m0fnu scales, or bf16 with a bf16 1.0 no-op scale)."""
     op = ctx.opcode
-    expect_count(ctx, operands, 4, 4)
-    lhs = expect_array(ctx, operands, 0, "lhs")
-    rhs = expect_array(ctx, operands, 1, "rhs")
-    lscale = expect_array(ctx, operands, 2, "lhs_scale")
-    rscale = expect_array(ctx, operands, 3, "rhs_scale")
+    lhs, rhs, lscale, rscale = expect_operands(ctx, operands, 4, "lhs", "rhs", "lhs_scale", "rhs_scale")
     _check_precision(ctx, attrs, operands)
     for side, x, s in (("lhs", lhs, lscale), ("rhs", rhs, rscale)):
         if _is_noop_scale(x, s):
@@ -248,8 +239,7 @@ def infer_convolution(operands, attrs, ctx):
     """convolution(lhs, rhs): batch / feature / spatial dims placed by dim_labels; spatial sizes
     from the window arithmetic; batch divided by batch_group_count."""
     op = ctx.opcode
-    expect_count(ctx, operands, 2, 2)
-    lhs = expect_array(ctx, operands, 0, "lhs")
+    lhs, = expect_operands(ctx, operands, 2, "lhs")
     sparse_rhs = _sparse_rhs(ctx, attrs, operands)
     rhs = operands[1].tuple_shapes[0] if operands[1].is_tuple else expect_array(ctx, operands, 1, "rhs")
     _check_precision(ctx, attrs, operands)
@@ -340,8 +330,7 @@ def infer_fft(operands, attrs, ctx):
     """fft(operand): FFT/IFFT keep the shape; RFFT real->complex halves the innermost dimension
     to fft_length[-1]/2+1; IRFFT complex->real restores it to fft_length[-1]."""
     op = ctx.opcode
-    expect_count(ctx, operands, 1, 1)
-    x = expect_array(ctx, operands, 0, "operand")
+    x, = expect_operands(ctx, operands, 1, "operand")
     fft_type = str(attrs.get("fft_type"))
     length = dims_attr(attrs, "fft_length")
     n = len(length)
@@ -395,9 +384,7 @@ def infer_fft(operands, attrs, ctx):
 def infer_triangular_solve(operands, attrs, ctx):
     """triangular-solve(a, b): b's shape; a is a batch of square matrices sharing b's batch dims."""
     op = ctx.opcode
-    expect_count(ctx, operands, 2, 2)
-    a = expect_array(ctx, operands, 0, "a")
-    b = expect_array(ctx, operands, 1, "b")
+    a, b = expect_operands(ctx, operands, 2, "a", "b")
     if not (is_float(a.element_type) or is_complex(a.element_type)) or a.element_type != b.element_type:
         fail(op, "the element types of a and b", "be the same floating-point or complex type",
              f"{a.element_type} and {b.element_type}", operands)
@@ -425,8 +412,7 @@ def infer_triangular_solve(operands, attrs, ctx):
 def infer_cholesky(operands, attrs, ctx):
     """cholesky(a): a's shape; a is a batch of square floating-point or complex matrices."""
     op = ctx.opcode
-    expect_count(ctx, operands, 1, 1)
-    a = expect_array(ctx, operands, 0, "a")
+    a, = expect_operands(ctx, operands, 1, "a")
     if not (is_float(a.element_type) or is_complex(a.element_type)):
         fail(op, "the element type of a", "be floating-point or complex", a.element_type, operands)
     if a.rank < 2:
@@ -472,10 +458,7 @@ def _feature_vector(x, fi):
 @rule("batch-norm-training")
 def infer_batch_norm_training(operands, attrs, ctx):
     """batch-norm-training(operand, scale, offset) -> (normalized, batch mean, batch variance)."""
-    expect_count(ctx, operands, 3, 3)
-    x = expect_array(ctx, operands, 0, "operand")
-    scale = expect_array(ctx, operands, 1, "scale")
-    offset = expect_array(ctx, operands, 2, "offset")
+    x, scale, offset = expect_operands(ctx, operands, 3, "operand", "scale", "offset")
     fi = _bn_common(ctx, operands, attrs, x, [("offset", offset), ("scale", scale)])
     v = _feature_vector(x, fi)
     return tup([strip(x), v, v])
@@ -484,8 +467,7 @@ def infer_batch_norm_training(operands, attrs, ctx):
 @rule("batch-norm-inference")
 def infer_batch_norm_inference(operands, attrs, ctx):
     """batch-norm-inference(operand, scale, offset, mean, variance) -> normalized operand."""
-    expect_count(ctx, operands, 5, 5)
-    x = expect_array(ctx, operands, 0, "operand")
+    x, = expect_operands(ctx, operands, 5, "operand")
     names = ["scale", "offset", "mean", "variance"]
     vecs = [(names[i - 1], expect_array(ctx, operands, i, names[i - 1])) for i in range(1, 5)]
     _bn_common(ctx, operands, attrs, x, vecs)
@@ -497,8 +479,7 @@ def infer_batch_norm_grad(operands, attrs, ctx):
     """batch-norm-grad(operand, scale, mean, variance, grad_output) -> (grad operand, grad scale,
     grad offset)."""
     op = ctx.opcode
-    expect_count(ctx, operands, 5, 5)
-    x = expect_array(ctx, operands, 0, "operand")
+    x, = expect_operands(ctx, operands, 5, "operand")
     names = ["scale", "mean", "variance", "grad_output"]
     arrs = [expect_array(ctx, operands, i, names[i - 1]) for i in range(1, 5)]
     grad = arrs[3]

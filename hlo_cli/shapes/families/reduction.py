@@ -183,6 +183,20 @@ def expect_array(ctx: RuleContext, operands: Sequence[Shape], i: int, what: str 
     return s
 
 
+def expect_operands(ctx: RuleContext, operands: Sequence[Shape], count: int, *names: str) -> list[Shape]:
+    """Exactly `count` operands, the first ones arrays, called `names` in messages; those arrays."""
+    expect_count(ctx, operands, count, count)
+    return [expect_array(ctx, operands, i, name) for i, name in enumerate(names)]
+
+
+def expect_arrays(ctx: RuleContext, operands: Sequence[Shape]) -> None:
+    """At least one operand, every one an array."""
+    if not operands:
+        fail(ctx.opcode, "the operand count", "be at least 1", 0, operands)
+    for i in range(len(operands)):
+        expect_array(ctx, operands, i, f"operand {i}")
+
+
 def expect_count(ctx: RuleContext, operands: Sequence[Shape], lo: int, hi: int | None = None) -> None:
     n = len(operands)
     if n < lo or (hi is not None and n > hi):
@@ -315,9 +329,9 @@ def strict_types(ctx: RuleContext, operands: Sequence[Shape], params: Sequence[S
 
 # ============================================================================ rules
 
-@rule("reduce")
-def infer_reduce(operands, attrs, ctx):
-    """reduce(inputs..., inits...): the inputs without `dimensions`, typed by the reducer's result."""
+def inputs_and_inits(ctx: RuleContext, operands: Sequence[Shape]):
+    """(N, inputs, init values) of `op(inputs..., inits...)` (reduce, reduce-window): an even count of
+    arrays, the inputs all of one set of dimensions."""
     op = ctx.opcode
     if len(operands) < 2 or len(operands) % 2:
         fail(op, "the operand count", "be even and at least 2 (N inputs, then N init values)",
@@ -329,6 +343,19 @@ def infer_reduce(operands, attrs, ctx):
     for i in range(1, n):
         if inputs[i].dims != inputs[0].dims:
             fail(op, f"input {i}", f"have the dimensions of input 0 ({txt(inputs[0])})", txt(inputs[i]), operands)
+    return n, inputs, inits
+
+
+def one_or_tuple(outs: Sequence[Shape], result: Shape | None) -> Shape:
+    """One result for one output of an array-valued computation, else the tuple of the outputs."""
+    return outs[0] if len(outs) == 1 and (result is None or is_array(result)) else tup(outs)
+
+
+@rule("reduce")
+def infer_reduce(operands, attrs, ctx):
+    """reduce(inputs..., inits...): the inputs without `dimensions`, typed by the reducer's result."""
+    op = ctx.opcode
+    n, inputs, inits = inputs_and_inits(ctx, operands)
     arg = inputs[0]
     dims = dims_attr(attrs, "dimensions")
     for d in dims:
@@ -343,38 +370,26 @@ def infer_reduce(operands, attrs, ctx):
     new_dims = [arg.dims[i] for i in keep]
     new_dyn = [arg.dynamic[i] for i in keep]
     outs = [array(a.element_type, new_dims, new_dyn) for a in accs]
-    return outs[0] if n == 1 and (result is None or is_array(result)) else tup(outs)
+    return one_or_tuple(outs, result)
 
 
 @rule("reduce-window")
 def infer_reduce_window(operands, attrs, ctx):
     """reduce-window(inputs..., inits...): each input's window output, typed by its init value."""
-    op = ctx.opcode
-    if len(operands) < 2 or len(operands) % 2:
-        fail(op, "the operand count", "be even and at least 2 (N inputs, then N init values)",
-             len(operands), operands)
-    n = len(operands) // 2
-    inputs, inits = operands[:n], operands[n:]
-    for i in range(len(operands)):
-        expect_array(ctx, operands, i, f"operand {i}")
-    for i in range(1, n):
-        if inputs[i].dims != inputs[0].dims:
-            fail(op, f"input {i}", f"have the dimensions of input 0 ({txt(inputs[0])})", txt(inputs[i]), operands)
+    n, inputs, inits = inputs_and_inits(ctx, operands)
     params, result = computation(ctx, attrs, "to_apply")
     verify_reducer(ctx, operands, params, result, inits, [s.element_type for s in inputs], n)
     strict_types(ctx, operands, params, "to_apply")
     window = attrs.get("window")
     outs = [window_output(ctx, operands, inputs[i], window, inits[i].element_type) for i in range(n)]
-    return outs[0] if n == 1 and (result is None or is_array(result)) else tup(outs)
+    return one_or_tuple(outs, result)
 
 
 @rule("select-and-scatter")
 def infer_select_and_scatter(operands, attrs, ctx):
     """select-and-scatter(operand, source, init): the operand's shape; source = windowed operand."""
     op = ctx.opcode
-    expect_count(ctx, operands, 3, 3)
-    operand = expect_array(ctx, operands, 0, "operand")
-    source = expect_array(ctx, operands, 1, "source")
+    operand, source = expect_operands(ctx, operands, 3, "operand", "source")
     init = operands[2]
     sparams, sresult = computation(ctx, attrs, "select")
     if len(sparams) != 2:
@@ -398,10 +413,7 @@ def infer_select_and_scatter(operands, attrs, ctx):
 def infer_map(operands, attrs, ctx):
     """map(operands...): the to_apply's scalar result type over the operands' shape."""
     op = ctx.opcode
-    if not operands:
-        fail(op, "the operand count", "be at least 1", 0, operands)
-    for i in range(len(operands)):
-        expect_array(ctx, operands, i, f"operand {i}")
+    expect_arrays(ctx, operands)
     arg = operands[0]
     for i, s in enumerate(operands[1:], 1):
         if compatible(s, arg, ignore_element_type=True):
@@ -436,10 +448,7 @@ def infer_map(operands, attrs, ctx):
 def infer_sort(operands, attrs, ctx):
     """sort(operands...): the operand (or the tuple of operands); the comparator returns pred[]."""
     op = ctx.opcode
-    if not operands:
-        fail(op, "the operand count", "be at least 1", 0, operands)
-    for i in range(len(operands)):
-        expect_array(ctx, operands, i, f"operand {i}")
+    expect_arrays(ctx, operands)
     params, result = computation(ctx, attrs, "to_apply")
     if result is not None and not compatible(result, scalar("pred")):
         fail(op, "the result of the comparator", "be pred[]", txt(result), operands)
@@ -466,8 +475,7 @@ def infer_sort(operands, attrs, ctx):
 def infer_topk(operands, attrs, ctx):
     """topk(operand): (values, s32 indices), the last dimension shrunk to k."""
     op = ctx.opcode
-    expect_count(ctx, operands, 1, 1)
-    x = expect_array(ctx, operands, 0, "operand")
+    x, = expect_operands(ctx, operands, 1, "operand")
     k = attrs.get("k")
     if k is None or k < 0:
         fail(op, "k", "be a non-negative integer", k, operands)

@@ -14,7 +14,9 @@ from ...ir.shape import UNBOUNDED
 from ..registry import fail
 from .elementwise import (ATTRIBUTE, INTEGRAL, check_arity, check_kind, check_same_element_type,
                           dims_attr, dims_text, family, int_attr, is_array, is_scalar, kind,
-                          like, array, require_array, require_declared, seq, bits)
+                          like, array, one_operand, require_array, require_declared,
+                          require_operand_type, seq, bits)
+from .reduction import expect_arrays
 
 _INT32_MAX = 2**31 - 1
 
@@ -43,8 +45,7 @@ def infer_broadcast(operands, attrs, ctx):
     """broadcast(x), dimensions=D: x's dimension i becomes result dimension D[i] (same size); the
     other result dimensions come from the declared shape."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     if "dimensions" not in attrs and x.rank:
         fail(op, "the attribute dimensions", "be given for a non-scalar operand", "none", operands,
              ATTRIBUTE)
@@ -57,9 +58,7 @@ def infer_broadcast(operands, attrs, ctx):
                  operands, ATTRIBUTE)
         return array(x.element_type, tuple(dims) + x.dims, (False,) * len(dims) + x.dynamic)
     out = require_declared(op, ctx, operands)
-    if out.element_type != x.element_type:
-        fail(op, "the result element type", f"be the operand's ({x.element_type})",
-             out.element_type, operands)
+    require_operand_type(op, x, out, operands)
     if len(dims) != x.rank:
         fail(op, "dimensions", f"have one entry per operand dimension ({x.rank})", seq(dims),
              operands, ATTRIBUTE)
@@ -78,19 +77,21 @@ def infer_broadcast(operands, attrs, ctx):
 
 # ----------------------------------------------------------------------------- reshape
 
+def _check_element_count(op, x, out, operands, what):
+    """reshape and dynamic-reshape keep the operand's element count (unbounded dimensions aside)."""
+    if UNBOUNDED not in x.dims and UNBOUNDED not in out.dims and _elements(x) != _elements(out):
+        fail(op, what, f"be preserved ({_elements(x)} in {dims_text(x)})",
+             f"{_elements(out)} in {dims_text(out)}", operands)
+
+
 @family("reshape")
 def infer_reshape(operands, attrs, ctx):
     """reshape(x): the declared shape, with x's element type and element count."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     out = require_declared(op, ctx, operands)
-    if out.element_type != x.element_type:
-        fail(op, "the result element type", f"be the operand's ({x.element_type})",
-             out.element_type, operands)
-    if UNBOUNDED not in x.dims and UNBOUNDED not in out.dims and _elements(x) != _elements(out):
-        fail(op, "the element count", f"be preserved ({_elements(x)} in {dims_text(x)})",
-             f"{_elements(out)} in {dims_text(out)}", operands)
+    require_operand_type(op, x, out, operands)
+    _check_element_count(op, x, out, operands, "the element count")
     if "inferred_dimension" in attrs:
         k = int_attr(op, attrs, "inferred_dimension", operands)
         if not 0 <= k < out.rank:
@@ -111,12 +112,8 @@ def infer_dynamic_reshape(operands, attrs, ctx):
     for i, s in enumerate(sizes, 1):
         if not (is_array(s) and s.rank == 0 and s.element_type == "s32"):
             fail(op, f"size operand {i}", "be s32[]", s.to_str(False), operands)
-    if out.element_type != x.element_type:
-        fail(op, "the result element type", f"be the operand's ({x.element_type})",
-             out.element_type, operands)
-    if UNBOUNDED not in x.dims and UNBOUNDED not in out.dims and _elements(x) != _elements(out):
-        fail(op, "the element count (of the bounds)", f"be preserved ({_elements(x)} in {dims_text(x)})",
-             f"{_elements(out)} in {dims_text(out)}", operands)
+    require_operand_type(op, x, out, operands)
+    _check_element_count(op, x, out, operands, "the element count (of the bounds)")
     return like(out)
 
 
@@ -126,8 +123,7 @@ def infer_dynamic_reshape(operands, attrs, ctx):
 def infer_transpose(operands, attrs, ctx):
     """transpose(x), dimensions=P: result dimension i is x's dimension P[i]."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     perm = dims_attr(op, attrs, "dimensions", operands)
     if sorted(perm) != list(range(x.rank)):
         fail(op, "dimensions", f"be a permutation of {seq(range(x.rank))}", seq(perm), operands,
@@ -139,8 +135,7 @@ def infer_transpose(operands, attrs, ctx):
 def infer_reverse(operands, attrs, ctx):
     """reverse(x), dimensions=D: distinct dimensions of x; result: x's shape."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     dims = dims_attr(op, attrs, "dimensions", operands)
     _check_dims_in_range(op, "dimensions", dims, x.rank, operands)
     return like(x)
@@ -148,20 +143,25 @@ def infer_reverse(operands, attrs, ctx):
 
 # ----------------------------------------------------------------------------- slice
 
+def _per_dimension(op, attrs, name, entry, x, operands):
+    """The attribute `name` (slice, padding): given, with one `entry` per dimension of the operand x."""
+    cfg = attrs.get(name)
+    if cfg is None:
+        fail(op, f"the attribute {name}", "be given", "none", operands, ATTRIBUTE)
+    if len(cfg.dimensions) != x.rank:
+        fail(op, name, f"have one {entry} per operand dimension ({x.rank})",
+             f"{len(cfg.dimensions)} in {cfg}", operands, ATTRIBUTE)
+    return cfg
+
+
 @family("slice")
 def infer_slice(operands, attrs, ctx):
     """slice(x), slice={[start:limit:stride], ...}: 0 <= start <= limit <= size, stride > 0;
     result size ceil((limit - start) / stride)."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
-    spec = attrs.get("slice")
-    if spec is None:
-        fail(op, "the attribute slice", "be given", "none", operands, ATTRIBUTE)
+    x = one_operand(op, operands)
+    spec = _per_dimension(op, attrs, "slice", "[start:limit:stride]", x, operands)
     sdims = spec.dimensions
-    if len(sdims) != x.rank:
-        fail(op, "slice", f"have one [start:limit:stride] per operand dimension ({x.rank})",
-             f"{len(sdims)} in {spec}", operands, ATTRIBUTE)
     sizes, dyn = [], []
     for i, (sd, n, dn) in enumerate(zip(sdims, x.dims, x.dynamic)):
         where = f"[{sd.start}:{sd.limit}:{sd.stride}] (dimension {i} of size {n})"
@@ -249,10 +249,7 @@ def infer_dynamic_update_slice(operands, attrs, ctx):
 def infer_concatenate(operands, attrs, ctx):
     """concatenate(xs...), dimensions={d}: same rank and element type, equal sizes except along d."""
     op = ctx.opcode
-    if not operands:
-        fail(op, "the operand count", "be at least 1", 0, operands)
-    for i in range(len(operands)):
-        require_array(op, operands, i)
+    expect_arrays(ctx, operands)
     dims = dims_attr(op, attrs, "dimensions", operands)
     if len(dims) != 1:
         fail(op, "dimensions", "name exactly one dimension", seq(dims), operands, ATTRIBUTE)
@@ -295,13 +292,8 @@ def infer_pad(operands, attrs, ctx):
     if v.rank != 0:
         fail(op, "the padding value", "be a scalar", v.to_str(False), operands)
     check_same_element_type(op, operands, (0, 1), "the element types of the operand and the padding value")
-    cfg = attrs.get("padding")
-    if cfg is None:
-        fail(op, "the attribute padding", "be given", "none", operands, ATTRIBUTE)
+    cfg = _per_dimension(op, attrs, "padding", "low_high[_interior] entry", x, operands)
     pd = cfg.dimensions
-    if len(pd) != x.rank:
-        fail(op, "padding", f"have one low_high[_interior] entry per operand dimension ({x.rank})",
-             f"{len(pd)} in {cfg}", operands, ATTRIBUTE)
     sizes = []
     for i, (p, n) in enumerate(zip(pd, x.dims)):
         if p.interior < 0:
@@ -361,7 +353,8 @@ def _bits_of(shape) -> int:
     return n * ebits
 
 
-def _size_text(nbits: int) -> str:
+def size_text(nbits: int) -> str:
+    """A storage size for messages: whole bytes as bytes, else bits."""
     return f"{nbits // 8} bytes" if nbits % 8 == 0 else f"{nbits} bits"
 
 
@@ -369,14 +362,13 @@ def _size_text(nbits: int) -> str:
 def infer_bitcast(operands, attrs, ctx):
     """bitcast(x): the declared array shape, of x's size in bytes."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     out = require_declared(op, ctx, operands)
     if UNBOUNDED not in x.dims and UNBOUNDED not in out.dims:
         a, b = _bits_of(x), _bits_of(out)
         if a != b:
-            fail(op, "the result's size", f"be the operand's ({_size_text(a)})",
-                 f"{_size_text(b)} for {out.to_str(False)}", operands)
+            fail(op, "the result's size", f"be the operand's ({size_text(a)})",
+                 f"{size_text(b)} for {out.to_str(False)}", operands)
     return like(out)
 
 
@@ -398,8 +390,7 @@ def _one_dimension(op, attrs, x, operands):
 def infer_get_dimension_size(operands, attrs, ctx):
     """get-dimension-size(x), dimensions={d}: s32[]."""
     op = ctx.opcode
-    check_arity(op, operands, 1)
-    x = require_array(op, operands, 0, "the operand")
+    x = one_operand(op, operands)
     _one_dimension(op, attrs, x, operands)
     return array("s32", ())
 

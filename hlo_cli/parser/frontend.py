@@ -12,7 +12,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..errors import Diagnostic, HloSyntaxError
-from ..source import grammar_path, read_source  # noqa: F401  (re-exported)
+from .grammar import grammar_path
 from ..ir.attributes import (BackendConfig, Group, IntList, KV, Metadata, Quoted, Sep, Seq, Word,
                              unquote)
 from ..ir.shape import Shape, ShapeSyntaxError, parse_array_shape
@@ -436,7 +436,7 @@ def _line_of(text: str, line: int) -> str:
 
 def parse(text: str, filename: str = "<string>"):
     """Parse HLO text into a Module.  Raises HloSyntaxError with located diagnostics."""
-    from ..gcpause import NoGC
+    from ..ir.gcpause import NoGC
     from .builder import build_module
     with NoGC(promote=True):
         if len(text) >= PARALLEL_MIN_BYTES:
@@ -514,14 +514,6 @@ def _end_pos(text: str) -> tuple[int, int]:
     line = text.count("\n") + 1
     col = len(text) - text.rfind("\n")
     return line, col
-
-
-def parse_file(path: str, *, use_cache: bool = True):
-    text, name = read_source(path)
-    if use_cache:
-        from ..cache import cached_parse
-        return cached_parse(text, name)
-    return parse(text, name)
 
 
 # ----------------------------------------------------------------------------- coarse tokens

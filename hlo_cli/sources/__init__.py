@@ -29,7 +29,7 @@ def parse_module(src: ModuleSource, use_cache: bool = True):
     Raises HloSyntaxError and friends with the file's own lines and columns."""
     text = src.text
     if use_cache:
-        from ..cache import cached_parse
+        from .cache import cached_parse
         return cached_parse(text, src.file)
     from ..parser import parse
     return parse(text, src.file)

@@ -148,7 +148,7 @@ def split_source(text: str, file: str) -> FileModules:
 def read_modules(path: str) -> FileModules:
     """Read PATH ('-' for standard input) and split it into modules: HLO text, or one of XLA's
     module protos (*.pb, *.pbtxt; a binary file that reads as one).  Raises HloInputError."""
-    from ..source import read_source
+    from .reading import read_source
     from .proto import is_proto_path
     if is_proto_path(path):
         from .proto import read_proto_modules
@@ -175,7 +175,7 @@ def _binary_stdin():
     """Standard input holding a binary module proto (`hlo check - < x.hlo.pb`), else None (nothing
     is consumed then)."""
     import sys
-    from ..source import CONTROL_BYTE, stdin_problem
+    from .reading import CONTROL_BYTE, stdin_problem
     buf = getattr(sys.stdin, "buffer", None)
     if buf is None or not hasattr(buf, "peek") or stdin_problem(buf) is not None:
         return None

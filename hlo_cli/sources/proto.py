@@ -88,7 +88,7 @@ def read_bytes(path: str) -> tuple[bytes, str]:
     that cannot begin a module proto (binary or text) are refused from the file's first block,
     before the rest is read."""
     import sys
-    from ..source import CONTROL_BYTE, SNIFF_BYTES, NotRegularFile, open_regular
+    from .reading import CONTROL_BYTE, SNIFF_BYTES, NotRegularFile, open_regular
     if path == "-":
         return sys.stdin.buffer.read(), "<stdin>"
     try:

@@ -10,7 +10,7 @@ from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, St
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
-from .frontend import LineInstr, Pos, _ATTR_SPLIT, _ShapeTokenError, _SubParseError, _decode_value
+from .frontend import LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseError, decode_value
 import re
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
@@ -398,7 +398,7 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
             if isinstance(ri, LineInstr):      # a whole-line token: its operands are needed here
                 try:
                     raw_list[k] = ri = ri.to_raw()
-                except (_ShapeTokenError, _SubParseError):
+                except (ShapeTokenError, SubParseError):
                     continue                   # reported where the instruction is built
             for a in ri.args:
                 if a.kind == "ref" and a.name not in names and a.shape is not None:
@@ -434,11 +434,11 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
                 continue
             try:
                 ri = ri.to_raw()
-            except _ShapeTokenError as e:
+            except ShapeTokenError as e:
                 errs.add(_shifted(e.tok, getattr(e.err, "offset", 0)), f"bad shape: {e.err}", "E002", ri.name)
                 defined[ri.name] = None
                 continue
-            except _SubParseError as e:
+            except SubParseError as e:
                 errs.add(_At(e.line, e.column), e.message, "E003", ri.name)
                 defined[ri.name] = None
                 continue
@@ -511,8 +511,8 @@ _COMMENTS = re.compile(r"/\*.*?\*/")
 
 
 def _tuple_shape_text(text):
-    from .frontend import _shape_text_cached
-    return _shape_text_cached(text)
+    from .frontend import shape_text_cached
+    return shape_text_cached(text)
 
 
 def _fast_instruction(li, filename, names, comp_names, params_seen):
@@ -559,7 +559,7 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
     attrs = {}
     spec_attrs = spec.attrs
     common = ops.COMMON_ATTRS
-    for am in _ATTR_SPLIT.finditer(tok, m.end()):
+    for am in ATTR_SPLIT.finditer(tok, m.end()):
         aname = am.group(1)
         raw = am.group(2)
         if aname in attrs:
@@ -577,7 +577,7 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
         val = _DECODED.get(key)
         if val is None:
             try:
-                val = decoder(kind)(_decode_value(aname, raw))
+                val = decoder(kind)(decode_value(aname, raw))
             except Exception:
                 return None
             if len(_DECODED) < 100000:
@@ -1081,8 +1081,8 @@ def _check_fast(inst, li, errs, src):
     paren_at = _At(tok.line, tok.column + m.start(5) - 1)
     _check_structure(inst.opcode, inst.shape, len(inst.operands), shape_at, paren_at, errs, inst.name)
     if not _RESERVED.isdisjoint(inst.operands):
-        from .frontend import _OPERAND_RE
-        for om in _OPERAND_RE.finditer(m.group(5)):
+        from .frontend import OPERAND_RE
+        for om in OPERAND_RE.finditer(m.group(5)):
             o = om.group(0)
             if o in _RESERVED:
                 errs.add(_At(tok.line, tok.column + m.start(5) + om.start()),

@@ -88,7 +88,7 @@ def _strip(tok) -> str:
     return s[1:] if s.startswith("%") else s
 
 
-class _ShapeTokenError(Exception):
+class ShapeTokenError(Exception):
     def __init__(self, tok, err):
         self.tok, self.err = tok, err
 
@@ -99,7 +99,7 @@ def _shape(x) -> Shape:
     try:
         return parse_array_shape(str(x))
     except ShapeSyntaxError as e:
-        raise _ShapeTokenError(x, e) from None
+        raise ShapeTokenError(x, e) from None
 
 
 def _first_tok(x):
@@ -327,7 +327,7 @@ class _T(Transformer):
 MAX_NESTING = 256
 
 
-class _NestingError(Exception):
+class NestingError(Exception):
     def __init__(self, tok):
         self.line, self.column = tok.line, tok.column
         self.message = (f"nested too deeply: more than {MAX_NESTING} levels of brackets in an attribute "
@@ -342,7 +342,7 @@ def _nesting(items, open_tok) -> int:
         if isinstance(x, Group) and x.depth > deepest:
             deepest = x.depth
     if deepest >= MAX_NESTING:
-        raise _NestingError(open_tok)
+        raise NestingError(open_tok)
     return deepest + 1
 
 
@@ -458,10 +458,10 @@ def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
     t.text = text
     try:
         return lark.parse(text, start="start")
-    except (_SubParseError, _NestingError) as e:
+    except (SubParseError, NestingError) as e:
         raise HloSyntaxError(e.message, [Diagnostic(e.message, filename, e.line + start_line, e.column,
                                                     code="E003", source_line=_line_of(text, e.line))]) from None
-    except _ShapeTokenError as e:
+    except ShapeTokenError as e:
         tok = e.tok
         line = getattr(tok, "line", 0) or 0
         col = (getattr(tok, "column", 0) or 0) + getattr(e.err, "offset", 0)
@@ -547,16 +547,19 @@ _LINE_RE = _re.compile(
 _HEAD_RE = _re.compile(
     r"(ROOT\s+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + r")[ \t]+([a-z][\w\-]*)\($")
 # one operand of a coarse operand list: a name, or (constant/parameter) a scalar literal
-_OPERAND_RE = _re.compile(r"(?:/\*.*?\*/\s*)?(?:(%?[A-Za-z_][\w.\-]*)(?![\w(])|([-+]?(?:\d[\w.+\-]*|inf|nan(?:\(0x[0-9a-fA-F]+\))?)))")
+OPERAND_RE = _re.compile(r"(?:/\*.*?\*/\s*)?(?:(%?[A-Za-z_][\w.\-]*)(?![\w(])|([-+]?(?:\d[\w.+\-]*|inf|nan(?:\(0x[0-9a-fA-F]+\))?)))")
 _SECTION_KV = _re.compile(r"([A-Za-z_]\w*)=([^\s,}]+)")
 _STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'      # strings may hold raw newlines
-_ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR +
+ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR +
                           r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR + r')*+\})*+\})*+\})*+\}|[^\s{}\[\](),="<:]+)')
 _INTS = _re.compile(r"\{\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\}")
 
 
 @lru_cache(maxsize=16384)
-def _decode_value(name: str, value: str):
+def decode_value(name: str, value: str):
+    """The generic value of attribute NAME from its source text VALUE (a coarse token's part): a
+    Metadata or BackendConfig as it is, anything else through the grammar's attr_value rule.
+    Raises Lark's UnexpectedInput, ShapeTokenError or NestingError for text that does not read."""
     if name == "metadata":
         return Metadata(value)
     if name == "backend_config":
@@ -578,7 +581,7 @@ def _decode_value(name: str, value: str):
     return Word(value)
 
 
-class _SubParseError(Exception):
+class SubParseError(Exception):
     """A syntax error inside an attribute value decoded from a coarse token."""
 
     def __init__(self, line, column, message):
@@ -586,12 +589,12 @@ class _SubParseError(Exception):
 
 
 def _attrs_of(tok, text: str, base: int, out: list):
-    for m in _ATTR_SPLIT.finditer(text):
+    for m in ATTR_SPLIT.finditer(text):
         name = m.group(1)
         try:
-            value = _decode_value(name, m.group(2))
-        except _NestingError as e:
-            raise _SubParseError(tok.line, tok.column + base + m.start(2) + e.column - 1, e.message) from None
+            value = decode_value(name, m.group(2))
+        except NestingError as e:
+            raise SubParseError(tok.line, tok.column + base + m.start(2) + e.column - 1, e.message) from None
         except UnexpectedInput as e:
             col = tok.column + base + m.start(2) + (getattr(e, "column", 1) or 1) - 1
             if isinstance(e, UnexpectedToken) and str(e.token) in ("]", "}", ")"):
@@ -600,12 +603,12 @@ def _attrs_of(tok, text: str, base: int, out: list):
                 msg = f"in the value of {name}: expected {_describe_expected(e.expected)}, got {_seen(e.token)}"
             else:
                 msg = f"in the value of {name}: unexpected input"
-            raise _SubParseError(tok.line, col, msg) from None
+            raise SubParseError(tok.line, col, msg) from None
         out.append((name, value, _part(tok, name, base + m.start(1))))
 
 
 def _operands_of(tok, text: str, base: int, args: list):
-    for om in _OPERAND_RE.finditer(text):
+    for om in OPERAND_RE.finditer(text):
         name, lit = om.group(1), om.group(2)
         if lit is not None:   # parameter(N), constant(-1.5e3), constant(nan)
             args.append(Arg("literal", text=lit, tok=_part(tok, lit, base + om.start(2), "NUMBER")))
@@ -646,9 +649,9 @@ def _raw_from_line(tok, m):
     shape_tok = _part(tok, m.group(3), m.start(3), "SHAPE")
     if shape_tok.value[0] == "(":
         try:
-            shape = _shape_text_cached(shape_tok.value)
+            shape = shape_text_cached(shape_tok.value)
         except ShapeSyntaxError as e:
-            raise _ShapeTokenError(shape_tok, e) from None
+            raise ShapeTokenError(shape_tok, e) from None
     else:
         shape = _shape(shape_tok)
     args: list = []
@@ -696,7 +699,7 @@ def _header(self, c):
     name, colon = c[0], c[1]
     if colon is not None and (colon.line != name.line or colon.column != name.column + len(name)):
         # XLA reads `HloModule name:` (a name token ends with its colon) but not a detached ':'
-        raise _SubParseError(colon.line, colon.column, "unexpected ':' after the module name "
+        raise SubParseError(colon.line, colon.column, "unexpected ':' after the module name "
                              "(XLA allows a ':' only right after the name, as in `HloModule m:`)")
     return ("header", name, [_attr_from_token(a) if isinstance(a, Token) else a for a in c[2:] if a is not None])
 
@@ -719,9 +722,9 @@ def _signature_fast(self, c):
         close = _matching_paren(s)
         result_text = s[close + 1:].strip()[2:].strip()
         try:
-            result = _shape_text_cached(result_text)
+            result = shape_text_cached(result_text)
         except ShapeSyntaxError as e:
-            raise _ShapeTokenError(_part(tok, result_text, len(s) - len(result_text), "SHAPE"), e) from None
+            raise ShapeTokenError(_part(tok, result_text, len(s) - len(result_text), "SHAPE"), e) from None
         s = s[:close + 1]
     inner = s[1:-1]
     depth, start = 0, 0
@@ -744,9 +747,9 @@ def _signature_fast(self, c):
         shape_text = piece[m.end():].strip()
         ptok = _part(tok, name, 1 + off + m.start(1))
         try:
-            shape = _shape_text_cached(shape_text)
+            shape = shape_text_cached(shape_text)
         except ShapeSyntaxError as e:
-            raise _ShapeTokenError(_part(tok, shape_text, 1 + off + m.end(), "SHAPE"), e) from None
+            raise ShapeTokenError(_part(tok, shape_text, 1 + off + m.end(), "SHAPE"), e) from None
         params.append((name[1:] if name[0] == "%" else name, shape, ptok))
     return ("sig", params, result if result is not None else _shape(c[-1]))
 
@@ -764,7 +767,7 @@ def _matching_paren(s: str) -> int:
 
 
 @lru_cache(maxsize=16384)
-def _shape_text_cached(text):
+def shape_text_cached(text):
     from ..ir.shape import parse_shape_text
     return parse_shape_text(text)
 

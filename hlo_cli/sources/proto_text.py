@@ -16,6 +16,7 @@ import re
 import numpy as np
 
 from ..ir.attributes import COMPARISON_ORDERS, Window, WindowDim, cescape
+from ..ir.opcodes import OPCODES
 from ..ir.shape import COMBINE_DIM, UNBOUNDED, Layout, Shape, SplitConfig, default_layout
 
 INT64_MIN = -(2**63)          # XLA's kUnboundedSize (a `?` dimension)
@@ -568,12 +569,17 @@ _API = {0: "API_VERSION_UNSPECIFIED", 2: "API_VERSION_STATUS_RETURNING",
 _PADDING_TYPE = {1: "PADDING_VALID", 2: "PADDING_SAME"}
 _CONV_KIND = {1: "fprop", 2: "dgrad", 3: "wgrad"}
 
-_DIMENSIONS_OPS = {"broadcast", "transpose", "reverse", "reduce", "concatenate", "map", "sort"}
-_COLLECTIVES = {"all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
-                "all-to-all", "ragged-all-to-all", "collective-broadcast"}
-_CHANNEL_ONLY = {"send", "send-done", "recv", "recv-done"}
-_TO_APPLY = {"call", "map", "reduce-window", "reduce", "all-reduce", "reduce-scatter", "all-reduce-start",
-             "scatter", "sort", "scan"}
+
+
+def _taking(attr: str) -> frozenset[str]:
+    """The opcodes whose row in the opcode table takes attribute ATTR."""
+    return frozenset(op for op, spec in OPCODES.items() if attr in spec.attrs)
+
+
+_REPLICA_GROUPS = _taking("replica_groups")      # channel_id, replica_groups, ... in XLA's order
+_CHANNEL_ONLY = _taking("is_host_transfer")      # send, recv and their -done
+_DIMENSIONS = _taking("dimensions")
+_TO_APPLY = _taking("to_apply") - {"custom-call"}   # (XLA prints a custom call's called_computations)
 
 
 # ----------------------------------------------------------------------------- the module
@@ -909,222 +915,248 @@ class _Renderer:
         return None
 
     def _extra(self, i, op: str, shape: Shape, a: list, where: str):
-        if op in ("batch-norm-training", "batch-norm-inference", "batch-norm-grad"):
-            a.append(f"epsilon={_float32_text(i.epsilon)}")
-            a.append(f"feature_index={i.feature_index}")
-        elif op == "fft":
-            a.append(f"fft_type={_enum(_FFT, i.fft_type, 'fft_type', where)}")
-            a.append("fft_length=" + _ints(i.fft_length))
-        elif op == "compare":
-            _enum_word(op, "direction", "comparison_direction", i.comparison_direction, where)
-            _enum_word(op, "type", "comparison_type", i.comparison_type, where)
-            a.append(f"direction={i.comparison_direction}")
-            et = self._operand_type(i, 0)
-            if i.comparison_type and not i.comparison_order and (
-                    et is None or i.comparison_type != _default_comparison_type(et)):
-                a.append(f"type={i.comparison_type}")
-            if i.comparison_order:           # the newest XLA's; its comparison_type is a mirror of it
-                if i.comparison_order not in COMPARISON_ORDERS:
-                    raise ProtoError(f"{where}comparison order {i.comparison_order!r} unknown")
-                if et is None or i.comparison_order != _default_comparison_order(et):
-                    a.append(f"order={i.comparison_order}")
-        elif op == "triangular-solve":
-            o = i.triangular_solve_options
-            if o.left_side:
-                a.append("left_side=true")
-            if o.lower:
-                a.append("lower=true")
-            if o.unit_diagonal:
-                a.append("unit_diagonal=true")
-            if o.transpose_a:
-                a.append(f"transpose_a={_enum(_TRANSPOSE, o.transpose_a, 'transpose_a', where)}")
-        elif op == "cholesky":
-            if i.cholesky_options.lower:
-                a.append("lower=true")
-        elif op in _CHANNEL_ONLY:
-            if i.channel_id:
-                a.append(f"channel_id={i.channel_id}")
-            if i.is_host_transfer:
-                a.append("is_host_transfer=true")
-        elif op in _COLLECTIVES:
-            if i.channel_id:
-                a.append(f"channel_id={i.channel_id}")
-            a.append("replica_groups=" + _replica_groups(i, where))
-            if i.constrain_layout:
-                a.append("constrain_layout=true")
-            if op in ("all-gather", "all-gather-start"):
-                a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
-                if i.use_global_device_ids:
-                    a.append("use_global_device_ids=true")
-            elif op in ("all-reduce", "all-reduce-start", "reduce-scatter"):
-                if i.use_global_device_ids:
-                    a.append("use_global_device_ids=true")
-                if op == "reduce-scatter":
-                    a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
-            elif op == "all-to-all" and len(i.dimensions):
-                a.append("dimensions={" + str(i.dimensions[0]) + "}")
-        elif op in ("collective-permute", "collective-permute-start"):
-            if i.channel_id:
-                a.append(f"channel_id={i.channel_id}")
-            a.append("source_target_pairs={" + ",".join(f"{{{p.source},{p.target}}}" for p in i.source_target_pairs) + "}")
-            sizes = list(i.dynamic_slice_sizes)
-            if sizes:
-                rank = self._operand_rank(i, 0) or len(sizes)
-                a.append("slice_sizes={" + ",".join(_ints(sizes[k:k + rank]) for k in range(0, len(sizes), rank)) + "}")
-        elif op in _DIMENSIONS_OPS:
-            a.append("dimensions=" + _ints(i.dimensions))
-            if op == "sort" and i.is_stable:
-                a.append("is_stable=true")
-        elif op == "scan":
-            a.append("dimensions=" + _ints(i.dimensions))
-            a.append(f"num_carries={i.num_carries}")
-            if i.is_reverse:
-                a.append("is_reverse=true")
-            if i.is_associative:
-                a.append("is_associative=" + ("true" if i.is_associative == 1 else "false"))
-        elif op == "topk":
-            a.append(f"k={i.k}")
-            a.append("largest=" + ("true" if i.largest else "false"))
-            if i.is_stable:                  # the newest XLA's stable topk: sort's is_stable field
-                a.append("is_stable=true")
-        elif op == "reshape":
-            if len(i.dimensions) and i.dimensions[0] != -1:
-                a.append(f"inferred_dimension={i.dimensions[0]}")
-        elif op == "slice":
-            sl = list(i.slice_dimensions)
-            omit = all(s.stride == 1 for s in sl)
-            a.append("slice={" + ", ".join(f"[{s.start}:{s.limit}" + ("" if omit else f":{s.stride}") + "]"
-                                           for s in sl) + "}")
-        elif op == "fusion":
-            _enum_word(op, "kind", "fusion_kind", i.fusion_kind, where)
-            a.append(f"kind={i.fusion_kind}")
-            if len(i.output_operand_aliasing):
-                a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
-        elif op == "rng":
-            a.append(f"distribution={_enum(_DIST, i.distribution, 'distribution', where)}")
-        elif op == "get-tuple-element":
-            a.append(f"index={i.tuple_index}")
-        elif op == "reduce-precision":
-            a.append(f"exponent_bits={i.exponent_bits}")
-            a.append(f"mantissa_bits={i.mantissa_bits}")
-        elif op == "infeed":
-            if i.infeed_config:
-                a.append("infeed_config=" + _q(i.infeed_config.decode("latin-1")))
-        elif op == "outfeed":
-            a.append(f"outfeed_shape={shape_of(i.outfeed_shape, where)}")
-            if i.outfeed_config:
-                a.append("outfeed_config=" + _q(i.outfeed_config.decode("latin-1")))
-        elif op == "convolution":
-            if len(i.window.dimensions):
-                a.append("window=" + _window(i.window))
-            a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
-            if i.feature_group_count not in (0, 1):
-                a.append(f"feature_group_count={i.feature_group_count}")
-            if i.batch_group_count not in (0, 1):
-                a.append(f"batch_group_count={i.batch_group_count}")
-            if i.conv_kind:
-                a.append(f"convolution_kind={_enum(_CONV_KIND, i.conv_kind, 'conv_kind', where)}")
-            _precision(i.precision_config, a, where)
-            _sparsity(i, a)
-            if i.convolution_field_101:
-                raise ProtoError(f"{where}field 101 of xla.HloInstructionProto (a newer XLA's "
-                                 "convolution setting) is set; hlo does not know what it means, so "
-                                 "the convolution is not read")
-        elif op in ("reduce-window", "select-and-scatter"):
-            if len(i.window.dimensions):
-                a.append("window=" + _window(i.window))
-        elif op == "custom-call":
-            if i.HasField("window"):
-                a.append("window=" + _window(i.window))
-            if i.HasField("convolution_dimension_numbers"):
-                a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
-            if i.feature_group_count not in (0, 1):
-                a.append(f"feature_group_count={i.feature_group_count}")
-            if i.batch_group_count not in (0, 1):
-                a.append(f"batch_group_count={i.batch_group_count}")
-            _precision(i.precision_config, a, where)
-            if i.padding_type:
-                a.append(f"padding_type={_enum(_PADDING_TYPE, i.padding_type, 'padding_type', where)}")
-            a.append("custom_call_target=" + _q(i.custom_call_target))
-            if i.constrain_layout:
-                a.append("operand_layout_constraints={" + ", ".join(
-                    str(shape_of(s, where)) for s in i.operand_shapes_with_layout) + "}")
-            if i.custom_call_has_side_effect:
-                a.append("custom_call_has_side_effect=true")
-            if i.HasField("literal"):
-                lshape = shape_of(i.literal.shape, where)
-                a.append("literal=" + _oneline_literal(_literal(i.literal, lshape, where, self.limits)))
-            if len(i.output_operand_aliasing):
-                a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
-            if i.custom_call_schedule:
-                a.append(f"schedule={_enum(_SCHEDULE, i.custom_call_schedule, 'custom_call_schedule', where)}")
-            if i.custom_call_api_version != 1:
-                a.append(f"api_version={_enum(_API, i.custom_call_api_version, 'custom_call_api_version', where)}")
-        elif op == "pad":
-            dims = list(i.padding_config.dimensions)
-            interior = any(d.interior_padding for d in dims)
-            a.append("padding=" + "x".join(f"{d.edge_padding_low}_{d.edge_padding_high}" +
-                                           (f"_{d.interior_padding}" if interior else "") for d in dims))
-        elif op == "dynamic-slice":
-            a.append("dynamic_slice_sizes=" + _ints(i.dynamic_slice_sizes))
-        elif op == "gather":
-            g = i.gather_dimension_numbers
-            s = (f"offset_dims={_ints(g.offset_dims)}, collapsed_slice_dims={_ints(g.collapsed_slice_dims)}, "
-                 f"start_index_map={_ints(g.start_index_map)}")
-            if len(g.operand_batching_dims):
-                s += f", operand_batching_dims={_ints(g.operand_batching_dims)}"
-            if len(g.start_indices_batching_dims):
-                s += f", start_indices_batching_dims={_ints(g.start_indices_batching_dims)}"
-            a.append(s + f", index_vector_dim={g.index_vector_dim}")
-            a.append("slice_sizes=" + _ints(i.gather_slice_sizes))
-            if i.indices_are_sorted:
-                a.append("indices_are_sorted=true")
-        elif op == "scatter":
-            d = i.scatter_dimension_numbers
-            s = (f"update_window_dims={_ints(d.update_window_dims)}, inserted_window_dims={_ints(d.inserted_window_dims)}, "
-                 f"scatter_dims_to_operand_dims={_ints(d.scatter_dims_to_operand_dims)}")
-            if len(d.input_batching_dims):
-                s += f", input_batching_dims={_ints(d.input_batching_dims)}"
-            if len(d.scatter_indices_batching_dims):
-                s += f", scatter_indices_batching_dims={_ints(d.scatter_indices_batching_dims)}"
-            a.append(s + f", index_vector_dim={d.index_vector_dim}")
-            if i.indices_are_sorted:
-                a.append("indices_are_sorted=true")
-            if i.unique_indices:
-                a.append("unique_indices=true")
-        elif op == "iota":
-            a.append(f"iota_dimension={i.dimensions[0] if len(i.dimensions) else 0}")
-        elif op == "dot" or op == "scaled-dot":
-            a.append(_dot_dnums(i.dot_dimension_numbers))
-            _precision(i.precision_config, a, where)
-            _sparsity(i, a)
-        elif op == "ragged-dot":
-            r = i.ragged_dot_dimension_numbers
-            s = _dot_dnums(r.dot_dimension_numbers)
-            if len(r.lhs_ragged_dimensions):
-                s += ", lhs_ragged_dims=" + _ints(r.lhs_ragged_dimensions)
-            if len(r.rhs_group_dimensions):
-                s += ", rhs_group_dims=" + _ints(r.rhs_group_dimensions)
-            a.append(s)
-            _precision(i.precision_config, a, where)
-        elif op == "domain":
-            if i.HasField("domain_entry_sharding") and i.HasField("domain_exit_sharding"):
-                a.append('domain={kind="sharding", entry=' + _sharding(i.domain_exit_sharding, where) +
-                         ", exit=" + _sharding(i.domain_entry_sharding, where) + "}")
-        elif op in ("get-dimension-size", "set-dimension-size"):
+        """XLA's PrintExtraAttributesImpl: OP's own attributes (the printer _EXTRA names for it)."""
+        f = _EXTRA.get(op)
+        if f is not None:
+            f(self, i, op, shape, a, where)
+
+    def _x_batch_norm_training(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"epsilon={_float32_text(i.epsilon)}")
+        a.append(f"feature_index={i.feature_index}")
+
+    def _x_fft(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"fft_type={_enum(_FFT, i.fft_type, 'fft_type', where)}")
+        a.append("fft_length=" + _ints(i.fft_length))
+
+    def _x_compare(self, i, op: str, shape: Shape, a: list, where: str):
+        _enum_word(op, "direction", "comparison_direction", i.comparison_direction, where)
+        _enum_word(op, "type", "comparison_type", i.comparison_type, where)
+        a.append(f"direction={i.comparison_direction}")
+        et = self._operand_type(i, 0)
+        if i.comparison_type and not i.comparison_order and (
+                et is None or i.comparison_type != _default_comparison_type(et)):
+            a.append(f"type={i.comparison_type}")
+        if i.comparison_order:           # the newest XLA's; its comparison_type is a mirror of it
+            if i.comparison_order not in COMPARISON_ORDERS:
+                raise ProtoError(f"{where}comparison order {i.comparison_order!r} unknown")
+            if et is None or i.comparison_order != _default_comparison_order(et):
+                a.append(f"order={i.comparison_order}")
+
+    def _x_triangular_solve(self, i, op: str, shape: Shape, a: list, where: str):
+        o = i.triangular_solve_options
+        if o.left_side:
+            a.append("left_side=true")
+        if o.lower:
+            a.append("lower=true")
+        if o.unit_diagonal:
+            a.append("unit_diagonal=true")
+        if o.transpose_a:
+            a.append(f"transpose_a={_enum(_TRANSPOSE, o.transpose_a, 'transpose_a', where)}")
+
+    def _x_cholesky(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.cholesky_options.lower:
+            a.append("lower=true")
+
+    def _x_channel_only(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.channel_id:
+            a.append(f"channel_id={i.channel_id}")
+        if i.is_host_transfer:
+            a.append("is_host_transfer=true")
+
+    def _x_replica_groups(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.channel_id:
+            a.append(f"channel_id={i.channel_id}")
+        a.append("replica_groups=" + _replica_groups(i, where))
+        if i.constrain_layout:
+            a.append("constrain_layout=true")
+        if op in ("all-gather", "all-gather-start"):
             a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
-        elif op == "rng-get-and-update-state":
-            a.append(f"delta={i.delta}")
-        elif op == "rng-bit-generator":
-            a.append(f"algorithm={_enum(_RNG, i.rng_algorithm, 'rng_algorithm', where)}")
-        elif op == "copy-start":
-            if i.HasField("cross_program_prefetch_index"):
-                a.append(f"cross_program_prefetch_index={i.cross_program_prefetch_index}")
-        elif op == "async-start":
-            if i.async_execution_thread and i.async_execution_thread != "main":
-                a.append(f"async_execution_thread={_q(i.async_execution_thread)}")
-            if len(i.output_operand_aliasing):
-                a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+            if i.use_global_device_ids:
+                a.append("use_global_device_ids=true")
+        elif op in ("all-reduce", "all-reduce-start", "reduce-scatter"):
+            if i.use_global_device_ids:
+                a.append("use_global_device_ids=true")
+            if op == "reduce-scatter":
+                a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
+        elif op == "all-to-all" and len(i.dimensions):
+            a.append("dimensions={" + str(i.dimensions[0]) + "}")
+
+    def _x_collective_permute(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.channel_id:
+            a.append(f"channel_id={i.channel_id}")
+        a.append("source_target_pairs={" + ",".join(f"{{{p.source},{p.target}}}" for p in i.source_target_pairs) + "}")
+        sizes = list(i.dynamic_slice_sizes)
+        if sizes:
+            rank = self._operand_rank(i, 0) or len(sizes)
+            a.append("slice_sizes={" + ",".join(_ints(sizes[k:k + rank]) for k in range(0, len(sizes), rank)) + "}")
+
+    def _x_dimensions(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append("dimensions=" + _ints(i.dimensions))
+        if op == "sort" and i.is_stable:
+            a.append("is_stable=true")
+
+    def _x_scan(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append("dimensions=" + _ints(i.dimensions))
+        a.append(f"num_carries={i.num_carries}")
+        if i.is_reverse:
+            a.append("is_reverse=true")
+        if i.is_associative:
+            a.append("is_associative=" + ("true" if i.is_associative == 1 else "false"))
+
+    def _x_topk(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"k={i.k}")
+        a.append("largest=" + ("true" if i.largest else "false"))
+        if i.is_stable:                  # the newest XLA's stable topk: sort's is_stable field
+            a.append("is_stable=true")
+
+    def _x_reshape(self, i, op: str, shape: Shape, a: list, where: str):
+        if len(i.dimensions) and i.dimensions[0] != -1:
+            a.append(f"inferred_dimension={i.dimensions[0]}")
+
+    def _x_slice(self, i, op: str, shape: Shape, a: list, where: str):
+        sl = list(i.slice_dimensions)
+        omit = all(s.stride == 1 for s in sl)
+        a.append("slice={" + ", ".join(f"[{s.start}:{s.limit}" + ("" if omit else f":{s.stride}") + "]"
+                                       for s in sl) + "}")
+
+    def _x_fusion(self, i, op: str, shape: Shape, a: list, where: str):
+        _enum_word(op, "kind", "fusion_kind", i.fusion_kind, where)
+        a.append(f"kind={i.fusion_kind}")
+        if len(i.output_operand_aliasing):
+            a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+
+    def _x_rng(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"distribution={_enum(_DIST, i.distribution, 'distribution', where)}")
+
+    def _x_get_tuple_element(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"index={i.tuple_index}")
+
+    def _x_reduce_precision(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"exponent_bits={i.exponent_bits}")
+        a.append(f"mantissa_bits={i.mantissa_bits}")
+
+    def _x_infeed(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.infeed_config:
+            a.append("infeed_config=" + _q(i.infeed_config.decode("latin-1")))
+
+    def _x_outfeed(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"outfeed_shape={shape_of(i.outfeed_shape, where)}")
+        if i.outfeed_config:
+            a.append("outfeed_config=" + _q(i.outfeed_config.decode("latin-1")))
+
+    def _x_convolution(self, i, op: str, shape: Shape, a: list, where: str):
+        if len(i.window.dimensions):
+            a.append("window=" + _window(i.window))
+        a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
+        if i.feature_group_count not in (0, 1):
+            a.append(f"feature_group_count={i.feature_group_count}")
+        if i.batch_group_count not in (0, 1):
+            a.append(f"batch_group_count={i.batch_group_count}")
+        if i.conv_kind:
+            a.append(f"convolution_kind={_enum(_CONV_KIND, i.conv_kind, 'conv_kind', where)}")
+        _precision(i.precision_config, a, where)
+        _sparsity(i, a)
+        if i.convolution_field_101:
+            raise ProtoError(f"{where}field 101 of xla.HloInstructionProto (a newer XLA's "
+                             "convolution setting) is set; hlo does not know what it means, so "
+                             "the convolution is not read")
+
+    def _x_reduce_window(self, i, op: str, shape: Shape, a: list, where: str):
+        if len(i.window.dimensions):
+            a.append("window=" + _window(i.window))
+
+    def _x_custom_call(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.HasField("window"):
+            a.append("window=" + _window(i.window))
+        if i.HasField("convolution_dimension_numbers"):
+            a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
+        if i.feature_group_count not in (0, 1):
+            a.append(f"feature_group_count={i.feature_group_count}")
+        if i.batch_group_count not in (0, 1):
+            a.append(f"batch_group_count={i.batch_group_count}")
+        _precision(i.precision_config, a, where)
+        if i.padding_type:
+            a.append(f"padding_type={_enum(_PADDING_TYPE, i.padding_type, 'padding_type', where)}")
+        a.append("custom_call_target=" + _q(i.custom_call_target))
+        if i.constrain_layout:
+            a.append("operand_layout_constraints={" + ", ".join(
+                str(shape_of(s, where)) for s in i.operand_shapes_with_layout) + "}")
+        if i.custom_call_has_side_effect:
+            a.append("custom_call_has_side_effect=true")
+        if i.HasField("literal"):
+            lshape = shape_of(i.literal.shape, where)
+            a.append("literal=" + _oneline_literal(_literal(i.literal, lshape, where, self.limits)))
+        if len(i.output_operand_aliasing):
+            a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+        if i.custom_call_schedule:
+            a.append(f"schedule={_enum(_SCHEDULE, i.custom_call_schedule, 'custom_call_schedule', where)}")
+        if i.custom_call_api_version != 1:
+            a.append(f"api_version={_enum(_API, i.custom_call_api_version, 'custom_call_api_version', where)}")
+
+    def _x_pad(self, i, op: str, shape: Shape, a: list, where: str):
+        dims = list(i.padding_config.dimensions)
+        interior = any(d.interior_padding for d in dims)
+        a.append("padding=" + "x".join(f"{d.edge_padding_low}_{d.edge_padding_high}" +
+                                       (f"_{d.interior_padding}" if interior else "") for d in dims))
+
+    def _x_dynamic_slice(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append("dynamic_slice_sizes=" + _ints(i.dynamic_slice_sizes))
+
+    def _x_gather(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(_index_dnums(i.gather_dimension_numbers, _GATHER_DIMS))
+        a.append("slice_sizes=" + _ints(i.gather_slice_sizes))
+        if i.indices_are_sorted:
+            a.append("indices_are_sorted=true")
+
+    def _x_scatter(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(_index_dnums(i.scatter_dimension_numbers, _SCATTER_DIMS))
+        if i.indices_are_sorted:
+            a.append("indices_are_sorted=true")
+        if i.unique_indices:
+            a.append("unique_indices=true")
+
+    def _x_iota(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"iota_dimension={i.dimensions[0] if len(i.dimensions) else 0}")
+
+    def _x_dot(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(_dot_dnums(i.dot_dimension_numbers))
+        _precision(i.precision_config, a, where)
+        _sparsity(i, a)
+
+    def _x_ragged_dot(self, i, op: str, shape: Shape, a: list, where: str):
+        r = i.ragged_dot_dimension_numbers
+        s = _dot_dnums(r.dot_dimension_numbers)
+        if len(r.lhs_ragged_dimensions):
+            s += ", lhs_ragged_dims=" + _ints(r.lhs_ragged_dimensions)
+        if len(r.rhs_group_dimensions):
+            s += ", rhs_group_dims=" + _ints(r.rhs_group_dimensions)
+        a.append(s)
+        _precision(i.precision_config, a, where)
+
+    def _x_domain(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.HasField("domain_entry_sharding") and i.HasField("domain_exit_sharding"):
+            a.append('domain={kind="sharding", entry=' + _sharding(i.domain_exit_sharding, where) +
+                     ", exit=" + _sharding(i.domain_entry_sharding, where) + "}")
+
+    def _x_get_dimension_size(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
+
+    def _x_rng_get_and_update_state(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"delta={i.delta}")
+
+    def _x_rng_bit_generator(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"algorithm={_enum(_RNG, i.rng_algorithm, 'rng_algorithm', where)}")
+
+    def _x_copy_start(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.HasField("cross_program_prefetch_index"):
+            a.append(f"cross_program_prefetch_index={i.cross_program_prefetch_index}")
+
+    def _x_async_start(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.async_execution_thread and i.async_execution_thread != "main":
+            a.append(f"async_execution_thread={_q(i.async_execution_thread)}")
+        if len(i.output_operand_aliasing):
+            a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+
 
     def _calls(self, i, op: str, calls: list, a: list, where: str):
         if not calls:
@@ -1159,10 +1191,68 @@ class _Renderer:
             a.append("calls=" + ", ".join(calls))
 
 
+# opcode -> its attribute printer (the first entry naming an opcode wins: the generic `dimensions`
+# printer comes after the collectives, scan and get-dimension-size that print theirs their own way)
+_EXTRA: dict = {}
+for _ops, _f in (
+        (("batch-norm-training", "batch-norm-inference", "batch-norm-grad"), _Renderer._x_batch_norm_training),
+        (("fft",), _Renderer._x_fft),
+        (("compare",), _Renderer._x_compare),
+        (("triangular-solve",), _Renderer._x_triangular_solve),
+        (("cholesky",), _Renderer._x_cholesky),
+        (_CHANNEL_ONLY, _Renderer._x_channel_only),
+        (_REPLICA_GROUPS, _Renderer._x_replica_groups),
+        (("collective-permute", "collective-permute-start"), _Renderer._x_collective_permute),
+        (("scan",), _Renderer._x_scan),
+        (("topk",), _Renderer._x_topk),
+        (("reshape",), _Renderer._x_reshape),
+        (("slice",), _Renderer._x_slice),
+        (("fusion",), _Renderer._x_fusion),
+        (("rng",), _Renderer._x_rng),
+        (("get-tuple-element",), _Renderer._x_get_tuple_element),
+        (("reduce-precision",), _Renderer._x_reduce_precision),
+        (("infeed",), _Renderer._x_infeed),
+        (("outfeed",), _Renderer._x_outfeed),
+        (("convolution",), _Renderer._x_convolution),
+        (("reduce-window", "select-and-scatter"), _Renderer._x_reduce_window),
+        (("custom-call",), _Renderer._x_custom_call),
+        (("pad",), _Renderer._x_pad),
+        (("dynamic-slice",), _Renderer._x_dynamic_slice),
+        (("gather",), _Renderer._x_gather),
+        (("scatter",), _Renderer._x_scatter),
+        (("iota",), _Renderer._x_iota),
+        (("dot", "scaled-dot"), _Renderer._x_dot),
+        (("ragged-dot",), _Renderer._x_ragged_dot),
+        (("domain",), _Renderer._x_domain),
+        (("get-dimension-size", "set-dimension-size"), _Renderer._x_get_dimension_size),
+        (("rng-get-and-update-state",), _Renderer._x_rng_get_and_update_state),
+        (("rng-bit-generator",), _Renderer._x_rng_bit_generator),
+        (("copy-start",), _Renderer._x_copy_start),
+        (("async-start",), _Renderer._x_async_start),
+        (_DIMENSIONS, _Renderer._x_dimensions),
+):
+    for _op in _ops:
+        _EXTRA.setdefault(_op, _f)
+
+
+# gather's and scatter's dimension numbers: the fields always printed, then the batching ones
+# printed when set, then index_vector_dim
+_GATHER_DIMS = (("offset_dims", "collapsed_slice_dims", "start_index_map"),
+                ("operand_batching_dims", "start_indices_batching_dims"))
+_SCATTER_DIMS = (("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims"),
+                 ("input_batching_dims", "scatter_indices_batching_dims"))
+
+
+def _index_dnums(d, fields) -> str:
+    always, when_set = fields
+    parts = [f"{f}={_ints(getattr(d, f))}" for f in always]
+    parts += [f"{f}={_ints(getattr(d, f))}" for f in when_set if len(getattr(d, f))]
+    return ", ".join(parts) + f", index_vector_dim={d.index_vector_dim}"
+
+
 def _enum_word(op: str, attr: str, field: str, word: str, where: str) -> None:
     """A string field written as an enum attribute (a fusion's kind, a compare's direction and
     type): ProtoError unless it is one of the spellings OPCODES gives (an unset type is left out)."""
-    from ..ir.opcodes import OPCODES
     spec = OPCODES[op].attrs.get(attr, "") if op in OPCODES else ""
     if not spec.startswith("enum:"):
         return

@@ -279,32 +279,21 @@ def _payload(pl, payloads, where: str = "") -> bytes | None:
     return None
 
 
+# OpMetadata's fields in the order XLA prints them: quoted strings, numbers (when not 0), a list
+_MD_FIELDS = (("op_type", _q), ("op_name", _q), ("source_file", _q), ("source_line", str),
+              ("source_end_line", str), ("source_column", str), ("source_end_column", str),
+              ("profile_type", lambda v: "{" + ",".join(str(int(p)) for p in v) + "}"),
+              ("deduplicated_name", _q), ("scheduling_name", _q), ("stack_frame_id", str))
+
+
 def _metadata(md, payloads=()) -> str | None:
     if not (md.op_type or md.op_name or md.source_file or md.scheduling_name or md.stack_frame_id):
         return None
     r = []
-    if md.op_type:
-        r.append(f"op_type={_q(md.op_type)}")
-    if md.op_name:
-        r.append(f"op_name={_q(md.op_name)}")
-    if md.source_file:
-        r.append(f"source_file={_q(md.source_file)}")
-    if md.source_line:
-        r.append(f"source_line={md.source_line}")
-    if md.source_end_line:
-        r.append(f"source_end_line={md.source_end_line}")
-    if md.source_column:
-        r.append(f"source_column={md.source_column}")
-    if md.source_end_column:
-        r.append(f"source_end_column={md.source_end_column}")
-    if len(md.profile_type):
-        r.append("profile_type={" + ",".join(str(int(p)) for p in md.profile_type) + "}")
-    if md.deduplicated_name:
-        r.append(f"deduplicated_name={_q(md.deduplicated_name)}")
-    if md.scheduling_name:
-        r.append(f"scheduling_name={_q(md.scheduling_name)}")
-    if md.stack_frame_id:
-        r.append(f"stack_frame_id={md.stack_frame_id}")
+    for name, show in _MD_FIELDS:
+        v = getattr(md, name)
+        if len(v) if name == "profile_type" else v:
+            r.append(f"{name}={show(v)}")
     if md.HasField("metadata_payload"):
         data = _payload(md.metadata_payload, payloads)
         if data:
@@ -1191,48 +1180,21 @@ class _Renderer:
             a.append("calls=" + ", ".join(calls))
 
 
-# opcode -> its attribute printer (the first entry naming an opcode wins: the generic `dimensions`
-# printer comes after the collectives, scan and get-dimension-size that print theirs their own way)
+# opcode -> its attribute printer: _x_<opcode> (with '_' for '-'), or the opcodes _SHARED names; the
+# generic `dimensions` printer serves the opcodes that have no printer of their own
+_SHARED = {"_x_batch_norm_training": ("batch-norm-training", "batch-norm-inference", "batch-norm-grad"),
+           "_x_channel_only": _CHANNEL_ONLY, "_x_replica_groups": _REPLICA_GROUPS,
+           "_x_collective_permute": ("collective-permute", "collective-permute-start"),
+           "_x_reduce_window": ("reduce-window", "select-and-scatter"), "_x_dot": ("dot", "scaled-dot"),
+           "_x_get_dimension_size": ("get-dimension-size", "set-dimension-size")}
 _EXTRA: dict = {}
-for _ops, _f in (
-        (("batch-norm-training", "batch-norm-inference", "batch-norm-grad"), _Renderer._x_batch_norm_training),
-        (("fft",), _Renderer._x_fft),
-        (("compare",), _Renderer._x_compare),
-        (("triangular-solve",), _Renderer._x_triangular_solve),
-        (("cholesky",), _Renderer._x_cholesky),
-        (_CHANNEL_ONLY, _Renderer._x_channel_only),
-        (_REPLICA_GROUPS, _Renderer._x_replica_groups),
-        (("collective-permute", "collective-permute-start"), _Renderer._x_collective_permute),
-        (("scan",), _Renderer._x_scan),
-        (("topk",), _Renderer._x_topk),
-        (("reshape",), _Renderer._x_reshape),
-        (("slice",), _Renderer._x_slice),
-        (("fusion",), _Renderer._x_fusion),
-        (("rng",), _Renderer._x_rng),
-        (("get-tuple-element",), _Renderer._x_get_tuple_element),
-        (("reduce-precision",), _Renderer._x_reduce_precision),
-        (("infeed",), _Renderer._x_infeed),
-        (("outfeed",), _Renderer._x_outfeed),
-        (("convolution",), _Renderer._x_convolution),
-        (("reduce-window", "select-and-scatter"), _Renderer._x_reduce_window),
-        (("custom-call",), _Renderer._x_custom_call),
-        (("pad",), _Renderer._x_pad),
-        (("dynamic-slice",), _Renderer._x_dynamic_slice),
-        (("gather",), _Renderer._x_gather),
-        (("scatter",), _Renderer._x_scatter),
-        (("iota",), _Renderer._x_iota),
-        (("dot", "scaled-dot"), _Renderer._x_dot),
-        (("ragged-dot",), _Renderer._x_ragged_dot),
-        (("domain",), _Renderer._x_domain),
-        (("get-dimension-size", "set-dimension-size"), _Renderer._x_get_dimension_size),
-        (("rng-get-and-update-state",), _Renderer._x_rng_get_and_update_state),
-        (("rng-bit-generator",), _Renderer._x_rng_bit_generator),
-        (("copy-start",), _Renderer._x_copy_start),
-        (("async-start",), _Renderer._x_async_start),
-        (_DIMENSIONS, _Renderer._x_dimensions),
-):
-    for _op in _ops:
-        _EXTRA.setdefault(_op, _f)
+for _name, _f in vars(_Renderer).items():
+    if _name.startswith("_x_") and _name != "_x_dimensions":
+        for _op in _SHARED.get(_name, (_name[3:].replace("_", "-"),)):
+            assert _op in OPCODES and _op not in _EXTRA, _op
+            _EXTRA[_op] = _f
+for _op in _DIMENSIONS:
+    _EXTRA.setdefault(_op, _Renderer._x_dimensions)
 
 
 # gather's and scatter's dimension numbers: the fields always printed, then the batching ones

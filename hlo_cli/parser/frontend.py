@@ -6,7 +6,9 @@ resolves names, decodes attributes by the opcode table and produces the IR.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -31,16 +33,14 @@ class LiteralValue:
         self.shape, self.text = shape, text
 
 
+@dataclass(slots=True, eq=False)
 class Arg:
-    __slots__ = ("kind", "name", "shape", "text", "tok", "nested")
-
-    def __init__(self, kind, name=None, shape=None, text=None, tok=None, nested=None):
-        self.kind = kind          # ref | literal | nested
-        self.name = name
-        self.shape = shape
-        self.text = text
-        self.tok = tok
-        self.nested = nested
+    kind: str                 # ref | literal | nested
+    name: str | None = None
+    shape: Any = None
+    text: str | None = None
+    tok: Any = None
+    nested: Any = None
 
 
 class RawInstr:
@@ -60,32 +60,53 @@ class RawInstr:
         self.attrs = attrs        # list of (name, generic value, token)
 
 
+@dataclass(slots=True, eq=False)
 class RawComputation:
-    __slots__ = ("is_entry", "name_tok", "name", "params", "result", "instrs", "thread", "synthesized")
+    is_entry: bool
+    name_tok: Any
+    params: Any
+    result: Any
+    instrs: list
+    thread: Any
+    name: str = field(init=False)
+    synthesized: bool = field(init=False, default=False)
 
-    def __init__(self, is_entry, name_tok, params, result, instrs, thread):
-        self.is_entry = is_entry
-        self.name_tok = name_tok
-        self.name = _strip(name_tok)
-        self.params = params
-        self.result = result
-        self.instrs = instrs
-        self.thread = thread
-        self.synthesized = False
+    def __post_init__(self):
+        self.name = _strip(self.name_tok)
 
 
+@dataclass(slots=True, eq=False)
 class RawModule:
-    __slots__ = ("header", "sections", "computations")
-
-    def __init__(self, header, sections, computations):
-        self.header = header            # (name_tok, attrs) or None
-        self.sections = sections        # [(name, [(id, value)])]
-        self.computations = computations
+    header: Any               # (name_tok, attrs) or None
+    sections: list            # [(name, [(id, value)])]
+    computations: list
 
 
 def _strip(tok) -> str:
     s = str(tok)
     return s[1:] if s.startswith("%") else s
+
+
+def _after_root(c):
+    """(whether an instruction's children start with ROOT, the children after it)."""
+    if isinstance(c[0], Token) and c[0].type == "ROOT":
+        return True, c[1:]
+    return False, c
+
+
+def _args_and_attrs(items, decode_attr_tokens: bool = False):
+    """An instruction's operands and attributes from its children (an ATTR token decoded when asked)."""
+    args, attrs = [], []
+    for x in items:
+        if x is None:
+            continue
+        if isinstance(x, Arg):
+            args.append(x)
+        elif decode_attr_tokens and isinstance(x, Token) and x.type == "ATTR":
+            attrs.append(_attr_from_token(x))
+        else:
+            attrs.append(x)
+    return args, attrs
 
 
 class ShapeTokenError(Exception):
@@ -188,22 +209,9 @@ class _T(Transformer):
         return Arg("nested", tok=c[0], nested=RawInstr(False, Token("NAME", ""), None, None, c[0], args, []))
 
     def instruction_noshape(self, c):
-        i = 0
-        is_root = False
-        if isinstance(c[0], Token) and c[0].type == "ROOT":
-            is_root = True
-            i = 1
-        args, attrs = [], []
-        for x in c[i + 2:]:
-            if x is None:
-                continue
-            if isinstance(x, Arg):
-                args.append(x)
-            elif isinstance(x, Token) and x.type == "ATTR":
-                attrs.append(_attr_from_token(x))
-            else:
-                attrs.append(x)
-        return RawInstr(is_root, c[i], None, None, c[i + 1], args, attrs)
+        is_root, c = _after_root(c)
+        args, attrs = _args_and_attrs(c[2:], decode_attr_tokens=True)
+        return RawInstr(is_root, c[0], None, None, c[1], args, attrs)
 
     def anonymous_instruction(self, c):
         """`f32[2] multiply(f32[2], f32[2])`: XLA names the result `_` and the operands `_0`, `_1`, ..."""
@@ -232,20 +240,9 @@ class _T(Transformer):
 
     # instructions and computations
     def instruction(self, c):
-        i = 0
-        is_root = False
-        if isinstance(c[0], Token) and c[0].type == "ROOT":
-            is_root = True
-            i = 1
-        name_tok, shape_x, opcode_tok = c[i], c[i + 1], c[i + 2]
-        args, attrs = [], []
-        for x in c[i + 3:]:
-            if x is None:
-                continue
-            if isinstance(x, Arg):
-                args.append(x)
-            else:
-                attrs.append(x)
+        is_root, c = _after_root(c)
+        name_tok, shape_x, opcode_tok = c[0], c[1], c[2]
+        args, attrs = _args_and_attrs(c[3:])
         return RawInstr(is_root, name_tok, _shape(shape_x), _first_tok(shape_x), opcode_tok, args, attrs)
 
     def param(self, c):

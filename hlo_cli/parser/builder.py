@@ -638,6 +638,20 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
         return None
     if _too_deep(ri.shape, _shape_pos(ri, src), errs, ri.name):
         return None
+    heads = _head(ri, spec, errs, src, names, every, params_seen, comp_name)
+    if heads is None:
+        return None
+    literal, pnum, operands, operand_shapes = heads
+    attrs = _decode_attributes(ri, spec, errs, src, filename, names, every, comp_names, inline, text)
+    _check_attributes(ri, spec, attrs, operands, operand_shapes, names, comp_names, errs)
+    has_shapes = any(s is not None for s in operand_shapes)
+    return Instruction(ri.name, ri.opcode, ri.shape, tuple(operands), frozen_map(attrs), literal, pnum, loc,
+                       tuple(operand_shapes) if has_shapes else None)
+
+
+def _head(ri, spec, errs, src, names, every, params_seen, comp_name):
+    """(literal, parameter number, operand names, operand shapes) of an instruction: a parameter's
+    number, a constant's literal, or the operands; None after an error that ends the instruction."""
     literal = None
     pnum = None
     operands: list[str] = []
@@ -728,7 +742,12 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
         else:
             _check_structure(ri.opcode, ri.shape, n, _shape_pos(ri, src),
                              src.find_after(ri.opcode_tok, "(") or ri.opcode_tok, errs, ri.name)
-    # attributes
+    return literal, pnum, operands, operand_shapes
+
+
+def _decode_attributes(ri, spec, errs, src, filename, names, every, comp_names, inline, text) -> dict:
+    """The instruction's attributes decoded by the opcode table's kinds (errors recorded, the
+    attribute left out)."""
     attrs: dict = {}
     for aname, value, tok in _merge_mesh_device_ids(ri.attrs):
         _check_attr_glued(tok, aname, errs, src, ri.name)
@@ -762,6 +781,11 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
             continue
         attrs[aname] = decoded
         _check_refs(decoded, tok, aname, errs, comp_names, names, ri, src, every)
+    return attrs
+
+
+def _check_attributes(ri, spec, attrs, operands, operand_shapes, names, comp_names, errs):
+    """What an instruction's attributes must satisfy together with its operands and shape."""
     if spec.family == "async" or ri.opcode in ("async-update", "async-done"):
         _check_async_chain(ri, attrs, operands, names, comp_names, errs)
     if ri.opcode == "conditional" and operands:
@@ -782,9 +806,6 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
         if req not in attrs and not any(a == req for a, _, _ in ri.attrs):
             errs.add(ri.opcode_tok, f"attribute {req} is expected but not seen: {ri.opcode} requires it", "E063",
                      ri.name)
-    has_shapes = any(s is not None for s in operand_shapes)
-    return Instruction(ri.name, ri.opcode, ri.shape, tuple(operands), frozen_map(attrs), literal, pnum, loc,
-                       tuple(operand_shapes) if has_shapes else None)
 
 
 def _merge_mesh_device_ids(attrs):

@@ -176,7 +176,6 @@ def _shape_proto(msgs, shape: Shape):
 def literal_from_numpy(value, element_type: str | None = None):
     """A LiteralProto for an ndarray (or a tuple of them), with the default layout.  `element_type`
     names the HLO type when the dtype alone does not say (None: from the dtype)."""
-    from ..ir.dtypes import from_numpy
     from .proto_schema import messages
     msgs = messages()
     lp = msgs["LiteralProto"]()

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from ..ir.attributes import COMPARISON_ORDERS, Window, WindowDim, cescape
+from ..ir.attributes import COMPARISON_ORDERS, Window, WindowDim
 from ..ir.opcodes import OPCODES
 from ..ir.shape import COMBINE_DIM, UNBOUNDED, Layout, Shape, SplitConfig, default_layout
 

@@ -165,7 +165,8 @@ def test_changed_text_or_name_misses(cdir, parses):
 def test_tool_version_and_code_changes_miss(cdir, parses, monkeypatch):
     text, name = sample("cond_switch.hlo")
     cache.cached_parse(text, name)
-    monkeypatch.setattr(hlo_cli, "__version__", "999.0")
+    from hlo_cli import version
+    monkeypatch.setattr(version, "__version__", "999.0")
     cache.cached_parse(text, name)
     assert len(parses) == 2
     monkeypatch.setattr(cache, "_fingerprint", b"\x00" * 32)      # as if ir/ or parser/ had changed

@@ -20,8 +20,6 @@ from ..ir.attributes import (BackendConfig, Group, IntList, KV, Metadata, Quoted
 from ..ir.shape import Shape, ShapeSyntaxError, parse_array_shape
 
 
-PARALLEL_MIN_BYTES = 4 << 20
-
 
 # ----------------------------------------------------------------------------- records
 
@@ -429,21 +427,6 @@ def _seen(tok) -> str:
 def _line_of(text: str, line: int) -> str:
     lines = text.split("\n")
     return lines[line - 1] if 0 < line <= len(lines) else ""
-
-
-def parse(text: str, filename: str = "<string>"):
-    """Parse HLO text into a Module.  Raises HloSyntaxError with located diagnostics."""
-    from ..ir.gcpause import NoGC
-    from .builder import build_module
-    with NoGC(promote=True):
-        if len(text) >= PARALLEL_MIN_BYTES:
-            from . import parallel
-            if parallel.usable():
-                module = parallel.parse_parallel(text, filename)
-                if module is not None:
-                    return module
-        raw = parse_raw(text, filename)
-        return build_module(raw, text, filename)
 
 
 def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):

@@ -11,8 +11,6 @@ import multiprocessing
 import os
 import re
 
-PARALLEL_MIN_BYTES = 4 << 20
-
 _COMP_NAME = re.compile(r"(?m)^(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(?:\(|\{)")
 
 

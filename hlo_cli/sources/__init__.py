@@ -19,8 +19,8 @@ saved-graph file (`## BEGIN_GRAPH` ... `## END_GRAPH`, HLO graphs only) or dumps
 """
 from __future__ import annotations
 
-from .files import (TEXT_SUFFIXES, FileModules, ModuleSource, SkippedFile, expand, holds_module_text,
-                    read_modules, split_source)
+from .files import TEXT_SUFFIXES, SkippedFile, expand, holds_module_text, read_modules, split_source
+from .modules import FileModules, ModuleSource
 from .split import CONCATENATED, LIT, SAVED_GRAPHS, SINGLE, Region, SkippedGraph, Split, split_text
 
 

@@ -138,11 +138,8 @@ def _code_fingerprint() -> bytes:
 
 
 def _tool_version() -> str:
-    try:
-        import hlo_cli
-        return str(getattr(hlo_cli, "__version__", "0"))
-    except Exception:
-        return "0"
+    from .. import version
+    return str(getattr(version, "__version__", "0"))
 
 
 _numpy_version: str | None = None

@@ -294,18 +294,10 @@ class _T(Transformer):
         return ("header", c[0], [a for a in c[1:]])
 
     def module(self, c):
-        header = None
-        sections, comps = [], []
-        for x in c:
-            if x is None:
-                continue
-            if isinstance(x, RawComputation):
-                comps.append(x)
-            elif x[0] == "header":
-                header = (x[1], x[2])
-            else:
-                sections.append((x[1], x[2]))
-        return RawModule(header, sections, comps)
+        comps = [x for x in c if isinstance(x, RawComputation)]
+        parts = [(x[0], (x[1], x[2])) for x in c if x is not None and not isinstance(x, RawComputation)]
+        header = next((p for kind, p in parts if kind == "header"), None)     # the grammar allows one
+        return RawModule(header, [p for kind, p in parts if kind != "header"], comps)
 
     def inline_body(self, c):
         return [x for x in c if isinstance(x, (RawInstr, LineInstr))]

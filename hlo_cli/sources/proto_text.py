@@ -699,7 +699,8 @@ class _Renderer:
         shape = shape_of(i.shape, where)
         operands = [self._name(k, where) for k in i.operand_ids]
         a: list[str] = []
-        calls = [self.comp(k, where) for k in i.called_computation_ids]
+        for k in i.called_computation_ids:
+            self.comp(k, where)              # every computation it calls must exist
         if op == "parameter":
             operands = [str(i.parameter_number)]
             if len(i.parameter_replication.replicated_at_leaf_buffers):

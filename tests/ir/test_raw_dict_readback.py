@@ -28,7 +28,7 @@ PIECES = ["{", "}", "[", "]", "(", ")", "=", ":", ",", "<", "<=", "->", "-", "T"
           "{}", "{ }", "1", "-0", "{-0}", "true", "%x", "\\", "@", "é"]
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.sampled_from(PIECES), max_size=12))
 def test_printer_agrees_with_the_parser(pieces):
     v = "{" + "".join(pieces) + "}"

@@ -292,7 +292,7 @@ _SHAPE_TERMINAL = (r"(?:pred|[su]\d+|f\d+(?:e\d+m\d+\w*)?|bf16|c64|c128|token|op
                    r'(?:\{(?:[^{}=%\n"]++|\{[^{}\n]*\})*+\}|<[\d,\s]*>)?')
 _INT_LIST = re.compile(r"\{\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\}")
 _VALUE_TERMINALS = re.compile(
-    "(?P<shape>" + _SHAPE_TERMINAL + r")|(?P<atom>\{\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\}|'[^'\n]*')"
+    "(?P<shape>" + _SHAPE_TERMINAL + ")|(?P<atom>" + _INT_LIST.pattern + r"|'[^'\n]*')"
     r"|(?P<iota>T(?=\())"
     r"|(?P<name>(?!->)[^\s{}\[\](),=\"<:/]+)"
     r'|(?P<string>"[^"\\]*(?:\\.[^"\\]*)*")'
@@ -322,7 +322,7 @@ def _reads_as_one_group(v: str) -> bool:
         if kind == "shape":
             try:
                 parse_array_shape(text)             # the parser reads the shape token, or fails
-            except ShapeSyntaxError:
+            except (ShapeSyntaxError, ValueError):  # (as the parser, which then refuses the text)
                 return False
         if want_value:
             if kind == "iota":

@@ -1,5 +1,5 @@
 """hlo: read XLA's HLO text, check it, and run it."""
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 from .errors import (HloError, HloEvalError, HloInputError, HloMemoryLimitError,  # noqa: E402
                      HloReferenceError, HloResourceError, HloShapeError, HloSyntaxError, HloUnsupportedError)

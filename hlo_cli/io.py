@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import HloInputError
-from .source import NotRegularFile, file_kind, open_regular
+from .sources.reading import NotRegularFile, file_kind, open_regular
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")

@@ -25,7 +25,7 @@ import numpy as np
 
 
 def _load(base: Path, stage: str):
-    from hlo_cli.parser import parse_file
+    from hlo_cli import parse_file
     from hlo_cli.interpreter.values import np_dtype
     module = parse_file(f"{base}.{stage}.hlo")
     params = sorted((i for i in module.computation_map[module.entry].instructions if i.opcode == "parameter"),

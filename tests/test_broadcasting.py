@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hlo_cli.broadcasting import BroadcastError, broadcast_shape, explicit_broadcast, promote, suggest
+from hlo_cli.shapes.broadcasting import BroadcastError, broadcast_shape, explicit_broadcast, promote, suggest
 
 # (lhs dims, rhs dims, broadcast_dimensions, result) — the document's examples, in its order
 DOC_EXAMPLES = [

@@ -1,4 +1,4 @@
-"""The on-disk parse cache (hlo_cli/cache.py): hits, misses, damaged entries, concurrency, bounds."""
+"""The on-disk parse cache (hlo_cli/sources/cache.py): hits, misses, damaged entries, concurrency, bounds."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import hlo_cli
-from hlo_cli import cache
+from hlo_cli.ir import serial
+from hlo_cli.sources import cache
 from hlo_cli.errors import HloSyntaxError
 from hlo_cli.ir.module import Module
 from hlo_cli.parser import parse
@@ -164,7 +165,8 @@ def test_changed_text_or_name_misses(cdir, parses):
 def test_tool_version_and_code_changes_miss(cdir, parses, monkeypatch):
     text, name = sample("cond_switch.hlo")
     cache.cached_parse(text, name)
-    monkeypatch.setattr(hlo_cli, "__version__", "999.0")
+    from hlo_cli import version
+    monkeypatch.setattr(version, "__version__", "999.0")
     cache.cached_parse(text, name)
     assert len(parses) == 2
     monkeypatch.setattr(cache, "_fingerprint", b"\x00" * 32)      # as if ir/ or parser/ had changed
@@ -178,7 +180,7 @@ def test_fingerprint_covers_grammar_and_sources(monkeypatch, tmp_path):
     monkeypatch.setattr(cache, "_fingerprint", None)
     base = cache._code_fingerprint()
     grammar = tmp_path / "hlo.lark"
-    from hlo_cli import source
+    from hlo_cli.parser import grammar as source
     grammar.write_bytes(source.grammar_path().read_bytes() + b"\n// changed\n")
     monkeypatch.setattr(cache, "_fingerprint", None)
     monkeypatch.setattr(source, "grammar_path", lambda: grammar)
@@ -401,13 +403,13 @@ def test_a_fifo_in_place_of_an_entry_does_not_hang(cdir, parses):
 def test_unpickler_accepts_only_the_ir(cdir):
     import collections
     with pytest.raises(pickle.UnpicklingError):
-        cache._codec().loads(pickle.dumps(collections.Counter("abc"), protocol=5), 0)
+        serial._codec().loads(pickle.dumps(collections.Counter("abc"), protocol=5), 0)
     with pytest.raises(pickle.UnpicklingError):
-        cache._codec().loads(pickle.dumps(_Evil("/nonexistent/never"), protocol=5), 0)
+        serial._codec().loads(pickle.dumps(_Evil("/nonexistent/never"), protocol=5), 0)
     with pytest.raises(pickle.UnpicklingError):
-        cache._restore_slots(Module, ("name",), ("x",))          # only for classes that need it
+        serial._restore_slots(Module, ("name",), ("x",))          # only for classes that need it
     with pytest.raises(ValueError):
-        cache._mk_array("f32", (10 ** 12,), bytearray())         # size and bytes must agree
+        serial._mk_array("f32", (10 ** 12,), bytearray())         # size and bytes must agree
 
 
 def test_entry_of_another_user_is_not_trusted(cdir, parses, monkeypatch):
@@ -489,8 +491,8 @@ def test_hit_in_a_directory_where_mtime_cannot_be_updated(cdir, parses, monkeypa
 def test_generic_reductions_when_the_instruction_fields_change(cdir, monkeypatch):
     """If Instruction's fields no longer match the fast path, the generic reductions still give the
     same module."""
-    monkeypatch.setattr(cache._Codec, "_fast_instruction_ok", staticmethod(lambda *a: False))
-    monkeypatch.setattr(cache, "_the_codec", None)
+    monkeypatch.setattr(serial._Codec, "_fast_instruction_ok", staticmethod(lambda *a: False))
+    monkeypatch.setattr(serial, "_the_codec", None)
     text, name = sample("rng.opt.hlo")
     expected = parse(text, name)
     key = cache._key(text, name)
@@ -549,7 +551,7 @@ def test_concurrent_writers_and_readers_threads(cdir):
 
 
 def _hammer(text, name, rounds, clear):
-    from hlo_cli import cache as c
+    from hlo_cli.sources import cache as c
     expected = parse(text, name)
     for r in range(rounds):
         if clear and r % 2 == 0:

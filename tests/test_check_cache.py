@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from hlo_cli import cache
+from hlo_cli.sources import cache
 from hlo_cli.cli import main
 
 BAD = """HloModule bad

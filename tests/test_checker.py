@@ -22,7 +22,8 @@ from hlo_cli.checker import CODES, check_module
 from hlo_cli.cli.check import _check_file, _worst
 from hlo_cli.errors import HloError
 from hlo_cli.ir.attributes import ComputationRef
-from hlo_cli.parser import parse, read_source
+from hlo_cli.parser import parse
+from hlo_cli.sources.reading import read_source
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"

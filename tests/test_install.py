@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import hlo_cli
-from hlo_cli.parser.frontend import grammar_path
+from hlo_cli.parser.grammar import grammar_path
 
 PKG = Path(hlo_cli.__file__).resolve().parent
 

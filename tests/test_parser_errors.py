@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hlo_cli.errors import Diagnostic, HloInputError, HloSyntaxError
-from hlo_cli.parser import parse, read_source
+from hlo_cli.parser import parse
+from hlo_cli.sources.reading import read_source
 
 ROOT = Path(__file__).resolve().parent.parent
 INVALID = ROOT / "samples" / "invalid"

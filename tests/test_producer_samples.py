@@ -28,7 +28,7 @@ import pytest
 from hlo_cli.checker import check_module
 from hlo_cli.interpreter import run
 from hlo_cli.interpreter.values import leaves
-from hlo_cli.parser import parse_file
+from hlo_cli import parse_file
 from test_samples_run import assert_matches_xla
 
 ROOT = Path(__file__).resolve().parent.parent

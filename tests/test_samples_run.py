@@ -21,7 +21,7 @@ import pytest
 
 from hlo_cli.interpreter import run
 from hlo_cli.interpreter.values import leaves, np_dtype
-from hlo_cli.parser import parse_file
+from hlo_cli import parse_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "jax"

@@ -179,7 +179,7 @@ def test_syntax_error_in_a_later_module_is_located_in_the_file():
 
 
 def test_each_module_is_cached_on_its_own(tmp_path, monkeypatch):
-    from hlo_cli.cache import cache_info
+    from hlo_cli.sources.cache import cache_info
     monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path / "cache"))
     fm = read_modules(str(MULTI / "lit_three_modules.hlo"))
     first = [parse_module(m) for m in fm.modules]

@@ -16,7 +16,8 @@ from hlo_cli.errors import HloSyntaxError
 from hlo_cli.ir.attributes import ComputationRef, Metadata
 from hlo_cli.ir.dtypes import ELEMENT_TYPES
 from hlo_cli.ir.shape import COMBINE_DIM, UNBOUNDED, parse_array_shape, parse_shape_text
-from hlo_cli.parser import parse, read_source
+from hlo_cli.parser import parse
+from hlo_cli.sources.reading import read_source
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"

@@ -368,7 +368,7 @@ def _broadcast_hint(inst: Instruction, operands: list[Shape]) -> str | None:
     if any(s.is_dynamic for _, s in pairs) or (inst.shape is not None and not inst.shape.is_tuple
                                                 and inst.shape.is_dynamic):
         return None                 # no client-level broadcasting hint for dynamic dimensions
-    from ..broadcasting import BroadcastError, broadcast_shape, suggest
+    from ..shapes.broadcasting import BroadcastError, broadcast_shape, suggest
     declared = inst.shape.dims if inst.shape is not None and not inst.shape.is_tuple else None
     plans = suggest(dims, declared)
     if plans is None:

@@ -65,7 +65,7 @@ def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
     # from the cache, without the module
     what = json.dumps(["check", layout_sensitive, warnings, devices[0], devices[1]])
     if use_cache:
-        from ..cache import load_derived
+        from ..sources.cache import load_derived
         hit = load_derived(src.text, src.file, what)
         if isinstance(hit, dict) and hit.get("status") in (OK, ERRORS):
             try:
@@ -104,7 +104,7 @@ def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
     if use_cache:
         from dataclasses import asdict
 
-        from ..cache import store_derived
+        from ..sources.cache import store_derived
         store_derived(src.text, src.file, what, {"name": r.name, "instructions": r.instructions, "status": r.status,
                                                  "diags": [asdict(d) for d in r.diags]})
     return r

@@ -30,7 +30,7 @@ def fmt(file, no_percent, operand_shapes, no_metadata, check, module_choice, sta
     """
     import json
 
-    from ..cache import load_derived, store_derived
+    from ..sources.cache import load_derived, store_derived
     from ..errors import HloError, HloSyntaxError
     from ..sources import parse_module, read_modules
     file, module_choice = resolve_stage(file, module_choice, stage)

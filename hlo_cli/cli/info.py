@@ -233,13 +233,13 @@ def _info(file, fmt, module_choice, no_cache):
     what = json.dumps(["info", size])
     s = None
     if not no_cache:
-        from ..cache import load_derived
+        from ..sources.cache import load_derived
         s = load_derived(src.text, src.file, what)
     if not isinstance(s, dict):
         module = parse_module(src, not no_cache)
         s = json.loads(json.dumps(summarize(module, src.file, size)))
         if not no_cache:
-            from ..cache import store_derived
+            from ..sources.cache import store_derived
             store_derived(src.text, src.file, what, s)
     if len(fm.modules) > 1:
         s.update(index=src.index, line=src.line)

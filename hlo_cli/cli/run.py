@@ -106,7 +106,7 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
     if str(p) in protected:
         _input_error(f"--output {path} is an input of this run; refusing to overwrite it")
     if os.path.lexists(path) and not os.path.islink(path) and not os.path.isfile(path):
-        from ..source import file_kind
+        from ..sources.reading import file_kind
         _input_error(f"--output {path} is {file_kind(os.stat(path).st_mode)}; refusing to replace it")
     if os.path.lexists(path) and not force:
         what = "is a symbolic link" if os.path.islink(path) else "exists"

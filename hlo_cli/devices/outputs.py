@@ -31,7 +31,7 @@ def parse_sharding(text: str, module=None, what: str = "--output-sharding"):
     from lark.exceptions import UnexpectedInput
 
     from ..ir.attributes import dec_sharding
-    from ..parser.frontend import _decode_value, _NestingError
+    from ..parser.frontend import NestingError as _NestingError, decode_value as _decode_value
     t = text.strip()
     if not t.startswith(("{", "#")):
         t = "{" + t + "}"

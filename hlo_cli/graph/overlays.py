@@ -101,7 +101,7 @@ def read_json_text(p: Path, option: str, shown: str) -> str:
     """The text of a JSON file given to OPTION, read the way every input file is: only a regular
     file (a FIFO, a device such as /dev/zero, a socket refused before a byte is read), binary data
     refused from its first block, then UTF-8.  Raises OverlayError (exit 2)."""
-    from ..source import CONTROL_BYTE, SNIFF_BYTES, NotRegularFile, open_regular
+    from ..sources.reading import CONTROL_BYTE, SNIFF_BYTES, NotRegularFile, open_regular
     try:
         with open_regular(p) as f:
             data = f.read(SNIFF_BYTES)

@@ -46,7 +46,7 @@ from .attributes import (ComputationLayout, ComputationRef, Enum, FrontendAttrib
                          InlineComputation, RawValue, Sharding, attr_text)
 from .literal import format_literal
 from .module import Computation, Instruction, Module, StackFrames
-from .shape import Shape
+from .shape import Shape, ShapeSyntaxError, parse_array_shape
 
 __all__ = ["format_module", "format_computation", "format_instruction", "format_shape",
            "format_attribute_value", "cescape", "module_attribute_order",
@@ -270,16 +270,94 @@ def _frontend_attributes(fa: FrontendAttributes) -> str:
 
 @lru_cache(maxsize=1024)
 def raw_dict_ok(v: str) -> bool:
-    """XLA writes a value that lexes as a JSON dict unquoted.  The parser keeps such a raw value
-    in its own canonical spacing, so write it raw only when it reads back unchanged."""
-    if not lexes_as_json_dict(v):
+    """XLA writes a value that lexes as a JSON dict unquoted.  The parser keeps a raw `{...}` value
+    as its source text, and an `{1,2}`-like one as a list of integers: write V raw only when it
+    reads back unchanged, i.e. when the grammar reads it (see _reads_as_one_group) as one brace
+    group spanning all of V, or as a canonical integer list."""
+    if not lexes_as_json_dict(v) or not v.startswith("{"):
         return False
-    try:
-        from ..parser import parse
-        m = parse(f"HloModule m, frontend_attributes={{k={v}}}\n\nENTRY e {{\n  ROOT c = f32[] constant(0)\n}}\n")
-        return m.attrs["frontend_attributes"].items == (("k", v),)
-    except Exception:
-        return False
+    m = _INT_LIST.match(v)
+    if m is not None:
+        if m.end() != len(v):
+            return False
+        ints = [int(x) for x in re.findall(r"-?\d+", v)]
+        return v == "{" + ",".join(map(str, ints)) + "}"
+    return _reads_as_one_group(v)
+
+
+# The grammar's terminals inside an attribute value (grammar/hlo.lark), in the order its lexer tries
+# them (priority, then width): SHAPE, INT_LIST, SQ_STRING, IOTA_T, NAME, STRING, comments and
+# whitespace, then punctuation.
+_SHAPE_TERMINAL = (r"(?:pred|[su]\d+|f\d+(?:e\d+m\d+\w*)?|bf16|c64|c128|token|opaque)\[[^\]\n]*\]"
+                   r'(?:\{(?:[^{}=%\n"]++|\{[^{}\n]*\})*+\}|<[\d,\s]*>)?')
+_INT_LIST = re.compile(r"\{\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\}")
+_VALUE_TERMINALS = re.compile(
+    "(?P<shape>" + _SHAPE_TERMINAL + ")|(?P<atom>" + _INT_LIST.pattern + r"|'[^'\n]*')"
+    r"|(?P<iota>T(?=\())"
+    r"|(?P<name>(?!->)[^\s{}\[\](),=\"<:/]+)"
+    r'|(?P<string>"[^"\\]*(?:\\.[^"\\]*)*")'
+    r"|(?P<skip>/\*[^*]*+\*++(?:[^/*][^*]*+\*++)*+/|//[^\n\r]*|\s+)"
+    r"|(?P<punct>->|<=|[{}\[\]()=:<,])")
+_CLOSE = {"{": "}", "[": "]", "(": ")"}
+_MAX_GROUP_DEPTH = 255         # the parser's MAX_NESTING, less the frontend_attributes={...} around
+
+
+def _reads_as_one_group(v: str) -> bool:
+    """Whether the grammar reads V (which starts with `{`) as one group of items ending at V's end,
+    as the value of `k=` in frontend_attributes={k=V}: every character lexes, brackets match, a
+    `name=` or `'name'=` is followed by a value, and groups nest less deeply than the parser
+    allows."""
+    stack: list[list] = []           # [closing bracket, depth of the deepest group inside]
+    pos, n = 0, len(v)
+    want_value = True               # after `=` (and at the start): a group, a word, a string or `<`
+    last = None                      # kind of the previous token in this group
+    while pos < n:
+        m = _VALUE_TERMINALS.match(v, pos)
+        if m is None:
+            return False
+        kind, text = m.lastgroup, m.group()
+        pos = m.end()
+        if kind == "skip":
+            continue
+        if kind == "shape":
+            try:
+                parse_array_shape(text)             # the parser reads the shape token, or fails
+            except (ShapeSyntaxError, ValueError):  # (as the parser, which then refuses the text)
+                return False
+        if want_value:
+            if kind == "iota":
+                kind = "name"                       # `T` is a word where a value is expected
+            elif kind == "punct" and text == "<=":
+                kind, pos = "punct", pos - 1        # `<` (a value), then `=`
+                text = "<"
+            if kind == "punct" and text not in ("{", "[", "(", "<"):
+                return False
+            want_value = False
+            if text not in _CLOSE:
+                last = "value"                      # a word, string, shape or `<`: the key=value ends
+                continue
+        if kind == "punct" and text in _CLOSE:
+            stack.append([_CLOSE[text], 0])
+            last = None
+            continue
+        if kind == "punct" and text in ")]}":
+            if not stack or stack[-1][0] != text:
+                return False
+            _, inner = stack.pop()
+            depth = inner + 1
+            if depth > _MAX_GROUP_DEPTH:
+                return False
+            if not stack:
+                return pos == n
+            stack[-1][1] = max(stack[-1][1], depth)
+            last = "group"
+            continue
+        if kind == "punct" and text == "=" and last in ("name", "sq"):
+            want_value = True                       # `name=`: a value must follow
+            last = None
+            continue
+        last = "sq" if kind == "atom" and text.startswith("'") else kind
+    return False
 
 
 def _layout_shapes(shapes) -> str:

@@ -10,7 +10,7 @@ from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, St
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
-from .frontend import LineInstr, Pos, _ATTR_SPLIT, _ShapeTokenError, _SubParseError, _decode_value
+from .frontend import LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseError, decode_value
 import re
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
@@ -398,7 +398,7 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
             if isinstance(ri, LineInstr):      # a whole-line token: its operands are needed here
                 try:
                     raw_list[k] = ri = ri.to_raw()
-                except (_ShapeTokenError, _SubParseError):
+                except (ShapeTokenError, SubParseError):
                     continue                   # reported where the instruction is built
             for a in ri.args:
                 if a.kind == "ref" and a.name not in names and a.shape is not None:
@@ -434,11 +434,11 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
                 continue
             try:
                 ri = ri.to_raw()
-            except _ShapeTokenError as e:
+            except ShapeTokenError as e:
                 errs.add(_shifted(e.tok, getattr(e.err, "offset", 0)), f"bad shape: {e.err}", "E002", ri.name)
                 defined[ri.name] = None
                 continue
-            except _SubParseError as e:
+            except SubParseError as e:
                 errs.add(_At(e.line, e.column), e.message, "E003", ri.name)
                 defined[ri.name] = None
                 continue
@@ -511,8 +511,8 @@ _COMMENTS = re.compile(r"/\*.*?\*/")
 
 
 def _tuple_shape_text(text):
-    from .frontend import _shape_text_cached
-    return _shape_text_cached(text)
+    from .frontend import shape_text_cached
+    return shape_text_cached(text)
 
 
 def _fast_instruction(li, filename, names, comp_names, params_seen):
@@ -559,7 +559,7 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
     attrs = {}
     spec_attrs = spec.attrs
     common = ops.COMMON_ATTRS
-    for am in _ATTR_SPLIT.finditer(tok, m.end()):
+    for am in ATTR_SPLIT.finditer(tok, m.end()):
         aname = am.group(1)
         raw = am.group(2)
         if aname in attrs:
@@ -577,7 +577,7 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
         val = _DECODED.get(key)
         if val is None:
             try:
-                val = decoder(kind)(_decode_value(aname, raw))
+                val = decoder(kind)(decode_value(aname, raw))
             except Exception:
                 return None
             if len(_DECODED) < 100000:
@@ -638,6 +638,20 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
         return None
     if _too_deep(ri.shape, _shape_pos(ri, src), errs, ri.name):
         return None
+    heads = _head(ri, spec, errs, src, names, every, params_seen, comp_name)
+    if heads is None:
+        return None
+    literal, pnum, operands, operand_shapes = heads
+    attrs = _decode_attributes(ri, spec, errs, src, filename, names, every, comp_names, inline, text)
+    _check_attributes(ri, spec, attrs, operands, operand_shapes, names, comp_names, errs)
+    has_shapes = any(s is not None for s in operand_shapes)
+    return Instruction(ri.name, ri.opcode, ri.shape, tuple(operands), frozen_map(attrs), literal, pnum, loc,
+                       tuple(operand_shapes) if has_shapes else None)
+
+
+def _head(ri, spec, errs, src, names, every, params_seen, comp_name):
+    """(literal, parameter number, operand names, operand shapes) of an instruction: a parameter's
+    number, a constant's literal, or the operands; None after an error that ends the instruction."""
     literal = None
     pnum = None
     operands: list[str] = []
@@ -728,7 +742,12 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
         else:
             _check_structure(ri.opcode, ri.shape, n, _shape_pos(ri, src),
                              src.find_after(ri.opcode_tok, "(") or ri.opcode_tok, errs, ri.name)
-    # attributes
+    return literal, pnum, operands, operand_shapes
+
+
+def _decode_attributes(ri, spec, errs, src, filename, names, every, comp_names, inline, text) -> dict:
+    """The instruction's attributes decoded by the opcode table's kinds (errors recorded, the
+    attribute left out)."""
     attrs: dict = {}
     for aname, value, tok in _merge_mesh_device_ids(ri.attrs):
         _check_attr_glued(tok, aname, errs, src, ri.name)
@@ -762,6 +781,11 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
             continue
         attrs[aname] = decoded
         _check_refs(decoded, tok, aname, errs, comp_names, names, ri, src, every)
+    return attrs
+
+
+def _check_attributes(ri, spec, attrs, operands, operand_shapes, names, comp_names, errs):
+    """What an instruction's attributes must satisfy together with its operands and shape."""
     if spec.family == "async" or ri.opcode in ("async-update", "async-done"):
         _check_async_chain(ri, attrs, operands, names, comp_names, errs)
     if ri.opcode == "conditional" and operands:
@@ -782,9 +806,6 @@ def _build_instruction(ri, errs: _Errors, filename, names, comp_names, params_se
         if req not in attrs and not any(a == req for a, _, _ in ri.attrs):
             errs.add(ri.opcode_tok, f"attribute {req} is expected but not seen: {ri.opcode} requires it", "E063",
                      ri.name)
-    has_shapes = any(s is not None for s in operand_shapes)
-    return Instruction(ri.name, ri.opcode, ri.shape, tuple(operands), frozen_map(attrs), literal, pnum, loc,
-                       tuple(operand_shapes) if has_shapes else None)
 
 
 def _merge_mesh_device_ids(attrs):
@@ -1081,8 +1102,8 @@ def _check_fast(inst, li, errs, src):
     paren_at = _At(tok.line, tok.column + m.start(5) - 1)
     _check_structure(inst.opcode, inst.shape, len(inst.operands), shape_at, paren_at, errs, inst.name)
     if not _RESERVED.isdisjoint(inst.operands):
-        from .frontend import _OPERAND_RE
-        for om in _OPERAND_RE.finditer(m.group(5)):
+        from .frontend import OPERAND_RE
+        for om in OPERAND_RE.finditer(m.group(5)):
             o = om.group(0)
             if o in _RESERVED:
                 errs.add(_At(tok.line, tok.column + m.start(5) + om.start()),

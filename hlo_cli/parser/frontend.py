@@ -6,19 +6,19 @@ resolves names, decodes attributes by the opcode table and produces the IR.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..errors import Diagnostic, HloSyntaxError
-from ..source import grammar_path, read_source  # noqa: F401  (re-exported)
+from .grammar import grammar_path
 from ..ir.attributes import (BackendConfig, Group, IntList, KV, Metadata, Quoted, Sep, Seq, Word,
                              unquote)
 from ..ir.shape import Shape, ShapeSyntaxError, parse_array_shape
 
-
-PARALLEL_MIN_BYTES = 4 << 20
 
 
 # ----------------------------------------------------------------------------- records
@@ -31,16 +31,14 @@ class LiteralValue:
         self.shape, self.text = shape, text
 
 
+@dataclass(slots=True, eq=False)
 class Arg:
-    __slots__ = ("kind", "name", "shape", "text", "tok", "nested")
-
-    def __init__(self, kind, name=None, shape=None, text=None, tok=None, nested=None):
-        self.kind = kind          # ref | literal | nested
-        self.name = name
-        self.shape = shape
-        self.text = text
-        self.tok = tok
-        self.nested = nested
+    kind: str                 # ref | literal | nested
+    name: str | None = None
+    shape: Any = None
+    text: str | None = None
+    tok: Any = None
+    nested: Any = None
 
 
 class RawInstr:
@@ -60,27 +58,26 @@ class RawInstr:
         self.attrs = attrs        # list of (name, generic value, token)
 
 
+@dataclass(slots=True, eq=False)
 class RawComputation:
-    __slots__ = ("is_entry", "name_tok", "name", "params", "result", "instrs", "thread", "synthesized")
+    is_entry: bool
+    name_tok: Any
+    params: Any
+    result: Any
+    instrs: list
+    thread: Any
+    name: str = field(init=False)
+    synthesized: bool = field(init=False, default=False)
 
-    def __init__(self, is_entry, name_tok, params, result, instrs, thread):
-        self.is_entry = is_entry
-        self.name_tok = name_tok
-        self.name = _strip(name_tok)
-        self.params = params
-        self.result = result
-        self.instrs = instrs
-        self.thread = thread
-        self.synthesized = False
+    def __post_init__(self):
+        self.name = _strip(self.name_tok)
 
 
+@dataclass(slots=True, eq=False)
 class RawModule:
-    __slots__ = ("header", "sections", "computations")
-
-    def __init__(self, header, sections, computations):
-        self.header = header            # (name_tok, attrs) or None
-        self.sections = sections        # [(name, [(id, value)])]
-        self.computations = computations
+    header: Any               # (name_tok, attrs) or None
+    sections: list            # [(name, [(id, value)])]
+    computations: list
 
 
 def _strip(tok) -> str:
@@ -88,7 +85,29 @@ def _strip(tok) -> str:
     return s[1:] if s.startswith("%") else s
 
 
-class _ShapeTokenError(Exception):
+def _after_root(c):
+    """(whether an instruction's children start with ROOT, the children after it)."""
+    if isinstance(c[0], Token) and c[0].type == "ROOT":
+        return True, c[1:]
+    return False, c
+
+
+def _args_and_attrs(items, decode_attr_tokens: bool = False):
+    """An instruction's operands and attributes from its children (an ATTR token decoded when asked)."""
+    args, attrs = [], []
+    for x in items:
+        if x is None:
+            continue
+        if isinstance(x, Arg):
+            args.append(x)
+        elif decode_attr_tokens and isinstance(x, Token) and x.type == "ATTR":
+            attrs.append(_attr_from_token(x))
+        else:
+            attrs.append(x)
+    return args, attrs
+
+
+class ShapeTokenError(Exception):
     def __init__(self, tok, err):
         self.tok, self.err = tok, err
 
@@ -99,7 +118,7 @@ def _shape(x) -> Shape:
     try:
         return parse_array_shape(str(x))
     except ShapeSyntaxError as e:
-        raise _ShapeTokenError(x, e) from None
+        raise ShapeTokenError(x, e) from None
 
 
 def _first_tok(x):
@@ -188,22 +207,9 @@ class _T(Transformer):
         return Arg("nested", tok=c[0], nested=RawInstr(False, Token("NAME", ""), None, None, c[0], args, []))
 
     def instruction_noshape(self, c):
-        i = 0
-        is_root = False
-        if isinstance(c[0], Token) and c[0].type == "ROOT":
-            is_root = True
-            i = 1
-        args, attrs = [], []
-        for x in c[i + 2:]:
-            if x is None:
-                continue
-            if isinstance(x, Arg):
-                args.append(x)
-            elif isinstance(x, Token) and x.type == "ATTR":
-                attrs.append(_attr_from_token(x))
-            else:
-                attrs.append(x)
-        return RawInstr(is_root, c[i], None, None, c[i + 1], args, attrs)
+        is_root, c = _after_root(c)
+        args, attrs = _args_and_attrs(c[2:], decode_attr_tokens=True)
+        return RawInstr(is_root, c[0], None, None, c[1], args, attrs)
 
     def anonymous_instruction(self, c):
         """`f32[2] multiply(f32[2], f32[2])`: XLA names the result `_` and the operands `_0`, `_1`, ..."""
@@ -232,20 +238,9 @@ class _T(Transformer):
 
     # instructions and computations
     def instruction(self, c):
-        i = 0
-        is_root = False
-        if isinstance(c[0], Token) and c[0].type == "ROOT":
-            is_root = True
-            i = 1
-        name_tok, shape_x, opcode_tok = c[i], c[i + 1], c[i + 2]
-        args, attrs = [], []
-        for x in c[i + 3:]:
-            if x is None:
-                continue
-            if isinstance(x, Arg):
-                args.append(x)
-            else:
-                attrs.append(x)
+        is_root, c = _after_root(c)
+        name_tok, shape_x, opcode_tok = c[0], c[1], c[2]
+        args, attrs = _args_and_attrs(c[3:])
         return RawInstr(is_root, name_tok, _shape(shape_x), _first_tok(shape_x), opcode_tok, args, attrs)
 
     def param(self, c):
@@ -299,18 +294,10 @@ class _T(Transformer):
         return ("header", c[0], [a for a in c[1:]])
 
     def module(self, c):
-        header = None
-        sections, comps = [], []
-        for x in c:
-            if x is None:
-                continue
-            if isinstance(x, RawComputation):
-                comps.append(x)
-            elif x[0] == "header":
-                header = (x[1], x[2])
-            else:
-                sections.append((x[1], x[2]))
-        return RawModule(header, sections, comps)
+        comps = [x for x in c if isinstance(x, RawComputation)]
+        parts = [(x[0], (x[1], x[2])) for x in c if x is not None and not isinstance(x, RawComputation)]
+        header = next((p for kind, p in parts if kind == "header"), None)     # the grammar allows one
+        return RawModule(header, [p for kind, p in parts if kind != "header"], comps)
 
     def inline_body(self, c):
         return [x for x in c if isinstance(x, (RawInstr, LineInstr))]
@@ -327,7 +314,7 @@ class _T(Transformer):
 MAX_NESTING = 256
 
 
-class _NestingError(Exception):
+class NestingError(Exception):
     def __init__(self, tok):
         self.line, self.column = tok.line, tok.column
         self.message = (f"nested too deeply: more than {MAX_NESTING} levels of brackets in an attribute "
@@ -342,7 +329,7 @@ def _nesting(items, open_tok) -> int:
         if isinstance(x, Group) and x.depth > deepest:
             deepest = x.depth
     if deepest >= MAX_NESTING:
-        raise _NestingError(open_tok)
+        raise NestingError(open_tok)
     return deepest + 1
 
 
@@ -434,21 +421,6 @@ def _line_of(text: str, line: int) -> str:
     return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
-def parse(text: str, filename: str = "<string>"):
-    """Parse HLO text into a Module.  Raises HloSyntaxError with located diagnostics."""
-    from ..gcpause import NoGC
-    from .builder import build_module
-    with NoGC(promote=True):
-        if len(text) >= PARALLEL_MIN_BYTES:
-            from . import parallel
-            if parallel.usable():
-                module = parallel.parse_parallel(text, filename)
-                if module is not None:
-                    return module
-        raw = parse_raw(text, filename)
-        return build_module(raw, text, filename)
-
-
 def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
     if not text.strip():
         raise HloSyntaxError(f"{filename}: the file is empty",
@@ -458,10 +430,10 @@ def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
     t.text = text
     try:
         return lark.parse(text, start="start")
-    except (_SubParseError, _NestingError) as e:
+    except (SubParseError, NestingError) as e:
         raise HloSyntaxError(e.message, [Diagnostic(e.message, filename, e.line + start_line, e.column,
                                                     code="E003", source_line=_line_of(text, e.line))]) from None
-    except _ShapeTokenError as e:
+    except ShapeTokenError as e:
         tok = e.tok
         line = getattr(tok, "line", 0) or 0
         col = (getattr(tok, "column", 0) or 0) + getattr(e.err, "offset", 0)
@@ -516,14 +488,6 @@ def _end_pos(text: str) -> tuple[int, int]:
     return line, col
 
 
-def parse_file(path: str, *, use_cache: bool = True):
-    text, name = read_source(path)
-    if use_cache:
-        from ..cache import cached_parse
-        return cached_parse(text, name)
-    return parse(text, name)
-
-
 # ----------------------------------------------------------------------------- coarse tokens
 
 import re as _re
@@ -555,16 +519,19 @@ _LINE_RE = _re.compile(
 _HEAD_RE = _re.compile(
     r"(ROOT\s+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(" + _SHAPE_PAT + r")[ \t]+([a-z][\w\-]*)\($")
 # one operand of a coarse operand list: a name, or (constant/parameter) a scalar literal
-_OPERAND_RE = _re.compile(r"(?:/\*.*?\*/\s*)?(?:(%?[A-Za-z_][\w.\-]*)(?![\w(])|([-+]?(?:\d[\w.+\-]*|inf|nan(?:\(0x[0-9a-fA-F]+\))?)))")
+OPERAND_RE = _re.compile(r"(?:/\*.*?\*/\s*)?(?:(%?[A-Za-z_][\w.\-]*)(?![\w(])|([-+]?(?:\d[\w.+\-]*|inf|nan(?:\(0x[0-9a-fA-F]+\))?)))")
 _SECTION_KV = _re.compile(r"([A-Za-z_]\w*)=([^\s,}]+)")
 _STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'      # strings may hold raw newlines
-_ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR +
+ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR +
                           r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR + r')*+\})*+\})*+\})*+\}|[^\s{}\[\](),="<:]+)')
 _INTS = _re.compile(r"\{\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\}")
 
 
 @lru_cache(maxsize=16384)
-def _decode_value(name: str, value: str):
+def decode_value(name: str, value: str):
+    """The generic value of attribute NAME from its source text VALUE (a coarse token's part): a
+    Metadata or BackendConfig as it is, anything else through the grammar's attr_value rule.
+    Raises Lark's UnexpectedInput, ShapeTokenError or NestingError for text that does not read."""
     if name == "metadata":
         return Metadata(value)
     if name == "backend_config":
@@ -586,7 +553,7 @@ def _decode_value(name: str, value: str):
     return Word(value)
 
 
-class _SubParseError(Exception):
+class SubParseError(Exception):
     """A syntax error inside an attribute value decoded from a coarse token."""
 
     def __init__(self, line, column, message):
@@ -594,12 +561,12 @@ class _SubParseError(Exception):
 
 
 def _attrs_of(tok, text: str, base: int, out: list):
-    for m in _ATTR_SPLIT.finditer(text):
+    for m in ATTR_SPLIT.finditer(text):
         name = m.group(1)
         try:
-            value = _decode_value(name, m.group(2))
-        except _NestingError as e:
-            raise _SubParseError(tok.line, tok.column + base + m.start(2) + e.column - 1, e.message) from None
+            value = decode_value(name, m.group(2))
+        except NestingError as e:
+            raise SubParseError(tok.line, tok.column + base + m.start(2) + e.column - 1, e.message) from None
         except UnexpectedInput as e:
             col = tok.column + base + m.start(2) + (getattr(e, "column", 1) or 1) - 1
             if isinstance(e, UnexpectedToken) and str(e.token) in ("]", "}", ")"):
@@ -608,12 +575,12 @@ def _attrs_of(tok, text: str, base: int, out: list):
                 msg = f"in the value of {name}: expected {_describe_expected(e.expected)}, got {_seen(e.token)}"
             else:
                 msg = f"in the value of {name}: unexpected input"
-            raise _SubParseError(tok.line, col, msg) from None
+            raise SubParseError(tok.line, col, msg) from None
         out.append((name, value, _part(tok, name, base + m.start(1))))
 
 
 def _operands_of(tok, text: str, base: int, args: list):
-    for om in _OPERAND_RE.finditer(text):
+    for om in OPERAND_RE.finditer(text):
         name, lit = om.group(1), om.group(2)
         if lit is not None:   # parameter(N), constant(-1.5e3), constant(nan)
             args.append(Arg("literal", text=lit, tok=_part(tok, lit, base + om.start(2), "NUMBER")))
@@ -654,9 +621,9 @@ def _raw_from_line(tok, m):
     shape_tok = _part(tok, m.group(3), m.start(3), "SHAPE")
     if shape_tok.value[0] == "(":
         try:
-            shape = _shape_text_cached(shape_tok.value)
+            shape = shape_text_cached(shape_tok.value)
         except ShapeSyntaxError as e:
-            raise _ShapeTokenError(shape_tok, e) from None
+            raise ShapeTokenError(shape_tok, e) from None
     else:
         shape = _shape(shape_tok)
     args: list = []
@@ -704,7 +671,7 @@ def _header(self, c):
     name, colon = c[0], c[1]
     if colon is not None and (colon.line != name.line or colon.column != name.column + len(name)):
         # XLA reads `HloModule name:` (a name token ends with its colon) but not a detached ':'
-        raise _SubParseError(colon.line, colon.column, "unexpected ':' after the module name "
+        raise SubParseError(colon.line, colon.column, "unexpected ':' after the module name "
                              "(XLA allows a ':' only right after the name, as in `HloModule m:`)")
     return ("header", name, [_attr_from_token(a) if isinstance(a, Token) else a for a in c[2:] if a is not None])
 
@@ -727,9 +694,9 @@ def _signature_fast(self, c):
         close = _matching_paren(s)
         result_text = s[close + 1:].strip()[2:].strip()
         try:
-            result = _shape_text_cached(result_text)
+            result = shape_text_cached(result_text)
         except ShapeSyntaxError as e:
-            raise _ShapeTokenError(_part(tok, result_text, len(s) - len(result_text), "SHAPE"), e) from None
+            raise ShapeTokenError(_part(tok, result_text, len(s) - len(result_text), "SHAPE"), e) from None
         s = s[:close + 1]
     inner = s[1:-1]
     depth, start = 0, 0
@@ -752,9 +719,9 @@ def _signature_fast(self, c):
         shape_text = piece[m.end():].strip()
         ptok = _part(tok, name, 1 + off + m.start(1))
         try:
-            shape = _shape_text_cached(shape_text)
+            shape = shape_text_cached(shape_text)
         except ShapeSyntaxError as e:
-            raise _ShapeTokenError(_part(tok, shape_text, 1 + off + m.end(), "SHAPE"), e) from None
+            raise ShapeTokenError(_part(tok, shape_text, 1 + off + m.end(), "SHAPE"), e) from None
         params.append((name[1:] if name[0] == "%" else name, shape, ptok))
     return ("sig", params, result if result is not None else _shape(c[-1]))
 
@@ -772,7 +739,7 @@ def _matching_paren(s: str) -> int:
 
 
 @lru_cache(maxsize=16384)
-def _shape_text_cached(text):
+def shape_text_cached(text):
     from ..ir.shape import parse_shape_text
     return parse_shape_text(text)
 

@@ -11,8 +11,6 @@ import multiprocessing
 import os
 import re
 
-PARALLEL_MIN_BYTES = 4 << 20
-
 _COMP_NAME = re.compile(r"(?m)^(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(?:\(|\{)")
 
 
@@ -39,7 +37,7 @@ def _worker(args):
     try:
         raw = parse_raw(text, filename)
         module = build_module(raw, text, filename, known_computations=known)
-        from ..cache import serialize_module
+        from ..ir.serial import serialize_module
         return serialize_module(module)
     except Exception:  # the sequential parse will report it properly
         return b""
@@ -76,7 +74,7 @@ def parse_parallel(text: str, filename: str):
         data = pending.get()
     if not data:
         return None
-    from ..cache import deserialize_module
+    from ..ir.serial import deserialize_module
     comps = deserialize_module(data).computations
     all_comps = head.computations + comps
     entries = [c for c in all_comps if c.is_entry]

@@ -19,8 +19,8 @@ saved-graph file (`## BEGIN_GRAPH` ... `## END_GRAPH`, HLO graphs only) or dumps
 """
 from __future__ import annotations
 
-from .files import (TEXT_SUFFIXES, FileModules, ModuleSource, SkippedFile, expand, holds_module_text,
-                    read_modules, split_source)
+from .files import TEXT_SUFFIXES, SkippedFile, expand, holds_module_text, read_modules, split_source
+from .modules import FileModules, ModuleSource
 from .split import CONCATENATED, LIT, SAVED_GRAPHS, SINGLE, Region, SkippedGraph, Split, split_text
 
 
@@ -29,7 +29,7 @@ def parse_module(src: ModuleSource, use_cache: bool = True):
     Raises HloSyntaxError and friends with the file's own lines and columns."""
     text = src.text
     if use_cache:
-        from ..cache import cached_parse
+        from .cache import cached_parse
         return cached_parse(text, src.file)
     from ..parser import parse
     return parse(text, src.file)

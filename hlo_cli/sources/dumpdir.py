@@ -372,42 +372,25 @@ class _Parsed:
 
 # What XLA writes besides a module's stages (xla/service/dump.cc, gpu_compiler.cc, gpu_executable.cc,
 # nvptx_compiler.cc, llvm_util.cc, the Triton and cuDNN emitters, priority_fusion.cc, the autotuner), by the
-# end of the file name after module_NNNN.NAME.: (pattern, kind, what it is).  Kinds are counted in one line
+# end of the file name after module_NNNN.NAME.: the rows of dump_files.tsv (kind, pattern, what it is).  Kinds are counted in one line
 # by `hlo check DIR`; MODULE_TEXT files hold HLO modules that are not stages of the pass pipeline.
 REPORT, CONFIG, COMPILED, GRAPH, SNAPSHOT, MODULE_TEXT, OTHER = ("report", "config", "compiler output", "graph",
                                                                  "snapshot", "module", "other")
 COMPILE_INPUT = "compile input"
 COMPRESSED = "compressed module"
-_OTHER_FILES: list[tuple[re.Pattern, str, str]] = [(re.compile(f"(?:{p})$"), k, w) for p, k, w in [
-    (r"-buffer-assignment(-values)?\.txt", REPORT, "XLA's buffer assignment of the optimized module"),
-    (r"-live-range\.txt", REPORT, "XLA's live ranges of the optimized module's buffers"),
-    (r"-memory-usage-report\.(txt|pb|pb\.gz)", REPORT, "XLA's memory usage report"),
-    (r"(^|\.)thunk_sequence(_after_thunk_passes)?\.txt", REPORT, "XLA GPU's thunk sequence (the kernels it launches)"),
-    (r"(^|\.)thunk_metadata\.(txt|pb)", REPORT, "XLA GPU's thunk metadata"),
-    (r"(^|\.)priority_fusion_dump\.(txt|pb)", REPORT, "XLA GPU's fusion decisions (priority fusion)"),
-    (r"(^|\.)buffer_debug_log\.(txt|pb)", REPORT, "XLA GPU's buffer checksums"),
-    (r"(^|\.)fdo_profile", REPORT, "the module's feedback-directed-optimization profile"),
-    (r"(^|\.)config\.pbtxt", CONFIG, "the module's configuration (HloModuleConfigProto: replica_count, "
-                                     "num_partitions, entry layout...; read beside the module's .hlo.pb)"),
-    (r"(^|\.)autotune_results\.pbtxt", CONFIG, "XLA GPU's autotuning results"),
-    (r"(^|\.)gpu_target_config\.pbtxt", CONFIG, "XLA GPU's target description (the GPU it compiled for)"),
-    (r"(^|\.)debug_options", CONFIG, "the XLA flags that differ from their defaults"),
-    (r"(^|\.)metadata\.textproto", CONFIG, "the module's compilation metadata"),
-    (r"\.ll", COMPILED, "LLVM IR"),
-    (r"(^|\.)(\d+\.)?ptx", COMPILED, "PTX (NVIDIA GPU assembly)"),
-    (r"\.(cubin|hsaco|spv|o|s|asm|sass)|(^|\.)spv", COMPILED, "compiled device or host code"),
-    (r"\.ttir\.txt|\.ttgir\.txt|\.llir\.txt", COMPILED, "Triton IR of a fusion"),
-    (r"\.mlir|\.mlir-passes\.log", COMPILED, "MLIR of XLA's emitters"),
-    (r"(^|\.)cudnn_fusion_.*\.json", COMPILED, "a cuDNN graph of a fusion"),
-    (r"\.(dot|html|url|svg|pbtxt\.dot)", GRAPH, "a rendered graph of the module"),
-    (r"\.hlo\.pb\.gz", COMPRESSED, "a module proto compressed by --xla_dump_compress_protos (gunzip it, then "
-                                  "hlo reads the .hlo.pb)"),
-    (r"(^|\.)(\d+\.)?autotuner_\d+\..*\.(before|after)\.txt", MODULE_TEXT,
-     "an instruction the autotuner extracted, before or after its configuration (an HLO module)"),
-    (r"(^|\.)triton_fusion_numerics_verifier_failed_\d+\.hlo", MODULE_TEXT,
-     "a fusion whose Triton numerics check failed (an HLO module)"),
-    (r"\.hlo", MODULE_TEXT, "a fusion the Triton emitter extracted (an HLO module)"),
-]]
+
+
+def _other_files() -> list[tuple[re.Pattern, str, str]]:
+    """(pattern, kind, what it is) of dump_files.tsv beside this file, in its order."""
+    rows = []
+    for line in (Path(__file__).resolve().parent / "dump_files.tsv").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            kind, pattern, what = line.split("\t")
+            rows.append((re.compile(f"(?:{pattern})$"), kind, what))
+    return rows
+
+
+_OTHER_FILES = _other_files()
 
 
 def classify(fname: str) -> tuple[str, str] | None:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import Diagnostic, HloInputError
-from .split import LIT, SAVED_GRAPHS, Region, SkippedGraph, module_text, split_text
+from .modules import FileModules, ModuleSource, input_error
+from .split import split_text
 
 # text dumps: XLA writes *.txt (--xla_dump_hlo_as_text), tests and people *.hlo / *.hlotxt
 TEXT_SUFFIXES = (".hlo", ".hlotxt", ".txt")
@@ -18,105 +19,6 @@ PROTO_DIR_SUFFIXES = (".hlo.pb", ".pbtxt", ".textproto")
 # (XLA's dumps put buffer assignments, live ranges, memory reports... in *.txt files too)
 _HLO_SUFFIXES = (".hlo", ".hlotxt")
 _SNIFF_BLOCK = 1 << 20
-
-
-@dataclass(frozen=True)
-class ModuleSource:
-    """One module of a file: what the parser reads (`text`, with the file's positions) and where it
-    came from."""
-    file: str                # the file's display name ('<stdin>' for standard input)
-    index: int               # 0-based position among the file's modules
-    count: int               # how many modules the file holds
-    region: Region
-    file_text: str
-
-    @property
-    def name(self) -> str | None:
-        """The name on its `HloModule` line (None without a header)."""
-        return self.region.name
-
-    @property
-    def line(self) -> int:
-        return self.region.line
-
-    @property
-    def text(self) -> str:
-        return module_text(self.file_text, self.region)
-
-    @property
-    def own_text(self) -> str:
-        """The module's own part of the file (without the blanked lines before it)."""
-        return self.file_text[self.region.start:self.region.end]
-
-    @property
-    def label(self) -> str:
-        """How to name it in tables: the file, and which of its modules when it holds several."""
-        if self.count == 1:
-            return self.file
-        return f"{self.file} #{self.index}" + (f" {self.name}" if self.name else "")
-
-    def describe(self) -> str:
-        return f"#{self.index} {self.name or '(no HloModule line)'} (line {self.line})"
-
-
-@dataclass(frozen=True)
-class FileModules:
-    """A file read and split into its modules."""
-    file: str
-    text: str
-    layout: str                          # split.SINGLE, LIT, SAVED_GRAPHS or CONCATENATED
-    modules: tuple[ModuleSource, ...]
-    skipped: tuple[SkippedGraph, ...]    # saved graphs that are not HLO text
-    file_size: int | None = None         # the file's bytes when `text` is not them (a proto's printed text)
-
-    @property
-    def size(self) -> int:
-        if self.file_size is not None:
-            return self.file_size
-        return len(self.text.encode("utf-8", "replace"))
-
-    def select(self, which: str | None, option: str = "--module") -> ModuleSource:
-        """The module `which` names (a 0-based index or a module name); None asks for the only one;
-        OPTION is how messages name the choice (hlo diff: --module-a, --module-b)."""
-        mods = self.modules
-        if which is None:
-            if len(mods) == 1:
-                return mods[0]
-            raise _input_error(f"holds {len(mods)} HLO modules; choose one with {option} N (0-based) or "
-                               f"{option} NAME:\n{self.listing()}", self.file, "E081")
-        w = which.strip()
-        if re.fullmatch(r"[+-]?\d+", w):
-            k = int(w)
-            if 0 <= k < len(mods):
-                return mods[k]
-            if not any(m.name == w for m in mods):
-                raise _input_error(f"{option} {which}: no module #{k}; this file holds {len(mods)} "
-                                   f"module{'s' if len(mods) != 1 else ''} (0-based):\n{self.listing()}",
-                                   self.file, "E082")
-        named = [m for m in mods if m.name == w]
-        if len(named) == 1:
-            return named[0]
-        if len(named) > 1:
-            raise _input_error(f"{option} {which}: {len(named)} modules have this name; choose one by its "
-                               f"number:\n{self.listing()}", self.file, "E082")
-        raise _input_error(f"{option} {which}: no module of this name; this file holds:\n{self.listing()}",
-                           self.file, "E082")
-
-    def listing(self) -> str:
-        return "\n".join("  " + m.describe() for m in self.modules)
-
-    def separator(self) -> tuple[str, str, str]:
-        """(before each module, between two modules, after the last) to print modules back the way
-        they came: `// -----` between lit-test modules, BEGIN/END_GRAPH around saved graphs."""
-        if self.layout == SAVED_GRAPHS:
-            return "## BEGIN_GRAPH\n", "## END_GRAPH\n\n## BEGIN_GRAPH\n", "## END_GRAPH\n"
-        if self.layout == LIT:
-            return "", "\n// -----\n\n", ""
-        return "", "\n", ""
-
-
-def _input_error(message: str, file: str, code: str) -> HloInputError:
-    return HloInputError(f"{file}: {message}", [Diagnostic(message, file, code=code)])
 
 
 # an HloModuleProto / HloProto / HloSnapshot written in protobuf's text format (XLA's translate
@@ -137,7 +39,7 @@ def split_source(text: str, file: str) -> FileModules:
     if not sp.regions:
         kinds = sorted({g.kind for g in sp.skipped})
         n = len(sp.skipped)
-        raise _input_error(f"no HLO module here: its {n} saved graph{'s are' if n != 1 else ' is'} "
+        raise input_error(f"no HLO module here: its {n} saved graph{'s are' if n != 1 else ' is'} "
                            f"{' / '.join(kinds) or 'empty'}; save graphs as HLO text with "
                            "XLA_SAVE_TENSORS_FMT=hlo", file, "E080")
     count = len(sp.regions)
@@ -148,7 +50,7 @@ def split_source(text: str, file: str) -> FileModules:
 def read_modules(path: str) -> FileModules:
     """Read PATH ('-' for standard input) and split it into modules: HLO text, or one of XLA's
     module protos (*.pb, *.pbtxt; a binary file that reads as one).  Raises HloInputError."""
-    from ..source import read_source
+    from .reading import read_source
     from .proto import is_proto_path
     if is_proto_path(path):
         from .proto import read_proto_modules
@@ -175,7 +77,7 @@ def _binary_stdin():
     """Standard input holding a binary module proto (`hlo check - < x.hlo.pb`), else None (nothing
     is consumed then)."""
     import sys
-    from ..source import CONTROL_BYTE, stdin_problem
+    from .reading import CONTROL_BYTE, stdin_problem
     buf = getattr(sys.stdin, "buffer", None)
     if buf is None or not hasattr(buf, "peek") or stdin_problem(buf) is not None:
         return None

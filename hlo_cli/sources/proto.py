@@ -88,7 +88,7 @@ def read_bytes(path: str) -> tuple[bytes, str]:
     that cannot begin a module proto (binary or text) are refused from the file's first block,
     before the rest is read."""
     import sys
-    from ..source import CONTROL_BYTE, SNIFF_BYTES, NotRegularFile, open_regular
+    from .reading import CONTROL_BYTE, SNIFF_BYTES, NotRegularFile, open_regular
     if path == "-":
         return sys.stdin.buffer.read(), "<stdin>"
     try:
@@ -321,9 +321,10 @@ def _decode_text(data: bytes, name: str, msgs):
 
 def _module_source(module, name: str, config=None):
     from ..ir.opcodes import OPCODES
-    from .files import FileModules, ModuleSource
+    from .modules import FileModules, ModuleSource
     from .split import SINGLE, Region
-    from .proto_text import ProtoError, module_text
+    from .proto_shape import ProtoError
+    from .proto_text import module_text
     for c in module.computations:
         for i in c.instructions:
             if i.opcode not in OPCODES:
@@ -380,7 +381,7 @@ def _lit_parts(data: bytes, name: str) -> list[str]:
 
 
 def _lit_modules(parts: list[str], name: str):
-    from .files import FileModules, ModuleSource
+    from .modules import FileModules, ModuleSource
     from .split import LIT
     mods = []
     for k, part in enumerate(parts):
@@ -429,7 +430,7 @@ def read_snapshot(path: str) -> Snapshot:
     """The module, arguments and result of an HloSnapshot file (binary or text format).  Any other
     module proto reads as a Snapshot without arguments or result.  Raises HloInputError."""
     from .proto_literal import literal_to_numpy
-    from .proto_text import ProtoError
+    from .proto_shape import ProtoError
     data, name = read_bytes(path)
     text = True if Path(path).suffix.lower() in TEXT_PROTO_SUFFIXES else None
     kind, msg = decode(data, name, text)

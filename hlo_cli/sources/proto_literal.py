@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.shape import NUMPY_MAX_RANK, Shape, default_layout
-from .proto_text import ProtoError
+from .proto_shape import PRIMITIVE_TYPES, ProtoError, shape_of
 
 #: the most elements one literal may claim (1 << 31, 8 GiB of f32); the data must hold them too
 MAX_ELEMENTS = 1 << 31
@@ -133,7 +133,6 @@ def literal_value(lp, shape: Shape, where: str = "", limits=None) -> np.ndarray:
 
 def literal_to_numpy(lp, where: str = "", limits=None):
     """A LiteralProto as an ndarray, or a tuple (of ndarrays and tuples) for a tuple literal."""
-    from .proto_text import shape_of
     if not lp.HasField("shape"):
         raise ProtoError(f"{where}a literal without a shape")
     shape = shape_of(lp.shape, where)
@@ -157,7 +156,6 @@ def _value(lp, shape: Shape, where, limits, depth):
 # ----------------------------------------------------------------------------- encoding
 
 def _shape_proto(msgs, shape: Shape):
-    from .proto_text import PRIMITIVE_TYPES
     numbers = {v: k for k, v in PRIMITIVE_TYPES.items()}
     sp = msgs["ShapeProto"]()
     if shape.is_tuple:
@@ -176,7 +174,6 @@ def _shape_proto(msgs, shape: Shape):
 def literal_from_numpy(value, element_type: str | None = None):
     """A LiteralProto for an ndarray (or a tuple of them), with the default layout.  `element_type`
     names the HLO type when the dtype alone does not say (None: from the dtype)."""
-    from ..ir.dtypes import from_numpy
     from .proto_schema import messages
     msgs = messages()
     lp = msgs["LiteralProto"]()

@@ -15,28 +15,12 @@ import re
 
 import numpy as np
 
-from ..ir.attributes import COMPARISON_ORDERS, Window, WindowDim, cescape
-from ..ir.shape import COMBINE_DIM, UNBOUNDED, Layout, Shape, SplitConfig, default_layout
-
-INT64_MIN = -(2**63)          # XLA's kUnboundedSize (a `?` dimension)
-
+from ..ir.attributes import COMPARISON_ORDERS, Window, WindowDim
+from ..ir.opcodes import OPCODES
+from ..ir.shape import Shape
+from .proto_shape import PRIMITIVE_TYPES, ProtoError, shape_of
 
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*", re.ASCII)   # XLA's identifiers are ASCII
-
-
-class ProtoError(ValueError):
-    """A module proto that does not describe a module (`where` names the computation/instruction)."""
-
-
-# element types: PrimitiveType number -> HLO spelling
-PRIMITIVE_TYPES = {
-    1: "pred", 30: "s1", 26: "s2", 21: "s4", 2: "s8", 3: "s16", 4: "s32", 5: "s64", 31: "u1", 27: "u2",
-    22: "u4", 6: "u8", 7: "u16", 8: "u32", 9: "u64", 10: "f16", 11: "f32", 16: "bf16", 12: "f64",
-    19: "f8e5m2", 28: "f8e4m3", 20: "f8e4m3fn", 23: "f8e4m3b11fnuz", 29: "f8e3m4", 24: "f8e5m2fnuz",
-    25: "f8e4m3fnuz", 32: "f4e2m1fn", 33: "f8e8m0fnu", 15: "c64", 18: "c128", 13: "tuple",
-    14: "opaque", 17: "token", 34: "buffer", 35: "f6e3m2fn", 36: "f6e2m3fn",
-}
-_DIM_LEVEL = {0: "D", 1: "C", 2: "S", 3: "H"}
 
 
 def _lexes_as_json_dict(s: str) -> bool:
@@ -109,91 +93,6 @@ def _q(s: str) -> str:
 
 def _ints(xs) -> str:
     return "{" + ",".join(str(int(x)) for x in xs) + "}"
-
-
-# ----------------------------------------------------------------------------- shapes
-
-def element_type_name(number: int, where: str = "") -> str:
-    name = PRIMITIVE_TYPES.get(number)
-    if name is None:
-        raise ProtoError(f"{where}element type {number} is not one this schema knows "
-                         "(PrimitiveType; a newer XLA?)")
-    return name
-
-
-def shape_of(sp, where: str = "", depth: int = 0) -> Shape:
-    """The IR Shape of a ShapeProto (memoized by its bytes: a module repeats few shapes)."""
-    if depth == 0:
-        key = sp.SerializeToString()
-        got = _SHAPES.get(key)
-        if got is None:
-            got = _shape_of(sp, where, 0)
-            if len(_SHAPES) > 4096:
-                _SHAPES.clear()
-            _SHAPES[key] = got
-        return got
-    return _shape_of(sp, where, depth)
-
-
-_SHAPES: dict[bytes, Shape] = {}
-
-
-def _shape_of(sp, where: str, depth: int) -> Shape:
-    if depth > 100:
-        raise ProtoError(f"{where}a shape nested more than 100 tuples deep")
-    et = element_type_name(sp.element_type, where)
-    if et == "tuple":
-        return Shape.tuple_of(shape_of(s, where, depth + 1) for s in sp.tuple_shapes)
-    if et == "buffer":
-        if len(sp.tuple_shapes) != 1:
-            raise ProtoError(f"{where}a buffer shape must hold one array shape")
-        return Shape("buffer", tuple_shapes=(shape_of(sp.tuple_shapes[0], where, depth + 1),))
-    if et in ("token", "opaque"):
-        return Shape(et)
-    dims, dyn = [], []
-    flags = list(sp.is_dynamic_dimension)
-    for k, d in enumerate(sp.dimensions):
-        d = int(d)
-        is_dyn = flags[k] if k < len(flags) else False
-        if d == INT64_MIN:
-            d, is_dyn = UNBOUNDED, True
-        elif d < 0:
-            raise ProtoError(f"{where}negative dimension {d} in a shape")
-        dims.append(d)
-        dyn.append(bool(is_dyn))
-    layout = _layout(sp.layout, len(dims), where) if sp.HasField("layout") else None
-    return Shape.array(et, dims, layout, dyn)
-
-
-def _layout(lp, rank: int, where: str) -> Layout:
-    m2m = tuple(int(x) for x in lp.minor_to_major)
-    if not m2m and rank:
-        m2m = default_layout(rank).minor_to_major
-    if sorted(m2m) != list(range(rank)):
-        raise ProtoError(f"{where}layout minor_to_major {list(m2m)} is not a permutation of the {rank} "
-                         "dimensions")
-    dlt = []
-    if lp.dim_level_types:
-        uniq = list(lp.dim_unique)
-        ordered = list(lp.dim_ordered)
-        for k, t in enumerate(lp.dim_level_types):
-            s = _DIM_LEVEL.get(t)
-            if s is None:
-                raise ProtoError(f"{where}dim level type {t} unknown")
-            if k < len(uniq) and not uniq[k]:
-                s += "+"
-            if k < len(ordered) and not ordered[k]:
-                s += "~"
-            dlt.append(s)
-    tiles = tuple(tuple(int(d) if d != COMBINE_DIM else COMBINE_DIM for d in t.dimensions) for t in lp.tiles)
-    idx = element_type_name(lp.index_primitive_type, where) if lp.index_primitive_type else None
-    ptr = element_type_name(lp.pointer_primitive_type, where) if lp.pointer_primitive_type else None
-    phys = shape_of(lp.physical_shape, where) if lp.HasField("physical_shape") else None
-    return Layout(m2m, tuple(dlt), tiles, int(lp.tail_padding_alignment_in_elements) or 1, idx, ptr,
-                  int(lp.element_size_in_bits), int(lp.memory_space),
-                  tuple(SplitConfig(int(s.dimension), tuple(int(i) for i in s.split_indices))
-                        for s in lp.split_configs),
-                  phys, int(lp.dynamic_shape_metadata_prefix_bytes))
 
 
 # ----------------------------------------------------------------------------- literals
@@ -278,32 +177,21 @@ def _payload(pl, payloads, where: str = "") -> bytes | None:
     return None
 
 
+# OpMetadata's fields in the order XLA prints them: quoted strings, numbers (when not 0), a list
+_MD_FIELDS = (("op_type", _q), ("op_name", _q), ("source_file", _q), ("source_line", str),
+              ("source_end_line", str), ("source_column", str), ("source_end_column", str),
+              ("profile_type", lambda v: "{" + ",".join(str(int(p)) for p in v) + "}"),
+              ("deduplicated_name", _q), ("scheduling_name", _q), ("stack_frame_id", str))
+
+
 def _metadata(md, payloads=()) -> str | None:
     if not (md.op_type or md.op_name or md.source_file or md.scheduling_name or md.stack_frame_id):
         return None
     r = []
-    if md.op_type:
-        r.append(f"op_type={_q(md.op_type)}")
-    if md.op_name:
-        r.append(f"op_name={_q(md.op_name)}")
-    if md.source_file:
-        r.append(f"source_file={_q(md.source_file)}")
-    if md.source_line:
-        r.append(f"source_line={md.source_line}")
-    if md.source_end_line:
-        r.append(f"source_end_line={md.source_end_line}")
-    if md.source_column:
-        r.append(f"source_column={md.source_column}")
-    if md.source_end_column:
-        r.append(f"source_end_column={md.source_end_column}")
-    if len(md.profile_type):
-        r.append("profile_type={" + ",".join(str(int(p)) for p in md.profile_type) + "}")
-    if md.deduplicated_name:
-        r.append(f"deduplicated_name={_q(md.deduplicated_name)}")
-    if md.scheduling_name:
-        r.append(f"scheduling_name={_q(md.scheduling_name)}")
-    if md.stack_frame_id:
-        r.append(f"stack_frame_id={md.stack_frame_id}")
+    for name, show in _MD_FIELDS:
+        v = getattr(md, name)
+        if len(v) if name == "profile_type" else v:
+            r.append(f"{name}={show(v)}")
     if md.HasField("metadata_payload"):
         data = _payload(md.metadata_payload, payloads)
         if data:
@@ -568,12 +456,17 @@ _API = {0: "API_VERSION_UNSPECIFIED", 2: "API_VERSION_STATUS_RETURNING",
 _PADDING_TYPE = {1: "PADDING_VALID", 2: "PADDING_SAME"}
 _CONV_KIND = {1: "fprop", 2: "dgrad", 3: "wgrad"}
 
-_DIMENSIONS_OPS = {"broadcast", "transpose", "reverse", "reduce", "concatenate", "map", "sort"}
-_COLLECTIVES = {"all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
-                "all-to-all", "ragged-all-to-all", "collective-broadcast"}
-_CHANNEL_ONLY = {"send", "send-done", "recv", "recv-done"}
-_TO_APPLY = {"call", "map", "reduce-window", "reduce", "all-reduce", "reduce-scatter", "all-reduce-start",
-             "scatter", "sort", "scan"}
+
+
+def _taking(attr: str) -> frozenset[str]:
+    """The opcodes whose row in the opcode table takes attribute ATTR."""
+    return frozenset(op for op, spec in OPCODES.items() if attr in spec.attrs)
+
+
+_REPLICA_GROUPS = _taking("replica_groups")      # channel_id, replica_groups, ... in XLA's order
+_CHANNEL_ONLY = _taking("is_host_transfer")      # send, recv and their -done
+_DIMENSIONS = _taking("dimensions")
+_TO_APPLY = _taking("to_apply") - {"custom-call"}   # (XLA prints a custom call's called_computations)
 
 
 # ----------------------------------------------------------------------------- the module
@@ -806,7 +699,8 @@ class _Renderer:
         shape = shape_of(i.shape, where)
         operands = [self._name(k, where) for k in i.operand_ids]
         a: list[str] = []
-        calls = [self.comp(k, where) for k in i.called_computation_ids]
+        for k in i.called_computation_ids:
+            self.comp(k, where)              # every computation it calls must exist
         if op == "parameter":
             operands = [str(i.parameter_number)]
             if len(i.parameter_replication.replicated_at_leaf_buffers):
@@ -909,222 +803,248 @@ class _Renderer:
         return None
 
     def _extra(self, i, op: str, shape: Shape, a: list, where: str):
-        if op in ("batch-norm-training", "batch-norm-inference", "batch-norm-grad"):
-            a.append(f"epsilon={_float32_text(i.epsilon)}")
-            a.append(f"feature_index={i.feature_index}")
-        elif op == "fft":
-            a.append(f"fft_type={_enum(_FFT, i.fft_type, 'fft_type', where)}")
-            a.append("fft_length=" + _ints(i.fft_length))
-        elif op == "compare":
-            _enum_word(op, "direction", "comparison_direction", i.comparison_direction, where)
-            _enum_word(op, "type", "comparison_type", i.comparison_type, where)
-            a.append(f"direction={i.comparison_direction}")
-            et = self._operand_type(i, 0)
-            if i.comparison_type and not i.comparison_order and (
-                    et is None or i.comparison_type != _default_comparison_type(et)):
-                a.append(f"type={i.comparison_type}")
-            if i.comparison_order:           # the newest XLA's; its comparison_type is a mirror of it
-                if i.comparison_order not in COMPARISON_ORDERS:
-                    raise ProtoError(f"{where}comparison order {i.comparison_order!r} unknown")
-                if et is None or i.comparison_order != _default_comparison_order(et):
-                    a.append(f"order={i.comparison_order}")
-        elif op == "triangular-solve":
-            o = i.triangular_solve_options
-            if o.left_side:
-                a.append("left_side=true")
-            if o.lower:
-                a.append("lower=true")
-            if o.unit_diagonal:
-                a.append("unit_diagonal=true")
-            if o.transpose_a:
-                a.append(f"transpose_a={_enum(_TRANSPOSE, o.transpose_a, 'transpose_a', where)}")
-        elif op == "cholesky":
-            if i.cholesky_options.lower:
-                a.append("lower=true")
-        elif op in _CHANNEL_ONLY:
-            if i.channel_id:
-                a.append(f"channel_id={i.channel_id}")
-            if i.is_host_transfer:
-                a.append("is_host_transfer=true")
-        elif op in _COLLECTIVES:
-            if i.channel_id:
-                a.append(f"channel_id={i.channel_id}")
-            a.append("replica_groups=" + _replica_groups(i, where))
-            if i.constrain_layout:
-                a.append("constrain_layout=true")
-            if op in ("all-gather", "all-gather-start"):
-                a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
-                if i.use_global_device_ids:
-                    a.append("use_global_device_ids=true")
-            elif op in ("all-reduce", "all-reduce-start", "reduce-scatter"):
-                if i.use_global_device_ids:
-                    a.append("use_global_device_ids=true")
-                if op == "reduce-scatter":
-                    a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
-            elif op == "all-to-all" and len(i.dimensions):
-                a.append("dimensions={" + str(i.dimensions[0]) + "}")
-        elif op in ("collective-permute", "collective-permute-start"):
-            if i.channel_id:
-                a.append(f"channel_id={i.channel_id}")
-            a.append("source_target_pairs={" + ",".join(f"{{{p.source},{p.target}}}" for p in i.source_target_pairs) + "}")
-            sizes = list(i.dynamic_slice_sizes)
-            if sizes:
-                rank = self._operand_rank(i, 0) or len(sizes)
-                a.append("slice_sizes={" + ",".join(_ints(sizes[k:k + rank]) for k in range(0, len(sizes), rank)) + "}")
-        elif op in _DIMENSIONS_OPS:
-            a.append("dimensions=" + _ints(i.dimensions))
-            if op == "sort" and i.is_stable:
-                a.append("is_stable=true")
-        elif op == "scan":
-            a.append("dimensions=" + _ints(i.dimensions))
-            a.append(f"num_carries={i.num_carries}")
-            if i.is_reverse:
-                a.append("is_reverse=true")
-            if i.is_associative:
-                a.append("is_associative=" + ("true" if i.is_associative == 1 else "false"))
-        elif op == "topk":
-            a.append(f"k={i.k}")
-            a.append("largest=" + ("true" if i.largest else "false"))
-            if i.is_stable:                  # the newest XLA's stable topk: sort's is_stable field
-                a.append("is_stable=true")
-        elif op == "reshape":
-            if len(i.dimensions) and i.dimensions[0] != -1:
-                a.append(f"inferred_dimension={i.dimensions[0]}")
-        elif op == "slice":
-            sl = list(i.slice_dimensions)
-            omit = all(s.stride == 1 for s in sl)
-            a.append("slice={" + ", ".join(f"[{s.start}:{s.limit}" + ("" if omit else f":{s.stride}") + "]"
-                                           for s in sl) + "}")
-        elif op == "fusion":
-            _enum_word(op, "kind", "fusion_kind", i.fusion_kind, where)
-            a.append(f"kind={i.fusion_kind}")
-            if len(i.output_operand_aliasing):
-                a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
-        elif op == "rng":
-            a.append(f"distribution={_enum(_DIST, i.distribution, 'distribution', where)}")
-        elif op == "get-tuple-element":
-            a.append(f"index={i.tuple_index}")
-        elif op == "reduce-precision":
-            a.append(f"exponent_bits={i.exponent_bits}")
-            a.append(f"mantissa_bits={i.mantissa_bits}")
-        elif op == "infeed":
-            if i.infeed_config:
-                a.append("infeed_config=" + _q(i.infeed_config.decode("latin-1")))
-        elif op == "outfeed":
-            a.append(f"outfeed_shape={shape_of(i.outfeed_shape, where)}")
-            if i.outfeed_config:
-                a.append("outfeed_config=" + _q(i.outfeed_config.decode("latin-1")))
-        elif op == "convolution":
-            if len(i.window.dimensions):
-                a.append("window=" + _window(i.window))
-            a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
-            if i.feature_group_count not in (0, 1):
-                a.append(f"feature_group_count={i.feature_group_count}")
-            if i.batch_group_count not in (0, 1):
-                a.append(f"batch_group_count={i.batch_group_count}")
-            if i.conv_kind:
-                a.append(f"convolution_kind={_enum(_CONV_KIND, i.conv_kind, 'conv_kind', where)}")
-            _precision(i.precision_config, a, where)
-            _sparsity(i, a)
-            if i.convolution_field_101:
-                raise ProtoError(f"{where}field 101 of xla.HloInstructionProto (a newer XLA's "
-                                 "convolution setting) is set; hlo does not know what it means, so "
-                                 "the convolution is not read")
-        elif op in ("reduce-window", "select-and-scatter"):
-            if len(i.window.dimensions):
-                a.append("window=" + _window(i.window))
-        elif op == "custom-call":
-            if i.HasField("window"):
-                a.append("window=" + _window(i.window))
-            if i.HasField("convolution_dimension_numbers"):
-                a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
-            if i.feature_group_count not in (0, 1):
-                a.append(f"feature_group_count={i.feature_group_count}")
-            if i.batch_group_count not in (0, 1):
-                a.append(f"batch_group_count={i.batch_group_count}")
-            _precision(i.precision_config, a, where)
-            if i.padding_type:
-                a.append(f"padding_type={_enum(_PADDING_TYPE, i.padding_type, 'padding_type', where)}")
-            a.append("custom_call_target=" + _q(i.custom_call_target))
-            if i.constrain_layout:
-                a.append("operand_layout_constraints={" + ", ".join(
-                    str(shape_of(s, where)) for s in i.operand_shapes_with_layout) + "}")
-            if i.custom_call_has_side_effect:
-                a.append("custom_call_has_side_effect=true")
-            if i.HasField("literal"):
-                lshape = shape_of(i.literal.shape, where)
-                a.append("literal=" + _oneline_literal(_literal(i.literal, lshape, where, self.limits)))
-            if len(i.output_operand_aliasing):
-                a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
-            if i.custom_call_schedule:
-                a.append(f"schedule={_enum(_SCHEDULE, i.custom_call_schedule, 'custom_call_schedule', where)}")
-            if i.custom_call_api_version != 1:
-                a.append(f"api_version={_enum(_API, i.custom_call_api_version, 'custom_call_api_version', where)}")
-        elif op == "pad":
-            dims = list(i.padding_config.dimensions)
-            interior = any(d.interior_padding for d in dims)
-            a.append("padding=" + "x".join(f"{d.edge_padding_low}_{d.edge_padding_high}" +
-                                           (f"_{d.interior_padding}" if interior else "") for d in dims))
-        elif op == "dynamic-slice":
-            a.append("dynamic_slice_sizes=" + _ints(i.dynamic_slice_sizes))
-        elif op == "gather":
-            g = i.gather_dimension_numbers
-            s = (f"offset_dims={_ints(g.offset_dims)}, collapsed_slice_dims={_ints(g.collapsed_slice_dims)}, "
-                 f"start_index_map={_ints(g.start_index_map)}")
-            if len(g.operand_batching_dims):
-                s += f", operand_batching_dims={_ints(g.operand_batching_dims)}"
-            if len(g.start_indices_batching_dims):
-                s += f", start_indices_batching_dims={_ints(g.start_indices_batching_dims)}"
-            a.append(s + f", index_vector_dim={g.index_vector_dim}")
-            a.append("slice_sizes=" + _ints(i.gather_slice_sizes))
-            if i.indices_are_sorted:
-                a.append("indices_are_sorted=true")
-        elif op == "scatter":
-            d = i.scatter_dimension_numbers
-            s = (f"update_window_dims={_ints(d.update_window_dims)}, inserted_window_dims={_ints(d.inserted_window_dims)}, "
-                 f"scatter_dims_to_operand_dims={_ints(d.scatter_dims_to_operand_dims)}")
-            if len(d.input_batching_dims):
-                s += f", input_batching_dims={_ints(d.input_batching_dims)}"
-            if len(d.scatter_indices_batching_dims):
-                s += f", scatter_indices_batching_dims={_ints(d.scatter_indices_batching_dims)}"
-            a.append(s + f", index_vector_dim={d.index_vector_dim}")
-            if i.indices_are_sorted:
-                a.append("indices_are_sorted=true")
-            if i.unique_indices:
-                a.append("unique_indices=true")
-        elif op == "iota":
-            a.append(f"iota_dimension={i.dimensions[0] if len(i.dimensions) else 0}")
-        elif op == "dot" or op == "scaled-dot":
-            a.append(_dot_dnums(i.dot_dimension_numbers))
-            _precision(i.precision_config, a, where)
-            _sparsity(i, a)
-        elif op == "ragged-dot":
-            r = i.ragged_dot_dimension_numbers
-            s = _dot_dnums(r.dot_dimension_numbers)
-            if len(r.lhs_ragged_dimensions):
-                s += ", lhs_ragged_dims=" + _ints(r.lhs_ragged_dimensions)
-            if len(r.rhs_group_dimensions):
-                s += ", rhs_group_dims=" + _ints(r.rhs_group_dimensions)
-            a.append(s)
-            _precision(i.precision_config, a, where)
-        elif op == "domain":
-            if i.HasField("domain_entry_sharding") and i.HasField("domain_exit_sharding"):
-                a.append('domain={kind="sharding", entry=' + _sharding(i.domain_exit_sharding, where) +
-                         ", exit=" + _sharding(i.domain_entry_sharding, where) + "}")
-        elif op in ("get-dimension-size", "set-dimension-size"):
+        """XLA's PrintExtraAttributesImpl: OP's own attributes (the printer _EXTRA names for it)."""
+        f = _EXTRA.get(op)
+        if f is not None:
+            f(self, i, op, shape, a, where)
+
+    def _x_batch_norm_training(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"epsilon={_float32_text(i.epsilon)}")
+        a.append(f"feature_index={i.feature_index}")
+
+    def _x_fft(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"fft_type={_enum(_FFT, i.fft_type, 'fft_type', where)}")
+        a.append("fft_length=" + _ints(i.fft_length))
+
+    def _x_compare(self, i, op: str, shape: Shape, a: list, where: str):
+        _enum_word(op, "direction", "comparison_direction", i.comparison_direction, where)
+        _enum_word(op, "type", "comparison_type", i.comparison_type, where)
+        a.append(f"direction={i.comparison_direction}")
+        et = self._operand_type(i, 0)
+        if i.comparison_type and not i.comparison_order and (
+                et is None or i.comparison_type != _default_comparison_type(et)):
+            a.append(f"type={i.comparison_type}")
+        if i.comparison_order:           # the newest XLA's; its comparison_type is a mirror of it
+            if i.comparison_order not in COMPARISON_ORDERS:
+                raise ProtoError(f"{where}comparison order {i.comparison_order!r} unknown")
+            if et is None or i.comparison_order != _default_comparison_order(et):
+                a.append(f"order={i.comparison_order}")
+
+    def _x_triangular_solve(self, i, op: str, shape: Shape, a: list, where: str):
+        o = i.triangular_solve_options
+        if o.left_side:
+            a.append("left_side=true")
+        if o.lower:
+            a.append("lower=true")
+        if o.unit_diagonal:
+            a.append("unit_diagonal=true")
+        if o.transpose_a:
+            a.append(f"transpose_a={_enum(_TRANSPOSE, o.transpose_a, 'transpose_a', where)}")
+
+    def _x_cholesky(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.cholesky_options.lower:
+            a.append("lower=true")
+
+    def _x_channel_only(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.channel_id:
+            a.append(f"channel_id={i.channel_id}")
+        if i.is_host_transfer:
+            a.append("is_host_transfer=true")
+
+    def _x_replica_groups(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.channel_id:
+            a.append(f"channel_id={i.channel_id}")
+        a.append("replica_groups=" + _replica_groups(i, where))
+        if i.constrain_layout:
+            a.append("constrain_layout=true")
+        if op in ("all-gather", "all-gather-start"):
             a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
-        elif op == "rng-get-and-update-state":
-            a.append(f"delta={i.delta}")
-        elif op == "rng-bit-generator":
-            a.append(f"algorithm={_enum(_RNG, i.rng_algorithm, 'rng_algorithm', where)}")
-        elif op == "copy-start":
-            if i.HasField("cross_program_prefetch_index"):
-                a.append(f"cross_program_prefetch_index={i.cross_program_prefetch_index}")
-        elif op == "async-start":
-            if i.async_execution_thread and i.async_execution_thread != "main":
-                a.append(f"async_execution_thread={_q(i.async_execution_thread)}")
-            if len(i.output_operand_aliasing):
-                a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+            if i.use_global_device_ids:
+                a.append("use_global_device_ids=true")
+        elif op in ("all-reduce", "all-reduce-start", "reduce-scatter"):
+            if i.use_global_device_ids:
+                a.append("use_global_device_ids=true")
+            if op == "reduce-scatter":
+                a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
+        elif op == "all-to-all" and len(i.dimensions):
+            a.append("dimensions={" + str(i.dimensions[0]) + "}")
+
+    def _x_collective_permute(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.channel_id:
+            a.append(f"channel_id={i.channel_id}")
+        a.append("source_target_pairs={" + ",".join(f"{{{p.source},{p.target}}}" for p in i.source_target_pairs) + "}")
+        sizes = list(i.dynamic_slice_sizes)
+        if sizes:
+            rank = self._operand_rank(i, 0) or len(sizes)
+            a.append("slice_sizes={" + ",".join(_ints(sizes[k:k + rank]) for k in range(0, len(sizes), rank)) + "}")
+
+    def _x_dimensions(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append("dimensions=" + _ints(i.dimensions))
+        if op == "sort" and i.is_stable:
+            a.append("is_stable=true")
+
+    def _x_scan(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append("dimensions=" + _ints(i.dimensions))
+        a.append(f"num_carries={i.num_carries}")
+        if i.is_reverse:
+            a.append("is_reverse=true")
+        if i.is_associative:
+            a.append("is_associative=" + ("true" if i.is_associative == 1 else "false"))
+
+    def _x_topk(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"k={i.k}")
+        a.append("largest=" + ("true" if i.largest else "false"))
+        if i.is_stable:                  # the newest XLA's stable topk: sort's is_stable field
+            a.append("is_stable=true")
+
+    def _x_reshape(self, i, op: str, shape: Shape, a: list, where: str):
+        if len(i.dimensions) and i.dimensions[0] != -1:
+            a.append(f"inferred_dimension={i.dimensions[0]}")
+
+    def _x_slice(self, i, op: str, shape: Shape, a: list, where: str):
+        sl = list(i.slice_dimensions)
+        omit = all(s.stride == 1 for s in sl)
+        a.append("slice={" + ", ".join(f"[{s.start}:{s.limit}" + ("" if omit else f":{s.stride}") + "]"
+                                       for s in sl) + "}")
+
+    def _x_fusion(self, i, op: str, shape: Shape, a: list, where: str):
+        _enum_word(op, "kind", "fusion_kind", i.fusion_kind, where)
+        a.append(f"kind={i.fusion_kind}")
+        if len(i.output_operand_aliasing):
+            a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+
+    def _x_rng(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"distribution={_enum(_DIST, i.distribution, 'distribution', where)}")
+
+    def _x_get_tuple_element(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"index={i.tuple_index}")
+
+    def _x_reduce_precision(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"exponent_bits={i.exponent_bits}")
+        a.append(f"mantissa_bits={i.mantissa_bits}")
+
+    def _x_infeed(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.infeed_config:
+            a.append("infeed_config=" + _q(i.infeed_config.decode("latin-1")))
+
+    def _x_outfeed(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"outfeed_shape={shape_of(i.outfeed_shape, where)}")
+        if i.outfeed_config:
+            a.append("outfeed_config=" + _q(i.outfeed_config.decode("latin-1")))
+
+    def _x_convolution(self, i, op: str, shape: Shape, a: list, where: str):
+        if len(i.window.dimensions):
+            a.append("window=" + _window(i.window))
+        a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
+        if i.feature_group_count not in (0, 1):
+            a.append(f"feature_group_count={i.feature_group_count}")
+        if i.batch_group_count not in (0, 1):
+            a.append(f"batch_group_count={i.batch_group_count}")
+        if i.conv_kind:
+            a.append(f"convolution_kind={_enum(_CONV_KIND, i.conv_kind, 'conv_kind', where)}")
+        _precision(i.precision_config, a, where)
+        _sparsity(i, a)
+        if i.convolution_field_101:
+            raise ProtoError(f"{where}field 101 of xla.HloInstructionProto (a newer XLA's "
+                             "convolution setting) is set; hlo does not know what it means, so "
+                             "the convolution is not read")
+
+    def _x_reduce_window(self, i, op: str, shape: Shape, a: list, where: str):
+        if len(i.window.dimensions):
+            a.append("window=" + _window(i.window))
+
+    def _x_custom_call(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.HasField("window"):
+            a.append("window=" + _window(i.window))
+        if i.HasField("convolution_dimension_numbers"):
+            a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
+        if i.feature_group_count not in (0, 1):
+            a.append(f"feature_group_count={i.feature_group_count}")
+        if i.batch_group_count not in (0, 1):
+            a.append(f"batch_group_count={i.batch_group_count}")
+        _precision(i.precision_config, a, where)
+        if i.padding_type:
+            a.append(f"padding_type={_enum(_PADDING_TYPE, i.padding_type, 'padding_type', where)}")
+        a.append("custom_call_target=" + _q(i.custom_call_target))
+        if i.constrain_layout:
+            a.append("operand_layout_constraints={" + ", ".join(
+                str(shape_of(s, where)) for s in i.operand_shapes_with_layout) + "}")
+        if i.custom_call_has_side_effect:
+            a.append("custom_call_has_side_effect=true")
+        if i.HasField("literal"):
+            lshape = shape_of(i.literal.shape, where)
+            a.append("literal=" + _oneline_literal(_literal(i.literal, lshape, where, self.limits)))
+        if len(i.output_operand_aliasing):
+            a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+        if i.custom_call_schedule:
+            a.append(f"schedule={_enum(_SCHEDULE, i.custom_call_schedule, 'custom_call_schedule', where)}")
+        if i.custom_call_api_version != 1:
+            a.append(f"api_version={_enum(_API, i.custom_call_api_version, 'custom_call_api_version', where)}")
+
+    def _x_pad(self, i, op: str, shape: Shape, a: list, where: str):
+        dims = list(i.padding_config.dimensions)
+        interior = any(d.interior_padding for d in dims)
+        a.append("padding=" + "x".join(f"{d.edge_padding_low}_{d.edge_padding_high}" +
+                                       (f"_{d.interior_padding}" if interior else "") for d in dims))
+
+    def _x_dynamic_slice(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append("dynamic_slice_sizes=" + _ints(i.dynamic_slice_sizes))
+
+    def _x_gather(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(_index_dnums(i.gather_dimension_numbers, _GATHER_DIMS))
+        a.append("slice_sizes=" + _ints(i.gather_slice_sizes))
+        if i.indices_are_sorted:
+            a.append("indices_are_sorted=true")
+
+    def _x_scatter(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(_index_dnums(i.scatter_dimension_numbers, _SCATTER_DIMS))
+        if i.indices_are_sorted:
+            a.append("indices_are_sorted=true")
+        if i.unique_indices:
+            a.append("unique_indices=true")
+
+    def _x_iota(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"iota_dimension={i.dimensions[0] if len(i.dimensions) else 0}")
+
+    def _x_dot(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(_dot_dnums(i.dot_dimension_numbers))
+        _precision(i.precision_config, a, where)
+        _sparsity(i, a)
+
+    def _x_ragged_dot(self, i, op: str, shape: Shape, a: list, where: str):
+        r = i.ragged_dot_dimension_numbers
+        s = _dot_dnums(r.dot_dimension_numbers)
+        if len(r.lhs_ragged_dimensions):
+            s += ", lhs_ragged_dims=" + _ints(r.lhs_ragged_dimensions)
+        if len(r.rhs_group_dimensions):
+            s += ", rhs_group_dims=" + _ints(r.rhs_group_dimensions)
+        a.append(s)
+        _precision(i.precision_config, a, where)
+
+    def _x_domain(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.HasField("domain_entry_sharding") and i.HasField("domain_exit_sharding"):
+            a.append('domain={kind="sharding", entry=' + _sharding(i.domain_exit_sharding, where) +
+                     ", exit=" + _sharding(i.domain_entry_sharding, where) + "}")
+
+    def _x_get_dimension_size(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")
+
+    def _x_rng_get_and_update_state(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"delta={i.delta}")
+
+    def _x_rng_bit_generator(self, i, op: str, shape: Shape, a: list, where: str):
+        a.append(f"algorithm={_enum(_RNG, i.rng_algorithm, 'rng_algorithm', where)}")
+
+    def _x_copy_start(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.HasField("cross_program_prefetch_index"):
+            a.append(f"cross_program_prefetch_index={i.cross_program_prefetch_index}")
+
+    def _x_async_start(self, i, op: str, shape: Shape, a: list, where: str):
+        if i.async_execution_thread and i.async_execution_thread != "main":
+            a.append(f"async_execution_thread={_q(i.async_execution_thread)}")
+        if len(i.output_operand_aliasing):
+            a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
+
 
     def _calls(self, i, op: str, calls: list, a: list, where: str):
         if not calls:
@@ -1159,10 +1079,41 @@ class _Renderer:
             a.append("calls=" + ", ".join(calls))
 
 
+# opcode -> its attribute printer: _x_<opcode> (with '_' for '-'), or the opcodes _SHARED names; the
+# generic `dimensions` printer serves the opcodes that have no printer of their own
+_SHARED = {"_x_batch_norm_training": ("batch-norm-training", "batch-norm-inference", "batch-norm-grad"),
+           "_x_channel_only": _CHANNEL_ONLY, "_x_replica_groups": _REPLICA_GROUPS,
+           "_x_collective_permute": ("collective-permute", "collective-permute-start"),
+           "_x_reduce_window": ("reduce-window", "select-and-scatter"), "_x_dot": ("dot", "scaled-dot"),
+           "_x_get_dimension_size": ("get-dimension-size", "set-dimension-size")}
+_EXTRA: dict = {}
+for _name, _f in vars(_Renderer).items():
+    if _name.startswith("_x_") and _name != "_x_dimensions":
+        for _op in _SHARED.get(_name, (_name[3:].replace("_", "-"),)):
+            assert _op in OPCODES and _op not in _EXTRA, _op
+            _EXTRA[_op] = _f
+for _op in _DIMENSIONS:
+    _EXTRA.setdefault(_op, _Renderer._x_dimensions)
+
+
+# gather's and scatter's dimension numbers: the fields always printed, then the batching ones
+# printed when set, then index_vector_dim
+_GATHER_DIMS = (("offset_dims", "collapsed_slice_dims", "start_index_map"),
+                ("operand_batching_dims", "start_indices_batching_dims"))
+_SCATTER_DIMS = (("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims"),
+                 ("input_batching_dims", "scatter_indices_batching_dims"))
+
+
+def _index_dnums(d, fields) -> str:
+    always, when_set = fields
+    parts = [f"{f}={_ints(getattr(d, f))}" for f in always]
+    parts += [f"{f}={_ints(getattr(d, f))}" for f in when_set if len(getattr(d, f))]
+    return ", ".join(parts) + f", index_vector_dim={d.index_vector_dim}"
+
+
 def _enum_word(op: str, attr: str, field: str, word: str, where: str) -> None:
     """A string field written as an enum attribute (a fusion's kind, a compare's direction and
     type): ProtoError unless it is one of the spellings OPCODES gives (an unset type is left out)."""
-    from ..ir.opcodes import OPCODES
     spec = OPCODES[op].attrs.get(attr, "") if op in OPCODES else ""
     if not spec.startswith("enum:"):
         return

@@ -17,7 +17,7 @@ from hlo_cli.devices.values import Stacked, Uniform
 from hlo_cli.interpreter import run_module
 from hlo_cli.interpreter.inputs import random_inputs
 from hlo_cli.interpreter.values import leaves
-from hlo_cli.parser import parse_file
+from hlo_cli import parse_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "samples" / "jax").glob("*.hlo"))

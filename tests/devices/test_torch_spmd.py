@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from hlo_cli.devices import partitioned
-from hlo_cli.parser import parse, parse_file
+from hlo_cli import parse_file
+from hlo_cli.parser import parse
 from run_harness import hlo  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from hlo_cli.errors import HloEvalError
 from hlo_cli.interpreter import RunOptions, numerics, run_module
 from hlo_cli.interpreter.values import np_dtype
-from hlo_cli.parser import parse, parse_file
+from hlo_cli import parse_file
+from hlo_cli.parser import parse
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GPU = ROOT / "samples" / "gpu"

@@ -24,7 +24,8 @@ from hlo_cli.interpreter import RunOptions, run_module
 from hlo_cli.interpreter.hoist import hoist_loop_invariants
 from hlo_cli.interpreter.inputs import bind, random_inputs
 from hlo_cli.interpreter.values import leaves
-from hlo_cli.parser import parse, parse_file
+from hlo_cli import parse_file
+from hlo_cli.parser import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPS = ROOT / "samples" / "loops"

@@ -2,8 +2,8 @@
 
 `cached_parse(text, name)` returns what `hlo_cli.parser.parse(text, name)`
 returns; on a repeat it loads the module from ``cache_dir()`` instead of
-parsing again, which for a large dump is many times faster (the README's section on the
-parse cache has figures).
+parsing again (a 10.8 MB after-optimization dump: ~6 s to parse, ~0.25 s to
+load).
 
 Where: ``$HLO_CACHE_DIR`` if set (empty, ``off``, ``0``, ``false``, ``no`` or
 ``none`` switch the cache off), else ``$XDG_CACHE_HOME/hlo``, else
@@ -34,23 +34,19 @@ cached.
 """
 from __future__ import annotations
 
-import copyreg
 import hashlib
-import io
 import logging
 import os
-import pickle
 import stat
 import struct
 import sys
 import tempfile
 import time
-from functools import cached_property
 from pathlib import Path
-from types import FunctionType as _FunctionType
 from typing import NamedTuple
 
-from .gcpause import NoGC as _NoGC
+from ..ir import serial
+from ..ir.gcpause import NoGC as _NoGC
 
 __all__ = ["cache_dir", "cached_parse", "clear_cache", "cache_info", "CacheInfo",
            "MAX_BYTES", "MAX_ENTRIES", "FORMAT_VERSION"]
@@ -67,7 +63,6 @@ _SUFFIX = ".hlc"
 _TMP_PREFIX = ".tmp-"
 _TMP_SUFFIX = ".part"
 _STALE_TMP_SECONDS = 3600
-_PICKLE_PROTOCOL = 5
 _OFF = frozenset({"", "off", "0", "false", "no", "none"})
 
 
@@ -119,15 +114,15 @@ def _code_fingerprint() -> bytes:
     global _fingerprint
     if _fingerprint is None:
         h = hashlib.sha256()
-        pkg = Path(__file__).resolve().parent
-        files: list[tuple[str, Path]] = [("cache.py", Path(__file__).resolve())]
+        pkg = Path(__file__).resolve().parent.parent
+        files: list[tuple[str, Path]] = [("sources/cache.py", Path(__file__).resolve())]
         for sub in ("ir", "parser"):
             d = pkg / sub
             if d.is_dir():
                 files.extend((f"{sub}/{p.relative_to(d).as_posix()}", p) for p in d.rglob("*.py")
                              if "__pycache__" not in p.parts)
         try:
-            from .source import grammar_path
+            from ..parser.grammar import grammar_path
             files.append(("grammar/hlo.lark", grammar_path()))
         except Exception:           # no grammar: parsing fails anyway; key on its absence
             h.update(b"no grammar\0")
@@ -143,11 +138,8 @@ def _code_fingerprint() -> bytes:
 
 
 def _tool_version() -> str:
-    try:
-        import hlo_cli
-        return str(getattr(hlo_cli, "__version__", "0"))
-    except Exception:
-        return "0"
+    from .. import version
+    return str(getattr(version, "__version__", "0"))
 
 
 _numpy_version: str | None = None
@@ -182,249 +174,6 @@ def _key(text: str, name: str) -> bytes:
 
 def _entry_path(directory: Path, key: bytes) -> Path:
     return directory / (key.hex() + _SUFFIX)
-
-
-# ----------------------------------------------------------------------------- serialization
-#
-# Pickling the IR as is works but is slow to load: slotted frozen dataclasses
-# unpickle through dataclasses' __setstate__, which calls fields() for every
-# object (most of the load time of a large module).  Instead an Instruction and
-# its Loc are rebuilt by one call of _mk_instr with positional arguments, the
-# other dataclasses by their constructor with positional arguments (a class
-# with init=False fields or a __post_init__ field by field instead, so that
-# nothing is recomputed), and ndarrays from raw bytes.  Cached properties are
-# not stored.  While pickling, names, opcodes and attribute keys are interned
-# so that a string that repeats (an instruction's name and its uses, every
-# 'fusion') is stored and loaded once, and equal attribute values of the
-# immutable one-string kinds (Metadata, Enum, ...) and int tuples are shared.
-# The pickle memo keeps the sharing the parser already has (shapes, ...).
-# Everything the pickler meets must be a builtin container or a registered IR
-# type; anything else makes the module uncacheable (it is then not stored),
-# and the unpickler accepts exactly the globals the pickler can produce.
-
-class _Unsupported(pickle.PicklingError):
-    pass
-
-
-class _Codec:
-    def __init__(self):
-        import dataclasses
-
-        import numpy as np
-
-        from .ir import attributes, dtypes, literal, module, shape
-        self.Module = module.Module
-        Instruction, Loc = module.Instruction, module.Loc
-        self.np = np
-        red: dict[type, object] = {}
-        allowed_classes: set[type] = set()
-        raw_slots: set[type] = set()
-        self.raw_slots = raw_slots
-        for mod in (module, shape, attributes, literal):
-            for obj in vars(mod).values():
-                if not (isinstance(obj, type) and obj.__module__ == mod.__name__):
-                    continue
-                if dataclasses.is_dataclass(obj):
-                    allowed_classes.add(obj)
-                    red[obj] = self._dataclass_reducer(obj, dataclasses, raw_slots)
-                elif issubclass(obj, (str, tuple)) and not issubclass(obj, BaseException):
-                    allowed_classes.add(obj)      # Word, Quoted, Sep, IntList: default reduction
-        allowed_classes.add(complex)
-        fast_instruction = self._fast_instruction_ok(Instruction, Loc, dataclasses)
-        # frozen value classes with one field (Metadata, Enum, ComputationRef, ...): equal attribute
-        # values of this kind are stored once (the parser already shares many of them)
-        text_values = {}
-        for cls in allowed_classes:
-            if dataclasses.is_dataclass(cls):
-                params = cls.__dataclass_params__
-                flds = dataclasses.fields(cls)
-                if params.frozen and params.eq and len(flds) == 1 and flds[0].compare:
-                    text_values[cls] = flds[0].name
-        self.text_values = text_values
-        red[np.ndarray] = self._reduce_array
-        # numpy dtypes the arrays may have: HLO element types first, then plain numpy ones
-        self.dtype_names = {}
-        for et in dtypes.ELEMENT_TYPES.values():
-            if et.numpy is not None and et.numpy not in self.dtype_names:
-                self.dtype_names[et.numpy] = et.name
-        self.dtypes = {name: dt for dt, name in self.dtype_names.items()}
-        self.reducers = red
-        self.allowed_classes = frozenset(allowed_classes)
-        self.builtin_ok = frozenset({tuple, list, dict, set, frozenset, bytearray, complex})
-        self.functions = frozenset((_mk_instr, _mk_array, _restore_slots))
-        globs: dict[tuple[str, str], object] = {}
-        for cls in self.allowed_classes:
-            globs[(cls.__module__, cls.__qualname__)] = cls
-        for f in self.functions:
-            globs[(__name__, f.__name__)] = f
-        self.globals = globs
-        codec = self
-
-        class Pickler(pickle.Pickler):
-            def __init__(self, *args, **kwargs):
-                super().__init__(*args, **kwargs)
-                self.canon = {}
-
-            def reducer_override(self, obj, _red=red, _ok=codec.builtin_ok | codec.allowed_classes,
-                                 _classes=codec.allowed_classes, _functions=codec.functions,
-                                 _Instruction=Instruction if fast_instruction else None):
-                t = type(obj)
-                if t is _Instruction:
-                    return _reduce_instruction(obj, self.canon, text_values)
-                f = _red.get(t)
-                if f is not None:
-                    return f(obj)
-                if t in _ok:
-                    return NotImplemented                   # the default reduction
-                if t is type:
-                    if obj in _classes:
-                        return NotImplemented               # saved as a global
-                elif t is _FunctionType and obj in _functions:
-                    return NotImplemented
-                raise _Unsupported(f"cannot cache a {t.__module__}.{t.__qualname__}")
-
-        class Unpickler(pickle.Unpickler):
-            def find_class(self, module_name, name, _globs=globs):
-                obj = _globs.get((module_name, name))
-                if obj is None:
-                    raise pickle.UnpicklingError(f"{module_name}.{name} is not allowed in a cache entry")
-                return obj
-
-        self.Pickler = Pickler
-        self.Unpickler = Unpickler
-
-    @staticmethod
-    def _fast_instruction_ok(Instruction, Loc, dataclasses) -> bool:
-        fi, fl = dataclasses.fields(Instruction), dataclasses.fields(Loc)
-        return (tuple(f.name for f in fi) == _INSTR_FIELDS and tuple(f.name for f in fl) == _LOC_FIELDS
-                and all(f.init for f in fi + fl)
-                and not hasattr(Instruction, "__post_init__") and not hasattr(Loc, "__post_init__"))
-
-    @staticmethod
-    def _dataclass_reducer(cls, dataclasses, raw_slots):
-        fields = dataclasses.fields(cls)
-        names = tuple(sys.intern(f.name) for f in fields)
-        simple = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
-        if simple:
-            # the constructor, positionally: the fastest way back, and for a class without slots it
-            # keeps the attributes in the object's inline values (no __dict__ object to create)
-            def reduce_init(o, cls=cls, names=names):
-                return cls, tuple([getattr(o, n) for n in names])
-            return reduce_init
-        if cls.__dictoffset__ == 0 or any("__slots__" in c.__dict__ for c in cls.__mro__[:-1]):
-            raw_slots.add(cls)
-
-            def reduce_slots(o, cls=cls, names=names):
-                return _restore_slots, (cls, names, tuple([getattr(o, n) for n in names]))
-            return reduce_slots
-        cached = frozenset(n for c in cls.__mro__ for n, v in vars(c).items() if isinstance(v, cached_property))
-
-        def reduce_dict(o, cls=cls, cached=cached):
-            # values of cached properties are derived: they are recomputed on demand, not stored
-            d = o.__dict__
-            if cached and not cached.isdisjoint(d):
-                d = {k: v for k, v in d.items() if k not in cached}
-            return copyreg.__newobj__, (cls,), d or None
-        return reduce_dict
-
-    def _reduce_array(self, a):
-        dt = a.dtype
-        spec = self.dtype_names.get(dt)
-        if spec is None:
-            raise _Unsupported(f"cannot cache an array of {dt}")
-        return _mk_array, (spec, tuple(a.shape), bytearray(a.tobytes()))
-
-    def dumps(self, module) -> io.BytesIO:
-        buf = io.BytesIO()
-        self.Pickler(buf, _PICKLE_PROTOCOL).dump(module)
-        return buf
-
-    def loads(self, data: bytes, offset: int):
-        f = io.BytesIO(data)
-        f.seek(offset)
-        return self.Unpickler(f).load()
-
-
-_INSTR_FIELDS = ("name", "opcode", "shape", "operands", "attrs", "literal", "parameter_number", "loc",
-                 "operand_shapes")
-_LOC_FIELDS = ("file", "line", "column")
-_intern = sys.intern
-
-
-def _reduce_instruction(i, canon, text_values):
-    """_mk_instr(...) with the Loc's fields inline; names, opcodes and attribute keys interned, and
-    equal attribute values of the simple immutable kinds (see text_values, tuples of ints) shared."""
-    loc = i.loc
-    name = i.name
-    opcode = i.opcode
-    operands = i.operands
-    attrs = i.attrs
-    if type(name) is str:
-        name = _intern(name)
-    if type(opcode) is str:
-        opcode = _intern(opcode)
-    if type(operands) is tuple:
-        operands = tuple([_intern(x) if type(x) is str else x for x in operands])
-    if type(attrs) is dict and attrs:
-        new = {}
-        for k, v in attrs.items():
-            if type(k) is str:
-                k = _intern(k)
-            t = type(v)
-            field = text_values.get(t)
-            if field is not None:
-                text = getattr(v, field)
-                if type(text) is str:
-                    v = canon.setdefault((t, text), v)
-            elif t is tuple and all(type(x) is int for x in v):
-                v = canon.setdefault((tuple, v), v)
-            new[k] = v
-        attrs = new
-    file = loc.file
-    if type(file) is str:
-        file = _intern(file)
-    return _mk_instr, (name, opcode, i.shape, operands, attrs, i.literal, i.parameter_number,
-                       file, loc.line, loc.column, i.operand_shapes)
-
-
-_Instruction = None
-_Loc = None
-
-
-def _mk_instr(name, opcode, shape, operands, attrs, literal, parameter_number, file, line, column,
-              operand_shapes):
-    return _Instruction(name, opcode, shape, operands, attrs, literal, parameter_number,
-                        _Loc(file, line, column), operand_shapes)
-
-
-def _restore_slots(cls, names, values):
-    if cls not in _codec().raw_slots:
-        raise pickle.UnpicklingError(f"{cls.__qualname__} is not restored field by field")
-    obj = object.__new__(cls)
-    for n, v in zip(names, values):
-        object.__setattr__(obj, n, v)
-    return obj
-
-
-def _mk_array(spec, shape, buf):
-    codec = _codec()
-    dt = codec.dtypes[spec]          # KeyError on a foreign spec: the entry is a miss
-    a = codec.np.frombuffer(buf, dtype=dt) if buf else codec.np.zeros(0, dt)
-    return a.reshape(shape)          # the size must match the bytes
-
-
-_the_codec: _Codec | None = None
-
-
-def _codec() -> _Codec:
-    global _the_codec, _Instruction, _Loc
-    if _the_codec is None:
-        from .ir.module import Instruction, Loc
-        _Instruction, _Loc = Instruction, Loc
-        _the_codec = _Codec()
-    return _the_codec
-
-
 
 
 # ----------------------------------------------------------------------------- load / store
@@ -497,17 +246,13 @@ def _decode(data: bytes, key: bytes):
         raise _BadEntry("truncated or padded")
     if hashlib.sha256(memoryview(data)[_HEADER.size:]).digest() != digest:
         raise _BadEntry("checksum mismatch")
-    codec = _codec()
     with _NoGC(promote=True):
-        module = codec.loads(data, _HEADER.size)
-    if type(module) is not codec.Module:
-        raise _BadEntry(f"holds a {type(module).__name__}, not a Module")
-    return module
+        return serial.load(data, _HEADER.size)
 
 
 def _encode(module, key: bytes) -> tuple[bytes, memoryview]:
     with _NoGC():
-        buf = _codec().dumps(module)
+        buf = serial.dump(module)
     payload = buf.getbuffer()
     header = _HEADER.pack(_MAGIC, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
     return header, payload
@@ -600,7 +345,7 @@ def _evict(directory: Path, keep: Path | None = None) -> int:
 # ----------------------------------------------------------------------------- entry points
 
 def _parse(text: str, name: str):
-    from .parser import parse
+    from ..parser import parse
     return parse(text, name)
 
 
@@ -668,18 +413,6 @@ def clear_cache(directory: Path | str | None = None) -> int:
     return removed
 
 
-def serialize_module(module) -> bytes:
-    """The module in the cache's compact form (no header): fast to load with deserialize_module."""
-    with _NoGC():
-        return _codec().dumps(module).getvalue()
-
-
-def deserialize_module(data: bytes):
-    """The inverse of serialize_module."""
-    with _NoGC(promote=True):
-        return _codec().loads(data, 0)
-
-
 # ----------------------------------------------------------------------------- derived results
 #
 # What a command computes from the text alone (`hlo check`'s diagnostics...) is cached beside the
@@ -697,7 +430,7 @@ def _all_sources_fingerprint() -> bytes:
     global _package_fingerprint
     if _package_fingerprint is None:
         h = hashlib.sha256(_code_fingerprint())
-        pkg = Path(__file__).resolve().parent
+        pkg = Path(__file__).resolve().parent.parent
         for p in sorted(pkg.rglob("*.py")):
             if "__pycache__" in p.parts:
                 continue

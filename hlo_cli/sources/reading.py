@@ -1,28 +1,18 @@
-"""Reading HLO source files, and finding the grammar: no heavy imports, so a parse-cache hit
+"""Reading HLO source files (and refusing what is not one): no heavy imports, so a parse-cache hit
 does not pay for loading the parser."""
 from __future__ import annotations
 
 import os
 import re
 import stat
-from pathlib import Path
 
-from .errors import Diagnostic, HloInputError
+from ..errors import Diagnostic, HloInputError
 
 CONTROL_BYTE = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
 
 
 _BOM = b"\xef\xbb\xbf"
 _ALLOWED_BYTES = bytes(range(0x20, 0x7f)) + b"\t\n\r\x0b\x0c" + bytes(range(0x80, 0x100))
-
-
-def grammar_path() -> Path:
-    """The grammar shipped inside the wheel, or the repository's grammar/ in a source checkout."""
-    here = Path(__file__).resolve().parent
-    for cand in (here / "grammar" / "hlo.lark", here.parent / "grammar" / "hlo.lark"):
-        if cand.is_file():
-            return cand
-    raise FileNotFoundError("grammar/hlo.lark is missing from the installation")
 
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),

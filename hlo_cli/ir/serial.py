@@ -1,0 +1,287 @@
+"""The IR's compact pickle form: `serialize_module(m)` / `deserialize_module(data)`.
+
+Used by the on-disk cache (sources/cache.py) and by the parser's two-process parse (parser/parallel.py)
+to hand a module from one process to another.  Loading accepts only the IR's own classes, so a planted
+payload cannot run code.
+"""
+from __future__ import annotations
+
+import copyreg
+import io
+import pickle
+import sys
+from functools import cached_property
+from types import FunctionType as _FunctionType
+
+from .gcpause import NoGC
+
+__all__ = ["serialize_module", "deserialize_module", "dump", "load", "Unsupported"]
+
+_PICKLE_PROTOCOL = 5
+
+#
+# Pickling the IR as is works but is slow to load: slotted frozen dataclasses
+# unpickle through dataclasses' __setstate__, which calls fields() for every
+# object (most of the load time of a large module).  Instead an Instruction and
+# its Loc are rebuilt by one call of _mk_instr with positional arguments, the
+# other dataclasses by their constructor with positional arguments (a class
+# with init=False fields or a __post_init__ field by field instead, so that
+# nothing is recomputed), and ndarrays from raw bytes.  Cached properties are
+# not stored.  While pickling, names, opcodes and attribute keys are interned
+# so that a string that repeats (an instruction's name and its uses, every
+# 'fusion') is stored and loaded once, and equal attribute values of the
+# immutable one-string kinds (Metadata, Enum, ...) and int tuples are shared.
+# The pickle memo keeps the sharing the parser already has (shapes, ...).
+# Everything the pickler meets must be a builtin container or a registered IR
+# type; anything else makes the module uncacheable (it is then not stored),
+# and the unpickler accepts exactly the globals the pickler can produce.
+
+class Unsupported(pickle.PicklingError):
+    """The module holds something the compact form cannot store (it is then not cached)."""
+    pass
+
+
+class _Codec:
+    def __init__(self):
+        import dataclasses
+
+        import numpy as np
+
+        from . import attributes, dtypes, literal, module, shape
+        self.Module = module.Module
+        Instruction, Loc = module.Instruction, module.Loc
+        self.np = np
+        red: dict[type, object] = {}
+        allowed_classes: set[type] = set()
+        raw_slots: set[type] = set()
+        self.raw_slots = raw_slots
+        for mod in (module, shape, attributes, literal):
+            for obj in vars(mod).values():
+                if not (isinstance(obj, type) and obj.__module__ == mod.__name__):
+                    continue
+                if dataclasses.is_dataclass(obj):
+                    allowed_classes.add(obj)
+                    red[obj] = self._dataclass_reducer(obj, dataclasses, raw_slots)
+                elif issubclass(obj, (str, tuple)) and not issubclass(obj, BaseException):
+                    allowed_classes.add(obj)      # Word, Quoted, Sep, IntList: default reduction
+        allowed_classes.add(complex)
+        fast_instruction = self._fast_instruction_ok(Instruction, Loc, dataclasses)
+        # frozen value classes with one field (Metadata, Enum, ComputationRef, ...): equal attribute
+        # values of this kind are stored once (the parser already shares many of them)
+        text_values = {}
+        for cls in allowed_classes:
+            if dataclasses.is_dataclass(cls):
+                params = cls.__dataclass_params__
+                flds = dataclasses.fields(cls)
+                if params.frozen and params.eq and len(flds) == 1 and flds[0].compare:
+                    text_values[cls] = flds[0].name
+        self.text_values = text_values
+        red[np.ndarray] = self._reduce_array
+        # numpy dtypes the arrays may have: HLO element types first, then plain numpy ones
+        self.dtype_names = {}
+        for et in dtypes.ELEMENT_TYPES.values():
+            if et.numpy is not None and et.numpy not in self.dtype_names:
+                self.dtype_names[et.numpy] = et.name
+        self.dtypes = {name: dt for dt, name in self.dtype_names.items()}
+        self.reducers = red
+        self.allowed_classes = frozenset(allowed_classes)
+        self.builtin_ok = frozenset({tuple, list, dict, set, frozenset, bytearray, complex})
+        self.functions = frozenset((_mk_instr, _mk_array, _restore_slots))
+        globs: dict[tuple[str, str], object] = {}
+        for cls in self.allowed_classes:
+            globs[(cls.__module__, cls.__qualname__)] = cls
+        for f in self.functions:
+            globs[(__name__, f.__name__)] = f
+        self.globals = globs
+        codec = self
+
+        class Pickler(pickle.Pickler):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.canon = {}
+
+            def reducer_override(self, obj, _red=red, _ok=codec.builtin_ok | codec.allowed_classes,
+                                 _classes=codec.allowed_classes, _functions=codec.functions,
+                                 _Instruction=Instruction if fast_instruction else None):
+                t = type(obj)
+                if t is _Instruction:
+                    return _reduce_instruction(obj, self.canon, text_values)
+                f = _red.get(t)
+                if f is not None:
+                    return f(obj)
+                if t in _ok:
+                    return NotImplemented                   # the default reduction
+                if t is type:
+                    if obj in _classes:
+                        return NotImplemented               # saved as a global
+                elif t is _FunctionType and obj in _functions:
+                    return NotImplemented
+                raise Unsupported(f"cannot cache a {t.__module__}.{t.__qualname__}")
+
+        class Unpickler(pickle.Unpickler):
+            def find_class(self, module_name, name, _globs=globs):
+                obj = _globs.get((module_name, name))
+                if obj is None:
+                    raise pickle.UnpicklingError(f"{module_name}.{name} is not allowed in a cache entry")
+                return obj
+
+        self.Pickler = Pickler
+        self.Unpickler = Unpickler
+
+    @staticmethod
+    def _fast_instruction_ok(Instruction, Loc, dataclasses) -> bool:
+        fi, fl = dataclasses.fields(Instruction), dataclasses.fields(Loc)
+        return (tuple(f.name for f in fi) == _INSTR_FIELDS and tuple(f.name for f in fl) == _LOC_FIELDS
+                and all(f.init for f in fi + fl)
+                and not hasattr(Instruction, "__post_init__") and not hasattr(Loc, "__post_init__"))
+
+    @staticmethod
+    def _dataclass_reducer(cls, dataclasses, raw_slots):
+        fields = dataclasses.fields(cls)
+        names = tuple(sys.intern(f.name) for f in fields)
+        simple = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
+        if simple:
+            # the constructor, positionally: the fastest way back, and for a class without slots it
+            # keeps the attributes in the object's inline values (no __dict__ object to create)
+            def reduce_init(o, cls=cls, names=names):
+                return cls, tuple([getattr(o, n) for n in names])
+            return reduce_init
+        if cls.__dictoffset__ == 0 or any("__slots__" in c.__dict__ for c in cls.__mro__[:-1]):
+            raw_slots.add(cls)
+
+            def reduce_slots(o, cls=cls, names=names):
+                return _restore_slots, (cls, names, tuple([getattr(o, n) for n in names]))
+            return reduce_slots
+        cached = frozenset(n for c in cls.__mro__ for n, v in vars(c).items() if isinstance(v, cached_property))
+
+        def reduce_dict(o, cls=cls, cached=cached):
+            # values of cached properties are derived: they are recomputed on demand, not stored
+            d = o.__dict__
+            if cached and not cached.isdisjoint(d):
+                d = {k: v for k, v in d.items() if k not in cached}
+            return copyreg.__newobj__, (cls,), d or None
+        return reduce_dict
+
+    def _reduce_array(self, a):
+        dt = a.dtype
+        spec = self.dtype_names.get(dt)
+        if spec is None:
+            raise Unsupported(f"cannot cache an array of {dt}")
+        return _mk_array, (spec, tuple(a.shape), bytearray(a.tobytes()))
+
+    def dumps(self, module) -> io.BytesIO:
+        buf = io.BytesIO()
+        self.Pickler(buf, _PICKLE_PROTOCOL).dump(module)
+        return buf
+
+    def loads(self, data: bytes, offset: int):
+        f = io.BytesIO(data)
+        f.seek(offset)
+        return self.Unpickler(f).load()
+
+
+_INSTR_FIELDS = ("name", "opcode", "shape", "operands", "attrs", "literal", "parameter_number", "loc",
+                 "operand_shapes")
+_LOC_FIELDS = ("file", "line", "column")
+_intern = sys.intern
+
+
+def _reduce_instruction(i, canon, text_values):
+    """_mk_instr(...) with the Loc's fields inline; names, opcodes and attribute keys interned, and
+    equal attribute values of the simple immutable kinds (see text_values, tuples of ints) shared."""
+    loc = i.loc
+    name = i.name
+    opcode = i.opcode
+    operands = i.operands
+    attrs = i.attrs
+    if type(name) is str:
+        name = _intern(name)
+    if type(opcode) is str:
+        opcode = _intern(opcode)
+    if type(operands) is tuple:
+        operands = tuple([_intern(x) if type(x) is str else x for x in operands])
+    if type(attrs) is dict and attrs:
+        new = {}
+        for k, v in attrs.items():
+            if type(k) is str:
+                k = _intern(k)
+            t = type(v)
+            field = text_values.get(t)
+            if field is not None:
+                text = getattr(v, field)
+                if type(text) is str:
+                    v = canon.setdefault((t, text), v)
+            elif t is tuple and all(type(x) is int for x in v):
+                v = canon.setdefault((tuple, v), v)
+            new[k] = v
+        attrs = new
+    file = loc.file
+    if type(file) is str:
+        file = _intern(file)
+    return _mk_instr, (name, opcode, i.shape, operands, attrs, i.literal, i.parameter_number,
+                       file, loc.line, loc.column, i.operand_shapes)
+
+
+_Instruction = None
+_Loc = None
+
+
+def _mk_instr(name, opcode, shape, operands, attrs, literal, parameter_number, file, line, column,
+              operand_shapes):
+    return _Instruction(name, opcode, shape, operands, attrs, literal, parameter_number,
+                        _Loc(file, line, column), operand_shapes)
+
+
+def _restore_slots(cls, names, values):
+    if cls not in _codec().raw_slots:
+        raise pickle.UnpicklingError(f"{cls.__qualname__} is not restored field by field")
+    obj = object.__new__(cls)
+    for n, v in zip(names, values):
+        object.__setattr__(obj, n, v)
+    return obj
+
+
+def _mk_array(spec, shape, buf):
+    codec = _codec()
+    dt = codec.dtypes[spec]          # KeyError on a foreign spec: the entry is a miss
+    a = codec.np.frombuffer(buf, dtype=dt) if buf else codec.np.zeros(0, dt)
+    return a.reshape(shape)          # the size must match the bytes
+
+
+_the_codec: _Codec | None = None
+
+
+def _codec() -> _Codec:
+    global _the_codec, _Instruction, _Loc
+    if _the_codec is None:
+        from .module import Instruction, Loc
+        _Instruction, _Loc = Instruction, Loc
+        _the_codec = _Codec()
+    return _the_codec
+
+
+def serialize_module(module) -> bytes:
+    """The module in the cache's compact form (no header): fast to load with deserialize_module."""
+    with NoGC():
+        return _codec().dumps(module).getvalue()
+
+
+def deserialize_module(data: bytes):
+    """The inverse of serialize_module."""
+    with NoGC(promote=True):
+        return _codec().loads(data, 0)
+
+
+def dump(module) -> io.BytesIO:
+    """The compact form in a buffer (its getbuffer() is written without a copy)."""
+    return _codec().dumps(module)
+
+
+def load(data, offset: int = 0):
+    """The Module stored at OFFSET of DATA.  Raises pickle.UnpicklingError (or another exception of
+    decoding) for anything else, and TypeError when it holds something that is not a Module."""
+    codec = _codec()
+    obj = codec.loads(data, offset)
+    if type(obj) is not codec.Module:
+        raise TypeError(f"holds a {type(obj).__name__}, not a Module")
+    return obj

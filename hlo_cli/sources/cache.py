@@ -2,8 +2,8 @@
 
 `cached_parse(text, name)` returns what `hlo_cli.parser.parse(text, name)`
 returns; on a repeat it loads the module from ``cache_dir()`` instead of
-parsing again (a 10.8 MB after-optimization dump: ~6 s to parse, ~0.25 s to
-load).
+parsing again, which for a large dump is many times faster (the README's section on the
+parse cache has figures).
 
 Where: ``$HLO_CACHE_DIR`` if set (empty, ``off``, ``0``, ``false``, ``no`` or
 ``none`` switch the cache off), else ``$XDG_CACHE_HOME/hlo``, else

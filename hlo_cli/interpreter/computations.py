@@ -93,7 +93,7 @@ import numpy as np
 from ..errors import HloEvalError
 from ..ir.module import Computation, Instruction, Module
 from .fpenv import flushing, hardware
-from .ops.convert import subnormals
+from .kernels import subnormals
 from .registry import rule_for
 
 # Generic folds longer than this (per output) are evaluated as a pairwise tree instead of
@@ -109,7 +109,7 @@ BINARY_OPS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
 
 # =============================================================================== dtype helpers
 
-def _is_float(dt: np.dtype) -> bool:
+def is_float(dt: np.dtype) -> bool:
     return dt.kind in "fc" or (dt.kind == "V" and dt.name.startswith(("bfloat", "float")))
 
 
@@ -205,13 +205,13 @@ def _wrap_int(a64: np.ndarray, dt: np.dtype) -> np.ndarray:
 def _identity(kind: str, dt: np.dtype):
     """A neutral element of `kind` for `dt` (used only where the position is masked out anyway)."""
     if kind == "add":
-        return dt.type(-0.0) if _is_float(dt) else dt.type(0)
+        return dt.type(-0.0) if is_float(dt) else dt.type(0)
     if kind == "multiply":
         return dt.type(1)
     if dt == np.bool_:
         return {"maximum": False, "minimum": True, "and": True, "or": False, "xor": False}[kind]
     if kind in ("maximum", "minimum"):
-        if _is_float(dt):
+        if is_float(dt):
             return dt.type(-np.inf if kind == "maximum" else np.inf)
         info = ml_dtypes.iinfo(dt)
         return dt.type(info.min if kind == "maximum" else info.max)
@@ -233,7 +233,7 @@ def combine(kind: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
               "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
               "multiply": np.logical_and}[kind]
         return fn(a, b)
-    if _is_float(dt):
+    if is_float(dt):
         a, b = flush(a), flush(b)
         if kind in ("add", "multiply"):
             fn = np.add if kind == "add" else np.multiply
@@ -279,7 +279,7 @@ def _argpair(kind: str, v0, i0, v1, i1):
     strictly better or NaN, the index side also keeps the smaller index on equal values."""
     with np.errstate(invalid="ignore"):
         better = (v0 > v1) if kind == "argmax" else (v0 < v1)
-        if _is_float(v0.dtype):
+        if is_float(v0.dtype):
             better = better | np.isnan(v0)
         keep_i = better | ((v0 == v1) & (i0 < i1))
     return np.where(better, v0, v1).astype(v0.dtype), np.where(keep_i, i0, i1).astype(i0.dtype)
@@ -386,7 +386,7 @@ def _recognize_reducer(ec, name: str, n: int) -> Reducer:
 
 
 def _probe_values(dt: np.dtype) -> np.ndarray:
-    if _is_float(dt):
+    if is_float(dt):
         vals = [np.nan, -np.nan, -np.inf, -1.5, -0.0, 0.0, 1.0, 2.5, np.inf]
         with np.errstate(invalid="ignore", over="ignore"):
             return np.array(vals, dtype=np.float64).astype(dt)
@@ -410,7 +410,7 @@ def _probe_argpair(ec, name: str, ps) -> str | None:
         vdt, idt = np_dtype(vt), np_dtype(it)
     except HloEvalError:
         return None
-    if not _is_int(idt) or not (_is_float(vdt) or _is_int(vdt)) or vdt.kind == "c":
+    if not _is_int(idt) or not (is_float(vdt) or _is_int(vdt)) or vdt.kind == "c":
         return None
     vals = _probe_values(vdt)
     idx = np.array([0, 1, 2, 5], dtype=np.int64).astype(idt)
@@ -694,13 +694,13 @@ def _fold_argpair(kind, av, ai, xv, xi, valid):
     ok = np.ones(raw.shape, bool)
     if valid is not None:
         ok[..., 1:] = valid
-    v = flush(raw) if _is_float(raw.dtype) else raw       # compares read subnormals as 0 (DAZ)
-    if _is_float(v.dtype):
+    v = flush(raw) if is_float(raw.dtype) else raw       # compares read subnormals as 0 (DAZ)
+    if is_float(v.dtype):
         isn = np.isnan(v) & ok
     else:
         isn = np.zeros(v.shape, bool)
     real = ok & ~isn
-    if _is_float(v.dtype):
+    if is_float(v.dtype):
         fill = v.dtype.type(-np.inf if kind == "argmax" else np.inf)
     else:
         info = ml_dtypes.iinfo(v.dtype)
@@ -990,7 +990,7 @@ def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits
     kind = red.kinds[0][0] if len(xs) == 1 and red.kinds and red.kinds[0] else None
     if kind in ("maximum", "minimum") and _library_window(xs[0], inits[0], wdims, _SIGN_MAGNITUDE):
         return [_sign_magnitude_window(kind, xs[0], inits[0], wdims)]
-    scan = _scan_form(xs[0].shape, wdims)
+    scan = scan_form(xs[0].shape, wdims)
     if scan is not None:
         return _blocked_scan(ec, red, comp_name, xs, inits, wdims, *scan)
     if _taps_pay(xs[0].shape, wdims):
@@ -1094,6 +1094,19 @@ def _phased(xb: np.ndarray, w: WDim):
     return get
 
 
+# the ufunc of a recognized reducer kind on integers (wrapping like XLA) and on pred
+_INT_REDUCER_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+                       "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+_PRED_REDUCER_UFUNCS = {"add": np.logical_or, "maximum": np.logical_or, "minimum": np.logical_and,
+                        "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+                        "multiply": np.logical_and}
+
+
+def _exact_ufunc(kind: str, dt):
+    """The ufunc of reducer `kind` on integer or pred arrays of dtype `dt`."""
+    return (_PRED_REDUCER_UFUNCS if dt == np.bool_ else _INT_REDUCER_UFUNCS)[kind]
+
+
 def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
     """A reduce-window of a recognized binary reducer as one sweep over the window positions: the
     accumulator (one per output, from the init value) is combined with the strided view of the
@@ -1111,13 +1124,7 @@ def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
         return acc
     taps = window_taps(x.shape, wdims, outs)
     if dt.kind in "iu" or dt == np.bool_:
-        if dt == np.bool_:
-            uf = {"add": np.logical_or, "maximum": np.logical_or, "minimum": np.logical_and,
-                  "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
-                  "multiply": np.logical_and}[op]
-        else:
-            uf = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
-                  "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+        uf = _exact_ufunc(op, dt)
         with np.errstate(all="ignore"):
             for xb, ab, tb in _in_blocks(x, acc, wdims):
                 for _, o, i in tb:
@@ -1263,7 +1270,7 @@ def _sign_magnitude_window(kind: str, x: np.ndarray, init: np.ndarray, wdims) ->
     return best
 
 
-def _scan_form(shape, wdims):
+def scan_form(shape, wdims):
     """(dim, forward, exclusive) if XLA's ReduceWindowRewriter turns this reduce-window into a
     blocked scan, else None."""
     nontrivial = [d for d, w in enumerate(wdims) if not w.trivial]
@@ -1368,7 +1375,7 @@ def _scatter_fast(red, targets, lin, updates) -> bool:
     """ufunc.at for recognized combiners where it is exact; False to take the rounds path."""
     for (kind, swapped), o, u in zip(red.kinds, targets, updates):
         dt = o.dtype
-        if _is_float(dt):
+        if is_float(dt):
             if kind != "add" or not _native_float(dt):      # f16/bf16/f8: NaN bits via combine()
                 return False
             if flushes_subnormals(dt) and _tiny_present(dt, o[lin], u):
@@ -1376,13 +1383,7 @@ def _scatter_fast(red, targets, lin, updates) -> bool:
         elif not (dt == np.bool_ or dt.kind in "iu"):
             return False
     for (kind, swapped), o, u in zip(red.kinds, targets, updates):
-        if o.dtype == np.bool_:
-            uf = {"add": np.logical_or, "maximum": np.logical_or, "minimum": np.logical_and,
-                  "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
-                  "multiply": np.logical_and}[kind]
-        else:
-            uf = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
-                  "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[kind]
+        uf = _exact_ufunc(kind, o.dtype)
         with np.errstate(all="ignore"):
             uf.at(o, lin, flush(np.asarray(u, dtype=o.dtype)))
     return True
@@ -1585,14 +1586,14 @@ def _eval_subgraph(ec, comp: Computation, root: str, bindings: dict[int, np.ndar
     return vals[root]
 
 
-def _order_key(a: np.ndarray, ctype: str) -> np.ndarray:
+def order_key(a: np.ndarray, ctype: str) -> np.ndarray:
     """An array whose natural (integer) order is the compare type's order on `a`."""
     dt = a.dtype
     if dt == np.bool_:
         return a.astype(np.uint8)
-    if _is_float(dt) and dt.kind != "c":
+    if is_float(dt) and dt.kind != "c":
         if dt.kind == "V" and ml_dtypes.finfo(dt).bits < dt.itemsize * 8:
-            return _order_key(a.astype(np.float32), ctype)       # f4/f6: widen exactly
+            return order_key(a.astype(np.float32), ctype)       # f4/f6: widen exactly
         if dt == ml_dtypes.bfloat16 and ctype == "TOTALORDER":
             a = flush(a)        # measured: bf16 TOTALORDER reads subnormals as zeros of their sign
         if ctype != "TOTALORDER" and ctype != "WEAKORDER":
@@ -1616,7 +1617,7 @@ def _order_key(a: np.ndarray, ctype: str) -> np.ndarray:
     raise HloEvalError(f"cannot order values of type {dt}")
 
 
-def _descending(k: np.ndarray) -> np.ndarray:
+def descending_key(k: np.ndarray) -> np.ndarray:
     return ~k if k.dtype.kind in "iu" else -k
 
 
@@ -1640,8 +1641,8 @@ def sort_arrays(ec, comp_name: str, operands: Sequence[np.ndarray], dim: int, is
             for k in keys:
                 v = np.broadcast_to(np.asarray(eval_subgraph(ec, comp, k.root, {k.param: ops[k.operand]})),
                                     ops[0].shape)
-                o = _order_key(np.moveaxis(v, dim, -1), k.ctype)
-                arrays.append(_descending(o) if k.descending else o)
+                o = order_key(np.moveaxis(v, dim, -1), k.ctype)
+                arrays.append(descending_key(o) if k.descending else o)
             perm = np.lexsort(arrays[::-1], axis=-1)
         except HloEvalError:
             perm = None
@@ -1716,4 +1717,4 @@ def weak_from_total(a: np.ndarray, key: np.ndarray) -> np.ndarray:
 
 def total_order_key(a: np.ndarray) -> np.ndarray:
     """Integers ordered like XLA's TOTALORDER on `a` (floats: -NaN < -inf < ... < -0 < +0 < ... < NaN)."""
-    return _order_key(a, "TOTALORDER")
+    return order_key(a, "TOTALORDER")

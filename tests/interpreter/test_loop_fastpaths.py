@@ -95,7 +95,7 @@ def test_reduces_match_the_rules(t, dt, dims, rdims, init, data):
 
 def test_the_fast_paths_are_taken():
     from hlo_cli.interpreter import compiler
-    from hlo_cli.interpreter.fastpaths import RULE
+    from hlo_cli.interpreter.kernels import RULE
     module = parse(_REDUCE.format(t="f32", dims="3,70", out="3", init="0", rdims="1"))
     steps = compiler.compiled(module, module.entry, True).steps
     assert not [s[4].opcode for s in steps if s[0] == RULE]

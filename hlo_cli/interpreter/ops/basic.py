@@ -5,7 +5,8 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.literal import Literal
-from ..registry import evaluator
+from ..kernels import ELEMENT, SAME, TUPLE, Fast, flushed_type
+from ..registry import evaluator, prepares
 from ..values import TOKEN, np_dtype, random_value_for
 
 
@@ -75,3 +76,27 @@ def eval_after_all(inst, args, ec):
 def eval_add_dependency(inst, args, ec):
     """The first operand, once the token operand is ready."""
     return args[0]
+
+
+# ============================================================================ prepare stages
+# (registry.prepare: once per instruction at compile time; kernels.py)
+
+def _prepare_identity(inst, ops, st):
+    return Fast(kind=SAME, clean=st.clean.get(ops[0], False))
+
+
+def _prepare_gte(inst, ops, st):
+    index = int(inst.attrs["index"])
+    src = st.clean.get(ops[0])
+    clean = src[index] if isinstance(src, tuple) and index < len(src) else not flushed_type(inst.shape)
+    return Fast(index, ELEMENT, clean=clean)
+
+
+def _prepare_tuple(inst, ops, st):
+    return Fast(kind=TUPLE, clean=tuple(st.clean.get(j, False) for j in ops))
+
+
+
+prepares("copy", "opt-barrier")(_prepare_identity)
+prepares("get-tuple-element")(_prepare_gte)
+prepares("tuple")(_prepare_tuple)

@@ -27,7 +27,8 @@ import ml_dtypes
 import numpy as np
 
 from ...ir.dtypes import ELEMENT_TYPES, ElementType, from_numpy
-from ..registry import evaluator
+from ..kernels import Fast, flush, shape_dtype
+from ..registry import evaluator, prepares
 from ..values import np_dtype
 
 F32 = np.dtype(np.float32)
@@ -123,55 +124,6 @@ def signed_bits(et: ElementType, c: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- floats
-
-TINY = {F32: F32.type(2.0 ** -126), F64: F64.type(2.0 ** -1022)}     # smallest normal numbers
-
-
-def subnormals(x: np.ndarray):
-    """The mask of the subnormal elements of an f32/f64 array, or None if there are none.  The
-    common case costs one pass: the smallest magnitude (NaN-ignoring) is a normal number."""
-    if x.size == 0:
-        return None
-    a = np.abs(x)
-    tiny = TINY[x.dtype]
-    # np.minimum, not np.fmin: NumPy 2.4's fmin.reduce misses the smallest value of some arrays
-    # holding NaNs (3 of 200 random-bit f32[4096], measured), which left subnormals unflushed
-    m = np.minimum.reduce(a, axis=None)
-    if m >= tiny:
-        return None
-    if m != m:
-        if not isinstance(a, np.ndarray) or a.ndim == 0:
-            return None                # one element, a NaN
-        # a NaN (propagated): the magnitudes' bit patterns as integers, minus one, are below the
-        # smallest normal's exactly for the subnormals (NaN and inf are the largest, zero wraps
-        # around to the largest): two passes over `a` (our own copy), no masks
-        it, ut = (np.int32, np.uint32) if x.dtype == F32 else (np.int64, np.uint64)
-        u = a.view(it)
-        np.subtract(u, it(1), out=u)
-        if np.minimum.reduce(u.view(ut), axis=None) >= ut(tiny.view(it)) - ut(1):
-            return None
-        a = np.abs(x)
-    sub = (a < tiny) & (a > 0)
-    return sub if sub.any() else None
-
-
-def flush(x: np.ndarray) -> np.ndarray:
-    """XLA CPU's FTZ/DAZ: denormal f32/f64 values (and complex parts) become zeros of the same sign.
-    Other dtypes pass through."""
-    if x.dtype == F32 or x.dtype == F64:
-        sub = subnormals(x)
-        if sub is None:
-            return x
-        return np.where(sub, np.copysign(np.zeros((), x.dtype), x), x)
-    if x.dtype == C64 or x.dtype == C128:
-        re, im = flush(x.real), flush(x.imag)
-        if re is x.real and im is x.imag:
-            return x
-        out = np.empty(x.shape, x.dtype)
-        out.real, out.imag = re, im
-        return out
-    return x
-
 
 def float_compute_dtype(dtype) -> np.dtype:
     """The width XLA CPU computes a float (complex) type in: f64 / c128 as themselves, every
@@ -386,7 +338,7 @@ eval_convert.elementwise = True             # element i of the result depends on
 
 # ----------------------------------------------------------------------------- bitcast-convert
 
-def _contig(x: np.ndarray) -> np.ndarray:
+def contig(x: np.ndarray) -> np.ndarray:
     """C-contiguous `x` (np.ascontiguousarray would turn a 0-d array into shape [1])."""
     return x if x.flags.c_contiguous else np.array(x, order="C")
 
@@ -398,7 +350,7 @@ def _bits_of(x: np.ndarray) -> np.ndarray:
         if et.kind in ("int", "uint"):
             return unsigned_bits(et, int_compute(x))
         return x.view(np.uint8) & np.uint8((1 << et.bits) - 1) if et.bits < 8 else x.view(np.uint8)
-    return _contig(x).view(_UINT[et.bits])
+    return contig(x).view(_UINT[et.bits])
 
 
 def _from_bits(u: np.ndarray, dst: np.dtype) -> np.ndarray:
@@ -410,7 +362,7 @@ def _from_bits(u: np.ndarray, dst: np.dtype) -> np.ndarray:
         return u8.view(dst)
     if et.kind == "pred":
         return u.astype(np.uint8).view(BOOL)
-    return _contig(u.astype(_UINT[et.bits], copy=False)).view(dst)
+    return contig(u.astype(_UINT[et.bits], copy=False)).view(dst)
 
 
 @evaluator("bitcast-convert")
@@ -424,10 +376,10 @@ def eval_bitcast_convert(inst, args, ec):
     a, b = etype(x.dtype).bits, etype(dst).bits
     if x.dtype.kind == "c" or dst.kind == "c":          # complex: plain memory reinterpretation
         if a == b:
-            return np.asarray(_contig(x).view(dst))
+            return np.asarray(contig(x).view(dst))
         if a > b:
-            return np.asarray(_contig(x)[..., None].view(dst))
-        return np.asarray(_contig(x).view(dst)[..., 0])
+            return np.asarray(contig(x)[..., None].view(dst))
+        return np.asarray(contig(x).view(dst)[..., 0])
     bits = _bits_of(x)
     if a == b:
         return np.asarray(_from_bits(bits, dst))
@@ -526,3 +478,23 @@ def eval_stochastic_convert(inst, args, ec):
         r = np.where(w < 0, -r, r)
         r = np.where(w <= lo, lo, np.where(w >= hi, hi, r))
     return np.asarray(wrap_int(np.asarray(r), dst))
+
+
+# ============================================================================ prepare stages
+# (registry.prepare: once per instruction at compile time; kernels.py)
+
+_NATIVE_INTS = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                               np.uint32, np.uint64, np.bool_))
+
+
+def _prepare_convert(inst, ops, st):
+    """Integer and pred conversions among the native widths: NumPy's cast wraps, sign-extends
+    and reads nonzero as true, as XLA's convert does."""
+    dt, src = shape_dtype(inst), shape_dtype(st.node(ops[0]))
+    if dt not in _NATIVE_INTS or src not in _NATIVE_INTS:
+        return None
+    return Fast(lambda x: x.astype(dt), clean=True, elementwise=True)
+
+
+
+prepares("convert")(_prepare_convert)

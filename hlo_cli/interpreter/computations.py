@@ -91,6 +91,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import HloEvalError
+from ..ir.attributes import WindowDim
 from ..ir.module import Computation, Instruction, Module
 from .fpenv import flushing, hardware
 from .kernels import subnormals
@@ -936,47 +937,42 @@ def _tree_stage(ec, red, xs, inits, dims):
 
 # =============================================================================== reduce-window
 
-@dataclass(frozen=True)
-class WDim:
-    size: int = 1
-    stride: int = 1
-    lo: int = 0
-    hi: int = 0
-    wdil: int = 1
-    bdil: int = 1
-
-    @property
-    def trivial(self) -> bool:
-        return self == WDim()
+TRIVIAL_WINDOW = WindowDim()         # size 1, stride 1, no padding, no dilation
 
 
-def window_dims(window, rank: int) -> list[WDim]:
-    """The Window attribute as WDims (missing window = trivial in every dimension)."""
+def trivial_window(w: WindowDim) -> bool:
+    """A window dimension of size 1, stride 1, no padding, no dilation."""
+    return w == TRIVIAL_WINDOW
+
+
+def window_dims(window, rank: int) -> list[WindowDim]:
+    """The Window attribute's dimensions, reversal left out (missing window = trivial in every
+    dimension)."""
     ds = list(getattr(window, "dimensions", ()) or ())
-    out = [WDim(d.size, d.stride, d.padding_low, d.padding_high, d.window_dilation, d.base_dilation)
+    out = [WindowDim(d.size, d.stride, d.padding_low, d.padding_high, d.window_dilation, d.base_dilation)
            for d in ds]
-    return out + [WDim()] * (rank - len(out))
+    return out + [TRIVIAL_WINDOW] * (rank - len(out))
 
 
-def _out_len(n: int, w: WDim) -> int:
-    dil = (n - 1) * w.bdil + 1 if n > 0 else 0
-    padded = dil + w.lo + w.hi
-    span = (w.size - 1) * w.wdil + 1
+def _out_len(n: int, w: WindowDim) -> int:
+    dil = (n - 1) * w.base_dilation + 1 if n > 0 else 0
+    padded = dil + w.padding_low + w.padding_high
+    span = (w.size - 1) * w.window_dilation + 1
     return 0 if padded < span or w.size == 0 else (padded - span) // w.stride + 1
 
 
-def _window_index(n: int, w: WDim, out: int):
+def _window_index(n: int, w: WindowDim, out: int):
     """For one dimension: the source index (out, size) of each window position and its validity."""
     o = np.arange(out)[:, None]
     k = np.arange(w.size)[None, :]
-    p = o * w.stride + k * w.wdil - w.lo
-    ok = (p >= 0) & (p <= (n - 1) * w.bdil) & (p % w.bdil == 0)
-    src = np.where(ok, p // w.bdil, 0)
+    p = o * w.stride + k * w.window_dilation - w.padding_low
+    ok = (p >= 0) & (p <= (n - 1) * w.base_dilation) & (p % w.base_dilation == 0)
+    src = np.where(ok, p // w.base_dilation, 0)
     return src, ok
 
 
 def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Sequence[np.ndarray],
-                         wdims: Sequence[WDim]) -> list[np.ndarray]:
+                         wdims: Sequence[WindowDim]) -> list[np.ndarray]:
     """XLA CPU's reduce-window: per output acc = init, then the window positions in row-major order
     (padding and base-dilation holes skipped); long cumulative scans rewritten in blocks of 16;
     f16/bf16 max/min pooling of at least 4096 elements in YNNPACK's sign-magnitude order; a
@@ -1015,7 +1011,7 @@ def _taps_pay(shape, wdims) -> bool:
     return taps <= TAP_LIMIT or outs >= TAP_MIN_OUTPUTS
 
 
-def tap_slices(n: int, w: WDim, out: int) -> list[tuple[slice, slice] | None]:
+def tap_slices(n: int, w: WindowDim, out: int) -> list[tuple[slice, slice] | None]:
     """For one dimension, per window position k: (outputs, operand elements) as two slices of the
     same length -- the outputs whose position k falls on an operand element (not on padding nor
     on a base-dilation hole) and those elements -- or None when there is none."""
@@ -1062,7 +1058,7 @@ def _in_blocks(x: np.ndarray, acc: np.ndarray, wdims):
     blocks of about SWEEP_BLOCK_BYTES of accumulators; the whole arrays when the first dimension
     has a window."""
     k = 0
-    while k < len(wdims) and wdims[k].trivial:
+    while k < len(wdims) and trivial_window(wdims[k]):
         k += 1
     if k == 0:
         yield x, acc, window_taps(x.shape, wdims, acc.shape)
@@ -1070,7 +1066,7 @@ def _in_blocks(x: np.ndarray, acc: np.ndarray, wdims):
     if k > 1 and x.flags.c_contiguous and acc.flags.c_contiguous:
         x = x.reshape((-1,) + x.shape[k:])
         acc = acc.reshape((-1,) + acc.shape[k:])
-        wdims = [WDim()] + list(wdims[k:])
+        wdims = [TRIVIAL_WINDOW] + list(wdims[k:])
     per = int(np.prod(acc.shape[1:], dtype=np.int64)) * acc.dtype.itemsize
     n = max(1, SWEEP_BLOCK_BYTES // max(per, 1))
     for b in range(0, acc.shape[0], n):
@@ -1078,12 +1074,12 @@ def _in_blocks(x: np.ndarray, acc: np.ndarray, wdims):
         yield xb, ab, window_taps(xb.shape, wdims, ab.shape)
 
 
-def _phased(xb: np.ndarray, w: WDim):
+def _phased(xb: np.ndarray, w: WindowDim):
     """source slices -> operand view; with a stride s > 1 along the minor dimension, the block is
     first split into its s phases (x[..., p::s], contiguous copies made in the cache) so every
     window position reads contiguous rows (PyTorch's NCHW pooling) instead of every s-th element."""
     s = w.stride
-    if s == 1 or w.bdil != 1 or xb.ndim == 0 or xb.shape[-1] < 2 * s:
+    if s == 1 or w.base_dilation != 1 or xb.ndim == 0 or xb.shape[-1] < 2 * s:
         return xb.__getitem__
     ph = [np.ascontiguousarray(xb[..., p::s]) for p in range(s)]
 
@@ -1245,7 +1241,7 @@ def _library_window(x: np.ndarray, init: np.ndarray, wdims, types) -> bool:
     of dimensions with a window or a stride at most LIBRARY_REDUCE_MAX_RANK."""
     if not _library_reduce(x, init, types) or len(wdims) != x.ndim:
         return False
-    if any(w.wdil != 1 or w.bdil != 1 or (w.size > 1 and w.stride != w.size) for w in wdims):
+    if any(w.window_dilation != 1 or w.base_dilation != 1 or (w.size > 1 and w.stride != w.size) for w in wdims):
         return False
     axes = sum(1 for w in wdims if w.size > 1 or w.stride > 1)
     return 0 < axes and x.ndim + axes <= LIBRARY_REDUCE_MAX_RANK
@@ -1258,8 +1254,8 @@ def _sign_magnitude_window(kind: str, x: np.ndarray, init: np.ndarray, wdims) ->
     best = np.full(outs, init, x.dtype)
     if 0 in outs or x.size == 0:
         return best
-    padded = np.full(tuple(n + w.lo + w.hi for n, w in zip(x.shape, wdims)), init, x.dtype)
-    padded[tuple(slice(w.lo, w.lo + n) for n, w in zip(x.shape, wdims))] = x
+    padded = np.full(tuple(n + w.padding_low + w.padding_high for n, w in zip(x.shape, wdims)), init, x.dtype)
+    padded[tuple(slice(w.padding_low, w.padding_low + n) for n, w in zip(x.shape, wdims))] = x
     best_key = _sign_magnitude_key(best)
     for offsets in np.ndindex(*(w.size for w in wdims)):
         v = padded[tuple(slice(k, k + w.stride * (n - 1) + 1, w.stride) for k, w, n in zip(offsets, wdims, outs))]
@@ -1273,16 +1269,16 @@ def _sign_magnitude_window(kind: str, x: np.ndarray, init: np.ndarray, wdims) ->
 def scan_form(shape, wdims):
     """(dim, forward, exclusive) if XLA's ReduceWindowRewriter turns this reduce-window into a
     blocked scan, else None."""
-    nontrivial = [d for d, w in enumerate(wdims) if not w.trivial]
+    nontrivial = [d for d, w in enumerate(wdims) if not trivial_window(w)]
     if len(nontrivial) != 1:
         return None
     d = nontrivial[0]
     n, w = shape[d], wdims[d]
-    fwd = w.lo in (n - 1, n) and w.hi == 0
-    rev = w.hi in (n - 1, n) and w.lo == 0
-    if w.stride != 1 or w.size != n or not (fwd or rev) or w.bdil != 1 or w.wdil != 1 or n <= SCAN_BASE:
+    fwd = w.padding_low in (n - 1, n) and w.padding_high == 0
+    rev = w.padding_high in (n - 1, n) and w.padding_low == 0
+    if w.stride != 1 or w.size != n or not (fwd or rev) or w.base_dilation != 1 or w.window_dilation != 1 or n <= SCAN_BASE:
         return None
-    excl = (w.lo == n) if fwd else (w.hi == n)
+    excl = (w.padding_low == n) if fwd else (w.padding_high == n)
     return d, fwd, excl
 
 
@@ -1296,10 +1292,10 @@ def _blocked_scan(ec, red, comp_name, xs, inits, wdims, d, fwd, excl):
         xs = [np.concatenate([x, np.broadcast_to(i, x.shape[:-1] + (L - n,))], -1) for x, i in zip(xs, inits)]
     C = L // B
     tiled = [x.reshape(x.shape[:-1] + (C, B)) for x in xs]
-    outer_w = [WDim()] * rank + [WDim(B, 1, B - 1, 0) if fwd else WDim(B, 1, 0, B - 1)]
+    outer_w = [TRIVIAL_WINDOW] * rank + [WindowDim(B, 1, B - 1, 0) if fwd else WindowDim(B, 1, 0, B - 1)]
     outer = reduce_window_arrays(ec, comp_name, tiled, inits, outer_w)
     cols = [o[..., B - 1] if fwd else o[..., 0] for o in outer]
-    inner_w = [WDim()] * (rank - 1) + [WDim(C, 1, C, 0) if fwd else WDim(C, 1, 0, C)]
+    inner_w = [TRIVIAL_WINDOW] * (rank - 1) + [WindowDim(C, 1, C, 0) if fwd else WindowDim(C, 1, 0, C)]
     inner = reduce_window_arrays(ec, comp_name, cols, inits, inner_w)
     prefix = [i[..., :C] if fwd else i[..., 1:] for i in inner]
     res = combine_all(ec, red, outer, [p[..., None] for p in prefix])

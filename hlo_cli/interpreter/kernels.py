@@ -101,15 +101,14 @@ class Static:
 
 def rule_result_clean(inst, rule, st) -> bool:
     """Array results an evaluation rule writes with XLA's FTZ (the elementwise factory's rules
-    say so with `ftz_result`), and integer -> float converts."""
+    say so with `ftz_result`), or that its `result_clean(inst, st)` vouches for (convert's, for
+    integer sources)."""
     if inst.shape.is_tuple:
         return False
     if getattr(rule, "ftz_result", False):
         return True
-    if inst.opcode == "convert" and inst.operands:
-        src = st.comp.by_name[inst.operands[0]].shape
-        return not src.is_tuple and (src.element_type == "pred" or src.element_type[0] in "su")
-    return False
+    vouch = getattr(rule, "result_clean", None)
+    return vouch is not None and bool(inst.operands) and vouch(inst, st)
 
 
 def flushed_type(shape) -> bool:

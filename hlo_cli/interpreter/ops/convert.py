@@ -336,6 +336,15 @@ def eval_convert(inst, args, ec):
 eval_convert.elementwise = True             # element i of the result depends on element i only
 
 
+def _clean_from_integers(inst, st) -> bool:
+    """An integer or pred -> float convert writes no subnormal (kernels.rule_result_clean)."""
+    src = st.comp.by_name[inst.operands[0]].shape
+    return not src.is_tuple and (src.element_type == "pred" or src.element_type[0] in "su")
+
+
+eval_convert.result_clean = _clean_from_integers
+
+
 # ----------------------------------------------------------------------------- bitcast-convert
 
 def contig(x: np.ndarray) -> np.ndarray:

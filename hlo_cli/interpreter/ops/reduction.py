@@ -155,13 +155,13 @@ def eval_select_and_scatter(inst, args, ec):
     x, src, init = (np.asarray(a) for a in args)
     if x.ndim == 0:                     # a scalar: one window of one element, as a vector
         return _result(inst, [_select_and_scatter_arrays(ec, inst, x.reshape(1), src.reshape(1),
-                                                             init, [C.WDim()]).reshape(())])
+                                                             init, [C.TRIVIAL_WINDOW]).reshape(())])
     wd = C.window_dims(inst.attrs.get("window"), x.ndim)
     return _result(inst, [_select_and_scatter_arrays(ec, inst, x, src, init, wd)])
 
 
 def _select_and_scatter_arrays(ec, inst, x, src, init, wd):
-    """The select-and-scatter of operand `x` (rank >= 1) and source `src` over the WDims `wd`."""
+    """The select-and-scatter of operand `x` (rank >= 1) and source `src` over the window dimensions `wd`."""
     rank = x.ndim
     outs = src.shape
     out = np.empty(x.shape, dtype=init.dtype)
@@ -172,12 +172,12 @@ def _select_and_scatter_arrays(ec, inst, x, src, init, wd):
     # windows never cross the leading dimensions without a window: those merged and cut into
     # blocks that stay in the cache through both sweeps (as computations._in_blocks)
     k = 0
-    while k < rank and wd[k].trivial:
+    while k < rank and C.trivial_window(wd[k]):
         k += 1
     blocks = [(x, src, out, wd)]
     if k and x.flags.c_contiguous and src.flags.c_contiguous:
         x2, src2, out2 = (a.reshape((-1,) + a.shape[k:]) for a in (x, src, out))
-        wd2 = [C.WDim()] + list(wd[k:])
+        wd2 = [C.TRIVIAL_WINDOW] + list(wd[k:])
         per = int(np.prod(src2.shape[1:], dtype=np.int64)) * max(x.dtype.itemsize, 4)
         n = max(1, C.SWEEP_BLOCK_BYTES // max(per, 1))
         blocks = [(x2[b:b + n], src2[b:b + n], out2[b:b + n], wd2) for b in range(0, x2.shape[0], n)]
@@ -527,7 +527,7 @@ def _prepare_reduce_window(inst, ops, st):
         return None         # no window along the minor dimension (pooling): the rule's sweep is faster
     split, outs, size = [], [], 1
     for n, w in zip(dims, wd):
-        if w.stride != w.size or w.lo or w.hi or w.wdil != 1 or w.bdil != 1 or w.size < 1 or n % w.size:
+        if w.stride != w.size or w.padding_low or w.padding_high or w.window_dilation != 1 or w.base_dilation != 1 or w.size < 1 or n % w.size:
             return None
         split += [n // w.size, w.size]
         outs.append(n // w.size)

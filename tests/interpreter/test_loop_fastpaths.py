@@ -1,4 +1,4 @@
-"""The fast paths of small-array loop bodies (hlo_cli/interpreter/fastpaths.py: reduce, unary
+"""The fast paths of small-array loop bodies (the prepare stages in hlo_cli/interpreter/ops/: reduce, unary
 float functions, maximum/minimum, slicing and concatenation, while loops run by the compiler)
 against the generic loop, bit for bit, on inputs full of the edge cases they hand back to the
 rules (NaN of both signs, infinities, signed zeros, subnormals in and out)."""

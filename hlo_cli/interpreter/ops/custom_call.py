@@ -983,7 +983,7 @@ def cc_trsm_ffi(inst, args, ec):
     dt = _prefix_dtype(inst, b.dtype)
     alpha = args[2] if len(args) > 2 else None
     return declared_result(inst, [trsm(a.astype(dt), b.astype(dt), _char(at, "side", "L"), _char(at, "uplo", "L"),
-                               _char(at, "trans_x", "N"), _char(at, "diag", "N"), alpha)])
+                                       _char(at, "trans_x", "N"), _char(at, "diag", "N"), alpha)])
 
 
 @target(pattern=r"blas_[sdcz]trsm")
@@ -993,7 +993,7 @@ def cc_trsm_legacy(inst, args, ec):
     dt = _prefix_dtype(inst, b.dtype)
     flags = [_scalar(v) for v in args[:4]]
     return declared_result(inst, [trsm(a.astype(dt), b.astype(dt), "L" if flags[0] else "R", "L" if flags[1] else "U",
-                               "NTC"[flags[2]], "U" if flags[3] else "N", args[-3])])
+                                       "NTC"[flags[2]], "U" if flags[3] else "N", args[-3])])
 
 
 @target(pattern=r"lapack_[sdcz]getrf(_ffi)?")
@@ -1038,7 +1038,8 @@ def cc_orgqr_legacy(inst, args, ec):
     """Legacy xORGQR(batch, m, n, k, lwork, a, tau) -> (a, info, workspace)."""
     a = np.asarray(args[-2])
     dt = _prefix_dtype(inst, a.dtype)
-    return declared_result(inst, [orgqr(a.astype(dt), np.asarray(args[-1]).astype(dt)), np.zeros(a.shape[:-2], np.int32)])
+    return declared_result(inst, [orgqr(a.astype(dt), np.asarray(args[-1]).astype(dt)),
+                                  np.zeros(a.shape[:-2], np.int32)])
 
 
 @target(pattern=r"lapack_(?:[sd]syevd|[cz]heevd)_ffi")
@@ -1124,7 +1125,7 @@ def cc_gehrd_ffi(inst, args, ec):
     a = np.asarray(args[0])
     n = a.shape[-1]
     return declared_result(inst, gehrd(a.astype(_prefix_dtype(inst, a.dtype)), int(at.get("low", 1)),
-                               int(at.get("high", n))))
+                                       int(at.get("high", n))))
 
 
 @target(pattern=r"lapack_(?:[sd]sytrd|[cz]hetrd)_ffi")

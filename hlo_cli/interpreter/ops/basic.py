@@ -81,22 +81,22 @@ def eval_add_dependency(inst, args, ec):
 # ============================================================================ prepare stages
 # (registry.prepare: once per instruction at compile time; kernels.py)
 
+@prepares("copy", "opt-barrier")
 def _prepare_identity(inst, ops, st):
+    """copy and opt-barrier: the operand itself (values are never written in place)."""
     return Fast(kind=SAME, clean=st.clean.get(ops[0], False))
 
 
+@prepares("get-tuple-element")
 def _prepare_gte(inst, ops, st):
+    """Element `index` of the operand tuple, clean when that element is."""
     index = int(inst.attrs["index"])
     src = st.clean.get(ops[0])
     clean = src[index] if isinstance(src, tuple) and index < len(src) else not flushed_type(inst.shape)
     return Fast(index, ELEMENT, clean=clean)
 
 
+@prepares("tuple")
 def _prepare_tuple(inst, ops, st):
+    """A tuple of the operands, each element's cleanliness kept."""
     return Fast(kind=TUPLE, clean=tuple(st.clean.get(j, False) for j in ops))
-
-
-
-prepares("copy", "opt-barrier")(_prepare_identity)
-prepares("get-tuple-element")(_prepare_gte)
-prepares("tuple")(_prepare_tuple)

@@ -290,6 +290,7 @@ def eval_infeed(inst, args, ec):
 # ============================================================================ prepare stages
 # (registry.prepare: once per instruction at compile time; kernels.py)
 
+@prepares("call", "fusion")
 def _prepare_call(inst, ops, st):
     """The callee compiled for what is known of its arguments (so its parameters skip the DAZ
     pass when the caller's values are clean); its root's cleanliness comes back."""
@@ -308,6 +309,7 @@ def _prepare_call(inst, ops, st):
     return fast
 
 
+@prepares("while")
 def _prepare_while(inst, ops, st):
     """A while loop whose condition and body are compiled: EvalContext.run_while.  With --profile
     or a progress callback, the rule (per-call runs)."""
@@ -324,8 +326,3 @@ def _prepare_while(inst, ops, st):
             return rule(inst, [state], ec)
         return ec.run_while(cond, body, state, ec.options.max_iterations, cname)
     return Fast(fn, WITH_EC, clean=not flushed_type(inst.shape))
-
-
-
-prepares("call", "fusion")(_prepare_call)
-prepares("while")(_prepare_while)

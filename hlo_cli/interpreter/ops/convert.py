@@ -496,6 +496,7 @@ _NATIVE_INTS = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.i
                                                np.uint32, np.uint64, np.bool_))
 
 
+@prepares("convert")
 def _prepare_convert(inst, ops, st):
     """Integer and pred conversions among the native widths: NumPy's cast wraps, sign-extends
     and reads nonzero as true, as XLA's convert does."""
@@ -503,7 +504,3 @@ def _prepare_convert(inst, ops, st):
     if dt not in _NATIVE_INTS or src not in _NATIVE_INTS:
         return None
     return Fast(lambda x: x.astype(dt), clean=True, elementwise=True)
-
-
-
-prepares("convert")(_prepare_convert)

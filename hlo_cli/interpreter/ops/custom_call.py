@@ -1148,4 +1148,3 @@ def cc_gtsv_ffi(inst, args, ec):
     """xGTSV(dl, d, du, b): (dl, d, du, x, info) for the tridiagonal system (jax.lax.linalg.tridiagonal_solve)."""
     dt = _prefix_dtype(inst, np.asarray(args[3]).dtype)
     return declared_result(inst, gtsv(*[np.asarray(v).astype(dt) for v in args]))
-

@@ -879,7 +879,11 @@ def eval_compare(inst, args, ec):
 
 ndarray = np.ndarray
 
+
 def _prepare_float_arith(opcode, ufunc):
+    """f32/f64 add, subtract, multiply, divide: the NumPy ufunc with XLA CPU's DAZ on operands that
+    may hold subnormals and FTZ on the result (the processor's flags where fpenv has them); a
+    result holding a NaN or a value below the smallest normal goes to the rule (NaN signs)."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)):
@@ -936,6 +940,7 @@ _FAST_SIGNED = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int3
 
 
 def _prepare_int_binary(opcode):
+    """Integer and pred arithmetic and bit operations of the native widths (NumPy wraps like XLA)."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt is None or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)):
@@ -954,6 +959,7 @@ def _prepare_int_binary(opcode):
 
 
 def _prepare_arith(opcode, ufunc):
+    """add, subtract, multiply: the float stage for f32/f64, else the integer/pred one."""
     fprep, iprep = _prepare_float_arith(opcode, ufunc), _prepare_int_binary(opcode)
 
     def prep(inst, ops, st):
@@ -965,6 +971,8 @@ def _prepare_arith(opcode, ufunc):
 
 
 def _prepare_shift(kind):
+    """Shifts: NumPy's already give XLA's results for amounts >= the width or negative (0, or the
+    sign for arithmetic right shifts); the logical/arithmetic pattern read through a same-width view."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt is None or dt.kind not in "iu" or any(d != dt for d in operand_dtypes(ops, st)):
@@ -985,7 +993,9 @@ def _prepare_shift(kind):
     return prep
 
 
+@prepares("not")
 def _prepare_not(inst, ops, st):
+    """not of pred (logical) and integers (bitwise)."""
     dt = shape_dtype(inst)
     if dt is None or operand_dtypes(ops, st)[0] != dt:
         return None
@@ -998,14 +1008,16 @@ def _prepare_not(inst, ops, st):
     return Fast(scalar_safe(fn, inst.shape.rank == 0), clean=True, elementwise=True)
 
 
+@prepares("negate")
 def _prepare_negate(inst, ops, st):
+    """negate of integers (wrapping) and f32/f64 (exact: the operand's cleanliness carries over)."""
     dt = shape_dtype(inst)
     if dt is None or operand_dtypes(ops, st)[0] != dt or not (dt.kind in "iu" or dt in TINY):
         return None
     return Fast(scalar_safe(np.negative, inst.shape.rank == 0), clean=st.is_clean(ops[0]), elementwise=True)
 
 
-
+@prepares("compare")
 def _prepare_compare(inst, ops, st):
     dts = operand_dtypes(ops, st)
     dt = dts[0]
@@ -1036,7 +1048,9 @@ def _prepare_compare(inst, ops, st):
     return Fast(scalar_safe(fn, rank0), clean=True, elementwise=True)
 
 
+@prepares("select")
 def _prepare_select(inst, ops, st):
+    """select with an array predicate: np.where (bf16/f8 left to the rule for their NaN bits)."""
     dts = operand_dtypes(ops, st)
     p = st.node(ops[0])
     if p.shape.is_tuple or p.shape.rank == 0 or dts[0] != np.dtype(bool):
@@ -1050,7 +1064,6 @@ def _prepare_select(inst, ops, st):
     if dt.kind in "iubfc":
         return Fast(np.where, clean=clean, elementwise=True)
     return Fast(lambda c, t, f: np.where(c, t, f).astype(dt, copy=False), clean=clean, elementwise=True)
-
 
 
 def _prepare_unary_f64(np_fn, daz):
@@ -1083,11 +1096,11 @@ def _prepare_unary_f64(np_fn, daz):
     return prep
 
 
-
 def _rsqrt_core(v):
     return 1 / np.sqrt(v)
 
 
+@prepares("sqrt")
 def _prepare_sqrt(inst, ops, st):
     """sqrt: np.sqrt of the flushed operand in the operand's own type (the rule's _sqrt)."""
     dt = shape_dtype(inst)
@@ -1145,7 +1158,6 @@ def _prepare_minmax(opcode):
     return prep
 
 
-
 prepares("add")(_prepare_arith("add", np.add))
 prepares("subtract")(_prepare_arith("subtract", np.subtract))
 prepares("multiply")(_prepare_arith("multiply", np.multiply))
@@ -1156,13 +1168,8 @@ prepares("xor")(_prepare_int_binary("xor"))
 prepares("shift-left")(_prepare_shift("left"))
 prepares("shift-right-logical")(_prepare_shift("logical"))
 prepares("shift-right-arithmetic")(_prepare_shift("arithmetic"))
-prepares("not")(_prepare_not)
-prepares("negate")(_prepare_negate)
-prepares("compare")(_prepare_compare)
-prepares("select")(_prepare_select)
 prepares("exponential")(_prepare_unary_f64(np.exp, (F32, F64)))
 prepares("tanh")(_prepare_unary_f64(np.tanh, (F64,)))
 prepares("rsqrt")(_prepare_unary_f64(_rsqrt_core, (F32, F64)))
-prepares("sqrt")(_prepare_sqrt)
 prepares("maximum")(_prepare_minmax("maximum"))
 prepares("minimum")(_prepare_minmax("minimum"))

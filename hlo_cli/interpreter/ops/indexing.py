@@ -301,6 +301,7 @@ def _clamped_key(base, dyn):
     return where
 
 
+@prepares("dynamic-slice")
 def _prepare_dynamic_slice(inst, ops, st):
     """operand[start:start+size] with every start clamped into [0, dim - size], copied."""
     src = st.node(ops[0]).shape
@@ -319,6 +320,7 @@ def _prepare_dynamic_slice(inst, ops, st):
     return Fast(fn, clean=st.is_clean(ops[0]))
 
 
+@prepares("dynamic-update-slice")
 def _prepare_dynamic_update_slice(inst, ops, st):
     """A copy of the operand with the update written at the clamped start indices."""
     src, upd = st.node(ops[0]).shape, st.node(ops[1]).shape
@@ -338,8 +340,3 @@ def _prepare_dynamic_update_slice(inst, ops, st):
         return out
     fn.where = where                    # (loopgen.py: the update written in place)
     return Fast(fn, clean=st.is_clean(ops[0]) and st.is_clean(ops[1]))
-
-
-
-prepares("dynamic-slice")(_prepare_dynamic_slice)
-prepares("dynamic-update-slice")(_prepare_dynamic_update_slice)

@@ -1088,6 +1088,7 @@ def _bn_grad_small(x, scale, mean, var, g, dt, fi, b, n, inv_n, eps, f, ec):
 # ============================================================================ prepare stages
 # (registry.prepare: once per instruction at compile time; kernels.py)
 
+@prepares("dot")
 def _prepare_dot(inst, ops, st):
     """f32 and f64 dots: the rule's arithmetic (f32 accumulated in f64, XLA's -0 rule, FTZ) with
     the dimension bookkeeping done once.  Under GPU numerics, a TF32 dot is the same step on the
@@ -1182,7 +1183,3 @@ def _prepare_dot_plain(inst, ops, st, dt):
             fn_cast.raw_dot = (lperm if not lkeep else None, l3, rperm if not rkeep else None, r3, res)
         return Fast(fn_cast, clean=True)
     return Fast(fn, clean=True)
-
-
-
-prepares("dot")(_prepare_dot)

@@ -370,6 +370,8 @@ def eval_scan(inst, args, ec):
 
 ndarray = np.ndarray
 
+
+@prepares("reduce")
 def _prepare_reduce(inst, ops, st):
     """f32/f64 add-, max- and min-reduces of one array with a scalar init (the rule's
     decoding done once): sums follow the rule's order exactly (XLA's windows of 32, then one
@@ -501,7 +503,7 @@ def _prepare_reduce(inst, ops, st):
     return Fast(fn, WITH_EC, clean=True)
 
 
-
+@prepares("reduce-window")
 def _prepare_reduce_window(inst, ops, st):
     """An f32/f64 add reduce-window whose windows tile the operand exactly (stride = size, no
     padding, no dilation: XLA's tree rewrite of long reductions): each output the sequential
@@ -560,8 +562,3 @@ def _prepare_reduce_window(inst, ops, st):
             fset(off)
         return r.reshape(outs)
     return Fast(fn, clean=True)
-
-
-
-prepares("reduce")(_prepare_reduce)
-prepares("reduce-window")(_prepare_reduce_window)

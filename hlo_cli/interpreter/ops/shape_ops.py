@@ -233,7 +233,10 @@ def eval_dynamic_reshape(inst, args, ec):
 # ============================================================================ prepare stages
 # (registry.prepare: once per instruction at compile time; kernels.py)
 
+@prepares("broadcast")
 def _prepare_broadcast(inst, ops, st):
+    """A read-only zero-stride view, its transpose and reshape decided once; a no-op broadcast is
+    the operand itself."""
     src = st.node(ops[0]).shape
     if inst.shape.is_dynamic or src.is_dynamic or src.is_tuple:
         return None
@@ -271,7 +274,9 @@ def _prepare_broadcast(inst, ops, st):
     return Fast(fn, clean=st.is_clean(ops[0]))
 
 
+@prepares("reshape")
 def _prepare_reshape(inst, ops, st):
+    """A reshape view (the operand itself when the dims do not change)."""
     if inst.shape.is_dynamic or st.node(ops[0]).shape.is_dynamic:
         return None
     dims = tuple(inst.shape.dims)
@@ -280,12 +285,14 @@ def _prepare_reshape(inst, ops, st):
     return Fast(flag_free(lambda x: x.reshape(dims)), clean=st.is_clean(ops[0]))
 
 
+@prepares("transpose")
 def _prepare_transpose(inst, ops, st):
+    """A transpose view."""
     perm = tuple(inst.attrs["dimensions"])
     return Fast(flag_free(lambda x: x.transpose(perm)), clean=st.is_clean(ops[0]))
 
 
-
+@prepares("slice")
 def _prepare_slice(inst, ops, st):
     """operand[start:limit:stride], copied (the rule's np.array of the view)."""
     if inst.shape.is_dynamic or st.node(ops[0]).shape.is_dynamic:
@@ -295,7 +302,9 @@ def _prepare_slice(inst, ops, st):
     return Fast(lambda x: array(x[key]), clean=st.is_clean(ops[0]))
 
 
+@prepares("concatenate")
 def _prepare_concatenate(inst, ops, st):
+    """np.concatenate along the attribute's dimension."""
     if inst.shape.is_dynamic or any(st.node(j).shape.is_dynamic for j in ops):
         return None
     axis = inst.attrs["dimensions"][0]
@@ -303,7 +312,7 @@ def _prepare_concatenate(inst, ops, st):
     return Fast(lambda *xs: cat(xs, axis=axis), clean=all_clean(ops, st))
 
 
-
+@prepares("bitcast")
 def _prepare_bitcast(inst, ops, st):
     """A bitcast that keeps the element type: the operand in memory order (its layout), read in
     the result's memory order (the rule's reinterpretation, by reshapes and transposes)."""
@@ -332,12 +341,3 @@ def _prepare_bitcast(inst, ops, st):
         x = x.reshape(pdims)
         return x if back is None else x.transpose(back)
     return Fast(flag_free(fn), clean=st.is_clean(ops[0]))
-
-
-
-prepares("broadcast")(_prepare_broadcast)
-prepares("reshape")(_prepare_reshape)
-prepares("transpose")(_prepare_transpose)
-prepares("slice")(_prepare_slice)
-prepares("concatenate")(_prepare_concatenate)
-prepares("bitcast")(_prepare_bitcast)

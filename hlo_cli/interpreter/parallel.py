@@ -130,7 +130,7 @@ def _blas_local():
     global _setter
     if _setter is False:
         try:
-            from .openblas import lapack
+            from .ops.custom_call import lapack
             lib = lapack()
             fn = getattr(lib.lib, "openblas_set_num_threads_local", None) if lib is not None else None
             if fn is not None:

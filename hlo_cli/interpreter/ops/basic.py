@@ -6,7 +6,8 @@ import numpy as np
 from ...errors import HloEvalError
 from ...ir.literal import Literal
 from ..kernels import ELEMENT, SAME, TUPLE, Fast, flushed_type
-from ..registry import evaluator, prepares
+from ..registry import prepares
+from ..registry import evaluator
 from ..values import TOKEN, np_dtype, random_value_for
 
 

@@ -49,8 +49,8 @@ _NAN_BITS = {"f8e5m2": (0x7E, 0xFE), "f8e4m3": (0x7C, 0xFC), "f8e4m3fn": (0x7F, 
 _NAN_BITS = {ELEMENT_TYPES[k].numpy: v for k, v in _NAN_BITS.items()}
 E5M2 = ELEMENT_TYPES["f8e5m2"].numpy
 
-_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
-_SINT = {8: np.dtype(np.int8), 16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
+UINT_OF_BITS = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+SINT_OF_BITS = {8: np.dtype(np.int8), 16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
 
 
 # ----------------------------------------------------------------------------- element types
@@ -107,7 +107,7 @@ def wrap_int(x: np.ndarray, dst) -> np.ndarray:
 def unsigned_bits(et: ElementType, c: np.ndarray) -> np.ndarray:
     """Values `c` of integer type `et` (in their int_compute container) as unsigned bit patterns of
     et.bits bits, in the unsigned container."""
-    u = c.astype(_UINT[container_bits(et.bits)], copy=False)
+    u = c.astype(UINT_OF_BITS[container_bits(et.bits)], copy=False)
     return u & np.uint8((1 << et.bits) - 1) if et.bits < 8 else u
 
 
@@ -115,8 +115,8 @@ def signed_bits(et: ElementType, c: np.ndarray) -> np.ndarray:
     """Values `c` of integer type `et` (in their container) read as two's-complement numbers of
     et.bits bits, in the signed container."""
     if et.kind == "int":
-        return c.astype(_SINT[container_bits(et.bits)], copy=False)
-    s = c.astype(_SINT[container_bits(et.bits)])
+        return c.astype(SINT_OF_BITS[container_bits(et.bits)], copy=False)
+    s = c.astype(SINT_OF_BITS[container_bits(et.bits)])
     if et.bits < 8:
         half = np.int8(1 << (et.bits - 1))
         s = ((s & np.int8((1 << et.bits) - 1)) ^ half) - half
@@ -203,7 +203,7 @@ TABLE_MIN = 4096                    # smaller arrays convert directly
 
 @functools.lru_cache(maxsize=None)
 def _table(src: np.dtype, dst: np.dtype, how: str) -> np.ndarray:
-    codes = np.arange(1 << (8 * src.itemsize), dtype=_UINT[8 * src.itemsize]).view(src)
+    codes = np.arange(1 << (8 * src.itemsize), dtype=UINT_OF_BITS[8 * src.itemsize]).view(src)
     if how == "widen16":                                  # the f8 ops' widening: exact, via f32
         t = widen_float(codes).astype(F16)
     elif how == "from_f32":                               # bf16 codes as the f32 values they are
@@ -219,7 +219,7 @@ def by_table(x: np.ndarray, dst, how: str = "convert") -> np.ndarray:
     """`convert(x, dst)` (how="convert") or the f8 ops' widening to f16 (how="widen16") of a 1- or
     2-byte float array, through the table of all its bit patterns."""
     t = _table(x.dtype, np.dtype(dst), how)
-    return np.take(t, x.view(_UINT[8 * x.dtype.itemsize]))
+    return np.take(t, x.view(UINT_OF_BITS[8 * x.dtype.itemsize]))
 
 
 def _tabled(src: np.dtype, dst: np.dtype) -> bool:
@@ -359,7 +359,7 @@ def _bits_of(x: np.ndarray) -> np.ndarray:
         if et.kind in ("int", "uint"):
             return unsigned_bits(et, int_compute(x))
         return x.view(np.uint8) & np.uint8((1 << et.bits) - 1) if et.bits < 8 else x.view(np.uint8)
-    return contig(x).view(_UINT[et.bits])
+    return contig(x).view(UINT_OF_BITS[et.bits])
 
 
 def _from_bits(u: np.ndarray, dst: np.dtype) -> np.ndarray:
@@ -371,7 +371,7 @@ def _from_bits(u: np.ndarray, dst: np.dtype) -> np.ndarray:
         return u8.view(dst)
     if et.kind == "pred":
         return u.astype(np.uint8).view(BOOL)
-    return contig(u.astype(_UINT[et.bits], copy=False)).view(dst)
+    return contig(u.astype(UINT_OF_BITS[et.bits], copy=False)).view(dst)
 
 
 @evaluator("bitcast-convert")
@@ -411,7 +411,7 @@ def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> n
     The mantissa rounds to nearest even; then an exponent above the reduced range becomes +-inf and
     one at or below its minimum -- denormals of the reduced type included -- becomes +-0; NaN stays
     NaN (quieted), also for mantissa_bits = 0."""
-    ui = _UINT[x.dtype.itemsize * 8]
+    ui = UINT_OF_BITS[x.dtype.itemsize * 8]
     nbits = x.dtype.itemsize * 8
     src_m = ml_dtypes.finfo(x.dtype).nmant
     src_e = nbits - 1 - src_m

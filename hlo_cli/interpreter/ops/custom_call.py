@@ -302,9 +302,7 @@ def cc_topk(inst, args, ec):
 
 # ============================================================================ LAPACK access
 
-_TYPES = {"s": np.dtype(np.float32), "d": np.dtype(np.float64), "c": np.dtype(np.complex64),
-          "z": np.dtype(np.complex128)}
-_PREFIX = {v: k for k, v in _TYPES.items()}
+_PREFIX = {v: k for k, v in LC.TYPE_OF_LETTER.items()}
 _REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
 
 
@@ -1022,7 +1020,7 @@ def ormqr(a, tau, c, left: bool, transpose: bool):
 def _prefix_dtype(inst, default):
     """The LAPACK dtype of a target (its s/d/c/z letter), falling back to the operand's."""
     m = re.match(r"(?:lapack|blas)_([sdcz])", inst.attrs.get("custom_call_target", ""))
-    return _TYPES[m.group(1)] if m else np.dtype(default)
+    return LC.TYPE_OF_LETTER[m.group(1)] if m else np.dtype(default)
 
 
 @target(pattern=r"lapack_[sdcz]potrf_ffi")

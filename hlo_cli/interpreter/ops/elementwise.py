@@ -35,7 +35,7 @@ from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
 from ..parallel import split
 from .convert import (
-    BF16, E8M0, F16, F32, F64, TABLE_MIN, by_table, convert, etype, int_compute, int_range, kind,
+    BF16, E8M0, F16, F32, F64, SINT_OF_BITS, TABLE_MIN, UINT_OF_BITS, by_table, convert, etype, int_compute, int_range, kind,
     round_float, signed_bits, unsigned_bits, widen_float, wrap_int,
 )
 
@@ -935,8 +935,6 @@ _INT_UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, 
                "or": np.bitwise_or, "xor": np.bitwise_xor}
 _PRED_UFUNCS = {"add": np.logical_or, "multiply": np.logical_and, "and": np.logical_and,
                 "or": np.logical_or, "xor": np.logical_xor}
-_FAST_UNSIGNED = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
-_FAST_SIGNED = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
 
 
 def _prepare_int_binary(opcode):
@@ -981,8 +979,8 @@ def _prepare_shift(kind):
         if kind == "left":
             fn = np.left_shift
         else:
-            want = _FAST_UNSIGNED if kind == "logical" else _FAST_SIGNED
-            view = want[dt.itemsize]
+            want = UINT_OF_BITS if kind == "logical" else SINT_OF_BITS
+            view = want[8 * dt.itemsize]
             if view == dt:
                 fn = np.right_shift
             else:

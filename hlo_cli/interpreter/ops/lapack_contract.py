@@ -49,7 +49,7 @@ import numpy as np
 from ...errors import HloEvalError
 from ...ir.dtypes import from_numpy
 
-_TYPES = {"s": np.dtype(np.float32), "d": np.dtype(np.float64), "c": np.dtype(np.complex64),
+TYPE_OF_LETTER = {"s": np.dtype(np.float32), "d": np.dtype(np.float64), "c": np.dtype(np.complex64),
           "z": np.dtype(np.complex128)}
 _REAL = {"s": "s", "d": "d", "c": "s", "z": "d"}
 _CPLX = {"s": "c", "d": "z", "c": "c", "z": "z"}
@@ -169,7 +169,7 @@ def contract(inst, args, attrs: dict) -> Contract:
         want = " or ".join(map(str, _LEGACY_COUNTS[routine]))
         _fail(inst, f"takes {want} operands (size and flag scalars, then the arrays), got {len(args)}")
     _check_options(inst, args, attrs, routine, ffi)
-    T, R, C = _TYPES[letter], _TYPES[_REAL[letter]], _TYPES[_CPLX[letter]]
+    T, R, C = TYPE_OF_LETTER[letter], TYPE_OF_LETTER[_REAL[letter]], TYPE_OF_LETTER[_CPLX[letter]]
     cplx = letter in "cz"
     M = lambda role, dims: Slot(role, T, dims, True)           # noqa: E731
     V = lambda role, dt, dims: Slot(role, dt, dims)            # noqa: E731

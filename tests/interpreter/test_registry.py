@@ -83,3 +83,12 @@ def test_prepare_declines_unknown_opcodes_and_unusual_attributes():
     reshape = comp.instructions[3]
     # an operand index compile time knows nothing of: the stage raises, prepare says None
     assert registry.prepare(reshape, [99], st) is None
+
+
+def test_folded_opcodes_are_pure_opcodes_of_the_table():
+    """Constant folding computes its opcodes at compile time: each must be in the table and have
+    no side effect and no use of the run's random state (the table's traits)."""
+    from hlo_cli.interpreter.kernels import FOLDABLE
+    from hlo_cli.ir.opcodes import READS_RNG, SIDE_EFFECT, with_trait
+    assert FOLDABLE <= set(OPCODES)
+    assert not FOLDABLE & with_trait(SIDE_EFFECT, READS_RNG)

@@ -53,7 +53,8 @@ from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
 from ..ir.attributes import ComputationRef, InlineComputation
 from ..ir.module import Computation, Module
-from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
+from .kernels import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant
+from .registry import prepare
 from .fpenv import hardware
 from . import loopgen as _loopgen
 from .parallel import blas_single, run_parts, split, threads

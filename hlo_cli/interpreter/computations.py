@@ -34,10 +34,11 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import HloEvalError
+from ..ir.attributes import WindowDim
 from ..ir.module import Computation, Instruction, Module
 from ..ir.opcodes import CONTROL_FLOW, IO, READS_RNG, with_trait
 from .fpenv import flushing, hardware
-from .ops.convert import subnormals
+from .kernels import subnormals
 from .registry import rule_for
 from .schedule import post_order
 
@@ -54,7 +55,7 @@ BINARY_OPS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
 
 # =============================================================================== dtype helpers
 
-def _is_float(dt: np.dtype) -> bool:
+def is_float(dt: np.dtype) -> bool:
     return dt.kind in "fc" or (dt.kind == "V" and dt.name.startswith(("bfloat", "float")))
 
 
@@ -150,13 +151,13 @@ def _wrap_int(a64: np.ndarray, dt: np.dtype) -> np.ndarray:
 def _identity(kind: str, dt: np.dtype):
     """A neutral element of `kind` for `dt` (used only where the position is masked out anyway)."""
     if kind == "add":
-        return dt.type(-0.0) if _is_float(dt) else dt.type(0)
+        return dt.type(-0.0) if is_float(dt) else dt.type(0)
     if kind == "multiply":
         return dt.type(1)
     if dt == np.bool_:
         return {"maximum": False, "minimum": True, "and": True, "or": False, "xor": False}[kind]
     if kind in ("maximum", "minimum"):
-        if _is_float(dt):
+        if is_float(dt):
             return dt.type(-np.inf if kind == "maximum" else np.inf)
         info = ml_dtypes.iinfo(dt)
         return dt.type(info.min if kind == "maximum" else info.max)
@@ -178,7 +179,7 @@ def combine(kind: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
               "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
               "multiply": np.logical_and}[kind]
         return fn(a, b)
-    if _is_float(dt):
+    if is_float(dt):
         a, b = flush(a), flush(b)
         if kind in ("add", "multiply"):
             fn = np.add if kind == "add" else np.multiply
@@ -224,7 +225,7 @@ def _argpair(kind: str, v0, i0, v1, i1):
     strictly better or NaN, the index side also keeps the smaller index on equal values."""
     with np.errstate(invalid="ignore"):
         better = (v0 > v1) if kind == "argmax" else (v0 < v1)
-        if _is_float(v0.dtype):
+        if is_float(v0.dtype):
             better = better | np.isnan(v0)
         keep_i = better | ((v0 == v1) & (i0 < i1))
     return np.where(better, v0, v1).astype(v0.dtype), np.where(keep_i, i0, i1).astype(i0.dtype)
@@ -331,7 +332,7 @@ def _recognize_reducer(ec, name: str, n: int) -> Reducer:
 
 
 def _probe_values(dt: np.dtype) -> np.ndarray:
-    if _is_float(dt):
+    if is_float(dt):
         vals = [np.nan, -np.nan, -np.inf, -1.5, -0.0, 0.0, 1.0, 2.5, np.inf]
         with np.errstate(invalid="ignore", over="ignore"):
             return np.array(vals, dtype=np.float64).astype(dt)
@@ -355,7 +356,7 @@ def _probe_argpair(ec, name: str, ps) -> str | None:
         vdt, idt = np_dtype(vt), np_dtype(it)
     except HloEvalError:
         return None
-    if not _is_int(idt) or not (_is_float(vdt) or _is_int(vdt)) or vdt.kind == "c":
+    if not _is_int(idt) or not (is_float(vdt) or _is_int(vdt)) or vdt.kind == "c":
         return None
     vals = _probe_values(vdt)
     idx = np.array([0, 1, 2, 5], dtype=np.int64).astype(idt)
@@ -639,13 +640,13 @@ def _fold_argpair(kind, av, ai, xv, xi, valid):
     ok = np.ones(raw.shape, bool)
     if valid is not None:
         ok[..., 1:] = valid
-    v = flush(raw) if _is_float(raw.dtype) else raw       # compares read subnormals as 0 (DAZ)
-    if _is_float(v.dtype):
+    v = flush(raw) if is_float(raw.dtype) else raw       # compares read subnormals as 0 (DAZ)
+    if is_float(v.dtype):
         isn = np.isnan(v) & ok
     else:
         isn = np.zeros(v.shape, bool)
     real = ok & ~isn
-    if _is_float(v.dtype):
+    if is_float(v.dtype):
         fill = v.dtype.type(-np.inf if kind == "argmax" else np.inf)
     else:
         info = ml_dtypes.iinfo(v.dtype)
@@ -881,47 +882,42 @@ def _tree_stage(ec, red, xs, inits, dims):
 
 # =============================================================================== reduce-window
 
-@dataclass(frozen=True)
-class WDim:
-    size: int = 1
-    stride: int = 1
-    lo: int = 0
-    hi: int = 0
-    wdil: int = 1
-    bdil: int = 1
-
-    @property
-    def trivial(self) -> bool:
-        return self == WDim()
+TRIVIAL_WINDOW = WindowDim()         # size 1, stride 1, no padding, no dilation
 
 
-def window_dims(window, rank: int) -> list[WDim]:
-    """The Window attribute as WDims (missing window = trivial in every dimension)."""
+def trivial_window(w: WindowDim) -> bool:
+    """A window dimension of size 1, stride 1, no padding, no dilation."""
+    return w == TRIVIAL_WINDOW
+
+
+def window_dims(window, rank: int) -> list[WindowDim]:
+    """The Window attribute's dimensions, reversal left out (missing window = trivial in every
+    dimension)."""
     ds = list(getattr(window, "dimensions", ()) or ())
-    out = [WDim(d.size, d.stride, d.padding_low, d.padding_high, d.window_dilation, d.base_dilation)
+    out = [WindowDim(d.size, d.stride, d.padding_low, d.padding_high, d.window_dilation, d.base_dilation)
            for d in ds]
-    return out + [WDim()] * (rank - len(out))
+    return out + [TRIVIAL_WINDOW] * (rank - len(out))
 
 
-def _out_len(n: int, w: WDim) -> int:
-    dil = (n - 1) * w.bdil + 1 if n > 0 else 0
-    padded = dil + w.lo + w.hi
-    span = (w.size - 1) * w.wdil + 1
+def _out_len(n: int, w: WindowDim) -> int:
+    dil = (n - 1) * w.base_dilation + 1 if n > 0 else 0
+    padded = dil + w.padding_low + w.padding_high
+    span = (w.size - 1) * w.window_dilation + 1
     return 0 if padded < span or w.size == 0 else (padded - span) // w.stride + 1
 
 
-def _window_index(n: int, w: WDim, out: int):
+def _window_index(n: int, w: WindowDim, out: int):
     """For one dimension: the source index (out, size) of each window position and its validity."""
     o = np.arange(out)[:, None]
     k = np.arange(w.size)[None, :]
-    p = o * w.stride + k * w.wdil - w.lo
-    ok = (p >= 0) & (p <= (n - 1) * w.bdil) & (p % w.bdil == 0)
-    src = np.where(ok, p // w.bdil, 0)
+    p = o * w.stride + k * w.window_dilation - w.padding_low
+    ok = (p >= 0) & (p <= (n - 1) * w.base_dilation) & (p % w.base_dilation == 0)
+    src = np.where(ok, p // w.base_dilation, 0)
     return src, ok
 
 
 def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Sequence[np.ndarray],
-                         wdims: Sequence[WDim]) -> list[np.ndarray]:
+                         wdims: Sequence[WindowDim]) -> list[np.ndarray]:
     """XLA CPU's reduce-window: per output acc = init, then the window positions in row-major order
     (padding and base-dilation holes skipped); long cumulative scans rewritten in blocks of 16;
     f16/bf16 max/min pooling of at least 4096 elements in YNNPACK's sign-magnitude order; a
@@ -935,7 +931,7 @@ def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits
     kind = red.kinds[0][0] if len(xs) == 1 and red.kinds and red.kinds[0] else None
     if kind in ("maximum", "minimum") and _library_window(xs[0], inits[0], wdims, _SIGN_MAGNITUDE):
         return [_sign_magnitude_window(kind, xs[0], inits[0], wdims)]
-    scan = _scan_form(xs[0].shape, wdims)
+    scan = scan_form(xs[0].shape, wdims)
     if scan is not None:
         return _blocked_scan(ec, red, comp_name, xs, inits, wdims, *scan)
     if _taps_pay(xs[0].shape, wdims):
@@ -960,7 +956,7 @@ def _taps_pay(shape, wdims) -> bool:
     return taps <= TAP_LIMIT or outs >= TAP_MIN_OUTPUTS
 
 
-def tap_slices(n: int, w: WDim, out: int) -> list[tuple[slice, slice] | None]:
+def tap_slices(n: int, w: WindowDim, out: int) -> list[tuple[slice, slice] | None]:
     """For one dimension, per window position k: (outputs, operand elements) as two slices of the
     same length -- the outputs whose position k falls on an operand element (not on padding nor
     on a base-dilation hole) and those elements -- or None when there is none."""
@@ -1007,7 +1003,7 @@ def _in_blocks(x: np.ndarray, acc: np.ndarray, wdims):
     blocks of about SWEEP_BLOCK_BYTES of accumulators; the whole arrays when the first dimension
     has a window."""
     k = 0
-    while k < len(wdims) and wdims[k].trivial:
+    while k < len(wdims) and trivial_window(wdims[k]):
         k += 1
     if k == 0:
         yield x, acc, window_taps(x.shape, wdims, acc.shape)
@@ -1015,7 +1011,7 @@ def _in_blocks(x: np.ndarray, acc: np.ndarray, wdims):
     if k > 1 and x.flags.c_contiguous and acc.flags.c_contiguous:
         x = x.reshape((-1,) + x.shape[k:])
         acc = acc.reshape((-1,) + acc.shape[k:])
-        wdims = [WDim()] + list(wdims[k:])
+        wdims = [TRIVIAL_WINDOW] + list(wdims[k:])
     per = int(np.prod(acc.shape[1:], dtype=np.int64)) * acc.dtype.itemsize
     n = max(1, SWEEP_BLOCK_BYTES // max(per, 1))
     for b in range(0, acc.shape[0], n):
@@ -1023,12 +1019,12 @@ def _in_blocks(x: np.ndarray, acc: np.ndarray, wdims):
         yield xb, ab, window_taps(xb.shape, wdims, ab.shape)
 
 
-def _phased(xb: np.ndarray, w: WDim):
+def _phased(xb: np.ndarray, w: WindowDim):
     """source slices -> operand view; with a stride s > 1 along the minor dimension, the block is
     first split into its s phases (x[..., p::s], contiguous copies made in the cache) so every
     window position reads contiguous rows (PyTorch's NCHW pooling) instead of every s-th element."""
     s = w.stride
-    if s == 1 or w.bdil != 1 or xb.ndim == 0 or xb.shape[-1] < 2 * s:
+    if s == 1 or w.base_dilation != 1 or xb.ndim == 0 or xb.shape[-1] < 2 * s:
         return xb.__getitem__
     ph = [np.ascontiguousarray(xb[..., p::s]) for p in range(s)]
 
@@ -1037,6 +1033,19 @@ def _phased(xb: np.ndarray, w: WDim):
         n = len(range(last.start, last.stop, last.step))
         return ph[last.start % s][i[:-1] + (slice(last.start // s, last.start // s + n),)]
     return get
+
+
+# the ufunc of a recognized reducer kind on integers (wrapping like XLA) and on pred
+_INT_REDUCER_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+                       "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+_PRED_REDUCER_UFUNCS = {"add": np.logical_or, "maximum": np.logical_or, "minimum": np.logical_and,
+                        "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+                        "multiply": np.logical_and}
+
+
+def _exact_ufunc(kind: str, dt):
+    """The ufunc of reducer `kind` on integer or pred arrays of dtype `dt`."""
+    return (_PRED_REDUCER_UFUNCS if dt == np.bool_ else _INT_REDUCER_UFUNCS)[kind]
 
 
 def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
@@ -1056,13 +1065,7 @@ def _tap_window(kind, x: np.ndarray, init: np.ndarray, wdims) -> np.ndarray:
         return acc
     taps = window_taps(x.shape, wdims, outs)
     if dt.kind in "iu" or dt == np.bool_:
-        if dt == np.bool_:
-            uf = {"add": np.logical_or, "maximum": np.logical_or, "minimum": np.logical_and,
-                  "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
-                  "multiply": np.logical_and}[op]
-        else:
-            uf = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
-                  "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+        uf = _exact_ufunc(op, dt)
         with np.errstate(all="ignore"):
             for xb, ab, tb in _in_blocks(x, acc, wdims):
                 for _, o, i in tb:
@@ -1183,7 +1186,7 @@ def _library_window(x: np.ndarray, init: np.ndarray, wdims, types) -> bool:
     of dimensions with a window or a stride at most LIBRARY_REDUCE_MAX_RANK."""
     if not _library_reduce(x, init, types) or len(wdims) != x.ndim:
         return False
-    if any(w.wdil != 1 or w.bdil != 1 or (w.size > 1 and w.stride != w.size) for w in wdims):
+    if any(w.window_dilation != 1 or w.base_dilation != 1 or (w.size > 1 and w.stride != w.size) for w in wdims):
         return False
     axes = sum(1 for w in wdims if w.size > 1 or w.stride > 1)
     return 0 < axes and x.ndim + axes <= LIBRARY_REDUCE_MAX_RANK
@@ -1196,8 +1199,8 @@ def _sign_magnitude_window(kind: str, x: np.ndarray, init: np.ndarray, wdims) ->
     best = np.full(outs, init, x.dtype)
     if 0 in outs or x.size == 0:
         return best
-    padded = np.full(tuple(n + w.lo + w.hi for n, w in zip(x.shape, wdims)), init, x.dtype)
-    padded[tuple(slice(w.lo, w.lo + n) for n, w in zip(x.shape, wdims))] = x
+    padded = np.full(tuple(n + w.padding_low + w.padding_high for n, w in zip(x.shape, wdims)), init, x.dtype)
+    padded[tuple(slice(w.padding_low, w.padding_low + n) for n, w in zip(x.shape, wdims))] = x
     best_key = _sign_magnitude_key(best)
     for offsets in np.ndindex(*(w.size for w in wdims)):
         v = padded[tuple(slice(k, k + w.stride * (n - 1) + 1, w.stride) for k, w, n in zip(offsets, wdims, outs))]
@@ -1208,19 +1211,19 @@ def _sign_magnitude_window(kind: str, x: np.ndarray, init: np.ndarray, wdims) ->
     return best
 
 
-def _scan_form(shape, wdims):
+def scan_form(shape, wdims):
     """(dim, forward, exclusive) if XLA's ReduceWindowRewriter turns this reduce-window into a
     blocked scan, else None."""
-    nontrivial = [d for d, w in enumerate(wdims) if not w.trivial]
+    nontrivial = [d for d, w in enumerate(wdims) if not trivial_window(w)]
     if len(nontrivial) != 1:
         return None
     d = nontrivial[0]
     n, w = shape[d], wdims[d]
-    fwd = w.lo in (n - 1, n) and w.hi == 0
-    rev = w.hi in (n - 1, n) and w.lo == 0
-    if w.stride != 1 or w.size != n or not (fwd or rev) or w.bdil != 1 or w.wdil != 1 or n <= SCAN_BASE:
+    fwd = w.padding_low in (n - 1, n) and w.padding_high == 0
+    rev = w.padding_high in (n - 1, n) and w.padding_low == 0
+    if w.stride != 1 or w.size != n or not (fwd or rev) or w.base_dilation != 1 or w.window_dilation != 1 or n <= SCAN_BASE:
         return None
-    excl = (w.lo == n) if fwd else (w.hi == n)
+    excl = (w.padding_low == n) if fwd else (w.padding_high == n)
     return d, fwd, excl
 
 
@@ -1234,10 +1237,10 @@ def _blocked_scan(ec, red, comp_name, xs, inits, wdims, d, fwd, excl):
         xs = [np.concatenate([x, np.broadcast_to(i, x.shape[:-1] + (L - n,))], -1) for x, i in zip(xs, inits)]
     C = L // B
     tiled = [x.reshape(x.shape[:-1] + (C, B)) for x in xs]
-    outer_w = [WDim()] * rank + [WDim(B, 1, B - 1, 0) if fwd else WDim(B, 1, 0, B - 1)]
+    outer_w = [TRIVIAL_WINDOW] * rank + [WindowDim(B, 1, B - 1, 0) if fwd else WindowDim(B, 1, 0, B - 1)]
     outer = reduce_window_arrays(ec, comp_name, tiled, inits, outer_w)
     cols = [o[..., B - 1] if fwd else o[..., 0] for o in outer]
-    inner_w = [WDim()] * (rank - 1) + [WDim(C, 1, C, 0) if fwd else WDim(C, 1, 0, C)]
+    inner_w = [TRIVIAL_WINDOW] * (rank - 1) + [WindowDim(C, 1, C, 0) if fwd else WindowDim(C, 1, 0, C)]
     inner = reduce_window_arrays(ec, comp_name, cols, inits, inner_w)
     prefix = [i[..., :C] if fwd else i[..., 1:] for i in inner]
     res = combine_all(ec, red, outer, [p[..., None] for p in prefix])
@@ -1313,7 +1316,7 @@ def _scatter_fast(red, targets, lin, updates) -> bool:
     """ufunc.at for recognized combiners where it is exact; False to take the rounds path."""
     for (kind, swapped), o, u in zip(red.kinds, targets, updates):
         dt = o.dtype
-        if _is_float(dt):
+        if is_float(dt):
             if kind != "add" or not _native_float(dt):      # f16/bf16/f8: NaN bits via combine()
                 return False
             if flushes_subnormals(dt) and _tiny_present(dt, o[lin], u):
@@ -1321,13 +1324,7 @@ def _scatter_fast(red, targets, lin, updates) -> bool:
         elif not (dt == np.bool_ or dt.kind in "iu"):
             return False
     for (kind, swapped), o, u in zip(red.kinds, targets, updates):
-        if o.dtype == np.bool_:
-            uf = {"add": np.logical_or, "maximum": np.logical_or, "minimum": np.logical_and,
-                  "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
-                  "multiply": np.logical_and}[kind]
-        else:
-            uf = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
-                  "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[kind]
+        uf = _exact_ufunc(kind, o.dtype)
         with np.errstate(all="ignore"):
             uf.at(o, lin, flush(np.asarray(u, dtype=o.dtype)))
     return True
@@ -1518,14 +1515,14 @@ def _eval_subgraph(ec, comp: Computation, root: str, bindings: dict[int, np.ndar
     return vals[root]
 
 
-def _order_key(a: np.ndarray, ctype: str) -> np.ndarray:
+def order_key(a: np.ndarray, ctype: str) -> np.ndarray:
     """An array whose natural (integer) order is the compare type's order on `a`."""
     dt = a.dtype
     if dt == np.bool_:
         return a.astype(np.uint8)
-    if _is_float(dt) and dt.kind != "c":
+    if is_float(dt) and dt.kind != "c":
         if dt.kind == "V" and ml_dtypes.finfo(dt).bits < dt.itemsize * 8:
-            return _order_key(a.astype(np.float32), ctype)       # f4/f6: widen exactly
+            return order_key(a.astype(np.float32), ctype)       # f4/f6: widen exactly
         if dt == ml_dtypes.bfloat16 and ctype == "TOTALORDER":
             a = flush(a)        # measured: bf16 TOTALORDER reads subnormals as zeros of their sign
         if ctype != "TOTALORDER" and ctype != "WEAKORDER":
@@ -1549,7 +1546,7 @@ def _order_key(a: np.ndarray, ctype: str) -> np.ndarray:
     raise HloEvalError(f"cannot order values of type {dt}")
 
 
-def _descending(k: np.ndarray) -> np.ndarray:
+def descending_key(k: np.ndarray) -> np.ndarray:
     return ~k if k.dtype.kind in "iu" else -k
 
 
@@ -1573,8 +1570,8 @@ def sort_arrays(ec, comp_name: str, operands: Sequence[np.ndarray], dim: int, is
             for k in keys:
                 v = np.broadcast_to(np.asarray(eval_subgraph(ec, comp, k.root, {k.param: ops[k.operand]})),
                                     ops[0].shape)
-                o = _order_key(np.moveaxis(v, dim, -1), k.ctype)
-                arrays.append(_descending(o) if k.descending else o)
+                o = order_key(np.moveaxis(v, dim, -1), k.ctype)
+                arrays.append(descending_key(o) if k.descending else o)
             perm = np.lexsort(arrays[::-1], axis=-1)
         except HloEvalError:
             perm = None
@@ -1649,4 +1646,4 @@ def weak_from_total(a: np.ndarray, key: np.ndarray) -> np.ndarray:
 
 def total_order_key(a: np.ndarray) -> np.ndarray:
     """Integers ordered like XLA's TOTALORDER on `a` (floats: -NaN < -inf < ... < -0 < +0 < ... < NaN)."""
-    return _order_key(a, "TOTALORDER")
+    return order_key(a, "TOTALORDER")

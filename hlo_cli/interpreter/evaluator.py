@@ -24,7 +24,7 @@ from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
 from ..ir.module import Computation, Instruction, Module
 from .allocator import keep_freed_memory
-from .compiler import compiled, run_compiled
+from .compiler import compiled, run_compiled, run_while
 from .excess_precision import prepare as prepare_excess_precision
 from .hoist import hoist_loop_invariants
 from .memory import preflight, resource_error
@@ -133,6 +133,14 @@ class EvalContext:
         if self.hook is None and self.compiled:
             return run_compiled(self, compiled(self.module, name, self.options.check_values), args)
         return self._run(self.plan(name), list(args), check=self.options.check_values, hook=True)
+
+    def run_compiled(self, c, args) -> Any:
+        """Run compiled computation `c` on `args` (the kernels of call and fusion, ops/control.py)."""
+        return run_compiled(self, c, args)
+
+    def run_while(self, cond, body, state, limit, name: str) -> Any:
+        """A while loop of compiled computations (the kernel of while, ops/control.py)."""
+        return run_while(self, cond, body, state, limit, name)
 
     def apply(self, name: str, args) -> Any:
         """Run a computation of scalars on whole arrays at once (reducers, comparators, map and

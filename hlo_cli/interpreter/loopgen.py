@@ -52,9 +52,9 @@ import os
 import numpy as np
 
 from ..errors import HloEvalError
-from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC
+from .kernels import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC
 from .fpenv import hardware
-from .ops.convert import F32, F64, TINY
+from .kernels import F32, F64, TINY
 from .values import conforms
 
 # bodies whose computed values are all at most this many elements (state buffers written in place

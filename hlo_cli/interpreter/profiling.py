@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from .compiler import _EVAL_ERRORS, _bad, _reraise_at
-from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, TUPLE, WITH_EC
+from .kernels import ELEMENT, FOLDED, PURE, REGION, RULE, TUPLE, WITH_EC
 from .values import conforms
 
 

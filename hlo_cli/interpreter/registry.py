@@ -12,29 +12,65 @@ A rule is called as ``rule(inst, args, ec)``:
 
 It returns the result value, exactly of the declared dtype and dims; the evaluator checks that in
 one place.  Rules are pure NumPy and vectorized: no Python loop over elements.
+
+A rule may have a *prepare* stage, registered next to it in its ops/ module with ``@prepares(op)``:
+``prepare(inst, ops, st)`` is called once per instruction when a computation is compiled
+(compiler.py), with the instruction, the indices of its operand steps and ``st``, what compile time
+knows (kernels.Static: folded values, clean values, the instructions, the module); it returns a
+kernel (kernels.Fast: a specialised callable computing exactly what the rule computes, the cases
+the rule must decide handed back to it) or None, and then the rule runs.  A kernel that needs the
+run (``kind=WITH_EC``) receives the EvalContext as its first argument.
+
+This module is the one index: ``rule_for(op)`` and ``prepare(inst, ops, st)``.
 """
 from __future__ import annotations
 
 from typing import Callable
 
+from ..ir.opcodes import OPCODES
+
 EVAL_RULES: dict[str, Callable] = {}
+PREPARERS: dict[str, Callable] = {}
 
 
-def evaluator(*opcodes: str):
+def _registrar(table: dict, what: str, opcodes):
     def deco(fn):
         for op in opcodes:
-            if op in EVAL_RULES:
-                raise RuntimeError(f"two evaluation rules for {op}")
-            EVAL_RULES[op] = fn
+            if op in table:
+                raise RuntimeError(f"two {what} for {op}")
+            table[op] = fn
         return fn
     return deco
 
 
+def evaluator(*opcodes: str):
+    """Register the decorated function as the evaluation rule of `opcodes`."""
+    return _registrar(EVAL_RULES, "evaluation rules", opcodes)
+
+
+def prepares(*opcodes: str):
+    """Register the decorated function as the prepare stage of `opcodes` (see the module's docstring)."""
+    return _registrar(PREPARERS, "prepare stages", opcodes)
+
+
 def rule_for(opcode: str):
+    """The evaluation rule of `opcode` (the async wrappers' for `<op>-start/-update/-done` sugar)."""
     fn = EVAL_RULES.get(opcode)
     if fn is None:
-        from ..ir.opcodes import OPCODES
         for suffix, generic in (("-start", "async-start"), ("-update", "async-update"), ("-done", "async-done")):
             if opcode.endswith(suffix) and opcode[: -len(suffix)] in OPCODES:
                 return EVAL_RULES.get(generic)
     return fn
+
+
+def prepare(inst, ops, st):
+    """The kernel of `inst`'s prepare stage (operand steps `ops`, compile-time facts `st`), or None
+    when its opcode has none, or it declines, or the instruction has unusual attributes (the rule
+    then runs, and reports them at run time)."""
+    p = PREPARERS.get(inst.opcode)
+    if p is None:
+        return None
+    try:
+        return p(inst, ops, st)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return None

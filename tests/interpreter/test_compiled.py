@@ -1,4 +1,4 @@
-"""The compiled fast path (hlo_cli/interpreter/compiler.py, fastpaths.py) against the generic loop.
+"""The compiled fast path (hlo_cli/interpreter/compiler.py and the rules' prepare stages) against the generic loop.
 
 The generic loop runs every instruction through its evaluation rule, the reference that the XLA
 goldens check; the compiled path must give the same bits: on every golden program and JAX sample,

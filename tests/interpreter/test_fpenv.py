@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hlo_cli.interpreter import fpenv
-from hlo_cli.interpreter.ops.convert import flush
+from hlo_cli.interpreter.kernels import flush
 
 HW = fpenv.hardware()
 needs_hw = pytest.mark.skipif(HW is None, reason="FTZ/DAZ flags are only used on x86-64 glibc")

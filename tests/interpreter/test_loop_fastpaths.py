@@ -1,4 +1,4 @@
-"""The fast paths of small-array loop bodies (hlo_cli/interpreter/fastpaths.py: reduce, unary
+"""The fast paths of small-array loop bodies (the prepare stages in hlo_cli/interpreter/ops/: reduce, unary
 float functions, maximum/minimum, slicing and concatenation, while loops run by the compiler)
 against the generic loop, bit for bit, on inputs full of the edge cases they hand back to the
 rules (NaN of both signs, infinities, signed zeros, subnormals in and out)."""
@@ -95,7 +95,7 @@ def test_reduces_match_the_rules(t, dt, dims, rdims, init, data):
 
 def test_the_fast_paths_are_taken():
     from hlo_cli.interpreter import compiler
-    from hlo_cli.interpreter.fastpaths import RULE
+    from hlo_cli.interpreter.kernels import RULE
     module = parse(_REDUCE.format(t="f32", dims="3,70", out="3", init="0", rdims="1"))
     steps = compiler.compiled(module, module.entry, True).steps
     assert not [s[4].opcode for s in steps if s[0] == RULE]

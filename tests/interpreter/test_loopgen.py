@@ -275,7 +275,7 @@ def test_the_iteration_limit_holds_in_the_generated_loop(taken, monkeypatch):
 def test_the_flag_probes_hold_on_many_more_values(name):
     """What loopgen.flags_neutral probes on a sample, on a million f32 values (all magnitudes)."""
     from hlo_cli.interpreter.fpenv import hardware
-    from hlo_cli.interpreter.ops.convert import TINY
+    from hlo_cli.interpreter.kernels import TINY
     hw = hardware()
     if hw is None:
         pytest.skip("the processor's flags are not used here")

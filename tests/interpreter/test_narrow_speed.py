@@ -132,7 +132,7 @@ def test_conversion_tables_agree_with_the_rule():
     for s in floats:
         if s.itemsize > 2:
             continue
-        codes = np.arange(1 << 8 * s.itemsize, dtype=C._UINT[8 * s.itemsize]).view(s)
+        codes = np.arange(1 << 8 * s.itemsize, dtype=C.UINT_OF_BITS[8 * s.itemsize]).view(s)
         codes = np.tile(codes, max(1, C.TABLE_MIN // codes.size))
         for d in floats + others:
             if d != s and (s.itemsize == 1 or d.itemsize == 1):

@@ -19,6 +19,7 @@ from golden import check_program, programs  # noqa: E402
 from hlo_cli.interpreter import computations as C  # noqa: E402
 from hlo_cli.interpreter import run  # noqa: E402
 from hlo_cli.interpreter.evaluator import EvalContext  # noqa: E402
+from hlo_cli.ir.attributes import WindowDim  # noqa: E402
 from hlo_cli.parser import parse  # noqa: E402
 
 PROGRAMS = programs("reduction")
@@ -249,12 +250,12 @@ def test_fold_valid_mask_skips_positions():
 # ------------------------------------------------------------------------ reduce-window
 
 def test_reduce_window_scan_form_detection():
-    w = lambda size, lo, hi: [C.WDim(), C.WDim(size, 1, lo, hi)]
-    assert C._scan_form((2, 40), w(40, 39, 0)) == (1, True, False)
-    assert C._scan_form((2, 40), w(40, 40, 0)) == (1, True, True)
-    assert C._scan_form((2, 40), w(40, 0, 39)) == (1, False, False)
-    assert C._scan_form((2, 16), w(16, 15, 0)) is None          # not longer than the base 16
-    assert C._scan_form((2, 40), w(40, 10, 0)) is None
+    w = lambda size, lo, hi: [C.TRIVIAL_WINDOW, WindowDim(size, 1, lo, hi)]
+    assert C.scan_form((2, 40), w(40, 39, 0)) == (1, True, False)
+    assert C.scan_form((2, 40), w(40, 40, 0)) == (1, True, True)
+    assert C.scan_form((2, 40), w(40, 0, 39)) == (1, False, False)
+    assert C.scan_form((2, 16), w(16, 15, 0)) is None          # not longer than the base 16
+    assert C.scan_form((2, 40), w(40, 10, 0)) is None
 
 
 def test_cumsum_init_as_data():

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hlo_cli.interpreter.ops.convert import subnormals
+from hlo_cli.interpreter.kernels import subnormals
 
 
 @settings(max_examples=200, deadline=None)

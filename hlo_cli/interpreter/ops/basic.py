@@ -5,6 +5,8 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.literal import Literal
+from ..kernels import ELEMENT, SAME, TUPLE, Fast, flushed_type
+from ..registry import prepares
 from ..registry import evaluator
 from ..values import TOKEN, np_dtype, random_value_for
 
@@ -75,3 +77,27 @@ def eval_after_all(inst, args, ec):
 def eval_add_dependency(inst, args, ec):
     """The first operand, once the token operand is ready."""
     return args[0]
+
+
+# ============================================================================ prepare stages
+# (registry.prepare: once per instruction at compile time; kernels.py)
+
+@prepares("copy", "opt-barrier")
+def _prepare_identity(inst, ops, st):
+    """copy and opt-barrier: the operand itself (values are never written in place)."""
+    return Fast(kind=SAME, clean=st.clean.get(ops[0], False))
+
+
+@prepares("get-tuple-element")
+def _prepare_gte(inst, ops, st):
+    """Element `index` of the operand tuple, clean when that element is."""
+    index = int(inst.attrs["index"])
+    src = st.clean.get(ops[0])
+    clean = src[index] if isinstance(src, tuple) and index < len(src) else not flushed_type(inst.shape)
+    return Fast(index, ELEMENT, clean=clean)
+
+
+@prepares("tuple")
+def _prepare_tuple(inst, ops, st):
+    """A tuple of the operands, each element's cleanliness kept."""
+    return Fast(kind=TUPLE, clean=tuple(st.clean.get(j, False) for j in ops))

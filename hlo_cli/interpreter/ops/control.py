@@ -7,7 +7,8 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.opcodes import OPCODES
-from ..registry import EVAL_RULES, evaluator
+from ..kernels import WITH_EC, Fast, flushed_type
+from ..registry import EVAL_RULES, evaluator, prepares, rule_for
 from ..values import TOKEN, np_dtype, zeros
 
 
@@ -284,3 +285,44 @@ def eval_infeed(inst, args, ec):
     if not queue:
         raise HloEvalError(f"infeed has no data (the run was given no infeed values)")
     return (queue.pop(0), TOKEN)
+
+
+# ============================================================================ prepare stages
+# (registry.prepare: once per instruction at compile time; kernels.py)
+
+@prepares("call", "fusion")
+def _prepare_call(inst, ops, st):
+    """The callee compiled for what is known of its arguments (so its parameters skip the DAZ
+    pass when the caller's values are clean); its root's cleanliness comes back."""
+    name = inst.attrs["to_apply" if inst.opcode == "call" else "calls"].name
+    callee = st.callee(name, tuple(st.clean.get(j, False) for j in ops)) if st.callee else None
+    if callee is None:                          # recursion: the plain call
+        def fn(ec, *args):
+            return ec.call(name, args)
+        return Fast(fn, WITH_EC, clean=not flushed_type(inst.shape))
+
+    def fn(ec, *args):
+        return ec.run_compiled(callee, args)
+    fn.callee = callee                          # (compiler._inline)
+    fast = Fast(fn, WITH_EC, clean=callee.root_clean)
+    fast.callee = callee
+    return fast
+
+
+@prepares("while")
+def _prepare_while(inst, ops, st):
+    """A while loop whose condition and body are compiled: EvalContext.run_while.  With --profile
+    or a progress callback, the rule (per-call runs)."""
+    if st.callee is None or len(ops) != 1:
+        return None
+    cname, bname = inst.attrs["condition"].name, inst.attrs["body"].name
+    cond, body = st.callee(cname, None), st.callee(bname, None)
+    if cond is None or body is None:
+        return None
+    rule = rule_for("while")
+
+    def fn(ec, state):
+        if ec.profile is not None or ec.progress is not None:
+            return rule(inst, [state], ec)
+        return ec.run_while(cond, body, state, ec.options.max_iterations, cname)
+    return Fast(fn, WITH_EC, clean=not flushed_type(inst.shape))

@@ -15,7 +15,8 @@ import ml_dtypes
 import numpy as np
 
 from ...ir.dtypes import ELEMENT_TYPES, ElementType, from_numpy
-from ..registry import evaluator
+from ..kernels import Fast, flush, shape_dtype
+from ..registry import evaluator, prepares
 from ..values import np_dtype
 
 F32 = np.dtype(np.float32)
@@ -36,8 +37,8 @@ _NAN_BITS = {"f8e5m2": (0x7E, 0xFE), "f8e4m3": (0x7C, 0xFC), "f8e4m3fn": (0x7F, 
 _NAN_BITS = {ELEMENT_TYPES[k].numpy: v for k, v in _NAN_BITS.items()}
 E5M2 = ELEMENT_TYPES["f8e5m2"].numpy
 
-_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
-_SINT = {8: np.dtype(np.int8), 16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
+UINT_OF_BITS = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+SINT_OF_BITS = {8: np.dtype(np.int8), 16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
 
 
 # ----------------------------------------------------------------------------- element types
@@ -94,7 +95,7 @@ def wrap_int(x: np.ndarray, dst) -> np.ndarray:
 def unsigned_bits(et: ElementType, c: np.ndarray) -> np.ndarray:
     """Values `c` of integer type `et` (in their int_compute container) as unsigned bit patterns of
     et.bits bits, in the unsigned container."""
-    u = c.astype(_UINT[container_bits(et.bits)], copy=False)
+    u = c.astype(UINT_OF_BITS[container_bits(et.bits)], copy=False)
     return u & np.uint8((1 << et.bits) - 1) if et.bits < 8 else u
 
 
@@ -102,8 +103,8 @@ def signed_bits(et: ElementType, c: np.ndarray) -> np.ndarray:
     """Values `c` of integer type `et` (in their container) read as two's-complement numbers of
     et.bits bits, in the signed container."""
     if et.kind == "int":
-        return c.astype(_SINT[container_bits(et.bits)], copy=False)
-    s = c.astype(_SINT[container_bits(et.bits)])
+        return c.astype(SINT_OF_BITS[container_bits(et.bits)], copy=False)
+    s = c.astype(SINT_OF_BITS[container_bits(et.bits)])
     if et.bits < 8:
         half = np.int8(1 << (et.bits - 1))
         s = ((s & np.int8((1 << et.bits) - 1)) ^ half) - half
@@ -111,55 +112,6 @@ def signed_bits(et: ElementType, c: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- floats
-
-TINY = {F32: F32.type(2.0 ** -126), F64: F64.type(2.0 ** -1022)}     # smallest normal numbers
-
-
-def subnormals(x: np.ndarray):
-    """The mask of the subnormal elements of an f32/f64 array, or None if there are none.  The
-    common case costs one pass: the smallest magnitude (NaN-ignoring) is a normal number."""
-    if x.size == 0:
-        return None
-    a = np.abs(x)
-    tiny = TINY[x.dtype]
-    # np.minimum, not np.fmin: NumPy 2.4's fmin.reduce misses the smallest value of some arrays
-    # holding NaNs (3 of 200 random-bit f32[4096], measured), which left subnormals unflushed
-    m = np.minimum.reduce(a, axis=None)
-    if m >= tiny:
-        return None
-    if m != m:
-        if not isinstance(a, np.ndarray) or a.ndim == 0:
-            return None                # one element, a NaN
-        # a NaN (propagated): the magnitudes' bit patterns as integers, minus one, are below the
-        # smallest normal's exactly for the subnormals (NaN and inf are the largest, zero wraps
-        # around to the largest): two passes over `a` (our own copy), no masks
-        it, ut = (np.int32, np.uint32) if x.dtype == F32 else (np.int64, np.uint64)
-        u = a.view(it)
-        np.subtract(u, it(1), out=u)
-        if np.minimum.reduce(u.view(ut), axis=None) >= ut(tiny.view(it)) - ut(1):
-            return None
-        a = np.abs(x)
-    sub = (a < tiny) & (a > 0)
-    return sub if sub.any() else None
-
-
-def flush(x: np.ndarray) -> np.ndarray:
-    """XLA CPU's FTZ/DAZ: denormal f32/f64 values (and complex parts) become zeros of the same sign.
-    Other dtypes pass through."""
-    if x.dtype == F32 or x.dtype == F64:
-        sub = subnormals(x)
-        if sub is None:
-            return x
-        return np.where(sub, np.copysign(np.zeros((), x.dtype), x), x)
-    if x.dtype == C64 or x.dtype == C128:
-        re, im = flush(x.real), flush(x.imag)
-        if re is x.real and im is x.imag:
-            return x
-        out = np.empty(x.shape, x.dtype)
-        out.real, out.imag = re, im
-        return out
-    return x
-
 
 def float_compute_dtype(dtype) -> np.dtype:
     """The width XLA CPU computes a float (complex) type in: f64 / c128 as themselves, every
@@ -239,7 +191,7 @@ TABLE_MIN = 4096                    # smaller arrays convert directly
 
 @functools.lru_cache(maxsize=None)
 def _table(src: np.dtype, dst: np.dtype, how: str) -> np.ndarray:
-    codes = np.arange(1 << (8 * src.itemsize), dtype=_UINT[8 * src.itemsize]).view(src)
+    codes = np.arange(1 << (8 * src.itemsize), dtype=UINT_OF_BITS[8 * src.itemsize]).view(src)
     if how == "widen16":                                  # the f8 ops' widening: exact, via f32
         t = widen_float(codes).astype(F16)
     elif how == "from_f32":                               # bf16 codes as the f32 values they are
@@ -255,7 +207,7 @@ def by_table(x: np.ndarray, dst, how: str = "convert") -> np.ndarray:
     """`convert(x, dst)` (how="convert") or the f8 ops' widening to f16 (how="widen16") of a 1- or
     2-byte float array, through the table of all its bit patterns."""
     t = _table(x.dtype, np.dtype(dst), how)
-    return np.take(t, x.view(_UINT[8 * x.dtype.itemsize]))
+    return np.take(t, x.view(UINT_OF_BITS[8 * x.dtype.itemsize]))
 
 
 def _tabled(src: np.dtype, dst: np.dtype) -> bool:
@@ -372,9 +324,18 @@ def eval_convert(inst, args, ec):
 eval_convert.elementwise = True             # element i of the result depends on element i only
 
 
+def _clean_from_integers(inst, st) -> bool:
+    """An integer or pred -> float convert writes no subnormal (kernels.rule_result_clean)."""
+    src = st.comp.by_name[inst.operands[0]].shape
+    return not src.is_tuple and (src.element_type == "pred" or src.element_type[0] in "su")
+
+
+eval_convert.result_clean = _clean_from_integers
+
+
 # ----------------------------------------------------------------------------- bitcast-convert
 
-def _contig(x: np.ndarray) -> np.ndarray:
+def contig(x: np.ndarray) -> np.ndarray:
     """C-contiguous `x` (np.ascontiguousarray would turn a 0-d array into shape [1])."""
     return x if x.flags.c_contiguous else np.array(x, order="C")
 
@@ -386,7 +347,7 @@ def _bits_of(x: np.ndarray) -> np.ndarray:
         if et.kind in ("int", "uint"):
             return unsigned_bits(et, int_compute(x))
         return x.view(np.uint8) & np.uint8((1 << et.bits) - 1) if et.bits < 8 else x.view(np.uint8)
-    return _contig(x).view(_UINT[et.bits])
+    return contig(x).view(UINT_OF_BITS[et.bits])
 
 
 def _from_bits(u: np.ndarray, dst: np.dtype) -> np.ndarray:
@@ -398,7 +359,7 @@ def _from_bits(u: np.ndarray, dst: np.dtype) -> np.ndarray:
         return u8.view(dst)
     if et.kind == "pred":
         return u.astype(np.uint8).view(BOOL)
-    return _contig(u.astype(_UINT[et.bits], copy=False)).view(dst)
+    return contig(u.astype(UINT_OF_BITS[et.bits], copy=False)).view(dst)
 
 
 @evaluator("bitcast-convert")
@@ -412,10 +373,10 @@ def eval_bitcast_convert(inst, args, ec):
     a, b = etype(x.dtype).bits, etype(dst).bits
     if x.dtype.kind == "c" or dst.kind == "c":          # complex: plain memory reinterpretation
         if a == b:
-            return np.asarray(_contig(x).view(dst))
+            return np.asarray(contig(x).view(dst))
         if a > b:
-            return np.asarray(_contig(x)[..., None].view(dst))
-        return np.asarray(_contig(x).view(dst)[..., 0])
+            return np.asarray(contig(x)[..., None].view(dst))
+        return np.asarray(contig(x).view(dst)[..., 0])
     bits = _bits_of(x)
     if a == b:
         return np.asarray(_from_bits(bits, dst))
@@ -438,7 +399,7 @@ def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> n
     The mantissa rounds to nearest even; then an exponent above the reduced range becomes +-inf and
     one at or below its minimum -- denormals of the reduced type included -- becomes +-0; NaN stays
     NaN (quieted), also for mantissa_bits = 0."""
-    ui = _UINT[x.dtype.itemsize * 8]
+    ui = UINT_OF_BITS[x.dtype.itemsize * 8]
     nbits = x.dtype.itemsize * 8
     src_m = ml_dtypes.finfo(x.dtype).nmant
     src_e = nbits - 1 - src_m
@@ -514,3 +475,20 @@ def eval_stochastic_convert(inst, args, ec):
         r = np.where(w < 0, -r, r)
         r = np.where(w <= lo, lo, np.where(w >= hi, hi, r))
     return np.asarray(wrap_int(np.asarray(r), dst))
+
+
+# ============================================================================ prepare stages
+# (registry.prepare: once per instruction at compile time; kernels.py)
+
+_NATIVE_INTS = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                               np.uint32, np.uint64, np.bool_))
+
+
+@prepares("convert")
+def _prepare_convert(inst, ops, st):
+    """Integer and pred conversions among the native widths: NumPy's cast wraps, sign-extends
+    and reads nonzero as true, as XLA's convert does."""
+    dt, src = shape_dtype(inst), shape_dtype(st.node(ops[0]))
+    if dt not in _NATIVE_INTS or src not in _NATIVE_INTS:
+        return None
+    return Fast(lambda x: x.astype(dt), clean=True, elementwise=True)

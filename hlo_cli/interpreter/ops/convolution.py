@@ -57,8 +57,9 @@ from .. import numerics
 from ..registry import evaluator
 from ..values import np_dtype
 from ..fpenv import hardware
-from .convert import F32, F64, convert, flush, kind
-from .linalg import F32_BLAS_MIN_MACS, _contig, etype_name, _narrow, _plus_zero, _widen, compute_types
+from ..kernels import flush
+from .convert import F32, F64, contig, convert, kind
+from .linalg import F32_BLAS_MIN_MACS, compute_types, etype_name, narrow_result, plus_zero, widen_operand
 
 # ============================================================================ convolution
 
@@ -774,7 +775,7 @@ def _fast_path(x, w, wdims, out_spatial, dt, terms: int, eigen: bool = True):
                 if not hw:
                     xx, ww = flush(xx), flush(ww)
             else:
-                hw, xx, ww, cdt = False, _widen(x), _widen(w), F64
+                hw, xx, ww, cdt = False, widen_operand(x), widen_operand(w), F64
             if _finite(xx) and _finite(ww):
                 out = _fast_conv(xx, ww, wdims, out_spatial, cdt, hw, nonfinite=bad)
             else:
@@ -782,7 +783,7 @@ def _fast_path(x, w, wdims, out_spatial, dt, terms: int, eigen: bool = True):
                 bad = [True] if out is None else []
             if bad and cdt == F32:
                 # f32 partial sums overflowed: the sum in f64 (the exact path's), NaN and inf as above
-                xx, ww = _widen(x), _widen(w)
+                xx, ww = widen_operand(x), widen_operand(w)
                 if _finite(xx) and _finite(ww):
                     return _fast_conv(xx, ww, wdims, out_spatial, F64, False)
                 return _nonfinite_conv(xx, ww, wdims, out_spatial, F64, False, eigen)
@@ -791,10 +792,10 @@ def _fast_path(x, w, wdims, out_spatial, dt, terms: int, eigen: bool = True):
             if cdt == F32 and not hw:
                 out = flush(out)
         elif k == "complex":
-            xx, ww = _widen(x), _widen(w)
+            xx, ww = widen_operand(x), widen_operand(w)
             out = _fast_conv(xx, ww, wdims, out_spatial, xx.dtype, False, nonfinite=bad)
         elif k in ("int", "uint"):
-            xx, ww = _widen(x), _widen(w)
+            xx, ww = widen_operand(x), widen_operand(w)
             mx = max(abs(int(xx.max())), abs(int(xx.min())))
             mw = max(abs(int(ww.max())), abs(int(ww.min())))
             if terms * mx * mw >= _F64_EXACT:
@@ -892,23 +893,23 @@ def convolution_values(inst, lhs, rhs, out_dt):
     if fast is not None:
         nx = fast.shape[0]
         res = fast.reshape((nx,) + out_spatial + (-1,))
-        res = _narrow(res, dt)
+        res = narrow_result(res, dt)
         perm = [0] * (ns + 2)
         perm[dn.output_batch_dimension] = 0
         perm[dn.output_feature_dimension] = ns + 1
         for j, d in enumerate(dn.output_spatial_dimensions):
             perm[d] = 1 + j
-        return _contig(convert(np.transpose(res, perm), out_dt))
-    x = _widen(x)
-    w = _widen(w)
+        return contig(convert(np.transpose(res, perm), out_dt))
+    x = widen_operand(x)
+    w = widen_operand(w)
     acc, terms = _conv_core(x, w, wdims, out_spatial, eigen)
     g, nx, og = acc.shape[:3]
     acc = acc.swapaxes(0, 1).reshape((nx, g * og) + out_spatial)
-    res = _narrow(_plus_zero(acc, terms), dt)
+    res = narrow_result(plus_zero(acc, terms), dt)
     perm = [0] * (ns + 2)
     perm[dn.output_batch_dimension] = 0
     perm[dn.output_feature_dimension] = 1
     for j, d in enumerate(dn.output_spatial_dimensions):
         perm[d] = 2 + j
     res = np.transpose(res, perm)
-    return _contig(convert(res, out_dt))
+    return contig(convert(res, out_dt))

@@ -210,14 +210,14 @@ def parse_mlir_dict(text: str) -> dict:
 _char = LC.char          # a one-character option of backend_config ({uplo = 76 : ui8} -> 'L')
 
 
-def _leaf_shapes(shape):
+def leaf_shapes(shape):
     return list(shape.leaves()) if shape.is_tuple else [shape]
 
 
-def _result(inst, outs):
+def declared_result(inst, outs):
     """Build the declared result from the computed leaves: each leaf converted to its declared dtype
     (and shape); leaves past the computed ones (workspaces) are zeros."""
-    shapes = _leaf_shapes(inst.shape)
+    shapes = leaf_shapes(inst.shape)
     vals = []
     for k, s in enumerate(shapes):
         dt = np_dtype(s)
@@ -280,7 +280,7 @@ def cc_topk(inst, args, ec):
     XLA CPU: f32 only, its runtime kernel (TOTALORDER descending, ties by index, the comparator not
     consulted); other types, which XLA CPU rejects, are sorted stably with the comparator."""
     x = np.asarray(args[0])
-    leaves = _leaf_shapes(inst.shape)
+    leaves = leaf_shapes(inst.shape)
     if len(args) != 1 or x.ndim < 1 or len(leaves) != 2 or any(
             tuple(s.dims[:-1]) != x.shape[:-1] or not s.dims or s.dims[-1] > x.shape[-1] for s in leaves):
         raise HloEvalError(f"TopK takes one array and returns (values, indices) of its k largest entries along "
@@ -296,14 +296,12 @@ def cc_topk(inst, args, ec):
         iota = np.broadcast_to(np.arange(x.shape[-1], dtype=np.int32), x.shape)
         vals, order = C.sort_arrays(ec, comp.name, [x, iota], x.ndim - 1, True)
         vals, order = vals[..., :k], order[..., :k]
-    return _result(inst, [vals, order.astype(np.int32)])
+    return declared_result(inst, [vals, order.astype(np.int32)])
 
 
 # ============================================================================ LAPACK access
 
-_TYPES = {"s": np.dtype(np.float32), "d": np.dtype(np.float64), "c": np.dtype(np.complex64),
-          "z": np.dtype(np.complex128)}
-_PREFIX = {v: k for k, v in _TYPES.items()}
+_PREFIX = {v: k for k, v in LC.TYPE_OF_LETTER.items()}
 _REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
 
 
@@ -389,6 +387,13 @@ def _batched(a):
     bshape = a.shape[:-2]
     flat = _flat(a, 2)
     return bshape, flat
+
+
+def _matrices(a):
+    """(dtype, batch shape, matrices, m, n, min(m, n)) of a batched m x n matrix operand."""
+    bshape, mats = _batched(a)
+    m, n = a.shape[-2:]
+    return a.dtype, bshape, mats, m, n, min(m, n)
 
 
 def _query(lp: _Lapack, name, dt, *args_before_work, after=()):
@@ -502,10 +507,7 @@ def _subst(a, b, left, lower, unit, trans):
 
 def getrf(a):
     """LU with partial pivoting: (lu, 1-based int32 pivots, info)."""
-    dt = a.dtype
-    bshape, mats = _batched(a)
-    m, n = a.shape[-2:]
-    k = min(m, n)
+    dt, bshape, mats, m, n, k = _matrices(a)
     lp = lapack()
     outs, pivs, infos = [], [], []
     for mat in mats:
@@ -552,10 +554,7 @@ def _getf2(mat):
 
 def geqrf(a):
     """Householder QR: (R above / reflectors below the diagonal, tau)."""
-    dt = a.dtype
-    bshape, mats = _batched(a)
-    m, n = a.shape[-2:]
-    k = min(m, n)
+    dt, bshape, mats, m, n, k = _matrices(a)
     lp = lapack()
     outs, taus = [], []
     for mat in mats:
@@ -1020,7 +1019,7 @@ def ormqr(a, tau, c, left: bool, transpose: bool):
 def _prefix_dtype(inst, default):
     """The LAPACK dtype of a target (its s/d/c/z letter), falling back to the operand's."""
     m = re.match(r"(?:lapack|blas)_([sdcz])", inst.attrs.get("custom_call_target", ""))
-    return _TYPES[m.group(1)] if m else np.dtype(default)
+    return LC.TYPE_OF_LETTER[m.group(1)] if m else np.dtype(default)
 
 
 @target(pattern=r"lapack_[sdcz]potrf_ffi")
@@ -1028,14 +1027,14 @@ def cc_potrf_ffi(inst, args, ec):
     """xPOTRF(uplo): (factor in the uplo triangle, other triangle unchanged; s32 info per matrix)."""
     at = backend_attrs(inst)
     a = np.asarray(args[0])
-    return _result(inst, potrf(a.astype(_prefix_dtype(inst, a.dtype)), _char(at, "uplo", "L") == "L"))
+    return declared_result(inst, potrf(a.astype(_prefix_dtype(inst, a.dtype)), _char(at, "uplo", "L") == "L"))
 
 
 @target(pattern=r"lapack_[sdcz]potrf")
 def cc_potrf_legacy(inst, args, ec):
     """Legacy xPOTRF(lower, batch, n, a) -> (a, info)."""
     a = np.asarray(args[-1])
-    return _result(inst, potrf(a.astype(_prefix_dtype(inst, a.dtype)), bool(_scalar(args[0]))))
+    return declared_result(inst, potrf(a.astype(_prefix_dtype(inst, a.dtype)), bool(_scalar(args[0]))))
 
 
 @target(pattern=r"lapack_[sdcz]trsm_ffi")
@@ -1045,8 +1044,8 @@ def cc_trsm_ffi(inst, args, ec):
     a, b = np.asarray(args[0]), np.asarray(args[1])
     dt = _prefix_dtype(inst, b.dtype)
     alpha = args[2] if len(args) > 2 else None
-    return _result(inst, [trsm(a.astype(dt), b.astype(dt), _char(at, "side", "L"), _char(at, "uplo", "L"),
-                               _char(at, "trans_x", "N"), _char(at, "diag", "N"), alpha)])
+    return declared_result(inst, [trsm(a.astype(dt), b.astype(dt), _char(at, "side", "L"), _char(at, "uplo", "L"),
+                                       _char(at, "trans_x", "N"), _char(at, "diag", "N"), alpha)])
 
 
 @target(pattern=r"blas_[sdcz]trsm")
@@ -1055,22 +1054,22 @@ def cc_trsm_legacy(inst, args, ec):
     a, b = np.asarray(args[-2]), np.asarray(args[-1])
     dt = _prefix_dtype(inst, b.dtype)
     flags = [_scalar(v) for v in args[:4]]
-    return _result(inst, [trsm(a.astype(dt), b.astype(dt), "L" if flags[0] else "R", "L" if flags[1] else "U",
-                               "NTC"[flags[2]], "U" if flags[3] else "N", args[-3])])
+    return declared_result(inst, [trsm(a.astype(dt), b.astype(dt), "L" if flags[0] else "R", "L" if flags[1] else "U",
+                                       "NTC"[flags[2]], "U" if flags[3] else "N", args[-3])])
 
 
 @target(pattern=r"lapack_[sdcz]getrf(_ffi)?")
 def cc_getrf(inst, args, ec):
     """xGETRF: (lu, s32 1-based pivots, info); the legacy form passes (batch, m, n, a)."""
     a = np.asarray(args[-1])
-    return _result(inst, getrf(a.astype(_prefix_dtype(inst, a.dtype))))
+    return declared_result(inst, getrf(a.astype(_prefix_dtype(inst, a.dtype))))
 
 
 @target(pattern=r"lapack_[sdcz]geqrf_ffi")
 def cc_geqrf_ffi(inst, args, ec):
     """xGEQRF: (R and the Householder reflectors, tau)."""
     a = np.asarray(args[0])
-    return _result(inst, geqrf(a.astype(_prefix_dtype(inst, a.dtype))))
+    return declared_result(inst, geqrf(a.astype(_prefix_dtype(inst, a.dtype))))
 
 
 @target(pattern=r"lapack_[sdcz]geqrf")
@@ -1078,14 +1077,14 @@ def cc_geqrf_legacy(inst, args, ec):
     """Legacy xGEQRF(batch, m, n, lwork, a) -> (a, tau, info, workspace)."""
     a = np.asarray(args[-1])
     q, tau = geqrf(a.astype(_prefix_dtype(inst, a.dtype)))
-    return _result(inst, [q, tau, np.zeros(a.shape[:-2], np.int32)])
+    return declared_result(inst, [q, tau, np.zeros(a.shape[:-2], np.int32)])
 
 
 @target(pattern=r"lapack_[sdcz]geqp3_ffi")
 def cc_geqp3_ffi(inst, args, ec):
     """xGEQP3(a, jpvt): QR with column pivoting -> (a, jpvt, tau)."""
     a = np.asarray(args[0])
-    return _result(inst, geqp3(a.astype(_prefix_dtype(inst, a.dtype)), np.asarray(args[1])))
+    return declared_result(inst, geqp3(a.astype(_prefix_dtype(inst, a.dtype)), np.asarray(args[1])))
 
 
 @target(pattern=r"lapack_(?:[sd]orgqr|[cz]ungqr)_ffi")
@@ -1093,7 +1092,7 @@ def cc_orgqr_ffi(inst, args, ec):
     """xORGQR / xUNGQR(a, tau): the Householder product Q."""
     a = np.asarray(args[0])
     dt = _prefix_dtype(inst, a.dtype)
-    return _result(inst, [orgqr(a.astype(dt), np.asarray(args[1]).astype(dt))])
+    return declared_result(inst, [orgqr(a.astype(dt), np.asarray(args[1]).astype(dt))])
 
 
 @target(pattern=r"lapack_(?:[sd]orgqr|[cz]ungqr)")
@@ -1101,27 +1100,33 @@ def cc_orgqr_legacy(inst, args, ec):
     """Legacy xORGQR(batch, m, n, k, lwork, a, tau) -> (a, info, workspace)."""
     a = np.asarray(args[-2])
     dt = _prefix_dtype(inst, a.dtype)
-    return _result(inst, [orgqr(a.astype(dt), np.asarray(args[-1]).astype(dt)), np.zeros(a.shape[:-2], np.int32)])
+    return declared_result(inst, [orgqr(a.astype(dt), np.asarray(args[-1]).astype(dt)),
+                                  np.zeros(a.shape[:-2], np.int32)])
 
 
 @target(pattern=r"lapack_(?:[sd]syevd|[cz]heevd)_ffi")
 def cc_syevd_ffi(inst, args, ec):
     """xSYEVD / xHEEVD(mode V|N, uplo): (eigenvectors in columns, eigenvalues ascending, info)."""
-    at = backend_attrs(inst)
-    a = np.asarray(args[0])
-    return _result(inst, syevd(a.astype(_prefix_dtype(inst, a.dtype)), _char(at, "mode", "V"),
-                               _char(at, "uplo", "L")))
+    return _with_chars(inst, args[0], syevd, ("mode", "V"), ("uplo", "L"))
 
 
 @target(pattern=r"lapack_(?:[sd]syevd|[cz]heevd)")
 def cc_syevd_legacy(inst, args, ec):
     """Legacy xSYEVD(lower, batch, n, a) -> (v, w, info, workspaces...)."""
     a = np.asarray(args[-1])
-    return _result(inst, syevd(a.astype(_prefix_dtype(inst, a.dtype)), "V", "L" if _scalar(args[0]) else "U"))
+    return declared_result(inst, syevd(a.astype(_prefix_dtype(inst, a.dtype)), "V", "L" if _scalar(args[0]) else "U"))
+
+
+def _with_chars(inst, a, routine, *chars):
+    """The declared result of routine(a in the target's type, each (attribute, default) of `chars`
+    read from the backend config as one character)."""
+    at = backend_attrs(inst)
+    a = np.asarray(a)
+    return declared_result(inst, routine(a.astype(_prefix_dtype(inst, a.dtype)), *(_char(at, k, d) for k, d in chars)))
 
 
 def _svd(inst, a, mode, routine):
-    shapes = _leaf_shapes(inst.shape)
+    shapes = leaf_shapes(inst.shape)
     dt = _prefix_dtype(inst, a.dtype)
     us = tuple(shapes[2].dims[-2:]) if len(shapes) > 2 else None
     vts = tuple(shapes[3].dims[-2:]) if len(shapes) > 3 else None
@@ -1131,13 +1136,13 @@ def _svd(inst, a, mode, routine):
 @target(pattern=r"lapack_[sdcz]gesdd_ffi")
 def cc_gesdd_ffi(inst, args, ec):
     """xGESDD(mode A|S|N): (a as LAPACK leaves it, singular values, u, vt, info)."""
-    return _result(inst, _svd(inst, np.asarray(args[0]), _char(backend_attrs(inst), "mode", "A"), "gesdd"))
+    return declared_result(inst, _svd(inst, np.asarray(args[0]), _char(backend_attrs(inst), "mode", "A"), "gesdd"))
 
 
 @target(pattern=r"lapack_[sdcz]gesvd_ffi")
 def cc_gesvd_ffi(inst, args, ec):
     """xGESVD(mode A|S|N for both u and vt): (a as LAPACK leaves it, singular values, u, vt, info)."""
-    return _result(inst, _svd(inst, np.asarray(args[0]), _char(backend_attrs(inst), "mode", "A"), "gesvd"))
+    return declared_result(inst, _svd(inst, np.asarray(args[0]), _char(backend_attrs(inst), "mode", "A"), "gesvd"))
 
 
 @target(pattern=r"lapack_[sdcz]gesdd")
@@ -1146,17 +1151,14 @@ def cc_gesdd_legacy(inst, args, ec):
     workspaces...)."""
     full, uv = bool(_scalar(args[0])), bool(_scalar(args[1]))
     mode = "N" if not uv else ("A" if full else "S")
-    return _result(inst, _svd(inst, np.asarray(args[-1]), mode, "gesdd"))
+    return declared_result(inst, _svd(inst, np.asarray(args[-1]), mode, "gesdd"))
 
 
 @target(pattern=r"lapack_[sdcz]geev_ffi")
 def cc_geev_ffi(inst, args, ec):
     """xGEEV(compute_left, compute_right V|N): real (wr, wi, vl, vr, info), complex (w, vl, vr, info),
     eigenvectors complex."""
-    at = backend_attrs(inst)
-    a = np.asarray(args[0])
-    return _result(inst, geev(a.astype(_prefix_dtype(inst, a.dtype)), _char(at, "compute_left", "V"),
-                              _char(at, "compute_right", "V")))
+    return _with_chars(inst, args[0], geev, ("compute_left", "V"), ("compute_right", "V"))
 
 
 @target(pattern=r"lapack_[sdcz]geev")
@@ -1167,7 +1169,7 @@ def cc_geev_legacy(inst, args, ec):
     jobvl, jobvr = chr(_scalar(args[2])), chr(_scalar(args[3]))
     outs = geev(a.astype(dt), jobvl, jobvr)
     nws = 3 if dt.kind == "f" else 2
-    return _result(inst, [None] * nws + list(outs))
+    return declared_result(inst, [None] * nws + list(outs))
 
 
 @target(pattern=r"lapack_[sdcz]gees_ffi")
@@ -1175,7 +1177,7 @@ def cc_gees_ffi(inst, args, ec):
     """xGEES(mode V|N, sort N): real (t, vs, wr, wi, sdim, info), complex (t, vs, w, sdim, info)."""
     at = backend_attrs(inst)
     a = np.asarray(args[0])
-    return _result(inst, gees(a.astype(_prefix_dtype(inst, a.dtype)), _char(at, "mode", "V")))
+    return declared_result(inst, gees(a.astype(_prefix_dtype(inst, a.dtype)), _char(at, "mode", "V")))
 
 
 @target(pattern=r"lapack_[sdcz]gehrd_ffi")
@@ -1184,15 +1186,15 @@ def cc_gehrd_ffi(inst, args, ec):
     at = backend_attrs(inst)
     a = np.asarray(args[0])
     n = a.shape[-1]
-    return _result(inst, gehrd(a.astype(_prefix_dtype(inst, a.dtype)), int(at.get("low", 1)),
-                               int(at.get("high", n))))
+    return declared_result(inst, gehrd(a.astype(_prefix_dtype(inst, a.dtype)), int(at.get("low", 1)),
+                                       int(at.get("high", n))))
 
 
 @target(pattern=r"lapack_(?:[sd]sytrd|[cz]hetrd)_ffi")
 def cc_sytrd_ffi(inst, args, ec):
     """xSYTRD / xHETRD(uplo): (a, diagonal, off-diagonal, tau, info)."""
     a = np.asarray(args[0])
-    return _result(inst, sytrd(a.astype(_prefix_dtype(inst, a.dtype)), _char(backend_attrs(inst), "uplo", "L")))
+    return declared_result(inst, sytrd(a.astype(_prefix_dtype(inst, a.dtype)), _char(backend_attrs(inst), "uplo", "L")))
 
 
 @target(pattern=r"lapack_(?:[sd]ormqr|[cz]unmqr)_ffi")
@@ -1200,12 +1202,11 @@ def cc_ormqr_ffi(inst, args, ec):
     """xORMQR / xUNMQR(a, tau, c) with left/transpose: c multiplied by Q (jax.lax.linalg.ormqr)."""
     at = backend_attrs(inst)
     a, tau, c = (np.asarray(v) for v in args)
-    return _result(inst, [ormqr(a, tau, c, bool(at.get("left", True)), bool(at.get("transpose", False)))])
+    return declared_result(inst, [ormqr(a, tau, c, bool(at.get("left", True)), bool(at.get("transpose", False)))])
 
 
 @target(pattern=r"lapack_[sdcz]gtsv_ffi")
 def cc_gtsv_ffi(inst, args, ec):
     """xGTSV(dl, d, du, b): (dl, d, du, x, info) for the tridiagonal system (jax.lax.linalg.tridiagonal_solve)."""
     dt = _prefix_dtype(inst, np.asarray(args[3]).dtype)
-    return _result(inst, gtsv(*[np.asarray(v).astype(dt) for v in args]))
-
+    return declared_result(inst, gtsv(*[np.asarray(v).astype(dt) for v in args]))

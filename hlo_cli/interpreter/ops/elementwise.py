@@ -27,11 +27,15 @@ import numpy as np
 from ...errors import HloEvalError
 from ...ir.attributes import comparison_type
 from ..computations import weak_from_total
-from ..registry import evaluator
+from ..fpenv import hardware
+from ..kernels import (
+    TINY, Fast, factory_rule, flush, min_reduce, operand_dtypes, scalar_safe, shape_dtype,
+)
+from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
 from ..parallel import split
 from .convert import (
-    BF16, E8M0, F16, F32, F64, TABLE_MIN, by_table, convert, etype, flush, int_compute, int_range, kind,
+    BF16, E8M0, F16, F32, F64, SINT_OF_BITS, TABLE_MIN, UINT_OF_BITS, by_table, convert, etype, int_compute, int_range, kind,
     round_float, signed_bits, unsigned_bits, widen_float, wrap_int,
 )
 
@@ -164,7 +168,6 @@ def _signed_zeros(ufunc, hw, x, y):
 def narrow_binary(opcode: str, a: np.ndarray, b: np.ndarray, dst):
     """The bf16/f16 fast path of a binary op (see above): the result, or None where the generic
     path must compute it (no FTZ/DAZ flags, other types, NaN or zero results as said)."""
-    from ..fpenv import hardware
     from ..parallel import run_parts, threads
     dst = np.dtype(dst)
     ufunc = _NARROW_UFUNCS.get(opcode)
@@ -800,7 +803,6 @@ def _hw_compares():
     (checked once, on SIMD-sized and scalar-tail lengths), else None."""
     global _daz_compares
     if _daz_compares is None:
-        from ..fpenv import hardware
         hw = hardware()
         ok = hw is not None
         if ok:
@@ -870,3 +872,302 @@ def eval_compare(inst, args, ec):
         if k == "complex":
             return np.asarray(op(flush(a), flush(b)))
         return np.asarray(op(int_compute(a), int_compute(b)))
+
+
+# ============================================================================ prepare stages
+# (registry.prepare: once per instruction at compile time; kernels.py)
+
+ndarray = np.ndarray
+
+
+def _prepare_float_arith(opcode, ufunc):
+    """f32/f64 add, subtract, multiply, divide: the NumPy ufunc with XLA CPU's DAZ on operands that
+    may hold subnormals and FTZ on the result (the processor's flags where fpenv has them); a
+    result holding a NaN or a value below the smallest normal goes to the rule (NaN signs)."""
+    def prep(inst, ops, st):
+        dt = shape_dtype(inst)
+        if dt not in TINY or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)):
+            return None
+        tiny = TINY[dt]
+        rule = rule_for(opcode)
+        daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
+
+        def slow(a, b):                                  # NaN or a small result: the rule decides
+            return rule(inst, [a, b], None)
+
+        hw = hardware()
+        if hw is not None:
+            fset, on, off = hw
+
+            def fn(a, b):                                # the processor flushes, as in XLA
+                fset(on)                                 # (fpenv.flushing inlined: a hot path)
+                try:
+                    r = ufunc(a, b)
+                finally:
+                    fset(off)
+                if r.__class__ is not ndarray:
+                    r = np.asarray(r)
+                if r.size:
+                    low = min_reduce(r, axis=None)         # NaN if a NaN is present
+                    if low != low:
+                        return slow(a, b)                # a NaN's sign is the rule's business
+                return r
+            fn.hw_ufunc = ufunc                          # (compiler.py: runs of such steps)
+            return Fast(fn, clean=True, elementwise=True)
+
+        def fn(a, b):
+            r = ufunc(flush(a) if daz_a else a, flush(b) if daz_b else b)
+            if r.__class__ is not ndarray:
+                r = np.asarray(r)
+            if r.size:
+                m = np.abs(r)
+                low = m.min()                            # NaN if a NaN is present
+                if not low >= tiny and not (low == 0 and not ((m < tiny) & (m > 0)).any()):
+                    return slow(a, b)
+            return r
+        return Fast(fn, clean=True, elementwise=True)
+    return prep
+
+
+# ============================================================================ integers and pred
+
+_INT_UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "and": np.bitwise_and,
+               "or": np.bitwise_or, "xor": np.bitwise_xor}
+_PRED_UFUNCS = {"add": np.logical_or, "multiply": np.logical_and, "and": np.logical_and,
+                "or": np.logical_or, "xor": np.logical_xor}
+
+
+def _prepare_int_binary(opcode):
+    """Integer and pred arithmetic and bit operations of the native widths (NumPy wraps like XLA)."""
+    def prep(inst, ops, st):
+        dt = shape_dtype(inst)
+        if dt is None or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)):
+            return None
+        rank0 = inst.shape.rank == 0
+        if dt.kind in "iu":
+            uf = _INT_UFUNCS.get(opcode)
+        elif dt.kind == "b":
+            uf = _PRED_UFUNCS.get(opcode)
+        else:
+            return None
+        if uf is None:
+            return None
+        return Fast(scalar_safe(uf, rank0), clean=True, ufunc=None if rank0 else uf, elementwise=True)
+    return prep
+
+
+def _prepare_arith(opcode, ufunc):
+    """add, subtract, multiply: the float stage for f32/f64, else the integer/pred one."""
+    fprep, iprep = _prepare_float_arith(opcode, ufunc), _prepare_int_binary(opcode)
+
+    def prep(inst, ops, st):
+        dt = shape_dtype(inst)
+        if dt in TINY:
+            return fprep(inst, ops, st)
+        return iprep(inst, ops, st)
+    return prep
+
+
+def _prepare_shift(kind):
+    """Shifts: NumPy's already give XLA's results for amounts >= the width or negative (0, or the
+    sign for arithmetic right shifts); the logical/arithmetic pattern read through a same-width view."""
+    def prep(inst, ops, st):
+        dt = shape_dtype(inst)
+        if dt is None or dt.kind not in "iu" or any(d != dt for d in operand_dtypes(ops, st)):
+            return None
+        rank0 = inst.shape.rank == 0
+        if kind == "left":
+            fn = np.left_shift
+        else:
+            want = UINT_OF_BITS if kind == "logical" else SINT_OF_BITS
+            view = want[8 * dt.itemsize]
+            if view == dt:
+                fn = np.right_shift
+            else:
+                def fn(a, b, view=view, dt=dt):
+                    return np.right_shift(a.view(view), b.view(view)).view(dt)
+        plain = fn in (np.left_shift, np.right_shift) and not rank0
+        return Fast(scalar_safe(fn, rank0), clean=True, ufunc=fn if plain else None, elementwise=True)
+    return prep
+
+
+@prepares("not")
+def _prepare_not(inst, ops, st):
+    """not of pred (logical) and integers (bitwise)."""
+    dt = shape_dtype(inst)
+    if dt is None or operand_dtypes(ops, st)[0] != dt:
+        return None
+    if dt.kind == "b":
+        fn = np.logical_not
+    elif dt.kind in "iu":
+        fn = np.invert
+    else:
+        return None
+    return Fast(scalar_safe(fn, inst.shape.rank == 0), clean=True, elementwise=True)
+
+
+@prepares("negate")
+def _prepare_negate(inst, ops, st):
+    """negate of integers (wrapping) and f32/f64 (exact: the operand's cleanliness carries over)."""
+    dt = shape_dtype(inst)
+    if dt is None or operand_dtypes(ops, st)[0] != dt or not (dt.kind in "iu" or dt in TINY):
+        return None
+    return Fast(scalar_safe(np.negative, inst.shape.rank == 0), clean=st.is_clean(ops[0]), elementwise=True)
+
+
+@prepares("compare")
+def _prepare_compare(inst, ops, st):
+    dts = operand_dtypes(ops, st)
+    dt = dts[0]
+    if dt is None or dts[1] != dt:
+        return None
+    direction = str(inst.attrs.get("direction"))
+    uf = _COMPARE.get(direction)
+    ctype = inst.attrs.get("type")
+    ctype = None if ctype is None else str(ctype)
+    if uf is None or ctype == "TOTALORDER":
+        return None
+    if dt.kind not in "iub" and str(inst.attrs.get("order", "PARTIAL")) != "PARTIAL":
+        return None                                     # a total or weak float order: the rule
+    rank0 = inst.shape.rank == 0
+    if dt in TINY:
+        if ctype not in (None, "FLOAT"):
+            return None
+        daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
+        if daz_a or daz_b:
+            def fn(a, b):
+                return uf(flush(a) if daz_a else a, flush(b) if daz_b else b)
+        else:
+            fn = uf
+    elif dt.kind in "iub":
+        fn = uf                                         # the rule compares integers by their dtype
+    else:
+        return None
+    return Fast(scalar_safe(fn, rank0), clean=True, elementwise=True)
+
+
+@prepares("select")
+def _prepare_select(inst, ops, st):
+    """select with an array predicate: np.where (bf16/f8 left to the rule for their NaN bits)."""
+    dts = operand_dtypes(ops, st)
+    p = st.node(ops[0])
+    if p.shape.is_tuple or p.shape.rank == 0 or dts[0] != np.dtype(bool):
+        return None
+    dt = shape_dtype(inst)
+    if dt is None or dts[1] != dt or dts[2] != dt:
+        return None
+    if dt.kind == "V" or (dt.itemsize == 1 and dt.kind == "f"):
+        return None          # bf16 / f8 NaNs come out as XLA's f32 round trip makes them: the rule
+    clean = st.is_clean(ops[1]) and st.is_clean(ops[2])
+    if dt.kind in "iubfc":
+        return Fast(np.where, clean=clean, elementwise=True)
+    return Fast(lambda c, t, f: np.where(c, t, f).astype(dt, copy=False), clean=clean, elementwise=True)
+
+
+def _prepare_unary_f64(np_fn, daz):
+    """An f32 unary op the rule computes as `np_fn` in f64 rounded to f32 (f64: `np_fn` itself),
+    with DAZ of the operand for the types in `daz`; a result holding a NaN, a zero or a subnormal
+    goes to the rule (NaN signs, FTZ)."""
+    def prep(inst, ops, st):
+        dt = shape_dtype(inst)
+        if dt not in TINY or operand_dtypes(ops, st)[0] != dt or inst.shape.num_elements == 0:
+            return None
+        rule = rule_for(inst.opcode)
+        if not factory_rule(rule):
+            return None
+        tiny = TINY[dt]
+        flush_in = dt in daz and not st.is_clean(ops[0])
+        wide = dt == F32
+        rank0 = inst.shape.rank == 0
+
+        def fn(x):
+            y = flush(x) if flush_in else x
+            r = np_fn(y.astype(F64)).astype(F32) if wide else np_fn(y)
+            if rank0:
+                r = np.asarray(r)
+            if not min_reduce(np.abs(r), axis=None) >= tiny:
+                return rule(inst, [x], None)
+            return r
+        if wide:                                 # (loopgen.py: the f64 core, run with the flags set)
+            fn.raw_unary = np_fn
+        return Fast(fn, clean=bool(getattr(rule, "ftz_result", False)), elementwise=True)
+    return prep
+
+
+def _rsqrt_core(v):
+    return 1 / np.sqrt(v)
+
+
+@prepares("sqrt")
+def _prepare_sqrt(inst, ops, st):
+    """sqrt: np.sqrt of the flushed operand in the operand's own type (the rule's _sqrt)."""
+    dt = shape_dtype(inst)
+    if dt not in TINY or operand_dtypes(ops, st)[0] != dt or inst.shape.num_elements == 0:
+        return None
+    rule = rule_for("sqrt")
+    if not factory_rule(rule):
+        return None
+    tiny = TINY[dt]
+    flush_in = not st.is_clean(ops[0])
+    rank0 = inst.shape.rank == 0
+
+    def fn(x):
+        r = np.sqrt(flush(x) if flush_in else x)
+        if rank0:
+            r = np.asarray(r)
+        if not min_reduce(np.abs(r), axis=None) >= tiny:
+            return rule(inst, [x], None)
+        return r
+    return Fast(fn, clean=True, elementwise=True)
+
+
+def _prepare_minmax(opcode):
+    """f32/f64 maximum/minimum: NumPy's on the flushed operands, XLA's -0 < +0 where both are
+    zeros (the rule's _fmax/_fmin); a NaN in the result goes to the rule."""
+    def prep(inst, ops, st):
+        dt = shape_dtype(inst)
+        if dt not in TINY or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)) \
+                or inst.shape.num_elements == 0:
+            return None
+        rule = rule_for(opcode)
+        if not factory_rule(rule):
+            return None
+        daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
+        uf = np.maximum if opcode == "maximum" else np.minimum
+        big = opcode == "maximum"
+        rank0 = inst.shape.rank == 0
+
+        def fn(a, b):
+            x = flush(a) if daz_a else a
+            y = flush(b) if daz_b else b
+            r = uf(x, y)
+            if rank0:
+                r = np.asarray(r)
+            low = min_reduce(np.abs(r), axis=None)
+            if low > 0:
+                return r
+            if low != low:
+                return rule(inst, [a, b], None)          # NaN: the rule's signs
+            both = (x == 0) & (y == 0)
+            if both.any():
+                r = np.where(both, x + y if big else -((-x) + (-y)), r)
+            return r
+        return Fast(fn, clean=True, elementwise=True)
+    return prep
+
+
+prepares("add")(_prepare_arith("add", np.add))
+prepares("subtract")(_prepare_arith("subtract", np.subtract))
+prepares("multiply")(_prepare_arith("multiply", np.multiply))
+prepares("divide")(_prepare_float_arith("divide", np.divide))
+prepares("and")(_prepare_int_binary("and"))
+prepares("or")(_prepare_int_binary("or"))
+prepares("xor")(_prepare_int_binary("xor"))
+prepares("shift-left")(_prepare_shift("left"))
+prepares("shift-right-logical")(_prepare_shift("logical"))
+prepares("shift-right-arithmetic")(_prepare_shift("arithmetic"))
+prepares("exponential")(_prepare_unary_f64(np.exp, (F32, F64)))
+prepares("tanh")(_prepare_unary_f64(np.tanh, (F64,)))
+prepares("rsqrt")(_prepare_unary_f64(_rsqrt_core, (F32, F64)))
+prepares("maximum")(_prepare_minmax("maximum"))
+prepares("minimum")(_prepare_minmax("minimum"))

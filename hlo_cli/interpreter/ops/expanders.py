@@ -38,7 +38,7 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ..parallel import blas_single
-from .custom_call import _result, target
+from .custom_call import declared_result, target
 from .linalg import dot_values
 
 BLOCK = 128          # QrExpander's block_size
@@ -81,7 +81,7 @@ def cc_pad_to_static(inst, args, ec):
         raise HloEvalError(f"PadToStatic of a {list(x.shape)} value into {data.to_str(False)}: larger than the bound")
     out = np.zeros(tuple(data.dims), x.dtype)
     out[tuple(slice(0, n) for n in x.shape)] = x
-    return _result(inst, [out] + [np.array(n, np.int32) for n in x.shape])
+    return declared_result(inst, [out] + [np.array(n, np.int32) for n in x.shape])
 
 
 @target("SetBound")
@@ -264,7 +264,7 @@ def cc_qr(inst, args, ec):
     _check_float(a, "Qr")
     _check_declared(inst, "Qr", [(a.dtype, a.shape), (a.dtype, a.shape[:-2] + (min(a.shape[-2:]),))])
     with np.errstate(all="ignore"), blas_single():      # sums independent of the thread count
-        return _result(inst, list(qr_expanded(a)))
+        return declared_result(inst, list(qr_expanded(a)))
 
 
 @target("ProductOfElementaryHouseholderReflectors")
@@ -283,7 +283,7 @@ def cc_householder_product(inst, args, ec):
                            f"got {taus.dtype}{list(taus.shape)}")
     _check_declared(inst, what, [(a.dtype, a.shape)])
     with np.errstate(all="ignore"), blas_single():      # sums independent of the thread count
-        return _result(inst, [householder_product(a, taus)])
+        return declared_result(inst, [householder_product(a, taus)])
 
 
 # ---------------------------------------------------------------------------- Eigh (EighExpander)
@@ -457,4 +457,4 @@ def cc_eigh(inst, args, ec):
         raise HloEvalError(f"Eigh's backend_config must be \"lower,sort_eigenvalues,max_iter,tol\" "
                            f"(e.g. \"1,1,100,0.000001\"), got {text!r}") from None
     with np.errstate(all="ignore"), blas_single():      # sums independent of the thread count
-        return _result(inst, list(eigh_expanded(a, bool(lower), max_iter, tol, bool(sort))))
+        return declared_result(inst, list(eigh_expanded(a, bool(lower), max_iter, tol, bool(sort))))

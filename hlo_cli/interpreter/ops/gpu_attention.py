@@ -224,15 +224,20 @@ def _segments(cfg, q_len, kv_len, q_off, kv_off, per_token, name):
     return out
 
 
+def _decoded(inst, table):
+    """(target name, has a bias, has dropout, its config, the declared result's leaves) of a cuDNN
+    attention call whose target `table` maps to (bias, dropout)."""
+    name = inst.attrs.get("custom_call_target")
+    has_bias, has_dropout = table[name]
+    return name, has_bias, has_dropout, _Cfg(inst, name), leaves(inst.shape)
+
+
 # ============================================================================ forward
 
 @target(*_FWD)
 def cc_fmha_forward(inst, args, ec):
     """cuDNN fused attention forward (see the module docstring)."""
-    name = inst.attrs.get("custom_call_target")
-    has_bias, has_dropout = _FWD[name]
-    cfg = _Cfg(inst, name)
-    outs = leaves(inst.shape)
+    name, has_bias, has_dropout, cfg, outs = _decoded(inst, _FWD)
     need(len(outs) in (2, 3) and outs[-1].element_type == "u8", name,
          f"returns (O[, statistics], u8 scratch), declared {inst.shape.to_str(False)}")
     training = len(outs) == 3
@@ -351,10 +356,7 @@ def _forward_segments(cfg, q, k, v, bias4, q_len, kv_len, q_off, kv_off, io, nam
 @target(*_BWD)
 def cc_fmha_backward(inst, args, ec):
     """cuDNN fused attention backward (see the module docstring)."""
-    name = inst.attrs.get("custom_call_target")
-    has_bias, has_dropout = _BWD[name]
-    cfg = _Cfg(inst, name)
-    outs = leaves(inst.shape)
+    name, has_bias, has_dropout, cfg, outs = _decoded(inst, _BWD)
     want = 6 + has_bias + 2 * (cfg.padding or cfg.segments > 1) + 2 * (cfg.segments > 1)
     need(len(args) == want, name, f"with mask {cfg.mask}, bias={has_bias}, max_seg_per_batch={cfg.segments} it "
                                   f"takes {want} operands (Q, K, V, statistics, dO[, bias], O[, seqlens][, offsets]), "

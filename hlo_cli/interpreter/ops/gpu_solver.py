@@ -101,7 +101,7 @@ def _run(inst, args, contract, compute):
     operands, and lay the kernel's results out as declared."""
     LC.check(inst, args, contract)
     outs = compute(LC.to_kernel(inst, args, contract))
-    value = CC._result(inst, outs)
+    value = CC.declared_result(inst, outs)
     return LC.from_kernel(inst, value, contract)
 
 
@@ -114,7 +114,7 @@ def _V(role, dt, dims):
 
 
 def _square(inst, x, name):
-    B, m, n = LC._matrix(inst, x, "the matrix operand")
+    B, m, n = LC.batched_matrix(inst, x, "the matrix operand")
     if m != n:
         _fail(inst, f"{name} takes square matrices; the matrix operand is {LC.txt(x.dtype, x.shape)}")
     return B, n
@@ -152,7 +152,7 @@ def gpu_getrf(inst, args, ec):
     _count(inst, args, 1)
     a = np.asarray(args[0])
     T = _elem(inst, a)
-    B, m, n = LC._matrix(inst, a, "the matrix operand")
+    B, m, n = LC.batched_matrix(inst, a, "the matrix operand")
     k = min(m, n)
     c = LC.Contract((_M("the matrix", T, B + (m, n)),),
                     (_M("the LU factors", T, B + (m, n)), _V("the pivots", I32, B + (k,)), _V("info", I32, B)))
@@ -165,7 +165,7 @@ def gpu_geqrf(inst, args, ec):
     _count(inst, args, 1)
     a = np.asarray(args[0])
     T = _elem(inst, a)
-    B, m, n = LC._matrix(inst, a, "the matrix operand")
+    B, m, n = LC.batched_matrix(inst, a, "the matrix operand")
     c = LC.Contract((_M("the matrix", T, B + (m, n)),),
                     (_M("the QR factors", T, B + (m, n)), _V("tau", T, B + (min(m, n),))))
     return _run(inst, args, c, lambda kk: list(CC.geqrf(kk[0])))
@@ -177,7 +177,7 @@ def gpu_orgqr(inst, args, ec):
     _count(inst, args, 2)
     a, tau = np.asarray(args[0]), np.asarray(args[1])
     T = _elem(inst, a)
-    B, m, n = LC._matrix(inst, a, "the reflectors operand")
+    B, m, n = LC.batched_matrix(inst, a, "the reflectors operand")
     if tau.ndim != len(B) + 1:
         _fail(inst, f"tau must be {LC.txt(T, B + ('t',))}, got {LC.txt(tau.dtype, tau.shape)}")
     t = tau.shape[-1]
@@ -196,7 +196,7 @@ def gpu_ormqr(inst, args, ec):
     a, tau, cc = (np.asarray(v) for v in args)
     T = _elem(inst, cc, "c")
     left, trans = _bool(inst, at, "left", True), _bool(inst, at, "transpose", False)
-    B, m, n = LC._matrix(inst, cc, "c")
+    B, m, n = LC.batched_matrix(inst, cc, "c")
     r = m if left else n
     if a.ndim != len(B) + 2 or tau.ndim != len(B) + 1:
         _fail(inst, f"takes a {LC.txt(T, B + ('r', 'k'))}, tau {LC.txt(T, B + ('k',))} and c {LC.txt(T, B + (m, n))}; "
@@ -263,7 +263,7 @@ def gpu_gesvd(inst, args, ec):
     a = np.asarray(args[0])
     T = _elem(inst, a)
     R = _FLOATS[T]
-    B, m, n = LC._matrix(inst, a, "the matrix operand")
+    B, m, n = LC.batched_matrix(inst, a, "the matrix operand")
     full = _bool(inst, at, "full_matrices", True)
     uv = _bool(inst, at, "compute_uv", True)
     transposed = _bool(inst, at, "transposed", False) if routine in ("gesvd", "gesdd") else False
@@ -273,7 +273,7 @@ def gpu_gesvd(inst, args, ec):
     k = min(m, n)
     ucols, vcols = (km, kn) if full else (k, k)
     jacobi = routine in ("gesvdj", "gesvdp")
-    leaves = CC._leaf_shapes(inst.shape)
+    leaves = CC.leaf_shapes(inst.shape)
     if len(leaves) != 5:
         _fail(inst, f"returns 5 results (a, s, u, v, info), the declared shape {inst.shape.to_str(False)} has "
                     f"{len(leaves)}")
@@ -318,7 +318,7 @@ def gpu_syrk(inst, args, ec):
     a, cc, alpha, beta = (np.asarray(v) for v in args)
     T = _elem(inst, a)
     trans = _bool(inst, at, "transpose", False)
-    B, r, cols = LC._matrix(inst, a, "a")
+    B, r, cols = LC.batched_matrix(inst, a, "a")
     s = cols if trans else r
     c = LC.Contract((_V("a", T, B + (r, cols)), _V("c", T, B + (s, s)), _V("alpha", T, ()), _V("beta", T, ())),
                     (_V("the updated c", T, B + (s, s)),))
@@ -444,7 +444,7 @@ def _tridiagonal_contract(inst, args):
     _count(inst, args, 4)
     b = np.asarray(args[3])
     T = _elem(inst, b, "b")
-    B, n, r = LC._matrix(inst, b, "b")
+    B, n, r = LC.batched_matrix(inst, b, "b")
     diag = lambda role: _V(role, T, B + (n,))            # noqa: E731
     c = LC.Contract((diag("dl"), diag("d"), diag("du"), _M("b", T, B + (n, r))), (_M("x", T, B + (n, r)),))
     return c, T, B, n, r
@@ -589,10 +589,10 @@ def tpu_lu(inst, args, ec):
     _count(inst, args, 1)
     a = np.asarray(args[0])
     T = _elem(inst, a)
-    B, m, n = LC._matrix(inst, a, "the matrix operand")
+    B, m, n = LC.batched_matrix(inst, a, "the matrix operand")
     k = min(m, n)
     want = (LC.txt(T, B + (m, n)), LC.txt(I32, B + (k,)), LC.txt(I32, B + (m,)))
-    leaves = CC._leaf_shapes(inst.shape)
+    leaves = CC.leaf_shapes(inst.shape)
     got = tuple(LC.txt(CC.np_dtype(s), tuple(s.dims)) for s in leaves) if inst.shape.is_tuple else ()
     if got != want:
         _fail(inst, f"returns ({', '.join(want)}), the declared shape is {inst.shape.to_str(False)}")
@@ -645,7 +645,7 @@ def gpu_threefry2x32(inst, args, ec):
         if x.dtype != U32 or x.shape != shape:
             _fail(inst, f"operand {i} must be {LC.txt(U32, shape)} (k0, k1, x0, x1 of one shape), got "
                         f"{LC.txt(x.dtype, x.shape)}")
-    leaves = CC._leaf_shapes(inst.shape)
+    leaves = CC.leaf_shapes(inst.shape)
     if len(leaves) != 2 or any(CC.np_dtype(s) != U32 or tuple(s.dims) != shape for s in leaves):
         _fail(inst, f"returns two {LC.txt(U32, shape)}, the declared shape is {inst.shape.to_str(False)}")
     y0, y1 = threefry2x32(xs[2], xs[3], xs[0], xs[1])
@@ -704,7 +704,7 @@ def gpu_legacy_solver(inst, args, ec):
     if _TYPE_CODES.get(d["type"]) != T:
         _fail(inst, f"the descriptor's element type code {d['type']} does not match the operand "
                     f"{LC.txt(a.dtype, a.shape)}")
-    B, m, n = LC._matrix(inst, a, "the matrix operand")
+    B, m, n = LC.batched_matrix(inst, a, "the matrix operand")
     batch = int(np.prod(B, dtype=np.int64))
     sizes = {"batch": batch, "m": m, "n": n}
     if routine == "orgqr":
@@ -746,7 +746,7 @@ def gpu_legacy_solver(inst, args, ec):
     else:                                                           # gesvdj: v, not vt
         vec = d["jobz"] == 1
         # economy mode (a later descriptor field) shows in the declared u: m x k instead of m x m
-        leaves = CC._leaf_shapes(inst.shape)
+        leaves = CC.leaf_shapes(inst.shape)
         econ = len(leaves) > 2 and tuple(leaves[2].dims[-2:]) == (m, k) and k < m
         main = (M("the overwritten matrix", (m, n)), _V("the singular values", R, B + (k,)),
                 M("u", (m, k) if econ else (m, m)), M("v", (n, k) if econ else (n, n)), info)
@@ -754,7 +754,7 @@ def gpu_legacy_solver(inst, args, ec):
         def fn(kk):
             aout, s, u, vt, inf = CC.gesvd_family(kk[0], ("S" if econ else "A") if vec else "N", "gesvd")
             return [aout, s, u if vec else None, np.conj(np.swapaxes(vt, -1, -2)) if vec else None, inf]
-    leaves = CC._leaf_shapes(inst.shape)
+    leaves = CC.leaf_shapes(inst.shape)
     if len(leaves) < len(main):
         _fail(inst, f"returns at least {len(main)} results, the declared shape {inst.shape.to_str(False)} has "
                     f"{len(leaves)}")

@@ -84,7 +84,7 @@ def cub_radix_sort(inst, args, ec):
         _fail(inst, f"keys must have at least one dimension (rows are sorted along the last), got {_txt(keys)}")
     if vals is not None and vals.shape != keys.shape:
         _fail(inst, f"values must have the keys' shape {list(keys.shape)}, got {_txt(vals)}")
-    leaves = CC._leaf_shapes(inst.shape)
+    leaves = CC.leaf_shapes(inst.shape)
     if not inst.shape.is_tuple or len(leaves) != len(args) + 1:
         _fail(inst, f"returns a tuple of {'(keys, values' if vals is not None else '(keys'}, u8 scratch), the "
                     f"declared shape is {inst.shape.to_str(False)}")
@@ -121,7 +121,7 @@ def gpu_topk(inst, args, ec):
     x = np.asarray(args[0])
     if x.ndim not in (1, 2) or x.dtype.name not in ("float32", "bfloat16"):
         _fail(inst, f"takes an f32 or bf16 array of rank 1 or 2, got {_txt(x)}")
-    leaves = CC._leaf_shapes(inst.shape)
+    leaves = CC.leaf_shapes(inst.shape)
     n = x.shape[-1]
     if len(leaves) < 2 or any(tuple(s.dims[:-1]) != x.shape[:-1] or len(s.dims) != x.ndim for s in leaves[:2]) \
             or leaves[0].dims[-1] != leaves[1].dims[-1] or leaves[0].dims[-1] > n \
@@ -136,7 +136,7 @@ def gpu_topk(inst, args, ec):
     order = order[..., :k]
     vals = np.take_along_axis(x, order, -1)
     out = [vals, order.astype(np.int32)] + [None] * (len(leaves) - 2)
-    return CC._result(inst, out)
+    return CC.declared_result(inst, out)
 
 
 @target("PartialReduce")
@@ -160,7 +160,7 @@ def tpu_partial_reduce(inst, args, ec):
                     f"{', '.join(_txt(a) for a in arrays)} and {', '.join(_txt(i) for i in inits)}")
     if not 0 <= dim < len(shape) or r < 0:
         _fail(inst, f"reduction_dim {dim} must name a dimension of {_txt(arrays[0])} and log2_reduction {r} be >= 0")
-    leaves = CC._leaf_shapes(inst.shape)
+    leaves = CC.leaf_shapes(inst.shape)
     out_dims = tuple(leaves[0].dims) if leaves else ()
     n = shape[dim]
     L = out_dims[dim] if len(out_dims) == len(shape) else -1
@@ -203,7 +203,7 @@ def cub_scan(inst, args, ec):
         _fail(inst, f"backend_config kind must be SUM, got {kind!r}")
     if opts.get("is_reverse", False) is True:
         _fail(inst, "a reverse scan (is_reverse) is not supported by XLA GPU's CUB scan kernel")
-    leaves = CC._leaf_shapes(inst.shape)
+    leaves = CC.leaf_shapes(inst.shape)
     if not inst.shape.is_tuple or len(leaves) != 2 or tuple(leaves[0].dims) != x.shape \
             or CC.np_dtype(leaves[0]) != x.dtype or CC.np_dtype(leaves[1]) != np.uint8:
         _fail(inst, f"returns ({_txt(x)}, u8[n] scratch), the declared shape is {inst.shape.to_str(False)}")

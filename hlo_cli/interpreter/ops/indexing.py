@@ -25,7 +25,8 @@ import numpy as np
 
 from ...errors import HloEvalError
 from .. import computations as C
-from ..registry import evaluator
+from ..kernels import Fast, shape_dtype
+from ..registry import evaluator, prepares
 
 
 def _as_int64(a: np.ndarray) -> np.ndarray:
@@ -260,3 +261,82 @@ def eval_scatter(inst, args, ec):
     _combine(ec, comb, [o.reshape(-1) for o in outs], lin,
              [np.asarray(u, dtype=o.dtype) for u, o in zip(upds, outs)])
     return tuple(outs) if n > 1 else outs[0]
+
+
+# ============================================================================ prepare stages
+# (registry.prepare: once per instruction at compile time; kernels.py)
+
+def _index_reader(ops, st, dims, sizes):
+    """For the start-index operands `ops` of a dynamic-(update-)slice: (constant part of the key,
+    [(operand position, dimension, largest start)] of the others), or None when an index is not
+    a scalar (the legacy index-vector form: the rule)."""
+    key, dyn = [], []
+    for pos, (j, n, size) in enumerate(zip(ops, dims, sizes)):
+        s = st.node(j).shape
+        if s.is_tuple or s.rank != 0:
+            return None
+        hi = max(n - size, 0)
+        c = st.const.get(j)
+        if c is not None:
+            v = min(max(int(c), 0), hi)
+            key.append(slice(v, v + size))
+        else:
+            key.append(None)
+            dyn.append((pos, len(key) - 1, hi, size))
+    return key, dyn
+
+
+def _clamped_key(base, dyn):
+    """where(*indices): the slicing key of a dynamic-(update-)slice, its starts read from the index
+    operands and clamped into [0, dim - size] (base, dyn: _index_reader's); `where.spec` holds them
+    (loopgen.py)."""
+    def where(*idx):
+        key = list(base)
+        for pos, d, hi, size in dyn:
+            v = int(idx[pos])
+            v = 0 if v < 0 else (hi if v > hi else v)
+            key[d] = slice(v, v + size)
+        return tuple(key)
+    where.spec = (base, dyn)
+    return where
+
+
+@prepares("dynamic-slice")
+def _prepare_dynamic_slice(inst, ops, st):
+    """operand[start:start+size] with every start clamped into [0, dim - size], copied."""
+    src = st.node(ops[0]).shape
+    if src.is_dynamic or inst.shape.is_dynamic or len(ops) != 1 + src.rank:
+        return None
+    sizes = tuple(inst.attrs["dynamic_slice_sizes"])
+    r = _index_reader(ops[1:], st, src.dims, sizes)
+    if r is None:
+        return None
+    where = _clamped_key(*r)
+    array = np.array
+
+    def fn(x, *idx):
+        return array(x[where(*idx)])
+    fn.where = where                    # (loopgen.py: a view where nothing keeps it)
+    return Fast(fn, clean=st.is_clean(ops[0]))
+
+
+@prepares("dynamic-update-slice")
+def _prepare_dynamic_update_slice(inst, ops, st):
+    """A copy of the operand with the update written at the clamped start indices."""
+    src, upd = st.node(ops[0]).shape, st.node(ops[1]).shape
+    if src.is_dynamic or upd.is_dynamic or inst.shape.is_dynamic or len(ops) != 2 + src.rank:
+        return None
+    if shape_dtype(st.node(ops[0])) != shape_dtype(st.node(ops[1])):
+        return None
+    r = _index_reader(ops[2:], st, src.dims, tuple(upd.dims))
+    if r is None:
+        return None
+    where = _clamped_key(*r)
+    array = np.array
+
+    def fn(x, u, *idx):
+        out = array(x)
+        out[where(*idx)] = u
+        return out
+    fn.where = where                    # (loopgen.py: the update written in place)
+    return Fast(fn, clean=st.is_clean(ops[0]) and st.is_clean(ops[1]))

@@ -49,7 +49,7 @@ import numpy as np
 from ...errors import HloEvalError
 from ...ir.dtypes import from_numpy
 
-_TYPES = {"s": np.dtype(np.float32), "d": np.dtype(np.float64), "c": np.dtype(np.complex64),
+TYPE_OF_LETTER = {"s": np.dtype(np.float32), "d": np.dtype(np.float64), "c": np.dtype(np.complex64),
           "z": np.dtype(np.complex128)}
 _REAL = {"s": "s", "d": "d", "c": "s", "z": "d"}
 _CPLX = {"s": "c", "d": "z", "c": "c", "z": "z"}
@@ -96,7 +96,7 @@ def _fail(inst, msg):
     raise HloEvalError(f"custom-call target '{inst.attrs.get('custom_call_target')}': {msg}")
 
 
-def _matrix(inst, x, role, rank_min=2):
+def batched_matrix(inst, x, role, rank_min=2):
     if x.ndim < rank_min:
         _fail(inst, f"{role} must have rank >= {rank_min} (batch dims, then the matrix), got "
                     f"{txt(x.dtype, x.shape)}")
@@ -169,7 +169,7 @@ def contract(inst, args, attrs: dict) -> Contract:
         want = " or ".join(map(str, _LEGACY_COUNTS[routine]))
         _fail(inst, f"takes {want} operands (size and flag scalars, then the arrays), got {len(args)}")
     _check_options(inst, args, attrs, routine, ffi)
-    T, R, C = _TYPES[letter], _TYPES[_REAL[letter]], _TYPES[_CPLX[letter]]
+    T, R, C = TYPE_OF_LETTER[letter], TYPE_OF_LETTER[_REAL[letter]], TYPE_OF_LETTER[_CPLX[letter]]
     cplx = letter in "cz"
     M = lambda role, dims: Slot(role, T, dims, True)           # noqa: E731
     V = lambda role, dt, dims: Slot(role, dt, dims)            # noqa: E731
@@ -184,7 +184,7 @@ def contract(inst, args, attrs: dict) -> Contract:
         if not args:
             _fail(inst, "takes the matrix as its last operand, got no operands")
         x = np.asarray(args[-1])
-        B, m, n = _matrix(inst, x, "the matrix operand")
+        B, m, n = batched_matrix(inst, x, "the matrix operand")
         k = min(m, n)
         if routine in ("potrf", "syevd", "geev", "gees", "gehrd", "sytrd") and m != n:
             _fail(inst, f"{routine} factors square matrices; the matrix operand is {txt(x.dtype, x.shape)}")
@@ -237,7 +237,7 @@ def contract(inst, args, attrs: dict) -> Contract:
     if routine == "geqp3":
         need(2)
         x = np.asarray(args[0])
-        B, m, n = _matrix(inst, x, "the matrix operand")
+        B, m, n = batched_matrix(inst, x, "the matrix operand")
         return Contract((M("the matrix", B + (m, n)), V("jpvt", I32, B + (n,))),
                         (M("the QR factors", B + (m, n)), V("jpvt", I32, B + (n,)), V("tau", T, B + (min(m, n),))))
 
@@ -247,7 +247,7 @@ def contract(inst, args, attrs: dict) -> Contract:
         elif len(args) < 2:
             _fail(inst, f"takes the reflectors and tau as its last two operands, got {len(args)} operand(s)")
         x, tau = np.asarray(args[-2]), np.asarray(args[-1])
-        B, m, n = _matrix(inst, x, "the reflectors operand")
+        B, m, n = batched_matrix(inst, x, "the reflectors operand")
         if tau.ndim != len(B) + 1:
             _fail(inst, f"tau must be {txt(T, B + ('k',))}, got {txt(tau.dtype, tau.shape)}")
         t = tau.shape[-1]
@@ -272,7 +272,7 @@ def contract(inst, args, attrs: dict) -> Contract:
                             f"got {len(args)}")
             a, b = np.asarray(args[-2]), np.asarray(args[-1])
             side = "L" if int(np.asarray(args[0]).reshape(-1)[0]) else "R"
-        B, m, n = _matrix(inst, b, "b")
+        B, m, n = batched_matrix(inst, b, "b")
         p = m if side == "L" else n
         ops = (M("a", B + (p, p)), M("b", B + (m, n)))
         if ffi and len(args) == 3:
@@ -284,7 +284,7 @@ def contract(inst, args, attrs: dict) -> Contract:
     if routine == "gtsv":
         need(4)
         b = np.asarray(args[3])
-        B, n, r = _matrix(inst, b, "b")
+        B, n, r = batched_matrix(inst, b, "b")
         diag = lambda role: V(role, T, B + (n,))               # noqa: E731
         ops = (diag("dl"), diag("d"), diag("du"), M("b", B + (n, r)))
         return Contract(ops, ops[:3] + (M("x", B + (n, r)), V("info", I32, B)))
@@ -292,7 +292,7 @@ def contract(inst, args, attrs: dict) -> Contract:
     if routine == "ormqr":
         need(3)
         a, tau, c = (np.asarray(x) for x in args)
-        B, m, n = _matrix(inst, c, "c")
+        B, m, n = batched_matrix(inst, c, "c")
         left = bool(attrs.get("left", True))
         r = m if left else n
         if a.ndim != len(B) + 2 or tau.ndim != len(B) + 1:

@@ -18,7 +18,6 @@ convolutions, linear algebra").  In short:
 """
 from __future__ import annotations
 
-import itertools
 from types import SimpleNamespace
 
 import numpy as np
@@ -28,12 +27,13 @@ from ...ir.shape import Shape
 from ...shapes.families.reduction import higher_precision
 from .. import computations as C
 from .. import numerics
-from ..registry import evaluator, rule_for
+from ..kernels import TINY, Fast, flush, hardware_casts, operand_dtypes, shape_dtype, subnormals
+from ..registry import evaluator, prepares, rule_for
 from ..fpenv import flushing, hardware
 from ..parallel import SPLIT_MIN_MACS, blas_single, matmul, row_chunks, run_parts, split, threads
 from ..values import np_dtype
-from .convert import (BF16, C64, C128, F32, F64, convert, etype, flush, int_compute, int_range, kind, round_float,
-                      subnormals, widen_float, wrap_int)
+from .convert import (BF16, C64, C128, F32, F64, contig, convert, etype, int_compute, int_range, kind, round_float,
+                      widen_float, wrap_int)
 
 
 # ============================================================================ element types
@@ -67,7 +67,7 @@ def _wide(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.bool_)
 
 
-def _widen(x: np.ndarray) -> np.ndarray:
+def widen_operand(x: np.ndarray) -> np.ndarray:
     """`x` (already of the op's type) in its accumulation dtype, read the way XLA CPU reads it:
     float types go through f32 (DAZ flushes f32/bf16 denormals), f64 and complex are flushed."""
     dt = x.dtype
@@ -83,7 +83,7 @@ def _widen(x: np.ndarray) -> np.ndarray:
     return int_compute(x).astype(_wide(dt))
 
 
-def _narrow(r: np.ndarray, dt: np.dtype) -> np.ndarray:
+def narrow_result(r: np.ndarray, dt: np.dtype) -> np.ndarray:
     """An accumulated result back in the op's type: floats rounded through f32 (XLA computes the
     narrow float types as f32 ops and converts once), FTZ; integers wrap."""
     k = kind(dt)
@@ -100,7 +100,7 @@ def _narrow(r: np.ndarray, dt: np.dtype) -> np.ndarray:
     return wrap_int(r, dt)
 
 
-def _plus_zero(r: np.ndarray, terms: int) -> np.ndarray:
+def plus_zero(r: np.ndarray, terms: int) -> np.ndarray:
     """XLA's -0 rule: a sum of two or more terms never ends at -0 (a one-term sum is a multiply)."""
     if terms >= 2 and r.dtype.kind == "f":
         return r + r.dtype.type(0.0)
@@ -135,11 +135,6 @@ def _contract(lhs, rhs, lb, lc, rb, rc, ftz=False):
         else:
             out = matmul(l3, r3, ftz)
     return out.reshape(bshape + lfs + rfs), k
-
-
-def _contig(x: np.ndarray) -> np.ndarray:
-    """C-contiguous `x` (np.ascontiguousarray would turn a 0-d array into shape [1])."""
-    return x if x.flags.c_contiguous else np.array(x, order="C")
 
 
 def _dims(inst, name):
@@ -292,9 +287,9 @@ def dot_values(lhs, rhs, lb, lc, rb, rc, result_dtype, terms_scale: int = 1):
         return _c64_dot(lhs, rhs, lb, lc, rb, rc, result_dtype)
     if k_ in ("int", "uint"):
         return _int_dot(lhs, rhs, lb, lc, rb, rc, dt, result_dtype)
-    l, r = _widen(convert(lhs, dt)), _widen(convert(rhs, dt))
+    l, r = widen_operand(convert(lhs, dt)), widen_operand(convert(rhs, dt))
     out, k = _contract(l, r, lb, lc, rb, rc)
-    out = _narrow(_plus_zero(out, k * terms_scale), dt)
+    out = narrow_result(plus_zero(out, k * terms_scale), dt)
     return convert(out, result_dtype)
 
 
@@ -523,14 +518,14 @@ def eval_cholesky(inst, args, ec):
     a = args[0]
     dt = a.dtype
     lower = bool(inst.attrs.get("lower", False))
-    w = _widen(a)
+    w = widen_operand(a)
     if not lower:
         w = np.swapaxes(w, -1, -2)              # XLA transposes (no conjugate), factors, transposes back
     l, failed = cholesky_lower(w)
     l = np.where(failed[..., None, None], np.array(np.nan, l.dtype), l)
     if not lower:
         l = np.swapaxes(l, -1, -2)
-    return _contig(_narrow(l, dt))
+    return contig(narrow_result(l, dt))
 
 
 _TRSM_BLOCK = 128      # XLA CPU's TriangularSolveExpander block size
@@ -623,10 +618,10 @@ def eval_triangular_solve(inst, args, ec):
     a, b = args
     dt = np_dtype(inst.shape)
     trans = {"NO_TRANSPOSE": "N", "TRANSPOSE": "T", "ADJOINT": "C"}[str(inst.attrs.get("transpose_a"))]
-    x = triangular_solve(_widen(a), _widen(b), bool(inst.attrs.get("left_side", False)),
+    x = triangular_solve(widen_operand(a), widen_operand(b), bool(inst.attrs.get("left_side", False)),
                          bool(inst.attrs.get("lower", False)), bool(inst.attrs.get("unit_diagonal", False)),
                          trans)
-    return _contig(_narrow(x, dt))
+    return contig(narrow_result(x, dt))
 
 
 # ============================================================================ batch norm
@@ -724,7 +719,7 @@ def _bn_setup(inst, x):
 
 
 def _bn_cast(v, dt):
-    return convert(_contig(v), dt)
+    return convert(contig(v), dt)
 
 
 # At convnet sizes (from C.LIBRARY_REDUCE_MIN elements) XLA CPU hands batch norm's sums to YNNPACK
@@ -890,7 +885,7 @@ def _bn_input(x, dt):
     """x in the compute dtype, C-contiguous, DAZ applied (by the processor's flags in the blocked
     loops when available, else here; a copy only when needed)."""
     w = np.asarray(x)
-    w = _contig(w if w.dtype == dt else w.astype(dt))
+    w = contig(w if w.dtype == dt else w.astype(dt))
     return w if hardware() is not None else flush(w)
 
 
@@ -1027,3 +1022,103 @@ def _bn_grad_small(x, scale, mean, var, g, dt, fi, b, n, inv_n, eps, f, ec):
     i6 = f.fma(f(np.negative, f(np.multiply, b(sum_gxm), xm)), b(inv), f.fma(gw, n, f(np.negative, b(sum_g))))
     gx = f(np.multiply, b(coef), i6)
     return (_bn_cast(gx, x.dtype), _bn_cast(grad_scale, x.dtype), _bn_cast(sum_g, x.dtype))
+
+
+# ============================================================================ prepare stages
+# (registry.prepare: once per instruction at compile time; kernels.py)
+
+@prepares("dot")
+def _prepare_dot(inst, ops, st):
+    """f32 and f64 dots: the rule's arithmetic (f32 accumulated in f64, XLA's -0 rule, FTZ) with
+    the dimension bookkeeping done once.  Under GPU numerics, a TF32 dot is the same step on the
+    operands rounded to TF32 (numerics.py); split algorithms run the rule."""
+    dt = shape_dtype(inst)
+    if dt not in TINY or any(d != dt for d in operand_dtypes(ops, st)):
+        return None
+    mode, gen = numerics.module_mode(st.module)
+    alg = numerics.instruction_algorithm(inst, gen) if mode == "gpu" else None
+    if alg is not None:
+        if alg != "dot_tf32_tf32_f32":
+            return None                          # GPU numerics split its products: the rule
+        fast = _prepare_dot_plain(inst, ops, st, dt)     # TF32 products: this dot of the rounded operands
+        if fast is None:
+            return None
+        plain = fast.fn
+
+        def tf32(x, y):                          # (rounding keeps operands free of subnormals)
+            return plain(numerics.round_tf32(x), numerics.round_tf32(y))
+        return Fast(tf32, clean=fast.clean)
+    return _prepare_dot_plain(inst, ops, st, dt)
+
+
+def _prepare_dot_plain(inst, ops, st, dt):
+    """_prepare_dot's step for the plain products of `dt` (f32/f64) operands."""
+    ls, rs = st.node(ops[0]).shape.dims, st.node(ops[1]).shape.dims
+    lb, lc = (tuple(inst.attrs.get(n) or ()) for n in ("lhs_batch_dims", "lhs_contracting_dims"))
+    rb, rc = (tuple(inst.attrs.get(n) or ()) for n in ("rhs_batch_dims", "rhs_contracting_dims"))
+    lf = [d for d in range(len(ls)) if d not in lb and d not in lc]
+    rf = [d for d in range(len(rs)) if d not in rb and d not in rc]
+    lperm, rperm = tuple(list(lb) + lf + list(lc)), tuple(list(rb) + list(rc) + rf)
+
+    def prod(dims):
+        n = 1
+        for d in dims:
+            n *= d
+        return n
+    b, m, k = prod(ls[d] for d in lb), prod(ls[d] for d in lf), prod(ls[d] for d in lc)
+    n = prod(rs[d] for d in rf)
+    if k < 2:                                    # one-term and empty sums: the rule
+        return None
+    l3, r3, res = (b, m, k), (b, k, n), tuple(inst.shape.dims)
+    daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
+    wide = dt == F32 and not f32_blas(b, m, k, n)
+    zero = dt.type(0)
+
+    def fn(x, y):
+        x = x.transpose(lperm).reshape(l3)
+        y = y.transpose(rperm).reshape(r3)
+        if daz_a:
+            x = flush(x)
+        if daz_b:
+            y = flush(y)
+        if wide:
+            out = matmul(x.astype(F64), y.astype(F64))
+            out += zero                          # a sum of two or more terms never ends at -0
+            out = flush(out.astype(F32))
+        else:
+            out = matmul(x, y)
+            out += zero
+            out = flush(out)
+        return out.reshape(res)
+
+    def fn_hw(x, y):                             # large f32: the processor flushes, as in XLA
+        out = matmul(x.transpose(lperm).reshape(l3), y.transpose(rperm).reshape(r3), True)
+        out += zero
+        return out.reshape(res)
+    if dt == F32 and not wide and hardware() is not None:
+        return Fast(fn_hw, clean=True)
+    if wide and hardware_casts():
+        # small f32: the conversions to f64 read subnormals as zeros with the processor's DAZ
+        # flag set (hardware_casts checked it does what flush does); the result is rounded to
+        # f32 and flushed as the rule does (x86's own FTZ on that conversion detects tininess
+        # before rounding to the subnormal grid, which flushes a few more values)
+        fset, on, off = hardware()
+        lkeep, rkeep = lperm == tuple(range(len(ls))), rperm == tuple(range(len(rs)))
+
+        mm = np.matmul if b * m * k * n < SPLIT_MIN_MACS else matmul    # (what matmul calls then)
+
+        def fn_cast(x, y):
+            x = x.reshape(l3) if lkeep else x.transpose(lperm).reshape(l3)
+            y = y.reshape(r3) if rkeep else y.transpose(rperm).reshape(r3)
+            fset(on)
+            try:
+                x, y = x.astype(F64), y.astype(F64)
+            finally:
+                fset(off)
+            out = mm(x, y)
+            out += zero
+            return flush(out.astype(F32)).reshape(res)
+        if mm is np.matmul:                      # (loopgen.py: the same product, its casts hoisted)
+            fn_cast.raw_dot = (lperm if not lkeep else None, l3, rperm if not rkeep else None, r3, res)
+        return Fast(fn_cast, clean=True)
+    return Fast(fn, clean=True)

@@ -17,13 +17,17 @@ The rules of the ops here:
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import ml_dtypes
 import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.attributes import comparison_type
 from .. import computations as C
-from ..registry import evaluator
+from ..fpenv import hardware
+from ..kernels import TINY, WITH_EC, Fast, min_reduce, shape_dtype
+from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
 
 
@@ -78,10 +82,10 @@ def eval_reduce_window(inst, args, ec):
 
 
 def _compare(a, b, direction: str, ctype: str):
-    if ctype == "FLOAT" and C._is_float(a.dtype):
+    if ctype == "FLOAT" and C.is_float(a.dtype):
         a, b = C.flush(a), C.flush(b)
     else:
-        a, b = C._order_key(a, ctype), C._order_key(b, ctype)
+        a, b = C.order_key(a, ctype), C.order_key(b, ctype)
     with np.errstate(invalid="ignore"):
         return {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
                 "GT": np.greater, "GE": np.greater_equal}[direction](a, b)
@@ -150,13 +154,13 @@ def eval_select_and_scatter(inst, args, ec):
     x, src, init = (np.asarray(a) for a in args)
     if x.ndim == 0:                     # a scalar: one window of one element, as a vector
         return _result(inst, [_select_and_scatter_arrays(ec, inst, x.reshape(1), src.reshape(1),
-                                                             init, [C.WDim()]).reshape(())])
+                                                             init, [C.TRIVIAL_WINDOW]).reshape(())])
     wd = C.window_dims(inst.attrs.get("window"), x.ndim)
     return _result(inst, [_select_and_scatter_arrays(ec, inst, x, src, init, wd)])
 
 
 def _select_and_scatter_arrays(ec, inst, x, src, init, wd):
-    """The select-and-scatter of operand `x` (rank >= 1) and source `src` over the WDims `wd`."""
+    """The select-and-scatter of operand `x` (rank >= 1) and source `src` over the window dimensions `wd`."""
     rank = x.ndim
     outs = src.shape
     out = np.empty(x.shape, dtype=init.dtype)
@@ -167,12 +171,12 @@ def _select_and_scatter_arrays(ec, inst, x, src, init, wd):
     # windows never cross the leading dimensions without a window: those merged and cut into
     # blocks that stay in the cache through both sweeps (as computations._in_blocks)
     k = 0
-    while k < rank and wd[k].trivial:
+    while k < rank and C.trivial_window(wd[k]):
         k += 1
     blocks = [(x, src, out, wd)]
     if k and x.flags.c_contiguous and src.flags.c_contiguous:
         x2, src2, out2 = (a.reshape((-1,) + a.shape[k:]) for a in (x, src, out))
-        wd2 = [C.WDim()] + list(wd[k:])
+        wd2 = [C.TRIVIAL_WINDOW] + list(wd[k:])
         per = int(np.prod(src2.shape[1:], dtype=np.int64)) * max(x.dtype.itemsize, 4)
         n = max(1, C.SWEEP_BLOCK_BYTES // max(per, 1))
         blocks = [(x2[b:b + n], src2[b:b + n], out2[b:b + n], wd2) for b in range(0, x2.shape[0], n)]
@@ -312,7 +316,7 @@ def eval_topk(inst, args, ec):
     largest = bool(inst.attrs.get("largest", True))
     key = C.total_order_key(x)
     if largest:
-        key = C._descending(key)
+        key = C.descending_key(key)
     order = np.argsort(key, axis=-1, kind="stable")[..., :k]
     return _result(inst, [np.take_along_axis(x, order, -1), order.astype(np.int32)])
 
@@ -358,3 +362,202 @@ def eval_scan(inst, args, ec):
     if inst.shape.is_tuple:
         return tuple(_own(np.asarray(v)) if isinstance(v, np.ndarray) else v for v in vals)
     return _own(np.asarray(vals[0]))
+
+
+# ============================================================================ prepare stages
+# (registry.prepare: once per instruction at compile time; kernels.py)
+
+ndarray = np.ndarray
+
+
+@prepares("reduce")
+def _prepare_reduce(inst, ops, st):
+    """f32/f64 add-, max- and min-reduces of one array with a scalar init (the rule's
+    decoding done once): sums follow the rule's order exactly (XLA's windows of 32, then one
+    NumPy left fold per stage with the processor's FTZ/DAZ, the init once at the end for the
+    library-sized ones); max/min take NumPy's extreme and leave NaN, zero and subnormal results
+    to the rule."""
+    if len(ops) != 2 or st.module is None:
+        return None
+    hw = hardware()
+    src = st.node(ops[0])
+    s, shape = src.shape, inst.shape
+    if s.is_tuple or s.is_dynamic or shape.is_tuple or shape.is_dynamic or src.opcode == "concatenate":
+        return None
+    dt = shape_dtype(inst)
+    rdims = inst.attrs["dimensions"]
+    if rdims and all(0 <= d < s.rank and s.dims[d] == 1 for d in rdims) and dt is not None:
+        # one element per output: XLA's simplifier makes the reduce a reshape (the init unused)
+        out_dims = tuple(shape.dims)
+        return Fast(lambda x, i: x.reshape(out_dims).astype(dt), clean=st.is_clean(ops[0]))
+    if dt not in TINY or shape_dtype(src) != dt:
+        return None
+    init = st.const.get(ops[1])
+    ishape = st.node(ops[1]).shape
+    if ishape.is_tuple or ishape.rank != 0 or shape_dtype(st.node(ops[1])) != dt:
+        return None
+    red = C.reducer(SimpleNamespace(module=st.module), inst.attrs["to_apply"].name, 1)
+    if red.pair or not red.kinds or red.kinds[0] is None:
+        return None
+    kind = red.kinds[0][0]
+    dims = sorted(int(d) for d in inst.attrs["dimensions"])
+    xdims = tuple(s.dims)
+    keep = [d for d in range(len(xdims)) if d not in dims]
+    out_shape = tuple(shape.dims)
+    if not dims or any(xdims[d] == 0 for d in dims) or all(xdims[d] == 1 for d in dims) \
+            or 0 in out_shape or tuple(xdims[d] for d in keep) != out_shape:
+        return None
+    rule = rule_for("reduce")
+    if kind in ("maximum", "minimum"):
+        uf = np.maximum if kind == "maximum" else np.minimum
+        axes = tuple(dims)
+        tiny = TINY[dt]
+        scalar = out_shape == ()
+
+        def fn(ec, x, i):
+            r = uf.reduce(x, axis=axes, initial=i[()])
+            if scalar:
+                r = np.asarray(r)
+            if not min_reduce(np.abs(r), axis=None) >= tiny:       # NaN, zero, subnormal: the rule
+                return rule(inst, [x, i], ec)
+            return r
+        fn.raw_minmax = (uf, axes, scalar)      # (loopgen.py)
+        return Fast(fn, WITH_EC)                # (the rule keeps a lone subnormal winner's bits)
+    if kind != "add" or hw is None:
+        return None
+    n = 1
+    for d in xdims:
+        n *= d
+    library = n >= C.LIBRARY_REDUCE_MIN and len(xdims) <= C.LIBRARY_REDUCE_MAX_RANK
+    tiny = TINY[dt]
+    zero = dt.type(0)
+    if init is not None and not library:
+        known = dt.type(C.flush(init)[()])
+        if known == 0 and np.signbit(known):
+            return None
+    fset, on, off = hw
+    add_reduce, add = np.add.reduce, np.add
+    # the window stages (computations._native_sum), then the final fold: all static
+    stages = []
+    cur = xdims
+    while any(cur[d] > C.TREE_WINDOW for d in dims):
+        pads, split, pos_axes, out_axes, stage_shape = C.tree_stage(cur, dims)
+        padded = None
+        if any(lo or hi for lo, hi in pads):
+            padded = (tuple(m + lo + hi for m, (lo, hi) in zip(cur, pads)),
+                      tuple(slice(lo, lo + m) for m, (lo, _) in zip(cur, pads)))
+        p = o = 1
+        for a in pos_axes:
+            p *= split[a]
+        for a in out_axes:
+            o *= split[a]
+        stages.append((padded, tuple(split), tuple(pos_axes + out_axes), (p, o), tuple(stage_shape)))
+        cur = tuple(stage_shape)
+    p = o = 1
+    for d in dims:
+        p *= cur[d]
+    for d in keep:
+        o *= cur[d]
+    final = (tuple(dims + keep), (p, o))
+
+    def start_of(i):
+        """The value the fold starts from, or None where the rule decides (a -0 or subnormal init
+        starting the fold); with the processor's flags clear."""
+        if library:                     # the elements summed from +0, the init added at the end
+            return zero
+        start = i[()]                   # the init (read with DAZ) starts the fold; -0: the rule
+        if not abs(start) >= tiny and (start != 0 or np.signbit(start)):
+            return None
+        return start
+
+    def flagged(x, i, start):
+        """The sum from `start` (start_of), with the processor's FTZ/DAZ flags already set."""
+        for padded, split, perm, rows, stage_shape in stages:
+            if padded is not None:
+                z = np.zeros(padded[0], dt)
+                z[padded[1]] = x
+                x = z
+            r = np.ascontiguousarray(x.reshape(split).transpose(perm)).reshape(rows)
+            x = add_reduce(r, axis=0, initial=start).reshape(stage_shape)
+        r = np.ascontiguousarray(x.transpose(final[0])).reshape(final[1])
+        r = add_reduce(r, axis=0, initial=start).reshape(out_shape)
+        if library:
+            r = add(i[()], r)
+        if r.__class__ is not ndarray:
+            r = np.asarray(r)
+        return r
+
+    def fn(ec, x, i):
+        start = start_of(i)
+        if start is None:
+            return rule(inst, [x, i], ec)
+        fset(on)
+        try:
+            return flagged(x, i, start)
+        finally:
+            fset(off)
+    fn.raw_sum = (flagged, start_of)    # (loopgen.py)
+    if not stages and not library:      # (loopgen.py: one NumPy reduce, `final` in its operand's order)
+        fn.raw_fold = (None if final[0] == tuple(range(len(xdims))) else final[0], final[1], out_shape)
+    return Fast(fn, WITH_EC, clean=True)
+
+
+@prepares("reduce-window")
+def _prepare_reduce_window(inst, ops, st):
+    """An f32/f64 add reduce-window whose windows tile the operand exactly (stride = size, no
+    padding, no dilation: XLA's tree rewrite of long reductions): each output the sequential
+    sum, from the init value, of its window in row-major order -- the rule's fold -- as one
+    NumPy accumulate over the windows' positions with the processor's FTZ/DAZ (partial sums
+    flushed, as XLA does)."""
+    hw = hardware()
+    if hw is None or len(ops) != 2 or st.module is None:
+        return None
+    src = st.node(ops[0]).shape
+    dt = shape_dtype(inst)
+    if dt not in TINY or shape_dtype(st.node(ops[0])) != dt or src.rank == 0 or src.is_dynamic:
+        return None
+    ishape = st.node(ops[1]).shape
+    if ishape.is_tuple or ishape.rank != 0 or shape_dtype(st.node(ops[1])) != dt:
+        return None
+    red = C.reducer(SimpleNamespace(module=st.module), inst.attrs["to_apply"].name, 1)
+    if red.pair or not red.kinds or red.kinds[0] is None or red.kinds[0][0] != "add":
+        return None
+    wd = C.window_dims(inst.attrs.get("window"), src.rank)
+    dims = tuple(src.dims)
+    if C.scan_form(dims, wd) is not None or wd[-1].size == 1:
+        return None         # no window along the minor dimension (pooling): the rule's sweep is faster
+    split, outs, size = [], [], 1
+    for n, w in zip(dims, wd):
+        if w.stride != w.size or w.padding_low or w.padding_high or w.window_dilation != 1 or w.base_dilation != 1 or w.size < 1 or n % w.size:
+            return None
+        split += [n // w.size, w.size]
+        outs.append(n // w.size)
+        size *= w.size
+    outs = tuple(outs)
+    if outs != tuple(inst.shape.dims) or size < 2 or 0 in outs:
+        return None
+    rank = src.rank
+    perm = tuple(2 * d + 1 for d in range(rank)) + tuple(2 * d for d in range(rank))
+    o = 1
+    for m in outs:
+        o *= m
+    fset, on, off = hw
+    # the rows of a C-contiguous (positions, outputs) array added in order: NumPy's reduce does
+    # that for two or more outputs; for one the positions become its inner loop, which it sums
+    # pairwise, so that one takes the accumulate
+    # (from -0.0, the exact identity of IEEE addition: NumPy's own start, +0, turns a window of
+    # -0s summed from a -0 init into +0)
+    add_rows = (lambda a, axis: np.add.reduce(a, axis=axis, initial=-0.0)) if o >= 2 else \
+        (lambda a, axis: np.add.accumulate(a, axis=axis)[-1])
+
+    def fn(x, i):
+        seq = np.empty((size + 1, o), dt)              # positions first, the init on top
+        seq[0] = i
+        seq[1:] = x.reshape(split).transpose(perm).reshape(size, o)
+        fset(on)
+        try:
+            r = add_rows(seq, axis=0)
+        finally:
+            fset(off)
+        return r.reshape(outs)
+    return Fast(fn, clean=True)

@@ -43,12 +43,12 @@ from ...errors import HloEvalError
 from ...ir.dtypes import from_numpy
 from ..registry import evaluator
 from ..values import np_dtype
+from .convert import UINT_OF_BITS
 
 _U32 = np.uint32
 _U64 = np.uint64
 _MASK32 = _U64(0xFFFFFFFF)
 _SHIFT32 = _U64(32)
-_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
 
 
 # ----------------------------------------------------------------------------- the generators
@@ -165,7 +165,7 @@ def _from_unsigned_bits(u: np.ndarray, dtype: np.dtype, bits: int) -> np.ndarray
     """Unsigned bit patterns (in a wide enough unsigned container) -> an array of `dtype` with those
     bits (sub-byte types: the low `bits` bits)."""
     if bits >= 8:
-        return np.ascontiguousarray(u.astype(_UINT[bits])).reshape(u.shape).view(dtype)
+        return np.ascontiguousarray(u.astype(UINT_OF_BITS[bits])).reshape(u.shape).view(dtype)
     u8 = np.asarray(u.astype(np.uint8) & np.uint8((1 << bits) - 1))
     kind = from_numpy(dtype).kind
     if kind == "uint":

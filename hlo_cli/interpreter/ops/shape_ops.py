@@ -10,7 +10,8 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.dtypes import ELEMENT_TYPES
-from ..registry import evaluator
+from ..kernels import SAME, Fast, flag_free, all_clean, shape_dtype
+from ..registry import evaluator, prepares
 from ..values import np_dtype
 
 
@@ -227,3 +228,116 @@ def eval_dynamic_reshape(inst, args, ec):
         raise HloEvalError(f"dynamic-reshape of {x.size} elements into runtime sizes {dims} "
                            f"({total} elements)")
     return x.reshape(-1)[:total].reshape(dims)
+
+
+# ============================================================================ prepare stages
+# (registry.prepare: once per instruction at compile time; kernels.py)
+
+@prepares("broadcast")
+def _prepare_broadcast(inst, ops, st):
+    """A read-only zero-stride view, its transpose and reshape decided once; a no-op broadcast is
+    the operand itself."""
+    src = st.node(ops[0]).shape
+    if inst.shape.is_dynamic or src.is_dynamic or src.is_tuple:
+        return None
+    dims = tuple(inst.attrs.get("dimensions") or ())
+    order = sorted(range(len(dims)), key=lambda k: dims[k])
+    perm = None if order == list(range(len(dims))) else tuple(order)
+    sdims = [dims[k] for k in order]
+    out = tuple(inst.shape.dims)
+    view = [1] * len(out)
+    for k, d in enumerate(sdims):
+        view[d] = src.dims[order[k]]
+    view = tuple(view)
+    dt = shape_dtype(inst)
+    if dt is None:
+        return None
+    if perm is None and tuple(src.dims) == out and shape_dtype(st.node(ops[0])) == dt:
+        return Fast(kind=SAME, clean=st.clean.get(ops[0], False))      # (XLA's no-op broadcasts)
+    expand = [d for d in range(len(out)) if view[d] == 1 and out[d] != 1]
+
+    def fn(x):
+        if perm is not None:
+            x = x.transpose(perm)
+        x = x.reshape(view)
+        if not x.flags.c_contiguous or x.dtype != dt:
+            return np.broadcast_to(x, out)
+        strides = list(x.strides)
+        for d in expand:
+            strides[d] = 0
+        # a view of x with zero strides along the new dimensions (what np.broadcast_to makes,
+        # without its argument handling), read-only like broadcast_to's
+        r = np.ndarray(out, dt, x, 0, strides)
+        r.flags.writeable = False
+        return r
+    fn.flag_free = True
+    return Fast(fn, clean=st.is_clean(ops[0]))
+
+
+@prepares("reshape")
+def _prepare_reshape(inst, ops, st):
+    """A reshape view (the operand itself when the dims do not change)."""
+    if inst.shape.is_dynamic or st.node(ops[0]).shape.is_dynamic:
+        return None
+    dims = tuple(inst.shape.dims)
+    if tuple(st.node(ops[0]).shape.dims) == dims and shape_dtype(st.node(ops[0])) == shape_dtype(inst):
+        return Fast(kind=SAME, clean=st.clean.get(ops[0], False))
+    return Fast(flag_free(lambda x: x.reshape(dims)), clean=st.is_clean(ops[0]))
+
+
+@prepares("transpose")
+def _prepare_transpose(inst, ops, st):
+    """A transpose view."""
+    perm = tuple(inst.attrs["dimensions"])
+    return Fast(flag_free(lambda x: x.transpose(perm)), clean=st.is_clean(ops[0]))
+
+
+@prepares("slice")
+def _prepare_slice(inst, ops, st):
+    """operand[start:limit:stride], copied (the rule's np.array of the view)."""
+    if inst.shape.is_dynamic or st.node(ops[0]).shape.is_dynamic:
+        return None
+    key = tuple(slice(d.start, d.limit, d.stride) for d in inst.attrs["slice"].dimensions)
+    array = np.array
+    return Fast(lambda x: array(x[key]), clean=st.is_clean(ops[0]))
+
+
+@prepares("concatenate")
+def _prepare_concatenate(inst, ops, st):
+    """np.concatenate along the attribute's dimension."""
+    if inst.shape.is_dynamic or any(st.node(j).shape.is_dynamic for j in ops):
+        return None
+    axis = inst.attrs["dimensions"][0]
+    cat = np.concatenate
+    return Fast(lambda *xs: cat(xs, axis=axis), clean=all_clean(ops, st))
+
+
+@prepares("bitcast")
+def _prepare_bitcast(inst, ops, st):
+    """A bitcast that keeps the element type: the operand in memory order (its layout), read in
+    the result's memory order (the rule's reinterpretation, by reshapes and transposes)."""
+    shape, src = inst.shape, st.node(ops[0]).shape
+    if shape.is_tuple or src.is_tuple or shape.is_dynamic or src.is_dynamic or shape.rank == 0:
+        return None
+    dt = shape_dtype(inst)
+    if dt is None or shape_dtype(st.node(ops[0])) != dt:
+        return None
+    given = inst.operand_shapes[0] if inst.operand_shapes else None
+    layout = given.layout if given is not None and given.layout is not None else src.layout
+    into = None
+    if layout is not None and src.rank:
+        into = tuple(reversed(layout.minor_to_major))
+        if into == tuple(range(src.rank)):
+            into = None
+    lay = shape.layout
+    m2m = tuple(lay.minor_to_major) if lay is not None else tuple(range(shape.rank - 1, -1, -1))
+    major_to_minor = tuple(reversed(m2m))
+    pdims = tuple(shape.dims[d] for d in major_to_minor)
+    back = None if major_to_minor == tuple(range(shape.rank)) else tuple(int(d) for d in np.argsort(major_to_minor))
+
+    def fn(x):
+        if into is not None:
+            x = x.transpose(into)
+        x = x.reshape(pdims)
+        return x if back is None else x.transpose(back)
+    return Fast(flag_free(fn), clean=st.is_clean(ops[0]))

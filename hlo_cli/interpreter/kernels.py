@@ -1,0 +1,291 @@
+"""The machinery of prepared steps, shared by every rule's *prepare* stage and the compiler.
+
+A rule may register a prepare stage next to itself (``@prepares(opcode)`` in its ops/ module,
+hlo_cli/interpreter/registry.py): called once per instruction at compile time
+(hlo_cli/interpreter/compiler.py) with the instruction, the indices of its operand steps and what
+compile time knows (``Static``), it returns a specialised kernel (``Fast``) or None, and then the
+rule itself runs.  A kernel computes exactly what its rule computes (the rule stays the reference
+and gets the cases it must decide: a NaN's sign, zeros, subnormals).
+
+This module holds what is not about one opcode:
+
+* ``Fast`` (a prepared step) and the step kinds (FOLDED, PURE, WITH_EC, ...);
+* ``Static``: folded values and which values are *clean* -- f32/f64 arrays known to hold no
+  subnormals (results of FTZ arithmetic, constants checked at compile time, the shape ops of clean
+  values), so that their consumers skip the DAZ pass;
+* XLA CPU's FTZ/DAZ in software (``TINY``, ``subnormals``, ``flush``) and the probe of the
+  processor's own (``hardware_casts``);
+* constant folding (``fold_constant``): constants and the pure ops applied only to constants are
+  computed once at compile time;
+* small helpers the prepare stages share (``shape_dtype``, ``scalar_safe``, ``flag_free``...).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .fpenv import hardware
+from .registry import rule_for
+from .values import conforms, np_dtype
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+C64 = np.dtype(np.complex64)
+C128 = np.dtype(np.complex128)
+_FLUSHED = {F32, F64, C64, C128}
+min_reduce = np.minimum.reduce       # (NaN if a NaN is present)
+
+# The opcodes constant folding computes when every operand is a compile-time constant: pure ops
+# whose rules need no EvalContext and are cheap on small values.  A choice of constant folding
+# (not an opcode trait): more of the elementwise family would fold correctly, these are the ones
+# worth it.
+FOLDABLE = frozenset("""constant broadcast reshape transpose convert iota slice concatenate reverse pad
+bitcast copy bitcast-convert add subtract multiply divide negate abs maximum minimum compare select and or
+xor not shift-left shift-right-logical shift-right-arithmetic exponential log sqrt rsqrt tanh
+logistic floor ceil sign clamp round-nearest-even round-nearest-afz""".split())
+_FOLD_MAX_ELEMENTS = 1 << 16      # larger folded values only when they are broadcast views
+
+# how a step runs (compiler.py): a folded value; fn(*operands); fn(ec, *operands); the evaluation
+# rule; element `fn` of the operand tuple; a tuple of the operands; the operand itself; a fused run
+# of elementwise steps
+FOLDED, PURE, WITH_EC, RULE, ELEMENT, TUPLE, SAME, REGION = range(8)
+
+
+class Fast:
+    """A specialised step of kind PURE, WITH_EC, ELEMENT (fn = the index), TUPLE or SAME; `clean`:
+    the result holds no subnormals; `ufunc`: for a binary op that is exactly one NumPy ufunc call
+    on operands of the result's dtype and dims, that ufunc (the compiler may then write the result
+    into an operand's buffer when that operand dies here)."""
+    __slots__ = ("fn", "kind", "clean", "ufunc", "elementwise", "callee")
+
+    def __init__(self, fn=None, kind=PURE, clean=False, ufunc=None, elementwise=False):
+        self.fn, self.kind, self.clean, self.ufunc = fn, kind, clean, ufunc
+        self.callee = None                      # a call's compiled computation
+        # every operand has the result's dims and element i of the result depends on element i of
+        # the operands only, so the step can run on matching slices (compiler.py's fused regions)
+        self.elementwise = elementwise
+
+
+class Static:
+    """What compile time knows about the steps compiled so far: folded values, and which values
+    are clean (True, or for a tuple a tuple of such flags)."""
+
+    def __init__(self, comp, param_clean=None, callee=None, module=None):
+        self.comp = comp
+        self.module = module                    # the module (reducers are recognized in it), or None
+        self.param_clean = param_clean          # per parameter number, or None: nothing known
+        self.callee = callee                    # callee(name, param_clean) -> Compiled | None
+        self.const: dict[int, object] = {}
+        self.clean: dict[int, object] = {}
+        self.insts: dict[int, object] = {}
+
+    def node(self, j):
+        return self.insts[j]
+
+    def is_clean(self, j) -> bool:
+        return self.clean.get(j) is True
+
+    def record(self, k, inst, value, fast: Fast | None = None, rule=None):
+        self.insts[k] = inst
+        if value is not None:
+            self.const[k] = value
+            self.clean[k] = not may_hold_subnormals(value)
+        elif fast is not None:
+            self.clean[k] = fast.clean
+        elif inst.opcode == "parameter":
+            known = self.param_clean
+            n = inst.parameter_number
+            self.clean[k] = known[n] if known is not None and n < len(known) else not flushed_type(inst.shape)
+        else:
+            self.clean[k] = not flushed_type(inst.shape) or rule_result_clean(inst, rule, self)
+
+
+def rule_result_clean(inst, rule, st) -> bool:
+    """Array results an evaluation rule writes with XLA's FTZ (the elementwise factory's rules
+    say so with `ftz_result`), or that its `result_clean(inst, st)` vouches for (convert's, for
+    integer sources)."""
+    if inst.shape.is_tuple:
+        return False
+    if getattr(rule, "ftz_result", False):
+        return True
+    vouch = getattr(rule, "result_clean", None)
+    return vouch is not None and bool(inst.operands) and vouch(inst, st)
+
+
+def flushed_type(shape) -> bool:
+    """Whether values of `shape` may be flushed by XLA CPU (f32, f64, c64, c128, bf16; a tuple:
+    some element may be), i.e. may not be clean without knowing more."""
+    if shape.is_tuple:
+        return True
+    try:
+        return np_dtype(shape) in _FLUSHED or shape.element_type == "bf16"
+    except Exception:                      # tokens, opaque
+        return False
+
+
+def may_hold_subnormals(value) -> bool:
+    """False when the (constant) value is known to hold no subnormal the DAZ pass would flush."""
+    if not isinstance(value, np.ndarray):
+        return True
+    dt = value.dtype
+    if dt not in _FLUSHED:
+        return dt.kind == "V"              # bf16 and friends: do not vouch
+    if dt.kind == "c":
+        return may_hold_subnormals(value.real) or may_hold_subnormals(value.imag)
+    return subnormals(value) is not None
+
+
+# ============================================================================ FTZ / DAZ
+
+TINY = {F32: F32.type(2.0 ** -126), F64: F64.type(2.0 ** -1022)}     # smallest normal numbers
+
+
+def subnormals(x: np.ndarray):
+    """The mask of the subnormal elements of an f32/f64 array, or None if there are none.  The
+    common case costs one pass: the smallest magnitude (NaN-ignoring) is a normal number."""
+    if x.size == 0:
+        return None
+    a = np.abs(x)
+    tiny = TINY[x.dtype]
+    # np.minimum, not np.fmin: NumPy 2.4's fmin.reduce misses the smallest value of some arrays
+    # holding NaNs (3 of 200 random-bit f32[4096], measured), which left subnormals unflushed
+    m = np.minimum.reduce(a, axis=None)
+    if m >= tiny:
+        return None
+    if m != m:
+        if not isinstance(a, np.ndarray) or a.ndim == 0:
+            return None                # one element, a NaN
+        # a NaN (propagated): the magnitudes' bit patterns as integers, minus one, are below the
+        # smallest normal's exactly for the subnormals (NaN and inf are the largest, zero wraps
+        # around to the largest): two passes over `a` (our own copy), no masks
+        it, ut = (np.int32, np.uint32) if x.dtype == F32 else (np.int64, np.uint64)
+        u = a.view(it)
+        np.subtract(u, it(1), out=u)
+        if np.minimum.reduce(u.view(ut), axis=None) >= ut(tiny.view(it)) - ut(1):
+            return None
+        a = np.abs(x)
+    sub = (a < tiny) & (a > 0)
+    return sub if sub.any() else None
+
+
+def flush(x: np.ndarray) -> np.ndarray:
+    """XLA CPU's FTZ/DAZ: denormal f32/f64 values (and complex parts) become zeros of the same sign.
+    Other dtypes pass through."""
+    if x.dtype == F32 or x.dtype == F64:
+        sub = subnormals(x)
+        if sub is None:
+            return x
+        return np.where(sub, np.copysign(np.zeros((), x.dtype), x), x)
+    if x.dtype == C64 or x.dtype == C128:
+        re, im = flush(x.real), flush(x.imag)
+        if re is x.real and im is x.imag:
+            return x
+        out = np.empty(x.shape, x.dtype)
+        out.real, out.imag = re, im
+        return out
+    return x
+
+
+_casts: list = []
+
+
+def hardware_casts() -> bool:
+    """True when, with the processor's FTZ/DAZ flags set, NumPy's f32 -> f64 conversion reads
+    subnormals as zeros of their sign (checked once, on short and long arrays, against the
+    software flush)."""
+    if not _casts:
+        _casts.append(_probe_casts())
+    return _casts[0]
+
+
+def _probe_casts() -> bool:
+    hw = hardware()
+    if hw is None:
+        return False
+    f32 = np.array([0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 1.1754942e-38, -1.1754942e-38, 2.0 ** -126,
+                    -(2.0 ** -126), 1.0, -2.5, 3.4028235e38, np.inf, -np.inf, np.nan, 5e-39, 7e-42], np.float32)
+    fset, on, off = hw
+    tiled = np.tile(f32, (3, 7))
+    # the vectorized loops and their remainders, strided and transposed operands
+    for a in (f32, np.tile(f32, 7), f32[::-2], tiled.T, tiled[:, ::3]):
+        with np.errstate(all="ignore"):
+            want = flush(a).astype(F64)
+            fset(on)
+            try:
+                got = a.astype(F64)
+            finally:
+                fset(off)
+        if got.tobytes() != want.tobytes():
+            return False
+    return True
+
+
+# ============================================================================ constant folding
+
+def fold_constant(inst, operand_values):
+    """The value of `inst` if it is pure and all its operands are compile-time constants, else None."""
+    op = inst.opcode
+    if op not in FOLDABLE or any(v is None for v in operand_values):
+        return None
+    if op == "constant" and (inst.literal is None or inst.literal.elided):
+        return None
+    if inst.shape.is_tuple or inst.shape.is_dynamic:
+        return None
+    rule = rule_for(op)
+    if rule is None:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            value = rule(inst, list(operand_values), None)
+    except Exception:                       # left to run time, where errors are reported
+        return None
+    if not isinstance(value, np.ndarray) or conforms(value, inst.shape) is not None:
+        return None
+    if value.size > _FOLD_MAX_ELEMENTS and 0 not in value.strides:
+        return None
+    if value.flags.writeable:
+        value = value.view()
+        value.flags.writeable = False
+    return value
+
+
+# ============================================================================ helpers
+
+def shape_dtype(inst):
+    """The NumPy dtype of an array-shaped instruction's result, else None."""
+    s = inst.shape
+    if s.is_tuple or s.is_dynamic:
+        return None
+    try:
+        return np_dtype(s)
+    except Exception:
+        return None
+
+
+def operand_dtypes(ops, st):
+    """shape_dtype of each operand step."""
+    return [shape_dtype(st.node(j)) for j in ops]
+
+
+def scalar_safe(fn, rank0):
+    """`fn`, returning an array (not a NumPy scalar) for rank-0 results."""
+    if not rank0:
+        return fn
+    return lambda *a: np.asarray(fn(*a))
+
+
+def flag_free(fn):
+    """Mark `fn` as doing no float arithmetic (a view): it may run with the processor's FTZ/DAZ
+    flags set, inside a run of float steps (compiler.py)."""
+    fn.flag_free = True
+    return fn
+
+
+def all_clean(ops, st):
+    """Every operand step's value is clean."""
+    return all(st.is_clean(j) for j in ops)
+
+
+def factory_rule(rule) -> bool:
+    """True for a rule made by the elementwise factory (ops/elementwise.unary), the one the prepare
+    stages reproduce; a rule put in its place (a test's, a plugin's) runs as it is."""
+    return rule is not None and hasattr(rule, "ftz_result")

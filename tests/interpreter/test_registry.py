@@ -1,0 +1,94 @@
+"""The evaluation registry is the one index of an opcode's evaluation (hlo_cli/interpreter/registry.py):
+every opcode of the table has exactly one rule, and a rule's prepare stage (its compile-time kernel)
+lives in the rule's own ops/ module -- so adding an opcode touches one rule module and the table."""
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import numpy as np
+import pytest
+
+import hlo_cli.interpreter.ops as ops_pkg  # (importing it registers the rules)
+from hlo_cli.interpreter import registry
+from hlo_cli.interpreter.kernels import Fast, Static
+from hlo_cli.ir.opcodes import OPCODES
+from hlo_cli.parser import parse
+
+
+def test_every_opcode_has_one_rule():
+    missing = [op for op in OPCODES if registry.rule_for(op) is None]
+    assert missing == []
+    assert sorted(op for op in registry.EVAL_RULES if op not in OPCODES) == []
+
+
+def test_a_second_rule_or_prepare_stage_is_refused():
+    with pytest.raises(RuntimeError, match="two evaluation rules for add"):
+        registry.evaluator("add")(lambda inst, args, ec: None)
+    with pytest.raises(RuntimeError, match="two prepare stages for add"):
+        registry.prepares("add")(lambda inst, ops, st: None)
+
+
+def test_every_prepare_stage_sits_beside_its_rule():
+    assert registry.PREPARERS, "no prepare stage registered"
+    for op, prep in registry.PREPARERS.items():
+        assert op in OPCODES, op
+        rule = registry.EVAL_RULES[op]
+        assert prep.__module__ == rule.__module__, (op, prep.__module__, rule.__module__)
+        assert prep.__module__.startswith("hlo_cli.interpreter.ops."), (op, prep.__module__)
+
+
+def test_rule_modules_do_not_import_the_compiler_or_evaluator():
+    """ops/ is below the compiler: kernels that run computations go through the EvalContext."""
+    for m in pkgutil.iter_modules(ops_pkg.__path__):
+        src = inspect.getsource(importlib.import_module(f"{ops_pkg.__name__}.{m.name}"))
+        for upper in ("compiler", "evaluator", "loopgen", "profiling"):
+            assert f"from ..{upper} import" not in src and f"from .. import {upper}" not in src, (m.name, upper)
+
+
+_TEXT = """HloModule m
+
+ENTRY main {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  s = f32[4] add(a, b)
+  ROOT t = f32[2,2] reshape(s)
+}
+"""
+
+
+def _static(text):
+    comp = parse(text).entry_computation
+    st = Static(comp)
+    for k, inst in enumerate(comp.instructions):
+        st.record(k, inst, None)
+    return comp, st
+
+
+def test_prepare_returns_a_kernel_computing_the_rule():
+    comp, st = _static(_TEXT)
+    add = comp.instructions[2]
+    fast = registry.prepare(add, [0, 1], st)
+    assert isinstance(fast, Fast) and fast.elementwise and fast.clean
+    a, b = np.array([1, 2, 3, 4], np.float32), np.array([0.5, -2, 1e-45, 7], np.float32)
+    got, want = fast.fn(a, b), registry.rule_for("add")(add, [a, b], None)
+    assert got.tobytes() == want.tobytes()
+
+
+def test_prepare_declines_unknown_opcodes_and_unusual_attributes():
+    comp, st = _static(_TEXT)
+    param = comp.instructions[0]
+    assert registry.prepare(param, [], st) is None          # no prepare stage: the rule runs
+    reshape = comp.instructions[3]
+    # an operand index compile time knows nothing of: the stage raises, prepare says None
+    assert registry.prepare(reshape, [99], st) is None
+
+
+def test_folded_opcodes_are_pure_opcodes_of_the_table():
+    """Constant folding computes its opcodes at compile time: each must be in the table and have
+    no side effect and no use of the run's random state (the table's traits)."""
+    from hlo_cli.interpreter.kernels import FOLDABLE
+    from hlo_cli.ir.opcodes import READS_RNG, SIDE_EFFECT, with_trait
+    assert FOLDABLE <= set(OPCODES)
+    assert not FOLDABLE & with_trait(SIDE_EFFECT, READS_RNG)

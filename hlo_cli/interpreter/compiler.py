@@ -45,25 +45,21 @@ from __future__ import annotations
 import functools
 import gc
 import itertools
-import weakref
 
 import numpy as np
 
 from ..errors import HloEvalError
-from ..errors import instruction_diagnostic as _diag
 from ..ir.attributes import ComputationRef, InlineComputation
 from ..ir.module import Computation, Module
 from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant, prepare
 from .fpenv import hardware
 from . import loopgen as _loopgen
+from .per_module import module_cache
+from .located import EVAL_ERRORS, bad_result, limit_error, located_error, reraise_at
 from .parallel import blas_single, run_parts, split, threads
-from .values import conforms, describe
+from .values import conforms
 
-_EVAL_ERRORS = (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
-                ZeroDivisionError, MemoryError, AttributeError)
 _counter = itertools.count()
-# id(module) -> {(computation, check): Compiled}; entries leave with their module
-_CACHE: dict[int, dict] = {}
 
 
 # the step loop's kind for a run of f32/f64 arithmetic steps under one flag setting (Compiled._lean)
@@ -193,13 +189,13 @@ class Compiled:
                     v = vals[k]
                     if ex.__class__ is tuple:
                         if v.__class__ is not ndarray or v.dtype != ex[0] or v.shape != ex[1]:
-                            _bad(inst, v)
+                            bad_result(inst, v)
                     elif conforms(v, ex) is not None:
-                        _bad(inst, v)
+                        bad_result(inst, v)
                 for j in free:
                     vals[j] = None
-        except (HloEvalError,) + _EVAL_ERRORS as e:
-            _reraise_at(e, step[4] if step is not None else None)
+        except (HloEvalError,) + EVAL_ERRORS as e:
+            reraise_at(e, step[4] if step is not None else None)
 
     def run_steps(self, ec, args):
         lean = self.lean
@@ -241,19 +237,19 @@ class Compiled:
                 if ex is not None:
                     if ex.__class__ is tuple:
                         if v.__class__ is not ndarray or v.dtype != ex[0] or v.shape != ex[1]:
-                            _bad(inst, v)
+                            bad_result(inst, v)
                     elif conforms(v, ex) is not None:
-                        _bad(inst, v)
+                        bad_result(inst, v)
                 vals[k] = v
                 for j in free:
                     vals[j] = None
-        except (HloEvalError,) + _EVAL_ERRORS as e:
-            _reraise_at(e, step[4] if step is not None else None)
+        except (HloEvalError,) + EVAL_ERRORS as e:
+            reraise_at(e, step[4] if step is not None else None)
         return vals[root]
 
     # -- tier 2: generated code -----------------------------------------------------------
     def generate(self):
-        ns: dict = {"ndarray": np.ndarray, "_bad": _bad, "_conforms": conforms, "_nanfree": _nanfree,
+        ns: dict = {"ndarray": np.ndarray, "_bad": bad_result, "_conforms": conforms, "_nanfree": _nanfree,
                     "_asarray": np.asarray}
         hw = hardware()
         if hw is not None:
@@ -433,15 +429,6 @@ def _raising_line(tb, code, lines: dict):
     return found
 
 
-def module_cache(module: Module) -> dict:
-    """A dictionary that lives as long as `module`: compiled computations, recognized reducers."""
-    per = _CACHE.get(id(module))
-    if per is None:
-        per = _CACHE[id(module)] = {}
-        weakref.finalize(module, _CACHE.pop, id(module), None)
-    return per
-
-
 def compiled(module: Module, name: str, check: bool, param_clean=None) -> Compiled:
     """`name` compiled (cached per module); `param_clean`: which parameters are known to hold no
     subnormals (a call site's knowledge), or None."""
@@ -513,7 +500,7 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
             if folded is not None:
                 static.record(k, inst, folded)
         except MemoryError as e:                # folding evaluates the instruction: say which
-            raise _located(inst, e) from e
+            raise located_error(inst, e) from e
         if folded is not None:
             kind, pay = FOLDED, folded
         else:
@@ -756,7 +743,7 @@ class Region:
                 last[j] = n
         ins = {j: f"E{n}" for n, j in enumerate(inputs)}
         outs = {j: f"O{n}" for n, j in enumerate(outputs)}
-        ns: dict = {"_bad": _bad}
+        ns: dict = {"_bad": bad_result}
         params = ", ".join(["part"] + list(ins.values()) + list(outs.values()))
         lines = [f"def body({params}):", "    for ix in part:"]
         line_member: dict[int, int] = {}
@@ -798,8 +785,8 @@ class Region:
         def blocks(part):
             try:
                 body(part, *args)
-            except (HloEvalError,) + _EVAL_ERRORS as e:
-                _reraise_at(e, self.member_at(e.__traceback__))
+            except (HloEvalError,) + EVAL_ERRORS as e:
+                reraise_at(e, self.member_at(e.__traceback__))
         run_parts(blocks, split(self.blocks, threads()))
         return outs
 
@@ -932,32 +919,6 @@ def _implied(kind, inst, ops, static, fast=None) -> bool:
     return False
 
 
-def _reraise_at(e, inst):
-    """Raise `e` located at instruction `inst`: an HloEvalError without a location gets one, a
-    NumPy/Python error becomes a located HloEvalError."""
-    if isinstance(e, HloEvalError):
-        if not e.diagnostics and inst is not None:
-            e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
-        raise e
-    if inst is None:
-        raise e
-    raise _located(inst, e) from e
-
-
-def _located(inst, e):
-    from .evaluator import located_error
-    return located_error(inst, e)
-
-
-def _bad(inst, value):
-    why = conforms(value, inst.shape) or "unexpected value"
-    raise HloEvalError(
-        f"{inst.name}: {inst.opcode} produced a value that does not match its shape "
-        f"{inst.shape.to_str(False)}: {why}",
-        [_diag(inst, f"{inst.name}: {inst.opcode} produced {describe(value)}, which does not "
-                     f"match its shape {inst.shape.to_str(False)}: {why}", "R012")])
-
-
 def run_compiled(ec, c: Compiled, args):
     """Run a compiled computation with the generic loop's error reporting and accounting."""
     if len(args) != len(c.params):
@@ -979,8 +940,8 @@ def run_compiled(ec, c: Compiled, args):
                 value = run(ec, args)
         else:
             value = run(ec, args)
-    except (HloEvalError, *_EVAL_ERRORS) as e:
-        _reraise_at(e, c.step_at(e.__traceback__) if run is c.fn else None)
+    except (HloEvalError, *EVAL_ERRORS) as e:
+        reraise_at(e, c.step_at(e.__traceback__) if run is c.fn else None)
     finally:
         ec.depth -= 1
     ec.executed += len(c.steps) + len(c.params)
@@ -1001,7 +962,7 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
         if not run_compiled(ec, cond, (state,)):
             return state
         if limit is not None and n >= limit:
-            raise _limit_error(limit, name)
+            raise limit_error(limit, name)
         state = run_compiled(ec, body, (state,))
         n += 1
         ec.loop_iterations += 1
@@ -1030,14 +991,14 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
             if not go:
                 break
             if limit is not None and n >= limit:
-                raise _limit_error(limit, name)
+                raise limit_error(limit, name)
             c = body
             state = bf(ec, (state,))
             ran_body += 1
             n += 1
             ec.loop_iterations += 1
-    except (HloEvalError, *_EVAL_ERRORS) as e:
-        _reraise_at(e, c.step_at(e.__traceback__))
+    except (HloEvalError, *EVAL_ERRORS) as e:
+        reraise_at(e, c.step_at(e.__traceback__))
     finally:
         ec.depth -= 1
         cond.calls += ran_cond
@@ -1045,8 +1006,3 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
         ec.executed += ran_cond * (len(cond.steps) + len(cond.params)) + \
             ran_body * (len(body.steps) + len(body.params))
     return state
-
-
-def _limit_error(limit, name):
-    return HloEvalError(f"the while loop ran {limit} iterations without its condition "
-                        f"'{name}' becoming false (the --max-iterations limit)")

@@ -27,12 +27,13 @@ from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled
 from .excess_precision import prepare as prepare_excess_precision
 from .hoist import hoist_loop_invariants
+from .located import bad_result, run_located
 from .memory import preflight, resource_error
 from .numerics import module_mode, settle as settle_numerics
 from .numerics import resolve as resolve_numerics
 from .parallel import blas_single
 from .registry import rule_for
-from .values import conforms, describe
+from .values import conforms
 
 MAX_DEPTH = 500                    # computations calling computations, deeper is an error (recursion)
 _SIDE_EFFECTS = {"outfeed", "send", "send-done", "infeed", "recv", "recv-done", "rng-get-and-update-state"}
@@ -164,31 +165,6 @@ def _topo(start: int, insts, index, seen: set, order: list):
                 stack.append((j, False))
 
 
-def located_error(inst: Instruction, e: Exception):
-    """The error to raise when evaluating `inst` raised the NumPy/Python error `e`: out of memory
-    is an HloResourceError (exit code 4) saying how much was asked for, anything else an
-    HloEvalError located at the instruction."""
-    if isinstance(e, MemoryError):
-        return resource_error(inst, e)
-    return HloEvalError(f"{inst.name}: {inst.opcode} failed: {e}",
-                        [_diag(inst, f"{inst.name}: {inst.opcode} failed: {type(e).__name__}: {e}", "R011")])
-
-
-def run_located(inst: Instruction, fn, *args):
-    """fn(*args), the evaluation of `inst`: an error it raises is located at the instruction (an
-    HloEvalError without a location gets one; NumPy's errors become HloEvalErrors, memory
-    exhaustion an HloResourceError)."""
-    try:
-        return fn(*args)
-    except HloEvalError as e:
-        if not e.diagnostics:
-            e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
-        raise
-    except (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
-            ZeroDivisionError, MemoryError, AttributeError) as e:
-        raise located_error(inst, e) from e
-
-
 class EvalContext:
     """Everything one run needs; handed to every evaluation rule."""
 
@@ -271,16 +247,9 @@ class EvalContext:
                     operands = []
                 if check:
                     ex = expect[k]
-                    if ex is not None and type(value) is ndarray and value.dtype == ex[0] and value.shape == ex[1]:
-                        why = None
-                    else:
-                        why = conforms(value, inst.shape)
-                    if why is not None:
-                        raise HloEvalError(
-                            f"{inst.name}: {inst.opcode} produced a value that does not match its shape "
-                            f"{inst.shape.to_str(False)}: {why}",
-                            [_diag(inst, f"{inst.name}: {inst.opcode} produced {describe(value)}, which does not "
-                                         f"match its shape {inst.shape.to_str(False)}: {why}", "R012")])
+                    if not (ex is not None and type(value) is ndarray and value.dtype == ex[0] and
+                            value.shape == ex[1]) and conforms(value, inst.shape) is not None:
+                        bad_result(inst, value)
                 self.executed += 1
                 if do_hook:
                     key = (plan.comp.name, inst.name)

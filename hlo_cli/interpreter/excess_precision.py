@@ -301,7 +301,7 @@ def prepare(module: Module) -> Module:
     """The module a run evaluates: `apply(module)` unless turned off; cached per module."""
     if not enabled():
         return module
-    from .compiler import module_cache
+    from .per_module import module_cache
     per = module_cache(module)
     got = per.get("excess_precision")
     if got is None:

@@ -54,6 +54,7 @@ import numpy as np
 from ..errors import HloEvalError
 from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC
 from .fpenv import hardware
+from .located import EVAL_ERRORS, bad_result, limit_error, reraise_at
 from .ops.convert import F32, F64, TINY
 from .values import conforms
 
@@ -69,8 +70,6 @@ GIVE_UP = 8
 LOOPGEN_AFTER = 16
 
 _counter = itertools.count()
-_EVAL_ERRORS = (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
-                ZeroDivisionError, MemoryError, AttributeError)
 
 
 class _Redo(Exception):
@@ -211,7 +210,7 @@ class _Builder:
         self.pure = _Hoister(module).pure_inst
         self.cond, self.body = cond, body
         self.ns: dict = {"_asarray": np.asarray, "_Redo": _Redo, "ndarray": ndarray,
-                         "_F64": F64, "_F32": F32, "_own": _own, "_bad": _bad,
+                         "_F64": F64, "_F32": F32, "_own": _own, "_bad": bad_result,
                          "_conforms": conforms, "_abs": np.abs, "_mm": np.matmul,
                          "_min": np.minimum.reduce, "_nonzero": np.count_nonzero, "_vdot": np.vdot,
                          "_isnan": math.isnan, "_dot": np.dot,
@@ -436,11 +435,10 @@ class _Builder:
         lines.append("    finally:")
         lines.append("        _fset(_off)")
         ns["HloEvalError"] = HloEvalError
-        ns["_EVAL_ERRORS"] = _EVAL_ERRORS
+        ns["_EVAL_ERRORS"] = EVAL_ERRORS
         ns["_body"] = _located(body)
         ns["_cond"] = _located(cond)
-        from .compiler import _limit_error
-        ns["_limit_error"] = _limit_error
+        ns["_limit_error"] = limit_error
         text = "\n".join(lines)
         filename = f"<hlo loop {body.comp.name} #{next(_counter)}>"
         exec(compile(text, filename, "exec"), ns)
@@ -856,25 +854,19 @@ ndarray = np.ndarray
 
 def _located(c):
     """c's generated code, its errors located at the instruction that raised (as run_while does)."""
-    from .compiler import _reraise_at
     fn = c.fn
 
     def run(ec, args):
         try:
             return fn(ec, args)
-        except (HloEvalError, *_EVAL_ERRORS) as e:
-            _reraise_at(e, c.step_at(e.__traceback__))
+        except (HloEvalError, *EVAL_ERRORS) as e:
+            reraise_at(e, c.step_at(e.__traceback__))
     return run
 
 
 def _own(v):
     """A writable copy of `v` that only the loop holds."""
     return np.array(v)
-
-
-def _bad(inst, value):
-    from .compiler import _bad as bad
-    bad(inst, value)
 
 
 def _flat_dot(l3, r3) -> bool:

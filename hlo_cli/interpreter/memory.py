@@ -116,7 +116,7 @@ def preflight(module: Module, devices: int = 1) -> None:
     first in text order is reported.  A module that passed is not walked again for the same limit
     (the walk costs ~50 ms on 15k instructions)."""
     limit = memory_limit()
-    from .compiler import module_cache
+    from .per_module import module_cache
     per = module_cache(module)
     if per.get("preflight_passed", ()) == (limit, devices):
         return
@@ -291,7 +291,7 @@ def estimate(module: Module, devices: int = 1) -> MemoryEstimate:
     the module and cached per module."""
     from dataclasses import replace
 
-    from .compiler import module_cache
+    from .per_module import module_cache
     per = module_cache(module)
     one = per.get("memory_estimate")
     if one is None:

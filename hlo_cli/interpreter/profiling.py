@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 from ..errors import HloEvalError
-from .compiler import _EVAL_ERRORS, _bad, _reraise_at
+from .located import EVAL_ERRORS, bad_result, reraise_at
 from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, TUPLE, WITH_EC
 from .values import conforms
 
@@ -134,9 +134,9 @@ class Profile:
                         if ex is not None:
                             if ex.__class__ is tuple:
                                 if v.__class__ is not ndarray or v.dtype != ex[0] or v.shape != ex[1]:
-                                    _bad(inst, v)
+                                    bad_result(inst, v)
                             elif conforms(v, ex) is not None:
-                                _bad(inst, v)
+                                bad_result(inst, v)
                         vals[k] = v
                     for j in free:
                         vals[j] = None
@@ -161,8 +161,8 @@ class Profile:
                         stack[-1] += dt
                 else:
                     del stack[depth:]
-                if isinstance(e, (HloEvalError,) + _EVAL_ERRORS):
-                    _reraise_at(e, step[4] if step is not None else None)
+                if isinstance(e, (HloEvalError,) + EVAL_ERRORS):
+                    reraise_at(e, step[4] if step is not None else None)
                 raise
             return vals[c.root]
         return _profiled_steps

@@ -6,7 +6,7 @@ import numpy as np
 from ...errors import HloEvalError
 from ...ir.literal import Literal
 from ..registry import evaluator
-from ..values import TOKEN, np_dtype, random_value_for
+from ..values import TOKEN, np_dtype, random_value as random_value_for
 
 
 @evaluator("parameter")

@@ -8,8 +8,8 @@ anyway, so the run pays nothing for being watched (no call, no counter in the ho
   `c.n`, `c.steps`, `c.line_step`) and its context `ec` (`loop_iterations`, `executed`);
   - called from it, the generated code of the computation (tier 2): a frame whose file name starts
     with "<hlo computation "; its current line maps to a step through `c.line_step`;
-  - or the step loop Compiled.run_steps (tier 1), or the profiler's (`_profiled_steps`): the local
-    `step`, whose [3] is the instruction's index and [4] the instruction;
+  - or the step loop Compiled.run_steps (tier 1, also when profiling): the local `step`, whose
+    [3] is the instruction's index and [4] the instruction;
 * compiler.run_while(ec, cond, body, ...) (a while loop of compiled computations): `c`, the
   condition or body being run (its generated code called directly), and `n`, the iterations done;
 * evaluator.EvalContext._run (the generic loop, used with hooks): `plan`, `k`, `n`, `inst`;
@@ -91,7 +91,7 @@ def _walk(frame, cache) -> Sample | None:
             pending = ("line", code, f.f_lineno)
         elif filename.startswith("<hlo loop "):
             whole_loop = f.f_locals.get("n")
-        elif name in ("run_steps", "_profiled_steps"):
+        elif name == "run_steps":
             step = f.f_locals.get("step")
             pending = ("step", step) if step is not None else None
         elif name == "run_compiled" and filename.endswith(_COMPILER):

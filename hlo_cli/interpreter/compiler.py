@@ -56,14 +56,12 @@ from .fpenv import hardware
 from . import loopgen as _loopgen
 from .per_module import module_cache
 from .located import EVAL_ERRORS, bad_result, limit_error, located_error, reraise_at
+from .steps import GROUP, Step, call_text, check_text
 from .parallel import blas_single, run_parts, split, threads
 from .values import conforms
 
 _counter = itertools.count()
 
-
-# the step loop's kind for a run of f32/f64 arithmetic steps under one flag setting (Compiled._lean)
-GROUP = 100
 
 # a computation is turned into Python code once it has run this many times (loop bodies, called
 # computations); before that, and for the entry computation, its steps run in a loop
@@ -71,13 +69,13 @@ HOT_CALLS = 4
 
 
 class Compiled:
-    """One computation prepared for fast runs: `steps`, each (kind, payload, operand slots, step,
-    instruction, check, slots to free), run by a loop; after HOT_CALLS runs also `fn`, the same
-    steps as generated Python code ``fn(ec, args) -> root value``."""
+    """One computation prepared for fast runs: `steps` (`Step`s: steps.py), run by a loop
+    (`run_steps`); after HOT_CALLS runs also `fn`, the same steps as generated Python code
+    ``fn(ec, args) -> root value``."""
     __slots__ = ("comp", "steps", "params", "root", "n", "check", "calls", "fn", "code", "line_step",
                  "root_clean", "lean", "loops")
 
-    def __init__(self, comp: Computation, steps, params, root, n, check):
+    def __init__(self, comp: Computation, steps: list[Step], params, root, n, check):
         self.comp, self.steps, self.params, self.root, self.n = comp, steps, params, root, n
         self.check = check
         self.calls = 0
@@ -89,64 +87,35 @@ class Compiled:
 
     # -- tier 1: a loop over the steps --------------------------------------------------
     def _lean(self):
-        """(steps, initial values, root slot) for the step loop: the steps that do work.  Folded
-        values are in the initial values (they are shared read-only arrays the steps hold anyway),
-        and a SAME step whose result needs no check (an inlined call's parameter, XLA's no-op
-        broadcast) is dropped, its users reading the slot it copied; the slots to free after each
-        step are worked out again for the steps kept (each value still dropped after its last use).
-        A large entry computation (transformer.hlo: 26,000 steps, a third of them such) runs once
-        per run in this loop."""
+        """(steps, initial values, root slot) for the step loop: the steps that do work, as plain
+        tuples of a Step's fields (the loop unpacks them; a tuple unpacks faster than a NamedTuple).
+        Folded values are in the initial values (they are shared read-only arrays the steps hold
+        anyway), and a SAME step whose result needs no check (an inlined call's parameter, XLA's
+        no-op broadcast) is dropped, its users reading the slot it copied; the slots to free after
+        each step are worked out again for the steps kept (each value still dropped after its last
+        use).  A large entry computation (transformer.hlo: 26,000 steps, a third of them such) runs
+        once per run in this loop."""
         template = [None] * self.n
         alias: dict[int, int] = {}
         kept = []
-        for kind, pay, ops, k, inst, ex, _free in self.steps:
-            if kind == FOLDED:
-                template[k] = pay
+        for st in self.steps:
+            if st.kind == FOLDED:
+                template[st.slot] = st.payload
                 continue
-            if kind == SAME and ex is None:
-                j = ops[0]
-                alias[k] = alias.get(j, j)
+            if st.kind == SAME and st.expect is None:
+                j = st.operands[0]
+                alias[st.slot] = alias.get(j, j)
                 continue
             if alias:
-                ops = tuple([alias.get(j, j) for j in ops])
-            kept.append((kind, pay, ops, k, inst, ex))
+                st = st._replace(operands=tuple([alias.get(j, j) for j in st.operands]))
+            kept.append(st)
         root = alias.get(self.root, self.root)
-        last: dict[int, int] = {}
-        for i, st in enumerate(kept):
-            for j in st[2]:
-                last[j] = i
-        frees: list[list[int]] = [[] for _ in kept]
-        for j, i in last.items():
-            if j != root and template[j] is None:
-                frees[i].append(j)
-        for i, st in enumerate(kept):                 # values never used: dropped right away
-            for j in (st[3] if st[0] == REGION else (st[3],)):
-                if j not in last and j != root:
-                    frees[i].append(j)
-        steps = [st + (tuple(f),) for st, f in zip(kept, frees)]
+        frees = _free_lists(kept, root, lambda j: template[j] is None)
+        steps = [st._replace(frees=f) for st, f in zip(kept, frees)]
         hw = hardware()
         if hw is not None:                          # runs of f32/f64 arithmetic: one GROUP step each
-            groups = _float_runs(steps, root)
-            out = []
-            n = 0
-            while n < len(steps):
-                group = groups.get(n)
-                if group is None:
-                    out.append(steps[n])
-                    n += 1
-                    continue
-                end, outs = group
-                sub = steps[n:end]
-                raw = []
-                for kind, pay, ops, k, inst, _ex, _free in sub:
-                    u = getattr(pay, "hw_ufunc", None) if kind == PURE else None
-                    if u is not None and inst.shape.rank == 0:
-                        u = functools.partial(_rank0, u)
-                    raw.append((kind, u if u is not None else pay, ops, k))
-                out.append((GROUP, (tuple(raw), tuple(sub), tuple(outs), hw), (), sub[0][3], sub[0][4], None, ()))
-                n = end
-            steps = out
-        self.lean = lean = (steps, template, root)
+            steps = _grouped(steps, root, hw)
+        self.lean = lean = ([tuple(st) for st in steps], template, root)
         return lean
 
     @staticmethod
@@ -155,54 +124,41 @@ class Compiled:
         arithmetic steps (``_float_runs``): their bare ufuncs under one setting of the FTZ/DAZ
         flags, one NaN check of the values leaving the run (a NaN runs it again step by step,
         where the rules give NaN signs), then the steps' result checks and frees in order."""
-        raw, sub, outs, (fset, on, off) = pay
+        raw, sub, outs, (fset, on, off), plain = pay
         fset(on)
         try:
-            for kind, fn, ops, k in raw:
-                if kind == PURE:
-                    vals[k] = fn(*[vals[j] for j in ops])
-                elif kind == ELEMENT:
-                    vals[k] = vals[ops[0]][fn]
-                elif kind == TUPLE:
-                    vals[k] = tuple([vals[j] for j in ops])
-                else:
-                    vals[k] = vals[ops[0]]
+            _run_plain(vals, raw)
         finally:
             fset(off)
         step = None
         try:
             if not _nanfree(*[vals[j] for j in outs]):
-                for step in sub:
-                    kind, pay_, ops, k = step[:4]
-                    if kind == PURE:
-                        vals[k] = pay_(*[vals[j] for j in ops])
-                    elif kind == ELEMENT:
-                        vals[k] = vals[ops[0]][pay_]
-                    elif kind == TUPLE:
-                        vals[k] = tuple([vals[j] for j in ops])
-                    else:
-                        vals[k] = vals[ops[0]]
-            ndarray = np.ndarray
+                _run_plain(vals, plain, locate=True)
             for step in sub:
                 _kind, _pay, _ops, k, inst, ex, free = step
                 if ex is not None:
-                    v = vals[k]
-                    if ex.__class__ is tuple:
-                        if v.__class__ is not ndarray or v.dtype != ex[0] or v.shape != ex[1]:
-                            bad_result(inst, v)
-                    elif conforms(v, ex) is not None:
-                        bad_result(inst, v)
+                    check_result(vals[k], ex, inst)
                 for j in free:
                     vals[j] = None
         except (HloEvalError,) + EVAL_ERRORS as e:
-            reraise_at(e, step[4] if step is not None else None)
+            reraise_at(e, inst if step is not None else None)
 
-    def run_steps(self, ec, args):
-        lean = self.lean
-        if lean is None:
-            lean = self._lean()
-        steps, template, root = lean
-        vals = template.copy()
+    def run_steps(self, ec, args, timer=None):
+        """The computation's root value for `args`: the step loop (tier 1).  `timer` (profiling.py:
+        --profile) None, or an object whose ``enter(step)`` and ``leave(step)`` the loop calls
+        around every step, and ``stopped(step, depth)`` when a step raised (`depth`: what its
+        ``start()`` returned when the loop began); the loop then runs every step as prepared
+        (`steps`, not the lean form), so that each has its row."""
+        if timer is None:
+            lean = self.lean
+            if lean is None:
+                lean = self._lean()
+            steps, template, root = lean
+            vals = template.copy()
+        else:
+            steps, root = self.steps, self.root
+            vals = [None] * self.n
+            depth = timer.start()
         for pnum, slot in self.params:
             vals[slot] = args[pnum]
         ndarray = np.ndarray
@@ -210,6 +166,8 @@ class Compiled:
         try:
             for step in steps:
                 kind, pay, ops, k, inst, ex, free = step
+                if timer is not None:
+                    timer.enter(step)
                 if kind == PURE:
                     v = pay(*[vals[j] for j in ops])
                 elif kind == RULE:
@@ -228,6 +186,8 @@ class Compiled:
                         vals[j] = v
                     for j in free:
                         vals[j] = None
+                    if timer is not None:
+                        timer.leave(step)
                     continue
                 elif kind == GROUP:
                     self._group(vals, pay)
@@ -243,8 +203,16 @@ class Compiled:
                 vals[k] = v
                 for j in free:
                     vals[j] = None
-        except (HloEvalError,) + EVAL_ERRORS as e:
-            reraise_at(e, step[4] if step is not None else None)
+                if timer is not None:
+                    timer.leave(step)
+        except BaseException as e:
+            # (with a timer, the step that stopped -- an error, ^C -- keeps the time it took: a
+            # profile of a run interrupted in a long step shows that step)
+            if timer is not None:
+                timer.stopped(step, depth)
+            if isinstance(e, (HloEvalError,) + EVAL_ERRORS):
+                reraise_at(e, inst if step is not None else None)
+            raise
         return vals[root]
 
     # -- tier 2: generated code -----------------------------------------------------------
@@ -292,12 +260,14 @@ class Compiled:
         self.fn = ns["run"]
         self.fn.__code__ = self.code = self.fn.__code__.replace(co_filename=filename)
 
-    def _emit(self, step, ns, lines, ind, check, free, raw=False, code=True):
+    def _emit(self, step: Step, ns, lines, ind, check, free, raw=False, code=True):
         """The lines of one step: its computation (`raw`: a float step's bare ufunc), its result
         check, the deletion of the values it is the last user of."""
-        kind, pay, ops, k, inst, ex, frees = step
+        kind, pay, ops, inst = step.kind, step.payload, step.operands, step.inst
+        k = step.produced[0]
         if code:
             args = ", ".join(f"v{j}" for j in ops)
+            call = call_text(kind, pay, inst, args, ns, str(k))
             if kind == FOLDED:
                 ns[f"K{k}"] = pay
                 text = f"v{k} = K{k}"
@@ -306,40 +276,24 @@ class Compiled:
                 text = f"v{k} = U{k}({args})"
                 if inst.shape.rank == 0:
                     text = f"v{k} = _asarray(U{k}({args}))"
-            elif kind == PURE:
-                ns[f"F{k}"] = pay
-                text = f"v{k} = F{k}({args})"
-            elif kind == WITH_EC:
-                ns[f"F{k}"] = pay
-                text = f"v{k} = F{k}(ec, {args})"
-            elif kind == RULE:
-                ns[f"R{k}"], ns[f"I{k}"] = pay, inst
-                text = f"v{k} = R{k}(I{k}, [{args}], ec)"
+            elif call is not None:
+                text = f"v{k} = {call}"
             elif kind == ELEMENT:
                 text = f"v{k} = v{ops[0]}[{pay}]"
             elif kind == TUPLE:
                 text = f"v{k} = ({args},)" if ops else f"v{k} = ()"
             elif kind == REGION:
-                ns[f"G{k[0]}"] = pay.run
-                text = "".join(f"v{j}, " for j in k) + f"= G{k[0]}({args})"
+                ns[f"G{k}"] = pay.run
+                text = "".join(f"v{j}, " for j in step.slot) + f"= G{k}({args})"
             else:
                 text = f"v{k} = v{ops[0]}"
-            self.line_step[len(lines) + 1] = k[0] if kind == REGION else k
-            lines.append(ind + text)
-        if kind == REGION:
-            k = k[0]
-        if check and ex is not None:
-            ns[f"I{k}"] = inst
-            if ex.__class__ is tuple:
-                ns[f"D{k}"], ns[f"S{k}"] = ex
-                cond = f"v{k}.__class__ is not ndarray or v{k}.dtype != D{k} or v{k}.shape != S{k}"
-            else:
-                ns[f"H{k}"] = ex
-                cond = f"_conforms(v{k}, H{k}) is not None"
             self.line_step[len(lines) + 1] = k
-            lines.append(f"{ind}if {cond}: _bad(I{k}, v{k})")
-        if free and frees:
-            lines.append(ind + "del " + ", ".join(f"v{j}" for j in frees))
+            lines.append(ind + text)
+        if check and step.expect is not None:
+            self.line_step[len(lines) + 1] = k
+            lines.append(ind + check_text(f"v{k}", step.expect, inst, ns, str(k)))
+        if free and step.frees:
+            lines.append(ind + "del " + ", ".join(f"v{j}" for j in step.frees))
 
     def step_at(self, tb):
         """The instruction whose line of generated code raised (from a traceback), or None."""
@@ -347,10 +301,86 @@ class Compiled:
         return None if k is None else self.by_step(k)
 
     def by_step(self, k):
+        """The instruction of the step writing slot `k` (a fused region: its first slot), or None."""
         for step in self.steps:
-            if step[3] == k or (step[0] == REGION and step[3][0] == k):
-                return step[4]
+            if step.produced[0] == k:
+                return step.inst
         return None
+
+
+def check_result(v, expect, inst):
+    """The result check of a step (a Step's `expect`, not None) on its value `v`."""
+    if expect.__class__ is tuple:
+        if v.__class__ is not np.ndarray or v.dtype != expect[0] or v.shape != expect[1]:
+            bad_result(inst, v)
+    elif conforms(v, expect) is not None:
+        bad_result(inst, v)
+
+
+def _run_plain(vals, items, locate=False):
+    """Run (kind, fn, operand slots, slot, instruction) items of the kinds a GROUP step holds on
+    `vals`; `locate`: an error is located at the item's instruction."""
+    inst = None
+    try:
+        for kind, fn, ops, k, inst in items:
+            if kind == PURE:
+                vals[k] = fn(*[vals[j] for j in ops])
+            elif kind == ELEMENT:
+                vals[k] = vals[ops[0]][fn]
+            elif kind == TUPLE:
+                vals[k] = tuple([vals[j] for j in ops])
+            else:
+                vals[k] = vals[ops[0]]
+    except (HloEvalError,) + EVAL_ERRORS as e:
+        if not locate:
+            raise
+        reraise_at(e, inst)
+
+
+def _grouped(steps: list[Step], root, hw) -> list[Step]:
+    """The steps with each run of f32/f64 arithmetic (``_float_runs``) made one GROUP step, whose
+    payload is (the items run under the flags -- bare ufuncs --, the run's steps as plain tuples,
+    the slots to NaN-check, the flag setters, the items run again with the flags clear)."""
+    groups = _float_runs(steps, root)
+    out = []
+    n = 0
+    while n < len(steps):
+        group = groups.get(n)
+        if group is None:
+            out.append(steps[n])
+            n += 1
+            continue
+        end, outs = group
+        sub = steps[n:end]
+        raw = []
+        for st in sub:
+            u = getattr(st.payload, "hw_ufunc", None) if st.kind == PURE else None
+            if u is not None and st.inst.shape.rank == 0:
+                u = functools.partial(_rank0, u)
+            raw.append((st.kind, u if u is not None else st.payload, st.operands, st.slot, st.inst))
+        plain = tuple((st.kind, st.payload, st.operands, st.slot, st.inst) for st in sub)
+        pay = (tuple(raw), tuple(tuple(st) for st in sub), tuple(outs), hw, plain)
+        out.append(Step(GROUP, pay, (), sub[0].slot, sub[0].inst, None, ()))
+        n = end
+    return out
+
+
+def _free_lists(steps, root, droppable=None) -> list[tuple]:
+    """The slots to free after each of `steps`, in the order they run: a value after its last use
+    (if `droppable(slot)`, when given), a value nothing reads at once; never the root."""
+    last: dict[int, int] = {}
+    for i, st in enumerate(steps):
+        for j in st.operands:
+            last[j] = i
+    frees: list[list[int]] = [[] for _ in steps]
+    for j, i in last.items():
+        if j != root and (droppable is None or droppable(j)):
+            frees[i].append(j)
+    for i, st in enumerate(steps):
+        for j in st.produced:
+            if j not in last and j != root:
+                frees[i].append(j)
+    return [tuple(f) for f in frees]
 
 
 @functools.lru_cache(maxsize=256)
@@ -384,13 +414,13 @@ def _float_runs(steps, root) -> dict:
     tuples, folded values); at least two arithmetic steps.  The slots to check: the arithmetic
     results read outside the run's arithmetic (or the root, or unused)."""
     def arith(st):
-        return st[0] == PURE and getattr(st[1], "hw_ufunc", None) is not None and \
-            st[4].shape.num_elements > 0
+        return st.kind == PURE and getattr(st.payload, "hw_ufunc", None) is not None and \
+            st.inst.shape.num_elements > 0
     def neutral(st):
-        return st[0] in (FOLDED, ELEMENT, TUPLE, SAME) or (st[0] == PURE and getattr(st[1], "flag_free", False))
+        return st.kind in (FOLDED, ELEMENT, TUPLE, SAME) or (st.kind == PURE and getattr(st.payload, "flag_free", False))
     users: dict[int, list] = {}
     for n, st in enumerate(steps):
-        for j in st[2]:
+        for j in st.operands:
             users.setdefault(j, []).append(n)
     out = {}
     n = 0
@@ -407,12 +437,12 @@ def _float_runs(steps, root) -> dict:
                 end = m + 1
             m += 1
         if count >= 2:
-            members = {steps[i][3] for i in range(n, end) if arith(steps[i])}
-            at = {steps[i][3]: i for i in range(n, end)}
+            members = {steps[i].slot for i in range(n, end) if arith(steps[i])}
+            at = {steps[i].slot: i for i in range(n, end)}
             checks = []
             for k in members:
                 us = users.get(k, [])
-                if k == root or not us or any(not (n <= u < end and steps[u][3] in members) for u in us):
+                if k == root or not us or any(not (n <= u < end and steps[u].slot in members) for u in us):
                     checks.append(k)
             out[n] = (end, sorted(checks, key=at.get))
         n = max(end, n + 1)
@@ -519,7 +549,7 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
         ex = None
         if check and kind != FOLDED and not _implied(kind, inst, ops, static, fast):
             ex = plan.expect[k] if plan.expect[k] is not None else inst.shape
-        steps.append((kind, pay, ops, k, inst, ex, plan.free_after[k]))
+        steps.append(Step(kind, pay, ops, k, inst, ex, plan.free_after[k]))
         if fast is not None and folded is None and fast.elementwise and kind == PURE:
             elementwise.add(k)
         elif kind == RULE and getattr(pay, "elementwise", False) and _same_dims(inst, ops, static):
@@ -605,16 +635,15 @@ def _shareable(c: Compiled) -> bool:
     """True when every step of `c` is one of its computation's own instructions, with a payload
     that depends on the instructions' structure only (no compiled callees, no fused region)."""
     own = {id(inst) for inst in c.comp.instructions}
-    return all(st[0] != REGION and id(st[4]) in own and
-               (st[0] != WITH_EC or st[4].opcode not in _CALLING) for st in c.steps)
+    return all(st.kind != REGION and id(st.inst) in own and
+               (st.kind != WITH_EC or st.inst.opcode not in _CALLING) for st in c.steps)
 
 
 def _rebound(twin: Compiled, comp: Computation) -> Compiled:
     """`comp` prepared as its structural twin `twin` was: the twin's steps on `comp`'s instructions."""
     position = {id(inst): j for j, inst in enumerate(twin.comp.instructions)}
     mine = comp.instructions
-    steps = [(kind, pay, ops, k, mine[position[id(inst)]], ex, free)
-             for kind, pay, ops, k, inst, ex, free in twin.steps]
+    steps = [st._replace(inst=mine[position[id(st.inst)]]) for st in twin.steps]
     c = Compiled(comp, steps, twin.params, twin.root, twin.n, twin.check)
     c.root_clean = twin.root_clean
     return c
@@ -631,20 +660,20 @@ def _inline(steps, n: int, check: bool):
     call then, and generated code sees the whole loop body.  Returns (steps, number of slots)."""
     out = []
     for st in steps:
-        callee = getattr(st[1], "callee", None) if st[0] == WITH_EC else None
+        callee = getattr(st.payload, "callee", None) if st.kind == WITH_EC else None
         if callee is None or callee.check != check or len(callee.steps) > INLINE_MAX or \
-                len(st[2]) != len(callee.params):
+                len(st.operands) != len(callee.params):
             out.append(st)
             continue
         base = n
         n += callee.n
         params = {p.parameter_number: p for p in callee.comp.parameters}
         for pnum, slot in callee.params:
-            out.append((SAME, None, (st[2][pnum],), base + slot, params[pnum], None, ()))
-        for kind, pay, ops, k, inst, ex, _ in callee.steps:
-            k = tuple(base + j for j in k) if kind == REGION else base + k
-            out.append((kind, pay, tuple(base + j for j in ops), k, inst, ex, ()))
-        out.append((SAME, None, (base + callee.root,), st[3], st[4], None, ()))
+            out.append(Step(SAME, None, (st.operands[pnum],), base + slot, params[pnum], None, ()))
+        for cs in callee.steps:
+            k = tuple(base + j for j in cs.slot) if cs.kind == REGION else base + cs.slot
+            out.append(cs._replace(operands=tuple(base + j for j in cs.operands), slot=k, frees=()))
+        out.append(Step(SAME, None, (base + callee.root,), st.slot, st.inst, None, ()))
     return out, n
 
 
@@ -739,7 +768,7 @@ class Region:
         members, inputs, outputs = self.members, self.inputs, self.outputs
         last = {}
         for n, m in enumerate(members):
-            for j in m[2]:
+            for j in m.operands:
                 last[j] = n
         ins = {j: f"E{n}" for n, j in enumerate(inputs)}
         outs = {j: f"O{n}" for n, j in enumerate(outputs)}
@@ -748,7 +777,8 @@ class Region:
         lines = [f"def body({params}):", "    for ix in part:"]
         line_member: dict[int, int] = {}
         loaded: set[int] = set()
-        for n, (_, fn, ops, k, inst) in enumerate(m[:5] for m in members):
+        for n, m in enumerate(members):
+            fn, ops, k, inst = m.payload, m.operands, m.slot, m.inst
             for j in ops:
                 if j in ins and j not in loaded:
                     loaded.add(j)
@@ -766,7 +796,7 @@ class Region:
                 dead.append(k)
             if dead:
                 lines.append("        del " + ", ".join(f"v{j}" for j in dead))
-        filename = f"<hlo region {members[-1][4].name} #{next(_counter)}>"
+        filename = f"<hlo region {members[-1].inst.name} #{next(_counter)}>"
         exec(compile("\n".join(lines), filename, "exec"), ns)
         self.body = ns["body"]
         self.code = self.body.__code__
@@ -775,7 +805,7 @@ class Region:
     def member_at(self, tb):
         """The member instruction whose line of the block code raised (from a traceback)."""
         n = _raising_line(tb, self.code, self.line_member)
-        return None if n is None else self.members[n][4]
+        return None if n is None else self.members[n].inst
 
     def run(self, *values):
         outs = [np.empty(self.dims, dt) for dt in self.out_dtypes]
@@ -834,27 +864,27 @@ def _fuse(steps, elementwise, plan, in_place=frozenset()):
         run = groups.pop(key)
         reads.pop(key)
         for st in run:
-            owner.pop(st[3], None)
+            owner.pop(st.slot, None)
         # one large step is a region too when it can be split across threads
         if len(run) >= 2 or threads() >= 2:
             out.append(_region(run, plan))
         else:
             out.extend(run)
     for st in steps:
-        k, inst = st[3], st[4]
+        k, inst = st.slot, st.inst
         key = tuple(inst.shape.dims) if k in elementwise and size_ok(inst) else None
-        for j in st[2]:
+        for j in st.operands:
             o = owner.get(j)
             if o is not None and o != key:
                 close(o)
         if k in in_place:
-            for o in [o for o, r in reads.items() if o != key and any(j in r for j in st[2])]:
+            for o in [o for o, r in reads.items() if o != key and any(j in r for j in st.operands)]:
                 close(o)
         if key is None:
             out.append(st)
             continue
         groups.setdefault(key, []).append(st)
-        reads.setdefault(key, set()).update(st[2])
+        reads.setdefault(key, set()).update(st.operands)
         owner[k] = key
     for key in list(groups):
         close(key)
@@ -862,10 +892,10 @@ def _fuse(steps, elementwise, plan, in_place=frozenset()):
 
 
 def _region(run, plan):
-    members = {st[3] for st in run}
+    members = {st.slot for st in run}
     inputs, seen = [], set()
     for st in run:
-        for j in st[2]:
+        for j in st.operands:
             if j not in members and j not in seen:
                 seen.add(j)
                 inputs.append(j)
@@ -874,32 +904,17 @@ def _region(run, plan):
         for u in plan.users.get(m, ()):
             if u not in members:
                 later_users[m] = True
-    outputs = [st[3] for st in run if st[3] in later_users or st[3] == plan.root]
-    dtypes = {st[3]: plan.expect[st[3]][0] for st in run}
-    run = [(PURE, _rule_fn(st[1], st[4])) + st[2:] if st[0] == RULE else st for st in run]
-    region = Region(run, inputs, outputs, tuple(run[0][4].shape.dims), dtypes)
-    return (REGION, region, tuple(inputs), tuple(outputs), run[-1][4], None, ())
+    outputs = [st.slot for st in run if st.slot in later_users or st.slot == plan.root]
+    dtypes = {st.slot: plan.expect[st.slot][0] for st in run}
+    run = [st._replace(kind=PURE, payload=_rule_fn(st.payload, st.inst)) if st.kind == RULE else st for st in run]
+    region = Region(run, inputs, outputs, tuple(run[0].inst.shape.dims), dtypes)
+    return Step(REGION, region, tuple(inputs), tuple(outputs), run[-1].inst, None, ())
 
 
 def _with_frees(steps, plan):
     """Free lists for the order `steps` run in: a value goes after its last use (a region uses its
     inputs); values nothing uses go at once; the root stays."""
-    last = {}
-    for n, st in enumerate(steps):
-        for j in st[2]:
-            last[j] = n
-    produced = []
-    for st in steps:
-        produced.append(st[3] if st[0] == REGION else (st[3],))
-    frees = [[] for _ in steps]
-    for j, n in last.items():
-        if j != plan.root:
-            frees[n].append(j)
-    for n, ks in enumerate(produced):
-        for k in ks:
-            if k not in last and k != plan.root:
-                frees[n].append(k)
-    return [st[:6] + (tuple(frees[n]),) for n, st in enumerate(steps)]
+    return [st._replace(frees=f) for st, f in zip(steps, _free_lists(steps, plan.root))]
 
 
 def _implied(kind, inst, ops, static, fast=None) -> bool:

@@ -2,8 +2,9 @@
 
 A `Profile` is put in a run's options (``RunOptions(profile=Profile())``); every evaluation context
 of the run then runs its compiled computations through `Profile.runner` instead of the compiled
-loop or the generated code (compiler.run_compiled): the same steps as ``Compiled.run_steps`` (tier
-1), each timed with ``time.perf_counter`` and charged to its (computation, instruction).  The
+loop or the generated code (compiler.run_compiled): the step loop ``Compiled.run_steps`` (tier 1)
+in its timed mode, every step as prepared timed with ``time.perf_counter`` (`_StepTimer`) and
+charged to its (computation, instruction).  The
 values are the same as without the profile, bit for bit: only the order of the Python dispatch
 around each step changes, never a NumPy call.
 
@@ -37,14 +38,10 @@ between instructions stay meaningful.
 """
 from __future__ import annotations
 
+import functools
 import time
 
-import numpy as np
-
-from ..errors import HloEvalError
-from .located import EVAL_ERRORS, bad_result, reraise_at
-from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, TUPLE, WITH_EC
-from .values import conforms
+from .fastpaths import REGION
 
 
 class _Row:
@@ -59,6 +56,46 @@ class _Row:
         self.members = members
 
 
+class _StepTimer:
+    """The step loop's timer (compiler.Compiled.run_steps) for one compiled computation: charges
+    each step's time to its row, its total less the time of the steps of the computations it
+    called to its self time.  `stack`, shared by every timer of the profile: per running step, its
+    start and the time of the steps it called so far, innermost last."""
+    __slots__ = ("rows", "stack")
+
+    def __init__(self, rows: dict, stack: list):
+        self.rows, self.stack = rows, stack
+
+    def start(self) -> int:
+        return len(self.stack)
+
+    def enter(self, step):
+        self.stack.append([time.perf_counter(), 0.0])
+
+    def leave(self, step):
+        stack = self.stack
+        t0, inner = stack.pop()
+        self._charge(step, time.perf_counter() - t0, inner)
+
+    def stopped(self, step, depth: int):
+        """The step that raised (an error, ^C) keeps the time it took."""
+        stack = self.stack
+        if step is not None and len(stack) > depth:
+            t0, inner = stack[depth]
+            del stack[depth:]
+            self._charge(step, time.perf_counter() - t0, inner)
+        else:
+            del stack[depth:]
+
+    def _charge(self, step, dt, inner):
+        row = self.rows[id(step)]
+        row.calls += 1
+        row.total_s += dt
+        row.self_s += dt - inner
+        if self.stack:
+            self.stack[-1][1] += dt
+
+
 class Profile:
     """Time per instruction of one run (see the module's docstring)."""
 
@@ -67,7 +104,7 @@ class Profile:
         self._by_name: dict[tuple[str, str], _Row] = {}    # hook mode: (computation, instruction)
         self._runners: dict[int, object] = {}
         self._keep: list = []                               # the compiled computations timed (ids stay valid)
-        self._stack: list[float] = []                       # the running steps' callee time, innermost last
+        self._stack: list[list] = []                        # the running steps' start and callee time, innermost last
         self._walk: dict[tuple[str, str], _Row] = {}       # the multi-device walk's instructions, sampled
         self._prep: dict[tuple[str, str], float] = {}      # preparing computations inside a step, sampled
         self.preparing_s = 0.0                              # preparing computations, sampled
@@ -86,86 +123,13 @@ class Profile:
 
     def _make_runner(self, c):
         name = c.comp.name
-        rows = []
-        for kind, pay, _ops, _k, inst, _ex, _free in c.steps:
-            members = [m[4].name for m in pay.members] if kind == REGION else None
-            row = _Row(name, inst, members)
-            rows.append(row)
-        self._rows.update(((id(c), n), r) for n, r in enumerate(rows))
-        # only rules (and rules given the context) can call computations: only they keep a stack entry
-        steps = [(st, row, st[0] == RULE or st[0] == WITH_EC) for st, row in zip(c.steps, rows)]
-        stack = self._stack
-        clock = time.perf_counter
-        ndarray = np.ndarray
-
-        def _profiled_steps(ec, args):
-            vals = [None] * c.n
-            for pnum, slot in c.params:
-                vals[slot] = args[pnum]
-            depth = len(stack)
-            step = None
-            t0 = clock()
-            try:
-                for step, row, nests in steps:
-                    kind, pay, ops, k, inst, ex, free = step
-                    if nests:
-                        stack.append(0.0)
-                    t0 = clock()
-                    if kind == PURE:
-                        v = pay(*[vals[j] for j in ops])
-                    elif kind == RULE:
-                        v = pay(inst, [vals[j] for j in ops], ec)
-                    elif kind == FOLDED:
-                        v = pay
-                    elif kind == ELEMENT:
-                        v = vals[ops[0]][pay]
-                    elif kind == WITH_EC:
-                        v = pay(ec, *[vals[j] for j in ops])
-                    elif kind == TUPLE:
-                        v = tuple([vals[j] for j in ops])
-                    elif kind == REGION:
-                        outs = pay.run(*[vals[j] for j in ops])
-                        for j, v in zip(k, outs):
-                            vals[j] = v
-                        k = None
-                    else:
-                        v = vals[ops[0]]
-                    if k is not None:
-                        if ex is not None:
-                            if ex.__class__ is tuple:
-                                if v.__class__ is not ndarray or v.dtype != ex[0] or v.shape != ex[1]:
-                                    bad_result(inst, v)
-                            elif conforms(v, ex) is not None:
-                                bad_result(inst, v)
-                        vals[k] = v
-                    for j in free:
-                        vals[j] = None
-                    dt = clock() - t0
-                    inner = stack.pop() if nests else 0.0
-                    row.calls += 1
-                    row.total_s += dt
-                    row.self_s += dt - inner
-                    if stack:
-                        stack[-1] += dt
-            except BaseException as e:
-                # the step that stopped (an error, ^C) keeps the time it took: a profile of a run
-                # interrupted in a long step shows that step
-                if step is not None:
-                    dt = clock() - t0
-                    inner = stack[depth] if nests and len(stack) > depth else 0.0
-                    row.calls += 1
-                    row.total_s += dt
-                    row.self_s += dt - inner
-                    del stack[depth:]
-                    if stack:
-                        stack[-1] += dt
-                else:
-                    del stack[depth:]
-                if isinstance(e, (HloEvalError,) + EVAL_ERRORS):
-                    reraise_at(e, step[4] if step is not None else None)
-                raise
-            return vals[c.root]
-        return _profiled_steps
+        rows = {}
+        for st in c.steps:
+            members = [m.inst.name for m in st.payload.members] if st.kind == REGION else None
+            rows[id(st)] = _Row(name, st.inst, members)
+        self._rows.update(((id(c), n), r) for n, r in enumerate(rows.values()))
+        # (no frame of its own between run_compiled and the step loop: progress.sample reads those)
+        return functools.partial(c.run_steps, timer=_StepTimer(rows, self._stack))
 
     # -- runs with hooks (the generic loop) --------------------------------------------------
     def hook(self, inner):

@@ -52,9 +52,10 @@ import os
 import numpy as np
 
 from ..errors import HloEvalError
-from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC
+from .fastpaths import ELEMENT, FOLDED, PURE, REGION, SAME, TUPLE, WITH_EC
 from .fpenv import hardware
 from .located import EVAL_ERRORS, bad_result, limit_error, reraise_at
+from .steps import call_text, check_text
 from .ops.convert import F32, F64, TINY
 from .values import conforms
 
@@ -241,7 +242,7 @@ class _Builder:
         shapes: dict[str, object] = {f"s{j}": s for j, s in enumerate(self.state_shapes)}
         work = []
         for st in c.steps:
-            kind, pay, ops, k, inst = st[:5]
+            kind, pay, ops, k, inst = st.kind, st.payload, st.operands, st.slot, st.inst
             if kind == REGION:
                 raise _Unsupported
             if kind == SAME:
@@ -270,105 +271,129 @@ class _Builder:
         return names, members, shapes, work
 
     def build(self):
-        body, cond = self.body, self.cond
-        names, members, shapes, work = self._resolve(body, "b")
-        if body.root not in members:
+        """The FastLoop: the analysis of the body, then the generated function's parts in order
+        (first test of the condition, loop-invariant steps, the iteration, the commit)."""
+        work, out = self._analyse()
+        inv = self._invariants(work)
+        by_name = {name: st for st, name in work}
+        self.inplace = self._in_place_writes(out, by_name, inv)
+        state = [f"s{j}" for j in range(self.n_state)]
+        tup = "(" + "".join(f"{s}, " for s in state) + ")"
+        lines = ["def loop(ec, state, n, limit, name):", f"    {', '.join(state)}, = state"]
+        cond = self._cond()
+        owned = sorted({j for j, _ in self.inplace.values()})
+        # first test of the condition (flags clear: nothing runs yet)
+        lines.append("    _fset(_on)")
+        lines.append("    try:")
+        ind = "        "
+        self._cond_into(lines, ind, *cond, tup)
+        lines.append(f"{ind}if not g:")
+        lines.append(f"{ind}    return {tup}, n, 1, 0, True")
+        for j in owned:
+            lines.append(f"{ind}s{j} = _own(s{j})")
+        loop_work, hoisted_f64 = self._prologue(lines, ind, work, inv, tup)
+        lines.append(f"{ind}ran = 1")
+        lines.append(f"{ind}redo = 0")
+        lines.append(f"{ind}while True:")
+        self._iteration(lines, ind + "    ", loop_work, out, by_name, hoisted_f64, inv, cond, owned, state)
+        lines.append("    finally:")
+        lines.append("        _fset(_off)")
+        return self._finish(lines, owned)
+
+    def _analyse(self):
+        """The body's steps that compute (with their names) and the names of its root's elements;
+        what _emit needs to know of the names: shapes, readers, uses, the loop's outputs."""
+        names, members, shapes, work = self._resolve(self.body, "b")
+        if self.body.root not in members:
             raise _Unsupported
-        out = members[body.root]
+        out = members[self.body.root]
         if any(isinstance(m, list) for m in out) or len(out) != self.n_state:
             raise _Unsupported
-        self.shapes = shapes
-        passthrough = {f"s{j}" for j in range(self.n_state) if out[j] == f"s{j}"}
-        self.passthrough = passthrough
+        self.names, self.shapes = names, shapes
+        self.passthrough = {f"s{j}" for j in range(self.n_state) if out[j] == f"s{j}"}
         for name, shape in shapes.items():            # small arrays only
             if name.startswith("b") and not shape.is_tuple and shape.num_elements > SMALL:
                 raise _Unsupported
-
-        def opnames(st):
-            return [names[j] if j in names else None for j in st[2]]
         # uses of each name by the steps and the root
         uses: dict[str, int] = {}
         for st, _name in work:
-            for a in opnames(st):
+            for a in self._opnames(st):
                 if a is None:
                     raise _Unsupported                  # a tuple operand: not for this generator
                 uses[a] = uses.get(a, 0) + 1
         for m in out:
             uses[m] = uses.get(m, 0) + 1
+        self.uses = uses
         self.readers: dict[str, list] = {}          # name -> the opcodes and names of its readers
         for st, name in work:
-            for a in opnames(st):
-                self.readers.setdefault(a, []).append((st[4].opcode if st[0] != ELEMENT else None, name))
+            for a in self._opnames(st):
+                self.readers.setdefault(a, []).append((st.inst.opcode if st.kind != ELEMENT else None, name))
         self.outputs = set(out)
+        return work, out
 
-        # loop-invariant steps
-        inv = set(passthrough)
+    def _opnames(self, st):
+        """The names of a body step's operands (None: a tuple)."""
+        names = self.names
+        return [names[j] if j in names else None for j in st.operands]
+
+    def _invariants(self, work) -> set:
+        """The names whose values do not change across iterations: state elements passed through,
+        folded constants, and the hoistable steps of those."""
+        inv = set(self.passthrough)
         for st, name in work:
-            kind, pay, ops, k, inst = st[:5]
+            kind, pay = st.kind, st.payload
             if kind == FOLDED:
                 inv.add(name)
-            elif inst.opcode in _HOISTABLE and kind in (PURE, WITH_EC) and \
-                    all(a in inv for a in opnames(st)) and (kind == PURE or hasattr(pay, "raw_sum")
-                                                            or hasattr(pay, "raw_minmax")):
+            elif st.inst.opcode in _HOISTABLE and kind in (PURE, WITH_EC) and \
+                    all(a in inv for a in self._opnames(st)) and (kind == PURE or hasattr(pay, "raw_sum")
+                                                                  or hasattr(pay, "raw_minmax")):
                 inv.add(name)
+        return inv
 
-        # dynamic-update-slices written in place into a buffer the loop owns
-        inplace: dict[str, tuple] = {}                  # DUS name -> (state index, operand names)
-        by_name = {name: st for st, name in work}
+    def _in_place_writes(self, out, by_name, inv) -> dict:
+        """{DUS name: (state index, operand names)}: the dynamic-update-slices written in place into
+        a buffer the loop owns."""
+        inplace: dict[str, tuple] = {}
+        uses = self.uses
         for j, m in enumerate(out):
             st = by_name.get(m)
-            if st is None or st[0] != PURE or getattr(st[1], "where", None) is None or m in inv or \
-                    st[4].opcode != "dynamic-update-slice":
+            if st is None or st.kind != PURE or getattr(st.payload, "where", None) is None or m in inv or \
+                    st.inst.opcode != "dynamic-update-slice":
                 continue
-            ops = opnames(st)
+            ops = self._opnames(st)
             if ops[0] != f"s{j}" or uses.get(ops[0]) != 1 or uses.get(m) != 1 or ops[0] in ops[1:]:
                 continue
             inplace[m] = (j, ops)
-        self.inplace = inplace
+        return inplace
 
-        lines: list[str] = []
-        ns = self.ns
-        state = [f"s{j}" for j in range(self.n_state)]
-        tup = "(" + "".join(f"{s}, " for s in state) + ")"
-        lines.append("def loop(ec, state, n, limit, name):")
-        lines.append(f"    {', '.join(state)}, = state")
-        cond_lines, cond_root = self._cond()
-        owned = sorted({j for j, _ in inplace.values()})
-        # first test of the condition (flags clear: nothing runs yet)
-        lines.append("    _fset(_on)")
-        lines.append("    try:")
-        ind = "        "
-        self._cond_into(lines, ind, cond_lines, cond_root, tup)
-        lines.append(f"{ind}if not g:")
-        lines.append(f"{ind}    return {tup}, n, 1, 0, True")
-        for j in owned:
-            lines.append(f"{ind}s{j} = _own(s{j})")
-        # the loop-invariant steps (NaN checks of their own: see _emit)
+    def _prologue(self, lines, ind, work, inv, tup):
+        """The loop-invariant steps, run once before the first iteration (NaN checks of their own:
+        see _emit), and the f64 copies of invariant operands of small f32 products; returns the
+        steps left for the iteration and those copies."""
         self.taint = set()
         pro = []
         loop_work = []
         for st, name in work:
             if name in inv:
-                if st[0] == FOLDED:
-                    ns[name] = st[1]
-                    self._folded(name, st[1])
+                if st.kind == FOLDED:
+                    self.ns[name] = st.payload
+                    self._folded(name, st.payload)
                     continue
                 pro.append((st, name))
             else:
                 loop_work.append((st, name))
-        hoisted_f64: dict[str, str] = {}
+        hoisted_f64: dict = {}
         lines.append(f"{ind}try:")
         lines.append(f"{ind}    pass")
         for st, name in pro:
-            self._emit(st, name, opnames(st), lines, ind + "    ", hoisted_f64, inv, pre=True)
+            self._emit(st, name, self._opnames(st), lines, ind + "    ", hoisted_f64, inv, pre=True)
         lines.append(f"{ind}except (_Redo, HloEvalError) + _EVAL_ERRORS:")
         lines.append(f"{ind}    return {tup}, n, 1, 0, False")
-        # hoisted f64 copies of the invariant operands of small f32 products
         need64 = set()
         for st, name in loop_work:
-            spec = getattr(st[1], "raw_dot", None) if st[0] == PURE else None
+            spec = getattr(st.payload, "raw_dot", None) if st.kind == PURE else None
             if spec is not None:
-                a, b = opnames(st)
+                a, b = self._opnames(st)
                 lperm, l3, rperm, r3, _res = spec
                 if _flat_dot(l3, r3):
                     l3, r3 = l3[1:], r3[1:]
@@ -382,10 +407,13 @@ class _Builder:
             lines.append(f"{ind}C{v} = {v}.flags.c_contiguous")
             self.cx[v] = f"C{v}"
             hoisted_f64[(x, perm, shp)] = v
-        lines.append(f"{ind}ran = 1")
-        lines.append(f"{ind}redo = 0")
-        lines.append(f"{ind}while True:")
-        ind2 = ind + "    "
+        return loop_work, hoisted_f64
+
+    def _iteration(self, lines, ind2, loop_work, out, by_name, hoisted_f64, inv, cond, owned, state):
+        """One iteration inside the ``while``: the limit, the body's steps, the NaN check of the
+        values leaving it (a NaN or an error: the iteration again through the body's generated
+        code), the commit of the new state, the condition."""
+        tup = "(" + "".join(f"{s}, " for s in state) + ")"
         lines.append(f"{ind2}if limit is not None and n >= limit:")
         lines.append(f"{ind2}    raise _limit_error(limit, name)")
         lines.append(f"{ind2}try:")
@@ -393,13 +421,13 @@ class _Builder:
         self.f64 = {}
         self.taint = {t for t in self.taint}            # invariant values found tainted stay so
         for st, name in loop_work:
-            self._emit(st, name, opnames(st), lines, ind3, hoisted_f64, inv, pre=False)
+            self._emit(st, name, self._opnames(st), lines, ind3, hoisted_f64, inv, pre=False)
         # the values leaving the iteration: NaN-checked (a DUS: its update)
         check = []
         for j, m in enumerate(out):
             if m == f"s{j}":
                 continue
-            for v in self._parts(m, by_name, opnames):
+            for v in self._parts(m, by_name):
                 if v in self.taint and v not in check:
                     check.append(v)
         # a value whose NaNs could only come from values checked anyway is not checked again
@@ -420,31 +448,33 @@ class _Builder:
         lines.append(f"{ind3}    ec.loop_iterations += 1")
         lines.append(f"{ind3}    return {tup}, n + 1, ran, ran, False")
         lines.append(f"{ind2}else:")
-        for m, (j, ops) in inplace.items():
+        for m, (j, ops) in self.inplace.items():
             lines.append(f"{ind3}s{j}[w_{m}] = {ops[1]}")
-        news = [(f"s{j}", m) for j, m in enumerate(out) if m != f"s{j}" and m not in inplace]
+        news = [(f"s{j}", m) for j, m in enumerate(out) if m != f"s{j}" and m not in self.inplace]
         if news:
             lines.append(f"{ind3}{', '.join(a for a, _ in news)} = {', '.join(b for _, b in news)}")
         lines.append(f"{ind3}pass")
         lines.append(f"{ind2}n += 1")
         lines.append(f"{ind2}ec.loop_iterations += 1")
-        self._cond_into(lines, ind2, cond_lines, cond_root, tup)
+        self._cond_into(lines, ind2, *cond, tup)
         lines.append(f"{ind2}ran += 1")
         lines.append(f"{ind2}if not g:")
         lines.append(f"{ind2}    return {tup}, n, ran, ran - 1, True")
-        lines.append("    finally:")
-        lines.append("        _fset(_off)")
+
+    def _finish(self, lines, owned):
+        """The generated function, compiled, as a FastLoop."""
+        body, ns = self.body, self.ns
         ns["HloEvalError"] = HloEvalError
         ns["_EVAL_ERRORS"] = EVAL_ERRORS
         ns["_body"] = _located(body)
-        ns["_cond"] = _located(cond)
+        ns["_cond"] = _located(self.cond)
         ns["_limit_error"] = limit_error
         text = "\n".join(lines)
         filename = f"<hlo loop {body.comp.name} #{next(_counter)}>"
         exec(compile(text, filename, "exec"), ns)
         fn = ns["loop"]
         self.text = text
-        return FastLoop(fn, fn.__code__, self.n_state, owned, cond, body)
+        return FastLoop(fn, fn.__code__, self.n_state, owned, self.cond, body)
 
     def _fewest(self, check):
         """The values of `check` to look at for NaN: one whose NaNs would show in another checked
@@ -466,13 +496,13 @@ class _Builder:
                     break
         return check
 
-    def _parts(self, m, by_name, opnames):
+    def _parts(self, m, by_name):
         """The values a NaN check of `m` looks at: a dynamic-update-slice's update and operand."""
         st = by_name.get(m)
-        if st is not None and st[0] == PURE and st[4].opcode == "dynamic-update-slice" and \
-                getattr(st[1], "where", None) is not None:
-            ops = opnames(st)
-            return self._parts(ops[0], by_name, opnames) + [ops[1]]
+        if st is not None and st.kind == PURE and st.inst.opcode == "dynamic-update-slice" and \
+                getattr(st.payload, "where", None) is not None:
+            ops = self._opnames(st)
+            return self._parts(ops[0], by_name) + [ops[1]]
         return [m]
 
     def _cond(self):
@@ -485,26 +515,26 @@ class _Builder:
         self.taint = set()
         lines: list[str] = []
         step = {name: st for st, name in work}.get(names[root])
-        if step is not None and step[0] == PURE and step[4].opcode == "compare":
+        if step is not None and step.kind == PURE and step.inst.opcode == "compare":
             # an integer comparison deciding the loop: Python's operator on the two scalars
-            op = _OPERATORS.get(str(step[4].attrs.get("direction")))
-            a, b = [names.get(j) for j in step[2]]
+            op = _OPERATORS.get(str(step.inst.attrs.get("direction")))
+            a, b = [names.get(j) for j in step.operands]
             da, db = self._int_scalar(a, shapes), self._int_scalar(b, shapes)
             if op is not None and da is not None and da == db:
                 work = [(st, name) for st, name in work if name != names[root]]
                 for st, name in work:
-                    if st[0] == FOLDED:
-                        self.ns[name] = st[1]
+                    if st.kind == FOLDED:
+                        self.ns[name] = st.payload
                     else:
-                        self._emit(st, name, [names.get(j) for j in st[2]], lines, "", {}, set(), pre=False)
+                        self._emit(st, name, [names.get(j) for j in st.operands], lines, "", {}, set(), pre=False)
                 self.taint = saved
                 return lines, f"{a} {op} {b}"
         for st, name in work:
-            ops = [names.get(j) for j in st[2]]
+            ops = [names.get(j) for j in st.operands]
             if any(a is None for a in ops):
                 raise _Unsupported
-            if st[0] == FOLDED:
-                self.ns[name] = st[1]
+            if st.kind == FOLDED:
+                self.ns[name] = st.payload
                 continue
             self._emit(st, name, ops, lines, "", {}, set(), pre=False)
         root_name = names[root]
@@ -527,7 +557,7 @@ class _Builder:
 
     # ------------------------------------------------------------------ one step
     def _emit(self, st, name, ops, lines, ind, hoisted_f64, inv, pre):
-        kind, pay, _ops, k, inst, ex, _free = st
+        kind, pay, inst = st.kind, st.payload, st.inst
         ns = self.ns
         opcode = inst.opcode
         args = ", ".join(ops)
@@ -692,26 +722,17 @@ class _Builder:
     def _foreign(self, st, name, ops, lines, ind):
         """A step run as the body's generated code runs it, with the flags clear; its float operands
         made here are NaN-checked first."""
-        kind, pay, _ops, k, inst, ex, _free = st
-        ns = self.ns
         self._check_operands(lines, ind, ops, name)
         args = ", ".join(ops)
-        if kind == PURE:
-            ns[f"F_{name}"] = pay
-            call = f"F_{name}({args})"
-        elif kind == WITH_EC:
-            ns[f"F_{name}"] = pay
-            call = f"F_{name}(ec, {args})"
-        elif kind == RULE:
-            ns[f"F_{name}"], ns[f"I_{name}"] = pay, inst
-            call = f"F_{name}(I_{name}, [{args}], ec)"
-        elif kind == ELEMENT:
-            lines.append(f"{ind}{name} = {ops[0]}[{pay}]")
+        call = call_text(st.kind, st.payload, st.inst, args, self.ns, f"_{name}")
+        if call is None and st.kind == ELEMENT:
+            lines.append(f"{ind}{name} = {ops[0]}[{st.payload}]")
             return
-        else:
+        if call is None:
             raise _Unsupported
         self._flags_off_call(lines, ind, name, call)
-        self._result_check(lines, ind, name, inst, ex)
+        if st.expect is not None:
+            lines.append(ind + check_text(name, st.expect, st.inst, self.ns, f"_{name}"))
 
     def _flags_off_call(self, lines, ind, name, call):
         lines.append(f"{ind}_fset(_off)")
@@ -723,19 +744,6 @@ class _Builder:
     def _local_fallback(self, lines, ind, bad, name, call):
         lines.append(f"{ind}if {bad}:")
         self._flags_off_call(lines, ind + "    ", name, call)
-
-    def _result_check(self, lines, ind, name, inst, ex):
-        if ex is None:
-            return
-        ns = self.ns
-        ns[f"I_{name}"] = inst
-        if ex.__class__ is tuple:
-            ns[f"D_{name}"], ns[f"S_{name}"] = ex
-            cond = f"{name}.__class__ is not ndarray or {name}.dtype != D_{name} or {name}.shape != S_{name}"
-        else:
-            ns[f"H_{name}"] = ex
-            cond = f"_conforms({name}, H_{name}) is not None"
-        lines.append(f"{ind}if {cond}: _bad(I_{name}, {name})")
 
     def _where(self, lines, ind, name, where, idx):
         """An expression for the index `where(*idx)` of a dynamic (update) slice: its start indices

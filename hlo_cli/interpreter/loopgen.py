@@ -557,167 +557,206 @@ class _Builder:
 
     # ------------------------------------------------------------------ one step
     def _emit(self, st, name, ops, lines, ind, hoisted_f64, inv, pre):
-        kind, pay, inst = st.kind, st.payload, st.inst
+        """The lines of one step of the loop (`name`: its value, `ops`: its operands' names): a
+        folded value, a pure fast path written out (`_emit_pure`), a reduction's own loop
+        (`_emit_reduce`), else the step as the body's generated code runs it (`_foreign`)."""
+        if st.kind == FOLDED:
+            self.ns[name] = st.payload
+            self._folded(name, st.payload)
+            return
+        if st.kind == PURE and self._emit_pure(st, name, ops, lines, ind, hoisted_f64, inv):
+            return
+        if st.kind == WITH_EC and st.inst.opcode == "reduce" and self._emit_reduce(st, name, ops, lines, ind):
+            return
+        self._foreign(st, name, ops, lines, ind)
+
+    def _emit_pure(self, st, name, ops, lines, ind, hoisted_f64, inv) -> bool:
+        """A PURE step's fast path written out with the flags set: float arithmetic as the bare
+        ufunc, negate, the f64 cores of exp/tanh/rsqrt, a small product, data movement and integer
+        work; False when it has none of these forms."""
+        pay, inst = st.payload, st.inst
         ns = self.ns
         opcode = inst.opcode
         args = ", ".join(ops)
         dt = _dtype(inst.shape)
         is_float = dt in _FLOATS
-        if kind == FOLDED:
-            ns[name] = pay
-            self._folded(name, pay)
-            return
-        if kind == PURE:
-            hw = getattr(pay, "hw_ufunc", None)
-            if hw is not None:                       # f32/f64 arithmetic: the bare ufunc
-                ns[f"U_{name}"] = hw
-                if inst.shape.rank and any(a not in self.bcast for a in ops):
-                    # a broadcast operand as NumPy broadcasts it (the same elements, no strided view)
-                    args = ", ".join(self.bcast.get(a, a) for a in ops)
-                text = f"U_{name}({args})"
-                lines.append(f"{ind}{name} = " + (f"_asarray({text})" if inst.shape.rank == 0 else text))
-                self._origin(name)
-                if inst.shape.num_elements:
-                    self._cover(name, ops)
-                return
-            if opcode == "negate" and pay is np.negative and is_float and flags_neutral("negative"):
-                lines.append(f"{ind}{name} = _neg({args})")
-                ns["_neg"] = np.negative
-                self._propagate(name, ops)
+        hw = getattr(pay, "hw_ufunc", None)
+        if hw is not None:                       # f32/f64 arithmetic: the bare ufunc
+            ns[f"U_{name}"] = hw
+            if inst.shape.rank and any(a not in self.bcast for a in ops):
+                # a broadcast operand as NumPy broadcasts it (the same elements, no strided view)
+                args = ", ".join(self.bcast.get(a, a) for a in ops)
+            text = f"U_{name}({args})"
+            lines.append(f"{ind}{name} = " + (f"_asarray({text})" if inst.shape.rank == 0 else text))
+            self._origin(name)
+            if inst.shape.num_elements:
                 self._cover(name, ops)
-                return
-            core = getattr(pay, "raw_unary", None)
-            if core is not None and opcode in ("exponential", "tanh", "rsqrt") and \
-                    flags_neutral({"exponential": "exp"}.get(opcode, opcode)):
-                ns[f"C_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = core, pay, TINY[F32]
-                r = f"C_{name}({ops[0]}.astype(_F64)).astype(_F32)"
-                if inst.shape.rank == 0:
-                    r = f"_asarray({r})"
-                lines.append(f"{ind}{name} = {r}")
-                low = f"_min({name}, None)" if opcode != "tanh" else f"_min(_abs({name}), None)"
-                self._local_fallback(lines, ind, f"not {low} >= T_{name}", name, f"F_{name}({args})")
-                self._propagate(name, ops)
-                self._cover(name, ops)
-                return
-            spec = getattr(pay, "raw_dot", None)
-            if spec is not None:
-                lperm, l3, rperm, r3, res = spec
-                ns[f"F_{name}"] = pay
-                flat = _flat_dot(l3, r3)
-                shapes = (l3[1:], r3[1:]) if flat else (l3, r3)
-                xs = []
-                for n, (x, perm, shp) in enumerate(((ops[0], lperm, shapes[0]), (ops[1], rperm, shapes[1]))):
-                    key = (x, perm, shp)
-                    h = hoisted_f64.get(key)
-                    if h is None and not (n == 1 and ops[0] == ops[1]):     # (never one buffer twice)
-                        h = self.f64.get(key)
-                    if h is None:
-                        h = f"Y{len(self.f64)}_{name}"
-                        src = x if perm is None else f"{x}.transpose({perm})"
-                        if perm is not None or self._dims(x) != tuple(shp):
-                            src = f"{src}.reshape({shp})"
-                        lines.append(f"{ind}{h} = {src}.astype(_F64)")
-                        if not (ops[0] == ops[1]):
-                            self.f64[key] = h
-                        if perm is None and x in self.c_order:
-                            self.c_order.add(h)
-                    xs.append(h)
-                if flat:
-                    # np.dot's gemm is matmul's for C-contiguous operands (astype keeps a layout)
-                    unknown = [self.cx.get(h, f"{h}.flags.c_contiguous") for h in xs if h not in self.c_order]
-                    if unknown:
-                        lines.append(f"{ind}if {' and '.join(unknown)}:")
-                        lines.append(f"{ind}    {name} = _dot({xs[0]}, {xs[1]}).astype(_F32)")
-                        lines.append(f"{ind}else:")
-                        lines.append(f"{ind}    {name} = _mm({xs[0]}.reshape({l3}), {xs[1]}.reshape({r3}))"
-                                     f".astype(_F32).reshape({(l3[1], r3[2])})")
-                    else:
-                        lines.append(f"{ind}{name} = _dot({xs[0]}, {xs[1]}).astype(_F32)")
-                else:
-                    lines.append(f"{ind}{name} = _mm({xs[0]}, {xs[1]}).astype(_F32)")
-                self.c_order.add(name)
-                size = l3[0] * l3[1] * r3[2]
-                got = (l3[1], r3[2]) if flat else (l3[0], l3[1], r3[2])
-                lines.append(f"{ind}if _nonzero({name}) == {size}:")
-                lines.append(f"{ind}    {name} = {name}.reshape({res})" if tuple(res) != got else f"{ind}    pass")
+            return True
+        if opcode == "negate" and pay is np.negative and is_float and flags_neutral("negative"):
+            lines.append(f"{ind}{name} = _neg({args})")
+            ns["_neg"] = np.negative
+            self._propagate(name, ops)
+            self._cover(name, ops)
+            return True
+        core = getattr(pay, "raw_unary", None)
+        if core is not None and opcode in ("exponential", "tanh", "rsqrt") and \
+                flags_neutral({"exponential": "exp"}.get(opcode, opcode)):
+            ns[f"C_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = core, pay, TINY[F32]
+            r = f"C_{name}({ops[0]}.astype(_F64)).astype(_F32)"
+            if inst.shape.rank == 0:
+                r = f"_asarray({r})"
+            lines.append(f"{ind}{name} = {r}")
+            low = f"_min({name}, None)" if opcode != "tanh" else f"_min(_abs({name}), None)"
+            self._local_fallback(lines, ind, f"not {low} >= T_{name}", name, f"F_{name}({args})")
+            self._propagate(name, ops)
+            self._cover(name, ops)
+            return True
+        spec = getattr(pay, "raw_dot", None)
+        if spec is not None:
+            self._emit_dot(spec, pay, name, ops, lines, ind, hoisted_f64)
+            return True
+        return self._emit_move(st, name, ops, lines, ind, inv)
+
+    def _emit_dot(self, spec, pay, name, ops, lines, ind, hoisted_f64):
+        """A small f32 product: in f64 (hoisted copies of invariant operands), np.dot or matmul, with
+        the fast path's own check of its result (zeros: the fast path with the flags clear)."""
+        ns = self.ns
+        args = ", ".join(ops)
+        lperm, l3, rperm, r3, res = spec
+        ns[f"F_{name}"] = pay
+        flat = _flat_dot(l3, r3)
+        shapes = (l3[1:], r3[1:]) if flat else (l3, r3)
+        xs = []
+        for n, (x, perm, shp) in enumerate(((ops[0], lperm, shapes[0]), (ops[1], rperm, shapes[1]))):
+            key = (x, perm, shp)
+            h = hoisted_f64.get(key)
+            if h is None and not (n == 1 and ops[0] == ops[1]):     # (never one buffer twice)
+                h = self.f64.get(key)
+            if h is None:
+                h = f"Y{len(self.f64)}_{name}"
+                src = x if perm is None else f"{x}.transpose({perm})"
+                if perm is not None or self._dims(x) != tuple(shp):
+                    src = f"{src}.reshape({shp})"
+                lines.append(f"{ind}{h} = {src}.astype(_F64)")
+                if not (ops[0] == ops[1]):
+                    self.f64[key] = h
+                if perm is None and x in self.c_order:
+                    self.c_order.add(h)
+            xs.append(h)
+        if flat:
+            # np.dot's gemm is matmul's for C-contiguous operands (astype keeps a layout)
+            unknown = [self.cx.get(h, f"{h}.flags.c_contiguous") for h in xs if h not in self.c_order]
+            if unknown:
+                lines.append(f"{ind}if {' and '.join(unknown)}:")
+                lines.append(f"{ind}    {name} = _dot({xs[0]}, {xs[1]}).astype(_F32)")
                 lines.append(f"{ind}else:")
-                self._flags_off_call(lines, ind + "    ", name, f"F_{name}({args})")
+                lines.append(f"{ind}    {name} = _mm({xs[0]}.reshape({l3}), {xs[1]}.reshape({r3}))"
+                             f".astype(_F32).reshape({(l3[1], r3[2])})")
+            else:
+                lines.append(f"{ind}{name} = _dot({xs[0]}, {xs[1]}).astype(_F32)")
+        else:
+            lines.append(f"{ind}{name} = _mm({xs[0]}, {xs[1]}).astype(_F32)")
+        self.c_order.add(name)
+        size = l3[0] * l3[1] * r3[2]
+        got = (l3[1], r3[2]) if flat else (l3[0], l3[1], r3[2])
+        lines.append(f"{ind}if _nonzero({name}) == {size}:")
+        lines.append(f"{ind}    {name} = {name}.reshape({res})" if tuple(res) != got else f"{ind}    pass")
+        lines.append(f"{ind}else:")
+        self._flags_off_call(lines, ind + "    ", name, f"F_{name}({args})")
+        self._origin(name)
+        if size:
+            self._cover(name, ops)
+
+    def _emit_move(self, st, name, ops, lines, ind, inv) -> bool:
+        """Data movement and integer steps (the flags do not matter to them); a dynamic slice as a
+        view, a dynamic-update-slice into the loop's own buffer.  False for any other step."""
+        pay, inst = st.payload, st.inst
+        ns = self.ns
+        opcode = inst.opcode
+        args = ", ".join(ops)
+        dt = _dtype(inst.shape)
+        is_float = dt in _FLOATS
+        where = getattr(pay, "where", None)
+        if where is not None and name in self.inplace:
+            lines.append(f"{ind}w_{name} = {self._where(lines, ind, name, where, ops[2:])}")
+            return True
+        if where is not None and opcode == "dynamic-slice" and self._viewable(name):
+            # a view: what reads it makes new arrays
+            lines.append(f"{ind}{name} = {ops[0]}[{self._where(lines, ind, name, where, ops[1:])}]")
+            self._propagate(name, ops)
+            return True
+        plain = getattr(pay, "plain", None)
+        if plain is not None and any(a in inv and a not in self.passthrough for a in ops):
+            pay = plain                         # (an in-place writer: not into a value kept)
+        if opcode in _MOVES or getattr(pay, "flag_free", False) or \
+                (not is_float and not any(self._is_float(a) for a in ops) and _dtype(inst.shape) is not None
+                 and dt.kind in "iub"):
+            ns[f"F_{name}"] = pay
+            if opcode == "reshape":              # (the fast path's own call, written out)
+                lines.append(f"{ind}{name} = {ops[0]}.reshape({tuple(inst.shape.dims)})")
+            elif opcode == "concatenate":
+                lines.append(f"{ind}{name} = _cat(({args},), {int(inst.attrs['dimensions'][0])})")
+                self.c_order.add(name)
+            else:
+                lines.append(f"{ind}{name} = F_{name}({args})")
+            # (a fast path of these makes its result's dtype and dims from its operands')
+            if opcode in _PROPAGATE or opcode in ("select",):
+                self._propagate(name, ops)
+            else:
+                self._check_operands(lines, ind, ops, name)
+            if inst.shape.num_elements:
+                if opcode in ("reshape", "broadcast", "transpose", "bitcast", "copy", "concatenate"):
+                    self._cover(name, ops)
+                elif opcode == "dynamic-update-slice":
+                    self._cover(name, ops[1:2])
+            if opcode == "broadcast" and _trailing(inst, self.shapes.get(ops[0])):
+                self.bcast[name] = ops[0]
+            return True
+        return False
+
+    def _emit_reduce(self, st, name, ops, lines, ind) -> bool:
+        """A sum (its f64 or pairwise form) or a max/min reduction written out with the flags set;
+        False when it has neither form."""
+        pay = st.payload
+        ns = self.ns
+        args = ", ".join(ops)
+        dt = _dtype(st.inst.shape)
+        raw = getattr(pay, "raw_sum", None)
+        if raw is not None:
+            flagged, start_of = raw
+            ns[f"R_{name}"], ns[f"S_{name}"], ns[f"F_{name}"] = flagged, start_of, pay
+            # the init's test with the flags clear, as the fast path does it: a constant init
+            # is tested here, once
+            init = ops[1]
+            if init in ns and isinstance(ns[init], np.ndarray):
+                start = start_of(ns[init])
+                if start is None:
+                    self._foreign(st, name, ops, lines, ind)
+                    return True
+                ns[f"Z_{name}"] = start
+                fold = getattr(pay, "raw_fold", None)
+                if fold is not None:            # (what `flagged` does for a single stage)
+                    perm, rows, outs = fold
+                    src = ops[0] if perm is None else f"{ops[0]}.transpose({perm})"
+                    lines.append(f"{ind}{name} = _addred(_contig({src}).reshape({rows}), 0, None, None, "
+                                 f"False, Z_{name}).reshape({outs})")
+                else:
+                    lines.append(f"{ind}{name} = R_{name}({args}, Z_{name})")
                 self._origin(name)
-                if size:
-                    self._cover(name, ops)
-                return
-            where = getattr(pay, "where", None)
-            if where is not None and name in self.inplace:
-                lines.append(f"{ind}w_{name} = {self._where(lines, ind, name, where, ops[2:])}")
-                return
-            if where is not None and opcode == "dynamic-slice" and self._viewable(name):
-                # a view: what reads it makes new arrays
-                lines.append(f"{ind}{name} = {ops[0]}[{self._where(lines, ind, name, where, ops[1:])}]")
-                self._propagate(name, ops)
-                return
-            plain = getattr(pay, "plain", None)
-            if plain is not None and any(a in inv and a not in self.passthrough for a in ops):
-                pay = plain                         # (an in-place writer: not into a value kept)
-            if opcode in _MOVES or getattr(pay, "flag_free", False) or \
-                    (not is_float and not any(self._is_float(a) for a in ops) and _dtype(inst.shape) is not None
-                     and dt.kind in "iub"):
-                ns[f"F_{name}"] = pay
-                if opcode == "reshape":              # (the fast path's own call, written out)
-                    lines.append(f"{ind}{name} = {ops[0]}.reshape({tuple(inst.shape.dims)})")
-                elif opcode == "concatenate":
-                    lines.append(f"{ind}{name} = _cat(({args},), {int(inst.attrs['dimensions'][0])})")
-                    self.c_order.add(name)
-                else:
-                    lines.append(f"{ind}{name} = F_{name}({args})")
-                # (a fast path of these makes its result's dtype and dims from its operands')
-                if opcode in _PROPAGATE or opcode in ("select",):
-                    self._propagate(name, ops)
-                else:
-                    self._check_operands(lines, ind, ops, name)
-                if inst.shape.num_elements:
-                    if opcode in ("reshape", "broadcast", "transpose", "bitcast", "copy", "concatenate"):
-                        self._cover(name, ops)
-                    elif opcode == "dynamic-update-slice":
-                        self._cover(name, ops[1:2])
-                if opcode == "broadcast" and kind == PURE and _trailing(inst, self.shapes.get(ops[0])):
-                    self.bcast[name] = ops[0]
-                return
-        if kind == WITH_EC and opcode == "reduce":
-            raw = getattr(pay, "raw_sum", None)
-            if raw is not None:
-                flagged, start_of = raw
-                ns[f"R_{name}"], ns[f"S_{name}"], ns[f"F_{name}"] = flagged, start_of, pay
-                # the init's test with the flags clear, as the fast path does it: a constant init
-                # is tested here, once
-                init = ops[1]
-                if init in ns and isinstance(ns[init], np.ndarray):
-                    start = start_of(ns[init])
-                    if start is None:
-                        return self._foreign(st, name, ops, lines, ind)
-                    ns[f"Z_{name}"] = start
-                    fold = getattr(pay, "raw_fold", None)
-                    if fold is not None:            # (what `flagged` does for a single stage)
-                        perm, rows, outs = fold
-                        src = ops[0] if perm is None else f"{ops[0]}.transpose({perm})"
-                        lines.append(f"{ind}{name} = _addred(_contig({src}).reshape({rows}), 0, None, None, "
-                                     f"False, Z_{name}).reshape({outs})")
-                    else:
-                        lines.append(f"{ind}{name} = R_{name}({args}, Z_{name})")
-                    self._origin(name)
-                    self._cover(name, ops)
-                    return
-            mm = getattr(pay, "raw_minmax", None)
-            if mm is not None:
-                uf, axes, scalar = mm
-                ns[f"M_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = uf.reduce, pay, TINY[dt]
-                r = f"M_{name}({ops[0]}, axis={axes}, initial={ops[1]}[()])"
-                lines.append(f"{ind}{name} = " + (f"_asarray({r})" if scalar else r))
-                self._local_fallback(lines, ind, f"not _min(_abs({name}), None) >= T_{name}", name,
-                                     f"F_{name}(ec, {args})")
-                self._propagate(name, ops)
                 self._cover(name, ops)
-                return
-        self._foreign(st, name, ops, lines, ind)
+                return True
+        mm = getattr(pay, "raw_minmax", None)
+        if mm is not None:
+            uf, axes, scalar = mm
+            ns[f"M_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = uf.reduce, pay, TINY[dt]
+            r = f"M_{name}({ops[0]}, axis={axes}, initial={ops[1]}[()])"
+            lines.append(f"{ind}{name} = " + (f"_asarray({r})" if scalar else r))
+            self._local_fallback(lines, ind, f"not _min(_abs({name}), None) >= T_{name}", name,
+                                 f"F_{name}(ec, {args})")
+            self._propagate(name, ops)
+            self._cover(name, ops)
+            return True
+        return False
 
     def _foreign(self, st, name, ops, lines, ind):
         """A step run as the body's generated code runs it, with the flags clear; its float operands

@@ -165,6 +165,11 @@ def _topo(start: int, insts, index, seen: set, order: list):
                 stack.append((j, False))
 
 
+def depth_error() -> HloEvalError:
+    """Computations calling each other deeper than MAX_DEPTH (recursion)."""
+    return HloEvalError(f"computations call each other more than {MAX_DEPTH} deep (recursion?)")
+
+
 class EvalContext:
     """Everything one run needs; handed to every evaluation rule."""
 
@@ -230,7 +235,7 @@ class EvalContext:
         vals = plan.bind(args)
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise HloEvalError(f"computations call each other more than {MAX_DEPTH} deep (recursion?)")
+            raise depth_error()
         try:
             n = len(plan.insts)
             insts, rules, opidx, free = plan.insts, plan.rules, plan.operand_idx, plan.free_after

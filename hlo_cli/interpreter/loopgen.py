@@ -670,12 +670,8 @@ class _Builder:
     def _emit_move(self, st, name, ops, lines, ind, inv) -> bool:
         """Data movement and integer steps (the flags do not matter to them); a dynamic slice as a
         view, a dynamic-update-slice into the loop's own buffer.  False for any other step."""
-        pay, inst = st.payload, st.inst
-        ns = self.ns
-        opcode = inst.opcode
-        args = ", ".join(ops)
-        dt = _dtype(inst.shape)
-        is_float = dt in _FLOATS
+        pay, inst, ns = st.payload, st.inst, self.ns
+        opcode, args, dt = inst.opcode, ", ".join(ops), _dtype(inst.shape)
         where = getattr(pay, "where", None)
         if where is not None and name in self.inplace:
             lines.append(f"{ind}w_{name} = {self._where(lines, ind, name, where, ops[2:])}")
@@ -689,7 +685,7 @@ class _Builder:
         if plain is not None and any(a in inv and a not in self.passthrough for a in ops):
             pay = plain                         # (an in-place writer: not into a value kept)
         if opcode in _MOVES or getattr(pay, "flag_free", False) or \
-                (not is_float and not any(self._is_float(a) for a in ops) and _dtype(inst.shape) is not None
+                (dt not in _FLOATS and not any(self._is_float(a) for a in ops) and dt is not None
                  and dt.kind in "iub"):
             ns[f"F_{name}"] = pay
             if opcode == "reshape":              # (the fast path's own call, written out)

@@ -17,3 +17,12 @@ def module_cache(module: Module) -> dict:
         per = _CACHE[id(module)] = {}
         weakref.finalize(module, _CACHE.pop, id(module), None)
     return per
+
+
+def cached(module: Module, key: str, make):
+    """module_cache(module)[key], made by `make()` the first time."""
+    per = module_cache(module)
+    got = per.get(key)
+    if got is None:
+        got = per[key] = make()
+    return got

@@ -55,6 +55,7 @@ from .fastpaths import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC
 from .fpenv import hardware
 from . import loopgen as _loopgen
 from .per_module import module_cache
+from .hooks import Level, track
 from .located import EVAL_ERRORS, bad_result, limit_error, located_error, reraise_at
 from .steps import GROUP, Step, call_text, check_text
 from .parallel import blas_single, run_parts, split, threads
@@ -73,7 +74,7 @@ class Compiled:
     (`run_steps`); after HOT_CALLS runs also `fn`, the same steps as generated Python code
     ``fn(ec, args) -> root value``."""
     __slots__ = ("comp", "steps", "params", "root", "n", "check", "calls", "fn", "code", "line_step",
-                 "root_clean", "lean", "loops")
+                 "root_clean", "lean", "loops", "_level")
 
     def __init__(self, comp: Computation, steps: list[Step], params, root, n, check):
         self.comp, self.steps, self.params, self.root, self.n = comp, steps, params, root, n
@@ -84,6 +85,18 @@ class Compiled:
         self.line_step: dict[int, int] = {}
         self.lean = None
         self.loops = None                       # loopgen.fast_loop's, per condition
+        self._level = None
+
+    def level(self, ec) -> Level:
+        """The level (hooks.py) this computation publishes its position on while `ec` runs it (one
+        per computation, made on its first run)."""
+        lv = self._level
+        if lv is None:
+            lv = self._level = Level(ec, self.comp.name, self.n)
+            lv.line_step = self.line_step
+        lv.ec = ec
+        lv.steps = self.steps
+        return lv
 
     # -- tier 1: a loop over the steps --------------------------------------------------
     def _lean(self):
@@ -143,12 +156,13 @@ class Compiled:
         except (HloEvalError,) + EVAL_ERRORS as e:
             reraise_at(e, inst if step is not None else None)
 
-    def run_steps(self, ec, args, timer=None):
+    def run_steps(self, ec, args, timer=None, level=None):
         """The computation's root value for `args`: the step loop (tier 1).  `timer` (profiling.py:
         --profile) None, or an object whose ``enter(step)`` and ``leave(step)`` the loop calls
         around every step, and ``stopped(step, depth)`` when a step raised (`depth`: what its
         ``start()`` returned when the loop began); the loop then runs every step as prepared
-        (`steps`, not the lean form), so that each has its row."""
+        (`steps`, not the lean form), so that each has its row.  `level` (hooks.Level): where the
+        loop publishes its iterator over the steps (the step being run)."""
         if timer is None:
             lean = self.lean
             if lean is None:
@@ -163,8 +177,11 @@ class Compiled:
             vals[slot] = args[pnum]
         ndarray = np.ndarray
         step = None
+        cursor = iter(steps)
+        if level is not None:
+            level.steps, level.cursor = steps, cursor
         try:
-            for step in steps:
+            for step in cursor:
                 kind, pay, ops, k, inst, ex, free = step
                 if timer is not None:
                     timer.enter(step)
@@ -515,11 +532,31 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
             return None
         return compiled(module, name, check, clean)
     static = Static(comp, param_clean, callee, module)
+    levels = track().levels
+    lv = Level(None, comp.name, len(plan.insts), preparing=True)
+    lv.insts = plan.insts
+    levels.append(lv)
+    try:
+        steps, elementwise, in_place, fresh = _prepare_steps(plan, static, check, lv)
+    finally:
+        del levels[-1]
+    steps, n = _inline(steps, len(plan.insts), check)
+    steps = _fuse(steps, elementwise, plan, in_place)
+    c = Compiled(comp, steps, plan.param_slots, plan.root, n, check)
+    c.root_clean = static.clean.get(plan.root, False)
+    return c
+
+
+def _prepare_steps(plan, static, check: bool, lv):
+    """The steps of a plan's instructions (compile_computation), the instruction being prepared
+    published on `lv`; also the slots of elementwise steps, of steps that may write into an operand,
+    of steps whose value is a new array of a plain ufunc."""
     steps = []
     fresh: dict[int, bool] = {}                 # steps whose value is a new array of a plain ufunc
     elementwise: set[int] = set()
     in_place: set[int] = set()                  # steps that may write into an operand's buffer
     for k, inst in enumerate(plan.insts):
+        lv.k = k
         if inst.opcode == "parameter":
             static.record(k, inst, None)
             continue
@@ -554,11 +591,7 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
             elementwise.add(k)
         elif kind == RULE and getattr(pay, "elementwise", False) and _same_dims(inst, ops, static):
             elementwise.add(k)
-    steps, n = _inline(steps, len(plan.insts), check)
-    steps = _fuse(steps, elementwise, plan, in_place)
-    c = Compiled(comp, steps, plan.param_slots, plan.root, n, check)
-    c.root_clean = static.clean.get(plan.root, False)
-    return c
+    return steps, elementwise, in_place, fresh
 
 
 # ============================================================================ structural twins
@@ -935,7 +968,8 @@ def _implied(kind, inst, ops, static, fast=None) -> bool:
 
 
 def run_compiled(ec, c: Compiled, args):
-    """Run a compiled computation with the generic loop's error reporting and accounting."""
+    """Run a compiled computation with the generic loop's error reporting and accounting; its
+    level on the thread's track (hooks.py) says where it is meanwhile."""
     if len(args) != len(c.params):
         raise HloEvalError(f"computation '{c.comp.name}' takes {len(c.params)} arguments, got {len(args)}")
     ec.depth += 1
@@ -949,16 +983,28 @@ def run_compiled(ec, c: Compiled, args):
         if c.fn is None and c.calls > HOT_CALLS:
             c.generate()
         run = c.fn if c.fn is not None else c.run_steps
+    lv = c._level
+    if lv is None:
+        lv = c.level(ec)
+    lv.ec = ec
+    tier2 = run is c.fn
+    if tier2:
+        lv.code, lv.steps = c.code, c.steps
+    else:
+        lv.code = None                          # (the step loop publishes its steps and cursor)
+    levels = ec.levels
+    levels.append(lv)
     try:
         if ec.depth == 1:
             with np.errstate(all="ignore"), blas_single():
-                value = run(ec, args)
+                value = run(ec, args) if tier2 else run(ec, args, level=lv)
         else:
-            value = run(ec, args)
+            value = run(ec, args) if tier2 else run(ec, args, level=lv)
     except (HloEvalError, *EVAL_ERRORS) as e:
-        reraise_at(e, c.step_at(e.__traceback__) if run is c.fn else None)
+        reraise_at(e, c.step_at(e.__traceback__) if tier2 else None)
     finally:
         ec.depth -= 1
+        del levels[-1]
     ec.executed += len(c.steps) + len(c.params)
     if ec.progress is not None:
         ec.progress(ec.executed)
@@ -970,37 +1016,60 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
     the bookkeeping of run_compiled done once for the loop instead of twice per iteration once
     both computations run as generated code (call counts and executed instructions added at the
     end, loop iterations counted as they go, errors located in the computation that raised).
-    The local `c` is the computation being run (the progress display reads it)."""
+    The iteration is published on the level running the while instruction (hooks.py)."""
+    levels = ec.levels
+    outer = levels[-1] if levels else Level(ec, "", None)
     n = 0
-    c = cond
-    while cond.fn is None or body.fn is None:           # tier 1 until both are hot
-        if not run_compiled(ec, cond, (state,)):
-            return state
-        if limit is not None and n >= limit:
-            raise limit_error(limit, name)
-        state = run_compiled(ec, body, (state,))
-        n += 1
-        ec.loop_iterations += 1
-    if ec.depth >= 500:
-        raise HloEvalError("computations call each other more than 500 deep (recursion?)")
+    try:
+        while cond.fn is None or body.fn is None:           # tier 1 until both are hot
+            outer.iteration = n + 1
+            if not run_compiled(ec, cond, (state,)):
+                return state
+            if limit is not None and n >= limit:
+                raise limit_error(limit, name)
+            state = run_compiled(ec, body, (state,))
+            n += 1
+            ec.loop_iterations += 1
+        if ec.depth >= 500:
+            raise HloEvalError("computations call each other more than 500 deep (recursion?)")
+        return _run_hot_while(ec, cond, body, state, limit, name, n, outer)
+    finally:
+        outer.iteration = outer.counting = None
+
+
+def _run_hot_while(ec, cond, body, state, limit, name, n, outer):
+    """run_while once condition and body are generated code: called directly (each on a level of
+    its own while it runs), or the whole loop as one generated function (loopgen.py)."""
     cf, bf = cond.fn, body.fn
     ran_cond = ran_body = 0
     ec.depth += 1
+    levels = ec.levels
+    lc, lb = cond.level(ec), body.level(ec)
+    lc.code, lb.code = cond.code, body.code
+    levels.append(lc)
+    c = cond
     # a loop running LOOPGEN_AFTER iterations (or one generated before) becomes one function
     later = 0 if _loopgen.known_loop(cond, body) else _loopgen.LOOPGEN_AFTER
     try:
         while True:
+            outer.iteration = n + 1
             if n >= later:
                 later = float("inf")
                 fast = _loopgen.fast_loop(cond, body, ec.module)
                 if fast is not None:
                     c = body
+                    lb.hidden = True                    # (its iterations: ec.loop_iterations)
+                    levels[-1] = lb
+                    outer.counting = (n + 1 - ec.loop_iterations, ec)
                     state, n, rc, rb, done = fast.run(ec, state, n, limit, name)
+                    outer.counting = None
+                    lb.hidden = False
                     ran_cond += rc
                     ran_body += rb
                     if done:
                         return state
             c = cond
+            levels[-1] = lc
             go = cf(ec, (state,))
             ran_cond += 1
             if not go:
@@ -1008,6 +1077,7 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
             if limit is not None and n >= limit:
                 raise limit_error(limit, name)
             c = body
+            levels[-1] = lb
             state = bf(ec, (state,))
             ran_body += 1
             n += 1
@@ -1015,6 +1085,7 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
     except (HloEvalError, *EVAL_ERRORS) as e:
         reraise_at(e, c.step_at(e.__traceback__))
     finally:
+        del levels[-1]
         ec.depth -= 1
         cond.calls += ran_cond
         body.calls += ran_body

@@ -27,6 +27,7 @@ from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled
 from .excess_precision import prepare as prepare_excess_precision
 from .hoist import hoist_loop_invariants
+from .hooks import Level, track
 from .located import bad_result, run_located
 from .memory import preflight, resource_error
 from .numerics import module_mode, settle as settle_numerics
@@ -193,6 +194,7 @@ class EvalContext:
         self.compiled = compiled_ok
         self.batched = 0                         # > 0 inside apply(): nested calls are applied too
         self.profile = self.options.profile      # --profile: an object with runner(compiled) (profiling.py)
+        self.levels = track().levels             # where this thread's run is (hooks.py)
         # "cpu" or "gpu" and the GPU's compute capability: numerics.py (a module settled by
         # run_module carries them; any other is resolved here)
         mode, gen = module_mode(module)
@@ -236,6 +238,12 @@ class EvalContext:
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise depth_error()
+        levels = self.levels
+        if levels:
+            levels[-1].calls += 1
+        lv = Level(self, plan.comp.name, len(plan.insts))
+        lv.insts = plan.insts
+        levels.append(lv)
         try:
             n = len(plan.insts)
             insts, rules, opidx, free = plan.insts, plan.rules, plan.operand_idx, plan.free_after
@@ -244,6 +252,7 @@ class EvalContext:
             do_hook = hook and self.hook is not None
             for k in range(n):
                 inst = insts[k]
+                lv.k, lv.calls = k, 0
                 if inst.opcode != "parameter":
                     operands = [vals[j] for j in opidx[k]]
                     value = vals[k] = run_located(inst, rules[k], inst, operands, self)
@@ -268,6 +277,7 @@ class EvalContext:
             return vals[plan.root]
         finally:
             self.depth -= 1
+            del levels[-1]
 
 
 def run_module(module: Module, args, options: RunOptions | None = None, hook=None, progress=None,

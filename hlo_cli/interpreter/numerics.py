@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from .per_module import module_cache
+
 MODES = ("cpu", "gpu")
 
 # how the GPU rounds an f32 operand to TF32 for its products: "rne" (to nearest, ties to even),
@@ -89,7 +91,6 @@ def resolve(module, requested: str | None = None, path: str | None = None) -> st
         if requested != "auto":
             return requested
     if path is None:                       # the module's own evidence: looked for once
-        from .per_module import module_cache
         per = module_cache(module)
         if "numerics_auto" not in per:
             per["numerics_auto"] = "gpu" if gpu_evidence(module) is not None else "cpu"
@@ -405,7 +406,6 @@ def settle(module, requested: str | None = None, path: str | None = None):
     mode = resolve(module, requested, path)
     if mode != "gpu":
         return module, mode, None
-    from .per_module import module_cache
     per = module_cache(module)
     got = per.get("numerics_gpu")
     if got is None:
@@ -422,7 +422,6 @@ def module_mode(module) -> tuple[str, tuple[int, int] | None]:
     any other module."""
     if module is None:
         return "cpu", None
-    from .per_module import module_cache
     return module_cache(module).get("numerics", ("cpu", None))
 
 

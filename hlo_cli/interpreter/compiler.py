@@ -816,9 +816,9 @@ class Region:
                 if j in ins and j not in loaded:
                     loaded.add(j)
                     lines.append(f"        v{j} = {ins[j]}[ix]")
-            ns[f"F{k}"], ns[f"D{k}"], ns[f"I{k}"] = fn, dtypes[k], inst
+            ns[f"D{k}"], ns[f"I{k}"] = dtypes[k], inst
             line_member[len(lines) + 1] = n
-            lines.append(f"        v{k} = F{k}({', '.join(f'v{j}' for j in ops)})")
+            lines.append(f"        v{k} = {call_text(PURE, fn, inst, ', '.join(f'v{j}' for j in ops), ns, str(k))}")
             line_member[len(lines) + 1] = n
             lines.append(f"        if v{k}.dtype != D{k}: _bad(I{k}, v{k})")
             if k in outs:

@@ -34,8 +34,7 @@ class Level:
 
     `ec`: its evaluation context (`executed`, `loop_iterations`); `name`: the computation's name;
     `count`: its number of instructions.  The position, whichever the runner keeps:
-    `insts` and `k` (the instruction at index k), or `steps` (tuples whose [3] is the slot and [4]
-    the instruction) with `cursor` (an iterator over `steps`: the step being run is the last one it
+    `insts` and `k` (the instruction at index k), or `steps` (steps.Step, or tuples of its fields) with `cursor` (an iterator over `steps`: the step being run is the last one it
     gave) or `code` and `line_step` (the running line of `code` -> a step's slot).  `iteration`:
     the iteration of the while loop its current instruction runs (1-based), or `counting`
     (offset, context): the iteration is offset + context.loop_iterations.  `preparing`: a
@@ -61,6 +60,8 @@ class Track:
 
 
 _TRACKS: dict[int, Track] = {}
+# the fields of a step (steps.Step, or the plain tuple of its fields the step loop runs) read here
+_SLOT, _INST = 3, 4
 
 
 def track() -> Track:
@@ -121,17 +122,21 @@ def _where(lv: Level, frames) -> tuple:
     if lv.code is not None:
         slot = lv.line_step.get(frames.get(lv.code)) if frames else None
         if slot is not None:
-            step = next((st for st in lv.steps if (st[3][0] if isinstance(st[3], tuple) else st[3]) == slot), None)
+            step = next((st for st in lv.steps if _first(st[_SLOT]) == slot), None)
     elif lv.cursor is not None:
         steps = lv.steps
         done = len(steps) - lv.cursor.__length_hint__()
         step = steps[done - 1] if 0 < done <= len(steps) else None
     if step is None:
         return None, None
-    k = step[3]
+    k = step[_SLOT]
     if isinstance(k, tuple):            # a fused region: its last member
         k = k[-1]
-    return k + 1, step[4]
+    return k + 1, step[_INST]
+
+
+def _first(slot):
+    return slot[0] if isinstance(slot, tuple) else slot
 
 
 def _code_lines(thread_id: int) -> dict:

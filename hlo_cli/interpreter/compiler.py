@@ -94,8 +94,8 @@ class Compiled:
         if lv is None:
             lv = self._level = Level(ec, self.comp.name, self.n)
             lv.line_step = self.line_step
+            lv.steps = self.steps
         lv.ec = ec
-        lv.steps = self.steps
         return lv
 
     # -- tier 1: a loop over the steps --------------------------------------------------
@@ -179,7 +179,7 @@ class Compiled:
         step = None
         cursor = iter(steps)
         if level is not None:
-            level.steps, level.cursor = steps, cursor
+            level.walked, level.cursor = steps, cursor
         try:
             for step in cursor:
                 kind, pay, ops, k, inst, ex, free = step
@@ -988,10 +988,7 @@ def run_compiled(ec, c: Compiled, args):
         lv = c.level(ec)
     lv.ec = ec
     tier2 = run is c.fn
-    if tier2:
-        lv.code, lv.steps = c.code, c.steps
-    else:
-        lv.code = None                          # (the step loop publishes its steps and cursor)
+    lv.code = c.code if tier2 else None         # (else the step loop publishes its cursor)
     levels = ec.levels
     levels.append(lv)
     try:

@@ -40,12 +40,12 @@ class Level:
     (offset, context): the iteration is offset + context.loop_iterations.  `preparing`: a
     computation being prepared (compiled), not run; `hidden`: nothing to show (a loop running as
     one generated function)."""
-    __slots__ = ("ec", "name", "count", "insts", "k", "steps", "cursor", "code", "line_step",
+    __slots__ = ("ec", "name", "count", "insts", "k", "steps", "walked", "cursor", "code", "line_step",
                  "iteration", "counting", "calls", "preparing", "hidden")
 
     def __init__(self, ec, name: str, count: int | None, preparing: bool = False):
         self.ec, self.name, self.count, self.preparing = ec, name, count, preparing
-        self.insts = self.k = self.steps = self.cursor = self.code = self.line_step = None
+        self.insts = self.k = self.steps = self.walked = self.cursor = self.code = self.line_step = None
         self.iteration = self.counting = None
         self.calls = 0                  # computations this level called while at its instruction
         self.hidden = False
@@ -124,7 +124,7 @@ def _where(lv: Level, frames) -> tuple:
         if slot is not None:
             step = next((st for st in lv.steps if _first(st[_SLOT]) == slot), None)
     elif lv.cursor is not None:
-        steps = lv.steps
+        steps = lv.walked
         done = len(steps) - lv.cursor.__length_hint__()
         step = steps[done - 1] if 0 < done <= len(steps) else None
     if step is None:

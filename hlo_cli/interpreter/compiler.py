@@ -57,7 +57,7 @@ from . import loopgen as _loopgen
 from .per_module import module_cache
 from .hooks import Level, track
 from .located import EVAL_ERRORS, bad_result, limit_error, located_error, reraise_at
-from .steps import GROUP, Step, call_text, check_text
+from .steps import GROUP, Step, bare_ufunc_text, call_text, check_text
 from .parallel import blas_single, run_parts, split, threads
 from .values import conforms
 
@@ -284,15 +284,13 @@ class Compiled:
         k = step.produced[0]
         if code:
             args = ", ".join(f"v{j}" for j in ops)
+            bare = bare_ufunc_text(pay, inst, args, ns, str(k)) if kind == PURE and raw else None
             call = call_text(kind, pay, inst, args, ns, str(k))
             if kind == FOLDED:
                 ns[f"K{k}"] = pay
                 text = f"v{k} = K{k}"
-            elif kind == PURE and raw and getattr(pay, "hw_ufunc", None) is not None:
-                ns[f"U{k}"] = pay.hw_ufunc
-                text = f"v{k} = U{k}({args})"
-                if inst.shape.rank == 0:
-                    text = f"v{k} = _asarray(U{k}({args}))"
+            elif bare is not None:
+                text = f"v{k} = {bare}"
             elif call is not None:
                 text = f"v{k} = {call}"
             elif kind == ELEMENT:

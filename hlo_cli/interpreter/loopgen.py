@@ -55,7 +55,7 @@ from ..errors import HloEvalError
 from .fastpaths import ELEMENT, FOLDED, PURE, REGION, SAME, TUPLE, WITH_EC
 from .fpenv import hardware
 from .located import EVAL_ERRORS, bad_result, limit_error, reraise_at
-from .steps import call_text, check_text
+from .steps import bare_ufunc_text, call_text, check_text
 from .ops.convert import F32, F64, TINY
 from .values import conforms
 
@@ -580,14 +580,12 @@ class _Builder:
         args = ", ".join(ops)
         dt = _dtype(inst.shape)
         is_float = dt in _FLOATS
-        hw = getattr(pay, "hw_ufunc", None)
-        if hw is not None:                       # f32/f64 arithmetic: the bare ufunc
-            ns[f"U_{name}"] = hw
+        if getattr(pay, "hw_ufunc", None) is not None:           # f32/f64 arithmetic: the bare ufunc
+            bargs = args
             if inst.shape.rank and any(a not in self.bcast for a in ops):
                 # a broadcast operand as NumPy broadcasts it (the same elements, no strided view)
-                args = ", ".join(self.bcast.get(a, a) for a in ops)
-            text = f"U_{name}({args})"
-            lines.append(f"{ind}{name} = " + (f"_asarray({text})" if inst.shape.rank == 0 else text))
+                bargs = ", ".join(self.bcast.get(a, a) for a in ops)
+            lines.append(f"{ind}{name} = {bare_ufunc_text(pay, inst, bargs, ns, f'_{name}')}")
             self._origin(name)
             if inst.shape.num_elements:
                 self._cover(name, ops)

@@ -52,6 +52,18 @@ def call_text(kind: int, payload, inst, args: str, ns: dict, tag: str) -> str | 
     return None
 
 
+def bare_ufunc_text(payload, inst, args: str, ns: dict, tag: str) -> str | None:
+    """Python source computing a PURE step of f32/f64 arithmetic with its bare ufunc (`hw_ufunc`:
+    no flushing, no NaN-sign fix-up; the caller has set the processor's flags and checks for NaN),
+    an array even for a scalar result; None when the step has no bare ufunc."""
+    u = getattr(payload, "hw_ufunc", None)
+    if u is None:
+        return None
+    ns[f"U{tag}"] = u
+    text = f"U{tag}({args})"
+    return f"_asarray({text})" if inst.shape.rank == 0 else text
+
+
 def check_text(var: str, expect, inst, ns: dict, tag: str) -> str:
     """The line checking value `var` against `expect` (a Step's) and raising the instruction's error
     (``_bad`` in the namespace) when it does not match; the objects it names go into `ns`."""

@@ -158,8 +158,8 @@ class Compiled:
 
     def run_steps(self, ec, args, timer=None, level=None):
         """The computation's root value for `args`: the step loop (tier 1).  `timer` (profiling.py:
-        --profile) None, or an object whose ``enter(step)`` and ``leave(step)`` the loop calls
-        around every step, and ``stopped(step, depth)`` when a step raised (`depth`: what its
+        --profile) None, or an object whose ``enter(n) -> t0`` and ``leave(n, t0)`` the loop calls
+        around its n-th step, and ``stopped(n, depth, t0)`` when a step raised (`depth`: what its
         ``start()`` returned when the loop began); the loop then runs every step as prepared
         (`steps`, not the lean form), so that each has its row.  `level` (hooks.Level): where the
         loop publishes its iterator over the steps (the step being run)."""
@@ -173,6 +173,7 @@ class Compiled:
             steps, root = self.steps, self.root
             vals = [None] * self.n
             depth = timer.start()
+            t0, n = 0.0, -1
         for pnum, slot in self.params:
             vals[slot] = args[pnum]
         ndarray = np.ndarray
@@ -184,7 +185,8 @@ class Compiled:
             for step in cursor:
                 kind, pay, ops, k, inst, ex, free = step
                 if timer is not None:
-                    timer.enter(step)
+                    n += 1
+                    t0 = timer.enter(n)
                 if kind == PURE:
                     v = pay(*[vals[j] for j in ops])
                 elif kind == RULE:
@@ -204,7 +206,7 @@ class Compiled:
                     for j in free:
                         vals[j] = None
                     if timer is not None:
-                        timer.leave(step)
+                        timer.leave(n, t0)
                     continue
                 elif kind == GROUP:
                     self._group(vals, pay)
@@ -221,12 +223,12 @@ class Compiled:
                 for j in free:
                     vals[j] = None
                 if timer is not None:
-                    timer.leave(step)
+                    timer.leave(n, t0)
         except BaseException as e:
             # (with a timer, the step that stopped -- an error, ^C -- keeps the time it took: a
             # profile of a run interrupted in a long step shows that step)
             if timer is not None:
-                timer.stopped(step, depth)
+                timer.stopped(n, depth, t0)
             if isinstance(e, (HloEvalError,) + EVAL_ERRORS):
                 reraise_at(e, inst if step is not None else None)
             raise

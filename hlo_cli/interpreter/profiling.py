@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 import time
 
-from .fastpaths import REGION
+from .fastpaths import REGION, RULE, WITH_EC
 
 
 class _Row:
@@ -58,42 +58,42 @@ class _Row:
 
 class _StepTimer:
     """The step loop's timer (compiler.Compiled.run_steps) for one compiled computation: charges
-    each step's time to its row, its total less the time of the steps of the computations it
-    called to its self time.  `stack`, shared by every timer of the profile: per running step, its
-    start and the time of the steps it called so far, innermost last."""
-    __slots__ = ("rows", "stack")
+    the time of its step number `n` to ``rows[n]``, its total less the time of the steps of the
+    computations it called to its self time.  `stack`, shared by every timer of the profile: per
+    running step that may call computations (``nests[n]``: a rule, a step given the context), the
+    time of the steps they ran so far, innermost last."""
+    __slots__ = ("rows", "nests", "stack")
 
-    def __init__(self, rows: dict, stack: list):
-        self.rows, self.stack = rows, stack
+    def __init__(self, rows: list, nests: list, stack: list):
+        self.rows, self.nests, self.stack = rows, nests, stack
 
     def start(self) -> int:
         return len(self.stack)
 
-    def enter(self, step):
-        self.stack.append([time.perf_counter(), 0.0])
+    def enter(self, n: int, _clock=time.perf_counter) -> float:
+        if self.nests[n]:
+            self.stack.append(0.0)
+        return _clock()
 
-    def leave(self, step):
+    def leave(self, n: int, t0: float, _clock=time.perf_counter):
+        dt = _clock() - t0
         stack = self.stack
-        t0, inner = stack.pop()
-        self._charge(step, time.perf_counter() - t0, inner)
-
-    def stopped(self, step, depth: int):
-        """The step that raised (an error, ^C) keeps the time it took."""
-        stack = self.stack
-        if step is not None and len(stack) > depth:
-            t0, inner = stack[depth]
-            del stack[depth:]
-            self._charge(step, time.perf_counter() - t0, inner)
-        else:
-            del stack[depth:]
-
-    def _charge(self, step, dt, inner):
-        row = self.rows[id(step)]
+        inner = stack.pop() if self.nests[n] else 0.0
+        row = self.rows[n]
         row.calls += 1
         row.total_s += dt
         row.self_s += dt - inner
-        if self.stack:
-            self.stack[-1][1] += dt
+        if stack:
+            stack[-1] += dt
+
+    def stopped(self, n: int, depth: int, t0: float):
+        """Step `n` raised (an error, ^C; -1: none had begun): it keeps the time it took."""
+        stack = self.stack
+        if n < 0 or (self.nests[n] and len(stack) <= depth):       # no step of this loop running
+            del stack[depth:]
+            return
+        del stack[depth + 1 if self.nests[n] else depth:]          # (entries of steps it called)
+        self.leave(n, t0)
 
 
 class Profile:
@@ -123,13 +123,14 @@ class Profile:
 
     def _make_runner(self, c):
         name = c.comp.name
-        rows = {}
+        rows = []
         for st in c.steps:
             members = [m.inst.name for m in st.payload.members] if st.kind == REGION else None
-            rows[id(st)] = _Row(name, st.inst, members)
-        self._rows.update(((id(c), n), r) for n, r in enumerate(rows.values()))
-        # (no frame of its own between run_compiled and the step loop: progress.sample reads those)
-        return functools.partial(c.run_steps, timer=_StepTimer(rows, self._stack))
+            rows.append(_Row(name, st.inst, members))
+        self._rows.update(((id(c), n), r) for n, r in enumerate(rows))
+        # only rules (and rules given the context) can call computations: only they keep a stack entry
+        nests = [st.kind == RULE or st.kind == WITH_EC for st in c.steps]
+        return functools.partial(c.run_steps, timer=_StepTimer(rows, nests, self._stack))
 
     # -- runs with hooks (the generic loop) --------------------------------------------------
     def hook(self, inner):

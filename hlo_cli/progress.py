@@ -1,26 +1,17 @@
 """What a running module is doing, seen from outside: the progress display of `hlo run`.
 
-The evaluator is never asked to report: a daemon thread looks at the running thread's Python frames
-a few times a second (``sys._current_frames()``) and reads the positions the evaluator's loops keep
-anyway, so the run pays nothing for being watched (no call, no counter in the hot loops):
-
-* compiler.run_compiled(ec, c, args): the computation being run (`c`, a Compiled: `c.comp`,
-  `c.n`, `c.steps`, `c.line_step`) and its context `ec` (`loop_iterations`, `executed`);
-  - called from it, the generated code of the computation (tier 2): a frame whose file name starts
-    with "<hlo computation "; its current line maps to a step through `c.line_step`;
-  - or the step loop Compiled.run_steps (tier 1), or the profiler's (`_profiled_steps`): the local
-    `step`, whose [3] is the instruction's index and [4] the instruction;
-* compiler.run_while(ec, cond, body, ...) (a while loop of compiled computations): `c`, the
-  condition or body being run (its generated code called directly), and `n`, the iterations done;
-* evaluator.EvalContext._run (the generic loop, used with hooks): `plan`, `k`, `n`, `inst`;
-* devices/spmd.Spmd.call (the multi-device walk): `plan`, `k`, `n`, `inst` and `devs`, the devices
-  running it;
-* ops/control.eval_while (`n`, `inst`) and Spmd._while (`it`, `inst`): a loop's iteration.
+The interpreter's runners publish where they are on the running thread's track
+(hlo_cli/interpreter/hooks.py: the computations being run, the instruction each is at, the
+iteration of the while loops, the computation being prepared); a daemon thread reads it a few
+times a second (`sample`), so the run pays a few stores per computation and loop iteration and
+nothing per instruction of compiled code.  The multi-device walk (devices/spmd.py) does not
+publish yet: its position (``Spmd.call``: `plan`, `k`, `n`, `inst`, `devs`; ``Spmd._while``:
+`it`, `inst`) is still read from its frames (``_device_levels``).
 
 `sample(thread_id)` returns the nesting of computations being run, outermost first (`Level`s),
 with the loop iterations and the devices; `describe` makes the status line; `Display` shows it on
-a terminal (rich, transient) from its own thread.  Anything unexpected in the frames gives a
-shorter answer or None, never an exception in the run.
+a terminal (rich, transient) from its own thread.  Anything unexpected gives a shorter answer or
+None, never an exception in the run.
 """
 from __future__ import annotations
 
@@ -30,11 +21,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-_COMPILER = ("interpreter/compiler.py", "interpreter\\compiler.py")
-_EVALUATOR = ("interpreter/evaluator.py", "interpreter\\evaluator.py")
+from .interpreter import hooks
+
 _SPMD = ("devices/spmd.py", "devices\\spmd.py")
-_CONTROL = ("ops/control.py", "ops\\control.py")
-_GENERATED = "<hlo computation "
 
 
 @dataclass
@@ -60,98 +49,67 @@ class Sample:
 
 def sample(thread_id: int, _cache: dict | None = None) -> Sample | None:
     """Where thread `thread_id` is in the evaluation of a module, or None (not running one, or
-    frames not understood).  `_cache` (optional): a dict reused between calls (step lookups)."""
+    its position not readable).  `_cache`: unused (kept for callers that pass one)."""
     try:
-        frame = sys._current_frames().get(thread_id)
+        positions = hooks.snapshot(thread_id)
+        walk = _device_levels(thread_id)
     except Exception:                   # noqa: BLE001 -- never fail the run being watched
         return None
-    if frame is None:
+    if positions is None and walk is None:
         return None
-    try:
-        return _walk(frame, _cache if _cache is not None else {})
-    except Exception:                   # noqa: BLE001
+    out = walk if walk is not None else Sample()
+    contexts = {}
+    for p in positions or ():
+        if p.preparing:
+            out.compiling = Level(p.computation, p.index, p.count)
+            continue
+        out.compiling = None            # (a preparation shows only when it is the innermost work)
+        lv = Level(p.computation, p.index, p.count, p.instruction)
+        if p.iteration is not None:
+            lv.iteration, lv.trips = p.iteration, _known_trips(p.instruction)
+        out.levels.append(lv)
+        if p.ec is not None:
+            contexts[id(p.ec)] = p.ec
+    if not out.levels and out.compiling is None:
         return None
-    finally:
-        del frame
+    if out.devices is None:
+        for ec in contexts.values():
+            out.loop_iterations += getattr(ec, "loop_iterations", 0)
+            out.executed += getattr(ec, "executed", 0)
+    return out
 
 
-def _walk(frame, cache) -> Sample | None:
+def _device_levels(thread_id: int) -> Sample | None:
+    """The multi-device walk's levels (devices/spmd.py), read from its frames, outermost first,
+    with its devices and counts; None when the thread is not in the walk."""
+    frame = sys._current_frames().get(thread_id)
     levels: list[Level] = []            # innermost first while walking
-    out = Sample()
-    contexts = []
-    pending = None                      # ("line", code, lineno) or ("step", step) from the frame below
-    whole_loop = None                   # iterations done by a loop generated whole (interpreter/loopgen.py)
+    out = None
     loops = []                          # (index of the level outside it, iteration, while instruction)
     f = frame
     while f is not None:
         code = f.f_code
-        filename = code.co_filename
-        name = code.co_name
-        if filename.startswith(_GENERATED):
-            pending = ("line", code, f.f_lineno)
-        elif filename.startswith("<hlo loop "):
-            whole_loop = f.f_locals.get("n")
-        elif name in ("run_steps", "_profiled_steps"):
-            step = f.f_locals.get("step")
-            pending = ("step", step) if step is not None else None
-        elif name == "run_compiled" and filename.endswith(_COMPILER):
+        if code.co_filename.endswith(_SPMD):
             loc = f.f_locals
-            c, ec = loc.get("c"), loc.get("ec")
-            if c is not None:
-                levels.append(_compiled_level(c, pending, cache))
-                contexts.append(ec)
-            pending = None
-        elif name == "run_while" and filename.endswith(_COMPILER):
-            # a while loop of compiled computations: `c` is the condition or body being run
-            # (called directly once both are generated code, else through run_compiled)
-            loc = f.f_locals
-            c, ec, it = loc.get("c"), loc.get("ec"), loc.get("n")
-            if whole_loop is not None:
-                it, whole_loop = whole_loop, None
-            if c is not None and pending is not None:      # its generated code runs right below
-                levels.append(_compiled_level(c, pending, cache))
-                contexts.append(ec)
-            if isinstance(it, int):
-                loops.append((len(levels), it + 1, None))
-            pending = None
-        elif (name == "eval_while" and filename.endswith(_CONTROL)) or (name == "_while" and filename.endswith(_SPMD)):
-            loc = f.f_locals
-            it = loc.get("n" if name == "eval_while" else "it")
-            if isinstance(it, int):
-                loops.append((len(levels), it + 1, loc.get("inst")))
-        elif name == "compile_computation" and filename.endswith(_COMPILER):
-            if not levels and out.compiling is None:
-                loc = f.f_locals
-                plan, k = loc.get("plan"), loc.get("k")
-                comp = loc.get("comp")
-                if comp is not None:
-                    out.compiling = Level(comp.name, None if k is None else k + 1,
-                                          len(plan.insts) if plan is not None else None)
-        elif name == "_run" and filename.endswith(_EVALUATOR):
-            loc = f.f_locals
-            plan = loc.get("plan")
-            if plan is not None:
-                k, n = loc.get("k"), loc.get("n")
-                levels.append(Level(plan.comp.name, None if k is None else k + 1, n, loc.get("inst")))
-                contexts.append(loc.get("self"))
-            pending = None
-        elif name == "call" and filename.endswith(_SPMD):
-            loc = f.f_locals
-            plan, sp, devs = loc.get("plan"), loc.get("self"), loc.get("devs")
-            if plan is not None:
-                k, n = loc.get("k"), loc.get("n")
-                ndev = len(devs) if devs is not None else None
-                levels.append(Level(plan.comp.name, None if k is None else k + 1, n, loc.get("inst"), ndev))
-            if sp is not None:
-                out.devices = sp.grid.count
-                dv = sp.devices
-                out.executed = sp.executed + dv.executed()
-                out.loop_iterations = dv.loop_iterations + sum(
-                    getattr(ec, "loop_iterations", 0) for ec in [dv.global_context, *dv._contexts.values()])
-                contexts = []
-            pending = None
+            if code.co_name == "_while":
+                it = loc.get("it")
+                if isinstance(it, int):
+                    loops.append((len(levels), it + 1, loc.get("inst")))
+            elif code.co_name == "call":
+                plan, sp, devs = loc.get("plan"), loc.get("self"), loc.get("devs")
+                if plan is not None:
+                    k, n = loc.get("k"), loc.get("n")
+                    ndev = len(devs) if devs is not None else None
+                    levels.append(Level(plan.comp.name, None if k is None else k + 1, n, loc.get("inst"), ndev))
+                if sp is not None and out is None:
+                    out = Sample(devices=sp.grid.count)
+                    dv = sp.devices
+                    out.executed = sp.executed + dv.executed()
+                    out.loop_iterations = dv.loop_iterations + sum(
+                        getattr(ec, "loop_iterations", 0) for ec in [dv.global_context, *dv._contexts.values()])
         f = f.f_back
-    if not levels and out.compiling is None:
+    del frame, f
+    if out is None:
         return None
     for idx, it, inst in loops:
         if idx < len(levels):
@@ -161,36 +119,7 @@ def _walk(frame, cache) -> Sample | None:
                 lv.iteration, lv.trips = it, _known_trips(lv.instruction)
     levels.reverse()
     out.levels = levels
-    if out.devices is None:
-        seen = set()
-        for ec in contexts:
-            if ec is not None and id(ec) not in seen:
-                seen.add(id(ec))
-                out.loop_iterations += getattr(ec, "loop_iterations", 0)
-                out.executed += getattr(ec, "executed", 0)
     return out
-
-
-def _compiled_level(c, pending, cache) -> Level:
-    comp = getattr(getattr(c, "comp", None), "name", "?")
-    n = getattr(c, "n", None)
-    step = None
-    if pending is not None and pending[0] == "line":
-        if pending[1] is getattr(c, "code", None):
-            k = getattr(c, "line_step", {}).get(pending[2])
-            if k is not None:
-                steps = cache.get(id(c))
-                if steps is None or steps[0] is not c:
-                    steps = cache[id(c)] = (c, _steps_by_index(c))
-                step = steps[1].get(k)
-    elif pending is not None:
-        step = pending[1]
-    if step is None:
-        return Level(comp, None, n)
-    k = step[3]
-    if isinstance(k, tuple):            # a fused region: its last member
-        k = k[-1]
-    return Level(comp, k + 1, n, step[4])
 
 
 def _known_trips(inst) -> int | None:
@@ -203,14 +132,6 @@ def _known_trips(inst) -> int | None:
         except (TypeError, ValueError):
             return None
     return None
-
-
-def _steps_by_index(c) -> dict:
-    out = {}
-    for step in getattr(c, "steps", ()):
-        k = step[3]
-        out[k[0] if isinstance(k, tuple) else k] = step
-    return out
 
 
 def _fmt_elapsed(s: float) -> str:

@@ -1,12 +1,12 @@
-"""The progress display (hlo_cli/progress.py): the sampler reads where a running module is from the
-running thread's frames, on every path the evaluator takes -- the compiled step loop (tier 1), the
-generated code of hot computations (tier 2), the generic loop (hooks, compiled=False) and the
-multi-device walk -- and never disturbs the run.
+"""The progress display (hlo_cli/progress.py): the sampler reads where a running module is from
+what the runners publish (hlo_cli/interpreter/hooks.py) on every path the evaluator takes -- the
+compiled step loop (tier 1), the generated code of hot computations (tier 2), the generic loop
+(hooks, compiled=False) -- and from the frames of the multi-device walk, and never disturbs the run.
 
 A custom-call target registered for these tests ("hlo.test.block") blocks the run inside a known
 instruction until the test has looked, so every assertion is about a known position, without
-timing.  The names the sampler reads in the evaluator's frames are checked too, so that renaming
-one of them fails here rather than silently blanking the display.
+timing.  The names the sampler still reads in the device walk's frames are checked too, so that
+renaming one of them fails here rather than silently blanking the display.
 """
 from __future__ import annotations
 
@@ -236,27 +236,31 @@ def test_display_shows_the_position_and_survives_a_broken_sampler(gate, monkeypa
 
 
 def test_names_the_sampler_reads_are_still_there():
-    """The sampler reads these local variables and attributes; a rename must be made here too."""
-    import importlib
-
+    """The multi-device walk does not publish on the hooks yet: the sampler reads these local
+    variables of its frames; a rename must be made here too."""
     from hlo_cli.devices.spmd import Spmd
-    from hlo_cli.interpreter import compiler
-    from hlo_cli.interpreter.profiling import Profile
-    evaluator = importlib.import_module("hlo_cli.interpreter.evaluator")
-    assert {"ec", "c"} <= set(compiler.run_compiled.__code__.co_varnames)
-    assert "step" in compiler.Compiled.run_steps.__code__.co_varnames
-    assert {"comp", "plan", "k"} <= set(compiler.compile_computation.__code__.co_varnames)
-    assert {"plan", "k", "n", "inst", "self"} <= set(evaluator.EvalContext._run.__code__.co_varnames)
     assert {"plan", "k", "n", "inst", "devs", "self"} <= set(Spmd.call.__code__.co_varnames)
     assert {"it", "inst"} <= set(Spmd._while.__code__.co_varnames)
-    if hasattr(compiler, "run_while"):               # a while loop of compiled computations
-        assert {"c", "ec", "n"} <= set(compiler.run_while.__code__.co_varnames)
-    control = importlib.import_module("hlo_cli.interpreter.ops.control")
-    assert {"n", "inst"} <= set(control.eval_while.__code__.co_varnames)
-    assert {"comp", "steps", "n", "code", "line_step"} <= set(compiler.Compiled.__slots__)
-    assert Profile().runner.__name__ == "runner"
-    c = compiler.compile_computation(hlo_cli.parse(FLAT).entry_computation, True)
-    assert "_profiled_steps" == Profile().runner(c).__name__
+
+
+def test_the_runners_leave_the_track_as_they_found_it(gate):
+    """Every level a runner publishes (hooks.py) is taken away when it returns or raises."""
+    from hlo_cli.errors import HloEvalError
+    from hlo_cli.interpreter import hooks
+    gate.at = 0
+    t = hooks.track()
+    for kw in ({}, {"compiled": False}):
+        run_module(hlo_cli.parse(LOOP), [X], **kw)
+        assert t.levels == []
+
+    def fail(inst, args, ec):
+        raise HloEvalError("stop")
+    from hlo_cli.interpreter.ops import custom_call
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(custom_call.TARGETS, BLOCK, fail)
+        with pytest.raises(HloEvalError):
+            run_module(hlo_cli.parse(LOOP), [X])
+    assert t.levels == [] and progress.sample(threading.get_ident()) is None
 
 
 def test_no_display_when_stderr_is_not_a_terminal(hlo, tmp_path, monkeypatch):

@@ -42,7 +42,8 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
-from ..interpreter.evaluator import MAX_DEPTH, InstructionEvent, run_located
+from ..interpreter.evaluator import MAX_DEPTH, InstructionEvent
+from ..interpreter.located import run_located
 from ..interpreter.schedule import Plan
 from ..interpreter.values import TOKEN, conforms, describe, np_dtype, zeros
 from ..ir.opcodes import COLLECTIVE, CONTROL_FLOW, DEVICE_ID, ELEMENTWISE, STRUCTURAL, with_trait

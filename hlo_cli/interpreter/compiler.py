@@ -8,7 +8,7 @@ each computation is prepared once per module into a list of steps:
 * constants, and the pure ops applied only to constants (broadcast, reshape, convert, arithmetic,
   ...), are evaluated at preparation time (read-only arrays shared by every run);
 * the common instructions get a specialised callable chosen from their static shapes and element
-  types (hlo_cli/interpreter/fastpaths.py), e.g. ``np.add`` with XLA CPU's flushing of subnormal
+  types (the prepare stages of the rules in hlo_cli/interpreter/ops/), e.g. ``np.add`` with XLA CPU's flushing of subnormal
   results; integer ops write into the buffer of an operand that dies there when nothing else can
   see that buffer (``_in_place``);
 * every other instruction calls its evaluation rule exactly as the generic loop does;
@@ -45,30 +45,25 @@ from __future__ import annotations
 import functools
 import gc
 import itertools
-import weakref
 
 import numpy as np
 
 from ..errors import HloEvalError
-from ..errors import instruction_diagnostic as _diag
 from ..ir.attributes import ComputationRef, InlineComputation
 from ..ir.module import Computation, Module
 from .kernels import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant
 from .registry import prepare
 from .fpenv import hardware
 from . import loopgen as _loopgen
+from .per_module import module_cache
+from .hooks import Level, track
+from .located import EVAL_ERRORS, bad_result, limit_error, located_error, reraise_at
+from .steps import GROUP, Step, bare_ufunc_text, call_text, check_text
 from .parallel import blas_single, run_parts, split, threads
-from .values import conforms, describe
+from .values import conforms
 
-_EVAL_ERRORS = (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
-                ZeroDivisionError, MemoryError, AttributeError)
 _counter = itertools.count()
-# id(module) -> {(computation, check): Compiled}; entries leave with their module
-_CACHE: dict[int, dict] = {}
 
-
-# the step loop's kind for a run of f32/f64 arithmetic steps under one flag setting (Compiled._lean)
-GROUP = 100
 
 # a computation is turned into Python code once it has run this many times (loop bodies, called
 # computations); before that, and for the entry computation, its steps run in a loop
@@ -76,13 +71,13 @@ HOT_CALLS = 4
 
 
 class Compiled:
-    """One computation prepared for fast runs: `steps`, each (kind, payload, operand slots, step,
-    instruction, check, slots to free), run by a loop; after HOT_CALLS runs also `fn`, the same
-    steps as generated Python code ``fn(ec, args) -> root value``."""
+    """One computation prepared for fast runs: `steps` (`Step`s: steps.py), run by a loop
+    (`run_steps`); after HOT_CALLS runs also `fn`, the same steps as generated Python code
+    ``fn(ec, args) -> root value``."""
     __slots__ = ("comp", "steps", "params", "root", "n", "check", "calls", "fn", "code", "line_step",
-                 "root_clean", "lean", "loops")
+                 "root_clean", "lean", "loops", "_level")
 
-    def __init__(self, comp: Computation, steps, params, root, n, check):
+    def __init__(self, comp: Computation, steps: list[Step], params, root, n, check):
         self.comp, self.steps, self.params, self.root, self.n = comp, steps, params, root, n
         self.check = check
         self.calls = 0
@@ -91,67 +86,50 @@ class Compiled:
         self.line_step: dict[int, int] = {}
         self.lean = None
         self.loops = None                       # loopgen.fast_loop's, per condition
+        self._level = None
+
+    def level(self, ec) -> Level:
+        """The level (hooks.py) this computation publishes its position on while `ec` runs it (one
+        per computation, made on its first run)."""
+        lv = self._level
+        if lv is None:
+            lv = self._level = Level(ec, self.comp.name, self.n)
+            lv.line_step = self.line_step
+            lv.steps = self.steps
+        lv.ec = ec
+        return lv
 
     # -- tier 1: a loop over the steps --------------------------------------------------
     def _lean(self):
-        """(steps, initial values, root slot) for the step loop: the steps that do work.  Folded
-        values are in the initial values (they are shared read-only arrays the steps hold anyway),
-        and a SAME step whose result needs no check (an inlined call's parameter, XLA's no-op
-        broadcast) is dropped, its users reading the slot it copied; the slots to free after each
-        step are worked out again for the steps kept (each value still dropped after its last use).
-        A large entry computation (transformer.hlo: 26,000 steps, a third of them such) runs once
-        per run in this loop."""
+        """(steps, initial values, root slot) for the step loop: the steps that do work, as plain
+        tuples of a Step's fields (the loop unpacks them; a tuple unpacks faster than a NamedTuple).
+        Folded values are in the initial values (they are shared read-only arrays the steps hold
+        anyway), and a SAME step whose result needs no check (an inlined call's parameter, XLA's
+        no-op broadcast) is dropped, its users reading the slot it copied; the slots to free after
+        each step are worked out again for the steps kept (each value still dropped after its last
+        use).  A large entry computation (transformer.hlo: 26,000 steps, a third of them such) runs
+        once per run in this loop."""
         template = [None] * self.n
         alias: dict[int, int] = {}
         kept = []
-        for kind, pay, ops, k, inst, ex, _free in self.steps:
-            if kind == FOLDED:
-                template[k] = pay
+        for st in self.steps:
+            if st.kind == FOLDED:
+                template[st.slot] = st.payload
                 continue
-            if kind == SAME and ex is None:
-                j = ops[0]
-                alias[k] = alias.get(j, j)
+            if st.kind == SAME and st.expect is None:
+                j = st.operands[0]
+                alias[st.slot] = alias.get(j, j)
                 continue
             if alias:
-                ops = tuple([alias.get(j, j) for j in ops])
-            kept.append((kind, pay, ops, k, inst, ex))
+                st = st._replace(operands=tuple([alias.get(j, j) for j in st.operands]))
+            kept.append(st)
         root = alias.get(self.root, self.root)
-        last: dict[int, int] = {}
-        for i, st in enumerate(kept):
-            for j in st[2]:
-                last[j] = i
-        frees: list[list[int]] = [[] for _ in kept]
-        for j, i in last.items():
-            if j != root and template[j] is None:
-                frees[i].append(j)
-        for i, st in enumerate(kept):                 # values never used: dropped right away
-            for j in (st[3] if st[0] == REGION else (st[3],)):
-                if j not in last and j != root:
-                    frees[i].append(j)
-        steps = [st + (tuple(f),) for st, f in zip(kept, frees)]
+        frees = _free_lists(kept, root, lambda j: template[j] is None)
+        steps = [st._replace(frees=f) for st, f in zip(kept, frees)]
         hw = hardware()
         if hw is not None:                          # runs of f32/f64 arithmetic: one GROUP step each
-            groups = _float_runs(steps, root)
-            out = []
-            n = 0
-            while n < len(steps):
-                group = groups.get(n)
-                if group is None:
-                    out.append(steps[n])
-                    n += 1
-                    continue
-                end, outs = group
-                sub = steps[n:end]
-                raw = []
-                for kind, pay, ops, k, inst, _ex, _free in sub:
-                    u = getattr(pay, "hw_ufunc", None) if kind == PURE else None
-                    if u is not None and inst.shape.rank == 0:
-                        u = functools.partial(_rank0, u)
-                    raw.append((kind, u if u is not None else pay, ops, k))
-                out.append((GROUP, (tuple(raw), tuple(sub), tuple(outs), hw), (), sub[0][3], sub[0][4], None, ()))
-                n = end
-            steps = out
-        self.lean = lean = (steps, template, root)
+            steps = _grouped(steps, root, hw)
+        self.lean = lean = ([tuple(st) for st in steps], template, root)
         return lean
 
     @staticmethod
@@ -160,61 +138,56 @@ class Compiled:
         arithmetic steps (``_float_runs``): their bare ufuncs under one setting of the FTZ/DAZ
         flags, one NaN check of the values leaving the run (a NaN runs it again step by step,
         where the rules give NaN signs), then the steps' result checks and frees in order."""
-        raw, sub, outs, (fset, on, off) = pay
+        raw, sub, outs, (fset, on, off), plain = pay
         fset(on)
         try:
-            for kind, fn, ops, k in raw:
-                if kind == PURE:
-                    vals[k] = fn(*[vals[j] for j in ops])
-                elif kind == ELEMENT:
-                    vals[k] = vals[ops[0]][fn]
-                elif kind == TUPLE:
-                    vals[k] = tuple([vals[j] for j in ops])
-                else:
-                    vals[k] = vals[ops[0]]
+            _run_plain(vals, raw)
         finally:
             fset(off)
         step = None
         try:
             if not _nanfree(*[vals[j] for j in outs]):
-                for step in sub:
-                    kind, pay_, ops, k = step[:4]
-                    if kind == PURE:
-                        vals[k] = pay_(*[vals[j] for j in ops])
-                    elif kind == ELEMENT:
-                        vals[k] = vals[ops[0]][pay_]
-                    elif kind == TUPLE:
-                        vals[k] = tuple([vals[j] for j in ops])
-                    else:
-                        vals[k] = vals[ops[0]]
-            ndarray = np.ndarray
+                _run_plain(vals, plain, locate=True)
             for step in sub:
                 _kind, _pay, _ops, k, inst, ex, free = step
                 if ex is not None:
-                    v = vals[k]
-                    if ex.__class__ is tuple:
-                        if v.__class__ is not ndarray or v.dtype != ex[0] or v.shape != ex[1]:
-                            _bad(inst, v)
-                    elif conforms(v, ex) is not None:
-                        _bad(inst, v)
+                    check_result(vals[k], ex, inst)
                 for j in free:
                     vals[j] = None
-        except (HloEvalError,) + _EVAL_ERRORS as e:
-            _reraise_at(e, step[4] if step is not None else None)
+        except (HloEvalError,) + EVAL_ERRORS as e:
+            reraise_at(e, inst if step is not None else None)
 
-    def run_steps(self, ec, args):
-        lean = self.lean
-        if lean is None:
-            lean = self._lean()
-        steps, template, root = lean
-        vals = template.copy()
+    def run_steps(self, ec, args, timer=None, level=None):
+        """The computation's root value for `args`: the step loop (tier 1).  `timer` (profiling.py:
+        --profile) None, or an object whose ``enter(n) -> t0`` and ``leave(n, t0)`` the loop calls
+        around its n-th step, and ``stopped(n, depth, t0)`` when a step raised (`depth`: what its
+        ``start()`` returned when the loop began); the loop then runs every step as prepared
+        (`steps`, not the lean form), so that each has its row.  `level` (hooks.Level): where the
+        loop publishes its iterator over the steps (the step being run)."""
+        if timer is None:
+            lean = self.lean
+            if lean is None:
+                lean = self._lean()
+            steps, template, root = lean
+            vals = template.copy()
+        else:
+            steps, root = self.steps, self.root
+            vals = [None] * self.n
+            depth = timer.start()
+            t0, n = 0.0, -1
         for pnum, slot in self.params:
             vals[slot] = args[pnum]
         ndarray = np.ndarray
         step = None
+        cursor = iter(steps)
+        if level is not None:
+            level.walked, level.cursor = steps, cursor
         try:
-            for step in steps:
+            for step in cursor:
                 kind, pay, ops, k, inst, ex, free = step
+                if timer is not None:
+                    n += 1
+                    t0 = timer.enter(n)
                 if kind == PURE:
                     v = pay(*[vals[j] for j in ops])
                 elif kind == RULE:
@@ -233,6 +206,8 @@ class Compiled:
                         vals[j] = v
                     for j in free:
                         vals[j] = None
+                    if timer is not None:
+                        timer.leave(n, t0)
                     continue
                 elif kind == GROUP:
                     self._group(vals, pay)
@@ -242,19 +217,27 @@ class Compiled:
                 if ex is not None:
                     if ex.__class__ is tuple:
                         if v.__class__ is not ndarray or v.dtype != ex[0] or v.shape != ex[1]:
-                            _bad(inst, v)
+                            bad_result(inst, v)
                     elif conforms(v, ex) is not None:
-                        _bad(inst, v)
+                        bad_result(inst, v)
                 vals[k] = v
                 for j in free:
                     vals[j] = None
-        except (HloEvalError,) + _EVAL_ERRORS as e:
-            _reraise_at(e, step[4] if step is not None else None)
+                if timer is not None:
+                    timer.leave(n, t0)
+        except BaseException as e:
+            # (with a timer, the step that stopped -- an error, ^C -- keeps the time it took: a
+            # profile of a run interrupted in a long step shows that step)
+            if timer is not None:
+                timer.stopped(n, depth, t0)
+            if isinstance(e, (HloEvalError,) + EVAL_ERRORS):
+                reraise_at(e, inst if step is not None else None)
+            raise
         return vals[root]
 
     # -- tier 2: generated code -----------------------------------------------------------
     def generate(self):
-        ns: dict = {"ndarray": np.ndarray, "_bad": _bad, "_conforms": conforms, "_nanfree": _nanfree,
+        ns: dict = {"ndarray": np.ndarray, "_bad": bad_result, "_conforms": conforms, "_nanfree": _nanfree,
                     "_asarray": np.asarray}
         hw = hardware()
         if hw is not None:
@@ -297,54 +280,38 @@ class Compiled:
         self.fn = ns["run"]
         self.fn.__code__ = self.code = self.fn.__code__.replace(co_filename=filename)
 
-    def _emit(self, step, ns, lines, ind, check, free, raw=False, code=True):
+    def _emit(self, step: Step, ns, lines, ind, check, free, raw=False, code=True):
         """The lines of one step: its computation (`raw`: a float step's bare ufunc), its result
         check, the deletion of the values it is the last user of."""
-        kind, pay, ops, k, inst, ex, frees = step
+        kind, pay, ops, inst = step.kind, step.payload, step.operands, step.inst
+        k = step.produced[0]
         if code:
             args = ", ".join(f"v{j}" for j in ops)
+            bare = bare_ufunc_text(pay, inst, args, ns, str(k)) if kind == PURE and raw else None
+            call = call_text(kind, pay, inst, args, ns, str(k))
             if kind == FOLDED:
                 ns[f"K{k}"] = pay
                 text = f"v{k} = K{k}"
-            elif kind == PURE and raw and getattr(pay, "hw_ufunc", None) is not None:
-                ns[f"U{k}"] = pay.hw_ufunc
-                text = f"v{k} = U{k}({args})"
-                if inst.shape.rank == 0:
-                    text = f"v{k} = _asarray(U{k}({args}))"
-            elif kind == PURE:
-                ns[f"F{k}"] = pay
-                text = f"v{k} = F{k}({args})"
-            elif kind == WITH_EC:
-                ns[f"F{k}"] = pay
-                text = f"v{k} = F{k}(ec, {args})"
-            elif kind == RULE:
-                ns[f"R{k}"], ns[f"I{k}"] = pay, inst
-                text = f"v{k} = R{k}(I{k}, [{args}], ec)"
+            elif bare is not None:
+                text = f"v{k} = {bare}"
+            elif call is not None:
+                text = f"v{k} = {call}"
             elif kind == ELEMENT:
                 text = f"v{k} = v{ops[0]}[{pay}]"
             elif kind == TUPLE:
                 text = f"v{k} = ({args},)" if ops else f"v{k} = ()"
             elif kind == REGION:
-                ns[f"G{k[0]}"] = pay.run
-                text = "".join(f"v{j}, " for j in k) + f"= G{k[0]}({args})"
+                ns[f"G{k}"] = pay.run
+                text = "".join(f"v{j}, " for j in step.slot) + f"= G{k}({args})"
             else:
                 text = f"v{k} = v{ops[0]}"
-            self.line_step[len(lines) + 1] = k[0] if kind == REGION else k
-            lines.append(ind + text)
-        if kind == REGION:
-            k = k[0]
-        if check and ex is not None:
-            ns[f"I{k}"] = inst
-            if ex.__class__ is tuple:
-                ns[f"D{k}"], ns[f"S{k}"] = ex
-                cond = f"v{k}.__class__ is not ndarray or v{k}.dtype != D{k} or v{k}.shape != S{k}"
-            else:
-                ns[f"H{k}"] = ex
-                cond = f"_conforms(v{k}, H{k}) is not None"
             self.line_step[len(lines) + 1] = k
-            lines.append(f"{ind}if {cond}: _bad(I{k}, v{k})")
-        if free and frees:
-            lines.append(ind + "del " + ", ".join(f"v{j}" for j in frees))
+            lines.append(ind + text)
+        if check and step.expect is not None:
+            self.line_step[len(lines) + 1] = k
+            lines.append(ind + check_text(f"v{k}", step.expect, inst, ns, str(k)))
+        if free and step.frees:
+            lines.append(ind + "del " + ", ".join(f"v{j}" for j in step.frees))
 
     def step_at(self, tb):
         """The instruction whose line of generated code raised (from a traceback), or None."""
@@ -352,10 +319,86 @@ class Compiled:
         return None if k is None else self.by_step(k)
 
     def by_step(self, k):
+        """The instruction of the step writing slot `k` (a fused region: its first slot), or None."""
         for step in self.steps:
-            if step[3] == k or (step[0] == REGION and step[3][0] == k):
-                return step[4]
+            if step.produced[0] == k:
+                return step.inst
         return None
+
+
+def check_result(v, expect, inst):
+    """The result check of a step (a Step's `expect`, not None) on its value `v`."""
+    if expect.__class__ is tuple:
+        if v.__class__ is not np.ndarray or v.dtype != expect[0] or v.shape != expect[1]:
+            bad_result(inst, v)
+    elif conforms(v, expect) is not None:
+        bad_result(inst, v)
+
+
+def _run_plain(vals, items, locate=False):
+    """Run (kind, fn, operand slots, slot, instruction) items of the kinds a GROUP step holds on
+    `vals`; `locate`: an error is located at the item's instruction."""
+    inst = None
+    try:
+        for kind, fn, ops, k, inst in items:
+            if kind == PURE:
+                vals[k] = fn(*[vals[j] for j in ops])
+            elif kind == ELEMENT:
+                vals[k] = vals[ops[0]][fn]
+            elif kind == TUPLE:
+                vals[k] = tuple([vals[j] for j in ops])
+            else:
+                vals[k] = vals[ops[0]]
+    except (HloEvalError,) + EVAL_ERRORS as e:
+        if not locate:
+            raise
+        reraise_at(e, inst)
+
+
+def _grouped(steps: list[Step], root, hw) -> list[Step]:
+    """The steps with each run of f32/f64 arithmetic (``_float_runs``) made one GROUP step, whose
+    payload is (the items run under the flags -- bare ufuncs --, the run's steps as plain tuples,
+    the slots to NaN-check, the flag setters, the items run again with the flags clear)."""
+    groups = _float_runs(steps, root)
+    out = []
+    n = 0
+    while n < len(steps):
+        group = groups.get(n)
+        if group is None:
+            out.append(steps[n])
+            n += 1
+            continue
+        end, outs = group
+        sub = steps[n:end]
+        raw = []
+        for st in sub:
+            u = getattr(st.payload, "hw_ufunc", None) if st.kind == PURE else None
+            if u is not None and st.inst.shape.rank == 0:
+                u = functools.partial(_rank0, u)
+            raw.append((st.kind, u if u is not None else st.payload, st.operands, st.slot, st.inst))
+        plain = tuple((st.kind, st.payload, st.operands, st.slot, st.inst) for st in sub)
+        pay = (tuple(raw), tuple(tuple(st) for st in sub), tuple(outs), hw, plain)
+        out.append(Step(GROUP, pay, (), sub[0].slot, sub[0].inst, None, ()))
+        n = end
+    return out
+
+
+def _free_lists(steps, root, droppable=None) -> list[tuple]:
+    """The slots to free after each of `steps`, in the order they run: a value after its last use
+    (if `droppable(slot)`, when given), a value nothing reads at once; never the root."""
+    last: dict[int, int] = {}
+    for i, st in enumerate(steps):
+        for j in st.operands:
+            last[j] = i
+    frees: list[list[int]] = [[] for _ in steps]
+    for j, i in last.items():
+        if j != root and (droppable is None or droppable(j)):
+            frees[i].append(j)
+    for i, st in enumerate(steps):
+        for j in st.produced:
+            if j not in last and j != root:
+                frees[i].append(j)
+    return [tuple(f) for f in frees]
 
 
 @functools.lru_cache(maxsize=256)
@@ -389,13 +432,13 @@ def _float_runs(steps, root) -> dict:
     tuples, folded values); at least two arithmetic steps.  The slots to check: the arithmetic
     results read outside the run's arithmetic (or the root, or unused)."""
     def arith(st):
-        return st[0] == PURE and getattr(st[1], "hw_ufunc", None) is not None and \
-            st[4].shape.num_elements > 0
+        return st.kind == PURE and getattr(st.payload, "hw_ufunc", None) is not None and \
+            st.inst.shape.num_elements > 0
     def neutral(st):
-        return st[0] in (FOLDED, ELEMENT, TUPLE, SAME) or (st[0] == PURE and getattr(st[1], "flag_free", False))
+        return st.kind in (FOLDED, ELEMENT, TUPLE, SAME) or (st.kind == PURE and getattr(st.payload, "flag_free", False))
     users: dict[int, list] = {}
     for n, st in enumerate(steps):
-        for j in st[2]:
+        for j in st.operands:
             users.setdefault(j, []).append(n)
     out = {}
     n = 0
@@ -412,12 +455,12 @@ def _float_runs(steps, root) -> dict:
                 end = m + 1
             m += 1
         if count >= 2:
-            members = {steps[i][3] for i in range(n, end) if arith(steps[i])}
-            at = {steps[i][3]: i for i in range(n, end)}
+            members = {steps[i].slot for i in range(n, end) if arith(steps[i])}
+            at = {steps[i].slot: i for i in range(n, end)}
             checks = []
             for k in members:
                 us = users.get(k, [])
-                if k == root or not us or any(not (n <= u < end and steps[u][3] in members) for u in us):
+                if k == root or not us or any(not (n <= u < end and steps[u].slot in members) for u in us):
                     checks.append(k)
             out[n] = (end, sorted(checks, key=at.get))
         n = max(end, n + 1)
@@ -432,15 +475,6 @@ def _raising_line(tb, code, lines: dict):
             found = lines[tb.tb_lineno]
         tb = tb.tb_next
     return found
-
-
-def module_cache(module: Module) -> dict:
-    """A dictionary that lives as long as `module`: compiled computations, recognized reducers."""
-    per = _CACHE.get(id(module))
-    if per is None:
-        per = _CACHE[id(module)] = {}
-        weakref.finalize(module, _CACHE.pop, id(module), None)
-    return per
 
 
 def compiled(module: Module, name: str, check: bool, param_clean=None) -> Compiled:
@@ -488,7 +522,7 @@ def _prepare(comp: Computation, check: bool, param_clean, module: Module, per: d
 
 
 def compile_computation(comp: Computation, check: bool, param_clean=None, module=None) -> Compiled:
-    """The steps of `comp`: constants folded, common instructions specialised (fastpaths.py)."""
+    """The steps of `comp`: constants folded, common instructions specialised (the rules' prepare stages, registry.prepare)."""
     from .schedule import Plan
     plan = Plan(comp)
 
@@ -499,11 +533,31 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
             return None
         return compiled(module, name, check, clean)
     static = Static(comp, param_clean, callee, module)
+    levels = track().levels
+    lv = Level(None, comp.name, len(plan.insts), preparing=True)
+    lv.insts = plan.insts
+    levels.append(lv)
+    try:
+        steps, elementwise, in_place, fresh = _prepare_steps(plan, static, check, lv)
+    finally:
+        del levels[-1]
+    steps, n = _inline(steps, len(plan.insts), check)
+    steps = _fuse(steps, elementwise, plan, in_place)
+    c = Compiled(comp, steps, plan.param_slots, plan.root, n, check)
+    c.root_clean = static.clean.get(plan.root, False)
+    return c
+
+
+def _prepare_steps(plan, static, check: bool, lv):
+    """The steps of a plan's instructions (compile_computation), the instruction being prepared
+    published on `lv`; also the slots of elementwise steps, of steps that may write into an operand,
+    of steps whose value is a new array of a plain ufunc."""
     steps = []
     fresh: dict[int, bool] = {}                 # steps whose value is a new array of a plain ufunc
     elementwise: set[int] = set()
     in_place: set[int] = set()                  # steps that may write into an operand's buffer
     for k, inst in enumerate(plan.insts):
+        lv.k = k
         if inst.opcode == "parameter":
             static.record(k, inst, None)
             continue
@@ -514,7 +568,7 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
             if folded is not None:
                 static.record(k, inst, folded)
         except MemoryError as e:                # folding evaluates the instruction: say which
-            raise _located(inst, e) from e
+            raise located_error(inst, e) from e
         if folded is not None:
             kind, pay = FOLDED, folded
         else:
@@ -533,16 +587,12 @@ def compile_computation(comp: Computation, check: bool, param_clean=None, module
         ex = None
         if check and kind != FOLDED and not _implied(kind, inst, ops, static, fast):
             ex = plan.expect[k] if plan.expect[k] is not None else inst.shape
-        steps.append((kind, pay, ops, k, inst, ex, plan.free_after[k]))
+        steps.append(Step(kind, pay, ops, k, inst, ex, plan.free_after[k]))
         if fast is not None and folded is None and fast.elementwise and kind == PURE:
             elementwise.add(k)
         elif kind == RULE and getattr(pay, "elementwise", False) and _same_dims(inst, ops, static):
             elementwise.add(k)
-    steps, n = _inline(steps, len(plan.insts), check)
-    steps = _fuse(steps, elementwise, plan, in_place)
-    c = Compiled(comp, steps, plan.param_slots, plan.root, n, check)
-    c.root_clean = static.clean.get(plan.root, False)
-    return c
+    return steps, elementwise, in_place, fresh
 
 
 # ============================================================================ structural twins
@@ -611,7 +661,7 @@ def _structure(module, comp, per):
     return tuple(out)
 
 
-# steps whose payload holds other compiled computations (fastpaths._call, fastpaths._while)
+# steps whose payload holds other compiled computations (the call and while prepare stages in ops/control.py)
 _CALLING = frozenset(("call", "fusion", "while"))
 
 
@@ -619,16 +669,15 @@ def _shareable(c: Compiled) -> bool:
     """True when every step of `c` is one of its computation's own instructions, with a payload
     that depends on the instructions' structure only (no compiled callees, no fused region)."""
     own = {id(inst) for inst in c.comp.instructions}
-    return all(st[0] != REGION and id(st[4]) in own and
-               (st[0] != WITH_EC or st[4].opcode not in _CALLING) for st in c.steps)
+    return all(st.kind != REGION and id(st.inst) in own and
+               (st.kind != WITH_EC or st.inst.opcode not in _CALLING) for st in c.steps)
 
 
 def _rebound(twin: Compiled, comp: Computation) -> Compiled:
     """`comp` prepared as its structural twin `twin` was: the twin's steps on `comp`'s instructions."""
     position = {id(inst): j for j, inst in enumerate(twin.comp.instructions)}
     mine = comp.instructions
-    steps = [(kind, pay, ops, k, mine[position[id(inst)]], ex, free)
-             for kind, pay, ops, k, inst, ex, free in twin.steps]
+    steps = [st._replace(inst=mine[position[id(st.inst)]]) for st in twin.steps]
     c = Compiled(comp, steps, twin.params, twin.root, twin.n, twin.check)
     c.root_clean = twin.root_clean
     return c
@@ -645,20 +694,20 @@ def _inline(steps, n: int, check: bool):
     call then, and generated code sees the whole loop body.  Returns (steps, number of slots)."""
     out = []
     for st in steps:
-        callee = getattr(st[1], "callee", None) if st[0] == WITH_EC else None
+        callee = getattr(st.payload, "callee", None) if st.kind == WITH_EC else None
         if callee is None or callee.check != check or len(callee.steps) > INLINE_MAX or \
-                len(st[2]) != len(callee.params):
+                len(st.operands) != len(callee.params):
             out.append(st)
             continue
         base = n
         n += callee.n
         params = {p.parameter_number: p for p in callee.comp.parameters}
         for pnum, slot in callee.params:
-            out.append((SAME, None, (st[2][pnum],), base + slot, params[pnum], None, ()))
-        for kind, pay, ops, k, inst, ex, _ in callee.steps:
-            k = tuple(base + j for j in k) if kind == REGION else base + k
-            out.append((kind, pay, tuple(base + j for j in ops), k, inst, ex, ()))
-        out.append((SAME, None, (base + callee.root,), st[3], st[4], None, ()))
+            out.append(Step(SAME, None, (st.operands[pnum],), base + slot, params[pnum], None, ()))
+        for cs in callee.steps:
+            k = tuple(base + j for j in cs.slot) if cs.kind == REGION else base + cs.slot
+            out.append(cs._replace(operands=tuple(base + j for j in cs.operands), slot=k, frees=()))
+        out.append(Step(SAME, None, (base + callee.root,), st.slot, st.inst, None, ()))
     return out, n
 
 
@@ -753,23 +802,24 @@ class Region:
         members, inputs, outputs = self.members, self.inputs, self.outputs
         last = {}
         for n, m in enumerate(members):
-            for j in m[2]:
+            for j in m.operands:
                 last[j] = n
         ins = {j: f"E{n}" for n, j in enumerate(inputs)}
         outs = {j: f"O{n}" for n, j in enumerate(outputs)}
-        ns: dict = {"_bad": _bad}
+        ns: dict = {"_bad": bad_result}
         params = ", ".join(["part"] + list(ins.values()) + list(outs.values()))
         lines = [f"def body({params}):", "    for ix in part:"]
         line_member: dict[int, int] = {}
         loaded: set[int] = set()
-        for n, (_, fn, ops, k, inst) in enumerate(m[:5] for m in members):
+        for n, m in enumerate(members):
+            fn, ops, k, inst = m.payload, m.operands, m.slot, m.inst
             for j in ops:
                 if j in ins and j not in loaded:
                     loaded.add(j)
                     lines.append(f"        v{j} = {ins[j]}[ix]")
-            ns[f"F{k}"], ns[f"D{k}"], ns[f"I{k}"] = fn, dtypes[k], inst
+            ns[f"D{k}"], ns[f"I{k}"] = dtypes[k], inst
             line_member[len(lines) + 1] = n
-            lines.append(f"        v{k} = F{k}({', '.join(f'v{j}' for j in ops)})")
+            lines.append(f"        v{k} = {call_text(PURE, fn, inst, ', '.join(f'v{j}' for j in ops), ns, str(k))}")
             line_member[len(lines) + 1] = n
             lines.append(f"        if v{k}.dtype != D{k}: _bad(I{k}, v{k})")
             if k in outs:
@@ -780,7 +830,7 @@ class Region:
                 dead.append(k)
             if dead:
                 lines.append("        del " + ", ".join(f"v{j}" for j in dead))
-        filename = f"<hlo region {members[-1][4].name} #{next(_counter)}>"
+        filename = f"<hlo region {members[-1].inst.name} #{next(_counter)}>"
         exec(compile("\n".join(lines), filename, "exec"), ns)
         self.body = ns["body"]
         self.code = self.body.__code__
@@ -789,7 +839,7 @@ class Region:
     def member_at(self, tb):
         """The member instruction whose line of the block code raised (from a traceback)."""
         n = _raising_line(tb, self.code, self.line_member)
-        return None if n is None else self.members[n][4]
+        return None if n is None else self.members[n].inst
 
     def run(self, *values):
         outs = [np.empty(self.dims, dt) for dt in self.out_dtypes]
@@ -799,8 +849,8 @@ class Region:
         def blocks(part):
             try:
                 body(part, *args)
-            except (HloEvalError,) + _EVAL_ERRORS as e:
-                _reraise_at(e, self.member_at(e.__traceback__))
+            except (HloEvalError,) + EVAL_ERRORS as e:
+                reraise_at(e, self.member_at(e.__traceback__))
         run_parts(blocks, split(self.blocks, threads()))
         return outs
 
@@ -848,27 +898,27 @@ def _fuse(steps, elementwise, plan, in_place=frozenset()):
         run = groups.pop(key)
         reads.pop(key)
         for st in run:
-            owner.pop(st[3], None)
+            owner.pop(st.slot, None)
         # one large step is a region too when it can be split across threads
         if len(run) >= 2 or threads() >= 2:
             out.append(_region(run, plan))
         else:
             out.extend(run)
     for st in steps:
-        k, inst = st[3], st[4]
+        k, inst = st.slot, st.inst
         key = tuple(inst.shape.dims) if k in elementwise and size_ok(inst) else None
-        for j in st[2]:
+        for j in st.operands:
             o = owner.get(j)
             if o is not None and o != key:
                 close(o)
         if k in in_place:
-            for o in [o for o, r in reads.items() if o != key and any(j in r for j in st[2])]:
+            for o in [o for o, r in reads.items() if o != key and any(j in r for j in st.operands)]:
                 close(o)
         if key is None:
             out.append(st)
             continue
         groups.setdefault(key, []).append(st)
-        reads.setdefault(key, set()).update(st[2])
+        reads.setdefault(key, set()).update(st.operands)
         owner[k] = key
     for key in list(groups):
         close(key)
@@ -876,10 +926,10 @@ def _fuse(steps, elementwise, plan, in_place=frozenset()):
 
 
 def _region(run, plan):
-    members = {st[3] for st in run}
+    members = {st.slot for st in run}
     inputs, seen = [], set()
     for st in run:
-        for j in st[2]:
+        for j in st.operands:
             if j not in members and j not in seen:
                 seen.add(j)
                 inputs.append(j)
@@ -888,32 +938,17 @@ def _region(run, plan):
         for u in plan.users.get(m, ()):
             if u not in members:
                 later_users[m] = True
-    outputs = [st[3] for st in run if st[3] in later_users or st[3] == plan.root]
-    dtypes = {st[3]: plan.expect[st[3]][0] for st in run}
-    run = [(PURE, _rule_fn(st[1], st[4])) + st[2:] if st[0] == RULE else st for st in run]
-    region = Region(run, inputs, outputs, tuple(run[0][4].shape.dims), dtypes)
-    return (REGION, region, tuple(inputs), tuple(outputs), run[-1][4], None, ())
+    outputs = [st.slot for st in run if st.slot in later_users or st.slot == plan.root]
+    dtypes = {st.slot: plan.expect[st.slot][0] for st in run}
+    run = [st._replace(kind=PURE, payload=_rule_fn(st.payload, st.inst)) if st.kind == RULE else st for st in run]
+    region = Region(run, inputs, outputs, tuple(run[0].inst.shape.dims), dtypes)
+    return Step(REGION, region, tuple(inputs), tuple(outputs), run[-1].inst, None, ())
 
 
 def _with_frees(steps, plan):
     """Free lists for the order `steps` run in: a value goes after its last use (a region uses its
     inputs); values nothing uses go at once; the root stays."""
-    last = {}
-    for n, st in enumerate(steps):
-        for j in st[2]:
-            last[j] = n
-    produced = []
-    for st in steps:
-        produced.append(st[3] if st[0] == REGION else (st[3],))
-    frees = [[] for _ in steps]
-    for j, n in last.items():
-        if j != plan.root:
-            frees[n].append(j)
-    for n, ks in enumerate(produced):
-        for k in ks:
-            if k not in last and k != plan.root:
-                frees[n].append(k)
-    return [st[:6] + (tuple(frees[n]),) for n, st in enumerate(steps)]
+    return [st._replace(frees=f) for st, f in zip(steps, _free_lists(steps, plan.root))]
 
 
 def _implied(kind, inst, ops, static, fast=None) -> bool:
@@ -933,34 +968,9 @@ def _implied(kind, inst, ops, static, fast=None) -> bool:
     return False
 
 
-def _reraise_at(e, inst):
-    """Raise `e` located at instruction `inst`: an HloEvalError without a location gets one, a
-    NumPy/Python error becomes a located HloEvalError."""
-    if isinstance(e, HloEvalError):
-        if not e.diagnostics and inst is not None:
-            e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
-        raise e
-    if inst is None:
-        raise e
-    raise _located(inst, e) from e
-
-
-def _located(inst, e):
-    from .evaluator import located_error
-    return located_error(inst, e)
-
-
-def _bad(inst, value):
-    why = conforms(value, inst.shape) or "unexpected value"
-    raise HloEvalError(
-        f"{inst.name}: {inst.opcode} produced a value that does not match its shape "
-        f"{inst.shape.to_str(False)}: {why}",
-        [_diag(inst, f"{inst.name}: {inst.opcode} produced {describe(value)}, which does not "
-                     f"match its shape {inst.shape.to_str(False)}: {why}", "R012")])
-
-
 def run_compiled(ec, c: Compiled, args):
-    """Run a compiled computation with the generic loop's error reporting and accounting."""
+    """Run a compiled computation with the generic loop's error reporting and accounting; its
+    level on the thread's track (hooks.py) says where it is meanwhile."""
     if len(args) != len(c.params):
         raise HloEvalError(f"computation '{c.comp.name}' takes {len(c.params)} arguments, got {len(args)}")
     ec.depth += 1
@@ -974,16 +984,25 @@ def run_compiled(ec, c: Compiled, args):
         if c.fn is None and c.calls > HOT_CALLS:
             c.generate()
         run = c.fn if c.fn is not None else c.run_steps
+    lv = c._level
+    if lv is None:
+        lv = c.level(ec)
+    lv.ec = ec
+    tier2 = run is c.fn
+    lv.code = c.code if tier2 else None         # (else the step loop publishes its cursor)
+    levels = ec.levels
+    levels.append(lv)
     try:
         if ec.depth == 1:
             with np.errstate(all="ignore"), blas_single():
-                value = run(ec, args)
+                value = run(ec, args) if tier2 else run(ec, args, level=lv)
         else:
-            value = run(ec, args)
-    except (HloEvalError, *_EVAL_ERRORS) as e:
-        _reraise_at(e, c.step_at(e.__traceback__) if run is c.fn else None)
+            value = run(ec, args) if tier2 else run(ec, args, level=lv)
+    except (HloEvalError, *EVAL_ERRORS) as e:
+        reraise_at(e, c.step_at(e.__traceback__) if tier2 else None)
     finally:
         ec.depth -= 1
+        del levels[-1]
     ec.executed += len(c.steps) + len(c.params)
     if ec.progress is not None:
         ec.progress(ec.executed)
@@ -995,59 +1014,79 @@ def run_while(ec, cond: Compiled, body: Compiled, state, limit, name: str):
     the bookkeeping of run_compiled done once for the loop instead of twice per iteration once
     both computations run as generated code (call counts and executed instructions added at the
     end, loop iterations counted as they go, errors located in the computation that raised).
-    The local `c` is the computation being run (the progress display reads it)."""
+    The iteration is published on the level running the while instruction (hooks.py)."""
+    levels = ec.levels
+    outer = levels[-1] if levels else Level(ec, "", None)
     n = 0
-    c = cond
-    while cond.fn is None or body.fn is None:           # tier 1 until both are hot
-        if not run_compiled(ec, cond, (state,)):
-            return state
-        if limit is not None and n >= limit:
-            raise _limit_error(limit, name)
-        state = run_compiled(ec, body, (state,))
-        n += 1
-        ec.loop_iterations += 1
-    if ec.depth >= 500:
-        raise HloEvalError("computations call each other more than 500 deep (recursion?)")
+    try:
+        while cond.fn is None or body.fn is None:           # tier 1 until both are hot
+            outer.iteration = n + 1
+            if not run_compiled(ec, cond, (state,)):
+                return state
+            if limit is not None and n >= limit:
+                raise limit_error(limit, name)
+            state = run_compiled(ec, body, (state,))
+            n += 1
+            ec.loop_iterations += 1
+        if ec.depth >= 500:
+            raise HloEvalError("computations call each other more than 500 deep (recursion?)")
+        return _run_hot_while(ec, cond, body, state, limit, name, n, outer)
+    finally:
+        outer.iteration = outer.counting = None
+
+
+def _run_hot_while(ec, cond, body, state, limit, name, n, outer):
+    """run_while once condition and body are generated code: called directly (each on a level of
+    its own while it runs), or the whole loop as one generated function (loopgen.py)."""
     cf, bf = cond.fn, body.fn
     ran_cond = ran_body = 0
     ec.depth += 1
+    levels = ec.levels
+    lc, lb = cond.level(ec), body.level(ec)
+    lc.code, lb.code = cond.code, body.code
+    levels.append(lc)
+    c = cond
     # a loop running LOOPGEN_AFTER iterations (or one generated before) becomes one function
     later = 0 if _loopgen.known_loop(cond, body) else _loopgen.LOOPGEN_AFTER
     try:
         while True:
+            outer.iteration = n + 1
             if n >= later:
                 later = float("inf")
                 fast = _loopgen.fast_loop(cond, body, ec.module)
                 if fast is not None:
                     c = body
+                    lb.hidden = True                    # (its iterations: ec.loop_iterations)
+                    levels[-1] = lb
+                    outer.counting = (n + 1 - ec.loop_iterations, ec)
                     state, n, rc, rb, done = fast.run(ec, state, n, limit, name)
+                    outer.counting = None
+                    lb.hidden = False
                     ran_cond += rc
                     ran_body += rb
                     if done:
                         return state
             c = cond
+            levels[-1] = lc
             go = cf(ec, (state,))
             ran_cond += 1
             if not go:
                 break
             if limit is not None and n >= limit:
-                raise _limit_error(limit, name)
+                raise limit_error(limit, name)
             c = body
+            levels[-1] = lb
             state = bf(ec, (state,))
             ran_body += 1
             n += 1
             ec.loop_iterations += 1
-    except (HloEvalError, *_EVAL_ERRORS) as e:
-        _reraise_at(e, c.step_at(e.__traceback__))
+    except (HloEvalError, *EVAL_ERRORS) as e:
+        reraise_at(e, c.step_at(e.__traceback__))
     finally:
+        del levels[-1]
         ec.depth -= 1
         cond.calls += ran_cond
         body.calls += ran_body
         ec.executed += ran_cond * (len(cond.steps) + len(cond.params)) + \
             ran_body * (len(body.steps) + len(body.params))
     return state
-
-
-def _limit_error(limit, name):
-    return HloEvalError(f"the while loop ran {limit} iterations without its condition "
-                        f"'{name}' becoming false (the --max-iterations limit)")

@@ -293,7 +293,7 @@ class Reducer:
 def _cache(ec) -> dict:
     """What was recognized about the module's computations: facts of the module alone, kept with
     its compiled form for later runs."""
-    from .compiler import module_cache
+    from .per_module import module_cache
     return module_cache(ec.module)
 
 

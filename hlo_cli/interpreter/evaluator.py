@@ -27,12 +27,14 @@ from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled, run_while
 from .excess_precision import prepare as prepare_excess_precision
 from .hoist import hoist_loop_invariants
+from .hooks import Level, track
+from .located import bad_result, run_located
 from .memory import preflight, resource_error
 from .numerics import module_mode, settle as settle_numerics
 from .numerics import resolve as resolve_numerics
 from .parallel import blas_single
 from .schedule import Plan
-from .values import conforms, describe
+from .values import conforms
 
 MAX_DEPTH = 500                    # computations calling computations, deeper is an error (recursion)
 
@@ -59,29 +61,9 @@ class InstructionEvent:
     operands: list = field(default_factory=list)
 
 
-def located_error(inst: Instruction, e: Exception):
-    """The error to raise when evaluating `inst` raised the NumPy/Python error `e`: out of memory
-    is an HloResourceError (exit code 4) saying how much was asked for, anything else an
-    HloEvalError located at the instruction."""
-    if isinstance(e, MemoryError):
-        return resource_error(inst, e)
-    return HloEvalError(f"{inst.name}: {inst.opcode} failed: {e}",
-                        [_diag(inst, f"{inst.name}: {inst.opcode} failed: {type(e).__name__}: {e}", "R011")])
-
-
-def run_located(inst: Instruction, fn, *args):
-    """fn(*args), the evaluation of `inst`: an error it raises is located at the instruction (an
-    HloEvalError without a location gets one; NumPy's errors become HloEvalErrors, memory
-    exhaustion an HloResourceError)."""
-    try:
-        return fn(*args)
-    except HloEvalError as e:
-        if not e.diagnostics:
-            e.diagnostics = [_diag(inst, f"{inst.name}: {e}", "R010")]
-        raise
-    except (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
-            ZeroDivisionError, MemoryError, AttributeError) as e:
-        raise located_error(inst, e) from e
+def depth_error() -> HloEvalError:
+    """Computations calling each other deeper than MAX_DEPTH (recursion)."""
+    return HloEvalError(f"computations call each other more than {MAX_DEPTH} deep (recursion?)")
 
 
 class EvalContext:
@@ -107,6 +89,7 @@ class EvalContext:
         self.compiled = compiled_ok
         self.batched = 0                         # > 0 inside apply(): nested calls are applied too
         self.profile = self.options.profile      # --profile: an object with runner(compiled) (profiling.py)
+        self.levels = track().levels             # where this thread's run is (hooks.py)
         # "cpu" or "gpu" and the GPU's compute capability: numerics.py (a module settled by
         # run_module carries them; any other is resolved here)
         mode, gen = module_mode(module)
@@ -157,7 +140,13 @@ class EvalContext:
         vals = plan.bind(args)
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise HloEvalError(f"computations call each other more than {MAX_DEPTH} deep (recursion?)")
+            raise depth_error()
+        levels = self.levels
+        if levels:
+            levels[-1].calls += 1
+        lv = Level(self, plan.comp.name, len(plan.insts))
+        lv.insts = plan.insts
+        levels.append(lv)
         try:
             n = len(plan.insts)
             insts, rules, opidx, free = plan.insts, plan.rules, plan.operand_idx, plan.free_after
@@ -166,6 +155,7 @@ class EvalContext:
             do_hook = hook and self.hook is not None
             for k in range(n):
                 inst = insts[k]
+                lv.k, lv.calls = k, 0
                 if inst.opcode != "parameter":
                     operands = [vals[j] for j in opidx[k]]
                     value = vals[k] = run_located(inst, rules[k], inst, operands, self)
@@ -174,16 +164,9 @@ class EvalContext:
                     operands = []
                 if check:
                     ex = expect[k]
-                    if ex is not None and type(value) is ndarray and value.dtype == ex[0] and value.shape == ex[1]:
-                        why = None
-                    else:
-                        why = conforms(value, inst.shape)
-                    if why is not None:
-                        raise HloEvalError(
-                            f"{inst.name}: {inst.opcode} produced a value that does not match its shape "
-                            f"{inst.shape.to_str(False)}: {why}",
-                            [_diag(inst, f"{inst.name}: {inst.opcode} produced {describe(value)}, which does not "
-                                         f"match its shape {inst.shape.to_str(False)}: {why}", "R012")])
+                    if not (ex is not None and type(value) is ndarray and value.dtype == ex[0] and
+                            value.shape == ex[1]) and conforms(value, inst.shape) is not None:
+                        bad_result(inst, value)
                 self.executed += 1
                 if do_hook:
                     key = (plan.comp.name, inst.name)
@@ -197,6 +180,7 @@ class EvalContext:
             return vals[plan.root]
         finally:
             self.depth -= 1
+            del levels[-1]
 
 
 def run_module(module: Module, args, options: RunOptions | None = None, hook=None, progress=None,

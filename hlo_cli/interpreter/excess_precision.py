@@ -49,6 +49,7 @@ import os
 from ..ir.attributes import ComputationRef
 from ..ir.module import Computation, Instruction, Module
 from ..ir.shape import Shape
+from .per_module import cached
 
 # the narrow type -> the type XLA CPU computes it in (cpu_compiler.cc's FloatNormalization passes)
 WIDE_TYPE = {
@@ -301,9 +302,4 @@ def prepare(module: Module) -> Module:
     """The module a run evaluates: `apply(module)` unless turned off; cached per module."""
     if not enabled():
         return module
-    from .compiler import module_cache
-    per = module_cache(module)
-    got = per.get("excess_precision")
-    if got is None:
-        got = per["excess_precision"] = apply(module)
-    return got
+    return cached(module, "excess_precision", lambda: apply(module))

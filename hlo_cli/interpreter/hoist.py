@@ -111,7 +111,7 @@ def hoist_loop_invariants(module: Module) -> Module:
     """The module to run when no hook watches the instructions (see the module docstring)."""
     if not enabled():
         return module
-    from .compiler import module_cache
+    from .per_module import module_cache
     per = module_cache(module)
     got = per.get("hoisted")
     if got is None:

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import HloInputError
 from ..ir.shape import Shape
-from .values import TOKEN, np_dtype
+from .values import TOKEN, np_dtype, random_value
 
 
 def _fail(msg: str):
@@ -280,27 +280,3 @@ def _too_big(p, need: int, why: str):
     from ..errors import HloResourceError
     raise HloResourceError(f"--random-inputs: {label(p)} ({p.shape.to_str(False)}) needs {_human(need)}, {why}",
                            requested_bytes=need)
-
-
-def random_value(shape: Shape, rng):
-    if shape.is_tuple:
-        return tuple(random_value(s, rng) for s in shape.tuple_shapes)
-    if shape.element_type == "token":
-        return TOKEN
-    dt = np_dtype(shape)
-    dims = tuple(shape.dims)
-    kind = np.dtype(dt).kind
-    if shape.element_type == "pred":
-        return rng.integers(0, 2, dims).astype(np.bool_)
-    if kind in "iu" and dt.itemsize * 8 >= 8 and dt in (np.int8, np.int16, np.int32, np.int64, np.uint8,
-                                                          np.uint16, np.uint32, np.uint64):
-        lo = 0 if kind == "u" else -8
-        return rng.integers(lo, 8, dims).astype(dt)
-    if kind == "c":
-        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dt)
-    try:
-        if np.issubdtype(dt, np.integer) or shape.element_type[0] in "su":
-            return rng.integers(0, 2, dims).astype(dt)
-    except TypeError:
-        pass
-    return rng.standard_normal(dims).astype(np.float32).astype(dt)

@@ -26,7 +26,7 @@ inside of one ``while`` of one function, with the loop state's elements as local
   f64 copy of an operand read by several small products is made once, a small f32 product of
   C-contiguous operands is np.dot of the matrices (the gemm call matmul makes for its batch of one);
 * **one check per iteration instead of one per step**: the result of each step is what the step's
-  fast path (fastpaths.py) computes whenever that fast path would not hand the step to its
+  fast path (the rules' prepare stages, registry.prepare) computes whenever that fast path would not hand the step to its
   evaluation rule.  Where a fast path checks its result (exp, tanh, small products, max-reduces:
   zeros, subnormals, NaN), the same check runs here and, when it fails, that step is computed by the
   fast path itself with the flags clear.  NaN, whose sign only the rules decide, propagates through
@@ -52,9 +52,10 @@ import os
 import numpy as np
 
 from ..errors import HloEvalError
-from .kernels import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC
 from .fpenv import hardware
-from .kernels import F32, F64, TINY
+from .kernels import ELEMENT, F32, F64, FOLDED, PURE, REGION, SAME, TINY, TUPLE, WITH_EC
+from .located import EVAL_ERRORS, bad_result, limit_error, reraise_at
+from .steps import bare_ufunc_text, call_text, check_text
 from .values import conforms
 
 # bodies whose computed values are all at most this many elements (state buffers written in place
@@ -69,8 +70,6 @@ GIVE_UP = 8
 LOOPGEN_AFTER = 16
 
 _counter = itertools.count()
-_EVAL_ERRORS = (ValueError, TypeError, IndexError, KeyError, FloatingPointError, OverflowError,
-                ZeroDivisionError, MemoryError, AttributeError)
 
 
 class _Redo(Exception):
@@ -211,7 +210,7 @@ class _Builder:
         self.pure = Hoister(module).pure_inst
         self.cond, self.body = cond, body
         self.ns: dict = {"_asarray": np.asarray, "_Redo": _Redo, "ndarray": ndarray,
-                         "_F64": F64, "_F32": F32, "_own": _own, "_bad": _bad,
+                         "_F64": F64, "_F32": F32, "_own": _own, "_bad": bad_result,
                          "_conforms": conforms, "_abs": np.abs, "_mm": np.matmul,
                          "_min": np.minimum.reduce, "_nonzero": np.count_nonzero, "_vdot": np.vdot,
                          "_isnan": math.isnan, "_dot": np.dot,
@@ -242,7 +241,7 @@ class _Builder:
         shapes: dict[str, object] = {f"s{j}": s for j, s in enumerate(self.state_shapes)}
         work = []
         for st in c.steps:
-            kind, pay, ops, k, inst = st[:5]
+            kind, pay, ops, k, inst = st.kind, st.payload, st.operands, st.slot, st.inst
             if kind == REGION:
                 raise _Unsupported
             if kind == SAME:
@@ -271,105 +270,129 @@ class _Builder:
         return names, members, shapes, work
 
     def build(self):
-        body, cond = self.body, self.cond
-        names, members, shapes, work = self._resolve(body, "b")
-        if body.root not in members:
+        """The FastLoop: the analysis of the body, then the generated function's parts in order
+        (first test of the condition, loop-invariant steps, the iteration, the commit)."""
+        work, out = self._analyse()
+        inv = self._invariants(work)
+        by_name = {name: st for st, name in work}
+        self.inplace = self._in_place_writes(out, by_name, inv)
+        state = [f"s{j}" for j in range(self.n_state)]
+        tup = "(" + "".join(f"{s}, " for s in state) + ")"
+        lines = ["def loop(ec, state, n, limit, name):", f"    {', '.join(state)}, = state"]
+        cond = self._cond()
+        owned = sorted({j for j, _ in self.inplace.values()})
+        # first test of the condition (flags clear: nothing runs yet)
+        lines.append("    _fset(_on)")
+        lines.append("    try:")
+        ind = "        "
+        self._cond_into(lines, ind, *cond, tup)
+        lines.append(f"{ind}if not g:")
+        lines.append(f"{ind}    return {tup}, n, 1, 0, True")
+        for j in owned:
+            lines.append(f"{ind}s{j} = _own(s{j})")
+        loop_work, hoisted_f64 = self._prologue(lines, ind, work, inv, tup)
+        lines.append(f"{ind}ran = 1")
+        lines.append(f"{ind}redo = 0")
+        lines.append(f"{ind}while True:")
+        self._iteration(lines, ind + "    ", loop_work, out, by_name, hoisted_f64, inv, cond, owned, state)
+        lines.append("    finally:")
+        lines.append("        _fset(_off)")
+        return self._finish(lines, owned)
+
+    def _analyse(self):
+        """The body's steps that compute (with their names) and the names of its root's elements;
+        what _emit needs to know of the names: shapes, readers, uses, the loop's outputs."""
+        names, members, shapes, work = self._resolve(self.body, "b")
+        if self.body.root not in members:
             raise _Unsupported
-        out = members[body.root]
+        out = members[self.body.root]
         if any(isinstance(m, list) for m in out) or len(out) != self.n_state:
             raise _Unsupported
-        self.shapes = shapes
-        passthrough = {f"s{j}" for j in range(self.n_state) if out[j] == f"s{j}"}
-        self.passthrough = passthrough
+        self.names, self.shapes = names, shapes
+        self.passthrough = {f"s{j}" for j in range(self.n_state) if out[j] == f"s{j}"}
         for name, shape in shapes.items():            # small arrays only
             if name.startswith("b") and not shape.is_tuple and shape.num_elements > SMALL:
                 raise _Unsupported
-
-        def opnames(st):
-            return [names[j] if j in names else None for j in st[2]]
         # uses of each name by the steps and the root
         uses: dict[str, int] = {}
         for st, _name in work:
-            for a in opnames(st):
+            for a in self._opnames(st):
                 if a is None:
                     raise _Unsupported                  # a tuple operand: not for this generator
                 uses[a] = uses.get(a, 0) + 1
         for m in out:
             uses[m] = uses.get(m, 0) + 1
+        self.uses = uses
         self.readers: dict[str, list] = {}          # name -> the opcodes and names of its readers
         for st, name in work:
-            for a in opnames(st):
-                self.readers.setdefault(a, []).append((st[4].opcode if st[0] != ELEMENT else None, name))
+            for a in self._opnames(st):
+                self.readers.setdefault(a, []).append((st.inst.opcode if st.kind != ELEMENT else None, name))
         self.outputs = set(out)
+        return work, out
 
-        # loop-invariant steps
-        inv = set(passthrough)
+    def _opnames(self, st):
+        """The names of a body step's operands (None: a tuple)."""
+        names = self.names
+        return [names[j] if j in names else None for j in st.operands]
+
+    def _invariants(self, work) -> set:
+        """The names whose values do not change across iterations: state elements passed through,
+        folded constants, and the hoistable steps of those."""
+        inv = set(self.passthrough)
         for st, name in work:
-            kind, pay, ops, k, inst = st[:5]
+            kind, pay = st.kind, st.payload
             if kind == FOLDED:
                 inv.add(name)
-            elif inst.opcode in _HOISTABLE and kind in (PURE, WITH_EC) and \
-                    all(a in inv for a in opnames(st)) and (kind == PURE or hasattr(pay, "raw_sum")
-                                                            or hasattr(pay, "raw_minmax")):
+            elif st.inst.opcode in _HOISTABLE and kind in (PURE, WITH_EC) and \
+                    all(a in inv for a in self._opnames(st)) and (kind == PURE or hasattr(pay, "raw_sum")
+                                                                  or hasattr(pay, "raw_minmax")):
                 inv.add(name)
+        return inv
 
-        # dynamic-update-slices written in place into a buffer the loop owns
-        inplace: dict[str, tuple] = {}                  # DUS name -> (state index, operand names)
-        by_name = {name: st for st, name in work}
+    def _in_place_writes(self, out, by_name, inv) -> dict:
+        """{DUS name: (state index, operand names)}: the dynamic-update-slices written in place into
+        a buffer the loop owns."""
+        inplace: dict[str, tuple] = {}
+        uses = self.uses
         for j, m in enumerate(out):
             st = by_name.get(m)
-            if st is None or st[0] != PURE or getattr(st[1], "where", None) is None or m in inv or \
-                    st[4].opcode != "dynamic-update-slice":
+            if st is None or st.kind != PURE or getattr(st.payload, "where", None) is None or m in inv or \
+                    st.inst.opcode != "dynamic-update-slice":
                 continue
-            ops = opnames(st)
+            ops = self._opnames(st)
             if ops[0] != f"s{j}" or uses.get(ops[0]) != 1 or uses.get(m) != 1 or ops[0] in ops[1:]:
                 continue
             inplace[m] = (j, ops)
-        self.inplace = inplace
+        return inplace
 
-        lines: list[str] = []
-        ns = self.ns
-        state = [f"s{j}" for j in range(self.n_state)]
-        tup = "(" + "".join(f"{s}, " for s in state) + ")"
-        lines.append("def loop(ec, state, n, limit, name):")
-        lines.append(f"    {', '.join(state)}, = state")
-        cond_lines, cond_root = self._cond()
-        owned = sorted({j for j, _ in inplace.values()})
-        # first test of the condition (flags clear: nothing runs yet)
-        lines.append("    _fset(_on)")
-        lines.append("    try:")
-        ind = "        "
-        self._cond_into(lines, ind, cond_lines, cond_root, tup)
-        lines.append(f"{ind}if not g:")
-        lines.append(f"{ind}    return {tup}, n, 1, 0, True")
-        for j in owned:
-            lines.append(f"{ind}s{j} = _own(s{j})")
-        # the loop-invariant steps (NaN checks of their own: see _emit)
+    def _prologue(self, lines, ind, work, inv, tup):
+        """The loop-invariant steps, run once before the first iteration (NaN checks of their own:
+        see _emit), and the f64 copies of invariant operands of small f32 products; returns the
+        steps left for the iteration and those copies."""
         self.taint = set()
         pro = []
         loop_work = []
         for st, name in work:
             if name in inv:
-                if st[0] == FOLDED:
-                    ns[name] = st[1]
-                    self._folded(name, st[1])
+                if st.kind == FOLDED:
+                    self.ns[name] = st.payload
+                    self._folded(name, st.payload)
                     continue
                 pro.append((st, name))
             else:
                 loop_work.append((st, name))
-        hoisted_f64: dict[str, str] = {}
+        hoisted_f64: dict = {}
         lines.append(f"{ind}try:")
         lines.append(f"{ind}    pass")
         for st, name in pro:
-            self._emit(st, name, opnames(st), lines, ind + "    ", hoisted_f64, inv, pre=True)
+            self._emit(st, name, self._opnames(st), lines, ind + "    ", hoisted_f64, inv, pre=True)
         lines.append(f"{ind}except (_Redo, HloEvalError) + _EVAL_ERRORS:")
         lines.append(f"{ind}    return {tup}, n, 1, 0, False")
-        # hoisted f64 copies of the invariant operands of small f32 products
         need64 = set()
         for st, name in loop_work:
-            spec = getattr(st[1], "raw_dot", None) if st[0] == PURE else None
+            spec = getattr(st.payload, "raw_dot", None) if st.kind == PURE else None
             if spec is not None:
-                a, b = opnames(st)
+                a, b = self._opnames(st)
                 lperm, l3, rperm, r3, _res = spec
                 if _flat_dot(l3, r3):
                     l3, r3 = l3[1:], r3[1:]
@@ -383,10 +406,13 @@ class _Builder:
             lines.append(f"{ind}C{v} = {v}.flags.c_contiguous")
             self.cx[v] = f"C{v}"
             hoisted_f64[(x, perm, shp)] = v
-        lines.append(f"{ind}ran = 1")
-        lines.append(f"{ind}redo = 0")
-        lines.append(f"{ind}while True:")
-        ind2 = ind + "    "
+        return loop_work, hoisted_f64
+
+    def _iteration(self, lines, ind2, loop_work, out, by_name, hoisted_f64, inv, cond, owned, state):
+        """One iteration inside the ``while``: the limit, the body's steps, the NaN check of the
+        values leaving it (a NaN or an error: the iteration again through the body's generated
+        code), the commit of the new state, the condition."""
+        tup = "(" + "".join(f"{s}, " for s in state) + ")"
         lines.append(f"{ind2}if limit is not None and n >= limit:")
         lines.append(f"{ind2}    raise _limit_error(limit, name)")
         lines.append(f"{ind2}try:")
@@ -394,13 +420,13 @@ class _Builder:
         self.f64 = {}
         self.taint = {t for t in self.taint}            # invariant values found tainted stay so
         for st, name in loop_work:
-            self._emit(st, name, opnames(st), lines, ind3, hoisted_f64, inv, pre=False)
+            self._emit(st, name, self._opnames(st), lines, ind3, hoisted_f64, inv, pre=False)
         # the values leaving the iteration: NaN-checked (a DUS: its update)
         check = []
         for j, m in enumerate(out):
             if m == f"s{j}":
                 continue
-            for v in self._parts(m, by_name, opnames):
+            for v in self._parts(m, by_name):
                 if v in self.taint and v not in check:
                     check.append(v)
         # a value whose NaNs could only come from values checked anyway is not checked again
@@ -421,32 +447,33 @@ class _Builder:
         lines.append(f"{ind3}    ec.loop_iterations += 1")
         lines.append(f"{ind3}    return {tup}, n + 1, ran, ran, False")
         lines.append(f"{ind2}else:")
-        for m, (j, ops) in inplace.items():
+        for m, (j, ops) in self.inplace.items():
             lines.append(f"{ind3}s{j}[w_{m}] = {ops[1]}")
-        news = [(f"s{j}", m) for j, m in enumerate(out) if m != f"s{j}" and m not in inplace]
+        news = [(f"s{j}", m) for j, m in enumerate(out) if m != f"s{j}" and m not in self.inplace]
         if news:
             lines.append(f"{ind3}{', '.join(a for a, _ in news)} = {', '.join(b for _, b in news)}")
         lines.append(f"{ind3}pass")
         lines.append(f"{ind2}n += 1")
         lines.append(f"{ind2}ec.loop_iterations += 1")
-        self._cond_into(lines, ind2, cond_lines, cond_root, tup)
+        self._cond_into(lines, ind2, *cond, tup)
         lines.append(f"{ind2}ran += 1")
         lines.append(f"{ind2}if not g:")
         lines.append(f"{ind2}    return {tup}, n, ran, ran - 1, True")
-        lines.append("    finally:")
-        lines.append("        _fset(_off)")
+
+    def _finish(self, lines, owned):
+        """The generated function, compiled, as a FastLoop."""
+        body, ns = self.body, self.ns
         ns["HloEvalError"] = HloEvalError
-        ns["_EVAL_ERRORS"] = _EVAL_ERRORS
+        ns["_EVAL_ERRORS"] = EVAL_ERRORS
         ns["_body"] = _located(body)
-        ns["_cond"] = _located(cond)
-        from .compiler import _limit_error
-        ns["_limit_error"] = _limit_error
+        ns["_cond"] = _located(self.cond)
+        ns["_limit_error"] = limit_error
         text = "\n".join(lines)
         filename = f"<hlo loop {body.comp.name} #{next(_counter)}>"
         exec(compile(text, filename, "exec"), ns)
         fn = ns["loop"]
         self.text = text
-        return FastLoop(fn, fn.__code__, self.n_state, owned, cond, body)
+        return FastLoop(fn, fn.__code__, self.n_state, owned, self.cond, body)
 
     def _fewest(self, check):
         """The values of `check` to look at for NaN: one whose NaNs would show in another checked
@@ -468,13 +495,13 @@ class _Builder:
                     break
         return check
 
-    def _parts(self, m, by_name, opnames):
+    def _parts(self, m, by_name):
         """The values a NaN check of `m` looks at: a dynamic-update-slice's update and operand."""
         st = by_name.get(m)
-        if st is not None and st[0] == PURE and st[4].opcode == "dynamic-update-slice" and \
-                getattr(st[1], "where", None) is not None:
-            ops = opnames(st)
-            return self._parts(ops[0], by_name, opnames) + [ops[1]]
+        if st is not None and st.kind == PURE and st.inst.opcode == "dynamic-update-slice" and \
+                getattr(st.payload, "where", None) is not None:
+            ops = self._opnames(st)
+            return self._parts(ops[0], by_name) + [ops[1]]
         return [m]
 
     def _cond(self):
@@ -487,26 +514,26 @@ class _Builder:
         self.taint = set()
         lines: list[str] = []
         step = {name: st for st, name in work}.get(names[root])
-        if step is not None and step[0] == PURE and step[4].opcode == "compare":
+        if step is not None and step.kind == PURE and step.inst.opcode == "compare":
             # an integer comparison deciding the loop: Python's operator on the two scalars
-            op = _OPERATORS.get(str(step[4].attrs.get("direction")))
-            a, b = [names.get(j) for j in step[2]]
+            op = _OPERATORS.get(str(step.inst.attrs.get("direction")))
+            a, b = [names.get(j) for j in step.operands]
             da, db = self._int_scalar(a, shapes), self._int_scalar(b, shapes)
             if op is not None and da is not None and da == db:
                 work = [(st, name) for st, name in work if name != names[root]]
                 for st, name in work:
-                    if st[0] == FOLDED:
-                        self.ns[name] = st[1]
+                    if st.kind == FOLDED:
+                        self.ns[name] = st.payload
                     else:
-                        self._emit(st, name, [names.get(j) for j in st[2]], lines, "", {}, set(), pre=False)
+                        self._emit(st, name, [names.get(j) for j in st.operands], lines, "", {}, set(), pre=False)
                 self.taint = saved
                 return lines, f"{a} {op} {b}"
         for st, name in work:
-            ops = [names.get(j) for j in st[2]]
+            ops = [names.get(j) for j in st.operands]
             if any(a is None for a in ops):
                 raise _Unsupported
-            if st[0] == FOLDED:
-                self.ns[name] = st[1]
+            if st.kind == FOLDED:
+                self.ns[name] = st.payload
                 continue
             self._emit(st, name, ops, lines, "", {}, set(), pre=False)
         root_name = names[root]
@@ -529,191 +556,215 @@ class _Builder:
 
     # ------------------------------------------------------------------ one step
     def _emit(self, st, name, ops, lines, ind, hoisted_f64, inv, pre):
-        kind, pay, _ops, k, inst, ex, _free = st
+        """The lines of one step of the loop (`name`: its value, `ops`: its operands' names): a
+        folded value, a pure fast path written out (`_emit_pure`), a reduction's own loop
+        (`_emit_reduce`), else the step as the body's generated code runs it (`_foreign`)."""
+        if st.kind == FOLDED:
+            self.ns[name] = st.payload
+            self._folded(name, st.payload)
+            return
+        if st.kind == PURE and self._emit_pure(st, name, ops, lines, ind, hoisted_f64, inv):
+            return
+        if st.kind == WITH_EC and st.inst.opcode == "reduce" and self._emit_reduce(st, name, ops, lines, ind):
+            return
+        self._foreign(st, name, ops, lines, ind)
+
+    def _emit_pure(self, st, name, ops, lines, ind, hoisted_f64, inv) -> bool:
+        """A PURE step's fast path written out with the flags set: float arithmetic as the bare
+        ufunc, negate, the f64 cores of exp/tanh/rsqrt, a small product, data movement and integer
+        work; False when it has none of these forms."""
+        pay, inst = st.payload, st.inst
         ns = self.ns
         opcode = inst.opcode
         args = ", ".join(ops)
         dt = _dtype(inst.shape)
         is_float = dt in _FLOATS
-        if kind == FOLDED:
-            ns[name] = pay
-            self._folded(name, pay)
-            return
-        if kind == PURE:
-            hw = getattr(pay, "hw_ufunc", None)
-            if hw is not None:                       # f32/f64 arithmetic: the bare ufunc
-                ns[f"U_{name}"] = hw
-                if inst.shape.rank and any(a not in self.bcast for a in ops):
-                    # a broadcast operand as NumPy broadcasts it (the same elements, no strided view)
-                    args = ", ".join(self.bcast.get(a, a) for a in ops)
-                text = f"U_{name}({args})"
-                lines.append(f"{ind}{name} = " + (f"_asarray({text})" if inst.shape.rank == 0 else text))
-                self._origin(name)
-                if inst.shape.num_elements:
-                    self._cover(name, ops)
-                return
-            if opcode == "negate" and pay is np.negative and is_float and flags_neutral("negative"):
-                lines.append(f"{ind}{name} = _neg({args})")
-                ns["_neg"] = np.negative
-                self._propagate(name, ops)
+        if getattr(pay, "hw_ufunc", None) is not None:           # f32/f64 arithmetic: the bare ufunc
+            bargs = args
+            if inst.shape.rank and any(a not in self.bcast for a in ops):
+                # a broadcast operand as NumPy broadcasts it (the same elements, no strided view)
+                bargs = ", ".join(self.bcast.get(a, a) for a in ops)
+            lines.append(f"{ind}{name} = {bare_ufunc_text(pay, inst, bargs, ns, f'_{name}')}")
+            self._origin(name)
+            if inst.shape.num_elements:
                 self._cover(name, ops)
-                return
-            core = getattr(pay, "raw_unary", None)
-            if core is not None and opcode in ("exponential", "tanh", "rsqrt") and \
-                    flags_neutral({"exponential": "exp"}.get(opcode, opcode)):
-                ns[f"C_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = core, pay, TINY[F32]
-                r = f"C_{name}({ops[0]}.astype(_F64)).astype(_F32)"
-                if inst.shape.rank == 0:
-                    r = f"_asarray({r})"
-                lines.append(f"{ind}{name} = {r}")
-                low = f"_min({name}, None)" if opcode != "tanh" else f"_min(_abs({name}), None)"
-                self._local_fallback(lines, ind, f"not {low} >= T_{name}", name, f"F_{name}({args})")
-                self._propagate(name, ops)
-                self._cover(name, ops)
-                return
-            spec = getattr(pay, "raw_dot", None)
-            if spec is not None:
-                lperm, l3, rperm, r3, res = spec
-                ns[f"F_{name}"] = pay
-                flat = _flat_dot(l3, r3)
-                shapes = (l3[1:], r3[1:]) if flat else (l3, r3)
-                xs = []
-                for n, (x, perm, shp) in enumerate(((ops[0], lperm, shapes[0]), (ops[1], rperm, shapes[1]))):
-                    key = (x, perm, shp)
-                    h = hoisted_f64.get(key)
-                    if h is None and not (n == 1 and ops[0] == ops[1]):     # (never one buffer twice)
-                        h = self.f64.get(key)
-                    if h is None:
-                        h = f"Y{len(self.f64)}_{name}"
-                        src = x if perm is None else f"{x}.transpose({perm})"
-                        if perm is not None or self._dims(x) != tuple(shp):
-                            src = f"{src}.reshape({shp})"
-                        lines.append(f"{ind}{h} = {src}.astype(_F64)")
-                        if not (ops[0] == ops[1]):
-                            self.f64[key] = h
-                        if perm is None and x in self.c_order:
-                            self.c_order.add(h)
-                    xs.append(h)
-                if flat:
-                    # np.dot's gemm is matmul's for C-contiguous operands (astype keeps a layout)
-                    unknown = [self.cx.get(h, f"{h}.flags.c_contiguous") for h in xs if h not in self.c_order]
-                    if unknown:
-                        lines.append(f"{ind}if {' and '.join(unknown)}:")
-                        lines.append(f"{ind}    {name} = _dot({xs[0]}, {xs[1]}).astype(_F32)")
-                        lines.append(f"{ind}else:")
-                        lines.append(f"{ind}    {name} = _mm({xs[0]}.reshape({l3}), {xs[1]}.reshape({r3}))"
-                                     f".astype(_F32).reshape({(l3[1], r3[2])})")
-                    else:
-                        lines.append(f"{ind}{name} = _dot({xs[0]}, {xs[1]}).astype(_F32)")
-                else:
-                    lines.append(f"{ind}{name} = _mm({xs[0]}, {xs[1]}).astype(_F32)")
-                self.c_order.add(name)
-                size = l3[0] * l3[1] * r3[2]
-                got = (l3[1], r3[2]) if flat else (l3[0], l3[1], r3[2])
-                lines.append(f"{ind}if _nonzero({name}) == {size}:")
-                lines.append(f"{ind}    {name} = {name}.reshape({res})" if tuple(res) != got else f"{ind}    pass")
+            return True
+        if opcode == "negate" and pay is np.negative and is_float and flags_neutral("negative"):
+            lines.append(f"{ind}{name} = _neg({args})")
+            ns["_neg"] = np.negative
+            self._propagate(name, ops)
+            self._cover(name, ops)
+            return True
+        core = getattr(pay, "raw_unary", None)
+        if core is not None and opcode in ("exponential", "tanh", "rsqrt") and \
+                flags_neutral({"exponential": "exp"}.get(opcode, opcode)):
+            ns[f"C_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = core, pay, TINY[F32]
+            r = f"C_{name}({ops[0]}.astype(_F64)).astype(_F32)"
+            if inst.shape.rank == 0:
+                r = f"_asarray({r})"
+            lines.append(f"{ind}{name} = {r}")
+            low = f"_min({name}, None)" if opcode != "tanh" else f"_min(_abs({name}), None)"
+            self._local_fallback(lines, ind, f"not {low} >= T_{name}", name, f"F_{name}({args})")
+            self._propagate(name, ops)
+            self._cover(name, ops)
+            return True
+        spec = getattr(pay, "raw_dot", None)
+        if spec is not None:
+            self._emit_dot(spec, pay, name, ops, lines, ind, hoisted_f64)
+            return True
+        return self._emit_move(st, name, ops, lines, ind, inv)
+
+    def _emit_dot(self, spec, pay, name, ops, lines, ind, hoisted_f64):
+        """A small f32 product: in f64 (hoisted copies of invariant operands), np.dot or matmul, with
+        the fast path's own check of its result (zeros: the fast path with the flags clear)."""
+        ns = self.ns
+        args = ", ".join(ops)
+        lperm, l3, rperm, r3, res = spec
+        ns[f"F_{name}"] = pay
+        flat = _flat_dot(l3, r3)
+        shapes = (l3[1:], r3[1:]) if flat else (l3, r3)
+        xs = []
+        for n, (x, perm, shp) in enumerate(((ops[0], lperm, shapes[0]), (ops[1], rperm, shapes[1]))):
+            key = (x, perm, shp)
+            h = hoisted_f64.get(key)
+            if h is None and not (n == 1 and ops[0] == ops[1]):     # (never one buffer twice)
+                h = self.f64.get(key)
+            if h is None:
+                h = f"Y{len(self.f64)}_{name}"
+                src = x if perm is None else f"{x}.transpose({perm})"
+                if perm is not None or self._dims(x) != tuple(shp):
+                    src = f"{src}.reshape({shp})"
+                lines.append(f"{ind}{h} = {src}.astype(_F64)")
+                if not (ops[0] == ops[1]):
+                    self.f64[key] = h
+                if perm is None and x in self.c_order:
+                    self.c_order.add(h)
+            xs.append(h)
+        if flat:
+            # np.dot's gemm is matmul's for C-contiguous operands (astype keeps a layout)
+            unknown = [self.cx.get(h, f"{h}.flags.c_contiguous") for h in xs if h not in self.c_order]
+            if unknown:
+                lines.append(f"{ind}if {' and '.join(unknown)}:")
+                lines.append(f"{ind}    {name} = _dot({xs[0]}, {xs[1]}).astype(_F32)")
                 lines.append(f"{ind}else:")
-                self._flags_off_call(lines, ind + "    ", name, f"F_{name}({args})")
+                lines.append(f"{ind}    {name} = _mm({xs[0]}.reshape({l3}), {xs[1]}.reshape({r3}))"
+                             f".astype(_F32).reshape({(l3[1], r3[2])})")
+            else:
+                lines.append(f"{ind}{name} = _dot({xs[0]}, {xs[1]}).astype(_F32)")
+        else:
+            lines.append(f"{ind}{name} = _mm({xs[0]}, {xs[1]}).astype(_F32)")
+        self.c_order.add(name)
+        size = l3[0] * l3[1] * r3[2]
+        got = (l3[1], r3[2]) if flat else (l3[0], l3[1], r3[2])
+        lines.append(f"{ind}if _nonzero({name}) == {size}:")
+        lines.append(f"{ind}    {name} = {name}.reshape({res})" if tuple(res) != got else f"{ind}    pass")
+        lines.append(f"{ind}else:")
+        self._flags_off_call(lines, ind + "    ", name, f"F_{name}({args})")
+        self._origin(name)
+        if size:
+            self._cover(name, ops)
+
+    def _emit_move(self, st, name, ops, lines, ind, inv) -> bool:
+        """Data movement and integer steps (the flags do not matter to them); a dynamic slice as a
+        view, a dynamic-update-slice into the loop's own buffer.  False for any other step."""
+        pay, inst, ns = st.payload, st.inst, self.ns
+        opcode, args, dt = inst.opcode, ", ".join(ops), _dtype(inst.shape)
+        where = getattr(pay, "where", None)
+        if where is not None and name in self.inplace:
+            lines.append(f"{ind}w_{name} = {self._where(lines, ind, name, where, ops[2:])}")
+            return True
+        if where is not None and opcode == "dynamic-slice" and self._viewable(name):
+            # a view: what reads it makes new arrays
+            lines.append(f"{ind}{name} = {ops[0]}[{self._where(lines, ind, name, where, ops[1:])}]")
+            self._propagate(name, ops)
+            return True
+        plain = getattr(pay, "plain", None)
+        if plain is not None and any(a in inv and a not in self.passthrough for a in ops):
+            pay = plain                         # (an in-place writer: not into a value kept)
+        if opcode in _MOVES or getattr(pay, "flag_free", False) or \
+                (dt not in _FLOATS and not any(self._is_float(a) for a in ops) and dt is not None
+                 and dt.kind in "iub"):
+            ns[f"F_{name}"] = pay
+            if opcode == "reshape":              # (the fast path's own call, written out)
+                lines.append(f"{ind}{name} = {ops[0]}.reshape({tuple(inst.shape.dims)})")
+            elif opcode == "concatenate":
+                lines.append(f"{ind}{name} = _cat(({args},), {int(inst.attrs['dimensions'][0])})")
+                self.c_order.add(name)
+            else:
+                lines.append(f"{ind}{name} = F_{name}({args})")
+            # (a fast path of these makes its result's dtype and dims from its operands')
+            if opcode in _PROPAGATE or opcode in ("select",):
+                self._propagate(name, ops)
+            else:
+                self._check_operands(lines, ind, ops, name)
+            if inst.shape.num_elements:
+                if opcode in ("reshape", "broadcast", "transpose", "bitcast", "copy", "concatenate"):
+                    self._cover(name, ops)
+                elif opcode == "dynamic-update-slice":
+                    self._cover(name, ops[1:2])
+            if opcode == "broadcast" and _trailing(inst, self.shapes.get(ops[0])):
+                self.bcast[name] = ops[0]
+            return True
+        return False
+
+    def _emit_reduce(self, st, name, ops, lines, ind) -> bool:
+        """A sum (its f64 or pairwise form) or a max/min reduction written out with the flags set;
+        False when it has neither form."""
+        pay = st.payload
+        ns = self.ns
+        args = ", ".join(ops)
+        dt = _dtype(st.inst.shape)
+        raw = getattr(pay, "raw_sum", None)
+        if raw is not None:
+            flagged, start_of = raw
+            ns[f"R_{name}"], ns[f"S_{name}"], ns[f"F_{name}"] = flagged, start_of, pay
+            # the init's test with the flags clear, as the fast path does it: a constant init
+            # is tested here, once
+            init = ops[1]
+            if init in ns and isinstance(ns[init], np.ndarray):
+                start = start_of(ns[init])
+                if start is None:
+                    self._foreign(st, name, ops, lines, ind)
+                    return True
+                ns[f"Z_{name}"] = start
+                fold = getattr(pay, "raw_fold", None)
+                if fold is not None:            # (what `flagged` does for a single stage)
+                    perm, rows, outs = fold
+                    src = ops[0] if perm is None else f"{ops[0]}.transpose({perm})"
+                    lines.append(f"{ind}{name} = _addred(_contig({src}).reshape({rows}), 0, None, None, "
+                                 f"False, Z_{name}).reshape({outs})")
+                else:
+                    lines.append(f"{ind}{name} = R_{name}({args}, Z_{name})")
                 self._origin(name)
-                if size:
-                    self._cover(name, ops)
-                return
-            where = getattr(pay, "where", None)
-            if where is not None and name in self.inplace:
-                lines.append(f"{ind}w_{name} = {self._where(lines, ind, name, where, ops[2:])}")
-                return
-            if where is not None and opcode == "dynamic-slice" and self._viewable(name):
-                # a view: what reads it makes new arrays
-                lines.append(f"{ind}{name} = {ops[0]}[{self._where(lines, ind, name, where, ops[1:])}]")
-                self._propagate(name, ops)
-                return
-            plain = getattr(pay, "plain", None)
-            if plain is not None and any(a in inv and a not in self.passthrough for a in ops):
-                pay = plain                         # (an in-place writer: not into a value kept)
-            if opcode in _MOVES or getattr(pay, "flag_free", False) or \
-                    (not is_float and not any(self._is_float(a) for a in ops) and _dtype(inst.shape) is not None
-                     and dt.kind in "iub"):
-                ns[f"F_{name}"] = pay
-                if opcode == "reshape":              # (the fast path's own call, written out)
-                    lines.append(f"{ind}{name} = {ops[0]}.reshape({tuple(inst.shape.dims)})")
-                elif opcode == "concatenate":
-                    lines.append(f"{ind}{name} = _cat(({args},), {int(inst.attrs['dimensions'][0])})")
-                    self.c_order.add(name)
-                else:
-                    lines.append(f"{ind}{name} = F_{name}({args})")
-                # (a fast path of these makes its result's dtype and dims from its operands')
-                if opcode in _PROPAGATE or opcode in ("select",):
-                    self._propagate(name, ops)
-                else:
-                    self._check_operands(lines, ind, ops, name)
-                if inst.shape.num_elements:
-                    if opcode in ("reshape", "broadcast", "transpose", "bitcast", "copy", "concatenate"):
-                        self._cover(name, ops)
-                    elif opcode == "dynamic-update-slice":
-                        self._cover(name, ops[1:2])
-                if opcode == "broadcast" and kind == PURE and _trailing(inst, self.shapes.get(ops[0])):
-                    self.bcast[name] = ops[0]
-                return
-        if kind == WITH_EC and opcode == "reduce":
-            raw = getattr(pay, "raw_sum", None)
-            if raw is not None:
-                flagged, start_of = raw
-                ns[f"R_{name}"], ns[f"S_{name}"], ns[f"F_{name}"] = flagged, start_of, pay
-                # the init's test with the flags clear, as the fast path does it: a constant init
-                # is tested here, once
-                init = ops[1]
-                if init in ns and isinstance(ns[init], np.ndarray):
-                    start = start_of(ns[init])
-                    if start is None:
-                        return self._foreign(st, name, ops, lines, ind)
-                    ns[f"Z_{name}"] = start
-                    fold = getattr(pay, "raw_fold", None)
-                    if fold is not None:            # (what `flagged` does for a single stage)
-                        perm, rows, outs = fold
-                        src = ops[0] if perm is None else f"{ops[0]}.transpose({perm})"
-                        lines.append(f"{ind}{name} = _addred(_contig({src}).reshape({rows}), 0, None, None, "
-                                     f"False, Z_{name}).reshape({outs})")
-                    else:
-                        lines.append(f"{ind}{name} = R_{name}({args}, Z_{name})")
-                    self._origin(name)
-                    self._cover(name, ops)
-                    return
-            mm = getattr(pay, "raw_minmax", None)
-            if mm is not None:
-                uf, axes, scalar = mm
-                ns[f"M_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = uf.reduce, pay, TINY[dt]
-                r = f"M_{name}({ops[0]}, axis={axes}, initial={ops[1]}[()])"
-                lines.append(f"{ind}{name} = " + (f"_asarray({r})" if scalar else r))
-                self._local_fallback(lines, ind, f"not _min(_abs({name}), None) >= T_{name}", name,
-                                     f"F_{name}(ec, {args})")
-                self._propagate(name, ops)
                 self._cover(name, ops)
-                return
-        self._foreign(st, name, ops, lines, ind)
+                return True
+        mm = getattr(pay, "raw_minmax", None)
+        if mm is not None:
+            uf, axes, scalar = mm
+            ns[f"M_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = uf.reduce, pay, TINY[dt]
+            r = f"M_{name}({ops[0]}, axis={axes}, initial={ops[1]}[()])"
+            lines.append(f"{ind}{name} = " + (f"_asarray({r})" if scalar else r))
+            self._local_fallback(lines, ind, f"not _min(_abs({name}), None) >= T_{name}", name,
+                                 f"F_{name}(ec, {args})")
+            self._propagate(name, ops)
+            self._cover(name, ops)
+            return True
+        return False
 
     def _foreign(self, st, name, ops, lines, ind):
         """A step run as the body's generated code runs it, with the flags clear; its float operands
         made here are NaN-checked first."""
-        kind, pay, _ops, k, inst, ex, _free = st
-        ns = self.ns
         self._check_operands(lines, ind, ops, name)
         args = ", ".join(ops)
-        if kind == PURE:
-            ns[f"F_{name}"] = pay
-            call = f"F_{name}({args})"
-        elif kind == WITH_EC:
-            ns[f"F_{name}"] = pay
-            call = f"F_{name}(ec, {args})"
-        elif kind == RULE:
-            ns[f"F_{name}"], ns[f"I_{name}"] = pay, inst
-            call = f"F_{name}(I_{name}, [{args}], ec)"
-        elif kind == ELEMENT:
-            lines.append(f"{ind}{name} = {ops[0]}[{pay}]")
+        call = call_text(st.kind, st.payload, st.inst, args, self.ns, f"_{name}")
+        if call is None and st.kind == ELEMENT:
+            lines.append(f"{ind}{name} = {ops[0]}[{st.payload}]")
             return
-        else:
+        if call is None:
             raise _Unsupported
         self._flags_off_call(lines, ind, name, call)
-        self._result_check(lines, ind, name, inst, ex)
+        if st.expect is not None:
+            lines.append(ind + check_text(name, st.expect, st.inst, self.ns, f"_{name}"))
 
     def _flags_off_call(self, lines, ind, name, call):
         lines.append(f"{ind}_fset(_off)")
@@ -725,19 +776,6 @@ class _Builder:
     def _local_fallback(self, lines, ind, bad, name, call):
         lines.append(f"{ind}if {bad}:")
         self._flags_off_call(lines, ind + "    ", name, call)
-
-    def _result_check(self, lines, ind, name, inst, ex):
-        if ex is None:
-            return
-        ns = self.ns
-        ns[f"I_{name}"] = inst
-        if ex.__class__ is tuple:
-            ns[f"D_{name}"], ns[f"S_{name}"] = ex
-            cond = f"{name}.__class__ is not ndarray or {name}.dtype != D_{name} or {name}.shape != S_{name}"
-        else:
-            ns[f"H_{name}"] = ex
-            cond = f"_conforms({name}, H_{name}) is not None"
-        lines.append(f"{ind}if {cond}: _bad(I_{name}, {name})")
 
     def _where(self, lines, ind, name, where, idx):
         """An expression for the index `where(*idx)` of a dynamic (update) slice: its start indices
@@ -856,25 +894,19 @@ ndarray = np.ndarray
 
 def _located(c):
     """c's generated code, its errors located at the instruction that raised (as run_while does)."""
-    from .compiler import _reraise_at
     fn = c.fn
 
     def run(ec, args):
         try:
             return fn(ec, args)
-        except (HloEvalError, *_EVAL_ERRORS) as e:
-            _reraise_at(e, c.step_at(e.__traceback__))
+        except (HloEvalError, *EVAL_ERRORS) as e:
+            reraise_at(e, c.step_at(e.__traceback__))
     return run
 
 
 def _own(v):
     """A writable copy of `v` that only the loop holds."""
     return np.array(v)
-
-
-def _bad(inst, value):
-    from .compiler import _bad as bad
-    bad(inst, value)
 
 
 def _flat_dot(l3, r3) -> bool:

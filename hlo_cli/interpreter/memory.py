@@ -117,7 +117,7 @@ def preflight(module: Module, devices: int = 1) -> None:
     first in text order is reported.  A module that passed is not walked again for the same limit
     (the walk is not free on a large module)."""
     limit = memory_limit()
-    from .compiler import module_cache
+    from .per_module import module_cache
     per = module_cache(module)
     if per.get("preflight_passed", ()) == (limit, devices):
         return
@@ -292,7 +292,7 @@ def estimate(module: Module, devices: int = 1) -> MemoryEstimate:
     the module and cached per module."""
     from dataclasses import replace
 
-    from .compiler import module_cache
+    from .per_module import module_cache
     per = module_cache(module)
     one = per.get("memory_estimate")
     if one is None:

@@ -29,7 +29,7 @@ Interface for evaluation rules:
 * `settle(module, requested)`: what run_module does first: (the module to run, mode,
   generation); under GPU numerics the module is a tagged copy, so that code compiled for one
   mode (compiler.py's cache is per module) is never reused for the other; `module_mode(module)`
-  reads the tag (fastpaths.py).
+  reads the tag (the rules' prepare stages, registry.prepare).
 * `round_tf32(x)`: f32 rounded to TF32 (the rounding measured on the H200 results:
   TF32_ROUNDING).
 """
@@ -40,6 +40,8 @@ import re
 from typing import Any
 
 import numpy as np
+
+from .per_module import module_cache
 
 MODES = ("cpu", "gpu")
 
@@ -84,7 +86,6 @@ def resolve(module, requested: str | None = None, path: str | None = None) -> st
         if requested != "auto":
             return requested
     if path is None:                       # the module's own evidence: looked for once
-        from .compiler import module_cache
         per = module_cache(module)
         if "numerics_auto" not in per:
             per["numerics_auto"] = "gpu" if gpu_evidence(module) is not None else "cpu"
@@ -238,7 +239,7 @@ def dot_algorithm(inst, ec, operands=None, implied: bool = True) -> str | None:
 
 
 def instruction_algorithm(inst, gen=None, operands=None, implied: bool = True) -> str | None:
-    """dot_algorithm under GPU numerics on generation `gen`, without a run (fastpaths.py)."""
+    """dot_algorithm under GPU numerics on generation `gen`, without a run (the rules' prepare stages, registry.prepare)."""
     shape = inst.shape
     if shape.is_tuple:
         shape = list(shape.leaves())[0]
@@ -400,7 +401,6 @@ def settle(module, requested: str | None = None, path: str | None = None):
     mode = resolve(module, requested, path)
     if mode != "gpu":
         return module, mode, None
-    from .compiler import module_cache
     per = module_cache(module)
     got = per.get("numerics_gpu")
     if got is None:
@@ -417,7 +417,6 @@ def module_mode(module) -> tuple[str, tuple[int, int] | None]:
     any other module."""
     if module is None:
         return "cpu", None
-    from .compiler import module_cache
     return module_cache(module).get("numerics", ("cpu", None))
 
 

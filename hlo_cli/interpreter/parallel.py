@@ -12,6 +12,8 @@ pool off).  The pool's threads sleep between tasks.
 """
 from __future__ import annotations
 
+import ctypes
+import glob
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -123,20 +125,35 @@ CHUNK_ROWS = 256                # every row chunk re-packs the right operand: ke
 MAX_CHUNKS = 8
 
 
+# where NumPy's wheels keep their OpenBLAS (Linux, macOS, Windows, older wheels)
+OPENBLAS_PATTERNS = ("../numpy.libs/*openblas*", ".dylibs/*openblas*", "../numpy.libs/*openblas*.dll",
+                     ".libs/*openblas*")
+
+
+def bundled_openblas() -> list[str]:
+    """The paths of the OpenBLAS libraries bundled with NumPy (ops/custom_call.py's LAPACK too)."""
+    base = os.path.dirname(np.__file__)
+    out = []
+    for pat in OPENBLAS_PATTERNS:
+        out += sorted(glob.glob(os.path.join(base, pat)))
+    return out
+
+
 def _blas_local():
     """OpenBLAS's per-thread thread-count setter, or None."""
     global _setter
     if _setter is False:
-        try:
-            from .ops.custom_call import lapack
-            lib = lapack()
-            fn = getattr(lib.lib, "openblas_set_num_threads_local", None) if lib is not None else None
-            if fn is not None:
-                import ctypes
-                fn.argtypes = [ctypes.c_int]
-                fn.restype = ctypes.c_int
-        except Exception:                   # noqa: BLE001 -- no OpenBLAS: products split all the same
-            fn = None
+        fn = None
+        if os.environ.get("HLO_LAPACK", "").lower() != "numpy":     # (as ops/custom_call.lapack)
+            for path in bundled_openblas():
+                try:
+                    fn = getattr(ctypes.CDLL(path), "openblas_set_num_threads_local", None)
+                except OSError:
+                    continue
+                if fn is not None:
+                    fn.argtypes = [ctypes.c_int]
+                    fn.restype = ctypes.c_int
+                    break
         _setter = fn
     return _setter
 

@@ -2,8 +2,9 @@
 
 A `Profile` is put in a run's options (``RunOptions(profile=Profile())``); every evaluation context
 of the run then runs its compiled computations through `Profile.runner` instead of the compiled
-loop or the generated code (compiler.run_compiled): the same steps as ``Compiled.run_steps`` (tier
-1), each timed with ``time.perf_counter`` and charged to its (computation, instruction).  The
+loop or the generated code (compiler.run_compiled): the step loop ``Compiled.run_steps`` (tier 1)
+in its timed mode, every step as prepared timed with ``time.perf_counter`` (`_StepTimer`) and
+charged to its (computation, instruction).  The
 values are the same as without the profile, bit for bit: only the order of the Python dispatch
 around each step changes, never a NumPy call.
 
@@ -21,8 +22,9 @@ Runs with hooks (--dump-dir, --check-finite) use the generic loop, which has no 
 `Profile.hook` wraps the run's hook and charges the time between two hook events (without the time
 the hooks themselves take) to the instruction of the later event: self time only.
 
-What the steps cannot time is sampled (`start_sampling`: a thread looking at the running thread's
-frames every 5 ms, as the progress display does): preparing a computation on its first call
+What the steps cannot time is sampled (`start_sampling`: a thread reading where the running thread
+is every 5 ms, as the progress display does: hlo_cli/progress.sample, from the levels the runners
+publish in interpreter/hooks.py): preparing a computation on its first call
 (compiling it into steps) happens inside the calling step, and is taken off that step's
 instruction and reported as preparation; on several devices, the compiled computations each device
 runs (fusions, called computations, loop bodies) are timed in the device's own context, and what
@@ -30,21 +32,16 @@ the device walk (devices/spmd.py) does itself -- collectives, elementwise instru
 devices' stacked values, its control flow -- is charged to its instructions by sampling (their
 rows count samples, not calls).
 
-The profile costs a few hundred nanoseconds per executed instruction, and the generated code (tier
-2) is not used while profiling: runs of many small instructions take longer than without --profile
-(measured 1.4x-1.7x on the 2000-step scan and the narrow transformer step, best of 5); the shares
+The profile adds two clock readings per executed step, and the generated code (tier 2) is not used
+while profiling: runs of many small instructions take longer than without --profile; the shares
 between instructions stay meaningful.
 """
 from __future__ import annotations
 
+import functools
 import time
 
-import numpy as np
-
-from ..errors import HloEvalError
-from .compiler import _EVAL_ERRORS, _bad, _reraise_at
-from .kernels import ELEMENT, FOLDED, PURE, REGION, RULE, TUPLE, WITH_EC
-from .values import conforms
+from .kernels import REGION, RULE, WITH_EC
 
 
 class _Row:
@@ -59,6 +56,46 @@ class _Row:
         self.members = members
 
 
+class _StepTimer:
+    """The step loop's timer (compiler.Compiled.run_steps) for one compiled computation: charges
+    the time of its step number `n` to ``rows[n]``, its total less the time of the steps of the
+    computations it called to its self time.  `stack`, shared by every timer of the profile: per
+    running step that may call computations (``nests[n]``: a rule, a step given the context), the
+    time of the steps they ran so far, innermost last."""
+    __slots__ = ("rows", "nests", "stack")
+
+    def __init__(self, rows: list, nests: list, stack: list):
+        self.rows, self.nests, self.stack = rows, nests, stack
+
+    def start(self) -> int:
+        return len(self.stack)
+
+    def enter(self, n: int, _clock=time.perf_counter) -> float:
+        if self.nests[n]:
+            self.stack.append(0.0)
+        return _clock()
+
+    def leave(self, n: int, t0: float, _clock=time.perf_counter):
+        dt = _clock() - t0
+        stack = self.stack
+        inner = stack.pop() if self.nests[n] else 0.0
+        row = self.rows[n]
+        row.calls += 1
+        row.total_s += dt
+        row.self_s += dt - inner
+        if stack:
+            stack[-1] += dt
+
+    def stopped(self, n: int, depth: int, t0: float):
+        """Step `n` raised (an error, ^C; -1: none had begun): it keeps the time it took."""
+        stack = self.stack
+        if n < 0 or (self.nests[n] and len(stack) <= depth):       # no step of this loop running
+            del stack[depth:]
+            return
+        del stack[depth + 1 if self.nests[n] else depth:]          # (entries of steps it called)
+        self.leave(n, t0)
+
+
 class Profile:
     """Time per instruction of one run (see the module's docstring)."""
 
@@ -67,7 +104,7 @@ class Profile:
         self._by_name: dict[tuple[str, str], _Row] = {}    # hook mode: (computation, instruction)
         self._runners: dict[int, object] = {}
         self._keep: list = []                               # the compiled computations timed (ids stay valid)
-        self._stack: list[float] = []                       # the running steps' callee time, innermost last
+        self._stack: list[list] = []                        # the running steps' start and callee time, innermost last
         self._walk: dict[tuple[str, str], _Row] = {}       # the multi-device walk's instructions, sampled
         self._prep: dict[tuple[str, str], float] = {}      # preparing computations inside a step, sampled
         self.preparing_s = 0.0                              # preparing computations, sampled
@@ -87,85 +124,13 @@ class Profile:
     def _make_runner(self, c):
         name = c.comp.name
         rows = []
-        for kind, pay, _ops, _k, inst, _ex, _free in c.steps:
-            members = [m[4].name for m in pay.members] if kind == REGION else None
-            row = _Row(name, inst, members)
-            rows.append(row)
+        for st in c.steps:
+            members = [m.inst.name for m in st.payload.members] if st.kind == REGION else None
+            rows.append(_Row(name, st.inst, members))
         self._rows.update(((id(c), n), r) for n, r in enumerate(rows))
         # only rules (and rules given the context) can call computations: only they keep a stack entry
-        steps = [(st, row, st[0] == RULE or st[0] == WITH_EC) for st, row in zip(c.steps, rows)]
-        stack = self._stack
-        clock = time.perf_counter
-        ndarray = np.ndarray
-
-        def _profiled_steps(ec, args):
-            vals = [None] * c.n
-            for pnum, slot in c.params:
-                vals[slot] = args[pnum]
-            depth = len(stack)
-            step = None
-            t0 = clock()
-            try:
-                for step, row, nests in steps:
-                    kind, pay, ops, k, inst, ex, free = step
-                    if nests:
-                        stack.append(0.0)
-                    t0 = clock()
-                    if kind == PURE:
-                        v = pay(*[vals[j] for j in ops])
-                    elif kind == RULE:
-                        v = pay(inst, [vals[j] for j in ops], ec)
-                    elif kind == FOLDED:
-                        v = pay
-                    elif kind == ELEMENT:
-                        v = vals[ops[0]][pay]
-                    elif kind == WITH_EC:
-                        v = pay(ec, *[vals[j] for j in ops])
-                    elif kind == TUPLE:
-                        v = tuple([vals[j] for j in ops])
-                    elif kind == REGION:
-                        outs = pay.run(*[vals[j] for j in ops])
-                        for j, v in zip(k, outs):
-                            vals[j] = v
-                        k = None
-                    else:
-                        v = vals[ops[0]]
-                    if k is not None:
-                        if ex is not None:
-                            if ex.__class__ is tuple:
-                                if v.__class__ is not ndarray or v.dtype != ex[0] or v.shape != ex[1]:
-                                    _bad(inst, v)
-                            elif conforms(v, ex) is not None:
-                                _bad(inst, v)
-                        vals[k] = v
-                    for j in free:
-                        vals[j] = None
-                    dt = clock() - t0
-                    inner = stack.pop() if nests else 0.0
-                    row.calls += 1
-                    row.total_s += dt
-                    row.self_s += dt - inner
-                    if stack:
-                        stack[-1] += dt
-            except BaseException as e:
-                # the step that stopped (an error, ^C) keeps the time it took: a profile of a run
-                # interrupted in a long step shows that step
-                if step is not None:
-                    dt = clock() - t0
-                    inner = stack[depth] if nests and len(stack) > depth else 0.0
-                    row.calls += 1
-                    row.total_s += dt
-                    row.self_s += dt - inner
-                    del stack[depth:]
-                    if stack:
-                        stack[-1] += dt
-                else:
-                    del stack[depth:]
-                if isinstance(e, (HloEvalError,) + _EVAL_ERRORS):
-                    _reraise_at(e, step[4] if step is not None else None)
-                raise
-            return vals[c.root]
-        return _profiled_steps
+        nests = [st.kind == RULE or st.kind == WITH_EC for st in c.steps]
+        return functools.partial(c.run_steps, timer=_StepTimer(rows, nests, self._stack))
 
     # -- runs with hooks (the generic loop) --------------------------------------------------
     def hook(self, inner):

@@ -86,6 +86,26 @@ def leaves(value):
         yield value
 
 
-def random_value_for(shape: Shape, rng):
-    from .inputs import random_value
-    return random_value(shape, rng)
+def random_value(shape: Shape, rng):
+    """A value of `shape` drawn from `rng` (--random-inputs, constants whose literal is random)."""
+    if shape.is_tuple:
+        return tuple(random_value(s, rng) for s in shape.tuple_shapes)
+    if shape.element_type == "token":
+        return TOKEN
+    dt = np_dtype(shape)
+    dims = tuple(shape.dims)
+    kind = np.dtype(dt).kind
+    if shape.element_type == "pred":
+        return rng.integers(0, 2, dims).astype(np.bool_)
+    if kind in "iu" and dt.itemsize * 8 >= 8 and dt in (np.int8, np.int16, np.int32, np.int64, np.uint8,
+                                                          np.uint16, np.uint32, np.uint64):
+        lo = 0 if kind == "u" else -8
+        return rng.integers(lo, 8, dims).astype(dt)
+    if kind == "c":
+        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dt)
+    try:
+        if np.issubdtype(dt, np.integer) or shape.element_type[0] in "su":
+            return rng.integers(0, 2, dims).astype(dt)
+    except TypeError:
+        pass
+    return rng.standard_normal(dims).astype(np.float32).astype(dt)

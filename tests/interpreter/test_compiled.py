@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hlo_cli.errors import HloEvalError
 from hlo_cli.interpreter import RunOptions, run_module
 from hlo_cli.interpreter.inputs import bind
+from hlo_cli.interpreter.per_module import module_cache
 from hlo_cli.interpreter.values import leaves
 from hlo_cli.parser import parse
 
@@ -333,7 +334,7 @@ def test_structural_twins_share_compiled_code_but_keep_their_own():
     args = [np.array([0.5, -1e-3, 2.0, np.nan], np.float32), np.array([1e-20, 0.25, -0.5, 3.0], np.float32)]
     fast, slow = _both(module, args)
     assert _bits(fast) == _bits(slow)
-    per = compiler.module_cache(module)
+    per = module_cache(module)
     bodies = {c.comp.name: c for key, c in per.items()
               if isinstance(c, compiler.Compiled) and c.comp.name in ("body_a", "body_b")}
     a, b = bodies["body_a"], bodies["body_b"]
@@ -517,7 +518,7 @@ ENTRY e {
                                                      np.linspace(-1, 1, 1000, dtype=np.float32)])
     fast, slow = _both(module, args)
     assert _bits(fast) == _bits(slow)
-    entry = next(c for c in compiler.module_cache(module).values()
+    entry = next(c for c in module_cache(module).values()
                  if isinstance(c, compiler.Compiled) and c.comp.is_entry)
     steps, template, root = entry.lean
     kinds = [st[0] for st in entry.steps]
@@ -576,7 +577,7 @@ def test_step_loop_runs_float_arithmetic_in_groups_like_generated_code():
     for x, y in ((a, b), (b, a), (np.abs(a) + 1, np.abs(b) + 1)):
         fast, slow = _both(module, [x, y])
         assert _bits(fast) == _bits(slow)
-    entry = next(c for c in compiler.module_cache(module).values()
+    entry = next(c for c in module_cache(module).values()
                  if isinstance(c, compiler.Compiled) and c.comp.is_entry)
     groups = [st for st in entry.lean[0] if st[0] == compiler.GROUP]
     assert groups and len(groups[0][1][1]) >= 2

@@ -8,7 +8,7 @@ from ...ir.literal import Literal
 from ..kernels import ELEMENT, SAME, TUPLE, Fast, flushed_type
 from ..registry import prepares
 from ..registry import evaluator
-from ..values import TOKEN, np_dtype, random_value_for
+from ..values import TOKEN, np_dtype, random_value as random_value_for
 
 
 @evaluator("parameter")

@@ -4,134 +4,23 @@ The interpreter's runners publish where they are on the running thread's track
 (hlo_cli/interpreter/hooks.py: the computations being run, the instruction each is at, the
 iteration of the while loops, the computation being prepared); a daemon thread reads it a few
 times a second (`sample`), so the run pays a few stores per computation and loop iteration and
-nothing per instruction of compiled code.  The multi-device walk (devices/spmd.py) does not
-publish yet: its position (``Spmd.call``: `plan`, `k`, `n`, `inst`, `devs`; ``Spmd._while``:
-`it`, `inst`) is still read from its frames (``_device_levels``).
+nothing per instruction of compiled code; the multi-device walk (devices/spmd.py) publishes the
+same way.
 
-`sample(thread_id)` returns the nesting of computations being run, outermost first (`Level`s),
-with the loop iterations and the devices; `describe` makes the status line; `Display` shows it on
+`sample(thread_id)` (hlo_cli/interpreter/watch.py) returns the nesting of computations being run,
+outermost first (`Level`s), with the loop iterations and the devices; `describe` makes the status line; `Display` shows it on
 a terminal (rich, transient) from its own thread.  Anything unexpected gives a shorter answer or
 None, never an exception in the run.
 """
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import time
-from dataclasses import dataclass, field
 
-from .interpreter import hooks
+from .interpreter.watch import Level, Sample, sample
 
-_SPMD = ("devices/spmd.py", "devices\\spmd.py")
-
-
-@dataclass
-class Level:
-    """One computation being run: instruction `index` (1-based) of `count`."""
-    computation: str
-    index: int | None
-    count: int | None
-    instruction: object = None          # the Instruction being run, if known
-    devices: int | None = None          # the walk over several devices: how many run it
-    iteration: int | None = None        # the instruction is a while loop: the iteration running (1-based)
-    trips: int | None = None            # ... and its known trip count, if the text gives one
-
-
-@dataclass
-class Sample:
-    levels: list[Level] = field(default_factory=list)
-    loop_iterations: int = 0
-    executed: int = 0
-    devices: int | None = None
-    compiling: Level | None = None      # a computation being prepared (compiler.compile_computation)
-
-
-def sample(thread_id: int, _cache: dict | None = None) -> Sample | None:
-    """Where thread `thread_id` is in the evaluation of a module, or None (not running one, or
-    its position not readable).  `_cache`: unused (kept for callers that pass one)."""
-    try:
-        positions = hooks.snapshot(thread_id)
-        walk = _device_levels(thread_id)
-    except Exception:                   # noqa: BLE001 -- never fail the run being watched
-        return None
-    if positions is None and walk is None:
-        return None
-    out = walk if walk is not None else Sample()
-    contexts = {}
-    for p in positions or ():
-        if p.preparing:
-            out.compiling = Level(p.computation, p.index, p.count)
-            continue
-        out.compiling = None            # (a preparation shows only when it is the innermost work)
-        lv = Level(p.computation, p.index, p.count, p.instruction)
-        if p.iteration is not None:
-            lv.iteration, lv.trips = p.iteration, _known_trips(p.instruction)
-        out.levels.append(lv)
-        if p.ec is not None:
-            contexts[id(p.ec)] = p.ec
-    if not out.levels and out.compiling is None:
-        return None
-    if out.devices is None:
-        for ec in contexts.values():
-            out.loop_iterations += getattr(ec, "loop_iterations", 0)
-            out.executed += getattr(ec, "executed", 0)
-    return out
-
-
-def _device_levels(thread_id: int) -> Sample | None:
-    """The multi-device walk's levels (devices/spmd.py), read from its frames, outermost first,
-    with its devices and counts; None when the thread is not in the walk."""
-    frame = sys._current_frames().get(thread_id)
-    levels: list[Level] = []            # innermost first while walking
-    out = None
-    loops = []                          # (index of the level outside it, iteration, while instruction)
-    f = frame
-    while f is not None:
-        code = f.f_code
-        if code.co_filename.endswith(_SPMD):
-            loc = f.f_locals
-            if code.co_name == "_while":
-                it = loc.get("it")
-                if isinstance(it, int):
-                    loops.append((len(levels), it + 1, loc.get("inst")))
-            elif code.co_name == "call":
-                plan, sp, devs = loc.get("plan"), loc.get("self"), loc.get("devs")
-                if plan is not None:
-                    k, n = loc.get("k"), loc.get("n")
-                    ndev = len(devs) if devs is not None else None
-                    levels.append(Level(plan.comp.name, None if k is None else k + 1, n, loc.get("inst"), ndev))
-                if sp is not None and out is None:
-                    out = Sample(devices=sp.grid.count)
-                    dv = sp.devices
-                    out.executed = sp.executed + dv.executed()
-                    out.loop_iterations = dv.loop_iterations + sum(
-                        getattr(ec, "loop_iterations", 0) for ec in [dv.global_context, *dv._contexts.values()])
-        f = f.f_back
-    del frame, f
-    if out is None:
-        return None
-    for idx, it, inst in loops:
-        if idx < len(levels):
-            lv = levels[idx]
-            if inst is None or lv.instruction is None or lv.instruction is inst:
-                lv.instruction = lv.instruction or inst
-                lv.iteration, lv.trips = it, _known_trips(lv.instruction)
-    levels.reverse()
-    out.levels = levels
-    return out
-
-
-def _known_trips(inst) -> int | None:
-    """A while loop's trip count when its backend_config gives it (known_trip_count), else None."""
-    bc = getattr(inst, "attrs", {}).get("backend_config") if inst is not None else None
-    j = getattr(bc, "json", None)
-    if isinstance(j, dict) and isinstance(j.get("known_trip_count"), dict):
-        try:
-            return int(j["known_trip_count"].get("n"))
-        except (TypeError, ValueError):
-            return None
-    return None
+__all__ = ["Display", "Level", "Sample", "describe", "sample"]
 
 
 def _fmt_elapsed(s: float) -> str:

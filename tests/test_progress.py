@@ -200,7 +200,8 @@ def test_sampler_never_raises(monkeypatch):
 
     def broken():
         raise RuntimeError("boom")
-    monkeypatch.setattr(progress.sys, "_current_frames", broken)
+    from hlo_cli.interpreter import hooks
+    monkeypatch.setattr(hooks, "snapshot", broken)
     assert progress.sample(threading.get_ident()) is None
     assert progress.describe(None, 2.0) == "running... (2 s)"
     assert progress.describe(None, 75.0, phase="parsing big.hlo") == "parsing big.hlo... (1 min 15 s)"
@@ -235,12 +236,16 @@ def test_display_shows_the_position_and_survives_a_broken_sampler(gate, monkeypa
     assert "error" not in box and box["value"].tolist() == [0.0, 1.0, 6.0, 15.0]      # 2x*x - x
 
 
-def test_names_the_sampler_reads_are_still_there():
-    """The multi-device walk does not publish on the hooks yet: the sampler reads these local
-    variables of its frames; a rename must be made here too."""
-    from hlo_cli.devices.spmd import Spmd
-    assert {"plan", "k", "n", "inst", "devs", "self"} <= set(Spmd.call.__code__.co_varnames)
-    assert {"it", "inst"} <= set(Spmd._while.__code__.co_varnames)
+def test_the_multi_device_walk_publishes_and_takes_its_levels_away(gate):
+    """The walk over devices (devices/spmd.py) reports through the hooks like the other runners:
+    nothing is read from its frames, and its levels are gone when it returns."""
+    from hlo_cli.devices import run_devices
+    from hlo_cli.interpreter import hooks
+    smp, _ = _blocked_sample(gate, lambda: run_devices(hlo_cli.parse(DEVICES), [X]))
+    assert smp.executed >= 1 and smp.levels[0].index == 6
+    gate.at = 0
+    run_devices(hlo_cli.parse(DEVICES), [X])
+    assert hooks.track().levels == []
 
 
 def test_the_runners_leave_the_track_as_they_found_it(gate):

@@ -412,6 +412,9 @@ class _ActorDevices:
     def context(self, d):
         return self._local.context(d)
 
+    def context_loop_iterations(self):
+        return self._local.context_loop_iterations()
+
     def executed(self):
         return self._local.executed()
 

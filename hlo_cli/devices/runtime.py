@@ -48,6 +48,10 @@ class LocalDevices:
     def executed(self) -> int:
         return self.global_context.executed + sum(ec.executed for ec in self._contexts.values())
 
+    def context_loop_iterations(self) -> int:
+        """The while-loop iterations the evaluation contexts ran themselves (single-device work)."""
+        return self.global_context.loop_iterations + sum(ec.loop_iterations for ec in self._contexts.values())
+
     def exchange(self, inst, operands, devices):
         """Collective `inst` on operands stacked over `devices`: the results, stacked the same way."""
         from .collectives import run_collective

@@ -43,6 +43,7 @@ import numpy as np
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
 from ..interpreter.evaluator import MAX_DEPTH, InstructionEvent
+from ..interpreter.hooks import Level, track
 from ..interpreter.located import run_located
 from ..interpreter.schedule import Plan
 from ..interpreter.values import TOKEN, conforms, describe, np_dtype, zeros
@@ -129,6 +130,18 @@ class Spmd:
         self._plans: dict = {}
         self.mailbox: dict = {}             # channel id -> (send instruction, stacked value, devices)
         self.depth = 0
+        self.levels = track().levels            # where the walk is, for the progress display (hooks.py)
+
+    # -- what the progress display and the profiler read (interpreter/watch.py) ----------
+    @property
+    def device_count(self) -> int:
+        return self.grid.count
+
+    def total_executed(self) -> int:
+        return self.executed + self.devices.executed()
+
+    def total_loop_iterations(self) -> int:
+        return self.devices.loop_iterations + self.devices.context_loop_iterations()
 
     # -- computations ------------------------------------------------------------------
     def call(self, name: str, args: list, devs: tuple[int, ...]):
@@ -140,10 +153,14 @@ class Spmd:
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise HloEvalError(f"computations call each other more than {MAX_DEPTH} deep (recursion?)")
+        levels = self.levels
+        lv = Level(self, plan.comp.name, len(plan.insts))
+        lv.insts, lv.devices = plan.insts, len(devs)
+        levels.append(lv)                        # where the walk is (interpreter/hooks.py)
         try:
-            n = len(plan.insts)                  # plan, k, n, inst, devs: read by progress.py
             check = self.ec0.options.check_values
             for k, inst in enumerate(plan.insts):
+                lv.k = k
                 if inst.opcode == "parameter":
                     value, operands = vals[k], ()
                 else:
@@ -161,6 +178,7 @@ class Spmd:
             return vals[plan.root]
         finally:
             self.depth -= 1
+            del levels[-1]
 
     def _report(self, comp, inst, value, operands, devs):
         """The hook's event for one executed instruction: the value once when every device of the
@@ -444,8 +462,11 @@ class Spmd:
         done: dict[int, object] = {}            # device -> final state (one device's value)
         it = 0
         pushed = 0
+        here = self.levels[-1] if self.levels else None     # the level running this while instruction
         try:
             while active:
+                if here is not None:
+                    here.iteration = it + 1
                 p = self.call(cond, [state], active)
                 if isinstance(p, Uniform):
                     go = [bool(np.asarray(p.value))] * len(active)
@@ -474,6 +495,8 @@ class Spmd:
                 self.devices.loop_iterations += 1
         finally:
             del self.notes[len(self.notes) - pushed:]
+            if here is not None:
+                here.iteration = None
         return stack([done[d] for d in devs])
 
     def _conditional(self, inst, operands, devs):

@@ -14,7 +14,11 @@ run (outermost first), kept by the runners as they go:
 * evaluator.EvalContext._run (the generic loop: hooks, --no-compile, computations applied to
   arrays) pushes a level and publishes the index of the instruction it runs (`k`);
 * compiler.compile_computation pushes a `preparing` level and publishes the instruction it
-  prepares.
+  prepares;
+* the multi-device walk (devices/spmd.py, `Spmd.call`) pushes a level with its `devices` and its
+  walk object as `ec` (which answers `device_count`, `total_executed()` and
+  `total_loop_iterations()`), publishes the index of the instruction it runs (`k`), and its while
+  loops their iteration on the level running the while instruction.
 
 Publishing costs a few stores per computation run and per loop iteration, none per step of
 compiled code.  `snapshot(thread_id)` reads a thread's track (from any thread) into plain
@@ -41,7 +45,7 @@ class Level:
     computation being prepared (compiled), not run; `hidden`: nothing to show (a loop running as
     one generated function)."""
     __slots__ = ("ec", "name", "count", "insts", "k", "steps", "walked", "cursor", "code", "line_step",
-                 "iteration", "counting", "calls", "preparing", "hidden")
+                 "iteration", "counting", "calls", "preparing", "hidden", "devices")
 
     def __init__(self, ec, name: str, count: int | None, preparing: bool = False):
         self.ec, self.name, self.count, self.preparing = ec, name, count, preparing
@@ -49,6 +53,7 @@ class Level:
         self.iteration = self.counting = None
         self.calls = 0                  # computations this level called while at its instruction
         self.hidden = False
+        self.devices = None             # the multi-device walk: how many devices run this level
 
 
 class Track:
@@ -83,6 +88,7 @@ class Position:
     iteration: int | None = None
     preparing: bool = False
     ec: object = None
+    devices: int | None = None
 
 
 def snapshot(thread_id: int) -> list[Position] | None:
@@ -108,7 +114,7 @@ def snapshot(thread_id: int) -> list[Position] | None:
                 # a while loop run through the context (ops/control.py): it calls its condition,
                 # then its body, per iteration; the calls counted since its instruction began
                 it = (lv.calls + 1) // 2
-            out.append(Position(lv.name, index, lv.count, inst, it, lv.preparing, lv.ec))
+            out.append(Position(lv.name, index, lv.count, inst, it, lv.preparing, lv.ec, lv.devices))
         return out
     except Exception:                   # noqa: BLE001 -- a level changing while read: no answer
         return None

@@ -23,7 +23,7 @@ Runs with hooks (--dump-dir, --check-finite) use the generic loop, which has no 
 the hooks themselves take) to the instruction of the later event: self time only.
 
 What the steps cannot time is sampled (`start_sampling`: a thread reading where the running thread
-is every 5 ms, as the progress display does: hlo_cli/progress.sample, from the levels the runners
+is every 5 ms, as the progress display does: hlo_cli/interpreter/watch.sample, from the levels the runners
 publish in interpreter/hooks.py): preparing a computation on its first call
 (compiling it into steps) happens inside the calling step, and is taken off that step's
 instruction and reported as preparation; on several devices, the compiled computations each device
@@ -172,7 +172,7 @@ class Profile:
           time between samples that find it running one goes to that instruction."""
         import threading
 
-        from ..progress import sample
+        from .watch import sample
         stop = threading.Event()
         clock = time.perf_counter
         walk, prep, prepared = self._walk, self._prep, self._prepared

@@ -44,7 +44,7 @@ from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
 from ..interpreter.evaluator import MAX_DEPTH, InstructionEvent
 from ..interpreter.hooks import Level, track
-from ..interpreter.located import run_located
+from ..interpreter.located import limit_error, run_located
 from ..interpreter.schedule import Plan
 from ..interpreter.values import TOKEN, conforms, describe, np_dtype, zeros
 from ..ir.opcodes import COLLECTIVE, CONTROL_FLOW, DEVICE_ID, ELEMENTWISE, STRUCTURAL, with_trait
@@ -488,8 +488,7 @@ class Spmd:
                     state = take(state, stay)
                     active = tuple(active[i] for i in stay)
                 if limit is not None and it >= limit:
-                    raise HloEvalError(f"the while loop ran {limit} iterations without its condition "
-                                       f"'{cond}' becoming false (the --max-iterations limit)")
+                    raise limit_error(limit, cond)
                 state = self.call(body, [state], active)
                 it += 1
                 self.devices.loop_iterations += 1

@@ -27,39 +27,33 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..ir.opcodes import OPCODES
+from ..ir.opcodes import async_generic, registrar
 
 EVAL_RULES: dict[str, Callable] = {}
 PREPARERS: dict[str, Callable] = {}
 
 
-def _registrar(table: dict, what: str, opcodes):
-    def deco(fn):
-        for op in opcodes:
-            if op in table:
-                raise RuntimeError(f"two {what} for {op}")
-            table[op] = fn
-        return fn
-    return deco
+_register_rule = registrar(EVAL_RULES, "evaluation rules")
+_register_prepare = registrar(PREPARERS, "prepare stages")
 
 
 def evaluator(*opcodes: str):
     """Register the decorated function as the evaluation rule of `opcodes`."""
-    return _registrar(EVAL_RULES, "evaluation rules", opcodes)
+    return _register_rule(*opcodes)
 
 
 def prepares(*opcodes: str):
     """Register the decorated function as the prepare stage of `opcodes` (see the module's docstring)."""
-    return _registrar(PREPARERS, "prepare stages", opcodes)
+    return _register_prepare(*opcodes)
 
 
 def rule_for(opcode: str):
     """The evaluation rule of `opcode` (the async wrappers' for `<op>-start/-update/-done` sugar)."""
     fn = EVAL_RULES.get(opcode)
     if fn is None:
-        for suffix, generic in (("-start", "async-start"), ("-update", "async-update"), ("-done", "async-done")):
-            if opcode.endswith(suffix) and opcode[: -len(suffix)] in OPCODES:
-                return EVAL_RULES.get(generic)
+        generic = async_generic(opcode)
+        if generic is not None:
+            return EVAL_RULES.get(generic)
     return fn
 
 

@@ -6,8 +6,7 @@ import numpy as np
 from ...errors import HloEvalError
 from ...ir.literal import Literal
 from ..kernels import ELEMENT, SAME, TUPLE, Fast, flushed_type
-from ..registry import prepares
-from ..registry import evaluator
+from ..registry import evaluator, prepares
 from ..values import TOKEN, np_dtype, random_value as random_value_for
 
 

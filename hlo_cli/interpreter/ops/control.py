@@ -8,6 +8,7 @@ import numpy as np
 from ...errors import HloEvalError
 from ...ir.opcodes import OPCODES
 from ..kernels import WITH_EC, Fast, flushed_type
+from ..located import limit_error
 from ..registry import EVAL_RULES, evaluator, prepares, rule_for
 from ..values import TOKEN, np_dtype, zeros
 
@@ -34,8 +35,7 @@ def eval_while(inst, args, ec):
     n = 0
     while bool(np.asarray(ec.call(cond, [state]))):
         if limit is not None and n >= limit:
-            raise HloEvalError(f"the while loop ran {limit} iterations without its condition "
-                               f"'{cond}' becoming false (the --max-iterations limit)")
+            raise limit_error(limit, cond)
         state = ec.call(body, [state])
         n += 1
         ec.loop_iterations += 1

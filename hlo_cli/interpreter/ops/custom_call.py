@@ -69,7 +69,6 @@ signs may differ (equally valid factorizations).
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
 import re
 from functools import lru_cache
@@ -79,6 +78,7 @@ import numpy as np
 
 from ...errors import HloEvalError
 from .. import computations as C
+from ..parallel import bundled_openblas
 from ..registry import evaluator
 from ..values import np_dtype
 from . import lapack_contract as LC
@@ -350,11 +350,7 @@ def lapack() -> _Lapack | None:
     """NumPy's bundled OpenBLAS (the same LAPACK jaxlib gets through SciPy), or None."""
     if os.environ.get("HLO_LAPACK", "").lower() == "numpy":
         return None
-    base = os.path.dirname(np.__file__)
-    cands = []
-    for pat in ("../numpy.libs/*openblas*", ".dylibs/*openblas*", "../numpy.libs/*openblas*.dll",
-                ".libs/*openblas*"):
-        cands += sorted(glob.glob(os.path.join(base, pat)))
+    cands = bundled_openblas()
     for path in cands:
         try:
             lib = ctypes.CDLL(path)

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from ..errors import ExitCode
-from .common import diagnostic_dict, report_errors, stderr_is_terminal
+from ..pipeline.core import diagnostic_dict
+from .common import report_errors, stderr_is_terminal
 
 
 @click.command("bisect")
@@ -126,46 +127,17 @@ def _stages(paths, module_choice):
 
 def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
             no_diff, max_iterations, no_check, fmt, no_cache, first_stage=None, last_stage=None, numerics=None):
-    from ..bisect import bisect as run_bisect
-    from ..bisect import bisection_bound
     from ..errors import HloInputError
-    from ..interpreter.inputs import random_inputs as make_random
-    from ..io import load_inputs
     from ..sources import load
+    from ..tools.bisect import bisect as run_bisect
+    from ..tools.bisect import bisection_bound, stage_arguments
     module, dd = _stages(paths, module_choice)
     module = _range(module, first_stage, last_stage)
     if not module.stages:
         raise HloInputError(f"{module.directory}: {module.title} has no stage")
     first, _ = load(module.stages[0].path, None, not no_cache)
-    params = first.entry_computation.parameters
-    given = [o for o, v in (("--input", inputs), ("--inputs", inputs_npz), ("--random-inputs", random_inputs),
-                            ("--snapshot", snapshot)) if v]
-    if len(given) > 1 and (random_inputs or snapshot):
-        raise HloInputError(f"{' and '.join(given)} cannot be combined: choose one way to give the inputs")
-    if not given and module.snapshots:
-        snapshot = module.snapshots[0]
-    if snapshot:
-        from ..reference import snapshot_arguments
-        from ..sources.proto import read_snapshot
-        notes: list = []
-        args = snapshot_arguments(read_snapshot(snapshot), params, notes)
-        inputs_doc = {"snapshot": snapshot}
-        for note in notes:
-            click.echo(f"note: {note}", err=True)
-    elif random_inputs:
-        args = make_random(params, seed)
-        inputs_doc = {"random": True, "seed": seed}
-    else:
-        if not inputs and not inputs_npz and any(p.shape.element_type != "token" for p in params):
-            raise HloInputError(
-                f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
-                + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
-                + "); pass --input/--inputs, --snapshot, or --random-inputs")
-        loaded = load_inputs(params, inputs, inputs_npz)
-        args = loaded.values
-        inputs_doc = {"files": loaded.sources}
-        for note in loaded.notes:
-            click.echo(f"note: {note}", err=True)
+    args, inputs_doc = stage_arguments(module, first.entry_computation.parameters, inputs, inputs_npz, random_inputs,
+                                       snapshot, seed, note=lambda text: click.echo(text, err=True))
     live = fmt == "text" and stderr_is_terminal()
 
     def on_run(stage):

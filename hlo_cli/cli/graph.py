@@ -204,7 +204,7 @@ def _write(dest: Path | None, text):
             sys.stdout.write(chunk)
         sys.stdout.flush()
         return
-    from ..io import replace_file
+    from ..pipeline.io import replace_file
 
     def write(f):
         buf = []

@@ -167,6 +167,11 @@ def load_module(path: str, use_cache: bool = True, with_text: bool = False, modu
     return (mod, src.text) if with_text else mod
 
 
+max_iterations_option = click.option("--max-iterations", type=click.IntRange(min=0), default=None,
+                                     help="Fail a while loop that runs more iterations than this.")
+elided_constants_option = click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]),
+                                       default=None,
+                                       help="Run modules whose dump elided constants ({...}), filling them this way.")
 no_cache_option = click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache.")
 module_option = click.option("--module", "-m", "module_choice", metavar="N|NAME", default=None,
                              help="Which module of a file that holds several (an XLA lit test with "

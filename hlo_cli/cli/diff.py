@@ -11,7 +11,8 @@ import sys
 import click
 
 from ..errors import ExitCode
-from .common import no_cache_option, report_errors, resolve_stage, stderr_is_terminal
+from .common import (elided_constants_option, max_iterations_option, no_cache_option, report_errors,
+                     resolve_stage, stderr_is_terminal)
 
 
 @click.command("diff")
@@ -56,10 +57,8 @@ from .common import no_cache_option, report_errors, resolve_stage, stderr_is_ter
 @click.option("--keep-memory", "keep_memory", metavar="SIZE", default="1G", show_default=True,
               help="Memory for A's values waiting for their comparison (e.g. 512M, 4G; none: no limit); beyond "
                    "it they go to a temporary directory.")
-@click.option("--max-iterations", type=click.IntRange(min=0), default=None,
-              help="Fail a while loop that runs more iterations than this.")
-@click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
-              help="Run modules whose dump elided constants ({...}), filling them this way.")
+@max_iterations_option
+@elided_constants_option
 @click.option("--numerics", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="Whose arithmetic both runs reproduce, as `hlo run --numerics`; auto: gpu when A or B was "
                    "compiled for a GPU.")

@@ -28,8 +28,8 @@ from ..errors import Diagnostic, ExitCode
 from ..pipeline import (DeviceOptions, DumpOptions, RunHooks, RunRequest, RunResult, classify_error, error_document,
                         run as run_pipeline)
 from ..pipeline.io import literal_text, number_text, scalar_str, stats, stats_text
-from .common import (module_option, no_cache_option, report_errors, resolve_stage, stage_option,
-                     stderr_is_terminal)
+from .common import (elided_constants_option, max_iterations_option, module_option, no_cache_option,
+                     report_errors, resolve_stage, stage_option, stderr_is_terminal)
 
 
 # ----------------------------------------------------------------------------- summaries
@@ -117,10 +117,8 @@ def _report_nonfinite(rep, src):
 @click.option("--check-finite", is_flag=True,
               help="Stop at the first instruction that makes a NaN or Inf out of finite operands, and report "
                    "it with its operands and source location.")
-@click.option("--max-iterations", type=click.IntRange(min=0), default=None,
-              help="Fail a while loop that runs more iterations than this.")
-@click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
-              help="Run modules whose dump elided constants ({...}), filling them this way.")
+@max_iterations_option
+@elided_constants_option
 @click.option("--no-check", is_flag=True, help="Do not check the module (hlo check's rules) before running it.")
 @click.option("--no-progress", is_flag=True,
               help="No progress display. On a terminal (and with --format text) a status line on stderr shows, "

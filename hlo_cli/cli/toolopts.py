@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from .common import elided_constants_option, max_iterations_option
+
 
 def input_options(fn):
     """--input/--inputs/--random-inputs/--seed, as `hlo run` takes them."""
@@ -18,10 +20,8 @@ def input_options(fn):
                      help="Seed for --random-inputs and rng."),
         click.option("--module", "-m", "module_choice", metavar="N|NAME", default=None,
                      help="Which module of a file that holds several."),
-        click.option("--max-iterations", type=click.IntRange(min=0), default=None,
-                     help="Fail a while loop that runs more iterations than this."),
-        click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
-                     help="Run modules whose dump elided constants ({...}), filling them this way."),
+        max_iterations_option,
+        elided_constants_option,
         click.option("--no-check", is_flag=True, help="Do not check the module (hlo check's rules) before running it."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache."),
     ]):

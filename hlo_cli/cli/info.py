@@ -6,8 +6,7 @@ import sys
 
 import click
 
-from ..pipeline.core import diagnostic_dict
-from ..tools.info import summarize
+from ..tools.info import cached_summary, dump_modules, error_entry, module_entries, stage_rows
 from .common import module_option, no_cache_option, report_errors, resolve_stage, stage_option
 
 
@@ -44,38 +43,18 @@ def info(file, fmt, module_choice, stage, no_cache):
         _info(file, fmt, module_choice, no_cache)
     except HloError as e:
         if fmt == "json":
-            click.echo(json.dumps(_error_doc("<stdin>" if file == "-" else file, None, e), indent=2))
+            click.echo(json.dumps(error_entry("<stdin>" if file == "-" else file, None, e), indent=2))
         raise
 
 
-def _error_doc(file: str, module, e) -> dict:
-    """What --format json prints for a module that cannot be read or parsed (as `hlo run` does)."""
-    from ..errors import Diagnostic
-    diags = e.diagnostics or [Diagnostic(str(e), file, code="E000")]
-    return {"file": file, "module": module, "status": "error", "exit_code": int(e.exit_code), "message": str(e),
-            "diagnostics": [diagnostic_dict(d) for d in diags]}
-
-
 def _info(file, fmt, module_choice, no_cache):
-    from ..sources import parse_module, read_modules
+    from ..sources import read_modules
     fm = read_modules(file)
     if len(fm.modules) > 1 and module_choice is None:
         return _list_modules(fm, fmt, not no_cache)
     src = fm.select(module_choice)
     size = fm.size if len(fm.modules) == 1 else len(src.own_text.encode("utf-8", "replace"))
-    # the summary depends on the text, its file name and size alone: a repeat reads it from the
-    # cache (no parse, no memory estimate), as JSON gives it back
-    what = json.dumps(["info", size])
-    s = None
-    if not no_cache:
-        from ..cache import load_derived
-        s = load_derived(src.text, src.file, what)
-    if not isinstance(s, dict):
-        module = parse_module(src, not no_cache)
-        s = json.loads(json.dumps(summarize(module, src.file, size)))
-        if not no_cache:
-            from ..cache import store_derived
-            store_derived(src.text, src.file, what, s)
+    s = cached_summary(src, size, not no_cache)
     if len(fm.modules) > 1:
         s.update(index=src.index, line=src.line)
     if fmt == "json":
@@ -209,18 +188,8 @@ def _print_devices(con, d: dict):
 def _list_modules(fm, fmt: str, use_cache: bool):
     """Every module of a file that holds several: a row each (a JSON entry each); a module that does
     not parse is an error row, its diagnostics on stderr, exit 1."""
-    from ..errors import ExitCode, HloError
-    from ..sources import parse_module
-    entries, failed = [], []
-    for src in fm.modules:
-        try:
-            module = parse_module(src, use_cache)
-        except HloError as e:
-            failed.append(e)
-            entries.append(dict(_error_doc(src.file, src.name, e), index=src.index, line=src.line))
-            continue
-        s = summarize(module, src.file, len(src.own_text.encode("utf-8", "replace")))
-        entries.append(dict(s, index=src.index, line=src.line, status="ok"))
+    from ..errors import ExitCode
+    entries, failed = module_entries(fm, use_cache)
     skipped = [{"line": g.line, "kind": g.kind} for g in fm.skipped]
     if fmt == "json":
         click.echo(json.dumps({"file": fm.file, "bytes": fm.size, "layout": fm.layout, "modules": entries,
@@ -271,13 +240,12 @@ def _dump_listing(path: str, fmt: str, module_choice) -> bool:
     """List an XLA dump directory's modules, or one module's stages; False when PATH is not one."""
     from pathlib import Path
 
-    from ..sources.dumpdir import is_dump_dir, read_dump_dir, text_key
+    from ..sources.dumpdir import is_dump_dir, read_dump_dir
     if path == "-" or not Path(path).is_dir() or not is_dump_dir(path):
         return False
     dd = read_dump_dir(path)
     if module_choice is None and len(dd.modules) > 1:
-        mods = [{"key": m.key, "id": m.id, "name": m.name, "timestamp": m.timestamp, "stages": len(m.stages),
-                 "pass_stages": m.pass_stages, "snapshots": list(m.snapshots)} for m in dd.modules]
+        mods = dump_modules(dd)
         if fmt == "json":
             click.echo(json.dumps({"directory": dd.path, "kind": "xla-dump", "modules": mods,
                                    "ignored_files": len(dd.ignored)}, indent=2))
@@ -285,14 +253,7 @@ def _dump_listing(path: str, fmt: str, module_choice) -> bool:
             _print_dump_modules(dd, mods)
         return True
     m = dd.module(module_choice)
-    rows, prev = [], None
-    for s in m.stages:
-        try:
-            key = text_key(s.path)
-        except OSError:
-            key = None
-        rows.append(dict(s.to_dict(), changed=prev is None or key is None or key != prev))
-        prev = key
+    rows = stage_rows(m)
     if fmt == "json":
         click.echo(json.dumps({"directory": dd.path, "kind": "xla-dump", "module": {"key": m.key, "id": m.id,
                                "name": m.name, "timestamp": m.timestamp, "snapshots": list(m.snapshots)},

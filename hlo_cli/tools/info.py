@@ -3,6 +3,7 @@ whether hlo runs them), devices and collectives, parameters' shardings, and the 
 estimated to need.  cli/info.py prints it."""
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from ..ir.opcodes import COLLECTIVE, DEVICE_ID, STRUCTURAL, with_trait
@@ -172,3 +173,69 @@ def _global_and_local(shape, sharding, per_device: bool) -> dict:
 def _text(v):
     from ..ir.attributes import attr_text
     return attr_text(v)
+
+
+def cached_summary(src, size: int, use_cache: bool = True) -> dict:
+    """summarize's document for the module source SRC (of a file of SIZE bytes), as JSON gives it
+    back: it depends on the text, its file name and size alone, so a repeat reads it from the cache
+    (no parse, no memory estimate)."""
+    from ..sources import parse_module
+    what = json.dumps(["info", size])
+    s = None
+    if use_cache:
+        from ..cache import load_derived
+        s = load_derived(src.text, src.file, what)
+    if not isinstance(s, dict):
+        module = parse_module(src, use_cache)
+        s = json.loads(json.dumps(summarize(module, src.file, size)))
+        if use_cache:
+            from ..cache import store_derived
+            store_derived(src.text, src.file, what, s)
+    return s
+
+
+def error_entry(file: str, module, e) -> dict:
+    """What --format json gives for a module that cannot be read or parsed (as `hlo run` does)."""
+    from ..errors import Diagnostic
+    from ..pipeline.core import diagnostic_dict
+    diags = e.diagnostics or [Diagnostic(str(e), file, code="E000")]
+    return {"file": file, "module": module, "status": "error", "exit_code": int(e.exit_code), "message": str(e),
+            "diagnostics": [diagnostic_dict(d) for d in diags]}
+
+
+def module_entries(fm, use_cache: bool = True) -> tuple[list[dict], list]:
+    """(an entry per module of the file FM: its summary, or error_entry's for one that does not
+    parse; the errors of those that do not)."""
+    from ..errors import HloError
+    from ..sources import parse_module
+    entries, failed = [], []
+    for src in fm.modules:
+        try:
+            module = parse_module(src, use_cache)
+        except HloError as e:
+            failed.append(e)
+            entries.append(dict(error_entry(src.file, src.name, e), index=src.index, line=src.line))
+            continue
+        s = summarize(module, src.file, len(src.own_text.encode("utf-8", "replace")))
+        entries.append(dict(s, index=src.index, line=src.line, status="ok"))
+    return entries, failed
+
+
+def dump_modules(dd) -> list[dict]:
+    """A row per module of the XLA dump directory DD."""
+    return [{"key": m.key, "id": m.id, "name": m.name, "timestamp": m.timestamp, "stages": len(m.stages),
+             "pass_stages": m.pass_stages, "snapshots": list(m.snapshots)} for m in dd.modules]
+
+
+def stage_rows(m) -> list[dict]:
+    """A row per stage of the dump directory's module M, with whether its text changed from the one before."""
+    from ..sources.dumpdir import text_key
+    rows, prev = [], None
+    for s in m.stages:
+        try:
+            key = text_key(s.path)
+        except OSError:
+            key = None
+        rows.append(dict(s.to_dict(), changed=prev is None or key is None or key != prev))
+        prev = key
+    return rows

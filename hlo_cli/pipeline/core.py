@@ -229,7 +229,7 @@ class _Pipeline:
         from ..interpreter.numerics import report as numerics_report
         from ..sources import load
         from .devices import DeviceRun
-        from .prepare import check_before_running, refuse_elided, snapshot_of
+        from .prepare import check_before_running, refuse_elided
         from .support import check_runnable
         req, res, clock = self.req, self.res, time.perf_counter
         module_file = req.module_file
@@ -264,14 +264,15 @@ class _Pipeline:
         res.timings["memory_check_s"] = clock() - t0
         if module_file != "-":
             self.protected.add(str(Path(os.path.realpath(module_file))))
-        self.snap = snapshot_of(module_file)
 
     # -- inputs: every file's header is checked against its parameter before its data is read
     def _inputs(self) -> list:
+        from .prepare import snapshot_of
         req, res, dv = self.req, self.res, self.res.device_run
         t0 = time.perf_counter()
         self.hooks.phase("reading inputs")
         params = res.module.entry_computation.parameters
+        self.snap = snapshot_of(req.module_file)
         given = bool(req.inputs or req.inputs_npz or req.random_inputs or req.arguments is not None)
         self.snap_args = self.snap is not None and not given
         if self.snap is not None and not self.snap_args:

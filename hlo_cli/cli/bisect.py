@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import click
 
@@ -100,44 +99,24 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, se
         raise
 
 
-def _stages(paths, module_choice):
-    from ..errors import Diagnostic, HloInputError
-    from ..sources.dumpdir import read_dump_dir, stages_from_files
-    if len(paths) == 1:
-        p = paths[0]
-        if p != "-" and Path(p).is_dir():
-            dd = read_dump_dir(p)
-            return dd.module(module_choice), dd
-        msg = ("hlo bisect takes an XLA dump directory (XLA_FLAGS=\"--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*\") "
-               "or two files or more in pass order")
-        raise HloInputError(f"{p}: {msg}", [Diagnostic(msg, p, code="E087")])
-    dirs = [p for p in paths if Path(p).is_dir()]
-    if dirs:
-        msg = "a directory among several paths: give one dump directory, or files only"
-        raise HloInputError(f"{dirs[0]}: {msg}", [Diagnostic(msg, dirs[0], code="E087")])
-    if module_choice is not None:
-        raise click.UsageError("--module chooses a module of a dump directory; the files given are the stages")
-    m = stages_from_files(paths)
-    if m.ignored:
-        click.echo(f"note: {len(m.ignored)} of the files given are not module stages and are left out "
-                   f"({', '.join(Path(f.path).name for f in m.ignored[:3])}{', ...' if len(m.ignored) > 3 else ''})",
-                   err=True)
-    return m, None
-
-
 def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
             no_diff, max_iterations, no_check, fmt, no_cache, first_stage=None, last_stage=None, numerics=None):
     from ..errors import HloInputError
     from ..sources import load
     from ..tools.bisect import bisect as run_bisect
-    from ..tools.bisect import bisection_bound, stage_arguments
-    module, dd = _stages(paths, module_choice)
-    module = _range(module, first_stage, last_stage)
+    from ..tools.bisect import OptionConflict, bisection_bound, stage_arguments, stage_range, stages_of
+    def note(text):
+        click.echo(text, err=True)
+    try:
+        module, dd = stages_of(paths, module_choice, note)
+        module = stage_range(module, first_stage, last_stage, note)
+    except OptionConflict as e:
+        raise click.UsageError(str(e)) from None
     if not module.stages:
         raise HloInputError(f"{module.directory}: {module.title} has no stage")
     first, _ = load(module.stages[0].path, None, not no_cache)
     args, inputs_doc = stage_arguments(module, first.entry_computation.parameters, inputs, inputs_npz, random_inputs,
-                                       snapshot, seed, note=lambda text: click.echo(text, err=True))
+                                       snapshot, seed, note=note)
     live = fmt == "text" and stderr_is_terminal()
 
     def on_run(stage):
@@ -161,28 +140,6 @@ def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, s
         _print(report, dd, inputs_doc, bisection_bound(report.distinct))
     if code != ExitCode.OK:
         sys.exit(code)
-
-
-def _range(module, first_stage, last_stage):
-    """MODULE with only the stages from --from to --to (as --stage names them)."""
-    if first_stage is None and last_stage is None:
-        return module
-    import dataclasses
-    pos = {s.index: k for k, s in enumerate(module.stages)}
-    lo, hi = 0, len(module.stages) - 1
-    for which, option in ((first_stage, "--from"), (last_stage, "--to")):
-        if which is None:
-            continue
-        sel = module.stage(which, option)
-        if sel.note:
-            click.echo(f"note: {sel.note}", err=True)
-        if option == "--from":
-            lo = pos[sel.stage.index]
-        else:
-            hi = pos[sel.stage.index]
-    if hi < lo:
-        raise click.UsageError(f"--to {last_stage} comes before --from {first_stage} in pass order")
-    return dataclasses.replace(module, stages=module.stages[lo:hi + 1])
 
 
 def _ranges(indices) -> str:

@@ -579,3 +579,60 @@ def stage_arguments(module, params, inputs=(), inputs_npz: str | None = None, ra
         for n in loaded.notes:
             note(f"note: {n}")
     return args, inputs_doc
+
+
+class OptionConflict(HloInputError):
+    """Options that cannot go together (the CLI says it as a usage error)."""
+
+
+def stages_of(paths, module_choice: str | None = None, note=lambda text: None) -> tuple:
+    """(the module whose stages are bisected, the dump directory or None): PATHS is one XLA dump
+    directory (MODULE_CHOICE picks its module) or two files or more in pass order (NOTE hears about
+    the files that are not stages).  HloInputError for anything else; OptionConflict for a
+    MODULE_CHOICE among files."""
+    from pathlib import Path
+
+    from ..errors import Diagnostic
+    from ..sources.dumpdir import read_dump_dir, stages_from_files
+    if len(paths) == 1:
+        p = paths[0]
+        if p != "-" and Path(p).is_dir():
+            dd = read_dump_dir(p)
+            return dd.module(module_choice), dd
+        msg = ("hlo bisect takes an XLA dump directory (XLA_FLAGS=\"--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*\") "
+               "or two files or more in pass order")
+        raise HloInputError(f"{p}: {msg}", [Diagnostic(msg, p, code="E087")])
+    dirs = [p for p in paths if Path(p).is_dir()]
+    if dirs:
+        msg = "a directory among several paths: give one dump directory, or files only"
+        raise HloInputError(f"{dirs[0]}: {msg}", [Diagnostic(msg, dirs[0], code="E087")])
+    if module_choice is not None:
+        raise OptionConflict("--module chooses a module of a dump directory; the files given are the stages")
+    m = stages_from_files(paths)
+    if m.ignored:
+        note(f"note: {len(m.ignored)} of the files given are not module stages and are left out "
+             f"({', '.join(Path(f.path).name for f in m.ignored[:3])}{', ...' if len(m.ignored) > 3 else ''})")
+    return m, None
+
+
+def stage_range(module, first_stage: str | None = None, last_stage: str | None = None, note=lambda text: None):
+    """MODULE with only the stages from FIRST_STAGE to LAST_STAGE (--from, --to: as --stage names
+    them; NOTE hears how an ambiguous name was read); OptionConflict when --to comes before --from."""
+    if first_stage is None and last_stage is None:
+        return module
+    import dataclasses
+    pos = {s.index: k for k, s in enumerate(module.stages)}
+    lo, hi = 0, len(module.stages) - 1
+    for which, option in ((first_stage, "--from"), (last_stage, "--to")):
+        if which is None:
+            continue
+        sel = module.stage(which, option)
+        if sel.note:
+            note(f"note: {sel.note}")
+        if option == "--from":
+            lo = pos[sel.stage.index]
+        else:
+            hi = pos[sel.stage.index]
+    if hi < lo:
+        raise OptionConflict(f"--to {last_stage} comes before --from {first_stage} in pass order")
+    return dataclasses.replace(module, stages=module.stages[lo:hi + 1])

@@ -189,31 +189,10 @@ stage_option = click.option("--stage", "stage", metavar="STAGE", default=None,
 
 def resolve_stage(path: str, module_choice: str | None, stage: str | None, stage_option: str = "--stage",
                   module_option: str = "--module") -> tuple[str, str | None]:
-    """(the file to read, the --module choice within it) for PATH and the --module/--stage options:
-    a stage of an XLA dump directory becomes its file (a note on stderr when the choice was not the
-    only one possible); anything else is left as it was.  Raises HloInputError (exit 2) for --stage
-    on a file, and for a dump directory without --stage (commands that read one module)."""
-    from pathlib import Path
-
-    from ..errors import Diagnostic, HloInputError
-    from ..sources.dumpdir import is_dump_dir, read_dump_dir
-    is_dir = path != "-" and Path(path).is_dir()
-    if stage is not None:
-        if not is_dir:
-            msg = f"{stage_option} picks a stage of an XLA dump directory (--xla_dump_to=DIR); this is not a directory"
-            raise HloInputError(f"{path}: {msg}", [Diagnostic(msg, path, code="E084")])
-        sel = read_dump_dir(path).select(module_choice, stage)
-        if sel.note:
-            click.echo(f"note: {sel.note}", err=True)
-        return sel.stage.path, None
-    if is_dir and is_dump_dir(path):
-        dd = read_dump_dir(path)
-        which = "" if len(dd.modules) == 1 else f" {module_option} NAME"
-        msg = (f"an XLA dump directory ({len(dd.modules)} module{'s' if len(dd.modules) != 1 else ''}); choose a "
-               f"stage with{which} {stage_option} before_optimizations|after_optimizations|PASS (hlo info {path} "
-               f"lists them)")
-        raise HloInputError(f"{path}: {msg}", [Diagnostic(msg, path, code="E084")])
-    return path, module_choice
+    """pipeline.prepare.resolve_stage, its note on stderr."""
+    from ..pipeline.prepare import resolve_stage as resolve
+    return resolve(path, module_choice, stage, stage_option, module_option,
+                   note=lambda text: click.echo(text, err=True))
 
 
 def stderr_is_terminal() -> bool:

@@ -112,7 +112,7 @@ def main():
     from hlo_cli.interpreter import RunOptions, run_module
     from hlo_cli.interpreter.inputs import bind
     from hlo_cli.parser import parse
-    from hlo_cli.xla_reference import XlaExecutable
+    from hlo_cli.tools.xla_reference import XlaExecutable
     if args.before:
         from hlo_cli.interpreter.ops import convolution
         convolution._fast_path = lambda *a: None

@@ -86,7 +86,7 @@ def _typed_inputs(module, inputs):
 def _save(out, leaves):
     """Results for the comparison: narrow floats widened to f32 (exactly) so that NumPy reads them."""
     import numpy as np
-    from hlo_cli.io import storable
+    from hlo_cli.pipeline.io import storable
     arrays = {}
     for i, r in enumerate(leaves):
         a = np.asarray(r)
@@ -99,7 +99,7 @@ def _save(out, leaves):
 def child_xla(hlo, inputs, repeat, out):
     """bench_run.child_xla, with inputs typed as the parameters (raw records of narrow floats)."""
     from hlo_cli.parser import parse
-    from hlo_cli.xla_reference import XlaExecutable
+    from hlo_cli.tools.xla_reference import XlaExecutable
     text = Path(hlo).read_text()
     args = _typed_inputs(parse(text, str(hlo)), inputs)
     t0 = time.perf_counter()
@@ -333,7 +333,7 @@ def per_op(module_path, repeat, op_timeout, skip_xla):
     import numpy as np
     from hlo_cli.interpreter import RunOptions, run_module
     from hlo_cli.parser import parse
-    from hlo_cli.xla_reference import XlaExecutable
+    from hlo_cli.tools.xla_reference import XlaExecutable
 
     def alarm(*_):
         raise _Timeout()

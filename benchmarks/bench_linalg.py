@@ -86,7 +86,7 @@ def main(argv=None):
     import jax
     from hlo_cli.interpreter.evaluator import run_module
     from hlo_cli.parser import parse
-    from hlo_cli.xla_reference import XlaExecutable
+    from hlo_cli.tools.xla_reference import XlaExecutable
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="*")

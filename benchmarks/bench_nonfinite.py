@@ -56,7 +56,7 @@ def child(side, step, inputs, finite, repeat, out):
     module = parse(text, step)
     args = _load_args(module, inputs, finite)
     if side == "xla":
-        from hlo_cli.xla_reference import XlaExecutable
+        from hlo_cli.tools.xla_reference import XlaExecutable
         exe = XlaExecutable(text)
         run = lambda: exe(args)                          # noqa: E731
     else:
@@ -152,7 +152,7 @@ def per_op_child(args):
     from hlo_cli.interpreter import RunOptions, run_module
     from hlo_cli.interpreter.inputs import bind
     from hlo_cli.parser import parse
-    from hlo_cli.xla_reference import XlaExecutable
+    from hlo_cli.tools.xla_reference import XlaExecutable
     module = parse(Path(args.step).read_text(), args.step)
     ops = distinct_ops(module, tuple(args.opcodes))
     sized = []

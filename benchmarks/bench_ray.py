@@ -62,7 +62,7 @@ def main(argv=None):
     import hlo_cli
     from hlo_cli.devices import grid_of, run_devices
     from hlo_cli.devices.inputs import distribute
-    from hlo_cli.devices.ray_backend import forget_actors, run_on_ray
+    from hlo_cli.pipeline.ray_backend import forget_actors, run_on_ray
     from hlo_cli.interpreter.memory import estimate
 
     programs = []

@@ -48,7 +48,7 @@ def _inputs(path):
 def child_xla(hlo, inputs, repeat, out):
     import numpy as np
     sys.path.insert(0, str(HERE.parent))
-    from hlo_cli.xla_reference import XlaExecutable
+    from hlo_cli.tools.xla_reference import XlaExecutable
     args = _inputs(inputs)
     text = Path(hlo).read_text()
     t0 = time.perf_counter()

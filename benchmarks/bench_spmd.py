@@ -119,7 +119,7 @@ def _buffer_bytes(mem):
 def child_xla1(repeat, out):
     import numpy as np
     sys.path.insert(0, str(HERE.parent))
-    from hlo_cli.xla_reference import XlaExecutable
+    from hlo_cli.tools.xla_reference import XlaExecutable
     args = _load(_path(".inputs.npz"), "arg")
     exe = XlaExecutable(_path(".hlo").read_text())
     exe(args)

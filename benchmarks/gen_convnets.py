@@ -256,10 +256,10 @@ def build_fp8_loop(m=32768, n=8192, k=1024, iters=20, seed=2):
 
 def store_narrow(name, fn, args, out_dir):
     """Rewrite `name`'s inputs and XLA's outputs with narrow floats (bf16, f8) as raw records, as
-    `hlo run --output` stores them (hlo_cli.io.storable): NumPy cannot read back the descriptors
+    `hlo run --output` stores them (hlo_cli.pipeline.io.storable): NumPy cannot read back the descriptors
     np.savez writes for ml_dtypes arrays.  `hlo run --inputs` reads the records as the parameter's
     type."""
-    from hlo_cli.io import storable
+    from hlo_cli.pipeline.io import storable
     outs = [np.asarray(a) for a in jax.tree.leaves(jax.jit(fn)(*args))]
     np.savez(os.path.join(out_dir, f"{name}.inputs.npz"),
              **{f"arg{i}": storable(np.asarray(a)) for i, a in enumerate(jax.tree.leaves(args))})

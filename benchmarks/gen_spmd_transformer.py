@@ -196,7 +196,7 @@ def device_args(args, shardings):
 def one_device_text(text):
     """`text` (a module before partitioning) as XLA CPU compiles it for one device."""
     sys.path.insert(0, _REPO_ROOT)
-    from hlo_cli.xla_reference import XlaExecutable
+    from hlo_cli.tools.xla_reference import XlaExecutable
     return XlaExecutable(text).executable.get_hlo_text()
 
 

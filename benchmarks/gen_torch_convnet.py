@@ -61,7 +61,7 @@ def _xla_check(text, args, expected, limit=0.05):
     ill-conditioned enough that two XLA builds differ by 1e-3 relative on its depthwise weight
     gradients (measured: 1.04e-3 on one, above the samples' 1e-3), which is no wrong order."""
     import numpy as np
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     got = run_with_xla(text, args)
     if len(got) != len(expected):
         raise SystemExit(f"JAX's XLA returned {len(got)} outputs, the producer {len(expected)}")

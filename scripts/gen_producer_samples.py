@@ -35,7 +35,7 @@ How inputs and outputs are matched with the module (checked, not assumed):
   ``XLA_SAVE_TENSORS_FILE`` (with ``XLA_SAVE_TENSORS_FMT=hlo``) saved of that step and a second one.
 
 After each case, the before-optimization text is compiled and run by the XLA that JAX ships on the
-same inputs (``hlo_cli.xla_reference``); its results must agree with the producer's (the producers'
+same inputs (``hlo_cli.tools.xla_reference``); its results must agree with the producer's (the producers'
 XLA builds differ from JAX's, so the agreement is recorded in the manifest: bit-identical, or the
 largest difference; a bounded dynamic result, which that runner returns whole, is compared on the
 elements the producer returned).  This catches a wrong parameter or output order.  XLA cannot read
@@ -697,7 +697,7 @@ def _compare(ours: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
 
 def _xla_check(text: str, args: list[np.ndarray], expected: list[np.ndarray]) -> dict:
     """Run `text` with JAX's XLA CPU on `args` and compare every output with the producer's."""
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     got = run_with_xla(text, args)
     if len(got) != len(expected):
         raise SystemExit(f"JAX's XLA returned {len(got)} outputs, the producer {len(expected)}")

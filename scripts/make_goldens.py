@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from hlo_cli.parser import parse  # noqa: E402
 from hlo_cli.interpreter.values import np_dtype  # noqa: E402
-from hlo_cli.xla_reference import run_with_xla  # noqa: E402
+from hlo_cli.tools.xla_reference import run_with_xla  # noqa: E402
 
 
 def edge_values(shape, seed: int):

@@ -405,7 +405,7 @@ def test_hlo_run_checks_against_the_devices_it_runs_on(tmp_path):
 _XLA_RUNNER = r'''
 import json, sys
 import numpy as np
-from hlo_cli.xla_reference import run_on_devices
+from hlo_cli.tools.xla_reference import run_on_devices
 
 results = []
 for text, replicas, partitions in json.load(sys.stdin):

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from hlo_cli.checker import CODES, check_module
-from hlo_cli.cli.check import _check_file, _worst
+from hlo_cli.tools.check import check_file as _check_file
+from hlo_cli.tools.check import worst_status as _worst
 from hlo_cli.errors import HloError
 from hlo_cli.ir.attributes import ComputationRef
 from hlo_cli.parser import parse

@@ -295,7 +295,7 @@ def test_an_unbalanced_backend_config_is_never_an_internal_error(tmp_path, confi
 
 _KILL_MID_WRITE = """
 import os, signal, sys
-import hlo_cli.io as io
+import hlo_cli.pipeline.io as io
 real = io._create_excl
 SIG = getattr(signal, sys.argv[1])
 

@@ -170,7 +170,7 @@ def test_rank_above_numpys_limit_is_a_warning_in_check_and_refused_by_run(cli):
 def test_xla_runs_rank_70():
     """The fact behind the warning: XLA has no rank limit."""
     pytest.importorskip("jaxlib")
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     assert run_with_xla(RANK70, [])[0].tolist() == [-3.0]
 
 

@@ -261,7 +261,7 @@ def test_proto_convolution_field_101_empty_is_absent_and_set_is_refused(tmp_path
 
 
 def test_proto_stable_topk_reads_as_is_stable(tmp_path):
-    from hlo_cli.xla_reference import parse_with_xla
+    from hlo_cli.tools.xla_reference import parse_with_xla
     text = ("HloModule m\n\nENTRY main {\n  x = f32[8]{0} parameter(0)\n"
             "  ROOT t = (f32[3]{0}, s32[3]{0}) topk(x), k=3, largest=true\n}\n")
     m = messages()["HloModuleProto"]()

@@ -427,7 +427,7 @@ def test_deep_nesting_stops_early_with_a_located_error(open_, close):
 ])
 def test_xla_reads_these_as_we_do(text):
     """XLA's parser accepts each text; what it prints back reads as the same module here."""
-    from hlo_cli.xla_reference import parse_with_xla
+    from hlo_cli.tools.xla_reference import parse_with_xla
     pytest.importorskip("jaxlib._hlo")
     ours = parse(text)
     theirs = parse(parse_with_xla(text).to_string())
@@ -446,7 +446,7 @@ def test_xla_reads_these_as_we_do(text):
            "  ROOT c = f32[4] conditional(s, x, x), branch_computations={neg, id}", before=BRANCHES),
 ])
 def test_xla_refuses_these_as_we_do(text):
-    from hlo_cli.xla_reference import parse_with_xla
+    from hlo_cli.tools.xla_reference import parse_with_xla
     pytest.importorskip("jaxlib._hlo")
     with pytest.raises(Exception):
         parse_with_xla(text)

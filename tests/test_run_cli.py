@@ -1000,8 +1000,8 @@ def test_no_leftover_temporary_files(hlo, xy):
 def test_expect_reads_a_reference_within_a_dynamic_bound(tmp_path):
     # a result of f32[<=12] holding 6 elements at run time is compared with a 6-element reference;
     # one past the bound, or of another rank, stays unread and is reported as a shape mismatch
-    from hlo_cli.compare import compare, load_reference
-    from hlo_cli.io import ArrayHeader
+    from hlo_cli.pipeline.compare import compare, load_reference
+    from hlo_cli.pipeline.io import ArrayHeader
     ref = tmp_path / "ref.npz"
     np.savez(ref, out0=np.arange(6, dtype=np.float32), out1=np.zeros(13, np.float32),
              out2=np.zeros((2, 3), np.float32))

@@ -363,7 +363,7 @@ def test_output_never_replaces_what_is_not_a_file(hlo, tmp_path):
 
 
 def test_a_read_only_dump_dir_is_exit_2(hlo, tmp_path, monkeypatch):
-    import hlo_cli.io as io
+    import hlo_cli.pipeline.io as io
 
     def read_only(path):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
@@ -379,7 +379,7 @@ def test_a_read_only_dump_dir_is_exit_2(hlo, tmp_path, monkeypatch):
 
 
 def test_a_full_disk_while_dumping_is_exit_2(hlo, tmp_path, monkeypatch):
-    import hlo_cli.dumps as dumps
+    import hlo_cli.pipeline.dumps as dumps
     writes = []
 
     def fill_up(f, a):

@@ -1,4 +1,4 @@
-"""`hlo run --print`: values in XLA's Literal::ToString layout (hlo_cli.io.literal_text).
+"""`hlo run --print`: values in XLA's Literal::ToString layout (hlo_cli.pipeline.io.literal_text).
 
 The fixed cases follow the layout rules of XLA's literal printer (xla/literal.cc, its tests in
 xla/literal_test.cc): from rank 2 on each innermost row on its own line indented by two spaces,
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hlo_cli.io import literal_text
+from hlo_cli.pipeline.io import literal_text
 from hlo_cli.ir.literal import Literal, format_literal
 from hlo_cli.parser import parse
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import click
 
 from ..errors import ExitCode
-from .common import diagnostic_dict, report_errors, stderr_is_terminal
+from ..pipeline.core import diagnostic_dict
+from .common import report_errors, stderr_is_terminal
 
 
 @click.command("bisect")
@@ -99,73 +99,24 @@ def bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, se
         raise
 
 
-def _stages(paths, module_choice):
-    from ..errors import Diagnostic, HloInputError
-    from ..sources.dumpdir import read_dump_dir, stages_from_files
-    if len(paths) == 1:
-        p = paths[0]
-        if p != "-" and Path(p).is_dir():
-            dd = read_dump_dir(p)
-            return dd.module(module_choice), dd
-        msg = ("hlo bisect takes an XLA dump directory (XLA_FLAGS=\"--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*\") "
-               "or two files or more in pass order")
-        raise HloInputError(f"{p}: {msg}", [Diagnostic(msg, p, code="E087")])
-    dirs = [p for p in paths if Path(p).is_dir()]
-    if dirs:
-        msg = "a directory among several paths: give one dump directory, or files only"
-        raise HloInputError(f"{dirs[0]}: {msg}", [Diagnostic(msg, dirs[0], code="E087")])
-    if module_choice is not None:
-        raise click.UsageError("--module chooses a module of a dump directory; the files given are the stages")
-    m = stages_from_files(paths)
-    if m.ignored:
-        click.echo(f"note: {len(m.ignored)} of the files given are not module stages and are left out "
-                   f"({', '.join(Path(f.path).name for f in m.ignored[:3])}{', ...' if len(m.ignored) > 3 else ''})",
-                   err=True)
-    return m, None
-
-
 def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, seed, rtol, atol, exhaustive,
             no_diff, max_iterations, no_check, fmt, no_cache, first_stage=None, last_stage=None, numerics=None):
-    from ..bisect import bisect as run_bisect
-    from ..bisect import bisection_bound
     from ..errors import HloInputError
-    from ..interpreter.inputs import random_inputs as make_random
-    from ..io import load_inputs
     from ..sources import load
-    module, dd = _stages(paths, module_choice)
-    module = _range(module, first_stage, last_stage)
+    from ..tools.bisect import bisect as run_bisect
+    from ..tools.bisect import OptionConflict, bisection_bound, stage_arguments, stage_range, stages_of
+    def note(text):
+        click.echo(text, err=True)
+    try:
+        module, dd = stages_of(paths, module_choice, note)
+        module = stage_range(module, first_stage, last_stage, note)
+    except OptionConflict as e:
+        raise click.UsageError(str(e)) from None
     if not module.stages:
         raise HloInputError(f"{module.directory}: {module.title} has no stage")
     first, _ = load(module.stages[0].path, None, not no_cache)
-    params = first.entry_computation.parameters
-    given = [o for o, v in (("--input", inputs), ("--inputs", inputs_npz), ("--random-inputs", random_inputs),
-                            ("--snapshot", snapshot)) if v]
-    if len(given) > 1 and (random_inputs or snapshot):
-        raise HloInputError(f"{' and '.join(given)} cannot be combined: choose one way to give the inputs")
-    if not given and module.snapshots:
-        snapshot = module.snapshots[0]
-    if snapshot:
-        from ..reference import snapshot_arguments
-        from ..sources.proto import read_snapshot
-        notes: list = []
-        args = snapshot_arguments(read_snapshot(snapshot), params, notes)
-        inputs_doc = {"snapshot": snapshot}
-        for note in notes:
-            click.echo(f"note: {note}", err=True)
-    elif random_inputs:
-        args = make_random(params, seed)
-        inputs_doc = {"random": True, "seed": seed}
-    else:
-        if not inputs and not inputs_npz and any(p.shape.element_type != "token" for p in params):
-            raise HloInputError(
-                f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
-                + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
-                + "); pass --input/--inputs, --snapshot, or --random-inputs")
-        loaded = load_inputs(params, inputs, inputs_npz)
-        args = loaded.values
-        inputs_doc = {"files": loaded.sources}
-        for note in loaded.notes:
-            click.echo(f"note: {note}", err=True)
+    args, inputs_doc = stage_arguments(module, first.entry_computation.parameters, inputs, inputs_npz, random_inputs,
+                                       snapshot, seed, note=note)
     live = fmt == "text" and stderr_is_terminal()
 
     def on_run(stage):
@@ -189,28 +140,6 @@ def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, s
         _print(report, dd, inputs_doc, bisection_bound(report.distinct))
     if code != ExitCode.OK:
         sys.exit(code)
-
-
-def _range(module, first_stage, last_stage):
-    """MODULE with only the stages from --from to --to (as --stage names them)."""
-    if first_stage is None and last_stage is None:
-        return module
-    import dataclasses
-    pos = {s.index: k for k, s in enumerate(module.stages)}
-    lo, hi = 0, len(module.stages) - 1
-    for which, option in ((first_stage, "--from"), (last_stage, "--to")):
-        if which is None:
-            continue
-        sel = module.stage(which, option)
-        if sel.note:
-            click.echo(f"note: {sel.note}", err=True)
-        if option == "--from":
-            lo = pos[sel.stage.index]
-        else:
-            hi = pos[sel.stage.index]
-    if hi < lo:
-        raise click.UsageError(f"--to {last_stage} comes before --from {first_stage} in pass order")
-    return dataclasses.replace(module, stages=module.stages[lo:hi + 1])
 
 
 def _ranges(indices) -> str:

@@ -3,145 +3,15 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import click
 
-from ..errors import Diagnostic, ExitCode, HloError
-from .common import diagnostic_dict, report_errors, resolve_stage, stage_option
-
-OK, ERRORS, UNREADABLE, INTERNAL = "ok", "errors", "unreadable", "internal error"
-# the worst status decides the exit code
-_RANK = {OK: 0, ERRORS: 1, UNREADABLE: 2, INTERNAL: 3}
-_EXIT = {OK: ExitCode.OK, ERRORS: ExitCode.FAILURE, UNREADABLE: ExitCode.USAGE, INTERNAL: ExitCode.INTERNAL}
-UNUSED = "W201"           # the checker's "the result is never used"
-
-
-@dataclass
-class Result:
-    """What checking one module of a file (or an unusable file) found."""
-    file: str
-    label: str                       # its row in the summary table
-    diags: list[Diagnostic]
-    status: str
-    instructions: int | None = None  # None: not parsed
-    name: str | None = None
-    index: int | None = None         # which module of its file (None: the file could not be used)
-    line: int | None = None
-    count: int = 1                   # modules in its file
-    skipped_graphs: list = field(default_factory=list)   # the file's saved graphs not in HLO text
-
-
-def _check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: bool,
-                devices: tuple[int | None, int | None] = (None, None), module: str | None = None) -> list[Result]:
-    """One Result per module of PATH, or one for a file that cannot be used.  Never raises: one bad
-    file or module must not stop the others from being checked."""
-    from ..sources import read_modules
-    if path != "-" and Path(path).is_dir():
-        d = Diagnostic("no HLO module text in this directory (*.hlo, *.hlotxt, or *.txt files with a line "
-                       "starting with 'HloModule')", path, code="E017")
-        return [Result(path, path, [d], UNREADABLE)]
-    try:
-        fm = read_modules(path)
-    except HloError as e:
-        return [Result(path, path, e.diagnostics or [Diagnostic(str(e), path, code="E014")], UNREADABLE)]
-    out = []
-    try:
-        chosen = fm.modules if module is None else (fm.select(module),)
-    except HloError as e:
-        return [Result(path, path, e.diagnostics or [Diagnostic(str(e), path, code="E082")], UNREADABLE)]
-    for src in chosen:
-        r = _check_source(src, use_cache, layout_sensitive, warnings, devices)
-        r.skipped_graphs = list(fm.skipped) if src.index == 0 else []
-        out.append(r)
-    return out
-
-
-def _check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
-                  devices: tuple[int | None, int | None] = (None, None)) -> Result:
-    r = Result(src.file, src.label, [], ERRORS, name=src.name, index=src.index, line=src.line, count=src.count)
-    # the verdict depends on the text, its file name and these options alone: a repeat reads it
-    # from the cache, without the module
-    what = json.dumps(["check", layout_sensitive, warnings, devices[0], devices[1]])
-    if use_cache:
-        from ..sources.cache import load_derived
-        hit = load_derived(src.text, src.file, what)
-        if isinstance(hit, dict) and hit.get("status") in (OK, ERRORS):
-            try:
-                r.diags = [Diagnostic(**d) for d in hit["diags"]]
-                r.name, r.instructions, r.status = hit["name"], hit["instructions"], hit["status"]
-                return r
-            except (TypeError, KeyError):
-                r.diags = []
-    from ..checker import check_module
-    from ..sources import parse_module
-    try:
-        module = parse_module(src, use_cache)
-    except HloError as e:
-        r.diags = e.diagnostics or [Diagnostic(str(e), src.file, code="E000")]
-        return r
-    except RecursionError:
-        r.diags = [Diagnostic("the module is nested too deeply to process", src.file, code="E099")]
-        return r
-    r.name = module.name
-    r.instructions = sum(len(c.instructions) for c in module.computations)
-    try:
-        r.diags = check_module(module, src.text, layout_sensitive=layout_sensitive, warnings=warnings,
-                               replicas=devices[0], partitions=devices[1])
-    except Exception as e:  # a bug of ours: say so for this module, check the others
-        import os
-        if os.environ.get("HLO_DEBUG"):
-            raise
-        r.diags = [Diagnostic(f"internal error while checking: {type(e).__name__}: {e} (this is a bug in hlo; "
-                              "rerun with HLO_DEBUG=1 for a traceback and please report it)", src.file,
-                              code="C199")]
-        r.status = INTERNAL
-        return r
-    if warnings:
-        r.diags += _unrunnable_warnings(module, src)
-    r.status = ERRORS if any(d.severity == "error" for d in r.diags) else OK
-    if use_cache:
-        from dataclasses import asdict
-
-        from ..sources.cache import store_derived
-        store_derived(src.text, src.file, what, {"name": r.name, "instructions": r.instructions, "status": r.status,
-                                                 "diags": [asdict(d) for d in r.diags]})
-    return r
-
-
-UNRUNNABLE = "W300"       # a custom-call target hlo cannot run: `hlo run` refuses the module (exit 7)
-
-
-def _unrunnable_warnings(module, src) -> list[Diagnostic]:
-    """A warning per distinct custom-call target hlo cannot run (asked of the custom-call registry),
-    at its first call, with the number of calls: the module is valid, but `hlo run` will refuse it."""
-    try:
-        from ..support import describe_use, unrunnable
-        bad = unrunnable(module)
-    except Exception as e:  # noqa: BLE001 -- a bug of ours must not hide the checker's findings
-        import os
-        if os.environ.get("HLO_DEBUG"):
-            raise
-        return [Diagnostic(f"internal error while asking which custom calls run: {type(e).__name__}: {e}",
-                           src.file, severity="warning", code="C199")]
-    if not bad:
-        return []
-    from ..checker.positions import SourceIndex
-    index = SourceIndex(src.text)
-    out = []
-    for u in bad:
-        i = u.first
-        more = f" ({u.count} calls)" if u.count > 1 else ""
-        out.append(Diagnostic(f"%{i.name}: {describe_use(u)}{more}, which hlo cannot run: `hlo run` refuses this "
-                              f"module (exit 7; `hlo info` lists its custom calls)", i.loc.file, i.loc.line,
-                              i.loc.column, "warning", UNRUNNABLE, i.name,
-                              index.line_text(i.loc.line) if i.loc.line else None))
-    return out
-
-
-def _worst(statuses) -> str:
-    return max(statuses, key=_RANK.__getitem__, default=OK)
+from ..errors import Diagnostic
+from ..pipeline.core import diagnostic_dict
+from ..pipeline.prepare import format_diagnostic
+from ..tools.check import ERRORS, EXIT_CODES, INTERNAL, OK, UNREADABLE, UNUSED, Result, check_file, worst_status
+from .common import report_errors, resolve_stage, stage_option
 
 
 @click.command("check")
@@ -198,9 +68,9 @@ def check(files, layout_sensitive, fmt, no_warnings, verbose, replicas, partitio
     files, file_module = _dump_stages(files, module_choice, stage)
     paths, skipped = expand(files)
     results = [r for p in paths
-               for r in _check_file(p, not no_cache, layout_sensitive, not no_warnings, (replicas, partitions),
+               for r in check_file(p, not no_cache, layout_sensitive, not no_warnings, (replicas, partitions),
                                     file_module)]
-    worst = _worst(r.status for r in results)
+    worst = worst_status(r.status for r in results)
     if fmt == "json":
         click.echo(json.dumps(_json(results, skipped, worst), indent=2))
     else:
@@ -222,7 +92,7 @@ def check(files, layout_sensitive, fmt, no_warnings, verbose, replicas, partitio
             click.echo(f"{r.label}: ok ({r.instructions} instructions checked"
                        + (f", {n} warning{'s' if n != 1 else ''}" if n else "") + ")")
     if worst != OK:
-        sys.exit(_EXIT[worst])
+        sys.exit(EXIT_CODES[worst])
 
 
 def _dump_stages(files, module_choice, stage):
@@ -276,7 +146,7 @@ def _json(results: list[Result], skipped, worst: str) -> dict:
     skipped_out += [{"file": r.file, "line": g.line, "reason": f"a saved graph in {g.kind}"}
                     for r in results for g in r.skipped_graphs]
     counts = _counts(results)
-    return {"status": worst, "exit_code": int(_EXIT[worst]),
+    return {"status": worst, "exit_code": int(EXIT_CODES[worst]),
             "summary": {"files": len({r.file for r in results}), "modules": sum(1 for r in results if r.index is not None),
                         "ok": counts[OK], "with_errors": counts[ERRORS], "unreadable": counts[UNREADABLE],
                         "internal_errors": counts[INTERNAL], "skipped": len(skipped_out)},
@@ -288,15 +158,6 @@ def _counts(results) -> dict:
     for r in results:
         counts[r.status] += 1
     return counts
-
-
-def format_diagnostic(d: Diagnostic) -> str:
-    """FILE:LINE:COL: severity: first line of the message, the source line with a caret, then the
-    message's notes (its further lines)."""
-    head, sep, notes = d.message.partition("\n")
-    if not sep:
-        return d.format()
-    return replace(d, message=head).format() + "\n" + notes
 
 
 _PLURAL = {"report": "reports", "config": "configs", "compiler output": "compiler outputs", "graph": "graphs",

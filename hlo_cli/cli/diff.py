@@ -1,7 +1,7 @@
 """`hlo diff A B`: run two modules on the same inputs and compare every matched value.
 
-The library does the work (hlo_cli/diff); this module parses options, reads the modules and the
-inputs (as `hlo run` does: hlo_cli.io.load_inputs, interpreter.inputs.random_inputs) and prints.
+The library does the work (hlo_cli/diff/files.py: the modules and the inputs read as `hlo run` reads
+them, then hlo_cli/diff/core.py); this module maps the options to a DiffRequest and prints the report.
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 
 import click
 
-from ..errors import ExitCode, HloInputError
-from .common import (check_before_running, load_module, no_cache_option, refuse_elided, report_errors, snapshot_of,
-                     stderr_is_terminal)
+from ..errors import ExitCode
+from .common import (elided_constants_option, max_iterations_option, no_cache_option, report_errors,
+                     resolve_stage, stderr_is_terminal)
 
 
 @click.command("diff")
@@ -57,10 +57,8 @@ from .common import (check_before_running, load_module, no_cache_option, refuse_
 @click.option("--keep-memory", "keep_memory", metavar="SIZE", default="1G", show_default=True,
               help="Memory for A's values waiting for their comparison (e.g. 512M, 4G; none: no limit); beyond "
                    "it they go to a temporary directory.")
-@click.option("--max-iterations", type=click.IntRange(min=0), default=None,
-              help="Fail a while loop that runs more iterations than this.")
-@click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
-              help="Run modules whose dump elided constants ({...}), filling them this way.")
+@max_iterations_option
+@elided_constants_option
 @click.option("--numerics", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="Whose arithmetic both runs reproduce, as `hlo run --numerics`; auto: gpu when A or B was "
                    "compiled for a GPU.")
@@ -106,8 +104,9 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
     bug in hlo; 4 out of memory; 7 a module stopped at an instruction hlo cannot run and no value
     compared up to there differs (the results were not compared).
     """
-    from ..diff import diff_modules, format_text
-    from ..interpreter import RunOptions
+    from ..diff import format_text
+    from ..diff.files import DiffRequest, prepare
+    from ..diff.files import run as run_diff
     from ..interpreter.memory import parse_size
     try:
         keep = parse_size(keep_memory)
@@ -119,35 +118,14 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
         keep = None                   # the library's default
     if not (rtol >= 0 and atol >= 0):
         raise click.UsageError("--rtol and --atol must not be negative or NaN")
-    from .common import resolve_stage
     module_a, module_a_choice = resolve_stage(module_a, module_a_choice, stage_a, "--stage-a", "--module-a")
     module_b, module_b_choice = resolve_stage(module_b, module_b_choice, stage_b, "--stage-b", "--module-b")
-    modules = []
-    for path, choice, option in ((module_a, module_a_choice, "--module-a"), (module_b, module_b_choice, "--module-b")):
-        if path == "-" and module_a == module_b == "-":
-            raise click.UsageError("only one of A and B can be standard input")
-        mod, text = load_module(path, use_cache=not no_cache, with_text=True, module=choice, option=option)
-        if not no_check:
-            check_before_running(mod, text)
-        if allow_elided_constants is None:
-            from ..checker.positions import SourceIndex
-            refuse_elided(mod, SourceIndex(text))
-        modules.append(mod)
-    a, b = modules
-    if output_sharding is not None:               # a bad one is a usage error before anything runs
-        from ..devices.outputs import parse_sharding
-        parse_sharding(output_sharding, b)
-    from ..diff import check_parameters
-    check_parameters(a, b)
-    if not inputs and not inputs_npz and not random_inputs:
-        # a snapshot given as A or B: the arguments of its execution, as `hlo run SNAPSHOT.pb` takes them
-        inputs_npz = next((p for p in (module_a, module_b) if snapshot_of(p) is not None), None)
-        if inputs_npz:
-            click.echo(f"note: inputs: the arguments recorded in {inputs_npz}", err=True)
-    args = read_inputs(a, inputs, inputs_npz, random_inputs, seed)
-    from ..interpreter.numerics import resolve_together
-    options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants,
-                         numerics=resolve_together((b, a), numerics))
+    if module_a == module_b == "-":
+        raise click.UsageError("only one of A and B can be standard input")
+    plan = prepare(DiffRequest(module_a, module_b, module_a_choice, module_b_choice, tuple(inputs), inputs_npz,
+                               random_inputs, seed, rtol, atol, output_sharding, max_executions, keep, max_iterations,
+                               allow_elided_constants, not no_check, not no_cache, numerics),
+                   note=lambda text: click.echo(text, err=True))
     display = None
     if not no_progress and fmt == "text" and stderr_is_terminal():
         from ..progress import Display
@@ -157,9 +135,7 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
         if display is not None:
             display.phase = text
     try:
-        report = diff_modules(a, b, args, rtol, atol, options=options, path_a=module_a, path_b=module_b,
-                              keep_bytes=keep, max_executions=max_executions, on_phase=phase,
-                              output_sharding=output_sharding)
+        report = run_diff(plan, on_phase=phase)
     finally:
         if display is not None:
             display.stop()
@@ -171,26 +147,3 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
         sys.exit(ExitCode.UNSUPPORTED)      # hlo stopped at an instruction it cannot run; nothing differed
     if not report.results_agree:
         sys.exit(ExitCode.FAILURE)
-
-
-def read_inputs(module, inputs, inputs_npz, random_inputs, seed) -> list:
-    """The arguments, read as `hlo run` reads them (A's parameters decide names and shapes; a
-    module on several devices takes global arrays, split by each parameter's sharding)."""
-    from ..devices.outputs import DeviceRun
-    from ..diff.core import global_parameters
-    from ..interpreter.inputs import random_inputs as make_random
-    from ..io import load_inputs
-    params = module.entry_computation.parameters
-    if random_inputs:
-        if inputs or inputs_npz:
-            raise HloInputError("--random-inputs cannot be combined with --input/--inputs")
-        return make_random(global_parameters(module), seed)
-    if not inputs and not inputs_npz and any(p.shape.element_type != "token" for p in params):
-        raise HloInputError(f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
-                            + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
-                            + "); pass --input/--inputs, or --random-inputs")
-    dv = DeviceRun(module, {})
-    loaded = load_inputs(params, inputs, inputs_npz, dv.shape_for if dv.multi else None)
-    for note in loaded.notes:
-        click.echo(f"note: {note}", err=True)
-    return loaded.values

@@ -28,44 +28,11 @@ def fmt(file, no_percent, operand_shapes, no_metadata, check, module_choice, sta
     around them is left out); --module N|NAME prints one.  Nothing is printed if a module has errors.
     In an XLA dump directory, --stage (and --module) picks the module and stage to print.
     """
-    import json
-
-    from ..sources.cache import load_derived, store_derived
-    from ..errors import HloError, HloSyntaxError
-    from ..sources import parse_module, read_modules
+    from ..tools.fmt import format_file
     file, module_choice = resolve_stage(file, module_choice, stage)
-    fm = read_modules(file)
-    chosen = [fm.select(module_choice)] if module_choice is not None or len(fm.modules) == 1 else list(fm.modules)
-    texts, errors = [], []
-    # the printed text depends on the module's text, its file name and these options alone: a
-    # repeat reads it from the cache, without the module
-    what = json.dumps(["fmt", no_percent, operand_shapes, no_metadata])
-    for src in chosen:
-        hit = None if no_cache else load_derived(src.text, src.file, what)
-        if isinstance(hit, str):
-            texts.append(hit)
-            continue
-        try:
-            module = parse_module(src, not no_cache)
-        except HloError as e:
-            errors.append(e)
-            continue
-        from ..ir.printer import format_module
-        texts.append(format_module(module, percent=not no_percent, operand_shapes=operand_shapes,
-                                   metadata=not no_metadata))
-        if not no_cache:
-            store_derived(src.text, src.file, what, texts[-1])
-    if errors:
-        if len(errors) == 1:
-            raise errors[0]
-        raise HloSyntaxError(f"{len(errors)} modules have errors", [d for e in errors for d in e.diagnostics])
-    if len(chosen) == 1:
-        out = texts[0]
-        original = chosen[0].own_text if len(fm.modules) > 1 else fm.text
-    else:
-        before, between, after = fm.separator()
-        out = before + between.join(texts) + after
-        original = fm.text
+    res = format_file(file, module_choice, percent=not no_percent, operand_shapes=operand_shapes,
+                      metadata=not no_metadata, use_cache=not no_cache)
+    fm, chosen, texts, out, original = res.file, res.chosen, res.texts, res.text, res.original
     if check:
         if original.replace("\r\n", "\n") != out:
             which = ""

@@ -2,17 +2,13 @@
 from __future__ import annotations
 
 import itertools
-import os
-import sys
 from pathlib import Path
 
 import click
 
 from ..errors import HloInputError
+from ..tools.graphfiles import check_output, explorer_node_data, format_of, write
 from .common import load_module, module_option, no_cache_option, report_errors, resolve_stage, stage_option
-
-_SUFFIX_FORMAT = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".html": "html", ".htm": "html", ".json": "explorer"}
-
 
 @click.command("graph", epilog="""Examples:
 
@@ -81,11 +77,11 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
     from ..graph import build_graph
     from ..graph.overlays import load_overlays
     from ..graph.render import GraphvizMissing, HOW_TO_GET_DOT, dot_program, to_dot, to_html, to_svg
-    fmt = fmt or _format_of(output)
+    fmt = fmt or format_of(output)
     module_file, module_choice = resolve_stage(module_file, module_choice, stage)
     dest = None if output == "-" else Path(output)
     if dest is not None:
-        _check_output(dest, output, force, module_file)
+        check_output(dest, output, force, module_file)
     if fmt == "svg" and dot_program() is None:
         raise GraphvizMissing("--format svg needs a layout and Graphviz's `dot` was not found. " + HOW_TO_GET_DOT + ".")
     module = load_module(module_file, use_cache=not no_cache, module=module_choice)
@@ -130,11 +126,12 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
         # written chunk by chunk: the whole text at once would hold it twice more (json.dumps joins
         # its chunks, then .encode copies them)
         data = itertools.chain(json.JSONEncoder(indent=1).iterencode(doc), ("\n",))
-        node_data = _explorer_node_data(g, ovs, dest, output, force, module_file)
-    _write(dest, data)
+        node_data = explorer_node_data(g, ovs, dest, output, force, module_file,
+                                       note=lambda text: click.echo(text, err=True))
+    write(dest, data)
     if fmt == "explorer":
         for path, text in node_data:
-            _write(path, text)
+            write(path, text)
             click.echo(f"wrote {path} (Model Explorer node data: model-explorer {output} "
                        f"--node_data_paths={path})", err=True)
     if dest is not None:
@@ -149,71 +146,3 @@ def graph(module_file, output, fmt, computation, around, depth, expand_fusions, 
                    f"computation{'s' if len(g.groups) != 1 else ''}"
                    + (f" ({g.omitted_nodes:,} nodes further than --depth {depth} left out)" if around else "")
                    + ("".join(f"; {f}" for f in first)), err=True)
-
-
-def _explorer_node_data(g, ovs, dest, output, force, module_file) -> list:
-    """With --format explorer and overlays: one Model Explorer node-data file per overlay metric, next
-    to the graph file (graph.json -> graph.values.nonfinite.json ...), each checked as --output is."""
-    if not ovs:
-        return []
-    if dest is None:
-        click.echo("note: the overlays' node data is written only next to a graph file (-o graph.json); "
-                   "standard output gets the graph alone", err=True)
-        return []
-    import json
-    from ..explorer import overlays_to_node_data
-    stem = dest.name[:-len(dest.suffix)] if dest.suffix else dest.name
-    out = []
-    for key, data in overlays_to_node_data(ovs, g).items():
-        path = dest.with_name(f"{stem}.{key}.json")
-        _check_output(path, str(path), force, module_file)
-        out.append((path, json.dumps(data) + "\n"))
-    return out
-
-
-def _format_of(output: str) -> str:
-    if output == "-":
-        return "dot"
-    suf = Path(output).suffix.lower()
-    if suf in _SUFFIX_FORMAT:
-        return _SUFFIX_FORMAT[suf]
-    raise HloInputError(f"--output {output}: cannot tell the format from the name; end it in .dot, .svg, .html "
-                        f"or .json, or pass --format dot|svg|html|explorer")
-
-
-def _check_output(dest: Path, output: str, force: bool, module_file: str):
-    if module_file != "-" and os.path.exists(module_file) and dest.exists() and \
-            Path(os.path.realpath(dest)) == Path(os.path.realpath(module_file)):
-        raise HloInputError(f"--output {output} is the module being drawn; refusing to overwrite it")
-    if os.path.lexists(dest):
-        if not (os.path.isfile(dest) or os.path.islink(dest)):
-            raise HloInputError(f"--output {output} exists and is not a regular file; refusing to replace it")
-        if not force:
-            what = "is a symbolic link" if os.path.islink(dest) else "exists"
-            raise HloInputError(f"--output {output} {what}; refusing to overwrite it (pass --force to replace it)")
-    if not Path(os.path.realpath(dest)).parent.is_dir():
-        raise HloInputError(f"--output {output}: the directory {dest.parent} does not exist")
-
-
-def _write(dest: Path | None, text):
-    """Write TEXT (a string, or an iterable of strings written one after the other) to DEST
-    (None: standard output)."""
-    chunks = (text,) if isinstance(text, str) else text
-    if dest is None:
-        for chunk in chunks:
-            sys.stdout.write(chunk)
-        sys.stdout.flush()
-        return
-    from ..io import replace_file
-
-    def write(f):
-        buf = []
-        size = 0
-        for chunk in chunks:            # (joined in blocks of about 1 MB: few, large writes)
-            buf.append(chunk)
-            size += len(chunk)
-            if size >= 1 << 20:
-                f.write("".join(buf).encode("utf-8"))
-                buf, size = [], 0
-        f.write("".join(buf).encode("utf-8"))
-    replace_file(dest, write, "--output")

@@ -3,177 +3,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 
 import click
 
-from .common import diagnostic_dict, module_option, no_cache_option, report_errors, resolve_stage, stage_option
-
-
-def summarize(module, path: str, size: int) -> dict:
-    entry = module.entry_computation
-    params = entry.parameters
-    counts = Counter(i.opcode for _, i in module.instructions())
-    n_instr = sum(counts.values())
-    called_by_fusion = {c for _, i in module.instructions() if i.opcode == "fusion"
-                        for c in i.called_computations}
-    frames = module.stack_frames
-    # instructions whose metadata resolves to each source file
-    per_file: Counter = Counter()
-    source_of: dict = {}          # metadata text -> source file (the same texts repeat many times)
-    for _, inst in module.instructions():
-        md = inst.attrs.get("metadata")
-        if md is None:
-            continue
-        src = source_of.get(md.text, False)
-        if src is False:
-            src = None
-            fid = md.stack_frame_id
-            if fid and frames:
-                stack = frames.resolve(fid)
-                if stack:
-                    src = stack[0][0]
-            if src is None and md.source_file:
-                src = md.source_file
-            source_of[md.text] = src
-        if src is not None:
-            per_file[src] += 1
-    sources = sorted(set(frames.file_names.values()) | set(per_file))
-    out = {
-        "file": path,
-        "bytes": size,
-        "module": module.name,
-        "entry": entry.name,
-        "parameters": [{"name": p.name, "number": p.parameter_number, "shape": str(p.shape)} for p in params],
-        "result": str(entry.root_instruction.shape),
-        "signature": "(" + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params) + ") -> "
-                     + entry.root_instruction.shape.to_str(False),
-        "computations": len(module.computations),
-        "fusion_computations": len(called_by_fusion),
-        "instructions": n_instr,
-        "header": {k: _text(v) for k, v in module.attrs.items()},
-        "opcodes": dict(counts.most_common()),
-        "sources": [{"file": f, "instructions": per_file.get(f, 0)} for f in sources],
-    }
-    out["custom_calls"] = custom_call_summary(module)
-    devices = device_summary(module)
-    if devices is not None:
-        out["devices"] = devices
-    out.update(memory_summary(module, devices))
-    return out
-
-
-def custom_call_summary(module) -> list[dict]:
-    """The module's custom-call targets (in order of first call): how many calls, whether hlo runs
-    it (asked of the custom-call registry), what it is, where it is first called."""
-    from ..support import custom_calls
-    out = []
-    for u in custom_calls(module):
-        i = u.first
-        out.append({"target": u.target, "count": u.count, "runnable": u.runnable, "what": u.what,
-                    "first": f"{i.loc.file}:{i.loc.line}:{i.loc.column}", "instruction": i.name})
-    return out
-
-
-def memory_summary(module, devices: dict | None) -> dict:
-    """{"inputs_bytes": the entry parameters' bytes (one device's), "memory": what a run is
-    estimated to need (interpreter.memory.estimate; on the devices `hlo run` would simulate)}."""
-    from ..interpreter.memory import estimate, result_bytes
-    inputs = sum(result_bytes(p.shape) or 0 for p in module.entry_computation.parameters)
-    count = 1
-    if devices is not None and devices["count"] > 1:
-        try:
-            from ..devices import grid_of, needs_devices
-            grid = grid_of(module)
-            count = grid.count if needs_devices(module, grid) else 1
-        except Exception:          # noqa: BLE001 -- a module the device layer refuses: one device
-            count = 1
-    try:
-        mem = estimate(module, count).to_dict()
-    except RecursionError:
-        mem = None
-    return {"inputs_bytes": inputs, "memory": mem}
-
-
-_COLLECTIVES = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
-                "all-to-all", "ragged-all-to-all", "collective-broadcast", "collective-permute",
-                "collective-permute-start", "send", "recv", "replica-id", "partition-id")
-
-
-def device_summary(module) -> dict | None:
-    """The devices of a multi-device module: replicas x partitions (and where the counts come
-    from), its Shardy meshes, each kind of collective with how many there are and their group sizes
-    in devices, and the entry parameters' shardings with global and per-device shapes.  None for a
-    module that neither runs on several devices nor has collectives or shardings."""
-    from ..checker.devices import module_devices
-    from ..devices import partitioned
-    from ..devices.sharding import ShardingError, parameter_sharding, sdy_meshes
-    from ..errors import HloError
-    from ..shapes.families.collective import device_group_sizes
-    devs = module_devices(module)
-    try:
-        meshes = sdy_meshes(module)
-    except HloError:
-        meshes = {}
-    kinds: dict[str, dict] = {}
-    for _, inst in module.instructions():
-        if inst.opcode not in _COLLECTIVES:
-            continue
-        k = kinds.setdefault(inst.opcode, {"opcode": inst.opcode, "count": 0, "group_sizes": set()})
-        k["count"] += 1
-        if inst.opcode in ("collective-permute", "collective-permute-start"):
-            k["group_sizes"].add(2)          # a permute moves data between pairs of devices
-        elif inst.opcode not in ("send", "recv", "replica-id", "partition-id"):
-            k["group_sizes"].update(device_group_sizes(inst.opcode, inst.attrs, devs.run_replicas,
-                                                       devs.run_partitions))
-    params = []
-    per_device = partitioned(module)
-    for p in module.entry_computation.parameters:
-        try:
-            sharding = parameter_sharding(p, module)
-        except (ShardingError, HloError):
-            sharding = None
-        if sharding is None and p.attrs.get("sharding") is None:
-            continue
-        entry = {"name": p.name, "number": p.parameter_number,
-                 "sharding": str(sharding if sharding is not None else p.attrs.get("sharding"))}
-        entry.update(_global_and_local(p.shape, sharding, per_device))
-        params.append(entry)
-    if devs.count <= 1 and not kinds and not params and not meshes:
-        return None
-    return {"replicas": devs.run_replicas, "partitions": devs.run_partitions, "count": devs.count,
-            "from": devs.source if devs.count > 1 or devs.known else "XLA's default (the header gives no count)",
-            "meshes": [{"name": name, "axes": dict(m.axes), "size": m.size} for name, m in meshes.items()],
-            "collectives": [dict(k, group_sizes=sorted(k["group_sizes"])) for k in kinds.values()],
-            "parameters": params}
-
-
-def _global_and_local(shape, sharding, per_device: bool) -> dict:
-    """{"global_shape", "per_device_shape"} of an array parameter with a tiled sharding: in a
-    partitioned module the declared shape is a device's (the global one is the tiles put together,
-    padding included); before partitioning it is the global shape (a device's is ceil(dim / tiles))."""
-    from ..devices.sharding import ShardingError, layout
-    from ..ir.shape import Shape
-    if shape is None or shape.is_tuple or sharding is None or sharding.kind == "tuple":
-        return {}
-    try:
-        tiles = layout(sharding, shape.rank).tiles
-    except (ShardingError, ValueError):
-        return {}
-    if per_device:
-        local = shape.dims
-        glob = tuple(d * t for d, t in zip(shape.dims, tiles))
-    else:
-        glob = shape.dims
-        local = tuple(-(-d // t) for d, t in zip(shape.dims, tiles))
-    def text(dims):
-        return Shape.array(shape.element_type, tuple(dims)).to_str(False)
-    return {"global_shape": text(glob), "per_device_shape": text(local)}
-
-
-def _text(v):
-    from ..ir.attributes import attr_text
-    return attr_text(v)
+from ..tools.info import cached_summary, dump_modules, error_entry, module_entries, stage_rows
+from .common import module_option, no_cache_option, report_errors, resolve_stage, stage_option
 
 
 @click.command("info")
@@ -209,38 +43,18 @@ def info(file, fmt, module_choice, stage, no_cache):
         _info(file, fmt, module_choice, no_cache)
     except HloError as e:
         if fmt == "json":
-            click.echo(json.dumps(_error_doc("<stdin>" if file == "-" else file, None, e), indent=2))
+            click.echo(json.dumps(error_entry("<stdin>" if file == "-" else file, None, e), indent=2))
         raise
 
 
-def _error_doc(file: str, module, e) -> dict:
-    """What --format json prints for a module that cannot be read or parsed (as `hlo run` does)."""
-    from ..errors import Diagnostic
-    diags = e.diagnostics or [Diagnostic(str(e), file, code="E000")]
-    return {"file": file, "module": module, "status": "error", "exit_code": int(e.exit_code), "message": str(e),
-            "diagnostics": [diagnostic_dict(d) for d in diags]}
-
-
 def _info(file, fmt, module_choice, no_cache):
-    from ..sources import parse_module, read_modules
+    from ..sources import read_modules
     fm = read_modules(file)
     if len(fm.modules) > 1 and module_choice is None:
         return _list_modules(fm, fmt, not no_cache)
     src = fm.select(module_choice)
     size = fm.size if len(fm.modules) == 1 else len(src.own_text.encode("utf-8", "replace"))
-    # the summary depends on the text, its file name and size alone: a repeat reads it from the
-    # cache (no parse, no memory estimate), as JSON gives it back
-    what = json.dumps(["info", size])
-    s = None
-    if not no_cache:
-        from ..sources.cache import load_derived
-        s = load_derived(src.text, src.file, what)
-    if not isinstance(s, dict):
-        module = parse_module(src, not no_cache)
-        s = json.loads(json.dumps(summarize(module, src.file, size)))
-        if not no_cache:
-            from ..sources.cache import store_derived
-            store_derived(src.text, src.file, what, s)
+    s = cached_summary(src, size, not no_cache)
     if len(fm.modules) > 1:
         s.update(index=src.index, line=src.line)
     if fmt == "json":
@@ -374,18 +188,8 @@ def _print_devices(con, d: dict):
 def _list_modules(fm, fmt: str, use_cache: bool):
     """Every module of a file that holds several: a row each (a JSON entry each); a module that does
     not parse is an error row, its diagnostics on stderr, exit 1."""
-    from ..errors import ExitCode, HloError
-    from ..sources import parse_module
-    entries, failed = [], []
-    for src in fm.modules:
-        try:
-            module = parse_module(src, use_cache)
-        except HloError as e:
-            failed.append(e)
-            entries.append(dict(_error_doc(src.file, src.name, e), index=src.index, line=src.line))
-            continue
-        s = summarize(module, src.file, len(src.own_text.encode("utf-8", "replace")))
-        entries.append(dict(s, index=src.index, line=src.line, status="ok"))
+    from ..errors import ExitCode
+    entries, failed = module_entries(fm, use_cache)
     skipped = [{"line": g.line, "kind": g.kind} for g in fm.skipped]
     if fmt == "json":
         click.echo(json.dumps({"file": fm.file, "bytes": fm.size, "layout": fm.layout, "modules": entries,
@@ -436,13 +240,12 @@ def _dump_listing(path: str, fmt: str, module_choice) -> bool:
     """List an XLA dump directory's modules, or one module's stages; False when PATH is not one."""
     from pathlib import Path
 
-    from ..sources.dumpdir import is_dump_dir, read_dump_dir, text_key
+    from ..sources.dumpdir import is_dump_dir, read_dump_dir
     if path == "-" or not Path(path).is_dir() or not is_dump_dir(path):
         return False
     dd = read_dump_dir(path)
     if module_choice is None and len(dd.modules) > 1:
-        mods = [{"key": m.key, "id": m.id, "name": m.name, "timestamp": m.timestamp, "stages": len(m.stages),
-                 "pass_stages": m.pass_stages, "snapshots": list(m.snapshots)} for m in dd.modules]
+        mods = dump_modules(dd)
         if fmt == "json":
             click.echo(json.dumps({"directory": dd.path, "kind": "xla-dump", "modules": mods,
                                    "ignored_files": len(dd.ignored)}, indent=2))
@@ -450,14 +253,7 @@ def _dump_listing(path: str, fmt: str, module_choice) -> bool:
             _print_dump_modules(dd, mods)
         return True
     m = dd.module(module_choice)
-    rows, prev = [], None
-    for s in m.stages:
-        try:
-            key = text_key(s.path)
-        except OSError:
-            key = None
-        rows.append(dict(s.to_dict(), changed=prev is None or key is None or key != prev))
-        prev = key
+    rows = stage_rows(m)
     if fmt == "json":
         click.echo(json.dumps({"directory": dd.path, "kind": "xla-dump", "module": {"key": m.key, "id": m.id,
                                "name": m.name, "timestamp": m.timestamp, "snapshots": list(m.snapshots)},

@@ -61,44 +61,24 @@ def isolate(module_file, inputs, inputs_npz, random_inputs, seed, module_choice,
     from XLA (or the results differ from --expect); 2 usage error or unreadable input; 3 a bug in
     hlo; 4 out of memory; 6 XLA cannot be used (JAX missing, or XLA refused every instruction).
     """
-    from ..tools.isolate import isolate as run_isolate, localize_outputs, parse_shard
+    from ..tools.isolate import compare_results, parse_shard, recorded_results
+    from ..tools.isolate import isolate as run_isolate
     shard_t = parse_shard(shard)
     module, _ = load_checked(module_file, module_choice, no_check, allow_elided_constants, no_cache)
     ref_mod = None
     if reference_module is not None:
         ref_mod, _ = load_checked(reference_module, None, True, allow_elided_constants, no_cache)
-    from ..reference import require_jax
+    from ..tools.reference import require_jax
     require_jax()
     args, snap = arguments(module, module_file, inputs, inputs_npz, random_inputs, seed)
-    recorded = None
-    from ..devices.outputs import DeviceRun
-    if DeviceRun(module, {}).multi and (expect is not None or (snap is not None and snap.result is not None)):
-        from ..errors import HloInputError
-        raise HloInputError("--expect: the results of a program on several devices are compared by `hlo run "
-                            "--expect`; hlo isolate compares its instructions only")
-    if expect is not None:
-        from ..compare import load_reference
-        root = module.entry_computation.root_instruction.shape
-        leaves = list(root.leaves()) if root.is_tuple else [root]
-        recorded = load_reference(expect, [s.dims for s in leaves])
-    elif snap is not None and snap.result is not None:
-        from ..reference import snapshot_reference
-        recorded = snapshot_reference(snap)
-        expect = f"{module_file} (the snapshot's result)"
+    recorded, expect = recorded_results(module, module_file, expect, snap)
     with PhaseLine(not no_progress and fmt == "text") as line:
         report = run_isolate(module, args, rtol, atol,
                              options=run_options(seed, max_iterations, allow_elided_constants),
                              into_fusions=into_fusions, filter_name=filter_name, filter_opcode=filter_opcode,
                              shard=shard_t, executions=executions, batch_size=batch_size, reference_module=ref_mod,
                              path=module_file, on_phase=line.set)
-    outputs_ok = True
-    if recorded is not None and report.result_leaves is not None:
-        from ..compare import compare
-        mm = compare(report.result_leaves, recorded, rtol, atol)
-        report.outputs = {"reference": expect, "ok": mm["ok"], "rows": mm["rows"]}
-        outputs_ok = mm["ok"]
-        if not mm["ok"]:
-            report.localized = localize_outputs(report, mm["rows"])
+    outputs_ok = compare_results(report, recorded, expect, rtol, atol)
     counts = report.counts()
     if fmt == "json":
         click.echo(json.dumps(report.to_json(), indent=1, default=str))

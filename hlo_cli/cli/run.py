@@ -1,6 +1,7 @@
 """`hlo run`: run a module on inputs with the NumPy interpreter.
 
-The steps: read and check the module (`hlo check`'s rules; --no-check skips them), refuse elided
+The options become a RunRequest of the run pipeline (hlo_cli/pipeline/core.py), whose RunResult
+is printed here.  The steps: read and check the module (`hlo check`'s rules; --no-check skips them), refuse elided
 constants unless told how to fill them, bind the inputs to the entry parameters, decide every file
 that will be written before anything runs (nothing a user gave is ever overwritten), run with the
 hooks the options ask for (dump, finiteness guard) under the progress line (hlo_cli/progress.py,
@@ -19,36 +20,19 @@ before anything runs; the module is not wrong).
 from __future__ import annotations
 
 import json
-import os
-import re
 import sys
-import time
-from pathlib import Path
 
 import click
 
-from ..errors import Diagnostic, ExitCode, HloError, HloInputError
-from ..io import has_nonfinite, leaves_with_shapes, literal_text, scalar_str, stats
-from .common import (check_before_running, has_elided, refuse_elided, snapshot_of, stderr_is_terminal,
-                     diagnostic_dict, load_module, module_option, no_cache_option, report_errors, resolve_stage,
-                     stage_option)
-
-
-def _input_error(msg: str):
-    raise HloInputError(msg)
+from ..errors import Diagnostic, ExitCode
+from ..pipeline import (DeviceOptions, DumpOptions, RunHooks, RunRequest, RunResult, classify_error, error_document,
+                        run as run_pipeline)
+from ..pipeline.io import literal_text, number_text, scalar_str, stats, stats_text
+from .common import (elided_constants_option, max_iterations_option, module_option, no_cache_option,
+                     report_errors, resolve_stage, stage_option, stderr_is_terminal)
 
 
 # ----------------------------------------------------------------------------- summaries
-
-def _fmt_num(x) -> str:
-    if x is None:
-        return ""
-    if isinstance(x, float):
-        return f"{x:.6g}"
-    if isinstance(x, list):
-        return f"{x[0]:.4g}{x[1]:+.4g}j"
-    return str(x)
-
 
 def _preview(a, n=5) -> str:
     """The first few elements, compactly."""
@@ -80,39 +64,12 @@ def _report_nonfinite(rep, src):
     elif rep.get("op_name"):
         lines.append(f"  op_name: {rep['op_name']}")
     for s in rep["stats"]:
-        lines.append(f"  result: {_fmt_stats(s)}")
+        lines.append(f"  result: {stats_text(s)}")
     for op in rep["operands"]:
         at = f"  (at {rep['first_index']}: {op['value_at_first_index']})" if "value_at_first_index" in op else ""
         for s in op["stats"]:
-            lines.append(f"  operand {op['operand']}: {_fmt_stats(s)}{at}")
+            lines.append(f"  operand {op['operand']}: {stats_text(s)}{at}")
     click.echo("\n".join(lines), err=True)
-
-
-def _fmt_stats(s):
-    keys = [k for k in ("min", "max", "mean", "nan", "inf") if s.get(k) is not None]
-    return f"{s['dtype']}{s['shape']} " + " ".join(f"{k}={_fmt_num(s[k])}" for k in keys)
-
-
-# ----------------------------------------------------------------------------- checks before running
-
-def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
-    if not (path.endswith(".npz") or path.endswith(".npy")):
-        _input_error(f"--output {path}: the name must end in .npz (all results) or .npy (a single result)")
-    if path.endswith(".npy") and root_shape.is_tuple:
-        n = sum(1 for _ in root_shape.leaves())
-        _input_error(f"--output {path}: the result is a tuple ({root_shape.to_str(False)}, {n} arrays); "
-                     f"write it to an .npz file")
-    p = Path(os.path.realpath(path))
-    if str(p) in protected:
-        _input_error(f"--output {path} is an input of this run; refusing to overwrite it")
-    if os.path.lexists(path) and not os.path.islink(path) and not os.path.isfile(path):
-        from ..sources.reading import file_kind
-        _input_error(f"--output {path} is {file_kind(os.stat(path).st_mode)}; refusing to replace it")
-    if os.path.lexists(path) and not force:
-        what = "is a symbolic link" if os.path.islink(path) else "exists"
-        _input_error(f"--output {path} {what}; refusing to overwrite it (pass --force to replace it)")
-    if not p.parent.exists():
-        _input_error(f"--output {path}: the directory {p.parent} does not exist")
 
 
 @click.command("run")
@@ -160,10 +117,8 @@ def _check_output_path(path: str, force: bool, protected: set[str], root_shape):
 @click.option("--check-finite", is_flag=True,
               help="Stop at the first instruction that makes a NaN or Inf out of finite operands, and report "
                    "it with its operands and source location.")
-@click.option("--max-iterations", type=click.IntRange(min=0), default=None,
-              help="Fail a while loop that runs more iterations than this.")
-@click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
-              help="Run modules whose dump elided constants ({...}), filling them this way.")
+@max_iterations_option
+@elided_constants_option
 @click.option("--no-check", is_flag=True, help="Do not check the module (hlo check's rules) before running it.")
 @click.option("--no-progress", is_flag=True,
               help="No progress display. On a terminal (and with --format text) a status line on stderr shows, "
@@ -246,433 +201,198 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
     custom-call targets hlo has no implementation of (compiled device code...), all named with their
     locations before anything runs, with what to do instead (the module is not wrong).
     """
-    state = {"module": None, "module_file": module_file, "numerics": numerics}
+    result = RunResult(module_file)
     try:
-        for flag, given in (("--dump-filter", dump_filter), ("--dump-summary", dump_summary),
-                            ("--dump-force", dump_force)):
-            if given and not dump_dir:
-                raise click.UsageError(f"{flag} needs --dump-dir")
-        if not (rtol >= 0 and atol >= 0):
-            raise click.UsageError("--rtol and --atol must not be negative or NaN")
-        if seed < 0:
-            raise click.BadParameter(f"{seed} is negative; a seed is a non-negative integer", param_hint="'--seed'")
-        if output_sharding is not None and not output_global:
-            raise click.UsageError("--output-sharding needs --output-global")
-        module_file, module_choice = resolve_stage(module_file, module_choice, stage)   # --stage in a dump dir
-        state["module_file"] = module_file
-        limit = _memory_limit_option(max_memory)
-        devices = {"replicas": replicas, "partitions": partitions, "per_device": per_device,
-                   "output_global": output_global, "output_sharding": output_sharding, "device": device,
-                   "cluster": cluster, "ray_address": ray_address, "ray_actors": ray_actors}
-        if cluster == "ray":
-            for flag, given in (("--profile", profile), ("--reference", reference_platform)):
-                if given:
-                    raise click.UsageError(f"{flag} cannot be combined with --cluster ray: it runs in this "
-                                           f"process (use --cluster local)")
-        elif ray_address is not None or ray_actors is not None:
-            raise click.UsageError("--ray-address and --ray-actors need --cluster ray")
-        if not no_progress and fmt == "text" and stderr_is_terminal():
-            from ..progress import Display
-            state["progress"] = Display().start()       # shown once the command has taken half a second
+        request, progress = _request(module_file, inputs, inputs_npz, random_inputs, seed, output, force, fmt,
+                                     expect, rtol, atol, dump_dir, dump_filter, dump_summary, dump_force,
+                                     check_finite, max_iterations, allow_elided_constants, no_check, no_progress,
+                                     profile, max_memory, replicas, partitions, per_device, output_global,
+                                     output_sharding, device, module_choice, no_cache, reference_platform, cluster,
+                                     ray_address, ray_actors, numerics, stage)
+        result.module_file = request.module_file
         try:
-            _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt,
-                 expect, rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
-                 allow_elided_constants, no_check, no_progress, no_cache, module_choice, devices, profile, limit,
-                 reference_platform)
+            run_pipeline(request, _Hooks(progress, fmt), result)
+        except BaseException:
+            if fmt != "json" and result.profile is not None and result.profile.get("stopped"):
+                _print_profile(result.profile)         # the time until the run stopped, before its error
+            raise
         finally:
-            if state.get("progress") is not None:
-                state["progress"].stop()
+            if progress is not None:
+                progress.stop()
+        _report(result, request, fmt, print_values)
     except (SystemExit, click.exceptions.Exit, BrokenPipeError):
         raise
     except BaseException as e:
         if fmt == "json":
-            click.echo(json.dumps(_error_document(state, e), indent=2))
+            if isinstance(e, click.UsageError):
+                code, message = ExitCode.USAGE, e.format_message()
+            else:
+                code, message = classify_error(e)
+            click.echo(json.dumps(error_document(result, code, message, e), indent=2))
         raise
 
 
-def _error_document(state, e: BaseException) -> dict:
-    """The JSON document of a run that ended in error E (the exit code is the one the command ends with)."""
-    from ..errors import HloResourceError
-    if isinstance(e, HloError):
-        code, message = int(e.exit_code), str(e)
-    elif isinstance(e, click.UsageError):
-        code, message = ExitCode.USAGE, e.format_message()
-    elif isinstance(e, KeyboardInterrupt):
-        code, message = 130, "interrupted"
-    elif isinstance(e, MemoryError):
-        code, message = HloResourceError.exit_code, "out of memory"
-    elif isinstance(e, RecursionError):
-        code, message = ExitCode.FAILURE, "the module is nested too deeply to process"
-    else:
-        code, message = ExitCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
-    diags = getattr(e, "diagnostics", None) or [Diagnostic(message, state["module_file"], code="E000")]
-    doc = {"module": state["module"], "status": "error", "exit_code": code, "message": message,
-           "diagnostics": [diagnostic_dict(d) for d in diags]}
-    uses = getattr(e, "uses", None)
-    if uses:                                         # hlo cannot run it (exit code 7)
-        doc["status"] = "unsupported"
-        doc["unsupported"] = [u.to_dict() for u in uses]
-        doc["hint"] = e.hint
-    if isinstance(e, HloResourceError):
-        doc["memory"] = {k: getattr(e, k) for k in ("instruction", "requested_bytes", "result_bytes")
-                         if getattr(e, k, None) is not None}
-    est = getattr(e, "estimate", None)
-    if est is not None and hasattr(est, "to_dict"):          # --max-memory refused the run (exit code 5)
-        doc.setdefault("memory", {}).update(estimate=est.to_dict(), limit_bytes=getattr(e, "limit", None),
-                                            total_bytes=getattr(e, "total", None))
-    doc.update(state.get("info", {}))
-    if state.get("timings"):
-        doc["timings"] = state["timings"]
-    if state.get("profile") is not None:
-        doc["profile"] = state["profile"]
-    return doc
-
-
-def _run(state, module_file, inputs, inputs_npz, random_inputs, seed, output, force, print_values, fmt, expect,
-         rtol, atol, dump_dir, dump_filter, dump_summary, dump_force, check_finite, max_iterations,
-         allow_elided_constants, no_check, no_progress, no_cache, module_choice=None, devices=None, profile=False,
-         memory_limit="auto", reference_platform=None):
-    import hashlib
-
-    import numpy as np
-
-    from .. import __version__
-    from ..checker.positions import SourceIndex
-    from ..compare import compare, load_reference
-    from ..dumps import OUR_DUMP_FILE, DumpFailed, Dumper, prepare_dump_dir
-    from ..finite import FiniteGuard, NonFinite
-    from ..interpreter import RunOptions, run_module
-    from ..interpreter.inputs import random_inputs as make_random
-    from ..io import load_inputs, write_results
-
-    timings = state["timings"] = {}
-    progress = state.get("progress")
-    phase = _phase_setter(progress)
-    clock = time.perf_counter
-    t0 = clock()
-    phase("parsing " + ("<stdin>" if module_file == "-" else Path(module_file).name))
-    module, text = load_module(module_file, use_cache=not no_cache, with_text=True, module=module_choice)
-    timings["parse_s"] = clock() - t0
-    state["module"] = module.name
-    info = state["info"] = {"tool": {"name": "hlo", "version": __version__},
-                            "module_file": "<stdin>" if module_file == "-" else module_file,
-                            "module_sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()}
-    src = SourceIndex(text)
-    t0 = clock()
-    phase("checking " + module.name)
-    if not no_check:
-        check_before_running(module, text, (devices or {}).get("replicas"), (devices or {}).get("partitions"))
-    from ..support import check_runnable
-    check_runnable(module)             # every instruction hlo cannot run, named at once (exit 7)
-    timings["check_s"] = clock() - t0
-    if allow_elided_constants is None:
-        refuse_elided(module, src)
-    from ..devices.outputs import DeviceRun
-    dv = DeviceRun(module, devices or {})
-    if dv.multi:
-        info["devices"] = {"replicas": dv.grid.replicas, "partitions": dv.grid.partitions}
-    from ..interpreter.numerics import report as numerics_report
-    info["numerics"] = numerics_report(module, state.get("numerics"))
-    if fmt == "text" and info["numerics"]["mode"] == "gpu" and info["numerics"]["requested"] == "auto":
-        click.echo(f"note: XLA GPU's numerics, as {info['numerics']['why']} (--numerics cpu: XLA CPU's)", err=True)
-    t0 = clock()
-    phase("estimating the memory of " + module.name)
-    _check_memory(module, memory_limit, dv.grid.count if dv.multi else 1)
-    timings["memory_check_s"] = clock() - t0
-
-    # -- inputs: every file's header is checked against its parameter before its data is read
-    t0 = clock()
-    phase("reading inputs")
-    params = module.entry_computation.parameters
-    protected = set()
-    if module_file != "-":
-        protected.add(str(Path(os.path.realpath(module_file))))
-    snap = snapshot_of(module_file)
-    snap_args = snap is not None and not (inputs or inputs_npz or random_inputs)
-    if snap is not None and not snap_args:
-        _note(progress, "note: the inputs given replace the snapshot's arguments; its stored result is not compared")
-    if snap_args:
-        from ..reference import snapshot_arguments
-        notes = []
-        values = snapshot_arguments(snap, params, notes)
-        info["inputs"] = [{"parameter": p.name, "number": p.parameter_number, "snapshot": module_file}
-                          for p in params if p.shape.element_type != "token"]
-        args = dv.distribute(values, notes) if dv.multi else values
-        for note in notes:
-            _note(progress, f"note: {note}")
-    elif random_inputs:
-        if inputs or inputs_npz:
-            _input_error("--random-inputs cannot be combined with --input/--inputs")
-        if dv.per_device:
-            _input_error("--per-device says how --input/--inputs hold their values; --random-inputs draws "
-                         "global values and splits them by the parameters' shardings")
-        info.update(inputs=[{"parameter": p.name, "number": p.parameter_number, "random": True} for p in params
-                            if p.shape.element_type != "token"], seed=seed)
-        args = dv.random_inputs(seed) if dv.multi else make_random(params, seed)
-    else:
-        if not inputs and not inputs_npz and any(p.shape.element_type != "token" for p in params):
-            _input_error(f"the entry computation takes {len(params)} parameter{'s' if len(params) != 1 else ''} ("
-                         + ", ".join(f"{p.name}: {p.shape.to_str(False)}" for p in params)
-                         + "); pass --input/--inputs, or --random-inputs")
-        loaded = load_inputs(params, inputs, inputs_npz, dv.shape_for if dv.multi else None, read=not dv.remote)
-        protected |= loaded.paths
-        info["inputs"] = loaded.sources
-        if _uses_rng(module):
-            info["seed"] = seed
-        args = dv.distribute(loaded.values, loaded.notes) if dv.multi else loaded.values
-        for note in loaded.notes:
-            _note(progress, f"note: {note}")
-    timings["inputs_s"] = clock() - t0
-    if check_finite:
-        for p, a in zip(params, args):
-            if dv.multi and not hasattr(a, "value"):
-                continue                  # read by the Ray actors (--cluster ray): not here
-            a = a.value if dv.multi else a
-            bad = [leaf for leaf, _ in leaves_with_shapes(a, p.shape) if has_nonfinite(np.asarray(leaf))]
-            if bad:
-                _note(progress, f"note: input parameter {p.parameter_number} '{p.name}' holds non-finite values "
-                                f"({_fmt_stats(stats(np.asarray(bad[0])))}); --check-finite looks for where new "
-                                f"ones appear")
-
-    # -- everything that will be written is decided before anything runs
-    if expect:
-        protected.add(str(Path(os.path.realpath(expect))))
-    root_shape = module.entry_computation.root_instruction.shape
-    if output:
-        _check_output_path(output, force, protected, root_shape)
+def _request(module_file, inputs, inputs_npz, random_inputs, seed, output, force, fmt, expect, rtol, atol, dump_dir,
+             dump_filter, dump_summary, dump_force, check_finite, max_iterations, allow_elided_constants, no_check,
+             no_progress, profile, max_memory, replicas, partitions, per_device, output_global, output_sharding,
+             device, module_choice, no_cache, reference_platform, cluster, ray_address, ray_actors, numerics, stage):
+    """The options as a RunRequest (usage errors said first), and the progress display if one is shown."""
+    for flag, given in (("--dump-filter", dump_filter), ("--dump-summary", dump_summary),
+                        ("--dump-force", dump_force)):
+        if given and not dump_dir:
+            raise click.UsageError(f"{flag} needs --dump-dir")
+    if not (rtol >= 0 and atol >= 0):
+        raise click.UsageError("--rtol and --atol must not be negative or NaN")
+    if seed < 0:
+        raise click.BadParameter(f"{seed} is negative; a seed is a non-negative integer", param_hint="'--seed'")
+    if output_sharding is not None and not output_global:
+        raise click.UsageError("--output-sharding needs --output-global")
+    module_file, module_choice = resolve_stage(module_file, module_choice, stage)   # --stage in a dump dir
+    limit = _memory_limit_option(max_memory)
+    devices = DeviceOptions(replicas=replicas, partitions=partitions, per_device=per_device,
+                            output_global=output_global, output_sharding=output_sharding, device=device,
+                            cluster=cluster, ray_address=ray_address, ray_actors=ray_actors)
+    if cluster == "ray":
+        for flag, given in (("--profile", profile), ("--reference", reference_platform)):
+            if given:
+                raise click.UsageError(f"{flag} cannot be combined with --cluster ray: it runs in this "
+                                       f"process (use --cluster local)")
+    elif ray_address is not None or ray_actors is not None:
+        raise click.UsageError("--ray-address and --ray-actors need --cluster ray")
     reference = None
-    if expect and dv.multi:
-        dv.check_reference(expect)        # (read after the run: the result's form decides its shapes)
-    elif expect:
-        reference = load_reference(expect, [(s.dims, s.dynamic) if s.is_dynamic else s.dims
-                                            for s in root_shape.leaves()
-                                            if s.element_type not in ("token", "opaque")])
-    elif snap_args and snap.result is None and not reference_platform:
-        _note(progress, "note: the snapshot holds no result to compare with (--reference xla runs it on XLA)")
-    elif snap_args and snap.result is not None and dv.multi:
-        _note(progress, "note: the snapshot's stored result is not compared on several devices")
-    elif snap_args and snap.result is not None:       # the stored result, as --expect would compare it
-        from ..reference import snapshot_reference
-        reference = snapshot_reference(snap)
-        expect = state["expect_label"] = f"{module_file} (the snapshot's result)"
     if reference_platform:
-        from ..reference import require_jax
-        require_jax()                                # before hlo's own run: nothing to wait for
-        if allow_elided_constants == "random" and any(
-                i.opcode == "constant" and i.literal is not None and has_elided(i.literal)
-                for c in module.computations for i in c.instructions):
-            _note(progress, "note: --reference xla: XLA fills elided constants ({...}) its own way (zeros on the "
-                            "XLA CPU measured); hlo's random values for them will not match (use "
-                            "--allow-elided-constants zeros)")
-        state["xla_args"], state["root_shape"], state["grid"] = _xla_arguments(dv, args), root_shape, dv.grid
-        from ..reference import unsupported
-        state["xla_refused"] = unsupported(module)
+        from ..tools.reference import XlaReference
+        reference = XlaReference()
+    request = RunRequest(module_file=module_file, module_choice=module_choice, inputs=tuple(inputs),
+                         inputs_npz=inputs_npz, random_inputs=random_inputs, seed=seed, output=output, force=force,
+                         expect=expect, rtol=rtol, atol=atol,
+                         dump=DumpOptions(dump_dir, dump_filter, dump_summary, dump_force) if dump_dir else None,
+                         check_finite=check_finite, max_iterations=max_iterations,
+                         elided_constants=allow_elided_constants, check=not no_check, use_cache=not no_cache,
+                         devices=devices, profile=profile, profile_top=50 if fmt == "json" else 15,
+                         memory_limit=limit, numerics=numerics, reference=reference)
+    progress = None
+    if not no_progress and fmt == "text" and stderr_is_terminal():
+        from ..progress import Display
+        progress = Display().start()       # shown once the command has taken half a second
+    return request, progress
 
-        def canonical(module=module):
-            from ..ir.printer import format_module
-            return format_module(module)
-        state["xla_canonical"] = canonical
-    hooks = []
-    dumper = None
-    if dump_dir:
-        try:
-            pattern = re.compile(dump_filter) if dump_filter else None
-        except re.error as e:
-            _input_error(f"--dump-filter {dump_filter!r}: not a regular expression ({e})")
-        if output and Path(os.path.realpath(output)).parent == Path(os.path.realpath(dump_dir)) and \
-                OUR_DUMP_FILE.match(Path(output).name):
-            _input_error(f"--output {output}: a dump file name inside --dump-dir; choose another name")
-        d = prepare_dump_dir(dump_dir, dump_force, protected)
-        dumper = Dumper(module, d, pattern, dump_summary, info)
-        hooks.append(dumper)
-    guard = FiniteGuard(module) if check_finite else None
-    if guard:
-        hooks.append(guard)
-    dv.dumper, dv.guard = dumper, guard       # (--cluster ray makes them again in each actor)
 
-    prof = None
-    if profile:
-        from ..interpreter.profiling import Profile
-        prof = Profile()
-        hooks = [prof.hook(hooks[0] if len(hooks) == 1 else _all(hooks))] if hooks else []
+class _Hooks(RunHooks):
+    """The run's reports on stderr, under the progress line (hlo_cli/progress.py) when one is shown."""
 
-    if not hooks:
-        hook = None
-    elif len(hooks) == 1:
-        hook = hooks[0]
-    else:
-        def hook(ev):
-            for h in hooks:
-                h(ev)
+    def __init__(self, progress, fmt: str):
+        self.progress, self.fmt = progress, fmt
+        self.watched = progress is not None
 
-    # -- run: execute_s is the evaluation of the entry computation alone
-    options = RunOptions(seed=seed, max_iterations=max_iterations, elided_constants=allow_elided_constants,
-                         profile=prof, numerics=state.get("numerics"))
-    phase("preparing " + module.name)        # the sampler shows the computations once they run
-    if prof is not None and hook is None:
-        import threading
-        prof.start_sampling(threading.get_ident())
-    t0 = clock()
-    try:
-        if dv.multi:
-            result = dv.run(args, options, hook, None)
-        else:
-            result = run_module(module, args, options, hook, None)
-    except NonFinite:
-        timings["execute_s"] = clock() - t0
-        if progress:
-            progress.stop()
-        _stopped_profile(state, prof, timings, fmt)
-        if dumper:
-            dumper.finish("non-finite", timings)
+    def phase(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.phase = text
+
+    def note(self, text: str) -> None:
+        _note(self.progress, text)
+
+    def numerics(self, report: dict) -> None:
+        if self.fmt == "text" and report["mode"] == "gpu" and report["requested"] == "auto":
+            click.echo(f"note: XLA GPU's numerics, as {report['why']} (--numerics cpu: XLA CPU's)", err=True)
+
+    def executed(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+# ----------------------------------------------------------------------------- the report
+
+def _report(result: RunResult, request: RunRequest, fmt: str, print_values: bool):
+    """The result on stdout (a summary table, or JSON), the non-finite value or the comparison on
+    stderr, and the exit code."""
+    if result.non_finite is not None:
+        if fmt != "json" and result.profile is not None:
+            _print_profile(result.profile)
         if fmt == "json":
-            doc = {"module": module.name, "status": "non-finite", "exit_code": ExitCode.FAILURE, **info,
-                   "non_finite": guard.report, "timings": timings}
-            if state.get("profile") is not None:
-                doc["profile"] = state["profile"]
+            doc = {"module": result.module_name, "status": "non-finite", "exit_code": ExitCode.FAILURE, **result.info,
+                   "non_finite": result.non_finite, "timings": result.timings}
+            if result.profile is not None:
+                doc["profile"] = result.profile
             click.echo(json.dumps(doc, indent=2))
-        _report_nonfinite(guard.report, src)
+        _report_nonfinite(result.non_finite, result.source)
         sys.exit(ExitCode.FAILURE)
-    except BaseException as e:
-        timings["execute_s"] = clock() - t0
-        if progress:
-            progress.stop()
-        _stopped_profile(state, prof, timings, fmt)
-        if dumper:
-            status = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
-            try:
-                dumper.finish(status, timings)
-            except HloError:
-                pass                       # the error that stopped the run is the one to report
-        if isinstance(e, DumpFailed):
-            raise e.error from None
-        raise
-    timings["execute_s"] = clock() - t0
-    if progress:
-        progress.stop()
-    prof_doc = None
-    if prof is not None:
-        prof.stop_sampling()
-        prof_doc = prof.summary(timings["execute_s"], top=50 if fmt == "json" else 15)
-        if dv.multi and prof.mode == "steps":
-            prof_doc["mode"] = "steps, per device; the device walk's own instructions sampled"
-
-    # -- report
-    if dv.multi and dv.ray_run is not None:
-        info["cluster"] = dv.ray_run.to_dict()
-    if dv.multi:
-        _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, print_values, fmt, dumper,
-                        info, timings, prof_doc, state if reference_platform else None, text)
-        return
-    t0 = clock()
-    leaves = [(np.asarray(v), s) for v, s in leaves_with_shapes(result, root_shape)]
-    if dumper:
-        dumper.finish("ok", timings)
-    if output:
-        write_results(output, [v for v, _ in leaves])
-    timings["write_s"] = clock() - t0
-    mismatch = compare([v for v, _ in leaves], reference, rtol, atol) if reference is not None else None
-    failed = mismatch is not None and not mismatch["ok"]
-    xref = _xla_reference(state, text, None, [v for v, _ in leaves], rtol, atol, timings) \
-        if reference_platform else None
-    failed = failed or (xref is not None and xref["status"] == "mismatch")
-
     if fmt == "json":
-        results = [dict(key=f"out{k}", hlo_shape=s.to_str(False), **stats(v)) for k, (v, s) in enumerate(leaves)]
-        if print_values:
-            for r, (v, s) in zip(results, leaves):
-                r["literal"] = literal_text(v, s, oneline=True)
-        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, prof_doc,
-                   xref)
+        _echo_json(result, request, _results_json(result, print_values))
     else:
-        _print_summary(module, leaves)
+        _print_results(result, print_values)
+        if result.mismatch is not None:
+            _print_mismatch(result.mismatch, request.rtol, request.atol,
+                            "the snapshot's result" if result.expect_label else "the reference",
+                            result.info.get("numerics"))
+        _print_xla_reference(result.reference, request.rtol, request.atol, result.timings)
+        if result.profile is not None:
+            _print_profile(result.profile)
+    if result.exit_code != ExitCode.OK:
+        sys.exit(result.exit_code)
+
+
+def _results_json(result: RunResult, print_values: bool) -> list[dict]:
+    if result.device_leaves is not None:
+        from ..pipeline.devices import results_json
+        return results_json(result.device_leaves, result.device_run.device,
+                            (lambda v, s: literal_text(v, s, oneline=True)) if print_values else None)
+    results = [dict(key=f"out{k}", hlo_shape=s.to_str(False), **stats(v)) for k, (v, s) in enumerate(result.leaves)]
+    if print_values:
+        for r, (v, s) in zip(results, result.leaves):
+            r["literal"] = literal_text(v, s, oneline=True)
+    return results
+
+
+def _print_results(result: RunResult, print_values: bool):
+    """The summary table (and --print's values): per result leaf; on devices, per set of devices
+    holding the same value."""
+    if result.device_leaves is None:
+        _print_summary(result.module, result.leaves)
         if print_values:
-            for k, (v, s) in enumerate(leaves):
+            for k, (v, s) in enumerate(result.leaves):
                 click.echo(f"out{k} = {literal_text(v, s)}")
-        if mismatch is not None:
-            _print_mismatch(mismatch, rtol, atol, "the snapshot's result" if state.get("expect_label") else
-                            "the reference", info.get("numerics"))
-        _print_xla_reference(xref, rtol, atol, timings)
-        if prof_doc is not None:
-            _print_profile(prof_doc)
-    _exit_after_report(failed, xref)
-
-
-def _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, profile=None,
-               xref=None):
-    """The JSON document of a finished run."""
-    doc = {"module": module.name, "status": "mismatch" if failed else "ok",
-           "exit_code": ExitCode.FAILURE if failed else ExitCode.OK, **info, "results": results}
-    if xref is not None and xref["status"] == "error" and not failed:
-        doc.update(status="reference-error", exit_code=ExitCode.REFERENCE_FAILED)
-    if output:
-        doc["output"] = output
-    if mismatch is not None:
-        doc["expect"] = dict(mismatch, rtol=rtol, atol=atol, reference=expect)
-        if not mismatch["ok"] and info.get("numerics"):
-            from ..interpreter.numerics import mismatch_hint
-            doc["expect"]["hint"] = mismatch_hint(info["numerics"])
-    if xref is not None:
-        doc["reference"] = xref
-    if dumper:
-        doc["dump"] = {"dir": str(dumper.dir), "instructions": len(dumper.entries)}
-    doc["timings"] = timings
-    if profile is not None:
-        doc["profile"] = profile
-    click.echo(json.dumps(doc, indent=2))
-
-
-def _report_devices(dv, result, module, root_shape, output, expect, rtol, atol, print_values, fmt, dumper, info,
-                    timings, prof_doc=None, xla_state=None, text=None):
-    """The report of a multi-device run: --output, --expect, and the summary or JSON (per device)."""
+        return
     import numpy as np
 
-    from ..compare import compare
-    from ..devices.outputs import leaf_rows, results_json
     from ..devices.values import who
-    from ..io import write_results
-    t0 = time.perf_counter()
-    leaves = dv.leaves(result)
-    if dumper:
-        dumper.finish("ok", timings)
-    arrays = dv.output_arrays(leaves) if (output or expect) else []
-    if output:
-        write_results(output, arrays)
-    timings["write_s"] = time.perf_counter() - t0
-    mismatch = compare([np.asarray(a) for a in arrays], dv.reference(expect, arrays), rtol, atol) if expect else None
-    failed = mismatch is not None and not mismatch["ok"]
-    xref = None
-    if xla_state is not None:        # per device stacked, or global: the forms XLA's results come in
-        mine = [np.asarray(leaf.global_value if leaf.stacked is None else leaf.stacked) for leaf in leaves]
-        xref = _xla_reference(xla_state, text, dv, mine, rtol, atol, timings)
-        failed = failed or xref["status"] == "mismatch"
-    if fmt == "json":
-        results = results_json(leaves, dv.device,
-                               (lambda v, s: literal_text(v, s, oneline=True)) if print_values else None)
-        _echo_json(module, failed, info, results, output, mismatch, rtol, atol, expect, dumper, timings, prof_doc,
-                   xref)
-    else:
-        g = dv.grid
-        rows = leaf_rows(leaves, dv.device)
-        where = (f"on {g.count} device{'s' if g.count != 1 else ''} ({g.replicas} replica"
-                 f"{'s' if g.replicas != 1 else ''} x {g.partitions} partition{'s' if g.partitions != 1 else ''})")
-        _print_summary(module, [(np.asarray(v), leaf.shape) for leaf, _, v in rows], where,
-                       [leaf.key for leaf, _, _ in rows],
-                       ["global" if devs is None else who(devs) for _, devs, _ in rows])
-        if print_values:
-            for leaf, devs, v in rows:
-                at = "" if devs is None else f" ({who(devs)})"
-                click.echo(f"{leaf.key}{at} = {literal_text(v, leaf.shape)}")
-        if mismatch is not None:
-            _print_mismatch(mismatch, rtol, atol, numerics=info.get("numerics"))
-        _print_xla_reference(xref, rtol, atol, timings)
-        if prof_doc is not None:
-            _print_profile(prof_doc)
-    _exit_after_report(failed, xref)
+    from ..pipeline.devices import leaf_rows
+    dv = result.device_run
+    g = dv.grid
+    rows = leaf_rows(result.device_leaves, dv.device)
+    where = (f"on {g.count} device{'s' if g.count != 1 else ''} ({g.replicas} replica"
+             f"{'s' if g.replicas != 1 else ''} x {g.partitions} partition{'s' if g.partitions != 1 else ''})")
+    _print_summary(result.module, [(np.asarray(v), leaf.shape) for leaf, _, v in rows], where,
+                   [leaf.key for leaf, _, _ in rows],
+                   ["global" if devs is None else who(devs) for _, devs, _ in rows])
+    if print_values:
+        for leaf, devs, v in rows:
+            at = "" if devs is None else f" ({who(devs)})"
+            click.echo(f"{leaf.key}{at} = {literal_text(v, leaf.shape)}")
 
 
-def _uses_rng(module) -> bool:
-    return any(inst.opcode == "rng" for comp in module.computations for inst in comp.instructions)
+def _echo_json(result: RunResult, request: RunRequest, results: list[dict]):
+    """The JSON document of a finished run."""
+    doc = {"module": result.module_name, "status": "mismatch" if result.failed else "ok",
+           "exit_code": ExitCode.FAILURE if result.failed else ExitCode.OK, **result.info, "results": results}
+    if result.status == "reference-error":
+        doc.update(status="reference-error", exit_code=ExitCode.REFERENCE_FAILED)
+    if request.output:
+        doc["output"] = request.output
+    if result.mismatch is not None:
+        doc["expect"] = dict(result.mismatch, rtol=request.rtol, atol=request.atol,
+                             reference=result.expect_label or request.expect)
+        if not result.mismatch["ok"] and result.info.get("numerics"):
+            from ..interpreter.numerics import mismatch_hint
+            doc["expect"]["hint"] = mismatch_hint(result.info["numerics"])
+    if result.reference is not None:
+        doc["reference"] = result.reference
+    if result.dumper:
+        doc["dump"] = {"dir": str(result.dumper.dir), "instructions": len(result.dumper.entries)}
+    doc["timings"] = result.timings
+    if result.profile is not None:
+        doc["profile"] = result.profile
+    click.echo(json.dumps(doc, indent=2))
 
 
 def _console():
@@ -700,8 +420,8 @@ def _print_summary(module, leaves, where: str | None = None, keys=None, devices=
             lo = None if lo is None else f"|z| {lo:.6g}"
             hi = None if hi is None else f"|z| {hi:.6g}"
         head = [Text(keys[k] if keys else f"out{k}")] + ([Text(devices[k])] if devices else [])
-        t.add_row(*head, Text(shape.to_str(False)), _fmt_num(lo), _fmt_num(hi), _fmt_num(s.get("mean")),
-                  _fmt_num(s.get("nan")), _fmt_num(s.get("inf")), Text(_preview(v)))
+        t.add_row(*head, Text(shape.to_str(False)), number_text(lo), number_text(hi), number_text(s.get("mean")),
+                  number_text(s.get("nan")), number_text(s.get("inf")), Text(_preview(v)))
     _console().print(t)
 
 
@@ -730,17 +450,7 @@ def _print_mismatch(mm, rtol, atol, against: str = "the reference", numerics=Non
             click.echo(f"note: {mismatch_hint(numerics)}", err=True)
 
 
-# ----------------------------------------------------------------------------- progress, --profile, --max-memory
-
-def _phase_setter(progress):
-    """A function naming what the command does now, for the progress line (a no-op without one)."""
-    if progress is None:
-        return lambda text: None
-
-    def phase(text):
-        progress.phase = text
-    return phase
-
+# ----------------------------------------------------------------------------- --profile, --max-memory
 
 def _note(progress, text: str):
     """A note on stderr, with the progress line taken away while it is written."""
@@ -750,29 +460,6 @@ def _note(progress, text: str):
         return
     with hold():
         click.echo(text, err=True)
-
-
-def _stopped_profile(state, prof, timings, fmt):
-    """--profile of a run that stopped (an error, ^C, a non-finite value): the time until then, in
-    the JSON document, or printed before the error is."""
-    if prof is None:
-        return
-    try:
-        prof.stop_sampling()
-        doc = prof.summary(timings["execute_s"], top=50 if fmt == "json" else 15)
-        doc["stopped"] = True
-        state["profile"] = doc
-        if fmt != "json":
-            _print_profile(doc)
-    except Exception:       # noqa: BLE001 -- the error that stopped the run is the one to report
-        pass
-
-
-def _all(hooks):
-    def hook(ev):
-        for h in hooks:
-            h(ev)
-    return hook
 
 
 def _print_profile(doc):
@@ -848,41 +535,8 @@ def _memory_limit_option(text: str):
         raise click.BadParameter(str(e), param_hint="'--max-memory'") from None
 
 
-def _check_memory(module, limit, devices: int):
-    """Refuse (HloMemoryLimitError, exit 5) a run whose estimated memory is above `limit`, before
-    any input data is read."""
-    if limit is None:
-        return
-    from ..interpreter.memory import check_budget
-    check_budget(module, limit, devices=devices)
-
 
 # ----------------------------------------------------------------------------- --reference xla
-
-def _xla_arguments(dv, args):
-    """What XLA gets (hlo_cli/reference.py): the arguments hlo bound, taken before hlo's run."""
-    from ..reference import arguments_for
-    return arguments_for(dv, args)
-
-
-def _xla_reference(state, text, dv, leaves, rtol, atol, timings) -> dict:
-    """Run the module on XLA and compare (the `reference` section of the JSON document); XLA's
-    times also go into TIMINGS (xla_compile_s, xla_run_s, xla_total_s)."""
-    from ..reference import reference_report
-    xla_args, mode = state["xla_args"]
-    dims = None
-    if mode == "global":
-        dims = [s.dims for s in state["root_shape"].leaves() if s.element_type not in ("token", "opaque")]
-    if state.get("progress") is not None:          # (a person watching: XLA's compile can take seconds)
-        click.echo("running the module on XLA CPU (through JAX) ...", err=True)
-    doc = reference_report(text, xla_args, mode, state["grid"], leaves, rtol, atol, dims,
-                           timings.get("execute_s"), state.get("module_file"), state.get("xla_refused"),
-                           state.get("xla_canonical"))
-    for k in ("xla_compile_s", "xla_run_s", "xla_total_s"):
-        if k in doc.get("timings", {}):
-            timings[k] = doc["timings"][k]
-    return doc
-
 
 def _print_xla_reference(xref, rtol, atol, timings):
     if xref is None:
@@ -900,12 +554,3 @@ def _print_xla_reference(xref, rtol, atol, timings):
     t = xref["timings"]
     click.echo(f"XLA: compile {t['xla_compile_s']:.3f} s, run {t['xla_run_s']:.3f} s (with its start "
                f"{t['xla_total_s']:.3f} s); hlo: run {timings.get('execute_s', 0.0):.3f} s")
-
-
-def _exit_after_report(failed: bool, xref):
-    if failed:
-        sys.exit(ExitCode.FAILURE)
-    if xref is not None and xref["status"] == "error":
-        sys.exit(ExitCode.REFERENCE_FAILED)
-
-

@@ -58,43 +58,17 @@ def shrink(module_file, until_nan, until_mismatch, until_error, until_expect, un
     input, an output that exists (without --force), a condition that does not hold on MODULE
     itself; 6 --mismatch xla without XLA.
     """
-    from pathlib import Path
-
-    from ..errors import HloInputError
     from ..tools import shrink as lib
     given = [x for x in (until_nan or None, until_mismatch, until_error, until_expect, until_command) if x is not None]
     if len(given) != 1:
         raise click.UsageError("give exactly one condition: --nan, --mismatch xla, --error TEXT, --expect REF.npz "
                                "or --until-command 'CMD {}'")
-    stem = Path(module_file).name.split(".")[0] if module_file != "-" else "stdin"
-    out = Path(output or f"{stem}.shrunk.hlo")
-    out_stem = out.name[:-len(out.suffix)] if out.suffix else out.name
-    out_inputs = out.with_name(out_stem + ".inputs.npz")
-    if not force:
-        there = [str(p) for p in (out, out_inputs) if p.exists() or p.is_symlink()]
-        if log_path and Path(log_path).exists():
-            there.append(log_path)
-        if there:
-            raise HloInputError(f"{', '.join(there)} already exist{'s' if len(there) == 1 else ''}; pass --force to "
-                                f"replace")
+    out, out_inputs = lib.output_paths(module_file, output, force, log_path)
     module, _ = load_checked(module_file, module_choice, no_check, allow_elided_constants, no_cache)
     args, _ = arguments(module, module_file, inputs, inputs_npz, random_inputs, seed)
     options = run_options(seed, max_iterations, allow_elided_constants)
-    if until_nan:
-        cond = lib.NanCondition(options)
-    elif until_mismatch:
-        from ..reference import require_jax
-        require_jax()
-        cond = lib.XlaMismatchCondition(rtol, atol, options)
-    elif until_error is not None:
-        cond = lib.ErrorCondition(until_error, options)
-    elif until_expect is not None:
-        from ..compare import load_reference
-        root = module.entry_computation.root_instruction.shape
-        leaves = list(root.leaves()) if root.is_tuple else [root]
-        cond = lib.ExpectCondition(load_reference(until_expect, [s.dims for s in leaves]), rtol, atol, options)
-    else:
-        cond = lib.CommandCondition(until_command)
+    cond = lib.condition(module, options, rtol, atol, until_nan, until_mismatch, until_error, until_expect,
+                         until_command)
 
     def step(e):
         if verbose:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import load_module, snapshot_of
+from .common import elided_constants_option, max_iterations_option
 
 
 def input_options(fn):
@@ -20,10 +20,8 @@ def input_options(fn):
                      help="Seed for --random-inputs and rng."),
         click.option("--module", "-m", "module_choice", metavar="N|NAME", default=None,
                      help="Which module of a file that holds several."),
-        click.option("--max-iterations", type=click.IntRange(min=0), default=None,
-                     help="Fail a while loop that runs more iterations than this."),
-        click.option("--allow-elided-constants", type=click.Choice(["zeros", "random"]), default=None,
-                     help="Run modules whose dump elided constants ({...}), filling them this way."),
+        max_iterations_option,
+        elided_constants_option,
         click.option("--no-check", is_flag=True, help="Do not check the module (hlo check's rules) before running it."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache."),
     ]):
@@ -33,28 +31,16 @@ def input_options(fn):
 
 def load_checked(path: str, choice, no_check: bool, allow_elided, no_cache: bool):
     """The module of PATH (and its text), checked as `hlo run` checks it before running."""
-    mod, text = load_module(path, use_cache=not no_cache, with_text=True, module=choice)
-    if not no_check:
-        from .common import check_before_running
-        check_before_running(mod, text)
-    if allow_elided is None:
-        from ..checker.positions import SourceIndex
-        from .common import refuse_elided
-        refuse_elided(mod, SourceIndex(text))
-    return mod, text
+    from ..pipeline.prepare import load_checked as load
+    return load(path, choice, not no_check, allow_elided, not no_cache)
 
 
 def arguments(module, path: str, inputs, inputs_npz, random_inputs, seed):
     """(the arguments, the snapshot PATH is or None): read as `hlo diff` reads them; a snapshot
     given as the module supplies its arguments when no inputs are given."""
-    from .diff import read_inputs
-    snap = None
-    if not inputs and not inputs_npz and not random_inputs:
-        snap = snapshot_of(path)
-        if snap is not None:
-            inputs_npz = path
-            click.echo(f"note: inputs: the arguments recorded in {path}", err=True)
-    return read_inputs(module, inputs, inputs_npz, random_inputs, seed), snap
+    from ..pipeline.inputs import arguments_of
+    return arguments_of(module, path, inputs, inputs_npz, random_inputs, seed,
+                        note=lambda text: click.echo(text, err=True))
 
 
 def run_options(seed, max_iterations, allow_elided_constants):

@@ -173,5 +173,3 @@ def context_hooks(hook):
         return h
     return hook_for
 
-
-from .inputs import distribute  # noqa: E402  (inputs.py reads partitioned() from this module)

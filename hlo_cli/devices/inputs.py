@@ -21,7 +21,7 @@ splits them, so that replicated parameters agree across devices, as in any real 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -266,14 +266,6 @@ def _unflatten(leaves: list, shape: Shape):
 
 # ----------------------------------------------------------------------------- random inputs
 
-@dataclass(frozen=True)
-class _GlobalParam:
-    """A parameter as --random-inputs sees it: its name and number, and its global shape."""
-    name: str
-    parameter_number: int
-    shape: Shape
-
-
 def _global_shape(shape: Shape, sharding) -> Shape:
     if shape.is_tuple:
         shs = _leaf_shardings(sharding, shape)
@@ -289,6 +281,17 @@ def _global_shape(shape: Shape, sharding) -> Shape:
     return Shape.array(shape.element_type, global_dims(tuple(shape.dims), sharding))
 
 
+def global_parameters(module) -> list:
+    """MODULE's entry parameters with their global shapes (each parameter's shape on a device
+    grown by its sharding): what --random-inputs draws and a user's global arrays hold.  A sharding
+    that does not fit its parameter is an HloEvalError located at the parameter."""
+    out = []
+    for p, sh in zip(_params(module), parameter_shardings(module)):
+        with _at(p):
+            out.append(replace(p, shape=_global_shape(p.shape, sh)))
+    return out
+
+
 def random_global_inputs(module, grid, seed: int = 0, global_values: bool | None = None) -> list:
     """--random-inputs on devices: GLOBAL values drawn as a single-device run draws them (the same
     generator, the global shapes), then split by each parameter's sharding."""
@@ -299,13 +302,5 @@ def random_global_inputs(module, grid, seed: int = 0, global_values: bool | None
     params = _params(module)
     for p in params:
         check_rank(p)
-    shardings = parameter_shardings(module)
-    if global_values:
-        fake = params
-    else:
-        fake = []
-        for p, sh in zip(params, shardings):
-            with _at(p):
-                fake.append(_GlobalParam(p.name, p.parameter_number, _global_shape(p.shape, sh)))
-    drawn = random_inputs(fake, seed)
+    drawn = random_inputs(params if global_values else global_parameters(module), seed)
     return distribute(module, drawn, grid, False, global_values)

@@ -13,26 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import HloInputError
-from ..io import leaves_with_shapes, nonfinite_mask
+from ..pipeline.inputs import global_parameters
+from ..pipeline.io import leaves_with_shapes, nonfinite_mask
 from .matching import Matching, extend_matching, match_modules
-from .values import ValueStore, _copy_leaves, compare_leaves
+from .values import ValueStore, compare_leaves, copy_leaves
 
 _STATUS_RANK = {"agree": 0, "skipped": 1, "differ": 2}
-
-
-def global_parameters(module) -> list:
-    """The entry parameters as the arrays a user gives see them: a module after SPMD partitioning
-    takes each parameter's global array (split by its sharding), so its shape is the global one."""
-    from ..devices import grid_of, needs_devices
-    from ..devices.inputs import _at, _global_shape, _GlobalParam, parameter_shardings, values_are_global
-    params = module.entry_computation.parameters
-    if values_are_global(module) or not needs_devices(module, grid_of(module)):
-        return params
-    out = []
-    for p, sh in zip(params, parameter_shardings(module)):
-        with _at(p):
-            out.append(_GlobalParam(p.name, p.parameter_number, _global_shape(p.shape, sh)))
-    return out
 
 
 def check_parameters(module_a, module_b):
@@ -163,7 +149,7 @@ class DiffReport:
 
     def entry(self, st: PairState, brief: bool = False) -> dict:
         """The JSON form of one pair."""
-        from ..dumps import source_of
+        from ..pipeline.dumps import source_of
         A, B = self.matching.a, self.matching.b
         ia, ib = A.inst[st.a], B.inst[st.b]
         r = st.result or {}
@@ -246,7 +232,7 @@ def diff_modules(module_a, module_b, args, rtol: float = 1e-3, atol: float = 1e-
     display.  Raises HloInputError when the modules take different parameters, and the interpreter's
     errors when a run fails."""
     phase = on_phase or (lambda text: None)
-    from ..devices.outputs import DeviceRun
+    from ..pipeline.devices import DeviceRun
     from ..interpreter import RunOptions
     check_parameters(module_a, module_b)
     dva, dvb = DeviceRun(module_a, {}), DeviceRun(module_b, {})
@@ -422,7 +408,7 @@ class _Pass:
         if n and (self.max_executions is None or ev.count <= self.max_executions):
             devs = getattr(ev, "devices", None)
             tag = None if devs is None else tuple(int(d) for d in devs)
-            self.store.put((node, ev.count, tag), _copy_leaves(ev.value, ev.instruction.shape), n)
+            self.store.put((node, ev.count, tag), copy_leaves(ev.value, ev.instruction.shape), n)
             self.held.setdefault((node, ev.count), set()).add(tag)
 
     def hook_b(self, ev):
@@ -522,6 +508,12 @@ def _note_shared_nonfinite(row: dict, a, b):
         row["nonfinite"] = n
 
 
+def _one_sided(k: int, count_a: int) -> dict:
+    """The row of result K that only one of the modules has (A has COUNT_A results)."""
+    return {"key": f"out{k}", "status": "differ", "note": f"only {'A' if k < count_a else 'B'} has it",
+            "max_abs_diff": None, "max_rel_diff": None, "where": None}
+
+
 def _compare_results(module_a, module_b, ra, rb, rtol, atol) -> list:
     sa = module_a.entry_computation.root_instruction.shape
     sb = module_b.entry_computation.root_instruction.shape
@@ -530,8 +522,7 @@ def _compare_results(module_a, module_b, ra, rb, rtol, atol) -> list:
     rows = []
     for k in range(max(len(la), len(lb))):
         if k >= len(la) or k >= len(lb):
-            rows.append({"key": f"out{k}", "status": "differ", "note": f"only {'A' if k < len(la) else 'B'} has it",
-                         "max_abs_diff": None, "max_rel_diff": None, "where": None})
+            rows.append(_one_sided(k, len(la)))
             continue
         r = compare_leaves([la[k]], [lb[k]], rtol, atol)
         if r["status"] == "skipped":
@@ -559,11 +550,11 @@ def _to_global(dv, result, k: int, other=None, output_sharding: str | None = Non
     """Result leaf K of a multi-device run reassembled by the ROOT's sharding, or the OTHER module's
     when this one's has none (after partitioning the ROOT's sharding is often gone; the module before
     partitioning still says it).  HloError if it cannot."""
-    from ..devices.outputs import output_arrays, root_sharding
+    from ..pipeline.devices import output_arrays, root_sharding
     leaves = dv.leaves(result)
     root_shape = dv.module.entry_computation.root_instruction.shape
     if output_sharding is not None:
-        from ..devices.outputs import parse_sharding
+        from ..pipeline.devices import parse_sharding
         sh = parse_sharding(output_sharding, dv.module)
     else:
         sh = root_sharding(dv.module)
@@ -586,8 +577,7 @@ def _compare_device_results(dva, dvb, ra, rb, rtol, atol, output_sharding: str |
     rows = []
     for k in range(max(len(la), len(lb))):
         if k >= len(la) or k >= len(lb):
-            rows.append({"key": f"out{k}", "status": "differ", "note": f"only {'A' if k < len(la) else 'B'} has it",
-                         "max_abs_diff": None, "max_rel_diff": None, "where": None})
+            rows.append(_one_sided(k, len(la)))
             continue
         (da, va), (db, vb) = la[k], lb[k]
         note = None

@@ -312,7 +312,7 @@ class ModuleIndex:
 
     # -- keys ------------------------------------------------------------------------------------
     def metadata_key(self, node: Node):
-        from ..dumps import source_of
+        from ..pipeline.dumps import source_of
         md = source_of(self.module, self.inst[node])
         if not md.get("op_name") and not md.get("source"):
             return None

@@ -14,13 +14,14 @@ import tempfile
 
 import numpy as np
 
-from ..io import leaves_with_shapes, scalar_str
+from ..pipeline.compare import differences
+from ..pipeline.io import leaves_with_shapes, scalar_str
 
 DEFAULT_KEEP_BYTES = 1 << 30
 SEGMENT_BYTES = 256 << 20
 
 
-def _copy_leaves(value, shape) -> list:
+def copy_leaves(value, shape) -> list:
     """The array leaves of VALUE, copied (an evaluation rule may later reuse a dead operand's buffer)."""
     return [np.array(v, copy=True) for v, _ in leaves_with_shapes(value, shape)]
 
@@ -189,17 +190,11 @@ def _compare_one(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> dict
             return {"status": "agree", "max_abs_diff": 0.0, "max_rel_diff": 0.0, "where": None, "mismatched": 0,
                     "size": int(a.size), "note": note}
         return {"status": "skipped", "note": f"cannot compare {a.dtype} with {b.dtype}"}
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        close = np.isclose(fb, fa, rtol=rtol, atol=atol, equal_nan=True)
-        diff = np.abs(fb - fa)
-        rel = diff / np.abs(fa)
-    finite = np.isfinite(diff)
-    rfin = finite & (np.abs(fa) > 0)
+    close, diff, finite, max_abs, max_rel = differences(fb, fa, rtol, atol)     # A is the reference
     bad = ~close
     nbad = int(bad.sum())
     r = {"status": "differ" if nbad else "agree", "mismatched": nbad, "size": int(a.size),
-         "max_abs_diff": float(diff[finite].max()) if finite.any() else 0.0,
-         "max_rel_diff": float(rel[rfin].max()) if rfin.any() else 0.0, "where": None, "note": note}
+         "max_abs_diff": max_abs, "max_rel_diff": max_rel, "where": None, "note": note}
     if nbad:
         score = np.where(bad, np.where(np.isnan(diff), np.inf, diff), -1.0)
         flat = int(np.argmax(score)) if score.size else 0

@@ -274,7 +274,7 @@ def _source(module, inst, cache: dict) -> dict:
         return {}
     out = cache.get(md.text)
     if out is None:
-        from ..dumps import source_of
+        from ..pipeline.dumps import source_of
         out = cache[md.text] = source_of(module, inst)
     return out
 

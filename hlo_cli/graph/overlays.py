@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import HloInputError
+from ..pipeline.dumps import MANIFEST
 from .model import Graph, node_ids
 
 
@@ -58,7 +59,7 @@ def load_overlays(path: str, module) -> list[Overlay]:
     instructions."""
     p = Path(path)
     if p.is_dir():
-        man = p / "manifest.json"
+        man = p / MANIFEST
         if not man.is_file():
             raise OverlayError(f"--overlay {path}: a directory without a manifest.json (an `hlo run "
                                f"--dump-dir` directory has one)")
@@ -360,7 +361,7 @@ def _from_diff(doc: dict, path: str, module, ids: dict) -> Overlay:
 
 def _short(path) -> str:
     p = Path(str(path))
-    return p.parent.name + "/" if p.name == "manifest.json" else p.name
+    return p.parent.name + "/" if p.name == MANIFEST else p.name
 
 
 # ----------------------------------------------------------------------------- on a drawing

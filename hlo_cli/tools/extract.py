@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HloInputError
-from ..io import leaves_with_shapes
+from ..pipeline.io import leaves_with_shapes
 from ..ir.module import Instruction, Module
 from ..ir.shape import Shape
 from . import slicing
@@ -240,7 +240,7 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
     sinks = [n for n in piece if n not in used or n == name]
     sinks = [n for n in sinks if by[n].opcode != "constant" or n == name]
     options = options or RunOptions()
-    from ..devices.outputs import DeviceRun
+    from ..pipeline.devices import DeviceRun
     dv = DeviceRun(module, {})
     if not dv.multi:
         dv = None
@@ -335,7 +335,7 @@ def run_extracted(ex: Extracted, options=None) -> list:
     from ..parser import parse
     mod = parse(ex.text)
     if ex.per_device:
-        from ..devices.outputs import DeviceRun
+        from ..pipeline.devices import DeviceRun
         dv = DeviceRun(mod, {"per_device": True})
         res = dv.run(dv.distribute(list(ex.inputs.values())), options or RunOptions(), None, None)
         return [leaf.stacked if leaf.stacked is not None else
@@ -363,7 +363,7 @@ def verify(ex: Extracted, options=None) -> dict:
 def write(ex: Extracted, out: str, force: bool = False) -> dict:
     """OUT (the module text), OUT's stem + .inputs.npz and + .expected.npz (keys out0...).  Refuses
     (HloInputError) to replace an existing file unless FORCE."""
-    from ..io import replace_file, storable, write_new
+    from ..pipeline.io import replace_file, storable, write_new
     p = Path(out)
     stem = p.name[:-len(p.suffix)] if p.suffix else p.name
     paths = {"module": p, "inputs": p.with_name(stem + ".inputs.npz"), "expected": p.with_name(stem + ".expected.npz")}

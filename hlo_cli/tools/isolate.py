@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..diff.values import compare_leaves
-from ..finite import row, stacked_operands
 from ..errors import HloInputError
-from ..io import leaves_with_shapes
-from ..ir.opcodes import lookup
+from ..ir.opcodes import COLLECTIVE, DEVICE_ID, IO, has_trait
 from ..ir.printer import format_instruction
+from ..pipeline.finite import row, stacked_operands
+from ..pipeline.io import leaves_with_shapes
 from . import slicing
 from .xla_worker import XlaCrash, XlaRefused, XlaWorker
 
@@ -55,7 +55,6 @@ _PLUMBING = {"parameter": "an input", "tuple": "no computation (its leaves are i
              "optimization-barrier": "no computation",
              "rng": "random numbers: hlo's generator is not XLA's",
              "rng-get-and-update-state": "random number state: hlo's generator is not XLA's"}
-_DEVICE_VALUE = {"replica-id", "partition-id"}
 
 
 @dataclass
@@ -155,7 +154,7 @@ class IsolateReport:
         return causes, symptoms
 
     def entry(self, n: Node) -> dict:
-        from ..dumps import source_of
+        from ..pipeline.dumps import source_of
         comp = self.module.computation_map[n.computation]
         inst = comp.by_name[n.name]
         e = {"computation": n.computation, "instruction": n.name, "opcode": n.opcode, "status": n.status,
@@ -327,16 +326,14 @@ class _Isolator:
             self._job(ev, n, ev.operands, ev.value, None)
 
     def _collective(self, inst) -> bool:
-        spec = lookup(inst.opcode)
-        return spec is not None and spec.family == "collective" and inst.opcode not in _DEVICE_VALUE
+        return has_trait(inst.opcode, COLLECTIVE)
 
     def _not_isolated(self, inst, n) -> str | None:
         if inst.opcode in _PLUMBING:
             return _PLUMBING[inst.opcode]
-        if inst.opcode in _DEVICE_VALUE:
+        if has_trait(inst.opcode, DEVICE_ID):
             return "the device's own number: not a computation"
-        spec = lookup(inst.opcode)
-        if spec is not None and spec.family == "io":
+        if has_trait(inst.opcode, IO):
             return "input/output with the host or another device"
         if slicing.is_token(inst.shape):
             return "its result holds a token"
@@ -447,7 +444,7 @@ class _Isolator:
         mod = slicing.build_module(f"isolate_{n.name}", src, body, "r", attrs)
         text = slicing.text_of(mod)
         if self.grid.partitions > 1:
-            from ..reference import manual_text
+            from .reference import manual_text
             text = manual_text(text)
         self.stats["jobs"] += 1
         try:
@@ -597,7 +594,7 @@ def isolate(module, args, rtol: float = 1e-3, atol: float = 1e-3, *, options=Non
     devices) with hlo, isolate its instructions on XLA CPU and compare (see the module docstring).
     SHARD (I, N): only every N-th instruction from the I-th (in the run's order).  Raises
     HloReferenceError when XLA cannot be started, and the interpreter's errors when the run fails."""
-    from ..devices.outputs import DeviceRun
+    from ..pipeline.devices import DeviceRun
     from ..interpreter import RunOptions, run_module
     phase = on_phase or (lambda text: None)
     options = options or RunOptions()
@@ -712,3 +709,34 @@ def localize_outputs(report: IsolateReport, rows: list) -> dict:
             "how": "the recording holds only the results: every instruction is judged by XLA CPU on hlo's own "
                    "operand values (isolation), and each instruction where the two disagree is tied to the "
                    "mismatching results that depend on it"}
+
+
+def recorded_results(module, path: str, expect: str | None, snap) -> tuple:
+    """(the results to compare the module's with, or None; what they are): --expect's file, else the
+    result the snapshot (SNAP, the module's file PATH) recorded.  A program on several devices
+    compares its instructions only (HloInputError with --expect)."""
+    from ..pipeline.devices import DeviceRun
+    if DeviceRun(module, {}).multi and (expect is not None or (snap is not None and snap.result is not None)):
+        raise HloInputError("--expect: the results of a program on several devices are compared by `hlo run "
+                            "--expect`; hlo isolate compares its instructions only")
+    if expect is not None:
+        from ..pipeline.compare import load_results_of
+        return load_results_of(expect, module), expect
+    if snap is not None and snap.result is not None:
+        from ..pipeline.inputs import snapshot_reference
+        return snapshot_reference(snap), f"{path} (the snapshot's result)"
+    return None, expect
+
+
+def compare_results(report, recorded, label: str | None, rtol: float, atol: float) -> bool:
+    """Compare the run's results (REPORT.result_leaves) with RECORDED as --expect compares; the
+    comparison goes into REPORT.outputs, and where they differ, the isolated differences that reach
+    them into REPORT.localized.  Whether they match (True when there is nothing to compare)."""
+    if recorded is None or report.result_leaves is None:
+        return True
+    from ..pipeline.compare import compare
+    mm = compare(report.result_leaves, recorded, rtol, atol)
+    report.outputs = {"reference": label, "ok": mm["ok"], "rows": mm["rows"]}
+    if not mm["ok"]:
+        report.localized = localize_outputs(report, mm["rows"])
+    return mm["ok"]

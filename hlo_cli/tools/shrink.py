@@ -38,11 +38,12 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import HloError, HloInputError
-from ..io import leaves_with_shapes
+from ..pipeline.io import leaves_with_shapes
 from ..ir.module import Instruction, Module
 from ..ir.shape import Shape
 from . import slicing
@@ -145,7 +146,7 @@ class NanCondition(Condition):
         self.target = None
 
     def holds(self, module, args, outputs):
-        from ..finite import FiniteGuard, NonFinite
+        from ..pipeline.finite import FiniteGuard, NonFinite
         guard = FiniteGuard(module)
         try:
             _run(module, args, self.options, guard)
@@ -263,7 +264,7 @@ class CommandCondition(Condition):
         self.dir = tempfile.mkdtemp(prefix="hlo-shrink-")
 
     def holds(self, module, args, outputs):
-        from ..io import storable
+        from ..pipeline.io import storable
         from ..ir.printer import format_module
         path = os.path.join(self.dir, "candidate.hlo")
         inputs = os.path.join(self.dir, "candidate.inputs.npz")
@@ -591,7 +592,7 @@ def write(res: ShrinkResult, out: str, inputs_out: str, force: bool = False, log
     import json
     from pathlib import Path
 
-    from ..io import replace_file, storable, write_new
+    from ..pipeline.io import replace_file, storable, write_new
     from ..ir.printer import format_module
     put = replace_file if force else write_new
     mod = res.module
@@ -607,3 +608,39 @@ def write(res: ShrinkResult, out: str, inputs_out: str, force: bool = False, log
                             "time_budget_spent": res.budget_spent, "attempts": res.log}, indent=1) + "\n").encode()
         paths["log"] = str(put(Path(log_path), lambda f: f.write(data), "--log") or log_path)
     return paths
+
+
+def output_paths(module_file: str, output: str | None, force: bool, log_path: str | None) -> tuple:
+    """(the shrunk module's path, its inputs' path): OUTPUT, else STEM.shrunk.hlo beside the
+    working directory, and OUTPUT's stem + .inputs.npz; an HloInputError when one of them (or
+    LOG_PATH) exists and FORCE does not allow replacing it."""
+    stem = Path(module_file).name.split(".")[0] if module_file != "-" else "stdin"
+    out = Path(output or f"{stem}.shrunk.hlo")
+    out_stem = out.name[:-len(out.suffix)] if out.suffix else out.name
+    out_inputs = out.with_name(out_stem + ".inputs.npz")
+    if not force:
+        there = [str(p) for p in (out, out_inputs) if p.exists() or p.is_symlink()]
+        if log_path and Path(log_path).exists():
+            there.append(log_path)
+        if there:
+            raise HloInputError(f"{', '.join(there)} already exist{'s' if len(there) == 1 else ''}; pass --force to "
+                                f"replace")
+    return out, out_inputs
+
+
+def condition(module, options, rtol: float, atol: float, nan: bool = False, mismatch: str | None = None,
+              error: str | None = None, expect: str | None = None, command: str | None = None):
+    """The condition a shrunk module must keep (exactly one of NAN, MISMATCH xla, ERROR text,
+    EXPECT's recorded results, COMMAND), run with the interpreter's OPTIONS."""
+    if nan:
+        return NanCondition(options)
+    if mismatch:
+        from .reference import require_jax
+        require_jax()
+        return XlaMismatchCondition(rtol, atol, options)
+    if error is not None:
+        return ErrorCondition(error, options)
+    if expect is not None:
+        from ..pipeline.compare import load_results_of
+        return ExpectCondition(load_results_of(expect, module), rtol, atol, options)
+    return CommandCondition(command)

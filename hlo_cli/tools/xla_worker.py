@@ -1,6 +1,6 @@
 """A long-lived child process running many small modules on XLA CPU (isolate, shrink's `--mismatch xla`).
 
-`hlo run --reference xla` starts one child per module (hlo_cli.reference): JAX's import alone is
+`hlo run --reference xla` starts one child per module (hlo_cli.tools.reference): JAX's import alone is
 slow, which is fine once and far too slow for thousands of isolated instructions.  XlaWorker
 keeps one child (the same Python, reference.child_env) and sends it requests over a pipe: a module
 text and its arguments in, the result leaves (or XLA's refusal: the stage and its message) out.
@@ -18,7 +18,7 @@ import tempfile
 import time
 
 from ..errors import HloReferenceError
-from ..reference import INSTALL_HINT, child_env, crash_line, require_jax
+from .reference import INSTALL_HINT, child_env, crash_line, require_jax
 
 
 class XlaRefused(Exception):
@@ -169,7 +169,7 @@ def serve():
     inp = sys.stdin.buffer
     try:
         import jax
-        from .. import xla_reference as xr
+        from . import xla_reference as xr
     except Exception as e:                 # noqa: BLE001 -- said to the user as it is
         _send(out, {"ok": False, "message": f"{type(e).__name__}: {e}"})
         return

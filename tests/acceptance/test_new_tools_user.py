@@ -169,7 +169,7 @@ def test_reference_hint_for_a_snapshot_names_its_arguments(tmp_path):
     import shutil
 
     from hlo_cli.ir.printer import format_module
-    from hlo_cli.reference import reference_report
+    from hlo_cli.tools.reference import reference_report
     from hlo_cli.sources import load
     for p in (CONV_BEFORE, CONV_SNAPSHOT):
         shutil.copy(p, tmp_path / p.name)

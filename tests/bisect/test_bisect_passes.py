@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from hlo_cli.bisect import AGREES, DIFFERS, FAILED, bisect, bisection_bound
+from hlo_cli.tools.bisect import AGREES, DIFFERS, FAILED, bisect, bisection_bound
 from hlo_cli.cli import main
 from hlo_cli.sources.dumpdir import read_dump_dir, stages_from_files
 

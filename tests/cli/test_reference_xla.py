@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hlo_cli import reference as ref
+from hlo_cli.tools import reference as ref
+from hlo_cli.pipeline.inputs import snapshot_reference
 from hlo_cli.errors import ExitCode, HloReferenceError
 from run_harness import hlo  # noqa: F401  (the fixture)
 
@@ -160,7 +161,7 @@ def test_a_token_parameter_is_refused_without_running_xla(hlo, tmp_path, monkeyp
 def test_snapshot_reference_keys_over_leaves():
     class Snap:
         result = (np.zeros(2), (np.ones(3, np.int8), None))
-    r = ref.snapshot_reference(Snap())
+    r = snapshot_reference(Snap())
     assert list(r) == ["out0", "out1"] and r["out1"].dtype == np.int8
 
 

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from hlo_cli import HloEvalError, HloUnsupportedError, parse, run as run_module
 from hlo_cli.cli import main
 from hlo_cli.errors import ExitCode
-from hlo_cli.support import check_runnable, custom_calls, unrunnable
+from hlo_cli.pipeline.support import check_runnable, custom_calls, unrunnable
 from run_harness import hlo  # noqa: F401  (the fixture: the CLI, never a traceback)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -405,7 +405,7 @@ _XLA_SCRIPT = textwrap.dedent(r'''
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     def run_hlo(text, per_device, R, Pn):
-        from hlo_cli.xla_reference import run_on_devices
+        from hlo_cli.tools.xla_reference import run_on_devices
         n = R * Pn
         stacked = [np.stack([np.asarray(per_device[d][k]) for d in range(n)]) for k in range(len(per_device[0]))]
         outs = run_on_devices(text, stacked, R, Pn)

@@ -454,7 +454,7 @@ def _xla_run(text: str, inputs: list) -> list:
     inputs; the result leaves stacked over the devices."""
     import jax
 
-    from hlo_cli.xla_reference import run_on_devices
+    from hlo_cli.tools.xla_reference import run_on_devices
     jax.config.update("jax_enable_x64", True)      # s64/u64/f64 inputs kept as they are
     replicas, partitions = header_grid(text)
     if partitions > 1:

@@ -29,7 +29,7 @@ import hlo_cli  # noqa: E402
 from hlo_cli.devices import grid_of, run_devices  # noqa: E402
 from hlo_cli.devices.grid import DeviceGrid  # noqa: E402
 from hlo_cli.devices.inputs import distribute  # noqa: E402
-from hlo_cli.devices.ray_backend import (FileInput, Node, forget_actors, open_array, place,  # noqa: E402
+from hlo_cli.pipeline.ray_backend import (FileInput, Node, forget_actors, open_array, place,  # noqa: E402
                                          run_on_ray)
 from hlo_cli.devices.values import Stacked, leaves  # noqa: E402
 from hlo_cli.errors import ExitCode, HloEvalError, HloMemoryLimitError, HloResourceError  # noqa: E402
@@ -262,7 +262,7 @@ def test_cluster_usage_errors(argv, fragment):
 def test_without_ray_installed(monkeypatch):
     import sys
 
-    from hlo_cli.devices import ray_backend
+    from hlo_cli.pipeline import ray_backend
     from hlo_cli.errors import HloInputError
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(HloInputError) as e:

@@ -28,7 +28,7 @@ JAX = ROOT / "samples" / "jax"
 
 def _args(npz: Path, module=None) -> list:
     """The inputs as `hlo run --inputs` reads them (raw bfloat16 records as the parameter's type)."""
-    from hlo_cli.io import load_inputs
+    from hlo_cli.pipeline.inputs import load_inputs
     module = module or hlo_cli.parse_file(str(DIFF / "model.hlo"))
     return load_inputs(module.entry_computation.parameters, (), str(npz)).values
 

@@ -131,7 +131,7 @@ def test_blocked_training_flushes_denormals():
 @pytest.mark.parametrize("op", ["training", "inference", "grad"])
 def test_batch_norm_against_xla_at_convnet_sizes(shape, fi, op):
     pytest.importorskip("jax")
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     d = mg.inputs("f32", shape, fi, 7)
     text = mg.text(op, "f32", shape, fi)
     args = [d[a] for a in mg.ARGS[op]]

@@ -147,7 +147,7 @@ def _sprinkle_typed(rng, a, what):
 @pytest.mark.parametrize("variant", sorted(_VARIANTS))
 def test_nonfinite_bits_match_xla(variant):
     pytest.importorskip("jax")
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
 
     from .test_conv_xla import EXACT, _load, _ours
     what, on_x, on_w = _VARIANTS[variant]

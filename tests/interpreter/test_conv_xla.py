@@ -145,7 +145,7 @@ def make_case(name):
 def regenerate():
     import jax
     jax.config.update("jax_enable_x64", True)          # the f64 case; the others name their types
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     DATA.mkdir(parents=True, exist_ok=True)
     for name in CASES:
         text, args = make_case(name)
@@ -249,7 +249,7 @@ def test_table_covers_every_strategy():
 def test_goldens_are_xla_today():
     """The committed texts and results are what JAX and XLA give now (needs jax)."""
     pytest.importorskip("jax")
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     for name in CASES:
         text, args, want = _load(name)
         got = run_with_xla(text, args)[0]

@@ -58,7 +58,7 @@ def test_program(path):
         from golden import assert_same, compare_mode, load_golden
 
         from hlo_cli.parser import parse
-        from hlo_cli.xla_reference import run_with_xla
+        from hlo_cli.tools.xla_reference import run_with_xla
         text = path.read_text()
         module = parse(text, str(path))
         args, want = load_golden(path, module)

@@ -26,7 +26,7 @@ ENTRY main {
 
 def _xla():
     try:
-        from hlo_cli.xla_reference import run_with_xla
+        from hlo_cli.tools.xla_reference import run_with_xla
         return run_with_xla
     except ImportError:                      # pragma: no cover
         return None

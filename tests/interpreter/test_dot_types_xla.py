@@ -153,7 +153,7 @@ def test_large_narrow_dot_is_the_f32_dot_rounded():
 def test_dot_against_xla_at_blas_sizes(case):
     """Live against XLA CPU at a size every float family takes the f32 BLAS path by itself."""
     pytest.importorskip("jax")
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     name, lt, rt, ot = case
     rng = np.random.default_rng(11)
     shape_a, shape_b = (2, 96, 512), (2, 512, 64)
@@ -170,7 +170,7 @@ def test_fp8_gemm_of_issue_12_against_xla():
     """The issue's dot, scaled down: f8e5m2[M,1024] x f8e4m3fn[N,1024] -> bf16 over dim 1 of both."""
     pytest.importorskip("jax")
     import ml_dtypes
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     rng = np.random.default_rng(12)
     m, n, k = 1024, 512, 1024
     a = rng.standard_normal((m, k), np.float32).astype(ml_dtypes.float8_e5m2)

@@ -211,7 +211,7 @@ def test_rule_matches_xla(name):
     """The same cases against XLA CPU itself: element types and values (dots and convolutions to
     f32 accumulation accuracy, exp to 1 f32 ulp (XLA's own approximation), the rest bit for bit)."""
     pytest.importorskip("jax")
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     text, shapes, _expect, dtype = ALL[name]
     args = _args(*shapes, dtype=dtype)
     ours = _run(text, args)

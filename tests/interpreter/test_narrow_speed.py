@@ -161,7 +161,7 @@ def test_large_ops_against_live_xla(et):
     """Arrays large enough for the blocked, threaded path (and for the compiler's regions), run by
     XLA itself: add, multiply, maximum against a broadcast zero (ReLU), compare + select."""
     pytest.importorskip("jax")
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     dt = ELEMENT_TYPES[et].numpy
     rng = np.random.default_rng(11)
     shape = (1536, 1024)

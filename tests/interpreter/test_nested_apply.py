@@ -139,7 +139,7 @@ def test_conditional_in_a_reducer_takes_each_elements_branch(compiled):
 def test_conditional_equivalent_matches_xla():
     """The select form the conditional test compares with is what XLA computes."""
     pytest.importorskip("jaxlib._hlo")
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     args = _cond_inputs()
     want = run_with_xla(_WITH_SELECTS, args)
     got = _leaves(run_module(parse(_WITH_SELECTS), args))

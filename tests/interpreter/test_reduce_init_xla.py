@@ -65,7 +65,7 @@ def _inputs(et: str):
 
 @pytest.mark.parametrize("et", list(TYPES))
 def test_init_multiplicity_matches_xla(et):
-    from hlo_cli.xla_reference import XlaExecutable
+    from hlo_cli.tools.xla_reference import XlaExecutable
     text = _module(et)
     xla = XlaExecutable(text)
     optimized = parse(xla.executable.hlo_modules()[0].to_string())
@@ -84,7 +84,7 @@ def test_init_multiplicity_matches_xla(et):
 @pytest.mark.xfail(strict=True, reason="XLA CPU's YNNPACK max/min reductions (>= 4096 elements) do not "
                                        "propagate NaN elements; we keep XLA's NaN-propagating semantics")
 def test_large_max_reduce_with_a_nan_element():
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     text = ("HloModule m\n\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
             "  ROOT m = f32[] maximum(a, b)\n}\n\nENTRY main {\n  x = f32[4096] parameter(0)\n"
             "  init = f32[] constant(-inf)\n  ROOT r = f32[] reduce(x, init), dimensions={0}, to_apply=max\n}\n")

@@ -186,7 +186,7 @@ def test_set_dimension_size_and_dynamic_reshape_values():
 def test_dynamic_values_against_xla_valid_region():
     """XLA hands dynamic results back in a buffer of the bound's size whose first elements are the
     actual array, row-major (the rest is garbage): compare those."""
-    ref = pytest.importorskip("hlo_cli.xla_reference")
+    ref = pytest.importorskip("hlo_cli.tools.xla_reference")
     pytest.importorskip("jax")
     text = """HloModule m
     ENTRY e { p = f32[12] parameter(0) a = s32[] parameter(1) b = s32[] parameter(2)

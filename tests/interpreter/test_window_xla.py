@@ -78,7 +78,7 @@ def test_software_flushing_agrees(monkeypatch):
 @pytest.mark.slow
 def test_goldens_are_xla_s():
     pytest.importorskip("jaxlib._hlo")
-    from hlo_cli.xla_reference import XlaExecutable
+    from hlo_cli.tools.xla_reference import XlaExecutable
     for path in CASES:
         module = parse(path.read_text())
         args, want = load_golden(path, module)

@@ -8,7 +8,7 @@ def xla_proto_and_text(text: str) -> tuple[bytes, str]:
     back from that proto (large constants printed in full)."""
     from jaxlib import _hlo
 
-    from hlo_cli.xla_reference import parse_with_xla
+    from hlo_cli.tools.xla_reference import parse_with_xla
     pb = parse_with_xla(text).as_serialized_hlo_module_proto()
     back = _hlo.HloModule.from_serialized_hlo_module_proto(pb)
     opts = _hlo.HloPrintOptions()

@@ -28,7 +28,7 @@ TOOLS = ROOT / "tests" / "data" / "tools"
 
 
 def _load(name: str, folder: Path = JAX):
-    from hlo_cli.io import load_inputs
+    from hlo_cli.pipeline.inputs import load_inputs
     m = hlo_cli.parse_file(str(folder / f"{name}.hlo"))
     stem = name.split(".")[0]
     return m, load_inputs(m.entry_computation.parameters, (), str(folder / f"{stem}.inputs.npz")).values

@@ -61,7 +61,7 @@ ENTRY %main (x: f32[8]) -> (f32[8], f32[8]) {
 
 
 def _args(path: Path, module):
-    from hlo_cli.io import load_inputs
+    from hlo_cli.pipeline.inputs import load_inputs
     return load_inputs(module.entry_computation.parameters, (), str(path)).values
 
 
@@ -197,8 +197,8 @@ def test_an_optimized_text_with_fusions_and_bitcasts_runs_on_xla():
 def test_a_program_on_devices_is_isolated_per_device_and_collectives_on_all():
     spmd = ROOT / "samples" / "spmd"
     m = hlo_cli.parse_file(str(spmd / "dp_matmul_grad_1d.opt.hlo"))
-    from hlo_cli.devices.outputs import DeviceRun
-    from hlo_cli.io import load_inputs
+    from hlo_cli.pipeline.devices import DeviceRun
+    from hlo_cli.pipeline.inputs import load_inputs
     dv = DeviceRun(m, {})
     args = load_inputs(m.entry_computation.parameters, (), str(spmd / "dp_matmul_grad_1d.inputs.npz"),
                        dv.shape_for).values
@@ -211,7 +211,7 @@ def test_a_program_on_devices_is_isolated_per_device_and_collectives_on_all():
 
 
 def test_without_jax_it_says_how_to_install_it(hlo, tmp_path, monkeypatch):
-    import hlo_cli.reference as ref
+    import hlo_cli.tools.reference as ref
     monkeypatch.setattr(ref, "jax_installed", lambda: False)
     p = tmp_path / "m.hlo"
     p.write_text(TWINS)

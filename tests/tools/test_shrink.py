@@ -86,8 +86,8 @@ def test_a_condition_that_does_not_hold_is_refused(hlo):
 
 
 def test_expect_condition_keeps_the_differing_output(tmp_path):
-    from hlo_cli.compare import load_reference
-    from hlo_cli.io import load_inputs
+    from hlo_cli.pipeline.compare import load_reference
+    from hlo_cli.pipeline.inputs import load_inputs
     text = (JAX / "mlp_train_step.hlo").read_text().replace("constant.21 = f32[] constant(0.1)",
                                                               "constant.21 = f32[] constant(0.2)")
     m = hlo_cli.parse(text)

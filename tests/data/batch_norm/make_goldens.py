@@ -1,6 +1,6 @@
 """Regenerate the batch-norm goldens of tests/interpreter/test_batch_norm_large.py: per layout, one
 input set and XLA CPU's results of batch-norm-training, -inference and -grad on it (jaxlib,
-through hlo_cli.xla_reference), saved as LAYOUT.npz next to this file.  The inputs have the
+through hlo_cli.tools.xla_reference), saved as LAYOUT.npz next to this file.  The inputs have the
 4096 elements from which XLA CPU sums with YNNPACK (and the interpreter takes its blocked path).
 
     python tests/data/batch_norm/make_goldens.py
@@ -61,7 +61,7 @@ def raw(x):
 
 
 def main():
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     for k, (name, et, shape, fi, ops) in enumerate(LAYOUTS):
         ins = inputs(et, shape, fi, 100 + k)
         data = {key: raw(v) for key, v in ins.items()}

@@ -1,6 +1,6 @@
 """Regenerate the dot goldens of tests/interpreter/test_dot_types_xla.py: for each element-type
 family one dot of random operands, its inputs and XLA CPU's result (jaxlib, through
-hlo_cli.xla_reference), saved as CASE.npz next to this file (narrow types stored as raw bytes).
+hlo_cli.tools.xla_reference), saved as CASE.npz next to this file (narrow types stored as raw bytes).
 
     python tests/data/dot/make_goldens.py
 """
@@ -69,7 +69,7 @@ def raw(x: np.ndarray) -> np.ndarray:
 
 
 def main():
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     rng = np.random.default_rng(20261126)
     for name, lt, rt, ot in CASES:
         a, b = operand(rng, lt, (B, M, K)), operand(rng, rt, (B, K, N))

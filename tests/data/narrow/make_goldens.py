@@ -116,7 +116,7 @@ def _storable(a):
 
 def main():
     sys.path.insert(0, str(HERE.parents[2]))
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     for name, text, args in cases():
         outs = run_with_xla(text, args)
         (HERE / f"{name}.hlo").write_text(text)

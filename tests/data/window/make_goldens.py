@@ -247,7 +247,7 @@ def cases():
 def main():
     sys.path.insert(0, str(HERE.parents[2]))
     from hlo_cli.parser import parse
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     for name, text, args in cases():
         text = _with_shape(text, parse)
         outs = run_with_xla(text, args)

@@ -164,7 +164,7 @@ def _jax_check(name, text, args, outs):
 
 
 def scaled(name):
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     text = (HERE / f"{name}.hlo").read_text()
     eq = equivalent(text)
     header = (f"// {name}.hlo with each scaled-dot replaced by the ops XLA's ScaledDotRewriter makes of it\n"

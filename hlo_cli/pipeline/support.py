@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import Diagnostic, HloUnsupportedError
+from ..errors import Diagnostic, HloUnsupportedError
 
 UNSUPPORTED_CODE = "R020"          # the diagnostics of a module hlo cannot run (one per target)
 
@@ -71,9 +71,9 @@ def reachable_computations(module) -> list:
 def custom_calls(module) -> list[CustomCallUse]:
     """Every custom-call target the module's reachable computations call, in order of first call,
     each asked of the custom-call registry: does hlo run it?"""
-    from .devices.spmd import SHARD_TARGETS
-    from .interpreter.ops.custom_call import lookup, refusal
-    from .interpreter.ops.custom_call_known import describe
+    from ..devices.spmd import SHARD_TARGETS
+    from ..interpreter.ops.custom_call import lookup, refusal
+    from ..interpreter.ops.custom_call_known import describe
     sites: dict = {}
     reasons: dict = {}
     for comp in reachable_computations(module):
@@ -125,7 +125,7 @@ def unsupported_error(uses, what: str = "this module") -> HloUnsupportedError:
         i = u.first
         diags.append(Diagnostic(f"{_sites_text(u)}: {describe_use(u)}", i.loc.file, i.loc.line, i.loc.column,
                                 "error", UNSUPPORTED_CODE, i.name))
-    from .interpreter.ops.custom_call_known import advice
+    from ..interpreter.ops.custom_call_known import advice
     hint = advice([(u.target, u.what) for u in uses])
     body = "\n".join(f"  {d.location}: {d.message}" for d in diags)
     return HloUnsupportedError(f"{head}\n{body}\n{hint}", diags, uses=uses, hint=hint)

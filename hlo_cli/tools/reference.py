@@ -1,6 +1,6 @@
 """XLA itself as the reference of a run: `hlo run MODULE --reference xla`.
 
-    from hlo_cli.reference import run_xla, compare_with_xla
+    from hlo_cli.tools.reference import run_xla, compare_with_xla
     ref = run_xla(text, args)                         # an XlaRun: outputs, timings, devices
     report = compare_with_xla(leaves, ref, rtol, atol)   # as --expect compares: {"ok", "rows"}
 
@@ -26,7 +26,7 @@ the partitioner leaves as they are; a note says so.
 
 The report (reference_report, the `reference` section of `hlo run --format json`): the rows
 --expect gives, how many results are bit for bit XLA's (`identical`), XLA's times and hlo's.
-HloSnapshot runs (`hlo run SNAPSHOT.pb`) take their arguments and stored result from here too
+HloSnapshot runs (`hlo run SNAPSHOT.pb`) take their arguments and stored result from run/inputs.py
 (snapshot_arguments, snapshot_reference).
 
 What XLA cannot take ends in HloReferenceError (exit code 6) saying why: JAX not installed (the
@@ -51,7 +51,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import HloReferenceError
+from ..errors import HloReferenceError
+from ..pipeline.core import Reference
+from ..pipeline.io import flatten_arrays
 
 INSTALL_HINT = "pip install 'hlo-cli[xla]'"
 
@@ -92,17 +94,6 @@ def looks_optimized(text: str) -> bool:
     """A text after XLA's optimizations (scheduled, or with fusions): XLA often cannot compile those again."""
     head = text[:4096]
     return "is_scheduled=true" in head or bool(re.search(r"\bfusion\(", text))
-
-
-def _flatten(value) -> list:
-    if isinstance(value, (tuple, list)):
-        out = []
-        for v in value:
-            out.extend(_flatten(v))
-        return out
-    if value is None or not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
-        return []                                   # a token
-    return [np.asarray(value)]
 
 
 def child_env(count: int) -> dict:
@@ -202,7 +193,7 @@ def run_xla(text: str, args, *, replicas: int = 1, partitions: int = 1, mode: st
     require_jax()
     count = replicas * partitions
     mode = mode or ("single" if count == 1 else "per_device")
-    request = {"text": text, "args": [_flatten(a) for a in args], "replicas": replicas, "partitions": partitions,
+    request = {"text": text, "args": [flatten_arrays(a) for a in args], "replicas": replicas, "partitions": partitions,
                "mode": mode, "result_dims": result_dims}
     with tempfile.TemporaryDirectory(prefix="hlo-xla-") as tmp:
         try:
@@ -243,7 +234,7 @@ def _attempt(request: dict, tmp: Path, count: int, timeout: float | None) -> Xla
         pickle.dump(request, f, protocol=pickle.HIGHEST_PROTOCOL)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", "from hlo_cli.reference import _child; _child()", str(tmp)],
+        proc = subprocess.run([sys.executable, "-c", "from hlo_cli.tools.reference import _child; _child()", str(tmp)],
                               env=child_env(count), stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -310,7 +301,7 @@ def compare_with_xla(leaves, xla: XlaRun, rtol: float, atol: float) -> dict:
     compares: {"ok", "rows"}.  A result of bounded dynamic size, which XLA gives as its buffer at
     the bound (the values first: XLA's padded layout), is compared on the run's size (a row note
     says so)."""
-    from .compare import compare
+    from ..pipeline.compare import compare
     ref, notes = {}, {}
     for k, out in enumerate(xla.outputs):
         want = np.asarray(out)
@@ -376,7 +367,7 @@ def arguments_for(dv, args) -> tuple[list, str]:
         # in hlo; XLA runs it as it would be run, partitioned over the module's devices
         global_module = dv.grid.count > 1 and dv.global_values and dv.grid.replicas == 1
         return list(args), "global" if global_module else "single"
-    from .devices.values import Uniform
+    from ..devices.values import Uniform
     n = dv.grid.count
     if dv.global_values:
         if dv.grid.replicas > 1:
@@ -480,25 +471,46 @@ def reference_report(text: str, xla_args, mode: str, grid, leaves, rtol: float, 
     return doc
 
 
-# ----------------------------------------------------------------------------- HloSnapshot runs
+# ----------------------------------------------------------------------------- the pipeline's reference
 
-def snapshot_arguments(snap, params, notes: list | None = None) -> list:
-    """The arguments stored in SNAP (sources.proto.Snapshot) bound to the entry parameters PARAMS,
-    checked as --input files are (interpreter.inputs.coerce); an HloInputError names the argument."""
-    from .errors import HloInputError
-    from .interpreter.inputs import coerce
-    args = list(snap.arguments)
-    if len(args) != len(params):
-        raise HloInputError(f"{snap.source.file}: the snapshot holds {len(args)} argument"
-                            f"{'s' if len(args) != 1 else ''}, the entry computation takes {len(params)} "
-                            f"parameter{'s' if len(params) != 1 else ''}")
-    return [coerce(a, p.shape, f"parameter {p.parameter_number} '{p.name}' (argument {k} of the snapshot)",
-                   notes=notes)
-            for k, (a, p) in enumerate(zip(args, params))]
+class XlaReference(Reference):
+    """`hlo run --reference xla` for the run pipeline (pipeline.core.run's RunRequest.reference):
+    XLA's arguments taken before hlo's run (require_jax first: nothing to wait for when JAX is
+    missing), the module run on XLA after it and compared as --expect compares."""
 
+    def __init__(self):
+        self.xla_args = self.root_shape = self.grid = self.refused = self.canonical = None
 
-def snapshot_reference(snap) -> dict:
-    """The snapshot's stored result as --expect's reference: keys out0, out1, ... over its array
-    leaves, depth-first (tokens left out)."""
-    leaves = _flatten(snap.result)
-    return {f"out{k}": a for k, a in enumerate(leaves)}
+    def prepare(self, module, device_run, args, hooks, request) -> None:
+        from ..pipeline.prepare import has_elided
+        require_jax()
+        if request.elided_constants == "random" and any(
+                i.opcode == "constant" and i.literal is not None and has_elided(i.literal)
+                for c in module.computations for i in c.instructions):
+            hooks.note("note: --reference xla: XLA fills elided constants ({...}) its own way (zeros on the "
+                       "XLA CPU measured); hlo's random values for them will not match (use "
+                       "--allow-elided-constants zeros)")
+        self.xla_args = arguments_for(device_run, args)
+        self.root_shape, self.grid = module.entry_computation.root_instruction.shape, device_run.grid
+        self.refused = unsupported(module)
+
+        def canonical(module=module):
+            from ..ir.printer import format_module
+            return format_module(module)
+        self.canonical = canonical
+
+    def report(self, text: str, leaves: list, request, timings: dict, hooks) -> dict:
+        """Run the module on XLA and compare (the `reference` section of the JSON document); XLA's
+        times also go into TIMINGS (xla_compile_s, xla_run_s, xla_total_s)."""
+        xla_args, mode = self.xla_args
+        dims = None
+        if mode == "global":
+            dims = [s.dims for s in self.root_shape.leaves() if s.element_type not in ("token", "opaque")]
+        if hooks.watched:                          # (a person watching: XLA's compile can take seconds)
+            hooks.note("running the module on XLA CPU (through JAX) ...")
+        doc = reference_report(text, xla_args, mode, self.grid, leaves, request.rtol, request.atol, dims,
+                               timings.get("execute_s"), request.module_file, self.refused, self.canonical)
+        for k in ("xla_compile_s", "xla_run_s", "xla_total_s"):
+            if k in doc.get("timings", {}):
+                timings[k] = doc["timings"][k]
+        return doc

@@ -92,14 +92,7 @@ def run_on_devices(text: str, per_device: list, replicas: int, partitions: int) 
     build.use_spmd_partitioning = partitions > 1
     build.device_assignment = xla.DeviceAssignment.create(np.arange(n).reshape(replicas, partitions))
     exe = devices[0].client.compile_and_load(stablehlo, xla.DeviceList(tuple(devices)), options)
-    # one array per parameter made of each device's own buffer (declared replicated: XLA only looks
-    # at the buffers)
-    replicated = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("d",)),
-                                            jax.sharding.PartitionSpec())
-    args = [jax.make_array_from_single_device_arrays(np.shape(a)[1:], replicated,
-                                                     [jax.device_put(np.asarray(a[i]), d)
-                                                      for i, d in enumerate(devices)])
-            for a in per_device]
+    args = _device_buffers(jax, devices, per_device)
     outs = exe.execute_sharded(args).disassemble_into_single_device_arrays()
     return [np.stack([np.asarray(b) for b in leaf]) for leaf in outs]
 
@@ -157,6 +150,17 @@ def _block(outs):
             b.block_until_ready()
 
 
+def _device_buffers(jax, devices, per_device) -> list:
+    """One array per parameter made of each device's own buffer, from arrays stacked over DEVICES
+    on a leading axis (declared replicated: XLA only looks at the buffers)."""
+    replicated = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("d",)),
+                                            jax.sharding.PartitionSpec())
+    return [jax.make_array_from_single_device_arrays(np.shape(a)[1:], replicated,
+                                                     [jax.device_put(np.asarray(a[i]), d)
+                                                      for i, d in enumerate(devices)])
+            for a in per_device]
+
+
 def execute_on_devices(exe, devices, args, mode: str, result_dims=None):
     """Run a compiled executable; returns (result leaves as NumPy arrays, timings with run_s and
     transfer_s).  MODE says what `args` hold and what comes back:
@@ -174,12 +178,7 @@ def execute_on_devices(exe, devices, args, mode: str, result_dims=None):
         bufs = [jax.device_put(np.asarray(a), devices[0]) for a in args]
     elif mode == "per_device":
         _check_per_device_shapes(exe, args)
-        replicated = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("d",)),
-                                                jax.sharding.PartitionSpec())
-        bufs = [jax.make_array_from_single_device_arrays(np.shape(a)[1:], replicated,
-                                                         [jax.device_put(np.asarray(a[i]), d)
-                                                          for i, d in enumerate(devices)])
-                for a in args]
+        bufs = _device_buffers(jax, devices, args)
     else:
         dl = xla.DeviceList(tuple(devices))
         shardings = exe.get_parameter_shardings() or [None] * len(args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir.opcodes import CONTROL_FLOW, PARAMETER_OR_CONSTANT, has_trait, with_trait
 from .dumps import source_of
 from .io import has_nonfinite, leaves_with_shapes, nonfinite_mask, scalar_str, stats
 
@@ -16,7 +17,9 @@ class NonFinite(BaseException):
 # Instructions whose called computations run instruction by instruction under the hooks: their
 # own instructions are judged, so the caller is not (a NaN a callee takes from a constant, like
 # jnp.take's fill value, is not the call's fault).
-_JUDGED_INSIDE = {"call", "fusion", "while", "conditional", "async-start", "async-update", "async-done"}
+# (control flow, and the fusions and generic async wrappers whose computations the evaluator also
+# runs instruction by instruction: a fact of the evaluator, not of the opcodes)
+_JUDGED_INSIDE = with_trait(CONTROL_FLOW) | frozenset({"fusion", "async-start", "async-update", "async-done"})
 
 
 class FiniteGuard:
@@ -31,7 +34,7 @@ class FiniteGuard:
 
     def __call__(self, ev):
         inst = ev.instruction
-        if inst.opcode in ("constant", "parameter") or inst.opcode in _JUDGED_INSIDE:
+        if has_trait(inst.opcode, PARAMETER_OR_CONSTANT) or inst.opcode in _JUDGED_INSIDE:
             return
         vals = [np.asarray(v) for v, _ in leaves_with_shapes(ev.value, inst.shape)]
         if not any(has_nonfinite(v) for v in vals):
@@ -40,7 +43,7 @@ class FiniteGuard:
         if devices is not None:
             self._on_devices(ev, vals, tuple(devices))
             return
-        from .interpreter.values import leaves
+        from ..interpreter.values import leaves
         if any(has_nonfinite(np.asarray(v)) for op in ev.operands for v in leaves(op)):
             return
         self.report = nonfinite_report(self.module, ev, vals)
@@ -49,7 +52,7 @@ class FiniteGuard:
     def _on_devices(self, ev, vals, devices):
         """A value stacked over DEVICES: the devices where it holds a NaN or Inf that none of that
         device's operands held (an operand without the device axis is the same on every device)."""
-        from .interpreter.values import leaves
+        from ..interpreter.values import leaves
         n = len(devices)
         bad = np.zeros(n, bool)
         for v in vals:
@@ -104,7 +107,7 @@ def stacked_operands(ev) -> list[bool]:
 def nonfinite_report(module, ev, vals) -> dict:
     """What the guard found: the instruction, its location and source, its values' statistics, the
     first non-finite index and value, and each operand's statistics and value at that index."""
-    from .interpreter.values import leaves
+    from ..interpreter.values import leaves
     inst, comp = ev.instruction, ev.computation
     rep = {"instruction": inst.name, "opcode": inst.opcode, "computation": comp.name,
            "location": f"{inst.loc.file}:{inst.loc.line}:{inst.loc.column}",

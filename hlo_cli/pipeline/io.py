@@ -14,17 +14,16 @@ next to it and renamed over it, which replaces a link rather than writing throug
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import stat
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .errors import HloInputError
-from .sources.reading import NotRegularFile, file_kind, open_regular
+from ..errors import HloInputError
+from ..sources.reading import NotRegularFile, file_kind, open_regular
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -180,117 +179,6 @@ def load_array(path: str, what: str) -> np.ndarray:
         if af.is_archive:
             _fail(f"{what}: {path} is an .npz archive, not a single .npy array")
         return af.load()
-
-
-# ----------------------------------------------------------------------------- inputs of a run
-
-@dataclass
-class Inputs:
-    """The values for the entry parameters, where each came from, and the notes to show."""
-    values: list
-    sources: list = field(default_factory=list)   # [{"parameter", "number", "file"}] for the JSON
-    paths: set = field(default_factory=set)       # resolved paths read (never to be overwritten)
-    notes: list = field(default_factory=list)     # casts and other things worth saying (stderr)
-
-
-def load_inputs(params, specs=(), archive: str | None = None, shape_for=None, read: bool = True) -> Inputs:
-    """Values for the entry parameters PARAMS from `--input [NAME=]FILE.npy` SPECS (in parameter
-    order first, then by name) and an `--inputs ARGS.npz` ARCHIVE.  Every file's header is checked
-    against its parameter (shape, and whether its type can be converted) before its data is read;
-    every problem is an HloInputError naming the option, the file and the parameter.
-    SHAPE_FOR(k, dims, what), when given, is the Shape an array of DIMS must have to be the input of
-    parameter K (a multi-device run takes global or stacked arrays; see devices/inputs.py).
-    READ False checks every header and leaves the data where it is: the values are
-    devices.ray_backend.FileInput's, for the processes that read their part (a snapshot's arguments
-    are always read)."""
-    from .interpreter.inputs import assign, check_header, coerce, label
-    param_names = {p.name for p in params}
-    positional, named = [], {}            # (ArrayFile, key, origin) entries
-    opened = []
-    result = Inputs([])
-    try:
-        for spec in specs:
-            name, eq, path = spec.partition("=")
-            if not eq or (name not in param_names and not re.fullmatch(r"arg\d+", name) and Path(spec).is_file()):
-                name, path = None, spec
-            if not path:
-                _fail(f"--input {spec}: no file given")
-            af = ArrayFile(path, f"--input {spec}")
-            opened.append(af)
-            result.paths.add(str(Path(os.path.realpath(path))))
-            if af.is_archive:
-                _fail(f"--input {spec}: {path} is an .npz archive; pass it with --inputs")
-            if name is None:
-                if named:
-                    _fail(f"--input {spec}: inputs in parameter order must come before NAME=FILE inputs")
-                positional.append((af, None, path))
-            else:
-                if name in named:
-                    _fail(f"--input {spec}: input '{name}' is given twice")
-                named[name] = (af, None, path)
-        if archive and (Path(archive).suffix.lower() in (".pb", ".pbtxt", ".textproto")
-                        or Path(archive).name.lower().endswith("snapshot.txt")):
-            return _snapshot_inputs(params, archive, specs, result, shape_for)
-        if archive:
-            af = ArrayFile(archive, f"--inputs {archive}")
-            opened.append(af)
-            result.paths.add(str(Path(os.path.realpath(archive))))
-            if not af.is_archive:
-                _fail(f"--inputs {archive}: {archive} is a single array, not an .npz archive")
-            for key in af.headers:
-                if key in named:
-                    _fail(f"input '{key}' is given by both --input and --inputs")
-                named[key] = (af, key, f"{archive}[{key}]")
-        pos_to, named_to = assign(params, len(positional), list(named))
-        jobs = [(k, entry) for k, entry in zip(pos_to, positional)] + [(named_to[key], entry)
-                                                                      for key, entry in named.items()]
-        values = [None] * len(params)
-        for k, (af, key, origin) in jobs:
-            p = params[k]
-            what = f"{label(p)} (from {origin})"
-            header = af.headers[key]
-            shape = p.shape if shape_for is None else shape_for(k, header.shape, what)
-            if check_header(header, shape, what) and not read:
-                from .devices.ray_backend import FileInput
-                values[k] = FileInput(str(Path(af.path).resolve()), key, what)
-            elif check_header(header, shape, what):
-                values[k] = coerce(af.load(key), shape, what, notes=result.notes, allow_rounding=True)
-            result.sources.append({"parameter": p.name, "number": p.parameter_number, "file": origin})
-        from .interpreter.values import TOKEN
-        result.values = [TOKEN if v is None else v for v in values]
-        result.sources.sort(key=lambda s: s["number"])
-        return result
-    finally:
-        for af in opened:
-            af.close()
-
-
-def _snapshot_inputs(params, path: str, specs, result: Inputs, shape_for) -> Inputs:
-    """`--inputs SNAPSHOT.pb`: the arguments an HloSnapshot (--xla_dump_hlo_snapshots) holds, bound
-    by position to PARAMS, for any text of the module (the one before optimizations, a pass's)."""
-    from .interpreter.inputs import coerce, label
-    from .reference import snapshot_arguments
-    from .sources.proto import read_snapshot
-    if specs:
-        _fail(f"--inputs {path}: the arguments of a snapshot cannot be combined with --input")
-    snap = read_snapshot(path)
-    if not snap.arguments:
-        _fail(f"--inputs {path}: this proto holds no arguments (an HloSnapshot, module_NNNN.NAME.snapshot.N.pb "
-              f"from XLA_FLAGS=--xla_dump_hlo_snapshots, has them)")
-    if shape_for is None:
-        values = snapshot_arguments(snap, params, result.notes)
-    else:
-        if len(snap.arguments) != len(params):
-            snapshot_arguments(snap, params, result.notes)        # raises, naming both counts
-        values = []
-        for k, (a, p) in enumerate(zip(snap.arguments, params)):
-            what = f"{label(p)} (argument {k} of {path})"
-            values.append(coerce(a, shape_for(k, tuple(getattr(a, "shape", ())), what), what, notes=result.notes))
-    result.values = list(values)
-    result.paths.add(str(Path(os.path.realpath(path))))
-    result.sources = [{"parameter": p.name, "number": p.parameter_number, "file": f"{path}[arg{k}]"}
-                      for k, p in enumerate(params)]
-    return result
 
 
 # ----------------------------------------------------------------------------- writing files
@@ -450,6 +338,23 @@ def stats(a) -> dict:
     return out
 
 
+def number_text(x) -> str:
+    """A statistic as the summaries show it: 6 significant digits, a complex one as [re, im]."""
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    if isinstance(x, list):
+        return f"{x[0]:.4g}{x[1]:+.4g}j"
+    return str(x)
+
+
+def stats_text(s: dict) -> str:
+    """`stats`' document in one line: `float32[2, 3] min=... max=... mean=... nan=... inf=...`."""
+    keys = [k for k in ("min", "max", "mean", "nan", "inf") if s.get(k) is not None]
+    return f"{s['dtype']}{s['shape']} " + " ".join(f"{k}={number_text(s[k])}" for k in keys)
+
+
 def nonfinite_mask(a):
     """Boolean mask of NaN/Inf elements, or None for types that cannot hold them."""
     if a.dtype.kind in "biu" or a.size == 0 or is_intlike(a):
@@ -479,7 +384,7 @@ def scalar_str(x, a) -> str:
 
 def leaves_with_shapes(value, shape):
     """(array, array shape) leaves of a value, depth-first; tokens and opaque values left out."""
-    from .interpreter.values import TOKEN
+    from ..interpreter.values import TOKEN
     if shape.is_tuple:
         for v, s in zip(value, shape.tuple_shapes):
             yield from leaves_with_shapes(v, s)
@@ -494,7 +399,7 @@ def literal_text(value, shape, oneline: bool = False) -> str:
     shape, then nested braces; from rank 2 on, each innermost row on its own line, indented by
     two spaces, and every outer level's braces on lines of their own (from rank 4, an outer
     brace names its index as `/*iK=N*/`).  pred arrays print as 0/1."""
-    from .ir.literal import ELEMENT_TYPES, format_scalar
+    from ..ir.literal import ELEMENT_TYPES, format_scalar
     arr = np.asarray(value)
     et = ELEMENT_TYPES[shape.element_type]
     head = shape.to_str(False)
@@ -536,3 +441,16 @@ def literal_text(value, shape, oneline: bool = False) -> str:
 
     level(0, [])
     return f"{head} {''.join(out)}"
+
+
+def flatten_arrays(value) -> list:
+    """The arrays of VALUE (an array, a scalar, or nested tuples and lists of them), depth-first;
+    tokens (and anything else that is not a number) left out."""
+    if isinstance(value, (tuple, list)):
+        out = []
+        for v in value:
+            out.extend(flatten_arrays(v))
+        return out
+    if value is None or not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
+        return []                                   # a token
+    return [np.asarray(value)]

@@ -41,9 +41,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import HloError, HloEvalError, HloInputError, HloMemoryLimitError, HloResourceError
-from .manual import JOIN_TARGETS
-from .spmd import Spmd
-from .values import Grouped, Stacked, Uniform, grouped, leaves, take
+from ..devices.manual import JOIN_TARGETS
+from ..devices.spmd import Spmd
+from ..devices.values import Grouped, Stacked, Uniform, grouped, leaves, take
 
 ENV_ADDRESS = "RAY_ADDRESS"
 HEARTBEAT_S = 0.5
@@ -87,7 +87,7 @@ class FileInput:
 def open_array(src: FileInput) -> np.ndarray:
     """The array of SRC, memory-mapped when its bytes lie uncompressed in the file (an .npy file, a
     stored .npz member), else read."""
-    from ..io import ArrayFile
+    from .io import ArrayFile
     if src.key is None:
         try:
             return np.load(src.path, mmap_mode="r", allow_pickle=False)
@@ -153,7 +153,7 @@ class Placement:
 
     def describe(self) -> list[str]:
         from ..interpreter.memory import human
-        from .values import devices_text
+        from ..devices.values import devices_text
         return [f"actor {k}: devices {devices_text(g)} on node {n.address} "
                 f"(estimated {human(self.constants + self.per_device * len(g))})"
                 for k, (g, n) in enumerate(zip(self.groups, self.nodes))]
@@ -312,7 +312,7 @@ class Coordinator:
         running = {a for a, s in self.state.items() if s != "finished"}
         if entry["kind"] != "collective":
             return running | set(entry["parts"])
-        from .grid import collective_groups
+        from ..devices.grid import collective_groups
         inst = self.insts[name]
         try:
             groups = collective_groups(inst, self.grid, allow_missing=inst.opcode == "collective-broadcast")
@@ -363,16 +363,16 @@ def meeting_value(module, grid, apply, kind: str, name: str, extra, parts):
     insts = module_instructions(module)
     all_devs, merged = _merge(parts)
     if kind == "collective":
-        from .collectives import run_collective
+        from ..devices.collectives import run_collective
         return all_devs, run_collective(insts[name], list(merged), all_devs, grid, apply, module)
     if kind == "join":
         from types import SimpleNamespace
 
-        from . import manual
+        from ..devices import manual
         joined = manual.run(SimpleNamespace(module=module, grid=grid), insts[name], [Stacked(x) for x in merged],
                             all_devs)
         return all_devs, joined.stacked(len(all_devs))
-    from .collectives import route_send_recv
+    from ..devices.collectives import route_send_recv
     return all_devs, route_send_recv(insts[extra], insts[name], merged, all_devs, grid)
 
 
@@ -463,10 +463,10 @@ class DeviceActor:
         write every executed instruction's value for these devices (dumps.Dumper's arguments: dir,
         pattern, summary_only, run_info), file names prefixed by the actor."""
         import ray
-        from ..finite import FiniteGuard
+        from .finite import FiniteGuard
         from ..interpreter.evaluator import RunOptions
-        from . import context_hooks
-        from .runtime import LocalDevices
+        from ..devices import context_hooks
+        from ..devices.runtime import LocalDevices
         self.module = module
         self.grid = grid
         self.devs = tuple(devices)
@@ -478,7 +478,7 @@ class DeviceActor:
         if dump is not None:
             from pathlib import Path
 
-            from ..dumps import Dumper
+            from .dumps import Dumper
             self.dumper = Dumper(module, Path(dump["dir"]), dump.get("pattern"), dump.get("summary_only", False),
                                  dump.get("run_info"), prefix=f"a{actor}_")
         hooks = [h for h in (self.dumper, self.guard) if h is not None]   # the order `hlo run` uses
@@ -503,7 +503,7 @@ class DeviceActor:
     def load(self, sources, per_device: bool, global_values: bool) -> int:
         """The entry arguments of this actor's devices from SOURCES (one per parameter: a FileInput
         read here, or a DeviceValue already cut to these devices); returns the bytes held."""
-        from .inputs import distribute
+        from ..devices.inputs import distribute
         self.where = "reading inputs"
         values = [open_array(s) if isinstance(s, FileInput) else s for s in sources]
         self.args = distribute(self.module, values, self.grid, per_device, global_values, devices=self.devs)
@@ -519,7 +519,7 @@ class DeviceActor:
         from ..interpreter.allocator import keep_freed_memory
         from ..interpreter.memory import preflight, resource_error
         from ..interpreter.parallel import blas_single
-        from ..finite import NonFinite
+        from .finite import NonFinite
         preflight(self.module, len(self.devs))
         keep_freed_memory()
         walk = ActorWalk(self.module, self.devices, self.hook, None)
@@ -689,11 +689,11 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     `report` is finite.FiniteGuard's, with the device).  DUMP: every actor writes its devices' values
     into DUMP["dir"] (a directory every node reaches), and RayRun.dump_entries (NonFinite.dump_entries)
     is the manifest's instruction list (dumps.merge_device_entries)."""
-    from . import DeviceResult, partitioned
+    from ..devices import DeviceResult, partitioned
     from ..interpreter.evaluator import RunOptions
     from ..interpreter.excess_precision import prepare as prepare_excess_precision
     from ..interpreter.hoist import hoist_loop_invariants
-    from .inputs import values_are_global
+    from ..devices.inputs import values_are_global
 
     ray, started = connect(address)
     options = options or RunOptions()
@@ -724,7 +724,7 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
         entries = None if dump is None else _dump_entries(plan, results)
         stops = [v for v, _, _ in results if isinstance(v, NonFiniteAt)]
         if stops:
-            from ..finite import NonFinite
+            from .finite import NonFinite
             e = NonFinite()
             e.report = min(stops, key=lambda s: (s.executed, s.report.get("device", 0))).report
             e.dump_entries = entries
@@ -759,7 +759,7 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
 
 
 def _dump_entries(plan: Placement, results) -> list:
-    from ..dumps import merge_device_entries
+    from .dumps import merge_device_entries
     return merge_device_entries([(g, r[2] or []) for g, r in zip(plan.groups, results)])
 
 
@@ -804,7 +804,7 @@ def _wait_all(ray, refs, plan: Placement, coord, timeout_s, finite: bool = False
     naming the actor's devices, node and where it was.  FINITE: an error of the module waits for the
     other actors, one of which may have stopped at a NaN first (that is what the run reports; the
     others then fail at the collective it left)."""
-    from .values import devices_text
+    from ..devices.values import devices_text
     index = {r: k for k, r in enumerate(refs)}
     pending = list(refs)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import HloError, HloInputError
-from ..io import leaves_with_shapes
-from .values import Stacked, Uniform, devices_text
+from .io import leaves_with_shapes
+from ..devices.values import Stacked, Uniform, devices_text
 
 
 def _fail(msg: str):
@@ -31,16 +31,16 @@ def parse_sharding(text: str, module=None, what: str = "--output-sharding"):
     from lark.exceptions import UnexpectedInput
 
     from ..ir.attributes import dec_sharding
-    from ..parser.frontend import NestingError as _NestingError, decode_value as _decode_value
+    from ..parser.frontend import NestingError, decode_value
     t = text.strip()
     if not t.startswith(("{", "#")):
         t = "{" + t + "}"
     try:
         if t.startswith("#"):
-            from .sharding import sdy_sharding
+            from ..devices.sharding import sdy_sharding
             return sdy_sharding(t, module)
-        return dec_sharding(_decode_value("sharding", t))
-    except (UnexpectedInput, _NestingError, ValueError, HloError) as e:   # (the decoder's AttrError: a ValueError)
+        return dec_sharding(decode_value("sharding", t))
+    except (UnexpectedInput, NestingError, ValueError, HloError) as e:   # (the decoder's AttrError: a ValueError)
         if isinstance(e, UnexpectedInput):
             msg = f"a syntax error at column {getattr(e, 'column', '?')}"
         else:
@@ -53,7 +53,7 @@ def parse_sharding(text: str, module=None, what: str = "--output-sharding"):
 
 def _leaf_shardings(sharding, root_shape) -> list:
     """The sharding of every result leaf that --output writes (tokens left out)."""
-    from .sharding import leaf_shardings
+    from ..devices.sharding import leaf_shardings
     return [sh for sh, s in zip(leaf_shardings(sharding, root_shape), root_shape.leaves())
             if s.element_type not in ("token", "opaque")]
 
@@ -118,8 +118,8 @@ def output_arrays(leaves: list[DeviceLeaf], root_shape, sharding=None, to_global
     if sharding is None:
         _fail(f"{what}: the ROOT of the entry computation has no sharding saying how the devices' "
               f"results make the global one; give it with --output-sharding (e.g. {{devices=[2,1]<=[2]}})")
-    from .inputs import global_dims
-    from .sharding import layout, unshard
+    from ..devices.inputs import global_dims
+    from ..devices.sharding import layout, unshard
     shs = _leaf_shardings(sharding, root_shape)
     out = []
     for leaf, sh in zip(leaves, shs):
@@ -159,8 +159,8 @@ class DeviceRun:
     device option given), how inputs are read and placed, and how results are written."""
 
     def __init__(self, module, opts: dict):
-        from . import grid_of, needs_devices
-        from .inputs import values_are_global
+        from ..devices import grid_of, needs_devices
+        from ..devices.inputs import values_are_global
         self.module = module
         self.per_device = bool(opts.get("per_device"))
         self.device = opts.get("device")
@@ -195,7 +195,7 @@ class DeviceRun:
         """--output-sharding fits the ROOT and the run's devices, said before anything runs (the
         reassembly after the run would refuse it only then)."""
         from ..errors import HloError
-        from .sharding import layout
+        from ..devices.sharding import layout
         root_shape = self.module.entry_computation.root_instruction.shape
         for leaf, sh in zip(root_shape.leaves(), _leaf_shardings(self.sharding, root_shape)):
             if leaf.element_type in ("token", "opaque"):
@@ -211,35 +211,35 @@ class DeviceRun:
 
     def shape_for(self, k: int, dims, what: str):
         """The Shape an input file of DIMS for entry parameter K must have (io.load_inputs)."""
-        from .inputs import expected_shape
+        from ..devices.inputs import expected_shape
         return expected_shape(self.module, k, dims, self.grid, self.per_device, self.global_values, what)
 
     def distribute(self, values, notes: list | None = None) -> list:
-        from .inputs import distribute
+        from ..devices.inputs import distribute
         if self.remote and any(_is_file_input(v) for v in values):
             return list(values)                   # each actor cuts its devices' part (ray_backend.py)
         return distribute(self.module, values, self.grid, self.per_device, self.global_values, notes)
 
     def random_inputs(self, seed: int) -> list:
-        from .inputs import random_global_inputs
+        from ..devices.inputs import random_global_inputs
         return random_global_inputs(self.module, self.grid, seed, self.global_values)
 
     def check_reference(self, path: str):
         """--expect PATH can be read (its arrays are read after the run, when their shapes are known)."""
-        from ..io import ArrayFile
+        from .io import ArrayFile
         with ArrayFile(path, f"--expect {path}"):
             pass
 
     def run(self, args, options, hook, progress):
         if self.cluster == "ray":
             return self._run_on_ray(args, options, hook)
-        from . import run_devices
+        from ..devices import run_devices
         return run_devices(self.module, args, self.grid, options, hook, progress)
 
     def _run_on_ray(self, args, options, hook):
         """The run on Ray: the hooks `hlo run` made (self.dumper, self.guard, set before the run) are
         re-made in each actor for its devices, and their findings brought back to these objects."""
-        from ..finite import NonFinite
+        from .finite import NonFinite
         from .ray_backend import run_on_ray
         dumper, guard = getattr(self, "dumper", None), getattr(self, "guard", None)
         if hook is not None and dumper is None and guard is None:
@@ -268,7 +268,7 @@ class DeviceRun:
         return output_arrays(leaves, root_shape, self.sharding, self.output_global, self.grid.partitions)
 
     def reference(self, path: str, arrays) -> dict:
-        from ..compare import load_reference
+        from .compare import load_reference
         return load_reference(path, [tuple(a.shape) for a in arrays])
 
 
@@ -295,7 +295,7 @@ def results_json(leaves: list[DeviceLeaf], device: int | None = None, literal=No
     """The `results` of `hlo run --format json` on devices: per leaf its key and HLO shape, and for
     each set of devices holding the same value its device ids and statistics ("devices"); a global
     value's statistics as a single-device run gives them; DEVICE's alone when given."""
-    from ..io import stats
+    from .io import stats
     out = []
     for leaf in leaves:
         r = {"key": leaf.key, "hlo_shape": leaf.shape.to_str(False)}

@@ -17,7 +17,7 @@ import re
 import stat
 from pathlib import Path
 
-from .errors import HloInputError
+from ..errors import HloInputError
 from .io import leaves_with_shapes, replace_file, save_npy, stats, write_new
 
 OUR_DUMP_FILE = re.compile(r"^\d{6,}_[\w.\-]*(~\d+)?\.npy$")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import HloInputError
+from ..errors import HloInputError
 from .io import ArrayFile, ArrayHeader, scalar_str
 
 
@@ -37,6 +37,13 @@ def load_reference(path: str, result_shapes) -> dict:
             fits = key in wanted and _fits(tuple(h.shape), *wanted[key])
             ref[key] = af.load(member) if fits and readable else h
         return ref
+
+
+def load_results_of(path: str, module) -> dict:
+    """load_reference for the results of MODULE (its ROOT's leaves, by their dimensions)."""
+    root = module.entry_computation.root_instruction.shape
+    leaves = list(root.leaves()) if root.is_tuple else [root]
+    return load_reference(path, [s.dims for s in leaves])
 
 
 def compare(leaves, reference, rtol: float, atol: float) -> dict:
@@ -77,19 +84,28 @@ def _compare_one(key, got, want, rtol, atol) -> dict:
         w = want.astype(np.complex128 if cplx else np.float64)
     except (TypeError, ValueError):
         return {"key": key, "status": f"cannot compare {got.dtype} with the reference's {want.dtype}"}
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        close = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
-        diff = np.abs(g - w)
-        rel = diff / np.abs(w)
-    finite = np.isfinite(diff)
-    rfin = finite & (np.abs(w) > 0)
+    close, diff, finite, max_abs, max_rel = differences(g, w, rtol, atol)
     bad = int((~close).sum())
     row = {"key": key, "status": "ok" if bad == 0 else "mismatch", "mismatched": bad, "size": int(g.size),
-           "max_abs_diff": float(diff[finite].max()) if finite.any() else 0.0,
-           "max_rel_diff": float(rel[rfin].max()) if rfin.any() else 0.0}
+           "max_abs_diff": max_abs, "max_rel_diff": max_rel}
     if got.dtype != want.dtype:
         row["note"] = f"dtype {got.dtype} vs the reference's {want.dtype}"
     if bad:
         first = tuple(int(i) for i in np.argwhere(~close)[0])
         row.update(first_index=list(first), got=scalar_str(got[first], got), want=scalar_str(want[first], want))
     return row
+
+
+def differences(value, reference, rtol: float, atol: float) -> tuple:
+    """How VALUE differs from REFERENCE (arrays of one shape, widened to float64 or complex128):
+    (where they are close as numpy.isclose says, NaN equal to NaN; |value - reference|; where that
+    is finite; its largest finite value; the largest finite relative difference, over the places
+    where the reference is not zero), the maxima 0.0 where there is none."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        close = np.isclose(value, reference, rtol=rtol, atol=atol, equal_nan=True)
+        diff = np.abs(value - reference)
+        rel = diff / np.abs(reference)
+    finite = np.isfinite(diff)
+    rfin = finite & (np.abs(reference) > 0)
+    return (close, diff, finite, float(diff[finite].max()) if finite.any() else 0.0,
+            float(rel[rfin].max()) if rfin.any() else 0.0)

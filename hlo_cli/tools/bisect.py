@@ -3,7 +3,7 @@
 The snapshots of one module (an XLA dump directory's stages in pass order, or a list of files; see
 sources/dumpdir.py) are run on the same inputs.  The first snapshot's results are the reference; a
 snapshot "differs" when a result is not within |got - want| <= atol + rtol * |want| of it (NaN
-equal to NaN; hlo_cli.compare).  Like git bisect, the search assumes that once the results differ
+equal to NaN; hlo_cli.pipeline.compare).  Like git bisect, the search assumes that once the results differ
 they keep differing, and runs as few snapshots as that needs:
 
 - snapshots whose text is identical to one already run are not run: their result is known (with
@@ -22,7 +22,7 @@ they keep differing, and runs as few snapshots as that needs:
 the assumption (agrees again after the first that differs).  Known results contradicting it (a
 later snapshot's text identical to an agreeing earlier one) are reported either way.
 
-    from hlo_cli.bisect import bisect
+    from hlo_cli.tools.bisect import bisect
     from hlo_cli.sources.dumpdir import read_dump_dir
     m = read_dump_dir("dump/").module("jit_step")
     report = bisect(m, args)                 # args: the entry's inputs in parameter order
@@ -35,8 +35,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .errors import HloError, HloEvalError, HloInputError, HloUnsupportedError
-from .sources.dumpdir import DumpModule, Stage, text_key
+from ..errors import HloError, HloEvalError, HloInputError, HloUnsupportedError
+from ..sources.dumpdir import DumpModule, Stage, text_key
 
 REFERENCE, AGREES, DIFFERS, FAILED = "reference", "agrees", "differs", "cannot run"
 
@@ -48,7 +48,7 @@ class Outcome:
     status: str                     # REFERENCE, AGREES, DIFFERS or FAILED
     ran: bool                       # False: known from the identical text of `same_as`
     same_as: int | None = None      # the stage index whose run gave this result
-    comparison: dict | None = None  # hlo_cli.compare.compare's document against the reference
+    comparison: dict | None = None  # hlo_cli.pipeline.compare.compare's document against the reference
     error: str | None = None        # why it could not be run
     seconds: float = 0.0
     unsupported: bool = False       # it could not be run because hlo cannot run some of its instructions
@@ -200,8 +200,8 @@ class _Runner:
         if ref is not None and ref[1] is not None and all(s is not None for s in ref[0]):
             return ref
         params, root = (list(ref[0]), ref[1]) if ref is not None else (None, None)
-        from .devices.inputs import values_are_global
-        from .sources import load
+        from ..devices.inputs import values_are_global
+        from ..sources import load
         for other in sorted((s for s in self.stages if s.index < stage.index), key=lambda s: -s.index):
             if other.path not in self._global_shardings:
                 got = None
@@ -248,7 +248,7 @@ class _Runner:
             self.reference = leaves
             self.shardings = reference_shardings(stage.path, self.use_cache)
             return Outcome(stage, REFERENCE, True, seconds=dt)
-        from .compare import compare
+        from ..pipeline.compare import compare
         cmp = compare(leaves, {f"out{k}": v for k, v in enumerate(self.reference)}, self.rtol, self.atol)
         return Outcome(stage, AGREES if cmp["ok"] else DIFFERS, True, comparison=cmp, seconds=dt)
 
@@ -287,9 +287,9 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
     (check=True), elided constants, anything the run raises."""
     import numpy as np
 
-    from .interpreter import RunOptions, run_module
-    from .io import leaves_with_shapes
-    from .sources import load
+    from ..interpreter import RunOptions, run_module
+    from ..pipeline.io import leaves_with_shapes
+    from ..sources import load
     module, src = load(path, None, use_cache)
     n_params = len(module.entry_computation.parameters)
     if n_params != len(args):
@@ -298,7 +298,7 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
                             f"the first stage's {len(args)}: not a stage of the same module (bisect one module's "
                             f"dump; hlo diff compares two modules)")
     if check:
-        from .checker import check_module
+        from ..checker import check_module
         errors = [d for d in check_module(module, src.text, warnings=False) if d.severity == "error"]
         if errors:
             raise SnapshotRejected(f"the checker rejects it: {errors[0].format(with_source=False)}"
@@ -308,9 +308,9 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
             if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
                 raise SnapshotRejected(f"{inst.name}: this constant's values were elided in the dump ({{...}}); "
                                    "re-dump with --xla_dump_large_constants")
-    from .support import check_runnable
+    from ..pipeline.support import check_runnable
     check_runnable(module, "this stage")       # every target it cannot run, named at once
-    from .devices import grid_of, needs_devices
+    from ..devices import grid_of, needs_devices
     try:
         grid = grid_of(module)
         multi = needs_devices(module, grid)
@@ -328,9 +328,9 @@ def reference_shardings(path: str, use_cache: bool = True):
     """(each entry parameter's sharding, the ROOT's sharding) of the module in PATH: how the global
     arrays of a program before SPMD partitioning are cut into, and put together from, the devices'
     values of the programs after it (whose text no longer says)."""
-    from .devices.inputs import parameter_shardings
-    from .devices.outputs import root_sharding
-    from .sources import load
+    from ..devices.inputs import parameter_shardings
+    from ..pipeline.devices import root_sharding
+    from ..sources import load
     module, _ = load(path, None, use_cache)
     try:
         return parameter_shardings(module), root_sharding(module)
@@ -345,10 +345,10 @@ def _run_on_devices(module, args, options, grid, shardings) -> list:
     SHARDINGS (those of the reference stage, before partitioning)."""
     import numpy as np
 
-    from .devices import run_devices
-    from .devices.inputs import distribute, parameter_shardings, values_are_global
-    from .devices.outputs import output_arrays, result_leaves, root_sharding
-    from .devices.sharding import ShardingError, shard
+    from ..devices import run_devices
+    from ..devices.inputs import distribute, parameter_shardings, values_are_global
+    from ..pipeline.devices import output_arrays, result_leaves, root_sharding
+    from ..devices.sharding import ShardingError, shard
     params = module.entry_computation.parameters
     root = module.entry_computation.root_instruction.shape
     try:
@@ -519,15 +519,15 @@ def _verdict(report: BisectReport, versions, lo: int, hi: int):
 def _diff(report: BisectReport, args, rtol, atol, use_cache, seed, max_iterations, numerics=None):
     """The diff of the two neighbouring snapshots (hlo_cli.diff, when it is there)."""
     try:
-        from .diff import diff_modules
+        from ..diff import diff_modules
     except ImportError:
         report.diff_note = "hlo diff is not available in this installation"
         return
-    from .sources import load
+    from ..sources import load
     try:
         a, _ = load(report.last_good.path, None, use_cache)
         b, _ = load(report.first_bad.path, None, use_cache)
-        from .interpreter import RunOptions
+        from ..interpreter import RunOptions
         report.diff = diff_modules(a, b, list(args), rtol=rtol, atol=atol,
                                    options=RunOptions(seed=seed, max_iterations=max_iterations, numerics=numerics),
                                    path_a=report.last_good.path, path_b=report.first_bad.path)
@@ -545,3 +545,94 @@ def bisection_bound(distinct: int) -> int:
 
 __all__ = ["AGREES", "DIFFERS", "FAILED", "REFERENCE", "BisectReport", "Outcome", "bisect", "bisection_bound",
            "run_snapshot"]
+
+
+def stage_arguments(module, params, inputs=(), inputs_npz: str | None = None, random_inputs: bool = False,
+                    snapshot: str | None = None, seed: int = 0, note=lambda text: None) -> tuple:
+    """(the arguments every stage runs on, what they are for the report): `--input`/`--inputs`
+    files, `--random-inputs`, or an HloSnapshot's arguments (`--snapshot`, else the snapshot the dump
+    directory holds for MODULE when no inputs are given), bound to PARAMS (the first stage's)."""
+    from ..interpreter.inputs import random_inputs as random_inputs_of
+    from ..pipeline.inputs import load_inputs, require_inputs, snapshot_arguments
+    from ..sources.proto import read_snapshot
+    given = [o for o, v in (("--input", inputs), ("--inputs", inputs_npz), ("--random-inputs", random_inputs),
+                            ("--snapshot", snapshot)) if v]
+    if len(given) > 1 and (random_inputs or snapshot):
+        raise HloInputError(f"{' and '.join(given)} cannot be combined: choose one way to give the inputs")
+    if not given and module.snapshots:
+        snapshot = module.snapshots[0]
+    if snapshot:
+        notes: list = []
+        args = snapshot_arguments(read_snapshot(snapshot), params, notes)
+        inputs_doc = {"snapshot": snapshot}
+        for n in notes:
+            note(f"note: {n}")
+    elif random_inputs:
+        args = random_inputs_of(params, seed)
+        inputs_doc = {"random": True, "seed": seed}
+    else:
+        if not inputs and not inputs_npz:
+            require_inputs(params, "--input/--inputs, --snapshot, or --random-inputs")
+        loaded = load_inputs(params, inputs, inputs_npz)
+        args = loaded.values
+        inputs_doc = {"files": loaded.sources}
+        for n in loaded.notes:
+            note(f"note: {n}")
+    return args, inputs_doc
+
+
+class OptionConflict(HloInputError):
+    """Options that cannot go together (the CLI says it as a usage error)."""
+
+
+def stages_of(paths, module_choice: str | None = None, note=lambda text: None) -> tuple:
+    """(the module whose stages are bisected, the dump directory or None): PATHS is one XLA dump
+    directory (MODULE_CHOICE picks its module) or two files or more in pass order (NOTE hears about
+    the files that are not stages).  HloInputError for anything else; OptionConflict for a
+    MODULE_CHOICE among files."""
+    from pathlib import Path
+
+    from ..errors import Diagnostic
+    from ..sources.dumpdir import read_dump_dir, stages_from_files
+    if len(paths) == 1:
+        p = paths[0]
+        if p != "-" and Path(p).is_dir():
+            dd = read_dump_dir(p)
+            return dd.module(module_choice), dd
+        msg = ("hlo bisect takes an XLA dump directory (XLA_FLAGS=\"--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*\") "
+               "or two files or more in pass order")
+        raise HloInputError(f"{p}: {msg}", [Diagnostic(msg, p, code="E087")])
+    dirs = [p for p in paths if Path(p).is_dir()]
+    if dirs:
+        msg = "a directory among several paths: give one dump directory, or files only"
+        raise HloInputError(f"{dirs[0]}: {msg}", [Diagnostic(msg, dirs[0], code="E087")])
+    if module_choice is not None:
+        raise OptionConflict("--module chooses a module of a dump directory; the files given are the stages")
+    m = stages_from_files(paths)
+    if m.ignored:
+        note(f"note: {len(m.ignored)} of the files given are not module stages and are left out "
+             f"({', '.join(Path(f.path).name for f in m.ignored[:3])}{', ...' if len(m.ignored) > 3 else ''})")
+    return m, None
+
+
+def stage_range(module, first_stage: str | None = None, last_stage: str | None = None, note=lambda text: None):
+    """MODULE with only the stages from FIRST_STAGE to LAST_STAGE (--from, --to: as --stage names
+    them; NOTE hears how an ambiguous name was read); OptionConflict when --to comes before --from."""
+    if first_stage is None and last_stage is None:
+        return module
+    import dataclasses
+    pos = {s.index: k for k, s in enumerate(module.stages)}
+    lo, hi = 0, len(module.stages) - 1
+    for which, option in ((first_stage, "--from"), (last_stage, "--to")):
+        if which is None:
+            continue
+        sel = module.stage(which, option)
+        if sel.note:
+            note(f"note: {sel.note}")
+        if option == "--from":
+            lo = pos[sel.stage.index]
+        else:
+            hi = pos[sel.stage.index]
+    if hi < lo:
+        raise OptionConflict(f"--to {last_stage} comes before --from {first_stage} in pass order")
+    return dataclasses.replace(module, stages=module.stages[lo:hi + 1])

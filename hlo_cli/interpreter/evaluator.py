@@ -21,7 +21,6 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import HloEvalError
-from ..errors import instruction_diagnostic as _diag
 from ..ir.module import Computation, Instruction, Module
 from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled, run_while

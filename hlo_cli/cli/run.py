@@ -383,7 +383,7 @@ def _echo_json(result: RunResult, request: RunRequest, results: list[dict]):
         doc["expect"] = dict(result.mismatch, rtol=request.rtol, atol=request.atol,
                              reference=result.expect_label or request.expect)
         if not result.mismatch["ok"] and result.info.get("numerics"):
-            from ..interpreter.numerics import mismatch_hint
+            from ..interpreter.ops.numerics import mismatch_hint
             doc["expect"]["hint"] = mismatch_hint(result.info["numerics"])
     if result.reference is not None:
         doc["reference"] = result.reference
@@ -446,7 +446,7 @@ def _print_mismatch(mm, rtol, atol, against: str = "the reference", numerics=Non
         click.echo(f"error: {n} result{'s' if n != 1 else ''} differ{'s' if n == 1 else ''} from {against} "
                    f"(rtol={rtol:g}, atol={atol:g})", err=True)
         if numerics is not None:               # --expect: whose arithmetic ran, and the other choice
-            from ..interpreter.numerics import mismatch_hint
+            from ..interpreter.ops.numerics import mismatch_hint
             click.echo(f"note: {mismatch_hint(numerics)}", err=True)
 
 

@@ -60,7 +60,8 @@ def main(argv=None):
     from ray.cluster_utils import Cluster
 
     import hlo_cli
-    from hlo_cli.devices import grid_of, run_devices
+    from hlo_cli.topology import grid_of
+    from hlo_cli.devices import run_devices
     from hlo_cli.devices.inputs import distribute
     from hlo_cli.pipeline.ray_backend import forget_actors, run_on_ray
     from hlo_cli.interpreter.memory import estimate

@@ -158,7 +158,8 @@ def _leaves_per_device(value, n):
 def child_hlo8(repeat, out):
     import numpy as np
     sys.path.insert(0, str(HERE.parent))
-    from hlo_cli.devices import grid_of, run_devices
+    from hlo_cli.topology import grid_of
+    from hlo_cli.devices import run_devices
     from hlo_cli.interpreter import RunOptions
     from hlo_cli.parser import parse
     module = parse(_path(".opt.hlo").read_text(), str(_path(".opt.hlo")))

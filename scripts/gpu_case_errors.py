@@ -74,7 +74,7 @@ def main() -> int:
     ap.add_argument("--tf32", choices=["rne", "rna", "trunc"])
     ap.add_argument("--cublas-tf32", choices=["rne", "rna", "trunc"])
     opts = ap.parse_args()
-    from hlo_cli.interpreter import numerics
+    from hlo_cli.interpreter.ops import numerics
     if opts.tf32:
         numerics.TF32_ROUNDING = opts.tf32
     if opts.cublas_tf32:

@@ -1,4 +1,4 @@
-"""The progress display (hlo_cli/progress.py): the sampler reads where a running module is from
+"""The progress display (hlo_cli/cli/progress.py): the sampler reads where a running module is from
 what the runners publish (hlo_cli/interpreter/hooks.py) on every path the evaluator takes -- the
 compiled step loop (tier 1), the generated code of hot computations (tier 2), the generic loop
 (hooks, compiled=False) -- and from the frames of the multi-device walk, and never disturbs the run.
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import hlo_cli
-from hlo_cli import progress
+from hlo_cli.cli import progress
 from hlo_cli.interpreter import run_module
 from run_harness import hlo  # noqa: F401  (the fixture)
 

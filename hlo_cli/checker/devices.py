@@ -36,7 +36,7 @@ _PERMUTES = with_attribute("source_target_pairs")    # collective-permute and it
 class Devices:
     """The device counts a module is checked against: the command line's, else the header's, else
     XLA's default 1 x 1 (`known` False).  `run_replicas` x `run_partitions`: the devices `hlo run`
-    simulates (hlo_cli.devices.grid_of), which for a module before partitioning come from its Shardy
+    simulates (hlo_cli.topology.grid_of), which for a module before partitioning come from its Shardy
     mesh or its shardings."""
     replicas: int
     partitions: int
@@ -66,7 +66,7 @@ class Devices:
 
 def module_devices(module: Module, replicas: int | None = None, partitions: int | None = None) -> Devices:
     """The counts given, each else the header's replica_count / num_partitions."""
-    from ..devices import grid_of
+    from ..topology import grid_of
     from ..errors import HloError
     attrs = module.attrs
     given = replicas is not None or partitions is not None
@@ -90,7 +90,7 @@ def module_devices(module: Module, replicas: int | None = None, partitions: int 
 def device_findings(module: Module, devices: Devices, effective: dict[str, dict[str, Shape | None]]):
     """Every finding of this pass, in module order (a finding about the module itself has no
     instruction: None)."""
-    from ..devices.sharding import ShardingError, sdy_meshes
+    from ..topology.sharding import ShardingError, sdy_meshes
     try:
         sdy_meshes(module)
         meshes_ok = True
@@ -303,7 +303,7 @@ def _sdy_findings(inst: Instruction, shape: Shape, module: Module):
     exist) and fit the shape, as Shardy's import and HloSharding::Validate ask.  XLA's verifier does
     not read frontend attributes, so these are warnings (W207); `hlo run` needs them to place a
     parameter's pieces or run a shard_map region."""
-    from ..devices.sharding import ShardingError, instruction_sharding
+    from ..topology.sharding import ShardingError, instruction_sharding
     try:
         sharding = instruction_sharding(inst, module)
     except ShardingError as e:

@@ -123,7 +123,7 @@ def _bisect(paths, module_choice, inputs, inputs_npz, random_inputs, snapshot, s
         if live:
             click.echo(f"running #{stage.index} {stage.label}", err=True)
 
-    from ..interpreter.numerics import resolve_together
+    from ..interpreter.ops.numerics import resolve_together
     last = module.stages[-1].path              # the most optimized stage shows whether it was compiled for a GPU
     numerics = resolve_together([lambda: _stage_module(last, not no_cache)], numerics)
     report = run_bisect(module, args, rtol=rtol, atol=atol, exhaustive=exhaustive, use_cache=not no_cache,

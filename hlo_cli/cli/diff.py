@@ -128,7 +128,7 @@ def diff(module_a, module_b, inputs, inputs_npz, random_inputs, seed, rtol, atol
                    note=lambda text: click.echo(text, err=True))
     display = None
     if not no_progress and fmt == "text" and stderr_is_terminal():
-        from ..progress import Display
+        from .progress import Display
         display = Display().start()
 
     def phase(text):

@@ -4,7 +4,7 @@ The options become a RunRequest of the run pipeline (hlo_cli/pipeline/core.py), 
 is printed here.  The steps: read and check the module (`hlo check`'s rules; --no-check skips them), refuse elided
 constants unless told how to fill them, bind the inputs to the entry parameters, decide every file
 that will be written before anything runs (nothing a user gave is ever overwritten), run with the
-hooks the options ask for (dump, finiteness guard) under the progress line (hlo_cli/progress.py,
+hooks the options ask for (dump, finiteness guard) under the progress line (hlo_cli/cli/progress.py,
 a sampler: nothing in the run's loops), then report: a summary table or JSON on stdout, full values
 with --print, the comparison with --expect, the --profile tables (interpreter/profiling.py).
 
@@ -273,13 +273,13 @@ def _request(module_file, inputs, inputs_npz, random_inputs, seed, output, force
                          memory_limit=limit, numerics=numerics, reference=reference)
     progress = None
     if not no_progress and fmt == "text" and stderr_is_terminal():
-        from ..progress import Display
+        from .progress import Display
         progress = Display().start()       # shown once the command has taken half a second
     return request, progress
 
 
 class _Hooks(RunHooks):
-    """The run's reports on stderr, under the progress line (hlo_cli/progress.py) when one is shown."""
+    """The run's reports on stderr, under the progress line (hlo_cli/cli/progress.py) when one is shown."""
 
     def __init__(self, progress, fmt: str):
         self.progress, self.fmt = progress, fmt
@@ -383,7 +383,7 @@ def _echo_json(result: RunResult, request: RunRequest, results: list[dict]):
         doc["expect"] = dict(result.mismatch, rtol=request.rtol, atol=request.atol,
                              reference=result.expect_label or request.expect)
         if not result.mismatch["ok"] and result.info.get("numerics"):
-            from ..interpreter.numerics import mismatch_hint
+            from ..interpreter.ops.numerics import mismatch_hint
             doc["expect"]["hint"] = mismatch_hint(result.info["numerics"])
     if result.reference is not None:
         doc["reference"] = result.reference
@@ -446,7 +446,7 @@ def _print_mismatch(mm, rtol, atol, against: str = "the reference", numerics=Non
         click.echo(f"error: {n} result{'s' if n != 1 else ''} differ{'s' if n == 1 else ''} from {against} "
                    f"(rtol={rtol:g}, atol={atol:g})", err=True)
         if numerics is not None:               # --expect: whose arithmetic ran, and the other choice
-            from ..interpreter.numerics import mismatch_hint
+            from ..interpreter.ops.numerics import mismatch_hint
             click.echo(f"note: {mismatch_hint(numerics)}", err=True)
 
 

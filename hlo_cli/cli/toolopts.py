@@ -56,7 +56,7 @@ class PhaseLine:
         from .common import stderr_is_terminal
         self.display = None
         if show and stderr_is_terminal():
-            from ..progress import Display
+            from .progress import Display
             self.display = Display()
 
     def __enter__(self):

@@ -1,12 +1,14 @@
 """Multi-device runs: every replica and partition of a program simulated in one process.
 
-    from hlo_cli.devices import grid_of, run_devices
+    from hlo_cli.devices import run_devices
+    from hlo_cli.topology import grid_of
     grid = grid_of(module)                       # replica_count x num_partitions (or a Shardy mesh)
     result = run_devices(module, args, grid)     # args: one Uniform/Stacked value per parameter
     result.value                                 # Stacked: leaves [devices, ...]; Uniform: one value
 
-Layers: values.py (Uniform / Stacked), grid.py (device ids, replica groups), sharding.py (global
-arrays <-> per-device pieces), collectives.py (the exchange semantics), runtime.py (the devices of
+Layers: values.py (Uniform / Stacked), hlo_cli/topology (the device grid, replica groups,
+shardings: global arrays <-> per-device pieces; a layer below the checker, which uses it too),
+collectives.py (the exchange semantics), runtime.py (the devices of
 a run: the seam a distributed backend would replace), spmd.py (the evaluator that walks a program
 once for all devices), manual.py (shard_map regions of unpartitioned modules), inputs.py (what a
 user gives, per device).
@@ -15,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..topology import grid_of, partitioned
 from .values import DeviceValue, Grouped, Stacked, Uniform, grouped, map_leaves
 
-__all__ = ["DeviceResult", "Stacked", "Uniform", "distribute", "grid_of", "needs_devices", "partitioned",
-           "run_devices"]
+__all__ = ["DeviceResult", "Stacked", "Uniform", "needs_devices", "run_devices"]
 
 
 @dataclass
@@ -32,60 +34,6 @@ class DeviceResult:
     def per_device(self):
         """The root value with every array leaf stacked over all devices (a Uniform value repeated)."""
         return self.value.stacked(len(self.devices))
-
-
-def _header_devices(module) -> tuple[int | None, int | None]:
-    attrs = module.attrs
-    return attrs.get("replica_count"), attrs.get("num_partitions")
-
-
-_BEFORE_PARTITIONING = frozenset({"SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.GlobalToLocalShape",
-                                  "xla.sdy.LocalToGlobalShape"})
-
-
-def partitioned(module) -> bool:
-    """True when `module` is a per-device program (each device runs the text as it is), False when
-    it computes on global values (a module before SPMD partitioning, sharding annotations only).
-
-    Replicas always run the text as it is.  With several partitions the header alone does not say:
-    JAX's text before partitioning has no num_partitions, PyTorch/XLA's has.  A module with
-    shard_map regions (their custom calls exist only before partitioning) is global; one with
-    collectives or device ids elsewhere is per-device (whatever its header says: a hand-written
-    replica program); so is XLA's partitioned output (`is_scheduled=true`, an entry computation
-    named `*_spmd`); one with tiled shardings and nothing else is global."""
-    r, p = _header_devices(module)
-    if (r or 1) > 1:
-        return True
-    from .spmd import COLLECTIVES, DEVICE_IDS, PEER_IO
-    tiled = devices_used = False
-    for _, inst in module.instructions():
-        if inst.opcode == "custom-call" and inst.attrs.get("custom_call_target") in _BEFORE_PARTITIONING:
-            return False
-        if inst.opcode in COLLECTIVES or inst.opcode in DEVICE_IDS or inst.opcode in PEER_IO:
-            devices_used = True
-        sh = inst.attrs.get("sharding")
-        if sh is not None and getattr(sh, "kind", None) == "tiled" and "manual" not in sh.last_tile_dims:
-            tiled = True
-    if devices_used:
-        return True
-    if (p or 1) <= 1:
-        return False
-    if module.attrs.get("is_scheduled") or module.entry.endswith("_spmd"):
-        return True
-    return not tiled
-
-
-def grid_of(module, replicas: int | None = None, partitions: int | None = None):
-    """The devices a run of `module` simulates: `replicas` x `partitions` when given, else the
-    header's replica_count x num_partitions, else (before partitioning) the Shardy mesh's or the
-    shardings' device count as partitions."""
-    from .grid import DeviceGrid
-    r, p = _header_devices(module)
-    if r is None and p is None and replicas is None and partitions is None:
-        from .sharding import module_devices
-        r, p = module_devices(module)
-    return DeviceGrid(replicas if replicas is not None else (r or 1),
-                      partitions if partitions is not None else (p or 1))
 
 
 def needs_devices(module, grid) -> bool:
@@ -108,7 +56,7 @@ def run_devices(module, args, grid=None, options=None, hook=None, progress=None,
     from ..interpreter.excess_precision import prepare as prepare_excess_precision
     from ..interpreter.hoist import hoist_loop_invariants
     from ..interpreter.memory import preflight, resource_error
-    from ..interpreter.numerics import settle as settle_numerics
+    from ..interpreter.ops.numerics import settle as settle_numerics
     from ..interpreter.parallel import blas_single
     from .runtime import LocalDevices
     from .spmd import Spmd

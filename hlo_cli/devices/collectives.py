@@ -44,7 +44,7 @@ import numpy as np
 
 from ..interpreter.computations import combine, flush, recognize_binary
 from ..interpreter.values import np_dtype
-from .grid import DeviceGrid, base_opcode, collective_groups, fail, permute_pairs, send_recv_pairs
+from ..topology.grid import DeviceGrid, base_opcode, collective_groups, fail, permute_pairs, send_recv_pairs
 
 
 class OutsideSubset(Exception):

@@ -38,21 +38,21 @@ def _fail(msg: str):
 
 def values_are_global(module) -> bool:
     """Whether MODULE computes on global values: a module before SPMD partitioning, whose header
-    names no several devices (the device layer's own rule, `devices.partitioned`)."""
-    from . import partitioned
+    names no several devices (the device layer's own rule, `topology.partitioned`)."""
+    from ..topology import partitioned
     return not partitioned(module)
 
 
 # ----------------------------------------------------------------------------- one parameter leaf
 
 def _leaf_shardings(sharding, shape: Shape) -> list:
-    from .sharding import leaf_shardings
+    from ..topology.sharding import leaf_shardings
     return leaf_shardings(sharding, shape)
 
 
 def tiles_per_dim(sharding, rank: int) -> tuple[int, ...]:
     """How many tiles SHARDING cuts each of RANK data dimensions into (1 where it does not split)."""
-    from .sharding import layout
+    from ..topology.sharding import layout
     return tuple(layout(sharding, rank).tiles)
 
 
@@ -121,7 +121,7 @@ def placement(param, leaf: Shape, sharding, given_dims, grid, per_device: bool, 
     local = tuple(leaf.dims)
     ok = False
     if len(given_dims) == len(local):
-        from .sharding import local_dims
+        from ..topology.sharding import local_dims
         ok = tuple(local_dims(given_dims, sharding)) == local
     if not ok:
         stacked = _dims_text(leaf.element_type, (count,) + local)
@@ -138,7 +138,7 @@ def _place(arr: np.ndarray, pl: Placement, leaf: Shape, grid, devices=None):
     if pl.stacked:
         return (arr if devices is None else arr[np.asarray(devices, dtype=np.intp)]), True
     if pl.split:
-        from .sharding import shard
+        from ..topology.sharding import shard
         return shard(arr, pl.sharding, tuple(leaf.dims), grid.count, devices=devices,
                      partitions=grid.partitions), True
     return arr, False
@@ -152,7 +152,7 @@ def _params(module):
 
 def parameter_shardings(module) -> list:
     """Each entry parameter's sharding (None where it has none)."""
-    from .sharding import parameter_sharding
+    from ..topology.sharding import parameter_sharding
     return [parameter_sharding(p, module) for p in _params(module)]
 
 
@@ -165,7 +165,7 @@ def expected_shape(module, k: int, given_dims, grid, per_device: bool, global_va
         return p.shape
     if global_values is None:
         global_values = values_are_global(module)
-    from .sharding import parameter_sharding
+    from ..topology.sharding import parameter_sharding
     with _at(p):
         sh = _leaf_shardings(parameter_sharding(p, module), p.shape)[0]
         return placement(p, p.shape, sh, given_dims, grid, per_device, global_values, what).shape

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
-from .sharding import leaf_shardings, manual_merge, manual_split, merge, split
+from ..topology.sharding import leaf_shardings, manual_merge, manual_split, merge, split
 from .values import Stacked, grouped
 
 _SPLIT = ("xla.sdy.GlobalToLocalShape", "SPMDFullToShardShape")

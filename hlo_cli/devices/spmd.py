@@ -359,7 +359,7 @@ class Spmd:
 
     def _by_group(self, inst, value, devs):
         """A collective's result, which every device of a group holds alike, held once per group."""
-        from .grid import collective_groups
+        from ..topology.grid import collective_groups
         try:
             groups = collective_groups(inst, self.grid)
         except HloEvalError:
@@ -410,7 +410,7 @@ class Spmd:
         n = len(devs)
         sends = self.mailbox.setdefault("sends", [])
         channel = recv.attrs.get("channel_id")
-        from .grid import send_recv_pairs
+        from ..topology.grid import send_recv_pairs
         pick = next((k for k, (s, _, _) in enumerate(sends) if s.attrs.get("channel_id") == channel), None)
         if pick is None:
             mine = send_recv_pairs(recv, self.grid)

@@ -49,7 +49,7 @@ def prepare(request: DiffRequest, note: Callable[[str], None] = lambda text: Non
     parameters decide names and shapes); NOTE hears what is worth saying (casts of inputs, the
     snapshot whose arguments are taken)."""
     from ..interpreter import RunOptions
-    from ..interpreter.numerics import resolve_together
+    from ..interpreter.ops.numerics import resolve_together
     from ..pipeline.inputs import read_arguments
     from ..pipeline.prepare import load_checked, snapshot_of
     from .core import check_parameters

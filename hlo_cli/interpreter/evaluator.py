@@ -29,8 +29,8 @@ from .hoist import hoist_loop_invariants
 from .hooks import Level, track
 from .located import bad_result, run_located
 from .memory import preflight, resource_error
-from .numerics import module_mode, settle as settle_numerics
-from .numerics import resolve as resolve_numerics
+from .ops.numerics import module_mode, settle as settle_numerics
+from .ops.numerics import resolve as resolve_numerics
 from .parallel import blas_single
 from .schedule import Plan
 from .values import conforms

@@ -1,5 +1,5 @@
 """Where a run is, read from another thread: the reading side of hooks.py, shared by the progress
-display of `hlo run` (hlo_cli/progress.py) and the --profile sampler (profiling.py).
+display of `hlo run` (hlo_cli/cli/progress.py) and the --profile sampler (profiling.py).
 
 `sample(thread_id)` turns the levels a thread's runners publish into a `Sample`: the nesting of
 computations being run, outermost first (`Level`s: the instruction each is at, the while loop

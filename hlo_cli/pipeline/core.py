@@ -95,7 +95,7 @@ class RunHooks:
         """A note for the user (a conversion of an input, a snapshot's result not compared)."""
 
     def numerics(self, report: dict) -> None:
-        """Whose arithmetic the run reproduces (interpreter/numerics.py's report), once decided."""
+        """Whose arithmetic the run reproduces (interpreter/ops/numerics.py's report), once decided."""
 
     def executed(self) -> None:
         """The execution ended (normally or not): what follows is reporting."""
@@ -226,7 +226,7 @@ class _Pipeline:
     def _load(self):
         from .. import __version__
         from ..checker.positions import SourceIndex
-        from ..interpreter.numerics import report as numerics_report
+        from ..interpreter.ops.numerics import report as numerics_report
         from ..sources import load
         from .devices import DeviceRun
         from .prepare import check_before_running, refuse_elided

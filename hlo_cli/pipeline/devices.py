@@ -37,7 +37,7 @@ def parse_sharding(text: str, module=None, what: str = "--output-sharding"):
         t = "{" + t + "}"
     try:
         if t.startswith("#"):
-            from ..devices.sharding import sdy_sharding
+            from ..topology.sharding import sdy_sharding
             return sdy_sharding(t, module)
         return dec_sharding(decode_value("sharding", t))
     except (UnexpectedInput, NestingError, ValueError, HloError) as e:   # (the decoder's AttrError: a ValueError)
@@ -53,7 +53,7 @@ def parse_sharding(text: str, module=None, what: str = "--output-sharding"):
 
 def _leaf_shardings(sharding, root_shape) -> list:
     """The sharding of every result leaf that --output writes (tokens left out)."""
-    from ..devices.sharding import leaf_shardings
+    from ..topology.sharding import leaf_shardings
     return [sh for sh, s in zip(leaf_shardings(sharding, root_shape), root_shape.leaves())
             if s.element_type not in ("token", "opaque")]
 
@@ -119,7 +119,7 @@ def output_arrays(leaves: list[DeviceLeaf], root_shape, sharding=None, to_global
         _fail(f"{what}: the ROOT of the entry computation has no sharding saying how the devices' "
               f"results make the global one; give it with --output-sharding (e.g. {{devices=[2,1]<=[2]}})")
     from ..devices.inputs import global_dims
-    from ..devices.sharding import layout, unshard
+    from ..topology.sharding import layout, unshard
     shs = _leaf_shardings(sharding, root_shape)
     out = []
     for leaf, sh in zip(leaves, shs):
@@ -159,7 +159,8 @@ class DeviceRun:
     device option given), how inputs are read and placed, and how results are written."""
 
     def __init__(self, module, opts: dict):
-        from ..devices import grid_of, needs_devices
+        from ..topology import grid_of
+        from ..devices import needs_devices
         from ..devices.inputs import values_are_global
         self.module = module
         self.per_device = bool(opts.get("per_device"))
@@ -195,7 +196,7 @@ class DeviceRun:
         """--output-sharding fits the ROOT and the run's devices, said before anything runs (the
         reassembly after the run would refuse it only then)."""
         from ..errors import HloError
-        from ..devices.sharding import layout
+        from ..topology.sharding import layout
         root_shape = self.module.entry_computation.root_instruction.shape
         for leaf, sh in zip(root_shape.leaves(), _leaf_shardings(self.sharding, root_shape)):
             if leaf.element_type in ("token", "opaque"):

@@ -162,7 +162,8 @@ def snapshot_reference(snap) -> dict:
 def global_parameters(module) -> list:
     """The entry parameters as the arrays a user gives see them: a module after SPMD partitioning
     takes each parameter's global array (split by its sharding), so its shape is the global one."""
-    from ..devices import grid_of, needs_devices
+    from ..topology import grid_of
+    from ..devices import needs_devices
     from ..devices.inputs import global_parameters as on_devices
     from ..devices.inputs import values_are_global
     if values_are_global(module) or not needs_devices(module, grid_of(module)):

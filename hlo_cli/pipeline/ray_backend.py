@@ -312,7 +312,7 @@ class Coordinator:
         running = {a for a, s in self.state.items() if s != "finished"}
         if entry["kind"] != "collective":
             return running | set(entry["parts"])
-        from ..devices.grid import collective_groups
+        from ..topology.grid import collective_groups
         inst = self.insts[name]
         try:
             groups = collective_groups(inst, self.grid, allow_missing=inst.opcode == "collective-broadcast")
@@ -689,7 +689,8 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     `report` is finite.FiniteGuard's, with the device).  DUMP: every actor writes its devices' values
     into DUMP["dir"] (a directory every node reaches), and RayRun.dump_entries (NonFinite.dump_entries)
     is the manifest's instruction list (dumps.merge_device_entries)."""
-    from ..devices import DeviceResult, partitioned
+    from ..topology import partitioned
+    from ..devices import DeviceResult
     from ..interpreter.evaluator import RunOptions
     from ..interpreter.excess_precision import prepare as prepare_excess_precision
     from ..interpreter.hoist import hoist_loop_invariants
@@ -699,7 +700,7 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     options = options or RunOptions()
     if global_values is None:
         global_values = values_are_global(module)
-    from ..interpreter.numerics import settle as settle_numerics
+    from ..interpreter.ops.numerics import settle as settle_numerics
     module = prepare_excess_precision(module)
     if compiled and not check_finite and dump is None:
         module = hoist_loop_invariants(module)

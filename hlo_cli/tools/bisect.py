@@ -310,7 +310,8 @@ def run_snapshot(path: str, args, *, use_cache: bool = True, check: bool = True,
                                    "re-dump with --xla_dump_large_constants")
     from ..pipeline.support import check_runnable
     check_runnable(module, "this stage")       # every target it cannot run, named at once
-    from ..devices import grid_of, needs_devices
+    from ..topology import grid_of
+    from ..devices import needs_devices
     try:
         grid = grid_of(module)
         multi = needs_devices(module, grid)
@@ -348,7 +349,7 @@ def _run_on_devices(module, args, options, grid, shardings) -> list:
     from ..devices import run_devices
     from ..devices.inputs import distribute, parameter_shardings, values_are_global
     from ..pipeline.devices import output_arrays, result_leaves, root_sharding
-    from ..devices.sharding import ShardingError, shard
+    from ..topology.sharding import ShardingError, shard
     params = module.entry_computation.parameters
     root = module.entry_computation.root_instruction.shape
     try:

@@ -82,7 +82,8 @@ def memory_summary(module, devices: dict | None) -> dict:
     count = 1
     if devices is not None and devices["count"] > 1:
         try:
-            from ..devices import grid_of, needs_devices
+            from ..topology import grid_of
+            from ..devices import needs_devices
             grid = grid_of(module)
             count = grid.count if needs_devices(module, grid) else 1
         except Exception:          # noqa: BLE001 -- a module the device layer refuses: one device
@@ -105,8 +106,8 @@ def device_summary(module) -> dict | None:
     in devices, and the entry parameters' shardings with global and per-device shapes.  None for a
     module that neither runs on several devices nor has collectives or shardings."""
     from ..checker.devices import module_devices
-    from ..devices import partitioned
-    from ..devices.sharding import ShardingError, parameter_sharding, sdy_meshes
+    from ..topology import partitioned
+    from ..topology.sharding import ShardingError, parameter_sharding, sdy_meshes
     from ..errors import HloError
     from ..shapes.families.collective import device_group_sizes
     devs = module_devices(module)
@@ -151,7 +152,7 @@ def _global_and_local(shape, sharding, per_device: bool) -> dict:
     """{"global_shape", "per_device_shape"} of an array parameter with a tiled sharding: in a
     partitioned module the declared shape is a device's (the global one is the tiles put together,
     padding included); before partitioning it is the global shape (a device's is ceil(dim / tiles))."""
-    from ..devices.sharding import ShardingError, layout
+    from ..topology.sharding import ShardingError, layout
     from ..ir.shape import Shape
     if shape is None or shape.is_tuple or sharding is None or sharding.kind == "tuple":
         return {}

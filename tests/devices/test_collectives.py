@@ -24,7 +24,7 @@ from hypothesis import given, settings, strategies as st
 
 from hlo_cli import parse
 from hlo_cli.devices.collectives import OutsideSubset, route_send_recv, run_collective
-from hlo_cli.devices.grid import DeviceGrid
+from hlo_cli.topology.grid import DeviceGrid
 from hlo_cli.errors import HloEvalError
 from hlo_cli.interpreter.evaluator import EvalContext
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hlo_cli import parse
-from hlo_cli.devices.grid import DeviceGrid, collective_groups, permute_pairs, send_recv_pairs
+from hlo_cli.topology.grid import DeviceGrid, collective_groups, permute_pairs, send_recv_pairs
 from hlo_cli.errors import HloEvalError
 
 
@@ -174,7 +174,7 @@ def test_groups_partition_the_grid(R, P, data):
 
 def test_which_collectives_read_use_global_device_ids():
     """Read off the opcode table (the ops whose row takes the attribute), as XLA's group mode reads it."""
-    from hlo_cli.devices.grid import reads_global_ids
+    from hlo_cli.topology.grid import reads_global_ids
     assert {op for op in ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
                           "all-to-all", "collective-permute", "collective-broadcast", "add", "no-such-op")
             if reads_global_ids(op)} == {"all-reduce", "all-reduce-start", "all-gather", "all-gather-start",

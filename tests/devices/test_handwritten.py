@@ -532,7 +532,8 @@ def _devices():
 def test_library(name):
     _devices()
     from hlo_cli import parse_file
-    from hlo_cli.devices import grid_of, run_devices
+    from hlo_cli.topology import grid_of
+    from hlo_cli.devices import run_devices
     from hlo_cli.devices.values import Stacked, leaves
     c = case(name)
     module = parse_file(str(DIR / f"{name}.hlo"))
@@ -614,7 +615,8 @@ def test_mismatched_collective_is_a_located_error(name, reached, missing, doing,
 def test_mismatched_collective_library_error(name, reached, missing, doing):
     _devices()
     from hlo_cli import parse_file
-    from hlo_cli.devices import grid_of, run_devices
+    from hlo_cli.topology import grid_of
+    from hlo_cli.devices import run_devices
     from hlo_cli.devices.values import Stacked
     from hlo_cli.errors import HloEvalError
     module = parse_file(str(ERRORS / f"{name}.hlo"))

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hlo_cli
-from hlo_cli.devices.grid import DeviceGrid
+from hlo_cli.topology.grid import DeviceGrid
 from hlo_cli.devices.inputs import distribute, expected_shape, random_global_inputs, values_are_global
 from hlo_cli.devices.values import Stacked, Uniform
 from hlo_cli.errors import HloInputError

@@ -26,8 +26,9 @@ ray = pytest.importorskip("ray", reason="the Ray backend's tests need Ray (pip i
 from ray.cluster_utils import Cluster  # noqa: E402
 
 import hlo_cli  # noqa: E402
-from hlo_cli.devices import grid_of, run_devices  # noqa: E402
-from hlo_cli.devices.grid import DeviceGrid  # noqa: E402
+from hlo_cli.topology import grid_of
+from hlo_cli.devices import run_devices  # noqa: E402
+from hlo_cli.topology.grid import DeviceGrid  # noqa: E402
 from hlo_cli.devices.inputs import distribute  # noqa: E402
 from hlo_cli.pipeline.ray_backend import (FileInput, Node, forget_actors, open_array, place,  # noqa: E402
                                          run_on_ray)

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hlo_cli.devices import sharding as sh
-from hlo_cli.devices.sharding import ShardingError
+from hlo_cli.topology import sharding as sh
+from hlo_cli.topology.sharding import ShardingError
 from hlo_cli.ir.attributes import IotaReplicaGroups, Sharding, TileAssignment
 from hlo_cli.parser import parse
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from hlo_cli.devices import run_devices
-from hlo_cli.devices.grid import DeviceGrid
+from hlo_cli.topology.grid import DeviceGrid
 from hlo_cli.devices.values import Stacked, Uniform
 from hlo_cli.interpreter import run_module
 from hlo_cli.interpreter.inputs import random_inputs

@@ -88,7 +88,8 @@ def _module(path: str):
 
 
 def _run(name: str, text: str, d: Path = SPMD):
-    from hlo_cli.devices import grid_of, run_devices
+    from hlo_cli.topology import grid_of
+    from hlo_cli.devices import run_devices
     from hlo_cli.devices.inputs import distribute
     module = _module(str(d / f"{name}.{text}"))
     grid = grid_of(module)

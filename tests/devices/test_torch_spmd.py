@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hlo_cli.devices import partitioned
+from hlo_cli.topology import partitioned
 from hlo_cli import parse_file
 from hlo_cli.parser import parse
 from run_harness import hlo  # noqa: F401  (the fixture)

@@ -1,5 +1,5 @@
 """XLA GPU's cuBLAS / cuBLASLt calls and GPU numerics (hlo_cli/interpreter/ops/gpu_blas.py,
-hlo_cli/interpreter/numerics.py).
+hlo_cli/interpreter/ops/numerics.py).
 
 * Goldens: the shared H200 cases that use them (samples/gpu/cases{,_cublas}/NAME.*, copied
   unchanged from the GPU runs), before and after XLA GPU's optimizations, against the GPU's
@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hlo_cli.errors import HloEvalError
-from hlo_cli.interpreter import RunOptions, numerics, run_module
+from hlo_cli.interpreter import RunOptions, run_module
+from hlo_cli.interpreter.ops import numerics
 from hlo_cli.interpreter.values import np_dtype
 from hlo_cli import parse_file
 from hlo_cli.parser import parse

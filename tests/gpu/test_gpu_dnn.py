@@ -248,7 +248,7 @@ def test_reorder_filter_and_bias_round_trip():
 def test_conv_tf32_under_gpu_numerics():
     """Under GPU numerics an f32 cuDNN convolution without an algorithm multiplies TF32 values
     (f32 rounded to 10 mantissa bits); with DEFAULT_MATH (no tensor cores) f32 values."""
-    from hlo_cli.interpreter.numerics import round_tf32
+    from hlo_cli.interpreter.ops.numerics import round_tf32
     spec = CONVS[0]
     x, w, y = _conv_case(spec)
     text = conv_module("__cudnn$convForward", x.shape, w.shape, y.shape, spec)

@@ -53,7 +53,7 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.attributes import sparsity_sides
-from .. import numerics
+from . import numerics
 from ..registry import evaluator
 from ..values import np_dtype
 from ..fpenv import hardware

@@ -60,7 +60,7 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.shape import Shape
-from .. import numerics
+from . import numerics
 from ..values import np_dtype
 from .convert import F32, F64, convert, etype, kind
 from .custom_call import target

@@ -51,7 +51,7 @@ from ...errors import HloEvalError
 from ...ir.attributes import ConvDimensionNumbers, Window, WindowDim
 from ...ir.module import Instruction
 from ...ir.shape import Shape
-from .. import numerics
+from . import numerics
 from ..values import np_dtype
 from .convert import convert
 from .convolution import eval_convolution

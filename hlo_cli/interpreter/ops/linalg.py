@@ -26,7 +26,7 @@ from ...errors import HloEvalError
 from ...ir.shape import Shape
 from ...shapes.families.reduction import higher_precision
 from .. import computations as C
-from .. import numerics
+from . import numerics
 from ..kernels import TINY, Fast, flush, hardware_casts, operand_dtypes, shape_dtype, subnormals
 from ..registry import evaluator, prepares, rule_for
 from ..fpenv import flushing, hardware

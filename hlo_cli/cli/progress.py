@@ -18,7 +18,7 @@ import contextlib
 import threading
 import time
 
-from .interpreter.watch import Level, Sample, sample
+from ..interpreter.watch import Level, Sample, sample
 
 __all__ = ["Display", "Level", "Sample", "describe", "sample"]
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .per_module import module_cache
+from ..per_module import module_cache
 
 MODES = ("cpu", "gpu")
 
@@ -81,7 +81,7 @@ def resolve(module, requested: str | None = None, path: str | None = None) -> st
     compiled for a GPU (gpu_evidence) and "cpu" otherwise."""
     if requested is not None:
         if requested not in MODES + ("auto",):
-            from ..errors import HloEvalError
+            from ...errors import HloEvalError
             raise HloEvalError(f"numerics must be auto, cpu or gpu, not {requested!r}")
         if requested != "auto":
             return requested
@@ -254,7 +254,7 @@ def apply_pairs(lhs, rhs, algorithm: str, product, result_dtype, rounding: str |
     """The product of `lhs` and `rhs` under `algorithm`: `product(l, r)` (an f32 dot or
     convolution of one pair of parts, returning f32) for each of product_pairs, combined in
     XLA's order and converted to `result_dtype`."""
-    from .ops.convert import convert
+    from .convert import convert
     pairs = product_pairs(lhs, rhs, algorithm=algorithm, mode="gpu", rounding=rounding)
     partials = [np.asarray(product(l, r), np.float32) for l, r in pairs]
     return convert(combine(partials), np.dtype(result_dtype))
@@ -326,8 +326,8 @@ def _split_tf32(x, rounding=None):
 
 
 def _to(x, dtype_name: str) -> np.ndarray:
-    from .ops.convert import convert
-    from .values import np_dtype
+    from .convert import convert
+    from ..values import np_dtype
     with np.errstate(all="ignore"):
         return convert(convert(np.asarray(x), np_dtype(dtype_name)), np.dtype(np.float32))
 

@@ -2,13 +2,14 @@
 
 Used to show that a change (a refactoring, a new fast path) is no slower: each command runs as a fresh
 `hlo` process, as a user meets it, alternately with the old and the new checkout (so that the machine's
-load falls on both alike), `--repeat` times each; the table gives the best wall time and the largest
+load falls on both alike), `--repeat` times each; the table gives the best wall time, the best CPU time and the largest
 peak memory of each side and their ratio (new / old).
 
     python benchmarks/compare_revisions.py OLD_CHECKOUT NEW_CHECKOUT [--repeat 3] [--case NAME ...]
 
 A case's command is run in a fresh scratch directory; `{cold}` in a case means "a parse cache that is
 empty every time", otherwise each checkout keeps its own cache across repeats (the cached case).
+CPU time (user + system, the process and its threads) is the steadier figure on a loaded machine.
 The cases use the shipped samples and the benchmark dumps of benchmarks/data when they are there
 (see gen_transformer.py); a case whose files are missing is left out and said so.
 """
@@ -58,15 +59,15 @@ CASES = {
 }
 
 
-def _one(checkout: Path, args: list[str], cache: Path, work: Path) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in MiB, exit code) of one fresh `hlo` process."""
+def _one(checkout: Path, args: list[str], cache: Path, work: Path) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS in MiB, exit code) of one fresh `hlo` process."""
     env = dict(os.environ, PYTHONPATH=str(checkout), HLO_CACHE_DIR=str(cache))
     cmd = [sys.executable, "-c", "from hlo_cli.cli import main; main()", *args]
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
-    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
 def _expand(items: list[str], big: str) -> list[str]:
@@ -83,6 +84,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="also write the rows here")
     a = ap.parse_args(argv)
     rows = []
+    print("| case | old wall | new wall | ratio | old CPU | new CPU | ratio | old peak | new peak | exit |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     scratch = Path(tempfile.mkdtemp(prefix="hlo-revisions-"))
     try:
         for name, (args, needs, cold) in CASES.items():
@@ -93,21 +96,23 @@ def main(argv=None) -> int:
             if missing:
                 print(f"left out {name}: {missing[0]} is missing", file=sys.stderr)
                 continue
-            best = {"old": [float("inf"), 0.0, None], "new": [float("inf"), 0.0, None]}
+            best = {"old": [float("inf"), float("inf"), 0.0, None], "new": [float("inf"), float("inf"), 0.0, None]}
             for r in range(a.repeat + (0 if cold else 1)):       # a cached case warms its cache first
                 for side, checkout in (("old", a.old), ("new", a.new)):
                     cache = scratch / f"cache-{side}" / (f"{name}-{r}" if cold else name)
                     work = scratch / f"work-{side}"
                     work.mkdir(parents=True, exist_ok=True)
-                    wall, rss, code = _one(checkout.resolve(), args, cache, work)
+                    wall, cpu, rss, code = _one(checkout.resolve(), args, cache, work)
                     if not cold and r == 0:
                         continue
                     b = best[side]
-                    b[0], b[1], b[2] = min(b[0], wall), max(b[1], rss), code
-            row = {"case": name, "old_s": best["old"][0], "new_s": best["new"][0], "old_mib": best["old"][1],
-                   "new_mib": best["new"][1], "old_exit": best["old"][2], "new_exit": best["new"][2]}
+                    b[0], b[1], b[2], b[3] = min(b[0], wall), min(b[1], cpu), max(b[2], rss), code
+            row = {"case": name, "old_s": best["old"][0], "new_s": best["new"][0], "old_cpu_s": best["old"][1],
+                   "new_cpu_s": best["new"][1], "old_mib": best["old"][2], "new_mib": best["new"][2],
+                   "old_exit": best["old"][3], "new_exit": best["new"][3]}
             rows.append(row)
             print(f"| {name} | {row['old_s']:.2f} s | {row['new_s']:.2f} s | {row['new_s'] / row['old_s']:.2f} "
+                  f"| {row['old_cpu_s']:.2f} s | {row['new_cpu_s']:.2f} s | {row['new_cpu_s'] / row['old_cpu_s']:.2f} "
                   f"| {row['old_mib']:.0f} MiB | {row['new_mib']:.0f} MiB | {row['old_exit']}/{row['new_exit']} |",
                   flush=True)
     finally:

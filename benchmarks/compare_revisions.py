@@ -2,13 +2,13 @@
 
 Used to show that a change (a refactoring, a new fast path) is no slower: each command runs as a fresh
 `hlo` process, as a user meets it, alternately with the old and the new checkout (so that the machine's
-load falls on both alike), `--repeat` times each; the table gives the best wall time, the best CPU time and the largest
-peak memory of each side and their ratio (new / old).
+load falls on both alike), `--repeat` times each; the table gives the best wall time, the best CPU
+time and the largest peak memory of each side, and the ratios new / old.
 
     python benchmarks/compare_revisions.py OLD_CHECKOUT NEW_CHECKOUT [--repeat 3] [--case NAME ...]
 
-A case's command is run in a fresh scratch directory; `{cold}` in a case means "a parse cache that is
-empty every time", otherwise each checkout keeps its own cache across repeats (the cached case).
+A case's command is run in a fresh scratch directory; a case marked cold starts with an empty parse
+cache every time, the others keep each checkout's own cache across repeats (warmed by a first run).
 CPU time (user + system, the process and its threads) is the steadier figure on a loaded machine.
 The cases use the shipped samples and the benchmark dumps of benchmarks/data when they are there
 (see gen_transformer.py); a case whose files are missing is left out and said so.

@@ -407,6 +407,25 @@ def read_proto_modules(path: str):
     return proto_modules(data, name, text, config)
 
 
+def read_module_proto(path: str):
+    """(the HloModuleProto message of a proto file, its display name, the HloModuleConfigProto beside it
+    or None): what proto_ir.module_ir decodes.  Raises HloInputError."""
+    data, name = read_bytes(path)
+    text = True if Path(path).suffix.lower() in TEXT_PROTO_SUFFIXES else None
+    if text is None and _looks_like_text_proto(data):
+        text = True
+    if text:
+        data = _lit_parts(data, name)[0].encode("utf-8")
+    kind, msg = decode(data, name, text)
+    config = None
+    if path != "-":
+        from .dumpdir import config_beside
+        beside = config_beside(path)
+        if beside is not None:
+            config = read_module_config(beside)
+    return _module_of(kind, msg), name, config
+
+
 def read_module_config(path: str):
     """The HloModuleConfigProto of an XLA dump's config.pbtxt (protobuf text; binary also read): the
     fields HLO text prints in a module's header (proto_schema's subset; the others, such as the debug

@@ -20,7 +20,7 @@ from ..ir.opcodes import OPCODES
 from ..ir.shape import Shape
 from .proto_shape import PRIMITIVE_TYPES, ProtoError, shape_of
 
-_NAME = re.compile(r"[A-Za-z_][\w.\-]*", re.ASCII)   # XLA's identifiers are ASCII
+NAME_RE = re.compile(r"[A-Za-z_][\w.\-]*", re.ASCII)   # XLA's identifiers are ASCII
 
 
 def _lexes_as_json_dict(s: str) -> bool:
@@ -35,24 +35,24 @@ def _lexes_as_json_dict(s: str) -> bool:
 _KEY = re.compile(r"[A-Za-z0-9_][\w.\-]*", re.ASCII)     # a frontend-attribute key, a statistic's name
 
 
-def _shown(s: str) -> str:
+def shown_text(s: str) -> str:
     return repr(s if len(s) <= 60 else s[:57] + "...")
 
 
-def _label(name: str) -> str:
+def name_label(name: str) -> str:
     """A name as messages show it: as it is when text can hold it, else quoted and cut short."""
-    return name if _NAME.fullmatch(name) else _shown(name)
+    return name if NAME_RE.fullmatch(name) else shown_text(name)
 
 
-def _bare(s: str, what: str, where: str) -> str:
+def bare_word(s: str, what: str, where: str) -> str:
     """`s` written bare (a key, a statistic's name); ProtoError when the text cannot hold it."""
     if not _KEY.fullmatch(s):
-        raise ProtoError(f"{where}{what} {_shown(s)} cannot be written as HLO text (it is written unquoted: "
+        raise ProtoError(f"{where}{what} {shown_text(s)} cannot be written as HLO text (it is written unquoted: "
                          "letters, digits, '_', '.', '-' only)")
     return s
 
 
-def _raw_json_ok(s: str, attr: str) -> bool:
+def raw_json_ok(s: str, attr: str) -> bool:
     """Whether `attr=s` written raw (XLA writes a value that lexes as a JSON dict unquoted) reads
     back as the same string: one token of the grammar, else it is quoted."""
     if not _lexes_as_json_dict(s):
@@ -87,7 +87,7 @@ def absl_cescape(s: str) -> str:
     return "".join(_ESC.get(c) or (chr(c) if 0x20 <= c < 0x7F else f"\\{c:03o}") for c in b)
 
 
-def _q(s: str) -> str:
+def quote_text(s: str) -> str:
     return '"' + absl_cescape(s) + '"'
 
 
@@ -101,7 +101,7 @@ def literal_text(lp, shape: Shape, where: str = "", limits=None) -> str:
     """A LiteralProto as HLO literal text (through the IR's literal printer; large arrays without
     NaNs through NumPy's shortest round-trip spelling, element loops in C)."""
     from ..ir.literal import format_literal
-    lit = _literal(lp, shape, where, limits)
+    lit = literal_of(lp, shape, where, limits)
     if not shape.is_tuple and shape.rank and lit.value.size > 256:
         fast = _array_text(lit.value, shape.element_type)
         if fast is not None:
@@ -152,7 +152,7 @@ def _array_text(arr: np.ndarray, et: str) -> str | None:
     return level[0] if level else "{}"
 
 
-def _literal(lp, shape: Shape, where: str, limits):
+def literal_of(lp, shape: Shape, where: str, limits):
     from ..ir.literal import Literal
     from .proto_literal import literal_value
     if shape.is_tuple:
@@ -160,13 +160,13 @@ def _literal(lp, shape: Shape, where: str, limits):
         if len(parts) != len(shape.tuple_shapes):
             raise ProtoError(f"{where}a tuple literal of {len(parts)} elements for a tuple shape of "
                              f"{len(shape.tuple_shapes)}")
-        return Literal(shape, tuple(_literal(p, s, where, limits) for p, s in zip(parts, shape.tuple_shapes)))
+        return Literal(shape, tuple(literal_of(p, s, where, limits) for p, s in zip(parts, shape.tuple_shapes)))
     return Literal(shape, literal_value(lp, shape, where, limits))
 
 
 # ----------------------------------------------------------------------------- attribute texts
 
-def _payload(pl, payloads, where: str = "") -> bytes | None:
+def payload_bytes(pl, payloads, where: str = "") -> bytes | None:
     """A Payload's bytes: its own value, or the module's payload it names by id."""
     if pl.HasField("value"):
         return pl.value
@@ -178,13 +178,13 @@ def _payload(pl, payloads, where: str = "") -> bytes | None:
 
 
 # OpMetadata's fields in the order XLA prints them: quoted strings, numbers (when not 0), a list
-_MD_FIELDS = (("op_type", _q), ("op_name", _q), ("source_file", _q), ("source_line", str),
+_MD_FIELDS = (("op_type", quote_text), ("op_name", quote_text), ("source_file", quote_text), ("source_line", str),
               ("source_end_line", str), ("source_column", str), ("source_end_column", str),
               ("profile_type", lambda v: "{" + ",".join(str(int(p)) for p in v) + "}"),
-              ("deduplicated_name", _q), ("scheduling_name", _q), ("stack_frame_id", str))
+              ("deduplicated_name", quote_text), ("scheduling_name", quote_text), ("stack_frame_id", str))
 
 
-def _metadata(md, payloads=()) -> str | None:
+def metadata_text(md, payloads=()) -> str | None:
     if not (md.op_type or md.op_name or md.source_file or md.scheduling_name or md.stack_frame_id):
         return None
     r = []
@@ -193,19 +193,19 @@ def _metadata(md, payloads=()) -> str | None:
         if len(v) if name == "profile_type" else v:
             r.append(f"{name}={show(v)}")
     if md.HasField("metadata_payload"):
-        data = _payload(md.metadata_payload, payloads)
+        data = payload_bytes(md.metadata_payload, payloads)
         if data:
-            r.append("metadata_payload=" + _q(data.decode("utf-8", "surrogateescape")))
+            r.append("metadata_payload=" + quote_text(data.decode("utf-8", "surrogateescape")))
     return "{" + " ".join(r) + "}"
 
 
-def _frontend_attributes(fa, where: str = "") -> str:
+def frontend_text(fa, where: str = "") -> str:
     items = sorted(fa.map.items())
-    return "{" + ",".join(f"{_bare(k, 'frontend attribute key', where)}=" +
-                          (v if _raw_json_ok(v, "frontend_attributes") else _q(v)) for k, v in items) + "}"
+    return "{" + ",".join(f"{bare_word(k, 'frontend attribute key', where)}=" +
+                          (v if raw_json_ok(v, "frontend_attributes") else quote_text(v)) for k, v in items) + "}"
 
 
-_SHARDING_TYPES = {0: "replicated", 1: "maximal", 2: "tuple", 3: "other", 4: "manual", 5: "unknown",
+SHARDING_TYPES = {0: "replicated", 1: "maximal", 2: "tuple", 3: "other", 4: "manual", 5: "unknown",
                    6: "unreduced"}
 
 
@@ -222,7 +222,7 @@ def _sharding(sp, where: str, top: bool = True) -> str:
         dev = sp.tile_assignment_devices[0] if len(sp.tile_assignment_devices) else 0
         parts.append(f"maximal device={dev}")
     elif t in (4, 5, 6):
-        parts.append(_SHARDING_TYPES[t])
+        parts.append(SHARDING_TYPES[t])
     elif t == 3:
         dims = list(sp.tile_assignment_dimensions)
         ta = "devices=[" + ",".join(map(str, dims)) + "]"
@@ -239,15 +239,15 @@ def _sharding(sp, where: str, top: bool = True) -> str:
         if len(sp.last_tile_dims):
             names = []
             for d in sp.last_tile_dims:
-                if d not in _SHARDING_TYPES:
+                if d not in SHARDING_TYPES:
                     raise ProtoError(f"{where}sharding subgroup type {d} unknown")
-                names.append(_SHARDING_TYPES[d])
+                names.append(SHARDING_TYPES[d])
             parts.append("last_tile_dims={" + ", ".join(names) + "}")
     else:
         raise ProtoError(f"{where}sharding type {t} is not one this schema knows")
     if sp.is_shard_group:
         parts.append(("shard_as " if sp.shard_group_type == 0 else "shard_like ") + str(sp.shard_group_id))
-    mds = [_metadata(md) or "{}" for md in sp.metadata]
+    mds = [metadata_text(md) or "{}" for md in sp.metadata]
     if len(mds) == 1:
         parts.append("metadata=" + mds[0])
     elif mds:
@@ -260,15 +260,15 @@ def _named_sharding(ns, where: str) -> str:
     manual={..}, metadata={{..}, ..}}; without dimension shardings a mesh all manual (unreduced)
     prints `manual` (`unreduced`), a maximal mesh nothing, any other `replicated`."""
     mp = ns.mesh
-    parts = [_mesh(mp, where)]
+    parts = [mesh_text(mp, where)]
     kinds = (("replicated", ns.replicated_axes), ("unreduced", ns.unreduced_axes), ("manual", ns.manual_axes))
 
     def refs(axes):
-        return ", ".join(_axis_ref(a, mp, where) for a in axes)
+        return ", ".join(axis_ref(a, mp, where) for a in axes)
     if len(ns.dim_shardings):
         dims = []
         for d in ns.dim_shardings:
-            words = [_axis_ref(a, mp, where) for a in d.axes]
+            words = [axis_ref(a, mp, where) for a in d.axes]
             if not d.is_closed:
                 words.append("?")
             dims.append("{" + ", ".join(words) + "}")
@@ -284,7 +284,7 @@ def _named_sharding(ns, where: str) -> str:
         elif not maximal:
             parts.append("replicated")
             parts += [f"{k}={{{refs(axes)}}}" for k, axes in kinds if len(axes)]
-    mds = [_metadata(md) or "{}" for md in ns.metadata]
+    mds = [metadata_text(md) or "{}" for md in ns.metadata]
     if mds:
         parts.append("metadata={" + ", ".join(mds) + "}")
     return "{" + ", ".join(parts) + "}"
@@ -297,7 +297,7 @@ def _window(w) -> str:
                             for d in w.dimensions)))
 
 
-def _conv_labels(c) -> str:
+def conv_labels(c) -> str:
     def side(batch, feature, spatial, bl, fl):
         rank = max([2 + len(spatial), batch + 1, feature + 1] + [d + 1 for d in spatial])
         chars = ["?"] * rank
@@ -315,8 +315,8 @@ def _conv_labels(c) -> str:
     return f"{lhs}_{rhs}->{out}"
 
 
-_PRECISIONS = {0: "default", 1: "high", 2: "highest"}
-_ALGORITHMS = {1: "dot_any_f8_any_f8_f32", 2: "dot_any_f8_any_f8_f32_fast_accum", 3: "dot_f16_f16_f16",
+PRECISIONS = {0: "default", 1: "high", 2: "highest"}
+DOT_ALGORITHMS = {1: "dot_any_f8_any_f8_f32", 2: "dot_any_f8_any_f8_f32_fast_accum", 3: "dot_f16_f16_f16",
                4: "dot_f16_f16_f32", 5: "dot_bf16_bf16_bf16", 6: "dot_bf16_bf16_f32", 7: "dot_bf16_bf16_f32_x3",
                8: "dot_bf16_bf16_f32_x6", 9: "dot_tf32_tf32_f32", 10: "dot_tf32_tf32_f32_x3",
                11: "dot_f32_f32_f32", 12: "dot_f64_f64_f64", 13: "dot_bf16_bf16_f32_x9"}
@@ -326,13 +326,13 @@ def _precision(pc, out: list, where: str):
     ps = list(pc.operand_precision)
     if any(p != 0 for p in ps):
         for p in ps:
-            if p not in _PRECISIONS:
+            if p not in PRECISIONS:
                 raise ProtoError(f"{where}operand precision {p} unknown")
-        out.append("operand_precision={" + ",".join(_PRECISIONS[p] for p in ps) + "}")
+        out.append("operand_precision={" + ",".join(PRECISIONS[p] for p in ps) + "}")
     if pc.algorithm:
-        if pc.algorithm not in _ALGORITHMS:
+        if pc.algorithm not in DOT_ALGORITHMS:
             raise ProtoError(f"{where}dot algorithm {pc.algorithm} unknown")
-        out.append("algorithm=" + _ALGORITHMS[pc.algorithm])
+        out.append("algorithm=" + DOT_ALGORITHMS[pc.algorithm])
 
 
 def _sparsity(i, a: list):
@@ -367,12 +367,12 @@ def _replica_groups(ip, where: str) -> str:
         return s
     if ip.HasField("mesh_axes_replica_group_list"):
         ml = ip.mesh_axes_replica_group_list
-        return _mesh(ml.mesh, where) + " {" + ",".join(_axis_ref(a, ml.mesh, where) for a in ml.axes) + "}"
+        return mesh_text(ml.mesh, where) + " {" + ",".join(axis_ref(a, ml.mesh, where) for a in ml.axes) + "}"
     groups = ip.collective_device_list.replica_groups if ip.HasField("collective_device_list") else ip.replica_groups
     return "{" + ",".join(_ints(g.replica_ids) for g in groups) + "}"
 
 
-def _mesh(mp, where: str = "") -> str:
+def mesh_text(mp, where: str = "") -> str:
     """XLA's Mesh::ToString."""
     axes = list(mp.axes)
     ids = list(mp.device_ids)
@@ -381,7 +381,7 @@ def _mesh(mp, where: str = "") -> str:
     names = [a.name for a in axes]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
-        raise ProtoError(f"{where}the mesh names axis {_shown(dup)} twice")
+        raise ProtoError(f"{where}the mesh names axis {shown_text(dup)} twice")
     text = "mesh[" + ",".join(f"{_axis_name(a.name, where)}={a.size}" for a in axes) + "]"
     if mp.HasField("iota_transform"):
         io = mp.iota_transform
@@ -396,7 +396,7 @@ def _mesh(mp, where: str = "") -> str:
     return text
 
 
-def _axis_ref(a, mp, where: str) -> str:
+def axis_ref(a, mp, where: str) -> str:
     if not 0 <= a.mesh_axis_index < len(mp.axes):
         raise ProtoError(f"{where}mesh axis index {a.mesh_axis_index} out of the mesh's {len(mp.axes)} axes")
     t = _axis_name(mp.axes[a.mesh_axis_index].name, where)
@@ -408,7 +408,7 @@ def _axis_ref(a, mp, where: str) -> str:
 def _axis_name(name: str, where: str = "") -> str:
     """A mesh axis name in single quotes (the text has no escapes there)."""
     if "'" in name or "\n" in name or "\r" in name or not name.strip():
-        raise ProtoError(f"{where}the mesh axis name {_shown(name)} cannot be written as HLO text (written "
+        raise ProtoError(f"{where}the mesh axis name {shown_text(name)} cannot be written as HLO text (written "
                          "in single quotes, without escapes)")
     return f"'{name}'"
 
@@ -418,7 +418,7 @@ def _aliasing(entries) -> str:
                            for e in entries) + "}"
 
 
-def _float32_text(x: float) -> str:
+def float32_text(x: float) -> str:
     f = np.float32(x)
     if math.isnan(f) or math.isinf(f):
         return str(float(f)).lower()
@@ -434,7 +434,7 @@ _FLOATS = {"f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3", "f8e4m3fn", "f8e4m3b
 _SIGNED = {"s1", "s2", "s4", "s8", "s16", "s32", "s64"}
 
 
-def _default_comparison_type(et: str) -> str:
+def default_comparison_type(et: str) -> str:
     if et in _FLOATS:
         return "FLOAT"
     if et in _SIGNED:
@@ -442,19 +442,19 @@ def _default_comparison_type(et: str) -> str:
     return "UNSIGNED"
 
 
-def _default_comparison_order(et: str) -> str:
+def default_comparison_order(et: str) -> str:
     return "PARTIAL" if et in _FLOATS else "TOTAL"
 
 
-_RNG = {0: "rng_default", 1: "rng_three_fry", 2: "rng_philox"}
-_DIST = {1: "rng_uniform", 2: "rng_normal"}
-_FFT = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
-_TRANSPOSE = {0: "TRANSPOSE_INVALID", 1: "NO_TRANSPOSE", 2: "TRANSPOSE", 3: "ADJOINT"}
-_SCHEDULE = {1: "SCHEDULE_LATEST", 2: "SCHEDULE_EARLIEST"}
-_API = {0: "API_VERSION_UNSPECIFIED", 2: "API_VERSION_STATUS_RETURNING",
+RNG_ALGORITHMS = {0: "rng_default", 1: "rng_three_fry", 2: "rng_philox"}
+DISTRIBUTIONS = {1: "rng_uniform", 2: "rng_normal"}
+FFT_TYPES = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
+TRANSPOSE_KINDS = {0: "TRANSPOSE_INVALID", 1: "NO_TRANSPOSE", 2: "TRANSPOSE", 3: "ADJOINT"}
+SCHEDULES = {1: "SCHEDULE_LATEST", 2: "SCHEDULE_EARLIEST"}
+API_VERSIONS = {0: "API_VERSION_UNSPECIFIED", 2: "API_VERSION_STATUS_RETURNING",
         3: "API_VERSION_STATUS_RETURNING_UNIFIED", 4: "API_VERSION_TYPED_FFI"}
-_PADDING_TYPE = {1: "PADDING_VALID", 2: "PADDING_SAME"}
-_CONV_KIND = {1: "fprop", 2: "dgrad", 3: "wgrad"}
+PADDING_TYPES = {1: "PADDING_VALID", 2: "PADDING_SAME"}
+CONV_KINDS = {1: "fprop", 2: "dgrad", 3: "wgrad"}
 
 
 
@@ -463,15 +463,15 @@ def _taking(attr: str) -> frozenset[str]:
     return frozenset(op for op, spec in OPCODES.items() if attr in spec.attrs)
 
 
-_REPLICA_GROUPS = _taking("replica_groups")      # channel_id, replica_groups, ... in XLA's order
-_CHANNEL_ONLY = _taking("is_host_transfer")      # send, recv and their -done
-_DIMENSIONS = _taking("dimensions")
-_TO_APPLY = _taking("to_apply") - {"custom-call"}   # (XLA prints a custom call's called_computations)
+REPLICA_GROUP_OPS = _taking("replica_groups")      # channel_id, replica_groups, ... in XLA's order
+CHANNEL_ONLY_OPS = _taking("is_host_transfer")      # send, recv and their -done
+DIMENSIONS_OPS = _taking("dimensions")
+TO_APPLY = _taking("to_apply") - {"custom-call"}   # (XLA prints a custom call's called_computations)
 
 
 # ----------------------------------------------------------------------------- the module
 
-class _Renderer:
+class ProtoRenderer:
     def __init__(self, module, limits=None):
         self.m = module
         self.limits = limits
@@ -507,9 +507,9 @@ class _Renderer:
         m = self.m
         if not m.computations:
             raise ProtoError("the module holds no computation")
-        entry = self._entry()
-        if m.name and not _NAME.fullmatch(m.name):
-            raise ProtoError(f"the module name {_shown(m.name)} cannot be written as HLO text")
+        entry = self.entry_name()
+        if m.name and not NAME_RE.fullmatch(m.name):
+            raise ProtoError(f"the module name {shown_text(m.name)} cannot be written as HLO text")
         head = "HloModule " + (m.name or "unnamed")
         scheduled = m.HasField("schedule") and len(m.schedule.sequences) > 0
         if scheduled:
@@ -529,7 +529,7 @@ class _Renderer:
             head += ", alias_passthrough_params=true"
         ps = m.host_program_shape if m.HasField("host_program_shape") else None
         if cfg is not None and cfg.HasField("entry_computation_layout") and (
-                ps is None or _same_program(ps, cfg.entry_computation_layout)):
+                ps is None or same_program(ps, cfg.entry_computation_layout)):
             ps = cfg.entry_computation_layout        # the config's layouts: what XLA's text prints
         if ps is not None:
             head += (", entry_computation_layout={(" +
@@ -554,12 +554,12 @@ class _Renderer:
             if da.computation_count > 1:
                 head += f", num_partitions={da.computation_count}"
         if len(m.frontend_attributes.map):
-            head += ", frontend_attributes=" + _frontend_attributes(m.frontend_attributes, "the module: ")
+            head += ", frontend_attributes=" + frontend_text(m.frontend_attributes, "the module: ")
         table = m.original_value_recovery_table
         if len(table.entries):
             head += ", origin_recovery_table={\n" + self._recovery_table(table) + "}\n"
         out = [head + self._stack_frames() + "\n\n"]
-        for c in self._print_order():
+        for c in self.print_order():
             out.append(self._computation(c, c.name == entry))
             out.append("\n\n")
         return "".join(out)
@@ -569,12 +569,12 @@ class _Renderer:
         comma the recovery module as a string (its text indented by two levels)."""
         def array(a):
             idx = " " + _ints(a.shape_index) if len(a.shape_index) else ""
-            return "{" + _q(a.instruction_name) + idx + "}"
+            return "{" + quote_text(a.instruction_name) + idx + "}"
         lines = []
         for e in table.entries:
             line = f"  {array(e.old_original_array)} : {array(e.new_original_array)}"
             if e.HasField("recovery_module"):
-                text = _Renderer(e.recovery_module, self.limits).text()
+                text = ProtoRenderer(e.recovery_module, self.limits).text()
                 if '"' in text or "\\" in text:
                     # XLA writes the module between quotes as it is: a quote in it would end them
                     raise ProtoError("the origin recovery table: a recovery module holding a quoted string "
@@ -584,7 +584,7 @@ class _Renderer:
             lines.append(line + "\n")
         return "".join(lines)
 
-    def _print_order(self) -> list:
+    def print_order(self) -> list:
         """The computations in the order XLA prints them (HloModule::MakeComputationPostOrder with
         dfs_postorder): each computation nobody calls, after the computations it embeds."""
         # HloModule::CreateFromProto keeps the computations in the order of their ids
@@ -630,12 +630,12 @@ class _Renderer:
                     push(insts[pos].called_computation_ids)
         return post
 
-    def _entry(self) -> str:
+    def entry_name(self) -> str:
         m = self.m
         names = {c.name for c in m.computations}
         if m.entry_computation_name:
             if m.entry_computation_name not in names:
-                raise ProtoError(f"the entry computation {_shown(m.entry_computation_name)} is not in the module")
+                raise ProtoError(f"the entry computation {shown_text(m.entry_computation_name)} is not in the module")
             return m.entry_computation_name
         if m.entry_computation_id in self.comp_names:
             return self.comp_names[m.entry_computation_id]
@@ -646,9 +646,9 @@ class _Renderer:
         if not (len(sf.file_names) or len(sf.function_names) or len(sf.file_locations) or len(sf.stack_frames)):
             return ""
         out = ["\n\nFileNames\n"]
-        out += [f"{k} {_q(n)}\n" for k, n in enumerate(sf.file_names, 1)]
+        out += [f"{k} {quote_text(n)}\n" for k, n in enumerate(sf.file_names, 1)]
         out.append("\nFunctionNames\n")
-        out += [f"{k} {_q(n)}\n" for k, n in enumerate(sf.function_names, 1)]
+        out += [f"{k} {quote_text(n)}\n" for k, n in enumerate(sf.function_names, 1)]
         out.append("\nFileLocations\n")
         out += [f"{k} {{file_name_id={f.file_name_id} function_name_id={f.function_name_id} line={f.line} "
                 f"end_line={f.end_line} column={f.column} end_column={f.end_column}}}\n"
@@ -659,9 +659,9 @@ class _Renderer:
         return "".join(out).rstrip("\n")
 
     def _computation(self, c, is_entry: bool) -> str:
-        where = f"computation {_label(c.name)}: "
-        if not _NAME.fullmatch(c.name):
-            raise ProtoError(f"{where}the name {_shown(c.name)} cannot be written as HLO text")
+        where = f"computation {name_label(c.name)}: "
+        if not NAME_RE.fullmatch(c.name):
+            raise ProtoError(f"{where}the name {shown_text(c.name)} cannot be written as HLO text")
         insts = list(c.instructions)
         if not insts:
             raise ProtoError(f"{where}no instructions")
@@ -680,24 +680,24 @@ class _Renderer:
             lines.append(("  ROOT " if i.id == root_id else "  ") + self._instruction(i, c.name) + "\n")
         lines.append("}")
         if c.execution_thread and c.execution_thread != "main":
-            lines.append(f", execution_thread={_q(c.execution_thread)}")
+            lines.append(f", execution_thread={quote_text(c.execution_thread)}")
         return "".join(lines)
 
-    def _name(self, iid: int, where: str) -> str:
+    def inst_name(self, iid: int, where: str) -> str:
         inst = self.inst_by_id.get(iid)
         if inst is None:
             raise ProtoError(f"{where}refers to instruction id {iid}, which the module does not hold")
         return "%" + inst.name
 
     def _instruction(self, i, comp: str) -> str:
-        where = f"computation {_label(comp)}, instruction {_label(i.name) if i.name else '#' + str(i.id)}: "
-        if not _NAME.fullmatch(i.name):
-            raise ProtoError(f"{where}the name {_shown(i.name)} cannot be written as HLO text")
+        where = f"computation {name_label(comp)}, instruction {name_label(i.name) if i.name else '#' + str(i.id)}: "
+        if not NAME_RE.fullmatch(i.name):
+            raise ProtoError(f"{where}the name {shown_text(i.name)} cannot be written as HLO text")
         op = i.opcode
         if not op:
             raise ProtoError(f"{where}an instruction without an opcode")
         shape = shape_of(i.shape, where)
-        operands = [self._name(k, where) for k in i.operand_ids]
+        operands = [self.inst_name(k, where) for k in i.operand_ids]
         a: list[str] = []
         for k in i.called_computation_ids:
             self.comp(k, where)              # every computation it calls must exist
@@ -712,13 +712,13 @@ class _Renderer:
             operands = [literal_text(i.literal, shape, where, self.limits)]
         sugar = None
         if op in ("async-start", "async-update", "async-done"):
-            w = self._wrapped(i)
+            w = self.wrapped_id(i)
             sugar = self.sugared.get(w) if w is not None else None
         if sugar is not None:
             op = sugar.opcode + op[len("async"):]
             if i.opcode == "async-start":
                 if i.async_execution_thread and i.async_execution_thread != "main":
-                    a.append(f"async_execution_thread={_q(i.async_execution_thread)}")
+                    a.append(f"async_execution_thread={quote_text(i.async_execution_thread)}")
                 self._extra_attributes(sugar, sugar.opcode, shape_of(sugar.shape, where), a, where,
                                        frontend=not len(i.frontend_attributes.map))
                 if len(i.output_operand_aliasing):
@@ -731,19 +731,19 @@ class _Renderer:
             if ov.is_synthetic_call and not len(ov.elements):
                 a.append("origin={[synthetic_call]}")
             elif len(ov.elements):
-                a.append("origin={" + _original_value(ov, i.shape) + "}")
-        md = _metadata(i.metadata, self.m.payloads) if i.HasField("metadata") else None
+                a.append("origin={" + original_value_text(ov, i.shape) + "}")
+        md = metadata_text(i.metadata, self.m.payloads) if i.HasField("metadata") else None
         if md is not None:
             a.append("metadata=" + md)
         config = i.backend_config
         if not config and i.HasField("backend_config_payload"):
-            config = _payload(i.backend_config_payload, self.m.payloads, where) or b""
+            config = payload_bytes(i.backend_config_payload, self.m.payloads, where) or b""
         if config:
             try:
                 cfg = config.decode("utf-8")
             except UnicodeDecodeError:
                 cfg = config.decode("latin-1")
-            a.append("backend_config=" + (cfg if _raw_json_ok(cfg, "backend_config") else _q(cfg)))
+            a.append("backend_config=" + (cfg if raw_json_ok(cfg, "backend_config") else quote_text(cfg)))
         text = f"%{i.name} = {shape} {op}(" + ", ".join(operands) + ")"
         return text + "".join(", " + x for x in a)
 
@@ -758,22 +758,22 @@ class _Renderer:
         if i.HasField("sharding"):
             a.append("sharding=" + _sharding(i.sharding, where))
         if frontend and len(i.frontend_attributes.map):
-            a.append("frontend_attributes=" + _frontend_attributes(i.frontend_attributes, where))
+            a.append("frontend_attributes=" + frontend_text(i.frontend_attributes, where))
         if len(i.control_predecessor_ids):
-            a.append("control-predecessors={" + ", ".join(self._name(k, where) for k in i.control_predecessor_ids) + "}")
+            a.append("control-predecessors={" + ", ".join(self.inst_name(k, where) for k in i.control_predecessor_ids) + "}")
         sv = i.statistics_viz
         if len(sv.statistics):
             a.append(f"statistics={{visualizing_index={sv.stat_index_to_visualize}," +
-                     ",".join(f"{_bare(st.stat_name, 'statistic name', where)}={_g(st.stat_val)}"
+                     ",".join(f"{bare_word(st.stat_name, 'statistic name', where)}={number_text(st.stat_val)}"
                               for st in sv.statistics) + "}")
         ra = i.result_accuracy
         if ra.mode != 0:
-            a.append("result_accuracy={mode=" + _enum({1: "highest"}, ra.mode, "result accuracy mode", where) + "}")
+            a.append("result_accuracy={mode=" + enum_name({1: "highest"}, ra.mode, "result accuracy mode", where) + "}")
         elif ra.HasField("tolerance"):
             t = ra.tolerance
-            a.append(f"result_accuracy={{tolerance={{atol={_g(t.atol)},rtol={_g(t.rtol)},ulps={t.ulps}}}}}")
+            a.append(f"result_accuracy={{tolerance={{atol={number_text(t.atol)},rtol={number_text(t.rtol)},ulps={t.ulps}}}}}")
 
-    def _wrapped(self, i):
+    def wrapped_id(self, i):
         """The id of the computation an async instruction wraps (update and done: their start's)."""
         seen = 0
         while i is not None and seen < 1000:
@@ -785,7 +785,7 @@ class _Renderer:
             seen += 1
         return None
 
-    def _operand_rank(self, i, k: int) -> int | None:
+    def operand_rank(self, i, k: int) -> int | None:
         if k < len(i.operand_ids):
             o = self.inst_by_id.get(i.operand_ids[k])
             if o is not None:
@@ -795,7 +795,7 @@ class _Renderer:
                 return len(sp.dimensions)
         return None
 
-    def _operand_type(self, i, k: int) -> str | None:
+    def operand_type(self, i, k: int) -> str | None:
         if k < len(i.operand_ids):
             o = self.inst_by_id.get(i.operand_ids[k])
             if o is not None:
@@ -809,25 +809,25 @@ class _Renderer:
             f(self, i, op, shape, a, where)
 
     def _x_batch_norm_training(self, i, op: str, shape: Shape, a: list, where: str):
-        a.append(f"epsilon={_float32_text(i.epsilon)}")
+        a.append(f"epsilon={float32_text(i.epsilon)}")
         a.append(f"feature_index={i.feature_index}")
 
     def _x_fft(self, i, op: str, shape: Shape, a: list, where: str):
-        a.append(f"fft_type={_enum(_FFT, i.fft_type, 'fft_type', where)}")
+        a.append(f"fft_type={enum_name(FFT_TYPES, i.fft_type, 'fft_type', where)}")
         a.append("fft_length=" + _ints(i.fft_length))
 
     def _x_compare(self, i, op: str, shape: Shape, a: list, where: str):
-        _enum_word(op, "direction", "comparison_direction", i.comparison_direction, where)
-        _enum_word(op, "type", "comparison_type", i.comparison_type, where)
+        check_enum_word(op, "direction", "comparison_direction", i.comparison_direction, where)
+        check_enum_word(op, "type", "comparison_type", i.comparison_type, where)
         a.append(f"direction={i.comparison_direction}")
-        et = self._operand_type(i, 0)
+        et = self.operand_type(i, 0)
         if i.comparison_type and not i.comparison_order and (
-                et is None or i.comparison_type != _default_comparison_type(et)):
+                et is None or i.comparison_type != default_comparison_type(et)):
             a.append(f"type={i.comparison_type}")
         if i.comparison_order:           # the newest XLA's; its comparison_type is a mirror of it
             if i.comparison_order not in COMPARISON_ORDERS:
                 raise ProtoError(f"{where}comparison order {i.comparison_order!r} unknown")
-            if et is None or i.comparison_order != _default_comparison_order(et):
+            if et is None or i.comparison_order != default_comparison_order(et):
                 a.append(f"order={i.comparison_order}")
 
     def _x_triangular_solve(self, i, op: str, shape: Shape, a: list, where: str):
@@ -839,7 +839,7 @@ class _Renderer:
         if o.unit_diagonal:
             a.append("unit_diagonal=true")
         if o.transpose_a:
-            a.append(f"transpose_a={_enum(_TRANSPOSE, o.transpose_a, 'transpose_a', where)}")
+            a.append(f"transpose_a={enum_name(TRANSPOSE_KINDS, o.transpose_a, 'transpose_a', where)}")
 
     def _x_cholesky(self, i, op: str, shape: Shape, a: list, where: str):
         if i.cholesky_options.lower:
@@ -875,7 +875,7 @@ class _Renderer:
         a.append("source_target_pairs={" + ",".join(f"{{{p.source},{p.target}}}" for p in i.source_target_pairs) + "}")
         sizes = list(i.dynamic_slice_sizes)
         if sizes:
-            rank = self._operand_rank(i, 0) or len(sizes)
+            rank = self.operand_rank(i, 0) or len(sizes)
             a.append("slice_sizes={" + ",".join(_ints(sizes[k:k + rank]) for k in range(0, len(sizes), rank)) + "}")
 
     def _x_dimensions(self, i, op: str, shape: Shape, a: list, where: str):
@@ -908,13 +908,13 @@ class _Renderer:
                                        for s in sl) + "}")
 
     def _x_fusion(self, i, op: str, shape: Shape, a: list, where: str):
-        _enum_word(op, "kind", "fusion_kind", i.fusion_kind, where)
+        check_enum_word(op, "kind", "fusion_kind", i.fusion_kind, where)
         a.append(f"kind={i.fusion_kind}")
         if len(i.output_operand_aliasing):
             a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
 
     def _x_rng(self, i, op: str, shape: Shape, a: list, where: str):
-        a.append(f"distribution={_enum(_DIST, i.distribution, 'distribution', where)}")
+        a.append(f"distribution={enum_name(DISTRIBUTIONS, i.distribution, 'distribution', where)}")
 
     def _x_get_tuple_element(self, i, op: str, shape: Shape, a: list, where: str):
         a.append(f"index={i.tuple_index}")
@@ -925,23 +925,23 @@ class _Renderer:
 
     def _x_infeed(self, i, op: str, shape: Shape, a: list, where: str):
         if i.infeed_config:
-            a.append("infeed_config=" + _q(i.infeed_config.decode("latin-1")))
+            a.append("infeed_config=" + quote_text(i.infeed_config.decode("latin-1")))
 
     def _x_outfeed(self, i, op: str, shape: Shape, a: list, where: str):
         a.append(f"outfeed_shape={shape_of(i.outfeed_shape, where)}")
         if i.outfeed_config:
-            a.append("outfeed_config=" + _q(i.outfeed_config.decode("latin-1")))
+            a.append("outfeed_config=" + quote_text(i.outfeed_config.decode("latin-1")))
 
     def _x_convolution(self, i, op: str, shape: Shape, a: list, where: str):
         if len(i.window.dimensions):
             a.append("window=" + _window(i.window))
-        a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
+        a.append("dim_labels=" + conv_labels(i.convolution_dimension_numbers))
         if i.feature_group_count not in (0, 1):
             a.append(f"feature_group_count={i.feature_group_count}")
         if i.batch_group_count not in (0, 1):
             a.append(f"batch_group_count={i.batch_group_count}")
         if i.conv_kind:
-            a.append(f"convolution_kind={_enum(_CONV_KIND, i.conv_kind, 'conv_kind', where)}")
+            a.append(f"convolution_kind={enum_name(CONV_KINDS, i.conv_kind, 'conv_kind', where)}")
         _precision(i.precision_config, a, where)
         _sparsity(i, a)
         if i.convolution_field_101:
@@ -957,15 +957,15 @@ class _Renderer:
         if i.HasField("window"):
             a.append("window=" + _window(i.window))
         if i.HasField("convolution_dimension_numbers"):
-            a.append("dim_labels=" + _conv_labels(i.convolution_dimension_numbers))
+            a.append("dim_labels=" + conv_labels(i.convolution_dimension_numbers))
         if i.feature_group_count not in (0, 1):
             a.append(f"feature_group_count={i.feature_group_count}")
         if i.batch_group_count not in (0, 1):
             a.append(f"batch_group_count={i.batch_group_count}")
         _precision(i.precision_config, a, where)
         if i.padding_type:
-            a.append(f"padding_type={_enum(_PADDING_TYPE, i.padding_type, 'padding_type', where)}")
-        a.append("custom_call_target=" + _q(i.custom_call_target))
+            a.append(f"padding_type={enum_name(PADDING_TYPES, i.padding_type, 'padding_type', where)}")
+        a.append("custom_call_target=" + quote_text(i.custom_call_target))
         if i.constrain_layout:
             a.append("operand_layout_constraints={" + ", ".join(
                 str(shape_of(s, where)) for s in i.operand_shapes_with_layout) + "}")
@@ -973,13 +973,13 @@ class _Renderer:
             a.append("custom_call_has_side_effect=true")
         if i.HasField("literal"):
             lshape = shape_of(i.literal.shape, where)
-            a.append("literal=" + _oneline_literal(_literal(i.literal, lshape, where, self.limits)))
+            a.append("literal=" + _oneline_literal(literal_of(i.literal, lshape, where, self.limits)))
         if len(i.output_operand_aliasing):
             a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
         if i.custom_call_schedule:
-            a.append(f"schedule={_enum(_SCHEDULE, i.custom_call_schedule, 'custom_call_schedule', where)}")
+            a.append(f"schedule={enum_name(SCHEDULES, i.custom_call_schedule, 'custom_call_schedule', where)}")
         if i.custom_call_api_version != 1:
-            a.append(f"api_version={_enum(_API, i.custom_call_api_version, 'custom_call_api_version', where)}")
+            a.append(f"api_version={enum_name(API_VERSIONS, i.custom_call_api_version, 'custom_call_api_version', where)}")
 
     def _x_pad(self, i, op: str, shape: Shape, a: list, where: str):
         dims = list(i.padding_config.dimensions)
@@ -991,13 +991,13 @@ class _Renderer:
         a.append("dynamic_slice_sizes=" + _ints(i.dynamic_slice_sizes))
 
     def _x_gather(self, i, op: str, shape: Shape, a: list, where: str):
-        a.append(_index_dnums(i.gather_dimension_numbers, _GATHER_DIMS))
+        a.append(_index_dnums(i.gather_dimension_numbers, GATHER_DIMS))
         a.append("slice_sizes=" + _ints(i.gather_slice_sizes))
         if i.indices_are_sorted:
             a.append("indices_are_sorted=true")
 
     def _x_scatter(self, i, op: str, shape: Shape, a: list, where: str):
-        a.append(_index_dnums(i.scatter_dimension_numbers, _SCATTER_DIMS))
+        a.append(_index_dnums(i.scatter_dimension_numbers, SCATTER_DIMS))
         if i.indices_are_sorted:
             a.append("indices_are_sorted=true")
         if i.unique_indices:
@@ -1033,7 +1033,7 @@ class _Renderer:
         a.append(f"delta={i.delta}")
 
     def _x_rng_bit_generator(self, i, op: str, shape: Shape, a: list, where: str):
-        a.append(f"algorithm={_enum(_RNG, i.rng_algorithm, 'rng_algorithm', where)}")
+        a.append(f"algorithm={enum_name(RNG_ALGORITHMS, i.rng_algorithm, 'rng_algorithm', where)}")
 
     def _x_copy_start(self, i, op: str, shape: Shape, a: list, where: str):
         if i.HasField("cross_program_prefetch_index"):
@@ -1041,7 +1041,7 @@ class _Renderer:
 
     def _x_async_start(self, i, op: str, shape: Shape, a: list, where: str):
         if i.async_execution_thread and i.async_execution_thread != "main":
-            a.append(f"async_execution_thread={_q(i.async_execution_thread)}")
+            a.append(f"async_execution_thread={quote_text(i.async_execution_thread)}")
         if len(i.output_operand_aliasing):
             a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
 
@@ -1061,12 +1061,12 @@ class _Renderer:
             a.append(f"select={calls[0]}")
             a.append(f"scatter={calls[1]}")
         elif op == "conditional":
-            if self._operand_type(i, 0) == "pred" and len(calls) == 2:
+            if self.operand_type(i, 0) == "pred" and len(calls) == 2:
                 a.append(f"true_computation={calls[0]}")
                 a.append(f"false_computation={calls[1]}")
             else:
                 a.append("branch_computations={" + ", ".join(calls) + "}")
-        elif op in _TO_APPLY:
+        elif op in TO_APPLY:
             a.append(f"to_apply={calls[0]}")
             if op == "call" and i.is_composite:
                 a.append("is_composite=true")
@@ -1082,25 +1082,25 @@ class _Renderer:
 # opcode -> its attribute printer: _x_<opcode> (with '_' for '-'), or the opcodes _SHARED names; the
 # generic `dimensions` printer serves the opcodes that have no printer of their own
 _SHARED = {"_x_batch_norm_training": ("batch-norm-training", "batch-norm-inference", "batch-norm-grad"),
-           "_x_channel_only": _CHANNEL_ONLY, "_x_replica_groups": _REPLICA_GROUPS,
+           "_x_channel_only": CHANNEL_ONLY_OPS, "_x_replica_groups": REPLICA_GROUP_OPS,
            "_x_collective_permute": ("collective-permute", "collective-permute-start"),
            "_x_reduce_window": ("reduce-window", "select-and-scatter"), "_x_dot": ("dot", "scaled-dot"),
            "_x_get_dimension_size": ("get-dimension-size", "set-dimension-size")}
 _EXTRA: dict = {}
-for _name, _f in vars(_Renderer).items():
+for _name, _f in vars(ProtoRenderer).items():
     if _name.startswith("_x_") and _name != "_x_dimensions":
         for _op in _SHARED.get(_name, (_name[3:].replace("_", "-"),)):
             assert _op in OPCODES and _op not in _EXTRA, _op
             _EXTRA[_op] = _f
-for _op in _DIMENSIONS:
-    _EXTRA.setdefault(_op, _Renderer._x_dimensions)
+for _op in DIMENSIONS_OPS:
+    _EXTRA.setdefault(_op, ProtoRenderer._x_dimensions)
 
 
 # gather's and scatter's dimension numbers: the fields always printed, then the batching ones
 # printed when set, then index_vector_dim
-_GATHER_DIMS = (("offset_dims", "collapsed_slice_dims", "start_index_map"),
+GATHER_DIMS = (("offset_dims", "collapsed_slice_dims", "start_index_map"),
                 ("operand_batching_dims", "start_indices_batching_dims"))
-_SCATTER_DIMS = (("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims"),
+SCATTER_DIMS = (("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims"),
                  ("input_batching_dims", "scatter_indices_batching_dims"))
 
 
@@ -1111,7 +1111,7 @@ def _index_dnums(d, fields) -> str:
     return ", ".join(parts) + f", index_vector_dim={d.index_vector_dim}"
 
 
-def _enum_word(op: str, attr: str, field: str, word: str, where: str) -> None:
+def check_enum_word(op: str, attr: str, field: str, word: str, where: str) -> None:
     """A string field written as an enum attribute (a fusion's kind, a compare's direction and
     type): ProtoError unless it is one of the spellings OPCODES gives (an unset type is left out)."""
     spec = OPCODES[op].attrs.get(attr, "") if op in OPCODES else ""
@@ -1120,10 +1120,10 @@ def _enum_word(op: str, attr: str, field: str, word: str, where: str) -> None:
     if not word and attr == "type":
         return
     if word not in spec[len("enum:"):].split("|"):
-        raise ProtoError(f"{where}{field} {_shown(word)} is not one of {spec[len('enum:'):].replace('|', ', ')}")
+        raise ProtoError(f"{where}{field} {shown_text(word)} is not one of {spec[len('enum:'):].replace('|', ', ')}")
 
 
-def _enum(table: dict, value: int, what: str, where: str) -> str:
+def enum_name(table: dict, value: int, what: str, where: str) -> str:
     """An enum value's HLO spelling; ProtoError for a number this schema does not know."""
     name = table.get(value)
     if name is None:
@@ -1131,12 +1131,12 @@ def _enum(table: dict, value: int, what: str, where: str) -> str:
     return name
 
 
-def _g(x: float) -> str:
+def number_text(x: float) -> str:
     t = repr(float(x))
     return t[:-2] if t.endswith(".0") else t
 
 
-def _original_value(ov, shape_proto) -> str:
+def original_value_text(ov, shape_proto) -> str:
     """XLA's OriginalValue::ToString: the instruction's shape tree with, at each leaf, the original
     array ({"name" {index}}) or {} when there is none."""
     leaves = {tuple(e.shape_index): e.original_array for e in ov.elements}
@@ -1148,7 +1148,7 @@ def _original_value(ov, shape_proto) -> str:
         if arr is None or not arr.instruction_name:
             return "{}"
         idx = " " + _ints(arr.shape_index) if len(arr.shape_index) else ""
-        return "{" + _q(arr.instruction_name) + idx + "}"
+        return "{" + quote_text(arr.instruction_name) + idx + "}"
     return walk(shape_proto, ())
 
 
@@ -1156,12 +1156,12 @@ def module_text(module, limits=None, config=None) -> str:
     """HLO text for an HloModuleProto message; CONFIG, an HloModuleConfigProto (the config.pbtxt XLA
     dumps beside the module), gives the header what the module proto lacks: replica_count,
     num_partitions, the entry layout, the sharding-propagation flags.  Raises ProtoError."""
-    r = _Renderer(module, limits)
+    r = ProtoRenderer(module, limits)
     r.config = config
     return r.text()
 
 
-def _same_program(a, b) -> bool:
+def same_program(a, b) -> bool:
     """Two ProgramShapeProtos for the same parameters and result (element types and dimensions;
     layouts aside)."""
     def key(sp):

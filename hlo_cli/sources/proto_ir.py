@@ -16,9 +16,9 @@ detour through text.
 """
 from __future__ import annotations
 
-from ..ir.attributes import (AliasEntry, BackendConfig, BufferDonors, ComputationLayout, FrontendAttributes,
+from ..ir.attributes import (AliasEntry, AttrError, BackendConfig, BufferDonors, ComputationLayout, FrontendAttributes,
                              Group, InputOutputAlias, IntList, IotaReplicaGroups, Metadata,
-                             OutputOperandAliasing, PaddingConfig, PaddingDim, Quoted, Sep, Sharding,
+                             KV, OutputOperandAliasing, PaddingConfig, PaddingDim, Quoted, Sep, Seq, Sharding,
                              SliceDim, SliceSpec, TileAssignment, Word, decoder)
 from ..ir.literal import Literal
 from ..ir.module import Computation, Instruction, Loc, Module, StackFrames, FileLocation, StackFrame
@@ -29,9 +29,9 @@ from .proto_shape import ProtoError, shape_of
 from .proto_text import (API_VERSIONS, CHANNEL_ONLY_OPS, CONV_KINDS, DIMENSIONS_OPS, DISTRIBUTIONS,
                          DOT_ALGORITHMS, FFT_TYPES, GATHER_DIMS, NAME_RE, PADDING_TYPES, PRECISIONS,
                          REPLICA_GROUP_OPS, RNG_ALGORITHMS, SCATTER_DIMS, SCHEDULES, SHARDING_TYPES, TO_APPLY,
-                         TRANSPOSE_KINDS, ProtoRenderer, bare_word, check_enum_word, conv_labels,
+                         TRANSPOSE_KINDS, ProtoRenderer, axis_name, axis_ref, bare_word, check_enum_word, conv_labels,
                          default_comparison_order, default_comparison_type, enum_name, float32_text,
-                         metadata_text, name_label, payload_bytes, quote_text, raw_json_ok, same_program,
+                         metadata_text, name_label, number_text, payload_bytes, quote_text, raw_json_ok, same_program,
                          shown_text)
 from ..ir.attributes import COMPARISON_ORDERS, Window, WindowDim
 
@@ -83,7 +83,10 @@ class _Attrs:
             kind = self.kinds.get(name) or COMMON_ATTRS.get(name)
             if kind is None:
                 raise NotDecoded(f"{where}attribute {name} has no kind in the opcode table")
-            out[name] = decoder(kind)(v)
+            try:
+                out[name] = decoder(kind)(v)
+            except AttrError as e:
+                raise ProtoError(f"{where}attribute {name}: {e}") from None
         return out
 
 
@@ -130,9 +133,42 @@ def _replica_groups(ip, where: str):
         return IotaReplicaGroups((int(il.num_replica_groups), int(il.num_devices_per_group)),
                                  tuple(il.iota_reshape_dims), perm)
     if ip.HasField("mesh_axes_replica_group_list"):
-        raise NotDecoded(f"{where}mesh replica groups")
+        return decoder("replica_groups")(_mesh_groups(ip.mesh_axes_replica_group_list, where))
     groups = ip.collective_device_list.replica_groups if ip.HasField("collective_device_list") else ip.replica_groups
     return decoder("replica_groups")(_group([_ints(g.replica_ids) for g in groups]) if len(groups) else IntList())
+
+
+def _mesh_groups(ml, where: str):
+    """The generic value `mesh['x'=2,'y'=4], device_ids=(...) {'y':(2)2,'x'}` reads as (the parser's
+    builder joins the device_ids to it): XLA's Mesh::ToString and the grouped axes."""
+    mp = ml.mesh
+    axes = list(mp.axes)
+    if not axes and len(mp.device_ids) == 1:
+        return Seq((Word("maximal_mesh"), Group("[", (KV("device_id", _w(mp.device_ids[0])),))))
+    names = [a.name for a in axes]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ProtoError(f"{where}the mesh names axis {shown_text(dup)} twice")
+    items: list = [Word("mesh"), _group([KV(axis_name(a.name, where), _w(a.size)) for a in axes], "[")]
+    ids = list(mp.device_ids)
+    if mp.HasField("iota_transform"):
+        io = mp.iota_transform
+        if len(io.reshape_dims) > 1:
+            inner: list = [_group([_w(int(d)) for d in io.reshape_dims], "[")]
+            if len(io.transpose_perm):
+                inner += [Word("T"), _group([_w(int(d)) for d in io.transpose_perm], "(")]
+            items.append(KV("device_ids", Group("(", tuple(inner))))
+    elif ids and ids != list(range(len(ids))):
+        items.append(KV("device_ids", _group([_w(int(d)) for d in ids], "(")))
+    refs: list = []
+    for k, a in enumerate(ml.axes):
+        if k:
+            refs.append(Sep(","))
+        refs.append(Word(axis_ref(a, mp, where).split(":")[0]))
+        if a.HasField("sub_axis_info"):
+            refs += [Word(":"), Group("(", (_w(a.sub_axis_info.pre_size),)), _w(a.sub_axis_info.size)]
+    items.append(Group("{", tuple(refs)) if refs else IntList())
+    return Seq(tuple(items))
 
 
 def _sharding(sp, where: str) -> Sharding:
@@ -229,7 +265,10 @@ def _first_dim(i) -> IntList:
 def _x_replica_groups(r, i, op, a, where):
     if i.channel_id:
         a.put("channel_id", _w(i.channel_id))
-    a.typed("replica_groups", _replica_groups(i, where))
+    try:
+        a.typed("replica_groups", _replica_groups(i, where))
+    except AttrError as e:
+        raise ProtoError(f"{where}attribute replica_groups: {e}") from None
     if i.constrain_layout:
         a.put("constrain_layout", _w("true"))
     if op in ("all-gather", "all-gather-start"):
@@ -514,11 +553,20 @@ def _common(r, i, a: _Attrs, where: str, frontend: bool = True):
         a.typed("frontend_attributes", _frontend(i.frontend_attributes, where))
     if len(i.control_predecessor_ids):
         a.put("control-predecessors", _group([_w(r.inst_name(k, where)) for k in i.control_predecessor_ids]))
-    if len(i.statistics_viz.statistics):
-        raise NotDecoded(f"{where}statistics")
+    sv = i.statistics_viz
+    if len(sv.statistics):
+        a.put("statistics", _group([KV("visualizing_index", _w(sv.stat_index_to_visualize))] +
+                                   [KV(bare_word(st.stat_name, "statistic name", where), Word(number_text(st.stat_val)))
+                                    for st in sv.statistics]))
     ra = i.result_accuracy
-    if ra.mode != 0 or ra.HasField("tolerance"):
-        raise NotDecoded(f"{where}result_accuracy")
+    if ra.mode != 0:
+        a.put("result_accuracy", _group([KV("mode", Word(enum_name({1: "highest"}, ra.mode, "result accuracy mode",
+                                                                   where)))]))
+    elif ra.HasField("tolerance"):
+        t = ra.tolerance
+        a.put("result_accuracy", _group([KV("tolerance", _group([KV("atol", Word(number_text(t.atol))),
+                                                                 KV("rtol", Word(number_text(t.rtol))),
+                                                                 KV("ulps", _w(t.ulps))]))]))
 
 
 def _frontend(fa, where: str) -> FrontendAttributes:
@@ -590,8 +638,12 @@ def _instruction(r, i, comp: str, filename: str) -> Instruction:
         _common(r, i, a, where)
     else:
         _extra_attributes(r, i, op, a, where)
-    if i.HasField("original_value") and (i.original_value.is_synthetic_call or len(i.original_value.elements)):
-        raise NotDecoded(f"{where}origin")
+    if i.HasField("original_value"):
+        ov = i.original_value
+        if ov.is_synthetic_call and not len(ov.elements):
+            a.put("origin", _group([Group("[", (Word("synthetic_call"),))]))
+        elif len(ov.elements):
+            a.put("origin", _group([_origin(ov, i.shape)]))
     md = metadata_text(i.metadata, r.m.payloads) if i.HasField("metadata") else None
     if md is not None:
         a.typed("metadata", Metadata(md))
@@ -605,6 +657,22 @@ def _instruction(r, i, comp: str, filename: str) -> Instruction:
             cfg = config.decode("latin-1")
         a.typed("backend_config", BackendConfig(cfg if raw_json_ok(cfg, "backend_config") else quote_text(cfg)))
     return Instruction(i.name, op, shape, operands, a.decoded(where), literal, pnum, Loc(filename, 0, 0), None)
+
+
+def _origin(ov, shape_proto):
+    """XLA's OriginalValue: the instruction's shape tree with, at each leaf, the original array
+    ({"name" {index}}) or {} when there is none (the generic value of its text)."""
+    leaves = {tuple(e.shape_index): e.original_array for e in ov.elements}
+
+    def walk(sp, index):
+        if sp.element_type == 13:
+            return _group([walk(t, index + (k,)) for k, t in enumerate(sp.tuple_shapes)], "(")
+        arr = leaves.get(index)
+        if arr is None or not arr.instruction_name:
+            return IntList()
+        name = Quoted(arr.instruction_name, quote_text(arr.instruction_name))
+        return Group("{", (name, _ints(arr.shape_index)) if len(arr.shape_index) else (name,))
+    return walk(shape_proto, ())
 
 
 def _sugar_kinds(op: str) -> dict:

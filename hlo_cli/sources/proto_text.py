@@ -382,7 +382,7 @@ def mesh_text(mp, where: str = "") -> str:
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ProtoError(f"{where}the mesh names axis {shown_text(dup)} twice")
-    text = "mesh[" + ",".join(f"{_axis_name(a.name, where)}={a.size}" for a in axes) + "]"
+    text = "mesh[" + ",".join(f"{axis_name(a.name, where)}={a.size}" for a in axes) + "]"
     if mp.HasField("iota_transform"):
         io = mp.iota_transform
         if len(io.reshape_dims) > 1:
@@ -399,13 +399,13 @@ def mesh_text(mp, where: str = "") -> str:
 def axis_ref(a, mp, where: str) -> str:
     if not 0 <= a.mesh_axis_index < len(mp.axes):
         raise ProtoError(f"{where}mesh axis index {a.mesh_axis_index} out of the mesh's {len(mp.axes)} axes")
-    t = _axis_name(mp.axes[a.mesh_axis_index].name, where)
+    t = axis_name(mp.axes[a.mesh_axis_index].name, where)
     if a.HasField("sub_axis_info"):
         t += f":({a.sub_axis_info.pre_size}){a.sub_axis_info.size}"
     return t
 
 
-def _axis_name(name: str, where: str = "") -> str:
+def axis_name(name: str, where: str = "") -> str:
     """A mesh axis name in single quotes (the text has no escapes there)."""
     if "'" in name or "\n" in name or "\r" in name or not name.strip():
         raise ProtoError(f"{where}the mesh axis name {shown_text(name)} cannot be written as HLO text (written "

@@ -19,7 +19,7 @@ from hlo_cli.errors import HloError
 from hlo_cli.ir.printer import format_module
 from hlo_cli.parser import parse
 from hlo_cli.sources.proto import PROTO_SUFFIXES, read_module_proto, read_proto_modules
-from hlo_cli.sources.proto_ir import NotDecoded, located_text, module_ir
+from hlo_cli.sources.proto_ir import located_text, module_ir
 
 from .proto_compare import first_difference
 
@@ -53,21 +53,11 @@ def _new_way(path: Path):
     return located_text(module_ir(mp, name, config=config))
 
 
-# files whose modules use a field the direct decoder does not build yet
-_NOT_DECODED = {"mesh_groups.hlo.pb": "mesh replica groups",
-                "module_0012.jit_f.0006.spmd-partitioner.after_spmd-partitioning.before_control-dep-rewriter.hlo.pb":
-                    "mesh replica groups",
-                "module_0012.jit_f.cpu_after_optimizations.hlo.pb": "mesh replica groups"}
-
-
 def _params():
     out = []
     for p in _protos():
         label = str(p.relative_to(ROOT.parent if p.is_relative_to(SHARED_GPU) else ROOT))
-        marks = ()
-        if p.name in _NOT_DECODED:
-            marks = (pytest.mark.xfail(raises=NotDecoded, strict=True, reason=_NOT_DECODED[p.name]),)
-        out.append(pytest.param(p, id=label, marks=marks))
+        out.append(pytest.param(p, id=label))
     return out
 
 
@@ -99,3 +89,70 @@ def test_direct_module_checks_as_the_old_one(path):
     assert got == want
     old_text = read_proto_modules(str(path)).modules[0].text
     assert [w[:3] for w in got] == [(d.code, d.severity, d.message) for d in check_module(old, old_text)]
+
+
+# ----------------------------------------------------------------------------- fields no file above holds
+
+PROTOS = ROOT / "samples" / "protos"
+
+
+def _message(name: str):
+    from hlo_cli.sources.proto_schema import messages
+    mp, _, _ = read_module_proto(str(PROTOS / name))
+    m = messages()["HloModuleProto"]()
+    m.CopyFrom(mp)
+    return m
+
+
+def _both_ways(m):
+    from hlo_cli.sources.proto import proto_modules
+    src = proto_modules(m.SerializeToString(), "x.pb").modules[0]
+    old = parse(src.text, "x.pb")
+    new, text = located_text(module_ir(m, "x.pb"))
+    assert first_difference(old, new) is None
+    assert text == format_module(old)
+    return new
+
+
+def _instruction(m, opcode: str):
+    return next(i for c in m.computations for i in c.instructions if i.opcode == opcode)
+
+
+def test_statistics_result_accuracy_and_origin_decode_as_their_text_parses():
+    m = _message("sort.hlo.pb")
+    i = _instruction(m, "sort")
+    i.statistics_viz.stat_index_to_visualize = 1
+    for name, val in (("stat-0", 0.5), ("stat-1", 2.0), ("s.x", 1e-7)):
+        st = i.statistics_viz.statistics.add()
+        st.stat_name, st.stat_val = name, val
+    i.original_value.elements.add().original_array.instruction_name = 'a "quoted" name'
+    p = _instruction(m, "parameter")
+    p.original_value.is_synthetic_call = True
+    new = _both_ways(m)
+    assert "visualizing_index=1" in str(next(x for c in new.computations for x in c.instructions
+                                             if x.opcode == "sort").attrs["statistics"])
+
+
+@pytest.mark.parametrize("tolerance", [False, True])
+def test_result_accuracy_decodes_as_its_text_parses(tolerance):
+    m = _message("jit_f.cpu_after_optimizations.hlo.pb")
+    i = next((x for c in m.computations for x in c.instructions if x.opcode in ("exponential", "tanh", "log")),
+             None)
+    if i is None:
+        pytest.skip("no unary op with result accuracy in the sample")
+    if tolerance:
+        i.result_accuracy.tolerance.atol, i.result_accuracy.tolerance.rtol = 0.5, 0.0
+        i.result_accuracy.tolerance.ulps = 1
+    else:
+        i.result_accuracy.mode = 1
+    _both_ways(m)
+
+
+def test_a_tuple_shaped_origin_decodes_as_its_text_parses():
+    m = _message("while_loop_opt.hlo.pb")
+    i = next(x for c in m.computations for x in c.instructions if x.shape.element_type == 13)
+    e = i.original_value.elements.add()
+    e.shape_index.append(0)
+    e.original_array.instruction_name = "x"
+    e.original_array.shape_index.extend([1, 2])
+    _both_ways(m)

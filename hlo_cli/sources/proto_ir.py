@@ -11,14 +11,14 @@ The module's text, where one is needed (``hlo fmt``, source lines of diagnostics
 is the IR's own printer's (``ir.printer.format_module``); every instruction's and computation's
 location is that of its line in that text.
 
-A field whose direct decoding is not written yet raises NotDecoded naming it: never a silent
-detour through text.
+What the proto cannot express, or what the IR refuses (an attribute its opcode does not take, a
+value the IR's decoder rejects), raises ProtoError naming the computation and instruction.
 """
 from __future__ import annotations
 
 from ..ir.attributes import (AliasEntry, AttrError, BackendConfig, BufferDonors, ComputationLayout, FrontendAttributes,
                              Group, InputOutputAlias, IntList, IotaReplicaGroups, Metadata,
-                             KV, OutputOperandAliasing, PaddingConfig, PaddingDim, Quoted, Sep, Seq, Sharding,
+                             KV, OutputOperandAliasing, PaddingConfig, PaddingDim, Quoted, RawValue, Sep, Seq, Sharding,
                              SliceDim, SliceSpec, TileAssignment, Word, decoder)
 from ..ir.literal import Literal
 from ..ir.module import Computation, Instruction, Loc, Module, StackFrames, FileLocation, StackFrame
@@ -31,13 +31,9 @@ from .proto_text import (API_VERSIONS, CHANNEL_ONLY_OPS, CONV_KINDS, DIMENSIONS_
                          REPLICA_GROUP_OPS, RNG_ALGORITHMS, SCATTER_DIMS, SCHEDULES, SHARDING_TYPES, TO_APPLY,
                          TRANSPOSE_KINDS, ProtoRenderer, axis_name, axis_ref, bare_word, check_enum_word, conv_labels,
                          default_comparison_order, default_comparison_type, enum_name, float32_text,
-                         metadata_text, name_label, number_text, payload_bytes, quote_text, raw_json_ok, same_program,
+                         metadata_text, name_label, named_sharding_text, number_text, oneline_literal, payload_bytes, quote_text, raw_json_ok, same_program, sharding_text,
                          shown_text)
 from ..ir.attributes import COMPARISON_ORDERS, Window, WindowDim
-
-
-class NotDecoded(ProtoError):
-    """A field of the proto that the direct decoder does not build yet (named in the message)."""
 
 
 def _w(x) -> Word:
@@ -65,6 +61,7 @@ class _Attrs:
 
     def __init__(self, opcode: str):
         spec = OPCODES.get(opcode)
+        self.opcode = opcode
         self.kinds = dict(spec.attrs) if spec is not None else {}
         self.items: list[tuple[str, object, bool]] = []
 
@@ -82,7 +79,9 @@ class _Attrs:
                 continue
             kind = self.kinds.get(name) or COMMON_ATTRS.get(name)
             if kind is None:
-                raise NotDecoded(f"{where}attribute {name} has no kind in the opcode table")
+                known = sorted(set(self.kinds) | set(COMMON_ATTRS))
+                raise ProtoError(f"{where}unexpected attribute '{name}' for {self.opcode} (it takes: "
+                                 f"{', '.join(known)})")
             try:
                 out[name] = decoder(kind)(v)
             except AttrError as e:
@@ -111,8 +110,14 @@ def _precision(pc, a: _Attrs, where: str):
 
 def _sparsity(i, a: _Attrs, where: str):
     sc = i.sparsity_config
-    if sc.HasField("lhs") or sc.HasField("rhs"):
-        raise NotDecoded(f"{where}sparsity_config")
+    parts = []
+    for side in ("lhs", "rhs"):
+        if sc.HasField(side):
+            t = getattr(sc, side)
+            parts.append(KV(side, Group("{", (KV("sparsity", Word(f"{t.num_non_zero}x{t.block_size}")),
+                                              KV("dimension", _w(t.dimension)), KV("stride", _w(t.stride))))))
+    if parts:
+        a.put("sparsity_config", Group("{", tuple(parts)))
 
 
 def _dot_dnums(d, a: _Attrs):
@@ -138,75 +143,151 @@ def _replica_groups(ip, where: str):
     return decoder("replica_groups")(_group([_ints(g.replica_ids) for g in groups]) if len(groups) else IntList())
 
 
-def _mesh_groups(ml, where: str):
+def _mesh_groups(ml, where: str) -> Seq:
     """The generic value `mesh['x'=2,'y'=4], device_ids=(...) {'y':(2)2,'x'}` reads as (the parser's
-    builder joins the device_ids to it): XLA's Mesh::ToString and the grouped axes."""
-    mp = ml.mesh
+    builder joins the device_ids to the mesh, without the comma)."""
+    mesh = [x for x in _mesh_generic(ml.mesh, where) if not isinstance(x, Sep)]
+    return Seq((*mesh, _braced(_axis_refs(ml.axes, ml.mesh, where))))
+
+
+def _sharding(sp, where: str) -> Sharding:
+    return decoder("sharding")(_sharding_generic(sp, where))
+
+
+def _md_list(mds: list[str]) -> Word:
+    """A list of metadata as the sharding decoder reads it (generic_text of `{{..},{..}}`)."""
+    return Word("{" + ",".join(mds) + "}")
+
+
+def _sharding_generic(sp, where: str):
+    """The generic value of a sharding's text (XLA's HloSharding::ToString)."""
+    t = sp.type
+    if t == 2:
+        elements = [_sharding_generic(e, where) for e in sp.tuple_shardings]
+        return _group(elements) if elements else IntList()
+    if sp.HasField("named_sharding"):
+        return _named_generic(sp.named_sharding, where)
+    items: list = []
+    if t == 0:
+        items.append(Word("replicated"))
+    elif t == 1:
+        dev = sp.tile_assignment_devices[0] if len(sp.tile_assignment_devices) else 0
+        items += [Word("maximal"), KV("device", _w(dev))]
+    elif t in (4, 5, 6):
+        items.append(Word(SHARDING_TYPES[t]))
+    elif t == 3:
+        items.append(KV("devices", _group([_w(d) for d in sp.tile_assignment_dimensions], "[")))
+        if len(sp.iota_reshape_dims):
+            items += [Sep("<="), _group([_w(d) for d in sp.iota_reshape_dims], "[")]
+            perm = list(sp.iota_transpose_perm)
+            if perm and perm != sorted(perm):
+                items += [Word("T"), _group([_w(d) for d in perm], "(")]
+        else:
+            items += _sep_words(sp.tile_assignment_devices)
+        if sp.replicate_on_last_tile_dim:
+            items.append(Word("last_tile_dim_replicate"))
+        if len(sp.last_tile_dims):
+            names = []
+            for d in sp.last_tile_dims:
+                if d not in SHARDING_TYPES:
+                    raise ProtoError(f"{where}sharding subgroup type {d} unknown")
+                names.append(Word(SHARDING_TYPES[d]))
+            items.append(KV("last_tile_dims", _group(names)))
+    else:
+        raise ProtoError(f"{where}sharding type {t} is not one this schema knows")
+    if sp.is_shard_group:
+        items += [Word("shard_as" if sp.shard_group_type == 0 else "shard_like"), _w(sp.shard_group_id)]
+    mds = [metadata_text(md) or "{}" for md in sp.metadata]
+    if len(mds) == 1:
+        items.append(KV("metadata", Word(mds[0])))
+    elif mds:
+        items.append(KV("metadata", _md_list(mds)))
+    return Group("{", tuple(items), sharding_text(sp, where))
+
+
+def _sep_words(xs) -> list:
+    out: list = []
+    for k, x in enumerate(xs):
+        if k:
+            out.append(Sep(","))
+        out.append(_w(int(x)))
+    return out
+
+
+def _mesh_generic(mp, where: str) -> list:
+    """XLA's Mesh::ToString as generic values: `mesh['x'=2,'y'=4]`, `device_ids=(...)` after a comma."""
     axes = list(mp.axes)
-    if not axes and len(mp.device_ids) == 1:
-        return Seq((Word("maximal_mesh"), Group("[", (KV("device_id", _w(mp.device_ids[0])),))))
+    ids = list(mp.device_ids)
+    if not axes and len(ids) == 1:
+        return [Word("maximal_mesh"), Group("[", (KV("device_id", _w(ids[0])),))]
     names = [a.name for a in axes]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ProtoError(f"{where}the mesh names axis {shown_text(dup)} twice")
     items: list = [Word("mesh"), _group([KV(axis_name(a.name, where), _w(a.size)) for a in axes], "[")]
-    ids = list(mp.device_ids)
+    device_ids = None
     if mp.HasField("iota_transform"):
         io = mp.iota_transform
         if len(io.reshape_dims) > 1:
             inner: list = [_group([_w(int(d)) for d in io.reshape_dims], "[")]
             if len(io.transpose_perm):
-                inner += [Word("T"), _group([_w(int(d)) for d in io.transpose_perm], "(")]
-            items.append(KV("device_ids", Group("(", tuple(inner))))
+                inner += [Sep("T"), _group([_w(int(d)) for d in io.transpose_perm], "(")]
+            device_ids = Group("(", tuple(inner))
     elif ids and ids != list(range(len(ids))):
-        items.append(KV("device_ids", _group([_w(int(d)) for d in ids], "(")))
+        device_ids = _group([_w(int(d)) for d in ids], "(")
+    if device_ids is not None:
+        items += [Sep(","), KV("device_ids", device_ids)]
+    return items
+
+
+def _axis_refs(axes, mp, where: str, open_: bool = False) -> list:
+    """`'x', 'y':(2)2` (and `?` for an open dimension) as generic values."""
     refs: list = []
-    for k, a in enumerate(ml.axes):
-        if k:
+    for a in axes:
+        if refs:
             refs.append(Sep(","))
         refs.append(Word(axis_ref(a, mp, where).split(":")[0]))
         if a.HasField("sub_axis_info"):
-            refs += [Word(":"), Group("(", (_w(a.sub_axis_info.pre_size),)), _w(a.sub_axis_info.size)]
-    items.append(Group("{", tuple(refs)) if refs else IntList())
-    return Seq(tuple(items))
+            refs += [Sep(":"), Group("(", (_w(a.sub_axis_info.pre_size),)), _w(a.sub_axis_info.size)]
+    if open_:
+        if refs:
+            refs.append(Sep(","))
+        refs.append(Word("?"))
+    return refs
 
 
-def _sharding(sp, where: str) -> Sharding:
-    t = sp.type
-    if t == 2:
-        return Sharding("tuple", elements=tuple(_sharding(e, where) for e in sp.tuple_shardings))
-    if sp.HasField("named_sharding"):
-        raise NotDecoded(f"{where}named sharding")
-    md = tuple(metadata_text(m) or "{}" for m in sp.metadata)
-    group = None
-    if sp.is_shard_group:
-        group = ("shard_as " if sp.shard_group_type == 0 else "shard_like ") + str(sp.shard_group_id)
-    if len(md) > 0:
-        raise NotDecoded(f"{where}sharding metadata")
-    if t == 0:
-        return Sharding("replicated", shard_group=group)
-    if t == 1:
-        dev = sp.tile_assignment_devices[0] if len(sp.tile_assignment_devices) else 0
-        return Sharding("maximal", device=int(dev), shard_group=group)
-    if t in (4, 5, 6):
-        return Sharding(SHARDING_TYPES[t], shard_group=group)
-    if t == 3:
-        dims = tuple(sp.tile_assignment_dimensions)
-        if len(sp.iota_reshape_dims):
-            perm = tuple(sp.iota_transpose_perm)
-            if perm == tuple(sorted(perm)):
-                perm = ()
-            ta = TileAssignment(dims, iota=IotaReplicaGroups(dims, tuple(sp.iota_reshape_dims), perm))
-        else:
-            ta = TileAssignment(dims, devices=tuple(int(d) for d in sp.tile_assignment_devices))
-        last = []
-        for d in sp.last_tile_dims:
-            if d not in SHARDING_TYPES:
-                raise ProtoError(f"{where}sharding subgroup type {d} unknown")
-            last.append(SHARDING_TYPES[d])
-        return Sharding("tiled", tile_assignment=ta, last_tile_dim_replicate=bool(sp.replicate_on_last_tile_dim),
-                        last_tile_dims=tuple(last), shard_group=group)
-    raise ProtoError(f"{where}sharding type {t} is not one this schema knows")
+def _braced(refs: list):
+    return Group("{", tuple(refs)) if refs else IntList()
+
+
+def _named_generic(ns, where: str) -> Group:
+    """A NamedShardingProto's text as generic values (proto_text's named sharding, item by item)."""
+    mp = ns.mesh
+    parts: list = [_mesh_generic(mp, where)]
+    kinds = (("replicated", ns.replicated_axes), ("unreduced", ns.unreduced_axes), ("manual", ns.manual_axes))
+    if len(ns.dim_shardings):
+        dims = [_braced(_axis_refs(d.axes, mp, where, not d.is_closed)) for d in ns.dim_shardings]
+        parts.append([_group(dims, "[")])
+        parts += [[KV(k, _braced(_axis_refs(axes, mp, where)))] for k, axes in kinds if len(axes)]
+    else:
+        n_axes = len(mp.axes)
+        whole = [k for k, axes in kinds[1:] if len(axes) == n_axes and n_axes and
+                 sorted(a.mesh_axis_index for a in axes) == list(range(n_axes))]
+        maximal = not n_axes and len(mp.device_ids) == 1
+        if whole:
+            parts.append([Word(whole[0])])
+        elif not maximal:
+            parts.append([Word("replicated")])
+            parts += [[KV(k, _braced(_axis_refs(axes, mp, where)))] for k, axes in kinds if len(axes)]
+    mds = [metadata_text(md) or "{}" for md in ns.metadata]
+    if mds:
+        parts.append([KV("metadata", _md_list(mds))])
+    items: list = []
+    for k, part in enumerate(parts):
+        if k:
+            items.append(Sep(","))
+        items += part
+    return Group("{", tuple(items), named_sharding_text(ns, where))
 
 
 # ----------------------------------------------------------------------------- per-opcode attributes
@@ -401,13 +482,23 @@ def _x_custom_call(r, i, op, a, where):
     if i.custom_call_has_side_effect:
         a.put("custom_call_has_side_effect", _w("true"))
     if i.HasField("literal"):
-        raise NotDecoded(f"{where}custom-call literal")
+        lit = _literal(i.literal, shape_of(i.literal.shape, where), where, r.limits)
+        a.typed("literal", RawValue(oneline_literal(lit) if not lit.shape.is_tuple else _tuple_literal_raw(lit)))
     if len(i.output_operand_aliasing):
         a.typed("output_to_operand_aliasing", _aliasing(i.output_operand_aliasing))
     if i.custom_call_schedule:
         a.put("schedule", _w(enum_name(SCHEDULES, i.custom_call_schedule, "custom_call_schedule", where)))
     if i.custom_call_api_version != 1:
         a.put("api_version", _w(enum_name(API_VERSIONS, i.custom_call_api_version, "custom_call_api_version", where)))
+
+
+def _tuple_literal_raw(lit) -> str:
+    """A tuple literal of a custom call as the IR keeps it: the generic text of XLA's one-line form
+    (elements `shape value` without the blanks after commas)."""
+    if lit.shape.is_tuple:
+        return "(" + ",".join(_tuple_literal_raw(e) for e in lit.value) + ")"
+    return oneline_literal(lit).replace(", ", ",").replace("{ ", "{").replace(" }", "}").replace("( ", "(") \
+        .replace(" )", ")")
 
 
 def _x_pad(r, i, op, a, where):
@@ -466,7 +557,10 @@ def _x_ragged_dot(r, i, op, a, where):
 
 def _x_domain(r, i, op, a, where):
     if i.HasField("domain_entry_sharding") and i.HasField("domain_exit_sharding"):
-        raise NotDecoded(f"{where}domain")
+        # XLA prints the exit sharding as entry= and the entry sharding as exit=
+        a.put("domain", _group([KV("kind", Quoted("sharding")),
+                                KV("entry", _sharding_generic(i.domain_exit_sharding, where)),
+                                KV("exit", _sharding_generic(i.domain_entry_sharding, where))]))
 
 
 def _x_get_dimension_size(r, i, op, a, where):
@@ -540,7 +634,7 @@ def _calls(r, i, op, names: list, a: _Attrs, where: str):
             a.put("calls", refs[0])
     else:
         if len(refs) != 1:
-            raise NotDecoded(f"{where}calls= with {len(refs)} computations")
+            raise ProtoError(f"{where}{op} calls {len(refs)} computations (it calls one)")
         a.put("calls", refs[0])
 
 
@@ -746,8 +840,30 @@ def _header(r) -> dict:
     if len(m.frontend_attributes.map):
         h["frontend_attributes"] = _frontend(m.frontend_attributes, "the module: ")
     if len(m.original_value_recovery_table.entries):
-        raise NotDecoded("the module: origin_recovery_table")
+        h["origin_recovery_table"] = RawValue(_recovery_table(m.original_value_recovery_table, r.limits))
     return h
+
+
+def _recovery_table(table, limits) -> str:
+    """XLA's OriginalValueRecoveryTable as the IR keeps it (the generic text of `{old} : {new}` entries,
+    a recovery module after a comma as a quoted string: its text, the IR printer's, indented by two
+    levels, between quotes as it is)."""
+    def array(a):
+        name = quote_text(a.instruction_name)
+        return "{" + name + (" {" + ",".join(str(int(k)) for k in a.shape_index) + "}" if len(a.shape_index) else "") + "}"
+    entries = []
+    for e in table.entries:
+        entry = f"{array(e.old_original_array)}:{array(e.new_original_array)}"
+        if e.HasField("recovery_module"):
+            from ..ir.printer import format_module
+            text = format_module(module_ir(e.recovery_module, "<recovery module>", limits)) + "\n"
+            if '"' in text or "\\" in text:
+                raise ProtoError("the origin recovery table: a recovery module holding a quoted string "
+                                 "cannot be written as HLO text")
+            indented = "".join(("    " + ln if ln.strip() else ln) for ln in text.splitlines(True))
+            entry += ',"\n' + indented + '\n  "'
+        entries.append(entry)
+    return "{" + " ".join(entries) + "}"
 
 
 def _stack_frames(m) -> StackFrames:
@@ -762,8 +878,7 @@ def _stack_frames(m) -> StackFrames:
 
 def module_ir(module, filename: str, limits=None, config=None) -> Module:
     """The IR of an HloModuleProto message, located in its printed text (located_text); CONFIG, an
-    HloModuleConfigProto, gives the header what the module proto lacks.  Raises ProtoError
-    (NotDecoded for a field the direct decoder does not build yet)."""
+    HloModuleConfigProto, gives the header what the module proto lacks.  Raises ProtoError."""
     r = ProtoRenderer(module, limits)
     r.config = config
     m = module

@@ -109,13 +109,13 @@ def literal_text(lp, shape: Shape, where: str = "", limits=None) -> str:
     return format_literal(lit)
 
 
-def _oneline_literal(lit) -> str:
+def oneline_literal(lit) -> str:
     """XLA's Literal::PrintWithLayoutOneline: each array with its shape, a tuple as ( a, b ),
     predicates of arrays as 1 / 0."""
     from ..ir.literal import format_literal
     shape = lit.shape
     if shape.is_tuple:
-        return "( " + ", ".join(_oneline_literal(e) for e in lit.value) + " )"
+        return "( " + ", ".join(oneline_literal(e) for e in lit.value) + " )"
     if shape.element_type == "token":
         return "token"
     text = format_literal(lit).replace("\n", " ")
@@ -209,12 +209,12 @@ SHARDING_TYPES = {0: "replicated", 1: "maximal", 2: "tuple", 3: "other", 4: "man
                    6: "unreduced"}
 
 
-def _sharding(sp, where: str, top: bool = True) -> str:
+def sharding_text(sp, where: str, top: bool = True) -> str:
     t = sp.type
     if t == 2:
-        return "{" + ", ".join(_sharding(e, where, False) for e in sp.tuple_shardings) + "}"
+        return "{" + ", ".join(sharding_text(e, where, False) for e in sp.tuple_shardings) + "}"
     if sp.HasField("named_sharding"):
-        return _named_sharding(sp.named_sharding, where)
+        return named_sharding_text(sp.named_sharding, where)
     parts = []
     if t == 0:
         parts.append("replicated")
@@ -255,7 +255,7 @@ def _sharding(sp, where: str, top: bool = True) -> str:
     return "{" + " ".join(parts) + "}"
 
 
-def _named_sharding(ns, where: str) -> str:
+def named_sharding_text(ns, where: str) -> str:
     """A NamedShardingProto as XLA prints it: {MESH, [dims], replicated={..}, unreduced={..},
     manual={..}, metadata={{..}, ..}}; without dimension shardings a mesh all manual (unreduced)
     prints `manual` (`unreduced`), a maximal mesh nothing, any other `replicated`."""
@@ -756,7 +756,7 @@ class ProtoRenderer:
 
     def _common(self, i, a, where, frontend: bool = True):
         if i.HasField("sharding"):
-            a.append("sharding=" + _sharding(i.sharding, where))
+            a.append("sharding=" + sharding_text(i.sharding, where))
         if frontend and len(i.frontend_attributes.map):
             a.append("frontend_attributes=" + frontend_text(i.frontend_attributes, where))
         if len(i.control_predecessor_ids):
@@ -973,7 +973,7 @@ class ProtoRenderer:
             a.append("custom_call_has_side_effect=true")
         if i.HasField("literal"):
             lshape = shape_of(i.literal.shape, where)
-            a.append("literal=" + _oneline_literal(literal_of(i.literal, lshape, where, self.limits)))
+            a.append("literal=" + oneline_literal(literal_of(i.literal, lshape, where, self.limits)))
         if len(i.output_operand_aliasing):
             a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
         if i.custom_call_schedule:
@@ -1023,8 +1023,8 @@ class ProtoRenderer:
 
     def _x_domain(self, i, op: str, shape: Shape, a: list, where: str):
         if i.HasField("domain_entry_sharding") and i.HasField("domain_exit_sharding"):
-            a.append('domain={kind="sharding", entry=' + _sharding(i.domain_exit_sharding, where) +
-                     ", exit=" + _sharding(i.domain_entry_sharding, where) + "}")
+            a.append('domain={kind="sharding", entry=' + sharding_text(i.domain_exit_sharding, where) +
+                     ", exit=" + sharding_text(i.domain_entry_sharding, where) + "}")
 
     def _x_get_dimension_size(self, i, op: str, shape: Shape, a: list, where: str):
         a.append("dimensions={" + (str(i.dimensions[0]) if len(i.dimensions) else "0") + "}")

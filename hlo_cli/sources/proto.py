@@ -324,19 +324,19 @@ def _module_source(module, name: str, config=None):
     from .modules import FileModules, ModuleSource
     from .split import SINGLE, Region
     from .proto_shape import ProtoError
-    from .proto_text import module_text
+    from .proto_ir import located_text, module_ir
     for c in module.computations:
         for i in c.instructions:
             if i.opcode not in OPCODES:
                 raise _error(name, f"computation {c.name}, instruction {i.name}: opcode '{i.opcode}' is not one "
                                    "hlo knows (written by a newer XLA?)", "E086")
     try:
-        text = module_text(module, config=config)
+        ir, text = located_text(module_ir(module, name, config=config))
     except ProtoError as e:
         raise _error(name, str(e), "E087") from None
     except RecursionError:
         raise _error(name, "the module nests too deeply to be read", "E087") from None
-    src = ModuleSource(name, 0, 1, Region(0, len(text), 1, module.name or None), text)
+    src = ModuleSource(name, 0, 1, Region(0, len(text), 1, module.name or None), text, ir)
     return FileModules(name, text, SINGLE, (src,), ())
 
 
@@ -387,7 +387,7 @@ def _lit_modules(parts: list[str], name: str):
     for k, part in enumerate(parts):
         kind, msg = decode(part.encode("utf-8"), name, True)
         one = _module_source(_module_of(kind, msg), name).modules[0]
-        mods.append(ModuleSource(name, k, len(parts), one.region, one.file_text))
+        mods.append(ModuleSource(name, k, len(parts), one.region, one.file_text, one.module))
     return FileModules(name, "\n".join(m.file_text for m in mods), LIT, tuple(mods), ())
 
 

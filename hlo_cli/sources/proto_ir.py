@@ -856,7 +856,7 @@ def _recovery_table(table, limits) -> str:
         entry = f"{array(e.old_original_array)}:{array(e.new_original_array)}"
         if e.HasField("recovery_module"):
             from ..ir.printer import format_module
-            text = format_module(module_ir(e.recovery_module, "<recovery module>", limits)) + "\n"
+            text = format_module(module_ir(e.recovery_module, "<recovery module>", limits))
             if '"' in text or "\\" in text:
                 raise ProtoError("the origin recovery table: a recovery module holding a quoted string "
                                  "cannot be written as HLO text")

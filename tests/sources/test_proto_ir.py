@@ -18,6 +18,8 @@ from hlo_cli.ir.printer import format_module
 from hlo_cli.parser import parse
 from hlo_cli.sources.proto import PROTO_SUFFIXES, read_module_proto, read_proto_modules
 from hlo_cli.sources.proto_ir import located_text, module_ir
+from hlo_cli.sources.proto_shape import ProtoError
+from hlo_cli.sources.proto_text import module_text
 
 from .proto_compare import first_difference
 
@@ -33,22 +35,27 @@ def _protos() -> list[Path]:
     return found
 
 
-def _old_way(path: Path):
-    """(module, text) as proto files were read before: printed by proto_text, parsed; None when the
-    file holds no module (a config, autotune results, a malformed proto: pinned elsewhere)."""
+def _old_text(path: Path) -> str | None:
+    """The text proto files were read through before: the proto printed as HLO text by the old
+    printer (proto_text_old.py); None when the file holds no module (a config, autotune results, a
+    malformed proto: pinned elsewhere)."""
     try:
-        fm = read_proto_modules(str(path))
-    except HloError:
+        mp, _, config = read_module_proto(str(path))
+        return module_text(mp, config=config)
+    except (HloError, ProtoError):
         return None
-    if len(fm.modules) != 1:
-        return None
-    src = fm.modules[0]
-    return parse(src.text, src.file)
+
+
+def _old_way(path: Path):
+    """The module as proto files were read before: the old printer's text, parsed."""
+    text = _old_text(path)
+    return None if text is None else parse(text, path.name)
 
 
 def _new_way(path: Path):
-    mp, name, config = read_module_proto(str(path))
-    return located_text(module_ir(mp, name, config=config))
+    """(module, text) as the loading path reads a proto now: decoded straight into the IR."""
+    src = read_proto_modules(str(path)).modules[0]
+    return src.module, src.text
 
 
 def _params():
@@ -85,7 +92,7 @@ def test_direct_module_checks_as_the_old_one(path):
     want = [(d.code, d.severity, d.message, d.line, d.column) for d in check_module(reread, text)]
     got = [(d.code, d.severity, d.message, d.line, d.column) for d in check_module(new, text)]
     assert got == want
-    old_text = read_proto_modules(str(path)).modules[0].text
+    old_text = _old_text(path)
     assert [w[:3] for w in got] == [(d.code, d.severity, d.message) for d in check_module(old, old_text)]
 
 
@@ -103,9 +110,7 @@ def _message(name: str):
 
 
 def _both_ways(m):
-    from hlo_cli.sources.proto import proto_modules
-    src = proto_modules(m.SerializeToString(), "x.pb").modules[0]
-    old = parse(src.text, "x.pb")
+    old = parse(module_text(m), "x.pb")
     new, text = located_text(module_ir(m, "x.pb"))
     assert first_difference(old, new) is None
     assert text == format_module(old)
@@ -308,7 +313,6 @@ def test_a_convolutions_sparsity_decodes_as_its_text_parses():
 
 
 def test_an_attribute_its_opcode_does_not_take_is_refused_naming_it():
-    from hlo_cli.sources.proto_shape import ProtoError
     m = _message("jit_f.cpu_after_optimizations.hlo.pb")
     i = _instruction(m, "dot")
     i.sparsity_config.lhs.num_non_zero = 2
@@ -317,7 +321,6 @@ def test_an_attribute_its_opcode_does_not_take_is_refused_naming_it():
 
 
 def test_the_origin_recovery_table_holds_its_module_as_the_ir_prints_it():
-    from hlo_cli.sources.proto import proto_modules
     m = _message("sort.hlo.pb")
     base = _message("sort.hlo.pb")
     e = m.original_value_recovery_table.entries.add()
@@ -326,7 +329,7 @@ def test_the_origin_recovery_table_holds_its_module_as_the_ir_prints_it():
     e2 = m.original_value_recovery_table.entries.add()
     e2.old_original_array.instruction_name, e2.new_original_array.instruction_name = "c", "d"
     e2.recovery_module.CopyFrom(base)
-    old = parse(proto_modules(m.SerializeToString(), "x.pb").modules[0].text, "x.pb")
+    old = parse(module_text(m), "x.pb")
     new, text = located_text(module_ir(m, "x.pb"))
     got, want = new.attrs["origin_recovery_table"].text, old.attrs["origin_recovery_table"].text
     head = '{{"a"}:{"b" {0,1}} {"c"}:{"d"},"'

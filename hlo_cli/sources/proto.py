@@ -7,9 +7,9 @@ binary form (``.pb``) or text form (``.pbtxt``).
     snap = read_snapshot("module_0000.jit_f.snapshot.0.pb")
     snap.source, snap.arguments, snap.result, snap.platform
 
-The module is printed as HLO text the way XLA prints the module it reads from the proto
-(proto_text.py), and that text is what the parser reads: diagnostics about a module read from a
-proto point at lines of that text, which ``hlo fmt FILE.pb`` shows.
+The module is decoded straight into the IR (proto_ir.py; ``ModuleSource.module``); its text is the
+IR printer's (``ir.printer.format_module``): diagnostics about a module read from a proto point at
+lines of that text, which ``hlo fmt FILE.pb`` shows.
 
 What is refused (HloInputError, exit 2, naming the file): bytes that are not one of these messages
 (a GraphDef, a random .pb), truncated or corrupt bytes, a field our schema does not know on a

@@ -3,9 +3,10 @@
 Each field becomes the IR's typed value: shapes through proto_shape, literals through
 proto_literal, attributes either built as the IR's typed values (Window, SliceSpec, Sharding...)
 or as the generic values the parser's builder feeds the IR's decoders (``Word``, ``IntList``,
-``Group``, ``Quoted``) and decoded by ``ir.attributes.decoder(kind)``.  What is printed, left out
-or refused follows the same rules as XLA's printer (proto_text.py's ``ProtoRenderer``, whose index
-of the module's ids, print order and async sugar this reuses).
+``Group``, ``Quoted``) and decoded by ``ir.attributes.decoder(kind)``.  Which attributes a module
+holds (what XLA leaves out: a sort's is_stable=false, a compare's default comparison type...)
+follows XLA's printer, PrintExtraAttributesImpl, opcode by opcode; proto_fields.py's ``ProtoIndex``
+gives the module's ids, the order XLA prints computations in and the async sugar.
 
 The module's text, where one is needed (``hlo fmt``, source lines of diagnostics, the cache key),
 is the IR's own printer's (``ir.printer.format_module``); every instruction's and computation's
@@ -16,24 +17,23 @@ value the IR's decoder rejects), raises ProtoError naming the computation and in
 """
 from __future__ import annotations
 
-from ..ir.attributes import (AliasEntry, AttrError, BackendConfig, BufferDonors, ComputationLayout, FrontendAttributes,
-                             Group, InputOutputAlias, IntList, IotaReplicaGroups, Metadata,
-                             KV, OutputOperandAliasing, PaddingConfig, PaddingDim, Quoted, RawValue, Sep, Seq, Sharding,
-                             SliceDim, SliceSpec, TileAssignment, Word, decoder)
+from ..ir.attributes import (COMPARISON_ORDERS, KV, AliasEntry, AttrError, BackendConfig, BufferDonors,
+                             ComputationLayout, FrontendAttributes, Group, InputOutputAlias, IntList,
+                             IotaReplicaGroups, Metadata, OutputOperandAliasing, PaddingConfig, PaddingDim, Quoted,
+                             RawValue, Sep, Seq, Sharding, SliceDim, SliceSpec, Window, WindowDim, Word, decoder)
 from ..ir.literal import Literal
-from ..ir.module import Computation, Instruction, Loc, Module, StackFrames, FileLocation, StackFrame
+from ..ir.module import Computation, FileLocation, Instruction, Loc, Module, StackFrame, StackFrames
 from ..ir.opcodes import COMMON_ATTRS, OPCODES
 from ..ir.shape import Shape
 from .proto_literal import literal_value
 from .proto_shape import ProtoError, shape_of
-from .proto_text import (API_VERSIONS, CHANNEL_ONLY_OPS, CONV_KINDS, DIMENSIONS_OPS, DISTRIBUTIONS,
+from .proto_fields import (API_VERSIONS, CHANNEL_ONLY_OPS, CONV_KINDS, DIMENSIONS_OPS, DISTRIBUTIONS,
                          DOT_ALGORITHMS, FFT_TYPES, GATHER_DIMS, NAME_RE, PADDING_TYPES, PRECISIONS,
                          REPLICA_GROUP_OPS, RNG_ALGORITHMS, SCATTER_DIMS, SCHEDULES, SHARDING_TYPES, TO_APPLY,
-                         TRANSPOSE_KINDS, ProtoRenderer, axis_name, axis_ref, bare_word, check_enum_word, conv_labels,
+                         TRANSPOSE_KINDS, ProtoIndex, axis_name, axis_ref, bare_word, check_enum_word, conv_labels,
                          default_comparison_order, default_comparison_type, enum_name, float32_text,
                          metadata_text, name_label, named_sharding_text, number_text, oneline_literal, payload_bytes, quote_text, raw_json_ok, same_program, sharding_text,
                          shown_text)
-from ..ir.attributes import COMPARISON_ORDERS, Window, WindowDim
 
 
 def _w(x) -> Word:
@@ -261,7 +261,7 @@ def _braced(refs: list):
 
 
 def _named_generic(ns, where: str) -> Group:
-    """A NamedShardingProto's text as generic values (proto_text's named sharding, item by item)."""
+    """A NamedShardingProto's text as generic values (XLA's HloSharding::ToString of a named sharding)."""
     mp = ns.mesh
     parts: list = [_mesh_generic(mp, where)]
     kinds = (("replicated", ns.replicated_axes), ("unreduced", ns.unreduced_axes), ("manual", ns.manual_axes))
@@ -292,7 +292,7 @@ def _named_generic(ns, where: str) -> Group:
 
 # ----------------------------------------------------------------------------- per-opcode attributes
 # XLA's PrintExtraAttributesImpl, opcode by opcode: each function puts the attributes XLA prints for
-# its opcodes (r: the module's ProtoRenderer index, i: the instruction proto, a: the attributes)
+# its opcodes (r: the module's ProtoIndex index, i: the instruction proto, a: the attributes)
 
 def _x_batch_norm(r, i, op, a, where):
     a.put("epsilon", _w(float32_text(i.epsilon)))
@@ -879,7 +879,7 @@ def _stack_frames(m) -> StackFrames:
 def module_ir(module, filename: str, limits=None, config=None) -> Module:
     """The IR of an HloModuleProto message, located in its printed text (located_text); CONFIG, an
     HloModuleConfigProto, gives the header what the module proto lacks.  Raises ProtoError."""
-    r = ProtoRenderer(module, limits)
+    r = ProtoIndex(module, limits)
     r.config = config
     m = module
     if not m.computations:

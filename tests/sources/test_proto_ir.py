@@ -1,5 +1,5 @@
 """Protos decoded straight into the IR (hlo_cli/sources/proto_ir.py) against the way they were read
-before (the proto printed as HLO text by proto_text.py, that text parsed): for every module proto of
+before (the proto printed as HLO text by the old printer, tests/sources/proto_text_old.py, that text parsed): for every module proto of
 the repository (and XLA's GPU dumps in ../shared/gpu where they are at hand) the direct module is the
 same IR, prints the same text with ir/printer, sits at the lines and columns of that text, and gives
 the same `hlo check` diagnostics.
@@ -19,9 +19,8 @@ from hlo_cli.parser import parse
 from hlo_cli.sources.proto import PROTO_SUFFIXES, read_module_proto, read_proto_modules
 from hlo_cli.sources.proto_ir import located_text, module_ir
 from hlo_cli.sources.proto_shape import ProtoError
-from hlo_cli.sources.proto_text import module_text
-
 from .proto_compare import first_difference
+from .proto_text_old import module_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_GPU = ROOT.parent / "shared" / "gpu"
@@ -37,7 +36,7 @@ def _protos() -> list[Path]:
 
 def _old_text(path: Path) -> str | None:
     """The text proto files were read through before: the proto printed as HLO text by the old
-    printer (proto_text_old.py); None when the file holds no module (a config, autotune results, a
+    printer (proto_text_old.py, test only); None when the file holds no module (a config, autotune results, a
     malformed proto: pinned elsewhere)."""
     try:
         mp, _, config = read_module_proto(str(path))

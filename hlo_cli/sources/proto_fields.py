@@ -121,6 +121,21 @@ _MD_FIELDS = (("op_type", quote_text), ("op_name", quote_text), ("source_file", 
               ("deduplicated_name", quote_text), ("scheduling_name", quote_text), ("stack_frame_id", str))
 
 
+def backend_config_text(i, payloads, where: str = "") -> str | None:
+    """An instruction's backend_config (or the module's payload it names) as the IR keeps it: raw
+    when it lexes as a JSON dict that reads back as the same string, else quoted; None when empty."""
+    config = i.backend_config
+    if not config and i.HasField("backend_config_payload"):
+        config = payload_bytes(i.backend_config_payload, payloads, where) or b""
+    if not config:
+        return None
+    try:
+        cfg = config.decode("utf-8")
+    except UnicodeDecodeError:
+        cfg = config.decode("latin-1")
+    return cfg if raw_json_ok(cfg, "backend_config") else quote_text(cfg)
+
+
 def metadata_text(md, payloads=()) -> str | None:
     if not (md.op_type or md.op_name or md.source_file or md.scheduling_name or md.stack_frame_id):
         return None
@@ -186,6 +201,17 @@ def sharding_text(sp, where: str, top: bool = True) -> str:
     return "{" + " ".join(parts) + "}"
 
 
+def named_kind(ns) -> str | None:
+    """The word a named sharding without dimension shardings prints: `manual` (`unreduced`) for a mesh
+    all manual (unreduced), None for a maximal mesh, else `replicated`."""
+    mp = ns.mesh
+    n_axes = len(mp.axes)
+    for kind, axes in (("unreduced", ns.unreduced_axes), ("manual", ns.manual_axes)):
+        if n_axes and len(axes) == n_axes and sorted(a.mesh_axis_index for a in axes) == list(range(n_axes)):
+            return kind
+    return None if not n_axes and len(mp.device_ids) == 1 else "replicated"
+
+
 def named_sharding_text(ns, where: str) -> str:
     """A NamedShardingProto as XLA prints it: {MESH, [dims], replicated={..}, unreduced={..},
     manual={..}, metadata={{..}, ..}}; without dimension shardings a mesh all manual (unreduced)
@@ -206,14 +232,10 @@ def named_sharding_text(ns, where: str) -> str:
         parts.append("[" + ", ".join(dims) + "]")
         parts += [f"{k}={{{refs(axes)}}}" for k, axes in kinds if len(axes)]
     else:
-        n_axes = len(mp.axes)
-        whole = [k for k, axes in kinds[1:] if len(axes) == n_axes and n_axes and
-                 sorted(a.mesh_axis_index for a in axes) == list(range(n_axes))]
-        maximal = not n_axes and len(mp.device_ids) == 1
-        if whole:
-            parts.append(whole[0])
-        elif not maximal:
-            parts.append("replicated")
+        kind = named_kind(ns)
+        if kind is not None:
+            parts.append(kind)
+        if kind == "replicated":
             parts += [f"{k}={{{refs(axes)}}}" for k, axes in kinds if len(axes)]
     mds = [metadata_text(md) or "{}" for md in ns.metadata]
     if mds:
@@ -434,6 +456,30 @@ class ProtoIndex:
                         self.sugared[w.id] = roots[0]
 
 
+    def scheduled(self, c) -> tuple[list, dict, int]:
+        """(a computation's instructions in the module's schedule when it has one for them all, else
+        in the proto's order; its instructions by id; its root's id).  ProtoError for a computation
+        that cannot be written as text (a name text cannot hold, no instructions)."""
+        where = f"computation {name_label(c.name)}: "
+        if not NAME_RE.fullmatch(c.name):
+            raise ProtoError(f"{where}the name {shown_text(c.name)} cannot be written as HLO text")
+        insts = list(c.instructions)
+        if not insts:
+            raise ProtoError(f"{where}no instructions")
+        ids = {i.id: i for i in insts}
+        seq = self.m.schedule.sequences.get(c.id) if self.m.HasField("schedule") else None
+        if seq is not None and len(seq.instruction_ids) == len(insts) and all(k in ids for k in seq.instruction_ids):
+            insts = [ids[k] for k in seq.instruction_ids]
+        return insts, ids, (c.root_id if c.root_id in ids else insts[-1].id)
+
+    def sugar_of(self, i):
+        """The instruction an async-start/update/done wraps when XLA prints it as `<op>-start` (its
+        computation holds only parameters and it), else None."""
+        if i.opcode not in ("async-start", "async-update", "async-done"):
+            return None
+        w = self.wrapped_id(i)
+        return self.sugared.get(w) if w is not None else None
+
     def comp(self, cid: int, where: str) -> str:
         name = self.comp_names.get(cid)
         if name is None:
@@ -539,3 +585,25 @@ class ProtoIndex:
                 return PRIMITIVE_TYPES.get(o.shape.element_type)
         return None
 
+
+
+# the opcodes that share one handler of XLA's PrintExtraAttributesImpl (any other handler serves the
+# opcode its name spells, '_' for '-')
+SHARED_HANDLERS = {"batch_norm": ("batch-norm-training", "batch-norm-inference", "batch-norm-grad"),
+                   "channel_only": CHANNEL_ONLY_OPS, "replica_groups": REPLICA_GROUP_OPS,
+                   "collective_permute": ("collective-permute", "collective-permute-start"),
+                   "reduce_window": ("reduce-window", "select-and-scatter"), "dot": ("dot", "scaled-dot"),
+                   "get_dimension_size": ("get-dimension-size", "set-dimension-size")}
+
+
+def handler_table(handlers: dict, dimensions) -> dict:
+    """opcode -> its attribute handler, from HANDLERS (name -> function, named as SHARED_HANDLERS or
+    after the opcode); DIMENSIONS serves the opcodes that take `dimensions` and have none of their own."""
+    table: dict = {}
+    for name, f in handlers.items():
+        for op in SHARED_HANDLERS.get(name, (name.replace("_", "-"),)):
+            assert op in OPCODES and op not in table, op
+            table[op] = f
+    for op in DIMENSIONS_OPS:
+        table.setdefault(op, dimensions)
+    return table

@@ -21,19 +21,17 @@ from ..ir.attributes import (COMPARISON_ORDERS, KV, AliasEntry, AttrError, Backe
                              ComputationLayout, FrontendAttributes, Group, InputOutputAlias, IntList,
                              IotaReplicaGroups, Metadata, OutputOperandAliasing, PaddingConfig, PaddingDim, Quoted,
                              RawValue, Sep, Seq, Sharding, SliceDim, SliceSpec, Window, WindowDim, Word, decoder)
-from ..ir.literal import Literal
 from ..ir.module import Computation, FileLocation, Instruction, Loc, Module, StackFrame, StackFrames
 from ..ir.opcodes import COMMON_ATTRS, OPCODES
-from ..ir.shape import Shape
-from .proto_literal import literal_value
+from .proto_literal import literal_ir
 from .proto_shape import ProtoError, shape_of
-from .proto_fields import (API_VERSIONS, CHANNEL_ONLY_OPS, CONV_KINDS, DIMENSIONS_OPS, DISTRIBUTIONS,
-                         DOT_ALGORITHMS, FFT_TYPES, GATHER_DIMS, NAME_RE, PADDING_TYPES, PRECISIONS,
-                         REPLICA_GROUP_OPS, RNG_ALGORITHMS, SCATTER_DIMS, SCHEDULES, SHARDING_TYPES, TO_APPLY,
-                         TRANSPOSE_KINDS, ProtoIndex, axis_name, axis_ref, bare_word, check_enum_word, conv_labels,
-                         default_comparison_order, default_comparison_type, enum_name, float32_text,
-                         metadata_text, name_label, named_sharding_text, number_text, oneline_literal, payload_bytes, quote_text, raw_json_ok, same_program, sharding_text,
-                         shown_text)
+from .proto_fields import (
+    API_VERSIONS, backend_config_text, handler_table, CONV_KINDS, DISTRIBUTIONS, DOT_ALGORITHMS, FFT_TYPES,
+    GATHER_DIMS, NAME_RE, PADDING_TYPES, PRECISIONS, RNG_ALGORITHMS, SCATTER_DIMS,
+    SCHEDULES, SHARDING_TYPES, TO_APPLY, TRANSPOSE_KINDS, ProtoIndex, axis_name, axis_ref, bare_word,
+    check_enum_word, conv_labels, default_comparison_order, default_comparison_type, enum_name,
+    float32_text, metadata_text, name_label, named_kind, named_sharding_text, number_text, oneline_literal,
+    quote_text, same_program, sharding_text, shown_text)
 
 
 def _w(x) -> Word:
@@ -51,9 +49,6 @@ def _group(items, open_: str = "{") -> Group:
             out.append(Sep(","))
         out.append(it)
     return Group(open_, tuple(out))
-
-
-_TYPED = object()       # a value already of the IR's type: no decoder
 
 
 class _Attrs:
@@ -270,14 +265,10 @@ def _named_generic(ns, where: str) -> Group:
         parts.append([_group(dims, "[")])
         parts += [[KV(k, _braced(_axis_refs(axes, mp, where)))] for k, axes in kinds if len(axes)]
     else:
-        n_axes = len(mp.axes)
-        whole = [k for k, axes in kinds[1:] if len(axes) == n_axes and n_axes and
-                 sorted(a.mesh_axis_index for a in axes) == list(range(n_axes))]
-        maximal = not n_axes and len(mp.device_ids) == 1
-        if whole:
-            parts.append([Word(whole[0])])
-        elif not maximal:
-            parts.append([Word("replicated")])
+        kind = named_kind(ns)
+        if kind is not None:
+            parts.append([Word(kind)])
+        if kind == "replicated":
             parts += [[KV(k, _braced(_axis_refs(axes, mp, where)))] for k, axes in kinds if len(axes)]
     mds = [metadata_text(md) or "{}" for md in ns.metadata]
     if mds:
@@ -482,7 +473,7 @@ def _x_custom_call(r, i, op, a, where):
     if i.custom_call_has_side_effect:
         a.put("custom_call_has_side_effect", _w("true"))
     if i.HasField("literal"):
-        lit = _literal(i.literal, shape_of(i.literal.shape, where), where, r.limits)
+        lit = literal_ir(i.literal, shape_of(i.literal.shape, where), where, r.limits)
         a.typed("literal", RawValue(oneline_literal(lit) if not lit.shape.is_tuple else _tuple_literal_raw(lit)))
     if len(i.output_operand_aliasing):
         a.typed("output_to_operand_aliasing", _aliasing(i.output_operand_aliasing))
@@ -587,19 +578,8 @@ def _x_async_start(r, i, op, a, where):
         a.typed("output_to_operand_aliasing", _aliasing(i.output_operand_aliasing))
 
 
-_SHARED = {"_x_batch_norm": ("batch-norm-training", "batch-norm-inference", "batch-norm-grad"),
-           "_x_channel_only": CHANNEL_ONLY_OPS, "_x_replica_groups": REPLICA_GROUP_OPS,
-           "_x_collective_permute": ("collective-permute", "collective-permute-start"),
-           "_x_reduce_window": ("reduce-window", "select-and-scatter"), "_x_dot": ("dot", "scaled-dot"),
-           "_x_get_dimension_size": ("get-dimension-size", "set-dimension-size")}
-_EXTRA: dict = {}
-for _name, _f in list(globals().items()):
-    if _name.startswith("_x_") and _name != "_x_dimensions":
-        for _op in _SHARED.get(_name, (_name[3:].replace("_", "-"),)):
-            assert _op in OPCODES and _op not in _EXTRA, _op
-            _EXTRA[_op] = _f
-for _op in DIMENSIONS_OPS:
-    _EXTRA.setdefault(_op, _x_dimensions)
+_EXTRA = handler_table({name[3:]: f for name, f in list(globals().items())
+                        if name.startswith("_x_") and name != "_x_dimensions"}, _x_dimensions)
 
 
 def _calls(r, i, op, names: list, a: _Attrs, where: str):
@@ -696,18 +676,8 @@ def _head(r, i, where: str):
         if not i.HasField("literal"):
             raise ProtoError(f"{where}a constant without a literal")
         operands = ()
-        literal = _literal(i.literal, shape, where, r.limits)
+        literal = literal_ir(i.literal, shape, where, r.limits)
     return op, shape, operands, literal, pnum, a
-
-
-def _literal(lp, shape: Shape, where: str, limits):
-    if shape.is_tuple:
-        parts = list(lp.tuple_literals)
-        if len(parts) != len(shape.tuple_shapes):
-            raise ProtoError(f"{where}a tuple literal of {len(parts)} elements for a tuple shape of "
-                             f"{len(shape.tuple_shapes)}")
-        return Literal(shape, tuple(_literal(p, s, where, limits) for p, s in zip(parts, shape.tuple_shapes)))
-    return Literal(shape, literal_value(lp, shape, where, limits))
 
 
 def _instruction(r, i, comp: str, filename: str) -> Instruction:
@@ -715,10 +685,7 @@ def _instruction(r, i, comp: str, filename: str) -> Instruction:
     if not NAME_RE.fullmatch(i.name):
         raise ProtoError(f"{where}the name {shown_text(i.name)} cannot be written as HLO text")
     op, shape, operands, literal, pnum, a = _head(r, i, where)
-    sugar = None
-    if op in ("async-start", "async-update", "async-done"):
-        w = r.wrapped_id(i)
-        sugar = r.sugared.get(w) if w is not None else None
+    sugar = r.sugar_of(i)
     if sugar is not None:
         op = sugar.opcode + op[len("async"):]
         a = _Attrs(op)
@@ -741,15 +708,9 @@ def _instruction(r, i, comp: str, filename: str) -> Instruction:
     md = metadata_text(i.metadata, r.m.payloads) if i.HasField("metadata") else None
     if md is not None:
         a.typed("metadata", Metadata(md))
-    config = i.backend_config
-    if not config and i.HasField("backend_config_payload"):
-        config = payload_bytes(i.backend_config_payload, r.m.payloads, where) or b""
-    if config:
-        try:
-            cfg = config.decode("utf-8")
-        except UnicodeDecodeError:
-            cfg = config.decode("latin-1")
-        a.typed("backend_config", BackendConfig(cfg if raw_json_ok(cfg, "backend_config") else quote_text(cfg)))
+    config = backend_config_text(i, r.m.payloads, where)
+    if config is not None:
+        a.typed("backend_config", BackendConfig(config))
     return Instruction(i.name, op, shape, operands, a.decoded(where), literal, pnum, Loc(filename, 0, 0), None)
 
 
@@ -782,16 +743,7 @@ def _sugar_kinds(op: str) -> dict:
 
 def _computation(r, c, is_entry: bool, filename: str) -> Computation:
     where = f"computation {name_label(c.name)}: "
-    if not NAME_RE.fullmatch(c.name):
-        raise ProtoError(f"{where}the name {shown_text(c.name)} cannot be written as HLO text")
-    insts = list(c.instructions)
-    if not insts:
-        raise ProtoError(f"{where}no instructions")
-    ids = {i.id: i for i in insts}
-    seq = r.m.schedule.sequences.get(c.id) if r.m.HasField("schedule") else None
-    if seq is not None and len(seq.instruction_ids) == len(insts) and all(k in ids for k in seq.instruction_ids):
-        insts = [ids[k] for k in seq.instruction_ids]
-    root_id = c.root_id if c.root_id in ids else insts[-1].id
+    insts, ids, root_id = r.scheduled(c)
     params = sorted((i for i in insts if i.opcode == "parameter"), key=lambda i: i.parameter_number)
     sig = tuple((p.name, shape_of(p.shape, where)) for p in params)
     result = shape_of(ids[root_id].shape, where)

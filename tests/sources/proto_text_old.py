@@ -9,16 +9,15 @@ import numpy as np
 
 from hlo_cli.ir.attributes import COMPARISON_ORDERS, Window, WindowDim
 from hlo_cli.ir.literal import format_literal
-from hlo_cli.ir.opcodes import OPCODES
 from hlo_cli.ir.shape import Shape
 from hlo_cli.sources.proto_fields import (
-    API_VERSIONS, CHANNEL_ONLY_OPS, CONV_KINDS, DIMENSIONS_OPS, DISTRIBUTIONS, DOT_ALGORITHMS, FFT_TYPES,
-    FLOAT_TYPES, GATHER_DIMS, NAME_RE, PADDING_TYPES, PRECISIONS, REPLICA_GROUP_OPS, RNG_ALGORITHMS, SCATTER_DIMS,
+    API_VERSIONS, backend_config_text, handler_table, CONV_KINDS, DISTRIBUTIONS, DOT_ALGORITHMS, FFT_TYPES,
+    FLOAT_TYPES, GATHER_DIMS, NAME_RE, PADDING_TYPES, PRECISIONS, RNG_ALGORITHMS, SCATTER_DIMS,
     SCHEDULES, TO_APPLY, TRANSPOSE_KINDS, ProtoIndex, axis_ref, bare_word, check_enum_word,
     conv_labels, default_comparison_order, default_comparison_type, enum_name, float32_text, mesh_text,
-    metadata_text, name_label, number_text, oneline_literal, payload_bytes, quote_text, raw_json_ok,
+    metadata_text, name_label, number_text, oneline_literal, quote_text, raw_json_ok,
     same_program, sharding_text, shown_text)
-from hlo_cli.sources.proto_literal import literal_value
+from hlo_cli.sources.proto_literal import literal_ir
 from hlo_cli.sources.proto_shape import ProtoError, shape_of
 
 
@@ -31,7 +30,7 @@ def _ints(xs) -> str:
 def literal_text(lp, shape: Shape, where: str = "", limits=None) -> str:
     """A LiteralProto as HLO literal text (through the IR's literal printer; large arrays without
     NaNs through NumPy's shortest round-trip spelling, element loops in C)."""
-    lit = literal_of(lp, shape, where, limits)
+    lit = literal_ir(lp, shape, where, limits)
     if not shape.is_tuple and shape.rank and lit.value.size > 256:
         fast = _array_text(lit.value, shape.element_type)
         if fast is not None:
@@ -65,17 +64,6 @@ def _array_text(arr: np.ndarray, et: str) -> str | None:
     for d in reversed(dims[:-1]):
         level = ["{ " + ", ".join(level[k:k + d]) + " }" for k in range(0, len(level), d)] if d else ["{}"]
     return level[0] if level else "{}"
-
-
-def literal_of(lp, shape: Shape, where: str, limits):
-    from hlo_cli.ir.literal import Literal
-    if shape.is_tuple:
-        parts = list(lp.tuple_literals)
-        if len(parts) != len(shape.tuple_shapes):
-            raise ProtoError(f"{where}a tuple literal of {len(parts)} elements for a tuple shape of "
-                             f"{len(shape.tuple_shapes)}")
-        return Literal(shape, tuple(literal_of(p, s, where, limits) for p, s in zip(parts, shape.tuple_shapes)))
-    return Literal(shape, literal_value(lp, shape, where, limits))
 
 
 # ----------------------------------------------------------------------------- attribute texts
@@ -255,17 +243,7 @@ class ProtoRenderer(ProtoIndex):
 
     def _computation(self, c, is_entry: bool) -> str:
         where = f"computation {name_label(c.name)}: "
-        if not NAME_RE.fullmatch(c.name):
-            raise ProtoError(f"{where}the name {shown_text(c.name)} cannot be written as HLO text")
-        insts = list(c.instructions)
-        if not insts:
-            raise ProtoError(f"{where}no instructions")
-        ids = {i.id: i for i in insts}
-        seq = self.m.schedule.sequences.get(c.id) if self.m.HasField("schedule") else None
-        if seq is not None and len(seq.instruction_ids) == len(insts) and all(
-                k in ids for k in seq.instruction_ids):
-            insts = [ids[k] for k in seq.instruction_ids]
-        root_id = c.root_id if c.root_id in ids else insts[-1].id
+        insts, ids, root_id = self.scheduled(c)
         params = sorted((i for i in insts if i.opcode == "parameter"), key=lambda i: i.parameter_number)
         sig = ", ".join(f"{p.name}: {shape_of(p.shape, where).to_str(False)}" for p in params)
         root = ids[root_id]
@@ -300,10 +278,7 @@ class ProtoRenderer(ProtoIndex):
             if not i.HasField("literal"):
                 raise ProtoError(f"{where}a constant without a literal")
             operands = [literal_text(i.literal, shape, where, self.limits)]
-        sugar = None
-        if op in ("async-start", "async-update", "async-done"):
-            w = self.wrapped_id(i)
-            sugar = self.sugared.get(w) if w is not None else None
+        sugar = self.sugar_of(i)
         if sugar is not None:
             op = sugar.opcode + op[len("async"):]
             if i.opcode == "async-start":
@@ -325,15 +300,9 @@ class ProtoRenderer(ProtoIndex):
         md = metadata_text(i.metadata, self.m.payloads) if i.HasField("metadata") else None
         if md is not None:
             a.append("metadata=" + md)
-        config = i.backend_config
-        if not config and i.HasField("backend_config_payload"):
-            config = payload_bytes(i.backend_config_payload, self.m.payloads, where) or b""
-        if config:
-            try:
-                cfg = config.decode("utf-8")
-            except UnicodeDecodeError:
-                cfg = config.decode("latin-1")
-            a.append("backend_config=" + (cfg if raw_json_ok(cfg, "backend_config") else quote_text(cfg)))
+        config = backend_config_text(i, self.m.payloads, where)
+        if config is not None:
+            a.append("backend_config=" + config)
         text = f"%{i.name} = {shape} {op}(" + ", ".join(operands) + ")"
         return text + "".join(", " + x for x in a)
 
@@ -370,7 +339,7 @@ class ProtoRenderer(ProtoIndex):
         if f is not None:
             f(self, i, op, shape, a, where)
 
-    def _x_batch_norm_training(self, i, op: str, shape: Shape, a: list, where: str):
+    def _x_batch_norm(self, i, op: str, shape: Shape, a: list, where: str):
         a.append(f"epsilon={float32_text(i.epsilon)}")
         a.append(f"feature_index={i.feature_index}")
 
@@ -535,7 +504,7 @@ class ProtoRenderer(ProtoIndex):
             a.append("custom_call_has_side_effect=true")
         if i.HasField("literal"):
             lshape = shape_of(i.literal.shape, where)
-            a.append("literal=" + oneline_literal(literal_of(i.literal, lshape, where, self.limits)))
+            a.append("literal=" + oneline_literal(literal_ir(i.literal, lshape, where, self.limits)))
         if len(i.output_operand_aliasing):
             a.append("output_to_operand_aliasing=" + _aliasing(i.output_operand_aliasing))
         if i.custom_call_schedule:
@@ -641,21 +610,9 @@ class ProtoRenderer(ProtoIndex):
             a.append("calls=" + ", ".join(calls))
 
 
-# opcode -> its attribute printer: _x_<opcode> (with '_' for '-'), or the opcodes _SHARED names; the
-# generic `dimensions` printer serves the opcodes that have no printer of their own
-_SHARED = {"_x_batch_norm_training": ("batch-norm-training", "batch-norm-inference", "batch-norm-grad"),
-           "_x_channel_only": CHANNEL_ONLY_OPS, "_x_replica_groups": REPLICA_GROUP_OPS,
-           "_x_collective_permute": ("collective-permute", "collective-permute-start"),
-           "_x_reduce_window": ("reduce-window", "select-and-scatter"), "_x_dot": ("dot", "scaled-dot"),
-           "_x_get_dimension_size": ("get-dimension-size", "set-dimension-size")}
-_EXTRA: dict = {}
-for _name, _f in vars(ProtoRenderer).items():
-    if _name.startswith("_x_") and _name != "_x_dimensions":
-        for _op in _SHARED.get(_name, (_name[3:].replace("_", "-"),)):
-            assert _op in OPCODES and _op not in _EXTRA, _op
-            _EXTRA[_op] = _f
-for _op in DIMENSIONS_OPS:
-    _EXTRA.setdefault(_op, ProtoRenderer._x_dimensions)
+# opcode -> its attribute printer
+_EXTRA = handler_table({name[3:]: f for name, f in vars(ProtoRenderer).items()
+                        if name.startswith("_x_") and name != "_x_dimensions"}, ProtoRenderer._x_dimensions)
 
 
 def _index_dnums(d, fields) -> str:

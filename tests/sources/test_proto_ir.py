@@ -2,7 +2,7 @@
 before (the proto printed as HLO text by the old printer, tests/sources/proto_text_old.py, that text parsed): for every module proto of
 the repository (and XLA's GPU dumps in ../shared/gpu where they are at hand) the direct module is the
 same IR, prints the same text with ir/printer, sits at the lines and columns of that text, and gives
-the same `hlo check` diagnostics.
+the same `hlo check` diagnostics; snapshots (and an XLA GPU dump, with seeded inputs) run to the same bits.
 
 Fields no file holds (statistics, result accuracy, origins, shardings of every form, domains, a custom
 call's literal, sparsity, the origin recovery table) are set on sample protos and compared the same way.
@@ -338,3 +338,44 @@ def test_the_origin_recovery_table_holds_its_module_as_the_ir_prints_it():
     assert first_difference(parse(textwrap.dedent(inner), "r"), parse(textwrap.dedent(want[len(head):want.rindex('"')]), "r")) is None
     assert first_difference(parse(text, "x.pb"), new) is None
     assert text == format_module(new)
+
+
+# ----------------------------------------------------------------------------- the same bits
+
+_SNAPSHOTS = ["samples/protos/jit_f.snapshot.pb", "samples/snapshots/loop.snapshot.pb",
+              "samples/snapshots/narrow.snapshot.pb", "samples/snapshots/mlp.snapshot.pb",
+              "tests/acceptance/data/nan_conv/module_0008.jit_f.snapshot.496375750.pb"]
+
+
+@pytest.mark.parametrize("name", _SNAPSHOTS)
+def test_a_snapshot_runs_to_the_same_bits_both_ways(name):
+    import numpy as np
+
+    import hlo_cli
+    from hlo_cli.sources.proto import read_snapshot
+    path = ROOT / name
+    snap = read_snapshot(str(path))
+    new = snap.source.module
+    old = _old_way(path)
+    assert first_difference(old, new) is None
+    got = hlo_cli.run(new, *snap.arguments)
+    want = hlo_cli.run(old, *snap.arguments)
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    assert [np.asarray(g).tobytes() for g in got] == [np.asarray(w).tobytes() for w in want]
+
+
+def test_a_gpu_dump_runs_to_the_same_bits_both_ways():
+    # XLA GPU's MLP training step before its optimizations (a module proto without inputs: seeded ones)
+    import numpy as np
+
+    import hlo_cli
+    path = ROOT / "samples/gpu/dumps/dir/module_87993.jit_dump_mlp_step_highest.before_optimizations.hlo.pb"
+    new, _ = _new_way(path)
+    old = _old_way(path)
+    rng = np.random.default_rng(0)
+    params = new.entry_computation.parameters
+    assert all(p.shape.element_type == "f32" for p in params)
+    args = [rng.standard_normal(p.shape.dims).astype(np.float32) for p in params]
+    got, want = hlo_cli.run(new, *args), hlo_cli.run(old, *args)
+    assert [np.asarray(g).tobytes() for g in got] == [np.asarray(w).tobytes() for w in want]

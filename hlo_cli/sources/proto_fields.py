@@ -139,12 +139,9 @@ def backend_config_text(i, payloads, where: str = "") -> str | None:
 def metadata_text(md, payloads=()) -> str | None:
     if not (md.op_type or md.op_name or md.source_file or md.scheduling_name or md.stack_frame_id):
         return None
-    r = []
-    for name, show in _MD_FIELDS:
-        v = getattr(md, name)
-        if len(v) if name == "profile_type" else v:
-            r.append(f"{name}={show(v)}")
-    if md.HasField("metadata_payload"):
+    present = {f.name: v for f, v in md.ListFields()}     # the fields set (not 0, not empty)
+    r = [f"{name}={show(present[name])}" for name, show in _MD_FIELDS if name in present]
+    if "metadata_payload" in present:
         data = payload_bytes(md.metadata_payload, payloads)
         if data:
             r.append("metadata_payload=" + quote_text(data.decode("utf-8", "surrogateescape")))
@@ -441,6 +438,7 @@ class ProtoIndex:
         for c in module.computations:
             for i in c.instructions:
                 self.inst_by_id[i.id] = i
+        self.inst_names = {k: i.name for k, i in self.inst_by_id.items()}
         # async computations XLA prints as one instruction (`custom-call-start(...)`): their id ->
         # the wrapped root instruction
         by_id = {c.id: c for c in module.computations}
@@ -548,10 +546,14 @@ class ProtoIndex:
 
 
     def inst_name(self, iid: int, where: str) -> str:
-        inst = self.inst_by_id.get(iid)
-        if inst is None:
+        return "%" + self.name_of(iid, where)
+
+    def name_of(self, iid: int, where: str) -> str:
+        """The name of instruction IID (without '%')."""
+        name = self.inst_names.get(iid)
+        if name is None:
             raise ProtoError(f"{where}refers to instruction id {iid}, which the module does not hold")
-        return "%" + inst.name
+        return name
 
 
     def wrapped_id(self, i):

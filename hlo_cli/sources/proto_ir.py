@@ -626,7 +626,7 @@ def _common(r, i, a: _Attrs, where: str, frontend: bool = True):
     if frontend and len(i.frontend_attributes.map):
         a.typed("frontend_attributes", _frontend(i.frontend_attributes, where))
     if len(i.control_predecessor_ids):
-        a.put("control-predecessors", _group([_w(r.inst_name(k, where)) for k in i.control_predecessor_ids]))
+        a.put("control-predecessors", _group([Word("%" + r.name_of(k, where)) for k in i.control_predecessor_ids]))
     sv = i.statistics_viz
     if len(sv.statistics):
         a.put("statistics", _group([KV("visualizing_index", _w(sv.stat_index_to_visualize))] +
@@ -662,7 +662,7 @@ def _head(r, i, where: str):
     if not op:
         raise ProtoError(f"{where}an instruction without an opcode")
     shape = shape_of(i.shape, where)
-    operands = tuple(r.inst_name(k, where)[1:] for k in i.operand_ids)
+    operands = tuple(r.name_of(k, where) for k in i.operand_ids)
     for k in i.called_computation_ids:
         r.comp(k, where)
     literal = pnum = None
@@ -681,9 +681,11 @@ def _head(r, i, where: str):
 
 
 def _instruction(r, i, comp: str, filename: str) -> Instruction:
-    where = f"computation {name_label(comp)}, instruction {name_label(i.name) if i.name else '#' + str(i.id)}: "
-    if not NAME_RE.fullmatch(i.name):
-        raise ProtoError(f"{where}the name {shown_text(i.name)} cannot be written as HLO text")
+    name = i.name
+    if not NAME_RE.fullmatch(name):
+        where = f"computation {name_label(comp)}, instruction {name_label(name) if name else '#' + str(i.id)}: "
+        raise ProtoError(f"{where}the name {shown_text(name)} cannot be written as HLO text")
+    where = f"computation {name_label(comp)}, instruction {name}: "
     op, shape, operands, literal, pnum, a = _head(r, i, where)
     sugar = r.sugar_of(i)
     if sugar is not None:
@@ -711,7 +713,7 @@ def _instruction(r, i, comp: str, filename: str) -> Instruction:
     config = backend_config_text(i, r.m.payloads, where)
     if config is not None:
         a.typed("backend_config", BackendConfig(config))
-    return Instruction(i.name, op, shape, operands, a.decoded(where), literal, pnum, Loc(filename, 0, 0), None)
+    return Instruction(name, op, shape, operands, a.decoded(where), literal, pnum, _NOWHERE, None)
 
 
 def _origin(ov, shape_proto):
@@ -728,6 +730,9 @@ def _origin(ov, shape_proto):
         name = Quoted(arr.instruction_name, quote_text(arr.instruction_name))
         return Group("{", (name, _ints(arr.shape_index)) if len(arr.shape_index) else (name,))
     return walk(shape_proto, ())
+
+
+_NOWHERE = Loc("<proto>", 0, 0)     # until located_text gives the line of the printed text
 
 
 def _sugar_kinds(op: str) -> dict:
@@ -845,10 +850,10 @@ def module_ir(module, filename: str, limits=None, config=None) -> Module:
 
 
 def located_text(module: Module) -> tuple[Module, str]:
-    """(MODULE with each computation and instruction at its line of the printed text, that text):
-    the text is the IR printer's (ir.printer.format_module)."""
+    """(MODULE, its text): the text is the IR printer's (ir.printer.format_module), and each computation
+    and instruction of MODULE, which module_ir has just built and nothing else holds yet, is given the
+    location of its line in that text (set in place: the IR is frozen once this returns)."""
     import re
-    from dataclasses import replace
 
     from ..ir.printer import format_module
     text = format_module(module)
@@ -856,21 +861,24 @@ def located_text(module: Module) -> tuple[Module, str]:
     comps = {c.name: c for c in module.computations}
     head = re.compile(r"(ENTRY )?%([^\s(]+) ")
     inst = re.compile(r"  (ROOT )?%([^\s=]+) = ")
-    out, cur, locs = {}, None, {}
+    cur, locs, done = None, {}, set()
+    setloc = object.__setattr__
     for n, line in enumerate(text.split("\n"), 1):
         if cur is None:
             m = head.match(line)
-            if m and m.group(2) in comps and m.group(2) not in out:
+            if m and m.group(2) in comps and m.group(2) not in done:
                 cur = comps[m.group(2)]
-                cloc = Loc(file, n, m.start(2))
+                setloc(cur, "loc", Loc(file, n, m.start(2)))
                 locs = {}
             continue
         if line.startswith("}"):
-            insts = tuple(replace(i, loc=locs.get(i.name, i.loc)) for i in cur.instructions)
-            out[cur.name] = replace(cur, instructions=insts, loc=cloc)
+            for i in cur.instructions:
+                if i.name in locs:
+                    setloc(i, "loc", locs[i.name])
+            done.add(cur.name)
             cur = None
             continue
         m = inst.match(line)
         if m:
             locs[m.group(2)] = Loc(file, n, m.start(2))
-    return replace(module, computations=tuple(out.get(c.name, c) for c in module.computations)), text
+    return module, text

@@ -57,7 +57,7 @@ class _Attrs:
     def __init__(self, opcode: str):
         spec = OPCODES.get(opcode)
         self.opcode = opcode
-        self.kinds = dict(spec.attrs) if spec is not None else {}
+        self.kinds = spec.attrs if spec is not None else {}     # read only
         self.items: list[tuple[str, object, bool]] = []
 
     def put(self, name: str, generic) -> None:
@@ -680,12 +680,13 @@ def _head(r, i, where: str):
     return op, shape, operands, literal, pnum, a
 
 
-def _instruction(r, i, comp: str, filename: str) -> Instruction:
+def _instruction(r, i, comp: str) -> Instruction:
+    """COMP: how messages name the instruction's computation (`computation NAME, instruction `)."""
     name = i.name
     if not NAME_RE.fullmatch(name):
-        where = f"computation {name_label(comp)}, instruction {name_label(name) if name else '#' + str(i.id)}: "
+        where = f"{comp}{name_label(name) if name else '#' + str(i.id)}: "
         raise ProtoError(f"{where}the name {shown_text(name)} cannot be written as HLO text")
-    where = f"computation {name_label(comp)}, instruction {name}: "
+    where = f"{comp}{name}: "
     op, shape, operands, literal, pnum, a = _head(r, i, where)
     sugar = r.sugar_of(i)
     if sugar is not None:
@@ -752,7 +753,8 @@ def _computation(r, c, is_entry: bool, filename: str) -> Computation:
     params = sorted((i for i in insts if i.opcode == "parameter"), key=lambda i: i.parameter_number)
     sig = tuple((p.name, shape_of(p.shape, where)) for p in params)
     result = shape_of(ids[root_id].shape, where)
-    built = tuple(_instruction(r, i, c.name, filename) for i in insts)
+    named = f"computation {name_label(c.name)}, instruction "
+    built = tuple(_instruction(r, i, named) for i in insts)
     thread = c.execution_thread if c.execution_thread and c.execution_thread != "main" else None
     return Computation(c.name, built, ids[root_id].name, is_entry, sig, result, thread, True, Loc(filename, 0, 0))
 

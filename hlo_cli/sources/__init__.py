@@ -8,8 +8,8 @@ modules it holds, each parsed through the parse cache with the positions of its 
 XLA's module protos are sources too (proto.py): HloModuleProto / HloProto (`*.hlo.pb`,
 ``--xla_dump_hlo_as_proto``), HloSnapshot (``--xla_dump_hlo_snapshots``) and HloUnoptimizedSnapshot, in
 binary or protobuf text form (`.pbtxt`); a directory lists its `*.hlo.pb` files.  A proto's module is
-printed as HLO text the way XLA prints it, and that text is parsed: diagnostics point at its lines
-(`hlo fmt FILE.pb` shows it).
+decoded straight into the IR (proto_ir.py); its text is the IR printer's, and diagnostics point at its
+lines (`hlo fmt FILE.pb` shows it).
 
     snap = read_snapshot("module_0000.jit_f.snapshot.0.pb")    # snap.source, .arguments, .result
 
@@ -26,7 +26,10 @@ from .split import CONCATENATED, LIT, SAVED_GRAPHS, SINGLE, Region, SkippedGraph
 
 def parse_module(src: ModuleSource, use_cache: bool = True):
     """Parse one module of a file (through the on-disk parse cache unless use_cache is False).
-    Raises HloSyntaxError and friends with the file's own lines and columns."""
+    Raises HloSyntaxError and friends with the file's own lines and columns.  A module proto's source
+    holds its IR already (decoded straight from the proto)."""
+    if src.module is not None:
+        return src.module
     text = src.text
     if use_cache:
         from .cache import cached_parse

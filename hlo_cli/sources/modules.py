@@ -3,7 +3,7 @@ read and split (FileModules), with the choice of one module (``--module N|NAME``
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import Diagnostic, HloInputError
 from .split import LIT, SAVED_GRAPHS, Region, SkippedGraph, module_text
@@ -12,12 +12,13 @@ from .split import LIT, SAVED_GRAPHS, Region, SkippedGraph, module_text
 @dataclass(frozen=True)
 class ModuleSource:
     """One module of a file: what the parser reads (`text`, with the file's positions) and where it
-    came from."""
+    came from; a module proto's source holds its IR already (`module`) and the IR printer's text."""
     file: str                # the file's display name ('<stdin>' for standard input)
     index: int               # 0-based position among the file's modules
     count: int               # how many modules the file holds
     region: Region
     file_text: str
+    module: object = field(default=None, compare=False, repr=False)   # the IR, for a proto decoded into it
 
     @property
     def name(self) -> str | None:

@@ -7,9 +7,9 @@ binary form (``.pb``) or text form (``.pbtxt``).
     snap = read_snapshot("module_0000.jit_f.snapshot.0.pb")
     snap.source, snap.arguments, snap.result, snap.platform
 
-The module is printed as HLO text the way XLA prints the module it reads from the proto
-(proto_text.py), and that text is what the parser reads: diagnostics about a module read from a
-proto point at lines of that text, which ``hlo fmt FILE.pb`` shows.
+The module is decoded straight into the IR (proto_ir.py; ``ModuleSource.module``); its text is the
+IR printer's (``ir.printer.format_module``): diagnostics about a module read from a proto point at
+lines of that text, which ``hlo fmt FILE.pb`` shows.
 
 What is refused (HloInputError, exit 2, naming the file): bytes that are not one of these messages
 (a GraphDef, a random .pb), truncated or corrupt bytes, a field our schema does not know on a
@@ -324,19 +324,19 @@ def _module_source(module, name: str, config=None):
     from .modules import FileModules, ModuleSource
     from .split import SINGLE, Region
     from .proto_shape import ProtoError
-    from .proto_text import module_text
+    from .proto_ir import located_text, module_ir
     for c in module.computations:
         for i in c.instructions:
             if i.opcode not in OPCODES:
                 raise _error(name, f"computation {c.name}, instruction {i.name}: opcode '{i.opcode}' is not one "
                                    "hlo knows (written by a newer XLA?)", "E086")
     try:
-        text = module_text(module, config=config)
+        ir, text = located_text(module_ir(module, name, config=config))
     except ProtoError as e:
         raise _error(name, str(e), "E087") from None
     except RecursionError:
         raise _error(name, "the module nests too deeply to be read", "E087") from None
-    src = ModuleSource(name, 0, 1, Region(0, len(text), 1, module.name or None), text)
+    src = ModuleSource(name, 0, 1, Region(0, len(text), 1, module.name or None), text, ir)
     return FileModules(name, text, SINGLE, (src,), ())
 
 
@@ -387,7 +387,7 @@ def _lit_modules(parts: list[str], name: str):
     for k, part in enumerate(parts):
         kind, msg = decode(part.encode("utf-8"), name, True)
         one = _module_source(_module_of(kind, msg), name).modules[0]
-        mods.append(ModuleSource(name, k, len(parts), one.region, one.file_text))
+        mods.append(ModuleSource(name, k, len(parts), one.region, one.file_text, one.module))
     return FileModules(name, "\n".join(m.file_text for m in mods), LIT, tuple(mods), ())
 
 
@@ -405,6 +405,25 @@ def read_proto_modules(path: str):
         if beside is not None:
             config = read_module_config(beside)
     return proto_modules(data, name, text, config)
+
+
+def read_module_proto(path: str):
+    """(the HloModuleProto message of a proto file, its display name, the HloModuleConfigProto beside it
+    or None): what proto_ir.module_ir decodes.  Raises HloInputError."""
+    data, name = read_bytes(path)
+    text = True if Path(path).suffix.lower() in TEXT_PROTO_SUFFIXES else None
+    if text is None and _looks_like_text_proto(data):
+        text = True
+    if text:
+        data = _lit_parts(data, name)[0].encode("utf-8")
+    kind, msg = decode(data, name, text)
+    config = None
+    if path != "-":
+        from .dumpdir import config_beside
+        beside = config_beside(path)
+        if beside is not None:
+            config = read_module_config(beside)
+    return _module_of(kind, msg), name, config
 
 
 def read_module_config(path: str):

@@ -131,6 +131,19 @@ def literal_value(lp, shape: Shape, where: str = "", limits=None) -> np.ndarray:
     return _to_logical(flat.reshape(-1), shape)
 
 
+def literal_ir(lp, shape: Shape, where: str = "", limits=None):
+    """The IR's Literal of a LiteralProto of SHAPE (a tuple literal element by element).  Raises
+    ProtoError."""
+    from ..ir.literal import Literal
+    if shape.is_tuple:
+        parts = list(lp.tuple_literals)
+        if len(parts) != len(shape.tuple_shapes):
+            raise ProtoError(f"{where}a tuple literal of {len(parts)} elements for a tuple shape of "
+                             f"{len(shape.tuple_shapes)}")
+        return Literal(shape, tuple(literal_ir(p, s, where, limits) for p, s in zip(parts, shape.tuple_shapes)))
+    return Literal(shape, literal_value(lp, shape, where, limits))
+
+
 def literal_to_numpy(lp, where: str = "", limits=None):
     """A LiteralProto as an ndarray, or a tuple (of ndarrays and tuples) for a tuple literal."""
     if not lp.HasField("shape"):

@@ -1,8 +1,8 @@
-"""Strings from a proto never change the module it is printed as (hlo_cli/sources/proto_text.py).
+"""Strings from a proto never change the module it is read as (hlo_cli/sources/proto_ir.py).
 
 A module proto's strings (names, metadata, frontend attributes, statistics, backend_config, a custom
-call's target, execution threads, mesh axis names, origins, stack frames...) are pasted into the HLO
-text the proto is printed as.  Each is escaped, or refused when text cannot hold it (exit 2 naming
+call's target, execution threads, mesh axis names, origins, stack frames...) are held by the IR and
+written into the text the IR printer prints for it.  Each is escaped, or refused when text cannot hold it (exit 2 naming
 the field): a crafted string never adds, removes or renames instructions, and never makes a valid
 proto fail with an error located in text hlo wrote itself.
 """
@@ -20,6 +20,8 @@ from hlo_cli.errors import HloInputError
 from hlo_cli.parser import parse
 from hlo_cli.sources.proto import _module_of, _module_source, decode
 from hlo_cli.sources.proto_schema import messages
+
+from .proto_compare import first_difference
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOS = ROOT / "samples" / "protos"
@@ -48,6 +50,7 @@ def _check(m):
         assert e.exit_code == 2 and "fuzz.pb" in str(e)
         return "refused"
     module = parse(src.text, "fuzz.pb")     # a syntax error here is the bug
+    assert first_difference(module, src.module) is None     # the printed text reads back as the IR
     got = {c.name: sorted(i.name for i in c.instructions) for c in module.computations}
     want = {c.name: sorted(i.name for i in c.instructions) for c in m.computations}
     for name, insts in got.items():

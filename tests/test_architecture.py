@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import pathlib
 
-
 import hlo_cli
 
 PACKAGE = pathlib.Path(hlo_cli.__file__).parent          # the copy the tests run (installed or not)

@@ -23,7 +23,6 @@ def format_file(path: str, module_choice: str | None = None, *, percent: bool = 
     MODULE_CHOICE's.  Raises the module's HloError (HloSyntaxError naming all when several fail)."""
     from ..sources.cache import load_derived, store_derived
     from ..errors import HloError, HloSyntaxError
-    from ..ir.printer import format_module
     from ..sources import parse_module, read_modules
     fm = read_modules(path)
     chosen = [fm.select(module_choice)] if module_choice is not None or len(fm.modules) == 1 else list(fm.modules)
@@ -41,6 +40,7 @@ def format_file(path: str, module_choice: str | None = None, *, percent: bool = 
         except HloError as e:
             errors.append(e)
             continue
+        from ..ir.printer import format_module          # (a cache hit needs neither it nor NumPy)
         texts.append(format_module(module, percent=percent, operand_shapes=operand_shapes, metadata=metadata))
         if use_cache:
             store_derived(src.text, src.file, what, texts[-1])

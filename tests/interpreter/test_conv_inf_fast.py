@@ -136,7 +136,7 @@ def test_nonfinite_positions_match_xla(name, what):
     pytest.importorskip("jax")
     from hlo_cli.interpreter import run
     from hlo_cli.parser import parse
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     text = _module(name)
     module = parse(text)
     rng = np.random.default_rng(sum(map(ord, name + what)))

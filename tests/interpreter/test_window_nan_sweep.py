@@ -90,7 +90,7 @@ ENTRY e {{
                                           ("maximum", "b, a", "-inf")])
 def test_nan_pooling_matches_xla(fill, op, args, init):
     pytest.importorskip("jax")
-    from hlo_cli.xla_reference import run_with_xla
+    from hlo_cli.tools.xla_reference import run_with_xla
     text = _POOL.format(comp="red", op=op, args=args, init=init)
     module = parse(text)
     rng = np.random.default_rng(7)

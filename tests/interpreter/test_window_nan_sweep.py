@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hlo_cli.interpreter import computations as C
 from hlo_cli.ir.attributes import WindowDim
 
+from .test_conv_strategies import convs
 from .test_window_xla import CASES, _leaves, _mode, assert_same, load_golden, parse, run_module
 
 _HOSTILE = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1.5, -2.5, 3.0],
@@ -23,18 +24,12 @@ _PAYLOAD = np.array([0x7FC01234, 0xFFC00F00], np.uint32).view(np.float32)
 
 @st.composite
 def windows(draw):
-    rank = draw(st.integers(1, 3))
-    shape, wdims = [], []
-    for _ in range(rank):
-        n = draw(st.integers(1, 6))
-        wd = WindowDim(size=draw(st.integers(1, 3)), stride=draw(st.integers(1, 2)),
-                       padding_low=draw(st.integers(0, 1)), padding_high=draw(st.integers(0, 1)),
-                       window_dilation=draw(st.integers(1, 2)), base_dilation=draw(st.integers(1, 2)))
-        if C._out_len(n, wd) <= 0:
-            wd = WindowDim(size=1)
-        shape.append(n)
-        wdims.append(wd)
-    return tuple(shape), wdims
+    """(operand shape, window dims): test_conv_strategies' convolution windows (padding from -1,
+    strides, both dilations)."""
+    wdims, sizes = draw(convs())[:2]
+    return tuple(sizes), [WindowDim(size=w.size, stride=w.stride, padding_low=w.padding_low,
+                                    padding_high=w.padding_high, window_dilation=w.window_dilation,
+                                    base_dilation=w.base_dilation) for w in wdims]
 
 
 @settings(max_examples=200, deadline=None)

@@ -10,13 +10,18 @@ bench_convnet's per-op inputs), on which it stays finite.  The results are compa
 -inf at the same positions as XLA's, and the NaN bits where XLA's NaNs all share one.
 
 Per op (--per-op): the --limit largest distinct convolutions, reduce-windows, batch norms and dots
-of the step, as one-instruction modules (bench_convnet.one_op_module) on three inputs: finite
-(uniform [0.5, 1.5)), "nan" (the first operand all NaN) and "mixed" (1% each of NaN, +inf and -inf
-in every float operand).
+of the step (--opcodes chooses: reduce, clamp, multiply... too), as one-instruction modules
+(bench_convnet.one_op_module) on three inputs: finite (uniform [0.5, 1.5)), "nan" (the first float
+operand all NaN) and "mixed" (1% each of NaN, +inf and -inf in every float operand).  --synthetic
+adds (or, without --step, measures alone) the ops a MobileNetV2 step lacks, at its scale: ResNet's
+max pool (reduce-window) and its gradient (select-and-scatter), an average pool, reduces, and a chain
+of elementwise ops (add, multiply, maximum, compare, select, exponential) that the compiler runs
+as one generated kernel (--match picks among them by name).
 
     python benchmarks/bench_nonfinite.py --step /tmp/mobilenet_v2.hlo [--finite-inputs] [--cores 1 2]
     python benchmarks/bench_nonfinite.py --step /tmp/mobilenet_v2.hlo --per-op --limit 8
         [--opcodes convolution] [--match 'size=3x3' ...]
+    python benchmarks/bench_nonfinite.py --per-op --synthetic [--match maxpool ...] --cores 2
 
 Writes benchmarks/results/nonfinite.json (rows appended, keyed by what and cores).
 """
@@ -134,10 +139,11 @@ def step_rows(args):
 def _variant(args, kind, rng):
     import numpy as np
     out = []
+    first = next((k for k, a in enumerate(args) if np.asarray(a).dtype.kind == "f" and np.ndim(a)), None)
     for k, a in enumerate(args):
         a = np.array(a)
         if a.dtype.kind == "f" and a.ndim:
-            if kind == "nan" and k == 0:
+            if kind == "nan" and k == first:
                 a[...] = np.nan
             elif kind == "mixed":
                 for val in (np.nan, np.inf, -np.inf):
@@ -146,22 +152,51 @@ def _variant(args, kind, rng):
     return out
 
 
-def per_op_child(args):
-    import numpy as np
-    from bench_convnet import _best, _random_inputs, _xla_execute_only, distinct_ops
-    from hlo_cli.interpreter import RunOptions, run_module
-    from hlo_cli.interpreter.inputs import bind
+_ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
+_MAX = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] maximum(a, b)\n}\n\n"
+_GE = ("ge {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+       "  ROOT r = pred[] compare(a, b), direction=GE\n}\n\n")
+_POOL_IN, _POOL_OUT = "f32[32,64,112,112]", "f32[32,64,56,56]"
+_EW = "f32[32,32,112,112]"
+# name: (opcode, HLO text); the ops of a training step that MobileNetV2's lacks, at its scale
+SYNTHETIC = {
+    "maxpool": ("reduce-window", "HloModule maxpool\n\n" + _MAX + "ENTRY e {\n"
+                f"  p0 = {_POOL_IN} parameter(0)\n  c = f32[] constant(-inf)\n"
+                f"  ROOT r = {_POOL_OUT} reduce-window(p0, c), window={{size=1x1x3x3 stride=1x1x2x2 "
+                "pad=0_0x0_0x1_1x1_1}, to_apply=max\n}\n"),
+    "avgpool": ("reduce-window", "HloModule avgpool\n\n" + _ADD + "ENTRY e {\n"
+                "  p0 = f32[96,1280,7,7] parameter(0)\n  c = f32[] constant(0)\n"
+                "  ROOT r = f32[96,1280,1,1] reduce-window(p0, c), window={size=1x1x7x7}, to_apply=add\n}\n"),
+    "maxpool_grad": ("select-and-scatter", "HloModule maxpool_grad\n\n" + _GE + _ADD + "ENTRY e {\n"
+                     f"  p0 = {_POOL_IN} parameter(0)\n  p1 = {_POOL_OUT} parameter(1)\n"
+                     f"  c = f32[] constant(0)\n  ROOT r = {_POOL_IN} select-and-scatter(p0, p1, c), "
+                     "window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_1x1_1}, select=ge, scatter=add\n}\n"),
+    "reduce_sum": ("reduce", "HloModule reduce_sum\n\n" + _ADD + "ENTRY e {\n"
+                   "  p0 = f32[96,96,112,112] parameter(0)\n  c = f32[] constant(0)\n"
+                   "  ROOT r = f32[96] reduce(p0, c), dimensions={0,2,3}, to_apply=add\n}\n"),
+    "reduce_max": ("reduce", "HloModule reduce_max\n\n" + _MAX + "ENTRY e {\n"
+                   "  p0 = f32[96,1280,7,7] parameter(0)\n  c = f32[] constant(-inf)\n"
+                   "  ROOT r = f32[96,1280] reduce(p0, c), dimensions={2,3}, to_apply=max\n}\n"),
+    "elementwise": ("elementwise", "HloModule elementwise\n\nENTRY e {\n"
+                    f"  p0 = {_EW} parameter(0)\n  p1 = {_EW} parameter(1)\n  p2 = {_EW} parameter(2)\n"
+                    f"  a = {_EW} add(p0, p1)\n  m = {_EW} multiply(a, p2)\n  x = {_EW} maximum(m, p1)\n"
+                    f"  g = pred[32,32,112,112] compare(x, p2), direction=GT\n  s = {_EW} select(g, x, p0)\n"
+                    f"  ROOT r = {_EW} exponential(s)\n}}\n"),
+}
+
+
+def _picks(module, args):
+    """(size, key, count, text, opcode, parsed module) of the one-op modules to measure."""
+    from bench_convnet import distinct_ops
     from hlo_cli.parser import parse
-    from hlo_cli.tools.xla_reference import XlaExecutable
-    module = parse(Path(args.step).read_text(), args.step)
-    ops = distinct_ops(module, tuple(args.opcodes))
     sized = []
-    for key, (count, text, opcode) in ops.items():
-        if args.match and not any(m in key for m in args.match):
-            continue
-        one = parse(text, "one_op")
-        size = sum(p.shape.num_elements for p in one.entry_computation.parameters if not p.shape.is_tuple)
-        sized.append((size, key, count, text, opcode, one))
+    if module is not None:
+        for key, (count, text, opcode) in distinct_ops(module, tuple(args.opcodes)).items():
+            if args.match and not any(m in key for m in args.match):
+                continue
+            one = parse(text, "one_op")
+            size = sum(p.shape.num_elements for p in one.entry_computation.parameters if not p.shape.is_tuple)
+            sized.append((size, key, count, text, opcode, one))
     sized.sort(key=lambda r: -r[0])
     by_op: dict = {}
     for r in sized:                         # the largest of each opcode first, then the next ones
@@ -171,9 +206,23 @@ def per_op_child(args):
         for op in list(by_op):
             if by_op[op] and len(pick) < args.limit:
                 pick.append(by_op[op].pop(0))
+    if args.synthetic:
+        pick += [(0, name, 1, text, opcode, parse(text, name)) for name, (opcode, text) in SYNTHETIC.items()
+                 if not args.match or any(m in name for m in args.match)]
+    return pick
+
+
+def per_op_child(args):
+    import numpy as np
+    from bench_convnet import _best, _random_inputs, _xla_execute_only
+    from hlo_cli.interpreter import RunOptions, run_module
+    from hlo_cli.interpreter.inputs import bind
+    from hlo_cli.parser import parse
+    from hlo_cli.tools.xla_reference import XlaExecutable
+    module = parse(Path(args.step).read_text(), args.step) if args.step else None
     rows = []
     rng = np.random.default_rng(0)
-    for _, key, count, text, opcode, one in pick:
+    for _, key, count, text, opcode, one in _picks(module, args):
         base = _random_inputs(one)
         exe = XlaExecutable(text)
         for kind in ("finite", "nan", "mixed"):
@@ -182,7 +231,9 @@ def per_op_child(args):
             bound = bind(one.entry_computation.parameters, vals)
             hs, _, _ = _best(lambda: run_module(one, bound, RunOptions()), args.repeat, 60)
             rows.append({"what": "op", "opcode": opcode, "key": key[:300], "count": count, "inputs": kind,
-                         "xla_s": xs, "hlo_s": hs, "ratio": hs / xs})
+                         "xla_s": xs, "hlo_s": hs, "ratio": hs / xs,
+                         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                         "load_average": list(os.getloadavg())})
             print(f"  {opcode:20s} {kind:7s} xla {xs * 1e3:9.2f} ms  hlo {hs * 1e3:9.2f} ms  "
                   f"ratio {hs / xs:6.2f}  {key[:110]}", file=sys.stderr, flush=True)
     return rows
@@ -190,7 +241,7 @@ def per_op_child(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--step", required=True)
+    ap.add_argument("--step")
     ap.add_argument("--inputs")
     ap.add_argument("--finite-inputs", action="store_true")
     ap.add_argument("--cores", type=int, nargs="+", default=[1, 2])
@@ -200,7 +251,9 @@ def main():
     ap.add_argument("--limit", type=int, default=8)
     ap.add_argument("--opcodes", nargs="+", default=["convolution", "reduce-window", "batch-norm-training",
                                                       "batch-norm-grad", "dot"])
-    ap.add_argument("--match", nargs="+", help="only ops whose text holds one of these strings")
+    ap.add_argument("--match", nargs="+", help="only ops whose text (or synthetic name) holds one of these")
+    ap.add_argument("--synthetic", action="store_true", help="also the ops the step lacks (SYNTHETIC)")
+    ap.add_argument("--no-save", action="store_true", help="print the rows, do not add them to the results")
     ap.add_argument("--child", choices=["xla", "hlo", "per-op"])
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -214,16 +267,21 @@ def main():
         rows = []
         for cores in args.cores:
             cmd = ["taskset", "-c", ",".join(str(c) for c in range(cores)), sys.executable, __file__,
-                   "--child", "per-op", "--step", args.step, "--repeat", str(args.repeat), "--limit", str(args.limit),
-                   "--opcodes", *args.opcodes] + (["--match", *args.match] if args.match else [])
+                   "--child", "per-op", "--repeat", str(args.repeat), "--limit", str(args.limit),
+                   "--opcodes", *args.opcodes] + (["--match", *args.match] if args.match else []) \
+                + (["--step", args.step] if args.step else []) + (["--synthetic"] if args.synthetic else [])
             p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=args.timeout)
             if p.returncode:
                 raise SystemExit("per-op child failed")
             for r in json.loads(p.stdout.strip().splitlines()[-1]):
                 r["cores"] = cores
                 rows.append(r)
-    else:
+    elif args.step:
         rows = step_rows(args)
+    else:
+        raise SystemExit("--step is needed, except with --per-op --synthetic")
+    if args.no_save:
+        return
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / "nonfinite.json"
     old = json.loads(path.read_text()) if path.exists() else {"rows": []}

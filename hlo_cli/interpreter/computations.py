@@ -1154,10 +1154,61 @@ def _minmax_sweep(kind, x, init, wdims, outs):
     if sub is not None:
         bad |= sub
     res = acc.astype(x.dtype, copy=False)
+    nan = np.isnan(acc)
+    if x.dtype == wide and np.count_nonzero(nan) * NAN_SWEEP_SHARE >= nan.size:
+        np.copyto(res, _nan_windows(kind, x, init, wdims, outs), where=nan)
+        bad &= ~nan
     if bad.any():
         where = np.nonzero(bad)
         res[where] = _exact_windows(kind, x, init, wdims, outs, where)
     return res
+
+
+# a max/min reduce-window whose NaN results are at least 1 in NAN_SWEEP_SHARE of its outputs finds
+# their bits in one more sweep over the window positions (_nan_windows) rather than one gather each
+NAN_SWEEP_SHARE = 64
+
+
+def _nan_windows(kind, x, init, wdims, outs) -> np.ndarray:
+    """Every output's NaN result by XLA's rule (_fold_float_minmax), meaningful where its window
+    holds a NaN, in one sweep over the window positions in fold order (the init value first; for
+    max(x, acc) backwards, the init value last): the first NaN met keeps its payload, its sign
+    AND-ed (maximum) or OR-ed (minimum) with the signs of the elements met before it (the running
+    result's sign: -0 < +0, and a subnormal keeps its sign when read as zero).  f32/f64 `x`."""
+    op, swapped = kind
+    dt = x.dtype
+    nanv = np.empty(outs, dt)
+    found = np.zeros(outs, bool)
+    signs = np.empty(outs, bool)             # maximum: all negative so far; minimum: any negative
+    index = np.arange(nanv.size).reshape(outs)
+    init = np.broadcast_to(np.asarray(init, dt), outs)
+
+    def meet(v, o_nanv, o_found, o_signs):
+        isn = np.isnan(v)
+        neg = np.signbit(v)
+        new = isn & ~o_found
+        if new.any():
+            sign = (neg & o_signs) if op == "maximum" else (neg | o_signs)
+            np.copyto(o_nanv, _sign_set(v, sign), where=new)
+            o_found |= isn
+        if op == "maximum":
+            o_signs &= neg | isn
+        else:
+            o_signs |= neg & ~isn
+
+    signs[...] = op == "maximum"
+    if not swapped:
+        meet(init, nanv, found, signs)
+    flat = [a.reshape(-1) for a in (nanv, found, signs)]
+    with np.errstate(invalid="ignore"):
+        for xb, ib, tb in _in_blocks(x, index, wdims):
+            start = int(ib.reshape(-1)[0]) if ib.size else 0
+            st = [f[start:start + ib.size].reshape(ib.shape) for f in flat]
+            for _, o, i in (reversed(tb) if swapped else tb):
+                meet(xb[i], *(a[o] for a in st))
+    if swapped:
+        meet(init, nanv, found, signs)
+    return nanv
 
 
 def _exact_windows(kind, x, init, wdims, outs, where):

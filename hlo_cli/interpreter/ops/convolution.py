@@ -7,7 +7,8 @@ the feature groups or the batch groups (views, no copy).  When every partial sum
 terms, _fast_path runs the convolution through _fast_conv; real float operands holding NaN or inf
 stay on it (_nan_conv, _nonfinite_conv: the sum over zeroed non-finite values, the NaN and inf
 outputs from indicator convolutions and tap tables, with Eigen's and the loop emitter's padding
-semantics), and f32 sums that overflow run again in f64.  The exact loops (_conv_by_tap, one strided
+semantics; f32 ones holding inf in _inf_conv, one sum over the operands as they are, its NaN
+bits and partial padding repaired from a NaN-input count and tap tables), and f32 sums that overflow run again in f64.  The exact loops (_conv_by_tap, one strided
 gather + product per kernel tap, and _conv_by_output for weight gradients) remain for pred, one-term
 sums, integer sums beyond f64's exact range and complex or f64 overflow.  _fast_conv:
 
@@ -633,6 +634,11 @@ def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, stra
         any_ix = bool(ix.any())
         if not any_ix and not any_iw:
             return _nan_conv(xx, ww, nw if any_nw else None, wdims, out_spatial, cdt, hw, eigen, strategy)
+        if cdt == F32:
+            out = _inf_conv(xx, ww, nx if any_nx else None, ix if any_ix else None, nw if any_nw else None,
+                            iw if any_iw else None, wdims, out_spatial, hw, eigen, strategy)
+            if out is not None:
+                return out
 
         def conv(a, b):
             return _fast_conv(a, b, wdims, out_spatial, itype, False, strategy) > 0
@@ -663,8 +669,8 @@ def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, stra
                 np.copyto(out, _first_nan(ww, nw), where=~np.broadcast_to(nan_x, shape))
             return out
         # products with an inf: indicator pairs, x side (G, N, Cg, *S), w side (G, O, Cg, *K)
-        xd = flush(xx) if not hw else xx
-        wd_ = flush(ww) if not hw else ww
+        xd = flush(xx)                  # zeros as the sum reads them (DAZ), flushed or not yet
+        wd_ = flush(ww)
         x_ind = {"+inf": lambda: xx == np.inf, "-inf": lambda: xx == -np.inf} if any_ix else {}
         w_ind = {"+inf": ww == np.inf, "-inf": ww == -np.inf} if any_iw else {}
         if any_iw:
@@ -727,6 +733,77 @@ def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, stra
         if any_nw:
             np.copyto(out, _first_nan(ww, nw), where=np.broadcast_to(nan_w, shape))
         if any_nx:
+            np.copyto(out, _first_nan(xx, nx), where=np.broadcast_to(nan_x, shape))
+    return out
+
+
+# elements per block of _count_at_least (in cache for its two passes)
+_COUNT_BLOCK = 1 << 16
+
+
+def _count_at_least(a: np.ndarray, t: float) -> int:
+    """How many elements of the float array `a` (any strides) have magnitude >= t, a block in
+    cache at a time (NaN are never counted)."""
+    d = 0
+    while d < a.ndim - 1 and int(np.prod(a.shape[d + 1:], dtype=np.int64)) > _COUNT_BLOCK:
+        d += 1
+    inner = int(np.prod(a.shape[d + 1:], dtype=np.int64)) if a.ndim else 1
+    step = max(1, _COUNT_BLOCK // max(inner, 1))
+    buf = np.empty(step * inner, a.dtype)
+    hit = np.empty(step * inner, bool)
+    count = 0
+    with np.errstate(all="ignore"):
+        for idx in np.ndindex(*a.shape[:d]):
+            for j in range(0, a.shape[d] if a.ndim else 1, step):
+                blk = a[idx + (slice(j, j + step),)] if a.ndim else a
+                m = np.abs(blk, out=buf[:blk.size].reshape(blk.shape))
+                count += int(np.count_nonzero(np.greater_equal(m, t, out=hit[:blk.size].reshape(blk.shape))))
+    return count
+
+
+def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool, strategy=None):
+    """_nonfinite_conv in f32 of operands holding inf (`nx`, `ix`, `nw`, `iw`: x's and w's NaN and
+    inf masks, or None where there are none) in one sum over the operands as they are, when no finite
+    partial sum can overflow (terms * max finite |x| * max finite |w| far below f32's range; else
+    None).  In any order, a sum with a NaN product (a NaN operand, inf * 0 read with DAZ as the
+    sum reads it) or with both +inf and -inf products is NaN, one with +inf (-inf) products alone
+    is +inf (-inf), and the others are the finite sum: the IEEE rules XLA's kernels follow, so the
+    sum's NaN and inf positions are XLA's, except for padding and lhs-dilation holes, which the
+    strategies form for some outputs only.  Under `eigen` the tap tables add the NaN of
+    non-finite kernel taps over padding and holes; without it a non-finite kernel tap over either
+    gives None.  NaN bits as _nonfinite_conv's: x's first NaN where a NaN input is under a real
+    tap, else w's first NaN where a NaN kernel tap is, else x86's default NaN."""
+    g, n, cg = xx.shape[:3]
+    o = ww.shape[1]
+    ksz = ww.shape[3:]
+    kt = int(np.prod(ksz, dtype=np.int64))
+    real = _real_taps(xx.shape[3:], wdims, out_spatial)
+    padded = not bool(real.all())
+    wbad = nw if iw is None else iw if nw is None else nw | iw
+    if padded and wbad is not None and not eigen:
+        return None
+    # no finite |x| or |w| reaches sqrt(f32 max / (4 terms)): every partial sum of finite products
+    # stays far below the f32 range (the only elements that large are the infs)
+    big = math.sqrt(float(np.finfo(F32).max) / (4.0 * cg * kt))
+    for a, inf in ((xx, ix), (ww, iw)):
+        if _count_at_least(a, big) != (0 if inf is None else int(np.count_nonzero(inf))):
+            return None
+    shape = (n,) + tuple(out_spatial) + (g, o)
+    qshape = (1,) + tuple(out_spatial) + (g, o)
+    with np.errstate(all="ignore"):
+        out = _fast_conv(xx, ww, wdims, out_spatial, F32, hw, strategy)
+        np.copyto(out, _default_nan(F32), where=np.isnan(out))
+        if eigen and padded and wbad is not None:
+            cnt = wbad.sum(axis=2, dtype=F64).reshape(g * o, kt)
+            np.copyto(out, _default_nan(F32), where=((~real).astype(F64) @ cnt.T > 0).reshape(qshape))
+        if nw is not None:
+            taps = np.ones_like(real) if eigen else real
+            cnt = nw.sum(axis=2, dtype=F64).reshape(g * o, kt)
+            np.copyto(out, _first_nan(ww, nw), where=((taps.astype(F64) @ cnt.T) > 0).reshape(qshape))
+        if nx is not None:
+            itype = F32 if cg * kt < (1 << 24) else F64
+            nan_x = _fast_conv(nx.sum(axis=2, keepdims=True, dtype=itype), np.ones((g, 1, 1) + ksz, itype),
+                               wdims, out_spatial, itype, False, strategy) > 0
             np.copyto(out, _first_nan(xx, nx), where=np.broadcast_to(nan_x, shape))
     return out
 

@@ -59,17 +59,35 @@ def _call(fn, et, xs):
     return fn(et, *xs) if getattr(fn, "typed", False) else fn(*xs)
 
 
+# NaN results fewer than 1 in SPARSE_NAN_SHARE of the elements: only their positions are gathered
+SPARSE_NAN_SHARE = 8
+# the NaN rule of most float ops: a NaN operand's sign kept, x86's default NaN (sign set) made
+DEFAULT_NAN = ("keep", "-")
+
+
 def _nan_signs(r, xs, et, nan):
     """Give NaN results the sign XLA's code produces.  `nan` = (input, invalid): a NaN operand comes
     out with its sign kept ("keep"), flipped ("flip") or forced ("+"/"-"); a NaN made from non-NaN
     operands (sqrt(-1), sin(inf)) gets `invalid` ("-" is x86's default NaN).  `nan` may also be a
-    function of the element type returning that pair."""
+    function of the element type returning that pair.  Few NaN results: computed at their
+    positions only (gathered), else over the whole arrays."""
     rule_in, rule_invalid = nan(et) if callable(nan) else nan
     out = np.isnan(r)
-    if not out.any():
+    count = int(np.count_nonzero(out))
+    if not count:
         return r
     if rule_in == "keep2":                             # atan2(y, x): x's NaN wins
         rule_in, xs = "keep", xs[::-1]
+    if count * SPARSE_NAN_SHARE < out.size:
+        res = np.array(r)
+        res[out] = _signed_nans(res[out], [np.broadcast_to(x, r.shape)[out] for x in xs], rule_in, rule_invalid)
+        return res
+    return np.where(out, _signed_nans(r, xs, rule_in, rule_invalid), r)
+
+
+def _signed_nans(r, xs, rule_in: str, rule_invalid: str):
+    """`r` (its NaN) with the sign _nan_signs gives them: the first NaN operand's under `rule_in`,
+    `rule_invalid`'s where no operand is NaN."""
     x = xs[0]
     src_nan = np.isnan(x)
     for y in xs[1:]:                                   # binary ops: the first NaN operand propagates
@@ -77,8 +95,7 @@ def _nan_signs(r, xs, et, nan):
         src_nan = src_nan | np.isnan(y)
     mag = np.abs(r)
     sign_in = {"keep": np.signbit(x), "flip": ~np.signbit(x), "+": False, "-": True}[rule_in]
-    signed = np.where(np.where(src_nan, sign_in, rule_invalid == "-"), -mag, mag)
-    return np.where(out, signed, r)
+    return np.where(np.where(src_nan, sign_in, rule_invalid == "-"), -mag, mag)
 
 
 # ----------------------------------------------------------------------------- bf16/f16 at size
@@ -267,7 +284,7 @@ def _apply(opcode: str, impls: dict, args, out_dtype: np.dtype, daz, ftz: bool, 
         return r if r.dtype == out_dtype else r.astype(out_dtype)
 
 
-def unary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=("keep", "-"), doc: str):
+def unary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=DEFAULT_NAN, doc: str):
     """Register `opcode` as `fn` applied elementwise: `fn` serves `kinds`, or is a {kind: fn} dict.
     `nan` says which sign NaN results get (see _nan_signs; None leaves NumPy's)."""
     if not isinstance(fn, dict):
@@ -284,7 +301,7 @@ def unary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=("kee
     return rule
 
 
-def binary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=("keep", "-"), doc: str):
+def binary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=DEFAULT_NAN, doc: str):
     """Register a binary elementwise `opcode` (operand shapes already agree in checked IR)."""
     return unary(opcode, fn, kinds, daz=daz, ftz=ftz, nan=nan, doc=doc)
 
@@ -882,14 +899,17 @@ ndarray = np.ndarray
 
 def _prepare_float_arith(opcode, ufunc):
     """f32/f64 add, subtract, multiply, divide: the NumPy ufunc with XLA CPU's DAZ on operands that
-    may hold subnormals and FTZ on the result (the processor's flags where fpenv has them); a
-    result holding a NaN or a value below the smallest normal goes to the rule (NaN signs)."""
+    may hold subnormals and FTZ on the result (the processor's flags where fpenv has them); under
+    the flags a result holding a NaN gets the rule's NaN signs (_nan_signs: the flags and the
+    ufunc give the rule's values otherwise), without them a result holding a NaN or a value below
+    the smallest normal goes to the rule."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)):
             return None
         tiny = TINY[dt]
         rule = rule_for(opcode)
+        et = etype(dt)
         daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
 
         def slow(a, b):                                  # NaN or a small result: the rule decides
@@ -909,8 +929,8 @@ def _prepare_float_arith(opcode, ufunc):
                     r = np.asarray(r)
                 if r.size:
                     low = min_reduce(r, axis=None)         # NaN if a NaN is present
-                    if low != low:
-                        return slow(a, b)                # a NaN's sign is the rule's business
+                    if low != low:                       # the rule's NaN signs (the rest is its)
+                        return _nan_signs(r, [a, b], et, DEFAULT_NAN)
                 return r
             fn.hw_ufunc = ufunc                          # (compiler.py: runs of such steps)
             return Fast(fn, clean=True, elementwise=True)
@@ -1066,8 +1086,9 @@ def _prepare_select(inst, ops, st):
 
 def _prepare_unary_f64(np_fn, daz):
     """An f32 unary op the rule computes as `np_fn` in f64 rounded to f32 (f64: `np_fn` itself),
-    with DAZ of the operand for the types in `daz`; a result holding a NaN, a zero or a subnormal
-    goes to the rule (NaN signs, FTZ)."""
+    with DAZ of the operand for the types in `daz`; results that are NaN, zero or subnormal are the
+    rule's (NaN signs, FTZ): computed at their positions alone when they are few (the rule is
+    elementwise), else over the whole operand."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or operand_dtypes(ops, st)[0] != dt or inst.shape.num_elements == 0:
@@ -1085,8 +1106,12 @@ def _prepare_unary_f64(np_fn, daz):
             r = np_fn(y.astype(F64)).astype(F32) if wide else np_fn(y)
             if rank0:
                 r = np.asarray(r)
-            if not min_reduce(np.abs(r), axis=None) >= tiny:
-                return rule(inst, [x], None)
+            m = np.abs(r)
+            if not min_reduce(m, axis=None) >= tiny:
+                bad = ~(m >= tiny)                       # NaN, zero or subnormal: the rule's
+                if np.count_nonzero(bad) * SPARSE_NAN_SHARE >= bad.size:
+                    return rule(inst, [x], None)
+                r[bad] = rule(inst, [x[bad]], None)      # few: at their positions only
             return r
         if wide:                                 # (loopgen.py: the f64 core, run with the flags set)
             fn.raw_unary = np_fn
@@ -1123,7 +1148,8 @@ def _prepare_sqrt(inst, ops, st):
 
 def _prepare_minmax(opcode):
     """f32/f64 maximum/minimum: NumPy's on the flushed operands, XLA's -0 < +0 where both are
-    zeros (the rule's _fmax/_fmin); a NaN in the result goes to the rule."""
+    zeros (the rule's _fmax/_fmin); NaN results the rule's, at their positions when they are few,
+    else the rule over the whole arrays."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)) \
@@ -1135,6 +1161,7 @@ def _prepare_minmax(opcode):
         daz_a, daz_b = not st.is_clean(ops[0]), not st.is_clean(ops[1])
         uf = np.maximum if opcode == "maximum" else np.minimum
         big = opcode == "maximum"
+        pick = _fmax if big else _fmin               # (the rule's for f32/f64)
         rank0 = inst.shape.rank == 0
 
         def fn(a, b):
@@ -1146,8 +1173,12 @@ def _prepare_minmax(opcode):
             low = min_reduce(np.abs(r), axis=None)
             if low > 0:
                 return r
-            if low != low:
-                return rule(inst, [a, b], None)          # NaN: the rule's signs
+            if low != low:                               # NaN: the rule's signs
+                nan = np.isnan(r)
+                if np.count_nonzero(nan) * SPARSE_NAN_SHARE >= nan.size:
+                    return rule(inst, [a, b], None)
+                r = np.array(r)                          # few: the rule at their positions only
+                r[nan] = pick(np.broadcast_to(x, r.shape)[nan], np.broadcast_to(y, r.shape)[nan])
             both = (x == 0) & (y == 0)
             if both.any():
                 r = np.where(both, x + y if big else -((-x) + (-y)), r)

@@ -64,6 +64,7 @@ CASES = {
 def _one(checkout: Path, args: list[str], cache: Path, work: Path) -> tuple[float, float, float, int]:
     """(wall seconds, CPU seconds, peak RSS in MiB, exit code) of one fresh `hlo` process."""
     env = dict(os.environ, PYTHONPATH=str(checkout), HLO_CACHE_DIR=str(cache))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)     # as an installed package: modules' bytecode cached
     cmd = [sys.executable, "-c", "from hlo_cli.cli import main; main()", *args]
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

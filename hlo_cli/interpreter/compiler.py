@@ -51,7 +51,7 @@ import numpy as np
 from ..errors import HloEvalError
 from ..ir.attributes import ComputationRef, InlineComputation
 from ..ir.module import Computation, Module
-from .kernels import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, fold_constant
+from .kernels import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, capabilities, fold_constant
 from .registry import prepare
 from .fpenv import hardware
 from . import loopgen as _loopgen
@@ -69,6 +69,16 @@ _counter = itertools.count()
 # computations); before that, and for the entry computation, its steps run in a loop
 HOT_CALLS = 4
 
+
+
+# Steps are made by the thousand while a module is prepared: built with tuple's own constructor
+# (a NamedTuple's __new__ and _replace are Python functions, several times slower)
+_new_step = tuple.__new__
+
+
+def _with_frees_of(st: Step, frees) -> Step:
+    """`st` with `frees` as the slots it frees."""
+    return _new_step(Step, (st[0], st[1], st[2], st[3], st[4], st[5], frees))
 
 class Compiled:
     """One computation prepared for fast runs: `steps` (`Step`s: steps.py), run by a loop
@@ -125,7 +135,7 @@ class Compiled:
             kept.append(st)
         root = alias.get(self.root, self.root)
         frees = _free_lists(kept, root, lambda j: template[j] is None)
-        steps = [st._replace(frees=f) for st, f in zip(kept, frees)]
+        steps = [_with_frees_of(st, f) for st, f in zip(kept, frees)]
         hw = hardware()
         if hw is not None:                          # runs of f32/f64 arithmetic: one GROUP step each
             steps = _grouped(steps, root, hw)
@@ -372,7 +382,7 @@ def _grouped(steps: list[Step], root, hw) -> list[Step]:
         sub = steps[n:end]
         raw = []
         for st in sub:
-            u = getattr(st.payload, "hw_ufunc", None) if st.kind == PURE else None
+            u = capabilities(st.payload).hw_ufunc if st.kind == PURE else None
             if u is not None and st.inst.shape.rank == 0:
                 u = functools.partial(_rank0, u)
             raw.append((st.kind, u if u is not None else st.payload, st.operands, st.slot, st.inst))
@@ -432,10 +442,10 @@ def _float_runs(steps, root) -> dict:
     tuples, folded values); at least two arithmetic steps.  The slots to check: the arithmetic
     results read outside the run's arithmetic (or the root, or unused)."""
     def arith(st):
-        return st.kind == PURE and getattr(st.payload, "hw_ufunc", None) is not None and \
+        return st.kind == PURE and capabilities(st.payload).hw_ufunc is not None and \
             st.inst.shape.num_elements > 0
     def neutral(st):
-        return st.kind in (FOLDED, ELEMENT, TUPLE, SAME) or (st.kind == PURE and getattr(st.payload, "flag_free", False))
+        return st.kind in (FOLDED, ELEMENT, TUPLE, SAME) or (st.kind == PURE and capabilities(st.payload).flag_free)
     users: dict[int, list] = {}
     for n, st in enumerate(steps):
         for j in st.operands:
@@ -587,7 +597,7 @@ def _prepare_steps(plan, static, check: bool, lv):
         ex = None
         if check and kind != FOLDED and not _implied(kind, inst, ops, static, fast):
             ex = plan.expect[k] if plan.expect[k] is not None else inst.shape
-        steps.append(Step(kind, pay, ops, k, inst, ex, plan.free_after[k]))
+        steps.append(_new_step(Step, (kind, pay, ops, k, inst, ex, plan.free_after[k])))
         if fast is not None and folded is None and fast.elementwise and kind == PURE:
             elementwise.add(k)
         elif kind == RULE and getattr(pay, "elementwise", False) and _same_dims(inst, ops, static):
@@ -694,7 +704,7 @@ def _inline(steps, n: int, check: bool):
     call then, and generated code sees the whole loop body.  Returns (steps, number of slots)."""
     out = []
     for st in steps:
-        callee = getattr(st.payload, "callee", None) if st.kind == WITH_EC else None
+        callee = capabilities(st.payload).callee if st.kind == WITH_EC else None
         if callee is None or callee.check != check or len(callee.steps) > INLINE_MAX or \
                 len(st.operands) != len(callee.params):
             out.append(st)
@@ -948,7 +958,7 @@ def _region(run, plan):
 def _with_frees(steps, plan):
     """Free lists for the order `steps` run in: a value goes after its last use (a region uses its
     inputs); values nothing uses go at once; the root stays."""
-    return [st._replace(frees=f) for st, f in zip(steps, _free_lists(steps, plan.root))]
+    return [_with_frees_of(st, f) for st, f in zip(steps, _free_lists(steps, plan.root))]
 
 
 def _implied(kind, inst, ops, static, fast=None) -> bool:

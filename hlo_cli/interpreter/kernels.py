@@ -21,6 +21,8 @@ This module holds what is not about one opcode:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from .fpenv import hardware
@@ -273,11 +275,55 @@ def scalar_safe(fn, rank0):
     return lambda *a: np.asarray(fn(*a))
 
 
-def flag_free(fn):
-    """Mark `fn` as doing no float arithmetic (a view): it may run with the processor's FTZ/DAZ
-    flags set, inside a run of float steps (compiler.py)."""
-    fn.flag_free = True
+@dataclass(frozen=True)
+class Capabilities:
+    """What a kernel declares to the code generators (compiler.py, loopgen.py) beyond being called:
+    the forms in which they may write it into generated code.  Declared with `declare(fn, ...)` by the
+    prepare stage that makes the kernel, read with `capabilities(fn)`; a kernel that declares nothing
+    is only called.
+
+    hw_ufunc    f32/f64 arithmetic that is exactly this ufunc under the processor's FTZ/DAZ flags
+                (runs of such steps execute with the flags set; ops/elementwise.py)
+    raw_unary   the f64 core of a unary op, run with the flags set (ops/elementwise.py)
+    raw_dot     (lhs perm, lhs 3-d dims, rhs perm, rhs 3-d dims, result dims): a dot as one matmul of
+                3-d views (ops/linalg.py)
+    raw_sum     (flagged, start_of): a reduce-add's flat sum (ops/reduction.py)
+    raw_fold    (axes or None, init, result shape): its fold over the reduced axes
+    raw_minmax  (ufunc, axes, scalar init): a reduce-max/min as one ufunc reduction
+    where       a dynamic-(update-)slice's start-index reader, for in-place code (ops/indexing.py)
+    flag_free   does no float arithmetic (a view): may run inside a run of float steps with the flags
+                set (ops/shape_ops.py)
+    callee      a call's compiled computation, which the compiler may inline (ops/control.py)"""
+    hw_ufunc: object = None
+    raw_unary: object = None
+    raw_dot: tuple | None = None
+    raw_sum: tuple | None = None
+    raw_fold: tuple | None = None
+    raw_minmax: tuple | None = None
+    where: object = None
+    flag_free: bool = False
+    callee: object = None
+
+
+NOTHING_DECLARED = Capabilities()
+
+
+def declare(fn, **capabilities_):
+    """Declare capabilities of kernel `fn` (added to those it declared already); returns `fn`.  An
+    unknown capability is a TypeError (Capabilities' fields are the whole vocabulary)."""
+    fn.capabilities = replace(getattr(fn, "capabilities", NOTHING_DECLARED), **capabilities_)
     return fn
+
+
+def capabilities(fn) -> Capabilities:
+    """What kernel `fn` declared (nothing: it is only called)."""
+    return getattr(fn, "capabilities", NOTHING_DECLARED)
+
+
+def flag_free(fn):
+    """Declare that `fn` does no float arithmetic (a view): it may run with the processor's FTZ/DAZ
+    flags set, inside a run of float steps (compiler.py)."""
+    return declare(fn, flag_free=True)
 
 
 def all_clean(ops, st):

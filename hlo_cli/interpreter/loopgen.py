@@ -53,7 +53,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from .fpenv import hardware
-from .kernels import ELEMENT, F32, F64, FOLDED, PURE, REGION, SAME, TINY, TUPLE, WITH_EC
+from .kernels import ELEMENT, F32, F64, FOLDED, PURE, REGION, SAME, TINY, TUPLE, WITH_EC, capabilities
 from .located import EVAL_ERRORS, bad_result, limit_error, reraise_at
 from .steps import bare_ufunc_text, call_text, check_text
 from .values import conforms
@@ -356,7 +356,7 @@ class _Builder:
         uses = self.uses
         for j, m in enumerate(out):
             st = by_name.get(m)
-            if st is None or st.kind != PURE or getattr(st.payload, "where", None) is None or m in inv or \
+            if st is None or st.kind != PURE or capabilities(st.payload).where is None or m in inv or \
                     st.inst.opcode != "dynamic-update-slice":
                 continue
             ops = self._opnames(st)
@@ -390,7 +390,7 @@ class _Builder:
         lines.append(f"{ind}    return {tup}, n, 1, 0, False")
         need64 = set()
         for st, name in loop_work:
-            spec = getattr(st.payload, "raw_dot", None) if st.kind == PURE else None
+            spec = capabilities(st.payload).raw_dot if st.kind == PURE else None
             if spec is not None:
                 a, b = self._opnames(st)
                 lperm, l3, rperm, r3, _res = spec
@@ -499,7 +499,7 @@ class _Builder:
         """The values a NaN check of `m` looks at: a dynamic-update-slice's update and operand."""
         st = by_name.get(m)
         if st is not None and st.kind == PURE and st.inst.opcode == "dynamic-update-slice" and \
-                getattr(st.payload, "where", None) is not None:
+                capabilities(st.payload).where is not None:
             ops = self._opnames(st)
             return self._parts(ops[0], by_name) + [ops[1]]
         return [m]
@@ -579,7 +579,7 @@ class _Builder:
         args = ", ".join(ops)
         dt = _dtype(inst.shape)
         is_float = dt in _FLOATS
-        if getattr(pay, "hw_ufunc", None) is not None:           # f32/f64 arithmetic: the bare ufunc
+        if capabilities(pay).hw_ufunc is not None:           # f32/f64 arithmetic: the bare ufunc
             bargs = args
             if inst.shape.rank and any(a not in self.bcast for a in ops):
                 # a broadcast operand as NumPy broadcasts it (the same elements, no strided view)
@@ -595,7 +595,7 @@ class _Builder:
             self._propagate(name, ops)
             self._cover(name, ops)
             return True
-        core = getattr(pay, "raw_unary", None)
+        core = capabilities(pay).raw_unary
         if core is not None and opcode in ("exponential", "tanh", "rsqrt") and \
                 flags_neutral({"exponential": "exp"}.get(opcode, opcode)):
             ns[f"C_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = core, pay, TINY[F32]
@@ -608,7 +608,7 @@ class _Builder:
             self._propagate(name, ops)
             self._cover(name, ops)
             return True
-        spec = getattr(pay, "raw_dot", None)
+        spec = capabilities(pay).raw_dot
         if spec is not None:
             self._emit_dot(spec, pay, name, ops, lines, ind, hoisted_f64)
             return True
@@ -669,7 +669,7 @@ class _Builder:
         view, a dynamic-update-slice into the loop's own buffer.  False for any other step."""
         pay, inst, ns = st.payload, st.inst, self.ns
         opcode, args, dt = inst.opcode, ", ".join(ops), _dtype(inst.shape)
-        where = getattr(pay, "where", None)
+        where = capabilities(pay).where
         if where is not None and name in self.inplace:
             lines.append(f"{ind}w_{name} = {self._where(lines, ind, name, where, ops[2:])}")
             return True
@@ -681,7 +681,7 @@ class _Builder:
         plain = getattr(pay, "plain", None)
         if plain is not None and any(a in inv and a not in self.passthrough for a in ops):
             pay = plain                         # (an in-place writer: not into a value kept)
-        if opcode in _MOVES or getattr(pay, "flag_free", False) or \
+        if opcode in _MOVES or capabilities(pay).flag_free or \
                 (dt not in _FLOATS and not any(self._is_float(a) for a in ops) and dt is not None
                  and dt.kind in "iub"):
             ns[f"F_{name}"] = pay
@@ -714,7 +714,7 @@ class _Builder:
         ns = self.ns
         args = ", ".join(ops)
         dt = _dtype(st.inst.shape)
-        raw = getattr(pay, "raw_sum", None)
+        raw = capabilities(pay).raw_sum
         if raw is not None:
             flagged, start_of = raw
             ns[f"R_{name}"], ns[f"S_{name}"], ns[f"F_{name}"] = flagged, start_of, pay
@@ -727,7 +727,7 @@ class _Builder:
                     self._foreign(st, name, ops, lines, ind)
                     return True
                 ns[f"Z_{name}"] = start
-                fold = getattr(pay, "raw_fold", None)
+                fold = capabilities(pay).raw_fold
                 if fold is not None:            # (what `flagged` does for a single stage)
                     perm, rows, outs = fold
                     src = ops[0] if perm is None else f"{ops[0]}.transpose({perm})"
@@ -738,7 +738,7 @@ class _Builder:
                 self._origin(name)
                 self._cover(name, ops)
                 return True
-        mm = getattr(pay, "raw_minmax", None)
+        mm = capabilities(pay).raw_minmax
         if mm is not None:
             uf, axes, scalar = mm
             ns[f"M_{name}"], ns[f"F_{name}"], ns[f"T_{name}"] = uf.reduce, pay, TINY[dt]

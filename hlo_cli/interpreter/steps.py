@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..ir.module import Instruction
-from .kernels import PURE, REGION, RULE, WITH_EC
+from .kernels import PURE, REGION, RULE, WITH_EC, capabilities
 
 # the step loop's kind for a run of f32/f64 arithmetic steps under one flag setting (Compiled.lean)
 GROUP = 100
@@ -56,7 +56,7 @@ def bare_ufunc_text(payload, inst, args: str, ns: dict, tag: str) -> str | None:
     """Python source computing a PURE step of f32/f64 arithmetic with its bare ufunc (`hw_ufunc`:
     no flushing, no NaN-sign fix-up; the caller has set the processor's flags and checks for NaN),
     an array even for a scalar result; None when the step has no bare ufunc."""
-    u = getattr(payload, "hw_ufunc", None)
+    u = capabilities(payload).hw_ufunc
     if u is None:
         return None
     ns[f"U{tag}"] = u

@@ -92,3 +92,52 @@ def test_folded_opcodes_are_pure_opcodes_of_the_table():
     from hlo_cli.ir.opcodes import READS_RNG, SIDE_EFFECT, with_trait
     assert FOLDABLE <= set(OPCODES)
     assert not FOLDABLE & with_trait(SIDE_EFFECT, READS_RNG)
+
+
+def test_kernel_capabilities_are_declared_not_ad_hoc_attributes():
+    """What a kernel tells the code generators is one typed record (kernels.Capabilities): a misspelt
+    capability is an error, and a kernel that declares nothing is only called."""
+    import pytest
+
+    from hlo_cli.interpreter.kernels import NOTHING_DECLARED, capabilities, declare, flag_free
+
+    def k(x):
+        return x
+    assert capabilities(k) is NOTHING_DECLARED
+    assert capabilities(flag_free(k)).flag_free
+    declare(k, hw_ufunc=abs)
+    assert capabilities(k).flag_free and capabilities(k).hw_ufunc is abs     # added, not replaced
+    with pytest.raises(TypeError):
+        declare(k, hw_ufnc=abs)
+
+
+def test_every_prepared_kernel_speaks_only_through_capabilities():
+    """No prepare stage hangs other attributes on its kernel for the generators to find: a kernel's own
+    attributes are at most `capabilities` (plus what Python functions carry)."""
+    import numpy as np
+
+    import hlo_cli
+    from hlo_cli.interpreter.compiler import compiled
+
+    text = """HloModule m
+add_f { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[8,4] parameter(0)
+  y = f32[8,4] parameter(1)
+  s = f32[8,4] add(x, y)
+  m = f32[8,4] maximum(s, y)
+  e = f32[8,4] exponential(m)
+  t = f32[4,8] transpose(e), dimensions={1,0}
+  d = f32[8,8] dot(s, t), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  z = f32[] constant(0)
+  ROOT r = f32[8] reduce(d, z), dimensions={1}, to_apply=add_f
+}
+"""
+    m = hlo_cli.parse(text)
+    c = compiled(m, m.entry, True)
+    found = set()
+    for st in c.steps:
+        fn = st[1]
+        found |= set(getattr(fn, "__dict__", {}) or {})
+    assert found <= {"capabilities"}, found
+    assert np.asarray(hlo_cli.run(m, np.ones((8, 4), np.float32), np.ones((8, 4), np.float32))).shape == (8,)

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.opcodes import OPCODES
-from ..kernels import WITH_EC, Fast, flushed_type
+from ..kernels import WITH_EC, Fast, declare, flushed_type
 from ..located import limit_error
 from ..registry import EVAL_RULES, evaluator, prepares, rule_for
 from ..values import TOKEN, np_dtype, zeros
@@ -303,7 +303,7 @@ def _prepare_call(inst, ops, st):
 
     def fn(ec, *args):
         return ec.run_compiled(callee, args)
-    fn.callee = callee                          # (compiler._inline)
+    declare(fn, callee=callee)                  # (compiler._inline)
     fast = Fast(fn, WITH_EC, clean=callee.root_clean)
     fast.callee = callee
     return fast

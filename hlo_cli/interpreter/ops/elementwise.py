@@ -29,8 +29,7 @@ from ...ir.attributes import comparison_type
 from ..computations import weak_from_total
 from ..fpenv import hardware
 from ..kernels import (
-    TINY, Fast, factory_rule, flush, min_reduce, operand_dtypes, scalar_safe, shape_dtype,
-)
+    TINY, Fast, factory_rule, flush, min_reduce, operand_dtypes, scalar_safe, shape_dtype, declare)
 from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
 from ..parallel import split
@@ -932,7 +931,7 @@ def _prepare_float_arith(opcode, ufunc):
                     if low != low:                       # the rule's NaN signs (the rest is its)
                         return _nan_signs(r, [a, b], et, DEFAULT_NAN)
                 return r
-            fn.hw_ufunc = ufunc                          # (compiler.py: runs of such steps)
+            declare(fn, hw_ufunc=ufunc)                  # (compiler.py: runs of such steps)
             return Fast(fn, clean=True, elementwise=True)
 
         def fn(a, b):
@@ -1114,7 +1113,7 @@ def _prepare_unary_f64(np_fn, daz):
                 r[bad] = rule(inst, [x[bad]], None)      # few: at their positions only
             return r
         if wide:                                 # (loopgen.py: the f64 core, run with the flags set)
-            fn.raw_unary = np_fn
+            declare(fn, raw_unary=np_fn)
         return Fast(fn, clean=bool(getattr(rule, "ftz_result", False)), elementwise=True)
     return prep
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import HloEvalError
 from .. import computations as C
-from ..kernels import Fast, shape_dtype
+from ..kernels import Fast, declare, shape_dtype
 from ..registry import evaluator, prepares
 
 
@@ -316,7 +316,7 @@ def _prepare_dynamic_slice(inst, ops, st):
 
     def fn(x, *idx):
         return array(x[where(*idx)])
-    fn.where = where                    # (loopgen.py: a view where nothing keeps it)
+    declare(fn, where=where)            # (loopgen.py: a view where nothing keeps it)
     return Fast(fn, clean=st.is_clean(ops[0]))
 
 
@@ -338,5 +338,5 @@ def _prepare_dynamic_update_slice(inst, ops, st):
         out = array(x)
         out[where(*idx)] = u
         return out
-    fn.where = where                    # (loopgen.py: the update written in place)
+    declare(fn, where=where)            # (loopgen.py: the update written in place)
     return Fast(fn, clean=st.is_clean(ops[0]) and st.is_clean(ops[1]))

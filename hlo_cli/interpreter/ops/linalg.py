@@ -27,7 +27,7 @@ from ...ir.shape import Shape
 from ...shapes.families.reduction import higher_precision
 from .. import computations as C
 from . import numerics
-from ..kernels import TINY, Fast, flush, hardware_casts, operand_dtypes, shape_dtype, subnormals
+from ..kernels import TINY, Fast, declare, flush, hardware_casts, operand_dtypes, shape_dtype, subnormals
 from ..registry import evaluator, prepares, rule_for
 from ..fpenv import flushing, hardware
 from ..parallel import SPLIT_MIN_MACS, blas_single, matmul, row_chunks, run_parts, split, threads
@@ -1119,6 +1119,6 @@ def _prepare_dot_plain(inst, ops, st, dt):
             out += zero
             return flush(out.astype(F32)).reshape(res)
         if mm is np.matmul:                      # (loopgen.py: the same product, its casts hoisted)
-            fn_cast.raw_dot = (lperm if not lkeep else None, l3, rperm if not rkeep else None, r3, res)
+            declare(fn_cast, raw_dot=(lperm if not lkeep else None, l3, rperm if not rkeep else None, r3, res))
         return Fast(fn_cast, clean=True)
     return Fast(fn, clean=True)

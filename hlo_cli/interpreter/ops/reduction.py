@@ -26,7 +26,7 @@ from ...errors import HloEvalError
 from ...ir.attributes import comparison_type
 from .. import computations as C
 from ..fpenv import hardware
-from ..kernels import TINY, WITH_EC, Fast, min_reduce, shape_dtype
+from ..kernels import TINY, WITH_EC, Fast, declare, min_reduce, shape_dtype
 from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
 
@@ -421,7 +421,7 @@ def _prepare_reduce(inst, ops, st):
             if not min_reduce(np.abs(r), axis=None) >= tiny:       # NaN, zero, subnormal: the rule
                 return rule(inst, [x, i], ec)
             return r
-        fn.raw_minmax = (uf, axes, scalar)      # (loopgen.py)
+        declare(fn, raw_minmax=(uf, axes, scalar))      # (loopgen.py)
         return Fast(fn, WITH_EC)                # (the rule keeps a lone subnormal winner's bits)
     if kind != "add" or hw is None:
         return None
@@ -496,9 +496,9 @@ def _prepare_reduce(inst, ops, st):
             return flagged(x, i, start)
         finally:
             fset(off)
-    fn.raw_sum = (flagged, start_of)    # (loopgen.py)
+    declare(fn, raw_sum=(flagged, start_of))    # (loopgen.py)
     if not stages and not library:      # (loopgen.py: one NumPy reduce, `final` in its operand's order)
-        fn.raw_fold = (None if final[0] == tuple(range(len(xdims))) else final[0], final[1], out_shape)
+        declare(fn, raw_fold=(None if final[0] == tuple(range(len(xdims))) else final[0], final[1], out_shape))
     return Fast(fn, WITH_EC, clean=True)
 
 

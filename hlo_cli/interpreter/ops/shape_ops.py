@@ -10,7 +10,7 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.dtypes import ELEMENT_TYPES
-from ..kernels import SAME, Fast, flag_free, all_clean, shape_dtype
+from ..kernels import SAME, Fast, all_clean, declare, flag_free, shape_dtype
 from ..registry import evaluator, prepares
 from ..values import np_dtype
 
@@ -270,7 +270,7 @@ def _prepare_broadcast(inst, ops, st):
         r = np.ndarray(out, dt, x, 0, strides)
         r.flags.writeable = False
         return r
-    fn.flag_free = True
+    declare(fn, flag_free=True)
     return Fast(fn, clean=st.is_clean(ops[0]))
 
 

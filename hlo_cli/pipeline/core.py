@@ -10,6 +10,8 @@ are results, not errors (RunResult.status, RunResult.exit_code).
 """
 from __future__ import annotations
 
+import abc
+
 import os
 import re
 import time
@@ -101,16 +103,17 @@ class RunHooks:
         """The execution ended (normally or not): what follows is reporting."""
 
 
-class Reference:
+class Reference(abc.ABC):
     """A second run of the same module to compare with (--reference), prepared with the arguments
     hlo bound before hlo's own run and run after it; tools/reference.py's XlaReference is one."""
 
+    @abc.abstractmethod
     def prepare(self, module, device_run, args, hooks: RunHooks, request: RunRequest) -> None:
-        raise NotImplementedError
+        """Take what the reference run needs (the module, the arguments hlo bound), before hlo runs."""
 
+    @abc.abstractmethod
     def report(self, text: str, leaves: list, request: RunRequest, timings: dict, hooks: RunHooks) -> dict:
         """The comparison: a document with "status" (ok, mismatch or error) and --expect's rows."""
-        raise NotImplementedError
 
 
 @dataclass

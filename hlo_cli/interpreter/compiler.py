@@ -20,7 +20,8 @@ each computation is prepared once per module into a list of steps:
   for tuples), and each value is dropped after its last use, so peak memory follows the live set.
 
 The steps run in a loop (tier 1).  A computation that has run more than HOT_CALLS times -- a loop
-body, a computation called from many places -- also becomes generated Python code (tier 2): one
+body, a computation called from many places -- also becomes generated Python code (tier 2, written
+by the one code generator, codegen.py, as are fused regions and whole loops): one
 function whose local variables hold the values, which removes the loop's dispatch.  There, runs of
 f32/f64 arithmetic steps share one setting of the processor's FTZ/DAZ flags and one NaN check of
 the values leaving the run (``_float_runs``).  A while loop whose condition and body are compiled

@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -54,7 +53,7 @@ class Source:
     namespace of the objects it names, and its line table (line number -> what the line computes,
     for `raising_line`).  `flags`: the processor's flag setters are in the namespace (``_fset``,
     ``_on``, ``_off``) when it has them."""
-    __slots__ = ("lines", "ns", "at", "depth")
+    __slots__ = ("lines", "ns", "at", "depth", "ind")
 
     def __init__(self, head: str, ns: dict | None = None, flags: bool = False):
         self.lines = [head]
@@ -67,40 +66,36 @@ class Source:
                 self.ns["_fset"], self.ns["_on"], self.ns["_off"] = hw
         self.at: dict[int, object] = {}
         self.depth = 1
+        self.ind = "    "                      # (the current indentation: "    " * depth)
 
     # -- layout --------------------------------------------------------------------------
     def line(self, text: str, at=None):
         """A line at the current indentation; `at` (not None): what an error raised there names."""
+        lines = self.lines
         if at is not None:
-            self.at[len(self.lines) + 1] = at
-        self.lines.append("    " * self.depth + text)
+            self.at[len(lines) + 1] = at
+        lines.append(self.ind + text)
 
-    @contextmanager
-    def block(self, head: str):
-        """`head` (``try:``, ``if ...:``) and the lines written inside the ``with``, indented."""
+    def block(self, head: str) -> _Indented:
+        """``with src.block(head):`` -- `head` (``try:``, ``if ...:``) and the lines written inside
+        the ``with``, indented."""
         self.line(head)
-        self.depth += 1
-        try:
-            yield
-        finally:
-            self.depth -= 1
+        return _Indented(self, None)
 
-    @contextmanager
-    def flags(self, held: bool = True):
-        """The lines written inside the ``with`` run with the processor's FTZ/DAZ flags set
-        (`held`) or clear, restored to the other setting after them whatever happens."""
+    def flags(self, held: bool = True) -> _Indented:
+        """``with src.flags():`` -- the lines written inside the ``with`` run with the processor's
+        FTZ/DAZ flags set (`held`) or clear, restored to the other setting after them whatever
+        happens."""
         on, off = ("_on", "_off") if held else ("_off", "_on")
         self.line(f"_fset({on})")
-        with self.block("try:"):
-            yield
-        with self.block("finally:"):
-            self.line(f"_fset({off})")
+        self.line("try:")
+        return _Indented(self, f"_fset({off})")
 
     def fragment(self) -> Source:
         """Lines to be written into this source later (`insert`), possibly more than once,
         naming their objects in this source's namespace."""
         frag = Source.__new__(Source)
-        frag.lines, frag.ns, frag.at, frag.depth = [], self.ns, {}, 0
+        frag.lines, frag.ns, frag.at, frag.depth, frag.ind = [], self.ns, {}, 0, ""
         return frag
 
     def insert(self, frag: Source):
@@ -126,14 +121,17 @@ class Source:
                 bare = self.bare_ufunc(pay, inst, joined, tag)
                 if bare is not None:
                     return bare
-            return f"{self.bind(f'F{tag}', pay)}({joined})"
+            self.ns[f"F{tag}"] = pay
+            return f"F{tag}({joined})"
         if kind == WITH_EC:
-            return f"{self.bind(f'F{tag}', pay)}(ec, {joined})"
+            self.ns[f"F{tag}"] = pay
+            return f"F{tag}(ec, {joined})"
         if kind == RULE:
             self.ns[f"R{tag}"], self.ns[f"I{tag}"] = pay, inst
             return f"R{tag}(I{tag}, [{joined}], ec)"
         if kind == FOLDED:
-            return self.bind(f"K{tag}", pay)
+            self.ns[f"K{tag}"] = pay
+            return f"K{tag}"
         if kind == ELEMENT:
             return f"{args[0]}[{pay}]"
         if kind == TUPLE:
@@ -217,6 +215,30 @@ def _shared_code(text: str):
     return compile(text, "<hlo computation>", "exec")
 
 
+class _Indented:
+    """The context of `Source.block` / `Source.flags`: one level deeper inside, then (`final`, not
+    None) a ``finally:`` running `final`.  (A class: generated code is written block by block while
+    a module is prepared, and a generator-based context manager costs several times more.)"""
+    __slots__ = ("src", "final")
+
+    def __init__(self, src: Source, final):
+        self.src, self.final = src, final
+
+    def __enter__(self):
+        src = self.src
+        src.depth += 1
+        src.ind = "    " * src.depth
+
+    def __exit__(self, *exc):
+        src = self.src
+        src.depth -= 1
+        src.ind = "    " * src.depth
+        if self.final is not None:
+            src.line("finally:")
+            src.lines.append(src.ind + "    " + self.final)
+        return False
+
+
 def raising_line(tb, code, lines: dict):
     """lines[line] for the innermost frame of generated `code` in traceback `tb`, or None."""
     found = None
@@ -268,10 +290,14 @@ def computation_function(name: str, params, steps, root, runs: dict):
 
 def _computation_step(src, step, raw=False, check=True, free=True, compute=True):
     """One step of a computation's code (errors name the step's first slot)."""
-    k = step.produced[0]
-    out = "".join(f"v{j}, " for j in step.slot)[:-1] if step.kind == REGION else f"v{k}"
-    src.step(step, out, [f"v{j}" for j in step.operands], str(k), raw=raw, check=check,
-             frees=[f"v{j}" for j in step.frees] if free else (), at=k, compute=compute)
+    k = step[3]
+    if step[0] == REGION:
+        out = "".join(f"v{j}, " for j in k)[:-1]
+        k = k[0]
+    else:
+        out = f"v{k}"
+    src.step(step, out, [f"v{j}" for j in step[2]] if compute else (), str(k), raw=raw, check=check,
+             frees=[f"v{j}" for j in step[6]] if free and step[6] else (), at=k, compute=compute)
 
 
 _nan_min = np.minimum.reduce

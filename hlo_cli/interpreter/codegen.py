@@ -18,10 +18,11 @@ code (`Source.step`: the call of its kernel or rule, its bare ufunc under the fl
 check, the frees after it; `Source.fallback`: a kernel's own call with the flags clear when a
 written-out form's check fails), and compiling the source with its line table, so that an error
 names the instruction whose line raised (`raising_line`).  The loop mode's written-out forms of
-a step (`LoopWriter`: a product as np.dot of matrices, moves and views, reductions, the f64
-cores of exp/tanh/rsqrt) are its emission strategies; they are the loop mode's only, for a
-reason each states: they rely on the flags being held across the code and on the one NaN check
-per iteration with its re-run through the body's code, which the other modes do not have.
+a step (`LoopWriter.STRATEGIES`: a product as np.dot of matrices, moves and views, reductions,
+the f64 cores of exp/tanh/rsqrt; the bare ufunc, which the computation mode uses too) are its
+emission strategies; they are the loop mode's only, for a reason stated with them: they rely
+on the flags being held across the code and on the one NaN check per iteration with its re-run
+through the body's code, which the other modes do not have.
 """
 from __future__ import annotations
 

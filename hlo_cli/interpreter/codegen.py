@@ -846,14 +846,14 @@ class LoopWriter:
         if opcode in _MOVES or capabilities(pay).flag_free or \
                 (dt not in _FLOATS and not any(self._is_float(a) for a in ops) and dt is not None
                  and dt.kind in "iub"):
-            src.bind(f"F_{name}", pay)
             if opcode == "reshape":              # (the fast path's own call, written out)
                 src.line(f"{name} = {ops[0]}.reshape({tuple(inst.shape.dims)})")
             elif opcode == "concatenate":
                 src.line(f"{name} = _cat(({args},), {int(inst.attrs['dimensions'][0])})")
                 self.c_order.add(name)
-            else:
-                src.line(f"{name} = F_{name}({args})")
+            else:                               # the kernel's call, unchecked (see below)
+                src.step(st if pay is st.payload else st._replace(payload=pay), name, ops, f"_{name}",
+                         check=False)
             # (a fast path of these makes its result's dtype and dims from its operands')
             if opcode in _PROPAGATE or opcode in ("select",):
                 self._propagate(name, ops)

@@ -20,7 +20,8 @@ each computation is prepared once per module into a list of steps:
   for tuples), and each value is dropped after its last use, so peak memory follows the live set.
 
 The steps run in a loop (tier 1).  A computation that has run more than HOT_CALLS times -- a loop
-body, a computation called from many places -- also becomes generated Python code (tier 2): one
+body, a computation called from many places -- also becomes generated Python code (tier 2, written
+by the one code generator, codegen.py, as are fused regions and whole loops): one
 function whose local variables hold the values, which removes the loop's dispatch.  There, runs of
 f32/f64 arithmetic steps share one setting of the processor's FTZ/DAZ flags and one NaN check of
 the values leaving the run (``_float_runs``).  A while loop whose condition and body are compiled
@@ -44,7 +45,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import itertools
 
 import numpy as np
 
@@ -58,11 +58,11 @@ from . import loopgen as _loopgen
 from .per_module import module_cache
 from .hooks import Level, track
 from .located import EVAL_ERRORS, bad_result, limit_error, located_error, reraise_at
-from .steps import GROUP, Step, bare_ufunc_text, call_text, check_text
+from .codegen import computation_function, nanfree, raising_line, region_function
+from .steps import GROUP, Step
 from .parallel import blas_single, run_parts, split, threads
 from .values import conforms
 
-_counter = itertools.count()
 
 
 # a computation is turned into Python code once it has run this many times (loop bodies, called
@@ -156,7 +156,7 @@ class Compiled:
             fset(off)
         step = None
         try:
-            if not _nanfree(*[vals[j] for j in outs]):
+            if not nanfree(*[vals[j] for j in outs]):
                 _run_plain(vals, plain, locate=True)
             for step in sub:
                 _kind, _pay, _ops, k, inst, ex, free = step
@@ -247,85 +247,16 @@ class Compiled:
 
     # -- tier 2: generated code -----------------------------------------------------------
     def generate(self):
-        ns: dict = {"ndarray": np.ndarray, "_bad": bad_result, "_conforms": conforms, "_nanfree": _nanfree,
-                    "_asarray": np.asarray}
-        hw = hardware()
-        if hw is not None:
-            ns["_fset"], ns["_on"], ns["_off"] = hw
-        lines = ["def run(ec, args):"]
-        for pnum, slot in self.params:
-            lines.append(f"    v{slot} = args[{pnum}]")
-        groups = _float_runs(self.steps, self.root) if hw is not None else {}
-        n = 0
-        steps = self.steps
-        while n < len(steps):
-            group = groups.get(n)
-            if group is None:
-                self._emit(steps[n], ns, lines, "    ", check=True, free=True)
-                n += 1
-                continue
-            # a run of f32/f64 arithmetic steps (and views between them) under one setting of the
-            # processor's FTZ/DAZ flags; a NaN in a value leaving the run (NaN propagates through
-            # the run's arithmetic, so any NaN made inside shows there) runs it again step by
-            # step, where the rules give NaN signs
-            last, outs = group
-            run = steps[n:last]
-            lines.append("    _fset(_on)")
-            lines.append("    try:")
-            for st in run:
-                self._emit(st, ns, lines, "        ", check=False, free=False, raw=True)
-            lines.append("    finally:")
-            lines.append("        _fset(_off)")
-            lines.append(f"    if not _nanfree({', '.join(f'v{k}' for k in outs)}):")
-            for st in run:
-                self._emit(st, ns, lines, "        ", check=False, free=False)
-            for st in run:
-                self._emit(st, ns, lines, "    ", check=True, free=True, code=False)
-            n = last
-        lines.append(f"    return v{self.root}")
-        filename = f"<hlo computation {self.comp.name} #{next(_counter)}>"
-        exec(_compiled_source("\n".join(lines)), ns)
-        # a code object of its own (the same bytecode, this computation's name), so that a frame
-        # of this computation's code is told from a structural twin's (step_at)
-        self.fn = ns["run"]
-        self.fn.__code__ = self.code = self.fn.__code__.replace(co_filename=filename)
-
-    def _emit(self, step: Step, ns, lines, ind, check, free, raw=False, code=True):
-        """The lines of one step: its computation (`raw`: a float step's bare ufunc), its result
-        check, the deletion of the values it is the last user of."""
-        kind, pay, ops, inst = step.kind, step.payload, step.operands, step.inst
-        k = step.produced[0]
-        if code:
-            args = ", ".join(f"v{j}" for j in ops)
-            bare = bare_ufunc_text(pay, inst, args, ns, str(k)) if kind == PURE and raw else None
-            call = call_text(kind, pay, inst, args, ns, str(k))
-            if kind == FOLDED:
-                ns[f"K{k}"] = pay
-                text = f"v{k} = K{k}"
-            elif bare is not None:
-                text = f"v{k} = {bare}"
-            elif call is not None:
-                text = f"v{k} = {call}"
-            elif kind == ELEMENT:
-                text = f"v{k} = v{ops[0]}[{pay}]"
-            elif kind == TUPLE:
-                text = f"v{k} = ({args},)" if ops else f"v{k} = ()"
-            elif kind == REGION:
-                ns[f"G{k}"] = pay.run
-                text = "".join(f"v{j}, " for j in step.slot) + f"= G{k}({args})"
-            else:
-                text = f"v{k} = v{ops[0]}"
-            self.line_step[len(lines) + 1] = k
-            lines.append(ind + text)
-        if check and step.expect is not None:
-            self.line_step[len(lines) + 1] = k
-            lines.append(ind + check_text(f"v{k}", step.expect, inst, ns, str(k)))
-        if free and step.frees:
-            lines.append(ind + "del " + ", ".join(f"v{j}" for j in step.frees))
+        """`fn`: the steps as one generated function (codegen.computation_function), runs of
+        f32/f64 arithmetic (``_float_runs``) under one setting of the processor's flags."""
+        runs = _float_runs(self.steps, self.root) if hardware() is not None else {}
+        self.fn, at = computation_function(self.comp.name, self.params, self.steps, self.root, runs)
+        self.code = self.fn.__code__
+        self.line_step.update(at)        # (in place: a level made before holds this dict)
 
     def step_at(self, tb):
         """The instruction whose line of generated code raised (from a traceback), or None."""
-        k = _raising_line(tb, self.code, self.line_step)
+        k = raising_line(tb, self.code, self.line_step)
         return None if k is None else self.by_step(k)
 
     def by_step(self, k):
@@ -411,28 +342,8 @@ def _free_lists(steps, root, droppable=None) -> list[tuple]:
     return [tuple(f) for f in frees]
 
 
-@functools.lru_cache(maxsize=256)
-def _compiled_source(text: str):
-    """The code object of generated source `text`.  Structurally identical computations (XLA's
-    clones: a threefry loop body per random draw, fusions equal but for their names) generate the
-    same text, and Python's compile is most of the cost of generating code: done once per text."""
-    return compile(text, "<hlo computation>", "exec")
-
-
-_nan_min = np.minimum.reduce
-
-
 def _rank0(u, *a):
     return np.asarray(u(*a))
-
-
-def _nanfree(*values) -> bool:
-    """True when no array of `values` holds a NaN."""
-    for v in values:
-        m = _nan_min(v, axis=None)
-        if m != m:
-            return False
-    return True
 
 
 def _float_runs(steps, root) -> dict:
@@ -475,16 +386,6 @@ def _float_runs(steps, root) -> dict:
             out[n] = (end, sorted(checks, key=at.get))
         n = max(end, n + 1)
     return out
-
-
-def _raising_line(tb, code, lines: dict):
-    """lines[line] for the innermost frame of generated `code` in traceback `tb`, or None."""
-    found = None
-    while tb is not None:
-        if tb.tb_frame.f_code is code and tb.tb_lineno in lines:
-            found = lines[tb.tb_lineno]
-        tb = tb.tb_next
-    return found
 
 
 def compiled(module: Module, name: str, check: bool, param_clean=None) -> Compiled:
@@ -809,46 +710,13 @@ class Region:
         self._generate(dtypes)
 
     def _generate(self, dtypes):
-        members, inputs, outputs = self.members, self.inputs, self.outputs
-        last = {}
-        for n, m in enumerate(members):
-            for j in m.operands:
-                last[j] = n
-        ins = {j: f"E{n}" for n, j in enumerate(inputs)}
-        outs = {j: f"O{n}" for n, j in enumerate(outputs)}
-        ns: dict = {"_bad": bad_result}
-        params = ", ".join(["part"] + list(ins.values()) + list(outs.values()))
-        lines = [f"def body({params}):", "    for ix in part:"]
-        line_member: dict[int, int] = {}
-        loaded: set[int] = set()
-        for n, m in enumerate(members):
-            fn, ops, k, inst = m.payload, m.operands, m.slot, m.inst
-            for j in ops:
-                if j in ins and j not in loaded:
-                    loaded.add(j)
-                    lines.append(f"        v{j} = {ins[j]}[ix]")
-            ns[f"D{k}"], ns[f"I{k}"] = dtypes[k], inst
-            line_member[len(lines) + 1] = n
-            lines.append(f"        v{k} = {call_text(PURE, fn, inst, ', '.join(f'v{j}' for j in ops), ns, str(k))}")
-            line_member[len(lines) + 1] = n
-            lines.append(f"        if v{k}.dtype != D{k}: _bad(I{k}, v{k})")
-            if k in outs:
-                line_member[len(lines) + 1] = n
-                lines.append(f"        {outs[k]}[ix] = v{k}")
-            dead = sorted({j for j in ops if last[j] == n})
-            if k not in last:
-                dead.append(k)
-            if dead:
-                lines.append("        del " + ", ".join(f"v{j}" for j in dead))
-        filename = f"<hlo region {members[-1].inst.name} #{next(_counter)}>"
-        exec(compile("\n".join(lines), filename, "exec"), ns)
-        self.body = ns["body"]
+        """`body`: the block loop, generated (codegen.region_function)."""
+        self.body, self.line_member = region_function(self.members, self.inputs, self.outputs, dtypes)
         self.code = self.body.__code__
-        self.line_member = line_member
 
     def member_at(self, tb):
         """The member instruction whose line of the block code raised (from a traceback)."""
-        n = _raising_line(tb, self.code, self.line_member)
+        n = raising_line(tb, self.code, self.line_member)
         return None if n is None else self.members[n].inst
 
     def run(self, *values):

@@ -1,17 +1,15 @@
-"""A prepared computation's unit of work, the step, and the Python code one step becomes.
+"""A prepared computation's unit of work: the step.
 
 compiler.py prepares each computation into a list of `Step`s; its step loop runs them (tier 1, with
-profiling as a mode of that loop), its code generator turns them into a function (tier 2), and
-loopgen.py turns the steps of a while loop's condition and body into one function.  What a step's
-computation and result check look like as generated code is written here once (`call_text`,
-`check_text`), for both generators.
+profiling as a mode of that loop), and the one code generator (codegen.py) turns them into Python
+code: a computation's function (tier 2), a fused region's block loop, a whole while loop.
 """
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
 from ..ir.module import Instruction
-from .kernels import PURE, REGION, RULE, WITH_EC, capabilities
+from .kernels import REGION
 
 # the step loop's kind for a run of f32/f64 arithmetic steps under one flag setting (Compiled.lean)
 GROUP = 100
@@ -34,44 +32,3 @@ class Step(NamedTuple):
     def produced(self) -> tuple:
         """The slots this step writes."""
         return self.slot if self.kind == REGION else (self.slot,)
-
-
-def call_text(kind: int, payload, inst, args: str, ns: dict, tag: str) -> str | None:
-    """Python source computing a step of `kind` from the operand expressions `args` (joined by
-    commas), in a function with `ec` in scope; the objects it names go into `ns` under names ending
-    in `tag`.  None for the kinds that are not calls (the generators write those themselves)."""
-    if kind == PURE:
-        ns[f"F{tag}"] = payload
-        return f"F{tag}({args})"
-    if kind == WITH_EC:
-        ns[f"F{tag}"] = payload
-        return f"F{tag}(ec, {args})"
-    if kind == RULE:
-        ns[f"R{tag}"], ns[f"I{tag}"] = payload, inst
-        return f"R{tag}(I{tag}, [{args}], ec)"
-    return None
-
-
-def bare_ufunc_text(payload, inst, args: str, ns: dict, tag: str) -> str | None:
-    """Python source computing a PURE step of f32/f64 arithmetic with its bare ufunc (`hw_ufunc`:
-    no flushing, no NaN-sign fix-up; the caller has set the processor's flags and checks for NaN),
-    an array even for a scalar result; None when the step has no bare ufunc."""
-    u = capabilities(payload).hw_ufunc
-    if u is None:
-        return None
-    ns[f"U{tag}"] = u
-    text = f"U{tag}({args})"
-    return f"_asarray({text})" if inst.shape.rank == 0 else text
-
-
-def check_text(var: str, expect, inst, ns: dict, tag: str) -> str:
-    """The line checking value `var` against `expect` (a Step's) and raising the instruction's error
-    (``_bad`` in the namespace) when it does not match; the objects it names go into `ns`."""
-    ns[f"I{tag}"] = inst
-    if expect.__class__ is tuple:
-        ns[f"D{tag}"], ns[f"S{tag}"] = expect
-        cond = f"{var}.__class__ is not ndarray or {var}.dtype != D{tag} or {var}.shape != S{tag}"
-    else:
-        ns[f"H{tag}"] = expect
-        cond = f"_conforms({var}, H{tag}) is not None"
-    return f"if {cond}: _bad(I{tag}, {var})"

@@ -78,6 +78,13 @@ _COPYING = frozenset("""add subtract multiply divide negate exponential tanh rsq
 concatenate slice dynamic-slice dynamic-update-slice compare select convert maximum minimum""".split())
 
 
+def _raw_reduce(kernel) -> bool:
+    """A reduce whose kernel the loop writes out as one flat sum or one min/max ufunc reduction (the
+    forms hoisting may move out of the loop when its operands do not change)."""
+    caps = capabilities(kernel)
+    return caps.raw_sum is not None or caps.raw_minmax is not None
+
+
 def enabled() -> bool:
     return os.environ.get("HLO_LOOPGEN", "1") != "0" and hardware() is not None
 
@@ -240,8 +247,7 @@ class LoopPlan:
             if kind == FOLDED:
                 inv.add(name)
             elif st.inst.opcode in _HOISTABLE and kind in (PURE, WITH_EC) and \
-                    all(a in inv for a in self.opnames(st)) and (kind == PURE or hasattr(pay, "raw_sum")
-                                                                 or hasattr(pay, "raw_minmax")):
+                    all(a in inv for a in self.opnames(st)) and (kind == PURE or _raw_reduce(pay)):
                 inv.add(name)
         return inv
 

@@ -101,6 +101,9 @@ class Display:
         self.t0 = time.monotonic()
         self.updates = 0
         self.phase = "running"
+        # where the run is when it runs in other processes (--cluster ray: the Ray actors' walks,
+        # pipeline/ray_backend.py): a function giving a Sample, read instead of the watched thread
+        self.source = None
 
     def start(self):
         self.t0 = time.monotonic()
@@ -121,7 +124,8 @@ class Display:
                 return
             while not self._stop.is_set():
                 elapsed = time.monotonic() - self.t0
-                smp = sample(self.thread_id, cache)
+                source = self.source
+                smp = source() if source is not None else sample(self.thread_id, cache)
                 self._show(smp, elapsed)
                 if self._stop.wait(self.interval):
                     return

@@ -252,12 +252,7 @@ def _request(module_file, inputs, inputs_npz, random_inputs, seed, output, force
     devices = DeviceOptions(replicas=replicas, partitions=partitions, per_device=per_device,
                             output_global=output_global, output_sharding=output_sharding, device=device,
                             cluster=cluster, ray_address=ray_address, ray_actors=ray_actors)
-    if cluster == "ray":
-        for flag, given in (("--profile", profile), ("--reference", reference_platform)):
-            if given:
-                raise click.UsageError(f"{flag} cannot be combined with --cluster ray: it runs in this "
-                                       f"process (use --cluster local)")
-    elif ray_address is not None or ray_actors is not None:
+    if cluster != "ray" and (ray_address is not None or ray_actors is not None):
         raise click.UsageError("--ray-address and --ray-actors need --cluster ray")
     reference = None
     if reference_platform:
@@ -299,6 +294,10 @@ class _Hooks(RunHooks):
     def executed(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+
+    def watch(self, source) -> None:
+        if self.progress is not None:
+            self.progress.source = source
 
 
 # ----------------------------------------------------------------------------- the report

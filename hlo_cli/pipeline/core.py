@@ -102,6 +102,10 @@ class RunHooks:
     def executed(self) -> None:
         """The execution ended (normally or not): what follows is reporting."""
 
+    def watch(self, source) -> None:
+        """The run goes on in other processes (--cluster ray): SOURCE() says where it is (a
+        interpreter.watch.Sample, or None), for a progress display; None: it stopped."""
+
 
 class Reference(abc.ABC):
     """A second run of the same module to compare with (--reference), prepared with the arguments
@@ -390,6 +394,9 @@ class _Pipeline:
         if self.guard:
             hooks.append(self.guard)
         res.device_run.dumper, res.device_run.guard = res.dumper, self.guard   # (--cluster ray makes them again)
+        if self.hooks.watched:
+            res.device_run.watch = self.hooks.watch
+        res.device_run.profile_top = req.profile_top
         if req.profile:
             from ..interpreter.profiling import Profile
             self.prof = Profile()
@@ -448,7 +455,9 @@ class _Pipeline:
         if prof is not None:
             prof.stop_sampling()
             res.profile = prof.summary(res.timings["execute_s"], top=req.profile_top)
-            if dv.multi and prof.mode == "steps":
+            if dv.multi and dv.remote_profile is not None:     # (--cluster ray: the actors' profiles)
+                res.profile = dv.remote_profile
+            elif dv.multi and prof.mode == "steps":
                 res.profile["mode"] = "steps, per device; the device walk's own instructions sampled"
         return value
 
@@ -461,6 +470,9 @@ class _Pipeline:
         try:
             self.prof.stop_sampling()
             doc = self.prof.summary(self.res.timings["execute_s"], top=self.req.profile_top)
+            dv = self.res.device_run
+            if dv is not None and dv.multi and dv.remote_profile is not None:
+                doc = dict(dv.remote_profile)
             doc["stopped"] = True
             self.res.profile = doc
         except Exception:       # noqa: BLE001 -- the error that stopped the run is the one to report

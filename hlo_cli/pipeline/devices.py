@@ -173,6 +173,9 @@ class DeviceRun:
         self.ray_address = opts.get("ray_address")
         self.ray_actors = opts.get("ray_actors")
         self.ray_run = None                        # what the Ray backend reports (placement, timings)
+        self.remote_profile = None                 # --profile on Ray: the actors' profiles, merged
+        self.watch = None                          # --cluster ray: RunHooks.watch, when a person watches
+        self.profile_top = 15
         self.multi = given or (self.cluster != "local" and self.grid.count > 1) or needs_devices(module, self.grid)
         # inputs read by the device actors (each its devices' part) rather than by this process
         self.remote = self.multi and self.cluster == "ray"
@@ -221,6 +224,17 @@ class DeviceRun:
             return list(values)                   # each actor cuts its devices' part (ray_backend.py)
         return distribute(self.module, values, self.grid, self.per_device, self.global_values, notes)
 
+    def local_arguments(self, values) -> list:
+        """VALUES (what `distribute` returned) as a local run holds them: inputs left to the Ray
+        actors (FileInputs) read here, memory-mapped where they can be, and placed on the devices
+        (for what needs every device's arguments in this process: --reference xla)."""
+        if not any(_is_file_input(v) for v in values):
+            return list(values)
+        from ..devices.inputs import distribute
+        from .ray_backend import open_array
+        arrays = [open_array(v) if _is_file_input(v) else v for v in values]
+        return distribute(self.module, arrays, self.grid, self.per_device, self.global_values)
+
     def random_inputs(self, seed: int) -> list:
         from ..devices.inputs import random_global_inputs
         return random_global_inputs(self.module, self.grid, seed, self.global_values)
@@ -239,7 +253,11 @@ class DeviceRun:
 
     def _run_on_ray(self, args, options, hook):
         """The run on Ray: the hooks `hlo run` made (self.dumper, self.guard, set before the run) are
-        re-made in each actor for its devices, and their findings brought back to these objects."""
+        re-made in each actor for its devices, and their findings brought back to these objects;
+        --profile (OPTIONS.profile) is made in each actor too, the actors' profiles merged into
+        self.remote_profile; self.watch hears where the actors are (the progress line)."""
+        import dataclasses
+
         from .finite import NonFinite
         from .ray_backend import run_on_ray
         dumper, guard = getattr(self, "dumper", None), getattr(self, "guard", None)
@@ -247,18 +265,24 @@ class DeviceRun:
             raise ValueError("the Ray backend runs --dump-dir's and --check-finite's hooks only")
         dump = None if dumper is None else {"dir": str(dumper.dir), "pattern": dumper.pattern,
                                             "summary_only": dumper.summary_only, "run_info": dumper.run_info}
+        profile = options is not None and options.profile is not None
+        if profile:
+            options = dataclasses.replace(options, profile=None)      # (each actor makes its own)
         try:
             result, self.ray_run = run_on_ray(self.module, args, self.grid, options, address=self.ray_address,
                                               actors=self.ray_actors, per_device=self.per_device,
                                               global_values=self.global_values, check_finite=guard is not None,
-                                              dump=dump)
+                                              dump=dump, profile=profile, profile_top=self.profile_top,
+                                              progress=self.watch)
         except NonFinite as e:
+            self.remote_profile = getattr(e, "profile", None)
             guard.report = e.report              # what `hlo run` reports, as from a local run
             if dumper is not None:
                 dumper.entries = e.dump_entries or []
             raise
         if dumper is not None:
             dumper.entries = self.ray_run.dump_entries or []
+        self.remote_profile = self.ray_run.profile
         return result
 
     def leaves(self, result) -> list[DeviceLeaf]:

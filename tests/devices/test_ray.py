@@ -247,8 +247,7 @@ def test_hlo_run_cluster_ray(cluster, tmp_path):
 
 @pytest.mark.parametrize("argv, fragment", [
     (["--ray-address", "127.0.0.1:1"], "need --cluster ray"),
-    (["--cluster", "ray", "--profile"], "--profile cannot be combined with --cluster ray"),
-    (["--cluster", "ray", "--reference", "xla"], "--reference cannot be combined with --cluster ray"),
+    (["--ray-actors", "2"], "need --cluster ray"),
 ])
 def test_cluster_usage_errors(argv, fragment):
     from click.testing import CliRunner
@@ -345,3 +344,133 @@ def test_dump_dir_on_ray(cluster, tmp_path):
     listed = {f for e in remote["instructions"] for f in e.get("files", [])}
     on_disk = {p.name for p in (tmp_path / "ray").iterdir()} - {"manifest.json", ".hlo-dump"}
     assert listed == on_disk and listed
+
+
+# ----------------------------------------------------------------------------- profile, reference, progress, ^C
+
+def loop_module(trips: int) -> str:
+    """4 partitions meeting at an all-reduce in every one of TRIPS iterations of a while loop."""
+    return f"""HloModule loop_all_reduce, num_partitions=4
+
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}}
+
+cond {{
+  p = (s32[], f32[1,4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant({trips})
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+
+body {{
+  p = (s32[], f32[1,4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[1,4] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  s = f32[1,4] all-reduce(x), channel_id=1, replica_groups={{{{0,1,2,3}}}}, use_global_device_ids=true, to_apply=add
+  q = f32[] constant(0.25)
+  qb = f32[1,4] broadcast(q), dimensions={{}}
+  y = f32[1,4] multiply(s, qb)
+  ROOT t = (s32[], f32[1,4]) tuple(j, y)
+}}
+
+ENTRY main {{
+  x = f32[1,4] parameter(0), sharding={{devices=[4,1]<=[4]}}
+  zero = s32[] constant(0)
+  init = (s32[], f32[1,4]) tuple(zero, x)
+  w = (s32[], f32[1,4]) while(init), condition=cond, body=body
+  ROOT r = f32[1,4] get-tuple-element(w), index=1, sharding={{devices=[4,1]<=[4]}}
+}}
+"""
+
+
+def _hlo(argv):
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+    return CliRunner().invoke(main, ["run"] + [str(a) for a in argv])
+
+
+def test_profile_on_ray(cluster, tmp_path):
+    """--profile with --cluster ray: every actor profiles its devices, one report merges them (an
+    instruction's calls and times added over the actors, against the actors' time added); the
+    results are the local run's bits."""
+    import json
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.opt.hlo"
+    inputs = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.inputs.npz"
+    local = _hlo([path, "--inputs", inputs, "--profile", "--format", "json", "--output", tmp_path / "local.npz"])
+    remote = _hlo([path, "--inputs", inputs, "--profile", "--format", "json", "--output", tmp_path / "ray.npz",
+                   "--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    a, b = json.loads(local.stdout)["profile"], json.loads(remote.stdout)["profile"]
+    assert sorted(d for act in b["actors"] for d in act["devices"]) == list(range(8))
+    assert b["run_ms"] == pytest.approx(sum(act["run_ms"] for act in b["actors"]), abs=0.01)
+    assert "Ray actors" in b["mode"] and b["instructions_timed"] >= len(b["top_instructions"]) > 0
+    names = {i.name for c in hlo_cli.parse_file(str(path)).computations for i in c.instructions}
+    assert all(r["instruction"] in names for r in b["top_instructions"])
+    assert sum(r["percent"] for r in b["opcodes"]) <= 100.5
+    # what the local run timed, the actors timed: the same opcodes, the collectives among them
+    assert {o["opcode"] for o in a["opcodes"]} <= {o["opcode"] for o in b["opcodes"]}
+    assert "all-reduce" in {o["opcode"] for o in b["opcodes"]}
+    with np.load(tmp_path / "local.npz") as x, np.load(tmp_path / "ray.npz") as y:
+        assert x.files == y.files and all(x[k].tobytes() == y[k].tobytes() for k in x.files)
+    text = _hlo([path, "--inputs", inputs, "--profile", "--cluster", "ray", "--ray-address", cluster.address])
+    assert text.exit_code == 0 and "profile by opcode" in text.output and "Ray actors" in text.output
+
+
+@pytest.mark.slow
+def test_reference_on_ray(cluster):
+    """--reference xla with --cluster ray: the actors read the input files for their devices; XLA
+    runs every device in one process here, on the arrays read here: the same comparison as a local
+    run's."""
+    import json
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.hlo"
+    inputs = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.inputs.npz"
+    base = [path, "--inputs", inputs, "--reference", "xla", "--format", "json"]
+    local, remote = _hlo(base), _hlo(base + ["--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    a, b = json.loads(local.stdout)["reference"], json.loads(remote.stdout)["reference"]
+    assert b["status"] == "ok" and b["mode"] == a["mode"] and b["devices"] == 8
+    assert [(r["key"], r["max_abs_diff"], r["identical"]) for r in a["rows"]] == \
+           [(r["key"], r["max_abs_diff"], r["identical"]) for r in b["rows"]]
+
+
+def test_progress_on_ray(cluster):
+    """The progress line of a run on Ray: the driver reads where the actors' walks are (their
+    heartbeats) and shows the walk of the actor furthest behind, over all the devices."""
+    import threading
+
+    from hlo_cli.cli.progress import describe
+    module = hlo_cli.parse(loop_module(600))
+    grid = grid_of(module)
+    x = np.arange(16, dtype=np.float32).reshape(4, 1, 4)
+    seen, sources, stop = [], [], threading.Event()
+
+    def progress(source):
+        sources.append(source)
+
+    def poll():
+        while not stop.wait(0.1):
+            if sources and sources[-1] is not None:
+                smp = sources[-1]()
+                if smp is not None:
+                    seen.append(smp)
+    th = threading.Thread(target=poll, daemon=True)
+    th.start()
+    try:
+        got, _ = run_on_ray(module, [Stacked(x)], grid, address=cluster.address, progress=progress)
+    finally:
+        stop.set()
+        th.join(5)
+    assert sources[0] is not None and sources[-1] is None         # given once the actors run, taken back
+    assert seen, "no position came back from the actors while the run went on"
+    names = {i.name for c in module.computations for i in c.instructions}
+    assert all(s.devices == 4 for s in seen)
+    assert any(lv.instruction is not None and lv.instruction.name in names for s in seen for lv in s.levels)
+    line = describe(seen[-1], 1.0)
+    assert "4 devices" in line and "main" in line, line
+    assert _same(got.per_device(), run_devices(module, [Stacked(x)], grid).per_device())

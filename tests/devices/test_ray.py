@@ -445,7 +445,7 @@ def test_progress_on_ray(cluster):
     import threading
 
     from hlo_cli.cli.progress import describe
-    module = hlo_cli.parse(loop_module(600))
+    module = hlo_cli.parse(loop_module(200))
     grid = grid_of(module)
     x = np.arange(16, dtype=np.float32).reshape(4, 1, 4)
     seen, sources, stop = [], [], threading.Event()
@@ -474,3 +474,117 @@ def test_progress_on_ray(cluster):
     line = describe(seen[-1], 1.0)
     assert "4 devices" in line and "main" in line, line
     assert _same(got.per_device(), run_devices(module, [Stacked(x)], grid).per_device())
+
+
+def test_hlo_run_cluster_ray_shows_the_progress_line(cluster, tmp_path, monkeypatch):
+    """`hlo run --cluster ray` on a terminal shows the line a local run shows: the computations, the
+    instruction, the loop's iteration and the devices, read from the actors."""
+    from hlo_cli.cli import progress
+    from hlo_cli.cli import run as run_cmd
+    lines = []
+
+    class Recorder(progress.Display):
+        def __init__(self, *a, **k):
+            super().__init__(*a, interval=0.05, delay=0.0, **k)
+
+        def _show(self, smp, elapsed):
+            lines.append(progress.describe(smp, elapsed, 400, self.phase))
+    monkeypatch.setattr(progress, "Display", Recorder)
+    monkeypatch.setattr(run_cmd, "stderr_is_terminal", lambda: True)
+    (tmp_path / "m.hlo").write_text(loop_module(200))
+    np.save(tmp_path / "x.npy", np.arange(16, dtype=np.float32).reshape(4, 1, 4))
+    base = [tmp_path / "m.hlo", "--input", tmp_path / "x.npy", "--per-device"]
+    seen = {}
+    for name, extra in (("local", []), ("ray", ["--cluster", "ray", "--ray-address", cluster.address])):
+        lines.clear()
+        r = _hlo(base + extra)
+        assert r.exit_code == 0, r.output
+        seen[name] = [ln for ln in lines if "4 devices" in ln]
+    assert seen["ray"], lines
+    # the same form: the entry, the while loop's iteration, the body's instruction, the devices
+    pattern = re.compile(r"^main [\d,]+/\d+ \(iteration [\d,]+\) > (body|cond) [\d,]+/\d+: \S+ [\w-]+")
+    assert any(pattern.match(ln) for ln in seen["ray"]), seen["ray"][-5:]
+    assert any(pattern.match(ln) for ln in seen["local"]), seen["local"][-5:]
+
+
+def _actor_processes(state: str = "") -> list[int]:
+    """The processes of this machine running a device actor or a coordinator (Ray names a worker
+    process after the actor's class, and the method it runs: `ray::DeviceActor.run`)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                title = f.read().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith(("ray::DeviceActor", "ray::Coordinator")) and state in title:
+            out.append(int(pid))
+    return out
+
+
+def _until(what, within_s: float, every_s: float = 0.2):
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(every_s)
+    return what()
+
+
+def test_ctrl_c_cancels_the_cluster_work(cluster, tmp_path):
+    """SIGINT to `hlo run --cluster ray` (another process, as a user's ^C): it ends with exit code 130
+    ("interrupted"), writes no output, and no actor of the run is left alive."""
+    import signal
+    import subprocess
+    import sys
+    forget_actors(ray)                              # (this process's own actors out of the way)
+    assert _until(lambda: not _actor_processes(), 60), "actors of an earlier test still alive"
+    (tmp_path / "m.hlo").write_text(loop_module(1 << 30))
+    np.save(tmp_path / "x.npy", np.arange(16, dtype=np.float32).reshape(4, 1, 4))
+    out = tmp_path / "out.npz"
+    p = subprocess.Popen([sys.executable, "-c", "from hlo_cli.cli import main; main()", "run", str(tmp_path / "m.hlo"),
+                          "--input", str(tmp_path / "x.npy"), "--per-device", "--output", str(out),
+                          "--cluster", "ray", "--ray-address", cluster.address],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert _until(lambda: _actor_processes(".run"), 180), "the run's actors never started"
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, stderr[-2000:]
+    assert "interrupted" in stderr and "Traceback" not in stderr, stderr[-2000:]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["m.hlo", "x.npy"]          # nothing written
+    assert _until(lambda: not _actor_processes(), 60), f"actors left alive: {_actor_processes()}"
+
+
+def test_an_actor_killed_from_outside_ends_hlo_run(cluster, tmp_path):
+    """An actor's process killed (SIGKILL, as the kernel's OOM killer does) mid-run: `hlo run --cluster
+    ray` ends with exit code 4, naming the lost actor's devices and node, and writes no output."""
+    import signal
+    import threading
+    (tmp_path / "m.hlo").write_text(loop_module(1 << 30))
+    np.save(tmp_path / "x.npy", np.arange(16, dtype=np.float32).reshape(4, 1, 4))
+    killed = []
+
+    def kill_one():
+        pids = _until(lambda: _actor_processes("DeviceActor.run"), 180)
+        if pids:
+            time.sleep(1.0)
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+    th = threading.Thread(target=kill_one, daemon=True)
+    th.start()
+    t0 = time.monotonic()
+    r = _hlo([tmp_path / "m.hlo", "--input", tmp_path / "x.npy", "--per-device", "--output", tmp_path / "out.npz",
+              "--cluster", "ray", "--ray-address", cluster.address])
+    th.join(5)
+    assert killed and time.monotonic() - t0 < 300
+    assert r.exit_code == ExitCode.OUT_OF_MEMORY, r.output          # (a lost actor: exit code 4)
+    assert "was lost" in r.output and "node 127.0.0.1" in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "out.npz").exists()

@@ -49,6 +49,7 @@ class DeviceOptions:
     cluster: str = "local"             # local, or ray
     ray_address: str | None = None
     ray_actors: int | None = None
+    values_here: bool = False          # the result values are wanted here (--print), not only summarized
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -382,6 +383,9 @@ class _Pipeline:
             res.expect_label = f"{req.module_file} (the snapshot's result)"
         if req.reference is not None:
             req.reference.prepare(res.module, dv, args, self.hooks, req)     # before hlo's own run
+        if dv.multi and dv.remote and dv.output_global and req.output and not req.expect \
+                and req.reference is None and not dv.values_here:
+            dv.stream_to = req.output          # written by the Ray actors, never gathered here
 
     def _hooks(self):
         from .finite import FiniteGuard
@@ -495,11 +499,14 @@ class _Pipeline:
             res.leaves = [(np.asarray(v), s) for v, s in leaves_with_shapes(value, root_shape)]
         if res.dumper:
             res.dumper.finish("ok", res.timings)
-        if dv.multi:
+        if dv.multi and dv.stream_to is not None:
+            arrays = []
+            dv.write_streamed(req.output, res.device_leaves)
+        elif dv.multi:
             arrays = dv.output_arrays(res.device_leaves) if (req.output or req.expect) else []
         else:
             arrays = [v for v, _ in res.leaves]
-        if req.output:
+        if req.output and dv.stream_to is None:
             write_results(req.output, arrays)
         res.timings["write_s"] = time.perf_counter() - t0
         if dv.multi and req.expect:

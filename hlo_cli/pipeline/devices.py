@@ -10,13 +10,12 @@
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import HloError, HloInputError
-from .io import leaves_with_shapes
+from .io import leaves_with_shapes, row_digest, value_stats
 from ..devices.values import Stacked, Uniform, devices_text
 
 
@@ -51,6 +50,10 @@ def parse_sharding(text: str, module=None, what: str = "--output-sharding"):
               f"{{devices=[2,1]<=[2]}} or {{replicated}}")
 
 
+NO_ROOT_SHARDING = ("--output-global: the ROOT of the entry computation has no sharding saying how the devices' "
+                    "results make the global one; give it with --output-sharding (e.g. {devices=[2,1]<=[2]})")
+
+
 def _leaf_shardings(sharding, root_shape) -> list:
     """The sharding of every result leaf that --output writes (tokens left out)."""
     from ..topology.sharding import leaf_shardings
@@ -60,14 +63,19 @@ def _leaf_shardings(sharding, root_shape) -> list:
 
 @dataclass
 class DeviceLeaf:
-    """One result leaf: its value `stacked` over `devices` (leading axis), or `global_value`."""
+    """One result leaf: its value `stacked` over `devices` (leading axis), or `global_value`; or,
+    values left where they were computed, one RowSummary per device (`summaries`, in the order of
+    `devices`; `global_value` a RowSummary for a global value)."""
     key: str
     shape: object                      # the leaf's HLO Shape (per device)
     devices: tuple
     stacked: np.ndarray | None = None  # [len(devices), *dims]; None for a global value
     global_value: np.ndarray | None = None
+    summaries: list | None = None
 
     def at(self, device: int) -> np.ndarray:
+        if self.summaries is not None:
+            return self.summaries[self.devices.index(device)]
         if self.stacked is None:
             return self.global_value
         return self.stacked[self.devices.index(device)]
@@ -75,16 +83,15 @@ class DeviceLeaf:
     def groups(self) -> list[tuple[tuple, np.ndarray]]:
         """(device ids, value) for each set of devices holding the same value, bit for bit,
         in order of their first device; one group for a global value."""
-        if self.stacked is None:
+        if self.stacked is None and self.summaries is None:
             return [(self.devices, self.global_value)]
         by_digest: dict[bytes, list] = {}
         firsts = {}
         for pos, d in enumerate(self.devices):
-            a = np.ascontiguousarray(self.stacked[pos])
-            dig = hashlib.blake2b(a.view(np.uint8).reshape(-1) if a.size else b"", digest_size=16).digest()
+            dig = self.summaries[pos].digest if self.summaries is not None else row_digest(self.stacked[pos])
             by_digest.setdefault(dig, []).append(d)
             firsts.setdefault(dig, pos)
-        return [(tuple(devs), self.stacked[firsts[dig]]) for dig, devs in by_digest.items()]
+        return [(tuple(devs), self.at(self.devices[firsts[dig]])) for dig, devs in by_digest.items()]
 
 
 def result_leaves(result, root_shape) -> list[DeviceLeaf]:
@@ -116,8 +123,7 @@ def output_arrays(leaves: list[DeviceLeaf], root_shape, sharding=None, to_global
     if not to_global or all(leaf.stacked is None for leaf in leaves):
         return [leaf.global_value if leaf.stacked is None else leaf.stacked for leaf in leaves]
     if sharding is None:
-        _fail(f"{what}: the ROOT of the entry computation has no sharding saying how the devices' "
-              f"results make the global one; give it with --output-sharding (e.g. {{devices=[2,1]<=[2]}})")
+        _fail(NO_ROOT_SHARDING.replace("--output-global", what))
     from ..devices.inputs import global_dims
     from ..topology.sharding import layout, unshard
     shs = _leaf_shardings(sharding, root_shape)
@@ -138,6 +144,38 @@ def output_arrays(leaves: list[DeviceLeaf], root_shape, sharding=None, to_global
         except (HloError, ValueError) as e:
             _fail(f"{what}: cannot reassemble {leaf.key} ({leaf.shape.to_str(False)} on "
                   f"{len(leaf.devices)} devices) by sharding {sh}: {e}")
+    return out
+
+
+def tile_pieces(sharding, dims, devices, partitions: int) -> list[tuple]:
+    """(device, [(start, stop)] per dimension, or None for the whole array) of the tiles that make
+    the global array of DIMS from the DEVICES' values by SHARDING: each tile taken from the first
+    device holding it, as topology.sharding.unshard takes it (a device's partition: its id modulo
+    PARTITIONS; a replicated or manual value from the first device, a maximal one from its device)."""
+    import math
+
+    from ..topology.sharding import layout
+    lay = layout(sharding, len(dims))
+    if lay.manual or (lay.maximal is None and lay.partitions == 1):
+        return [(devices[0], None)]
+    if lay.maximal is not None:
+        holder = next((d for d in devices if d % partitions == lay.maximal), None)
+        if holder is None:
+            _fail(f"--output-global: device {lay.maximal} of the maximal sharding {sharding} is not among the "
+                  f"devices {devices_text(devices)}")
+        return [(holder, None)]
+    if lay.partitions != partitions:
+        _fail(f"--output-global: sharding {sharding} names {lay.partitions} devices but the run has "
+              f"{partitions} partitions")
+    size = [-(-int(g) // t) for g, t in zip(dims, lay.tiles)]
+    seen, out = set(), []
+    for d in devices:
+        key = tuple(int(c) for c in lay.coord[d % partitions])
+        if key not in seen:
+            seen.add(key)
+            out.append((d, [(min(c * n, int(g)), min((c + 1) * n, int(g))) for c, n, g in zip(key, size, dims)]))
+    if len(seen) != math.prod(lay.tiles):
+        _fail(f"--output-global: devices {devices_text(devices)} do not hold every tile of sharding {sharding}")
     return out
 
 
@@ -175,6 +213,9 @@ class DeviceRun:
         self.ray_run = None                        # what the Ray backend reports (placement, timings)
         self.remote_profile = None                 # --profile on Ray: the actors' profiles, merged
         self.watch = None                          # --cluster ray: RunHooks.watch, when a person watches
+        # the results are wanted in this process (--print), not only summarized (--cluster ray)
+        self.values_here = bool(opts.get("values_here"))
+        self.stream_to = None                      # --output-global written by the Ray actors (write_streamed)
         self.profile_top = 15
         self.multi = given or (self.cluster != "local" and self.grid.count > 1) or needs_devices(module, self.grid)
         # inputs read by the device actors (each its devices' part) rather than by this process
@@ -191,9 +232,7 @@ class DeviceRun:
             if text is not None:
                 self._check_output_sharding(text)
             if self.sharding is None and not self.global_values:
-                _fail("--output-global: the ROOT of the entry computation has no sharding saying how the "
-                      "devices' results make the global one; give it with --output-sharding "
-                      "(e.g. {devices=[2,1]<=[2]})")
+                _fail(NO_ROOT_SHARDING)
 
     def _check_output_sharding(self, text: str):
         """--output-sharding fits the ROOT and the run's devices, said before anything runs (the
@@ -273,7 +312,7 @@ class DeviceRun:
                                               actors=self.ray_actors, per_device=self.per_device,
                                               global_values=self.global_values, check_finite=guard is not None,
                                               dump=dump, profile=profile, profile_top=self.profile_top,
-                                              progress=self.watch)
+                                              progress=self.watch, keep_results=self.stream_to is not None)
         except NonFinite as e:
             self.remote_profile = getattr(e, "profile", None)
             guard.report = e.report              # what `hlo run` reports, as from a local run
@@ -286,7 +325,60 @@ class DeviceRun:
         return result
 
     def leaves(self, result) -> list[DeviceLeaf]:
+        if self.ray_run is not None and self.ray_run.kept is not None:
+            return self._kept_leaves(result)
         return result_leaves(result, self.module.entry_computation.root_instruction.shape)
+
+    def _kept_leaves(self, result) -> list[DeviceLeaf]:
+        """The leaves of a result the Ray actors kept: a RowSummary per device (one for a global value)."""
+        kept, groups = self.ray_run.kept, self.ray_run.placement.groups
+        shapes = [s for s in self.module.entry_computation.root_instruction.shape.leaves()
+                  if s.element_type not in ("token", "opaque")]
+        devices = tuple(result.devices)
+        out = []
+        for k, s in enumerate(shapes):
+            per = {d: kp.leaves[k][i] for kp, g in zip(kept, groups) for i, d in enumerate(g)}
+            rows = [per[d] for d in devices]
+            out.append(DeviceLeaf(f"out{k}", s, devices, global_value=rows[0]) if result.global_result
+                       else DeviceLeaf(f"out{k}", s, devices, summaries=rows))
+        return out
+
+    def write_streamed(self, path: str, leaves: list[DeviceLeaf]) -> None:
+        """--output-global PATH written by the Ray actors that kept the result: each global array an
+        .npy file made here and filled in place by the actors, each device's tile by the actor
+        holding it (an .npz archive then made of those files, copied in pieces), under a temporary
+        name renamed at the end: no process holds a global array, none is left half written."""
+        from pathlib import Path
+
+        from ..devices.inputs import global_dims
+        from .io import new_npy, npz_of_npy_files, replace_file_by_name
+        from .ray_backend import release_kept, write_pieces
+        root_shape = self.module.entry_computation.root_instruction.shape
+        shs = _leaf_shardings(self.sharding, root_shape) if self.sharding is not None else [None] * len(leaves)
+        plans = []
+        for leaf, sh in zip(leaves, shs):
+            first = leaf.global_value if leaf.summaries is None else leaf.summaries[0]
+            if leaf.summaries is None:
+                plans.append((tuple(leaf.shape.dims), first.dtype, [(leaf.devices[0], None)]))
+                continue
+            if self.sharding is None:
+                _fail(NO_ROOT_SHARDING)
+            dims = global_dims(tuple(leaf.shape.dims), sh)
+            plans.append((dims, first.dtype, tile_pieces(sh, dims, leaf.devices, self.grid.partitions)))
+        npz = path.endswith(".npz")
+
+        def fill(tmp, parts):
+            files = parts if npz else [tmp]
+            for k, ((dims, dtype, pieces), f) in enumerate(zip(plans, files)):
+                new_npy(f, dims, dtype)
+                write_pieces(self.ray_run, k, str(f), pieces)
+            if npz:
+                with open(tmp, "wb") as out:
+                    npz_of_npy_files(out, {f"out{k}": p for k, p in enumerate(parts)})
+        try:
+            replace_file_by_name(Path(path), fill, f"--output {path}", parts=len(plans) if npz else 0)
+        finally:
+            release_kept(self.ray_run)
 
     def output_arrays(self, leaves: list[DeviceLeaf]) -> list[np.ndarray]:
         root_shape = self.module.entry_computation.root_instruction.shape
@@ -307,7 +399,7 @@ def leaf_rows(leaves: list[DeviceLeaf], device: int | None = None) -> list[tuple
     devices that agree, or DEVICE's value alone."""
     rows = []
     for leaf in leaves:
-        if leaf.stacked is None:
+        if leaf.stacked is None and leaf.summaries is None:
             rows.append((leaf, None, leaf.global_value))
         elif device is not None:
             rows.append((leaf, (device,), leaf.at(device)))
@@ -320,18 +412,18 @@ def results_json(leaves: list[DeviceLeaf], device: int | None = None, literal=No
     """The `results` of `hlo run --format json` on devices: per leaf its key and HLO shape, and for
     each set of devices holding the same value its device ids and statistics ("devices"); a global
     value's statistics as a single-device run gives them; DEVICE's alone when given."""
-    from .io import stats
+    stats = value_stats
     out = []
     for leaf in leaves:
         r = {"key": leaf.key, "hlo_shape": leaf.shape.to_str(False)}
-        if leaf.stacked is None:
-            r.update(stats(np.asarray(leaf.global_value)), **({"literal": literal(leaf.global_value, leaf.shape)}
-                                                              if literal else {}))
+        if leaf.stacked is None and leaf.summaries is None:
+            r.update(stats(leaf.global_value), **({"literal": literal(leaf.global_value, leaf.shape)}
+                                                  if literal else {}))
         elif device is not None:
             v = leaf.at(device)
-            r.update(device=device, **stats(np.asarray(v)), **({"literal": literal(v, leaf.shape)} if literal else {}))
+            r.update(device=device, **stats(v), **({"literal": literal(v, leaf.shape)} if literal else {}))
         else:
-            r["devices"] = [dict(devices=list(devs), **stats(np.asarray(v)),
+            r["devices"] = [dict(devices=list(devs), **stats(v),
                                  **({"literal": literal(v, leaf.shape)} if literal else {}))
                             for devs, v in leaf.groups()]
         out.append(r)

@@ -551,8 +551,9 @@ class DeviceActor:
         import resource
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
-    def run(self):
-        """This actor's devices' share of the run: the entry root's value over its devices."""
+    def run(self, keep: bool = False):
+        """This actor's devices' share of the run: the entry root's value over its devices; KEEP:
+        the value stays here (write_tiles), a Kept summary of it is returned instead."""
         from ..interpreter.allocator import keep_freed_memory
         from ..interpreter.memory import preflight, resource_error
         from ..interpreter.parallel import blas_single
@@ -584,7 +585,49 @@ class DeviceActor:
             self.where = "finished"
         if isinstance(value, Grouped):
             value = Stacked(value.value)
+        self.kept = value if keep else None
+        if keep:
+            value = self._summary(value)
         return value, walk.executed + self.devices.executed(), self._entries()
+
+    def _rows(self, value):
+        """(array leaves of VALUE, each over this actor's devices on a leading axis, or held once)."""
+        from .io import leaves_with_shapes
+        n, once = len(self.devs), isinstance(value, Uniform)
+        for v, s in leaves_with_shapes(value.value, self.module.entry_computation.root_instruction.shape):
+            v = np.asarray(v)
+            if not once and (v.ndim != s.rank + 1 or v.shape[0] != n):
+                v = np.broadcast_to(v, (n,) + v.shape)
+            yield v, once
+
+    def _summary(self, value) -> "Kept":
+        from .io import summarize_row
+        leaves = []
+        for v, once in self._rows(value):
+            leaves.append([summarize_row(v)] * len(self.devs) if once else [summarize_row(r) for r in v])
+        return Kept(isinstance(value, Uniform), leaves)
+
+    def write_tiles(self, k: int, path: str, pieces) -> int:
+        """Write result leaf K of the kept value into the .npy file PATH (made by the driver, of the
+        global shape), mapped: PIECES, (device, [(start, stop)] per dimension, or None for the whole
+        array) of this actor's devices.  Returns the bytes written."""
+        from .io import storable
+        v, once = list(self._rows(self.kept))[k]
+        out = np.lib.format.open_memmap(path, mode="r+")
+        done = 0
+        for d, bounds in pieces:
+            row = storable(np.ascontiguousarray(v if once else v[self.devs.index(d)]))
+            if bounds is None:
+                out[...] = row
+            else:
+                out[tuple(slice(a, z) for a, z in bounds)] = row[tuple(slice(0, z - a) for a, z in bounds)]
+            done += row.nbytes
+        out.flush()
+        del out
+        return done
+
+    def drop_kept(self):
+        self.kept = None
 
     def _entries(self):
         return None if self.dumper is None else self.dumper.entries
@@ -674,6 +717,14 @@ def merged_profile(docs: list, groups, wall_s: float, top: int) -> dict:
 
 
 @dataclass(frozen=True)
+class Kept:
+    """An actor's result left with it (run(keep=True)): per result leaf, per device of the actor a
+    devices.RowSummary; `once`: the actor holds one value for all its devices."""
+    once: bool
+    leaves: list
+
+
+@dataclass(frozen=True)
 class NonFiniteAt:
     """An actor's devices made a NaN or Inf (--check-finite): the guard's report, and how many
     instructions the actor's walk had executed then."""
@@ -732,6 +783,8 @@ class RayRun:
     peak_rss: list = field(default_factory=list)     # per actor: the most memory its process held
     dump_entries: list | None = None                 # --dump-dir: the manifest's instructions, all actors'
     profile: dict | None = None                      # --profile: the actors' profiles, merged_profile
+    kept: list | None = None                         # keep_results: each actor's Kept summary
+    handles: list | None = None                      # keep_results: the actors keeping them
 
     def to_dict(self) -> dict:
         """For `hlo run --format json`: where the devices ran and how long each phase took."""
@@ -810,7 +863,7 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
                per_device: bool = False, global_values: bool | None = None, compiled: bool = True,
                check_memory: bool = True, timeout_s: float | None = None, fail_at: str | None = None,
                check_finite: bool = False, dump: dict | None = None, profile: bool = False,
-               profile_top: int = 15, progress=None):
+               profile_top: int = 15, progress=None, keep_results: bool = False):
     """Run MODULE's entry computation on every device of GRID, the devices spread over Ray actors.
     ARGS: one per entry parameter, a FileInput (read by each actor for its devices) or a DeviceValue
     (Uniform, Stacked over all devices). Returns (DeviceResult, RayRun).  Results are bit-identical
@@ -821,7 +874,9 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     is the manifest's instruction list (dumps.merge_device_entries).  PROFILE: every actor profiles
     its devices, RayRun.profile (NonFinite.profile) is merged_profile's document with PROFILE_TOP
     instructions.  PROGRESS: called with a function giving where the run is (a watch.Sample, or
-    None) once the actors run, and with None when they stop (the progress line of `hlo run`)."""
+    None) once the actors run, and with None when they stop (the progress line of `hlo run`).
+    KEEP_RESULTS: the result stays on the actors (written by them: write_pieces); the DeviceResult's
+    value is None and RayRun.kept holds each actor's summaries of its devices' values."""
     from ..topology import partitioned
     from ..devices import DeviceResult
     from ..interpreter.evaluator import RunOptions
@@ -853,7 +908,7 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
                                global_values) for h, g in zip(handles, plan.groups)]
         _wait_all(ray, loads, plan, coord, timeout_s)
         t1 = time.perf_counter()
-        runs = [h.run.remote() for h in handles]
+        runs = [h.run.remote(keep_results) for h in handles]
         if progress is not None:
             progress(_positions_of(ray, coord, module, grid.count))
         try:
@@ -888,6 +943,12 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     values = [v for v, _, _ in results]
     executed = sum(n for _, n, _ in results)
     devs = tuple(range(grid.count))
+    timings = {"ray_setup_s": t1 - t0, "ray_run_s": t2 - t1, "ray_gather_s": time.perf_counter() - t2}
+    if keep_results:
+        once = all(v.once for v in values) and all(
+            len({v.leaves[k][0].digest for v in values}) == 1 for k in range(len(values[0].leaves)))
+        result = DeviceResult(None, devs, grid, once and not partitioned(module), executed)
+        return result, RayRun(plan, started, timings, rss, entries, profiled, values, handles)
     # a value each actor holds once is the same on every device only when the actors agree bit for bit
     if all(isinstance(v, Uniform) for v in values) and all(_same_bits(v.value, values[0].value) for v in values):
         value = values[0]
@@ -895,8 +956,28 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
         _, merged = _merge([(g, v.stacked(len(g))) for g, v in zip(plan.groups, values)])
         value = Stacked(merged)
     result = DeviceResult(value, devs, grid, isinstance(value, Uniform) and not partitioned(module), executed)
-    return result, RayRun(plan, started, {"ray_setup_s": t1 - t0, "ray_run_s": t2 - t1,
-                                          "ray_gather_s": time.perf_counter() - t2}, rss, entries, profiled)
+    timings["ray_gather_s"] = time.perf_counter() - t2
+    return result, RayRun(plan, started, timings, rss, entries, profiled)
+
+
+def write_pieces(run: RayRun, k: int, path: str, pieces) -> None:
+    """Have the actors that kept RUN's result write its leaf K into the .npy file PATH (made of the
+    global shape): PIECES, (device, bounds or None) as DeviceActor.write_tiles takes them, each
+    written by the actor holding its device."""
+    ray = require_ray()
+    owner = {d: a for a, g in enumerate(run.placement.groups) for d in g}
+    mine: dict = {}
+    for d, bounds in pieces:
+        mine.setdefault(owner[d], []).append((d, bounds))
+    _wait_all(ray, [run.handles[a].write_tiles.remote(k, path, p) for a, p in sorted(mine.items())],
+              Placement(tuple(run.placement.groups[a] for a in sorted(mine)),
+                        tuple(run.placement.nodes[a] for a in sorted(mine)), 0, 0), None, None)
+
+
+def release_kept(run: RayRun) -> None:
+    """The actors drop the results they kept (after they were written)."""
+    if run.handles:
+        _each(require_ray(), [h.drop_kept.remote() for h in run.handles])
 
 
 def _each(ray, refs, within_s: float = 30.0) -> list:

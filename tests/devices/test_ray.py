@@ -588,3 +588,56 @@ def test_an_actor_killed_from_outside_ends_hlo_run(cluster, tmp_path):
     assert r.exit_code == ExitCode.OUT_OF_MEMORY, r.output          # (a lost actor: exit code 4)
     assert "was lost" in r.output and "node 127.0.0.1" in r.output and "Traceback" not in r.output, r.output
     assert not (tmp_path / "out.npz").exists()
+
+
+# ----------------------------------------------------------------------------- --output-global written by the actors
+
+OUTPUT_GLOBAL = [("mlp_train_step_2x4.hlo", None, "npz"), ("reshard_1d.hlo", None, "npz"),
+                 ("int_bool_reduce_2x4.hlo", None, "npz"), ("shmap_ppermute_2x4.hlo", None, "npz"),
+                 ("dp_matmul_1d.opt.hlo", "{devices=[8,1]<=[8]}", "npy"),
+                 ("mp_matmul_1x8.opt.hlo", "{replicated}", "npy"),
+                 ("dp_matmul_1d.opt.hlo", "{devices=[2,1,4]<=[8] last_tile_dim_replicate}", "npz")]
+
+
+@pytest.mark.parametrize("name, sharding, ext", OUTPUT_GLOBAL, ids=[f"{n}-{e}" for n, _, e in OUTPUT_GLOBAL])
+def test_output_global_written_by_the_actors(cluster, tmp_path, name, sharding, ext):
+    """--output-global on Ray: the actors keep their results and write their devices' tiles into the
+    output file (memory-mapped) themselves: the local run's arrays, bit for bit, and its summary;
+    the `hlo` process holds summaries only; no temporary file is left."""
+    path = ROOT / "samples" / "spmd" / name
+    inputs = ROOT / "samples" / "spmd" / (name.split(".")[0] + ".inputs.npz")
+    base = [path, "--inputs", inputs, "--output-global"] + (["--output-sharding", sharding] if sharding else [])
+    local = _hlo(base + ["--output", tmp_path / f"local.{ext}"])
+    remote = _hlo(base + ["--output", tmp_path / f"ray.{ext}", "--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    assert local.output == remote.output                    # the summary: the same rows, statistics, previews
+    if ext == "npy":
+        a, b = np.load(tmp_path / "local.npy"), np.load(tmp_path / "ray.npy")
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    else:
+        with np.load(tmp_path / f"local.{ext}") as x, np.load(tmp_path / f"ray.{ext}") as y:
+            assert x.files == y.files
+            for k in x.files:
+                assert x[k].dtype == y[k].dtype and x[k].shape == y[k].shape and x[k].tobytes() == y[k].tobytes(), k
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"local.{ext}", f"ray.{ext}"])
+
+
+def test_output_global_on_ray_holds_no_value_here(cluster, tmp_path):
+    """The pipeline's view: the result leaves of a run whose actors wrote --output-global are
+    summaries (pipeline.io.RowSummary), no array; with --print's `values_here` the values come
+    here as before."""
+    from hlo_cli.pipeline.core import DeviceOptions, RunRequest, run
+    from hlo_cli.pipeline.io import RowSummary
+    path = ROOT / "samples" / "spmd" / "dp_matmul_1d.opt.hlo"
+    inputs = str(ROOT / "samples" / "spmd" / "dp_matmul_1d.inputs.npz")
+
+    def request(out, here):
+        return RunRequest(str(path), inputs_npz=inputs, output=str(tmp_path / out), devices=DeviceOptions(
+            output_global=True, output_sharding="{devices=[8,1]<=[8]}", cluster="ray",
+            ray_address=cluster.address, values_here=here))
+    kept = run(request("a.npy", False))
+    assert all(leaf.stacked is None and all(isinstance(r, RowSummary) for r in leaf.summaries)
+               for leaf in kept.device_leaves)
+    gathered = run(request("b.npy", True))
+    assert all(isinstance(leaf.stacked, np.ndarray) for leaf in gathered.device_leaves)
+    assert np.load(tmp_path / "a.npy").tobytes() == np.load(tmp_path / "b.npy").tobytes()

@@ -5,7 +5,8 @@ The interpreter's runners publish where they are on the running thread's track
 iteration of the while loops, the computation being prepared); a daemon thread reads it a few
 times a second (`sample`), so the run pays a few stores per computation and loop iteration and
 nothing per instruction of compiled code; the multi-device walk (devices/spmd.py) publishes the
-same way.
+same way.  A run whose devices run in other processes (--cluster ray) hands the display a
+function giving the Sample instead (`Display.source`, set through RunHooks.watch).
 
 `sample(thread_id)` (hlo_cli/interpreter/watch.py) returns the nesting of computations being run,
 outermost first (`Level`s), with the loop iterations and the devices; `describe` makes the status line; `Display` shows it on

@@ -16,7 +16,22 @@ What moves where:
   each actor reached it), computes the collective on the rows of every device of the groups with
   the local backend's code (collectives.py), and hands each actor its rows back, so results are
   bit-identical to a local run;
-* the driver gathers the actors' results (only the entry's result crosses to it).
+* the driver gathers the actors' results (only the entry's result crosses to it); with
+  --output-global written to a file (and nothing that needs the values here: --print, --expect,
+  --reference) the actors keep them and send summaries (io.RowSummary per device), then write
+  their devices' tiles into the output file in place (memory-mapped; write_pieces), so no process
+  holds a global array;
+* --profile: each actor profiles its devices (profiling.Profile, as a local run), the driver adds
+  the reports up (merged_profile); the progress line: each actor's heartbeat carries where its
+  walk is (interpreter/watch.sample), the driver shows the walk of the actor furthest behind
+  (merged_sample), polled by the display through the coordinator (`positions`).
+
+Collectives go through Ray's object store and a coordinator, not Ray's collective groups
+(ray.util.collective): its CPU backend needs PyTorch (gloo through torch.distributed), its reductions
+are SUM/PRODUCT/MIN/MAX instead of any `to_apply` computation, its groups are fixed sets of actors
+(here one actor holds several devices and replica groups cut across actors), and its ring algorithm
+adds in another order than the local backend's, which changes float bits (measured: half of 65536
+f32 sums over 8 devices differ in their last bits), breaking bit-identical results.
 
 Placement: the devices of the grid are cut into contiguous groups, one actor per node by default
 (`actors`), each node getting as many devices as its memory (Ray's `memory` resource of that node)

@@ -439,6 +439,29 @@ def test_reference_on_ray(cluster):
            [(r["key"], r["max_abs_diff"], r["identical"]) for r in b["rows"]]
 
 
+@pytest.mark.slow
+def test_reference_on_ray_per_device(cluster, tmp_path):
+    """--reference xla with --cluster ray on a program per device whose inputs are files of every
+    device's value (--per-device): XLA gets each device's own arguments, read here from the files."""
+    import json
+
+    from hlo_cli.interpreter.inputs import random_inputs
+    path = ROOT / "samples" / "spmd" / "handwritten" / "mode_cross_replica.hlo"
+    module = hlo_cli.parse_file(str(path))
+    params = module.entry_computation.parameters
+    per = [random_inputs(params, seed) for seed in range(grid_of(module).count)]
+    files = []
+    for k in range(len(params)):
+        np.save(tmp_path / f"x{k}.npy", np.stack([np.asarray(v[k]) for v in per]))
+        files += ["--input", tmp_path / f"x{k}.npy"]
+    base = [path, "--per-device", "--reference", "xla", "--format", "json"] + files
+    local, remote = _hlo(base), _hlo(base + ["--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    a, b = json.loads(local.stdout)["reference"], json.loads(remote.stdout)["reference"]
+    assert b["status"] == "ok" and b["mode"] == a["mode"] == "per_device"
+    assert [(r["key"], r["identical"]) for r in a["rows"]] == [(r["key"], r["identical"]) for r in b["rows"]]
+
+
 def test_progress_on_ray(cluster):
     """The progress line of a run on Ray: the driver reads where the actors' walks are (their
     heartbeats) and shows the walk of the actor furthest behind, over all the devices."""

@@ -191,6 +191,10 @@ def check_device(device: int, devices) -> None:
 
 # ----------------------------------------------------------------------------- a run from the command line
 
+class _NotShared(Exception):
+    """The Ray actors do not see the files this process makes (DeviceRun.write_streamed)."""
+
+
 class DeviceRun:
     """What `hlo run`'s device options ask for, decided before anything runs: the grid, whether the
     run takes the multi-device path (`multi`: several devices and a program that needs them, or any
@@ -347,12 +351,14 @@ class DeviceRun:
         """--output-global PATH written by the Ray actors that kept the result: each global array an
         .npy file made here and filled in place by the actors, each device's tile by the actor
         holding it (an .npz archive then made of those files, copied in pieces), under a temporary
-        name renamed at the end: no process holds a global array, none is left half written."""
+        name renamed at the end: no process holds a global array, none is left half written.  When
+        an actor does not see the files made here (no file system shared with its node), the values
+        are brought here and written as without Ray."""
         from pathlib import Path
 
         from ..devices.inputs import global_dims
         from .io import new_npy, npz_of_npy_files, replace_file_by_name
-        from .ray_backend import release_kept, write_pieces
+        from .ray_backend import all_see, release_kept, write_pieces
         root_shape = self.module.entry_computation.root_instruction.shape
         shs = _leaf_shardings(self.sharding, root_shape) if self.sharding is not None else [None] * len(leaves)
         plans = []
@@ -371,14 +377,28 @@ class DeviceRun:
             files = parts if npz else [tmp]
             for k, ((dims, dtype, pieces), f) in enumerate(zip(plans, files)):
                 new_npy(f, dims, dtype)
+                if k == 0 and not all_see(self.ray_run, str(f)):
+                    raise _NotShared()
                 write_pieces(self.ray_run, k, str(f), pieces)
             if npz:
                 with open(tmp, "wb") as out:
                     npz_of_npy_files(out, {f"out{k}": p for k, p in enumerate(parts)})
         try:
             replace_file_by_name(Path(path), fill, f"--output {path}", parts=len(plans) if npz else 0)
+        except _NotShared:
+            self._write_gathered(path, all(leaf.summaries is None for leaf in leaves))
         finally:
             release_kept(self.ray_run)
+
+    def _write_gathered(self, path: str, global_result: bool) -> None:
+        """--output PATH from the values the Ray actors kept, brought here."""
+        from .io import write_results
+        from .ray_backend import gather_kept
+        from ..devices import DeviceResult
+        value = gather_kept(self.ray_run)
+        result = DeviceResult(value, tuple(range(self.grid.count)), self.grid, global_result)
+        leaves = result_leaves(result, self.module.entry_computation.root_instruction.shape)
+        write_results(path, self.output_arrays(leaves))
 
     def output_arrays(self, leaves: list[DeviceLeaf]) -> list[np.ndarray]:
         root_shape = self.module.entry_computation.root_instruction.shape

@@ -644,6 +644,15 @@ class DeviceActor:
     def drop_kept(self):
         self.kept = None
 
+    def kept_value(self):
+        return self.kept
+
+    def sees(self, path: str, size: int) -> bool:
+        try:
+            return os.path.getsize(path) == size
+        except OSError:
+            return False
+
     def _entries(self):
         return None if self.dumper is None else self.dumper.entries
 
@@ -964,15 +973,37 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
             len({v.leaves[k][0].digest for v in values}) == 1 for k in range(len(values[0].leaves)))
         result = DeviceResult(None, devs, grid, once and not partitioned(module), executed)
         return result, RayRun(plan, started, timings, rss, entries, profiled, values, handles)
-    # a value each actor holds once is the same on every device only when the actors agree bit for bit
-    if all(isinstance(v, Uniform) for v in values) and all(_same_bits(v.value, values[0].value) for v in values):
-        value = values[0]
-    else:
-        _, merged = _merge([(g, v.stacked(len(g))) for g, v in zip(plan.groups, values)])
-        value = Stacked(merged)
+    value = _gathered(values, plan)
     result = DeviceResult(value, devs, grid, isinstance(value, Uniform) and not partitioned(module), executed)
     timings["ray_gather_s"] = time.perf_counter() - t2
     return result, RayRun(plan, started, timings, rss, entries, profiled)
+
+
+def _gathered(values, plan: Placement):
+    """One value over all devices from each actor's value over its devices."""
+    # a value each actor holds once is the same on every device only when the actors agree bit for bit
+    if all(isinstance(v, Uniform) for v in values) and all(_same_bits(v.value, values[0].value) for v in values):
+        return values[0]
+    _, merged = _merge([(g, v.stacked(len(g))) for g, v in zip(plan.groups, values)])
+    return Stacked(merged)
+
+
+def gather_kept(run: RayRun):
+    """The value the actors of RUN kept, brought here (one value over all devices)."""
+    ray = require_ray()
+    return _gathered(_wait_all(ray, [h.kept_value.remote() for h in run.handles], run.placement, None, None),
+                     run.placement)
+
+
+def all_see(run: RayRun, path: str) -> bool:
+    """Whether every actor of RUN sees the file PATH this process made (the same size): a file
+    system they share with this process."""
+    size = os.path.getsize(path)
+    try:
+        return all(_wait_all(require_ray(), [h.sees.remote(path, size) for h in run.handles], run.placement,
+                             None, None))
+    except HloError:
+        return False
 
 
 def write_pieces(run: RayRun, k: int, path: str, pieces) -> None:

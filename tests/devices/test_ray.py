@@ -664,3 +664,21 @@ def test_output_global_on_ray_holds_no_value_here(cluster, tmp_path):
     gathered = run(request("b.npy", True))
     assert all(isinstance(leaf.stacked, np.ndarray) for leaf in gathered.device_leaves)
     assert np.load(tmp_path / "a.npy").tobytes() == np.load(tmp_path / "b.npy").tobytes()
+
+
+def test_output_global_when_the_actors_do_not_see_the_file(cluster, tmp_path, monkeypatch):
+    """A cluster whose nodes do not share the output's file system (the actors do not see the file
+    made for them): the values the actors kept are brought here and written as without Ray."""
+    from hlo_cli.pipeline import ray_backend
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.hlo"
+    inputs = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.inputs.npz"
+    asked = []
+    monkeypatch.setattr(ray_backend, "all_see", lambda run, p: asked.append(p) and False)
+    base = [path, "--inputs", inputs, "--output-global"]
+    local = _hlo(base + ["--output", tmp_path / "local.npz"])
+    remote = _hlo(base + ["--output", tmp_path / "ray.npz", "--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    assert asked and local.output == remote.output
+    with np.load(tmp_path / "local.npz") as x, np.load(tmp_path / "ray.npz") as y:
+        assert x.files == y.files and all(x[k].tobytes() == y[k].tobytes() for k in x.files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.npz", "ray.npz"]

@@ -465,7 +465,6 @@ def test_reference_on_ray_per_device(cluster, tmp_path):
 def test_progress_on_ray(cluster):
     """The progress line of a run on Ray: the driver reads where the actors' walks are (their
     heartbeats) and shows the walk of the actor furthest behind, over all the devices."""
-
     from hlo_cli.cli.progress import describe
     x = np.arange(16, dtype=np.float32).reshape(4, 1, 4)
     for trips in LONG_ENOUGH:                    # a run of a few heartbeats at least, however fast the machine

@@ -383,8 +383,7 @@ class _Pipeline:
             res.expect_label = f"{req.module_file} (the snapshot's result)"
         if req.reference is not None:
             req.reference.prepare(res.module, dv, args, self.hooks, req)     # before hlo's own run
-        if dv.multi and dv.remote and dv.output_global and req.output and not req.expect \
-                and req.reference is None and not dv.values_here:
+        if req.output and not req.expect and req.reference is None and dv.streamable():
             dv.stream_to = req.output          # written by the Ray actors, never gathered here
 
     def _hooks(self):

@@ -347,10 +347,18 @@ class DeviceRun:
                        else DeviceLeaf(f"out{k}", s, devices, summaries=rows))
         return out
 
+    def streamable(self) -> bool:
+        """Whether --output can be written by the Ray actors in place (write_streamed): a run on Ray
+        whose values are not wanted here (--print), of results whose shapes are static."""
+        root_shape = self.module.entry_computation.root_instruction.shape
+        return self.multi and self.remote and not self.values_here and \
+            not any(s.is_dynamic for s in root_shape.leaves())
+
     def write_streamed(self, path: str, leaves: list[DeviceLeaf]) -> None:
-        """--output-global PATH written by the Ray actors that kept the result: each global array an
-        .npy file made here and filled in place by the actors, each device's tile by the actor
-        holding it (an .npz archive then made of those files, copied in pieces), under a temporary
+        """--output PATH written by the Ray actors that kept the result: each array (a global array
+        with --output-global, else the leaf stacked over the devices) an .npy file made here and
+        filled in place by the actors, each device's tile (or row) by the actor holding it (an .npz
+        archive then made of those files, copied in pieces), under a temporary
         name renamed at the end: no process holds a global array, none is left half written.  When
         an actor does not see the files made here (no file system shared with its node), the values
         are brought here and written as without Ray."""
@@ -366,6 +374,10 @@ class DeviceRun:
             first = leaf.global_value if leaf.summaries is None else leaf.summaries[0]
             if leaf.summaries is None:
                 plans.append((tuple(leaf.shape.dims), first.dtype, [(leaf.devices[0], None)]))
+                continue
+            if not self.output_global:             # stacked over the devices, in device order
+                plans.append(((len(leaf.devices),) + tuple(leaf.shape.dims), first.dtype,
+                              [(d, i) for i, d in enumerate(leaf.devices)]))
                 continue
             if self.sharding is None:
                 _fail(NO_ROOT_SHARDING)

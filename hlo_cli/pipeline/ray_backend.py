@@ -624,16 +624,19 @@ class DeviceActor:
 
     def write_tiles(self, k: int, path: str, pieces) -> int:
         """Write result leaf K of the kept value into the .npy file PATH (made by the driver, of the
-        global shape), mapped: PIECES, (device, [(start, stop)] per dimension, or None for the whole
-        array) of this actor's devices.  Returns the bytes written."""
+        global shape), mapped: PIECES, (device, where) of this actor's devices, where: [(start, stop)]
+        per dimension, None for the whole array, or an int: the row of the file's leading axis (a
+        stack over the devices).  Returns the bytes written."""
         from .io import storable
         v, once = list(self._rows(self.kept))[k]
         out = np.lib.format.open_memmap(path, mode="r+")
         done = 0
         for d, bounds in pieces:
-            row = storable(np.ascontiguousarray(v if once else v[self.devs.index(d)]))
+            row = storable(np.asarray(v if once else v[self.devs.index(d)], order="C"))
             if bounds is None:
                 out[...] = row
+            elif isinstance(bounds, int):
+                out[bounds] = row
             else:
                 out[tuple(slice(a, z) for a, z in bounds)] = row[tuple(slice(0, z - a) for a, z in bounds)]
             done += row.nbytes

@@ -254,7 +254,7 @@ def _request(module_file, inputs, inputs_npz, random_inputs, seed, output, force
     devices = DeviceOptions(replicas=replicas, partitions=partitions, per_device=per_device,
                             output_global=output_global, output_sharding=output_sharding, device=device,
                             cluster=cluster, ray_address=ray_address, ray_actors=ray_actors,
-                            values_here=print_values)
+                            values_here=print_values)           # (a run on Ray brings no value here otherwise)
     if cluster != "ray" and (ray_address is not None or ray_actors is not None):
         raise click.UsageError("--ray-address and --ray-actors need --cluster ray")
     reference = None

@@ -49,7 +49,9 @@ class DeviceOptions:
     cluster: str = "local"             # local, or ray
     ray_address: str | None = None
     ray_actors: int | None = None
-    values_here: bool = False          # the result values are wanted here (--print), not only summarized
+    # the result values are wanted in this process; False lets a run on Ray leave them on its actors
+    # (summaries here: pipeline.io.RowSummary) and write --output there (hlo run: unless --print)
+    values_here: bool = True
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -383,8 +385,9 @@ class _Pipeline:
             res.expect_label = f"{req.module_file} (the snapshot's result)"
         if req.reference is not None:
             req.reference.prepare(res.module, dv, args, self.hooks, req)     # before hlo's own run
-        if req.output and not req.expect and req.reference is None and dv.streamable():
-            dv.stream_to = req.output          # written by the Ray actors, never gathered here
+        if not req.expect and req.reference is None and self.reference_values is None and dv.streamable():
+            dv.keep = True                     # the result stays on the Ray actors: summaries here
+            dv.stream_to = req.output          # ... and --output written by them
 
     def _hooks(self):
         from .finite import FiniteGuard

@@ -218,8 +218,9 @@ class DeviceRun:
         self.remote_profile = None                 # --profile on Ray: the actors' profiles, merged
         self.watch = None                          # --cluster ray: RunHooks.watch, when a person watches
         # the results are wanted in this process (--print), not only summarized (--cluster ray)
-        self.values_here = bool(opts.get("values_here"))
-        self.stream_to = None                      # --output-global written by the Ray actors (write_streamed)
+        self.values_here = opts.get("values_here", True) is not False
+        self.keep = False                          # the result left on the Ray actors (summaries here)
+        self.stream_to = None                      # --output written by the Ray actors (write_streamed)
         self.profile_top = 15
         self.multi = given or (self.cluster != "local" and self.grid.count > 1) or needs_devices(module, self.grid)
         # inputs read by the device actors (each its devices' part) rather than by this process
@@ -316,7 +317,7 @@ class DeviceRun:
                                               actors=self.ray_actors, per_device=self.per_device,
                                               global_values=self.global_values, check_finite=guard is not None,
                                               dump=dump, profile=profile, profile_top=self.profile_top,
-                                              progress=self.watch, keep_results=self.stream_to is not None)
+                                              progress=self.watch, keep_results=self.keep)
         except NonFinite as e:
             self.remote_profile = getattr(e, "profile", None)
             guard.report = e.report              # what `hlo run` reports, as from a local run
@@ -330,7 +331,11 @@ class DeviceRun:
 
     def leaves(self, result) -> list[DeviceLeaf]:
         if self.ray_run is not None and self.ray_run.kept is not None:
-            return self._kept_leaves(result)
+            leaves = self._kept_leaves(result)
+            if self.stream_to is None:             # nothing to write: the actors let their values go
+                from .ray_backend import release_kept
+                release_kept(self.ray_run)
+            return leaves
         return result_leaves(result, self.module.entry_computation.root_instruction.shape)
 
     def _kept_leaves(self, result) -> list[DeviceLeaf]:

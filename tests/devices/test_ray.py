@@ -717,3 +717,19 @@ def test_output_global_when_the_actors_do_not_see_the_file(cluster, tmp_path, mo
     with np.load(tmp_path / "local.npz") as x, np.load(tmp_path / "ray.npz") as y:
         assert x.files == y.files and all(x[k].tobytes() == y[k].tobytes() for k in x.files)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local.npz", "ray.npz"]
+
+
+def test_summary_from_the_actors(cluster):
+    """`hlo run --cluster ray` without --output: the summary and the JSON results (per set of devices
+    holding the same bits, their statistics) come from the actors' summaries, as a local run's; --print
+    brings the values here and prints them as a local run does."""
+    import json
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.opt.hlo"
+    inputs = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.inputs.npz"
+    ray_args = ["--cluster", "ray", "--ray-address", cluster.address]
+    for extra in ([], ["--device", "5"], ["--print"]):
+        local, remote = _hlo([path, "--inputs", inputs] + extra), _hlo([path, "--inputs", inputs] + extra + ray_args)
+        assert local.exit_code == remote.exit_code == 0 and local.output == remote.output, remote.output
+    local = _hlo([path, "--inputs", inputs, "--format", "json"])
+    remote = _hlo([path, "--inputs", inputs, "--format", "json"] + ray_args)
+    assert json.loads(local.stdout)["results"] == json.loads(remote.stdout)["results"]

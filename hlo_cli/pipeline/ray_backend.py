@@ -16,11 +16,11 @@ What moves where:
   each actor reached it), computes the collective on the rows of every device of the groups with
   the local backend's code (collectives.py), and hands each actor its rows back, so results are
   bit-identical to a local run;
-* the driver gathers the actors' results (only the entry's result crosses to it); with
-  --output-global written to a file (and nothing that needs the values here: --print, --expect,
-  --reference) the actors keep them and send summaries (io.RowSummary per device), then write
-  their devices' tiles into the output file in place (memory-mapped; write_pieces), so no process
-  holds a global array;
+* the driver gathers the actors' results (only the entry's result crosses to it), or, when
+  nothing needs the values in the driver (`keep_results`: `hlo run` without --print, --expect,
+  --reference), the actors keep them and send summaries (io.RowSummary per device), then write
+  their devices' tiles or rows of --output into the file in place (memory-mapped; write_pieces),
+  so no process holds a global array;
 * --profile: each actor profiles its devices (profiling.Profile, as a local run), the driver adds
   the reports up (merged_profile); the progress line: each actor's heartbeat carries where its
   walk is (interpreter/watch.sample), the driver shows the walk of the actor furthest behind

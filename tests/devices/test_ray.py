@@ -30,8 +30,9 @@ from hlo_cli.topology import grid_of
 from hlo_cli.devices import run_devices  # noqa: E402
 from hlo_cli.topology.grid import DeviceGrid  # noqa: E402
 from hlo_cli.devices.inputs import distribute  # noqa: E402
-from hlo_cli.pipeline.ray_backend import (HEARTBEAT_S, FileInput, Node, forget_actors, open_array,  # noqa: E402
-                                         place, run_on_ray)
+from hlo_cli.pipeline.ray_backend import (HEARTBEAT_S, FileInput, Node, forget_actors,  # noqa: E402
+                                         gather_kept, open_array, place, run_on_ray)
+from hlo_cli.pipeline.io import row_digest  # noqa: E402
 from hlo_cli.devices.values import Stacked, leaves  # noqa: E402
 from hlo_cli.errors import ExitCode, HloEvalError, HloMemoryLimitError, HloResourceError  # noqa: E402
 
@@ -78,6 +79,15 @@ def test_ray_gives_the_local_bits(cluster, path):
     assert len(how.placement.groups) == min(len(cluster.list_all_nodes()), grid.count)
     assert sorted(d for g in how.placement.groups for d in g) == list(range(grid.count))
     assert _same(got.per_device(), want.per_device()), f"{path.name}: a device's result differs from the local run"
+    # profiled (the timed step loop instead of generated code), the result kept on the actors: the
+    # same bits, and the summaries' digests are the local rows'
+    kept, how = run_on_ray(module, args, grid, address=cluster.address, profile=True, keep_results=True)
+    assert kept.value is None and how.profile["instructions_timed"] > 0
+    assert _same(gather_kept(how).stacked(grid.count), want.per_device()), f"{path.name}: profiled/kept differs"
+    rows = [np.asarray(x) for x in leaves(want.per_device())]
+    for k, row in enumerate(rows):
+        digests = [s.digest for kp in how.kept for s in kp.leaves[k]]
+        assert digests == [row_digest(r) for r in row], f"{path.name}: out{k}'s summaries"
 
 
 HANDWRITTEN = sorted((ROOT / "samples" / "spmd" / "handwritten").glob("*.hlo"))

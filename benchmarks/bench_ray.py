@@ -16,7 +16,13 @@ For each program, as a user meets it:
 The node memory budget defaults to 60% of the biggest program's estimate, so that no single node
 holds it: the run is spread over the nodes by placement.
 
+With --output-global-mib N instead: the `hlo` process's peak RSS writing an N MiB global result
+(`--output-global --output out.npy`, 8 devices, each its tile) on Ray, the values kept on the actors
+and written by them (the default) or brought to the `hlo` process (`values_here`, as --print does),
+in fresh processes (pipeline.core.run); raw: benchmarks/results/ray_output_global.json.
+
 Usage: python benchmarks/bench_ray.py [--nodes 2] [--big /tmp/raybench/llama_class] [--out FILE]
+       python benchmarks/bench_ray.py --output-global-mib 256
 """
 from __future__ import annotations
 
@@ -46,14 +52,67 @@ def fresh_rss(argv: list[str]) -> tuple[float, int, str]:
     return wall, rss, p.stdout
 
 
+OUTPUT_GLOBAL_RUN = """
+import resource, sys
+from hlo_cli.pipeline.core import DeviceOptions, RunRequest, run
+module, x, out, address, here = sys.argv[1:]
+run(RunRequest(module, inputs=(x,), output=out, force=True, devices=DeviceOptions(
+    per_device=True, output_global=True, cluster="ray", ray_address=address, values_here=here == "1")))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+def output_global_rss(mib: int, nodes: int, out: str):
+    """The `hlo` process's peak RSS writing an MIB MiB --output-global on Ray: kept on the actors
+    (written by them) or brought here (values_here)."""
+    import tempfile
+
+    import numpy as np
+    from ray.cluster_utils import Cluster
+    n = (mib << 20) // 4 // 8
+    text = (f"HloModule big, num_partitions=8\n\nENTRY main {{\n"
+            f"  x = f32[1,{n}] parameter(0), sharding={{devices=[8,1]<=[8]}}\n"
+            f"  ROOT e = f32[1,{n}] exponential(x), sharding={{devices=[8,1]<=[8]}}\n}}\n")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="hlo-bench-ray-") as tmp:
+        t = Path(tmp)
+        (t / "m.hlo").write_text(text)
+        np.save(t / "x.npy", np.linspace(-1, 1, 8 * n, dtype=np.float32).reshape(8, 1, n))
+        node_memory = 4 * (mib << 20) + (256 << 20)
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "memory": node_memory})
+        for _ in range(nodes - 1):
+            c.add_node(num_cpus=1, memory=node_memory)
+        c.wait_for_nodes()
+        try:
+            for here in ("0", "1"):
+                wall, rss, _ = fresh_rss([sys.executable, "-c", OUTPUT_GLOBAL_RUN, str(t / "m.hlo"), str(t / "x.npy"),
+                                          str(t / f"out{here}.npy"), c.address, here])
+                rows.append({"values": "brought to the hlo process" if here == "1" else "kept on the actors",
+                             "wall_s": round(wall, 3), "hlo_process_peak_rss": rss})
+                print(f"{mib} MiB --output-global, {rows[-1]['values']:28s}: {wall:6.2f} s, hlo process peak RSS "
+                      f"{rss / 2**20:6.0f} MiB", flush=True)
+            same = (t / "out0.npy").read_bytes() == (t / "out1.npy").read_bytes()
+        finally:
+            c.shutdown()
+    Path(out).write_text(json.dumps({"nodes": nodes, "output_mib": mib, "same_bytes": same, "rows": rows},
+                                    indent=1) + "\n")
+    print("wrote", out)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--big", help="stem of a gen_spmd_transformer.py program (STEM.opt.hlo, STEM.inputs.npz)")
     ap.add_argument("--node-memory", type=int, default=None, help="bytes per node (default: 60%% of the biggest)")
     ap.add_argument("--only", nargs="*", help="sample names (default: every samples/spmd *.opt.hlo)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ray.json"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--output-global-mib", type=int, default=None,
+                    help="measure only the hlo process's peak RSS writing an --output-global of this size")
     a = ap.parse_args(argv)
+    if a.output_global_mib:
+        return output_global_rss(a.output_global_mib, a.nodes,
+                                 a.out or str(ROOT / "benchmarks" / "results" / "ray_output_global.json"))
+    a.out = a.out or str(ROOT / "benchmarks" / "results" / "ray.json")
 
     import numpy as np
     import ray

@@ -5,7 +5,8 @@ The interpreter's runners publish where they are on the running thread's track
 iteration of the while loops, the computation being prepared); a daemon thread reads it a few
 times a second (`sample`), so the run pays a few stores per computation and loop iteration and
 nothing per instruction of compiled code; the multi-device walk (devices/spmd.py) publishes the
-same way.
+same way.  A run whose devices run in other processes (--cluster ray) hands the display a
+function giving the Sample instead (`Display.source`, set through RunHooks.watch).
 
 `sample(thread_id)` (hlo_cli/interpreter/watch.py) returns the nesting of computations being run,
 outermost first (`Level`s), with the loop iterations and the devices; `describe` makes the status line; `Display` shows it on
@@ -101,6 +102,9 @@ class Display:
         self.t0 = time.monotonic()
         self.updates = 0
         self.phase = "running"
+        # where the run is when it runs in other processes (--cluster ray: the Ray actors' walks,
+        # pipeline/ray_backend.py): a function giving a Sample, read instead of the watched thread
+        self.source = None
 
     def start(self):
         self.t0 = time.monotonic()
@@ -121,7 +125,8 @@ class Display:
                 return
             while not self._stop.is_set():
                 elapsed = time.monotonic() - self.t0
-                smp = sample(self.thread_id, cache)
+                source = self.source
+                smp = source() if source is not None else sample(self.thread_id, cache)
                 self._show(smp, elapsed)
                 if self._stop.wait(self.interval):
                     return

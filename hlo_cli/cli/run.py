@@ -35,10 +35,11 @@ from .common import (elided_constants_option, max_iterations_option, module_opti
 # ----------------------------------------------------------------------------- summaries
 
 def _preview(a, n=5) -> str:
-    """The first few elements, compactly."""
-    flat = a.reshape(-1)
+    """The first few elements, compactly (of an array, or of a pipeline.io.RowSummary: a value
+    left on a Ray actor)."""
+    flat = a.head if hasattr(a, "head") else a.reshape(-1)
     items = [scalar_str(x, a) for x in flat[:n]]
-    return "[" + ", ".join(items) + (", ..." if flat.size > n else "") + "]"
+    return "[" + ", ".join(items) + (", ..." if a.size > n else "") + "]"
 
 
 def _report_nonfinite(rep, src):
@@ -208,7 +209,7 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
                                      check_finite, max_iterations, allow_elided_constants, no_check, no_progress,
                                      profile, max_memory, replicas, partitions, per_device, output_global,
                                      output_sharding, device, module_choice, no_cache, reference_platform, cluster,
-                                     ray_address, ray_actors, numerics, stage)
+                                     ray_address, ray_actors, numerics, stage, print_values)
         result.module_file = request.module_file
         try:
             run_pipeline(request, _Hooks(progress, fmt), result)
@@ -235,7 +236,8 @@ def run(module_file, inputs, inputs_npz, random_inputs, seed, output, force, pri
 def _request(module_file, inputs, inputs_npz, random_inputs, seed, output, force, fmt, expect, rtol, atol, dump_dir,
              dump_filter, dump_summary, dump_force, check_finite, max_iterations, allow_elided_constants, no_check,
              no_progress, profile, max_memory, replicas, partitions, per_device, output_global, output_sharding,
-             device, module_choice, no_cache, reference_platform, cluster, ray_address, ray_actors, numerics, stage):
+             device, module_choice, no_cache, reference_platform, cluster, ray_address, ray_actors, numerics, stage,
+             print_values=False):
     """The options as a RunRequest (usage errors said first), and the progress display if one is shown."""
     for flag, given in (("--dump-filter", dump_filter), ("--dump-summary", dump_summary),
                         ("--dump-force", dump_force)):
@@ -251,13 +253,9 @@ def _request(module_file, inputs, inputs_npz, random_inputs, seed, output, force
     limit = _memory_limit_option(max_memory)
     devices = DeviceOptions(replicas=replicas, partitions=partitions, per_device=per_device,
                             output_global=output_global, output_sharding=output_sharding, device=device,
-                            cluster=cluster, ray_address=ray_address, ray_actors=ray_actors)
-    if cluster == "ray":
-        for flag, given in (("--profile", profile), ("--reference", reference_platform)):
-            if given:
-                raise click.UsageError(f"{flag} cannot be combined with --cluster ray: it runs in this "
-                                       f"process (use --cluster local)")
-    elif ray_address is not None or ray_actors is not None:
+                            cluster=cluster, ray_address=ray_address, ray_actors=ray_actors,
+                            values_here=print_values)           # (a run on Ray brings no value here otherwise)
+    if cluster != "ray" and (ray_address is not None or ray_actors is not None):
         raise click.UsageError("--ray-address and --ray-actors need --cluster ray")
     reference = None
     if reference_platform:
@@ -299,6 +297,10 @@ class _Hooks(RunHooks):
     def executed(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+
+    def watch(self, source) -> None:
+        if self.progress is not None:
+            self.progress.source = source
 
 
 # ----------------------------------------------------------------------------- the report
@@ -362,7 +364,8 @@ def _print_results(result: RunResult, print_values: bool):
     rows = leaf_rows(result.device_leaves, dv.device)
     where = (f"on {g.count} device{'s' if g.count != 1 else ''} ({g.replicas} replica"
              f"{'s' if g.replicas != 1 else ''} x {g.partitions} partition{'s' if g.partitions != 1 else ''})")
-    _print_summary(result.module, [(np.asarray(v), leaf.shape) for leaf, _, v in rows], where,
+    _print_summary(result.module, [(v if hasattr(v, "head") else np.asarray(v), leaf.shape) for leaf, _, v in rows],
+                   where,
                    [leaf.key for leaf, _, _ in rows],
                    ["global" if devs is None else who(devs) for _, devs, _ in rows])
     if print_values:
@@ -412,8 +415,9 @@ def _print_summary(module, leaves, where: str | None = None, keys=None, devices=
     for col in cols:
         t.add_column(col, justify="right" if col in ("min", "max", "mean", "nan", "inf") else "left",
                      no_wrap=True, overflow="ellipsis")
+    from ..pipeline.io import value_stats
     for k, (v, shape) in enumerate(leaves):
-        s = stats(v)
+        s = value_stats(v)
         lo, hi = s.get("min"), s.get("max")
         if "max_abs" in s:
             lo, hi = s.get("min_abs"), s.get("max_abs")

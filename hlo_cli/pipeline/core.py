@@ -49,6 +49,9 @@ class DeviceOptions:
     cluster: str = "local"             # local, or ray
     ray_address: str | None = None
     ray_actors: int | None = None
+    # the result values are wanted in this process; False lets a run on Ray leave them on its actors
+    # (summaries here: pipeline.io.RowSummary) and write --output there (hlo run: unless --print)
+    values_here: bool = True
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -101,6 +104,10 @@ class RunHooks:
 
     def executed(self) -> None:
         """The execution ended (normally or not): what follows is reporting."""
+
+    def watch(self, source) -> None:
+        """The run goes on in other processes (--cluster ray): SOURCE() says where it is (a
+        interpreter.watch.Sample, or None), for a progress display; None: it stopped."""
 
 
 class Reference(abc.ABC):
@@ -378,6 +385,9 @@ class _Pipeline:
             res.expect_label = f"{req.module_file} (the snapshot's result)"
         if req.reference is not None:
             req.reference.prepare(res.module, dv, args, self.hooks, req)     # before hlo's own run
+        if not req.expect and req.reference is None and self.reference_values is None and dv.streamable():
+            dv.keep = True                     # the result stays on the Ray actors: summaries here
+            dv.stream_to = req.output          # ... and --output written by them
 
     def _hooks(self):
         from .finite import FiniteGuard
@@ -390,6 +400,9 @@ class _Pipeline:
         if self.guard:
             hooks.append(self.guard)
         res.device_run.dumper, res.device_run.guard = res.dumper, self.guard   # (--cluster ray makes them again)
+        if self.hooks.watched:
+            res.device_run.watch = self.hooks.watch
+        res.device_run.profile_top = req.profile_top
         if req.profile:
             from ..interpreter.profiling import Profile
             self.prof = Profile()
@@ -448,7 +461,9 @@ class _Pipeline:
         if prof is not None:
             prof.stop_sampling()
             res.profile = prof.summary(res.timings["execute_s"], top=req.profile_top)
-            if dv.multi and prof.mode == "steps":
+            if dv.multi and dv.remote_profile is not None:     # (--cluster ray: the actors' profiles)
+                res.profile = dv.remote_profile
+            elif dv.multi and prof.mode == "steps":
                 res.profile["mode"] = "steps, per device; the device walk's own instructions sampled"
         return value
 
@@ -461,6 +476,9 @@ class _Pipeline:
         try:
             self.prof.stop_sampling()
             doc = self.prof.summary(self.res.timings["execute_s"], top=self.req.profile_top)
+            dv = self.res.device_run
+            if dv is not None and dv.multi and dv.remote_profile is not None:
+                doc = dict(dv.remote_profile)
             doc["stopped"] = True
             self.res.profile = doc
         except Exception:       # noqa: BLE001 -- the error that stopped the run is the one to report
@@ -483,11 +501,14 @@ class _Pipeline:
             res.leaves = [(np.asarray(v), s) for v, s in leaves_with_shapes(value, root_shape)]
         if res.dumper:
             res.dumper.finish("ok", res.timings)
-        if dv.multi:
+        if dv.multi and dv.stream_to is not None:
+            arrays = []
+            dv.write_streamed(req.output, res.device_leaves)
+        elif dv.multi:
             arrays = dv.output_arrays(res.device_leaves) if (req.output or req.expect) else []
         else:
             arrays = [v for v, _ in res.leaves]
-        if req.output:
+        if req.output and dv.stream_to is None:
             write_results(req.output, arrays)
         res.timings["write_s"] = time.perf_counter() - t0
         if dv.multi and req.expect:

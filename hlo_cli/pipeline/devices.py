@@ -10,13 +10,12 @@
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import HloError, HloInputError
-from .io import leaves_with_shapes
+from .io import leaves_with_shapes, row_digest, value_stats
 from ..devices.values import Stacked, Uniform, devices_text
 
 
@@ -51,6 +50,10 @@ def parse_sharding(text: str, module=None, what: str = "--output-sharding"):
               f"{{devices=[2,1]<=[2]}} or {{replicated}}")
 
 
+NO_ROOT_SHARDING = ("--output-global: the ROOT of the entry computation has no sharding saying how the devices' "
+                    "results make the global one; give it with --output-sharding (e.g. {devices=[2,1]<=[2]})")
+
+
 def _leaf_shardings(sharding, root_shape) -> list:
     """The sharding of every result leaf that --output writes (tokens left out)."""
     from ..topology.sharding import leaf_shardings
@@ -60,14 +63,19 @@ def _leaf_shardings(sharding, root_shape) -> list:
 
 @dataclass
 class DeviceLeaf:
-    """One result leaf: its value `stacked` over `devices` (leading axis), or `global_value`."""
+    """One result leaf: its value `stacked` over `devices` (leading axis), or `global_value`; or,
+    values left where they were computed, one RowSummary per device (`summaries`, in the order of
+    `devices`; `global_value` a RowSummary for a global value)."""
     key: str
     shape: object                      # the leaf's HLO Shape (per device)
     devices: tuple
     stacked: np.ndarray | None = None  # [len(devices), *dims]; None for a global value
     global_value: np.ndarray | None = None
+    summaries: list | None = None
 
     def at(self, device: int) -> np.ndarray:
+        if self.summaries is not None:
+            return self.summaries[self.devices.index(device)]
         if self.stacked is None:
             return self.global_value
         return self.stacked[self.devices.index(device)]
@@ -75,16 +83,15 @@ class DeviceLeaf:
     def groups(self) -> list[tuple[tuple, np.ndarray]]:
         """(device ids, value) for each set of devices holding the same value, bit for bit,
         in order of their first device; one group for a global value."""
-        if self.stacked is None:
+        if self.stacked is None and self.summaries is None:
             return [(self.devices, self.global_value)]
         by_digest: dict[bytes, list] = {}
         firsts = {}
         for pos, d in enumerate(self.devices):
-            a = np.ascontiguousarray(self.stacked[pos])
-            dig = hashlib.blake2b(a.view(np.uint8).reshape(-1) if a.size else b"", digest_size=16).digest()
+            dig = self.summaries[pos].digest if self.summaries is not None else row_digest(self.stacked[pos])
             by_digest.setdefault(dig, []).append(d)
             firsts.setdefault(dig, pos)
-        return [(tuple(devs), self.stacked[firsts[dig]]) for dig, devs in by_digest.items()]
+        return [(tuple(devs), self.at(self.devices[firsts[dig]])) for dig, devs in by_digest.items()]
 
 
 def result_leaves(result, root_shape) -> list[DeviceLeaf]:
@@ -116,8 +123,7 @@ def output_arrays(leaves: list[DeviceLeaf], root_shape, sharding=None, to_global
     if not to_global or all(leaf.stacked is None for leaf in leaves):
         return [leaf.global_value if leaf.stacked is None else leaf.stacked for leaf in leaves]
     if sharding is None:
-        _fail(f"{what}: the ROOT of the entry computation has no sharding saying how the devices' "
-              f"results make the global one; give it with --output-sharding (e.g. {{devices=[2,1]<=[2]}})")
+        _fail(NO_ROOT_SHARDING.replace("--output-global", what))
     from ..devices.inputs import global_dims
     from ..topology.sharding import layout, unshard
     shs = _leaf_shardings(sharding, root_shape)
@@ -141,6 +147,38 @@ def output_arrays(leaves: list[DeviceLeaf], root_shape, sharding=None, to_global
     return out
 
 
+def tile_pieces(sharding, dims, devices, partitions: int) -> list[tuple]:
+    """(device, [(start, stop)] per dimension, or None for the whole array) of the tiles that make
+    the global array of DIMS from the DEVICES' values by SHARDING: each tile taken from the first
+    device holding it, as topology.sharding.unshard takes it (a device's partition: its id modulo
+    PARTITIONS; a replicated or manual value from the first device, a maximal one from its device)."""
+    import math
+
+    from ..topology.sharding import layout
+    lay = layout(sharding, len(dims))
+    if lay.manual or (lay.maximal is None and lay.partitions == 1):
+        return [(devices[0], None)]
+    if lay.maximal is not None:
+        holder = next((d for d in devices if d % partitions == lay.maximal), None)
+        if holder is None:
+            _fail(f"--output-global: device {lay.maximal} of the maximal sharding {sharding} is not among the "
+                  f"devices {devices_text(devices)}")
+        return [(holder, None)]
+    if lay.partitions != partitions:
+        _fail(f"--output-global: sharding {sharding} names {lay.partitions} devices but the run has "
+              f"{partitions} partitions")
+    size = [-(-int(g) // t) for g, t in zip(dims, lay.tiles)]
+    seen, out = set(), []
+    for d in devices:
+        key = tuple(int(c) for c in lay.coord[d % partitions])
+        if key not in seen:
+            seen.add(key)
+            out.append((d, [(min(c * n, int(g)), min((c + 1) * n, int(g))) for c, n, g in zip(key, size, dims)]))
+    if len(seen) != math.prod(lay.tiles):
+        _fail(f"--output-global: devices {devices_text(devices)} do not hold every tile of sharding {sharding}")
+    return out
+
+
 def root_sharding(module):
     """The sharding written on the entry computation's ROOT, or None."""
     return module.entry_computation.root_instruction.attrs.get("sharding")
@@ -152,6 +190,10 @@ def check_device(device: int, devices) -> None:
 
 
 # ----------------------------------------------------------------------------- a run from the command line
+
+class _NotShared(Exception):
+    """The Ray actors do not see the files this process makes (DeviceRun.write_streamed)."""
+
 
 class DeviceRun:
     """What `hlo run`'s device options ask for, decided before anything runs: the grid, whether the
@@ -173,6 +215,13 @@ class DeviceRun:
         self.ray_address = opts.get("ray_address")
         self.ray_actors = opts.get("ray_actors")
         self.ray_run = None                        # what the Ray backend reports (placement, timings)
+        self.remote_profile = None                 # --profile on Ray: the actors' profiles, merged
+        self.watch = None                          # --cluster ray: RunHooks.watch, when a person watches
+        # the results are wanted in this process (--print), not only summarized (--cluster ray)
+        self.values_here = opts.get("values_here", True) is not False
+        self.keep = False                          # the result left on the Ray actors (summaries here)
+        self.stream_to = None                      # --output written by the Ray actors (write_streamed)
+        self.profile_top = 15
         self.multi = given or (self.cluster != "local" and self.grid.count > 1) or needs_devices(module, self.grid)
         # inputs read by the device actors (each its devices' part) rather than by this process
         self.remote = self.multi and self.cluster == "ray"
@@ -188,9 +237,7 @@ class DeviceRun:
             if text is not None:
                 self._check_output_sharding(text)
             if self.sharding is None and not self.global_values:
-                _fail("--output-global: the ROOT of the entry computation has no sharding saying how the "
-                      "devices' results make the global one; give it with --output-sharding "
-                      "(e.g. {devices=[2,1]<=[2]})")
+                _fail(NO_ROOT_SHARDING)
 
     def _check_output_sharding(self, text: str):
         """--output-sharding fits the ROOT and the run's devices, said before anything runs (the
@@ -221,6 +268,17 @@ class DeviceRun:
             return list(values)                   # each actor cuts its devices' part (ray_backend.py)
         return distribute(self.module, values, self.grid, self.per_device, self.global_values, notes)
 
+    def local_arguments(self, values) -> list:
+        """VALUES (what `distribute` returned) as a local run holds them: inputs left to the Ray
+        actors (FileInputs) read here, memory-mapped where they can be, and placed on the devices
+        (for what needs every device's arguments in this process: --reference xla)."""
+        if not any(_is_file_input(v) for v in values):
+            return list(values)
+        from ..devices.inputs import distribute
+        from .ray_backend import open_array
+        arrays = [open_array(v) if _is_file_input(v) else v for v in values]
+        return distribute(self.module, arrays, self.grid, self.per_device, self.global_values)
+
     def random_inputs(self, seed: int) -> list:
         from ..devices.inputs import random_global_inputs
         return random_global_inputs(self.module, self.grid, seed, self.global_values)
@@ -239,7 +297,11 @@ class DeviceRun:
 
     def _run_on_ray(self, args, options, hook):
         """The run on Ray: the hooks `hlo run` made (self.dumper, self.guard, set before the run) are
-        re-made in each actor for its devices, and their findings brought back to these objects."""
+        re-made in each actor for its devices, and their findings brought back to these objects;
+        --profile (OPTIONS.profile) is made in each actor too, the actors' profiles merged into
+        self.remote_profile; self.watch hears where the actors are (the progress line)."""
+        import dataclasses
+
         from .finite import NonFinite
         from .ray_backend import run_on_ray
         dumper, guard = getattr(self, "dumper", None), getattr(self, "guard", None)
@@ -247,22 +309,113 @@ class DeviceRun:
             raise ValueError("the Ray backend runs --dump-dir's and --check-finite's hooks only")
         dump = None if dumper is None else {"dir": str(dumper.dir), "pattern": dumper.pattern,
                                             "summary_only": dumper.summary_only, "run_info": dumper.run_info}
+        profile = options is not None and options.profile is not None
+        if profile:
+            options = dataclasses.replace(options, profile=None)      # (each actor makes its own)
         try:
             result, self.ray_run = run_on_ray(self.module, args, self.grid, options, address=self.ray_address,
                                               actors=self.ray_actors, per_device=self.per_device,
                                               global_values=self.global_values, check_finite=guard is not None,
-                                              dump=dump)
+                                              dump=dump, profile=profile, profile_top=self.profile_top,
+                                              progress=self.watch, keep_results=self.keep)
         except NonFinite as e:
+            self.remote_profile = getattr(e, "profile", None)
             guard.report = e.report              # what `hlo run` reports, as from a local run
             if dumper is not None:
                 dumper.entries = e.dump_entries or []
             raise
         if dumper is not None:
             dumper.entries = self.ray_run.dump_entries or []
+        self.remote_profile = self.ray_run.profile
         return result
 
     def leaves(self, result) -> list[DeviceLeaf]:
+        if self.ray_run is not None and self.ray_run.kept is not None:
+            leaves = self._kept_leaves(result)
+            if self.stream_to is None:             # nothing to write: the actors let their values go
+                from .ray_backend import release_kept
+                release_kept(self.ray_run)
+            return leaves
         return result_leaves(result, self.module.entry_computation.root_instruction.shape)
+
+    def _kept_leaves(self, result) -> list[DeviceLeaf]:
+        """The leaves of a result the Ray actors kept: a RowSummary per device (one for a global value)."""
+        kept, groups = self.ray_run.kept, self.ray_run.placement.groups
+        shapes = [s for s in self.module.entry_computation.root_instruction.shape.leaves()
+                  if s.element_type not in ("token", "opaque")]
+        devices = tuple(result.devices)
+        out = []
+        for k, s in enumerate(shapes):
+            per = {d: kp.leaves[k][i] for kp, g in zip(kept, groups) for i, d in enumerate(g)}
+            rows = [per[d] for d in devices]
+            out.append(DeviceLeaf(f"out{k}", s, devices, global_value=rows[0]) if result.global_result
+                       else DeviceLeaf(f"out{k}", s, devices, summaries=rows))
+        return out
+
+    def streamable(self) -> bool:
+        """Whether --output can be written by the Ray actors in place (write_streamed): a run on Ray
+        whose values are not wanted here (--print), of results whose shapes are static."""
+        root_shape = self.module.entry_computation.root_instruction.shape
+        return self.multi and self.remote and not self.values_here and \
+            not any(s.is_dynamic for s in root_shape.leaves())
+
+    def write_streamed(self, path: str, leaves: list[DeviceLeaf]) -> None:
+        """--output PATH written by the Ray actors that kept the result: each array (a global array
+        with --output-global, else the leaf stacked over the devices) an .npy file made here and
+        filled in place by the actors, each device's tile (or row) by the actor holding it (an .npz
+        archive then made of those files, copied in pieces), under a temporary
+        name renamed at the end: no process holds a global array, none is left half written.  When
+        an actor does not see the files made here (no file system shared with its node), the values
+        are brought here and written as without Ray."""
+        from pathlib import Path
+
+        from ..devices.inputs import global_dims
+        from .io import new_npy, npz_of_npy_files, replace_file_by_name
+        from .ray_backend import all_see, release_kept, write_pieces
+        root_shape = self.module.entry_computation.root_instruction.shape
+        shs = _leaf_shardings(self.sharding, root_shape) if self.sharding is not None else [None] * len(leaves)
+        plans = []
+        for leaf, sh in zip(leaves, shs):
+            first = leaf.global_value if leaf.summaries is None else leaf.summaries[0]
+            if leaf.summaries is None:
+                plans.append((tuple(leaf.shape.dims), first.dtype, [(leaf.devices[0], None)]))
+                continue
+            if not self.output_global:             # stacked over the devices, in device order
+                plans.append(((len(leaf.devices),) + tuple(leaf.shape.dims), first.dtype,
+                              [(d, i) for i, d in enumerate(leaf.devices)]))
+                continue
+            if self.sharding is None:
+                _fail(NO_ROOT_SHARDING)
+            dims = global_dims(tuple(leaf.shape.dims), sh)
+            plans.append((dims, first.dtype, tile_pieces(sh, dims, leaf.devices, self.grid.partitions)))
+        npz = path.endswith(".npz")
+
+        def fill(tmp, parts):
+            files = parts if npz else [tmp]
+            for k, ((dims, dtype, pieces), f) in enumerate(zip(plans, files)):
+                new_npy(f, dims, dtype)
+                if k == 0 and not all_see(self.ray_run, str(f)):
+                    raise _NotShared()
+                write_pieces(self.ray_run, k, str(f), pieces)
+            if npz:
+                with open(tmp, "wb") as out:
+                    npz_of_npy_files(out, {f"out{k}": p for k, p in enumerate(parts)})
+        try:
+            replace_file_by_name(Path(path), fill, f"--output {path}", parts=len(plans) if npz else 0)
+        except _NotShared:
+            self._write_gathered(path, all(leaf.summaries is None for leaf in leaves))
+        finally:
+            release_kept(self.ray_run)
+
+    def _write_gathered(self, path: str, global_result: bool) -> None:
+        """--output PATH from the values the Ray actors kept, brought here."""
+        from .io import write_results
+        from .ray_backend import gather_kept
+        from ..devices import DeviceResult
+        value = gather_kept(self.ray_run)
+        result = DeviceResult(value, tuple(range(self.grid.count)), self.grid, global_result)
+        leaves = result_leaves(result, self.module.entry_computation.root_instruction.shape)
+        write_results(path, self.output_arrays(leaves))
 
     def output_arrays(self, leaves: list[DeviceLeaf]) -> list[np.ndarray]:
         root_shape = self.module.entry_computation.root_instruction.shape
@@ -283,7 +436,7 @@ def leaf_rows(leaves: list[DeviceLeaf], device: int | None = None) -> list[tuple
     devices that agree, or DEVICE's value alone."""
     rows = []
     for leaf in leaves:
-        if leaf.stacked is None:
+        if leaf.stacked is None and leaf.summaries is None:
             rows.append((leaf, None, leaf.global_value))
         elif device is not None:
             rows.append((leaf, (device,), leaf.at(device)))
@@ -296,18 +449,18 @@ def results_json(leaves: list[DeviceLeaf], device: int | None = None, literal=No
     """The `results` of `hlo run --format json` on devices: per leaf its key and HLO shape, and for
     each set of devices holding the same value its device ids and statistics ("devices"); a global
     value's statistics as a single-device run gives them; DEVICE's alone when given."""
-    from .io import stats
+    stats = value_stats
     out = []
     for leaf in leaves:
         r = {"key": leaf.key, "hlo_shape": leaf.shape.to_str(False)}
-        if leaf.stacked is None:
-            r.update(stats(np.asarray(leaf.global_value)), **({"literal": literal(leaf.global_value, leaf.shape)}
-                                                              if literal else {}))
+        if leaf.stacked is None and leaf.summaries is None:
+            r.update(stats(leaf.global_value), **({"literal": literal(leaf.global_value, leaf.shape)}
+                                                  if literal else {}))
         elif device is not None:
             v = leaf.at(device)
-            r.update(device=device, **stats(np.asarray(v)), **({"literal": literal(v, leaf.shape)} if literal else {}))
+            r.update(device=device, **stats(v), **({"literal": literal(v, leaf.shape)} if literal else {}))
         else:
-            r["devices"] = [dict(devices=list(devs), **stats(np.asarray(v)),
+            r["devices"] = [dict(devices=list(devs), **stats(v),
                                  **({"literal": literal(v, leaf.shape)} if literal else {}))
                             for devs, v in leaf.groups()]
         out.append(r)

@@ -13,6 +13,7 @@ next to it and renamed over it, which replaces a link rather than writing throug
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import stat
@@ -241,6 +242,39 @@ def replace_file(target: Path, write, what: str):
     reader never sees half a file, an existing TARGET (or a link at its place) is replaced, never
     written through, and no other file is touched.  An OSError is an HloInputError."""
     target = Path(target)
+    f, tmp = _temp_beside(target, what)
+    _fill(f, tmp, write, what)
+    _rename_over(tmp, target, what)
+
+
+def replace_file_by_name(target: Path, fill, what: str, parts: int = 0):
+    """As replace_file, for a file written by its name, by this process or others (memory-mapped
+    by the Ray actors: --output-global on Ray): FILL(tmp, part_paths) writes the temporary file TMP
+    next to TARGET, which is then renamed over it; PARTS more temporary files next to it
+    (part_paths, created empty) are removed at the end, whatever happens."""
+    target = Path(target)
+    made = []
+    try:
+        for _ in range(parts):
+            f, p = _temp_beside(target, what)
+            f.close()
+            made.append(p)
+        f, tmp = _temp_beside(target, what)
+        f.close()
+        made.append(tmp)
+        try:
+            fill(tmp, made[:-1])
+        except OSError as e:
+            raise _write_error(what, target, e) from None
+        _rename_over(tmp, target, what)
+        made.pop()
+    finally:
+        for p in made:
+            _unlink_quietly(p)
+
+
+def _temp_beside(target: Path, what: str):
+    """(open file, path) of a new temporary file next to TARGET, which must be a file if it exists."""
     try:
         mode = os.lstat(target).st_mode
     except OSError:
@@ -250,13 +284,14 @@ def replace_file(target: Path, write, what: str):
     while True:
         tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
         try:
-            f = _create_excl(tmp)
-            break
+            return _create_excl(tmp), tmp
         except FileExistsError:
             continue
         except OSError as e:
             raise _write_error(what, target, e) from None
-    _fill(f, tmp, write, what)
+
+
+def _rename_over(tmp: Path, target: Path, what: str):
     try:
         os.replace(tmp, target)
     except OSError as e:
@@ -283,6 +318,25 @@ def storable(a):
 
 def save_npy(f, a):
     np.save(f, storable(np.asarray(a)))
+
+
+def new_npy(path, shape, dtype):
+    """PATH made an .npy file of SHAPE and DTYPE (as `storable` saves it), its data left to be
+    written in place (memory-mapped, by other processes: np.lib.format.open_memmap(path, "r+"))."""
+    dt = storable(np.empty(0, dtype)).dtype
+    m = np.lib.format.open_memmap(str(path), mode="w+", dtype=dt, shape=tuple(shape))
+    del m
+
+
+def npz_of_npy_files(f, members: dict, chunk: int = 1 << 22):
+    """An .npz archive into the open file F, as np.savez writes one (stored, ZIP64), whose members
+    (NAME -> an .npy file's path) are copied in pieces of CHUNK bytes: no member is ever held whole."""
+    import shutil
+    import zipfile
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+        for name, path in members.items():
+            with open(path, "rb") as src, z.open(name + ".npy", "w", force_zip64=True) as dst:
+                shutil.copyfileobj(src, dst, chunk)
 
 
 def write_results(path: str, leaves, what: str = "--output"):
@@ -390,6 +444,37 @@ def leaves_with_shapes(value, shape):
             yield from leaves_with_shapes(v, s)
     elif value is not TOKEN and value is not None and shape.element_type not in ("token", "opaque"):
         yield value, shape
+
+
+def row_digest(a) -> bytes:
+    """A digest of an array's bits (values alike bit for bit, and only they, share it)."""
+    a = np.ascontiguousarray(a)
+    return hashlib.blake2b(a.view(np.uint8).reshape(-1) if a.size else b"", digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class RowSummary:
+    """One device's value of a result leaf summarized where it was computed, in place of the value
+    (a run on Ray whose actors keep their results and write --output-global themselves): the
+    digest of its bits, its statistics (stats) and its first elements, flattened (`head`)."""
+    digest: bytes
+    stats: dict
+    head: np.ndarray
+    size: int
+
+    @property
+    def dtype(self):
+        return self.head.dtype
+
+
+def summarize_row(a, n: int = 8) -> RowSummary:
+    a = np.asarray(a)
+    return RowSummary(row_digest(a), stats(a), np.array(a.reshape(-1)[:n]), int(a.size))
+
+
+def value_stats(v) -> dict:
+    """stats of a result value, or the statistics a RowSummary carries."""
+    return v.stats if isinstance(v, RowSummary) else stats(np.asarray(v))
 
 
 # ----------------------------------------------------------------------------- XLA's literal format

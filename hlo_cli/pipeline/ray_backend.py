@@ -16,7 +16,22 @@ What moves where:
   each actor reached it), computes the collective on the rows of every device of the groups with
   the local backend's code (collectives.py), and hands each actor its rows back, so results are
   bit-identical to a local run;
-* the driver gathers the actors' results (only the entry's result crosses to it).
+* the driver gathers the actors' results (only the entry's result crosses to it), or, when
+  nothing needs the values in the driver (`keep_results`: `hlo run` without --print, --expect,
+  --reference), the actors keep them and send summaries (io.RowSummary per device), then write
+  their devices' tiles or rows of --output into the file in place (memory-mapped; write_pieces),
+  so no process holds a global array;
+* --profile: each actor profiles its devices (profiling.Profile, as a local run), the driver adds
+  the reports up (merged_profile); the progress line: each actor's heartbeat carries where its
+  walk is (interpreter/watch.sample), the driver shows the walk of the actor furthest behind
+  (merged_sample), polled by the display through the coordinator (`positions`).
+
+Collectives go through Ray's object store and a coordinator, not Ray's collective groups
+(ray.util.collective): its CPU backend needs PyTorch (gloo through torch.distributed), its reductions
+are SUM/PRODUCT/MIN/MAX instead of any `to_apply` computation, its groups are fixed sets of actors
+(here one actor holds several devices and replica groups cut across actors), and its ring algorithm
+adds in another order than the local backend's, which changes float bits (measured: half of 65536
+f32 sums over 8 devices differ in their last bits), breaking bit-identical results.
 
 Placement: the devices of the grid are cut into contiguous groups, one actor per node by default
 (`actors`), each node getting as many devices as its memory (Ray's `memory` resource of that node)
@@ -276,6 +291,7 @@ class Coordinator:
         self.pending: dict = {}                    # key -> {"parts": {actor: (devs, payload)}, ...}
         self.state = {a: "running" for a in range(n_actors)}
         self.seen: dict = {}                       # actor -> what it was last seen doing
+        self.samples: dict = {}                    # actor -> where its walk is (the progress line)
         return True
 
     async def meet(self, actor: int, kind: str, key: tuple, devs: tuple, payload, extra=None):
@@ -298,11 +314,20 @@ class Coordinator:
 
     async def finished(self, actor: int):
         self.state[actor] = "finished"
+        self.samples[actor] = None
         self._progress()
 
-    async def heartbeat(self, actor: int, where: str):
+    async def heartbeat(self, actor: int, where: str, position=None):
+        """Actor ACTOR is alive; WHERE: its instruction; POSITION: where its walk is (sample_dict)."""
         if self.state.get(actor) == "running":
             self.seen[actor] = where
+        if self.state.get(actor) != "finished":
+            self.samples[actor] = position
+
+    async def positions(self):
+        """Where every actor's walk is (sample_dict, None for an actor not walking), for the driver's
+        progress line."""
+        return dict(getattr(self, "samples", {}))
 
     async def last_seen(self):
         return dict(self.seen)
@@ -452,16 +477,22 @@ class DeviceActor:
         self.where = "starting"
         self.coord = None
         self.actor = None
+        self.prof = None
+        self.run_s = 0.0
+        self._walking = None                    # the thread running the walk, while it runs
         self._stop = threading.Event()
         self._beating = False
 
     def setup(self, module, grid, devices: tuple[int, ...], options, coordinator, actor: int,
               compiled: bool = True, fail_at: str | None = None, check_finite: bool = False,
-              dump: dict | None = None) -> str:
+              dump: dict | None = None, profile: bool = False) -> str:
         """Take devices DEVICES of a run of MODULE; returns this actor's node id.  CHECK_FINITE: stop
         at the first instruction that makes a NaN or Inf on one of these devices (finite.py).  DUMP:
         write every executed instruction's value for these devices (dumps.Dumper's arguments: dir,
-        pattern, summary_only, run_info), file names prefixed by the actor."""
+        pattern, summary_only, run_info), file names prefixed by the actor.  PROFILE: time these
+        devices' instructions as `hlo run --profile` does (profile_summary)."""
+        import dataclasses
+
         import ray
         from .finite import FiniteGuard
         from ..interpreter.evaluator import RunOptions
@@ -483,6 +514,13 @@ class DeviceActor:
                                  dump.get("run_info"), prefix=f"a{actor}_")
         hooks = [h for h in (self.dumper, self.guard) if h is not None]   # the order `hlo run` uses
         self.hook = None if not hooks else hooks[0] if len(hooks) == 1 else _all_hooks(hooks)
+        self.prof = None
+        if profile:                                 # as pipeline/core.py profiles a local run
+            from ..interpreter.profiling import Profile
+            self.prof = Profile()
+            options = dataclasses.replace(options or RunOptions(), profile=self.prof)
+            if self.hook is not None:
+                self.hook = self.prof.hook(self.hook)
         local = LocalDevices(module, grid, options or RunOptions(), context_hooks(self.hook), compiled)
         self.devices = _ActorDevices(local, ray, coordinator, actor)
         self.args = None
@@ -496,9 +534,23 @@ class DeviceActor:
         while not self._stop.wait(HEARTBEAT_S):
             try:
                 if self.coord is not None:
-                    self.coord.heartbeat.remote(self.actor, self.where)
+                    self.coord.heartbeat.remote(self.actor, self.where, self.position())
             except Exception:                       # noqa: BLE001 (the driver notices a dead coordinator)
                 return
+
+    def position(self):
+        """Where this actor's walk is (sample_dict), or None when it is not walking."""
+        tid = self._walking
+        if tid is None:
+            return None
+        from ..interpreter.watch import sample
+        return sample_dict(sample(tid))
+
+    def profile_summary(self):
+        """The profile of this actor's last run (profiling.Profile.summary, every row), or None."""
+        if self.prof is None:
+            return None
+        return self.prof.summary(self.run_s, top=1 << 30)
 
     def load(self, sources, per_device: bool, global_values: bool) -> int:
         """The entry arguments of this actor's devices from SOURCES (one per parameter: a FileInput
@@ -514,8 +566,9 @@ class DeviceActor:
         import resource
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
-    def run(self):
-        """This actor's devices' share of the run: the entry root's value over its devices."""
+    def run(self, keep: bool = False):
+        """This actor's devices' share of the run: the entry root's value over its devices; KEEP:
+        the value stays here (write_tiles), a Kept summary of it is returned instead."""
         from ..interpreter.allocator import keep_freed_memory
         from ..interpreter.memory import preflight, resource_error
         from ..interpreter.parallel import blas_single
@@ -525,6 +578,10 @@ class DeviceActor:
         walk = ActorWalk(self.module, self.devices, self.hook, None)
         walk.actor = self
         vals = [grouped_rows(a, len(self.devs)) for a in self.args]
+        self._walking = threading.get_ident()
+        if self.prof is not None and self.hook is None:
+            self.prof.start_sampling(self._walking)
+        t0 = time.perf_counter()
         try:
             with blas_single():
                 value = walk.call(self.module.entry, vals, self.devs)
@@ -535,14 +592,163 @@ class DeviceActor:
         except MemoryError as e:
             raise resource_error(None, e) from e
         finally:
+            self._walking = None
+            self.run_s = time.perf_counter() - t0
+            if self.prof is not None:
+                self.prof.stop_sampling()
             self.coord.finished.remote(self.actor)
             self.where = "finished"
         if isinstance(value, Grouped):
             value = Stacked(value.value)
+        self.kept = value if keep else None
+        if keep:
+            value = self._summary(value)
         return value, walk.executed + self.devices.executed(), self._entries()
+
+    def _rows(self, value):
+        """(array leaves of VALUE, each over this actor's devices on a leading axis, or held once)."""
+        from .io import leaves_with_shapes
+        n, once = len(self.devs), isinstance(value, Uniform)
+        for v, s in leaves_with_shapes(value.value, self.module.entry_computation.root_instruction.shape):
+            v = np.asarray(v)
+            if not once and (v.ndim != s.rank + 1 or v.shape[0] != n):
+                v = np.broadcast_to(v, (n,) + v.shape)
+            yield v, once
+
+    def _summary(self, value) -> "Kept":
+        from .io import summarize_row
+        leaves = []
+        for v, once in self._rows(value):
+            leaves.append([summarize_row(v)] * len(self.devs) if once else [summarize_row(r) for r in v])
+        return Kept(isinstance(value, Uniform), leaves)
+
+    def write_tiles(self, k: int, path: str, pieces) -> int:
+        """Write result leaf K of the kept value into the .npy file PATH (made by the driver, of the
+        global shape), mapped: PIECES, (device, where) of this actor's devices, where: [(start, stop)]
+        per dimension, None for the whole array, or an int: the row of the file's leading axis (a
+        stack over the devices).  Returns the bytes written."""
+        from .io import storable
+        v, once = list(self._rows(self.kept))[k]
+        out = np.lib.format.open_memmap(path, mode="r+")
+        done = 0
+        for d, bounds in pieces:
+            row = storable(np.asarray(v if once else v[self.devs.index(d)], order="C"))
+            if bounds is None:
+                out[...] = row
+            elif isinstance(bounds, int):
+                out[bounds] = row
+            else:
+                out[tuple(slice(a, z) for a, z in bounds)] = row[tuple(slice(0, z - a) for a, z in bounds)]
+            done += row.nbytes
+        out.flush()
+        del out
+        return done
+
+    def drop_kept(self):
+        self.kept = None
+
+    def kept_value(self):
+        return self.kept
+
+    def sees(self, path: str, size: int) -> bool:
+        try:
+            return os.path.getsize(path) == size
+        except OSError:
+            return False
 
     def _entries(self):
         return None if self.dumper is None else self.dumper.entries
+
+
+# ----------------------------------------------------------------------------- progress and profiles, gathered
+
+def sample_dict(smp) -> dict | None:
+    """A watch.Sample as plain data for the driver (instructions by name: the driver has the module)."""
+    if smp is None:
+        return None
+    lv = smp.compiling
+    return {"levels": [(x.computation, x.index, x.count, getattr(x.instruction, "name", None), x.devices,
+                        x.iteration, x.trips) for x in smp.levels],
+            "executed": smp.executed, "loop_iterations": smp.loop_iterations,
+            "compiling": None if lv is None else (lv.computation, lv.index, lv.count)}
+
+
+def merged_sample(positions: dict, module, devices: int):
+    """The progress line's watch.Sample of a run on Ray from every actor's sample_dict: the walk of
+    the actor furthest behind (the run cannot end before it), with the instructions executed and
+    loop iterations of all actors, over all DEVICES; None when no actor walks."""
+    from ..interpreter.watch import Level, Sample
+    found = [p for p in positions.values() if p]
+    if not found:
+        return None
+    slow = min(found, key=lambda p: p["executed"])
+    insts = module_instructions(module)
+    levels = [Level(c, k, n, insts.get(name) if name else None, d, it, trips)
+              for c, k, n, name, d, it, trips in slow["levels"]]
+    comp = slow["compiling"]
+    return Sample(levels, sum(p["loop_iterations"] for p in found), sum(p["executed"] for p in found), devices,
+                  None if comp is None else Level(*comp))
+
+
+def merged_profile(docs: list, groups, wall_s: float, top: int) -> dict:
+    """One `--profile` document (profiling.Profile.summary's form) from the actors' own (each with
+    every row): an instruction's calls and times added over the actors, against the actors' time
+    added (`run_ms`: actor-seconds; `wall_ms`: the run's own time), so that the shares add up as a
+    local run's do."""
+    docs = [d for d in docs if d]
+    run_ms = sum(d["run_ms"] for d in docs)
+    rows: dict = {}
+    for d in docs:
+        for r in d["top_instructions"]:
+            key = (r["computation"], r["instruction"], r["opcode"], tuple(r.get("members") or ()))
+            m = rows.get(key)
+            if m is None:
+                m = rows[key] = dict(r, self_ms=0.0, total_ms=0.0, calls=None if r["calls"] is None else 0)
+                m.pop("samples", None)
+            m["self_ms"] += r["self_ms"]
+            m["total_ms"] += r["total_ms"]
+            if r["calls"] is not None:
+                m["calls"] = (m["calls"] or 0) + r["calls"]
+            if r.get("samples"):
+                m["samples"] = m.get("samples", 0) + r["samples"]
+
+    def pct(ms):
+        return round(100.0 * ms / run_ms, 2) if run_ms else 0.0
+    ranked = sorted(rows.values(), key=lambda r: (-r["self_ms"], r["computation"], r["instruction"]))
+    ops: dict = {}
+    for r in ranked:
+        r.update(self_ms=round(r["self_ms"], 3), total_ms=round(r["total_ms"], 3), percent=pct(r["self_ms"]))
+        o = ops.setdefault(r["opcode"], {"opcode": r["opcode"], "instructions": 0, "calls": 0, "self_ms": 0.0})
+        o["instructions"] += 1
+        o["calls"] += r["calls"] or 0
+        o["self_ms"] += r["self_ms"]
+        if r.get("samples"):
+            o["samples"] = o.get("samples", 0) + r["samples"]
+    opcodes = sorted(ops.values(), key=lambda o: -o["self_ms"])
+    for o in opcodes:
+        o.update(self_ms=round(o["self_ms"], 3), percent=pct(o["self_ms"]))
+    timed = sum(r["self_ms"] for r in ranked)
+    prepared: dict = {}
+    for d in docs:
+        for p in d["preparing_top"]:
+            prepared[p["computation"]] = prepared.get(p["computation"], 0.0) + p["ms"]
+    modes = sorted({d["mode"] for d in docs}) or ["steps"]
+    return {"mode": f"{' / '.join(modes)}; {len(docs)} Ray actors, their times added",
+            "run_ms": round(run_ms, 3), "wall_ms": round(wall_s * 1e3, 3), "timed_ms": round(timed, 3),
+            "untimed_ms": round(max(0.0, run_ms - timed), 3),
+            "preparing_ms": round(sum(d["preparing_ms"] for d in docs), 3),
+            "preparing_top": [{"computation": k, "ms": round(v, 3)}
+                              for k, v in sorted(prepared.items(), key=lambda kv: -kv[1])[:10]],
+            "instructions_timed": len(ranked), "top_instructions": ranked[:top], "opcodes": opcodes,
+            "actors": [{"devices": list(g), "run_ms": d["run_ms"]} for g, d in zip(groups, docs)]}
+
+
+@dataclass(frozen=True)
+class Kept:
+    """An actor's result left with it (run(keep=True)): per result leaf, per device of the actor a
+    devices.RowSummary; `once`: the actor holds one value for all its devices."""
+    once: bool
+    leaves: list
 
 
 @dataclass(frozen=True)
@@ -603,6 +809,9 @@ class RayRun:
     timings: dict = field(default_factory=dict)
     peak_rss: list = field(default_factory=list)     # per actor: the most memory its process held
     dump_entries: list | None = None                 # --dump-dir: the manifest's instructions, all actors'
+    profile: dict | None = None                      # --profile: the actors' profiles, merged_profile
+    kept: list | None = None                         # keep_results: each actor's Kept summary
+    handles: list | None = None                      # keep_results: the actors keeping them
 
     def to_dict(self) -> dict:
         """For `hlo run --format json`: where the devices ran and how long each phase took."""
@@ -680,7 +889,8 @@ def _actors_for(ray, pool, plan: Placement):
 def run_on_ray(module, args, grid, options=None, *, address: str | None = None, actors: int | None = None,
                per_device: bool = False, global_values: bool | None = None, compiled: bool = True,
                check_memory: bool = True, timeout_s: float | None = None, fail_at: str | None = None,
-               check_finite: bool = False, dump: dict | None = None):
+               check_finite: bool = False, dump: dict | None = None, profile: bool = False,
+               profile_top: int = 15, progress=None, keep_results: bool = False):
     """Run MODULE's entry computation on every device of GRID, the devices spread over Ray actors.
     ARGS: one per entry parameter, a FileInput (read by each actor for its devices) or a DeviceValue
     (Uniform, Stacked over all devices). Returns (DeviceResult, RayRun).  Results are bit-identical
@@ -688,7 +898,12 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     CHECK_FINITE: stop at the first instruction that makes a NaN or Inf (finite.NonFinite, whose
     `report` is finite.FiniteGuard's, with the device).  DUMP: every actor writes its devices' values
     into DUMP["dir"] (a directory every node reaches), and RayRun.dump_entries (NonFinite.dump_entries)
-    is the manifest's instruction list (dumps.merge_device_entries)."""
+    is the manifest's instruction list (dumps.merge_device_entries).  PROFILE: every actor profiles
+    its devices, RayRun.profile (NonFinite.profile) is merged_profile's document with PROFILE_TOP
+    instructions.  PROGRESS: called with a function giving where the run is (a watch.Sample, or
+    None) once the actors run, and with None when they stop (the progress line of `hlo run`).
+    KEEP_RESULTS: the result stays on the actors (written by them: write_pieces); the DeviceResult's
+    value is None and RayRun.kept holds each actor's summaries of its devices' values."""
     from ..topology import partitioned
     from ..devices import DeviceResult
     from ..interpreter.evaluator import RunOptions
@@ -713,22 +928,32 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
         coord, handles = _actors_for(ray, _pool(ray), plan)
         mod_ref = ray.put(module)
         ray.get(coord.reset.remote(mod_ref, grid, options, owners, len(plan.groups)))
-        _wait_all(ray, [h.setup.remote(mod_ref, grid, g, options, coord, a, compiled, fail_at, check_finite, dump)
+        _wait_all(ray, [h.setup.remote(mod_ref, grid, g, options, coord, a, compiled, fail_at, check_finite, dump,
+                                       profile)
                         for a, (h, g) in enumerate(zip(handles, plan.groups))], plan, coord, timeout_s)
         loads = [h.load.remote([s if isinstance(s, FileInput) else _cut(s, g) for s in args], per_device,
                                global_values) for h, g in zip(handles, plan.groups)]
         _wait_all(ray, loads, plan, coord, timeout_s)
         t1 = time.perf_counter()
-        runs = [h.run.remote() for h in handles]
-        results = _wait_all(ray, runs, plan, coord, timeout_s, finite=check_finite)
+        runs = [h.run.remote(keep_results) for h in handles]
+        if progress is not None:
+            progress(_positions_of(ray, coord, module, grid.count))
+        try:
+            results = _wait_all(ray, runs, plan, coord, timeout_s, finite=check_finite)
+        finally:
+            if progress is not None:
+                progress(None)
         t2 = time.perf_counter()
         entries = None if dump is None else _dump_entries(plan, results)
+        profiled = None if not profile else merged_profile(
+            _each(ray, [h.profile_summary.remote() for h in handles]), plan.groups, t2 - t1, profile_top)
         stops = [v for v, _, _ in results if isinstance(v, NonFiniteAt)]
         if stops:
             from .finite import NonFinite
             e = NonFinite()
             e.report = min(stops, key=lambda s: (s.executed, s.report.get("device", 0))).report
             e.dump_entries = entries
+            e.profile = profiled
             raise e
         ok = True
     except HloError as e:
@@ -741,22 +966,86 @@ def run_on_ray(module, args, grid, options=None, *, address: str | None = None, 
     finally:
         if not ok:                                  # an actor lost, Ctrl-C: nothing is left running
             forget_actors(ray)
-    try:
-        rss = ray.get([h.peak_rss.remote() for h in handles], timeout=30)
-    except Exception:                               # noqa: BLE001 (a report only)
-        rss = [None] * len(handles)
+    rss = _each(ray, [h.peak_rss.remote() for h in handles])
     values = [v for v, _, _ in results]
     executed = sum(n for _, n, _ in results)
     devs = tuple(range(grid.count))
+    timings = {"ray_setup_s": t1 - t0, "ray_run_s": t2 - t1, "ray_gather_s": time.perf_counter() - t2}
+    if keep_results:
+        once = all(v.once for v in values) and all(
+            len({v.leaves[k][0].digest for v in values}) == 1 for k in range(len(values[0].leaves)))
+        result = DeviceResult(None, devs, grid, once and not partitioned(module), executed)
+        return result, RayRun(plan, started, timings, rss, entries, profiled, values, handles)
+    value = _gathered(values, plan)
+    result = DeviceResult(value, devs, grid, isinstance(value, Uniform) and not partitioned(module), executed)
+    timings["ray_gather_s"] = time.perf_counter() - t2
+    return result, RayRun(plan, started, timings, rss, entries, profiled)
+
+
+def _gathered(values, plan: Placement):
+    """One value over all devices from each actor's value over its devices."""
     # a value each actor holds once is the same on every device only when the actors agree bit for bit
     if all(isinstance(v, Uniform) for v in values) and all(_same_bits(v.value, values[0].value) for v in values):
-        value = values[0]
-    else:
-        _, merged = _merge([(g, v.stacked(len(g))) for g, v in zip(plan.groups, values)])
-        value = Stacked(merged)
-    result = DeviceResult(value, devs, grid, isinstance(value, Uniform) and not partitioned(module), executed)
-    return result, RayRun(plan, started, {"ray_setup_s": t1 - t0, "ray_run_s": t2 - t1,
-                                          "ray_gather_s": time.perf_counter() - t2}, rss, entries)
+        return values[0]
+    _, merged = _merge([(g, v.stacked(len(g))) for g, v in zip(plan.groups, values)])
+    return Stacked(merged)
+
+
+def gather_kept(run: RayRun):
+    """The value the actors of RUN kept, brought here (one value over all devices)."""
+    ray = require_ray()
+    return _gathered(_wait_all(ray, [h.kept_value.remote() for h in run.handles], run.placement, None, None),
+                     run.placement)
+
+
+def all_see(run: RayRun, path: str) -> bool:
+    """Whether every actor of RUN sees the file PATH this process made (the same size): a file
+    system they share with this process."""
+    size = os.path.getsize(path)
+    try:
+        return all(_wait_all(require_ray(), [h.sees.remote(path, size) for h in run.handles], run.placement,
+                             None, None))
+    except HloError:
+        return False
+
+
+def write_pieces(run: RayRun, k: int, path: str, pieces) -> None:
+    """Have the actors that kept RUN's result write its leaf K into the .npy file PATH (made of the
+    global shape): PIECES, (device, bounds or None) as DeviceActor.write_tiles takes them, each
+    written by the actor holding its device."""
+    ray = require_ray()
+    owner = {d: a for a, g in enumerate(run.placement.groups) for d in g}
+    mine: dict = {}
+    for d, bounds in pieces:
+        mine.setdefault(owner[d], []).append((d, bounds))
+    _wait_all(ray, [run.handles[a].write_tiles.remote(k, path, p) for a, p in sorted(mine.items())],
+              Placement(tuple(run.placement.groups[a] for a in sorted(mine)),
+                        tuple(run.placement.nodes[a] for a in sorted(mine)), 0, 0), None, None)
+
+
+def release_kept(run: RayRun) -> None:
+    """The actors drop the results they kept (after they were written)."""
+    if run.handles:
+        _each(require_ray(), [h.drop_kept.remote() for h in run.handles])
+
+
+def _each(ray, refs, within_s: float = 30.0) -> list:
+    """The values of REFS (reports of the actors: a peak, a profile), None for those that fail."""
+    try:
+        return ray.get(refs, timeout=within_s)
+    except Exception:                               # noqa: BLE001 (a report only)
+        return [None] * len(refs)
+
+
+def _positions_of(ray, coord, module, devices: int):
+    """A function giving where the run is now (merged_sample of the actors' last heartbeats), or
+    None when the coordinator does not answer within a second (never an error)."""
+    def where():
+        try:
+            return merged_sample(ray.get(coord.positions.remote(), timeout=1.0), module, devices)
+        except Exception:                           # noqa: BLE001 (the display must never stop the run)
+            return None
+    return where
 
 
 def _dump_entries(plan: Placement, results) -> list:

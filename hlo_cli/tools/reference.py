@@ -480,6 +480,7 @@ class XlaReference(Reference):
 
     def __init__(self):
         self.xla_args = self.root_shape = self.grid = self.refused = self.canonical = None
+        self.remote_args = None
 
     def prepare(self, module, device_run, args, hooks, request) -> None:
         from ..pipeline.prepare import has_elided
@@ -490,7 +491,12 @@ class XlaReference(Reference):
             hooks.note("note: --reference xla: XLA fills elided constants ({...}) its own way (zeros on the "
                        "XLA CPU measured); hlo's random values for them will not match (use "
                        "--allow-elided-constants zeros)")
-        self.xla_args = arguments_for(device_run, args)
+        if getattr(device_run, "remote", False):
+            # --cluster ray: the Ray actors read the input files for their devices; XLA runs every
+            # device in one process here, so the files are read here, after hlo's run (report)
+            self.xla_args, self.remote_args = None, (device_run, args)
+        else:
+            self.xla_args, self.remote_args = arguments_for(device_run, args), None
         self.root_shape, self.grid = module.entry_computation.root_instruction.shape, device_run.grid
         self.refused = unsupported(module)
 
@@ -502,6 +508,13 @@ class XlaReference(Reference):
     def report(self, text: str, leaves: list, request, timings: dict, hooks) -> dict:
         """Run the module on XLA and compare (the `reference` section of the JSON document); XLA's
         times also go into TIMINGS (xla_compile_s, xla_run_s, xla_total_s)."""
+        refused = self.refused
+        if self.remote_args is not None:
+            dv, args = self.remote_args
+            try:
+                self.xla_args = arguments_for(dv, dv.local_arguments(args))
+            except HloReferenceError as e:
+                self.xla_args, refused = ([], "single"), refused or str(e)
         xla_args, mode = self.xla_args
         dims = None
         if mode == "global":
@@ -509,7 +522,7 @@ class XlaReference(Reference):
         if hooks.watched:                          # (a person watching: XLA's compile can take seconds)
             hooks.note("running the module on XLA CPU (through JAX) ...")
         doc = reference_report(text, xla_args, mode, self.grid, leaves, request.rtol, request.atol, dims,
-                               timings.get("execute_s"), request.module_file, self.refused, self.canonical)
+                               timings.get("execute_s"), request.module_file, refused, self.canonical)
         for k in ("xla_compile_s", "xla_run_s", "xla_total_s"):
             if k in doc.get("timings", {}):
                 timings[k] = doc["timings"][k]

@@ -30,8 +30,9 @@ from hlo_cli.topology import grid_of
 from hlo_cli.devices import run_devices  # noqa: E402
 from hlo_cli.topology.grid import DeviceGrid  # noqa: E402
 from hlo_cli.devices.inputs import distribute  # noqa: E402
-from hlo_cli.pipeline.ray_backend import (FileInput, Node, forget_actors, open_array, place,  # noqa: E402
-                                         run_on_ray)
+from hlo_cli.pipeline.ray_backend import (HEARTBEAT_S, FileInput, Node, forget_actors,  # noqa: E402
+                                         gather_kept, open_array, place, run_on_ray)
+from hlo_cli.pipeline.io import row_digest  # noqa: E402
 from hlo_cli.devices.values import Stacked, leaves  # noqa: E402
 from hlo_cli.errors import ExitCode, HloEvalError, HloMemoryLimitError, HloResourceError  # noqa: E402
 
@@ -78,6 +79,15 @@ def test_ray_gives_the_local_bits(cluster, path):
     assert len(how.placement.groups) == min(len(cluster.list_all_nodes()), grid.count)
     assert sorted(d for g in how.placement.groups for d in g) == list(range(grid.count))
     assert _same(got.per_device(), want.per_device()), f"{path.name}: a device's result differs from the local run"
+    # profiled (the timed step loop instead of generated code), the result kept on the actors: the
+    # same bits, and the summaries' digests are the local rows'
+    kept, how = run_on_ray(module, args, grid, address=cluster.address, profile=True, keep_results=True)
+    assert kept.value is None and how.profile["instructions_timed"] > 0
+    assert _same(gather_kept(how).stacked(grid.count), want.per_device()), f"{path.name}: profiled/kept differs"
+    rows = [np.asarray(x) for x in leaves(want.per_device())]
+    for k, row in enumerate(rows):
+        digests = [s.digest for kp in how.kept for s in kp.leaves[k]]
+        assert digests == [row_digest(r) for r in row], f"{path.name}: out{k}'s summaries"
 
 
 HANDWRITTEN = sorted((ROOT / "samples" / "spmd" / "handwritten").glob("*.hlo"))
@@ -247,8 +257,7 @@ def test_hlo_run_cluster_ray(cluster, tmp_path):
 
 @pytest.mark.parametrize("argv, fragment", [
     (["--ray-address", "127.0.0.1:1"], "need --cluster ray"),
-    (["--cluster", "ray", "--profile"], "--profile cannot be combined with --cluster ray"),
-    (["--cluster", "ray", "--reference", "xla"], "--reference cannot be combined with --cluster ray"),
+    (["--ray-actors", "2"], "need --cluster ray"),
 ])
 def test_cluster_usage_errors(argv, fragment):
     from click.testing import CliRunner
@@ -345,3 +354,392 @@ def test_dump_dir_on_ray(cluster, tmp_path):
     listed = {f for e in remote["instructions"] for f in e.get("files", [])}
     on_disk = {p.name for p in (tmp_path / "ray").iterdir()} - {"manifest.json", ".hlo-dump"}
     assert listed == on_disk and listed
+
+
+# ----------------------------------------------------------------------------- profile, reference, progress, ^C
+
+def loop_module(trips: int) -> str:
+    """4 partitions meeting at an all-reduce in every one of TRIPS iterations of a while loop."""
+    return f"""HloModule loop_all_reduce, num_partitions=4
+
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}}
+
+cond {{
+  p = (s32[], f32[1,4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant({trips})
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+
+body {{
+  p = (s32[], f32[1,4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[1,4] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  s = f32[1,4] all-reduce(x), channel_id=1, replica_groups={{{{0,1,2,3}}}}, use_global_device_ids=true, to_apply=add
+  q = f32[] constant(0.25)
+  qb = f32[1,4] broadcast(q), dimensions={{}}
+  y = f32[1,4] multiply(s, qb)
+  ROOT t = (s32[], f32[1,4]) tuple(j, y)
+}}
+
+ENTRY main {{
+  x = f32[1,4] parameter(0), sharding={{devices=[4,1]<=[4]}}
+  zero = s32[] constant(0)
+  init = (s32[], f32[1,4]) tuple(zero, x)
+  w = (s32[], f32[1,4]) while(init), condition=cond, body=body
+  ROOT r = f32[1,4] get-tuple-element(w), index=1, sharding={{devices=[4,1]<=[4]}}
+}}
+"""
+
+
+def _hlo(argv):
+    from click.testing import CliRunner
+
+    from hlo_cli.cli import main
+    return CliRunner().invoke(main, ["run"] + [str(a) for a in argv])
+
+
+def test_profile_on_ray(cluster, tmp_path):
+    """--profile with --cluster ray: every actor profiles its devices, one report merges them (an
+    instruction's calls and times added over the actors, against the actors' time added); the
+    results are the local run's bits."""
+    import json
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.opt.hlo"
+    inputs = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.inputs.npz"
+    local = _hlo([path, "--inputs", inputs, "--profile", "--format", "json", "--output", tmp_path / "local.npz"])
+    remote = _hlo([path, "--inputs", inputs, "--profile", "--format", "json", "--output", tmp_path / "ray.npz",
+                   "--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    a, b = json.loads(local.stdout)["profile"], json.loads(remote.stdout)["profile"]
+    assert sorted(d for act in b["actors"] for d in act["devices"]) == list(range(8))
+    assert b["run_ms"] == pytest.approx(sum(act["run_ms"] for act in b["actors"]), abs=0.01)
+    assert "Ray actors" in b["mode"] and b["instructions_timed"] >= len(b["top_instructions"]) > 0
+    names = {i.name for c in hlo_cli.parse_file(str(path)).computations for i in c.instructions}
+    assert all(r["instruction"] in names for r in b["top_instructions"])
+    assert sum(r["percent"] for r in b["opcodes"]) <= 100.5
+    # what the local run's steps timed, the actors' steps timed (the same opcodes; rows found by sampling
+    # alone, the collectives among them, depend on when the samples fell)
+    assert {o["opcode"] for o in a["opcodes"] if o["calls"]} <= {o["opcode"] for o in b["opcodes"] if o["calls"]}
+    with np.load(tmp_path / "local.npz") as x, np.load(tmp_path / "ray.npz") as y:
+        assert x.files == y.files and all(x[k].tobytes() == y[k].tobytes() for k in x.files)
+    text = _hlo([path, "--inputs", inputs, "--profile", "--cluster", "ray", "--ray-address", cluster.address])
+    assert text.exit_code == 0 and "profile by opcode" in text.output and "Ray actors" in text.output
+
+
+@pytest.mark.slow
+def test_reference_on_ray(cluster):
+    """--reference xla with --cluster ray: the actors read the input files for their devices; XLA
+    runs every device in one process here, on the arrays read here: the same comparison as a local
+    run's."""
+    import json
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.hlo"
+    inputs = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.inputs.npz"
+    base = [path, "--inputs", inputs, "--reference", "xla", "--format", "json"]
+    local, remote = _hlo(base), _hlo(base + ["--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    a, b = json.loads(local.stdout)["reference"], json.loads(remote.stdout)["reference"]
+    assert b["status"] == "ok" and b["mode"] == a["mode"] and b["devices"] == 8
+    assert [(r["key"], r["max_abs_diff"], r["identical"]) for r in a["rows"]] == \
+           [(r["key"], r["max_abs_diff"], r["identical"]) for r in b["rows"]]
+
+
+@pytest.mark.slow
+def test_reference_on_ray_per_device(cluster, tmp_path):
+    """--reference xla with --cluster ray on a program per device whose inputs are files of every
+    device's value (--per-device): XLA gets each device's own arguments, read here from the files."""
+    import json
+
+    from hlo_cli.interpreter.inputs import random_inputs
+    path = ROOT / "samples" / "spmd" / "handwritten" / "mode_cross_replica.hlo"
+    module = hlo_cli.parse_file(str(path))
+    params = module.entry_computation.parameters
+    per = [random_inputs(params, seed) for seed in range(grid_of(module).count)]
+    files = []
+    for k in range(len(params)):
+        np.save(tmp_path / f"x{k}.npy", np.stack([np.asarray(v[k]) for v in per]))
+        files += ["--input", tmp_path / f"x{k}.npy"]
+    base = [path, "--per-device", "--reference", "xla", "--format", "json"] + files
+    local, remote = _hlo(base), _hlo(base + ["--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    a, b = json.loads(local.stdout)["reference"], json.loads(remote.stdout)["reference"]
+    assert b["status"] == "ok" and b["mode"] == a["mode"] == "per_device"
+    assert [(r["key"], r["identical"]) for r in a["rows"]] == [(r["key"], r["identical"]) for r in b["rows"]]
+
+
+def test_progress_on_ray(cluster):
+    """The progress line of a run on Ray: the driver reads where the actors' walks are (their
+    heartbeats) and shows the walk of the actor furthest behind, over all the devices."""
+    from hlo_cli.cli.progress import describe
+    x = np.arange(16, dtype=np.float32).reshape(4, 1, 4)
+    for trips in LONG_ENOUGH:                    # a run of a few heartbeats at least, however fast the machine
+        module = hlo_cli.parse(loop_module(trips))
+        grid = grid_of(module)
+        t0 = time.monotonic()
+        got, seen, sources = _watched_run(module, grid, x, cluster.address)
+        if seen or time.monotonic() - t0 > 4 * HEARTBEAT_S:
+            break
+    assert sources[0] is not None and sources[-1] is None         # given once the actors run, taken back
+    assert seen, "no position came back from the actors while the run went on"
+    names = {i.name for c in module.computations for i in c.instructions}
+    assert all(s.devices == 4 for s in seen)
+    assert any(lv.instruction is not None and lv.instruction.name in names for s in seen for lv in s.levels)
+    line = describe(seen[-1], 1.0)
+    assert "4 devices" in line and "main" in line, line
+    assert _same(got.per_device(), run_devices(module, [Stacked(x)], grid).per_device())
+
+
+LONG_ENOUGH = (200, 2000, 20000)
+
+
+def _watched_run(module, grid, x, address):
+    """run_on_ray with a progress callback, its source polled every 0.1 s: (result, samples, sources)."""
+    import threading
+    seen, sources, stop = [], [], threading.Event()
+
+    def progress(source):
+        sources.append(source)
+
+    def poll():
+        while not stop.wait(0.1):
+            if sources and sources[-1] is not None:
+                smp = sources[-1]()
+                if smp is not None:
+                    seen.append(smp)
+    th = threading.Thread(target=poll, daemon=True)
+    th.start()
+    try:
+        got, _ = run_on_ray(module, [Stacked(x)], grid, address=address, progress=progress)
+    finally:
+        stop.set()
+        th.join(5)
+    return got, seen, sources
+
+
+def test_hlo_run_cluster_ray_shows_the_progress_line(cluster, tmp_path, monkeypatch):
+    """`hlo run --cluster ray` on a terminal shows the line a local run shows: the computations, the
+    instruction, the loop's iteration and the devices, read from the actors."""
+    from hlo_cli.cli import progress
+    from hlo_cli.cli import run as run_cmd
+    lines = []
+
+    class Recorder(progress.Display):
+        def __init__(self, *a, **k):
+            super().__init__(*a, interval=0.05, delay=0.0, **k)
+
+        def _show(self, smp, elapsed):
+            lines.append(progress.describe(smp, elapsed, 400, self.phase))
+    monkeypatch.setattr(progress, "Display", Recorder)
+    monkeypatch.setattr(run_cmd, "stderr_is_terminal", lambda: True)
+    np.save(tmp_path / "x.npy", np.arange(16, dtype=np.float32).reshape(4, 1, 4))
+    base = [tmp_path / "m.hlo", "--input", tmp_path / "x.npy", "--per-device"]
+    for trips in LONG_ENOUGH:                    # a run of a few heartbeats at least, however fast the machine
+        (tmp_path / "m.hlo").write_text(loop_module(trips))
+        seen = {}
+        for name, extra in (("ray", ["--cluster", "ray", "--ray-address", cluster.address]), ("local", [])):
+            lines.clear()
+            r = _hlo(base + extra)
+            assert r.exit_code == 0, r.output
+            seen[name] = [ln for ln in lines if "4 devices" in ln]
+        if seen["ray"] and seen["local"]:
+            break
+    assert seen["ray"], lines
+    # the same form: the entry, the while loop's iteration, the body's instruction, the devices
+    pattern = re.compile(r"^main [\d,]+/\d+ \(iteration [\d,]+\) > (body|cond) [\d,]+/\d+: \S+ [\w-]+")
+    assert any(pattern.match(ln) for ln in seen["ray"]), seen["ray"][-5:]
+    assert any(pattern.match(ln) for ln in seen["local"]), seen["local"][-5:]
+
+
+def _actor_processes(state: str = "") -> list[int]:
+    """The processes of this machine running a device actor or a coordinator (Ray names a worker
+    process after the actor's class, and the method it runs: `ray::DeviceActor.run`)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                title = f.read().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith(("ray::DeviceActor", "ray::Coordinator")) and state in title:
+            out.append(int(pid))
+    return out
+
+
+def _until(what, within_s: float, every_s: float = 0.2):
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(every_s)
+    return what()
+
+
+def test_ctrl_c_cancels_the_cluster_work(cluster, tmp_path):
+    """SIGINT to `hlo run --cluster ray` (another process, as a user's ^C): it ends with exit code 130
+    ("interrupted"), writes no output, and no actor of the run is left alive."""
+    import signal
+    import subprocess
+    import sys
+    forget_actors(ray)                              # (this process's own actors out of the way)
+    assert _until(lambda: not _actor_processes(), 60), "actors of an earlier test still alive"
+    (tmp_path / "m.hlo").write_text(loop_module(1 << 30))
+    np.save(tmp_path / "x.npy", np.arange(16, dtype=np.float32).reshape(4, 1, 4))
+    out = tmp_path / "out.npz"
+    p = subprocess.Popen([sys.executable, "-c", "from hlo_cli.cli import main; main()", "run", str(tmp_path / "m.hlo"),
+                          "--input", str(tmp_path / "x.npy"), "--per-device", "--output", str(out),
+                          "--cluster", "ray", "--ray-address", cluster.address],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert _until(lambda: _actor_processes(".run"), 180), "the run's actors never started"
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, stderr[-2000:]
+    assert "interrupted" in stderr and "Traceback" not in stderr, stderr[-2000:]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["m.hlo", "x.npy"]          # nothing written
+    assert _until(lambda: not _actor_processes(), 60), f"actors left alive: {_actor_processes()}"
+
+
+def test_an_actor_killed_from_outside_ends_hlo_run(cluster, tmp_path):
+    """An actor's process killed (SIGKILL, as the kernel's OOM killer does) mid-run: `hlo run --cluster
+    ray` ends with exit code 4, naming the lost actor's devices and node, and writes no output."""
+    import signal
+    import threading
+    (tmp_path / "m.hlo").write_text(loop_module(1 << 30))
+    np.save(tmp_path / "x.npy", np.arange(16, dtype=np.float32).reshape(4, 1, 4))
+    killed = []
+
+    def kill_one():
+        pids = _until(lambda: _actor_processes("DeviceActor.run"), 180)
+        if pids:
+            time.sleep(1.0)
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+    th = threading.Thread(target=kill_one, daemon=True)
+    th.start()
+    t0 = time.monotonic()
+    r = _hlo([tmp_path / "m.hlo", "--input", tmp_path / "x.npy", "--per-device", "--output", tmp_path / "out.npz",
+              "--cluster", "ray", "--ray-address", cluster.address])
+    th.join(5)
+    assert killed and time.monotonic() - t0 < 300
+    assert r.exit_code == ExitCode.OUT_OF_MEMORY, r.output          # (a lost actor: exit code 4)
+    assert "was lost" in r.output and "node 127.0.0.1" in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "out.npz").exists()
+
+
+# ----------------------------------------------------------------------------- --output-global written by the actors
+
+OUTPUT_GLOBAL = [("mlp_train_step_2x4.hlo", None, "npz"), ("reshard_1d.hlo", None, "npz"),
+                 ("int_bool_reduce_2x4.hlo", None, "npz"), ("shmap_ppermute_2x4.hlo", None, "npz"),
+                 ("dp_matmul_1d.opt.hlo", "{devices=[8,1]<=[8]}", "npy"),
+                 ("mp_matmul_1x8.opt.hlo", "{replicated}", "npy"),
+                 ("dp_matmul_1d.opt.hlo", "{devices=[2,1,4]<=[8] last_tile_dim_replicate}", "npz")]
+
+
+@pytest.mark.parametrize("name, sharding, ext", OUTPUT_GLOBAL, ids=[f"{n}-{e}" for n, _, e in OUTPUT_GLOBAL])
+def test_output_global_written_by_the_actors(cluster, tmp_path, name, sharding, ext):
+    """--output-global on Ray: the actors keep their results and write their devices' tiles into the
+    output file (memory-mapped) themselves: the local run's arrays, bit for bit, and its summary;
+    the `hlo` process holds summaries only; no temporary file is left."""
+    _same_output_as_local(cluster, tmp_path, name, ext, ["--output-global"] +
+                          (["--output-sharding", sharding] if sharding else []))
+
+
+PER_DEVICE_OUTPUT = [("mlp_train_step_2x4.opt.hlo", "npz"), ("dp_matmul_1d.opt.hlo", "npy"),
+                     ("replicas_8.opt.hlo", "npz"), ("mlp_train_step_2x4.hlo", "npz")]
+
+
+@pytest.mark.parametrize("name, ext", PER_DEVICE_OUTPUT, ids=[f"{n}-{e}" for n, e in PER_DEVICE_OUTPUT])
+def test_output_written_by_the_actors(cluster, tmp_path, name, ext):
+    """--output without --output-global on Ray: every device's value stacked on the file's leading
+    axis, each row written in place by the actor holding the device (a global value by one actor)."""
+    _same_output_as_local(cluster, tmp_path, name, ext, [])
+
+
+def _same_output_as_local(cluster, tmp_path, name, ext, extra):
+    path = ROOT / "samples" / "spmd" / name
+    inputs = ROOT / "samples" / "spmd" / (name.split(".")[0] + ".inputs.npz")
+    base = [path, "--inputs", inputs] + extra
+    local = _hlo(base + ["--output", tmp_path / f"local.{ext}"])
+    remote = _hlo(base + ["--output", tmp_path / f"ray.{ext}", "--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    # the summary: the same rows, statistics, previews (the notes on how the inputs were taken are the
+    # local run's: on Ray the actors place the inputs); a module before partitioning run without a
+    # device option runs on one device locally (a summary without devices)
+    if " devices (" in local.output:
+        assert [ln for ln in local.output.splitlines() if not ln.startswith("note:")] == remote.output.splitlines()
+    if ext == "npy":
+        a, b = np.load(tmp_path / "local.npy"), np.load(tmp_path / "ray.npy")
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    else:
+        with np.load(tmp_path / f"local.{ext}") as x, np.load(tmp_path / f"ray.{ext}") as y:
+            assert x.files == y.files
+            for k in x.files:
+                assert x[k].dtype == y[k].dtype and x[k].shape == y[k].shape and x[k].tobytes() == y[k].tobytes(), k
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"local.{ext}", f"ray.{ext}"])
+
+
+def test_output_global_on_ray_holds_no_value_here(cluster, tmp_path):
+    """The pipeline's view: the result leaves of a run whose actors wrote --output-global are
+    summaries (pipeline.io.RowSummary), no array; with --print's `values_here` the values come
+    here as before."""
+    from hlo_cli.pipeline.core import DeviceOptions, RunRequest, run
+    from hlo_cli.pipeline.io import RowSummary
+    path = ROOT / "samples" / "spmd" / "dp_matmul_1d.opt.hlo"
+    inputs = str(ROOT / "samples" / "spmd" / "dp_matmul_1d.inputs.npz")
+
+    def request(out, here):
+        return RunRequest(str(path), inputs_npz=inputs, output=str(tmp_path / out), devices=DeviceOptions(
+            output_global=True, output_sharding="{devices=[8,1]<=[8]}", cluster="ray",
+            ray_address=cluster.address, values_here=here))
+    kept = run(request("a.npy", False))
+    assert all(leaf.stacked is None and all(isinstance(r, RowSummary) for r in leaf.summaries)
+               for leaf in kept.device_leaves)
+    gathered = run(request("b.npy", True))
+    assert all(isinstance(leaf.stacked, np.ndarray) for leaf in gathered.device_leaves)
+    assert np.load(tmp_path / "a.npy").tobytes() == np.load(tmp_path / "b.npy").tobytes()
+
+
+def test_output_global_when_the_actors_do_not_see_the_file(cluster, tmp_path, monkeypatch):
+    """A cluster whose nodes do not share the output's file system (the actors do not see the file
+    made for them): the values the actors kept are brought here and written as without Ray."""
+    from hlo_cli.pipeline import ray_backend
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.hlo"
+    inputs = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.inputs.npz"
+    asked = []
+    monkeypatch.setattr(ray_backend, "all_see", lambda run, p: asked.append(p) and False)
+    base = [path, "--inputs", inputs, "--output-global"]
+    local = _hlo(base + ["--output", tmp_path / "local.npz"])
+    remote = _hlo(base + ["--output", tmp_path / "ray.npz", "--cluster", "ray", "--ray-address", cluster.address])
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    assert asked and local.output == remote.output
+    with np.load(tmp_path / "local.npz") as x, np.load(tmp_path / "ray.npz") as y:
+        assert x.files == y.files and all(x[k].tobytes() == y[k].tobytes() for k in x.files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.npz", "ray.npz"]
+
+
+def test_summary_from_the_actors(cluster):
+    """`hlo run --cluster ray` without --output: the summary and the JSON results (per set of devices
+    holding the same bits, their statistics) come from the actors' summaries, as a local run's; --print
+    brings the values here and prints them as a local run does."""
+    import json
+    path = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.opt.hlo"
+    inputs = ROOT / "samples" / "spmd" / "mlp_train_step_2x4.inputs.npz"
+    ray_args = ["--cluster", "ray", "--ray-address", cluster.address]
+    for extra in ([], ["--device", "5"], ["--print"]):
+        local, remote = _hlo([path, "--inputs", inputs] + extra), _hlo([path, "--inputs", inputs] + extra + ray_args)
+        assert local.exit_code == remote.exit_code == 0 and local.output == remote.output, remote.output
+    local = _hlo([path, "--inputs", inputs, "--format", "json"])
+    remote = _hlo([path, "--inputs", inputs, "--format", "json"] + ray_args)
+    assert json.loads(local.stdout)["results"] == json.loads(remote.stdout)["results"]

@@ -1,0 +1,245 @@
+"""While loops compiled to native code with numba (hlo_cli/interpreter/native.py) against the rules
+(the generic evaluator) and today's path (HLO_NATIVE=0): the same bits on the loop samples and on
+recurrent cells whose values are full of what the native loop must hand back or get right (NaN of
+both signs, infinities, zeros of both signs, subnormals, exp and tanh results that round to zero or
+sit near a rounding edge), with the native loop really taken.  Compiling a loop takes seconds, so
+the programs are few and the values many (one compilation serves every example of a program)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+numba = pytest.importorskip("numba")
+
+from hlo_cli.errors import HloEvalError  # noqa: E402
+from hlo_cli.interpreter import RunOptions, loopgen, native, run_module  # noqa: E402
+from hlo_cli.interpreter.inputs import bind  # noqa: E402
+from hlo_cli.interpreter.values import leaves  # noqa: E402
+from hlo_cli.parser import parse  # noqa: E402
+
+from .test_loop_fastpaths import _LOOP  # noqa: E402
+from .test_loopgen import _CELL, _EDGES, ROOT, SAMPLES, _inputs  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    """One numba cache for the session (a program compiled once serves every test using it)."""
+    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "native-cache"))
+    monkeypatch.setattr(loopgen, "LOOPGEN_AFTER", 6)        # (the loops here are short)
+
+
+@pytest.fixture
+def taken(monkeypatch):
+    """(iterations run natively or redone, finished) of every native loop run."""
+    runs = []
+    real = native.NativeLoop.run
+
+    def run(self, ec, state, n, limit, name):
+        runs.append(None)
+        out = real(self, ec, state, n, limit, name)
+        runs[-1] = (out[1] - n, out[4])
+        return out
+    monkeypatch.setattr(native.NativeLoop, "run", run)
+    return runs
+
+
+def _bits(value):
+    vals = list(leaves(value)) if isinstance(value, tuple) else [value]
+    return [(np.asarray(v).dtype.str, np.asarray(v).shape, np.ascontiguousarray(v).tobytes()) for v in vals]
+
+
+def _run(text, args, monkeypatch, mode, compiled=True, **opts):
+    monkeypatch.setenv("HLO_NATIVE", mode)
+    module = parse(text, "loop.hlo")                         # a fresh module: nothing cached
+    a = bind(module.entry_computation.parameters, args)
+    return _bits(run_module(module, a, RunOptions(**opts), compiled=compiled))
+
+
+def _three(text, args, monkeypatch, **opts):
+    """Bits with the native loop, with today's path, and through the generic loop (the rules)."""
+    return (_run(text, args, monkeypatch, "strict", **opts), _run(text, args, monkeypatch, "0", **opts),
+            _run(text, args, monkeypatch, "0", compiled=False, **opts))
+
+
+# ----------------------------------------------------------------------------- the samples
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_loop_samples_give_the_same_bits(path, taken, monkeypatch):
+    fast, plain, generic = _three(path.read_text(), _inputs(path), monkeypatch)
+    assert fast == plain == generic
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["jax/scan_loop.hlo", "jax/scan_loop.opt.hlo"])
+def test_the_scan_samples_run_natively_to_the_end(name, taken, monkeypatch):
+    path = ROOT / "samples" / name
+    fast, plain, generic = _three(path.read_text(), _inputs(path), monkeypatch)
+    assert fast == plain == generic
+    assert taken and all(r is not None and r[1] for r in taken), taken
+
+
+# ----------------------------------------------------------------------------- recurrent cells
+
+# every opcode of the cell template's body the native loop takes, in one program
+_ALL_STEPS = """
+  v1 = f32[4,8] exponential(v0)
+  v2 = f32[4,8] tanh(v1)
+  v3 = f32[4,8] subtract(v2, x)
+  v4 = f32[4,8] divide(ones, v3)
+  v5 = f32[4,8] multiply(v4, h)
+  v6 = f32[4,8] maximum(v5, x)
+  v7 = f32[4,8] negate(v6)
+  v8 = f32[4,8] minimum(v7, h)
+  v9 = f32[4,8] tanh(x)
+  gt = pred[4,8] compare(v8, v9), direction=GT
+  v10 = f32[4,8] select(gt, v8, v9)
+  v11 = f64[4,8] convert(v10)
+  v12 = f32[4,8] convert(v11)
+  tr = f32[8,4] transpose(v12), dimensions={1,0}
+  sl = f32[4,4] slice(tr), slice={[2:6], [0:4]}
+  ab = f32[4,4] abs(sl)
+  sb = f32[4,8] concatenate(ab, sl), dimensions={1}
+  hn = f32[4,8] add(v12, sb)"""
+
+
+def _cell_text(T, steps=_ALL_STEPS):
+    return _CELL.format(T=T, ops=steps)
+
+
+def _array(data, shape, rng, edges, scale=1.0):
+    a = (rng.standard_normal(shape) * scale).astype(np.float32)
+    n = data.draw(st.integers(0, edges), label="edges")
+    flat = a.reshape(-1)
+    for _ in range(n):
+        at = data.draw(st.integers(0, flat.size - 1))
+        flat[at] = data.draw(st.sampled_from(list(_EDGES)))
+    return a
+
+
+def _cell_args(T, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((T, 4, 8)).astype(np.float32),
+            (rng.standard_normal((16, 8)) * 0.3).astype(np.float32), rng.standard_normal(8).astype(np.float32),
+            np.zeros((T, 4), np.float32)]
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_cells_of_every_opcode_give_the_rules_bits(data, monkeypatch):
+    T = 12
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000), label="seed"))
+    scale = data.draw(st.sampled_from([1.0, 1e-19, 1e19, 40.0]), label="scale")
+    args = [_array(data, (4, 8), rng, 3, scale), _array(data, (T, 4, 8), rng, 6, scale),
+            _array(data, (16, 8), rng, 2, 0.3), _array(data, (8,), rng, 1, scale), np.zeros((T, 4), np.float32)]
+    fast, plain, generic = _three(_cell_text(T), args, monkeypatch)
+    assert fast == plain == generic
+
+
+@pytest.mark.slow
+def test_a_cell_runs_natively_to_the_end_and_leaves_its_inputs_alone(taken, monkeypatch):
+    T = 40
+    args = _cell_args(T, 1)
+    keep = [a.copy() for a in args]
+    fast, plain, generic = _three(_cell_text(T), args, monkeypatch)
+    assert fast == plain == generic
+    assert taken and taken[0] == (T - loopgen.LOOPGEN_AFTER, True)
+    for a, k in zip(args, keep):                    # the buffer written in place is the loop's own
+        assert a.tobytes() == k.tobytes()
+
+
+@pytest.mark.slow
+def test_nan_in_the_middle_runs_those_iterations_again_and_goes_on(taken, monkeypatch):
+    T = 30
+    args = _cell_args(T, 2)
+    args[1][9, 1, 3] = np.inf
+    args[1][9, 2, 3] = -np.inf
+    args[1][17, 0, 0] = np.float32(-np.nan)
+    args[1][20, 3, 5] = np.float32(1e-40)           # a subnormal into tanh: its rule keeps it
+    fast, plain, generic = _three(_cell_text(T), args, monkeypatch)
+    assert fast == plain == generic
+    assert taken and taken[0][0] == T - loopgen.LOOPGEN_AFTER
+
+
+@pytest.mark.slow
+def test_many_hazards_give_the_loop_back(taken, monkeypatch):
+    T = 60
+    args = _cell_args(T, 3)
+    args[1][:] = np.nan                             # NaN in every iteration: each one runs again
+    fast, plain, generic = _three(_cell_text(T), args, monkeypatch)
+    assert fast == plain == generic
+    assert taken and not taken[0][1] and taken[0][0] == native.GIVE_UP
+
+
+@pytest.mark.slow
+def test_the_iteration_limit_holds_in_the_native_loop(taken, monkeypatch):
+    T = 40
+    monkeypatch.setenv("HLO_NATIVE", "strict")
+    module = parse(_cell_text(T))
+    a = bind(module.entry_computation.parameters, _cell_args(T, 4))
+    with pytest.raises(HloEvalError, match="ran 23 iterations without its condition 'cond'"):
+        run_module(module, a, RunOptions(max_iterations=23))
+    assert taken and taken[0] == (23 - loopgen.LOOPGEN_AFTER, False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("it,ct,start,stop", [("s32", "SIGNED", -3, 15), ("u32", "UNSIGNED", 0, 14),
+                                              ("s64", "SIGNED", 4294967290, 4294967305)])
+def test_clamped_slices_and_updates_give_the_same_bits(it, ct, start, stop, taken, monkeypatch):
+    """Start indices below 0 and past the end (unsigned: 0 - 2 wraps to a huge start) clamped as
+    the rule clamps them; the accumulator updated in the loop's own buffer, the other (also read)
+    not."""
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((12, 3)).astype(np.float32)]
+    fast, plain, generic = _three(_LOOP.format(it=it, ct=ct, start=start, stop=stop), args, monkeypatch)
+    assert fast == plain == generic
+    assert taken and taken[0][1]
+
+
+# ----------------------------------------------------------------------------- what is left alone
+
+def test_an_opcode_it_does_not_take_leaves_the_loop_to_loopgen(taken, monkeypatch):
+    text = _cell_text(12, "  v1 = f32[4,8] logistic(v0)\n  hn = f32[4,8] copy(v1)")
+    fast, plain, generic = _three(text, _cell_args(12, 6), monkeypatch)
+    assert fast == plain == generic
+    assert not taken
+
+
+def test_switched_off_or_short_loops_pay_nothing(taken, monkeypatch):
+    """HLO_NATIVE=0, and by default (HLO_NATIVE unset) a loop whose iterations left do not pay for
+    numba's import and a compilation: no native loop, nothing compiled."""
+    want = _run(_cell_text(40), _cell_args(40, 7), monkeypatch, "0", compiled=False)
+    for mode in ("0", ""):
+        assert _run(_cell_text(40), _cell_args(40, 7), monkeypatch, mode) == want
+    assert not taken
+
+
+def _plan(text, args, monkeypatch):
+    """The native plan of the one loop of `text`, after a run that takes it."""
+    from hlo_cli.interpreter.per_module import cached
+    monkeypatch.setenv("HLO_NATIVE", "strict")
+    module = parse(text)
+    run_module(module, bind(module.entry_computation.parameters, args), RunOptions())
+    (_, _, plan), = cached(module, "native-loops", dict).values()
+    return plan
+
+
+@pytest.mark.slow
+def test_the_iterations_left_come_from_the_condition(monkeypatch):
+    plan = _plan(_cell_text(40), _cell_args(40, 8), monkeypatch)
+    state = (np.int32(10),) + tuple(np.zeros(1) for _ in range(6))
+    assert plan.iterations_left(state) == 30
+    assert plan.iterations_left((np.int32(45),) + state[1:]) == 0
+
+
+@pytest.mark.slow
+def test_no_multiply_add_is_contracted(monkeypatch):
+    """Without fastmath numba's LLVM keeps a * b + c two roundings: no FMA in the machine code of
+    the cell, whose dot and elementwise steps multiply and add."""
+    plan = _plan(_cell_text(12), _cell_args(12, 9), monkeypatch)
+    asm = "\n".join(plan.fn.inspect_asm().values())
+    assert "mulss" in asm or "mulsd" in asm or "mulps" in asm
+    assert not any(f in asm for f in ("vfmadd", "vfmsub", "vfnmadd", "vfnmsub"))

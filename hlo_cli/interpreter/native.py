@@ -75,10 +75,10 @@ SMALL = 1 << 14
 # (loopgen's generated code: about one NumPy call), numba's import, a load from numba's cache, and
 # a compilation (fixed part and per instruction); measured on the scan (benchmarks/bench_run.py)
 STEP_COST = 0.8e-6
-IMPORT_COST = 0.4
-LOAD_COST = 0.05
-COMPILE_COST = 0.6
-COMPILE_STEP_COST = 0.02
+IMPORT_COST = 0.5
+LOAD_COST = 0.5
+COMPILE_COST = 2.0
+COMPILE_STEP_COST = 0.1
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _FLOATS = (_F32, _F64)
@@ -310,18 +310,14 @@ class _Plan:
             if inst.opcode not in TAKEN or has_side_effect(inst):
                 raise Unsupported
         vals: dict[str, object] = {}
-        order = _post_order(comp, by_name)
-        uses: dict[str, int] = {}
-        for inst in order:
-            for o in inst.operands:
-                uses[o] = uses.get(o, 0) + 1
-        self._uses, self._by_name = uses, by_name
-        for inst in order:
+        self._by_name = by_name
+        for inst in _post_order(comp, by_name):
             ops = [vals[o] for o in inst.operands]
             if inst.opcode == "parameter":
                 vals[inst.name] = args[inst.parameter_number]
                 continue
-            vals[inst.name] = self._instruction(inst, ops, ind, comp, body)
+            vals[inst.name] = self._instruction(inst, ops, ind)
+        self._by_name = None
         root = vals[comp.root]
         if body and isinstance(root, list):
             root = self._own_outputs(root)
@@ -335,7 +331,7 @@ class _Plan:
         for j, v in enumerate(root):
             if isinstance(v, list):
                 raise Unsupported
-            if v.sym is not None and v.sym[0] == "dus" and v.sym[1] == j and v.sym[5] == 1:
+            if v.sym is not None and v.sym[0] == "dus" and v.sym[1] == j:
                 self.dus_at_commit[j] = v.sym[2:5]
                 out.append(v)
                 continue
@@ -349,16 +345,16 @@ class _Plan:
             out.append(v)
         return out
 
-    def _instruction(self, inst, ops, ind, comp, body):
+    def _instruction(self, inst, ops, ind):
         op = inst.opcode
         if op in ("fusion", "call"):
             callee = inst.attrs.get("calls" if op == "fusion" else "to_apply")
             sub = self.comps.get(getattr(callee, "name", None))
             if sub is None:
                 raise Unsupported
-            saved = (self._uses, self._by_name)
+            saved = self._by_name
             r = self._computation(sub, ops, ind)
-            self._uses, self._by_name = saved
+            self._by_name = saved
             return r
         if op == "tuple":
             return list(ops)
@@ -370,7 +366,7 @@ class _Plan:
             raise Unsupported
         ops = [self._materialize_dus(o) if o.sym is not None and o.sym[0] == "dus" else o for o in ops]
         if op == "dynamic-update-slice":
-            return self._dus(inst, ops, ind, body)
+            return self._dus(inst, ops, ind)
         if op in ("constant", "iota"):
             return self._constant(inst)
         dt = _dtype_of(inst.shape)
@@ -395,7 +391,7 @@ class _Plan:
         if value.dtype != dt:
             raise Unsupported
         k = f"k{len(self.consts)}"
-        self.consts.append(np.ascontiguousarray(value).reshape(-1) if value.size else np.zeros(1, dt))
+        self.consts.append(np.array(value).reshape(-1) if value.size else np.zeros(1, dt))   # (writable: one signature)
         sym = ("const", value.reshape(()).item()) if value.size == 1 and dt != _BOOL else None
         return Val(k, dt, inst.shape.dims, sym)
 
@@ -416,7 +412,7 @@ class _Plan:
 
     def _materialize_dus(self, v):
         """A dynamic-update-slice kept for the commit but read by something else: made here."""
-        (_, j, upd, starts, sizes, _u), x = v.sym, v.var
+        (_, _j, upd, starts, sizes), x = v.sym, v.var
         out = self._buffer(v.dtype, v.dims)
         code = self.code
         code.add(2, f"{out.var}[:] = {x}")
@@ -435,7 +431,7 @@ class _Plan:
             starts.append(q)
         return starts
 
-    def _dus(self, inst, ops, ind, body):
+    def _dus(self, inst, ops, ind):
         x, upd = ops[0], ops[1]
         dt = _dtype_of(inst.shape)
         if x.dtype != dt or upd.dtype != dt or len(ops) != 2 + len(x.dims):
@@ -444,7 +440,7 @@ class _Plan:
         starts = self._clamped_starts(ops[2:], x.dims, upd.dims, ind)
         if x.sym is not None and x.sym[0] == "state":
             # kept for the commit (into the loop's own buffer) unless something else reads it
-            return Val(x.var, dt, x.dims, ("dus", x.sym[1], upd, starts, upd.dims, 1))
+            return Val(x.var, dt, x.dims, ("dus", x.sym[1], upd, starts, upd.dims))
         if x.size > SMALL:
             raise Unsupported
         out = self._buffer(dt, x.dims)
@@ -484,8 +480,14 @@ class _Plan:
         return any((p.parent / "__pycache__").glob(f"{p.stem}.loop-*.nbi"))
 
     def loop(self):
+        """The NativeLoop, its function compiled (or loaded from numba's cache) first."""
         if self.fn is None:
-            self.fn = _load(self._source_path(), self.source)
+            fn = _load(self._source_path(), self.source)
+            from numba import typeof
+            args = [7, _ONES32, _ONES64] + [np.zeros(max(int(np.prod(s.dims, dtype=np.int64)), 1), _dtype_of(s))
+                                           for s in self.state_shapes] + self.consts
+            fn.compile(tuple(typeof(a) for a in args))
+            self.fn = fn
         return NativeLoop(self)
 
 
@@ -557,10 +559,7 @@ class NativeLoop:
         loop gave up (too many hazards) or reached `limit` (the caller raises)."""
         plan = self.plan
         fn, written = plan.fn, set(plan.written)
-        flat = []
-        for j, v in enumerate(state):
-            a = np.asarray(v)
-            flat.append(np.array(a).reshape(-1) if j in written else np.ascontiguousarray(a).reshape(-1))
+        flat = [_flat(v) for v in state]
         consts = plan.consts
         fset, on, off = hardware()
         ran = redo = 0
@@ -591,11 +590,17 @@ class NativeLoop:
             if redo >= GIVE_UP and 4 * redo > ran:
                 return st, n, ran, ran, False
             for j in written:
-                flat[j] = np.array(np.asarray(st[j])).reshape(-1)
+                flat[j] = _flat(st[j])
             state = st
 
 
 _ONES32, _ONES64 = np.ones(1, np.float32), np.ones(1, np.float64)
+
+
+def _flat(v):
+    """A writable C-ordered one-dimensional copy of `v` (every argument of the same kind: one
+    signature, the one compiled and cached)."""
+    return np.array(np.asarray(v)).reshape(-1)
 
 
 def _shaped(flat, state, written):

@@ -424,10 +424,10 @@ class _Plan:
     def _clamped_starts(self, idx, dims, sizes, ind):
         starts = []
         for v, d, s in zip(idx, dims, sizes):
-            if v.dtype not in _INTS or v.size != 1:
-                raise Unsupported
+            if v.dtype not in _INTS or v.size != 1 or v.dtype == np.uint64:
+                raise Unsupported               # (the rule reads a uint64 start as a Python int)
             q = self.code.fresh("q")
-            self.code.add(ind, f"{q} = min(max(np.int64({v.var}[0]), 0), {d - s})")
+            self.code.add(ind, f"{q} = min(max(np.int64({v.var}[0]), 0), {max(d - s, 0)})")
             starts.append(q)
         return starts
 
@@ -670,14 +670,12 @@ def _elementwise_expr(plan, inst, ops, dt, ind):
     if op == "not" and src in _INTS:
         return ["r = ~a0"], False
     if op == "exponential" and src == _F32:
-        return ["v = math.exp(np.float64(a0))", "gv[0] = v", "if _near_edge(v, gi[0]):", "    h = True",
-                "r = np.float32(v)"], True
+        return ["v = math.exp(np.float64(a0))"] + _NEAR_EDGE + ["r = np.float32(v)"], True
     if op == "tanh" and src == _F32:
         # (a subnormal operand, which the rule keeps and the processor's DAZ would not: a hazard)
         return ["gf[0] = a0", "if (gfi[0] & 0x7F800000) == 0 and (gfi[0] & 0x007FFFFF) != 0:", "    h = True",
-                "v = math.tanh(np.float64(a0))", "gv[0] = v",
-                "if (v != 0 and abs(v) < _TINY) or _near_edge(v, gi[0]):", "    h = True",
-                "r = np.float32(v)"], True
+                "v = math.tanh(np.float64(a0))", "if v != 0 and abs(v) < _TINY:", "    h = True"] + \
+            _NEAR_EDGE + ["r = np.float32(v)"], True
     if op == "compare":
         ctype = inst.attrs.get("type")
         order = inst.attrs.get("order")
@@ -687,6 +685,13 @@ def _elementwise_expr(plan, inst, ops, dt, ind):
     if op == "convert":
         return _convert_expr(src, dt), dt in _FLOATS and src in _FLOATS
     raise Unsupported
+
+
+# a hazard when the f64 result v of exp or tanh is within MARGIN f64 ulps of a point where its
+# rounding to f32 changes (the low 29 bits of its significand near 0x10000000), or just below the
+# smallest normal f32 (where flushing starts)
+_NEAR_EDGE = ["gv[0] = v", "av = abs(v)", "if av < _TINY:", "    if av >= _LOW:", "        h = True",
+              f"elif abs((gi[0] & 0x1FFFFFFF) - 0x10000000) <= {MARGIN}:", "    h = True"]
 
 
 def _convert_expr(src, dt):
@@ -757,55 +762,51 @@ def _select(plan, inst, ops, dt, dims, ind):
     return out
 
 
+def _gather(plan, x, dt, dims, ind, source):
+    """A new buffer of `dims` whose element at each index (names of the loop variables) is x's
+    element at `source(names)` (an index expression into x's flat array)."""
+    if x.dtype != dt:
+        raise Unsupported
+    out = plan._buffer(dt, dims)
+    names, ind2 = plan.code.loops(ind, dims)
+    plan.code.add(ind2, f"{out.var}[{_index(names, _strides(dims))}] = {x.var}[{source(names)}]")
+    return out
+
+
 @emitter("broadcast")
 def _broadcast(plan, inst, ops, dt, dims, ind):
     x = ops[0]
     bd = list(inst.attrs.get("dimensions") or ())
-    if x.dtype != dt or len(bd) != len(x.dims):
+    if len(bd) != len(x.dims):
         raise Unsupported
-    out = plan._buffer(dt, dims)
-    names, ind2 = plan.code.loops(ind, dims)
-    xs = _strides(x.dims)
-    src = _index([names[d] for d in bd], xs)
-    plan.code.add(ind2, f"{out.var}[{_index(names, _strides(dims))}] = {x.var}[{src}]")
-    return out
+    return _gather(plan, x, dt, dims, ind, lambda names: _index([names[d] for d in bd], _strides(x.dims)))
 
 
 @emitter("transpose")
 def _transpose(plan, inst, ops, dt, dims, ind):
     x = ops[0]
-    perm = list(inst.attrs["dimensions"])
-    out = plan._buffer(dt, dims)
-    names, ind2 = plan.code.loops(ind, dims)
     xs = _strides(x.dims)
-    src = _index(names, [xs[p] for p in perm])
-    plan.code.add(ind2, f"{out.var}[{_index(names, _strides(dims))}] = {x.var}[{src}]")
-    return out
+    perm = list(inst.attrs["dimensions"])
+    return _gather(plan, x, dt, dims, ind, lambda names: _index(names, [xs[p] for p in perm]))
 
 
 @emitter("slice")
 def _slice(plan, inst, ops, dt, dims, ind):
     x = ops[0]
     spec = inst.attrs["slice"].dimensions
-    out = plan._buffer(dt, dims)
-    names, ind2 = plan.code.loops(ind, dims)
-    src = _index([f"({d.start} + {n} * {d.stride})" for d, n in zip(spec, names)], _strides(x.dims))
-    plan.code.add(ind2, f"{out.var}[{_index(names, _strides(dims))}] = {x.var}[{src}]")
-    return out
+    return _gather(plan, x, dt, dims, ind, lambda names: _index(
+        [f"({d.start} + {n} * {d.stride})" for d, n in zip(spec, names)], _strides(x.dims)))
 
 
 @emitter("dynamic-slice")
 def _dynamic_slice(plan, inst, ops, dt, dims, ind):
     x = ops[0]
     sizes = tuple(inst.attrs["dynamic_slice_sizes"])
-    if len(ops) != 1 + len(x.dims) or sizes != tuple(dims) or any(o.dtype == np.uint64 for o in ops[1:]):
+    if len(ops) != 1 + len(x.dims) or sizes != tuple(dims):
         raise Unsupported
     starts = plan._clamped_starts(ops[1:], x.dims, sizes, ind)
-    out = plan._buffer(dt, dims)
-    names, ind2 = plan.code.loops(ind, dims)
-    src = _index([f"({s} + {n})" for s, n in zip(starts, names)], _strides(x.dims))
-    plan.code.add(ind2, f"{out.var}[{_index(names, _strides(dims))}] = {x.var}[{src}]")
-    return out
+    return _gather(plan, x, dt, dims, ind, lambda names: _index(
+        [f"({s} + {n})" for s, n in zip(starts, names)], _strides(x.dims)))
 
 
 @emitter("concatenate")
@@ -1010,14 +1011,4 @@ _Z32 = np.float32(0.0)
 _Z64 = np.float64(0.0)
 _LOW = np.float64({2.0 ** -126 * (1 - 2.0 ** -20)!r})
 _TINY = np.float64({2.0 ** -126!r})
-
-
-@njit
-def _near_edge(v, bits):
-    # v: an f64 result about to be rounded to f32; True when another libm's v could round otherwise
-    a = abs(v)
-    if a < _TINY:
-        return a >= _LOW
-    low = bits & 0x1FFFFFFF
-    return abs(low - 0x10000000) <= {MARGIN}
 '''

@@ -140,13 +140,16 @@ def fast_loop(cond, body, module, state, ec):
 
 
 def _worth_it(plan, state) -> bool:
-    """True when the iterations left (known from the condition) pay for numba's import and the
+    """True when the iterations left (known from the condition), with those this loop was asked
+    about before in this process (a loop run again and again), pay for numba's import and the
     compilation (or the load from numba's cache) at STEP_COST per instruction per iteration."""
     if os.environ.get("HLO_NATIVE", "") in ("1", "strict"):
         return True
     left = plan.iterations_left(state)
     if left is None:
         return False
+    plan.asked += left
+    left = plan.asked
     cost = 0.0 if "numba" in sys.modules else IMPORT_COST
     if plan.fn is None:
         cost += LOAD_COST if plan.cached() else COMPILE_COST + COMPILE_STEP_COST * plan.steps
@@ -240,6 +243,7 @@ class _Plan:
         self.steps = 0
         self.induction = None                   # (j, direction, bound) from the condition
         self.fn = None
+        self.asked = 0                          # iterations left, summed over the times asked
         self._generate()
 
     # -------------------------------------------------------------- the whole function

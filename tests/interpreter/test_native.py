@@ -20,7 +20,7 @@ from hlo_cli.interpreter.values import leaves  # noqa: E402
 from hlo_cli.parser import parse  # noqa: E402
 
 from .test_loop_fastpaths import _LOOP  # noqa: E402
-from .test_loopgen import _CELL, _EDGES, ROOT, SAMPLES, _inputs  # noqa: E402
+from .test_loopgen import _CELL, _EDGES, _OTHERS, _STEPS, ROOT, SAMPLES, _cell, _inputs  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -144,6 +144,27 @@ def test_cells_of_every_opcode_give_the_rules_bits(data, taken, monkeypatch):
     assert taken                                    # (the native loop ran)
 
 
+# the steps of test_loopgen's random cells the native loop takes (not logistic, rsqrt, sqrt)
+_TAKEN_STEPS = [k for k, (tmpl, _) in enumerate(_STEPS) if tmpl.split("(")[0] not in ("logistic", "rsqrt", "sqrt")]
+
+
+@pytest.mark.slow
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_cells_give_the_rules_bits(data, taken, monkeypatch):
+    """Random bodies (each one compiled: a few examples only) on values with edges."""
+    T = 10
+    steps = data.draw(st.lists(st.tuples(st.sampled_from(_TAKEN_STEPS), st.integers(0, len(_OTHERS) - 1)),
+                               min_size=1, max_size=5), label="steps")
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000), label="seed"))
+    args = [_array(data, (4, 8), rng, 3), _array(data, (T, 4, 8), rng, 6), _array(data, (16, 8), rng, 2, 0.3),
+            _array(data, (8,), rng, 1), np.zeros((T, 4), np.float32)]
+    taken.clear()
+    fast, plain, generic = _three(_cell(steps, T), args, monkeypatch)
+    assert fast == plain == generic
+    assert taken
+
+
 @pytest.mark.slow
 def test_a_cell_runs_natively_to_the_end_and_leaves_its_inputs_alone(taken, monkeypatch):
     T = _T
@@ -247,6 +268,27 @@ def test_switched_off_or_short_loops_pay_nothing(taken, monkeypatch):
     for mode in ("0", ""):
         assert _run(_cell_text(40), _cell_args(40, 7), monkeypatch, mode) == want
     assert not taken
+
+
+@pytest.mark.slow
+def test_a_loop_run_again_and_again_is_compiled_once_its_iterations_pay(taken, monkeypatch):
+    """The default policy sums the iterations a loop was asked about in this process: a loop too
+    short to pay once is compiled when, run again, its iterations together pay."""
+    from hlo_cli.interpreter.per_module import cached
+    monkeypatch.setenv("HLO_NATIVE", "")
+    for name in ("IMPORT_COST", "LOAD_COST", "COMPILE_STEP_COST"):
+        monkeypatch.setattr(native, name, 0.0)
+    monkeypatch.setattr(native, "STEP_COST", 1.0)
+    monkeypatch.setattr(native, "COMPILE_COST", float("inf"))
+    module = parse(_cell_text(_T))
+    args = bind(module.entry_computation.parameters, _cell_args(_T, 10))
+    want = _bits(run_module(module, args, RunOptions(), compiled=False))
+    assert _bits(run_module(module, args, RunOptions())) == want and not taken
+    (_, _, plan), = cached(module, "native-loops", dict).values()
+    assert plan.asked == _T - loopgen.LOOPGEN_AFTER
+    monkeypatch.setattr(native, "COMPILE_COST", 1.5 * plan.asked * plan.steps)
+    assert _bits(run_module(module, args, RunOptions())) == want
+    assert taken == [(_T, True)]                   # (a loop seen before is handed over at once)
 
 
 def _plan(text, args, monkeypatch):

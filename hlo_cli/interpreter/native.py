@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import math
 import os
 import sys
 import tempfile
@@ -161,7 +160,9 @@ def _worth_it(plan, state) -> bool:
 class Val:
     """A value of the generated code: the flat array `var` of `dtype` and `dims`; `sym` what is
     known of it statically (('state', j): state element j unchanged; ('const', v): a scalar
-    constant; ('inc', j, step): state element j plus a constant)."""
+    constant; ('inc', j, step): state element j plus a constant; ('cmp', j, direction, bound,
+    flipped): a compare of state element j with a constant; ('dus', j, update, starts, sizes): a
+    dynamic-update-slice of state element j not made yet, for the commit)."""
     __slots__ = ("var", "dtype", "dims", "sym")
 
     def __init__(self, var, dtype, dims, sym=None):
@@ -241,7 +242,7 @@ class _Plan:
         self.consts: list[np.ndarray] = []
         self.code = _Code()
         self.steps = 0
-        self.induction = None                   # (j, direction, bound) from the condition
+        self.induction = None                   # (j, direction, bound, flipped) from the condition
         self.fn = None
         self.asked = 0                          # iterations left, summed over the times asked
         self._generate()
@@ -270,7 +271,6 @@ class _Plan:
         code.add(2, "if it >= budget:")
         code.add(3, "return 1, it")
         self.dus_at_commit: dict[int, tuple] = {}
-        self.readers: dict[int, int] = {}
         out = self._computation(self.body.comp, [state], 2, body=True)
         if not isinstance(out, list) or len(out) != n or any(isinstance(v, list) for v in out):
             raise Unsupported
@@ -416,7 +416,7 @@ class _Plan:
 
     def _materialize_dus(self, v):
         """A dynamic-update-slice kept for the commit but read by something else: made here."""
-        (_, _j, upd, starts, sizes), x = v.sym, v.var
+        (_, _, upd, starts, sizes), x = v.sym, v.var
         out = self._buffer(v.dtype, v.dims)
         code = self.code
         code.add(2, f"{out.var}[:] = {x}")

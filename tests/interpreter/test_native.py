@@ -276,17 +276,19 @@ def test_a_loop_run_again_and_again_is_compiled_once_its_iterations_pay(taken, m
     short to pay once is compiled when, run again, its iterations together pay."""
     from hlo_cli.interpreter.per_module import cached
     monkeypatch.setenv("HLO_NATIVE", "")
-    for name in ("IMPORT_COST", "LOAD_COST", "COMPILE_STEP_COST"):
+    for name in ("IMPORT_COST", "COMPILE_STEP_COST"):
         monkeypatch.setattr(native, name, 0.0)
     monkeypatch.setattr(native, "STEP_COST", 1.0)
-    monkeypatch.setattr(native, "COMPILE_COST", float("inf"))
+    for name in ("COMPILE_COST", "LOAD_COST"):          # (compiled before by another test, or not)
+        monkeypatch.setattr(native, name, float("inf"))
     module = parse(_cell_text(_T))
     args = bind(module.entry_computation.parameters, _cell_args(_T, 10))
     want = _bits(run_module(module, args, RunOptions(), compiled=False))
     assert _bits(run_module(module, args, RunOptions())) == want and not taken
     (_, _, plan), = cached(module, "native-loops", dict).values()
     assert plan.asked == _T - loopgen.LOOPGEN_AFTER
-    monkeypatch.setattr(native, "COMPILE_COST", 1.5 * plan.asked * plan.steps)
+    for name in ("COMPILE_COST", "LOAD_COST"):
+        monkeypatch.setattr(native, name, 1.5 * plan.asked * plan.steps)
     assert _bits(run_module(module, args, RunOptions())) == want
     assert taken == [(_T, True)]                   # (a loop seen before is handed over at once)
 

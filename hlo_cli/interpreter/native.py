@@ -11,10 +11,13 @@ What the generated code computes is what the rules compute, element by element:
   bitcasts that keep the order are the same array, the other data movement (broadcast, transpose,
   slice, dynamic-slice with the rule's clamping, dynamic-update-slice, concatenate, select, iota and
   constants) moves elements by index;
-* f32/f64 arithmetic reads subnormal operands as zeros of their sign and flushes subnormal results
-  (XLA CPU's DAZ/FTZ, as kernels.flush does it) where the rule does, in plain IEEE arithmetic (the
-  processor's flags are left clear; numba's code contracts no multiply-add without fastmath:
-  tests/interpreter/test_native.py reads the machine code);
+* the function runs with the processor's FTZ/DAZ flags set (fpenv.hardware), so f32/f64
+  arithmetic, compares and converts read subnormal operands as zeros of their sign and flush
+  subnormal results exactly where the rules flush (the rules' own fast paths use the same flags);
+  where a rule keeps subnormals (negate, abs, select, data movement) the code only moves bits;
+  maximum/minimum read their operands flushed and break -0/+0 ties as the rules do; numba's code
+  contracts no multiply-add without fastmath (tests/interpreter/test_native.py reads the machine
+  code);
 * f32 exp and tanh are the rules' f64 functions rounded once to f32; the f64 result comes from the
   C library, which may differ from NumPy's by an ulp or two of f64, so a result within `MARGIN`
   f64 ulps of a point where the rounding to f32 changes (or in the f32 subnormal range) is a
@@ -24,22 +27,26 @@ What the generated code computes is what the rules compute, element by element:
   dot's shape when the loop is built (`_dot_order_matches`: the rule's own dot_values on random
   operands of widely spread magnitudes), else no native loop;
 * a reduce folds from the init value in row-major order of the reduced dimensions with the
-  reducer's combine (add, maximum, minimum) as computations.combine computes it (XLA's windows of
-  32 and library reductions from 4096 elements are not taken);
+  reducer's combine (add, maximum, minimum) as computations.combine computes it, except a float
+  add-reduce to one value, which the rules compute with NumPy's reduction: the init plus NumPy's
+  pairwise sum (`_pairwise_code`); XLA's windows for dimensions over 32 and its library
+  reductions from 4096 elements are not taken;
 * a NaN made by any float step is a hazard too (NaN signs are the rules' to decide).
 
 An iteration with a hazard is not committed: the function returns, the iteration runs through the
 body's generated code (compiler.Compiled.fn, the rules' bits), and the native loop goes on from its
 result; after GIVE_UP such iterations in more than a quarter of the iterations the rest of the
-loop is left to the caller.  Iterations are committed only at their end (dynamic-update-slices of
-a state buffer that nothing else reads are written into the loop's own copy there).
+loop is left to the caller.  Iterations are committed only at their end (a dynamic-update-slice of
+state element j that becomes element j is written into the loop's own copy there; a reader of it
+inside the iteration gets a copy).
 
 Compilation: the generated source is written under the hlo cache directory (keyed by its hash)
 and imported from there, so numba's on-disk cache (``cache=True``) makes a later process pay
 only for loading it.  `fast_loop` takes a loop only when its iteration count is known from its
-condition (an induction variable compared with a constant) and the iterations left pay for
-numba's import and the compilation (`_worth_it`); ``HLO_NATIVE=1`` takes every loop it can
-(tests, benchmarks), ``HLO_NATIVE=0`` none.
+condition (an induction variable compared with a constant) and the iterations left (summed over
+the times the loop was asked about in the process) pay for numba's import and the compilation
+(`_worth_it`); ``HLO_NATIVE=1`` takes every loop it can (tests, benchmarks), ``HLO_NATIVE=0``
+none.
 """
 from __future__ import annotations
 

@@ -7,7 +7,13 @@ memory is each side's own:
 - XLA: parse + compile (JAX's XLA CPU client), then execute (best of --repeat), peak RSS;
 - hlo: `hlo run` end to end (start-up, parse, execute, write results), the execution alone
   (in-process, parse excluded, best of --repeat), peak RSS; its results are compared with XLA's
-  (max diff: the largest |hlo - XLA| / (1 + |XLA|) over all outputs).
+  (max diff: the largest |hlo - XLA| / (1 + |XLA|) over all outputs);
+- hlo with its loops compiled to native code (numba installed; HLO_NATIVE=1: every loop it can
+  take, hlo_cli/interpreter/native.py): the execution alone (in-process, steady state: best of
+  --repeat after a first run that compiles), `hlo run` end to end with an empty cache (numba
+  compiles) and again with that cache (numba loads), and end to end with HLO_NATIVE unset (the
+  default policy, which takes a loop only when its iterations left pay for numba), same cache;
+  its results must be bit-equal to hlo's without it.
 
     python benchmarks/bench_run.py [--repeat 3] [--only transformer.hlo ...]
 
@@ -72,20 +78,25 @@ def child_hlo(hlo, inputs, repeat, out):
     from hlo_cli.parser import parse
     module = parse(Path(hlo).read_text(), str(hlo))
     args = bind(module.entry_computation.parameters, _inputs(inputs))
+    if os.environ.get("HLO_NATIVE") == "1":
+        run_module(module, args, RunOptions())      # (the first run compiles the loops)
     best = float("inf")
     for _ in range(repeat):
         s = time.perf_counter()
-        run_module(module, args, RunOptions())
+        result = run_module(module, args, RunOptions())
         best = min(best, time.perf_counter() - s)
+    import numpy as np
+    from hlo_cli.interpreter.values import leaves
+    np.savez(out, *[np.asarray(v) for v in (leaves(result) if isinstance(result, tuple) else [result])])
     return {"execute_s": best}
 
 
-def _child(kind, hlo, inputs, repeat):
+def _child(kind, hlo, inputs, repeat, env=None):
     """Run one measurement in a fresh process; returns its JSON (with the child's own peak RSS in MB)."""
     fd, out = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     cmd = [sys.executable, __file__, "--child", kind, str(hlo), str(inputs), str(repeat), out]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=None if env is None else {**os.environ, **env})
     if p.returncode != 0:
         raise SystemExit(f"{kind} on {hlo} failed:\n{p.stderr[-3000:]}")
     data = json.loads(Path(out).read_text())
@@ -94,12 +105,12 @@ def _child(kind, hlo, inputs, repeat):
     return data
 
 
-def _hlo_cli_end_to_end(hlo, inputs, out_npz):
+def _hlo_cli_end_to_end(hlo, inputs, out_npz, env=None):
     exe = shutil.which("hlo")
     cmd = ([exe] if exe else [sys.executable, "-c", "from hlo_cli.cli import main; main()"]) + \
         ["run", str(hlo), "--inputs", str(inputs), "--output", out_npz, "--force", "--no-cache", "--format", "json"]
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=None if env is None else {**os.environ, **env})
     dt = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"hlo run {hlo} failed:\n{p.stderr[-3000:]}")
@@ -118,12 +129,41 @@ def _compare(a_npz, b_npz):
     return worst
 
 
+def _have_numba() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("numba") is not None
+
+
+def _native_row(hlo, inputs, repeat, ours, xla, tmp):
+    """The native loop's figures (see the module docstring), in a cache directory of their own."""
+    cache = tempfile.mkdtemp(prefix="hlo-bench-native-", dir=tmp)
+    forced = {"HLO_NATIVE": "1", "HLO_CACHE_DIR": cache}
+    out_npz = os.path.join(tmp, "native.npz")
+    cold = _hlo_cli_end_to_end(hlo, inputs, out_npz, forced)
+    cached = _hlo_cli_end_to_end(hlo, inputs, out_npz, forced)
+    default = _hlo_cli_end_to_end(hlo, inputs, out_npz, {"HLO_NATIVE": "", "HLO_CACHE_DIR": cache})
+    nat = _child("hlo", hlo, inputs, repeat, forced)
+    same = _same_bits(nat["results_npz"], ours["results_npz"])
+    os.unlink(nat["results_npz"])
+    return {"native_execute_s": nat["execute_s"], "native_execute_ratio": nat["execute_s"] / xla["execute_s"],
+            "native_e2e_cold_s": cold, "native_e2e_cached_s": cached, "native_default_e2e_s": default,
+            "native_same_bits": same}
+
+
+def _same_bits(a_npz, b_npz) -> bool:
+    import numpy as np
+    with np.load(a_npz) as a, np.load(b_npz) as b:
+        return a.files == b.files and all(a[k].tobytes() == b[k].tobytes() for k in a.files)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", default=str(HERE / "results" / "run.json"))
     ap.add_argument("--child", nargs=5, metavar=("KIND", "HLO", "INPUTS", "REPEAT", "OUT"))
+    ap.add_argument("--native", action=argparse.BooleanOptionalAction, default=_have_numba(),
+                    help="also measure the loops compiled with numba (default: when numba is installed)")
     args = ap.parse_args()
     if args.child:
         kind, hlo, inputs, repeat, out = args.child
@@ -153,6 +193,9 @@ def main():
                    "hlo_peak_mb": ours["peak_rss_mb"], "execute_ratio": ours["execute_s"] / xla["execute_s"],
                    "e2e_vs_xla_total": e2e / xla_total, "memory_ratio": ours["peak_rss_mb"] / xla["peak_rss_mb"],
                    "max_diff_vs_xla": worst}
+            if args.native:
+                row.update(_native_row(hlo, inputs, args.repeat, ours, xla, tmp))
+            os.unlink(ours["results_npz"])
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
@@ -169,6 +212,17 @@ def main():
               f"| {r['hlo_execute_s'] * 1e3:.1f} ms | {r['execute_ratio']:.2f}x | {r['hlo_run_e2e_s']:.2f} s "
               f"| {r['e2e_vs_xla_total']:.2f}x | {r['hlo_peak_mb']:.0f} / {r['xla_peak_mb']:.0f} "
               f"({r['memory_ratio']:.2f}x) | {r['max_diff_vs_xla']:.1e} |")
+    native = [r for r in rows if "native_execute_s" in r]
+    if native:
+        print()
+        print("| module | XLA execute | hlo native execute | ratio | XLA parse+compile+execute | hlo run native, "
+              "empty cache | cached | default policy, cached | bits as without |")
+        print("| --- | --: | --: | --: | --: | --: | --: | --: | --- |")
+        for r in native:
+            print(f"| {r['module']} | {r['xla_execute_s'] * 1e3:.1f} ms | {r['native_execute_s'] * 1e3:.1f} ms "
+                  f"| {r['native_execute_ratio']:.2f}x | {r['xla_parse_compile_s'] + r['xla_execute_s']:.2f} s "
+                  f"| {r['native_e2e_cold_s']:.2f} s | {r['native_e2e_cached_s']:.2f} s "
+                  f"| {r['native_default_e2e_s']:.2f} s | {'yes' if r['native_same_bits'] else 'NO'} |")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ from .kernels import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, 
 from .registry import prepare
 from .fpenv import hardware
 from . import loopgen as _loopgen
+from . import native as _native
 from .per_module import module_cache
 from .hooks import Level, track
 from .located import EVAL_ERRORS, bad_result, limit_error, located_error, reraise_at
@@ -931,7 +932,7 @@ def _run_hot_while(ec, cond, body, state, limit, name, n, outer):
             outer.iteration = n + 1
             if n >= later:
                 later = float("inf")
-                fast = _loopgen.fast_loop(cond, body, ec.module)
+                fast = _native.fast_loop(cond, body, ec.module, state, ec) or _loopgen.fast_loop(cond, body, ec.module)
                 if fast is not None:
                     c = body
                     lb.hidden = True                    # (its iterations: ec.loop_iterations)

@@ -1201,3 +1201,124 @@ prepares("tanh")(_prepare_unary_f64(np.tanh, (F64,)))
 prepares("rsqrt")(_prepare_unary_f64(_rsqrt_core, (F32, F64)))
 prepares("maximum")(_prepare_minmax("maximum"))
 prepares("minimum")(_prepare_minmax("minimum"))
+
+
+# ============================================================================ fused multiply-add
+# XLA CPU's contracted multiply-add (hlo_cli/interpreter/contraction.py decides where): a * b + c
+# rounded once, operands read with DAZ and the result written with FTZ.  f32: the product is exact
+# in f64 and so is the sign of the f64 sum's error (TwoSum), which decides the one case where
+# rounding the f64 sum to f32 is a double rounding: a sum exactly halfway between two f32 values.
+# f64: Boldo and Melquiond's emulation, an exact product (Dekker) and an exact sum (TwoSum) whose
+# low parts are added rounding to odd, then one rounding to nearest; exact integer arithmetic
+# (fractions) for the few elements outside its range (a huge operand, a product near underflow).
+
+FMA_BLOCK = 1 << 14                     # elements per block (its f64 temporaries stay in cache)
+_F32_LOW = np.uint64((1 << 29) - 1)     # the f64 mantissa bits below an f32 one
+_F32_HALF = np.uint64(1 << 28)          # ... exactly halfway between two f32 values
+_SPLIT = F64.type(134217729.0)          # 2^27 + 1: Dekker's splitting constant
+_SPLIT_MAX = F64.type(2.0 ** 995)       # larger operands would overflow the split
+_PRODUCT_MIN = F64.type(2.0 ** -960)    # smaller products: their low part may underflow
+
+
+def fma(a, b, c, negate_product: bool = False, negate_addend: bool = False):
+    """(-)a * b (-) c of f32 or f64 arrays (one dtype, one shape) rounded once, with XLA CPU's
+    DAZ/FTZ and NaN signs (an input NaN: the first of a, b, c comes out with its own sign, not
+    negated; inf * 0 and inf - inf give x86's default -NaN).  A new array, never an operand."""
+    a, b, c = (np.asarray(v) for v in (a, b, c))
+    dt = a.dtype
+    shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+    with np.errstate(all="ignore"):
+        xs = [flush(np.broadcast_to(v, shape)) for v in (a, b, c)]
+        signs = xs
+        if negate_product or negate_addend:
+            xs = [-xs[0] if negate_product else xs[0], xs[1], -xs[2] if negate_addend else xs[2]]
+        out = np.empty(shape, dt)
+        if out.size:
+            kernel = _fma32 if dt == F32 else _fma64
+            flat = [v.reshape(-1) if v.flags.c_contiguous else None for v in xs]
+            if all(v is not None for v in flat):
+                o = out.reshape(-1)
+                for s in range(0, o.size, FMA_BLOCK):
+                    kernel(*(v[s:s + FMA_BLOCK] for v in flat), o[s:s + FMA_BLOCK])
+            else:
+                kernel(*xs, out)
+        r = flush(out)
+        if r.size and min_reduce(r, axis=None) != min_reduce(r, axis=None):
+            r = _nan_signs(r, signs, etype(dt), DEFAULT_NAN)
+    return r
+
+
+def _fma32(a, b, c, out):
+    """f32 a * b + c rounded once into `out` (operands free of subnormals)."""
+    s = np.empty(out.shape, F64)
+    s[...] = a
+    s *= b.astype(F64)                  # exact
+    cw = c.astype(F64)
+    s += cw
+    low = np.bitwise_and(s.view(np.uint64), _F32_LOW)
+    half = np.flatnonzero(low == _F32_HALF)
+    if half.size:                       # a sum on an f32 midpoint: nudge it towards the exact one
+        sv, pv = s.reshape(-1), (a.astype(F64) * b).reshape(-1)
+        cv = cw.reshape(-1)
+        sh, ph, ch = sv[half], pv[half], cv[half]
+        t = sh - ch
+        err = (ph - t) + (ch - (sh - t))
+        sv[half] = np.where(err != 0, np.nextafter(sh, np.where(err > 0, np.inf, -np.inf)), sh)
+    out[...] = s
+
+
+def _two_sum(x, y):
+    """(x + y rounded, its exact error)."""
+    s = x + y
+    z = s - x
+    return s, (x - (s - z)) + (y - z)
+
+
+def _split(x):
+    t = x * _SPLIT
+    hi = t - (t - x)
+    return hi, x - hi
+
+
+def _fma64(a, b, c, out):
+    """f64 a * b + c rounded once into `out` (operands free of subnormals)."""
+    ph = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl        # a * b = ph + pl exactly
+    th, tl = _two_sum(c, ph)
+    v, ve = _two_sum(tl, pl)
+    # v rounded to odd: towards zero, then the last mantissa bit set when it was inexact
+    toward0 = (ve != 0) & ((ve < 0) != (v < 0))
+    v = np.where(toward0, np.nextafter(v, 0), v)
+    bits = v.view(np.uint64)
+    v = np.where(ve != 0, (bits | np.uint64(1)).view(F64), v)
+    z = th + v
+    zero = z == 0
+    if zero.any():                      # an exact zero: its sign as IEEE's sum gives it (ph exact)
+        z = np.where(zero, ph + c, z)
+    out[...] = z
+    ap, bp = np.abs(a), np.abs(b)
+    exotic = ~((ap < _SPLIT_MAX) & (bp < _SPLIT_MAX) & ((np.abs(ph) >= _PRODUCT_MIN) | (a == 0) | (b == 0))
+               & np.isfinite(th))
+    if exotic.any():
+        _fma64_exact(a, b, c, out, exotic)
+
+
+def _fma64_exact(a, b, c, out, where):
+    """The elements of `out` at mask `where` computed with exact rational arithmetic (the
+    non-finite ones as the plain expression, which is then exact)."""
+    from fractions import Fraction
+    idx = np.nonzero(where)
+    av, bv, cv = (np.broadcast_to(v, where.shape)[idx] for v in (a, b, c))
+    res = np.empty(av.shape, F64)
+    for i, (x, y, z) in enumerate(zip(av.tolist(), bv.tolist(), cv.tolist())):
+        if not (np.isfinite(x) and np.isfinite(y) and np.isfinite(z)):
+            res[i] = x * y + z
+            continue
+        exact = Fraction(x) * Fraction(y) + Fraction(z)
+        try:
+            res[i] = float(exact) if exact else (x * y + z)     # (a zero: its sign as IEEE gives it)
+        except OverflowError:
+            res[i] = np.inf if exact > 0 else -np.inf
+    out[idx] = res

@@ -29,7 +29,8 @@ from ...ir.attributes import comparison_type
 from ..computations import weak_from_total
 from ..fpenv import hardware
 from ..kernels import (
-    TINY, Fast, factory_rule, flush, min_reduce, operand_dtypes, scalar_safe, shape_dtype, declare)
+    TINY, Fast, factory_rule, flush, hardware_casts, min_reduce, operand_dtypes, scalar_safe, shape_dtype,
+    declare)
 from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
 from ..parallel import split
@@ -1217,6 +1218,7 @@ _F32_LOW = np.uint64((1 << 29) - 1)     # the f64 mantissa bits below an f32 one
 _F32_HALF = np.uint64(1 << 28)          # ... exactly halfway between two f32 values
 _SPLIT = F64.type(134217729.0)          # 2^27 + 1: Dekker's splitting constant
 _SPLIT_MAX = F64.type(2.0 ** 995)       # larger operands would overflow the split
+max_reduce = np.maximum.reduce          # (NaN if a NaN is present)
 _PRODUCT_MIN = F64.type(2.0 ** -960)    # smaller products: their low part may underflow
 
 
@@ -1224,47 +1226,114 @@ def fma(a, b, c, negate_product: bool = False, negate_addend: bool = False):
     """(-)a * b (-) c of f32 or f64 arrays (one dtype, one shape) rounded once, with XLA CPU's
     DAZ/FTZ and NaN signs (an input NaN: the first of a, b, c comes out with its own sign, not
     negated; inf * 0 and inf - inf give x86's default -NaN).  A new array, never an operand."""
-    a, b, c = (np.asarray(v) for v in (a, b, c))
+    if a.__class__ is not ndarray or b.__class__ is not ndarray or c.__class__ is not ndarray:
+        a, b, c = (np.asarray(v) for v in (a, b, c))
     dt = a.dtype
-    shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+    shape = a.shape
+    if not (shape == b.shape == c.shape):
+        shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+        a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
     with np.errstate(all="ignore"):
-        xs = [flush(np.broadcast_to(v, shape)) for v in (a, b, c)]
-        signs = xs
-        if negate_product or negate_addend:
-            xs = [-xs[0] if negate_product else xs[0], xs[1], -xs[2] if negate_addend else xs[2]]
-        out = np.empty(shape, dt)
-        if out.size:
+        if dt == F32 and (_FLAGGED or _flagged()):
+            xs = (a, b, c)
+            r = _blocks(_fma32_flagged, xs, np.empty(shape, F32), negate_product, negate_addend)
+        else:
+            xs = [flush(v) for v in (a, b, c)]
             kernel = _fma32 if dt == F32 else _fma64
-            flat = [v.reshape(-1) if v.flags.c_contiguous else None for v in xs]
-            if all(v is not None for v in flat):
-                o = out.reshape(-1)
-                for s in range(0, o.size, FMA_BLOCK):
-                    kernel(*(v[s:s + FMA_BLOCK] for v in flat), o[s:s + FMA_BLOCK])
-            else:
-                kernel(*xs, out)
-        r = flush(out)
-        if r.size and min_reduce(r, axis=None) != min_reduce(r, axis=None):
-            r = _nan_signs(r, signs, etype(dt), DEFAULT_NAN)
+            r = flush(_blocks(kernel, xs, np.empty(shape, dt), negate_product, negate_addend))
+        if r.size:
+            low = min_reduce(r, axis=None)
+            if low != low:
+                r = _nan_signs(r, xs, etype(dt), DEFAULT_NAN)
     return r
 
 
-def _fma32(a, b, c, out):
-    """f32 a * b + c rounded once into `out` (operands free of subnormals)."""
-    s = np.empty(out.shape, F64)
-    s[...] = a
+_FLAGGED = False                        # the f32 kernel may run under the processor's flags
+
+
+def _flagged() -> bool:
+    global _FLAGGED
+    _FLAGGED = hardware_casts()
+    return _FLAGGED
+
+
+def _blocks(kernel, xs, out, negate_product, negate_addend):
+    """kernel(a, b, c, out, negate_product, negate_addend) over cache-sized blocks of C-contiguous
+    operands (else over the whole arrays); returns `out`."""
+    if out.size <= FMA_BLOCK:
+        if out.size:
+            kernel(*xs, out, negate_product, negate_addend)
+        return out
+    flat = [v.reshape(-1) if v.flags.c_contiguous else None for v in xs]
+    if any(v is None for v in flat):
+        kernel(*xs, out, negate_product, negate_addend)
+        return out
+    o = out.reshape(-1)
+    for s in range(0, o.size, FMA_BLOCK):
+        e = s + FMA_BLOCK
+        kernel(flat[0][s:e], flat[1][s:e], flat[2][s:e], o[s:e], negate_product, negate_addend)
+    return out
+
+
+def _fma32_flagged(a, b, c, out, negate_product, negate_addend):
+    """f32 (-)a * b (-) c into `out` with the processor's FTZ/DAZ flags set: the conversions to f64
+    read subnormals as zeros (kernels.hardware_casts) and the one back to f32 flushes."""
+    fset, on, off = hardware()
+    fset(on)
+    try:
+        s = a.astype(F64)
+        t = b.astype(F64)
+        s *= t                          # exact
+        if negate_product:
+            np.negative(s, out=s)
+        t[...] = c
+        if negate_addend:
+            s -= t
+        else:
+            s += t
+        u = t.view(np.uint64)
+        np.bitwise_and(s.view(np.uint64), _F32_LOW, out=u)
+        if (u == _F32_HALF).any():
+            _midpoints(s, a, b, c, negate_product, negate_addend)
+        out[...] = s
+    finally:
+        fset(off)
+
+
+def _fma32(a, b, c, out, negate_product, negate_addend):
+    """f32 (-)a * b (-) c rounded once into `out` (operands free of subnormals; FTZ left to the
+    caller)."""
+    s = a.astype(F64)
     s *= b.astype(F64)                  # exact
-    cw = c.astype(F64)
-    s += cw
-    low = np.bitwise_and(s.view(np.uint64), _F32_LOW)
-    half = np.flatnonzero(low == _F32_HALF)
-    if half.size:                       # a sum on an f32 midpoint: nudge it towards the exact one
-        sv, pv = s.reshape(-1), (a.astype(F64) * b).reshape(-1)
-        cv = cw.reshape(-1)
-        sh, ph, ch = sv[half], pv[half], cv[half]
-        t = sh - ch
-        err = (ph - t) + (ch - (sh - t))
-        sv[half] = np.where(err != 0, np.nextafter(sh, np.where(err > 0, np.inf, -np.inf)), sh)
+    if negate_product:
+        np.negative(s, out=s)
+    if negate_addend:
+        s -= c.astype(F64)
+    else:
+        s += c.astype(F64)
+    if (np.bitwise_and(s.view(np.uint64), _F32_LOW) == _F32_HALF).any():
+        _midpoints(s, a, b, c, negate_product, negate_addend)
     out[...] = s
+
+
+def _midpoints(s, a, b, c, negate_product, negate_addend):
+    """The f64 sums `s` that lie exactly halfway between two f32 values moved one f64 ulp towards
+    the exact value (the sign of the f64 sum's error, TwoSum), so that rounding them to f32 once
+    is correct."""
+    sv = s.reshape(-1)
+    half = np.flatnonzero((np.bitwise_and(sv.view(np.uint64), _F32_LOW) == _F32_HALF))
+    shape = s.shape
+    pick = (lambda v: np.broadcast_to(v, shape).reshape(-1)[half].astype(F64))
+    ph = pick(a) * pick(b)
+    ch = pick(c)
+    if negate_product:
+        ph = -ph
+    if negate_addend:
+        ch = -ch
+    sh = sv[half]
+    t = sh - ch
+    err = (ph - t) + (ch - (sh - t))
+    sv[half] = np.where(err != 0, np.nextafter(sh, np.where(err > 0, np.inf, -np.inf)), sh)
 
 
 def _two_sum(x, y):
@@ -1280,8 +1349,12 @@ def _split(x):
     return hi, x - hi
 
 
-def _fma64(a, b, c, out):
-    """f64 a * b + c rounded once into `out` (operands free of subnormals)."""
+def _fma64(a, b, c, out, negate_product, negate_addend):
+    """f64 (-)a * b (-) c rounded once into `out` (operands free of subnormals)."""
+    if negate_product:
+        a = -a
+    if negate_addend:
+        c = -c
     ph = a * b
     ah, al = _split(a)
     bh, bl = _split(b)
@@ -1298,6 +1371,10 @@ def _fma64(a, b, c, out):
     if zero.any():                      # an exact zero: its sign as IEEE's sum gives it (ph exact)
         z = np.where(zero, ph + c, z)
     out[...] = z
+    if z.size and _SPLIT_MAX > max(-min_reduce(a, axis=None), max_reduce(a, axis=None),
+                                   -min_reduce(b, axis=None), max_reduce(b, axis=None)) and \
+            min_reduce(np.abs(ph), axis=None) >= _PRODUCT_MIN and np.isfinite(max_reduce(np.abs(th), axis=None)):
+        return                          # (the common case: no element needs a closer look)
     ap, bp = np.abs(a), np.abs(b)
     exotic = ~((ap < _SPLIT_MAX) & (bp < _SPLIT_MAX) & ((np.abs(ph) >= _PRODUCT_MIN) | (a == 0) | (b == 0))
                & np.isfinite(th))

@@ -228,3 +228,27 @@ def test_nan_signs_and_infinities(jax_x64, dt):
         for which, text in texts.items():
             ours = np.asarray(run(text, a, b, c))
             assert ours.tobytes() == ref[0].tobytes(), f"{name} ({which})"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dt", ["c64", "c128"])
+def test_complex_multiply_is_two_fmas(jax_x64, dt):
+    """XLA's complex multiply: re = fma(ar, br, -(ai bi)), im = fma(ai, br, ar bi) (each with one
+    product rounded), in both texts; edge values (infinities, NaNs, zeros, subnormal parts) too."""
+    ct, ft = (np.complex64, np.float32) if dt == "c64" else (np.complex128, np.float64)
+    r = np.random.default_rng(9)
+    n = 2053
+    parts = [r.standard_normal(n).astype(ft) for _ in range(4)]
+    edge = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40 if ft == np.float32 else 1e-310, 1.0], ft)
+    for p in parts:
+        p[:40] = edge[r.integers(0, edge.size, 40)]
+    a, b = np.empty(n, ct), np.empty(n, ct)
+    a.real, a.imag, b.real, b.imag = parts
+    texts, ref = _texts_and_reference(jax_x64, lambda x, y: x * y, [a, b])
+    for which, text in texts.items():
+        ours = np.asarray(run(text, a, b))
+        same = (ours == ref[0]) | (np.isnan(ours.real) & np.isnan(ref[0].real)) | \
+            (np.isnan(ours.imag) & np.isnan(ref[0].imag))
+        assert same.all(), f"{which}: {np.count_nonzero(~same)} of {n} differ"
+        finite = np.isfinite(ref[0])
+        assert ours[finite].tobytes() == ref[0][finite].tobytes(), which

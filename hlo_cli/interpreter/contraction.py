@@ -26,10 +26,13 @@ run on the rewritten plan, so every execution path gives the same bits.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir.opcodes import ELEMENTWISE, has_trait
 from .ops.elementwise import fma
 from .per_module import cached
 from .schedule import free_after
+from .values import np_dtype
 
 CONTRACTED_TYPES = frozenset({"f32", "f64"})
 # data movement XLA CPU's loop fusion takes besides the elementwise ops (local to this rule)
@@ -38,22 +41,59 @@ _LOOP_FUSIBLE_MOVES = frozenset({"broadcast", "reshape", "bitcast", "transpose",
 _CLOSURE_MAX = 512                  # instructions followed downstream before giving up (no contraction)
 
 
-def contract(plan, module) -> None:
-    """Rewrite `plan` in place so that each add/subtract XLA CPU contracts runs as one FMA."""
+def contract(plan, module, keep_products: bool = False) -> None:
+    """Rewrite `plan` in place so that each add/subtract XLA CPU contracts runs as one FMA.
+    A multiply (or negate of one) that nothing reads any more computes nothing unless
+    `keep_products` (the generic loop keeps them: its hooks see every instruction's value)."""
     if module is None:
         return
     fused = plan.comp.name in fused_computations(module)
     found = contractions(plan, fused)
     if not found:
         return
+    replaced = [j for k in found for j in plan.operand_idx[k]]
     for k, (a, b, c, negate_product, negate_addend) in found.items():
         plan.operand_idx[k] = (a, b, c)
         plan.rules[k] = fma_rule(negate_product, negate_addend)
+    _index_users(plan)
+    if not keep_products:
+        _drop_products(plan, replaced)
+    plan.free_after = free_after(plan.operand_idx, plan.root)
+
+
+def _index_users(plan) -> None:
     plan.users.clear()
     for n, ops in enumerate(plan.operand_idx):
         for o in ops:
             plan.users.setdefault(o, []).append(n)
-    plan.free_after = free_after(plan.operand_idx, plan.root)
+
+
+def _drop_products(plan, candidates) -> None:
+    """The multiplies and negates among `candidates` (and the multiplies under such negates) that
+    no instruction reads any more: no operands, a rule that makes a placeholder (never read, dropped
+    after its step)."""
+    todo = list(candidates)
+    while todo:
+        j = todo.pop()
+        if plan.insts[j].opcode not in ("multiply", "negate") or j == plan.root or plan.users.get(j) \
+                or not plan.operand_idx[j]:
+            continue
+        for o in plan.operand_idx[j]:
+            users = plan.users.get(o)
+            if users is not None and j in users:
+                users.remove(j)
+        todo.extend(plan.operand_idx[j])
+        plan.operand_idx[j] = ()
+        plan.rules[j] = _unread_rule
+
+
+def _unread_rule(inst, args, ec):
+    """The value of a product whose every use became an FMA: a zero-stride placeholder of its
+    declared dtype and dims (no instruction reads it)."""
+    return np.broadcast_to(np.zeros((), np_dtype(inst.shape)), tuple(inst.shape.dims))
+
+
+_unread_rule.ftz_result = True
 
 
 def fused_computations(module) -> frozenset:
@@ -120,7 +160,21 @@ def _product(plan, j, k, fused: bool, twins: dict):
     if _etype(inst) != want:
         return None
     a, b = plan.operand_idx[j]
+    if _constant(plan, a) and _constant(plan, b):
+        return None                     # XLA folds the product first: a rounded constant
     return a, b, negated
+
+
+def _constant(plan, j, depth: int = 0) -> bool:
+    """Whether XLA's constant folding makes slot `j` a constant: a constant, or data movement and
+    elementwise arithmetic of constants only."""
+    inst = plan.insts[j]
+    if inst.opcode == "constant":
+        return True
+    ops = plan.operand_idx[j]
+    if depth > 8 or not ops or not _loop_fusible(inst.opcode) or inst.opcode == "iota":
+        return False
+    return all(_constant(plan, o, depth + 1) for o in ops)
 
 
 def _single(plan, j, k, fused: bool, twins: dict) -> bool:

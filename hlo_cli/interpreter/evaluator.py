@@ -105,7 +105,7 @@ class EvalContext:
             if comp is None:
                 raise HloEvalError(f"computation '{name}' is not defined")
             p = self._plans[name] = Plan(comp)
-            contract(p, self.module)            # XLA CPU's FMAs (contraction.py)
+            contract(p, self.module, keep_products=True)    # XLA CPU's FMAs (contraction.py)
         return p
 
     def call(self, name: str, args) -> Any:

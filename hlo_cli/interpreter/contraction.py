@@ -15,14 +15,17 @@ loop is one fusion, so the rule is about the instructions XLA puts in one fusion
   whose users meet again downstream (one fusion, several uses), or that is an output or feeds a
   reduce, a dot or a tuple, stays a value of its own;
 * when both operands of an add are such products, the first operand's multiply is contracted;
+* a product of constants is folded by XLA first (a rounded constant): not contracted;
 * bf16 and f16 do not contract (their product is rounded to the narrow type before the add), nor
   complex numbers (whose multiply is its own rule).
 
 `contract(plan, module)` rewrites a schedule's plan (schedule.Plan): a contracted add/subtract reads
 the multiply's operands and the addend and runs `fma_rule`, whose sign variant is fixed per
-instruction; the multiply stays in the plan (hooks and dumps see its value), its value freed at once
-when nothing else reads it.  The compiler's `_prepare_steps` and the evaluator's generic loop both
-run on the rewritten plan, so every execution path gives the same bits.
+instruction.  A multiply nothing else reads computes nothing on the compiled path (a placeholder
+value, dropped at once); the generic loop keeps it (`keep_products`: its hooks and dumps see every
+instruction's value).  The compiler's `_prepare_steps` and the evaluator's generic loop both run on
+the rewritten plan, so every execution path (compiled steps, generated code, fused regions, whole
+loops, --profile, hooks) gives the same bits.
 """
 from __future__ import annotations
 

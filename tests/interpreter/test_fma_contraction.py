@@ -252,3 +252,40 @@ def test_complex_multiply_is_two_fmas(jax_x64, dt):
         assert same.all(), f"{which}: {np.count_nonzero(~same)} of {n} differ"
         finite = np.isfinite(ref[0])
         assert ours[finite].tobytes() == ref[0][finite].tobytes(), which
+
+
+_SHAPES = """HloModule shapes
+
+ENTRY main {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  m = f32[] multiply(a, b)
+  s = f32[] subtract(b, m)
+  e = f64[0,3] parameter(2)
+  me = f64[0,3] multiply(e, e)
+  se = f64[0,3] add(me, e)
+  x = f32[64,48] parameter(3)
+  y = f32[48,64] parameter(4)
+  xt = f32[48,64] transpose(x), dimensions={1,0}
+  mt = f32[48,64] multiply(xt, y)
+  st = f32[48,64] add(y, mt)
+  ROOT t = (f32[], f64[0,3], f32[48,64]) tuple(s, se, st)
+}
+"""
+
+
+@pytest.mark.parametrize("how", ["compiled", "hook", "unchecked"])
+def test_scalars_empty_arrays_and_strided_operands(how):
+    """Rank-0 values, empty arrays and a transposed (strided) operand, on each path: the FMA's
+    bits (one rounding) everywhere."""
+    r = np.random.default_rng(4)
+    a, b = np.float32(1 + 2 ** -12), np.float32(-(1 + 2 ** -12))
+    x = r.standard_normal((64, 48)).astype(np.float32)
+    y = r.standard_normal((48, 64)).astype(np.float32)
+    kw = {"hook": lambda ev: None} if how == "hook" else {"check_values": False} if how == "unchecked" else {}
+    s, se, st = run(_SHAPES, np.array(a), np.array(b), np.zeros((0, 3)), x, y, **kw)
+    assert _same_bits(s, exact_fma(-a, b, b, F32))
+    assert se.shape == (0, 3) and se.dtype == F64
+    want = np.array([exact_fma(p, q, z, F32) for p, q, z in zip(x.T.ravel(), y.ravel(), y.ravel())],
+                    np.float32).reshape(48, 64)
+    assert np.asarray(st).tobytes() == want.tobytes()

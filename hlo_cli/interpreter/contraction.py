@@ -56,8 +56,14 @@ def contract(plan, module, keep_products: bool = False) -> None:
         return
     replaced = [j for k in found for j in plan.operand_idx[k]]
     for k, (a, b, c, negate_product, negate_addend) in found.items():
-        plan.operand_idx[k] = (a, b, c)
-        plan.rules[k] = fma_rule(negate_product, negate_addend)
+        if keep_products:
+            # the instruction's own operands first (hooks see them), then the multiply's
+            addend = plan.operand_idx[k].index(c)
+            plan.operand_idx[k] = plan.operand_idx[k] + (a, b)
+            plan.rules[k] = fma_rule(negate_product, negate_addend, addend)
+        else:
+            plan.operand_idx[k] = (a, b, c)
+            plan.rules[k] = fma_rule(negate_product, negate_addend)
     _index_users(plan)
     if not keep_products:
         _drop_products(plan, replaced)
@@ -231,14 +237,19 @@ def _etype(inst):
 _RULES: dict = {}
 
 
-def fma_rule(negate_product: bool, negate_addend: bool):
-    """The evaluation rule of a contracted add/subtract, called with the operands (a, b, addend):
+def fma_rule(negate_product: bool, negate_addend: bool, addend: int | None = None):
+    """The evaluation rule of a contracted add/subtract, called with the operands (a, b, addend)
+    -- or, with `addend` (0 or 1), with the instruction's own two operands followed by a and b --:
     ``(-)a * b (-) addend`` rounded once (ops/elementwise.fma)."""
-    key = (negate_product, negate_addend)
+    key = (negate_product, negate_addend, addend)
     rule = _RULES.get(key)
     if rule is None:
-        def rule(inst, args, ec):
-            return fma(args[0], args[1], args[2], negate_product, negate_addend)
+        if addend is None:
+            def rule(inst, args, ec):
+                return fma(args[0], args[1], args[2], negate_product, negate_addend)
+        else:
+            def rule(inst, args, ec):
+                return fma(args[2], args[3], args[addend], negate_product, negate_addend)
         rule.__name__ = "eval_fma"
         rule.elementwise = True             # element i from element i of the operands (fused regions)
         rule.ftz_result = True              # results hold no subnormals (the compiler's "clean")

@@ -289,3 +289,27 @@ def test_scalars_empty_arrays_and_strided_operands(how):
     want = np.array([exact_fma(p, q, z, F32) for p, q, z in zip(x.T.ravel(), y.ravel(), y.ravel())],
                     np.float32).reshape(48, 64)
     assert np.asarray(st).tobytes() == want.tobytes()
+
+
+def test_hooks_see_the_instructions_own_operands():
+    """Under a hook (dumps, --check-finite, isolate) every instruction runs, the multiply too, and
+    a contracted add's event starts with its own operands: the rounded product and the addend."""
+    text = """HloModule h
+ENTRY main {
+  a = f32[256] parameter(0)
+  b = f32[256] parameter(1)
+  c = f32[256] parameter(2)
+  m = f32[256] multiply(a, b)
+  ROOT s = f32[256] subtract(c, m)
+}
+"""
+    r = np.random.default_rng(6)
+    a, b, c = (r.standard_normal(256).astype(np.float32) for _ in range(3))
+    events = {}
+    got = run(text, a, b, c, hook=lambda ev: events.setdefault(ev.instruction.name, ev))
+    assert np.asarray(events["m"].value).tobytes() == (a * b).tobytes()
+    ops = events["s"].operands
+    assert ops[0].tobytes() == c.tobytes() and ops[1].tobytes() == (a * b).tobytes()
+    assert np.asarray(got).tobytes() == run(text, a, b, c).tobytes()
+    want = np.array([exact_fma(-x, y, z, F32) for x, y, z in zip(a, b, c)], np.float32)
+    assert np.asarray(got).tobytes() == want.tobytes()

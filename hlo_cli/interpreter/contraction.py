@@ -23,7 +23,8 @@ loop is one fusion, so the rule is about the instructions XLA puts in one fusion
 the multiply's operands and the addend and runs `fma_rule`, whose sign variant is fixed per
 instruction.  A multiply nothing else reads computes nothing on the compiled path (a placeholder
 value, dropped at once); the generic loop keeps it (`keep_products`: its hooks and dumps see every
-instruction's value).  The compiler's `_prepare_steps` and the evaluator's generic loop both run on
+instruction's value, and a contracted add's operands start with its own, the rounded product and
+the addend, then the multiply's).  The compiler's `_prepare_steps` and the evaluator's generic loop both run on
 the rewritten plan, so every execution path (compiled steps, generated code, fused regions, whole
 loops, --profile, hooks) gives the same bits.
 """

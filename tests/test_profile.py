@@ -127,7 +127,7 @@ ENTRY main {
   x = f32[64,64] parameter(0)
   a = f32[64,64] add(x, x)
   b = f32[64,64] multiply(a, x)
-  ROOT c = f32[64,64] subtract(b, a)
+  ROOT c = f32[64,64] maximum(b, a)
 }
 """
     m = hlo_cli.parse(text)

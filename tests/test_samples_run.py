@@ -36,7 +36,8 @@ _TRANSCENDENTAL = "exp/log/tanh/sin/cos/rsqrt: XLA CPU uses its own polynomial a
 # The comments give what was measured (jaxlib 0.10.2, x86-64): the largest rtol needed at that atol.
 TOLERANCES: dict[str, list[tuple[str, float, float, str]]] = {
     # 2-layer MLP, log-softmax, gradients: <= 4 ulp everywhere (needed rtol 7.5e-8 at atol 1e-8)
-    "mlp_train_step": [(r".*", 3e-7, 1e-8, f"{_DOT}; {_TRANSCENDENTAL} (log-softmax)")],
+    # (the b2 gradient, a sum of FMA-contracted products, is bit-exact in both texts)
+    "mlp_train_step": [(r"^(?!\[1\]\['b2'\]$)", 3e-7, 1e-8, f"{_DOT}; {_TRANSCENDENTAL} (log-softmax)")],
     # convolutions forward and backward, a mean: gradients with tiny entries (|x| ~ 1e-4) lose
     # relative accuracy to cancellation (needed rtol 2.3e-7 at atol 3e-8)
     "cnn": [(r".*", 1e-6, 3e-8, f"convolutions and their gradients are sums too: {_DOT}")],
@@ -47,8 +48,9 @@ TOLERANCES: dict[str, list[tuple[str, float, float, str]]] = {
     # (on an AMD EPYC with AVX2, XLA's kernels differ more: 6e-7 on an entry of 0.09, so atol 1e-6)
     "scan_loop": [(r".*", 3e-6, 1e-6, f"{_DOT}, compounded over 16 recurrent steps; {_TRANSCENDENTAL} (tanh)")],
     # y = sin(y) * 1.5 + ... repeated 10 and 7 times: 1-2 ulp (needed rtol 1.9e-7 at atol 0);
+    # [0][0] and [1][0] are bit-exact (their multiply-adds contracted into FMAs as XLA does);
     # the data-dependent while_loop ([2], [3]) multiplies by 0.7 exactly as XLA does: bit-exact
-    "fori_loop": [(r"^\[[01]\]\[[01]\]$", 5e-7, 1e-8, f"{_TRANSCENDENTAL} (sin), iterated")],
+    "fori_loop": [(r"^\[[01]\]\[1\]$", 5e-7, 1e-8, f"{_TRANSCENDENTAL} (sin), iterated")],
     # [0] = sin or 2 cos, [3] = exp (1 ulp, needed rtol 7.8e-8), [1][1] = a 12-element sum;
     # the other branches (v + 1, v * v, -v) are exact
     "cond_switch": [(r"^\[0\]$|^\[3\]$", 3e-7, 0.0, _TRANSCENDENTAL),

@@ -53,6 +53,7 @@ from ..ir.attributes import ComputationRef, InlineComputation
 from ..ir.module import Computation, Module
 from .kernels import ELEMENT, FOLDED, PURE, REGION, RULE, SAME, TUPLE, WITH_EC, Static, capabilities, fold_constant
 from .registry import prepare
+from .contraction import contract
 from .fpenv import hardware
 from . import loopgen as _loopgen
 from . import native as _native
@@ -468,6 +469,7 @@ def _prepare_steps(plan, static, check: bool, lv):
     fresh: dict[int, bool] = {}                 # steps whose value is a new array of a plain ufunc
     elementwise: set[int] = set()
     in_place: set[int] = set()                  # steps that may write into an operand's buffer
+    contract(plan, static.module)               # XLA CPU's FMAs (contraction.py)
     for k, inst in enumerate(plan.insts):
         lv.k = k
         if inst.opcode == "parameter":

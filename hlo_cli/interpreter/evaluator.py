@@ -24,6 +24,7 @@ from ..errors import HloEvalError
 from ..ir.module import Computation, Instruction, Module
 from .allocator import keep_freed_memory
 from .compiler import compiled, run_compiled, run_while
+from .contraction import contract
 from .excess_precision import prepare as prepare_excess_precision
 from .hoist import hoist_loop_invariants
 from .hooks import Level, track
@@ -104,6 +105,7 @@ class EvalContext:
             if comp is None:
                 raise HloEvalError(f"computation '{name}' is not defined")
             p = self._plans[name] = Plan(comp)
+            contract(p, self.module, keep_products=True)    # XLA CPU's FMAs (contraction.py)
         return p
 
     def call(self, name: str, args) -> Any:

@@ -29,7 +29,8 @@ from ...ir.attributes import comparison_type
 from ..computations import weak_from_total
 from ..fpenv import hardware
 from ..kernels import (
-    TINY, Fast, factory_rule, flush, min_reduce, operand_dtypes, scalar_safe, shape_dtype, declare)
+    TINY, Fast, factory_rule, flush, hardware_casts, min_reduce, operand_dtypes, scalar_safe, shape_dtype,
+    declare)
 from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
 from ..parallel import split
@@ -475,6 +476,18 @@ def _abs_complex(z):
     return flush(np.where(np.isnan(z.real) | np.isnan(z.imag), np.array(np.nan, r.dtype), r))
 
 
+def _multiply_complex(a, b):
+    """Complex a * b as XLA CPU computes it: each part one multiply rounded and one contracted into
+    an FMA with the other product (hlo_cli/SEMANTICS.md, "FMA contraction")."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        a, b = np.broadcast_arrays(a, b)
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    re = fma(ar, br, flush(np.asarray(ai * bi)), negate_addend=True)
+    im = fma(ai, br, flush(np.asarray(ar * bi)))
+    return _complex(re, im)
+
+
 def _divide_complex(a, b):
     """Smith's algorithm, then XLA's repairs of a (NaN, NaN) result: x/0 = inf*x (signed by Re y), an
     infinite numerator over a finite denominator gives infinities, a finite one over an infinite
@@ -710,8 +723,9 @@ binary("add", {FLOAT: np.add, COMPLEX: np.add, INT: np.add, PRED: np.logical_or}
        doc="x + y. XLA: integers wrap; pred adds as or; f32/f64 denormals flush (in and out).")
 binary("subtract", {FLOAT: np.subtract, COMPLEX: np.subtract, INT: np.subtract},
        doc="x - y. XLA: integers wrap; f32/f64 denormals flush.")
-binary("multiply", {FLOAT: np.multiply, COMPLEX: np.multiply, INT: np.multiply, PRED: np.logical_and},
-       doc="x * y. XLA: integers wrap; pred multiplies as and; c64/c128 contract into FMAs (1 ulp).")
+binary("multiply", {FLOAT: np.multiply, COMPLEX: _multiply_complex, INT: np.multiply, PRED: np.logical_and},
+       doc="x * y. XLA: integers wrap; pred multiplies as and; complex parts are FMAs: "
+           "re = fma(ar, br, -(ai bi)), im = fma(ai, br, ar bi).")
 binary("divide", {FLOAT: np.divide, COMPLEX: _divide_complex, INT: _int_divide},
        doc="x / y. XLA: integers truncate toward zero, x/0 = -1 (all ones, so max unsigned), "
            "INT_MIN/-1 = INT_MIN; complex by Smith's algorithm.")
@@ -1201,3 +1215,200 @@ prepares("tanh")(_prepare_unary_f64(np.tanh, (F64,)))
 prepares("rsqrt")(_prepare_unary_f64(_rsqrt_core, (F32, F64)))
 prepares("maximum")(_prepare_minmax("maximum"))
 prepares("minimum")(_prepare_minmax("minimum"))
+
+
+# ============================================================================ fused multiply-add
+# XLA CPU's contracted multiply-add (hlo_cli/interpreter/contraction.py decides where): a * b + c
+# rounded once, operands read with DAZ and the result written with FTZ.  f32: the product is exact
+# in f64 and so is the sign of the f64 sum's error (TwoSum), which decides the one case where
+# rounding the f64 sum to f32 is a double rounding: a sum exactly halfway between two f32 values.
+# f64: Boldo and Melquiond's emulation, an exact product (Dekker) and an exact sum (TwoSum) whose
+# low parts are added rounding to odd, then one rounding to nearest; exact integer arithmetic
+# (fractions) for the few elements outside its range (a huge operand, a product near underflow).
+
+FMA_BLOCK = 1 << 14                     # elements per block (its f64 temporaries stay in cache)
+_F32_LOW = np.uint64((1 << 29) - 1)     # the f64 mantissa bits below an f32 one
+_F32_HALF = np.uint64(1 << 28)          # ... exactly halfway between two f32 values
+_SPLIT = F64.type(134217729.0)          # 2^27 + 1: Dekker's splitting constant
+_SPLIT_MAX = F64.type(2.0 ** 995)       # larger operands would overflow the split
+max_reduce = np.maximum.reduce          # (NaN if a NaN is present)
+_PRODUCT_MIN = F64.type(2.0 ** -960)    # smaller products: their low part may underflow
+
+
+def fma(a, b, c, negate_product: bool = False, negate_addend: bool = False):
+    """(-)a * b (-) c of f32 or f64 arrays (one dtype, one shape) rounded once, with XLA CPU's
+    DAZ/FTZ and NaN signs (an input NaN: the first of a, b, c comes out with its own sign, not
+    negated; inf * 0 and inf - inf give x86's default -NaN).  A new array, never an operand."""
+    if a.__class__ is not ndarray or b.__class__ is not ndarray or c.__class__ is not ndarray:
+        a, b, c = (np.asarray(v) for v in (a, b, c))
+    dt = a.dtype
+    shape = a.shape
+    if not (shape == b.shape == c.shape):
+        shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+        a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
+    with np.errstate(all="ignore"):
+        if dt == F32 and (_FLAGGED or _flagged()):
+            xs = (a, b, c)
+            r = _blocks(_fma32_flagged, xs, np.empty(shape, F32), negate_product, negate_addend)
+        else:
+            xs = [flush(v) for v in (a, b, c)]
+            kernel = _fma32 if dt == F32 else _fma64
+            r = flush(_blocks(kernel, xs, np.empty(shape, dt), negate_product, negate_addend))
+        if r.size:
+            low = min_reduce(r, axis=None)
+            if low != low:
+                r = _nan_signs(r, xs, etype(dt), DEFAULT_NAN)
+    return r
+
+
+_FLAGGED = False                        # the f32 kernel may run under the processor's flags
+
+
+def _flagged() -> bool:
+    global _FLAGGED
+    _FLAGGED = hardware_casts()
+    return _FLAGGED
+
+
+def _blocks(kernel, xs, out, negate_product, negate_addend):
+    """kernel(a, b, c, out, negate_product, negate_addend) over cache-sized blocks of C-contiguous
+    operands (else over the whole arrays); returns `out`."""
+    if out.size <= FMA_BLOCK:
+        if out.size:
+            kernel(*xs, out, negate_product, negate_addend)
+        return out
+    flat = [v.reshape(-1) if v.flags.c_contiguous else None for v in xs]
+    if any(v is None for v in flat):
+        kernel(*xs, out, negate_product, negate_addend)
+        return out
+    o = out.reshape(-1)
+    for s in range(0, o.size, FMA_BLOCK):
+        e = s + FMA_BLOCK
+        kernel(flat[0][s:e], flat[1][s:e], flat[2][s:e], o[s:e], negate_product, negate_addend)
+    return out
+
+
+def _fma32_flagged(a, b, c, out, negate_product, negate_addend):
+    """f32 (-)a * b (-) c into `out` with the processor's FTZ/DAZ flags set: the conversions to f64
+    read subnormals as zeros (kernels.hardware_casts) and the one back to f32 flushes."""
+    fset, on, off = hardware()
+    fset(on)
+    try:
+        s = a.astype(F64)
+        t = b.astype(F64)
+        s *= t                          # exact
+        if negate_product:
+            np.negative(s, out=s)
+        t[...] = c
+        if negate_addend:
+            s -= t
+        else:
+            s += t
+        u = t.view(np.uint64)
+        np.bitwise_and(s.view(np.uint64), _F32_LOW, out=u)
+        if (u == _F32_HALF).any():
+            _midpoints(s, a, b, c, negate_product, negate_addend)
+        out[...] = s
+    finally:
+        fset(off)
+
+
+def _fma32(a, b, c, out, negate_product, negate_addend):
+    """f32 (-)a * b (-) c rounded once into `out` (operands free of subnormals; FTZ left to the
+    caller)."""
+    s = a.astype(F64)
+    s *= b.astype(F64)                  # exact
+    if negate_product:
+        np.negative(s, out=s)
+    if negate_addend:
+        s -= c.astype(F64)
+    else:
+        s += c.astype(F64)
+    if (np.bitwise_and(s.view(np.uint64), _F32_LOW) == _F32_HALF).any():
+        _midpoints(s, a, b, c, negate_product, negate_addend)
+    out[...] = s
+
+
+def _midpoints(s, a, b, c, negate_product, negate_addend):
+    """The f64 sums `s` that lie exactly halfway between two f32 values moved one f64 ulp towards
+    the exact value (the sign of the f64 sum's error, TwoSum), so that rounding them to f32 once
+    is correct."""
+    sv = s.reshape(-1)
+    half = np.flatnonzero((np.bitwise_and(sv.view(np.uint64), _F32_LOW) == _F32_HALF))
+    shape = s.shape
+    pick = (lambda v: np.broadcast_to(v, shape).reshape(-1)[half].astype(F64))
+    ph = pick(a) * pick(b)
+    ch = pick(c)
+    if negate_product:
+        ph = -ph
+    if negate_addend:
+        ch = -ch
+    sh = sv[half]
+    t = sh - ch
+    err = (ph - t) + (ch - (sh - t))
+    sv[half] = np.where(err != 0, np.nextafter(sh, np.where(err > 0, np.inf, -np.inf)), sh)
+
+
+def _two_sum(x, y):
+    """(x + y rounded, its exact error)."""
+    s = x + y
+    z = s - x
+    return s, (x - (s - z)) + (y - z)
+
+
+def _split(x):
+    t = x * _SPLIT
+    hi = t - (t - x)
+    return hi, x - hi
+
+
+def _fma64(a, b, c, out, negate_product, negate_addend):
+    """f64 (-)a * b (-) c rounded once into `out` (operands free of subnormals)."""
+    if negate_product:
+        a = -a
+    if negate_addend:
+        c = -c
+    ph = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl        # a * b = ph + pl exactly
+    th, tl = _two_sum(c, ph)
+    v, ve = _two_sum(tl, pl)
+    # v rounded to odd: towards zero, then the last mantissa bit set when it was inexact
+    toward0 = (ve != 0) & ((ve < 0) != (v < 0))
+    v = np.where(toward0, np.nextafter(v, 0), v)
+    bits = v.view(np.uint64)
+    v = np.where(ve != 0, (bits | np.uint64(1)).view(F64), v)
+    z = th + v
+    zero = z == 0
+    if zero.any():                      # an exact zero: its sign as IEEE's sum gives it (ph exact)
+        z = np.where(zero, ph + c, z)
+    out[...] = z
+    if z.size and _SPLIT_MAX > max(-min_reduce(a, axis=None), max_reduce(a, axis=None),
+                                   -min_reduce(b, axis=None), max_reduce(b, axis=None)) and \
+            min_reduce(np.abs(ph), axis=None) >= _PRODUCT_MIN and np.isfinite(max_reduce(np.abs(th), axis=None)):
+        return                          # (the common case: no element needs a closer look)
+    ap, bp = np.abs(a), np.abs(b)
+    exotic = ~((ap < _SPLIT_MAX) & (bp < _SPLIT_MAX) & ((np.abs(ph) >= _PRODUCT_MIN) | (a == 0) | (b == 0))
+               & np.isfinite(th))
+    if exotic.any():
+        _fma64_exact(a, b, c, out, exotic)
+
+
+def _fma64_exact(a, b, c, out, where):
+    """The elements of `out` at mask `where` computed with exact rational arithmetic (the
+    non-finite ones as the plain expression, which is then exact)."""
+    from fractions import Fraction
+    idx = np.nonzero(where)
+    av, bv, cv = (np.broadcast_to(v, where.shape)[idx] for v in (a, b, c))
+    res = np.empty(av.shape, F64)
+    for i, (x, y, z) in enumerate(zip(av.tolist(), bv.tolist(), cv.tolist())):
+        if not (np.isfinite(x) and np.isfinite(y) and np.isfinite(z)):
+            res[i] = x * y + z
+            continue
+        exact = Fraction(x) * Fraction(y) + Fraction(z)
+        try:
+            res[i] = float(exact) if exact else (x * y + z)     # (a zero: its sign as IEEE gives it)
+        except OverflowError:
+            res[i] = np.inf if exact > 0 else -np.inf
+    out[idx] = res

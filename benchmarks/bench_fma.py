@@ -1,0 +1,122 @@
+"""The cost of XLA CPU's FMA contraction (hlo_cli/interpreter/contraction.py): hlo's execution with
+contraction (bit-exact) and without it (the multiply and the add rounded separately, as before),
+same process, same inputs, best of --repeat in processor time (all threads: the figure is the
+work done, which a loaded machine disturbs less than the wall time; XLA's column is wall time); and how many outputs are bit-equal to XLA's either way.
+
+Cases: a chain of elementwise multiply-adds on large f32 and f64 arrays ((a*b+c)*d+e, a*b-c*d),
+and the transformer training step of benchmarks/data (gen_transformer.py) before and after XLA's
+optimizations, compared with its expected outputs.
+
+    python benchmarks/bench_fma.py [--repeat 3] [--n 4194304] [--data DIR]
+
+Prints a Markdown table and writes benchmarks/results/fma.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from timing import best_of
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+_CHAIN = """HloModule chain_{t}
+
+ENTRY main {{
+  a = {t}[{n}] parameter(0)
+  b = {t}[{n}] parameter(1)
+  c = {t}[{n}] parameter(2)
+  d = {t}[{n}] parameter(3)
+  x = {t}[{n}] parameter(4)
+  m0 = {t}[{n}] multiply(a, b)
+  q0 = {t}[{n}] add(m0, c)
+  m1 = {t}[{n}] multiply(q0, d)
+  q1 = {t}[{n}] add(m1, x)
+  m2 = {t}[{n}] multiply(c, d)
+  q2 = {t}[{n}] subtract(q1, m2)
+  ROOT r = {t}[{n}] add(q2, a)
+}}
+"""
+
+
+def _switch(on: bool):
+    """Contraction on or off for the modules prepared from now on (the two call sites)."""
+    from hlo_cli.interpreter import compiler, contraction, evaluator
+    fn = contraction.contract if on else (lambda plan, module: None)
+    compiler.contract = evaluator.contract = fn
+
+
+def _time(text, args, repeat, on: bool):
+    from hlo_cli import parse
+    from hlo_cli.interpreter.evaluator import run_module
+    from hlo_cli.interpreter.values import leaves
+    _switch(on)
+    module = parse(text)
+    run_module(module, args)                     # prepares (compiles) the module once
+    best, out = float("inf"), None
+    for _ in range(repeat):                      # processor time: the machine may be shared
+        t = time.process_time()
+        out = run_module(module, args)
+        best = min(best, time.process_time() - t)
+    return best, [np.asarray(v) for v in leaves(out)]
+
+
+def _exact(outs, ref) -> str:
+    same = sum(o.tobytes() == r.tobytes() for o, r in zip(outs, ref))
+    return f"{same}/{len(ref)}"
+
+
+def _xla(text, args, repeat):
+    from hlo_cli.tools.xla_reference import XlaExecutable
+    exe = XlaExecutable(text)
+    exe(args)
+    t, out = best_of(lambda: exe(args), repeat)
+    return t, [np.asarray(v) for v in out]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--n", type=int, default=1 << 22)
+    ap.add_argument("--data", default=str(HERE / "data"))
+    a = ap.parse_args(argv)
+    rows = []
+    rng = np.random.default_rng(0)
+    for t, dt in (("f32", np.float32), ("f64", np.float64)):
+        text = _CHAIN.format(t=t, n=a.n)
+        args = [rng.standard_normal(a.n).astype(dt) for _ in range(5)]
+        tx, ref = _xla(text, args, a.repeat)
+        t0, o0 = _time(text, args, a.repeat, False)
+        t1, o1 = _time(text, args, a.repeat, True)
+        rows.append({"case": f"chain {t}[{a.n}] (3 contractions)", "xla_s": tx, "plain_s": t0, "fma_s": t1,
+                     "exact_plain": _exact(o0, ref), "exact_fma": _exact(o1, ref)})
+    data = Path(a.data)
+    if (data / "transformer.hlo").exists():
+        with np.load(data / "transformer.inputs.npz") as z:
+            args = [z[f"arg{k}"] for k in range(len(z.files))]
+        with np.load(data / "transformer.expected.npz") as z:
+            ref = [z[f"out{k}"] for k in range(len(z.files))]
+        for name in ("transformer.hlo", "transformer.opt.hlo"):
+            text = (data / name).read_text()
+            t0, o0 = _time(text, args, a.repeat, False)
+            t1, o1 = _time(text, args, a.repeat, True)
+            rows.append({"case": name, "xla_s": None, "plain_s": t0, "fma_s": t1,
+                         "exact_plain": _exact(o0, ref), "exact_fma": _exact(o1, ref)})
+    print("| case | XLA wall s | hlo, two roundings, CPU s | hlo, FMA, CPU s | cost | outputs bit-equal (two roundings -> FMA) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        xla = f"{r['xla_s']:.4f}" if r["xla_s"] is not None else "-"
+        print(f"| {r['case']} | {xla} | {r['plain_s']:.4f} | {r['fma_s']:.4f} | "
+              f"{(r['fma_s'] / r['plain_s'] - 1) * 100:+.0f}% | {r['exact_plain']} -> {r['exact_fma']} |")
+    out = HERE / "results" / "fma.json"
+    out.write_text(json.dumps({"repeat": a.repeat, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -127,7 +127,7 @@ def _memory_rows(head, s: dict):
     """The input size and the memory estimate, as rows of the summary's grid."""
     from rich.text import Text
 
-    from ..interpreter.memory import human
+    from ..ir.units import human
     n = len(s["parameters"])
     m = s.get("memory")
     each = " on each device" if m is not None and m["devices"] > 1 else ""

@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import stat
 import struct
 import sys
@@ -148,16 +149,31 @@ _numpy_version: str | None = None
 def _environment() -> bytes:
     global _numpy_version
     if _numpy_version is None:
-        try:
-            # the installed version, read once without importing NumPy (a cached `hlo check`
-            # needs no NumPy)
-            from importlib.metadata import version
-            _numpy_version = version("numpy")
-        except Exception:           # pragma: no cover - numpy is a dependency
-            _numpy_version = "-"
+        _numpy_version = _installed_numpy()
     return "\0".join((f"format={FORMAT_VERSION}", f"hlo={_tool_version()}",
                       f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}",
                       f"numpy={_numpy_version}", sys.byteorder)).encode()
+
+
+def _installed_numpy() -> str:
+    """The installed NumPy's version, read without importing NumPy (a cached `hlo check` needs no
+    NumPy) nor importlib.metadata (slower to import than the whole cached command): its
+    numpy/version.py, else the distribution's metadata."""
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("numpy")
+        if spec is not None and spec.origin:
+            text = (Path(spec.origin).parent / "version.py").read_text()
+            m = re.search(r"""^(?:full_)?version\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", text, re.M)
+            if m:
+                return m.group(1)
+    except (OSError, ImportError, ValueError):
+        pass
+    try:
+        from importlib.metadata import version
+        return version("numpy")
+    except Exception:           # pragma: no cover - numpy is a dependency
+        return "-"
 
 
 def _key(text: str, name: str) -> bytes:

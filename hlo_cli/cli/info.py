@@ -49,7 +49,7 @@ def info(file, fmt, module_choice, stage, no_cache):
 
 def _info(file, fmt, module_choice, no_cache):
     from ..sources import read_modules
-    fm = read_modules(file)
+    fm = read_modules(file, not no_cache)
     if len(fm.modules) > 1 and module_choice is None:
         return _list_modules(fm, fmt, not no_cache)
     src = fm.select(module_choice)

@@ -49,7 +49,7 @@ from typing import NamedTuple
 from ..ir import serial
 from ..ir.gcpause import NoGC as _NoGC
 
-__all__ = ["cache_dir", "cached_parse", "clear_cache", "cache_info", "CacheInfo",
+__all__ = ["cache_dir", "cached_parse", "cached_proto", "clear_cache", "cache_info", "CacheInfo",
            "MAX_BYTES", "MAX_ENTRIES", "FORMAT_VERSION"]
 
 _log = logging.getLogger("hlo.cache")
@@ -531,3 +531,101 @@ def store_derived(text: str, name: str, what: str, value) -> bool:
         _log.debug("not caching a derived result: %s", e)
         return False
     return True
+
+
+# ----------------------------------------------------------------------------- decoded module protos
+#
+# A module proto is decoded straight into the IR, and printed for its text (diagnostics' source lines,
+# the derived results' key); a repeat of the same bytes reads both back from one entry (magic
+# _PROTO_MAGIC, the same header, checksum, owner check, atomic write, bound and eviction): the payload
+# is the length (8 bytes) of a JSON list of strings (the text, and what else the reader keeps: the
+# module's own name), that list, then the module as the parse cache pickles it.  The
+# key covers the bytes, the file name (every location names it), the module's config and every source
+# file of the package (the decoder lives in sources/, outside the parse cache's fingerprint).
+
+_PROTO_MAGIC = b"HLOPROTO"
+
+
+def _proto_key(data: bytes, name: str, config: bytes) -> bytes:
+    h = hashlib.sha256(b"hlo decoded proto\0")
+    h.update(_environment() + b"\0")
+    h.update(_all_sources_fingerprint())
+    for part in (name.encode("utf-8", "surrogatepass"), config, data):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.digest()
+
+
+def _load_proto(path: Path, key: bytes):
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    st = None
+    try:
+        with open(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or not _owned_by_us(st):
+                return None
+            data = f.read()
+        magic, version, stored_key, length, digest = _HEADER.unpack_from(data)
+        if (magic != _PROTO_MAGIC or version != FORMAT_VERSION or stored_key != key
+                or length != len(data) - _HEADER.size
+                or hashlib.sha256(memoryview(data)[_HEADER.size:]).digest() != digest):
+            raise _BadEntry("not a decoded proto of this key")
+        n = int.from_bytes(data[_HEADER.size:_HEADER.size + 8], "little")
+        start = _HEADER.size + 8
+        import json
+        strings = json.loads(bytes(memoryview(data)[start:start + n]).decode("utf-8"))
+        if not isinstance(strings, list):
+            raise _BadEntry("not a list of strings")
+        with _NoGC(promote=True):
+            module = serial.load(data, start + n)
+    except Exception as e:      # truncated, corrupt, foreign: a miss
+        _log.debug("%s: bad decoded-proto entry (%s)", path, e)
+        if st is not None:
+            _discard(path, st)
+        return None
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+    return module, strings
+
+
+def _store_proto(path: Path, key: bytes, module, strings: list) -> None:
+    try:
+        import json
+        with _NoGC():
+            buf = serial.dump(module)
+        tb = json.dumps(strings).encode("utf-8")
+        payload = len(tb).to_bytes(8, "little") + tb + buf.getbuffer()
+        if _HEADER.size + len(payload) > _max_bytes():
+            return
+        header = _HEADER.pack(_PROTO_MAGIC, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
+        _write_atomically(path.parent, path, (header, payload))
+        _evict(path.parent, keep=path)
+    except Exception as e:
+        _log.debug("not caching a decoded proto: %s", e)
+
+
+def cached_proto(data: bytes, name: str, config: bytes, decode, use_cache: bool = True):
+    """`decode()` -> (module, [strings]) of a module proto's bytes DATA (file name NAME, its config's
+    bytes CONFIG; the strings: its text and what else the reader keeps), through the on-disk cache: a
+    repeat of the same bytes loads both instead of decoding.  Errors of `decode` propagate and are
+    not cached."""
+    directory = cache_dir() if use_cache else None
+    if directory is None:
+        return decode()
+    try:
+        key = _proto_key(data, name, config)
+    except Exception as e:      # pragma: no cover - defensive: the cache must never break reading
+        _log.debug("no proto cache key: %s", e)
+        return decode()
+    path = _entry_path(directory, key)
+    hit = _load_proto(path, key)
+    if hit is not None:
+        return hit
+    module, strings = decode()
+    _store_proto(path, key, module, list(strings))
+    return module, list(strings)

@@ -42,7 +42,7 @@ def check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: boo
                        "starting with 'HloModule')", path, code="E017")
         return [Result(path, path, [d], UNREADABLE)]
     try:
-        fm = read_modules(path)
+        fm = read_modules(path, use_cache)
     except HloError as e:
         return [Result(path, path, e.diagnostics or [Diagnostic(str(e), path, code="E014")], UNREADABLE)]
     out = []

@@ -128,7 +128,8 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     if _check_attribute_depths(module, rep):
         return rep.items          # the rules below walk shapes recursively
     comps = module.computation_map
-    _check_recursion(module, rep)
+    graph = {c.name: _callees(c) for c in module.computations}      # each computation's callees, once
+    _check_recursion(module, rep, graph)
     # (parameter shapes, result shape) of every computation, refined as computations are checked
     comp_shapes: dict[str, tuple[list[Shape], Shape | None]] = {}
     for comp in module.computations:
@@ -136,7 +137,7 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
         comp_shapes[comp.name] = ([p.shape for p in comp.parameters], root.shape if root is not None else None)
     unknown: set[str] = set()        # computations whose parameter or result shape is unknown
     effective: dict[str, dict[str, Shape | None]] = {}
-    for comp in _callees_first(module):
+    for comp in _callees_first(module, graph):
         eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive, devices)
         effective[comp.name] = eff
         params = [eff.get(p.name) for p in comp.parameters]
@@ -203,15 +204,16 @@ def _check_attribute_depths(module: Module, rep: _Report) -> bool:
     return found
 
 
-def _callees_first(module: Module) -> list[Computation]:
-    """The computations, each after the computations it calls (cycles broken arbitrarily)."""
+def _callees_first(module: Module, graph: dict[str, list[str]]) -> list[Computation]:
+    """The computations, each after the computations it calls (cycles broken arbitrarily); `graph`:
+    each computation's callees."""
     comps = module.computation_map
     out: list[Computation] = []
     state: dict[str, int] = {}
     for start in module.computations:
         if state.get(start.name):
             continue
-        stack = [(start.name, iter(_callees(start)))]
+        stack = [(start.name, iter(graph[start.name]))]
         state[start.name] = 1
         while stack:
             name, it = stack[-1]
@@ -222,7 +224,7 @@ def _callees_first(module: Module) -> list[Computation]:
                 out.append(comps[name])
             elif nxt in comps and not state.get(nxt):
                 state[nxt] = 1
-                stack.append((nxt, iter(_callees(comps[nxt]))))
+                stack.append((nxt, iter(graph[nxt])))
     return out
 
 
@@ -540,9 +542,8 @@ def _check_bitcast_size(inst: Instruction, operand: Shape, rep: _Report):
 
 # ------------------------------------------------------------------------------------------ structure
 
-def _check_recursion(module: Module, rep: _Report):
+def _check_recursion(module: Module, rep: _Report, graph: dict[str, list[str]]):
     comps = module.computation_map
-    graph = {c.name: _callees(c) for c in module.computations}
     state: dict[str, int] = {}
     for start in graph:
         if state.get(start):

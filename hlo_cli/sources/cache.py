@@ -477,13 +477,10 @@ def _derived_entry(text: str, name: str, what: str):
     return key, _entry_path(directory, key)
 
 
-def load_derived(text: str, name: str, what: str):
-    """The JSON value stored by store_derived for (text, name, what), or None; never raises."""
+def _load_tagged(path: Path, key: bytes, magic: bytes, decode):
+    """decode(data, offset of the payload) of the entry at PATH written under MAGIC and KEY, or None
+    (a miss; a bad entry is deleted); never raises."""
     try:
-        entry = _derived_entry(text, name, what)
-        if entry is None:
-            return None
-        key, path = entry
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0))
     except (OSError, ValueError):
         return None
@@ -494,15 +491,14 @@ def load_derived(text: str, name: str, what: str):
             if not stat.S_ISREG(st.st_mode) or not _owned_by_us(st):
                 return None
             data = f.read()
-        magic, version, stored_key, length, digest = _HEADER.unpack_from(data)
-        if (magic != _DERIVED_MAGIC or version != FORMAT_VERSION or stored_key != key
+        stored_magic, version, stored_key, length, digest = _HEADER.unpack_from(data)
+        if (stored_magic != magic or version != FORMAT_VERSION or stored_key != key
                 or length != len(data) - _HEADER.size
                 or hashlib.sha256(memoryview(data)[_HEADER.size:]).digest() != digest):
-            raise _BadEntry("not a derived entry of this key")
-        import json
-        value = json.loads(bytes(memoryview(data)[_HEADER.size:]).decode("utf-8"))
+            raise _BadEntry(f"not a {magic!r} entry of this key")
+        value = decode(data, _HEADER.size)
     except Exception as e:      # truncated, corrupt, foreign: a miss
-        _log.debug("%s: bad derived entry (%s)", path, e)
+        _log.debug("%s: bad entry (%s)", path, e)
         if st is not None:
             _discard(path, st)
         return None
@@ -513,6 +509,34 @@ def load_derived(text: str, name: str, what: str):
     return value
 
 
+def _json_payload(data: bytes, offset: int):
+    import json
+    return json.loads(bytes(memoryview(data)[offset:]).decode("utf-8"))
+
+
+def load_derived(text: str, name: str, what: str):
+    """The JSON value stored by store_derived for (text, name, what), or None; never raises."""
+    try:
+        entry = _derived_entry(text, name, what)
+    except (OSError, ValueError):
+        return None
+    if entry is None:
+        return None
+    key, path = entry
+    return _load_tagged(path, key, _DERIVED_MAGIC, _json_payload)
+
+
+def _store_tagged(path: Path, key: bytes, magic: bytes, payload: bytes) -> bool:
+    """Write PAYLOAD under MAGIC and KEY at PATH (atomically, then evict); False if it is over the
+    bound.  Raises what writing raises."""
+    if _HEADER.size + len(payload) > _max_bytes():
+        return False
+    header = _HEADER.pack(magic, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
+    _write_atomically(path.parent, path, (header, payload))
+    _evict(path.parent, keep=path)
+    return True
+
+
 def store_derived(text: str, name: str, what: str, value) -> bool:
     """Store the JSON-able `value` for (text, name, what); False if it could not be.  Never raises."""
     try:
@@ -521,16 +545,10 @@ def store_derived(text: str, name: str, what: str, value) -> bool:
         if entry is None:
             return False
         key, path = entry
-        payload = json.dumps(value, separators=(",", ":")).encode("utf-8")
-        if _HEADER.size + len(payload) > _max_bytes():
-            return False
-        header = _HEADER.pack(_DERIVED_MAGIC, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
-        _write_atomically(path.parent, path, (header, payload))
-        _evict(path.parent, keep=path)
+        return _store_tagged(path, key, _DERIVED_MAGIC, json.dumps(value, separators=(",", ":")).encode("utf-8"))
     except Exception as e:
         _log.debug("not caching a derived result: %s", e)
         return False
-    return True
 
 
 # ----------------------------------------------------------------------------- decoded module protos
@@ -556,40 +574,16 @@ def _proto_key(data: bytes, name: str, config: bytes) -> bytes:
     return h.digest()
 
 
-def _load_proto(path: Path, key: bytes):
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    st = None
-    try:
-        with open(fd, "rb") as f:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or not _owned_by_us(st):
-                return None
-            data = f.read()
-        magic, version, stored_key, length, digest = _HEADER.unpack_from(data)
-        if (magic != _PROTO_MAGIC or version != FORMAT_VERSION or stored_key != key
-                or length != len(data) - _HEADER.size
-                or hashlib.sha256(memoryview(data)[_HEADER.size:]).digest() != digest):
-            raise _BadEntry("not a decoded proto of this key")
-        n = int.from_bytes(data[_HEADER.size:_HEADER.size + 8], "little")
-        start = _HEADER.size + 8
-        import json
-        strings = json.loads(bytes(memoryview(data)[start:start + n]).decode("utf-8"))
-        if not isinstance(strings, list):
-            raise _BadEntry("not a list of strings")
-        with _NoGC(promote=True):
-            module = serial.load(data, start + n)
-    except Exception as e:      # truncated, corrupt, foreign: a miss
-        _log.debug("%s: bad decoded-proto entry (%s)", path, e)
-        if st is not None:
-            _discard(path, st)
-        return None
-    try:
-        os.utime(path)
-    except OSError:
-        pass
+def _proto_payload(data: bytes, offset: int):
+    """(module, strings) of a decoded-proto entry's payload."""
+    import json
+    n = int.from_bytes(data[offset:offset + 8], "little")
+    start = offset + 8
+    strings = json.loads(bytes(memoryview(data)[start:start + n]).decode("utf-8"))
+    if not isinstance(strings, list):
+        raise _BadEntry("not a list of strings")
+    with _NoGC(promote=True):
+        module = serial.load(data, start + n)
     return module, strings
 
 
@@ -599,12 +593,7 @@ def _store_proto(path: Path, key: bytes, module, strings: list) -> None:
         with _NoGC():
             buf = serial.dump(module)
         tb = json.dumps(strings).encode("utf-8")
-        payload = len(tb).to_bytes(8, "little") + tb + buf.getbuffer()
-        if _HEADER.size + len(payload) > _max_bytes():
-            return
-        header = _HEADER.pack(_PROTO_MAGIC, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
-        _write_atomically(path.parent, path, (header, payload))
-        _evict(path.parent, keep=path)
+        _store_tagged(path, key, _PROTO_MAGIC, len(tb).to_bytes(8, "little") + tb + buf.getbuffer())
     except Exception as e:
         _log.debug("not caching a decoded proto: %s", e)
 
@@ -623,7 +612,7 @@ def cached_proto(data: bytes, name: str, config: bytes, decode, use_cache: bool 
         _log.debug("no proto cache key: %s", e)
         return decode()
     path = _entry_path(directory, key)
-    hit = _load_proto(path, key)
+    hit = _load_tagged(path, key, _PROTO_MAGIC, _proto_payload)
     if hit is not None:
         return hit
     module, strings = decode()

@@ -8,18 +8,10 @@ from pathlib import Path
 import pytest
 
 from hlo_cli.sources import cache, proto, read_modules
+from test_cache import cdir  # noqa: F401  (the cache directory fixture: HLO_CACHE_DIR in tmp_path, no bounds)
 
 ROOT = Path(__file__).resolve().parents[2]
 PB = ROOT / "samples" / "protos" / "resnet_tiny.hlo.pb"
-
-
-@pytest.fixture()
-def cdir(monkeypatch, tmp_path) -> Path:
-    d = tmp_path / "cache"
-    monkeypatch.setenv("HLO_CACHE_DIR", str(d))
-    monkeypatch.delenv("HLO_CACHE_MAX_BYTES", raising=False)
-    monkeypatch.delenv("HLO_CACHE_MAX_ENTRIES", raising=False)
-    return d
 
 
 @pytest.fixture()

@@ -17,6 +17,7 @@ steadier measure; XLA's is this process's CPU time around its parse).
     python benchmarks/bench_parse.py                              # the default dumps (generated if missing)
     python benchmarks/bench_parse.py --repeat 3 FILE...
     python benchmarks/bench_parse.py --commands check,info FILE   # a subset
+    python benchmarks/bench_parse.py --commands check,info --states cached --repeat 5 M.hlo.pb   # warm proto repeats
     PYTHONPATH=/other/checkout python benchmarks/bench_parse.py   # another revision's hlo, same XLA
 
 Prints a Markdown table and writes benchmarks/results/parse.json (--out).
@@ -45,6 +46,7 @@ COMMANDS = {
     "run": (["run", "--random-inputs", "--max-memory", "1", "--no-progress"], (5,)),
 }
 STATES = ("nocache", "first", "cached")
+PROTO_SUFFIXES = (".pb", ".pbtxt")     # module protos: hlo reads them, XLA's text parser does not
 _INSTRUCTION_LINE = re.compile(r"^[ \t]*(?:ROOT[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*=[ \t]", re.M)   # about one a line
 
 
@@ -75,41 +77,54 @@ def xla_parse(text: str, repeat: int) -> tuple[float, float]:
     return best
 
 
-def measure(f: Path, commands: list[str], repeat: int) -> dict:
-    text = f.read_text()
-    xla_wall, xla_cpu = xla_parse(text, repeat)
-    row = {"file": f.name, "bytes": len(text.encode()), "instructions": len(_INSTRUCTION_LINE.findall(text)),
-           "xla_parse_s": xla_wall, "xla_parse_cpu_s": xla_cpu}
+def measure(f: Path, commands: list[str], repeat: int, states: list[str]) -> dict:
+    """A row for FILE: XLA's parse (HLO text only; a module proto has none) and each command in each
+    state of the cache, best of REPEAT."""
+    data = f.read_bytes()
+    row = {"file": f.name, "bytes": len(data), "instructions": None, "xla_parse_s": None, "xla_parse_cpu_s": None}
+    if f.suffix not in PROTO_SUFFIXES:
+        text = data.decode()
+        row["instructions"] = len(_INSTRUCTION_LINE.findall(text))
+        row["xla_parse_s"], row["xla_parse_cpu_s"] = xla_parse(text, repeat)
     for name in commands:
         args, ok = COMMANDS[name]
-        best = {s: (float("inf"), float("inf")) for s in STATES}
+        best = {s: (float("inf"), float("inf")) for s in states}
         for _ in range(repeat):
             cache = tempfile.mkdtemp(prefix="hlo-bench-cache-")
             try:
                 env = dict(os.environ, HLO_CACHE_DIR=cache)
-                runs = {"nocache": timed(args + ["--no-cache", str(f)], env, ok),
-                        "first": timed(args + [str(f)], env, ok),
-                        "cached": timed(args + [str(f)], env, ok)}
+                runs = {}
+                if "nocache" in states:
+                    runs["nocache"] = timed(args + ["--no-cache", str(f)], env, ok)
+                first = timed(args + [str(f)], env, ok)       # (fills the cache for "cached")
+                if "first" in states:
+                    runs["first"] = first
+                if "cached" in states:
+                    runs["cached"] = timed(args + [str(f)], env, ok)
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
             for s, (w, c) in runs.items():
                 best[s] = (min(best[s][0], w), min(best[s][1], c))
-        for s in STATES:
+        for s in states:
             row[f"{name}_{s}_s"], row[f"{name}_{s}_cpu_s"] = best[s]
     return row
 
 
-def table(rows: list[dict], commands: list[str]) -> str:
-    out = ["| file | instructions | XLA parse | command | --no-cache | first (empty cache) | cached |",
-           "| --- | --: | --: | --- | --: | --: | --: |"]
+def table(rows: list[dict], commands: list[str], states: list[str]) -> str:
+    names = {"nocache": "--no-cache", "first": "first (empty cache)", "cached": "cached"}
+    out = ["| file | instructions | XLA parse | command | " + " | ".join(names[s] for s in states) + " |",
+           "| --- | --: | --: | --- | " + " | ".join("--:" for _ in states) + " |"]
     for r in rows:
         xw, xc = r["xla_parse_s"], r["xla_parse_cpu_s"]
         for k, name in enumerate(commands):
             cells = []
-            for s in STATES:
+            for s in states:
                 w, c = r[f"{name}_{s}_s"], r[f"{name}_{s}_cpu_s"]
-                cells.append(f"{w:.2f} s ({w / xw:.1f}x); CPU {c:.2f} s ({c / xc:.1f}x)")
-            head = (f"{r['file']} | {r['instructions']:,} | {xw:.2f} s; CPU {xc:.2f} s" if k == 0 else " | | ")
+                cells.append(f"{w:.2f} s ({w / xw:.1f}x); CPU {c:.2f} s ({c / xc:.1f}x)" if xw else
+                             f"{w:.2f} s; CPU {c:.2f} s")
+            xla = f"{xw:.2f} s; CPU {xc:.2f} s" if xw else "-"
+            count = f"{r['instructions']:,}" if r["instructions"] is not None else "-"
+            head = f"{r['file']} | {count} | {xla}" if k == 0 else " | | "
             out.append(f"| {head} | hlo {name} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -120,16 +135,21 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--commands", default=",".join(COMMANDS),
                     help=f"comma-separated subset of {', '.join(COMMANDS)}")
+    ap.add_argument("--states", default=",".join(STATES),
+                    help=f"comma-separated subset of {', '.join(STATES)} (first runs in any case: it fills the cache)")
     ap.add_argument("--out", default=str(HERE / "results" / "parse.json"))
     args = ap.parse_args()
     commands = [c for c in args.commands.split(",") if c]
     bad = [c for c in commands if c not in COMMANDS]
     if bad:
         ap.error(f"unknown command(s) {', '.join(bad)}: choose from {', '.join(COMMANDS)}")
+    states = [s for s in STATES if s in args.states.split(",")]
+    if not states or set(args.states.split(",")) - set(STATES):
+        ap.error(f"--states: a comma-separated subset of {', '.join(STATES)}")
     files = [Path(f) for f in args.files] or [DATA / "transformer.hlo", DATA / "transformer.opt.hlo"]
     if any(not f.exists() for f in files) and not args.files:
         subprocess.run([sys.executable, str(HERE / "gen_transformer.py"), "--out", str(DATA)], check=True)
-    rows = [measure(f, commands, args.repeat) for f in files]
+    rows = [measure(f, commands, args.repeat, states) for f in files]
     import jax
     meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "load_average": os.getloadavg(), "jax": jax.__version__, "repeat": args.repeat,
@@ -137,7 +157,7 @@ def main():
                                   capture_output=True, text=True).stdout.strip()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    print(table(rows, commands))
+    print(table(rows, commands, states))
 
 
 if __name__ == "__main__":

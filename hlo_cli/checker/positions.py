@@ -23,9 +23,14 @@ class SourceIndex:
 
     def __init__(self, text: str):
         self.text = text
-        self.starts = [0]
-        for m in re.finditer("\n", text):
-            self.starts.append(m.end())
+        self._starts: list[int] | None = None
+
+    @property
+    def starts(self) -> list[int]:
+        """The offset of each line's start: found on the first question (a clean module asks none)."""
+        if self._starts is None:
+            self._starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        return self._starts
 
     # -- offsets ----------------------------------------------------------------------------
     def offset(self, line: int, column: int) -> int | None:

@@ -14,7 +14,7 @@ from ..ir.attributes import ComputationRef
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.module import Computation, Instruction, Module
 from ..ir.opcodes import ELEMENTWISE, IO, OPCODES, async_generic, has_trait, with_trait
-from ..ir.shape import COMBINE_DIM, MAX_SHAPE_DEPTH, NUMPY_MAX_RANK, UNBOUNDED, Shape, shape_depth
+from ..ir.shape import COMBINE_DIM, MAX_SHAPE_DEPTH, NUMPY_MAX_RANK, UNBOUNDED, Shape, default_layout, shape_depth
 from ..shapes import RuleContext, ShapeRuleError, infer_shape, shapes_text
 from ..shapes.families.collective import CODE_ATTRIBUTE
 from ..shapes.families.reduction import index_text
@@ -128,7 +128,8 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     if _check_attribute_depths(module, rep):
         return rep.items          # the rules below walk shapes recursively
     comps = module.computation_map
-    _check_recursion(module, rep)
+    graph = {c.name: _callees(c) for c in module.computations}      # each computation's callees, once
+    _check_recursion(module, rep, graph)
     # (parameter shapes, result shape) of every computation, refined as computations are checked
     comp_shapes: dict[str, tuple[list[Shape], Shape | None]] = {}
     for comp in module.computations:
@@ -136,7 +137,7 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
         comp_shapes[comp.name] = ([p.shape for p in comp.parameters], root.shape if root is not None else None)
     unknown: set[str] = set()        # computations whose parameter or result shape is unknown
     effective: dict[str, dict[str, Shape | None]] = {}
-    for comp in _callees_first(module):
+    for comp in _callees_first(module, graph):
         eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive, devices)
         effective[comp.name] = eff
         params = [eff.get(p.name) for p in comp.parameters]
@@ -203,15 +204,16 @@ def _check_attribute_depths(module: Module, rep: _Report) -> bool:
     return found
 
 
-def _callees_first(module: Module) -> list[Computation]:
-    """The computations, each after the computations it calls (cycles broken arbitrarily)."""
+def _callees_first(module: Module, graph: dict[str, list[str]]) -> list[Computation]:
+    """The computations, each after the computations it calls (cycles broken arbitrarily); `graph`:
+    each computation's callees."""
     comps = module.computation_map
     out: list[Computation] = []
     state: dict[str, int] = {}
     for start in module.computations:
         if state.get(start.name):
             continue
-        stack = [(start.name, iter(_callees(start)))]
+        stack = [(start.name, iter(graph[start.name]))]
         state[start.name] = 1
         while stack:
             name, it = stack[-1]
@@ -222,7 +224,7 @@ def _callees_first(module: Module) -> list[Computation]:
                 out.append(comps[name])
             elif nxt in comps and not state.get(nxt):
                 state[nxt] = 1
-                stack.append((nxt, iter(_callees(comps[nxt]))))
+                stack.append((nxt, iter(graph[nxt])))
     return out
 
 
@@ -246,8 +248,9 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
     for inst in comp.instructions:
         declared = inst.shape
         if declared is not None:
-            _check_layouts(inst, declared, rep)
-            if any(d == UNBOUNDED for leaf in declared.leaves() for d in leaf.dims):
+            leaves = (declared,) if declared.tuple_shapes is None else tuple(declared.leaves())
+            _check_layouts(inst, leaves, rep)
+            if any(UNBOUNDED in leaf.dims for leaf in leaves):
                 rep.add(inst, "C127", f"{inst.opcode}: the shape must have no unbounded dynamic dimension '?' "
                         "(XLA's verifier disallows unbounded dynamism unless asked), got "
                         f"{declared.to_str(False)}", at=rep.shape_at(inst))
@@ -260,7 +263,7 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
             else:
                 operands.append(s)
         _check_inline_operand_shapes(inst, eff, rep)
-        if not known or any(c in unknown for c in inst.called_computations):
+        if not known or (unknown and any(c in unknown for c in inst.called_computations)):
             eff[inst.name] = declared
             continue
         ctx = RuleContext(inst.opcode, declared, comp_shapes, replicas, partitions)
@@ -348,7 +351,15 @@ def _strip(s: Shape) -> Shape:
 
 
 def _compatible(a: Shape, b: Shape) -> bool:
-    return _strip(a) == _strip(b)
+    """`_strip(a) == _strip(b)`, without building the stripped shapes (it runs once per instruction)."""
+    if a is b:
+        return True
+    if a.element_type != b.element_type:
+        return False
+    at, bt = a.tuple_shapes, b.tuple_shapes
+    if at is None or bt is None:
+        return at is bt and a.dims == b.dims
+    return len(at) == len(bt) and all(_compatible(x, y) for x, y in zip(at, bt))
 
 
 def _broadcast_hint(inst: Instruction, operands: list[Shape]) -> str | None:
@@ -396,10 +407,17 @@ def _broadcast_hint(inst: Instruction, operands: list[Shape]) -> str | None:
 
 # ------------------------------------------------------------------------------------------ layouts
 
-def _check_layouts(inst: Instruction, shape: Shape, rep: _Report):
-    for leaf in shape.leaves():
+def _check_layouts(inst: Instruction, leaves, rep: _Report):
+    """The layout of each of the shape's array leaves (`leaves`: a shape, or its leaves)."""
+    if isinstance(leaves, Shape):
+        leaves = leaves.leaves()
+    for leaf in leaves:
         for code, msg in _layout_problems(leaf):
             rep.add(inst, code, f"{inst.opcode}: {msg}", at=rep.shape_at(inst))
+
+
+def _of(leaf: Shape) -> str:
+    return f"for ({leaf.to_str(True)})"
 
 
 def _layout_problems(leaf: Shape):
@@ -408,31 +426,33 @@ def _layout_problems(leaf: Shape):
     lay = leaf.layout
     if lay is None or leaf.element_type in ("token", "opaque", "buffer", "tuple"):
         return
-    of = f"for ({leaf.to_str(True)})"
+    plain = default_layout(len(leaf.dims))
+    if lay is plain or lay == plain:
+        return                      # the default layout of its rank: nothing to find
     m2m = lay.minor_to_major
     if sorted(m2m) != list(range(leaf.rank)):
         yield "C110", (f"the layout's minor_to_major must list each of the {leaf.rank} dimensions exactly once, "
-                       f"got {{{','.join(map(str, m2m))}}} {of}")
+                       f"got {{{','.join(map(str, m2m))}}} {_of(leaf)}")
     for tile in lay.tiles:
         if not tile or any(d <= 0 and d != COMBINE_DIM for d in tile):
             ttxt = "T(" + ",".join("*" if d == COMBINE_DIM else str(d) for d in tile) + ")"
-            yield "C111", f"a tile of the layout must list positive sizes (or *), got {ttxt} {of}"
+            yield "C111", f"a tile of the layout must list positive sizes (or *), got {ttxt} {_of(leaf)}"
     if lay.tail_padding_alignment <= 0:
-        yield "C111", f"the layout's tail padding alignment must be positive, got L({lay.tail_padding_alignment}) {of}"
+        yield "C111", f"the layout's tail padding alignment must be positive, got L({lay.tail_padding_alignment}) {_of(leaf)}"
     if lay.index_primitive_type:
         yield "C111", ("the layout must not give an index type (only sparse arrays have one; every array in HLO "
-                       f"text is dense), got #({lay.index_primitive_type}) {of}")
+                       f"text is dense), got #({lay.index_primitive_type}) {_of(leaf)}")
     if lay.pointer_primitive_type:
         yield "C111", ("the layout must not give a pointer type (only sparse arrays have one; every array in HLO "
-                       f"text is dense), got *({lay.pointer_primitive_type}) {of}")
+                       f"text is dense), got *({lay.pointer_primitive_type}) {_of(leaf)}")
     if lay.element_size_in_bits < 0:
-        yield "C111", f"the layout's element size must not be negative, got E({lay.element_size_in_bits}) {of}"
+        yield "C111", f"the layout's element size must not be negative, got E({lay.element_size_in_bits}) {_of(leaf)}"
     if lay.memory_space < -1:
-        yield "C111", f"the layout's memory space must be -1 or more, got S({lay.memory_space}) {of}"
+        yield "C111", f"the layout's memory space must be -1 or more, got S({lay.memory_space}) {_of(leaf)}"
     for sc in lay.split_configs:
         if not 0 <= sc.dimension < max(leaf.rank, 1):
             yield "C111", (f"a split config of the layout must name a dimension below the rank {leaf.rank}, "
-                           f"got SC({sc.dimension}:...) {of}")
+                           f"got SC({sc.dimension}:...) {_of(leaf)}")
 
 
 # The opcodes whose layout the layout-sensitive check holds to their operands': the result has the
@@ -522,9 +542,8 @@ def _check_bitcast_size(inst: Instruction, operand: Shape, rep: _Report):
 
 # ------------------------------------------------------------------------------------------ structure
 
-def _check_recursion(module: Module, rep: _Report):
+def _check_recursion(module: Module, rep: _Report, graph: dict[str, list[str]]):
     comps = module.computation_map
-    graph = {c.name: _callees(c) for c in module.computations}
     state: dict[str, int] = {}
     for start in graph:
         if state.get(start):
@@ -563,11 +582,14 @@ def _check_signatures(module: Module, effective, rep: _Report, warnings: bool):
         if comp.params is None and comp.result_shape is None:
             continue
         eff = effective.get(comp.name, {})
-        offs = rep.src.signature_offsets(comp.loc.line, comp.loc.column) if rep.src and comp.loc.line else None
+
+        def offsets(c=comp):        # looked up only for a finding: a scan of the text
+            return rep.src.signature_offsets(c.loc.line, c.loc.column) if rep.src and c.loc.line else None
         root = comp.by_name.get(comp.root)
         root_shape = eff.get(comp.root) if root is not None else None
         if comp.result_shape is not None and root_shape is not None and \
                 not _compatible(comp.result_shape, root_shape):
+            offs = offsets()
             rep.add(root, "C125", f"computation '{comp.name}': the signature's result must be compatible with the "
                     f"shape of its root %{root.name}, {root_shape.to_str(False)}, got "
                     f"{comp.result_shape.to_str(False)}", at=offs[1] if offs else None)
@@ -575,6 +597,7 @@ def _check_signatures(module: Module, effective, rep: _Report, warnings: bool):
             continue
         params = comp.parameters
         if len(comp.params) != len(params):
+            offs = offsets()
             rep.add(comp, "W204", f"computation '{comp.name}': the signature lists {len(comp.params)} parameters "
                     f"but the body has {len(params)} (XLA ignores the signature's parameter list)", "warning",
                     at=offs[0][0] if offs and offs[0] else None)
@@ -582,6 +605,7 @@ def _check_signatures(module: Module, effective, rep: _Report, warnings: bool):
         for k, ((_pname, pshape), p) in enumerate(zip(comp.params, params)):
             actual = eff.get(p.name)
             if actual is not None and not _compatible(pshape, actual):
+                offs = offsets()
                 rep.add(p, "W204", f"computation '{comp.name}': the signature gives parameter "
                         f"{p.parameter_number} the shape {pshape.to_str(False)}, the parameter instruction "
                         f"{actual.to_str(False)} (XLA ignores the signature's parameter list)", "warning",
@@ -812,7 +836,8 @@ def _warnings(module: Module, comps, rep: _Report):
             if inst.name not in used and inst.name != comp.root and _warns_unused(inst.opcode):
                 rep.add(inst, "W201", f"{inst.opcode}: the result is never used", "warning")
             if inst.shape is not None:
-                rank = max((leaf.rank for leaf in inst.shape.leaves()), default=0)
+                rank = len(inst.shape.dims) if inst.shape.tuple_shapes is None else \
+                    max((leaf.rank for leaf in inst.shape.leaves()), default=0)
                 if rank > NUMPY_MAX_RANK:
                     rep.add(inst, "W205", f"{inst.opcode}: the result has {rank} dimensions; XLA has no limit, "
                             f"but hlo run holds arrays of at most {NUMPY_MAX_RANK} (NumPy's limit)", "warning",

@@ -49,7 +49,7 @@ def info(file, fmt, module_choice, stage, no_cache):
 
 def _info(file, fmt, module_choice, no_cache):
     from ..sources import read_modules
-    fm = read_modules(file)
+    fm = read_modules(file, not no_cache)
     if len(fm.modules) > 1 and module_choice is None:
         return _list_modules(fm, fmt, not no_cache)
     src = fm.select(module_choice)
@@ -127,7 +127,7 @@ def _memory_rows(head, s: dict):
     """The input size and the memory estimate, as rows of the summary's grid."""
     from rich.text import Text
 
-    from ..interpreter.memory import human
+    from ..ir.units import human
     n = len(s["parameters"])
     m = s.get("memory")
     each = " on each device" if m is not None and m["devices"] > 1 else ""

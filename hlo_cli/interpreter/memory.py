@@ -29,6 +29,7 @@ from ..errors import instruction_diagnostic as _diag
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.module import Instruction, Module
 from ..ir.shape import NUMPY_MAX_RANK, UNBOUNDED, Shape
+from ..ir.units import human
 from .schedule import free_after, run_order
 
 def result_bytes(shape: Shape | None) -> int | None:
@@ -71,16 +72,6 @@ def memory_limit() -> int | None:
             limit = int(text)
         break
     return limit
-
-
-def human(n: int) -> str:
-    """8000000000000 -> '8,000,000,000,000 bytes (7.28 TiB)'."""
-    size, unit = float(n), "bytes"
-    for u in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if size < 1024:
-            break
-        size, unit = size / 1024, u
-    return f"{n:,} bytes" + (f" ({size:.2f} {unit})" if unit != "bytes" else "")
 
 
 def resource_error(inst: Instruction | None, e: BaseException | None = None, *,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
+from .attributes import ComputationRef as _ComputationRef
 from .shape import Shape
 
 
@@ -60,12 +61,11 @@ class Instruction:
     @property
     def called_computations(self) -> tuple[str, ...]:
         """Names of the computations this instruction calls, in attribute order."""
-        from .attributes import ComputationRef
         out: list[str] = []
         for v in self.attrs.values():
-            if isinstance(v, ComputationRef):
+            if isinstance(v, _ComputationRef):
                 out.append(v.name)
-            elif isinstance(v, tuple) and v and isinstance(v[0], ComputationRef):
+            elif isinstance(v, tuple) and v and isinstance(v[0], _ComputationRef):
                 out.extend(c.name for c in v)
         return tuple(out)
 

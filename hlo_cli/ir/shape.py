@@ -216,7 +216,33 @@ _SHAPE_TOKEN = re.compile(r"\s+|/\*.*?\*/|(-?\d+|[A-Za-z_][A-Za-z0-9_]*|<=|\*/|.
 
 @lru_cache(maxsize=65536)
 def parse_array_shape(text: str) -> Shape:
-    """Decode one array shape such as ``f32[2,<=3]{1,0:T(2,128)}`` (no tuples)."""
+    """Decode one array shape such as ``f32[2,<=3]{1,0:T(2,128)}`` (no tuples).  Shapes are immutable:
+    the same text gives the same object (a large dump writes a few thousand shapes many times)."""
+    s = _ARRAY_SHAPES.get(text)
+    if s is None:
+        s = _parse_array_shape(text)
+        if len(_ARRAY_SHAPES) >= _MAX_CACHED_SHAPES:
+            _ARRAY_SHAPES.clear()
+        _ARRAY_SHAPES[text] = s
+    return s
+
+
+_ARRAY_SHAPES: dict[str, Shape] = {}
+_MAX_CACHED_SHAPES = 1 << 16
+_PLAIN_LAYOUTS: dict[tuple[int, ...], Layout] = {tuple(lay.minor_to_major): lay for lay in _DEFAULT_LAYOUTS}
+
+
+def _plain_layout(m2m: tuple[int, ...]) -> Layout:
+    """The layout with only minor_to_major `m2m`: one object per permutation (the rank's default among them)."""
+    lay = _PLAIN_LAYOUTS.get(m2m)
+    if lay is None:
+        if len(_PLAIN_LAYOUTS) >= _MAX_CACHED_SHAPES:
+            _PLAIN_LAYOUTS.clear()
+        lay = _PLAIN_LAYOUTS[m2m] = Layout(m2m)
+    return lay
+
+
+def _parse_array_shape(text: str) -> Shape:
     m = _SIMPLE_SHAPE.fullmatch(text)
     if m is not None:
         etype = m.group(1)
@@ -228,7 +254,7 @@ def parse_array_shape(text: str) -> Shape:
                 return Shape(etype, dims, (False,) * len(dims), default_layout(len(dims)))
             m2m = tuple(map(int, m2m_text.split(",")))
             if len(m2m) == len(dims):
-                return Shape(etype, dims, (False,) * len(dims), Layout(m2m))
+                return Shape(etype, dims, (False,) * len(dims), _plain_layout(m2m))
     return _ShapeReader(text).array_shape()
 
 

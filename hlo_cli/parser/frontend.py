@@ -266,6 +266,8 @@ class _T(Transformer):
                 continue
             if isinstance(x, (RawInstr, LineInstr)):
                 instrs.append(x)
+            elif isinstance(x, list):           # INSTR_LINES
+                instrs.extend(x)
             elif x[0] == "sig":
                 params, result = x[1], x[2]
             elif x[0] == "thread":
@@ -300,7 +302,7 @@ class _T(Transformer):
         return RawModule(header, [p for kind, p in parts if kind != "header"], comps)
 
     def inline_body(self, c):
-        return [x for x in c if isinstance(x, (RawInstr, LineInstr))]
+        return [y for x in c for y in (x if isinstance(x, list) else (x,)) if isinstance(y, (RawInstr, LineInstr))]
 
     def start(self, c):
         return c[0]
@@ -387,7 +389,8 @@ def _describe_expected(expected) -> str:
         "INT_LIST": "a list like {1,2}", "METADATA": "metadata", "BACKEND_CONFIG": "backend_config",
         "SECTION_NAME": "a section name", "HLOMODULE": "HloModule", "__ANON_0": "'->'",
         "MORETHAN": "'>'", "LE": "'<='", "SEP": "','", "$END": "end of file", "MINUS": "'-'",
-        "INSTR_HEAD": "an instruction", "INSTR_LINE": "an instruction", "PARAMS": "a parameter list",
+        "INSTR_HEAD": "an instruction", "INSTR_LINE": "an instruction", "INSTR_LINES": "an instruction",
+        "PARAMS": "a parameter list",
         "BUFFER_OPEN": "'b('", "LITERAL_TUPLE": "a tuple literal", "ANGLE": "'<'", "ARROW": "'->'",
         "OPERANDS": "operands", "ATTR": "an attribute", "IOTA_T": "'T('", "INT_LIST_": "a list",
     }
@@ -616,6 +619,41 @@ def _instruction_line(self, c):
     return LineInstr(tok, _LINE_RE.match(tok))
 
 
+_LINES_SEP = _re.compile(r"[ \t]*\n\s*")
+_line_terminal: list = []       # the grammar's INSTR_LINE, compiled on the first INSTR_LINES token
+
+
+def _instruction_lines(self, c):
+    """An INSTR_LINES token split back into the INSTR_LINE tokens the lexer would have made, each with
+    its own line, column and offset."""
+    tok = c[0]
+    s = str(tok)
+    if not _line_terminal:
+        _line_terminal.append(_re.compile(_parser()[0].get_terminal("INSTR_LINE").pattern.to_regexp()))
+    line_re = _line_terminal[0]
+    out = []
+    pos, line, line_start = 0, tok.line, -tok.column + 1     # offset in s where the token's line starts
+    n = len(s)
+    while pos < n:
+        m = line_re.match(s, pos)
+        if m is None:           # pragma: no cover - the token is made of such lines
+            raise SubParseError(line, pos - line_start + 1, "internal error: an instruction line did not split")
+        sub = Token("INSTR_LINE", m.group(0), tok.start_pos + pos, line, pos - line_start + 1)
+        out.append(LineInstr(sub, _LINE_RE.match(sub)))
+        end = m.end()
+        nl = s.count("\n", pos, end)
+        if nl:
+            line += nl
+            line_start = s.rfind("\n", pos, end) + 1
+        if end >= n:
+            break
+        sep = _LINES_SEP.match(s, end)
+        pos = sep.end()
+        line += s.count("\n", end, pos)
+        line_start = s.rfind("\n", end, pos) + 1
+    return out
+
+
 def _raw_from_line(tok, m):
     s = str(tok)
     shape_tok = _part(tok, m.group(3), m.start(3), "SHAPE")
@@ -746,6 +784,7 @@ def shape_text_cached(text):
 
 _T.signature_fast = _signature_fast
 _T.instruction_line = _instruction_line
+_T.instruction_lines = _instruction_lines
 _T.instruction_fast = _instruction_fast
 _T.instruction = _instruction_general
 _T.header = _header

@@ -44,8 +44,17 @@ def _worker(args):
 
 
 def usable() -> bool:
-    return (os.cpu_count() or 1) > 1 and "fork" in multiprocessing.get_all_start_methods() \
-        and not os.environ.get("HLO_NO_PARALLEL")
+    """Fork is possible, and a core is free: on a busy machine the worker only competes with this
+    process for the same core, and shipping its half back (serializing, then decoding it here) makes
+    the parse slower than a sequential one."""
+    cpus = os.cpu_count() or 1
+    if cpus < 2 or "fork" not in multiprocessing.get_all_start_methods() or os.environ.get("HLO_NO_PARALLEL"):
+        return False
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):       # no load average on this platform: assume a free core
+        return True
+    return load <= cpus - 1
 
 
 def parse_parallel(text: str, filename: str):

@@ -42,7 +42,7 @@ def load(path: str, module: str | None = None, use_cache: bool = True, option: s
     """(Module, ModuleSource) for PATH's module `module` (0-based index or name; None: the file must
     hold exactly one).  Raises HloInputError (exit 2) when the choice is missing or wrong (naming
     OPTION)."""
-    src = read_modules(path).select(module, option)
+    src = read_modules(path, use_cache).select(module, option)
     return parse_module(src, use_cache), src
 
 

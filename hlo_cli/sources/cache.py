@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import stat
 import struct
 import sys
@@ -48,7 +49,7 @@ from typing import NamedTuple
 from ..ir import serial
 from ..ir.gcpause import NoGC as _NoGC
 
-__all__ = ["cache_dir", "cached_parse", "clear_cache", "cache_info", "CacheInfo",
+__all__ = ["cache_dir", "cached_parse", "cached_proto", "clear_cache", "cache_info", "CacheInfo",
            "MAX_BYTES", "MAX_ENTRIES", "FORMAT_VERSION"]
 
 _log = logging.getLogger("hlo.cache")
@@ -148,16 +149,31 @@ _numpy_version: str | None = None
 def _environment() -> bytes:
     global _numpy_version
     if _numpy_version is None:
-        try:
-            # the installed version, read once without importing NumPy (a cached `hlo check`
-            # needs no NumPy)
-            from importlib.metadata import version
-            _numpy_version = version("numpy")
-        except Exception:           # pragma: no cover - numpy is a dependency
-            _numpy_version = "-"
+        _numpy_version = _installed_numpy()
     return "\0".join((f"format={FORMAT_VERSION}", f"hlo={_tool_version()}",
                       f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}",
                       f"numpy={_numpy_version}", sys.byteorder)).encode()
+
+
+def _installed_numpy() -> str:
+    """The installed NumPy's version, read without importing NumPy (a cached `hlo check` needs no
+    NumPy) nor importlib.metadata (slower to import than the whole cached command): its
+    numpy/version.py, else the distribution's metadata."""
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("numpy")
+        if spec is not None and spec.origin:
+            text = (Path(spec.origin).parent / "version.py").read_text()
+            m = re.search(r"""^(?:full_)?version\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", text, re.M)
+            if m:
+                return m.group(1)
+    except (OSError, ImportError, ValueError):
+        pass
+    try:
+        from importlib.metadata import version
+        return version("numpy")
+    except Exception:           # pragma: no cover - numpy is a dependency
+        return "-"
 
 
 def _key(text: str, name: str) -> bytes:
@@ -461,13 +477,10 @@ def _derived_entry(text: str, name: str, what: str):
     return key, _entry_path(directory, key)
 
 
-def load_derived(text: str, name: str, what: str):
-    """The JSON value stored by store_derived for (text, name, what), or None; never raises."""
+def _load_tagged(path: Path, key: bytes, magic: bytes, decode):
+    """decode(data, offset of the payload) of the entry at PATH written under MAGIC and KEY, or None
+    (a miss; a bad entry is deleted); never raises."""
     try:
-        entry = _derived_entry(text, name, what)
-        if entry is None:
-            return None
-        key, path = entry
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0))
     except (OSError, ValueError):
         return None
@@ -478,15 +491,14 @@ def load_derived(text: str, name: str, what: str):
             if not stat.S_ISREG(st.st_mode) or not _owned_by_us(st):
                 return None
             data = f.read()
-        magic, version, stored_key, length, digest = _HEADER.unpack_from(data)
-        if (magic != _DERIVED_MAGIC or version != FORMAT_VERSION or stored_key != key
+        stored_magic, version, stored_key, length, digest = _HEADER.unpack_from(data)
+        if (stored_magic != magic or version != FORMAT_VERSION or stored_key != key
                 or length != len(data) - _HEADER.size
                 or hashlib.sha256(memoryview(data)[_HEADER.size:]).digest() != digest):
-            raise _BadEntry("not a derived entry of this key")
-        import json
-        value = json.loads(bytes(memoryview(data)[_HEADER.size:]).decode("utf-8"))
+            raise _BadEntry(f"not a {magic!r} entry of this key")
+        value = decode(data, _HEADER.size)
     except Exception as e:      # truncated, corrupt, foreign: a miss
-        _log.debug("%s: bad derived entry (%s)", path, e)
+        _log.debug("%s: bad entry (%s)", path, e)
         if st is not None:
             _discard(path, st)
         return None
@@ -497,6 +509,34 @@ def load_derived(text: str, name: str, what: str):
     return value
 
 
+def _json_payload(data: bytes, offset: int):
+    import json
+    return json.loads(bytes(memoryview(data)[offset:]).decode("utf-8"))
+
+
+def load_derived(text: str, name: str, what: str):
+    """The JSON value stored by store_derived for (text, name, what), or None; never raises."""
+    try:
+        entry = _derived_entry(text, name, what)
+    except (OSError, ValueError):
+        return None
+    if entry is None:
+        return None
+    key, path = entry
+    return _load_tagged(path, key, _DERIVED_MAGIC, _json_payload)
+
+
+def _store_tagged(path: Path, key: bytes, magic: bytes, payload: bytes) -> bool:
+    """Write PAYLOAD under MAGIC and KEY at PATH (atomically, then evict); False if it is over the
+    bound.  Raises what writing raises."""
+    if _HEADER.size + len(payload) > _max_bytes():
+        return False
+    header = _HEADER.pack(magic, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
+    _write_atomically(path.parent, path, (header, payload))
+    _evict(path.parent, keep=path)
+    return True
+
+
 def store_derived(text: str, name: str, what: str, value) -> bool:
     """Store the JSON-able `value` for (text, name, what); False if it could not be.  Never raises."""
     try:
@@ -505,13 +545,76 @@ def store_derived(text: str, name: str, what: str, value) -> bool:
         if entry is None:
             return False
         key, path = entry
-        payload = json.dumps(value, separators=(",", ":")).encode("utf-8")
-        if _HEADER.size + len(payload) > _max_bytes():
-            return False
-        header = _HEADER.pack(_DERIVED_MAGIC, FORMAT_VERSION, key, len(payload), hashlib.sha256(payload).digest())
-        _write_atomically(path.parent, path, (header, payload))
-        _evict(path.parent, keep=path)
+        return _store_tagged(path, key, _DERIVED_MAGIC, json.dumps(value, separators=(",", ":")).encode("utf-8"))
     except Exception as e:
         _log.debug("not caching a derived result: %s", e)
         return False
-    return True
+
+
+# ----------------------------------------------------------------------------- decoded module protos
+#
+# A module proto is decoded straight into the IR, and printed for its text (diagnostics' source lines,
+# the derived results' key); a repeat of the same bytes reads both back from one entry (magic
+# _PROTO_MAGIC, the same header, checksum, owner check, atomic write, bound and eviction): the payload
+# is the length (8 bytes) of a JSON list of strings (the text, and what else the reader keeps: the
+# module's own name), that list, then the module as the parse cache pickles it.  The
+# key covers the bytes, the file name (every location names it), the module's config and every source
+# file of the package (the decoder lives in sources/, outside the parse cache's fingerprint).
+
+_PROTO_MAGIC = b"HLOPROTO"
+
+
+def _proto_key(data: bytes, name: str, config: bytes) -> bytes:
+    h = hashlib.sha256(b"hlo decoded proto\0")
+    h.update(_environment() + b"\0")
+    h.update(_all_sources_fingerprint())
+    for part in (name.encode("utf-8", "surrogatepass"), config, data):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.digest()
+
+
+def _proto_payload(data: bytes, offset: int):
+    """(module, strings) of a decoded-proto entry's payload."""
+    import json
+    n = int.from_bytes(data[offset:offset + 8], "little")
+    start = offset + 8
+    strings = json.loads(bytes(memoryview(data)[start:start + n]).decode("utf-8"))
+    if not isinstance(strings, list):
+        raise _BadEntry("not a list of strings")
+    with _NoGC(promote=True):
+        module = serial.load(data, start + n)
+    return module, strings
+
+
+def _store_proto(path: Path, key: bytes, module, strings: list) -> None:
+    try:
+        import json
+        with _NoGC():
+            buf = serial.dump(module)
+        tb = json.dumps(strings).encode("utf-8")
+        _store_tagged(path, key, _PROTO_MAGIC, len(tb).to_bytes(8, "little") + tb + buf.getbuffer())
+    except Exception as e:
+        _log.debug("not caching a decoded proto: %s", e)
+
+
+def cached_proto(data: bytes, name: str, config: bytes, decode, use_cache: bool = True):
+    """`decode()` -> (module, [strings]) of a module proto's bytes DATA (file name NAME, its config's
+    bytes CONFIG; the strings: its text and what else the reader keeps), through the on-disk cache: a
+    repeat of the same bytes loads both instead of decoding.  Errors of `decode` propagate and are
+    not cached."""
+    directory = cache_dir() if use_cache else None
+    if directory is None:
+        return decode()
+    try:
+        key = _proto_key(data, name, config)
+    except Exception as e:      # pragma: no cover - defensive: the cache must never break reading
+        _log.debug("no proto cache key: %s", e)
+        return decode()
+    path = _entry_path(directory, key)
+    hit = _load_tagged(path, key, _PROTO_MAGIC, _proto_payload)
+    if hit is not None:
+        return hit
+    module, strings = decode()
+    _store_proto(path, key, module, list(strings))
+    return module, list(strings)

@@ -47,14 +47,15 @@ def split_source(text: str, file: str) -> FileModules:
     return FileModules(file, text, sp.layout, mods, sp.skipped)
 
 
-def read_modules(path: str) -> FileModules:
+def read_modules(path: str, use_cache: bool = True) -> FileModules:
     """Read PATH ('-' for standard input) and split it into modules: HLO text, or one of XLA's
-    module protos (*.pb, *.pbtxt; a binary file that reads as one).  Raises HloInputError."""
+    module protos (*.pb, *.pbtxt; a binary file that reads as one; decoded through the on-disk cache
+    unless USE_CACHE is False).  Raises HloInputError."""
     from .reading import read_source
     from .proto import is_proto_path
     if is_proto_path(path):
         from .proto import read_proto_modules
-        return read_proto_modules(path)
+        return read_proto_modules(path, use_cache)
     if path == "-":
         fm = _binary_stdin()
         if fm is not None:
@@ -66,7 +67,7 @@ def read_modules(path: str) -> FileModules:
             raise
         from .proto import proto_modules, read_bytes
         try:
-            return proto_modules(read_bytes(path)[0], path, text=False)
+            return proto_modules(read_bytes(path)[0], path, text=False, use_cache=use_cache)
         except HloInputError:
             raise e from None
     return split_source(text, name)

@@ -321,8 +321,6 @@ def _decode_text(data: bytes, name: str, msgs):
 
 def _module_source(module, name: str, config=None):
     from ..ir.opcodes import OPCODES
-    from .modules import FileModules, ModuleSource
-    from .split import SINGLE, Region
     from .proto_shape import ProtoError
     from .proto_ir import located_text, module_ir
     for c in module.computations:
@@ -336,15 +334,22 @@ def _module_source(module, name: str, config=None):
         raise _error(name, str(e), "E087") from None
     except RecursionError:
         raise _error(name, "the module nests too deeply to be read", "E087") from None
-    src = ModuleSource(name, 0, 1, Region(0, len(text), 1, module.name or None), text, ir)
+    return _file_modules(ir, text, name, module.name or None)
+
+
+def _file_modules(ir, text: str, name: str, label: str | None):
+    from .modules import FileModules, ModuleSource
+    from .split import SINGLE, Region
+    src = ModuleSource(name, 0, 1, Region(0, len(text), 1, label), text, ir)
     return FileModules(name, text, SINGLE, (src,), ())
 
 
-def proto_modules(data: bytes, name: str, text: bool | None = None, config=None):
+def proto_modules(data: bytes, name: str, text: bool | None = None, config=None, use_cache: bool = True):
     """FileModules for a proto file's bytes: one module, or, for protobuf text split like an XLA
     lit test (modules between lines `// -----`, `//` comment lines; XLA's hlo-translate tests), one
-    per part.  CONFIG: the module's HloModuleConfigProto (module_config), for its header.  Raises
-    HloInputError."""
+    per part.  CONFIG: the module's HloModuleConfigProto (module_config), for its header.  One module
+    is decoded through the on-disk cache (sources/cache.py's cached_proto) unless USE_CACHE is False.
+    Raises HloInputError."""
     size = len(data)
     if text is None:
         text = _looks_like_text_proto(data)
@@ -353,8 +358,15 @@ def proto_modules(data: bytes, name: str, text: bool | None = None, config=None)
         if len(parts) > 1:
             return replace(_lit_modules(parts, name), file_size=size)
         data = parts[0].encode("utf-8")
-    kind, msg = decode(data, name, text)
-    return replace(_module_source(_module_of(kind, msg), name, config), file_size=size)
+
+    def decoded():
+        kind, msg = decode(data, name, text)
+        src = _module_source(_module_of(kind, msg), name, config).modules[0]
+        return src.module, [src.text, src.region.name]
+    from .cache import cached_proto
+    ir, (mtext, label) = cached_proto(data, name, config.SerializeToString() if config is not None else b"",
+                                      decoded, use_cache)
+    return replace(_file_modules(ir, mtext, name, label), file_size=size)
 
 
 _LIT_SEP = re.compile(r"^//[ \t]*-----[ \t]*\r?$", re.M)
@@ -391,7 +403,7 @@ def _lit_modules(parts: list[str], name: str):
     return FileModules(name, "\n".join(m.file_text for m in mods), LIT, tuple(mods), ())
 
 
-def read_proto_modules(path: str):
+def read_proto_modules(path: str, use_cache: bool = True):
     """FileModules for an HloModuleProto / HloProto / HloSnapshot file.  A stage of an XLA dump
     directory (module_NNNN.NAME.STAGE.hlo.pb) takes its header's config (replica_count,
     num_partitions, the entry layout...) from the module's config.pbtxt beside it when XLA wrote one
@@ -404,7 +416,7 @@ def read_proto_modules(path: str):
         beside = config_beside(path)
         if beside is not None:
             config = read_module_config(beside)
-    return proto_modules(data, name, text, config)
+    return proto_modules(data, name, text, config, use_cache)
 
 
 def read_module_proto(path: str):

@@ -12,6 +12,7 @@ CONTROL_BYTE = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
 
 
 _BOM = b"\xef\xbb\xbf"
+_NOT_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")      # what bytes.strip() keeps
 _ALLOWED_BYTES = bytes(range(0x20, 0x7f)) + b"\t\n\r\x0b\x0c" + bytes(range(0x80, 0x100))
 
 
@@ -114,7 +115,7 @@ def read_source(path: str) -> tuple[str, str]:
         except OSError as e:
             raise HloInputError(f"{path}: {e.strerror}", [Diagnostic(f"cannot read: {e.strerror}", name,
                                                                      code="E014")]) from None
-    if not data[3 if data.startswith(_BOM) else 0:].strip():
+    if _NOT_SPACE.search(data, 3 if data.startswith(_BOM) else 0) is None:     # (no copy of a large file)
         raise _empty(name, path == "-")
     _refuse_binary(data, name)
     try:

@@ -42,7 +42,7 @@ def check_file(path: str, use_cache: bool, layout_sensitive: bool, warnings: boo
                        "starting with 'HloModule')", path, code="E017")
         return [Result(path, path, [d], UNREADABLE)]
     try:
-        fm = read_modules(path)
+        fm = read_modules(path, use_cache)
     except HloError as e:
         return [Result(path, path, e.diagnostics or [Diagnostic(str(e), path, code="E014")], UNREADABLE)]
     out = []
@@ -115,6 +115,8 @@ UNRUNNABLE = "W300"       # a custom-call target hlo cannot run: `hlo run` refus
 def _unrunnable_warnings(module, src) -> list[Diagnostic]:
     """A warning per distinct custom-call target hlo cannot run (asked of the custom-call registry),
     at its first call, with the number of calls: the module is valid, but `hlo run` will refuse it."""
+    if not any(i.opcode == "custom-call" for c in module.computations for i in c.instructions):
+        return []       # (asking the registry loads the interpreter: most of a cold check of a small module)
     try:
         from ..pipeline.support import describe_use, unrunnable
         bad = unrunnable(module)

@@ -24,7 +24,7 @@ def format_file(path: str, module_choice: str | None = None, *, percent: bool = 
     from ..sources.cache import load_derived, store_derived
     from ..errors import HloError, HloSyntaxError
     from ..sources import parse_module, read_modules
-    fm = read_modules(path)
+    fm = read_modules(path, use_cache)
     chosen = [fm.select(module_choice)] if module_choice is not None or len(fm.modules) == 1 else list(fm.modules)
     texts, errors = [], []
     # the printed text depends on the module's text, its file name and these options alone: a

@@ -12,15 +12,15 @@ from ..ir.opcodes import COLLECTIVE, DEVICE_ID, STRUCTURAL, with_trait
 def summarize(module, path: str, size: int) -> dict:
     entry = module.entry_computation
     params = entry.parameters
-    counts = Counter(i.opcode for _, i in module.instructions())
-    n_instr = sum(counts.values())
-    called_by_fusion = {c for _, i in module.instructions() if i.opcode == "fusion"
-                        for c in i.called_computations}
+    insts = [i for c in module.computations for i in c.instructions]     # (one walk for the passes below)
+    counts = Counter(i.opcode for i in insts)
+    n_instr = len(insts)
+    called_by_fusion = {c for i in insts if i.opcode == "fusion" for c in i.called_computations}
     frames = module.stack_frames
     # instructions whose metadata resolves to each source file
     per_file: Counter = Counter()
     source_of: dict = {}          # metadata text -> source file (the same texts repeat many times)
-    for _, inst in module.instructions():
+    for inst in insts:
         md = inst.attrs.get("metadata")
         if md is None:
             continue

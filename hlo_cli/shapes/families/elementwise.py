@@ -64,8 +64,19 @@ def seq(values) -> str:
 
 
 def array(element_type: str, dims, dynamic=None) -> Shape:
-    """A result array shape with the default layout."""
-    return Shape.array(element_type, tuple(dims), dynamic=None if dynamic is None else tuple(dynamic))
+    """A result array shape with the default layout (shapes are immutable: one object per distinct
+    shape is shared, a large module asks for the same few thousand many times)."""
+    key = (element_type, tuple(dims), None if dynamic is None else tuple(dynamic))
+    s = _ARRAYS.get(key)
+    if s is None:
+        if len(_ARRAYS) >= _MAX_ARRAYS:
+            _ARRAYS.clear()
+        s = _ARRAYS[key] = Shape.array(key[0], key[1], dynamic=key[2])
+    return s
+
+
+_ARRAYS: dict = {}
+_MAX_ARRAYS = 1 << 16
 
 
 def like(shape: Shape, element_type: str | None = None) -> Shape:
@@ -81,6 +92,11 @@ def like(shape: Shape, element_type: str | None = None) -> Shape:
 
 def require_known(opcode: str, operands: Sequence[Shape | None]) -> None:
     """Operands whose shape is unknown (a shape-less instruction XLA could not infer either)."""
+    for o in operands:
+        if o is None:
+            break
+    else:
+        return
     missing = [i for i, o in enumerate(operands) if o is None]
     if missing:
         text = "(" + ", ".join("?" if o is None else o.to_str(False) for o in operands) + ")"

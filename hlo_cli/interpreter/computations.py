@@ -41,6 +41,7 @@ from .fpenv import flushing, hardware
 from .kernels import subnormals
 from .registry import rule_for
 from .schedule import post_order
+from . import ynn_sum
 
 # Generic folds longer than this (per output) are evaluated as a pairwise tree instead of
 # sequentially: exact for associative reducers up to rounding, not for order-dependent ones.
@@ -687,8 +688,11 @@ def reduce_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Seque
     kind = red.kinds[0][0] if len(xs) == 1 and red.kinds and red.kinds[0] else None
     if kind == "add":
         if _library_reduce(xs[0], inits[0], _LIBRARY_SUM):
-            # the init value is added once, to the sum of the elements (which starts at +0)
-            r = _native_sum(xs[0], inits[0].dtype.type(0), dims, out_shape)
+            # the init value is added once, to the sum of the elements (which starts at +0),
+            # summed in YNNPACK's order where it is known (ynn_sum)
+            r = library_sum(xs[0], dims)
+            if r is None:
+                r = _native_sum(xs[0], inits[0].dtype.type(0), dims, out_shape)
             return [combine("add", np.broadcast_to(inits[0], out_shape), r)]
         r = _native_sum(xs[0], inits[0], dims, out_shape)
         if r is not None:
@@ -743,6 +747,16 @@ def _library_reduce(x: np.ndarray, init: np.ndarray, types) -> bool:
     end; f16/bf16 max/min compare sign-magnitude integers (_sign_magnitude_extreme)."""
     return (x.dtype in types and init.dtype == x.dtype and init.shape == ()
             and x.size >= LIBRARY_REDUCE_MIN and x.ndim <= LIBRARY_REDUCE_MAX_RANK)
+
+
+def library_sum(x: np.ndarray, dims) -> np.ndarray | None:
+    """YNNPACK's f32/f64 sum of `x` over `dims` from +0 (ynn_sum.reduce_sum), with the
+    processor's FTZ/DAZ flags (else the elements and the result flushed); None where its order
+    is not known (reduced dims between kept ones)."""
+    if hardware() is not None:
+        return flushing(ynn_sum.reduce_sum, x, dims)
+    r = ynn_sum.reduce_sum(flush(x), dims)
+    return None if r is None else flush(r)
 
 
 def _sign_magnitude_extreme(kind: str, x: np.ndarray, init: np.ndarray, keep, dims, out_shape) -> np.ndarray:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.attributes import comparison_type
-from .. import computations as C
+from .. import computations as C, ynn_sum
 from ..fpenv import hardware
 from ..kernels import TINY, WITH_EC, Fast, declare, min_reduce, shape_dtype
 from ..registry import evaluator, prepares, rule_for
@@ -470,8 +470,13 @@ def _prepare_reduce(inst, ops, st):
             return None
         return start
 
+    ynn = library and (not keep or keep == list(range(keep[0], keep[-1] + 1)))
+
     def flagged(x, i, start):
         """The sum from `start` (start_of), with the processor's FTZ/DAZ flags already set."""
+        if ynn:                         # YNNPACK's order (ynn_sum), then the init
+            r = add(i[()], ynn_sum.reduce_sum(x, dims))
+            return r if r.__class__ is ndarray else np.asarray(r)
         for padded, split, perm, rows, stage_shape in stages:
             if padded is not None:
                 z = np.zeros(padded[0], dt)

@@ -20,7 +20,8 @@ level 1 and level 1 into level 2 once more.
 * The batch dim A is cut into tiles of TILE_BYTES of input (`tile_rows` planes, at least one):
   a tile's k1 row sums are added in order into its (C,) buffer from +0, and the tiles' buffers
   summed by the kn kernel (`combine_planes`); with B == 1 (only leading dims reduced) each
-  tile's rows are summed by the kn kernel instead.
+  tile's rows are summed by the kn kernel instead.  Rows longer than a tile are cut into
+  pieces (not reproduced: `known`).
 
 The chunk terms are formed vectorized over the whole row; the tree's steps run once per 256
 clock ticks, over all rows at once.
@@ -170,6 +171,12 @@ def column_sums(a: np.ndarray) -> np.ndarray:
 TILE_BYTES = 1 << 17
 
 
+def known(b: int, itemsize: int) -> bool:
+    """True when the order is known: rows of B elements within one tile (longer rows are cut
+    into pieces whose rule was not measured)."""
+    return b * itemsize <= TILE_BYTES
+
+
 def tile_rows(c: int, b: int, itemsize: int) -> int:
     """How many (C, B) planes of the batch dim one tile holds."""
     return max(1, TILE_BYTES // max(1, c * b * itemsize))
@@ -206,7 +213,8 @@ def acb_sums(x3: np.ndarray) -> np.ndarray:
 def reduce_sum(x: np.ndarray, dims) -> np.ndarray | None:
     """YNNPACK's sum (from +0, no init) of the f32/f64 array `x` over `dims`, shaped as the kept
     dims, when the kept dims are one run of neighbouring dims (or none): then `x` is an (A, C,
-    B) array summed over A and B.  None otherwise (reduced dims between kept ones)."""
+    B) array summed over A and B.  None otherwise (reduced dims between kept ones, or rows
+    longer than a tile: `known`)."""
     keep = [d for d in range(x.ndim) if d not in set(dims)]
     out_shape = tuple(x.shape[d] for d in keep)
     if not keep:
@@ -217,5 +225,7 @@ def reduce_sum(x: np.ndarray, dims) -> np.ndarray | None:
         a = int(np.prod(x.shape[:keep[0]], dtype=np.int64))
         c = int(np.prod(out_shape, dtype=np.int64))
         b = int(np.prod(x.shape[keep[-1] + 1:], dtype=np.int64))
+    if not known(b, x.dtype.itemsize):
+        return None
     with np.errstate(all="ignore"):
         return acb_sums(np.ascontiguousarray(x).reshape(a, c, b)).reshape(out_shape)

@@ -787,10 +787,12 @@ class _Blocked:
                 a[sub] = np.copysign(np.zeros((), a.dtype), a[sub])
         return a
 
-    def sums(self, *fns) -> list[np.ndarray]:
+    def sums(self, dt, *fns) -> list[np.ndarray]:
         """Per-feature sums of each fn(block) (f32 or f64 terms, in that type) in YNNPACK's order
         (ynn_sum), in one sweep over the blocks: each block's k1 terms while it is in cache,
         then the rows' Kahan steps and the tiles' sums over all rows at once."""
+        if not ynn_sum.known(self.b, dt.itemsize):
+            return self._f64_sums(*fns)
         if self.a < 8:                  # blocks cut the planes: the whole array in one piece
             whole = (slice(None), slice(None), slice(None))
             parts = [[ynn_sum.row_terms(self._rows(fn(whole))) for fn in fns]]
@@ -806,6 +808,16 @@ class _Blocked:
             with np.errstate(all="ignore"):
                 out.append(flushing(finish, terms) if self.hw else flush(finish(terms)))
         return out
+
+    def _f64_sums(self, *fns) -> list[np.ndarray]:
+        """Per-feature f64 sums of each fn(block), rounded to f32/f64 once: where YNNPACK's order
+        is not known (ynn_sum.known), the closest to its accurate sums."""
+        parts = self.run(lambda ix: [np.einsum("acb->c", fn(ix), dtype=F64) for fn in fns])
+        totals = [np.zeros(self.c, F64) for _ in fns]
+        for ps in parts:
+            for t, p in zip(totals, ps):
+                t += p
+        return totals
 
     def _rows(self, block):
         """A (., C, B) block as rows of B elements (one per (a, c))."""
@@ -920,7 +932,7 @@ def eval_batch_norm_training(inst, args, ec):
     def square(ix):
         xb = x3[ix]
         return bl.ftz(np.multiply(xb, xb))
-    sum_x, sum_x2 = (f.const(v) for v in bl.sums(lambda ix: x3[ix], square))
+    sum_x, sum_x2 = (f.const(v) for v in bl.sums(dt, lambda ix: x3[ix], square))
     mean = f(np.multiply, sum_x, inv_n)
     var = f.fma(sum_x2, inv_n, f(np.negative, f(np.multiply, mean, mean)))
     rs = f.rsqrt(f(np.add, var, eps))
@@ -1001,7 +1013,7 @@ def eval_batch_norm_grad(inst, args, ec):
         np.subtract(x3[ix], mb, out=xm)
         bl.ftz(xm)
         return bl.ftz(np.multiply(xm, g3[ix]))
-    sum_g, sum_gxm = (f.const(v) for v in bl.sums(lambda ix: g3[ix], g_xm))
+    sum_g, sum_gxm = (f.const(v) for v in bl.sums(dt, lambda ix: g3[ix], g_xm))
     grad_scale = f(np.multiply, sum_gxm, rs)
     coef = f(np.multiply, f(np.multiply, sw, rs), inv_n)
     cb, sxb = (bl.wide(v, dt) for v in (coef, sum_gxm))

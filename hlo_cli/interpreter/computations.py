@@ -632,6 +632,40 @@ def _fold_float_minmax(kind, swapped, acc, x, valid):
     return np.asarray(m, dtype=dt)
 
 
+def fold_minmax_rows(kind: str, swapped: bool, init, rows: np.ndarray) -> np.ndarray:
+    """The rule's float max/min of each row of the 2-D array `rows` (fold order) from the
+    scalar `init`: _fold_float_minmax."""
+    return _fold_float_minmax(kind, swapped, np.full(rows.shape[0], init, rows.dtype), rows, None)
+
+
+def minmax_nan_results(kind: str, swapped: bool, init, rows: np.ndarray, nan_rows: np.ndarray) -> np.ndarray:
+    """The results of _fold_float_minmax for the rows `nan_rows` (indices) of the 2-D array
+    `rows` (outputs, elements in fold order) folded from the scalar `init`, rows that hold a NaN
+    (and `init` not NaN): the NaN that wins with its sign merged as there, found in a few passes
+    over those rows instead of the closed form's.  Signs are unchanged by DAZ, so no flush."""
+    sub = rows[nan_rows]
+    isn = np.isnan(sub)
+    n = sub.shape[1]
+    idx = np.arange(len(nan_rows))
+    k = (n - 1 - np.argmax(isn[:, ::-1], axis=1)) if swapped else np.argmax(isn, axis=1)
+    nanv = sub[idx, k]
+    init_neg = bool(np.signbit(init))
+    if kind == "maximum":               # sign AND-ed: cleared by a real non-negative one
+        flag = ~np.signbit(sub) & ~isn
+        init_hit = not init_neg
+    else:                               # sign OR-ed: set by a real negative one
+        flag = np.signbit(sub) & ~isn
+        init_hit = init_neg
+    if swapped:                         # every real element after the last NaN
+        last = n - 1 - np.argmax(flag[:, ::-1], axis=1)
+        hit = flag[idx, last] & (last > k)
+    else:                               # the running result before the first NaN, init included
+        first = np.argmax(flag, axis=1)
+        hit = (flag[idx, first] & (first < k)) | init_hit
+    sign = np.signbit(nanv) & ~hit if kind == "maximum" else np.signbit(nanv) | hit
+    return _sign_set(nanv, sign)
+
+
 def _fold_argpair(kind, av, ai, xv, xi, valid):
     """Closed form of folding JAX's argmax/argmin reducer: the first NaN (value and index) if any;
     otherwise the best value m, its bits from the LAST element equal to m (so -0/+0 and subnormals,

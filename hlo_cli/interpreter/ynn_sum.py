@@ -20,8 +20,9 @@ level 1 and level 1 into level 2 once more.
 * The batch dim A is cut into tiles of TILE_BYTES of input (`tile_rows` planes, at least one):
   a tile's k1 row sums are added in order into its (C,) buffer from +0, and the tiles' buffers
   summed by the kn kernel (`combine_planes`); with B == 1 (only leading dims reduced) each
-  tile's rows are summed by the kn kernel instead.  Rows longer than a tile are cut into
-  pieces (not reproduced: `known`).
+  tile's rows are summed by the kn kernel instead.  Measured with A one dim (B any number of
+  dims); rows longer than a tile and several leading reduced dims (NHWC's N, H, W) are cut
+  otherwise (not reproduced).
 
 The chunk terms are formed vectorized over the whole row; the tree's steps run once per 256
 clock ticks, over all rows at once.
@@ -212,15 +213,16 @@ def acb_sums(x3: np.ndarray) -> np.ndarray:
 
 def reduce_sum(x: np.ndarray, dims) -> np.ndarray | None:
     """YNNPACK's sum (from +0, no init) of the f32/f64 array `x` over `dims`, shaped as the kept
-    dims, when the kept dims are one run of neighbouring dims (or none): then `x` is an (A, C,
-    B) array summed over A and B.  None otherwise (reduced dims between kept ones, or rows
-    longer than a tile: `known`)."""
+    dims, when the kept dims are one run of neighbouring dims (or none) after at most one
+    reduced dim: then `x` is an (A, C, B) array summed over A and B.  None otherwise (reduced
+    dims between kept ones, several leading reduced dims: NHWC's (0, 1, 2) is tiled otherwise,
+    or rows longer than a tile: `known`)."""
     keep = [d for d in range(x.ndim) if d not in set(dims)]
     out_shape = tuple(x.shape[d] for d in keep)
     if not keep:
         a, c, b = 1, 1, x.size
-    elif keep != list(range(keep[0], keep[-1] + 1)):
-        return None
+    elif keep != list(range(keep[0], keep[-1] + 1)) or keep[0] > 1:
+        return None                     # reduced dims between kept ones, or several leading ones
     else:
         a = int(np.prod(x.shape[:keep[0]], dtype=np.int64))
         c = int(np.prod(out_shape, dtype=np.int64))

@@ -154,6 +154,7 @@ def test_reduce_sum_needs_kept_dims_together():
     assert ynn_sum.reduce_sum(x, [0, 2]).tolist() == [24.0] * 5
     assert ynn_sum.reduce_sum(x, [0, 1, 2]).shape == ()
     assert ynn_sum.reduce_sum(np.ones(40000, F32), [0]) is None      # rows longer than a tile
+    assert ynn_sum.reduce_sum(np.ones((4, 5, 6, 7), F32), [0, 1, 2]) is None   # NHWC's N, H, W
 
 
 # ------------------------------------------------------------------ XLA live

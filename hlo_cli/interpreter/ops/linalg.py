@@ -742,6 +742,7 @@ class _Blocked:
         self.c = int(shape[fi])
         self.b = int(np.prod(shape[fi + 1:], dtype=np.int64))
         self.shape3 = (self.a, self.c, self.b)
+        self.lead = fi                  # dims before the feature dim (YNNPACK's order: one)
         if self.a >= 8:
             step = max(1, _BN_BLOCK // max(1, self.c * self.b))
             self.blocks = [(slice(i, min(i + step, self.a)), slice(None), slice(None))
@@ -791,7 +792,7 @@ class _Blocked:
         """Per-feature sums of each fn(block) (f32 or f64 terms, in that type) in YNNPACK's order
         (ynn_sum), in one sweep over the blocks: each block's k1 terms while it is in cache,
         then the rows' Kahan steps and the tiles' sums over all rows at once."""
-        if not ynn_sum.known(self.b, dt.itemsize):
+        if not ynn_sum.known(self.b, dt.itemsize) or self.lead > 1:
             return self._f64_sums(*fns)
         if self.a < 8:                  # blocks cut the planes: the whole array in one piece
             whole = (slice(None), slice(None), slice(None))

@@ -643,13 +643,23 @@ def minmax_nan_results(kind: str, swapped: bool, init, rows: np.ndarray, nan_row
     `rows` (outputs, elements in fold order) folded from the scalar `init`, rows that hold a NaN
     (and `init` not NaN): the NaN that wins with its sign merged as there, found in a few passes
     over those rows instead of the closed form's.  Signs are unchanged by DAZ, so no flush."""
+    edge = rows[nan_rows, -1 if swapped else 0]
+    at_edge = np.isnan(edge)
+    init_neg = bool(np.signbit(init))
+    if at_edge.all():
+        # NaN-filled rows: the edge NaN wins; nothing real lies before the first element but
+        # the init, nothing after the last
+        if swapped:
+            return edge
+        hit = (not init_neg) if kind == "maximum" else init_neg
+        sign = np.signbit(edge) & (not hit) if kind == "maximum" else np.signbit(edge) | hit
+        return _sign_set(edge, sign)
     sub = rows[nan_rows]
     isn = np.isnan(sub)
     n = sub.shape[1]
     idx = np.arange(len(nan_rows))
     k = (n - 1 - np.argmax(isn[:, ::-1], axis=1)) if swapped else np.argmax(isn, axis=1)
     nanv = sub[idx, k]
-    init_neg = bool(np.signbit(init))
     if kind == "maximum":               # sign AND-ed: cleared by a real non-negative one
         flag = ~np.signbit(sub) & ~isn
         init_hit = not init_neg
@@ -979,6 +989,12 @@ def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits
     kind = red.kinds[0][0] if len(xs) == 1 and red.kinds and red.kinds[0] else None
     if kind in ("maximum", "minimum") and _library_window(xs[0], inits[0], wdims, _SIGN_MAGNITUDE):
         return [_sign_magnitude_window(kind, xs[0], inits[0], wdims)]
+    if kind == "add" and _library_reduce(xs[0], inits[0], _LIBRARY_SUM):
+        whole = whole_window_dims(xs[0].shape, wdims)
+        r = library_sum(xs[0], whole) if whole else None
+        if r is not None:               # a global pooling: YNNPACK's sum, the init added last
+            out = tuple(1 if d in whole else n for d, n in enumerate(xs[0].shape))
+            return [combine("add", np.broadcast_to(inits[0], out), r.reshape(out))]
     scan = scan_form(xs[0].shape, wdims)
     if scan is not None:
         return _blocked_scan(ec, red, comp_name, xs, inits, wdims, *scan)
@@ -1276,6 +1292,22 @@ def _exact_windows(kind, x, init, wdims, outs, where):
         acc = np.broadcast_to(np.asarray(init, x.dtype), (src[0].shape[0],))
         out[lo:lo + step] = _fold_kind(kind[0], kind[1], acc, x[src], ok)
     return out
+
+
+def whole_window_dims(shape, wdims) -> list[int] | None:
+    """The dims a reduce-window sums whole (window = the dim, no padding, no dilation: one output
+    there) when every other dim has a window of 1 at stride 1 without padding: the reduce over
+    those dims (XLA CPU gives it to YNNPACK as one, measured on a 7x7 global average pool).  None
+    for any other window."""
+    dims = []
+    for d, (n, w) in enumerate(zip(shape, wdims)):
+        if w.window_dilation != 1 or w.base_dilation != 1 or w.padding_low or w.padding_high:
+            return None
+        if w.size == n and n > 1:
+            dims.append(d)
+        elif w.size != 1 or w.stride != 1:
+            return None
+    return dims or None
 
 
 def _library_window(x: np.ndarray, init: np.ndarray, wdims, types) -> bool:

@@ -61,6 +61,26 @@ def _four(parts):
     return ((parts[..., 0, :] + parts[..., 1, :]) + parts[..., 2, :]) + parts[..., 3, :]
 
 
+def _short_chunk(part: np.ndarray, n_l: int) -> np.ndarray:
+    """The L-lane term of a short last chunk (rem < 4 L columns of `part`, zeros after them):
+    lane l adds columns l, L + l, 2 L + l, 3 L + l in order, from +0; computed column-wise on the
+    transposed part (NumPy's loops over a few strided lanes per row are slow)."""
+    return _short_lanes(part, n_l).T
+
+
+def _short_lanes(part: np.ndarray, n_l: int) -> np.ndarray:
+    """_short_chunk's lanes, lane-major: (L, m)."""
+    m, rem = part.shape
+    t = np.ascontiguousarray(part.T)                 # (rem, m)
+    lanes_t = np.zeros((n_l, m), part.dtype)
+    for l in range(min(n_l, rem)):
+        acc = lanes_t[l]
+        for j in range(l, rem, n_l):
+            acc = acc + t[j]
+        lanes_t[l] = acc
+    return lanes_t
+
+
 def row_terms(rows: np.ndarray) -> np.ndarray:
     """The k1 kernel's level-2 (Kahan) terms of each row of the 2-D f32/f64 array `rows`:
     (m, steps, L); `finish_rows` adds them up."""
@@ -98,15 +118,15 @@ def row_terms(rows: np.ndarray) -> np.ndarray:
         if clock % 16 == 0:
             acc1, acc0 = acc1 + acc0, zero
     if rem:
-        tail = np.zeros((m, nk4), dt)
-        tail[:, :rem] = rows[:, full * nk4:]
-        acc0 = acc0 + _four(tail.reshape(m, 4, n_l))
+        acc0 = acc0 + _short_chunk(rows[:, full * nk4:], n_l)
     terms.append((acc1 + acc0)[:, None])
     return np.concatenate(terms, axis=1)
 
 
 def finish_rows(terms: np.ndarray) -> np.ndarray:
     """Each row's k1 sum from its `row_terms` (rows of several calls may be concatenated)."""
+    if terms.shape[1] == 1:             # one Kahan step from +0 adds the term exactly
+        return _halves(terms[:, 0] + terms.dtype.type(0)) + terms.dtype.type(0)
     zero = np.zeros(terms[:, 0].shape, terms.dtype)
     acc, err = zero, zero.copy()
     for j in range(terms.shape[1]):
@@ -116,6 +136,13 @@ def finish_rows(terms: np.ndarray) -> np.ndarray:
 
 def row_sums(rows: np.ndarray) -> np.ndarray:
     """YNNPACK's k1 sum of each row of the 2-D f32 or f64 array `rows`."""
+    n_l = lanes(rows.dtype)
+    if rows.shape[1] < 4 * n_l:         # one short chunk: its lanes added by halves, lane-major
+        v = _short_lanes(rows, n_l) + rows.dtype.type(0)
+        while v.shape[0] > 1:
+            h = v.shape[0] // 2
+            v = v[:h] + v[h:]
+        return v[0] + rows.dtype.type(0)
     return finish_rows(row_terms(rows))
 
 

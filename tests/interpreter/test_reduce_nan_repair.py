@@ -50,3 +50,25 @@ def test_nan_filled_rows_repair_in_place_of_the_whole_rule():
     assert not calls
     want = C.fold_minmax_rows("maximum", False, i[()], x)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 200), st.integers(1, 32), st.sampled_from(["maximum", "minimum"]), st.booleans(),
+       st.integers(0, 2**31 - 1), st.sampled_from([-np.inf, np.inf, 0.0, -0.0, 2.0]))
+def test_nan_filled_rows_equal_the_rule(o, n, kind, swapped, seed, init):
+    """Every row NaN at its edge (all NaN, or NaN first / last with other values after it)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((o, n)) * 4).astype(np.float32)
+    nans = np.concatenate([_HOSTILE[:2], _PAYLOAD])
+    if rng.random() < 0.5:
+        x[:] = nans[rng.integers(0, nans.size, (o, n))]
+    else:
+        x[:, -1 if swapped else 0] = nans[rng.integers(0, nans.size, o)]
+    i = np.asarray(init, np.float32)
+    uf = np.maximum if kind == "maximum" else np.minimum
+    with np.errstate(all="ignore"):
+        r = uf.reduce(x, axis=1, initial=i[()])
+        want = C.fold_minmax_rows(kind, swapped, i[()], x)
+        got = reduction._minmax_repair(kind, swapped, x, i, r, True, (0, 1), TINY[np.dtype(np.float32)],
+                                       lambda: want)
+    assert np.array_equal(np.asarray(got).view(np.uint32), want.view(np.uint32))

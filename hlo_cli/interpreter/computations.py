@@ -38,6 +38,7 @@ from ..ir.attributes import WindowDim
 from ..ir.module import Computation, Instruction, Module
 from ..ir.opcodes import CONTROL_FLOW, IO, READS_RNG, with_trait
 from .fpenv import flushing, hardware
+from .parallel import run_parts, split, threads
 from .kernels import subnormals
 from .registry import rule_for
 from .schedule import post_order
@@ -798,9 +799,27 @@ def library_sum(x: np.ndarray, dims) -> np.ndarray | None:
     processor's FTZ/DAZ flags (else the elements and the result flushed); None where its order
     is not known (reduced dims between kept ones)."""
     if hardware() is not None:
-        return flushing(ynn_sum.reduce_sum, x, dims)
-    r = ynn_sum.reduce_sum(flush(x), dims)
+        return flushing(ynn_sum.reduce_sum, x, dims, pooled_rows)
+    r = ynn_sum.reduce_sum(flush(x), dims, pooled_rows)
     return None if r is None else flush(r)
+
+
+# rows per block of a pooled k1 sum (blocks are independent; their number a function of the shape)
+POOL_ROW_ELEMENTS = 1 << 20
+
+
+def pooled_rows(fn, rows: np.ndarray) -> list:
+    """[fn(block) for the row blocks of the 2-D `rows`] on the pool's threads (with the
+    processor's FTZ/DAZ flags where available), blocks of about POOL_ROW_ELEMENTS elements."""
+    m, k = rows.shape
+    step = max(1, POOL_ROW_ELEMENTS // max(1, k))
+    blocks = [slice(i, min(i + step, m)) for i in range(0, m, step)]
+    hw = hardware() is not None
+
+    def part(bs):
+        with np.errstate(all="ignore"):
+            return [flushing(fn, rows[b]) if hw else fn(rows[b]) for b in bs]
+    return [r for rs in run_parts(part, split(blocks, threads())) for r in rs]
 
 
 def _sign_magnitude_extreme(kind: str, x: np.ndarray, init: np.ndarray, keep, dims, out_shape) -> np.ndarray:

@@ -229,16 +229,19 @@ def combine_planes(planes: np.ndarray, b: int) -> np.ndarray:
     return column_sums(np.stack(tiles)) if len(tiles) > 1 else tiles[0]
 
 
-def acb_sums(x3: np.ndarray) -> np.ndarray:
-    """YNNPACK's sum of the (A, C, B) array `x3` over A and B: (C,)."""
+def acb_sums(x3: np.ndarray, map_rows=None) -> np.ndarray:
+    """YNNPACK's sum of the (A, C, B) array `x3` over A and B: (C,).  `map_rows(fn, rows)`, if
+    given, returns [fn(block) for the row blocks of `rows`, in order] (rows are independent: a
+    pool may compute the blocks)."""
     a, c, b = x3.shape
     if b == 1:
         return combine_planes(x3[:, :, 0], 1)
-    planes = row_sums(np.ascontiguousarray(x3).reshape(a * c, b)).reshape(a, c)
-    return combine_planes(planes, b)
+    rows = np.ascontiguousarray(x3).reshape(a * c, b)
+    sums = row_sums(rows) if map_rows is None else np.concatenate(map_rows(row_sums, rows))
+    return combine_planes(sums.reshape(a, c), b)
 
 
-def reduce_sum(x: np.ndarray, dims) -> np.ndarray | None:
+def reduce_sum(x: np.ndarray, dims, map_rows=None) -> np.ndarray | None:
     """YNNPACK's sum (from +0, no init) of the f32/f64 array `x` over `dims`, shaped as the kept
     dims, when the kept dims are one run of neighbouring dims (or none) after at most one
     reduced dim: then `x` is an (A, C, B) array summed over A and B.  None otherwise (reduced
@@ -257,4 +260,4 @@ def reduce_sum(x: np.ndarray, dims) -> np.ndarray | None:
     if not known(b, x.dtype.itemsize):
         return None
     with np.errstate(all="ignore"):
-        return acb_sums(np.ascontiguousarray(x).reshape(a, c, b)).reshape(out_shape)
+        return acb_sums(np.ascontiguousarray(x).reshape(a, c, b), map_rows).reshape(out_shape)

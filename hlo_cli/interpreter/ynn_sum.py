@@ -58,7 +58,10 @@ def _halves(v):
 
 def _four(parts):
     """((p0 + p1) + p2) + p3 along axis -2 (of length 4)."""
-    return ((parts[..., 0, :] + parts[..., 1, :]) + parts[..., 2, :]) + parts[..., 3, :]
+    s = parts[..., 0, :] + parts[..., 1, :]
+    s += parts[..., 2, :]
+    s += parts[..., 3, :]
+    return s
 
 
 def _short_chunk(part: np.ndarray, n_l: int) -> np.ndarray:

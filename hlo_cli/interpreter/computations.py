@@ -38,9 +38,11 @@ from ..ir.attributes import WindowDim
 from ..ir.module import Computation, Instruction, Module
 from ..ir.opcodes import CONTROL_FLOW, IO, READS_RNG, with_trait
 from .fpenv import flushing, hardware
+from .parallel import run_parts, split, threads
 from .kernels import subnormals
 from .registry import rule_for
 from .schedule import post_order
+from . import ynn_sum
 
 # Generic folds longer than this (per output) are evaluated as a pairwise tree instead of
 # sequentially: exact for associative reducers up to rounding, not for order-dependent ones.
@@ -631,6 +633,50 @@ def _fold_float_minmax(kind, swapped, acc, x, valid):
     return np.asarray(m, dtype=dt)
 
 
+def fold_minmax_rows(kind: str, swapped: bool, init, rows: np.ndarray) -> np.ndarray:
+    """The rule's float max/min of each row of the 2-D array `rows` (fold order) from the
+    scalar `init`: _fold_float_minmax."""
+    return _fold_float_minmax(kind, swapped, np.full(rows.shape[0], init, rows.dtype), rows, None)
+
+
+def minmax_nan_results(kind: str, swapped: bool, init, rows: np.ndarray, nan_rows: np.ndarray) -> np.ndarray:
+    """The results of _fold_float_minmax for the rows `nan_rows` (indices) of the 2-D array
+    `rows` (outputs, elements in fold order) folded from the scalar `init`, rows that hold a NaN
+    (and `init` not NaN): the NaN that wins with its sign merged as there, found in a few passes
+    over those rows instead of the closed form's.  Signs are unchanged by DAZ, so no flush."""
+    edge = rows[nan_rows, -1 if swapped else 0]
+    at_edge = np.isnan(edge)
+    init_neg = bool(np.signbit(init))
+    if at_edge.all():
+        # NaN-filled rows: the edge NaN wins; nothing real lies before the first element but
+        # the init, nothing after the last
+        if swapped:
+            return edge
+        hit = (not init_neg) if kind == "maximum" else init_neg
+        sign = np.signbit(edge) & (not hit) if kind == "maximum" else np.signbit(edge) | hit
+        return _sign_set(edge, sign)
+    sub = rows[nan_rows]
+    isn = np.isnan(sub)
+    n = sub.shape[1]
+    idx = np.arange(len(nan_rows))
+    k = (n - 1 - np.argmax(isn[:, ::-1], axis=1)) if swapped else np.argmax(isn, axis=1)
+    nanv = sub[idx, k]
+    if kind == "maximum":               # sign AND-ed: cleared by a real non-negative one
+        flag = ~np.signbit(sub) & ~isn
+        init_hit = not init_neg
+    else:                               # sign OR-ed: set by a real negative one
+        flag = np.signbit(sub) & ~isn
+        init_hit = init_neg
+    if swapped:                         # every real element after the last NaN
+        last = n - 1 - np.argmax(flag[:, ::-1], axis=1)
+        hit = flag[idx, last] & (last > k)
+    else:                               # the running result before the first NaN, init included
+        first = np.argmax(flag, axis=1)
+        hit = (flag[idx, first] & (first < k)) | init_hit
+    sign = np.signbit(nanv) & ~hit if kind == "maximum" else np.signbit(nanv) | hit
+    return _sign_set(nanv, sign)
+
+
 def _fold_argpair(kind, av, ai, xv, xi, valid):
     """Closed form of folding JAX's argmax/argmin reducer: the first NaN (value and index) if any;
     otherwise the best value m, its bits from the LAST element equal to m (so -0/+0 and subnormals,
@@ -687,8 +733,11 @@ def reduce_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits: Seque
     kind = red.kinds[0][0] if len(xs) == 1 and red.kinds and red.kinds[0] else None
     if kind == "add":
         if _library_reduce(xs[0], inits[0], _LIBRARY_SUM):
-            # the init value is added once, to the sum of the elements (which starts at +0)
-            r = _native_sum(xs[0], inits[0].dtype.type(0), dims, out_shape)
+            # the init value is added once, to the sum of the elements (which starts at +0),
+            # summed in YNNPACK's order where it is known (ynn_sum)
+            r = library_sum(xs[0], dims)
+            if r is None:
+                r = _native_sum(xs[0], inits[0].dtype.type(0), dims, out_shape)
             return [combine("add", np.broadcast_to(inits[0], out_shape), r)]
         r = _native_sum(xs[0], inits[0], dims, out_shape)
         if r is not None:
@@ -743,6 +792,34 @@ def _library_reduce(x: np.ndarray, init: np.ndarray, types) -> bool:
     end; f16/bf16 max/min compare sign-magnitude integers (_sign_magnitude_extreme)."""
     return (x.dtype in types and init.dtype == x.dtype and init.shape == ()
             and x.size >= LIBRARY_REDUCE_MIN and x.ndim <= LIBRARY_REDUCE_MAX_RANK)
+
+
+def library_sum(x: np.ndarray, dims) -> np.ndarray | None:
+    """YNNPACK's f32/f64 sum of `x` over `dims` from +0 (ynn_sum.reduce_sum), with the
+    processor's FTZ/DAZ flags (else the elements and the result flushed); None where its order
+    is not known (reduced dims between kept ones)."""
+    if hardware() is not None:
+        return flushing(ynn_sum.reduce_sum, x, dims, pooled_rows)
+    r = ynn_sum.reduce_sum(flush(x), dims, pooled_rows)
+    return None if r is None else flush(r)
+
+
+# rows per block of a pooled k1 sum (blocks are independent; their number a function of the shape)
+POOL_ROW_ELEMENTS = 1 << 20
+
+
+def pooled_rows(fn, rows: np.ndarray) -> list:
+    """[fn(block) for the row blocks of the 2-D `rows`] on the pool's threads (with the
+    processor's FTZ/DAZ flags where available), blocks of about POOL_ROW_ELEMENTS elements."""
+    m, k = rows.shape
+    step = max(1, POOL_ROW_ELEMENTS // max(1, k))
+    blocks = [slice(i, min(i + step, m)) for i in range(0, m, step)]
+    hw = hardware() is not None
+
+    def part(bs):
+        with np.errstate(all="ignore"):
+            return [flushing(fn, rows[b]) if hw else fn(rows[b]) for b in bs]
+    return [r for rs in run_parts(part, split(blocks, threads())) for r in rs]
 
 
 def _sign_magnitude_extreme(kind: str, x: np.ndarray, init: np.ndarray, keep, dims, out_shape) -> np.ndarray:
@@ -931,6 +1008,12 @@ def reduce_window_arrays(ec, comp_name: str, inputs: Sequence[np.ndarray], inits
     kind = red.kinds[0][0] if len(xs) == 1 and red.kinds and red.kinds[0] else None
     if kind in ("maximum", "minimum") and _library_window(xs[0], inits[0], wdims, _SIGN_MAGNITUDE):
         return [_sign_magnitude_window(kind, xs[0], inits[0], wdims)]
+    if kind == "add" and _library_reduce(xs[0], inits[0], _LIBRARY_SUM):
+        whole = whole_window_dims(xs[0].shape, wdims)
+        r = library_sum(xs[0], whole) if whole else None
+        if r is not None:               # a global pooling: YNNPACK's sum, the init added last
+            out = tuple(1 if d in whole else n for d, n in enumerate(xs[0].shape))
+            return [combine("add", np.broadcast_to(inits[0], out), r.reshape(out))]
     scan = scan_form(xs[0].shape, wdims)
     if scan is not None:
         return _blocked_scan(ec, red, comp_name, xs, inits, wdims, *scan)
@@ -1228,6 +1311,22 @@ def _exact_windows(kind, x, init, wdims, outs, where):
         acc = np.broadcast_to(np.asarray(init, x.dtype), (src[0].shape[0],))
         out[lo:lo + step] = _fold_kind(kind[0], kind[1], acc, x[src], ok)
     return out
+
+
+def whole_window_dims(shape, wdims) -> list[int] | None:
+    """The dims a reduce-window sums whole (window = the dim, no padding, no dilation: one output
+    there) when every other dim has a window of 1 at stride 1 without padding: the reduce over
+    those dims (XLA CPU gives it to YNNPACK as one, measured on a 7x7 global average pool).  None
+    for any other window."""
+    dims = []
+    for d, (n, w) in enumerate(zip(shape, wdims)):
+        if w.window_dilation != 1 or w.base_dilation != 1 or w.padding_low or w.padding_high:
+            return None
+        if w.size == n and n > 1:
+            dims.append(d)
+        elif w.size != 1 or w.stride != 1:
+            return None
+    return dims or None
 
 
 def _library_window(x: np.ndarray, init: np.ndarray, wdims, types) -> bool:

@@ -27,6 +27,7 @@ from ...ir.shape import Shape
 from ...shapes.families.reduction import higher_precision
 from .. import computations as C
 from . import numerics
+from .. import ynn_sum
 from ..kernels import TINY, Fast, declare, flush, hardware_casts, operand_dtypes, shape_dtype, subnormals
 from ..registry import evaluator, prepares, rule_for
 from ..fpenv import flushing, hardware
@@ -723,9 +724,8 @@ def _bn_cast(v, dt):
 
 
 # At convnet sizes (from C.LIBRARY_REDUCE_MIN elements) XLA CPU hands batch norm's sums to YNNPACK
-# (a __ynn_fusion per reduce over every dim but the feature dim, no tree rewrite), whose order we
-# do not reproduce; its sums are accurate, and the f64 sum of the same f32 terms rounded once agrees
-# with them far more often than the windowed left fold (hlo_cli/SEMANTICS.md).  Those run blocked: per-channel f64 sums of blocks, each block's elementwise steps in
+# (a __ynn_fusion per reduce over every dim but the feature dim, no tree rewrite), whose order
+# ynn_sum reproduces (hlo_cli/SEMANTICS.md).  Those run blocked: per-channel sums in YNNPACK's order, each block's elementwise steps in
 # f32 in place while it is in cache, the blocks shared among the pool's threads (a block's result
 # does not depend on the thread that made it, and block sums are added in block order).  Smaller
 # inputs keep the reduce order of reduce_arrays (_xla_sum), exact where XLA folds sequentially.
@@ -742,6 +742,7 @@ class _Blocked:
         self.c = int(shape[fi])
         self.b = int(np.prod(shape[fi + 1:], dtype=np.int64))
         self.shape3 = (self.a, self.c, self.b)
+        self.lead = fi                  # dims before the feature dim (YNNPACK's order: one)
         if self.a >= 8:
             step = max(1, _BN_BLOCK // max(1, self.c * self.b))
             self.blocks = [(slice(i, min(i + step, self.a)), slice(None), slice(None))
@@ -787,15 +788,41 @@ class _Blocked:
                 a[sub] = np.copysign(np.zeros((), a.dtype), a[sub])
         return a
 
-    def sums(self, *fns) -> list[np.ndarray]:
-        """Per-feature f64 sums of each fn(block) (f32 or f64 terms), in one sweep over the
-        blocks; block sums added in block order."""
+    def sums(self, dt, *fns) -> list[np.ndarray]:
+        """Per-feature sums of each fn(block) (f32 or f64 terms, in that type) in YNNPACK's order
+        (ynn_sum), in one sweep over the blocks: each block's k1 terms while it is in cache,
+        then the rows' Kahan steps and the tiles' sums over all rows at once."""
+        if not ynn_sum.known(self.b, dt.itemsize) or self.lead > 1:
+            return self._f64_sums(*fns)
+        if self.a < 8:                  # blocks cut the planes: the whole array in one piece
+            whole = (slice(None), slice(None), slice(None))
+            parts = [[ynn_sum.row_terms(self._rows(fn(whole))) for fn in fns]]
+        else:
+            parts = self.run(lambda ix: [ynn_sum.row_terms(self._rows(fn(ix))) for fn in fns])
+
+        def finish(terms):
+            planes = ynn_sum.finish_rows(terms).reshape(self.a, self.c)
+            return ynn_sum.combine_planes(planes, self.b)
+        out = []
+        for k in range(len(fns)):
+            terms = np.concatenate([ps[k] for ps in parts], axis=0)
+            with np.errstate(all="ignore"):
+                out.append(flushing(finish, terms) if self.hw else flush(finish(terms)))
+        return out
+
+    def _f64_sums(self, *fns) -> list[np.ndarray]:
+        """Per-feature f64 sums of each fn(block), rounded to f32/f64 once: where YNNPACK's order
+        is not known (ynn_sum.known), the closest to its accurate sums."""
         parts = self.run(lambda ix: [np.einsum("acb->c", fn(ix), dtype=F64) for fn in fns])
         totals = [np.zeros(self.c, F64) for _ in fns]
         for ps in parts:
             for t, p in zip(totals, ps):
                 t += p
         return totals
+
+    def _rows(self, block):
+        """A (., C, B) block as rows of B elements (one per (a, c))."""
+        return np.ascontiguousarray(block).reshape(-1, self.b)
 
 
 def _fma(a, b, c, dt, out=None) -> np.ndarray:
@@ -906,7 +933,7 @@ def eval_batch_norm_training(inst, args, ec):
     def square(ix):
         xb = x3[ix]
         return bl.ftz(np.multiply(xb, xb))
-    sum_x, sum_x2 = (f.const(v) for v in bl.sums(lambda ix: x3[ix], square))
+    sum_x, sum_x2 = (f.const(v) for v in bl.sums(dt, lambda ix: x3[ix], square))
     mean = f(np.multiply, sum_x, inv_n)
     var = f.fma(sum_x2, inv_n, f(np.negative, f(np.multiply, mean, mean)))
     rs = f.rsqrt(f(np.add, var, eps))
@@ -987,7 +1014,7 @@ def eval_batch_norm_grad(inst, args, ec):
         np.subtract(x3[ix], mb, out=xm)
         bl.ftz(xm)
         return bl.ftz(np.multiply(xm, g3[ix]))
-    sum_g, sum_gxm = (f.const(v) for v in bl.sums(lambda ix: g3[ix], g_xm))
+    sum_g, sum_gxm = (f.const(v) for v in bl.sums(dt, lambda ix: g3[ix], g_xm))
     grad_scale = f(np.multiply, sum_gxm, rs)
     coef = f(np.multiply, f(np.multiply, sw, rs), inv_n)
     cb, sxb = (bl.wide(v, dt) for v in (coef, sum_gxm))

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import HloEvalError
 from ...ir.attributes import comparison_type
-from .. import computations as C
+from .. import computations as C, ynn_sum
 from ..fpenv import hardware
 from ..kernels import TINY, WITH_EC, Fast, declare, min_reduce, shape_dtype
 from ..registry import evaluator, prepares, rule_for
@@ -414,13 +414,20 @@ def _prepare_reduce(inst, ops, st):
         tiny = TINY[dt]
         scalar = out_shape == ()
 
+        swapped = red.kinds[0][1]
+        plain = all(xdims[d] <= C.TREE_WINDOW for d in dims)    # the rule folds whole rows
+        perm = tuple(keep + dims)
+        inplace = perm == tuple(range(len(xdims)))
+
         def fn(ec, x, i):
             r = uf.reduce(x, axis=axes, initial=i[()])
             if scalar:
                 r = np.asarray(r)
-            if not min_reduce(np.abs(r), axis=None) >= tiny:       # NaN, zero, subnormal: the rule
+            if min_reduce(np.abs(r), axis=None) >= tiny:
+                return r
+            if not plain or np.isnan(i[()]):
                 return rule(inst, [x, i], ec)
-            return r
+            return _minmax_repair(kind, swapped, x, i, r, inplace, perm, tiny, lambda: rule(inst, [x, i], ec))
         declare(fn, raw_minmax=(uf, axes, scalar))      # (loopgen.py)
         return Fast(fn, WITH_EC)                # (the rule keeps a lone subnormal winner's bits)
     if kind != "add" or hw is None:
@@ -470,8 +477,14 @@ def _prepare_reduce(inst, ops, st):
             return None
         return start
 
+    ynn = library and (not keep or keep == list(range(keep[0], keep[-1] + 1)))
+
     def flagged(x, i, start):
         """The sum from `start` (start_of), with the processor's FTZ/DAZ flags already set."""
+        s = ynn_sum.reduce_sum(x, dims) if ynn else None
+        if s is not None:               # YNNPACK's order (ynn_sum), then the init
+            r = add(i[()], s)
+            return r if r.__class__ is ndarray else np.asarray(r)
         for padded, split, perm, rows, stage_shape in stages:
             if padded is not None:
                 z = np.zeros(padded[0], dt)
@@ -500,6 +513,25 @@ def _prepare_reduce(inst, ops, st):
     if not stages and not library:      # (loopgen.py: one NumPy reduce, `final` in its operand's order)
         declare(fn, raw_fold=(None if final[0] == tuple(range(len(xdims))) else final[0], final[1], out_shape))
     return Fast(fn, WITH_EC, clean=True)
+
+
+def _minmax_repair(kind, swapped, x, i, r, inplace, perm, tiny, whole_rule):
+    """A max/min reduce's fast result `r` with its NaN, zero and subnormal outputs as the rule
+    gives them: NaN outputs by computations.minmax_nan_results (a few passes over their rows),
+    zero/subnormal ones (DAZ and the sign of zero decide there) by the rule's closed form on
+    their rows alone; the whole rule when those are many."""
+    rows = (x if inplace else np.transpose(x, perm)).reshape(r.size, -1)
+    flat = np.array(r, copy=True).reshape(-1)
+    nan = np.isnan(flat)
+    small = np.flatnonzero(~nan & ~(np.abs(flat) >= tiny))
+    if small.size * 8 > flat.size:
+        return whole_rule()
+    bad = np.flatnonzero(nan)
+    if bad.size:
+        flat[bad] = C.minmax_nan_results(kind, swapped, i[()], rows, bad)
+    if small.size:
+        flat[small] = C.fold_minmax_rows(kind, swapped, i[()], rows[small])
+    return flat.reshape(r.shape)
 
 
 @prepares("reduce-window")

@@ -1,0 +1,266 @@
+"""YNNPACK's float sums in their exact order: the f32/f64 add-reduces XLA CPU hands to YNNPACK
+(batch norm's statistics among them) give these bits (hlo_cli/SEMANTICS.md, "YNNPACK").
+
+An (A, C, B) array summed over A and B (C kept) is summed in two stages: each (a, c) row of B
+contiguous elements by the k1 kernel, then the (A, C) row sums over A by the kn kernel.  Both
+keep a three-level tree of accumulators that start at +0: level 0 takes the terms, a clock says
+when level 0 is added into level 1 (clock a multiple of 16) and level 1 into level 2 by a Kahan
+step (a multiple of 256; a non-finite Kahan error is dropped); at the end level 0 goes into
+level 1 and level 1 into level 2 once more.
+
+* k1 (`row_terms`, `finish_rows`): L lanes (16 f32, 8 f64: 64 bytes).  The row is read in chunks
+  of 4 L elements; a chunk's L-lane term is ((c0 + c1) + c2) + c3 of its four L-element parts (a
+  short last chunk reads zeros).  While at least 16 L elements remain, four chunks go into level
+  0 and the clock moves by 4 L; then each whole chunk left moves it by L; the short chunk goes
+  into level 0 last.  The row's sum is level 2's lanes added by halves (lanes [0, L/2) +
+  [L/2, L), and again, down to one).
+* kn (`column_sums`): four rows at a time, ((r0 + r1) + r2) + r3 from +0, go into level 0 and
+  move the clock by 4; the last rows (fewer than four) go into level 0 at the end; k <= 4 rows
+  are just added in order.
+* The batch dim A is cut into tiles of TILE_BYTES of input (`tile_rows` planes, at least one):
+  a tile's k1 row sums are added in order into its (C,) buffer from +0, and the tiles' buffers
+  summed by the kn kernel (`combine_planes`); with B == 1 (only leading dims reduced) each
+  tile's rows are summed by the kn kernel instead.  Measured with A one dim (B any number of
+  dims); rows longer than a tile and several leading reduced dims (NHWC's N, H, W) are cut
+  otherwise (not reproduced).
+
+The chunk terms are formed vectorized over the whole row; the tree's steps run once per 256
+clock ticks, over all rows at once.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def lanes(dt) -> int:
+    """YNNPACK's accumulator width for the k1 sum: 64 bytes of `dt`."""
+    return 64 // np.dtype(dt).itemsize
+
+
+def _kahan(a, acc, err):
+    """acc + a with Kahan's correction `err`; a non-finite error is dropped (YNNPACK)."""
+    y = a - err
+    t = acc + y
+    e = (t - acc) - y
+    bad = ~np.isfinite(e)
+    if bad.any():
+        e[bad] = 0
+    return t, e
+
+
+def _halves(v):
+    """The lanes (last axis) added by halves down to one."""
+    while v.shape[-1] > 1:
+        h = v.shape[-1] // 2
+        v = v[..., :h] + v[..., h:]
+    return v[..., 0]
+
+
+def _four(parts):
+    """((p0 + p1) + p2) + p3 along axis -2 (of length 4)."""
+    s = parts[..., 0, :] + parts[..., 1, :]
+    s += parts[..., 2, :]
+    s += parts[..., 3, :]
+    return s
+
+
+def _short_chunk(part: np.ndarray, n_l: int) -> np.ndarray:
+    """The L-lane term of a short last chunk (rem < 4 L columns of `part`, zeros after them):
+    lane l adds columns l, L + l, 2 L + l, 3 L + l in order, from +0; computed column-wise on the
+    transposed part (NumPy's loops over a few strided lanes per row are slow)."""
+    return _short_lanes(part, n_l).T
+
+
+def _short_lanes(part: np.ndarray, n_l: int) -> np.ndarray:
+    """_short_chunk's lanes, lane-major: (L, m)."""
+    m, rem = part.shape
+    t = np.ascontiguousarray(part.T)                 # (rem, m)
+    lanes_t = np.zeros((n_l, m), part.dtype)
+    for l in range(min(n_l, rem)):
+        acc = lanes_t[l]
+        for j in range(l, rem, n_l):
+            acc = acc + t[j]
+        lanes_t[l] = acc
+    return lanes_t
+
+
+def row_terms(rows: np.ndarray) -> np.ndarray:
+    """The k1 kernel's level-2 (Kahan) terms of each row of the 2-D f32/f64 array `rows`:
+    (m, steps, L); `finish_rows` adds them up."""
+    dt = rows.dtype
+    m, k = rows.shape
+    n_l = lanes(dt)
+    nk4 = 4 * n_l
+    full = k // nk4
+    rem = k - full * nk4
+    groups = full // 4 if k >= 16 * n_l else 0
+    loc = _four(rows[:, :full * nk4].reshape(m, full, 4, n_l)) + dt.type(0) if full else None
+    zero = np.zeros((m, n_l), dt)
+    acc0 = acc1 = zero
+    terms = []
+    if groups:
+        # a group moves the clock by 4 L (a multiple of 16): level 0 holds one group and
+        # empties into level 1 after it; level 1 empties into level 2 every `per` groups
+        g = _four(loc[:, :4 * groups].reshape(m, groups, 4, n_l)) + dt.type(0)
+        per = 256 // nk4
+        whole = groups // per
+        if whole:
+            sup = g[:, :whole * per].reshape(m, whole, per, n_l)
+            s = sup[:, :, 0] + dt.type(0)
+            for i in range(1, per):
+                s = s + sup[:, :, i]
+            terms.append(s)
+        for j in range(whole * per, groups):
+            acc1 = acc1 + g[:, j]
+    clock = groups * nk4
+    for j in range(4 * groups, full):
+        # fewer than four chunks are left: the clock (groups * 4 L + j L) can reach a
+        # multiple of 16 here but not one of 256 (no Kahan step before the end)
+        acc0 = acc0 + loc[:, j]
+        clock += n_l
+        if clock % 16 == 0:
+            acc1, acc0 = acc1 + acc0, zero
+    if rem:
+        acc0 = acc0 + _short_chunk(rows[:, full * nk4:], n_l)
+    terms.append((acc1 + acc0)[:, None])
+    return np.concatenate(terms, axis=1)
+
+
+def finish_rows(terms: np.ndarray) -> np.ndarray:
+    """Each row's k1 sum from its `row_terms` (rows of several calls may be concatenated)."""
+    if terms.shape[1] == 1:             # one Kahan step from +0 adds the term exactly
+        return _halves(terms[:, 0] + terms.dtype.type(0)) + terms.dtype.type(0)
+    zero = np.zeros(terms[:, 0].shape, terms.dtype)
+    acc, err = zero, zero.copy()
+    for j in range(terms.shape[1]):
+        acc, err = _kahan(terms[:, j], acc, err)
+    return _halves(acc) + terms.dtype.type(0)
+
+
+def row_sums(rows: np.ndarray) -> np.ndarray:
+    """YNNPACK's k1 sum of each row of the 2-D f32 or f64 array `rows`."""
+    n_l = lanes(rows.dtype)
+    if rows.shape[1] < 4 * n_l:         # one short chunk: its lanes added by halves, lane-major
+        v = _short_lanes(rows, n_l) + rows.dtype.type(0)
+        while v.shape[0] > 1:
+            h = v.shape[0] // 2
+            v = v[:h] + v[h:]
+        return v[0] + rows.dtype.type(0)
+    return finish_rows(row_terms(rows))
+
+
+class _Tree:
+    """YNNPACK's three-level accumulator tree over vectors of one shape (module docstring)."""
+
+    def __init__(self, zero):
+        self.zero = zero
+        self.acc0 = self.acc1 = self.acc2 = zero
+        self.err = zero.copy()
+        self.clock = 0
+
+    def kahan(self):
+        self.acc2, self.err = _kahan(self.acc1, self.acc2, self.err)
+        self.acc1 = self.zero
+
+    def add(self, term, ticks):
+        """A term into level 0, then the clock moves by `ticks`."""
+        self.acc0 = self.acc0 + term
+        self.clock += ticks
+        if self.clock % 16 == 0:
+            self.acc1 = self.acc1 + self.acc0
+            self.acc0 = self.zero
+            if self.clock % 256 == 0:
+                self.kahan()
+
+    def close(self, term=None):
+        if term is not None:
+            self.acc0 = self.acc0 + term
+        self.acc1 = self.acc1 + self.acc0
+        self.kahan()
+        return self.acc2
+
+
+def column_sums(a: np.ndarray) -> np.ndarray:
+    """YNNPACK's kn sum over the first axis of the 2-D array `a`."""
+    k, n = a.shape
+    zero = np.zeros(n, a.dtype)
+
+    def part(rows):
+        s = zero
+        for r in rows:
+            s = s + r
+        return s
+    if k <= 4:
+        return part(a)
+    tree = _Tree(zero)
+    for j in range(0, k - 3, 4):
+        tree.add(part(a[j:j + 4]), 4)
+    return tree.close(part(a[k - k % 4:]) if k % 4 else None) + a.dtype.type(0)
+
+
+# the batch dim A is cut into tiles of about this many bytes of input
+TILE_BYTES = 1 << 17
+
+
+def known(b: int, itemsize: int) -> bool:
+    """True when the order is known: rows of B elements within one tile (longer rows are cut
+    into pieces whose rule was not measured)."""
+    return b * itemsize <= TILE_BYTES
+
+
+def tile_rows(c: int, b: int, itemsize: int) -> int:
+    """How many (C, B) planes of the batch dim one tile holds."""
+    return max(1, TILE_BYTES // max(1, c * b * itemsize))
+
+
+def combine_planes(planes: np.ndarray, b: int) -> np.ndarray:
+    """The (C,) total of the (A, C) k1 row sums `planes` of planes of B elements (B == 1: the
+    elements themselves): per tile the k1 row sums added in order from +0 (B == 1: the tile's
+    rows by the kn kernel), then the tiles' sums by the kn kernel."""
+    a, c = planes.shape
+    step = tile_rows(c, b, planes.dtype.itemsize)
+    zero = np.zeros(c, planes.dtype)
+    tiles = []
+    for i in range(0, a, step):
+        if b == 1:
+            tiles.append(column_sums(planes[i:i + step]))
+            continue
+        s = zero
+        for r in planes[i:i + step]:
+            s = s + r
+        tiles.append(s)
+    return column_sums(np.stack(tiles)) if len(tiles) > 1 else tiles[0]
+
+
+def acb_sums(x3: np.ndarray, map_rows=None) -> np.ndarray:
+    """YNNPACK's sum of the (A, C, B) array `x3` over A and B: (C,).  `map_rows(fn, rows)`, if
+    given, returns [fn(block) for the row blocks of `rows`, in order] (rows are independent: a
+    pool may compute the blocks)."""
+    a, c, b = x3.shape
+    if b == 1:
+        return combine_planes(x3[:, :, 0], 1)
+    rows = np.ascontiguousarray(x3).reshape(a * c, b)
+    sums = row_sums(rows) if map_rows is None else np.concatenate(map_rows(row_sums, rows))
+    return combine_planes(sums.reshape(a, c), b)
+
+
+def reduce_sum(x: np.ndarray, dims, map_rows=None) -> np.ndarray | None:
+    """YNNPACK's sum (from +0, no init) of the f32/f64 array `x` over `dims`, shaped as the kept
+    dims, when the kept dims are one run of neighbouring dims (or none) after at most one
+    reduced dim: then `x` is an (A, C, B) array summed over A and B.  None otherwise (reduced
+    dims between kept ones, several leading reduced dims: NHWC's (0, 1, 2) is tiled otherwise,
+    or rows longer than a tile: `known`)."""
+    keep = [d for d in range(x.ndim) if d not in set(dims)]
+    out_shape = tuple(x.shape[d] for d in keep)
+    if not keep:
+        a, c, b = 1, 1, x.size
+    elif keep != list(range(keep[0], keep[-1] + 1)) or keep[0] > 1:
+        return None                     # reduced dims between kept ones, or several leading ones
+    else:
+        a = int(np.prod(x.shape[:keep[0]], dtype=np.int64))
+        c = int(np.prod(out_shape, dtype=np.int64))
+        b = int(np.prod(x.shape[keep[-1] + 1:], dtype=np.int64))
+    if not known(b, x.dtype.itemsize):
+        return None
+    with np.errstate(all="ignore"):
+        return acb_sums(np.ascontiguousarray(x).reshape(a, c, b), map_rows).reshape(out_shape)

@@ -1,0 +1,206 @@
+"""YNNPACK's summation order (hlo_cli/interpreter/ynn_sum.py): the vectorized sums equal a plain
+step-by-step simulation of the kernels bit for bit (hypothesis, finite and NaN/Inf-filled rows),
+and XLA CPU's add-reduces and batch-norm statistics bit for bit (slow: XLA live)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from hlo_cli.interpreter import ynn_sum
+
+F32 = np.float32
+
+
+def _kahan(a, acc, err):
+    y = a - err
+    t = acc + y
+    e = (t - acc) - y
+    return t, np.where(np.isfinite(e), e, np.zeros_like(e))
+
+
+class _Tree:
+    """The kernels' accumulator tree, one term at a time."""
+
+    def __init__(self, shape, dt):
+        self.z = np.zeros(shape, dt)
+        self.a0 = self.a1 = self.a2 = self.err = self.z
+        self.clock = 0
+
+    def add(self, term, ticks):
+        self.a0 = self.a0 + term
+        self.clock += ticks
+        if self.clock % 16 == 0:
+            self.a1, self.a0 = self.a1 + self.a0, self.z
+            if self.clock % 256 == 0:
+                self.a2, self.err = _kahan(self.a1, self.a2, self.err)
+                self.a1 = self.z
+
+    def close(self):
+        self.a1 = self.a1 + self.a0
+        self.a2, self.err = _kahan(self.a1, self.a2, self.err)
+        return self.a2
+
+
+def _simulated_row(row):
+    """The k1 kernel on one row, chunk by chunk."""
+    dt = row.dtype
+    n_l = 64 // dt.itemsize
+    nk4 = 4 * n_l
+    padded = np.zeros(-(-max(len(row), 1) // nk4) * nk4, dt)
+    padded[:len(row)] = row
+
+    def chunk(i):
+        p = padded[i * nk4:(i + 1) * nk4].reshape(4, n_l)
+        return ((np.zeros(n_l, dt) + p[0] + p[1]) + p[2]) + p[3]
+    tree, k, i = _Tree(n_l, dt), len(row), 0
+    while k >= 16 * n_l:
+        for _ in range(4):
+            tree.a0 = tree.a0 + chunk(i)
+            i += 1
+        k -= 16 * n_l
+        tree.add(np.zeros(n_l, dt), 4 * n_l)
+    while k >= nk4:
+        tree.add(chunk(i), n_l)
+        i += 1
+        k -= nk4
+    if k:
+        tree.a0 = tree.a0 + chunk(i)
+    v = tree.close()
+    while len(v) > 1:
+        v = v[:len(v) // 2] + v[len(v) // 2:]
+    return dt.type(0) + v[0]
+
+
+def _simulated_columns(a):
+    """The kn kernel over the rows of `a`, four rows at a time."""
+    k, n = a.shape
+    z = np.zeros(n, a.dtype)
+    if k <= 4:
+        s = z
+        for r in a:
+            s = s + r
+        return s
+    tree, i = _Tree(n, a.dtype), 0
+    while k - i >= 4:
+        tree.add(((z + a[i] + a[i + 1]) + a[i + 2]) + a[i + 3], 4)
+        i += 4
+    s = z
+    for r in a[i:]:
+        s = s + r
+    tree.a0 = tree.a0 + s
+    return z + tree.close()
+
+
+def _values(draw_seed, shape, dt, hostile):
+    rng = np.random.default_rng(draw_seed)
+    x = (rng.standard_normal(shape) * 10 + 3).astype(dt)
+    if hostile:
+        flat = x.reshape(-1)
+        for v in (np.nan, np.inf, -np.inf):
+            flat[rng.random(flat.size) < hostile] = v
+    return x
+
+
+def _same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return np.array_equal(np.isnan(a), np.isnan(b)) and bool(np.all((a == b) | np.isnan(a)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 2500), st.integers(1, 5), st.sampled_from([F32, np.float64]),
+       st.sampled_from([0.0, 0.001, 0.05]), st.integers(0, 2**31))
+def test_row_sums_equal_the_kernel_step_by_step(k, m, dt, hostile, seed):
+    rows = _values(seed, (m, k), dt, hostile)
+    with np.errstate(all="ignore"):
+        got = ynn_sum.row_sums(rows)
+        want = np.array([_simulated_row(r) for r in rows])
+    assert _same(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 700), st.integers(1, 9), st.sampled_from([F32, np.float64]),
+       st.sampled_from([0.0, 0.01]), st.integers(0, 2**31))
+def test_column_sums_equal_the_kernel_step_by_step(k, n, dt, hostile, seed):
+    a = _values(seed, (k, n), dt, hostile)
+    with np.errstate(all="ignore"):
+        assert _same(ynn_sum.column_sums(a), _simulated_columns(a))
+
+
+def test_nan_and_inf_spread_as_in_any_order():
+    """A NaN term, or +inf and -inf terms, make the sum NaN; one-signed infs make it inf."""
+    x = np.ones((3, 2, 300), F32)
+    x[0, 0, 5] = np.nan
+    x[1, 1, 7], x[2, 1, 9] = np.inf, -np.inf
+    x[2, 0, 3] = np.inf
+    with np.errstate(all="ignore"):
+        s = ynn_sum.acb_sums(x)
+    assert np.isnan(s).tolist() == [True, True]
+    y = np.ones((3, 2, 300), F32)
+    y[:, 1, 4] = -np.inf
+    assert ynn_sum.acb_sums(y).tolist() == [900.0, -np.inf]
+
+
+def test_tiles_follow_the_input_bytes():
+    assert ynn_sum.tile_rows(320, 49, 4) == 2           # MobileNetV2's f32[96,320,7,7]
+    assert ynn_sum.tile_rows(1280, 49, 4) == 1
+    assert ynn_sum.tile_rows(160, 49, 8) == 2
+    assert ynn_sum.tile_rows(1 << 20, 1, 4) == 1
+
+
+def test_reduce_sum_needs_kept_dims_together():
+    x = np.ones((4, 5, 6), F32)
+    assert ynn_sum.reduce_sum(x, [1]) is None
+    assert ynn_sum.reduce_sum(x, [0, 2]).tolist() == [24.0] * 5
+    assert ynn_sum.reduce_sum(x, [0, 1, 2]).shape == ()
+    assert ynn_sum.reduce_sum(np.ones(40000, F32), [0]) is None      # rows longer than a tile
+    assert ynn_sum.reduce_sum(np.ones((4, 5, 6, 7), F32), [0, 1, 2]) is None   # NHWC's N, H, W
+
+
+# ------------------------------------------------------------------ XLA live
+
+SHAPES = [((96, 320, 49), (0, 2)), ((96, 100, 49), (0, 2)), ((40, 24, 3136), (0, 2)),
+          ((17, 50, 300), (0, 2)), ((1100, 8, 5), (0, 2)), ((3, 1000, 60), (0, 2)),
+          ((96, 1000), (0,)), ((5000, 3), (0,)), ((64, 1280, 49), (2,)), ((16000,), (0,))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dt", [F32, np.float64])
+@pytest.mark.parametrize("shape,dims", SHAPES)
+def test_reduce_sum_is_xla_bit_for_bit(shape, dims, dt):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_enable_x64", True)
+    x = _values(7, shape, dt, 0.0)
+    want = np.asarray(jax.jit(lambda a: jnp.sum(a, axis=dims))(x))
+    got = ynn_sum.reduce_sum(x, dims)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.slow
+def test_batch_norm_statistics_and_nan_channels_are_xla_bit_for_bit():
+    """Nearly constant channels of large values: the one-pass variance rounds negative in some,
+    whose normalized outputs are NaN; mean, variance and the NaN channels as XLA CPU's."""
+    pytest.importorskip("jax")
+    from hlo_cli.interpreter import run
+    from hlo_cli.parser import parse
+    from hlo_cli.tools.xla_reference import XlaExecutable
+    shape = (32, 24, 28, 28)
+    text = """HloModule m
+ENTRY e {
+  x = f32[32,24,28,28] parameter(0)
+  s = f32[24] parameter(1)
+  o = f32[24] parameter(2)
+  ROOT b = (f32[32,24,28,28], f32[24], f32[24]) batch-norm-training(x, s, o), epsilon=1e-05, feature_index=1
+}"""
+    rng = np.random.default_rng(5)
+    level = rng.uniform(20, 80, (1, 24, 1, 1)).astype(F32)
+    x = (level + F32(1e-5) * rng.standard_normal(shape)).astype(F32)
+    s, o = rng.standard_normal(24).astype(F32), rng.standard_normal(24).astype(F32)
+    want = [np.asarray(v) for v in XlaExecutable(text)([x, s, o])]
+    got = run(parse(text, "m"), x, s, o)
+    assert np.isnan(want[0]).any() and not np.isnan(want[0]).all()
+    assert np.array_equal(np.isnan(got[0]), np.isnan(want[0]))
+    for g, w in zip(got[1:], want[1:]):
+        assert np.array_equal(np.asarray(g).view(np.uint32), w.view(np.uint32))

@@ -4,7 +4,10 @@
   (hypothesis), with DAZ/FTZ;
 * live against XLA CPU (slow): each pattern of SEMANTICS.md's "FMA contraction" jitted by JAX, its
   text before and after XLA's optimizations run by hlo on every execution path (compiled steps,
-  tier-2 code, fused regions, the generic loop under a hook) and compared bit for bit.
+  tier-2 code, fused regions, the generic loop under a hook) and compared bit for bit;
+* the fast forms: the bare f32 FMA under the processor's flags (float runs, loop mode) against
+  `fma` and exact rationals, f64 double-rounding cases, the FMA steps inside one float run;
+  `HLO_FMA=0` (two roundings).
 """
 from __future__ import annotations
 

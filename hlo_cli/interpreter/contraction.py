@@ -35,8 +35,8 @@ import os
 import numpy as np
 
 from ..ir.opcodes import ELEMENTWISE, has_trait
-from .kernels import Fast, declare, flag_free, hardware_casts
-from .ops.elementwise import fma, fma_bare
+from .kernels import Fast, declare, flag_free
+from .ops.elementwise import fma, fma_kernel
 from .per_module import cached
 from .schedule import free_after
 from .values import np_dtype
@@ -261,12 +261,7 @@ def _prepare_fma(negate_product: bool, negate_addend: bool):
         dt = np_dtype(inst.shape)
         if dt not in (np.float32, np.float64) or len(ops) != 3:
             return None
-
-        def fn(a, b, c):
-            return fma(a, b, c, negate_product, negate_addend)
-        if dt == np.float32 and hardware_casts():
-            declare(fn, hw_ufunc=fma_bare(negate_product, negate_addend))
-        return Fast(fn, clean=True, elementwise=True)
+        return Fast(fma_kernel(negate_product, negate_addend, dt), clean=True, elementwise=True)
     return prep
 
 

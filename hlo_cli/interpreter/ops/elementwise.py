@@ -1347,6 +1347,31 @@ def fma_bare(negate_product: bool, negate_addend: bool):
 _BARE: dict = {}
 
 
+def fma_kernel(negate_product: bool, negate_addend: bool, dt):
+    """The kernel of a compiled FMA step of dtype `dt` (f32 or f64): `fma`'s bits; for f32 where
+    the processor's flags apply to conversions, the bare form under the flags with a NaN check
+    (a NaN: `fma` again, for the rule's NaN signs), declared as its ``hw_ufunc``."""
+    if not (dt == F32 and hardware_casts()):
+        def fn(a, b, c):
+            return fma(a, b, c, negate_product, negate_addend)
+        return fn
+    bare = fma_bare(negate_product, negate_addend)
+    fset, on, off = hardware()
+
+    def fn(a, b, c):
+        fset(on)
+        try:
+            r = bare(a, b, c)
+        finally:
+            fset(off)
+        if r.size:
+            low = min_reduce(r, axis=None)
+            if low != low:
+                return fma(a, b, c, negate_product, negate_addend)
+        return r
+    return declare(fn, hw_ufunc=bare)
+
+
 def _midpoints(s, a, b, c, negate_product, negate_addend):
     """The f64 sums `s` that lie exactly halfway between two f32 values moved one f64 ulp towards
     the exact value (the sign of the f64 sum's error, TwoSum), so that rounding them to f32 once

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -46,10 +47,9 @@ ENTRY main {{
 
 
 def _switch(on: bool):
-    """Contraction on or off for the modules prepared from now on (the two call sites)."""
-    from hlo_cli.interpreter import compiler, contraction, evaluator
-    fn = contraction.contract if on else (lambda plan, module: None)
-    compiler.contract = evaluator.contract = fn
+    """Contraction on or off for the modules prepared from now on (``HLO_FMA``, read when a
+    computation is prepared)."""
+    os.environ["HLO_FMA"] = "1" if on else "0"
 
 
 def _time(text, args, repeat, on: bool):

@@ -486,7 +486,8 @@ def _prepare_steps(plan, static, check: bool, lv):
         if folded is not None:
             kind, pay = FOLDED, folded
         else:
-            fast = prepare(inst, ops, static)
+            own = capabilities(plan.rules[k]).prepare   # (a rule's own stage: contraction.py)
+            fast = prepare(inst, ops, static) if own is None else own(inst, ops, static)
             static.record(k, inst, None, fast, plan.rules[k])
             if fast is None:
                 kind, pay = RULE, plan.rules[k]

@@ -30,10 +30,13 @@ loops, --profile, hooks) gives the same bits.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..ir.opcodes import ELEMENTWISE, has_trait
-from .ops.elementwise import fma
+from .kernels import Fast, declare, flag_free
+from .ops.elementwise import fma, fma_kernel
 from .per_module import cached
 from .schedule import free_after
 from .values import np_dtype
@@ -45,11 +48,20 @@ _LOOP_FUSIBLE_MOVES = frozenset({"broadcast", "reshape", "bitcast", "transpose",
 _CLOSURE_MAX = 512                  # instructions followed downstream before giving up (no contraction)
 
 
+ENV = "HLO_FMA"
+
+
+def enabled() -> bool:
+    """Whether runs contract multiply-adds as XLA CPU does (`HLO_FMA=0` turns it off: each multiply
+    and add rounded on its own, faster, not XLA's bits); read when a computation is prepared."""
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def contract(plan, module, keep_products: bool = False) -> None:
     """Rewrite `plan` in place so that each add/subtract XLA CPU contracts runs as one FMA.
     A multiply (or negate of one) that nothing reads any more computes nothing unless
     `keep_products` (the generic loop keeps them: its hooks see every instruction's value)."""
-    if module is None:
+    if module is None or not enabled():
         return
     fused = plan.comp.name in fused_computations(module)
     found = contractions(plan, fused)
@@ -104,6 +116,16 @@ def _unread_rule(inst, args, ec):
 
 
 _unread_rule.ftz_result = True
+
+
+def _prepare_unread(inst, ops, st):
+    """The compiled step of an unread product: its placeholder, no float arithmetic (a run of float
+    steps under the processor's flags goes on across it)."""
+    value = _unread_rule(inst, [], None)
+    return Fast(flag_free(lambda: value), clean=True)
+
+
+declare(_unread_rule, prepare=_prepare_unread)
 
 
 def fused_computations(module) -> frozenset:
@@ -230,6 +252,19 @@ def _loop_fusible(opcode: str) -> bool:
     return has_trait(opcode, ELEMENTWISE) or opcode in _LOOP_FUSIBLE_MOVES
 
 
+def _prepare_fma(negate_product: bool, negate_addend: bool):
+    """The prepare stage of a contracted add/subtract (operands a, b, addend): a PURE elementwise
+    kernel (fused regions take it); for f32 where the processor's flags read subnormals as zeros in
+    conversions, declared with its bare form under the flags (``hw_ufunc``), so that it joins the
+    compiler's runs of float steps and the loop mode's bare arithmetic."""
+    def prep(inst, ops, st):
+        dt = np_dtype(inst.shape)
+        if dt not in (np.float32, np.float64) or len(ops) != 3:
+            return None
+        return Fast(fma_kernel(negate_product, negate_addend, dt), clean=True, elementwise=True)
+    return prep
+
+
 def _etype(inst):
     s = inst.shape
     return None if s.is_tuple else s.element_type
@@ -252,6 +287,8 @@ def fma_rule(negate_product: bool, negate_addend: bool, addend: int | None = Non
             def rule(inst, args, ec):
                 return fma(args[2], args[3], args[addend], negate_product, negate_addend)
         rule.__name__ = "eval_fma"
+        if addend is None:                  # the compiled path's operands: its own kernel
+            declare(rule, prepare=_prepare_fma(negate_product, negate_addend))
         rule.elementwise = True             # element i from element i of the operands (fused regions)
         rule.ftz_result = True              # results hold no subnormals (the compiler's "clean")
         _RULES[key] = rule

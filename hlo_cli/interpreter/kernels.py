@@ -293,7 +293,10 @@ class Capabilities:
     where       a dynamic-(update-)slice's start-index reader, for in-place code (ops/indexing.py)
     flag_free   does no float arithmetic (a view): may run inside a run of float steps with the flags
                 set (ops/shape_ops.py)
-    callee      a call's compiled computation, which the compiler may inline (ops/control.py)"""
+    callee      a call's compiled computation, which the compiler may inline (ops/control.py)
+    prepare     declared on an evaluation rule: its own prepare stage, (inst, ops, st) -> Fast or None,
+                used by the compiler in place of the opcode's (a contracted add is an FMA and an
+                unread product a placeholder: contraction.py)"""
     hw_ufunc: object = None
     raw_unary: object = None
     raw_dot: tuple | None = None
@@ -303,6 +306,7 @@ class Capabilities:
     where: object = None
     flag_free: bool = False
     callee: object = None
+    prepare: object = None
 
 
 NOTHING_DECLARED = Capabilities()

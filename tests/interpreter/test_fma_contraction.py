@@ -4,7 +4,10 @@
   (hypothesis), with DAZ/FTZ;
 * live against XLA CPU (slow): each pattern of SEMANTICS.md's "FMA contraction" jitted by JAX, its
   text before and after XLA's optimizations run by hlo on every execution path (compiled steps,
-  tier-2 code, fused regions, the generic loop under a hook) and compared bit for bit.
+  tier-2 code, fused regions, the generic loop under a hook) and compared bit for bit;
+* the fast forms: the bare f32 FMA under the processor's flags (float runs, loop mode) against
+  `fma` and exact rationals, f64 double-rounding cases, the FMA steps inside one float run;
+  `HLO_FMA=0` (two roundings).
 """
 from __future__ import annotations
 
@@ -37,10 +40,21 @@ def exact_fma(a, b, c, dt):
     if exact == 0:
         with np.errstate(all="ignore"):
             return dt.type(a * b + c) if a * b == -c else dt.type(0.0)
-    r = _round(exact, dt)
-    if r != 0 and abs(r) < np.finfo(dt).tiny:
-        r = dt.type(0.0) * np.sign(r)
-    return r
+    if _tiny(exact, dt):
+        return dt.type(-0.0) if exact < 0 else dt.type(0.0)
+    return _round(exact, dt)
+
+
+def _tiny(q: Fraction, dt) -> bool:
+    """x86's FTZ test: `q` rounded to the type's precision with an unbounded exponent is below the
+    smallest normal (tininess after rounding: XLA CPU's f32 a*b-c is -0.0 for 2^-24, 2^-126, 2^-126,
+    whose exact value 2^-150 below 2^-126 rounds to 2^-126 only in the bounded format)."""
+    m = abs(q)
+    e = m.numerator.bit_length() - m.denominator.bit_length()
+    if Fraction(2) ** e > m:
+        e -= 1
+    unit = Fraction(2) ** (e - (24 if dt == F32 else 53) + 1)
+    return round(m / unit) * unit < Fraction(float(np.finfo(dt).tiny))
 
 
 def _round(q: Fraction, dt):
@@ -118,6 +132,26 @@ def test_fma_edge_values(dt):
             assert np.isnan(got[i]) and np.signbit(got[i]), (a[i], b[i], c[i])    # x86's default NaN
         else:
             assert _same_bits(got[i], want), (a[i], b[i], c[i], got[i], want)
+
+
+def test_f64_double_rounding_cases():
+    """f64 products whose low part puts the sum on (or next to) a tie of the final rounding, with
+    addends that push it either way or cancel the high part (the round-to-odd step decides), in
+    one block and across blocks, each sign variant."""
+    r = np.random.default_rng(11)
+    n = (1 << 14) + 300
+    a = 1 + r.integers(0, 1 << 26, n) * 2.0 ** -26
+    b = 1 + r.integers(0, 1 << 26, n) * 2.0 ** -27
+    c = r.choice([1.0, -1.0], n) * 2.0 ** r.integers(-200, 3, n).astype(float)
+    c[::7] = -(a[::7] * b[::7])                  # cancellation: the low part is the result
+    c[::11] = 0.0
+    for signs in ((False, False), (True, False), (False, True), (True, True)):
+        with np.errstate(all="ignore"):
+            got = fma(a, b, c, *signs)
+        idx = np.r_[0:600, n - 400:n]
+        want = np.array([exact_fma(-a[i] if signs[0] else a[i], b[i], -c[i] if signs[1] else c[i], F64)
+                         for i in idx])
+        assert got[idx].tobytes() == want.tobytes(), signs
 
 
 def test_fma_f64_far_ranges():
@@ -313,3 +347,132 @@ ENTRY main {
     assert np.asarray(got).tobytes() == run(text, a, b, c).tobytes()
     want = np.array([exact_fma(-x, y, z, F32) for x, y, z in zip(a, b, c)], np.float32)
     assert np.asarray(got).tobytes() == want.tobytes()
+
+
+# ============================================================================ the fast forms
+
+def _bare(negate_product, negate_addend, a, b, c):
+    """The bare f32 FMA (ops/elementwise.fma_bare) with the processor's flags set, as a run of
+    float steps calls it."""
+    from hlo_cli.interpreter.fpenv import hardware
+    from hlo_cli.interpreter.ops.elementwise import fma_bare
+    fset, on, off = hardware()
+    fset(on)
+    try:
+        return fma_bare(negate_product, negate_addend)(a, b, c)
+    finally:
+        fset(off)
+
+
+def _needs_casts():
+    from hlo_cli.interpreter.kernels import hardware_casts
+    if not hardware_casts():
+        pytest.skip("the processor's flags do not apply to NumPy's conversions here (no bare FMA)")
+
+
+@pytest.mark.parametrize("signs", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("n", [1, 300, (1 << 14) + 77], ids=["one", "small", "blocks"])
+def test_bare_f32_fma_has_fmas_bits(signs, n):
+    """Under the flags the bare form gives `fma`'s bits but for NaN signs, subnormal operands and
+    results included, on edge values, midpoint cases and random ones, in one block and in many."""
+    _needs_casts()
+    fi = np.finfo(np.float32)
+    edge = np.array([0.0, -0.0, 1.0, -1.0, fi.tiny, -fi.tiny, fi.tiny / 4, -fi.tiny / 4, fi.max, -fi.max,
+                     fi.eps, 1 + fi.eps, 3.0, 1e-20, np.inf, -np.inf, 1 + 2 ** -12], np.float32)
+    r = np.random.default_rng(n)
+    a, b, c = (r.choice(edge, n) * r.choice([1, r.standard_normal()], n).astype(np.float32) for _ in range(3))
+    mid = r.random(n) < 0.3                  # products near f32 midpoints, tiny addends
+    a[mid] = (1 + r.integers(0, 1 << 12, mid.sum()) * 2.0 ** -12).astype(np.float32)
+    b[mid] = (1 + r.integers(0, 1 << 12, mid.sum()) * 2.0 ** -12).astype(np.float32)
+    c[mid] = (r.standard_normal(mid.sum()) * 2.0 ** -40).astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = fma(a, b, c, *signs)
+    got = _bare(*signs, a, b, c)
+    nan = np.isnan(want)
+    assert (np.isnan(got) == nan).all()
+    assert got[~nan].tobytes() == want[~nan].tobytes()
+    if n < 400:
+        for i in np.flatnonzero(~nan):
+            p, q = (-a[i] if signs[0] else a[i]), b[i]
+            assert _same_bits(got[i], exact_fma(p, q, -c[i] if signs[1] else c[i], F32)), i
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_bare_f32_fma_is_rounded_once(data):
+    _needs_casts()
+    a, b, c = (np.float32(data.draw(_floats(F32))) for _ in range(3))
+    got = _bare(False, True, np.array([a]), np.array([b]), np.array([c]))[0]
+    assert _same_bits(got, exact_fma(a, b, -c, F32)), (a, b, c, got)
+
+
+_RUN = """HloModule r
+ENTRY main {
+  a = f32[64] parameter(0)
+  b = f32[64] parameter(1)
+  c = f32[64] parameter(2)
+  m = f32[64] multiply(a, b)
+  s = f32[64] add(m, c)
+  d = f32[64] divide(s, b)
+  n = f32[64] multiply(d, c)
+  t = f32[64] subtract(a, n)
+  ROOT u = f32[64] add(t, s)
+}
+"""
+
+
+def test_fma_steps_join_float_runs():
+    """The contracted steps are PURE kernels with a bare form (kernels.Capabilities.hw_ufunc): the
+    compiler's run of float steps under one setting of the flags goes through them (one run: the
+    unread products are placeholders that do no float arithmetic), and every tier gives the FMA's
+    bits."""
+    _needs_casts()
+    from hlo_cli import parse
+    from hlo_cli.interpreter.compiler import _float_runs, compiled
+    from hlo_cli.interpreter.kernels import PURE, capabilities
+    module = parse(_RUN)
+    c = compiled(module, "main", True)
+    fmas = [st for st in c.steps if st.inst.name in ("s", "t")]
+    assert all(st.kind == PURE and capabilities(st.payload).hw_ufunc is not None for st in fmas)
+    runs = _float_runs(c.steps, c.root)
+    assert len(runs) == 1
+    (first, (end, _)), = runs.items()
+    arith = [n for n, st in enumerate(c.steps) if st.kind == PURE and capabilities(st.payload).hw_ufunc]
+    assert len(arith) == 4 and first == arith[0] and end == arith[-1] + 1
+    r = np.random.default_rng(9)
+    a, b, cc = (r.standard_normal(64).astype(np.float32) for _ in range(3))
+    s = np.array([exact_fma(x, y, z, F32) for x, y, z in zip(a, b, cc)], np.float32)
+    d = s / b
+    t = np.array([exact_fma(-x, y, z, F32) for x, y, z in zip(d, cc, a)], np.float32)
+    want = (t + s).tobytes()
+    for kw in ({}, {"hook": lambda ev: None}, {"check_values": False}):
+        assert np.asarray(run(_RUN, a, b, cc, **kw)).tobytes() == want, kw
+
+
+_ONE = """HloModule one
+ENTRY main {
+  a = f64[64] parameter(0)
+  b = f64[64] parameter(1)
+  c = f64[64] parameter(2)
+  m = f64[64] multiply(a, b)
+  ROOT s = f64[64] add(m, c)
+}
+"""
+
+
+@pytest.mark.parametrize("value", ["0", "off"])
+def test_hlo_fma_0_rounds_twice(monkeypatch, value):
+    """HLO_FMA=0: no contraction, the multiply and the add each rounded (NumPy's bits), on the
+    compiled path and the generic loop; unset: the FMA's."""
+    r = np.random.default_rng(10)
+    a, b, c = (r.standard_normal(64).astype(np.float32) for _ in range(3))
+    fa, fb, fc = np.full(64, 1 + 2 ** -30), np.full(64, 1 - 2 ** -30), np.full(64, -1.0)
+    monkeypatch.setenv("HLO_FMA", value)
+    two = (a * b + c) / b
+    two = (a - two * c) + (a * b + c)
+    for kw in ({}, {"hook": lambda ev: None}):
+        assert np.asarray(run(_RUN, a, b, c, **kw)).tobytes() == two.tobytes()
+        assert not np.asarray(run(_ONE, fa, fb, fc, **kw)).any()     # the product's -2^-60 rounded away
+    monkeypatch.delenv("HLO_FMA")
+    for kw in ({}, {"hook": lambda ev: None}):
+        assert (np.asarray(run(_ONE, fa, fb, fc, **kw)) == -2.0 ** -60).all()

@@ -1249,7 +1249,10 @@ def fma(a, b, c, negate_product: bool = False, negate_addend: bool = False):
     with np.errstate(all="ignore"):
         if dt == F32 and (_FLAGGED or _flagged()):
             xs = (a, b, c)
-            r = _blocks(_fma32_flagged, xs, np.empty(shape, F32), negate_product, negate_addend)
+            if a.size <= FMA_BLOCK:
+                r = _fma32_flagged(a, b, c, None, negate_product, negate_addend)
+            else:
+                r = _blocks(_fma32_flagged, xs, np.empty(shape, F32), negate_product, negate_addend)
         else:
             xs = [flush(v) for v in (a, b, c)]
             kernel = _fma32 if dt == F32 else _fma64
@@ -1294,39 +1297,79 @@ def _fma32_flagged(a, b, c, out, negate_product, negate_addend):
     fset, on, off = hardware()
     fset(on)
     try:
-        s = a.astype(F64)
-        t = b.astype(F64)
-        s *= t                          # exact
-        if negate_product:
-            np.negative(s, out=s)
-        t[...] = c
-        if negate_addend:
-            s -= t
-        else:
-            s += t
-        u = t.view(np.uint64)
-        np.bitwise_and(s.view(np.uint64), _F32_LOW, out=u)
-        if (u == _F32_HALF).any():
-            _midpoints(s, a, b, c, negate_product, negate_addend)
-        out[...] = s
+        return _fma32(a, b, c, out, negate_product, negate_addend)
     finally:
         fset(off)
 
 
 def _fma32(a, b, c, out, negate_product, negate_addend):
-    """f32 (-)a * b (-) c rounded once into `out` (operands free of subnormals; FTZ left to the
-    caller)."""
+    """f32 (-)a * b (-) c rounded once into `out` (or a new array, `out` None): the product exact in
+    f64, the sum rounded once in f64, then to f32 (operands free of subnormals or read under DAZ;
+    FTZ left to the caller or the flags)."""
     s = a.astype(F64)
-    s *= b.astype(F64)                  # exact
+    s *= b                              # exact
     if negate_product:
         np.negative(s, out=s)
     if negate_addend:
-        s -= c.astype(F64)
+        s -= c
     else:
-        s += c.astype(F64)
-    if (np.bitwise_and(s.view(np.uint64), _F32_LOW) == _F32_HALF).any():
+        s += c
+    if ((s.view(np.uint64) & _F32_LOW) == _F32_HALF).any():
         _midpoints(s, a, b, c, negate_product, negate_addend)
+    if out is None:
+        return s.astype(F32)
     out[...] = s
+    return out
+
+
+def fma_bare(negate_product: bool, negate_addend: bool):
+    """The f32 FMA `fma` computes as a function of (a, b, c) to call with the processor's FTZ/DAZ
+    flags already set (kernels.hardware_casts true), the bits of `fma` but for NaN signs (no
+    fix-up: the caller checks for NaN and runs `fma` again) -- the form a run of float steps under
+    one setting of the flags holds (kernels.Capabilities.hw_ufunc)."""
+    key = (negate_product, negate_addend)
+    bare = _BARE.get(key)
+    if bare is None:
+        def bare(a, b, c):
+            shape = a.shape
+            if shape == b.shape == c.shape and a.size <= FMA_BLOCK:
+                with np.errstate(all="ignore"):
+                    return _fma32(a, b, c, None, negate_product, negate_addend)
+            if not (shape == b.shape == c.shape):
+                shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+                a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
+            with np.errstate(all="ignore"):
+                return _blocks(_fma32, (a, b, c), np.empty(shape, F32), negate_product, negate_addend)
+        _BARE[key] = bare
+    return bare
+
+
+_BARE: dict = {}
+
+
+def fma_kernel(negate_product: bool, negate_addend: bool, dt):
+    """The kernel of a compiled FMA step of dtype `dt` (f32 or f64): `fma`'s bits; for f32 where
+    the processor's flags apply to conversions, the bare form under the flags with a NaN check
+    (a NaN: `fma` again, for the rule's NaN signs), declared as its ``hw_ufunc``."""
+    if not (dt == F32 and hardware_casts()):
+        def fn(a, b, c):
+            return fma(a, b, c, negate_product, negate_addend)
+        return fn
+    bare = fma_bare(negate_product, negate_addend)
+    fset, on, off = hardware()
+
+    def fn(a, b, c):
+        fset(on)
+        try:
+            r = bare(a, b, c)
+        finally:
+            fset(off)
+        if r.size:
+            low = min_reduce(r, axis=None)
+            if low != low:
+                return fma(a, b, c, negate_product, negate_addend)
+        return r
+    return declare(fn, hw_ufunc=bare)
 
 
 def _midpoints(s, a, b, c, negate_product, negate_addend):
@@ -1349,48 +1392,70 @@ def _midpoints(s, a, b, c, negate_product, negate_addend):
     sv[half] = np.where(err != 0, np.nextafter(sh, np.where(err > 0, np.inf, -np.inf)), sh)
 
 
-def _two_sum(x, y):
-    """(x + y rounded, its exact error)."""
-    s = x + y
-    z = s - x
-    return s, (x - (s - z)) + (y - z)
+def _split_into(x, t, hi, lo):
+    """Veltkamp's split of `x` into `hi` + `lo` (26 and 27 significant bits) exactly; `t` scratch."""
+    np.multiply(x, _SPLIT, out=t)
+    np.subtract(t, x, out=hi)
+    np.subtract(t, hi, out=hi)
+    np.subtract(x, hi, out=lo)
 
 
-def _split(x):
-    t = x * _SPLIT
-    hi = t - (t - x)
-    return hi, x - hi
+def _two_sum_into(x, y, s, e, z):
+    """Knuth's TwoSum: s = x + y rounded, e its exact error (s, e, z: buffers, z scratch; x, y are
+    not among them)."""
+    np.add(x, y, out=s)
+    np.subtract(s, x, out=z)
+    np.subtract(s, z, out=e)
+    np.subtract(x, e, out=e)
+    np.subtract(y, z, out=z)
+    e += z
 
 
 def _fma64(a, b, c, out, negate_product, negate_addend):
-    """f64 (-)a * b (-) c rounded once into `out` (operands free of subnormals)."""
+    """f64 (-)a * b (-) c rounded once into `out` (operands free of subnormals): Dekker's exact
+    product ph + pl, TwoSum's exact c + ph = th + tl, tl + pl rounded to odd (TwoSum, then the last
+    bit), th plus that rounded to nearest; every pass in place on six block-sized buffers."""
     if negate_product:
         a = -a
     if negate_addend:
         c = -c
-    ph = a * b
-    ah, al = _split(a)
-    bh, bl = _split(b)
-    pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl        # a * b = ph + pl exactly
-    th, tl = _two_sum(c, ph)
-    v, ve = _two_sum(tl, pl)
-    # v rounded to odd: towards zero, then the last mantissa bit set when it was inexact
-    toward0 = (ve != 0) & ((ve < 0) != (v < 0))
-    v = np.where(toward0, np.nextafter(v, 0), v)
-    bits = v.view(np.uint64)
-    v = np.where(ve != 0, (bits | np.uint64(1)).view(F64), v)
-    z = th + v
-    zero = z == 0
-    if zero.any():                      # an exact zero: its sign as IEEE's sum gives it (ph exact)
-        z = np.where(zero, ph + c, z)
-    out[...] = z
-    if z.size and _SPLIT_MAX > max(-min_reduce(a, axis=None), max_reduce(a, axis=None),
-                                   -min_reduce(b, axis=None), max_reduce(b, axis=None)) and \
-            min_reduce(np.abs(ph), axis=None) >= _PRODUCT_MIN and np.isfinite(max_reduce(np.abs(th), axis=None)):
+    shape = out.shape
+    ph, pl, t, u, v, w = (np.empty(shape, F64) for _ in range(6))
+    np.multiply(a, b, out=ph)
+    _split_into(a, t, u, v)                             # u, v = ah, al
+    _split_into(b, t, w, pl)                            # w, pl = bh, bl
+    np.multiply(u, pl, out=t)                           # pl = ((ah bh - ph) + ah bl + al bh) + al bl
+    np.multiply(v, pl, out=pl)
+    np.multiply(u, w, out=u)
+    u -= ph
+    u += t
+    np.multiply(v, w, out=w)
+    u += w
+    u += pl                                             # a * b = ph + u exactly
+    _two_sum_into(c, ph, out, t, w)                     # c + ph = out + t exactly
+    _two_sum_into(t, u, v, pl, w)                       # t + u = v + pl exactly
+    inexact = pl != 0
+    if inexact.any():                                   # v rounded to odd: towards zero, last bit set
+        bits = v.view(np.uint64)
+        down = np.signbit(pl)
+        down ^= np.signbit(v)
+        down &= inexact
+        np.subtract(bits, down, out=bits, casting="unsafe")
+        np.bitwise_or(bits, inexact, out=bits, casting="unsafe")
+    finite = np.isfinite(min_reduce(out, axis=None)) and np.isfinite(max_reduce(out, axis=None))
+    out += v
+    if not out.all():                   # an exact zero: its sign as IEEE's sum gives it (ph exact)
+        zero = out == 0
+        np.add(ph, c, out=t)
+        out[zero] = t[zero]
+    np.abs(ph, out=ph)
+    if finite and min_reduce(ph, axis=None) >= _PRODUCT_MIN and \
+            _SPLIT_MAX > max(-min_reduce(a, axis=None), max_reduce(a, axis=None),
+                             -min_reduce(b, axis=None), max_reduce(b, axis=None)):
         return                          # (the common case: no element needs a closer look)
     ap, bp = np.abs(a), np.abs(b)
-    exotic = ~((ap < _SPLIT_MAX) & (bp < _SPLIT_MAX) & ((np.abs(ph) >= _PRODUCT_MIN) | (a == 0) | (b == 0))
-               & np.isfinite(th))
+    exotic = ~((ap < _SPLIT_MAX) & (bp < _SPLIT_MAX) & ((ph >= _PRODUCT_MIN) | (a == 0) | (b == 0))
+               & np.isfinite(c + a * b))
     if exotic.any():
         _fma64_exact(a, b, c, out, exotic)
 

@@ -1282,12 +1282,32 @@ def _blocks(kernel, xs, out, negate_product, negate_addend):
         return out
     flat = [v.reshape(-1) if v.flags.c_contiguous else None for v in xs]
     if any(v is None for v in flat):
-        kernel(*xs, out, negate_product, negate_addend)
-        return out
+        return _row_blocks(kernel, xs, out, negate_product, negate_addend)
     o = out.reshape(-1)
     for s in range(0, o.size, FMA_BLOCK):
         e = s + FMA_BLOCK
         kernel(flat[0][s:e], flat[1][s:e], flat[2][s:e], o[s:e], negate_product, negate_addend)
+    return out
+
+
+def _row_blocks(kernel, xs, out, negate_product, negate_addend):
+    """_blocks for operands of any layout (a broadcast, a transposed view): blocks of whole rows of
+    the leading dim, a row at a time (recursively) when one row is over a block, so the kernel's
+    f64 temporaries stay block-sized whatever the operands' strides."""
+    if out.size <= FMA_BLOCK or out.ndim == 0:
+        if out.size:
+            kernel(*xs, out, negate_product, negate_addend)
+        return out
+    rows = out.shape[0]
+    inner = out.size // rows
+    if inner > FMA_BLOCK and out.ndim > 1:
+        for i in range(rows):
+            _row_blocks(kernel, [v[i] for v in xs], out[i], negate_product, negate_addend)
+        return out
+    step = max(1, FMA_BLOCK // inner)
+    for s in range(0, rows, step):
+        e = s + step
+        kernel(*(v[s:e] for v in xs), out[s:e], negate_product, negate_addend)
     return out
 
 

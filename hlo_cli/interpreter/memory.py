@@ -270,6 +270,25 @@ class MemoryEstimate:
                 "temporaries_bytes": self.temporaries, "constants_bytes": self.constants,
                 "devices": self.devices, "notes": list(self.notes)}
 
+    def to_record(self) -> dict:
+        """Every field, as JSON values (from_record reads it back equal): the on-disk cache's form."""
+        from dataclasses import asdict
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict) -> "MemoryEstimate":
+        """The estimate to_record wrote; raises TypeError/KeyError/ValueError for anything else."""
+        fields = dict(record)
+        for k in ("peak_at", "largest_at", "total_at"):
+            if fields.get(k) is not None:
+                fields[k] = Where(**fields[k])
+        fields["notes"] = tuple(str(n) for n in fields.get("notes", ()))
+        est = cls(**fields)
+        if not all(isinstance(getattr(est, k), int) for k in ("parameters", "constants", "peak_live", "largest",
+                                                               "temporaries", "total", "devices")):
+            raise ValueError("not an estimate's record")
+        return est
+
 
 def estimate(module: Module, devices: int = 1) -> MemoryEstimate:
     """The memory a run of `module` needs (MemoryEstimate), computed statically from the shapes and
@@ -292,6 +311,15 @@ def estimate(module: Module, devices: int = 1) -> MemoryEstimate:
     if devices == 1:
         return one
     return replace(one, devices=devices, total=(one.total - one.constants) * devices + one.constants)
+
+
+def remember_estimate(module: Module, one: MemoryEstimate) -> None:
+    """Take ONE (the one-device estimate of MODULE, computed earlier: the on-disk cache of `hlo run`)
+    as `estimate`'s answer for MODULE instead of walking it."""
+    from .per_module import module_cache
+    if one.devices != 1:
+        raise ValueError("remember_estimate takes the one-device estimate")
+    module_cache(module)["memory_estimate"] = one
 
 
 def check_budget(module: Module, limit, devices: int = 1, inputs_bytes: int | None = None) -> MemoryEstimate | None:

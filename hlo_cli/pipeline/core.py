@@ -276,7 +276,7 @@ class _Pipeline:
         res.timings["check_s"] = clock() - t0
         if req.elided_constants is None and verdicts.get("elided", lambda: has_elided_constants(module), is_bool):
             refuse_elided(module, res.source)
-        dv = res.device_run = DeviceRun(module, req.devices.to_dict())
+        dv = res.device_run = DeviceRun(module, req.devices.to_dict(), verdicts.get)
         if dv.multi:
             res.info["devices"] = {"replicas": dv.grid.replicas, "partitions": dv.grid.partitions}
         res.info["numerics"] = verdicts.get("numerics:" + str(req.numerics), lambda: _numerics(module, req.numerics),

@@ -227,3 +227,35 @@ def test_an_estimate_reads_back_equal():
     for bad in ({}, {"parameters": "1"}, dict(est.to_record(), total="many"), dict(est.to_record(), peak_at=3)):
         with pytest.raises((TypeError, KeyError, ValueError)):
             MemoryEstimate.from_record(bad)
+
+
+TWO = """HloModule two, replica_count=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  r = u32[] replica-id()
+  c = f32[] convert(r)
+  b = f32[4] broadcast(c), dimensions={}
+  y = f32[4] add(x, b)
+  ROOT s = f32[4] all-reduce(y), replica_groups={{0,1}}, to_apply=add
+}
+"""
+
+
+def test_the_devices_of_a_repeat_are_the_first_runs(hlo, calls, tmp_path):
+    f = tmp_path / "two.hlo"
+    f.write_text(TWO)
+    first = hlo(f, "--random-inputs", "--format", "json")
+    again = hlo(f, "--random-inputs", "--format", "json")
+    assert first.exit_code == again.exit_code == 0 and _doc(first) == _doc(again)
+    assert _doc(again)["devices"] == {"replicas": 2, "partitions": 1} and calls["check"] == 1
+    one = hlo(f, "--random-inputs", "--replicas", "1")         # another key: checked against 1 replica
+    assert calls["check"] == 2 and one.exit_code == 1 and "replica" in one.output
+    assert (hlo(f, "--random-inputs", "--replicas", "1").output, calls["check"]) == (one.output, 2)
+    assert hlo(f, "--random-inputs", "--replicas", "1", "--no-cache").output == one.output

@@ -17,9 +17,8 @@ BAD = """HloModule bad
 
 ENTRY main {
   x = f32[2,3] parameter(0)
-  y = f32[3] parameter(1)
-  a = f32[2,3] add(x, y)
-  ROOT n = f32[3,2] negate(x)
+  y = f32[4] parameter(1)
+  ROOT m = f32[2,3] multiply(x, y)
 }
 """
 

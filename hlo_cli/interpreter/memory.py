@@ -115,8 +115,36 @@ def preflight(module: Module, devices: int = 1) -> None:
     if limit is not None and devices > limit // 64:
         raise HloResourceError(f"out of memory: {devices} simulated devices need more than this machine can "
                                f"ever hold, {human(limit)}, for their bookkeeping alone")
-    _preflight(module, limit, devices)
+    facts = per.get("preflight_facts")
+    if facts is None or facts[1] > NUMPY_MAX_RANK or (limit is not None and facts[0] * devices > limit):
+        _preflight(module, limit, devices)     # (the walk finds the first instruction to refuse)
     per["preflight_passed"] = (limit, devices)
+
+
+def preflight_facts(module: Module) -> tuple[int, int]:
+    """(the largest result of an instruction in bytes, the most dimensions of a leaf) of MODULE: what
+    `preflight` compares with the machine, from the text alone (the pipeline keeps them in the
+    on-disk cache; remember_preflight_facts hands them back)."""
+    largest = rank = 0
+    for comp in module.computations:
+        for inst in comp.instructions:
+            shape = inst.shape
+            if shape is None:
+                continue
+            for leaf in shape.leaves():
+                rank = max(rank, leaf.rank)
+            need = result_bytes(shape)
+            if need is not None:
+                largest = max(largest, need)
+    return largest, rank
+
+
+def remember_preflight_facts(module: Module, facts) -> None:
+    """Take FACTS (preflight_facts' answer for MODULE, computed earlier) for `preflight`: a module
+    whose largest result fits and whose ranks NumPy holds passes without a walk."""
+    from .per_module import module_cache
+    largest, rank = facts
+    module_cache(module)["preflight_facts"] = (int(largest), int(rank))
 
 
 def check_rank(inst) -> None:

@@ -289,6 +289,8 @@ class _Pipeline:
             record = verdicts.get("memory_estimate", lambda: estimate(module).to_record(), _estimate_valid)
             remember_estimate(module, MemoryEstimate.from_record(record))
             check_budget(module, req.memory_limit, devices=dv.grid.count if dv.multi else 1)
+        from ..interpreter.memory import preflight_facts, remember_preflight_facts
+        remember_preflight_facts(module, verdicts.get("preflight", lambda: list(preflight_facts(module)), _is_pair))
         res.timings["memory_check_s"] = clock() - t0
 
     # -- inputs: every file's header is checked against its parameter before its data is read
@@ -567,6 +569,11 @@ def _estimate_valid(record) -> bool:
         return MemoryEstimate.from_record(record).devices == 1
     except (TypeError, KeyError, ValueError, AttributeError):
         return False
+
+
+def _is_pair(value) -> bool:
+    from .verdicts import is_counts
+    return is_counts(value, 2)
 
 
 def _calls_custom(module) -> bool:

@@ -206,7 +206,8 @@ def _grid(module, opts: dict) -> list:
 
 
 def _is_grid(value) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(type(n) is int and n >= 1 for n in value)
+    from .verdicts import is_counts
+    return is_counts(value, 2, least=1)
 
 
 def _needs_devices(module, grid) -> bool:

@@ -61,4 +61,9 @@ def is_dict(value) -> bool:
     return isinstance(value, dict)
 
 
-__all__ = ["RunVerdicts", "is_bool", "is_dict"]
+def is_counts(value, length: int, least: int = 0) -> bool:
+    """VALUE is a list of LENGTH ints, each at least LEAST."""
+    return isinstance(value, list) and len(value) == length and all(type(n) is int and n >= least for n in value)
+
+
+__all__ = ["RunVerdicts", "is_bool", "is_counts", "is_dict"]

@@ -258,3 +258,46 @@ def test_the_devices_of_a_repeat_are_the_first_runs(hlo, calls, tmp_path):
     assert calls["check"] == 2 and one.exit_code == 1 and "replica" in one.output
     assert (hlo(f, "--random-inputs", "--replicas", "1").output, calls["check"]) == (one.output, 2)
     assert hlo(f, "--random-inputs", "--replicas", "1", "--no-cache").output == one.output
+
+
+def test_preflight_facts_spare_the_walk_and_keep_its_answers(monkeypatch):
+    import hlo_cli.interpreter.memory as memory
+    from hlo_cli.errors import HloResourceError
+    text = GOOD.replace("ROOT s = f32[64,64] add(e, x)", "b = f32[64,64,64] broadcast(e), dimensions={0,1}\n"
+                                                         "  ROOT s = f32[64,64] add(e, x)")
+    facts = memory.preflight_facts(parse(text))
+    assert facts == (64 ** 3 * 4, 3)
+    monkeypatch.setattr(memory, "memory_limit", lambda: 10 ** 9)
+    walks = []
+    walk = memory._preflight
+    monkeypatch.setattr(memory, "_preflight", lambda *a: walks.append(a) or walk(*a))
+    fits = parse(text)
+    memory.remember_preflight_facts(fits, facts)
+    memory.preflight(fits)
+    assert walks == []                                   # the facts say it fits: no walk
+    monkeypatch.setattr(memory, "memory_limit", lambda: 64 ** 3 * 4 - 1)
+    errors = []
+    for remembered in (True, False):                     # over the limit: the same error either way
+        m = parse(text)
+        if remembered:
+            memory.remember_preflight_facts(m, facts)
+        with pytest.raises(HloResourceError) as e:
+            memory.preflight(m)
+        errors.append((str(e.value), [d.location for d in e.value.diagnostics]))
+    assert errors[0] == errors[1] and "b" in errors[0][0] and len(walks) == 2
+
+
+def test_a_cached_run_passes_the_preflight_without_a_walk(hlo, tmp_path, monkeypatch):
+    import hlo_cli.interpreter.memory as memory
+    f = tmp_path / "good.hlo"
+    f.write_text(GOOD)
+    first = hlo(f, "--random-inputs", "--format", "json")
+    walk = memory._preflight
+
+    def counted(*a):
+        counted.n += 1
+        return walk(*a)
+    counted.n = 0
+    monkeypatch.setattr(memory, "_preflight", counted)
+    again = hlo(f, "--random-inputs", "--format", "json")
+    assert again.exit_code == first.exit_code == 0 and _doc(again) == _doc(first) and counted.n == 0

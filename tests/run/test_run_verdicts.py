@@ -301,3 +301,13 @@ def test_a_cached_run_passes_the_preflight_without_a_walk(hlo, tmp_path, monkeyp
     monkeypatch.setattr(memory, "_preflight", counted)
     again = hlo(f, "--random-inputs", "--format", "json")
     assert again.exit_code == first.exit_code == 0 and _doc(again) == _doc(first) and counted.n == 0
+
+
+def test_other_sources_of_hlo_are_a_miss(hlo, calls, tmp_path, monkeypatch):
+    f = tmp_path / "bad.hlo"
+    f.write_text(BAD)
+    first = hlo(f, "--random-inputs")
+    assert hlo(f, "--random-inputs").output == first.output and calls["check"] == 1
+    # an edit of any source file of hlo changes the fingerprint the derived results are keyed by
+    monkeypatch.setattr("hlo_cli.sources.cache._package_fingerprint", b"another version of hlo's sources")
+    assert hlo(f, "--random-inputs").output == first.output and calls["check"] == 2

@@ -115,8 +115,36 @@ def preflight(module: Module, devices: int = 1) -> None:
     if limit is not None and devices > limit // 64:
         raise HloResourceError(f"out of memory: {devices} simulated devices need more than this machine can "
                                f"ever hold, {human(limit)}, for their bookkeeping alone")
-    _preflight(module, limit, devices)
+    facts = per.get("preflight_facts")
+    if facts is None or facts[1] > NUMPY_MAX_RANK or (limit is not None and facts[0] * devices > limit):
+        _preflight(module, limit, devices)     # (the walk finds the first instruction to refuse)
     per["preflight_passed"] = (limit, devices)
+
+
+def preflight_facts(module: Module) -> tuple[int, int]:
+    """(the largest result of an instruction in bytes, the most dimensions of a leaf) of MODULE: what
+    `preflight` compares with the machine, from the text alone (the pipeline keeps them in the
+    on-disk cache; remember_preflight_facts hands them back)."""
+    largest = rank = 0
+    for comp in module.computations:
+        for inst in comp.instructions:
+            shape = inst.shape
+            if shape is None:
+                continue
+            for leaf in shape.leaves():
+                rank = max(rank, leaf.rank)
+            need = result_bytes(shape)
+            if need is not None:
+                largest = max(largest, need)
+    return largest, rank
+
+
+def remember_preflight_facts(module: Module, facts) -> None:
+    """Take FACTS (preflight_facts' answer for MODULE, computed earlier) for `preflight`: a module
+    whose largest result fits and whose ranks NumPy holds passes without a walk."""
+    from .per_module import module_cache
+    largest, rank = facts
+    module_cache(module)["preflight_facts"] = (int(largest), int(rank))
 
 
 def check_rank(inst) -> None:
@@ -270,6 +298,25 @@ class MemoryEstimate:
                 "temporaries_bytes": self.temporaries, "constants_bytes": self.constants,
                 "devices": self.devices, "notes": list(self.notes)}
 
+    def to_record(self) -> dict:
+        """Every field, as JSON values (from_record reads it back equal): the on-disk cache's form."""
+        from dataclasses import asdict
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict) -> "MemoryEstimate":
+        """The estimate to_record wrote; raises TypeError/KeyError/ValueError for anything else."""
+        fields = dict(record)
+        for k in ("peak_at", "largest_at", "total_at"):
+            if fields.get(k) is not None:
+                fields[k] = Where(**fields[k])
+        fields["notes"] = tuple(str(n) for n in fields.get("notes", ()))
+        est = cls(**fields)
+        if not all(isinstance(getattr(est, k), int) for k in ("parameters", "constants", "peak_live", "largest",
+                                                               "temporaries", "total", "devices")):
+            raise ValueError("not an estimate's record")
+        return est
+
 
 def estimate(module: Module, devices: int = 1) -> MemoryEstimate:
     """The memory a run of `module` needs (MemoryEstimate), computed statically from the shapes and
@@ -292,6 +339,15 @@ def estimate(module: Module, devices: int = 1) -> MemoryEstimate:
     if devices == 1:
         return one
     return replace(one, devices=devices, total=(one.total - one.constants) * devices + one.constants)
+
+
+def remember_estimate(module: Module, one: MemoryEstimate) -> None:
+    """Take ONE (the one-device estimate of MODULE, computed earlier: the on-disk cache of `hlo run`)
+    as `estimate`'s answer for MODULE instead of walking it."""
+    from .per_module import module_cache
+    if one.devices != 1:
+        raise ValueError("remember_estimate takes the one-device estimate")
+    module_cache(module)["memory_estimate"] = one
 
 
 def check_budget(module: Module, limit, devices: int = 1, inputs_bytes: int | None = None) -> MemoryEstimate | None:

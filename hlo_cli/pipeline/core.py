@@ -236,11 +236,7 @@ class _Pipeline:
     def _load(self):
         from .. import __version__
         from ..checker.positions import SourceIndex
-        from ..interpreter.ops.numerics import report as numerics_report
         from ..sources import load
-        from .devices import DeviceRun
-        from .prepare import check_before_running, refuse_elided
-        from .support import check_runnable
         req, res, clock = self.req, self.res, time.perf_counter
         module_file = req.module_file
         t0 = clock()
@@ -253,27 +249,49 @@ class _Pipeline:
                         module_file="<stdin>" if module_file == "-" else module_file,
                         module_sha256=hashlib.sha256(res.text.encode("utf-8", "surrogatepass")).hexdigest())
         res.source = SourceIndex(res.text)
+        from .verdicts import RunVerdicts
+        verdicts = RunVerdicts(res.text, src.file, req.devices.replicas, req.devices.partitions, req.use_cache)
+        try:
+            self._prepare(module, verdicts)
+        finally:
+            verdicts.save()
+        if module_file != "-":
+            self.protected.add(str(Path(os.path.realpath(module_file))))
+
+    # -- check -> memory budget: what the text alone decides comes from the cache on a repeat (verdicts.py)
+    def _prepare(self, module, verdicts):
+        from .devices import DeviceRun
+        from .prepare import check_errors, has_elided_constants, raise_check_errors, refuse_elided
+        from .verdicts import is_bool, is_dict
+        req, res, clock = self.req, self.res, time.perf_counter
         t0 = clock()
         self.hooks.phase("checking " + module.name)
         if req.check:
-            check_before_running(module, res.text, req.devices.replicas, req.devices.partitions)
-        check_runnable(module)             # every instruction hlo cannot run, named at once (exit 7)
+            rows = verdicts.get("check_errors", lambda: [_diagnostic_row(d) for d in check_errors(
+                module, res.text, req.devices.replicas, req.devices.partitions)], _diagnostic_rows_valid)
+            raise_check_errors(module, [Diagnostic(**d) for d in rows])
+        if verdicts.get("custom_calls", lambda: _calls_custom(module), is_bool):
+            from .support import check_runnable
+            check_runnable(module)         # every instruction hlo cannot run, named at once (exit 7)
         res.timings["check_s"] = clock() - t0
-        if req.elided_constants is None:
+        if req.elided_constants is None and verdicts.get("elided", lambda: has_elided_constants(module), is_bool):
             refuse_elided(module, res.source)
-        dv = res.device_run = DeviceRun(module, req.devices.to_dict())
+        dv = res.device_run = DeviceRun(module, req.devices.to_dict(), verdicts.get)
         if dv.multi:
             res.info["devices"] = {"replicas": dv.grid.replicas, "partitions": dv.grid.partitions}
-        res.info["numerics"] = numerics_report(module, req.numerics)
+        res.info["numerics"] = verdicts.get("numerics:" + str(req.numerics), lambda: _numerics(module, req.numerics),
+                                            is_dict)
         self.hooks.numerics(res.info["numerics"])
         t0 = clock()
         self.hooks.phase("estimating the memory of " + module.name)
         if req.memory_limit is not None:
-            from ..interpreter.memory import check_budget
+            from ..interpreter.memory import MemoryEstimate, check_budget, estimate, remember_estimate
+            record = verdicts.get("memory_estimate", lambda: estimate(module).to_record(), _estimate_valid)
+            remember_estimate(module, MemoryEstimate.from_record(record))
             check_budget(module, req.memory_limit, devices=dv.grid.count if dv.multi else 1)
+        from ..interpreter.memory import preflight_facts, remember_preflight_facts
+        remember_preflight_facts(module, verdicts.get("preflight", lambda: list(preflight_facts(module)), _is_pair))
         res.timings["memory_check_s"] = clock() - t0
-        if module_file != "-":
-            self.protected.add(str(Path(os.path.realpath(module_file))))
 
     # -- inputs: every file's header is checked against its parameter before its data is read
     def _inputs(self) -> list:
@@ -526,6 +544,46 @@ class _Pipeline:
             res.status = "mismatch"
         elif res.reference is not None and res.reference["status"] == "error":
             res.status = "reference-error"
+
+
+def _diagnostic_row(d: Diagnostic) -> dict:
+    from dataclasses import asdict
+    return asdict(d)
+
+
+def _diagnostic_rows_valid(rows) -> bool:
+    """ROWS are diagnostics as _diagnostic_row writes them (a cache entry read back)."""
+    if not isinstance(rows, list):
+        return False
+    try:
+        for d in rows:
+            Diagnostic(**d)
+    except TypeError:
+        return False
+    return True
+
+
+def _estimate_valid(record) -> bool:
+    from ..interpreter.memory import MemoryEstimate
+    try:
+        return MemoryEstimate.from_record(record).devices == 1
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return False
+
+
+def _is_pair(value) -> bool:
+    from .verdicts import is_counts
+    return is_counts(value, 2)
+
+
+def _calls_custom(module) -> bool:
+    """Whether any instruction of MODULE is a custom call (only then is the registry asked)."""
+    return any(inst.opcode == "custom-call" for comp in module.computations for inst in comp.instructions)
+
+
+def _numerics(module, requested) -> dict:
+    from ..interpreter.ops.numerics import report
+    return report(module, requested)
 
 
 def _all(hooks):

@@ -195,22 +195,49 @@ class _NotShared(Exception):
     """The Ray actors do not see the files this process makes (DeviceRun.write_streamed)."""
 
 
+def _compute(field: str, compute, valid=None):
+    return compute()
+
+
+def _grid(module, opts: dict) -> list:
+    from ..topology import grid_of
+    g = grid_of(module, opts.get("replicas"), opts.get("partitions"))
+    return [g.replicas, g.partitions]
+
+
+def _is_grid(value) -> bool:
+    from .verdicts import is_counts
+    return is_counts(value, 2, least=1)
+
+
+def _needs_devices(module, grid) -> bool:
+    from ..devices import needs_devices
+    return bool(needs_devices(module, grid))
+
+
+def _values_are_global(module) -> bool:
+    from ..devices.inputs import values_are_global
+    return bool(values_are_global(module))
+
+
 class DeviceRun:
     """What `hlo run`'s device options ask for, decided before anything runs: the grid, whether the
     run takes the multi-device path (`multi`: several devices and a program that needs them, or any
     device option given), how inputs are read and placed, and how results are written."""
 
-    def __init__(self, module, opts: dict):
-        from ..topology import grid_of
-        from ..devices import needs_devices
-        from ..devices.inputs import values_are_global
+    def __init__(self, module, opts: dict, remember=None):
+        """REMEMBER(field, compute, valid) gives compute()'s answer, or the one it kept from a run of the
+        same text and options (pipeline/verdicts.py's RunVerdicts.get): the facts of the module below."""
+        from ..topology.grid import DeviceGrid
+        from .verdicts import is_bool
+        remember = remember or _compute
         self.module = module
         self.per_device = bool(opts.get("per_device"))
         self.device = opts.get("device")
         self.output_global = bool(opts.get("output_global"))
         given = any(opts.get(k) not in (None, False) for k in ("replicas", "partitions", "per_device",
                                                                "output_global", "output_sharding", "device"))
-        self.grid = grid_of(module, opts.get("replicas"), opts.get("partitions"))
+        self.grid = DeviceGrid(*remember("grid", lambda: _grid(module, opts), _is_grid))
         self.cluster = opts.get("cluster") or "local"
         self.ray_address = opts.get("ray_address")
         self.ray_actors = opts.get("ray_actors")
@@ -222,10 +249,11 @@ class DeviceRun:
         self.keep = False                          # the result left on the Ray actors (summaries here)
         self.stream_to = None                      # --output written by the Ray actors (write_streamed)
         self.profile_top = 15
-        self.multi = given or (self.cluster != "local" and self.grid.count > 1) or needs_devices(module, self.grid)
+        self.multi = given or (self.cluster != "local" and self.grid.count > 1) or remember(
+            "needs_devices", lambda: _needs_devices(module, self.grid), is_bool)
         # inputs read by the device actors (each its devices' part) rather than by this process
         self.remote = self.multi and self.cluster == "ray"
-        self.global_values = values_are_global(module)
+        self.global_values = remember("global_values", lambda: _values_are_global(module), is_bool)
         self.sharding = None
         if not self.multi:
             return

@@ -27,14 +27,29 @@ class CheckFailed(HloShapeError):
 
 
 def check_before_running(module, text, replicas=None, partitions=None):
+    raise_check_errors(module, check_errors(module, text, replicas, partitions))
+
+
+def check_errors(module, text, replicas=None, partitions=None) -> list[Diagnostic]:
+    """The checker's errors of MODULE (parsed from TEXT): what `hlo run` refuses to run."""
     from ..checker import check_module
-    diags = [d for d in check_module(module, text, warnings=False, replicas=replicas, partitions=partitions)
-             if d.severity == "error"]
+    return [d for d in check_module(module, text, warnings=False, replicas=replicas, partitions=partitions)
+            if d.severity == "error"]
+
+
+def raise_check_errors(module, diags: list[Diagnostic]) -> None:
+    """Raise CheckFailed for the checker's errors DIAGS (check_errors'), nothing when there is none."""
     if diags:
         n = len(diags)
         msg = (f"{n} error{'s' if n != 1 else ''} found by the checker; not running the module "
                f"(pass --no-check to run it anyway)")
         raise CheckFailed(msg, diags + [Diagnostic(msg, module.source, code="C000")])
+
+
+def has_elided_constants(module) -> bool:
+    """Whether a constant of MODULE had its values elided in the dump ({...})."""
+    return any(inst.opcode == "constant" and inst.literal is not None and has_elided(inst.literal)
+               for comp in module.computations for inst in comp.instructions)
 
 
 def refuse_elided(module, src):

@@ -12,6 +12,7 @@ import re
 from ..errors import Diagnostic
 from ..ir.attributes import ComputationRef
 from ..ir.dtypes import ELEMENT_TYPES
+from ..ir.gcpause import NoGC
 from ..ir.module import Computation, Instruction, Module
 from ..ir.opcodes import ELEMENTWISE, IO, OPCODES, async_generic, has_trait, with_trait
 from ..ir.shape import COMBINE_DIM, MAX_SHAPE_DEPTH, NUMPY_MAX_RANK, UNBOUNDED, Shape, default_layout, shape_depth
@@ -122,6 +123,11 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     for pointing at the offending token); it never raises for a problem of the module.
     `replicas` / `partitions` override the header's replica_count / num_partitions (the device
     count replica groups, source-target pairs and shardings are checked against)."""
+    with NoGC():      # the checker makes no cycles: collections would only traverse the module again
+        return _check_module(module, text, layout_sensitive, warnings, replicas, partitions)
+
+
+def _check_module(module, text, layout_sensitive, warnings, replicas, partitions) -> list[Diagnostic]:
     from .devices import device_findings, module_devices
     rep = _Report(module, text)
     devices = module_devices(module, replicas, partitions)

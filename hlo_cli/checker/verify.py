@@ -707,9 +707,13 @@ def _check_async_pairs(module: Module, rep: _Report):
     """Each start has exactly one user, its done (or an update), and each done (or update) has
     exactly one operand, its start; custom-calls to control_dep do not count as users.  A send or
     recv that is the root of an async computation needs no user."""
+    pair_of = {op: _pair_opcode(op) for op in {i.opcode for c in module.computations for i in c.instructions}}
     async_comps = {name for comp in module.computations for inst in comp.instructions
-                   if _pair_opcode(inst.opcode).startswith("async-") for name in inst.called_computations}
+                   if pair_of[inst.opcode].startswith("async-") for name in inst.called_computations}
+    paired = {op for op, pair in pair_of.items() if pair in _ASYNC_PAIRS}
     for comp in module.computations:
+        if not any(inst.opcode in paired for inst in comp.instructions):
+            continue            # (the users of a computation without any pair opcode are not needed)
         users: dict[str, list[Instruction]] = {}
         for inst in comp.instructions:
             if inst.opcode == "custom-call" and inst.attrs.get("custom_call_target") == "control_dep":

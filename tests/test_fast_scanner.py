@@ -151,3 +151,22 @@ def test_the_scanner_reads_the_common_form(monkeypatch):
     """The plain module, general-form lines (a literal array, an iota replica list) included, is read by
     the scanner (else the test above proves nothing about it)."""
     assert _both(_PLAIN, monkeypatch)[2]
+
+
+# ----------------------------------------------------------------------------- signatures
+
+_PARAM_SHAPE = st.sampled_from(["f32[4]", "f32[4]{0}", "s32[]", "bf16[2,3]{1,0}", "f32[2,]", "f32[4]{0:T(8,128)}",
+                                "(f32[], s32[2])", "pred[1,2,3]{2,1,0}", "f33[4]", "f32[4]{0", "u8[<=4]"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(_NAME, _PARAM_SHAPE, _WS), max_size=5), st.sampled_from(["", ",", " "]))
+def test_plain_parameter_lists_read_as_the_general_split_reads_them(monkeypatch, params, trail):
+    """Signatures of plain `name: shape` parameters are read by a regex; the result (parameters,
+    their positions, or the error) is the one of the character-by-character split."""
+    sig = "(" + ", ".join(f"{n}:{ws}{s}" for n, s, ws in params) + trail + ") -> f32[4]"
+    text = f"HloModule m\n\nENTRY e {sig} {{\n  ROOT p = f32[4]{{0}} parameter(0)\n}}\n"
+    with monkeypatch.context() as mp:
+        mp.setattr(frontend, "_simple_params", lambda inner, tok: None)
+        general = _outcome(text)
+    assert _outcome(text) == general

@@ -732,7 +732,9 @@ def _signature_fast(self, c):
     params = []
     result = None
     if len(c) == 1:            # SIGNATURE: "(params) -> result" in one token
-        close = _matching_paren(s)
+        close = s.find(")")
+        if close < 0 or s.find("(", 1, close) >= 0:     # a tuple parameter: count the parentheses
+            close = _matching_paren(s)
         result_text = s[close + 1:].strip()[2:].strip()
         try:
             result = shape_text_cached(result_text)
@@ -740,6 +742,9 @@ def _signature_fast(self, c):
             raise ShapeTokenError(_part(tok, result_text, len(s) - len(result_text), "SHAPE"), e) from None
         s = s[:close + 1]
     inner = s[1:-1]
+    simple = _simple_params(inner, tok)
+    if simple is not None:
+        return ("sig", simple, result if result is not None else _shape(c[-1]))
     depth, start = 0, 0
     pieces = []
     for k, ch in enumerate(inner):
@@ -765,6 +770,32 @@ def _signature_fast(self, c):
             raise ShapeTokenError(_part(tok, shape_text, 1 + off + m.end(), "SHAPE"), e) from None
         params.append((name[1:] if name[0] == "%" else name, shape, ptok))
     return ("sig", params, result if result is not None else _shape(c[-1]))
+
+
+_SIMPLE_PARAM = _re.compile(r"[ \t]*(%?[\w.\-]+):[ \t]*([a-z][a-z0-9]*\[[^\[\](){}\n]*\](?:\{[^{}()\[\]\n]*\})?)"
+                           r"[ \t]*(?:,|\Z)")
+_BLANK = _re.compile(r"[ \t]*\Z")
+
+
+def _simple_params(inner: str, tok):
+    """The parameters of a list of plain `name: array-shape` items (what the general split below
+    makes of them), or None for anything else (tuples, tiled layouts, comments)."""
+    params = []
+    pos, n = 0, len(inner)
+    while pos < n:
+        if _BLANK.match(inner, pos):
+            break
+        m = _SIMPLE_PARAM.match(inner, pos)
+        if m is None:
+            return None
+        name, shape_text = m.group(1), m.group(2)
+        try:
+            shape = shape_text_cached(shape_text)
+        except ShapeSyntaxError:
+            return None            # the general split reports it
+        params.append((name[1:] if name[0] == "%" else name, shape, _part(tok, name, 1 + m.start(1))))
+        pos = m.end()
+    return params
 
 
 def _matching_paren(s: str) -> int:

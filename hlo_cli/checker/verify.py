@@ -254,9 +254,14 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
     for inst in comp.instructions:
         declared = inst.shape
         if declared is not None:
-            leaves = (declared,) if declared.tuple_shapes is None else tuple(declared.leaves())
+            if declared.tuple_shapes is None:
+                leaves = (declared,)
+                unbounded = UNBOUNDED in declared.dims
+            else:
+                leaves = tuple(declared.leaves())
+                unbounded = any(UNBOUNDED in leaf.dims for leaf in leaves)
             _check_layouts(inst, leaves, rep)
-            if any(UNBOUNDED in leaf.dims for leaf in leaves):
+            if unbounded:
                 rep.add(inst, "C127", f"{inst.opcode}: the shape must have no unbounded dynamic dimension '?' "
                         "(XLA's verifier disallows unbounded dynamism unless asked), got "
                         f"{declared.to_str(False)}", at=rep.shape_at(inst))
@@ -268,7 +273,8 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
                 known = False
             else:
                 operands.append(s)
-        _check_inline_operand_shapes(inst, eff, rep)
+        if inst.operand_shapes:
+            _check_inline_operand_shapes(inst, eff, rep)
         if not known or (unknown and any(c in unknown for c in inst.called_computations)):
             eff[inst.name] = declared
             continue
@@ -418,6 +424,9 @@ def _check_layouts(inst: Instruction, leaves, rep: _Report):
     if isinstance(leaves, Shape):
         leaves = leaves.leaves()
     for leaf in leaves:
+        lay = leaf.layout
+        if lay is None or lay is default_layout(len(leaf.dims)):
+            continue                # (what _layout_problems finds nothing in, without its generator)
         for code, msg in _layout_problems(leaf):
             rep.add(inst, code, f"{inst.opcode}: {msg}", at=rep.shape_at(inst))
 

@@ -170,3 +170,55 @@ def test_plain_parameter_lists_read_as_the_general_split_reads_them(monkeypatch,
         mp.setattr(frontend, "_simple_params", lambda inner, tok: None)
         general = _outcome(text)
     assert _outcome(text) == general
+
+
+# ----------------------------------------------------------------------------- iota device lists
+
+_COLLECTIVE = """HloModule m, replica_count=4
+
+sum {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+
+ENTRY main {
+  p = f32[4]{0} parameter(0)
+  ROOT r = f32[4]{0} all-reduce(p),%sGROUPS, to_apply=sum
+}
+"""
+
+
+@pytest.mark.parametrize("groups", ["[2,2]<=[4]", "[4,1]<=[2,2]T(1,0)", "[1,4]<=[4]", "[2,2]<=[4]T(0)",
+                                    "[2,2]<=[3]", "[2,2]<=[4]T(1,0)"])
+def test_an_iota_device_list_reads_as_the_general_rules_read_it(groups):
+    """`replica_groups=[2,2]<=[4]` is part of an INSTR_LINE (the fast path); written after a comment the
+    same attribute goes through the grammar's general rules: the same value either way, and the same
+    checker findings."""
+    from hlo_cli.checker import check_module
+    fast_text = _COLLECTIVE.replace("%s", " ").replace("GROUPS", f"replica_groups={groups}")
+    general_text = _COLLECTIVE.replace("%s", " /* c */ ").replace("GROUPS", f"replica_groups={groups}")
+    assert frontend.scan_module(fast_text).computations[1].instrs[1].__class__.__name__ == "LineInstr"
+    if groups in ("[2,2]<=[3]", "[2,2]<=[4]T(1,0)"):    # 4 devices from 3; T of the wrong rank: the
+        errors = []                     # same error, at the value, which the comment moves 8 columns right
+        for text in (fast_text, general_text):
+            with pytest.raises(HloError) as e:
+                parse(text, "t.hlo")
+            errors.append([(d.message, d.line, d.column) for d in e.value.diagnostics])
+        assert [(m, l, c + 8) for m, l, c in errors[0]] == errors[1]
+        return
+    fast, general = parse(fast_text, "t.hlo"), parse(general_text, "t.hlo")
+    f_inst, g_inst = fast.entry_computation.instructions[-1], general.entry_computation.instructions[-1]
+    assert f_inst == g_inst
+    assert repr(f_inst.attrs["replica_groups"]) == repr(g_inst.attrs["replica_groups"])
+
+    def findings(m, text):
+        return [(d.code, d.message, d.line) for d in check_module(m, text)]
+    assert findings(fast, fast_text) == findings(general, general_text)
+
+
+@pytest.mark.parametrize("groups", ["[2,2]<=[", "[2,2]<=4", "[a]<=[4]", "[2,2]<=[4]T(1,0"])
+def test_a_malformed_iota_device_list_is_reported_as_before(monkeypatch, groups):
+    text = _COLLECTIVE.replace("%s", " ").replace("GROUPS", f"replica_groups={groups}")
+    lark, fast, _ = _both(text, monkeypatch)
+    assert fast == lark and fast[0] == "error"

@@ -528,8 +528,9 @@ _HEAD_RE = _re.compile(
 OPERAND_RE = _re.compile(r"(?:/\*.*?\*/\s*)?(?:(%?[A-Za-z_][\w.\-]*)(?![\w(])|([-+]?(?:\d[\w.+\-]*|inf|nan(?:\(0x[0-9a-fA-F]+\))?)))")
 _SECTION_KV = _re.compile(r"([A-Za-z_]\w*)=([^\s,}]+)")
 _STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'      # strings may hold raw newlines
+_IOTA_LIST = r"\[[\d,]*\]<=\[[\d,]*\](?:T\([\d,]*\))?"     # [2,8]<=[16], [4,2]<=[2,4]T(1,0): as in INSTR_LINE
 ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR +
-                          r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR + r')*+\})*+\})*+\})*+\}|[^\s{}\[\](),="<:]+)')
+                          r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR + r')*+\})*+\})*+\})*+\}|' + _IOTA_LIST + r'|[^\s{}\[\](),="<:]+)')
 _INTS = _re.compile(r"\{\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\}")
 
 
@@ -543,8 +544,8 @@ def decode_value(name: str, value: str):
     if name == "backend_config":
         return BackendConfig(value)
     c = value[0]
-    if c == "{":
-        if _INTS.fullmatch(value):
+    if c == "{" or c == "[":    # ('[': an iota device list [2,8]<=[16], the grammar's value sequence)
+        if c == "{" and _INTS.fullmatch(value):
             inner = value[1:-1].strip()
             return IntList(int(v) for v in inner.split(",")) if inner else IntList()
         lark, t = _parser()

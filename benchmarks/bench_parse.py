@@ -51,8 +51,10 @@ _INSTRUCTION_LINE = re.compile(r"^[ \t]*(?:ROOT[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*
 
 
 def hlo_cmd() -> list[str]:
-    # `python -m` so that PYTHONPATH picks the checkout (the console script may belong to another)
-    return [sys.executable, "-c", "from hlo_cli.cli import main; main()"]
+    # `python -c` so that PYTHONPATH picks the checkout (the console script may belong to another);
+    # -P keeps the current directory (a checkout itself, often) from coming before PYTHONPATH
+    safe = ["-P"] if sys.version_info >= (3, 11) else []
+    return [sys.executable, *safe, "-c", "from hlo_cli.cli import main; main()"]
 
 
 def timed(args: list[str], env: dict, ok: tuple[int, ...]) -> tuple[float, float]:
@@ -153,7 +155,7 @@ def main():
     import jax
     meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "load_average": os.getloadavg(), "jax": jax.__version__, "repeat": args.repeat,
-            "hlo": subprocess.run(hlo_cmd()[:2] + ["import hlo_cli; print(hlo_cli.__file__)"],
+            "hlo": subprocess.run(hlo_cmd()[:-1] + ["import hlo_cli; print(hlo_cli.__file__)"],
                                   capture_output=True, text=True).stdout.strip()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")

@@ -12,6 +12,7 @@ import re
 from ..errors import Diagnostic
 from ..ir.attributes import ComputationRef
 from ..ir.dtypes import ELEMENT_TYPES
+from ..ir.gcpause import NoGC
 from ..ir.module import Computation, Instruction, Module
 from ..ir.opcodes import ELEMENTWISE, IO, OPCODES, async_generic, has_trait, with_trait
 from ..ir.shape import COMBINE_DIM, MAX_SHAPE_DEPTH, NUMPY_MAX_RANK, UNBOUNDED, Shape, default_layout, shape_depth
@@ -122,6 +123,11 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     for pointing at the offending token); it never raises for a problem of the module.
     `replicas` / `partitions` override the header's replica_count / num_partitions (the device
     count replica groups, source-target pairs and shardings are checked against)."""
+    with NoGC():      # the checker makes no cycles: collections would only traverse the module again
+        return _check_module(module, text, layout_sensitive, warnings, replicas, partitions)
+
+
+def _check_module(module, text, layout_sensitive, warnings, replicas, partitions) -> list[Diagnostic]:
     from .devices import device_findings, module_devices
     rep = _Report(module, text)
     devices = module_devices(module, replicas, partitions)
@@ -248,9 +254,14 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
     for inst in comp.instructions:
         declared = inst.shape
         if declared is not None:
-            leaves = (declared,) if declared.tuple_shapes is None else tuple(declared.leaves())
+            if declared.tuple_shapes is None:
+                leaves = (declared,)
+                unbounded = UNBOUNDED in declared.dims
+            else:
+                leaves = tuple(declared.leaves())
+                unbounded = any(UNBOUNDED in leaf.dims for leaf in leaves)
             _check_layouts(inst, leaves, rep)
-            if any(UNBOUNDED in leaf.dims for leaf in leaves):
+            if unbounded:
                 rep.add(inst, "C127", f"{inst.opcode}: the shape must have no unbounded dynamic dimension '?' "
                         "(XLA's verifier disallows unbounded dynamism unless asked), got "
                         f"{declared.to_str(False)}", at=rep.shape_at(inst))
@@ -262,7 +273,8 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
                 known = False
             else:
                 operands.append(s)
-        _check_inline_operand_shapes(inst, eff, rep)
+        if inst.operand_shapes:
+            _check_inline_operand_shapes(inst, eff, rep)
         if not known or (unknown and any(c in unknown for c in inst.called_computations)):
             eff[inst.name] = declared
             continue
@@ -412,6 +424,9 @@ def _check_layouts(inst: Instruction, leaves, rep: _Report):
     if isinstance(leaves, Shape):
         leaves = leaves.leaves()
     for leaf in leaves:
+        lay = leaf.layout
+        if lay is None or lay is default_layout(len(leaf.dims)):
+            continue                # (what _layout_problems finds nothing in, without its generator)
         for code, msg in _layout_problems(leaf):
             rep.add(inst, code, f"{inst.opcode}: {msg}", at=rep.shape_at(inst))
 
@@ -701,9 +716,13 @@ def _check_async_pairs(module: Module, rep: _Report):
     """Each start has exactly one user, its done (or an update), and each done (or update) has
     exactly one operand, its start; custom-calls to control_dep do not count as users.  A send or
     recv that is the root of an async computation needs no user."""
+    pair_of = {op: _pair_opcode(op) for op in {i.opcode for c in module.computations for i in c.instructions}}
     async_comps = {name for comp in module.computations for inst in comp.instructions
-                   if _pair_opcode(inst.opcode).startswith("async-") for name in inst.called_computations}
+                   if pair_of[inst.opcode].startswith("async-") for name in inst.called_computations}
+    paired = {op for op, pair in pair_of.items() if pair in _ASYNC_PAIRS}
     for comp in module.computations:
+        if not any(inst.opcode in paired for inst in comp.instructions):
+            continue            # (the users of a computation without any pair opcode are not needed)
         users: dict[str, list[Instruction]] = {}
         for inst in comp.instructions:
             if inst.opcode == "custom-call" and inst.attrs.get("custom_call_target") == "control_dep":

@@ -36,6 +36,8 @@ For the same reason:
 """
 from __future__ import annotations
 
+from .gcpause import NoGC
+
 import re
 from dataclasses import replace
 from functools import lru_cache
@@ -689,11 +691,12 @@ def format_module(module: Module, *, percent: bool = True, operand_shapes: bool 
     print those attributes; large_constants: print every constant in full (else constants of
     more than 10 elements, and tuple constants, are elided to `{...}` as XLA does)."""
     opts = _Opts(percent, operand_shapes, metadata, backend_config, large_constants)
-    out = [_header(module, opts), "\n\n"]
-    if module.stack_frames and opts.metadata:      # XLA prints the index with the metadata
-        out.append(_stack_frames(module.stack_frames))
-        out.append("\n")
-    for comp in module.computations:
-        out.append(format_computation(comp, _opts=opts))
-        out.append("\n\n")
-    return "".join(out)
+    with NoGC():          # (a large module's text: collections would traverse the module for nothing)
+        out = [_header(module, opts), "\n\n"]
+        if module.stack_frames and opts.metadata:      # XLA prints the index with the metadata
+            out.append(_stack_frames(module.stack_frames))
+            out.append("\n")
+        for comp in module.computations:
+            out.append(format_computation(comp, _opts=opts))
+            out.append("\n\n")
+        return "".join(out)

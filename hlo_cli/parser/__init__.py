@@ -4,8 +4,10 @@ parse (grammar.py, for one, is read without it).
 
     module = parse(text, "m.hlo")      # raises HloSyntaxError (and friends) with located diagnostics
 
-frontend.py is the Lark front end (text -> raw records), builder.py turns the records into the IR,
-parallel.py parses a large text on two cores."""
+frontend.py is the Lark front end (text -> raw records; its scanner, `scan_module`, makes the same
+records for a module in the common form without Lark's parser, and leaves anything else, errors
+included, to Lark), builder.py turns the records into the IR, parallel.py parses a large text on two
+cores."""
 
 __all__ = ["parse", "PARALLEL_MIN_BYTES"]
 

@@ -429,6 +429,9 @@ def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
         raise HloSyntaxError(f"{filename}: the file is empty",
                              [Diagnostic("the input is empty: expected an HLO module", filename, 1, 1,
                                          code="E001")])
+    fast = scan_module(text)
+    if fast is not None:
+        return fast
     lark, t = _parser()
     t.text = text
     try:
@@ -525,8 +528,9 @@ _HEAD_RE = _re.compile(
 OPERAND_RE = _re.compile(r"(?:/\*.*?\*/\s*)?(?:(%?[A-Za-z_][\w.\-]*)(?![\w(])|([-+]?(?:\d[\w.+\-]*|inf|nan(?:\(0x[0-9a-fA-F]+\))?)))")
 _SECTION_KV = _re.compile(r"([A-Za-z_]\w*)=([^\s,}]+)")
 _STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'      # strings may hold raw newlines
+_IOTA_LIST = r"\[[\d,]*\]<=\[[\d,]*\](?:T\([\d,]*\))?"     # [2,8]<=[16], [4,2]<=[2,4]T(1,0): as in INSTR_LINE
 ATTR_SPLIT = _re.compile(r',[ \t]*([A-Za-z_][\w\-]*)=(' + _STR + r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR +
-                          r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR + r')*+\})*+\})*+\})*+\}|[^\s{}\[\](),="<:]+)')
+                          r'|\{(?:[^{}"]++|' + _STR + r'|\{(?:[^{}"]++|' + _STR + r')*+\})*+\})*+\})*+\}|' + _IOTA_LIST + r'|[^\s{}\[\](),="<:]+)')
 _INTS = _re.compile(r"\{\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\}")
 
 
@@ -540,8 +544,8 @@ def decode_value(name: str, value: str):
     if name == "backend_config":
         return BackendConfig(value)
     c = value[0]
-    if c == "{":
-        if _INTS.fullmatch(value):
+    if c == "{" or c == "[":    # ('[': an iota device list [2,8]<=[16], the grammar's value sequence)
+        if c == "{" and _INTS.fullmatch(value):
             inner = value[1:-1].strip()
             return IntList(int(v) for v in inner.split(",")) if inner else IntList()
         lark, t = _parser()
@@ -729,7 +733,9 @@ def _signature_fast(self, c):
     params = []
     result = None
     if len(c) == 1:            # SIGNATURE: "(params) -> result" in one token
-        close = _matching_paren(s)
+        close = s.find(")")
+        if close < 0 or s.find("(", 1, close) >= 0:     # a tuple parameter: count the parentheses
+            close = _matching_paren(s)
         result_text = s[close + 1:].strip()[2:].strip()
         try:
             result = shape_text_cached(result_text)
@@ -737,6 +743,9 @@ def _signature_fast(self, c):
             raise ShapeTokenError(_part(tok, result_text, len(s) - len(result_text), "SHAPE"), e) from None
         s = s[:close + 1]
     inner = s[1:-1]
+    simple = _simple_params(inner, tok)
+    if simple is not None:
+        return ("sig", simple, result if result is not None else _shape(c[-1]))
     depth, start = 0, 0
     pieces = []
     for k, ch in enumerate(inner):
@@ -764,6 +773,32 @@ def _signature_fast(self, c):
     return ("sig", params, result if result is not None else _shape(c[-1]))
 
 
+_SIMPLE_PARAM = _re.compile(r"[ \t]*(%?[\w.\-]+):[ \t]*([a-z][a-z0-9]*\[[^\[\](){}\n]*\](?:\{[^{}()\[\]\n]*\})?)"
+                           r"[ \t]*(?:,|\Z)")
+_BLANK = _re.compile(r"[ \t]*\Z")
+
+
+def _simple_params(inner: str, tok):
+    """The parameters of a list of plain `name: array-shape` items (what the general split below
+    makes of them), or None for anything else (tuples, tiled layouts, comments)."""
+    params = []
+    pos, n = 0, len(inner)
+    while pos < n:
+        if _BLANK.match(inner, pos):
+            break
+        m = _SIMPLE_PARAM.match(inner, pos)
+        if m is None:
+            return None
+        name, shape_text = m.group(1), m.group(2)
+        try:
+            shape = shape_text_cached(shape_text)
+        except ShapeSyntaxError:
+            return None            # the general split reports it
+        params.append((name[1:] if name[0] == "%" else name, shape, _part(tok, name, 1 + m.start(1))))
+        pos = m.end()
+    return params
+
+
 def _matching_paren(s: str) -> int:
     depth = 0
     for k, ch in enumerate(s):
@@ -789,3 +824,202 @@ _T.instruction_fast = _instruction_fast
 _T.instruction = _instruction_general
 _T.header = _header
 _T.attr_value = _attr_value
+
+
+# ----------------------------------------------------------------------------- fast scanner
+#
+# A module in the common form -- a header and sections Lark reads, then computations whose heads
+# are `[ENTRY ]name (signature) -> shape {` (or `name {`) and whose bodies are instruction lines
+# the grammar's INSTR_LINE matches, one a line -- is read here without Lark's parser: the same
+# tokens (text, line, column, offset) the lexer would have made go to the same transformer methods,
+# so the raw records, and everything built from them, are those of the Lark path.  Anything else
+# (a comment between instructions, an instruction in the general form, an execution thread, any
+# error) makes `scan_module` return None, and the whole text takes the Lark path, which reports
+# every error exactly as before.
+
+_COMP_HEAD = _re.compile(r"(ENTRY[ \t]+)?(%?[A-Za-z_][\w.\-]*)[ \t]*(?=[({])")
+_FIRST_COMP = _re.compile(r"(?m)^(?:ENTRY[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*[({]")
+_WS = _re.compile(r"\s*")
+_NOT_NAMES = frozenset({"ENTRY", "ROOT", "HloModule", "FileNames", "FunctionNames", "FileLocations",
+                        "StackFrames"})
+_scan_terminals: list = []
+
+
+def _scanner_regexes():
+    if not _scan_terminals:
+        lark = _parser()[0]
+        # a line of a body: white space, then an INSTR_LINE ending its line (or followed by '}')
+        _scan_terminals.append(_re.compile(r"\s*+(" + lark.get_terminal("INSTR_LINE").pattern.to_regexp() +
+                                           r")[ \t]*+(?=[\n}])"))
+        _scan_terminals.append(_re.compile(lark.get_terminal("SIGNATURE").pattern.to_regexp()))
+    return _scan_terminals
+
+
+class _Cursor:
+    """Offset, line and the offset where that line starts, moved over the text."""
+    __slots__ = ("text", "pos", "line", "line_start")
+
+    def __init__(self, text, pos):
+        self.text, self.pos = text, pos
+        self.line = text.count("\n", 0, pos) + 1
+        self.line_start = text.rfind("\n", 0, pos) + 1
+
+    def move(self, end):
+        nl = self.text.count("\n", self.pos, end)
+        if nl:
+            self.line += nl
+            self.line_start = self.text.rfind("\n", self.pos, end) + 1
+        self.pos = end
+
+    def token(self, type_, end):
+        tok = Token(type_, self.text[self.pos:end], self.pos, self.line, self.pos - self.line_start + 1)
+        self.move(end)
+        return tok
+
+    def skip_ws(self):
+        self.move(_WS.match(self.text, self.pos).end())
+
+
+class LineToken(str):
+    """The text of one instruction line with its position: what the lexer's INSTR_LINE token would
+    hold (line, column, offset), made without Lark's Token constructor."""
+    type = "INSTR_LINE"
+
+
+def _line_token(value, start_pos, line, column):
+    tok = LineToken(value)
+    tok.start_pos, tok.line, tok.column = start_pos, line, column
+    return tok
+
+
+def _scan_body(cur: _Cursor, body_re) -> list | None:
+    """The instruction lines of a body after its '{', up to and over its '}'; None when the body is
+    not in the common form."""
+    text = cur.text
+    out = []
+    append = out.append
+    pos, line, line_start = cur.pos, cur.line, cur.line_start
+    count, rfind, match, line_match = text.count, text.rfind, body_re.match, _LINE_RE.match
+    while True:
+        m = match(text, pos)
+        if m is None:
+            cur.pos, cur.line, cur.line_start = pos, line, line_start
+            cur.skip_ws()
+            if text.startswith("}", cur.pos):
+                cur.move(cur.pos + 1)
+                return out
+            instr = _scan_general(cur)
+            if instr is None:
+                return None
+            append(instr)
+            pos, line, line_start = cur.pos, cur.line, cur.line_start
+            continue
+        start, end = m.start(1), m.end(1)
+        nl = count("\n", pos, start)
+        if nl:
+            line += nl
+            line_start = rfind("\n", pos, start) + 1
+        tok = _line_token(m.group(1), start, line, start - line_start + 1)
+        append(LineInstr(tok, line_match(tok)))
+        if "\n" in tok:
+            line += tok.count("\n")
+            line_start = rfind("\n", start, end) + 1
+        pos = m.end()
+
+
+_GENERAL_HEAD = _re.compile(r"(?:ROOT[ \t]+)?(%?[A-Za-z_][\w.\-]*)[ \t]*=")
+
+
+def _scan_general(cur: _Cursor):
+    """An instruction in the general form that fills the rest of its line, parsed by Lark on its own
+    (a slice of the text, lexed from the cursor's line and column); None for anything else."""
+    text = cur.text
+    m = _GENERAL_HEAD.match(text, cur.pos)
+    if m is None or m.group(1) in _NOT_NAMES:
+        return None
+    eol = text.find("\n", cur.pos)
+    if eol < 0:
+        return None
+    after = _WS.match(text, eol).end()
+    if text.startswith(",", after):          # the instruction goes on on the next line
+        return None
+    raw = _parse_slice(text, cur, eol)
+    if not isinstance(raw, RawModule) or len(raw.computations) != 1 or not raw.computations[0].synthesized:
+        return None
+    instrs = raw.computations[0].instrs
+    if len(instrs) != 1 or not isinstance(instrs[0], (RawInstr, LineInstr)) or instrs[0].name == "_":
+        return None
+    cur.move(eol)
+    return instrs[0]
+
+
+def _parse_slice(text: str, cur: _Cursor, end: int):
+    """Lark's parse of text[cur.pos:end] from rule `start`, its tokens placed where they are in the
+    whole text.  Lark's own slice input counts the lines before the slice on every call; this
+    starts its line counter at the cursor instead (Lark's lexer-state classes: where they are not
+    as expected, the caller's whole-text parse takes over)."""
+    from lark.lexer import LexerState, LexerThread, LineCounter
+    from lark.utils import TextSlice
+    lark, t = _parser()
+    ctr = LineCounter("\n")
+    ctr.char_pos, ctr.line, ctr.column, ctr.line_start_pos = cur.pos, cur.line, cur.pos - cur.line_start + 1, \
+        cur.line_start
+    front = lark.parser
+    thread = LexerThread(front.lexer, LexerState(TextSlice(text, cur.pos, end), ctr))
+    return front.parser.parse(thread, "start")
+
+
+def _scan_computation(cur: _Cursor, line_re, sig_re, t) -> RawComputation | None:
+    text = cur.text
+    m = _COMP_HEAD.match(text, cur.pos)
+    if m is None or m.group(2) in _NOT_NAMES:
+        return None
+    is_entry = m.group(1) is not None
+    cur.move(m.start(2))
+    name_tok = cur.token("NAME", m.end(2))
+    cur.move(m.end())
+    params = result = None
+    if text.startswith("(", cur.pos):
+        sm = sig_re.match(text, cur.pos)
+        if sm is None:
+            return None
+        _, params, result = _signature_fast(t, [cur.token("SIGNATURE", sm.end())])
+        cur.skip_ws()
+    if not text.startswith("{", cur.pos):
+        return None
+    cur.move(cur.pos + 1)
+    instrs = _scan_body(cur, line_re)
+    if instrs is None:
+        return None
+    return RawComputation(is_entry, name_tok, params, result, instrs, None)
+
+
+def scan_module(text: str) -> RawModule | None:
+    """The raw module of a text in the common form (see above), or None: then parse it with Lark."""
+    first = _FIRST_COMP.search(text)
+    if first is None:
+        return None
+    lark, t = _parser()
+    line_re, sig_re = _scanner_regexes()
+    t.text = text
+    try:
+        header, sections = None, []
+        prefix = text[:first.start()]
+        if prefix.strip():
+            head = lark.parse(prefix, start="start")
+            if not isinstance(head, RawModule) or head.computations:
+                return None
+            header, sections = head.header, head.sections
+        cur = _Cursor(text, first.start())
+        comps = []
+        while cur.pos < len(text):
+            comp = _scan_computation(cur, line_re, sig_re, t)
+            if comp is None:
+                return None
+            comps.append(comp)
+            cur.skip_ws()
+        return RawModule(header, sections, comps)
+    except Exception:        # the Lark path reports it, located
+        return None
+    finally:
+        t.text = text

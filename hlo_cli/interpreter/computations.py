@@ -797,7 +797,7 @@ def _library_reduce(x: np.ndarray, init: np.ndarray, types) -> bool:
 def library_sum(x: np.ndarray, dims) -> np.ndarray | None:
     """YNNPACK's f32/f64 sum of `x` over `dims` from +0 (ynn_sum.reduce_sum), with the
     processor's FTZ/DAZ flags (else the elements and the result flushed); None where its order
-    is not known (reduced dims between kept ones)."""
+    is not known (ynn_sum.tiled_sum declines)."""
     if hardware() is not None:
         return flushing(ynn_sum.reduce_sum, x, dims, pooled_rows)
     r = ynn_sum.reduce_sum(flush(x), dims, pooled_rows)

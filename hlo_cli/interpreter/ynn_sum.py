@@ -181,9 +181,10 @@ class _Tree:
 
 
 def column_sums(a: np.ndarray) -> np.ndarray:
-    """YNNPACK's kn sum over the first axis of the 2-D array `a`."""
-    k, n = a.shape
-    zero = np.zeros(n, a.dtype)
+    """YNNPACK's kn sum over the first axis of the array `a` (each column of the other axes
+    independently)."""
+    k = a.shape[0]
+    zero = np.zeros(a.shape[1:], a.dtype)
 
     def part(rows):
         s = zero
@@ -247,20 +248,220 @@ def acb_sums(x3: np.ndarray, map_rows=None) -> np.ndarray:
 def reduce_sum(x: np.ndarray, dims, map_rows=None) -> np.ndarray | None:
     """YNNPACK's sum (from +0, no init) of the f32/f64 array `x` over `dims`, shaped as the kept
     dims, when the kept dims are one run of neighbouring dims (or none) after at most one
-    reduced dim: then `x` is an (A, C, B) array summed over A and B.  None otherwise (reduced
-    dims between kept ones, several leading reduced dims: NHWC's (0, 1, 2) is tiled otherwise,
-    or rows longer than a tile: `known`)."""
+    reduced dim: then `x` is an (A, C, B) array summed over A and B; otherwise (reduced dims
+    between kept ones, several leading reduced dims, rows longer than a tile) by `tiled_sum`,
+    None where that declines."""
+    out_shape = tuple(x.shape[d] for d in range(x.ndim) if d not in set(dims))
+    if 1 in x.shape and x.size:         # YNNPACK drops dims of extent 1 (their neighbours fuse)
+        live = [d for d in range(x.ndim) if x.shape[d] != 1]
+        r = reduce_sum(x.reshape([x.shape[d] for d in live]),
+                       [i for i, d in enumerate(live) if d in set(dims)], map_rows)
+        return None if r is None else r.reshape(out_shape)
     keep = [d for d in range(x.ndim) if d not in set(dims)]
-    out_shape = tuple(x.shape[d] for d in keep)
     if not keep:
         a, c, b = 1, 1, x.size
     elif keep != list(range(keep[0], keep[-1] + 1)) or keep[0] > 1:
-        return None                     # reduced dims between kept ones, or several leading ones
+        return tiled_sum(x, dims)       # reduced dims between kept ones, or several leading ones
     else:
         a = int(np.prod(x.shape[:keep[0]], dtype=np.int64))
         c = int(np.prod(out_shape, dtype=np.int64))
         b = int(np.prod(x.shape[keep[-1] + 1:], dtype=np.int64))
     if not known(b, x.dtype.itemsize):
-        return None
+        return tiled_sum(x, dims)
     with np.errstate(all="ignore"):
         return acb_sums(np.ascontiguousarray(x).reshape(a, c, b), map_rows).reshape(out_shape)
+
+
+# YNNPACK's scheduler cuts every reduce into tiles of about this many bytes of input
+TILE_AREA_BYTES = 1 << 17
+
+
+def split_factors(extents, itemsize: int) -> list:
+    """YNNPACK's tile extent of each dim of a row-major array of `extents` (None: the whole
+    dim): dims are visited innermost first, each taking what is left of the tile's area
+    (floor division, at least 1)."""
+    area = -(-TILE_AREA_BYTES // itemsize)
+    so_far = 1
+    out = [None] * len(extents)
+    for d in reversed(range(len(extents))):
+        e = extents[d]
+        s = max(1, min(area // so_far, e))
+        if s >= e:
+            so_far *= e
+        else:
+            out[d] = s
+            so_far *= s
+    return out
+
+
+def _dense_strides(shape) -> list:
+    out, acc = [0] * len(shape), 1
+    for d in reversed(range(len(shape))):
+        out[d] = acc
+        acc *= shape[d]
+    return out
+
+
+def kernel_plan(ext, strides, red, c_strides):
+    """How YNNPACK's reduce runs one tile of extents `ext` (strides in elements of the whole
+    buffer; `red` the reduced dims; `c_strides` the output's strides of the kept dims): the
+    contiguous innermost reduced dims form the k1 rows, the next reduced dims whose strides
+    continue each other the k2 loop, the other reduced dims an outer loop; with no k1 dim and
+    the kept dims contiguous (or none) the kn kernel sums the k2 rows instead.  Returns
+    (kn, k1 dims, k2 dims, outer reduced dims), dims in row-major order."""
+    k1 = k2 = n = 1
+    k2s = ns = 0
+    k1a, k2a, outer = [], [], []
+    for ax in reversed(range(len(ext))):
+        e, st = ext[ax], strides[ax]
+        if e == 1:
+            continue
+        if red[ax]:
+            if k1 == st:
+                k1 *= e
+                k1a.append(ax)
+            elif k2s * k2 == st:
+                k2 *= e
+                k2a.append(ax)
+            elif k2 == 1:
+                k2, k2s = e, st
+                k2a.append(ax)
+            else:
+                outer.append(ax)
+        elif c_strides[ax] == n:
+            if ns * n == st:
+                n *= e
+            elif n == 1:
+                n, ns = e, st
+    return k1 == 1 and (n == 1 or ns == 1), sorted(k1a), sorted(k2a), sorted(outer)
+
+
+def _tile_parts(t: np.ndarray, plan) -> list:
+    """The terms one YNNPACK reduce call adds into its output, in order, for a batch of
+    tiles `t` (nb, *tile): each (nb * kept elements,)."""
+    kn, k1a, k2a, outer = plan
+    red = set(k1a + k2a + outer)
+    indep = [a for a in range(t.ndim - 1) if a not in red]
+    size = lambda axes: int(np.prod([t.shape[1 + a] for a in axes], dtype=np.int64))
+    o, k2, k1 = size(outer), size(k2a), size(k1a)
+    if kn:
+        z = t.transpose([1 + a for a in outer + k2a] + [0] + [1 + a for a in indep])
+        z = np.ascontiguousarray(z).reshape(o, k2, -1)
+        return [column_sums(z[i]) for i in range(o)]
+    z = t.transpose([0] + [1 + a for a in indep + outer + k2a + k1a])
+    rs = row_sums(np.ascontiguousarray(z).reshape(-1, k1)).reshape(-1, o * k2)
+    return [rs[:, j] for j in range(o * k2)]
+
+
+def _groups(shape, red, splits):
+    """The tiles of the reduced dims cut by `splits`, grouped by extent: yields (slices,
+    {dim: (first tile, count, size)})."""
+    cut = [d for d in range(len(shape)) if red[d] and splits[d] is not None]
+    choices = []
+    for d in cut:
+        e, s = shape[d], splits[d]
+        f, r = divmod(e, s)
+        opts = [(0, f * s, 0, f, s)] if f else []
+        if r:
+            opts.append((f * s, e, f, 1, r))
+        choices.append(opts)
+    import itertools
+    for combo in itertools.product(*choices):
+        sl = [slice(None)] * len(shape)
+        info = {}
+        for d, (lo, hi, first, count, size) in zip(cut, combo):
+            sl[d] = slice(lo, hi)
+            info[d] = (first, count, size)
+        yield tuple(sl), info
+
+
+def _stage(x: np.ndarray, red, splits, c_strides, sequential: bool):
+    """One YNNPACK reduce over the row-major array `x`.  Not `sequential`: each tile of the cut
+    reduced dims is summed from +0 into its own slot (the partial reduction): returns the
+    (tiles..., kept...) array in dim order.  `sequential`: the tiles go into one output in
+    row-major tile order: returns the kept-dims array."""
+    shape, strides = x.shape, _dense_strides(x.shape)
+    cut = [d for d in range(x.ndim) if red[d] and splits[d] is not None]
+    kept = [d for d in range(x.ndim) if not red[d]]
+    kept_shape = tuple(shape[d] for d in kept)
+    ntiles = [-(-shape[d] // splits[d]) for d in cut]
+    parts = {}
+    for sl, info in _groups(shape, red, splits):
+        sub = x[sl]
+        ext, new_shape, count_axes = [], [], []
+        for d in range(x.ndim):
+            if d in info:
+                new_shape += [info[d][1], info[d][2]]
+                count_axes.append(len(new_shape) - 2)
+                ext.append(info[d][2])
+            else:
+                new_shape.append(sub.shape[d])
+                ext.append(sub.shape[d] if red[d] or splits[d] is None else splits[d])
+        sub = sub.reshape(new_shape)
+        rest = [a for a in range(sub.ndim) if a not in count_axes]
+        counts = [sub.shape[a] for a in count_axes]
+        t = sub.transpose(count_axes + rest).reshape((-1,) + tuple(sub.shape[a] for a in rest))
+        ps = _tile_parts(t, kernel_plan(ext, strides, red, c_strides))
+        key = tuple(info[d][0] for d in cut)
+        parts[key] = ([p.reshape(tuple(counts) + kept_shape) for p in ps], counts)
+    if not sequential:
+        out = np.zeros(tuple(ntiles) + kept_shape, x.dtype)
+        for key, (ps, counts) in parts.items():
+            acc = np.zeros(tuple(counts) + kept_shape, x.dtype)
+            for p in ps:
+                acc = acc + p
+            out[tuple(slice(k, k + c) for k, c in zip(key, counts))] = acc
+        return out
+    import itertools
+    c = np.zeros(kept_shape, x.dtype)
+    for idx in itertools.product(*[range(n) for n in ntiles]):
+        key, local = [], []
+        for d, i in zip(cut, idx):
+            f = shape[d] // splits[d]
+            key.append(0 if i < f else f)
+            local.append(i if i < f else 0)
+        for p in parts[tuple(key)][0]:
+            c = c + p[tuple(local)]
+    return c
+
+
+def tiled_sum(x: np.ndarray, dims) -> np.ndarray | None:
+    """YNNPACK's sum (from +0, no init) of the row-major f32/f64 array `x` over `dims` by its
+    scheduler (hlo_cli/SEMANTICS.md, "YNNPACK"): the dims are cut into tiles (split_factors);
+    if a reduced dim is cut, each tile is first summed into its own slot and the slots are
+    then reduced again, tiled the same way, in order; each tile is summed by the k1 or kn
+    kernel (kernel_plan).  None when more than one reduced dim is cut (NHWC's N and H when an
+    image is over a tile: that schedule was not reproduced)."""
+    x = np.ascontiguousarray(x)
+    red = [d in set(dims) for d in range(x.ndim)]
+    splits = split_factors(x.shape, x.dtype.itemsize)
+    cut = [d for d in range(x.ndim) if red[d] and splits[d] is not None]
+    if len(cut) > 1 or (cut == [x.ndim - 1] and not all(red)):
+        return None                     # (rows cut with kept dims: 4 of 5 rows measured)
+    with np.errstate(all="ignore"):
+        if any(red[d] and splits[d] is not None for d in range(x.ndim)):
+            cut = [d for d in range(x.ndim) if red[d] and splits[d] is not None]
+            ntiles = [-(-x.shape[d] // splits[d]) for d in cut]
+            kept_shape = [x.shape[d] for d in range(x.ndim) if not red[d]]
+            # the slots' buffer keeps every dim (cut ones as their tile counts, the others 1)
+            full = [-(-x.shape[d] // splits[d]) if d in cut else (1 if red[d] else x.shape[d])
+                    for d in range(x.ndim)]
+            c_strides = dict(enumerate(_dense_strides(full)))
+            slots = _stage(x, red, splits, c_strides, sequential=False)
+            # back in dim order: slot dims where the cut dims were, uncut reduced dims dropped
+            order, pos_t, pos_k = [], 0, len(cut)
+            for d in range(x.ndim):
+                if d in cut:
+                    order.append(pos_t)
+                    pos_t += 1
+                elif not red[d]:
+                    order.append(pos_k)
+                    pos_k += 1
+            x = np.ascontiguousarray(slots.transpose(order))
+            red = [d in cut for d in range(len(red)) if d in cut or not red[d]]
+        # the final reduce's loops over its reduced dims are not cut (measured: f64[96,320,7,7]
+        # over (0, 2, 3) sums its 96 slots in one kn call)
+        splits = [None] * x.ndim
+        kept = [d for d in range(x.ndim) if not red[d]]
+        ks = _dense_strides([x.shape[d] for d in kept])
+        return _stage(x, red, splits, dict(zip(kept, ks)), sequential=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from hlo_cli.interpreter import ynn_sum
 
@@ -148,20 +148,47 @@ def test_tiles_follow_the_input_bytes():
     assert ynn_sum.tile_rows(1 << 20, 1, 4) == 1
 
 
-def test_reduce_sum_needs_kept_dims_together():
+def test_reduce_sum_tiles_other_layouts_or_declines():
     x = np.ones((4, 5, 6), F32)
-    assert ynn_sum.reduce_sum(x, [1]) is None
+    assert ynn_sum.reduce_sum(x, [1]).tolist() == [[5.0] * 6] * 4        # between kept dims
     assert ynn_sum.reduce_sum(x, [0, 2]).tolist() == [24.0] * 5
     assert ynn_sum.reduce_sum(x, [0, 1, 2]).shape == ()
-    assert ynn_sum.reduce_sum(np.ones(40000, F32), [0]) is None      # rows longer than a tile
-    assert ynn_sum.reduce_sum(np.ones((4, 5, 6, 7), F32), [0, 1, 2]) is None   # NHWC's N, H, W
+    assert ynn_sum.reduce_sum(np.ones(40000, F32), [0]) == 40000.0       # rows longer than a tile
+    nhwc = ynn_sum.reduce_sum(np.ones((4, 5, 6, 7), F32), [0, 1, 2])       # NHWC's N, H, W
+    assert nhwc.tolist() == [120.0] * 7
+    # not reproduced: two reduced dims cut (an image over a tile), rows cut beside kept dims
+    assert ynn_sum.reduce_sum(np.zeros((96, 56, 56, 24), F32), [0, 1, 2]) is None
+    assert ynn_sum.reduce_sum(np.zeros((5, 40000), F32), [1]) is None
+
+
+def test_splits_follow_the_tile_area():
+    assert ynn_sum.split_factors((96, 24, 56, 56), 4) == [1, 10, None, None]
+    assert ynn_sum.split_factors((96, 7, 7, 320), 4) == [2, None, None, None]
+    assert ynn_sum.split_factors((96, 56, 56, 24), 4) == [1, 24, None, None]
+    assert ynn_sum.split_factors((40000,), 8) == [16384]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 12), st.integers(1, 300), st.sampled_from([F32, np.float64]),
+       st.sampled_from([0.0, 0.3]), st.integers(0, 2**31 - 1))
+def test_the_scheduler_reproduces_the_acb_sums(a, c, b, dt, hostile, seed):
+    """tiled_sum's general tiling gives the (A, C, B) path's bits wherever both apply."""
+    x = _values(seed, (a, c, b), dt, hostile)
+    want = ynn_sum.reduce_sum(x, (0, 2))
+    got = ynn_sum.tiled_sum(x, (0, 2))
+    assume(got is not None)
+    assert _same(got, want)
 
 
 # ------------------------------------------------------------------ XLA live
 
 SHAPES = [((96, 320, 49), (0, 2)), ((96, 100, 49), (0, 2)), ((40, 24, 3136), (0, 2)),
           ((17, 50, 300), (0, 2)), ((1100, 8, 5), (0, 2)), ((3, 1000, 60), (0, 2)),
-          ((96, 1000), (0,)), ((5000, 3), (0,)), ((64, 1280, 49), (2,)), ((16000,), (0,))]
+          ((96, 1000), (0,)), ((5000, 3), (0,)), ((64, 1280, 49), (2,)), ((16000,), (0,)),
+          # general tiling (tiled_sum): NHWC with an image within a tile, middle dims, long rows
+          ((96, 7, 7, 320), (0, 1, 2)), ((96, 14, 14, 64), (0, 1, 2)), ((16, 14, 14, 32), (0, 1, 2)),
+          ((30, 40, 50), (1,)), ((3, 20000, 4), (1,)), ((40000,), (0,)), ((40000, 3), (0,)),
+          ((50, 1, 300), (0, 2))]
 
 
 @pytest.mark.slow

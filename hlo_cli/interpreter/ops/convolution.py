@@ -60,9 +60,64 @@ from ..values import np_dtype
 from ..fpenv import hardware
 from ..kernels import flush
 from .convert import F32, F64, contig, convert, kind
-from .linalg import F32_BLAS_MIN_MACS, compute_types, etype_name, narrow_result, plus_zero, widen_operand
+from .linalg import (F32_BLAS_MIN_MACS, compute_types, etype_name, fma_once, narrow_result, plus_zero,
+                     widen_operand)
+from ..parallel import run_parts
 
 # ============================================================================ convolution
+
+# XLA CPU computes a 1x1 f32 convolution (Eigen's contraction) as one FMA chain per output over
+# the input features in order (hlo_cli/SEMANTICS.md); hlo follows it up to this many input
+# features (its cost grows with them; wider ones take the f32 GEMM)
+FMA_CHAIN_MAX_FEATURES = 16
+# output pixels per block of the chain (the f64 temporaries of a block stay in cache)
+FMA_CHAIN_BLOCK = 1 << 15
+
+
+def _pointwise_chain(x, w, wdims, dt) -> bool:
+    """True for the convolutions XLA CPU computes as an in-order FMA chain that hlo reproduces:
+    f32, one group, every window dim of size 1 without stride, padding, dilation or reversal,
+    2..FMA_CHAIN_MAX_FEATURES input features, and at least 25 output features, 0 or 9..15 modulo
+    16 (measured: 25, 28, 32, 48, 64, 96, 144, 160, 576, 1280 exact; 1..8 modulo 16 and 12 or
+    16 outputs over few features run other kernels), of any size."""
+    if dt != F32 or x.shape[0] != 1:
+        return False
+    o = w.shape[1]
+    if not 2 <= x.shape[2] <= FMA_CHAIN_MAX_FEATURES or o < 25 or 1 <= o % 16 <= 8:
+        return False
+    return all(wd.size == 1 and wd.stride == 1 and wd.padding_low == 0 and wd.padding_high == 0
+               and wd.base_dilation == 1 and wd.window_dilation == 1 and not wd.window_reversal
+               for wd in wdims)
+
+
+def _fma_chain(x, w, hw: bool) -> np.ndarray:
+    """x (1, N, K, *S) f32, w (1, O, K, 1...) f32 -> (N, *S, 1, O): each output is
+    acc = fma(x_k, w_k, acc) over k = 0 .. K-1 from +0, each step rounded once (linalg.fma_once)
+    with XLA's FTZ/DAZ (`hw`: the processor's flags are set, else operands and steps flushed),
+    block by block of output pixels on the pool's threads.  NaN and inf land where the chain puts
+    them; a NaN's payload is the f64 arithmetic's."""
+    n, k = x.shape[1:3]
+    spatial = x.shape[3:]
+    o = w.shape[1]
+    xs = np.moveaxis(x[0], 1, -1).reshape(-1, k)
+    ws = np.ascontiguousarray(w[0].reshape(o, k).T)          # (K, O)
+    if not hw:
+        xs, ws = flush(xs), flush(ws)
+    out = np.empty((xs.shape[0], o), F32)
+    rows = max(1, FMA_CHAIN_BLOCK // o)
+
+    def block(s):
+        xb = np.ascontiguousarray(xs[s:s + rows].T)[:, :, None]   # (K, rows, 1)
+        acc = np.zeros((xb.shape[1], o), F32)
+        with np.errstate(all="ignore"):
+            for j in range(k):
+                fma_once(xb[j], ws[j], acc, F32, out=acc)
+                if not hw:
+                    acc = flush(acc)
+        out[s:s + rows] = acc
+    run_parts(block, list(range(0, xs.shape[0], rows)))
+    return out.reshape((n,) + spatial + (1, o))
+
 
 def _tap_positions(out_len: int, size_in: int, w, k: int):
     """For kernel tap k of window dim w: the input index under every output position along that
@@ -843,6 +898,8 @@ def _fast_path(x, w, wdims, out_spatial, dt, terms: int, eigen: bool = True):
     k = kind(dt)
     g, n, cg = x.shape[:3]
     macs = g * n * cg * w.shape[1] * int(np.prod(out_spatial, dtype=np.int64)) * (terms // cg)
+    if _pointwise_chain(x, w, wdims, dt):
+        return _fma_chain(x, w, hardware() is not None)
     bad: list = []
     with np.errstate(all="ignore"):
         if k == "float":

@@ -859,6 +859,10 @@ def _fma(a, b, c, dt, out=None) -> np.ndarray:
     return out
 
 
+# a * b + c rounded once (f32 exactly; public for the convolution's FMA chains)
+fma_once = _fma
+
+
 def _at(v: np.ndarray, h: np.ndarray, shape) -> np.ndarray:
     """Elements of `v` broadcast to `shape` at the flat indices `h`, without materializing it."""
     if v.size == 1:

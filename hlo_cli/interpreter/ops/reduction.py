@@ -477,7 +477,7 @@ def _prepare_reduce(inst, ops, st):
             return None
         return start
 
-    ynn = library and (not keep or keep == list(range(keep[0], keep[-1] + 1)))
+    ynn = library                       # ynn_sum.reduce_sum: None where its order is unknown
 
     def flagged(x, i, start):
         """The sum from `start` (start_of), with the processor's FTZ/DAZ flags already set."""

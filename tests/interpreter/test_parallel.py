@@ -260,6 +260,7 @@ def test_interleaved_updates_of_two_shapes_form_two_regions(monkeypatch, small_b
     """An optimizer updating two parameters step by step in turn: each shape's steps share one
     region although the other shape's steps sit between them."""
     _with_threads(monkeypatch, threads)
+    monkeypatch.setenv("HLO_FMA", "0")      # (regions, not contraction: w - q * l stays two steps)
     module = parse(_ADAM)
     comp = compiler.compiled(module, module.entry, True)
     regions = [st[1] for st in comp.steps if st[0] == compiler.REGION]

@@ -38,7 +38,7 @@ from ..ir.opcodes import ELEMENTWISE, has_trait
 from .kernels import Fast, declare, flag_free
 from .ops.elementwise import fma, fma_kernel
 from .per_module import cached
-from .schedule import free_after
+from .schedule import Plan, free_after
 from .values import np_dtype
 
 CONTRACTED_TYPES = frozenset({"f32", "f64"})
@@ -81,6 +81,27 @@ def contract(plan, module, keep_products: bool = False) -> None:
     if not keep_products:
         _drop_products(plan, replaced)
     plan.free_after = free_after(plan.operand_idx, plan.root)
+
+
+def contracted_products(comp, module) -> dict[str, list[str]]:
+    """{the name of each add/subtract of `comp` XLA CPU contracts: the names of the instructions
+    folded into it (the multiply, and the negate between them if any)}: what a tool cutting a module
+    into pieces (tools/extract.py) must keep together for the piece to compute the same bits."""
+    if module is None or not enabled():
+        return {}
+    plan = Plan(comp)
+    found = contractions(plan, comp.name in fused_computations(module))
+    out: dict[str, list[str]] = {}
+    for k, (_a, _b, other, _np, _na) in found.items():
+        x, y = plan.operand_idx[k]
+        j = y if x == other and y != other else x
+        names = []
+        while plan.insts[j].opcode == "negate":
+            names.append(plan.insts[j].name)
+            j = plan.operand_idx[j][0]
+        names.append(plan.insts[j].name)
+        out[plan.insts[k].name] = names
+    return out
 
 
 def _index_users(plan) -> None:

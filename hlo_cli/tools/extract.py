@@ -94,6 +94,25 @@ def select(comp, name: str, height: int, depth: int) -> list[str]:
     return [i.name for i in comp.instructions if i.name in want]
 
 
+def with_contracted_products(comp, module, piece: list[str]) -> list[str]:
+    """PIECE with the multiply (and negate) of every add/subtract in it that XLA CPU contracts into
+    one FMA (interpreter/contraction.py): cut at the add, the piece would read the rounded product
+    and round twice, not computing the value the whole module computes."""
+    from ..interpreter.contraction import contracted_products
+    folded = contracted_products(comp, module)
+    want = set(piece)
+    for n in piece:
+        want.update(folded.get(n, ()))
+    if len(want) == len(piece):
+        return piece
+    by = comp.by_name
+    for n in list(want):                       # the constants the products read come along
+        for o in by[n].operands:
+            if by[o].opcode == "constant":
+                want.add(o)
+    return [i.name for i in comp.instructions if i.name in want]
+
+
 class _Stop(BaseException):
     pass
 
@@ -233,7 +252,7 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
         raise HloInputError(f"--cut {cut_as}: one of {', '.join(CUTS)}")
     comp, inst = find_instruction(module, instruction, computation)
     name = inst.name
-    piece = select(comp, name, height, depth)
+    piece = with_contracted_products(comp, module, select(comp, name, height, depth))
     pset = set(piece)
     by = comp.by_name
     used = {o for n in piece for o in by[n].operands}
@@ -271,13 +290,23 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
     inputs: dict = {}
     drop = ("control-predecessors",)
 
+    # a product XLA CPU contracts into an add of the piece reads its cut operands as parameters even
+    # with --cut constants: XLA folds a product of constants first, so written in they would give
+    # the product rounded on its own, not the FMA the whole module computes
+    from ..interpreter.contraction import contracted_products
+    folded = {m for n, ms in contracted_products(comp, module).items() if n in pset for m in ms}
+    fed = {o for m in folded for o in by[m].operands if o in cut}
+    kept = []
+
     def leaf(base, shape, value):
-        if cut_as == "constants":
+        if cut_as == "constants" and base not in fed:
             if dv is not None:
                 if any(not np.array_equal(value[0], v, equal_nan=True) for v in value[1:]):
                     raise HloInputError(f"--cut constants: {base} differs between devices; cut it as a parameter")
                 value = value[0]
             return slicing.constant(base, shape, value), None
+        if cut_as == "constants":
+            kept.append(base)
         if cut_as == "zeros":
             value = np.zeros_like(np.asarray(value))
         elif cut_as == "random":
@@ -314,6 +343,9 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
     if dv is not None:
         ex.notes.append(f"a program on {dv.grid.count} devices: every input and the expected value hold one value per "
                         f"device, stacked on a leading axis (hlo run --per-device)")
+    if kept:
+        ex.notes.append(f"--cut constants: {', '.join(kept)} kept as parameters: each feeds a multiply that XLA CPU "
+                        f"contracts into an add of the piece (one FMA), which a product of constants would not be")
     if cut_as in ("zeros", "random"):
         ex.expected = run_extracted(ex, options)
         ex.notes.append(f"cut values {cut_as}: the expected value is what hlo computes on them")

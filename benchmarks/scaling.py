@@ -43,10 +43,14 @@ def _window_rows(path):
 
 
 def _parse_rows(path):
-    """bench_parse.py: a fresh `hlo info` process against XLA's parse of the same text."""
+    """bench_parse.py: fresh `hlo check` processes (no cache, and cached) against XLA's parse of the
+    same text (wall seconds of each)."""
     for r in json.loads(Path(path).read_text())["rows"]:
-        yield f"parse {r['file']} (cold hlo info)", r["hlo_info_cold_s"], r["xla_parse_s"]
-        yield f"parse {r['file']} (cached hlo info)", r["hlo_info_warm_s"], r["xla_parse_s"]
+        for state in ("nocache", "cached"):
+            key = f"check_{state}_s"
+            if key in r:
+                yield f"parse {r['file']} (hlo check, {state.replace('nocache', 'no cache')})", r[key], \
+                    r["xla_parse_s"]
 
 
 # suite: (script, its arguments given the results file and the repeat count, the rows reader)
@@ -54,7 +58,8 @@ SUITES = {
     "run": ("bench_run.py", lambda out, rep: ["--repeat", str(rep), "--out", out,
                                               "--only", "transformer.opt.hlo", "scan2000.hlo"], _run_rows),
     "window": ("bench_window.py", lambda out, rep: ["--repeat", str(rep), "--json", out], _window_rows),
-    "parse": ("bench_parse.py", lambda out, rep: ["--repeat", str(rep), "--out", out], _parse_rows),
+    "parse": ("bench_parse.py", lambda out, rep: ["--repeat", str(rep), "--out", out, "--commands", "check",
+                                                  "--states", "nocache,cached"], _parse_rows),
 }
 
 

@@ -46,6 +46,7 @@ from typing import Any
 from .attributes import cescape, quote  # noqa: F401  (cescape re-exported)
 from .attributes import (ComputationLayout, ComputationRef, Enum, FrontendAttributes,
                          InlineComputation, RawValue, Sharding, attr_text)
+from .dtypes import ELEMENT_TYPES
 from .literal import format_literal
 from .module import Computation, Instruction, Module, StackFrames
 from .shape import Shape, ShapeSyntaxError, parse_array_shape
@@ -659,8 +660,17 @@ def format_computation(comp: Computation, *, percent: bool = True, operand_shape
 
 # ----------------------------------------------------------------------------- modules
 
+# Words the parser never reads as a bare name (XLA's lexer keywords; element types are added below):
+# a module, computation or instruction so named is written with its '%'.
+KEYWORDS = frozenset({"true", "false", "inf", "nan", "HloModule", "ENTRY", "ROOT", "FileLocations", "FileNames",
+                      "FunctionNames", "StackFrames", "maximal", "replicated", "manual", "last_tile_dim_replicate",
+                      "shard_as", "shard_like", "unknown", "unreduced"})
+RESERVED_NAMES = KEYWORDS | frozenset(ELEMENT_TYPES)
+
+
 def _header(module: Module, opts: _Opts) -> str:
-    parts = ["HloModule " + module.name]
+    name = module.name
+    parts = ["HloModule " + ("%" + name if name in RESERVED_NAMES else name)]
     for a in module_attribute_order(module.attrs):
         v = module.attrs[a]
         parts.append(f"{a}={format_attribute_value(a, v, opts)}")

@@ -15,6 +15,7 @@ import re
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
 from ..ir.dtypes import ELEMENT_TYPES
+from ..ir.printer import KEYWORDS, RESERVED_NAMES
 
 HEADER_ATTRS = {
     "entry_computation_layout": "computation_layout",
@@ -1000,11 +1001,9 @@ def _inline_computation(group, tok, ri, aname, errs, filename, comp_names, inlin
 
 _NAME_CHARS = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _OPCODE_CHARS = re.compile(r"[^a-z0-9\-]|^[^a-z]")
-_KEYWORDS = frozenset({"true", "false", "inf", "nan", "HloModule", "ENTRY", "ROOT", "FileLocations", "FileNames",
-                       "FunctionNames", "StackFrames", "maximal", "replicated", "manual", "last_tile_dim_replicate",
-                       "shard_as", "shard_like", "unknown", "unreduced"})
+_KEYWORDS = KEYWORDS                   # (ir/printer.py: the printer writes these names with their %)
 # Words XLA's lexer never reads as a bare name: element types and keywords (`%`-names may be keywords).
-_RESERVED = _KEYWORDS | frozenset(ELEMENT_TYPES)
+_RESERVED = RESERVED_NAMES
 # Opcodes whose result shape or operand count is checked beyond the opcode table.
 _CHECKED_OPCODES = frozenset({"tuple", "dynamic-reshape"})
 

@@ -246,7 +246,7 @@ def test_every_string_field_alone(field):
     strategy, edit = EDITS[field]
     for base in BASES:
         for bad in ('"', "\\", "}", "{", "\n", "a b", "'", "a=b", ",", "%x", "x\"}\n  %e = f32[] constant(1)", "",
-                    "\x00", "é", "x\u00b9", "0", "->", "/*", "//", '{"a":' * 10 + "1" + "}" * 10, '{"a": "\n}"}', "{}"):
+                    "\x00", "é", "x\u00b9", "0", "->", "/*", "//", "ROOT", "ENTRY", "f32", '{"a":' * 10 + "1" + "}" * 10, '{"a": "\n}"}', "{}"):
             m = _base(base)
             value = bad.encode() if strategy is BYTES else bad
             try:

@@ -17,6 +17,7 @@ value the IR's decoder rejects), raises ProtoError naming the computation and in
 """
 from __future__ import annotations
 
+from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.attributes import (COMPARISON_ORDERS, KV, AliasEntry, AttrError, BackendConfig, BufferDonors,
                              ComputationLayout, FrontendAttributes, Group, InputOutputAlias, IntList,
                              IotaReplicaGroups, Metadata, OutputOperandAliasing, PaddingConfig, PaddingDim, Quoted,
@@ -683,7 +684,7 @@ def _head(r, i, where: str):
 def _instruction(r, i, comp: str) -> Instruction:
     """COMP: how messages name the instruction's computation (`computation NAME, instruction `)."""
     name = i.name
-    if not NAME_RE.fullmatch(name):
+    if not NAME_RE.fullmatch(name) or name in ELEMENT_TYPES:    # (`%f32` reads as an element type)
         where = f"{comp}{name_label(name) if name else '#' + str(i.id)}: "
         raise ProtoError(f"{where}the name {shown_text(name)} cannot be written as HLO text")
     where = f"{comp}{name}: "

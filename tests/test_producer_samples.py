@@ -44,8 +44,10 @@ _OTHER_XLA = ("the producer's XLA build is not JAX's 0.10.2 and itself differs f
 # (producer, case) -> [(output path regex, rtol, atol, reason)]; outputs no entry matches are exact.
 # Comments: what was measured (x86-64), the largest rtol needed at the atol given.
 TOLERANCES: dict[tuple[str, str], list[tuple[str, float, float, str]]] = {
-    # conv, batch norm, softmax cross-entropy, Adam: needed rtol 7.4e-7 at atol 1e-7 (logits |x| <= 2.3)
-    ("tensorflow", "keras_train_step"): [(r".*", 2e-6, 1e-7, f"{_DOT}; {_TRANSCENDENTAL}")],
+    # conv, batch norm, softmax cross-entropy, Adam: needed rtol 2.1e-6 at atol 1e-7 (logit [0,2] = 0.064
+    # off by 2.3e-7; logits |x| <= 2.3). Its FMAs are XLA's (test_fma_contraction's Keras test: with
+    # XLA's convolutions, dots and reduces every result is bit-equal); 7.4e-7 before them, by chance
+    ("tensorflow", "keras_train_step"): [(r".*", 5e-6, 1e-7, f"{_DOT}; {_TRANSCENDENTAL}")],
     # LSTM cells (logistic, tanh) over 5 steps and their gradients: needed 7.8e-7 at atol 3e-8, 0 at 1e-7
     ("tensorflow", "lstm_train_step"): [(r".*", 2e-6, 3e-8, f"{_DOT}, through the recurrence; {_TRANSCENDENTAL}")],
     # Householder QR (TensorFlow's Qr custom call, expanded), Cholesky, triangular solves, matmuls:

@@ -5,19 +5,24 @@
 * live against XLA CPU (slow): each pattern of SEMANTICS.md's "FMA contraction" jitted by JAX, its
   text before and after XLA's optimizations run by hlo on every execution path (compiled steps,
   tier-2 code, fused regions, the generic loop under a hook) and compared bit for bit;
+* the Keras sample (samples/tensorflow/keras_train_step, slow): with its reduces, dots and convolutions
+  given XLA's values, the rest (batch norm's FMAs included) is XLA's bit for bit;
 * the fast forms: the bare f32 FMA under the processor's flags (float runs, loop mode) against
   `fma` and exact rationals, f64 double-rounding cases, the FMA steps inside one float run;
   `HLO_FMA=0` (two roundings).
 """
 from __future__ import annotations
 
+import re
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from hlo_cli.interpreter import run
+from hlo_cli.interpreter.contraction import ENV
 from hlo_cli.interpreter.ops.elementwise import fma
 from hlo_cli.interpreter.values import leaves
 
@@ -189,7 +194,17 @@ def _patterns():
         "chain": (lambda a, b, c, d, e: (a * b + c) * d + e, 5),
         "loop": (lambda a, b, c: lax.fori_loop(0, 40, lambda i, x: x * b + c, a), 3),
         "where": (lambda a, b, c: jnp.where(a > 0, a * b + c, a * c - b), 3),
+        "batch norm": (_batch_norm, 4),
     }
+
+
+def _batch_norm(x, m, v, g):
+    """Keras's training-mode batch norm as TensorFlow writes it (samples/tensorflow/keras_train_step):
+    `scale = rsqrt(var + eps) * gamma`, the shift `beta - mean * scale` computed once and broadcast
+    into the loop of `x * scale + shift`; both contract.  The statistics are operands here (XLA's
+    reduction order is another rule)."""
+    scale = v[0] * g[0]
+    return x * scale + (g[1] - m[0] * scale)
 
 
 def _inputs(n, k, dt, seed):
@@ -226,6 +241,58 @@ def test_bit_equal_to_xla(jax_x64, name, dt):
             for k_, (a, b) in enumerate(zip(ours, ref)):
                 assert a.tobytes() == b.tobytes(), \
                     f"{name} {dt} ({which}, {how}) out{k_}: {np.mean(a == b):.3f} of the elements equal"
+
+
+_KERAS = Path(__file__).resolve().parents[2] / "samples" / "tensorflow" / "keras_train_step"
+_ACCUMULATING = ("reduce", "dot", "convolution")   # XLA's own summation order (another rule)
+_DEF = re.compile(r"\s*%([\w.\-]+) = (\S+\[[\d,]*\](?:\{[\d,]*\})?) ([\w-]+)\(")
+
+
+def _rewrite_entry(text, extra, as_parameters=()):
+    """The Keras sample's module with the instructions `extra` appended to its result tuple and those
+    in `as_parameters` made parameters (after the 21 of the step, in order)."""
+    lines = text.split("\n")
+    lines[0] = lines[0].split(",")[0]                     # no aliasing, no entry layout
+    shapes = {m[1]: m[2] for m in map(_DEF.match, lines) if m}
+    root = next(i for i, line in enumerate(lines) if line.startswith("  ROOT %XLA_Retvals"))
+    entry = next(i for i, line in enumerate(lines) if line.startswith("ENTRY"))
+    result = re.match(r"\s*ROOT %\S+ = (\(.*\)) tuple\((.*?)\)(, metadata=.*)?$", lines[root])
+    shape = result[1][:-1] + "".join(f", {shapes[n]}" for n in extra) + ")"
+    lines[root] = f"  ROOT %result = {shape} tuple({result[2]}" + "".join(f", %{n}" for n in extra) + ")"
+    lines[entry] = re.sub(r"-> \(.*\) \{$", f"-> {shape} {{", lines[entry])
+    params = []
+    for k, name in enumerate(as_parameters):
+        i = next(i for i, line in enumerate(lines) if line.startswith(f"  %{name} = "))
+        lines[i] = f"  %{name} = {shapes[name]} parameter({21 + k})"
+        params.append(f", p{21 + k}: {shapes[name].split('{')[0]}")
+    lines[entry] = lines[entry].replace(") -> (", "".join(params) + ") -> (", 1)
+    return "\n".join(lines)
+
+
+@pytest.mark.slow
+def test_keras_train_step_elementwise_part_is_xlas(jax_x64, monkeypatch):
+    """The Keras sample (conv, training-mode batch norm, dense, Adam) with every reduce, dot and
+    convolution made a parameter holding XLA's value: the rest -- elementwise, with the batch norm's
+    contractions `beta - mean*scale`, `x*scale + shift` and its gradient's -- is XLA's bit for bit
+    (the 20 results, the dense layer's input and the convolutions' gradient input), and without
+    the contractions it is not.  Without the cut, XLA's and our summation orders differ."""
+    from hlo_cli.tools.xla_reference import run_with_xla
+    text = Path(f"{_KERAS}.hlo").read_text()
+    cut = [m[1] for m in map(_DEF.match, text.split("\n")) if m and m[3] in _ACCUMULATING]
+    with np.load(f"{_KERAS}.inputs.npz") as z:
+        args = [z[f"arg{k}"] for k in range(21)]
+    with np.load(f"{_KERAS}.expected.npz") as z:
+        expected = [z[f"out{k}"] for k in range(20)]
+    values = run_with_xla(_rewrite_entry(text, cut), args)
+    assert all(np.array_equal(a, b) for a, b in zip(values, expected))
+    cut_text = _rewrite_entry(text, ["Reshape.5", "AddN_1.3"], cut)
+    xla = [np.asarray(v) for v in run_with_xla(cut_text, args + [np.asarray(v) for v in values[20:]])]
+    ours = [np.asarray(v) for v in leaves(run(cut_text, *args, *values[20:]))]
+    for k, (a, b) in enumerate(zip(ours, xla)):
+        assert a.tobytes() == b.tobytes(), f"out{k}: {np.mean(a == b):.3f} of the elements equal"
+    monkeypatch.setenv(ENV, "0")
+    twice = [np.asarray(v) for v in leaves(run(cut_text, *args, *values[20:]))]
+    assert not all(np.array_equal(a, b) for a, b in zip(twice[20:], xla[20:]))
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ shape could not be inferred) is skipped rather than reported again.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from ..errors import Diagnostic
 from ..ir.attributes import ComputationRef
@@ -143,8 +144,9 @@ def _check_module(module, text, layout_sensitive, warnings, replicas, partitions
         comp_shapes[comp.name] = ([p.shape for p in comp.parameters], root.shape if root is not None else None)
     unknown: set[str] = set()        # computations whose parameter or result shape is unknown
     effective: dict[str, dict[str, Shape | None]] = {}
+    rules = _RuleMemo(comp_shapes)
     for comp in _callees_first(module, graph):
-        eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive, devices)
+        eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive, devices, rules)
         effective[comp.name] = eff
         params = [eff.get(p.name) for p in comp.parameters]
         result = eff.get(comp.root)
@@ -245,12 +247,13 @@ def _callees(comp: Computation) -> list[str]:
 # ------------------------------------------------------------------------------------------ instructions
 
 def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: set[str], rep: _Report,
-                       layout_sensitive: bool, devices) -> dict[str, Shape | None]:
+                       layout_sensitive: bool, devices, rules: "_RuleMemo") -> dict[str, Shape | None]:
     # a count the module does not give is unknown to the shape rules (XLA's config holds it; they
     # then read shard counts off the declared shapes as XLA's verifier does for a count of 1)
     replicas = devices.replicas if devices.declares("replicas") else None
     partitions = devices.partitions if devices.declares("partitions") else None
     eff: dict[str, Shape | None] = {}
+    memo = rules
     for inst in comp.instructions:
         declared = inst.shape
         if declared is not None:
@@ -278,9 +281,8 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
         if not known or (unknown and any(c in unknown for c in inst.called_computations)):
             eff[inst.name] = declared
             continue
-        ctx = RuleContext(inst.opcode, declared, comp_shapes, replicas, partitions)
         try:
-            inferred = infer_shape(inst.opcode, operands, inst.attrs, ctx)
+            inferred = memo.infer(inst, operands, declared, replicas, partitions)
         except ShapeRuleError as e:
             eff[inst.name] = declared
             _report_rule_error(inst, operands, e, rep)
@@ -307,6 +309,60 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
         if inst.opcode == "bitcast" and operands:
             _check_bitcast_size(inst, operands[0], rep)
     return eff
+
+
+class _Watched(Mapping):
+    """The computations' shapes as a rule sees them, noting whether the rule read any."""
+
+    __slots__ = ("shapes", "read")
+
+    def __init__(self, shapes):
+        self.shapes = shapes
+        self.read = False
+
+    def __getitem__(self, name):
+        self.read = True
+        return self.shapes[name]
+
+    def __iter__(self):
+        self.read = True
+        return iter(self.shapes)
+
+    def __len__(self):
+        self.read = True
+        return len(self.shapes)
+
+
+_NOT_READ_BY_RULES = frozenset(("metadata", "control-predecessors"))
+_MISS = object()
+
+
+class _RuleMemo:
+    """Shape rules are pure functions of (opcode, operand shapes, declared shape, attributes, the module's
+    device counts, the called computations' shapes): a result is kept by the first five when the rule
+    read no computation's shapes, so the many instructions alike in a large module run their rule once.
+    Only results are kept; a rule's error is raised afresh each time."""
+
+    def __init__(self, comp_shapes):
+        self.comp_shapes = comp_shapes
+        self.results: dict = {}
+
+    def infer(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
+        key = (inst.opcode, tuple(operands), declared, replicas, partitions,
+               tuple((k, type(v), v) for k, v in inst.attrs.items() if k not in _NOT_READ_BY_RULES))
+        try:
+            hit = self.results.get(key, _MISS)
+        except TypeError:          # an attribute value that does not hash: no memo
+            key = None
+            hit = _MISS
+        if hit is not _MISS:
+            return hit
+        watched = _Watched(self.comp_shapes)
+        inferred = infer_shape(inst.opcode, operands, inst.attrs,
+                               RuleContext(inst.opcode, declared, watched, replicas, partitions))
+        if key is not None and not watched.read:
+            self.results[key] = inferred
+        return inferred
 
 
 _OPERAND_IN_WHAT = re.compile(r"\boperand (\d+)\b")

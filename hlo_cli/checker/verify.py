@@ -334,34 +334,37 @@ class _Watched(Mapping):
 
 
 _NOT_READ_BY_RULES = frozenset(("metadata", "control-predecessors"))
-_MISS = object()
 
 
 class _RuleMemo:
     """Shape rules are pure functions of (opcode, operand shapes, declared shape, attributes, the module's
     device counts, the called computations' shapes): a result is kept by the first five when the rule
     read no computation's shapes, so the many instructions alike in a large module run their rule once.
-    Only results are kept; a rule's error is raised afresh each time."""
+    The key holds the objects' identities (the parser shares equal shapes and attribute values, so alike
+    instructions hold the same objects); the entry keeps those objects alive, so an identity stays
+    theirs. Only results are kept; a rule's error is raised afresh each time."""
 
     def __init__(self, comp_shapes):
         self.comp_shapes = comp_shapes
         self.results: dict = {}
 
     def infer(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
-        key = (inst.opcode, tuple(operands), declared, replicas, partitions,
-               tuple((k, type(v), v) for k, v in inst.attrs.items() if k not in _NOT_READ_BY_RULES))
-        try:
-            hit = self.results.get(key, _MISS)
-        except TypeError:          # an attribute value that does not hash: no memo
-            key = None
-            hit = _MISS
-        if hit is not _MISS:
-            return hit
+        attrs = inst.attrs
+        key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
+        key += map(id, operands)
+        for k, v in attrs.items():
+            if k not in _NOT_READ_BY_RULES:
+                key.append(k)
+                key.append(id(v))
+        key = tuple(key)
+        hit = self.results.get(key)
+        if hit is not None:
+            return hit[0]
         watched = _Watched(self.comp_shapes)
-        inferred = infer_shape(inst.opcode, operands, inst.attrs,
+        inferred = infer_shape(inst.opcode, operands, attrs,
                                RuleContext(inst.opcode, declared, watched, replicas, partitions))
-        if key is not None and not watched.read:
-            self.results[key] = inferred
+        if not watched.read:
+            self.results[key] = (inferred, tuple(operands), declared, tuple(attrs.values()))
         return inferred
 
 

@@ -701,14 +701,14 @@ def _check_schedule(comp: Computation, rep: _Report):
     """is_scheduled=true: the text order of each computation is its schedule, so every operand and
     control predecessor must come before its user."""
     seen = set()
-    names = set(comp.by_name)
+    names = comp.by_name
     for inst in comp.instructions:
-        preds = [(o, "operand") for o in inst.operands] + \
-                [(o, "control predecessor") for o in (inst.attrs.get("control-predecessors", ()) or ())]
-        for o, what in preds:
-            if o in names and o not in seen:
-                rep.add(inst, "C124", f"{inst.opcode}: the module is scheduled (is_scheduled=true), so {what} %{o} "
-                        f"must come before its user in computation '{comp.name}', got it after")
+        for what, among in (("operand", inst.operands),
+                            ("control predecessor", inst.attrs.get("control-predecessors", ()) or ())):
+            for o in among:
+                if o not in seen and o in names:
+                    rep.add(inst, "C124", f"{inst.opcode}: the module is scheduled (is_scheduled=true), so {what} "
+                            f"%{o} must come before its user in computation '{comp.name}', got it after")
         seen.add(inst.name)
 
 

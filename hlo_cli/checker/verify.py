@@ -8,6 +8,7 @@ shape could not be inferred) is skipped rather than reported again.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from ..errors import Diagnostic
 from ..ir.attributes import ComputationRef
@@ -143,8 +144,9 @@ def _check_module(module, text, layout_sensitive, warnings, replicas, partitions
         comp_shapes[comp.name] = ([p.shape for p in comp.parameters], root.shape if root is not None else None)
     unknown: set[str] = set()        # computations whose parameter or result shape is unknown
     effective: dict[str, dict[str, Shape | None]] = {}
+    rules = _RuleMemo(comp_shapes)
     for comp in _callees_first(module, graph):
-        eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive, devices)
+        eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive, devices, rules)
         effective[comp.name] = eff
         params = [eff.get(p.name) for p in comp.parameters]
         result = eff.get(comp.root)
@@ -245,12 +247,13 @@ def _callees(comp: Computation) -> list[str]:
 # ------------------------------------------------------------------------------------------ instructions
 
 def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: set[str], rep: _Report,
-                       layout_sensitive: bool, devices) -> dict[str, Shape | None]:
+                       layout_sensitive: bool, devices, rules: "_RuleMemo") -> dict[str, Shape | None]:
     # a count the module does not give is unknown to the shape rules (XLA's config holds it; they
     # then read shard counts off the declared shapes as XLA's verifier does for a count of 1)
     replicas = devices.replicas if devices.declares("replicas") else None
     partitions = devices.partitions if devices.declares("partitions") else None
     eff: dict[str, Shape | None] = {}
+    memo = rules
     for inst in comp.instructions:
         declared = inst.shape
         if declared is not None:
@@ -278,9 +281,8 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
         if not known or (unknown and any(c in unknown for c in inst.called_computations)):
             eff[inst.name] = declared
             continue
-        ctx = RuleContext(inst.opcode, declared, comp_shapes, replicas, partitions)
         try:
-            inferred = infer_shape(inst.opcode, operands, inst.attrs, ctx)
+            inferred = memo.infer(inst, operands, declared, replicas, partitions)
         except ShapeRuleError as e:
             eff[inst.name] = declared
             _report_rule_error(inst, operands, e, rep)
@@ -307,6 +309,63 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
         if inst.opcode == "bitcast" and operands:
             _check_bitcast_size(inst, operands[0], rep)
     return eff
+
+
+class _Watched(Mapping):
+    """The computations' shapes as a rule sees them, noting whether the rule read any."""
+
+    __slots__ = ("shapes", "read")
+
+    def __init__(self, shapes):
+        self.shapes = shapes
+        self.read = False
+
+    def __getitem__(self, name):
+        self.read = True
+        return self.shapes[name]
+
+    def __iter__(self):
+        self.read = True
+        return iter(self.shapes)
+
+    def __len__(self):
+        self.read = True
+        return len(self.shapes)
+
+
+_NOT_READ_BY_RULES = frozenset(("metadata", "control-predecessors"))
+
+
+class _RuleMemo:
+    """Shape rules are pure functions of (opcode, operand shapes, declared shape, attributes, the module's
+    device counts, the called computations' shapes): a result is kept by the first five when the rule
+    read no computation's shapes, so the many instructions alike in a large module run their rule once.
+    The key holds the objects' identities (the parser shares equal shapes and attribute values, so alike
+    instructions hold the same objects); the entry keeps those objects alive, so an identity stays
+    theirs. Only results are kept; a rule's error is raised afresh each time."""
+
+    def __init__(self, comp_shapes):
+        self.comp_shapes = comp_shapes
+        self.results: dict = {}
+
+    def infer(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
+        attrs = inst.attrs
+        key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
+        key += map(id, operands)
+        for k, v in attrs.items():
+            if k not in _NOT_READ_BY_RULES:
+                key.append(k)
+                key.append(id(v))
+        key = tuple(key)
+        hit = self.results.get(key)
+        if hit is not None:
+            return hit[0]
+        watched = _Watched(self.comp_shapes)
+        inferred = infer_shape(inst.opcode, operands, attrs,
+                               RuleContext(inst.opcode, declared, watched, replicas, partitions))
+        if not watched.read:
+            self.results[key] = (inferred, tuple(operands), declared, tuple(attrs.values()))
+        return inferred
 
 
 _OPERAND_IN_WHAT = re.compile(r"\boperand (\d+)\b")
@@ -642,14 +701,14 @@ def _check_schedule(comp: Computation, rep: _Report):
     """is_scheduled=true: the text order of each computation is its schedule, so every operand and
     control predecessor must come before its user."""
     seen = set()
-    names = set(comp.by_name)
+    names = comp.by_name
     for inst in comp.instructions:
-        preds = [(o, "operand") for o in inst.operands] + \
-                [(o, "control predecessor") for o in (inst.attrs.get("control-predecessors", ()) or ())]
-        for o, what in preds:
-            if o in names and o not in seen:
-                rep.add(inst, "C124", f"{inst.opcode}: the module is scheduled (is_scheduled=true), so {what} %{o} "
-                        f"must come before its user in computation '{comp.name}', got it after")
+        for what, among in (("operand", inst.operands),
+                            ("control predecessor", inst.attrs.get("control-predecessors", ()) or ())):
+            for o in among:
+                if o not in seen and o in names:
+                    rep.add(inst, "C124", f"{inst.opcode}: the module is scheduled (is_scheduled=true), so {what} "
+                            f"%{o} must come before its user in computation '{comp.name}', got it after")
         seen.add(inst.name)
 
 

@@ -15,7 +15,6 @@ from functools import cached_property
 from types import FunctionType as _FunctionType
 
 from .gcpause import NoGC
-from .module import Computation
 
 __all__ = ["serialize_module", "deserialize_module", "dump", "load", "Unsupported", "LazyComputation"]
 
@@ -57,6 +56,7 @@ class _Codec:
 
         from . import attributes, dtypes, literal, module, shape
         self.Module = module.Module
+        self.LazyComputation = _lazy_class()
         Instruction, Loc = module.Instruction, module.Loc
         self.np = np
         red: dict[type, object] = {}
@@ -85,7 +85,7 @@ class _Codec:
                     text_values[cls] = flds[0].name
         self.text_values = text_values
         red[np.ndarray] = self._reduce_array
-        red[LazyComputation] = red[module.Computation]       # decoded, stored as a plain one
+        red[self.LazyComputation] = red[module.Computation]       # decoded, stored as a plain one
         # numpy dtypes the arrays may have: HLO element types first, then plain numpy ones
         self.dtype_names = {}
         for et in dtypes.ELEMENT_TYPES.values():
@@ -120,7 +120,7 @@ class _Codec:
             def reducer_override(self, obj, _red=red, _ok=codec.builtin_ok | codec.allowed_classes,
                                  _classes=codec.allowed_classes, _functions=codec.functions,
                                  _Instruction=Instruction if fast_instruction else None,
-                                 _computations=(module.Computation, LazyComputation)):
+                                 _computations=(module.Computation, self.LazyComputation)):
                 t = type(obj)
                 if t is _Instruction:
                     return _reduce_instruction(obj, self.canon, text_values)
@@ -317,26 +317,49 @@ def _mk_array(spec, shape, buf):
     return a.reshape(shape)          # the size must match the bytes
 
 
-class LazyComputation(Computation):
-    """A Computation read from the cache's lazy form: its instructions are decoded on the first
-    read (under a lock: every reader gets the same objects).  Otherwise a Computation: same fields,
-    same equality; copied or pickled (outside the cache) as a plain Computation."""
+def _make_lazy_class():
+    from .module import Computation
 
-    @property
-    def instructions(self):
-        v = self.__dict__.get("_instructions")
-        return v if v is not None else _decode_instructions(self)
+    class LazyComputation(Computation):
+        """A Computation read from the cache's lazy form: its instructions are decoded on the first
+        read (under a lock: every reader gets the same objects).  Otherwise a Computation: same
+        fields, same equality; copied or pickled (outside the cache) as a plain Computation."""
 
-    @instructions.setter
-    def instructions(self, value):          # the dataclass __init__ (dataclasses.replace)
-        self.__dict__["_instructions"] = value
+        @property
+        def instructions(self):
+            v = self.__dict__.get("_instructions")
+            return v if v is not None else _decode_instructions(self)
 
-    def __reduce__(self):
-        return Computation, tuple([getattr(self, n) for n in _codec().computation_fields])
+        @instructions.setter
+        def instructions(self, value):          # the dataclass __init__ (dataclasses.replace)
+            self.__dict__["_instructions"] = value
 
-    def __copy__(self):
-        cls, args = self.__reduce__()
-        return cls(*args)
+        def __reduce__(self):
+            return Computation, tuple([getattr(self, n) for n in _codec().computation_fields])
+
+        def __copy__(self):
+            cls, args = self.__reduce__()
+            return cls(*args)
+
+    LazyComputation.__module__ = __name__
+    return LazyComputation
+
+
+_LazyComputation: type | None = None
+
+
+def _lazy_class() -> type:
+    """LazyComputation, made on first use (this module is imported by commands that need no IR)."""
+    global _LazyComputation
+    if _LazyComputation is None:
+        _LazyComputation = _make_lazy_class()
+    return _LazyComputation
+
+
+def __getattr__(name: str):
+    if name == "LazyComputation":
+        return _lazy_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _decode_lock = threading.Lock()
@@ -360,7 +383,7 @@ def _mk_lazy_computation(table, part, *values):
     codec = _codec()
     if type(table) is not list or type(part) is not bytes or len(values) != len(codec.lazy_fields):
         raise pickle.UnpicklingError("malformed computation")
-    c = object.__new__(LazyComputation)
+    c = object.__new__(codec.LazyComputation)
     d = c.__dict__
     d.update(zip(codec.lazy_fields, values))
     d["_table"] = table

@@ -60,65 +60,26 @@ def _load_rules() -> None:
 
 class _Rules(dict):
     """A table of rules that loads them (ops/) before it is first read; writes (the decorators) do
-    not load.  Reading methods only: everything else is dict's."""
+    not load.  Its reading methods are dict's, each after `_load_rules()`."""
     __slots__ = ()
-
-    def __getitem__(self, key):
-        _load_rules()
-        return dict.__getitem__(self, key)
-
-    def get(self, key, default=None):
-        _load_rules()
-        return dict.get(self, key, default)
-
-    def __contains__(self, key):
-        _load_rules()
-        return dict.__contains__(self, key)
-
-    def __iter__(self):
-        _load_rules()
-        return dict.__iter__(self)
-
-    def __len__(self):
-        _load_rules()
-        return dict.__len__(self)
-
-    def __bool__(self):
-        return len(self) > 0
-
-    def __eq__(self, other):
-        _load_rules()
-        return dict.__eq__(self, other)
-
     __hash__ = None
-
-    def __repr__(self):
-        _load_rules()
-        return dict.__repr__(self)
-
-    def keys(self):
-        _load_rules()
-        return dict.keys(self)
-
-    def values(self):
-        _load_rules()
-        return dict.values(self)
-
-    def items(self):
-        _load_rules()
-        return dict.items(self)
-
-    def copy(self):
-        _load_rules()
-        return dict(self)
-
-    def __or__(self, other):
-        _load_rules()
-        return dict(self) | other
 
     def __reduce__(self):
         _load_rules()
         return dict, (dict(self),)
+
+
+def _loading(read):
+    def method(self, *args):
+        _load_rules()
+        return read(self, *args)
+    method.__name__ = read.__name__
+    return method
+
+
+for _name in ("__getitem__", "get", "__contains__", "__iter__", "__len__", "__bool__", "__eq__", "__ne__",
+              "__repr__", "keys", "values", "items", "copy", "__or__", "__reversed__"):
+    setattr(_Rules, _name, _loading(getattr(dict, _name, None) or (lambda self: dict.__len__(self) > 0)))
 
 
 EVAL_RULES: dict[str, Callable] = _Rules()

@@ -95,7 +95,7 @@ class _Codec:
         self.reducers = red
         self.allowed_classes = frozenset(allowed_classes)
         self.builtin_ok = frozenset({tuple, list, dict, set, frozenset, bytearray, complex})
-        self.functions = frozenset((_mk_instr, _mk_array, _restore_slots, _mk_lazy_computation))
+        self.functions = frozenset((_mk_instr, _mk_array, _restore_slots, _mk_lazy_computation, _shape_at))
         self.Computation = module.Computation
         self.Shape = shape.Shape
         comp_fields = dataclasses.fields(module.Computation)
@@ -146,30 +146,31 @@ class _Codec:
                 return obj
 
         class PartPickler(Pickler):
-            """One computation's instructions; shapes go to the module's table (by index)."""
+            """One computation's instructions; a shape is a reference to the module's table (by
+            index: `_shape_at(i)`, once per part, the pickle memo does the rest)."""
 
             def __init__(self, *args, table, index, **kwargs):
                 super().__init__(*args, **kwargs)
                 self.table, self.index = table, index
 
-            def persistent_id(self, obj, _Shape=codec.Shape):
-                if type(obj) is _Shape:
-                    i = self.index.get(id(obj))
-                    if i is None:
-                        i = self.index[id(obj)] = len(self.table)
-                        self.table.append(obj)
-                    return i
-                return None
+            def reducer_override(self, obj, _Shape=codec.Shape, _base=Pickler.reducer_override):
+                if type(obj) is not _Shape:
+                    return _base(self, obj)
+                i = self.index.get(id(obj))
+                if i is None:
+                    i = self.index[id(obj)] = len(self.table)
+                    self.table.append(obj)
+                return _shape_at, (i,)
 
         class PartUnpickler(Unpickler):
             def __init__(self, *args, table, **kwargs):
                 super().__init__(*args, **kwargs)
                 self.table = table
 
-            def persistent_load(self, pid):
-                if type(pid) is not int:
-                    raise pickle.UnpicklingError("bad shape reference")
-                return self.table[pid]
+            def find_class(self, module_name, name, _find=Unpickler.find_class):
+                if (module_name, name) == (__name__, "_shape_at"):
+                    return self.table.__getitem__
+                return _find(self, module_name, name)
 
         self.Pickler = Pickler
         self.Unpickler = Unpickler
@@ -377,6 +378,12 @@ def _decode_instructions(c) -> tuple:
             d["_instructions"] = v
             del d["_part"]
         return v
+
+
+def _shape_at(i):
+    """A shape of the module's table: only a computation's part refers to it (its unpickler reads the
+    table); anywhere else the entry is malformed."""
+    raise pickle.UnpicklingError("a shape reference outside a computation's part")
 
 
 def _mk_lazy_computation(table, part, *values):

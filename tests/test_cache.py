@@ -19,7 +19,8 @@ import hlo_cli
 from hlo_cli.ir import serial
 from hlo_cli.sources import cache
 from hlo_cli.errors import HloSyntaxError
-from hlo_cli.ir.module import Module
+from hlo_cli.ir.module import Computation, Module
+from hlo_cli.ir.serial import LazyComputation
 from hlo_cli.parser import parse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,8 +37,10 @@ def sample(name: str) -> tuple[str, str]:
 
 def assert_same(a, b, where="module"):
     """Structural identity, stricter than ==: types, every field (compare=False ones too: locations,
-    operand shapes, source), attribute order, array dtypes, str subclasses' extra attributes."""
-    assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
+    operand shapes, source), attribute order, array dtypes, str subclasses' extra attributes.  A
+    computation read from the cache is a LazyComputation (its instructions decoded on first read):
+    the same as a Computation for this comparison."""
+    assert _kind(a) is _kind(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
     if isinstance(a, np.ndarray):
         assert a.dtype == b.dtype and a.shape == b.shape, where
         assert a.tobytes() == b.tobytes(), where
@@ -59,6 +62,10 @@ def assert_same(a, b, where="module"):
         assert a == b, where
         if isinstance(a, str) and hasattr(a, "__dict__"):
             assert vars(a) == vars(b), where          # Quoted.raw
+
+
+def _kind(x):
+    return Computation if type(x) is LazyComputation else type(x)
 
 
 def entries(d: Path) -> list[Path]:
@@ -678,3 +685,83 @@ def test_entry_file_layout(cdir):
     assert digest == hashlib.sha256(data[cache._HEADER.size:]).digest()
     if sys.platform != "win32":
         assert path.stat().st_mode & 0o077 == 0              # private to the user
+
+
+# ----------------------------------------------------------------------------- lazy computations (format 2)
+
+def test_an_entry_of_the_previous_format_is_a_miss_and_is_rewritten(cdir, parses):
+    text, name = sample("scan_loop.hlo")
+    cache.cached_parse(text, name)
+    p = entry_for(cdir, text, name)
+    # what format 1 stored: the eager form of the module under version 1
+    write_entry(p, cache._key(text, name), serial.serialize_module(parse(text, name)), version=1)
+    m = cache.cached_parse(text, name)
+    assert parses == [name, name]                          # not read: parsed again
+    assert_same(parse(text, name), m)
+    magic, version = cache._HEADER.unpack_from(p.read_bytes())[:2]
+    assert magic == cache._MAGIC and version == cache.FORMAT_VERSION == 2
+    assert_same(parse(text, name), cache.cached_parse(text, name))
+    assert parses == [name, name]
+
+
+def test_computations_are_decoded_on_their_first_read(cdir, parses):
+    text, name = sample("mlp_train_step.hlo")
+    cache.cached_parse(text, name)
+    m = cache.cached_parse(text, name)
+    assert parses == [name]
+    comps = m.computations
+    assert len(comps) > 2 and all(type(c) is LazyComputation for c in comps)
+    assert not any("_instructions" in vars(c) for c in comps)
+    entry = m.entry_computation                            # by name: decodes nothing
+    assert not any("_instructions" in vars(c) for c in comps)
+    fresh = parse(text, name)
+    assert entry.instructions == fresh.entry_computation.instructions
+    assert [("_instructions" in vars(c)) for c in comps] == [c is entry for c in comps]
+    assert entry.instructions is entry.instructions       # decoded once
+    assert m == fresh and assert_same(fresh, m) is None
+
+
+def test_concurrent_first_reads_get_the_same_instructions(cdir):
+    text, name = sample("attention.hlo")
+    cache.cached_parse(text, name)
+    comp = cache.cached_parse(text, name).entry_computation
+    got, barrier = [], threading.Barrier(8)
+
+    def read():
+        barrier.wait()
+        got.append(comp.instructions)
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and all(g is got[0] for g in got)
+
+
+def test_a_lazy_module_copies_and_pickles_as_plain_computations(cdir):
+    import copy
+    text, name = sample("cond_switch.hlo")
+    cache.cached_parse(text, name)
+    m = cache.cached_parse(text, name)
+    fresh = parse(text, name)
+    for c, f in zip(m.computations, fresh.computations):
+        for other in (copy.copy(c), copy.deepcopy(c), pickle.loads(pickle.dumps(c))):
+            assert type(other) is Computation and other == f
+            assert other.instructions == f.instructions
+        r = dataclasses.replace(c, root=c.root)
+        assert r == f and r.instructions == f.instructions
+    assert_same(fresh, serial.deserialize_module(serial.serialize_module(m)))   # the eager form
+    assert_same(fresh, serial.load(serial.dump(m).getvalue()))                  # lazy again
+
+
+def test_a_planted_computation_part_cannot_run_code():
+    import os as _os
+
+    class Planted:
+        def __reduce__(self):
+            values = ("c",) + (None,) * (len(dataclasses.fields(Computation)) - 2)
+            return serial._mk_lazy_computation, ([], pickle.dumps((_os.getcwd,), protocol=5), *values)
+    comp = serial._codec().loads(pickle.dumps(Planted(), protocol=5), 0)
+    assert type(comp) is LazyComputation
+    with pytest.raises(pickle.UnpicklingError, match="not allowed"):
+        comp.instructions

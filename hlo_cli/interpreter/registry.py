@@ -22,6 +22,12 @@ the rule must decide handed back to it) or None, and then the rule runs.  A kern
 run (``kind=WITH_EC``) receives the EvalContext as its first argument.
 
 This module is the one index: ``rule_for(op)`` and ``prepare(inst, ops, st)``.
+
+The rules live in hlo_cli/interpreter/ops/, which is imported (the package's __init__ hands the
+import over with ``defer_rules``) on the first lookup (``rule_for``,
+``prepare``, or any read of ``EVAL_RULES`` / ``PREPARERS``), not when the package is imported: a
+command that never evaluates (a dry run, ``hlo info``) does not load them.  Every rule is present at
+the first lookup.
 """
 from __future__ import annotations
 
@@ -29,8 +35,55 @@ from typing import Callable
 
 from ..ir.opcodes import async_generic, registrar
 
-EVAL_RULES: dict[str, Callable] = {}
-PREPARERS: dict[str, Callable] = {}
+_loaded = False
+_loader: Callable[[], object] | None = None
+
+
+def defer_rules(load: Callable[[], object]) -> None:
+    """Name what registers the rules (the package's import of ops/, which this bottom layer may not
+    import itself): `load()` is called once, on the first lookup."""
+    global _loader
+    _loader = load
+
+
+def _load_rules() -> None:
+    """Register every rule and prepare stage (the deferred import of ops/) once, on the first lookup."""
+    global _loaded
+    if not _loaded and _loader is not None:
+        _loaded = True
+        try:
+            _loader()
+        except BaseException:
+            _loaded = False
+            raise
+
+
+class _Rules(dict):
+    """A table of rules that loads them (ops/) before it is first read; writes (the decorators) do
+    not load.  Its reading methods are dict's, each after `_load_rules()`."""
+    __slots__ = ()
+    __hash__ = None
+
+    def __reduce__(self):
+        _load_rules()
+        return dict, (dict(self),)
+
+
+def _loading(read):
+    def method(self, *args):
+        _load_rules()
+        return read(self, *args)
+    method.__name__ = read.__name__
+    return method
+
+
+for _name in ("__getitem__", "get", "__contains__", "__iter__", "__len__", "__bool__", "__eq__", "__ne__",
+              "__repr__", "keys", "values", "items", "copy", "__or__", "__reversed__"):
+    setattr(_Rules, _name, _loading(getattr(dict, _name, None) or (lambda self: dict.__len__(self) > 0)))
+
+
+EVAL_RULES: dict[str, Callable] = _Rules()
+PREPARERS: dict[str, Callable] = _Rules()
 
 
 _register_rule = registrar(EVAL_RULES, "evaluation rules")
@@ -49,11 +102,13 @@ def prepares(*opcodes: str):
 
 def rule_for(opcode: str):
     """The evaluation rule of `opcode` (the async wrappers' for `<op>-start/-update/-done` sugar)."""
-    fn = EVAL_RULES.get(opcode)
+    if not _loaded:
+        _load_rules()
+    fn = dict.get(EVAL_RULES, opcode)
     if fn is None:
         generic = async_generic(opcode)
         if generic is not None:
-            return EVAL_RULES.get(generic)
+            return dict.get(EVAL_RULES, generic)
     return fn
 
 
@@ -61,7 +116,9 @@ def prepare(inst, ops, st):
     """The kernel of `inst`'s prepare stage (operand steps `ops`, compile-time facts `st`), or None
     when its opcode has none, or it declines, or the instruction has unusual attributes (the rule
     then runs, and reports them at run time)."""
-    p = PREPARERS.get(inst.opcode)
+    if not _loaded:
+        _load_rules()
+    p = dict.get(PREPARERS, inst.opcode)
     if p is None:
         return None
     try:

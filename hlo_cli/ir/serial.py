@@ -10,12 +10,13 @@ import copyreg
 import io
 import pickle
 import sys
+import threading
 from functools import cached_property
 from types import FunctionType as _FunctionType
 
 from .gcpause import NoGC
 
-__all__ = ["serialize_module", "deserialize_module", "dump", "load", "Unsupported"]
+__all__ = ["serialize_module", "deserialize_module", "dump", "load", "Unsupported", "LazyComputation"]
 
 _PICKLE_PROTOCOL = 5
 
@@ -35,6 +36,12 @@ _PICKLE_PROTOCOL = 5
 # Everything the pickler meets must be a builtin container or a registered IR
 # type; anything else makes the module uncacheable (it is then not stored),
 # and the unpickler accepts exactly the globals the pickler can produce.
+#
+# The cache's form (`dump`, not `serialize_module`) is lazy per computation: each computation's
+# instructions are a pickle of their own (a bytes object inside the module's pickle) decoded on the
+# first read of `instructions`, so a command that reads a few computations (a refused run, a repeat
+# whose verdicts are cached) does not build the other instructions.  Shapes are shared across the
+# computations through one table in the module's pickle (the parts refer to it by index).
 
 class Unsupported(pickle.PicklingError):
     """The module holds something the compact form cannot store (it is then not cached)."""
@@ -49,6 +56,7 @@ class _Codec:
 
         from . import attributes, dtypes, literal, module, shape
         self.Module = module.Module
+        self.LazyComputation = _lazy_class()
         Instruction, Loc = module.Instruction, module.Loc
         self.np = np
         red: dict[type, object] = {}
@@ -77,6 +85,7 @@ class _Codec:
                     text_values[cls] = flds[0].name
         self.text_values = text_values
         red[np.ndarray] = self._reduce_array
+        red[self.LazyComputation] = red[module.Computation]       # decoded, stored as a plain one
         # numpy dtypes the arrays may have: HLO element types first, then plain numpy ones
         self.dtype_names = {}
         for et in dtypes.ELEMENT_TYPES.values():
@@ -86,7 +95,14 @@ class _Codec:
         self.reducers = red
         self.allowed_classes = frozenset(allowed_classes)
         self.builtin_ok = frozenset({tuple, list, dict, set, frozenset, bytearray, complex})
-        self.functions = frozenset((_mk_instr, _mk_array, _restore_slots))
+        self.functions = frozenset((_mk_instr, _mk_array, _restore_slots, _mk_lazy_computation, _shape_at))
+        self.Computation = module.Computation
+        self.Shape = shape.Shape
+        comp_fields = dataclasses.fields(module.Computation)
+        if not all(f.init for f in comp_fields) or hasattr(module.Computation, "__post_init__"):
+            raise TypeError("Computation must be built from its fields alone")   # pragma: no cover
+        self.computation_fields = tuple(f.name for f in comp_fields)
+        self.lazy_fields = tuple(n for n in self.computation_fields if n != "instructions")
         globs: dict[tuple[str, str], object] = {}
         for cls in self.allowed_classes:
             globs[(cls.__module__, cls.__qualname__)] = cls
@@ -99,13 +115,17 @@ class _Codec:
             def __init__(self, *args, **kwargs):
                 super().__init__(*args, **kwargs)
                 self.canon = {}
+                self.lazy_reduce = None
 
             def reducer_override(self, obj, _red=red, _ok=codec.builtin_ok | codec.allowed_classes,
                                  _classes=codec.allowed_classes, _functions=codec.functions,
-                                 _Instruction=Instruction if fast_instruction else None):
+                                 _Instruction=Instruction if fast_instruction else None,
+                                 _computations=(module.Computation, self.LazyComputation)):
                 t = type(obj)
                 if t is _Instruction:
                     return _reduce_instruction(obj, self.canon, text_values)
+                if t in _computations and self.lazy_reduce is not None:
+                    return self.lazy_reduce(obj)
                 f = _red.get(t)
                 if f is not None:
                     return f(obj)
@@ -125,8 +145,37 @@ class _Codec:
                     raise pickle.UnpicklingError(f"{module_name}.{name} is not allowed in a cache entry")
                 return obj
 
+        class PartPickler(Pickler):
+            """One computation's instructions; a shape is a reference to the module's table (by
+            index: `_shape_at(i)`, once per part, the pickle memo does the rest)."""
+
+            def __init__(self, *args, table, index, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.table, self.index = table, index
+
+            def reducer_override(self, obj, _Shape=codec.Shape, _base=Pickler.reducer_override):
+                if type(obj) is not _Shape:
+                    return _base(self, obj)
+                i = self.index.get(id(obj))
+                if i is None:
+                    i = self.index[id(obj)] = len(self.table)
+                    self.table.append(obj)
+                return _shape_at, (i,)
+
+        class PartUnpickler(Unpickler):
+            def __init__(self, *args, table, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.table = table
+
+            def find_class(self, module_name, name, _find=Unpickler.find_class):
+                if (module_name, name) == (__name__, "_shape_at"):
+                    return self.table.__getitem__
+                return _find(self, module_name, name)
+
         self.Pickler = Pickler
         self.Unpickler = Unpickler
+        self.PartPickler = PartPickler
+        self.PartUnpickler = PartUnpickler
 
     @staticmethod
     def _fast_instruction_ok(Instruction, Loc, dataclasses) -> bool:
@@ -169,10 +218,31 @@ class _Codec:
             raise Unsupported(f"cannot cache an array of {dt}")
         return _mk_array, (spec, tuple(a.shape), bytearray(a.tobytes()))
 
-    def dumps(self, module) -> io.BytesIO:
+    def dumps(self, module, lazy: bool = False) -> io.BytesIO:
         buf = io.BytesIO()
-        self.Pickler(buf, _PICKLE_PROTOCOL).dump(module)
+        p = self.Pickler(buf, _PICKLE_PROTOCOL)
+        if lazy:
+            # every computation's instructions first (they fill the shape table), then the module
+            # with the table and the parts
+            table: list = []
+            index: dict = {}
+            parts: dict[int, bytes] = {}
+            for c in module.computations:
+                b = io.BytesIO()
+                pp = self.PartPickler(b, _PICKLE_PROTOCOL, table=table, index=index)
+                pp.canon = p.canon
+                pp.dump(c.instructions)
+                parts[id(c)] = b.getvalue()
+            names = self.lazy_fields
+
+            def reduce_computation(c):
+                return _mk_lazy_computation, (table, parts[id(c)], *[getattr(c, n) for n in names])
+            p.lazy_reduce = reduce_computation
+        p.dump(module)
         return buf
+
+    def loads_part(self, blob: bytes, table: list):
+        return self.PartUnpickler(io.BytesIO(blob), table=table).load()
 
     def loads(self, data: bytes, offset: int):
         f = io.BytesIO(data)
@@ -248,6 +318,86 @@ def _mk_array(spec, shape, buf):
     return a.reshape(shape)          # the size must match the bytes
 
 
+def _make_lazy_class():
+    from .module import Computation
+
+    class LazyComputation(Computation):
+        """A Computation read from the cache's lazy form: its instructions are decoded on the first
+        read (under a lock: every reader gets the same objects).  Otherwise a Computation: same
+        fields, same equality; copied or pickled (outside the cache) as a plain Computation."""
+
+        @property
+        def instructions(self):
+            v = self.__dict__.get("_instructions")
+            return v if v is not None else _decode_instructions(self)
+
+        @instructions.setter
+        def instructions(self, value):          # the dataclass __init__ (dataclasses.replace)
+            self.__dict__["_instructions"] = value
+
+        def __reduce__(self):
+            return Computation, tuple([getattr(self, n) for n in _codec().computation_fields])
+
+        def __copy__(self):
+            cls, args = self.__reduce__()
+            return cls(*args)
+
+    LazyComputation.__module__ = __name__
+    return LazyComputation
+
+
+_LazyComputation: type | None = None
+
+
+def _lazy_class() -> type:
+    """LazyComputation, made on first use (this module is imported by commands that need no IR)."""
+    global _LazyComputation
+    if _LazyComputation is None:
+        _LazyComputation = _make_lazy_class()
+    return _LazyComputation
+
+
+def __getattr__(name: str):
+    if name == "LazyComputation":
+        return _lazy_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_decode_lock = threading.Lock()
+
+
+def _decode_instructions(c) -> tuple:
+    with _decode_lock:
+        d = c.__dict__
+        v = d.get("_instructions")
+        if v is None:
+            with NoGC(promote=True):
+                v = _codec().loads_part(d["_part"], d["_table"])
+            if type(v) is not tuple:
+                raise pickle.UnpicklingError(f"the instructions of {d.get('name')} are a {type(v).__name__}")
+            d["_instructions"] = v
+            del d["_part"]
+        return v
+
+
+def _shape_at(i):
+    """A shape of the module's table: only a computation's part refers to it (its unpickler reads the
+    table); anywhere else the entry is malformed."""
+    raise pickle.UnpicklingError("a shape reference outside a computation's part")
+
+
+def _mk_lazy_computation(table, part, *values):
+    codec = _codec()
+    if type(table) is not list or type(part) is not bytes or len(values) != len(codec.lazy_fields):
+        raise pickle.UnpicklingError("malformed computation")
+    c = object.__new__(codec.LazyComputation)
+    d = c.__dict__
+    d.update(zip(codec.lazy_fields, values))
+    d["_table"] = table
+    d["_part"] = part
+    return c
+
+
 _the_codec: _Codec | None = None
 
 
@@ -273,8 +423,9 @@ def deserialize_module(data: bytes):
 
 
 def dump(module) -> io.BytesIO:
-    """The compact form in a buffer (its getbuffer() is written without a copy)."""
-    return _codec().dumps(module)
+    """The cache's form (lazy per computation) in a buffer (its getbuffer() is written without a
+    copy)."""
+    return _codec().dumps(module, lazy=True)
 
 
 def load(data, offset: int = 0):

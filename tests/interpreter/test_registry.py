@@ -141,3 +141,59 @@ ENTRY e {
         found |= set(getattr(fn, "__dict__", {}) or {})
     assert found <= {"capabilities"}, found
     assert np.asarray(hlo_cli.run(m, np.ones((8, 4), np.float32), np.ones((8, 4), np.float32))).shape == (8,)
+
+
+def _rules_in_a_fresh_process(code: str) -> list:
+    import json
+    import os
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_rules_load_on_the_first_lookup_all_of_them():
+    # importing the interpreter (or its light modules) loads no rule; the first lookup loads them all
+    lazy = _rules_in_a_fresh_process(
+        "import json, sys\n"
+        "import hlo_cli.interpreter, hlo_cli.interpreter.memory\n"
+        "from hlo_cli.interpreter import registry\n"
+        "before = [m for m in sys.modules if m.startswith('hlo_cli.interpreter.ops')"
+        " or m == 'hlo_cli.interpreter.evaluator']\n"
+        "first = registry.rule_for('add') is not None\n"
+        "print(json.dumps([before, first, sorted(registry.EVAL_RULES), sorted(registry.PREPARERS)]))\n")
+    eager = _rules_in_a_fresh_process(
+        "import json\n"
+        "import hlo_cli.interpreter.ops\n"
+        "from hlo_cli.interpreter import registry\n"
+        "print(json.dumps([sorted(dict.keys(registry.EVAL_RULES)), sorted(dict.keys(registry.PREPARERS))]))\n")
+    before, first, rules, preparers = lazy
+    assert before == [] and first
+    assert [rules, preparers] == eager
+    assert rules == sorted(registry.EVAL_RULES)
+
+
+@pytest.mark.parametrize("first_read", ["'abs' in registry.EVAL_RULES", "len(registry.EVAL_RULES)",
+                                        "sorted(registry.PREPARERS)", "registry.EVAL_RULES.get('abs')",
+                                        "list(registry.EVAL_RULES.items())"])
+def test_any_first_read_of_the_tables_sees_every_rule(first_read):
+    n, total = _rules_in_a_fresh_process(
+        "import json\n"
+        "from hlo_cli.interpreter import registry\n"
+        f"{first_read}\n"
+        "n = len(dict.keys(registry.EVAL_RULES))\n"
+        "import hlo_cli.interpreter.ops\n"
+        "print(json.dumps([n, len(dict.keys(registry.EVAL_RULES))]))\n")
+    assert n == total > 100
+
+
+def test_the_package_gives_the_evaluator_lazily_and_keeps_the_decorator():
+    import hlo_cli.interpreter as interp
+    import hlo_cli.interpreter.evaluator  # noqa: F401  (the submodule's import must not replace it)
+    from hlo_cli.interpreter.evaluator import RunOptions
+    assert interp.evaluator is registry.evaluator        # the decorator, not the submodule
+    assert interp.RunOptions is RunOptions
+    with pytest.raises(AttributeError):
+        interp.no_such_name

@@ -153,7 +153,7 @@ def test_blocked_grad_reads_denormal_gradients_as_zero():
 
 def test_wide_fma_is_the_single_rounding_fma():
     """The blocked loops' _fma_wide (f64 per-feature operands, NCHW blocks, out aliasing an
-    operand) gives _fma's bits: exact products and sums landing halfway between two f32 values
+    operand) gives fma_once's bits: exact products and sums landing halfway between two f32 values
     included (integer-valued data makes many of them)."""
     rng = np.random.default_rng(3)
     shape = (4, 16, 96)
@@ -165,7 +165,7 @@ def test_wide_fma_is_the_single_rounding_fma():
         c = (rng.standard_normal(shape) * np.exp2(rng.integers(-40, 40, shape))).astype(np.float32)
         if t % 2:
             c = c[:1, :, :1].copy()
-        want = la._fma(a, b, c, np.dtype(np.float32))
+        want = la.fma_once(a, b, c, np.dtype(np.float32))
         for sl in [(slice(None),) * 3, (slice(None), slice(None), slice(5, 70))]:
             bw = np.broadcast_to(b.astype(np.float64), (1, 16, 96))[sl].copy() if t % 4 == 0 else b.astype(np.float64)
             cs = c if c.shape[2] == 1 else c[sl]

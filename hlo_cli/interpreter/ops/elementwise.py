@@ -1335,7 +1335,7 @@ def _fma32(a, b, c, out, negate_product, negate_addend):
     else:
         s += c
     if ((s.view(np.uint64) & _F32_LOW) == _F32_HALF).any():
-        _midpoints(s, a, b, c, negate_product, negate_addend)
+        repair_f32_midpoints(s, a, b, c, negate_product, negate_addend)
     if out is None:
         return s.astype(F32)
     out[...] = s
@@ -1392,7 +1392,7 @@ def fma_kernel(negate_product: bool, negate_addend: bool, dt):
     return declare(fn, hw_ufunc=bare)
 
 
-def _midpoints(s, a, b, c, negate_product, negate_addend):
+def repair_f32_midpoints(s, a, b, c, negate_product=False, negate_addend=False):
     """The f64 sums `s` that lie exactly halfway between two f32 values moved one f64 ulp towards
     the exact value (the sign of the f64 sum's error, TwoSum), so that rounding them to f32 once
     is correct."""

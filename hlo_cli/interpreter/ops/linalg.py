@@ -14,7 +14,7 @@ convolutions, linear algebra").  In short:
 * convolution padding and lhs-dilation holes are multiplied where Eigen's kernels run (0 * inf =
   NaN) and skipped where XLA's loop emitter runs;
 * fft in complex128, rounded; cholesky and triangular-solve as XLA's expanders, in f64/c128;
-* batch-norm-* as XLA's BatchNormExpander op by op, with the FMAs LLVM contracts (``_fma``).
+* batch-norm-* as XLA's BatchNormExpander op by op, with the FMAs LLVM contracts (``fma_once``).
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from ..registry import evaluator, prepares, rule_for
 from ..fpenv import flushing, hardware
 from ..parallel import SPLIT_MIN_MACS, blas_single, matmul, row_chunks, run_parts, split, threads
 from ..values import np_dtype
+from .elementwise import repair_f32_midpoints
 from .convert import (BF16, C64, C128, F32, F64, contig, convert, etype, int_compute, int_range, kind, round_float,
                       widen_float, wrap_int)
 
@@ -676,7 +677,7 @@ def _fma_fold(x: np.ndarray, y: np.ndarray, valid) -> np.ndarray:
     dt = x.dtype
     acc = np.zeros(x.shape[:-1], dt)
     for j in range(x.shape[-1]):
-        r = flush(np.asarray(_fma(x[..., j], y[..., j], acc, dt)))
+        r = flush(np.asarray(fma_once(x[..., j], y[..., j], acc, dt)))
         acc = r if valid is None else np.where(valid[..., j], r, acc)
     return acc
 
@@ -693,8 +694,8 @@ class _F:
         return flush(np.asarray(r, self.dt))
 
     def fma(self, a, b, c):
-        """a * b + c rounded once (XLA's contracted multiply-add, see _fma)."""
-        return self(lambda x, y, z: _fma(x, y, z, self.dt), a, b, c)
+        """a * b + c rounded once (XLA's contracted multiply-add, see fma_once)."""
+        return self(lambda x, y, z: fma_once(x, y, z, self.dt), a, b, c)
 
     def rsqrt(self, x):
         with np.errstate(all="ignore"):
@@ -825,7 +826,7 @@ class _Blocked:
         return np.ascontiguousarray(block).reshape(-1, self.b)
 
 
-def _fma(a, b, c, dt, out=None) -> np.ndarray:
+def fma_once(a, b, c, dt, out=None) -> np.ndarray:
     """a * b + c rounded once, as XLA CPU's compiled loops compute a multiply feeding an add or
     subtract (LLVM contracts them into FMAs; hlo_cli/SEMANTICS.md).  f32: the product is exact in f64, the f64 sum's rounding error is found by TwoSum
     and a sum lying exactly halfway between two f32 values is moved towards the exact one, so the
@@ -843,24 +844,11 @@ def _fma(a, b, c, dt, out=None) -> np.ndarray:
     s[...] = a
     s *= b                              # exact
     s += c
-    s = s.reshape(-1)
-    half = np.flatnonzero((s.view(np.uint64) & np.uint64((1 << 29) - 1)) == np.uint64(1 << 28))
-    if half.size:                       # rare: only there does the f64 sum's own rounding matter
-        ph = (np.broadcast_to(a, shape).reshape(-1)[half].astype(F64) *
-              np.broadcast_to(b, shape).reshape(-1)[half].astype(F64))
-        ch = np.broadcast_to(c, shape).reshape(-1)[half].astype(F64)
-        sh = s[half]
-        t = sh - ch
-        e = (ph - t) + (ch - (sh - t))
-        s[half] = np.where(e != 0, np.nextafter(sh, np.where(e > 0, np.inf, -np.inf)), sh)
+    repair_f32_midpoints(s, a, b, c)     # (rare: a sum exactly halfway between two f32 values)
     if out is None:
-        return s.reshape(shape).astype(F32)
-    out[...] = s.reshape(shape)
+        return s.astype(F32)
+    out[...] = s
     return out
-
-
-# a * b + c rounded once (f32 exactly; public for the convolution's FMA chains)
-fma_once = _fma
 
 
 def _at(v: np.ndarray, h: np.ndarray, shape) -> np.ndarray:
@@ -875,7 +863,7 @@ def _at(v: np.ndarray, h: np.ndarray, shape) -> np.ndarray:
 
 
 def _fma_wide(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """_fma of an f32 block `a` with f64 operands `b`, `c` holding f32 values (see _Blocked.wide),
+    """fma_once of an f32 block `a` with f64 operands `b`, `c` holding f32 values (see _Blocked.wide),
     into the f32 block `out` (which may be `a`): the same single rounding, with no f32 -> f64
     conversions of the per-feature operands inside the loop."""
     shape = a.shape
@@ -901,7 +889,7 @@ def _fma_wide(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray) -> n
 
 def _bn_fma(a, b, c, dt, out) -> np.ndarray:
     """a * b + c rounded once into the block `out`, `b` and `c` from _Blocked.wide(., F64) (c may
-    also be an f32 block): _fma_wide in f32; in f64 two roundings, as _fma."""
+    also be an f32 block): _fma_wide in f32; in f64 two roundings, as fma_once."""
     if dt == F32:
         return _fma_wide(a, b, c, out)
     np.add(np.multiply(a, b), c, out=out)

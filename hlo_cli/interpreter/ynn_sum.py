@@ -20,14 +20,19 @@ level 1 and level 1 into level 2 once more.
 * The batch dim A is cut into tiles of TILE_BYTES of input (`tile_rows` planes, at least one):
   a tile's k1 row sums are added in order into its (C,) buffer from +0, and the tiles' buffers
   summed by the kn kernel (`combine_planes`); with B == 1 (only leading dims reduced) each
-  tile's rows are summed by the kn kernel instead.  Measured with A one dim (B any number of
-  dims); rows longer than a tile and several leading reduced dims (NHWC's N, H, W) are cut
-  otherwise (not reproduced).
+  tile's rows are summed by the kn kernel instead.  This is the scheduler's order (`tiled_sum`)
+  for one cut reduced dim when XLA's pool has several threads.
+* Any other layout (several leading reduced dims as NHWC's N, H, W, reduced dims between kept
+  ones, rows longer than a tile, one thread) follows the scheduler itself (`tiled_sum`:
+  `split_factors`, `parallel_dims`, `partial_slots`, `kernel_plan`); rows longer than a tile
+  beside kept dims are not reproduced (None).
 
 The chunk terms are formed vectorized over the whole row; the tree's steps run once per 256
 clock ticks, over all rows at once.
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -249,8 +254,8 @@ def reduce_sum(x: np.ndarray, dims, map_rows=None) -> np.ndarray | None:
     """YNNPACK's sum (from +0, no init) of the f32/f64 array `x` over `dims`, shaped as the kept
     dims, when the kept dims are one run of neighbouring dims (or none) after at most one
     reduced dim: then `x` is an (A, C, B) array summed over A and B; otherwise (reduced dims
-    between kept ones, several leading reduced dims, rows longer than a tile) by `tiled_sum`,
-    None where that declines."""
+    between kept ones, several leading reduced dims, rows longer than a tile, XLA's pool of one
+    thread) by `tiled_sum`, None where that declines."""
     out_shape = tuple(x.shape[d] for d in range(x.ndim) if d not in set(dims))
     if 1 in x.shape and x.size:         # YNNPACK drops dims of extent 1 (their neighbours fuse)
         live = [d for d in range(x.ndim) if x.shape[d] != 1]
@@ -266,8 +271,8 @@ def reduce_sum(x: np.ndarray, dims, map_rows=None) -> np.ndarray | None:
         a = int(np.prod(x.shape[:keep[0]], dtype=np.int64))
         c = int(np.prod(out_shape, dtype=np.int64))
         b = int(np.prod(x.shape[keep[-1] + 1:], dtype=np.int64))
-    if not known(b, x.dtype.itemsize):
-        return tiled_sum(x, dims)
+    if not known(b, x.dtype.itemsize) or xla_threads() == 1:
+        return tiled_sum(x, dims)       # (one thread: no tile is looped over, see parallel_dims)
     with np.errstate(all="ignore"):
         return acb_sums(np.ascontiguousarray(x).reshape(a, c, b), map_rows).reshape(out_shape)
 
@@ -425,43 +430,92 @@ def _stage(x: np.ndarray, red, splits, c_strides, sequential: bool):
     return c
 
 
-def tiled_sum(x: np.ndarray, dims) -> np.ndarray | None:
+def xla_threads() -> int:
+    """The size of XLA CPU's thread pool on this machine, which YNNPACK's scheduler is given: the
+    processors this process may run on (TSL's MaxParallelism, sched_getaffinity); the
+    environment variable HLO_XLA_THREADS, a positive number, stands for another machine's."""
+    env = os.environ.get("HLO_XLA_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def parallel_dims(shape, splits, threads: int) -> set:
+    """The cut dims YNNPACK's scheduler loops over (ynn_runtime::make_schedule): it aims at
+    2 x `threads` tasks; visiting the cut dims outermost first, a dim is parallel while fewer
+    tasks than that are made by the dims outside it (each cut dim multiplies them by its tile
+    count); with one thread none is.  Measured: a cut dim that is not parallel is not looped
+    over (each call takes it whole), whence this set."""
+    if threads <= 1:
+        return set()
+    target, so_far, out = 2 * threads, 1, set()
+    for d, s in enumerate(splits):
+        if s is None:
+            continue
+        if -(-target // so_far) > 1:
+            out.add(d)
+        so_far *= -(-shape[d] // s)
+    return out
+
+
+def tiled_sum(x: np.ndarray, dims, threads: int | None = None) -> np.ndarray | None:
     """YNNPACK's sum (from +0, no init) of the row-major f32/f64 array `x` over `dims` by its
-    scheduler (hlo_cli/SEMANTICS.md, "YNNPACK"): the dims are cut into tiles (split_factors);
-    if a reduced dim is cut, each tile is first summed into its own slot and the slots are
-    then reduced again, tiled the same way, in order; each tile is summed by the k1 or kn
-    kernel (kernel_plan).  None when more than one reduced dim is cut (NHWC's N and H when an
-    image is over a tile: that schedule was not reproduced)."""
+    scheduler (hlo_cli/SEMANTICS.md, "YNNPACK") with XLA's pool of `threads` (default:
+    xla_threads()): the dims are cut into tiles (split_factors); if a reduced dim is cut, a
+    partial reduction writes one slot per tile of the cut reduced dims, then the slots (zeros
+    included) are reduced by one call (`partial_slots`).  Each call sums by the k1 or kn kernel
+    (kernel_plan).  None for a cut innermost reduced dim beside kept dims (rows longer than a
+    tile: not reproduced)."""
     x = np.ascontiguousarray(x)
     red = [d in set(dims) for d in range(x.ndim)]
     splits = split_factors(x.shape, x.dtype.itemsize)
     cut = [d for d in range(x.ndim) if red[d] and splits[d] is not None]
-    if len(cut) > 1 or (cut == [x.ndim - 1] and not all(red)):
+    if cut and cut[-1] == x.ndim - 1 and not all(red):
         return None                     # (rows cut with kept dims: 4 of 5 rows measured)
     with np.errstate(all="ignore"):
-        if any(red[d] and splits[d] is not None for d in range(x.ndim)):
-            cut = [d for d in range(x.ndim) if red[d] and splits[d] is not None]
-            ntiles = [-(-x.shape[d] // splits[d]) for d in cut]
-            kept_shape = [x.shape[d] for d in range(x.ndim) if not red[d]]
-            # the slots' buffer keeps every dim (cut ones as their tile counts, the others 1)
-            full = [-(-x.shape[d] // splits[d]) if d in cut else (1 if red[d] else x.shape[d])
-                    for d in range(x.ndim)]
-            c_strides = dict(enumerate(_dense_strides(full)))
-            slots = _stage(x, red, splits, c_strides, sequential=False)
-            # back in dim order: slot dims where the cut dims were, uncut reduced dims dropped
-            order, pos_t, pos_k = [], 0, len(cut)
-            for d in range(x.ndim):
-                if d in cut:
-                    order.append(pos_t)
-                    pos_t += 1
-                elif not red[d]:
-                    order.append(pos_k)
-                    pos_k += 1
-            x = np.ascontiguousarray(slots.transpose(order))
-            red = [d in cut for d in range(len(red)) if d in cut or not red[d]]
-        # the final reduce's loops over its reduced dims are not cut (measured: f64[96,320,7,7]
-        # over (0, 2, 3) sums its 96 slots in one kn call)
-        splits = [None] * x.ndim
+        if cut:
+            looped = parallel_dims(x.shape, splits, xla_threads() if threads is None else threads)
+            x, red = partial_slots(x, red, splits, cut, looped)
+        # the final reduce's loops over its reduced dims are serial, so not looped over either
+        # (measured: f64[96,320,7,7] over (0, 2, 3) sums its 96 slots in one kn call;
+        # f32[96,112,112,96] over (0, 1, 2) its 96 x 38 slots)
         kept = [d for d in range(x.ndim) if not red[d]]
         ks = _dense_strides([x.shape[d] for d in kept])
-        return _stage(x, red, splits, dict(zip(kept, ks)), sequential=True)
+        return _stage(x, red, [None] * x.ndim, dict(zip(kept, ks)), sequential=True)
+
+
+def partial_slots(x: np.ndarray, red, splits, cut, looped):
+    """YNNPACK's partial reduction of `x` (reduced-dims mask `red`, split_factors `splits`,
+    `cut` the cut reduced dims, `looped` the cut dims looped over): the slots array, one slot
+    per tile of each cut reduced dim, in dim order (cut dims as their tile counts, kept dims
+    whole, the other reduced dims dropped), and its reduced-dims mask.  A cut reduced dim not
+    looped over is whole in every call, which writes the first of its slots; the others stay
+    +0 (measured, XLA CPU through JAX: NHWC f32[96,112,112,96] over (0, 1, 2) is one kn call
+    per image into slot (n, 0) of 96 x 38)."""
+    ntiles = {d: -(-x.shape[d] // splits[d]) for d in cut}
+    # the slots' buffer keeps every dim (cut ones as their tile counts, the others 1)
+    full = [ntiles[d] if d in ntiles else (1 if red[d] else x.shape[d]) for d in range(x.ndim)]
+    c_strides = dict(enumerate(_dense_strides(full)))
+    call_splits = [s if d in looped else None for d, s in enumerate(splits)]
+    slots = _stage(x, red, call_splits, c_strides, sequential=False)
+    # `slots` holds the looped dims' slots first, then the kept dims: put them in dim order
+    out_shape, index, order = [], [], []
+    seq = [d for d in cut if d in looped]
+    kept_pos = len(seq)
+    for d in range(x.ndim):
+        if d in ntiles:
+            out_shape.append(ntiles[d])
+            index.append(slice(None) if d in looped else 0)
+            if d in looped:
+                order.append(seq.index(d))
+        elif not red[d]:
+            out_shape.append(x.shape[d])
+            index.append(slice(None))
+            order.append(kept_pos)
+            kept_pos += 1
+    out = np.zeros(out_shape, x.dtype)
+    out[tuple(index)] = slots.transpose(order) if order else slots
+    return out, [d in ntiles for d in range(x.ndim) if d in ntiles or not red[d]]

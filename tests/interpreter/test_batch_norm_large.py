@@ -3,12 +3,13 @@
 (tests/data/batch_norm, made by make_goldens.py there) for NHWC, NCHW and feature-first layouts in
 f32, bf16 and f64, and (slow, needs JAX) live runs at convnet sizes.
 
-How close (jaxlib 0.10.2, x86-64): XLA's sums run in YNNPACK's order, which we do not reproduce;
-we sum in f64 and round once, which agrees with most of its channels bit for bit and with the
-others to a few ulps (measured on f32[32,112,112,96]: mean within 2 ulps, variance 3).  XLA's
-rsqrt is an approximation (not correctly rounded), so normalized outputs differ in the last
-bits; sums that cancel (grad_offset, grad_scale with zero-mean gradients) differ by more ulps
-of their small results but by a few f32 roundings of the summed magnitudes.
+How close (jaxlib 0.10.2, x86-64): XLA's sums run in YNNPACK's order, which ynn_sum reproduces
+for these layouts (mean and variance bit for bit, in the layout XLA gives the operand: a
+convolution's result as [batch, spatial..., feature]); where it does not (ynn_sum declines) we
+sum in f64 and round once.  XLA's rsqrt is an approximation (not correctly rounded), so
+normalized outputs differ in the last bits; sums that cancel (grad_offset, grad_scale with
+zero-mean gradients) differ by more ulps of their small results but by a few f32 roundings of
+the summed magnitudes.
 """
 from __future__ import annotations
 
@@ -114,6 +115,17 @@ def test_blocked_results_do_not_depend_on_threads(op, monkeypatch):
         assert np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
 
 
+@pytest.mark.parametrize("name", ["nhwc_f32", "nhwc_f64", "nchw_f32", "cnhw_f32"])
+def test_training_statistics_are_xla_bit_for_bit(name):
+    """Mean and variance in YNNPACK's order over every layout of the goldens (NHWC's N, H, W
+    included: two leading reduced dims before the feature dim)."""
+    _, et, shape, fi, _ = next(lay for lay in mg.LAYOUTS if lay[0] == name)
+    d = _load(name, et)
+    outs = run(mg.text("training", et, shape, fi), *[d[a] for a in mg.ARGS["training"]])
+    for j in (1, 2):
+        assert np.asarray(outs[j]).tobytes() == d[f"training{j}"].tobytes()
+
+
 def test_blocked_training_flushes_denormals():
     """Subnormal inputs read as zero (DAZ) and subnormal results are flushed (FTZ), as XLA CPU."""
     x = np.full((2, 8, 8, 32), 1e-40, np.float32)
@@ -172,3 +184,63 @@ def test_wide_fma_is_the_single_rounding_fma():
             out = a[sl].copy()
             la._fma_wide(out, bw, cs if t % 4 else cs.astype(np.float64), out)
             assert np.array_equal(out.view(np.uint32), want[sl].view(np.uint32))
+
+
+def _conv_bn(n, c_in, hw, c_out, labels):
+    """A 1x1 convolution (`labels`: bf01 or b01f) feeding a batch norm; root (mean, var, NaN
+    channels of y)."""
+    nchw = labels == "bf01"
+    xs = f"{n},{c_in},{hw},{hw}" if nchw else f"{n},{hw},{hw},{c_in}"
+    ys = f"{n},{c_out},{hw},{hw}" if nchw else f"{n},{hw},{hw},{c_out}"
+    ws = f"{c_out},{c_in},1,1" if nchw else f"1,1,{c_in},{c_out}"
+    dl = "bf01_oi01->bf01" if nchw else "b01f_01io->b01f"
+    fi, red = (1, "0,2,3") if nchw else (3, "0,1,2")
+    return f"""HloModule m
+or {{
+  a = pred[] parameter(0)
+  b = pred[] parameter(1)
+  ROOT c = pred[] or(a, b)
+}}
+ENTRY e {{
+  x = f32[{xs}] parameter(0)
+  w = f32[{ws}] parameter(1)
+  s = f32[{c_out}] parameter(2)
+  o = f32[{c_out}] parameter(3)
+  c = f32[{ys}] convolution(x, w), window={{size=1x1}}, dim_labels={dl}
+  b = (f32[{ys}], f32[{c_out}], f32[{c_out}]) batch-norm-training(c, s, o), epsilon=1e-05, feature_index={fi}
+  y = f32[{ys}] get-tuple-element(b), index=0
+  mean = f32[{c_out}] get-tuple-element(b), index=1
+  var = f32[{c_out}] get-tuple-element(b), index=2
+  isnan = pred[{ys}] compare(y, y), direction=NE
+  no = pred[] constant(false)
+  nanch = pred[{c_out}] reduce(isnan, no), dimensions={{{red}}}, to_apply=or
+  ROOT r = (f32[{c_out}], f32[{c_out}], pred[{c_out}]) tuple(mean, var, nanch)
+}}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n, hw, labels", [(4, 40, "bf01"), (8, 56, "bf01"), (3, 40, "bf01"), (4, 40, "b01f")])
+def test_convolution_fed_statistics_are_xla_bit_for_bit(n, hw, labels):
+    """A batch norm of a convolution's result sums XLA's layout of it ([batch, spatial...,
+    feature]): images over YNNPACK's tile (N and H cut), nearly constant channels of large
+    values (negative variances, NaN channels): mean, variance, NaN channels exactly."""
+    pytest.importorskip("jax")
+    from hlo_cli.tools.xla_reference import run_with_xla
+    text = _conv_bn(n, 16, hw, 32, labels)
+    rng = np.random.default_rng(n * hw)
+    shape = (n, 16, hw, hw) if labels == "bf01" else (n, hw, hw, 16)
+    feat = (1, 16, 1, 1) if labels == "bf01" else (1, 1, 1, 16)
+    level = rng.uniform(20, 60, feat).astype(np.float32)
+    spread = np.where(np.arange(16) % 2 == 0, 1e-6, 0.5).astype(np.float32).reshape(feat)
+    x = (level + spread * rng.standard_normal(shape)).astype(np.float32)
+    w = rng.uniform(0, 1, (32, 16, 1, 1)).astype(np.float32)
+    w[::2] *= (np.arange(16) % 2 == 0).astype(np.float32).reshape(1, 16, 1, 1)
+    if labels == "b01f":
+        w = np.ascontiguousarray(w.transpose(2, 3, 1, 0))
+    s, o = rng.standard_normal(32).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    want = run_with_xla(text, [x, w, s, o])
+    got = run(text, x, w, s, o)
+    assert want[2].any()                                # some NaN channels
+    for g, wv in zip(got, want):
+        assert np.asarray(g).tobytes() == np.asarray(wv).tobytes()

@@ -156,9 +156,48 @@ def test_reduce_sum_tiles_other_layouts_or_declines():
     assert ynn_sum.reduce_sum(np.ones(40000, F32), [0]) == 40000.0       # rows longer than a tile
     nhwc = ynn_sum.reduce_sum(np.ones((4, 5, 6, 7), F32), [0, 1, 2])       # NHWC's N, H, W
     assert nhwc.tolist() == [120.0] * 7
-    # not reproduced: two reduced dims cut (an image over a tile), rows cut beside kept dims
-    assert ynn_sum.reduce_sum(np.zeros((96, 56, 56, 24), F32), [0, 1, 2]) is None
+    # two reduced dims cut (an image over a tile)
+    assert ynn_sum.reduce_sum(np.ones((6, 56, 56, 24), F32), [0, 1, 2]).tolist() == [18816.0] * 24
+    # not reproduced: rows cut beside kept dims
     assert ynn_sum.reduce_sum(np.zeros((5, 40000), F32), [1]) is None
+
+
+def test_parallel_dims_follow_the_task_target():
+    """2 x threads tasks: the outermost cut dim is parallel, an inner one while the dims outside
+    it make fewer tasks; one thread: none."""
+    splits = ynn_sum.split_factors((96, 112, 112, 96), 4)
+    assert splits == [1, 3, None, None]
+    assert ynn_sum.parallel_dims((96, 112, 112, 96), splits, 2) == {0}
+    assert ynn_sum.parallel_dims((3, 112, 112, 96), splits, 2) == {0, 1}
+    assert ynn_sum.parallel_dims((4, 112, 112, 96), splits, 2) == {0}
+    assert ynn_sum.parallel_dims((4, 112, 112, 96), splits, 4) == {0, 1}
+    assert ynn_sum.parallel_dims((96, 112, 112, 96), splits, 1) == set()
+
+
+def test_a_dim_not_looped_over_writes_its_first_slot():
+    """Images of 2 x 3 rows, H cut into tiles of 2 rows: with H looped over each tile has its
+    slot, otherwise each image is one call into its first H slot (the others +0)."""
+    x = np.arange(2 * 3 * 4, dtype=F32).reshape(2, 3, 4) + 1
+    red, splits = [True, True, False], [1, 2, None]
+    looped, _ = ynn_sum.partial_slots(x, red, splits, [0, 1], {0, 1})
+    assert looped.tolist() == [[(x[0, :2].sum(0)).tolist(), x[0, 2].tolist()],
+                               [(x[1, :2].sum(0)).tolist(), x[1, 2].tolist()]]
+    whole, mask = ynn_sum.partial_slots(x, red, splits, [0, 1], {0})
+    assert mask == [True, True, False]
+    assert whole.tolist() == [[x[0].sum(0).tolist(), [0.0] * 4], [x[1].sum(0).tolist(), [0.0] * 4]]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 60), st.integers(1, 60), st.integers(1, 50), st.integers(1, 4),
+       st.sampled_from([F32, np.float64]), st.integers(0, 2**31 - 1))
+def test_tiled_sums_of_small_integers_are_exact(n, h, w, c, threads, dt, seed):
+    """Small integers add exactly in any order: whatever the tiling (one to three cut dims, any
+    pool), tiled_sum loses no slot and counts none twice."""
+    x = np.random.default_rng(seed).integers(-8, 9, (n, h, w, c)).astype(dt)
+    for dims in [(0, 1, 2), (0, 1), (1, 2), (0, 2)]:
+        got = ynn_sum.tiled_sum(x, dims, threads)
+        if got is not None:
+            assert got.tolist() == x.sum(axis=dims).tolist()
 
 
 def test_splits_follow_the_tile_area():
@@ -188,7 +227,13 @@ SHAPES = [((96, 320, 49), (0, 2)), ((96, 100, 49), (0, 2)), ((40, 24, 3136), (0,
           # general tiling (tiled_sum): NHWC with an image within a tile, middle dims, long rows
           ((96, 7, 7, 320), (0, 1, 2)), ((96, 14, 14, 64), (0, 1, 2)), ((16, 14, 14, 32), (0, 1, 2)),
           ((30, 40, 50), (1,)), ((3, 20000, 4), (1,)), ((40000,), (0,)), ((40000, 3), (0,)),
-          ((50, 1, 300), (0, 2))]
+          ((50, 1, 300), (0, 2)),
+          # two or three reduced dims cut (partial_slots): images over a tile, the inner cut dim
+          # looped over or not by the pool (this machine's, xla_threads)
+          ((2, 40, 40, 32), (0, 1, 2)), ((3, 40, 40, 32), (0, 1, 2)), ((8, 56, 56, 24), (0, 1, 2)),
+          ((16, 28, 28, 32), (0, 1, 2)), ((96, 7, 7, 1280), (0, 1, 2)), ((4, 112, 112, 96), (0, 1, 2)),
+          ((6, 300, 200), (0, 1)), ((8, 4, 300, 300), (0, 2, 3)), ((2, 2, 50, 1000), (0, 1, 2)),
+          ((3, 4, 50, 1000), (0, 1, 2)), ((64, 70, 700), (0, 2))]
 
 
 @pytest.mark.slow

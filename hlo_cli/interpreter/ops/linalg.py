@@ -925,7 +925,10 @@ def eval_batch_norm_training(inst, args, ec):
     def square(ix):
         xb = x3[ix]
         return bl.ftz(np.multiply(xb, xb))
-    sum_x, sum_x2 = (f.const(v) for v in bl.sums(dt, lambda ix: x3[ix], square))
+    stats = _bn_layout_sums(xw, fi, _bn_physical_order(ec, inst), bl)
+    if stats is None:
+        stats = bl.sums(dt, lambda ix: x3[ix], square)
+    sum_x, sum_x2 = (f.const(v) for v in stats)
     mean = f(np.multiply, sum_x, inv_n)
     var = f.fma(sum_x2, inv_n, f(np.negative, f(np.multiply, mean, mean)))
     rs = f.rsqrt(f(np.add, var, eps))
@@ -943,6 +946,45 @@ def eval_batch_norm_training(inst, args, ec):
         bl.ftz(o)
     bl.run(normalize)
     return (_bn_cast(y.reshape(x.shape), x.dtype), _bn_cast(mean, x.dtype), _bn_cast(var, x.dtype))
+
+
+def _bn_physical_order(ec, inst) -> list[int] | None:
+    """The order (major to minor) in which XLA CPU lays out batch norm's operand when that differs
+    from its row-major dims: a convolution's result is [batch, spatial..., feature] (its
+    ConvCanonicalization; a transpose back to the written dims becomes a layout), e.g. NCHW
+    f32[96,96,112,112] is reduced as NHWC f32[96,112,112,96] (hlo_cli/SEMANTICS.md, "YNNPACK")."""
+    src = None
+    for comp in ec.module.computations:
+        if comp.by_name.get(inst.name) is inst:
+            src = comp.by_name.get(inst.operands[0])
+            break
+    dn = src.attrs.get("dim_labels") if src is not None and src.opcode == "convolution" else None
+    if dn is None:
+        return None
+    order = [dn.output_batch_dimension, *dn.output_spatial_dimensions, dn.output_feature_dimension]
+    return order if sorted(order) == list(range(len(order))) else None
+
+
+def _bn_layout_sums(xw, fi, order, bl):
+    """(sum of x, sum of x * x) per feature in YNNPACK's order over XLA's layout `order` (None:
+    row-major), or None where the blocked sums already give it (at most one dim before the
+    feature dim in row-major order, XLA's pool of several threads) or YNNPACK's order is not
+    known (ynn_sum.reduce_sum declines)."""
+    order = order or list(range(xw.ndim))
+    if order == list(range(xw.ndim)) and bl.lead <= 1 and ynn_sum.xla_threads() > 1:
+        return None
+    dims = [d for d, src in enumerate(order) if src != fi]
+
+    def sums(x):
+        phys = np.transpose(x, order).copy()       # (a copy: squared in place below)
+        with np.errstate(all="ignore"):
+            sum_x = ynn_sum.reduce_sum(phys, dims)
+            if sum_x is None:
+                return None
+            np.multiply(phys, phys, out=phys)       # YNNPACK's sum_squared: x * x, then the sum
+            sum_x2 = ynn_sum.reduce_sum(bl.ftz(phys), dims)
+        return None if sum_x2 is None else [bl.ftz(sum_x), bl.ftz(sum_x2)]
+    return flushing(sums, xw) if bl.hw else sums(xw)
 
 
 def _bn_training_small(x, scale, offset, dt, fi, b, n, inv_n, eps, f, ec):

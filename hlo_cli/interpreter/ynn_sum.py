@@ -250,29 +250,29 @@ def acb_sums(x3: np.ndarray, map_rows=None) -> np.ndarray:
     return combine_planes(sums.reshape(a, c), b)
 
 
-def reduce_sum(x: np.ndarray, dims, map_rows=None) -> np.ndarray | None:
+def reduce_sum(x: np.ndarray, dims, map_rows=None, fused: bool = False) -> np.ndarray | None:
     """YNNPACK's sum (from +0, no init) of the f32/f64 array `x` over `dims`, shaped as the kept
     dims, when the kept dims are one run of neighbouring dims (or none) after at most one
     reduced dim: then `x` is an (A, C, B) array summed over A and B; otherwise (reduced dims
     between kept ones, several leading reduced dims, rows longer than a tile, XLA's pool of one
-    thread) by `tiled_sum`, None where that declines."""
+    thread) by `tiled_sum` (`fused`: see there), None where that declines."""
     out_shape = tuple(x.shape[d] for d in range(x.ndim) if d not in set(dims))
     if 1 in x.shape and x.size:         # YNNPACK drops dims of extent 1 (their neighbours fuse)
         live = [d for d in range(x.ndim) if x.shape[d] != 1]
         r = reduce_sum(x.reshape([x.shape[d] for d in live]),
-                       [i for i, d in enumerate(live) if d in set(dims)], map_rows)
+                       [i for i, d in enumerate(live) if d in set(dims)], map_rows, fused)
         return None if r is None else r.reshape(out_shape)
     keep = [d for d in range(x.ndim) if d not in set(dims)]
     if not keep:
         a, c, b = 1, 1, x.size
     elif keep != list(range(keep[0], keep[-1] + 1)) or keep[0] > 1:
-        return tiled_sum(x, dims)       # reduced dims between kept ones, or several leading ones
+        return tiled_sum(x, dims, fused=fused)      # reduced dims between kept ones, or several leading ones
     else:
         a = int(np.prod(x.shape[:keep[0]], dtype=np.int64))
         c = int(np.prod(out_shape, dtype=np.int64))
         b = int(np.prod(x.shape[keep[-1] + 1:], dtype=np.int64))
-    if not known(b, x.dtype.itemsize) or xla_threads() == 1:
-        return tiled_sum(x, dims)       # (one thread: no tile is looped over, see parallel_dims)
+    if not known(b, x.dtype.itemsize) or (xla_threads() == 1 and not fused):
+        return tiled_sum(x, dims, fused=fused)      # (one thread: no loop, see parallel_dims)
     with np.errstate(all="ignore"):
         return acb_sums(np.ascontiguousarray(x).reshape(a, c, b), map_rows).reshape(out_shape)
 
@@ -461,14 +461,16 @@ def parallel_dims(shape, splits, threads: int) -> set:
     return out
 
 
-def tiled_sum(x: np.ndarray, dims, threads: int | None = None) -> np.ndarray | None:
+def tiled_sum(x: np.ndarray, dims, threads: int | None = None, fused: bool = False) -> np.ndarray | None:
     """YNNPACK's sum (from +0, no init) of the row-major f32/f64 array `x` over `dims` by its
     scheduler (hlo_cli/SEMANTICS.md, "YNNPACK") with XLA's pool of `threads` (default:
     xla_threads()): the dims are cut into tiles (split_factors); if a reduced dim is cut, a
     partial reduction writes one slot per tile of the cut reduced dims, then the slots (zeros
     included) are reduced by one call (`partial_slots`).  Each call sums by the k1 or kn kernel
-    (kernel_plan).  None for a cut innermost reduced dim beside kept dims (rows longer than a
-    tile: not reproduced)."""
+    (kernel_plan).  The loops over the tiles: the parallel ones (`parallel_dims`), or every one
+    when `fused`, `x` computed inside them (an elementwise producer in the same YNNPACK
+    subgraph, as the multiply of sum(g * (x - mean)); measured: then serial loops stay).  None
+    for a cut innermost reduced dim beside kept dims (rows longer than a tile: not reproduced)."""
     x = np.ascontiguousarray(x)
     red = [d in set(dims) for d in range(x.ndim)]
     splits = split_factors(x.shape, x.dtype.itemsize)
@@ -477,7 +479,8 @@ def tiled_sum(x: np.ndarray, dims, threads: int | None = None) -> np.ndarray | N
         return None                     # (rows cut with kept dims: 4 of 5 rows measured)
     with np.errstate(all="ignore"):
         if cut:
-            looped = parallel_dims(x.shape, splits, xla_threads() if threads is None else threads)
+            looped = set(cut) if fused else parallel_dims(
+                x.shape, splits, xla_threads() if threads is None else threads)
             x, red = partial_slots(x, red, splits, cut, looped)
         # the final reduce's loops over its reduced dims are serial, so not looped over either
         # (measured: f64[96,320,7,7] over (0, 2, 3) sums its 96 slots in one kn call;

@@ -244,3 +244,49 @@ def test_convolution_fed_statistics_are_xla_bit_for_bit(n, hw, labels):
     assert want[2].any()                                # some NaN channels
     for g, wv in zip(got, want):
         assert np.asarray(g).tobytes() == np.asarray(wv).tobytes()
+
+
+def _conv_bn_grad(n, hw, g_from):
+    """batch-norm-grad of a 1x1 convolution's result (16 -> 32 features, NCHW) with the gradient
+    `g_from`: a parameter (row-major), a convolution, or a select of a parameter (its layout
+    is the parameter's)."""
+    ys = f"{n},32,{hw},{hw}"
+    g = {"parameter": f"  g = f32[{ys}] parameter(4)\n",
+         "convolution": f"  g0 = f32[{n},16,{hw},{hw}] parameter(4)\n"
+                        f"  g = f32[{ys}] convolution(g0, w), window={{size=1x1}}, dim_labels=bf01_oi01->bf01\n",
+         "select": f"  g0 = f32[{ys}] parameter(4)\n  z = f32[] constant(0)\n"
+                   f"  zb = f32[{ys}] broadcast(z), dimensions={{}}\n"
+                   f"  pos = pred[{ys}] compare(c, zb), direction=GT\n  g = f32[{ys}] select(pos, g0, zb)\n"}[g_from]
+    return f"""HloModule m
+ENTRY e {{
+  x = f32[{n},16,{hw},{hw}] parameter(0)
+  w = f32[32,16,1,1] parameter(1)
+  s = f32[32] parameter(2)
+  m = f32[32] parameter(3)
+  c = f32[{ys}] convolution(x, w), window={{size=1x1}}, dim_labels=bf01_oi01->bf01
+{g}  v = f32[32] parameter(5)
+  ROOT b = (f32[{ys}], f32[32], f32[32]) batch-norm-grad(c, s, m, v, g), epsilon=0.25, feature_index=1
+}}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n, hw", [(4, 40), (2, 40)])
+@pytest.mark.parametrize("g_from", ["parameter", "convolution", "select"])
+def test_grad_sums_follow_the_gradients_layout(n, hw, g_from):
+    """batch-norm-grad sums g and g * (x - mean) in the layout XLA gives g (a convolution's
+    [batch, spatial..., feature], a parameter's row-major), the multiply inside YNNPACK's call
+    (every tile its own call); var + epsilon = 1 makes rsqrt exact: all three results bit for
+    bit."""
+    pytest.importorskip("jax")
+    from hlo_cli.tools.xla_reference import run_with_xla
+    text = _conv_bn_grad(n, hw, g_from)
+    rng = np.random.default_rng(n + hw)
+    x = (rng.standard_normal((n, 16, hw, hw)) + 0.5).astype(np.float32)
+    w = rng.uniform(0, 1, (32, 16, 1, 1)).astype(np.float32)
+    s, m = rng.standard_normal(32).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    g = rng.standard_normal((n, 16 if g_from == "convolution" else 32, hw, hw)).astype(np.float32)
+    args = [x, w, s, m, g, np.full(32, 0.75, np.float32)]
+    want = run_with_xla(text, args)
+    for got, wv in zip(run(text, *args), want):
+        assert np.asarray(got).tobytes() == np.asarray(wv).tobytes()

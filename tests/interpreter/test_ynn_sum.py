@@ -276,3 +276,31 @@ ENTRY e {
     assert np.array_equal(np.isnan(got[0]), np.isnan(want[0]))
     for g, w in zip(got[1:], want[1:]):
         assert np.array_equal(np.asarray(g).view(np.uint32), w.view(np.uint32))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(8, 56, 56, 24), (3, 4, 50, 1000), (2, 40, 40, 32), (96, 14, 14, 64)])
+def test_a_fused_product_loops_over_every_cut_dim(shape):
+    """jnp.sum(a * b): the multiply is in YNNPACK's call and computed inside its loops, which then
+    stay even where serial (tiled_sum(fused=True)); the plain sum of the same product does not
+    loop over the serial ones."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    jax.config.update("jax_platforms", "cpu")
+    a, b = _values(3, shape, F32, 0.0), _values(4, shape, F32, 0.0)
+    dims = tuple(range(len(shape) - 1))
+    want = np.asarray(jax.jit(lambda p, q: jnp.sum(p * q, axis=dims))(a, b))
+    with np.errstate(all="ignore"):
+        got = ynn_sum.reduce_sum(a * b, dims, fused=True)
+    assert got.tobytes() == want.tobytes()
+
+
+def test_fused_loops_over_every_cut_dim():
+    """fused: every cut dim looped over, as when the pool makes every one parallel."""
+    x = _values(9, (6, 40, 40, 24), F32, 0.0)                # N and H cut, H serial at 2 threads
+    assert ynn_sum.parallel_dims(x.shape, ynn_sum.split_factors(x.shape, 4), 2) == {0}
+    with np.errstate(all="ignore"):
+        fused = ynn_sum.tiled_sum(x, (0, 1, 2), threads=2, fused=True)
+        wide = ynn_sum.tiled_sum(x, (0, 1, 2), threads=64)
+        plain = ynn_sum.tiled_sum(x, (0, 1, 2), threads=2)
+    assert fused.tobytes() == wide.tobytes() and fused.tobytes() != plain.tobytes()

@@ -925,7 +925,10 @@ def eval_batch_norm_training(inst, args, ec):
     def square(ix):
         xb = x3[ix]
         return bl.ftz(np.multiply(xb, xb))
-    stats = _bn_layout_sums(xw, fi, _bn_physical_order(ec, inst), bl)
+    order = _bn_layout(ec, inst, bl, xw.ndim)
+    stats = None                        # sum_squared: x * x in the call's loop, then summed
+    if order is not None:
+        stats = _bn_layout_sums(xw, fi, order, bl, lambda p: np.multiply(p, p, out=p), False)
     if stats is None:
         stats = bl.sums(dt, lambda ix: x3[ix], square)
     sum_x, sum_x2 = (f.const(v) for v in stats)
@@ -948,43 +951,72 @@ def eval_batch_norm_training(inst, args, ec):
     return (_bn_cast(y.reshape(x.shape), x.dtype), _bn_cast(mean, x.dtype), _bn_cast(var, x.dtype))
 
 
-def _bn_physical_order(ec, inst) -> list[int] | None:
-    """The order (major to minor) in which XLA CPU lays out batch norm's operand when that differs
-    from its row-major dims: a convolution's result is [batch, spatial..., feature] (its
+def _bn_physical_order(ec, inst, k: int = 0) -> list[int] | None:
+    """The order (major to minor) in which XLA CPU lays out operand `k` of a batch norm when that
+    differs from its row-major dims: a convolution's result is [batch, spatial..., feature] (its
     ConvCanonicalization; a transpose back to the written dims becomes a layout), e.g. NCHW
-    f32[96,96,112,112] is reduced as NHWC f32[96,112,112,96] (hlo_cli/SEMANTICS.md, "YNNPACK")."""
-    src = None
-    for comp in ec.module.computations:
-        if comp.by_name.get(inst.name) is inst:
-            src = comp.by_name.get(inst.operands[0])
-            break
-    dn = src.attrs.get("dim_labels") if src is not None and src.opcode == "convolution" else None
-    if dn is None:
+    f32[96,96,112,112] is reduced as NHWC f32[96,112,112,96] (hlo_cli/SEMANTICS.md, "YNNPACK").
+    The layout comes from the nearest of the operand's sources through ops of its dims (as
+    select, add, a batch norm's results), breadth first: a convolution gives its order, a
+    parameter (row-major) or nothing found within 6 steps gives None."""
+    comp = next((c for c in ec.module.computations if c.by_name.get(inst.name) is inst), None)
+    if comp is None:
         return None
-    order = [dn.output_batch_dimension, *dn.output_spatial_dimensions, dn.output_feature_dimension]
-    return order if sorted(order) == list(range(len(order))) else None
+    dims = comp.by_name[inst.operands[k]].shape.dims
+    frontier, seen = [inst.operands[k]], set()
+    for _ in range(6):
+        nxt = []
+        for name in frontier:
+            src = comp.by_name.get(name)
+            if src is None or name in seen:
+                continue
+            seen.add(name)
+            if src.opcode == "get-tuple-element":       # a batch norm's result: its operand's layout
+                tup = comp.by_name.get(src.operands[0])
+                if tup is not None and tup.opcode.startswith("batch-norm") and src.shape.dims == dims:
+                    nxt.append(tup.operands[0])
+                continue
+            if src.shape.dims != dims:
+                continue
+            if src.opcode == "parameter":
+                return None
+            if src.opcode == "convolution":
+                dn = src.attrs.get("dim_labels")
+                order = [dn.output_batch_dimension, *dn.output_spatial_dimensions, dn.output_feature_dimension]
+                return order if sorted(order) == list(range(len(dims))) else None
+            if src.opcode in ("broadcast", "constant", "iota"):
+                continue
+            nxt += list(src.operands)
+        frontier = nxt
+    return None
 
 
-def _bn_layout_sums(xw, fi, order, bl):
-    """(sum of x, sum of x * x) per feature in YNNPACK's order over XLA's layout `order` (None:
-    row-major), or None where the blocked sums already give it (at most one dim before the
-    feature dim in row-major order, XLA's pool of several threads) or YNNPACK's order is not
-    known (ynn_sum.reduce_sum declines)."""
-    order = order or list(range(xw.ndim))
-    if order == list(range(xw.ndim)) and bl.lead <= 1 and ynn_sum.xla_threads() > 1:
+def _bn_layout(ec, inst, bl, ndim: int, k: int = 0) -> list[int] | None:
+    """The dim order in which batch norm's sums must be taken over XLA's layout of operand `k`
+    (`_bn_physical_order`, else row-major), or None where the blocked sums already give them
+    (row-major with at most one dim before the feature dim, XLA's pool of several threads)."""
+    order = _bn_physical_order(ec, inst, k) or list(range(ndim))
+    if order == list(range(ndim)) and bl.lead <= 1 and ynn_sum.xla_threads() > 1:
         return None
+    return order
+
+
+def _bn_layout_sums(first, fi, order, bl, second, fused):
+    """Per-feature sums of `first` and of second(p) (p: `first` in the layout `order`, which
+    `second` overwrites in place with the second term) in YNNPACK's order over that layout;
+    `fused`: the second term's elementwise op is in the sum's YNNPACK call (ynn_sum.tiled_sum).
+    None where YNNPACK's order is not known (ynn_sum.reduce_sum declines)."""
     dims = [d for d, src in enumerate(order) if src != fi]
 
     def sums(x):
-        phys = np.transpose(x, order).copy()       # (a copy: squared in place below)
+        phys = np.transpose(x, order).copy()       # (a copy: overwritten below)
         with np.errstate(all="ignore"):
-            sum_x = ynn_sum.reduce_sum(phys, dims)
-            if sum_x is None:
+            s1 = ynn_sum.reduce_sum(phys, dims)
+            if s1 is None:
                 return None
-            np.multiply(phys, phys, out=phys)       # YNNPACK's sum_squared: x * x, then the sum
-            sum_x2 = ynn_sum.reduce_sum(bl.ftz(phys), dims)
-        return None if sum_x2 is None else [bl.ftz(sum_x), bl.ftz(sum_x2)]
-    return flushing(sums, xw) if bl.hw else sums(xw)
+            s2 = ynn_sum.reduce_sum(bl.ftz(second(phys)), dims, fused=fused)
+        return None if s2 is None else [bl.ftz(s1), bl.ftz(s2)]
+    return flushing(sums, first) if bl.hw else sums(first)
 
 
 def _bn_training_small(x, scale, offset, dt, fi, b, n, inv_n, eps, f, ec):
@@ -1043,12 +1075,21 @@ def eval_batch_norm_grad(inst, args, ec):
 
     gx = np.empty(bl.shape3, dt)
 
-    def g_xm(ix):                       # g * (x - mean), each step rounded (and flushed) in dt
-        xm = gx[ix]                     # x - mean kept in the result block for the second sweep
+    def x_m(ix):                        # x - mean kept in the result block for the second sweep
+        xm = gx[ix]
         np.subtract(x3[ix], mb, out=xm)
-        bl.ftz(xm)
-        return bl.ftz(np.multiply(xm, g3[ix]))
-    sum_g, sum_gxm = (f.const(v) for v in bl.sums(dt, lambda ix: g3[ix], g_xm))
+        return bl.ftz(xm)
+
+    def g_xm(ix):                       # g * (x - mean), each step rounded (and flushed) in dt
+        return bl.ftz(np.multiply(x_m(ix), g3[ix]))
+    order, stats = _bn_layout(ec, inst, bl, xw.ndim, 4), None
+    if order is not None:               # XLA's layout (g's): g * (x - mean) multiplied in the sum's call
+        bl.run(x_m)
+        xm_t = np.transpose(gx.reshape(xw.shape), order)
+        stats = _bn_layout_sums(gw, fi, order, bl, lambda p: np.multiply(p, xm_t, out=p), True)
+    if stats is None:
+        stats = bl.sums(dt, lambda ix: g3[ix], g_xm)
+    sum_g, sum_gxm = (f.const(v) for v in stats)
     grad_scale = f(np.multiply, sum_gxm, rs)
     coef = f(np.multiply, f(np.multiply, sw, rs), inv_n)
     cb, sxb = (bl.wide(v, dt) for v in (coef, sum_gxm))

@@ -174,6 +174,24 @@ def test_parallel_dims_follow_the_task_target():
     assert ynn_sum.parallel_dims((96, 112, 112, 96), splits, 1) == set()
 
 
+def test_the_pool_is_this_machines_unless_named(monkeypatch):
+    """XLA's pool: the processors this process may use; HLO_XLA_THREADS names another machine's
+    (a positive count; anything else is ignored)."""
+    import os
+    monkeypatch.delenv("HLO_XLA_THREADS", raising=False)
+    assert ynn_sum.xla_threads() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("HLO_XLA_THREADS", "7")
+    assert ynn_sum.xla_threads() == 7
+    monkeypatch.setenv("HLO_XLA_THREADS", "0")
+    assert ynn_sum.xla_threads() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("HLO_XLA_THREADS", "1")
+    x = _values(5, (96, 64, 14, 14), F32, 0.0)                 # NCHW: the (A, C, B) path...
+    with np.errstate(all="ignore"):
+        one = ynn_sum.reduce_sum(x, (0, 2, 3))                  # ...gives way to one thread's loops
+        assert one.tobytes() == ynn_sum.tiled_sum(x, (0, 2, 3), threads=1).tobytes()
+        assert one.tobytes() != ynn_sum.acb_sums(x.reshape(96, 64, 196)).tobytes()
+
+
 def test_a_dim_not_looped_over_writes_its_first_slot():
     """Images of 2 x 3 rows, H cut into tiles of 2 rows: with H looped over each tile has its
     slot, otherwise each image is one call into its first H slot (the others +0)."""

@@ -271,8 +271,10 @@ def reduce_sum(x: np.ndarray, dims, map_rows=None, fused: bool = False) -> np.nd
         a = int(np.prod(x.shape[:keep[0]], dtype=np.int64))
         c = int(np.prod(out_shape, dtype=np.int64))
         b = int(np.prod(x.shape[keep[-1] + 1:], dtype=np.int64))
-    if not known(b, x.dtype.itemsize) or (xla_threads() == 1 and not fused):
-        return tiled_sum(x, dims, fused=fused)      # (one thread: no loop, see parallel_dims)
+    if (not known(b, x.dtype.itemsize) or (xla_threads() == 1 and not fused)
+            or c * x.dtype.itemsize > TILE_AREA_BYTES):
+        # (one thread: no loop, see parallel_dims; kept dims over a tile: final_splits)
+        return tiled_sum(x, dims, fused=fused)
     with np.errstate(all="ignore"):
         return acb_sums(np.ascontiguousarray(x).reshape(a, c, b), map_rows).reshape(out_shape)
 
@@ -466,7 +468,7 @@ def tiled_sum(x: np.ndarray, dims, threads: int | None = None, fused: bool = Fal
     scheduler (hlo_cli/SEMANTICS.md, "YNNPACK") with XLA's pool of `threads` (default:
     xla_threads()): the dims are cut into tiles (split_factors); if a reduced dim is cut, a
     partial reduction writes one slot per tile of the cut reduced dims, then the slots (zeros
-    included) are reduced by one call (`partial_slots`).  Each call sums by the k1 or kn kernel
+    included) are reduced again (`partial_slots`, `final_splits`).  Each call sums by the k1 or kn kernel
     (kernel_plan).  The loops over the tiles: the parallel ones (`parallel_dims`), or every one
     when `fused`, `x` computed inside them (an elementwise producer in the same YNNPACK
     subgraph, as the multiply of sum(g * (x - mean)); measured: then serial loops stay).  None
@@ -482,12 +484,24 @@ def tiled_sum(x: np.ndarray, dims, threads: int | None = None, fused: bool = Fal
             looped = set(cut) if fused else parallel_dims(
                 x.shape, splits, xla_threads() if threads is None else threads)
             x, red = partial_slots(x, red, splits, cut, looped)
-        # the final reduce's loops over its reduced dims are serial, so not looped over either
-        # (measured: f64[96,320,7,7] over (0, 2, 3) sums its 96 slots in one kn call;
-        # f32[96,112,112,96] over (0, 1, 2) its 96 x 38 slots)
         kept = [d for d in range(x.ndim) if not red[d]]
         ks = _dense_strides([x.shape[d] for d in kept])
-        return _stage(x, red, [None] * x.ndim, dict(zip(kept, ks)), sequential=True)
+        return _stage(x, red, final_splits(x.shape, red, x.dtype.itemsize), dict(zip(kept, ks)),
+                      sequential=True)
+
+
+def final_splits(shape, red, itemsize: int) -> list:
+    """The tiles of the reduced dims that the last reduce of tiled_sum loops over (None: whole).
+    Its loops over reduced dims are serial, so slinky drops them (one call: f64[96,320,7,7]
+    over (0, 2, 3) sums its 96 slots in one kn call, f32[96,112,112,96] its 96 x 38) unless a
+    cut kept dim lies inside them: that loop, over the output, stays behind as a one-trip loop
+    and the outer ones stay (f32[7,300,200] over 0 adds its 7 planes in order; measured)."""
+    splits = split_factors(shape, itemsize)
+    red_cut = [d for d in range(len(shape)) if red[d] and splits[d] is not None]
+    if not any(not red[d] and splits[d] is not None and red_cut and d > red_cut[0]
+               for d in range(len(shape))):
+        return [None] * len(shape)
+    return [s if red[d] else None for d, s in enumerate(splits)]
 
 
 def partial_slots(x: np.ndarray, red, splits, cut, looped):

@@ -192,6 +192,20 @@ def test_the_pool_is_this_machines_unless_named(monkeypatch):
         assert one.tobytes() != ynn_sum.acb_sums(x.reshape(96, 64, 196)).tobytes()
 
 
+def test_the_last_reduce_loops_only_around_a_cut_kept_dim():
+    """One call over all slots, unless a kept dim inside the slots is over a tile: then a call
+    per tile of slots, added into the result in order (f32[7,300,200] over 0: plane by plane)."""
+    assert ynn_sum.final_splits((96, 38, 96), [True, True, False], 4) == [None, None, None]
+    assert ynn_sum.final_splits((96, 320), [True, False], 8) == [None, None]
+    assert ynn_sum.final_splits((7, 300, 200), [True, False, False], 4) == [1, None, None]
+    x = _values(6, (7, 300, 200), F32, 0.0)
+    plane_by_plane = np.zeros((300, 200), F32)
+    for p in x:
+        plane_by_plane = plane_by_plane + p
+    with np.errstate(all="ignore"):
+        assert ynn_sum.reduce_sum(x, (0,)).tobytes() == plane_by_plane.tobytes()
+
+
 def test_a_dim_not_looped_over_writes_its_first_slot():
     """Images of 2 x 3 rows, H cut into tiles of 2 rows: with H looped over each tile has its
     slot, otherwise each image is one call into its first H slot (the others +0)."""
@@ -251,7 +265,9 @@ SHAPES = [((96, 320, 49), (0, 2)), ((96, 100, 49), (0, 2)), ((40, 24, 3136), (0,
           ((2, 40, 40, 32), (0, 1, 2)), ((3, 40, 40, 32), (0, 1, 2)), ((8, 56, 56, 24), (0, 1, 2)),
           ((16, 28, 28, 32), (0, 1, 2)), ((96, 7, 7, 1280), (0, 1, 2)), ((4, 112, 112, 96), (0, 1, 2)),
           ((6, 300, 200), (0, 1)), ((8, 4, 300, 300), (0, 2, 3)), ((2, 2, 50, 1000), (0, 1, 2)),
-          ((3, 4, 50, 1000), (0, 1, 2)), ((64, 70, 700), (0, 2))]
+          ((3, 4, 50, 1000), (0, 1, 2)), ((64, 70, 700), (0, 2)),
+          # kept dims over a tile: the last reduce loops over the slots (final_splits)
+          ((7, 300, 200), (0,)), ((7, 60000), (0,)), ((7, 2, 300, 200), (0, 1)), ((20, 100, 400), (0,))]
 
 
 @pytest.mark.slow

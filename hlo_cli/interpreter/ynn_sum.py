@@ -24,8 +24,7 @@ level 1 and level 1 into level 2 once more.
   for one cut reduced dim when XLA's pool has several threads.
 * Any other layout (several leading reduced dims as NHWC's N, H, W, reduced dims between kept
   ones, rows longer than a tile, one thread) follows the scheduler itself (`tiled_sum`:
-  `split_factors`, `parallel_dims`, `partial_slots`, `kernel_plan`); rows longer than a tile
-  beside kept dims are not reproduced (None).
+  `split_factors`, `parallel_dims`, `partial_slots`, `final_splits`, `kernel_plan`).
 
 The chunk terms are formed vectorized over the whole row; the tree's steps run once per 256
 clock ticks, over all rows at once.
@@ -250,18 +249,18 @@ def acb_sums(x3: np.ndarray, map_rows=None) -> np.ndarray:
     return combine_planes(sums.reshape(a, c), b)
 
 
-def reduce_sum(x: np.ndarray, dims, map_rows=None, fused: bool = False) -> np.ndarray | None:
+def reduce_sum(x: np.ndarray, dims, map_rows=None, fused: bool = False) -> np.ndarray:
     """YNNPACK's sum (from +0, no init) of the f32/f64 array `x` over `dims`, shaped as the kept
     dims, when the kept dims are one run of neighbouring dims (or none) after at most one
     reduced dim: then `x` is an (A, C, B) array summed over A and B; otherwise (reduced dims
     between kept ones, several leading reduced dims, rows longer than a tile, XLA's pool of one
-    thread) by `tiled_sum` (`fused`: see there), None where that declines."""
+    thread, kept dims over a tile) by `tiled_sum` (`fused`: see there)."""
     out_shape = tuple(x.shape[d] for d in range(x.ndim) if d not in set(dims))
     if 1 in x.shape and x.size:         # YNNPACK drops dims of extent 1 (their neighbours fuse)
         live = [d for d in range(x.ndim) if x.shape[d] != 1]
         r = reduce_sum(x.reshape([x.shape[d] for d in live]),
                        [i for i, d in enumerate(live) if d in set(dims)], map_rows, fused)
-        return None if r is None else r.reshape(out_shape)
+        return r.reshape(out_shape)
     keep = [d for d in range(x.ndim) if d not in set(dims)]
     if not keep:
         a, c, b = 1, 1, x.size
@@ -463,7 +462,7 @@ def parallel_dims(shape, splits, threads: int) -> set:
     return out
 
 
-def tiled_sum(x: np.ndarray, dims, threads: int | None = None, fused: bool = False) -> np.ndarray | None:
+def tiled_sum(x: np.ndarray, dims, threads: int | None = None, fused: bool = False) -> np.ndarray:
     """YNNPACK's sum (from +0, no init) of the row-major f32/f64 array `x` over `dims` by its
     scheduler (hlo_cli/SEMANTICS.md, "YNNPACK") with XLA's pool of `threads` (default:
     xla_threads()): the dims are cut into tiles (split_factors); if a reduced dim is cut, a
@@ -471,14 +470,11 @@ def tiled_sum(x: np.ndarray, dims, threads: int | None = None, fused: bool = Fal
     included) are reduced again (`partial_slots`, `final_splits`).  Each call sums by the k1 or kn kernel
     (kernel_plan).  The loops over the tiles: the parallel ones (`parallel_dims`), or every one
     when `fused`, `x` computed inside them (an elementwise producer in the same YNNPACK
-    subgraph, as the multiply of sum(g * (x - mean)); measured: then serial loops stay).  None
-    for a cut innermost reduced dim beside kept dims (rows longer than a tile: not reproduced)."""
+    subgraph, as the multiply of sum(g * (x - mean)); measured: then serial loops stay)."""
     x = np.ascontiguousarray(x)
     red = [d in set(dims) for d in range(x.ndim)]
     splits = split_factors(x.shape, x.dtype.itemsize)
     cut = [d for d in range(x.ndim) if red[d] and splits[d] is not None]
-    if cut and cut[-1] == x.ndim - 1 and not all(red):
-        return None                     # (rows cut with kept dims: 4 of 5 rows measured)
     with np.errstate(all="ignore"):
         if cut:
             looped = set(cut) if fused else parallel_dims(

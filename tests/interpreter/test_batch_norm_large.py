@@ -290,3 +290,19 @@ def test_grad_sums_follow_the_gradients_layout(n, hw, g_from):
     want = run_with_xla(text, args)
     for got, wv in zip(run(text, *args), want):
         assert np.asarray(got).tobytes() == np.asarray(wv).tobytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape, fi", [((2, 4, 200, 200), 1), ((3, 5, 40000), 1)])
+def test_statistics_over_rows_longer_than_a_tile_are_xla_bit_for_bit(shape, fi):
+    """Rows of more than 128 KiB (NCHW images of 200 x 200): YNNPACK's scheduler order
+    (ynn_sum.tiled_sum), mean and variance bit for bit (were f64 sums)."""
+    pytest.importorskip("jax")
+    from hlo_cli.tools.xla_reference import run_with_xla
+    d = mg.inputs("f32", shape, fi, 3)
+    text = mg.text("training", "f32", shape, fi)
+    args = [d[a] for a in mg.ARGS["training"]]
+    want = run_with_xla(text, args)
+    got = run(text, *args)
+    for j in (1, 2):
+        assert np.asarray(got[j]).tobytes() == np.asarray(want[j]).tobytes()

@@ -148,7 +148,7 @@ def test_tiles_follow_the_input_bytes():
     assert ynn_sum.tile_rows(1 << 20, 1, 4) == 1
 
 
-def test_reduce_sum_tiles_other_layouts_or_declines():
+def test_reduce_sum_tiles_other_layouts():
     x = np.ones((4, 5, 6), F32)
     assert ynn_sum.reduce_sum(x, [1]).tolist() == [[5.0] * 6] * 4        # between kept dims
     assert ynn_sum.reduce_sum(x, [0, 2]).tolist() == [24.0] * 5
@@ -158,8 +158,8 @@ def test_reduce_sum_tiles_other_layouts_or_declines():
     assert nhwc.tolist() == [120.0] * 7
     # two reduced dims cut (an image over a tile)
     assert ynn_sum.reduce_sum(np.ones((6, 56, 56, 24), F32), [0, 1, 2]).tolist() == [18816.0] * 24
-    # not reproduced: rows cut beside kept dims
-    assert ynn_sum.reduce_sum(np.zeros((5, 40000), F32), [1]) is None
+    # rows over a tile beside kept dims: each row one k1 call (its tiles' loop is serial)
+    assert ynn_sum.reduce_sum(np.ones((5, 40000), F32), [1]).tolist() == [40000.0] * 5
 
 
 def test_parallel_dims_follow_the_task_target():
@@ -267,7 +267,9 @@ SHAPES = [((96, 320, 49), (0, 2)), ((96, 100, 49), (0, 2)), ((40, 24, 3136), (0,
           ((6, 300, 200), (0, 1)), ((8, 4, 300, 300), (0, 2, 3)), ((2, 2, 50, 1000), (0, 1, 2)),
           ((3, 4, 50, 1000), (0, 1, 2)), ((64, 70, 700), (0, 2)),
           # kept dims over a tile: the last reduce loops over the slots (final_splits)
-          ((7, 300, 200), (0,)), ((7, 60000), (0,)), ((7, 2, 300, 200), (0, 1)), ((20, 100, 400), (0,))]
+          ((7, 300, 200), (0,)), ((7, 60000), (0,)), ((7, 2, 300, 200), (0, 1)), ((20, 100, 400), (0,)),
+          # rows over a tile beside kept dims
+          ((5, 40000), (1,)), ((2, 5, 40000), (2,)), ((4, 3, 50000), (0, 2))]
 
 
 @pytest.mark.slow

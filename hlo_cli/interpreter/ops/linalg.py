@@ -925,7 +925,7 @@ def eval_batch_norm_training(inst, args, ec):
     def square(ix):
         xb = x3[ix]
         return bl.ftz(np.multiply(xb, xb))
-    order = _bn_layout(ec, inst, bl, xw.ndim)
+    order = _bn_layout(ec, inst, bl, xw.ndim, 0, dt.itemsize)
     stats = None                        # sum_squared: x * x in the call's loop, then summed
     if order is not None:
         stats = _bn_layout_sums(xw, fi, order, bl, lambda p: np.multiply(p, p, out=p), False)
@@ -991,12 +991,14 @@ def _bn_physical_order(ec, inst, k: int = 0) -> list[int] | None:
     return None
 
 
-def _bn_layout(ec, inst, bl, ndim: int, k: int = 0) -> list[int] | None:
+def _bn_layout(ec, inst, bl, ndim: int, k: int = 0, itemsize: int = 4) -> list[int] | None:
     """The dim order in which batch norm's sums must be taken over XLA's layout of operand `k`
     (`_bn_physical_order`, else row-major), or None where the blocked sums already give them
-    (row-major with at most one dim before the feature dim, XLA's pool of several threads)."""
+    (row-major with at most one dim before the feature dim, rows within a tile, XLA's pool of
+    several threads)."""
     order = _bn_physical_order(ec, inst, k) or list(range(ndim))
-    if order == list(range(ndim)) and bl.lead <= 1 and ynn_sum.xla_threads() > 1:
+    if (order == list(range(ndim)) and bl.lead <= 1 and ynn_sum.known(bl.b, itemsize)
+            and ynn_sum.xla_threads() > 1):
         return None
     return order
 
@@ -1082,7 +1084,7 @@ def eval_batch_norm_grad(inst, args, ec):
 
     def g_xm(ix):                       # g * (x - mean), each step rounded (and flushed) in dt
         return bl.ftz(np.multiply(x_m(ix), g3[ix]))
-    order, stats = _bn_layout(ec, inst, bl, xw.ndim, 4), None
+    order, stats = _bn_layout(ec, inst, bl, xw.ndim, 4, dt.itemsize), None
     if order is not None:               # XLA's layout (g's): g * (x - mean) multiplied in the sum's call
         bl.run(x_m)
         xm_t = np.transpose(gx.reshape(xw.shape), order)

@@ -448,8 +448,8 @@ def parallel_dims(shape, splits, threads: int) -> set:
     """The cut dims YNNPACK's scheduler loops over (ynn_runtime::make_schedule): it aims at
     2 x `threads` tasks; visiting the cut dims outermost first, a dim is parallel while fewer
     tasks than that are made by the dims outside it (each cut dim multiplies them by its tile
-    count); with one thread none is.  Measured: a cut dim that is not parallel is not looped
-    over (each call takes it whole), whence this set."""
+    count); with one thread none is.  A serial loop around a single call is dropped by slinky
+    (simplify.cc drop_loop: the call takes the dim whole), so this is the set looped over."""
     if threads <= 1:
         return set()
     target, so_far, out = 2 * threads, 1, set()
@@ -467,8 +467,8 @@ def tiled_sum(x: np.ndarray, dims, threads: int | None = None, fused: bool = Fal
     scheduler (hlo_cli/SEMANTICS.md, "YNNPACK") with XLA's pool of `threads` (default:
     xla_threads()): the dims are cut into tiles (split_factors); if a reduced dim is cut, a
     partial reduction writes one slot per tile of the cut reduced dims, then the slots (zeros
-    included) are reduced again (`partial_slots`, `final_splits`).  Each call sums by the k1 or kn kernel
-    (kernel_plan).  The loops over the tiles: the parallel ones (`parallel_dims`), or every one
+    included) are reduced again (`partial_slots`, `final_splits`).  Each call sums by the k1
+    or kn kernel (kernel_plan).  The loops over the tiles: the parallel ones (`parallel_dims`), or every one
     when `fused`, `x` computed inside them (an elementwise producer in the same YNNPACK
     subgraph, as the multiply of sum(g * (x - mean)); measured: then serial loops stay)."""
     x = np.ascontiguousarray(x)

@@ -152,13 +152,25 @@ def test_the_callers_flags_are_kept():
         fset(off)
 
 
-def test_the_machine_code_is_fused_multiply_adds():
-    asm = hwfma.assembly()
-    ops = {ln.split()[0] for ln in asm.splitlines() if ln.strip().startswith("v")}
-    for want in ("vfmadd213ps", "vfmadd213pd", "vfmsub213ps", "vfnmadd213ps", "vfnmsub213pd"):
-        assert any(o.startswith(want[:-5]) and o.endswith(want[-2:]) for o in ops), want
-    assert not any(o.startswith(("vmulp", "vmuls", "vaddp", "vadds", "vsubp", "vsubs")) for o in ops)
-    assert "ldmxcsr" in asm and "stmxcsr" in asm
+def _instructions(keys):
+    asm = hwfma.assembly(keys)
+    return asm, {ln.split()[0] for ln in asm.splitlines() if ln.strip().startswith("v")}
+
+
+@pytest.mark.parametrize("pattern", [(1, 1, 1), (0, 1, 0)])
+def test_the_machine_code_is_fused_multiply_adds(pattern):
+    """Each kernel's loop is packed FMA instructions (the sign variants where every operand
+    moves: vfmadd, vfmsub, vfnmadd, vfnmsub; a negated row-invariant operand may be negated once
+    before the loop), never a separate multiply, add or subtract."""
+    for dt, kind in ((F32, "ps"), (F64, "pd")):
+        asm, ops = _instructions([(dt, p, q, pattern) for p, q in SIGNS])
+        fmas = {o for o in ops if o.startswith(("vfmadd", "vfmsub", "vfnmadd", "vfnmsub")) and o.endswith(kind)}
+        if pattern == (1, 1, 1):
+            assert {o[:-5] for o in fmas} == {"vfmadd", "vfmsub", "vfnmadd", "vfnmsub"}
+        else:
+            assert fmas
+        assert not any(o.startswith(("vmul", "vadd", "vsub")) for o in ops), ops
+        assert "vldmxcsr" in ops and "vstmxcsr" in ops
 
 
 def test_hlo_native_0_and_the_cost_model_keep_numpy(monkeypatch):
@@ -172,7 +184,7 @@ def test_hlo_native_0_and_the_cost_model_keep_numpy(monkeypatch):
     for _ in range(20):                            # small arrays: not worth compiling
         assert hwfma.fma(np.ones(8, F32), np.ones(8, F32), np.ones(8, F32), False, False) is None
     assert not hwfma.ready()
-    big = np.ones(1 << 24, F32)                     # work enough to pay for it at once
+    big = np.ones(1 << 25, F32)                     # work enough to pay for it at once
     assert hwfma.fma(big, big, big, False, False) is not None
 
 
@@ -181,11 +193,18 @@ def test_operands_of_any_layout_and_threads(monkeypatch):
     a = rng.standard_normal((64, 300)).astype(F32)
     b = rng.standard_normal(300).astype(F32)
     c = np.float32(0.25)
+    col = rng.standard_normal((64, 1)).astype(F32)
+    cube = rng.standard_normal((4, 16, 75)).astype(F32)
     cases = [(a, np.broadcast_to(b, a.shape), np.broadcast_to(c, a.shape)), (a.T, a.T, a.T[::-1]),
-             (a[:, ::3], a[:, 1::3], a[:, 2::3])]
+             (a[:, ::3], a[:, 1::3], a[:, 2::3]), (np.broadcast_to(col, a.shape), a, a[::-1]),
+             (cube, np.broadcast_to(cube[:, :1], cube.shape), np.broadcast_to(cube[:1], cube.shape)),
+             (a[:, :1], b[:1], np.float32(3.0)), (a[2], a[3], a[4, ::-1])]
     for x, y, z in cases:
         want = _numpy(elementwise.fma, x, y, z, False, True, monkeypatch=monkeypatch)
         assert _bits(elementwise.fma(x, y, z, False, True)) == _bits(want)
+        shape = np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(z))
+        xs = [np.broadcast_to(np.asarray(v, F32), shape) for v in (x, y, z)]
+        assert _bits(hwfma.fma(*xs, False, True)) == _bits(want)
     big = [rng.standard_normal(1 << 18).astype(F64) for _ in range(3)]
     want = _bits(_numpy(elementwise.fma, *big, True, False, monkeypatch=monkeypatch))
     got = []
@@ -296,3 +315,21 @@ def test_native_loops_contract_as_xla_does(t, monkeypatch, tmp_path):
         asm = "\n".join(plan.fn.inspect_asm().values())
         assert fast == run("0")[1]
         assert ("vfnmadd" in asm) == (fma == "1")
+
+
+def test_walks_of_operand_layouts():
+    """The 2-d walk each layout gets: rows of contiguous output elements, each operand's row step
+    and column step (0: broadcast along the row, 1: contiguous) in elements; False: copied first."""
+    f = np.zeros((6, 5, 4), F32)
+    plan = hwfma._plan
+    assert plan(f.shape, (f.strides,) * 3, 4) == (1, 120, 0, 0, 0, (1, 1, 1))
+    row = np.broadcast_to(np.zeros(4, F32), f.shape)
+    assert plan(f.shape, (f.strides, row.strides, f.strides), 4) == (30, 4, 4, 0, 4, (1, 1, 1))
+    col = np.broadcast_to(np.zeros((6, 5, 1), F32), f.shape)
+    assert plan(f.shape, (col.strides, f.strides, f.strides), 4) == (30, 4, 1, 4, 4, (0, 1, 1))
+    one = np.broadcast_to(np.float32(1), f.shape)
+    assert plan(f.shape, (one.strides, one.strides, one.strides), 4) == (1, 120, 0, 0, 0, (0, 0, 0))
+    mid = np.broadcast_to(np.zeros((6, 1, 4), F32), f.shape)
+    assert plan(f.shape, (mid.strides, f.strides, f.strides), 4) is False
+    t = f.transpose(2, 1, 0)
+    assert plan(t.shape, (t.strides, t.strides, t.strides), 4) is False

@@ -1,6 +1,6 @@
 """XLA CPU's contracted multiply-add computed by the processor's own fused multiply-add: one native
-pass per FMA, compiled once per process with llvmlite (numba's code generator, the ``native``
-extra) from LLVM's ``llvm.fma`` intrinsic.
+pass per FMA, with llvmlite (numba's code generator, the ``native`` extra) compiling LLVM's
+``llvm.fma`` intrinsic.
 
 The hardware instruction rounds once (IEEE 754's fusedMultiplyAdd) and XLA CPU's generated code
 uses that very instruction, run with the x86 MXCSR flags FTZ (flush results below the smallest
@@ -11,11 +11,18 @@ What the kernels leave to the NumPy path: a result that is NaN (its sign and pay
 rule's to decide: the kernel reports one and the caller computes the whole FMA again its own way),
 operands of other dtypes, and processors or LLVMs without the instruction.
 
+A kernel walks the output as rows of contiguous elements; each operand is read in place (its
+NumPy array object's data pointer, read by the kernel) with its own row step and a column step of
+0 or 1, so broadcasts (a scalar, a bias row, a per-row column) and slices need no copy (`_plan`);
+only an operand no such walk reads (a transposed one, a broadcast along a middle dimension) is
+copied first.  There are 64 kernels (f32/f64, the two signs, the three operands' column steps),
+each compiled on its first use (about 0.04 s) and its object code kept in the hlo cache directory,
+keyed by the IR, the processor and llvmlite's version (a later process loads it in about 1 ms).
+
 When: ``HLO_NATIVE=0`` never; ``HLO_NATIVE=1`` (or ``strict``) from the first FMA on; unset, once the
 FMAs this process has computed with NumPy would have saved more time than importing llvmlite and
-compiling the kernels (or loading them from the on-disk cache) costs -- a short run of small arrays
-never pays for it and keeps the NumPy path (`_worth_it`).  The compiled object code is kept in the
-hlo cache directory, keyed by the IR, the processor and llvmlite's version.
+compiling a kernel (or loading it from the cache) costs -- a short run of small arrays never pays
+for it and keeps the NumPy path (`_worth_it`).
 """
 from __future__ import annotations
 
@@ -33,10 +40,9 @@ from ..sources.cache import cache_dir
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _MXCSR_FLUSH = 0x8040                   # FTZ | DAZ
-# cost model of `_worth_it` (seconds): importing llvmlite's binding and compiling the 64 kernels, or
-# loading them from the cache (measured on a 2-core x86-64: 0.05 s import, 0.03 s compile); what the
-# NumPy path costs more than a native pass per call and per element (bench_fma.py's chains and
-# small arrays)
+# cost model of `_worth_it` (seconds): importing llvmlite's binding, compiling a kernel or loading it
+# from the cache (benchmarks/bench_fma.py measures the first run); what the NumPy path costs more
+# than a native pass per call and per element (bench_fma.py's chains and small arrays)
 IMPORT_COST = 0.06
 COMPILE_COST = 0.04
 LOAD_COST = 0.005
@@ -44,20 +50,24 @@ CALL_SAVING = 20e-6
 ELEMENT_SAVING = {_F32: 4e-9, _F64: 14e-9}
 
 _lock = threading.RLock()
-_state: dict = {"kernels": None, "saved": 0.0, "failed": False}
-_HAVE_LLVMLITE: list = [None]
+_state: dict = {"kernels": None, "saved": 0.0, "failed": False, "cost": None}
 
 
 def mode() -> str:
     """'off' (HLO_NATIVE=0, llvmlite missing, not x86-64), 'always' (HLO_NATIVE=1/strict) or 'auto'."""
-    env = os.environ.get("HLO_NATIVE", "").strip().lower()
-    if env == "0" or _state["failed"] or platform.machine().lower() not in ("x86_64", "amd64"):
+    env = os.environ.get("HLO_NATIVE", "")
+    if env == "0" or _state["failed"]:
         return "off"
-    if _HAVE_LLVMLITE[0] is None:
-        _HAVE_LLVMLITE[0] = importlib.util.find_spec("llvmlite") is not None
-    if not _HAVE_LLVMLITE[0]:
+    if _HOST[0] is None:
+        _HOST[0] = platform.machine().lower() in ("x86_64", "amd64") and \
+            importlib.util.find_spec("llvmlite") is not None
+    if not _HOST[0]:
         return "off"
-    return "always" if env in ("1", "strict") else "auto"
+    env = env.strip().lower()
+    return "off" if env == "0" else "always" if env in ("1", "strict") else "auto"
+
+
+_HOST: list = [None]                    # x86-64 with llvmlite installed (asked once)
 
 
 def fma(a, b, c, negate_product: bool, negate_addend: bool):
@@ -162,9 +172,12 @@ def _worth_it(dt, size) -> bool:
     """True once the FMAs computed so far (this one included) would have saved more than the
     kernels cost to get."""
     _state["saved"] += CALL_SAVING + ELEMENT_SAVING[dt] * size
-    cost = COMPILE_COST if _cached_object() is None else LOAD_COST
-    if "llvmlite.binding" not in sys.modules:
-        cost += IMPORT_COST
+    cost = _state["cost"]
+    if cost is None:                    # (asked once: a look at the cache directory)
+        cost = COMPILE_COST if _cached_object() is None else LOAD_COST
+        if "llvmlite.binding" not in sys.modules:
+            cost += IMPORT_COST
+        _state["cost"] = cost
     return _state["saved"] > cost
 
 

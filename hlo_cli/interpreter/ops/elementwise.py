@@ -1495,14 +1495,16 @@ def _fma64(a, b, c, out, negate_product, negate_addend):
 
 def _fma64_exact(a, b, c, out, where):
     """The elements of `out` at mask `where` computed with exact rational arithmetic (the
-    non-finite ones as the plain expression, which is then exact)."""
+    non-finite ones as the plain expression, which is then exact, or the infinite addend)."""
     from fractions import Fraction
     idx = np.nonzero(where)
     av, bv, cv = (np.broadcast_to(v, where.shape)[idx] for v in (a, b, c))
     res = np.empty(av.shape, F64)
     for i, (x, y, z) in enumerate(zip(av.tolist(), bv.tolist(), cv.tolist())):
         if not (np.isfinite(x) and np.isfinite(y) and np.isfinite(z)):
-            res[i] = x * y + z
+            # an infinite addend and a finite product: the addend (the exact product has no
+            # overflow to meet it); else the plain expression, exact then
+            res[i] = z if np.isfinite(x) and np.isfinite(y) and not np.isnan(z) else x * y + z
             continue
         exact = Fraction(x) * Fraction(y) + Fraction(z)
         try:

@@ -74,6 +74,10 @@ def fma(a, b, c, negate_product: bool, negate_addend: bool):
     """(-)a * b (-) c rounded once, as XLA CPU computes it (FTZ/DAZ), for f32 or f64 arrays of one
     dtype already broadcast to one shape; None when the native kernel is not used (see the module
     docstring) or a result is NaN: the caller computes it then."""
+    if a.__class__ is not np.ndarray or b.__class__ is not np.ndarray or c.__class__ is not np.ndarray:
+        a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)   # (the kernel reads array objects)
+        if a.shape != b.shape or a.shape != c.shape:
+            return None
     dt = a.dtype
     if dt not in (_F32, _F64) or b.dtype != dt or c.dtype != dt:
         return None

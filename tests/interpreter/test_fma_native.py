@@ -333,3 +333,14 @@ def test_walks_of_operand_layouts():
     assert plan(f.shape, (mid.strides, f.strides, f.strides), 4) is False
     t = f.transpose(2, 1, 0)
     assert plan(t.shape, (t.strides, t.strides, t.strides), 4) is False
+
+
+def test_numpy_scalars_and_subclasses_are_read_as_arrays(monkeypatch):
+    """A NumPy scalar (a rank-0 step's value) or an array subclass is never handed to the kernel as
+    it is (the kernel reads an ndarray's own fields)."""
+    x = np.float32(1.5)
+    got = hwfma.fma(x, np.float32(2.0), np.float32(-0.25), False, False)
+    assert got.shape == () and got == np.float32(2.75)
+    m = np.ones((2, 2), F64).view(np.matrix)
+    want = _numpy(elementwise.fma, np.asarray(m), np.asarray(m), np.asarray(m), True, True, monkeypatch=monkeypatch)
+    assert _bits(hwfma.fma(m, m, m, True, True)) == _bits(want)

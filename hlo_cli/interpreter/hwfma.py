@@ -5,7 +5,7 @@ pass per FMA, with llvmlite (numba's code generator, the ``native`` extra) compi
 The hardware instruction rounds once (IEEE 754's fusedMultiplyAdd) and XLA CPU's generated code
 uses that very instruction, run with the x86 MXCSR flags FTZ (flush results below the smallest
 normal, tininess after rounding) and DAZ (read subnormal operands as zeros); each kernel here sets
-both flags itself around its loop and restores the caller's MXCSR, so its results are XLA's bits by
+both flags (and rounding to nearest) itself around its loop and restores the caller's MXCSR, so its results are XLA's bits by
 construction (ops/elementwise.fma's exact NumPy emulation is the reference the tests compare with).
 What the kernels leave to the NumPy path: a result that is NaN (its sign and payload are the
 rule's to decide: the kernel reports one and the caller computes the whole FMA again its own way),
@@ -40,6 +40,7 @@ from ..sources.cache import cache_dir
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _MXCSR_FLUSH = 0x8040                   # FTZ | DAZ
+_MXCSR_ROUNDING = 0x6000                # rounding control (cleared: to nearest even, as XLA runs)
 # cost model of `_worth_it` (seconds): importing llvmlite's binding, compiling a kernel or loading it
 # from the cache (benchmarks/bench_fma.py measures the first run); what the NumPy path costs more
 # than a native pass per call and per element (bench_fma.py's chains and small arrays)
@@ -266,7 +267,8 @@ entry:
   %newp = bitcast i32* %new to i8*
   call void @llvm.x86.sse.stmxcsr(i8* %oldp)
   %v = load i32, i32* %old
-  %f = or i32 %v, {_MXCSR_FLUSH}
+  %g = and i32 %v, {~_MXCSR_ROUNDING}
+  %f = or i32 %g, {_MXCSR_FLUSH}
   store i32 %f, i32* %new
   call void @llvm.x86.sse.ldmxcsr(i8* %newp)
   %r = call i32 @{name}_loop(i8* %a, i8* %b, i8* %c, i8* %o, i64 %R, i64 %C, i64 %ra, i64 %rb, i64 %rc)

@@ -344,3 +344,23 @@ def test_numpy_scalars_and_subclasses_are_read_as_arrays(monkeypatch):
     m = np.ones((2, 2), F64).view(np.matrix)
     want = _numpy(elementwise.fma, np.asarray(m), np.asarray(m), np.asarray(m), True, True, monkeypatch=monkeypatch)
     assert _bits(hwfma.fma(m, m, m, True, True)) == _bits(want)
+
+
+def test_rounding_is_to_nearest_whatever_the_callers_mode(monkeypatch):
+    """The kernel rounds to nearest even (XLA's mode) even when the calling thread rounds towards
+    zero, and gives the caller its own mode back."""
+    import ctypes
+    import ctypes.util
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    toward_zero, nearest = 0xC00, 0
+    a = np.full(8, 1.0 + 2.0 ** -23, F32)
+    c = np.full(8, 3 * 2.0 ** -25, F32)                 # a*a + c lies above a midpoint: RN rounds up
+    want = _numpy(elementwise.fma, a, a, c, False, False, monkeypatch=monkeypatch)
+    assert libm.fesetround(toward_zero) == 0
+    try:
+        got = hwfma.fma(a, a, c, False, False)
+        mode = libm.fegetround()
+    finally:
+        libm.fesetround(nearest)
+    assert mode == toward_zero
+    assert _bits(got) == _bits(want)

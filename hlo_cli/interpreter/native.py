@@ -17,7 +17,8 @@ What the generated code computes is what the rules compute, element by element:
   where a rule keeps subnormals (negate, abs, select, data movement) the code only moves bits;
   maximum/minimum read their operands flushed and break -0/+0 ties as the rules do; numba's code
   contracts no multiply-add without fastmath (tests/interpreter/test_native.py reads the machine
-  code);
+  code), so the add/subtracts XLA CPU contracts (contraction.contractions, the compiled steps' rule)
+  call LLVM's fma intrinsic, the processor's FMA under the same flags;
 * f32 exp and tanh are the rules' f64 functions rounded once to f32; the f64 result comes from the
   C library, which may differ from NumPy's by an ulp or two of f64, so a result within `MARGIN`
   f64 ulps of a point where the rounding to f32 changes (or in the f32 subnormal range) is a

@@ -45,13 +45,13 @@ _MXCSR_ROUNDING = 0x6000                # rounding control (cleared: to nearest 
 # from the cache (benchmarks/bench_fma.py measures the first run); what the NumPy path costs more
 # than a native pass per call and per element (bench_fma.py's chains and small arrays)
 IMPORT_COST = 0.06
-COMPILE_COST = 0.04
+COMPILE_COST = 0.05
 LOAD_COST = 0.005
 CALL_SAVING = 20e-6
 ELEMENT_SAVING = {_F32: 4e-9, _F64: 14e-9}
 
 _lock = threading.RLock()
-_state: dict = {"kernels": None, "saved": 0.0, "failed": False, "cost": None}
+_state: dict = {"kernels": None, "saved": 0.0, "spent": 0.0, "failed": False, "cost": None}
 
 
 def mode() -> str:
@@ -105,10 +105,8 @@ def fma(a, b, c, negate_product: bool, negate_addend: bool):
     k = (dt, bool(negate_product), bool(negate_addend), pattern)
     fn = kernels.get(k)
     if fn is None:
-        try:
-            fn = kernels[k]                 # (compiled now)
-        except Exception:                   # noqa: BLE001 -- an LLVM that refuses: NumPy path
-            _give_up()
+        fn = _kernel(kernels, k, out.size)
+        if fn is None:
             return None
     if fn(a, b, c, out, rows, cols, ra, rb, rc):
         return None                     # a NaN: the rule's signs
@@ -165,6 +163,21 @@ def _build_if_worth_it(dt, size):
     return _state["kernels"]
 
 
+def _kernel(kernels, k, size):
+    """Kernel `k` loaded or compiled now; None (the NumPy path) while, unless ``HLO_NATIVE=1``, the
+    FMA work of this process has not yet paid for compiling one more kernel, or when LLVM refuses."""
+    if not kernels.cached(k) and mode() == "auto":
+        _state["saved"] += CALL_SAVING + ELEMENT_SAVING[k[0]] * size
+        if _state["saved"] < _state["spent"] + COMPILE_COST:
+            return None
+        _state["spent"] += COMPILE_COST
+    try:
+        return kernels[k]
+    except Exception:                   # noqa: BLE001 -- an LLVM that refuses: NumPy path
+        _give_up()
+        return None
+
+
 def _give_up():
     """No native kernels in this process any more (``HLO_NATIVE=strict``: the error is raised)."""
     if os.environ.get("HLO_NATIVE", "").strip().lower() == "strict":
@@ -179,11 +192,9 @@ def _worth_it(dt, size) -> bool:
     _state["saved"] += CALL_SAVING + ELEMENT_SAVING[dt] * size
     cost = _state["cost"]
     if cost is None:                    # (asked once: a look at the cache directory)
-        cost = COMPILE_COST if _cached_object() is None else LOAD_COST
-        if "llvmlite.binding" not in sys.modules:
-            cost += IMPORT_COST
-        _state["cost"] = cost
-    return _state["saved"] > cost
+        _state["spent"] = LOAD_COST + (0.0 if "llvmlite.binding" in sys.modules else IMPORT_COST)
+        cost = _state["cost"] = _state["spent"] + (COMPILE_COST if _cached_object() is None else 0.0)
+    return _state["saved"] > cost       # (each kernel compiled, not loaded: COMPILE_COST more)
 
 
 # ============================================================================ the kernels
@@ -329,6 +340,8 @@ def optimized(tm, mod):
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
+    pto.loop_unrolling = False          # (a memory-bound loop: compiled in a third of the time,
+    pto.loop_interleaving = False       # no slower)
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
     return mod
@@ -344,11 +357,19 @@ class _Kernels(dict):
         base = cache_dir()
         self.dir = None if base is None else base / "hwfma" / self.key
         self.engines: list = []          # (the code lives as long as its engine)
+        self.on_disk: dict = {}
         probe = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.py_object)(self._address(_PROBE, "data_of", None))
         for v in (np.zeros(3), np.zeros((4, 5), np.float32)[1:, 2:], np.broadcast_to(np.ones(2), (3, 2))):
             if probe(v) != v.ctypes.data:
                 raise RuntimeError("NumPy's array objects hold their data elsewhere")
         self.proto = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * 4, *[ctypes.c_int64] * 5)
+
+    def cached(self, k) -> bool:
+        """Whether kernel `k` is compiled in this process or its object code is in the cache."""
+        got = self.on_disk.get(k)
+        if got is None:
+            got = self.on_disk[k] = self.dir is not None and (self.dir / f"{_name(*k)}.o").exists()
+        return got or k in self
 
     def __missing__(self, k):
         with _lock:

@@ -173,19 +173,27 @@ def test_the_machine_code_is_fused_multiply_adds(pattern):
         assert "vldmxcsr" in ops and "vstmxcsr" in ops
 
 
-def test_hlo_native_0_and_the_cost_model_keep_numpy(monkeypatch):
+def test_hlo_native_0_and_the_cost_model_keep_numpy(monkeypatch, tmp_path):
     monkeypatch.setenv("HLO_NATIVE", "0")
     assert hwfma.mode() == "off"
     assert hwfma.fma(np.ones(3), np.ones(3), np.ones(3), False, False) is None
     monkeypatch.delenv("HLO_NATIVE")
-    monkeypatch.setitem(hwfma._state, "kernels", None)
-    monkeypatch.setitem(hwfma._state, "saved", 0.0)
+    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path))         # (nothing compiled yet)
+    for key, value in (("kernels", None), ("saved", 0.0), ("spent", 0.0), ("cost", None)):
+        monkeypatch.setitem(hwfma._state, key, value)
     assert hwfma.mode() == "auto"
+    small = np.ones(8, F32)
     for _ in range(20):                            # small arrays: not worth compiling
-        assert hwfma.fma(np.ones(8, F32), np.ones(8, F32), np.ones(8, F32), False, False) is None
+        assert hwfma.fma(small, small, small, False, False) is None
     assert not hwfma.ready()
     big = np.ones(1 << 25, F32)                     # work enough to pay for it at once
     assert hwfma.fma(big, big, big, False, False) is not None
+    assert hwfma.fma(small, small, small, False, False) is not None      # (the same kernel)
+    hwfma._state["saved"] = hwfma._state["spent"]
+    one = np.broadcast_to(np.float32(2), small.shape)
+    assert hwfma.fma(small, one, small, False, False) is None           # another kernel: not yet
+    monkeypatch.setenv("HLO_NATIVE", "1")
+    assert hwfma.fma(small, one, small, False, False) is not None       # (HLO_NATIVE=1: compiled)
 
 
 def test_operands_of_any_layout_and_threads(monkeypatch):

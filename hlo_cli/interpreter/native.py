@@ -17,7 +17,8 @@ What the generated code computes is what the rules compute, element by element:
   where a rule keeps subnormals (negate, abs, select, data movement) the code only moves bits;
   maximum/minimum read their operands flushed and break -0/+0 ties as the rules do; numba's code
   contracts no multiply-add without fastmath (tests/interpreter/test_native.py reads the machine
-  code);
+  code), so the add/subtracts XLA CPU contracts (contraction.contractions, the compiled steps' rule)
+  call LLVM's fma intrinsic, the processor's FMA under the same flags;
 * f32 exp and tanh are the rules' f64 functions rounded once to f32; the f64 result comes from the
   C library, which may differ from NumPy's by an ulp or two of f64, so a result within `MARGIN`
   f64 ulps of a point where the rounding to f32 changes (or in the f32 subnormal range) is a
@@ -61,12 +62,13 @@ import numpy as np
 
 from ..ir.opcodes import has_side_effect
 from ..sources.cache import cache_dir
-from . import per_module
+from . import contraction, per_module
 from .computations import TREE_WINDOW, reducer
 from .fpenv import hardware
 from .ops.linalg import dot_values
 from .ops.numerics import mode_of
 from .registry import rule_for
+from .schedule import Plan
 from .values import conforms, np_dtype
 
 # an iteration run again (a hazard) this many times, and in more than a quarter of the iterations:
@@ -252,6 +254,7 @@ class _Plan:
         self.induction = None                   # (j, direction, bound, flipped) from the condition
         self.fn = None
         self.asked = 0                          # iterations left, summed over the times asked
+        self.uses_fma = False                   # a contracted multiply-add (_FMA_HELPER)
         self._generate()
 
     # -------------------------------------------------------------- the whole function
@@ -293,7 +296,7 @@ class _Plan:
         consts = ", ".join(f"k{i}" for i in range(len(self.consts)))
         args = ", ".join([f"s{j}" for j in range(n)] + ([consts] if consts else []))
         head = ["import math", "import numpy as np", "from numba import njit", "",
-                _HELPERS, "", "@njit(cache=True, error_model='numpy')",
+                _HELPERS + (_FMA_HELPER if self.uses_fma else ""), "", "@njit(cache=True, error_model='numpy')",
                 f"def loop(budget, ones32, ones64, {args}):"]
         self.source = "\n".join(head + ["    " + p for p in code.pre] + code.lines) + "\n"
         self.written = [j for j, v in enumerate(out) if not (v.sym == ("state", j))]
@@ -322,10 +325,15 @@ class _Plan:
                 raise Unsupported
         vals: dict[str, object] = {}
         self._by_name = by_name
+        fmas = self._contractions(comp)
         for inst in _post_order(comp, by_name):
             ops = [vals[o] for o in inst.operands]
             if inst.opcode == "parameter":
                 vals[inst.name] = args[inst.parameter_number]
+                continue
+            fma = fmas.get(inst.name)
+            if fma is not None:
+                vals[inst.name] = self._fma(inst, [vals[n] for n in fma[:3]], fma[3], fma[4], ind)
                 continue
             vals[inst.name] = self._instruction(inst, ops, ind)
         self._by_name = None
@@ -333,6 +341,34 @@ class _Plan:
         if body and isinstance(root, list):
             root = self._own_outputs(root)
         return root
+
+    def _contractions(self, comp):
+        """{name of each add/subtract of `comp` XLA CPU contracts: (a, b, addend names, negate the
+        product, negate the addend)} (contraction.py's rule, as the compiled steps apply it)."""
+        if not contraction.enabled():
+            return {}
+        plan = Plan(comp)
+        found = contraction.contractions(plan, comp.name in contraction.fused_computations(self.module))
+        names = [inst.name for inst in plan.insts]
+        return {names[k]: (names[a], names[b], names[c], p, q) for k, (a, b, c, p, q) in found.items()}
+
+    def _fma(self, inst, ops, negate_product, negate_addend, ind):
+        """A contracted add/subtract: (-)a * b (-) c rounded once by the processor's FMA (under the
+        loop's FTZ/DAZ, as XLA computes it); a NaN is a hazard (its sign is the rule's)."""
+        dt, dims = _dtype_of(inst.shape), tuple(inst.shape.dims)
+        if dt not in _FLOATS or any(o.dtype != dt or o.dims != dims for o in ops):
+            raise Unsupported
+        self.steps += 1
+        self.uses_fma = True
+        out = self._buffer(dt, dims)
+        code = self.code
+        (i,), ind2 = code.loops(ind, (out.size,))
+        for k, o in enumerate(ops):
+            code.add(ind2, f"a{k} = {_read(o, i, False)}")
+        code.add(ind2, f"r = _fma({'-a0' if negate_product else 'a0'}, a1, {'-a2' if negate_addend else 'a2'})")
+        _nan_hazard(self, ind2, "r")
+        code.add(ind2, f"{out.var}[{i}] = r")
+        return out
 
     def _own_outputs(self, root):
         """New state values that are state buffers of other positions are copied in the body (the
@@ -1023,3 +1059,21 @@ _Z64 = np.float64(0.0)
 _LOW = np.float64({2.0 ** -126 * (1 - 2.0 ** -20)!r})
 _TINY = np.float64({2.0 ** -126!r})
 '''
+
+# LLVM's fma intrinsic, which the x86 back end lowers to one vfmadd/vfmsub/vfnmadd instruction
+# (numba contracts nothing itself without fastmath: only the contracted steps get it)
+_FMA_HELPER = """
+from llvmlite import ir as _ir
+from numba.core import cgutils as _cgutils
+from numba.extending import intrinsic as _intrinsic
+
+
+@_intrinsic
+def _fma(typingctx, a, b, c):
+    def codegen(context, builder, signature, args):
+        t = context.get_value_type(signature.return_type)
+        name = "llvm.fma.f32" if t == _ir.FloatType() else "llvm.fma.f64"
+        fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(t, [t, t, t]), name)
+        return builder.call(fn, args)
+    return a(a, b, c), codegen
+"""

@@ -39,6 +39,8 @@ def exact_fma(a, b, c, dt):
     and a subnormal result written as a zero of its sign (XLA CPU's DAZ/FTZ)."""
     a, b, c = (dt.type(_flush_in(float(x), dt)) for x in (a, b, c))
     if not all(np.isfinite([a, b, c])):
+        if np.isfinite(a) and np.isfinite(b) and not np.isnan(c):
+            return c                            # (the exact product never overflows to meet it)
         with np.errstate(all="ignore"):
             return dt.type(np.float64(a) * np.float64(b) + np.float64(c)) if dt == F32 else a * b + c
     exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))

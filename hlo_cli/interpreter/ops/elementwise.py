@@ -27,6 +27,7 @@ import numpy as np
 from ...errors import HloEvalError
 from ...ir.attributes import comparison_type
 from ..computations import weak_from_total
+from .. import hwfma
 from ..fpenv import hardware
 from ..kernels import (
     TINY, Fast, factory_rule, flush, hardware_casts, min_reduce, operand_dtypes, scalar_safe, shape_dtype,
@@ -1233,6 +1234,7 @@ _SPLIT = F64.type(134217729.0)          # 2^27 + 1: Dekker's splitting constant
 _SPLIT_MAX = F64.type(2.0 ** 995)       # larger operands would overflow the split
 max_reduce = np.maximum.reduce          # (NaN if a NaN is present)
 _PRODUCT_MIN = F64.type(2.0 ** -960)    # smaller products: their low part may underflow
+_F64_TINY = F64.type(2.0 ** -1022)      # the smallest normal f64
 
 
 def fma(a, b, c, negate_product: bool = False, negate_addend: bool = False):
@@ -1246,6 +1248,9 @@ def fma(a, b, c, negate_product: bool = False, negate_addend: bool = False):
     if not (shape == b.shape == c.shape):
         shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
         a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
+    r = hwfma.fma(a, b, c, negate_product, negate_addend)
+    if r is not None:                   # the processor's FMA (no NaN among the results)
+        return r
     with np.errstate(all="ignore"):
         if dt == F32 and (_FLAGGED or _flagged()):
             xs = (a, b, c)
@@ -1352,13 +1357,15 @@ def fma_bare(negate_product: bool, negate_addend: bool):
     if bare is None:
         def bare(a, b, c):
             shape = a.shape
-            if shape == b.shape == c.shape and a.size <= FMA_BLOCK:
-                with np.errstate(all="ignore"):
-                    return _fma32(a, b, c, None, negate_product, negate_addend)
             if not (shape == b.shape == c.shape):
                 shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
                 a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
+            r = hwfma.fma(a, b, c, negate_product, negate_addend)
+            if r is not None:
+                return r
             with np.errstate(all="ignore"):
+                if a.size <= FMA_BLOCK:
+                    return _fma32(a, b, c, None, negate_product, negate_addend)
                 return _blocks(_fma32, (a, b, c), np.empty(shape, F32), negate_product, negate_addend)
         _BARE[key] = bare
     return bare
@@ -1379,6 +1386,11 @@ def fma_kernel(negate_product: bool, negate_addend: bool, dt):
     fset, on, off = hardware()
 
     def fn(a, b, c):
+        if a.__class__ is ndarray and b.__class__ is ndarray and c.__class__ is ndarray and \
+                a.shape == b.shape == c.shape:
+            r = hwfma.fma(a, b, c, negate_product, negate_addend)
+            if r is not None:           # (no NaN: nothing to check)
+                return r
         fset(on)
         try:
             r = bare(a, b, c)
@@ -1469,31 +1481,48 @@ def _fma64(a, b, c, out, negate_product, negate_addend):
         np.add(ph, c, out=t)
         out[zero] = t[zero]
     np.abs(ph, out=ph)
-    if finite and min_reduce(ph, axis=None) >= _PRODUCT_MIN and \
+    np.abs(out, out=t)                  # (a result of exactly the smallest normal: FTZ may apply)
+    if finite and min_reduce(ph, axis=None) >= _PRODUCT_MIN and min_reduce(t, axis=None) > _F64_TINY and \
             _SPLIT_MAX > max(-min_reduce(a, axis=None), max_reduce(a, axis=None),
                              -min_reduce(b, axis=None), max_reduce(b, axis=None)):
         return                          # (the common case: no element needs a closer look)
     ap, bp = np.abs(a), np.abs(b)
     exotic = ~((ap < _SPLIT_MAX) & (bp < _SPLIT_MAX) & ((ph >= _PRODUCT_MIN) | (a == 0) | (b == 0))
-               & np.isfinite(c + a * b))
+               & np.isfinite(c + a * b) & (t != _F64_TINY))
     if exotic.any():
         _fma64_exact(a, b, c, out, exotic)
 
 
 def _fma64_exact(a, b, c, out, where):
     """The elements of `out` at mask `where` computed with exact rational arithmetic (the
-    non-finite ones as the plain expression, which is then exact)."""
+    non-finite ones as the plain expression, which is then exact, or the infinite addend)."""
     from fractions import Fraction
     idx = np.nonzero(where)
     av, bv, cv = (np.broadcast_to(v, where.shape)[idx] for v in (a, b, c))
     res = np.empty(av.shape, F64)
     for i, (x, y, z) in enumerate(zip(av.tolist(), bv.tolist(), cv.tolist())):
         if not (np.isfinite(x) and np.isfinite(y) and np.isfinite(z)):
-            res[i] = x * y + z
+            # an infinite addend and a finite product: the addend (the exact product has no
+            # overflow to meet it); else the plain expression, exact then
+            res[i] = z if np.isfinite(x) and np.isfinite(y) and not np.isnan(z) else x * y + z
             continue
         exact = Fraction(x) * Fraction(y) + Fraction(z)
         try:
             res[i] = float(exact) if exact else (x * y + z)     # (a zero: its sign as IEEE gives it)
+            if exact and abs(res[i]) <= _F64_TINY and _rounds_below_normal(exact):
+                res[i] = -0.0 if exact < 0 else 0.0             # FTZ: tininess after rounding
         except OverflowError:
             res[i] = np.inf if exact > 0 else -np.inf
     out[idx] = res
+
+
+def _rounds_below_normal(q) -> bool:
+    """Whether the nonzero rational `q` rounded to f64's 53 bits with an unbounded exponent is below
+    the smallest normal in magnitude (x86 detects tininess after rounding: FTZ flushes it then)."""
+    from fractions import Fraction
+    m = abs(q)
+    e = m.numerator.bit_length() - m.denominator.bit_length()
+    if Fraction(2) ** e > m:
+        e -= 1
+    unit = Fraction(2) ** (e - 52)
+    return round(m / unit) * unit < Fraction(float(_F64_TINY))

@@ -196,7 +196,16 @@ def _check_attribute_depths(module: Module, rep: _Report) -> bool:
     found = False
     targets = [(module.entry_computation, module.attrs)] + \
         [(inst, inst.attrs) for comp in module.computations for inst in comp.instructions]
+    shallow: dict[int, object] = {}     # attribute values found to hold no shape too deep (kept alive)
     for target, attrs in targets:
+        if all(id(v) in shallow for v in attrs.values()):
+            continue
+        if attrs is not module.attrs:
+            for k, v in attrs.items():
+                if k != "entry_computation_layout" and not any(
+                        shape.tuple_shapes is not None and shape_depth(shape) > MAX_SHAPE_DEPTH
+                        for _, shape in _attribute_shapes({k: v})):
+                    shallow[id(v)] = v
         for name, shape in _attribute_shapes(attrs):
             depth = shape_depth(shape) if shape.tuple_shapes is not None else 0
             if depth > MAX_SHAPE_DEPTH:
@@ -254,16 +263,21 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
     partitions = devices.partitions if devices.declares("partitions") else None
     eff: dict[str, Shape | None] = {}
     memo = rules
+    plain = memo.plain_shapes
     for inst in comp.instructions:
         declared = inst.shape
-        if declared is not None:
+        if declared is not None and id(declared) not in plain:
             if declared.tuple_shapes is None:
                 leaves = (declared,)
                 unbounded = UNBOUNDED in declared.dims
             else:
                 leaves = tuple(declared.leaves())
                 unbounded = any(UNBOUNDED in leaf.dims for leaf in leaves)
-            _check_layouts(inst, leaves, rep)
+            if not unbounded and all(leaf.layout is None or leaf.layout is default_layout(len(leaf.dims))
+                                     for leaf in leaves):
+                plain[id(declared)] = declared      # nothing to find in it (kept alive: its id stays its own)
+            else:
+                _check_layouts(inst, leaves, rep)
             if unbounded:
                 rep.add(inst, "C127", f"{inst.opcode}: the shape must have no unbounded dynamic dimension '?' "
                         "(XLA's verifier disallows unbounded dynamism unless asked), got "
@@ -347,15 +361,17 @@ class _RuleMemo:
     def __init__(self, comp_shapes):
         self.comp_shapes = comp_shapes
         self.results: dict = {}
+        self.plain_shapes: dict[int, Shape] = {}    # declared shapes without layouts or '?' to report
 
     def infer(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
         attrs = inst.attrs
         key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
         key += map(id, operands)
-        for k, v in attrs.items():
-            if k not in _NOT_READ_BY_RULES:
-                key.append(k)
-                key.append(id(v))
+        if len(attrs) != 1 or "metadata" not in attrs:
+            for k, v in attrs.items():
+                if k not in _NOT_READ_BY_RULES:
+                    key.append(k)
+                    key.append(id(v))
         key = tuple(key)
         hit = self.results.get(key)
         if hit is not None:
@@ -689,6 +705,10 @@ def _check_signatures(module: Module, effective, rep: _Report, warnings: bool):
 def _check_duplicate_names(module: Module, rep: _Report):
     seen: dict[str, str] = {}
     for comp in module.computations:
+        names = comp.by_name
+        if len(names) == len(comp.instructions) and seen.keys().isdisjoint(names):
+            seen.update(dict.fromkeys(names, comp.name))     # (the usual case: no name seen before)
+            continue
         for inst in comp.instructions:
             other = seen.get(inst.name)
             if other is not None and other != comp.name:
@@ -702,14 +722,18 @@ def _check_schedule(comp: Computation, rep: _Report):
     control predecessor must come before its user."""
     seen = set()
     names = comp.by_name
+    add = seen.add
     for inst in comp.instructions:
-        for what, among in (("operand", inst.operands),
-                            ("control predecessor", inst.attrs.get("control-predecessors", ()) or ())):
+        preds = inst.attrs.get("control-predecessors")
+        if seen.issuperset(inst.operands) and not preds:
+            add(inst.name)
+            continue            # (the usual case: every operand seen, no control predecessor)
+        for what, among in (("operand", inst.operands), ("control predecessor", preds or ())):
             for o in among:
                 if o not in seen and o in names:
                     rep.add(inst, "C124", f"{inst.opcode}: the module is scheduled (is_scheduled=true), so {what} "
                             f"%{o} must come before its user in computation '{comp.name}', got it after")
-        seen.add(inst.name)
+        add(inst.name)
 
 
 def _entry_parts(module: Module, effective):
@@ -902,20 +926,29 @@ def _warns_unused(opcode: str) -> bool:
 
 
 def _warnings(module: Module, comps, rep: _Report):
+    ranks: dict[int, tuple[Shape, int]] = {}     # the rank of a (tuple) shape's deepest leaf
     for comp in module.computations:
         used = set()
         for inst in comp.instructions:
             used.update(inst.operands)
-            used.update(inst.attrs.get("control-predecessors", ()) or ())
+            preds = inst.attrs.get("control-predecessors")
+            if preds:
+                used.update(preds)
         for inst in comp.instructions:
             if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
                 rep.add(inst, "W200", "constant: this constant was elided in the dump ({...}); its values are "
                         "unknown, so the module cannot be run faithfully", "warning", at=rep.paren_at(inst))
             if inst.name not in used and inst.name != comp.root and _warns_unused(inst.opcode):
                 rep.add(inst, "W201", f"{inst.opcode}: the result is never used", "warning")
-            if inst.shape is not None:
-                rank = len(inst.shape.dims) if inst.shape.tuple_shapes is None else \
-                    max((leaf.rank for leaf in inst.shape.leaves()), default=0)
+            shape = inst.shape
+            if shape is not None:
+                if shape.tuple_shapes is None:
+                    rank = len(shape.dims)
+                else:
+                    known = ranks.get(id(shape))
+                    if known is None or known[0] is not shape:
+                        known = ranks[id(shape)] = (shape, max((leaf.rank for leaf in shape.leaves()), default=0))
+                    rank = known[1]
                 if rank > NUMPY_MAX_RANK:
                     rep.add(inst, "W205", f"{inst.opcode}: the result has {rank} dimensions; XLA has no limit, "
                             f"but hlo run holds arrays of at most {NUMPY_MAX_RANK} (NumPy's limit)", "warning",

@@ -193,32 +193,39 @@ def _attribute_shapes(attrs):
 
 def _check_attribute_depths(module: Module, rep: _Report) -> bool:
     """Report attribute shapes whose tuples nest deeper than MAX_SHAPE_DEPTH; True if any does."""
-    found = False
-    targets = [(module.entry_computation, module.attrs)] + \
-        [(inst, inst.attrs) for comp in module.computations for inst in comp.instructions]
+    found = _attribute_depth(module.entry_computation, module.attrs, module, rep)
     shallow: dict[int, object] = {}     # attribute values found to hold no shape too deep (kept alive)
-    for target, attrs in targets:
-        if all(id(v) in shallow for v in attrs.values()):
-            continue
-        if attrs is not module.attrs:
+    for comp in module.computations:
+        for inst in comp.instructions:
+            attrs = inst.attrs
+            for v in attrs.values():
+                if id(v) not in shallow:
+                    break
+            else:
+                continue            # (the usual case: every value seen before, in another instruction)
             for k, v in attrs.items():
                 if k != "entry_computation_layout" and not any(
                         shape.tuple_shapes is not None and shape_depth(shape) > MAX_SHAPE_DEPTH
                         for _, shape in _attribute_shapes({k: v})):
                     shallow[id(v)] = v
-        for name, shape in _attribute_shapes(attrs):
-            depth = shape_depth(shape) if shape.tuple_shapes is not None else 0
-            if depth > MAX_SHAPE_DEPTH:
-                at = None
-                if attrs is module.attrs and rep.src is not None:
-                    at = rep.src.text.find(name + "=")          # a module attribute: in the header
-                    at = at if at >= 0 else None
-                rep.add(target, "C126", f"{name}: a shape nests tuples {depth} deep; hlo handles at most "
-                        f"{MAX_SHAPE_DEPTH} levels (XLA's parser: 32768)",
-                        at=at, instruction=target.name if isinstance(target, Instruction) else None)
-                found = True
-                break
+            found = _attribute_depth(inst, attrs, module, rep) or found
     return found
+
+
+def _attribute_depth(target, attrs, module: Module, rep: _Report) -> bool:
+    """Report the first attribute shape of `target` nesting too deep; True if one does."""
+    for name, shape in _attribute_shapes(attrs):
+        depth = shape_depth(shape) if shape.tuple_shapes is not None else 0
+        if depth > MAX_SHAPE_DEPTH:
+            at = None
+            if attrs is module.attrs and rep.src is not None:
+                at = rep.src.text.find(name + "=")          # a module attribute: in the header
+                at = at if at >= 0 else None
+            rep.add(target, "C126", f"{name}: a shape nests tuples {depth} deep; hlo handles at most "
+                    f"{MAX_SHAPE_DEPTH} levels (XLA's parser: 32768)",
+                    at=at, instruction=target.name if isinstance(target, Instruction) else None)
+            return True
+    return False
 
 
 def _callees_first(module: Module, graph: dict[str, list[str]]) -> list[Computation]:

@@ -80,13 +80,13 @@ class Instruction:
     @property
     def called_computations(self) -> tuple[str, ...]:
         """Names of the computations this instruction calls, in attribute order."""
-        out: list[str] = []
+        out: tuple[str, ...] = ()
         for v in self.attrs.values():
             if isinstance(v, _ComputationRef):
-                out.append(v.name)
+                out += (v.name,)
             elif isinstance(v, tuple) and v and isinstance(v[0], _ComputationRef):
-                out.extend(c.name for c in v)
-        return tuple(out)
+                out += tuple(c.name for c in v)
+        return out
 
 
 _NO_ATTRS = object()

@@ -512,8 +512,11 @@ def _build_fused(rc, errs: _Errors, filename: str, comp_names, inline, text) -> 
                                     filename, defined, comp_names, params_seen, None)
         if inst is None:
             break
-        if opcode in checked or inst.shape.tuple_shapes is not None or not reserved.isdisjoint(inst.operands):
+        if not reserved.isdisjoint(inst.operands):
             _check_fast(inst, line_instr(m, line, ls), errs, _source(errs, text))
+        elif opcode in checked or inst.shape.tuple_shapes is not None:       # (what _check_fast checks then)
+            _check_structure(opcode, inst.shape, len(inst.operands), _At(line, m.start(4) - ls + 1),
+                             _At(line, m.start(6) - ls), errs, name)
         instrs.append(inst)
         defined[name] = inst
     else:

@@ -372,14 +372,16 @@ class _RuleMemo:
 
     def infer(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
         attrs = inst.attrs
-        key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
-        key += map(id, operands)
-        if len(attrs) != 1 or "metadata" not in attrs:
+        if len(attrs) == 1 and "metadata" in attrs:     # (the usual case: no attribute a rule reads)
+            key = (inst.opcode, id(declared), replicas, partitions, len(operands), *map(id, operands))
+        else:
+            key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
+            key += map(id, operands)
             for k, v in attrs.items():
                 if k not in _NOT_READ_BY_RULES:
                     key.append(k)
                     key.append(id(v))
-        key = tuple(key)
+            key = tuple(key)
         hit = self.results.get(key)
         if hit is not None:
             return hit[0]
@@ -806,12 +808,14 @@ def _check_async_pairs(module: Module, rep: _Report):
     """Each start has exactly one user, its done (or an update), and each done (or update) has
     exactly one operand, its start; custom-calls to control_dep do not count as users.  A send or
     recv that is the root of an async computation needs no user."""
-    pair_of = {op: _pair_opcode(op) for op in {i.opcode for c in module.computations for i in c.instructions}}
-    async_comps = {name for comp in module.computations for inst in comp.instructions
-                   if pair_of[inst.opcode].startswith("async-") for name in inst.called_computations}
+    opcodes = [{i.opcode for i in c.instructions} for c in module.computations]     # each computation's
+    pair_of = {op: _pair_opcode(op) for op in set().union(*opcodes)}
+    starting = {op for op, pair in pair_of.items() if pair.startswith("async-")}
+    async_comps = {name for comp, ops in zip(module.computations, opcodes) if not starting.isdisjoint(ops)
+                   for inst in comp.instructions if inst.opcode in starting for name in inst.called_computations}
     paired = {op for op, pair in pair_of.items() if pair in _ASYNC_PAIRS}
-    for comp in module.computations:
-        if not any(inst.opcode in paired for inst in comp.instructions):
+    for comp, ops in zip(module.computations, opcodes):
+        if paired.isdisjoint(ops):
             continue            # (the users of a computation without any pair opcode are not needed)
         users: dict[str, list[Instruction]] = {}
         for inst in comp.instructions:

@@ -605,8 +605,9 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
                                 tok.column + m.start(2), filename, names, comp_names, params_seen, li)
 
 
+_OPCODES = ops.OPCODES
 _SHAPE_TEXTS: dict = {}          # shape text -> Shape (or False: not a shape the fast path reads)
-_ATTR_TEXTS: dict = {}           # (opcode, attributes text) -> (attrs, called, instructions) or False
+_ATTR_TEXTS: dict = {}   # (opcode, attributes text) -> (attrs, called, instructions, replication) or False
 _MAX_TEXTS = 1 << 16
 
 
@@ -677,7 +678,7 @@ def _decode_attr_text(opcode, spec, text):
     for req in spec.required:
         if req not in attrs:
             return None
-    return attrs, tuple(called), tuple(named)
+    return attrs, tuple(called), tuple(named), attrs.get("parameter_replication") is not None
 
 
 _LITERAL_TEXTS: dict = {}       # (text, id(shape)) -> (shape, the array of values)
@@ -707,7 +708,7 @@ def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, co
     token's), or None to let the general path (which reports located errors) handle it.  `names`:
     the instructions defined so far; `li`: the line's LineInstr, or an object whose `name_tok`
     locates a parameter's number (None: not asked, the caller redoes the computation on an error)."""
-    spec = ops.OPCODES.get(opcode)
+    spec = _OPCODES.get(opcode)
     if spec is None:
         return None
     shape = _SHAPE_TEXTS.get(shape_text) or _shape_of_text(shape_text)
@@ -745,7 +746,7 @@ def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, co
         hit = _ATTR_TEXTS.get((opcode, attr_text)) or _attrs_of_text(opcode, spec, attr_text)
         if hit is False:
             return None
-        decoded, called, named = hit
+        decoded, called, named, replication = hit
         for c in called:
             if c not in comp_names:
                 return None
@@ -753,8 +754,7 @@ def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, co
             if r not in names:
                 return None
         attrs = dict(decoded)
-        rep = attrs.get("parameter_replication")
-        if rep is not None and len(rep) != len(list(shape.leaves())):
+        if replication and len(attrs["parameter_replication"]) != len(list(shape.leaves())):
             return None
     else:
         if spec.required or opcode in ("async-update", "async-done"):

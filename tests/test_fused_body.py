@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hlo_cli.errors import HloError
 from hlo_cli.ir.module import NO_LOC, Instruction, Loc
@@ -123,3 +124,45 @@ def test_instruction_init_keeps_the_dataclass_defaults():
     assert [getattr(full, f.name) for f in fields(Instruction)] == \
         ["a", "add", None, ("x",), {"k": 1}, None, 3, Loc("f", 1, 2), (None,)]
     assert (Loc("f", 1, 2).file, Loc("f", 1, 2).line, Loc("f", 1, 2).column) == ("f", 1, 2)
+
+
+# ----------------------------------------------------------------------------- attribute values
+
+def _lark_value(text: str):
+    lark, t = frontend._parser()
+    outer = t.text
+    t.text = text
+    try:
+        return lark.parse(text, start="attr_value")
+    finally:
+        t.text = outer
+
+
+def _deep(v):
+    """A value with its types, group texts and depths spelled out (Group compares without them)."""
+    from hlo_cli.ir.attributes import Group
+    if isinstance(v, Group):
+        return ("Group", v.open, v.text, v.depth, tuple(_deep(x) for x in v.items))
+    return (type(v).__name__, str(v))
+
+
+_BOUND = st.integers(0, 10**6).map(str)
+_SLICE = st.tuples(_BOUND, _BOUND, st.none() | _BOUND).map(
+    lambda b: f"[{b[0]}:{b[1]}" + (f":{b[2]}" if b[2] is not None else "") + "]")
+_REF = st.from_regex(r"%[A-Za-z_][\w.\-]{0,12}", fullmatch=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.lists(_SLICE, min_size=1, max_size=6), st.lists(_REF, min_size=1, max_size=6)))
+def test_simple_attribute_groups_read_as_lark_reads_them(parts):
+    """Slice lists and name lists are decoded without Lark: the same values, types, texts and depths."""
+    text = "{" + ", ".join(parts) + "}"
+    fast = frontend.simple_group(text)
+    assert fast is not None
+    assert _deep(fast) == _deep(_lark_value(text))
+
+
+@pytest.mark.parametrize("text", ["{[0:1],[2:3]}", "{[-1:2]}", "{ [0:1]}", "{%a,%b}", "{a, b}", "{[0:1], %a}",
+                                  "{}", "{[0]}"])
+def test_other_groups_are_left_to_lark(text):
+    assert frontend.simple_group(text) is None

@@ -556,6 +556,9 @@ def decode_value(name: str, value: str):
         if c == "{" and _INTS.fullmatch(value):
             inner = value[1:-1].strip()
             return IntList(int(v) for v in inner.split(",")) if inner else IntList()
+        simple = simple_group(value)
+        if simple is not None:
+            return simple
         lark, t = _parser()
         outer = t.text          # a sub-parse inside the main parse: keep the main text for later groups
         t.text = value
@@ -566,6 +569,36 @@ def decode_value(name: str, value: str):
     if c == '"':
         return Quoted(unquote(value), value)
     return Word(value)
+
+
+_SLICE_LIST = _re.compile(r"\{\[\d+:\d+(?::\d+)?\](?:, \[\d+:\d+(?::\d+)?\])*\}")
+_NAME_LIST = _re.compile(r"\{%[A-Za-z_][\w.\-]*(?:, %[A-Za-z_][\w.\-]*)*\}")
+_COLON, _COMMA = Sep(":"), Sep(",")
+
+
+def simple_group(value: str):
+    """The generic value the grammar's attr_value rule makes of two common forms, without Lark: a
+    slice list `{[0:4], [2:8:2]}` and a name list `{%a, %b}` (control-predecessors); None for any
+    other text (tests/test_fused_body.py compares both ways)."""
+    if _SLICE_LIST.fullmatch(value):
+        items = []
+        for k, part in enumerate(value[1:-1].split(", ")):
+            if k:
+                items.append(_COMMA)
+            bounds = part[1:-1].split(":")
+            inner = [Word(bounds[0])]
+            for b in bounds[1:]:
+                inner += (_COLON, Word(b))
+            items.append(Group("[", tuple(inner), "", 1))
+        return Group("{", tuple(items), value, 2)
+    if _NAME_LIST.fullmatch(value):
+        items = []
+        for k, name in enumerate(value[1:-1].split(", ")):
+            if k:
+                items.append(_COMMA)
+            items.append(Word(name))
+        return Group("{", tuple(items), value, 1)
+    return None
 
 
 class SubParseError(Exception):

@@ -333,24 +333,30 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
 
 
 class _Watched(Mapping):
-    """The computations' shapes as a rule sees them, noting whether the rule read any."""
+    """The computations' shapes as a rule sees them, noting whether the rule read any, and which
+    (`names`; None once it went through all of them)."""
 
-    __slots__ = ("shapes", "read")
+    __slots__ = ("shapes", "read", "names")
 
     def __init__(self, shapes):
         self.shapes = shapes
         self.read = False
+        self.names: set[str] | None = set()
 
     def __getitem__(self, name):
         self.read = True
+        if self.names is not None:
+            self.names.add(name)
         return self.shapes[name]
 
     def __iter__(self):
         self.read = True
+        self.names = None
         return iter(self.shapes)
 
     def __len__(self):
         self.read = True
+        self.names = None
         return len(self.shapes)
 
 
@@ -363,11 +369,15 @@ class _RuleMemo:
     read no computation's shapes, so the many instructions alike in a large module run their rule once.
     The key holds the objects' identities (the parser shares equal shapes and attribute values, so alike
     instructions hold the same objects); the entry keeps those objects alive, so an identity stays
-    theirs. Only results are kept; a rule's error is raised afresh each time."""
+    theirs. Only results are kept; a rule's error is raised afresh each time.
+    A rule that read the shapes of the computations its instruction calls, and only those (a fusion,
+    a reduce, a while...), is kept by the same with each called computation given by the identities
+    of its shapes (`by_callees`): the many fusions of one signature run their rule once."""
 
     def __init__(self, comp_shapes):
         self.comp_shapes = comp_shapes
         self.results: dict = {}
+        self.by_callees: dict = {}
         self.plain_shapes: dict[int, Shape] = {}    # declared shapes without layouts or '?' to report
 
     def infer(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
@@ -385,12 +395,49 @@ class _RuleMemo:
         hit = self.results.get(key)
         if hit is not None:
             return hit[0]
+        callees = self._callees_key(inst, operands, declared, replicas, partitions) \
+            if inst.called_computations else None
+        if callees is not None:
+            hit = self.by_callees.get(callees[0])
+            if hit is not None:
+                return hit[0]
         watched = _Watched(self.comp_shapes)
         inferred = infer_shape(inst.opcode, operands, attrs,
                                RuleContext(inst.opcode, declared, watched, replicas, partitions))
         if not watched.read:
             self.results[key] = (inferred, tuple(operands), declared, tuple(attrs.values()))
+        elif callees is not None and watched.names is not None and watched.names <= callees[2]:
+            self.by_callees[callees[0]] = (inferred, tuple(operands), declared, tuple(attrs.values()), callees[1])
         return inferred
+
+    def _callees_key(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
+        """(the key with each attribute naming computations given by their shapes' identities, the
+        shape entries it names (kept alive with the result), the names), or None when a named
+        computation has no shapes yet."""
+        key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
+        key += map(id, operands)
+        keep, names = [], set()
+        for k, v in inst.attrs.items():
+            if k in _NOT_READ_BY_RULES:
+                continue
+            key.append(k)
+            if isinstance(v, ComputationRef):
+                refs = (v,)
+            elif isinstance(v, tuple) and v and isinstance(v[0], ComputationRef):
+                refs = v
+            else:
+                key.append(id(v))
+                continue
+            key.append(len(refs))
+            for r in refs:
+                entry = self.comp_shapes.get(r.name)
+                if entry is None:
+                    return None
+                params, result = entry
+                keep.append(entry)
+                names.add(r.name)
+                key.append((len(params), *map(id, params), id(result)))
+        return tuple(key), keep, names
 
 
 _OPERAND_IN_WHAT = re.compile(r"\boperand (\d+)\b")

@@ -113,7 +113,8 @@ def device_findings(module: Module, devices: Devices, effective: dict[str, dict[
             shape = eff.get(inst.name) or inst.shape
             if sharding is not None and shape is not None:
                 yield from _sharding_findings(inst, sharding, shape, devices)
-            elif shape is not None and meshes_ok and _sdy_text(inst) is not None:
+            elif shape is not None and meshes_ok and "frontend_attributes" in inst.attrs and \
+                    _sdy_text(inst) is not None:
                 yield from _sdy_findings(inst, shape, module)
 
 

@@ -193,23 +193,39 @@ def _attribute_shapes(attrs):
 
 def _check_attribute_depths(module: Module, rep: _Report) -> bool:
     """Report attribute shapes whose tuples nest deeper than MAX_SHAPE_DEPTH; True if any does."""
-    found = False
-    targets = [(module.entry_computation, module.attrs)] + \
-        [(inst, inst.attrs) for comp in module.computations for inst in comp.instructions]
-    for target, attrs in targets:
-        for name, shape in _attribute_shapes(attrs):
-            depth = shape_depth(shape) if shape.tuple_shapes is not None else 0
-            if depth > MAX_SHAPE_DEPTH:
-                at = None
-                if attrs is module.attrs and rep.src is not None:
-                    at = rep.src.text.find(name + "=")          # a module attribute: in the header
-                    at = at if at >= 0 else None
-                rep.add(target, "C126", f"{name}: a shape nests tuples {depth} deep; hlo handles at most "
-                        f"{MAX_SHAPE_DEPTH} levels (XLA's parser: 32768)",
-                        at=at, instruction=target.name if isinstance(target, Instruction) else None)
-                found = True
-                break
+    found = _attribute_depth(module.entry_computation, module.attrs, module, rep)
+    shallow: dict[int, object] = {}     # attribute values found to hold no shape too deep (kept alive)
+    for comp in module.computations:
+        for inst in comp.instructions:
+            attrs = inst.attrs
+            for v in attrs.values():
+                if id(v) not in shallow:
+                    break
+            else:
+                continue            # (the usual case: every value seen before, in another instruction)
+            for k, v in attrs.items():
+                if k != "entry_computation_layout" and not any(
+                        shape.tuple_shapes is not None and shape_depth(shape) > MAX_SHAPE_DEPTH
+                        for _, shape in _attribute_shapes({k: v})):
+                    shallow[id(v)] = v
+            found = _attribute_depth(inst, attrs, module, rep) or found
     return found
+
+
+def _attribute_depth(target, attrs, module: Module, rep: _Report) -> bool:
+    """Report the first attribute shape of `target` nesting too deep; True if one does."""
+    for name, shape in _attribute_shapes(attrs):
+        depth = shape_depth(shape) if shape.tuple_shapes is not None else 0
+        if depth > MAX_SHAPE_DEPTH:
+            at = None
+            if attrs is module.attrs and rep.src is not None:
+                at = rep.src.text.find(name + "=")          # a module attribute: in the header
+                at = at if at >= 0 else None
+            rep.add(target, "C126", f"{name}: a shape nests tuples {depth} deep; hlo handles at most "
+                    f"{MAX_SHAPE_DEPTH} levels (XLA's parser: 32768)",
+                    at=at, instruction=target.name if isinstance(target, Instruction) else None)
+            return True
+    return False
 
 
 def _callees_first(module: Module, graph: dict[str, list[str]]) -> list[Computation]:
@@ -254,16 +270,21 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
     partitions = devices.partitions if devices.declares("partitions") else None
     eff: dict[str, Shape | None] = {}
     memo = rules
+    plain = memo.plain_shapes
     for inst in comp.instructions:
         declared = inst.shape
-        if declared is not None:
+        if declared is not None and id(declared) not in plain:
             if declared.tuple_shapes is None:
                 leaves = (declared,)
                 unbounded = UNBOUNDED in declared.dims
             else:
                 leaves = tuple(declared.leaves())
                 unbounded = any(UNBOUNDED in leaf.dims for leaf in leaves)
-            _check_layouts(inst, leaves, rep)
+            if not unbounded and all(leaf.layout is None or leaf.layout is default_layout(len(leaf.dims))
+                                     for leaf in leaves):
+                plain[id(declared)] = declared      # nothing to find in it (kept alive: its id stays its own)
+            else:
+                _check_layouts(inst, leaves, rep)
             if unbounded:
                 rep.add(inst, "C127", f"{inst.opcode}: the shape must have no unbounded dynamic dimension '?' "
                         "(XLA's verifier disallows unbounded dynamism unless asked), got "
@@ -312,24 +333,30 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
 
 
 class _Watched(Mapping):
-    """The computations' shapes as a rule sees them, noting whether the rule read any."""
+    """The computations' shapes as a rule sees them, noting whether the rule read any, and which
+    (`names`; None once it went through all of them)."""
 
-    __slots__ = ("shapes", "read")
+    __slots__ = ("shapes", "read", "names")
 
     def __init__(self, shapes):
         self.shapes = shapes
         self.read = False
+        self.names: set[str] | None = set()
 
     def __getitem__(self, name):
         self.read = True
+        if self.names is not None:
+            self.names.add(name)
         return self.shapes[name]
 
     def __iter__(self):
         self.read = True
+        self.names = None
         return iter(self.shapes)
 
     def __len__(self):
         self.read = True
+        self.names = None
         return len(self.shapes)
 
 
@@ -342,30 +369,75 @@ class _RuleMemo:
     read no computation's shapes, so the many instructions alike in a large module run their rule once.
     The key holds the objects' identities (the parser shares equal shapes and attribute values, so alike
     instructions hold the same objects); the entry keeps those objects alive, so an identity stays
-    theirs. Only results are kept; a rule's error is raised afresh each time."""
+    theirs. Only results are kept; a rule's error is raised afresh each time.
+    A rule that read the shapes of the computations its instruction calls, and only those (a fusion,
+    a reduce, a while...), is kept by the same with each called computation given by the identities
+    of its shapes (`by_callees`): the many fusions of one signature run their rule once."""
 
     def __init__(self, comp_shapes):
         self.comp_shapes = comp_shapes
         self.results: dict = {}
+        self.by_callees: dict = {}
+        self.plain_shapes: dict[int, Shape] = {}    # declared shapes without layouts or '?' to report
 
     def infer(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
         attrs = inst.attrs
-        key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
-        key += map(id, operands)
-        for k, v in attrs.items():
-            if k not in _NOT_READ_BY_RULES:
-                key.append(k)
-                key.append(id(v))
-        key = tuple(key)
+        if len(attrs) == 1 and "metadata" in attrs:     # (the usual case: no attribute a rule reads)
+            key = (inst.opcode, id(declared), replicas, partitions, len(operands), *map(id, operands))
+        else:
+            key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
+            key += map(id, operands)
+            for k, v in attrs.items():
+                if k not in _NOT_READ_BY_RULES:
+                    key.append(k)
+                    key.append(id(v))
+            key = tuple(key)
         hit = self.results.get(key)
         if hit is not None:
             return hit[0]
+        callees = self._callees_key(inst, operands, declared, replicas, partitions) \
+            if inst.called_computations else None
+        if callees is not None:
+            hit = self.by_callees.get(callees[0])
+            if hit is not None:
+                return hit[0]
         watched = _Watched(self.comp_shapes)
         inferred = infer_shape(inst.opcode, operands, attrs,
                                RuleContext(inst.opcode, declared, watched, replicas, partitions))
         if not watched.read:
             self.results[key] = (inferred, tuple(operands), declared, tuple(attrs.values()))
+        elif callees is not None and watched.names is not None and watched.names <= callees[2]:
+            self.by_callees[callees[0]] = (inferred, tuple(operands), declared, tuple(attrs.values()), callees[1])
         return inferred
+
+    def _callees_key(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
+        """(the key with each attribute naming computations given by their shapes' identities, the
+        shape entries it names (kept alive with the result), the names), or None when a named
+        computation has no shapes yet."""
+        key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
+        key += map(id, operands)
+        keep, names = [], set()
+        for k, v in inst.attrs.items():
+            if k in _NOT_READ_BY_RULES:
+                continue
+            key.append(k)
+            if isinstance(v, ComputationRef):
+                refs = (v,)
+            elif isinstance(v, tuple) and v and isinstance(v[0], ComputationRef):
+                refs = v
+            else:
+                key.append(id(v))
+                continue
+            key.append(len(refs))
+            for r in refs:
+                entry = self.comp_shapes.get(r.name)
+                if entry is None:
+                    return None
+                params, result = entry
+                keep.append(entry)
+                names.add(r.name)
+                key.append((len(params), *map(id, params), id(result)))
+        return tuple(key), keep, names
 
 
 _OPERAND_IN_WHAT = re.compile(r"\boperand (\d+)\b")
@@ -689,6 +761,10 @@ def _check_signatures(module: Module, effective, rep: _Report, warnings: bool):
 def _check_duplicate_names(module: Module, rep: _Report):
     seen: dict[str, str] = {}
     for comp in module.computations:
+        names = comp.by_name
+        if len(names) == len(comp.instructions) and seen.keys().isdisjoint(names):
+            seen.update(dict.fromkeys(names, comp.name))     # (the usual case: no name seen before)
+            continue
         for inst in comp.instructions:
             other = seen.get(inst.name)
             if other is not None and other != comp.name:
@@ -702,14 +778,18 @@ def _check_schedule(comp: Computation, rep: _Report):
     control predecessor must come before its user."""
     seen = set()
     names = comp.by_name
+    add = seen.add
     for inst in comp.instructions:
-        for what, among in (("operand", inst.operands),
-                            ("control predecessor", inst.attrs.get("control-predecessors", ()) or ())):
+        preds = inst.attrs.get("control-predecessors")
+        if seen.issuperset(inst.operands) and not preds:
+            add(inst.name)
+            continue            # (the usual case: every operand seen, no control predecessor)
+        for what, among in (("operand", inst.operands), ("control predecessor", preds or ())):
             for o in among:
                 if o not in seen and o in names:
                     rep.add(inst, "C124", f"{inst.opcode}: the module is scheduled (is_scheduled=true), so {what} "
                             f"%{o} must come before its user in computation '{comp.name}', got it after")
-        seen.add(inst.name)
+        add(inst.name)
 
 
 def _entry_parts(module: Module, effective):
@@ -775,12 +855,14 @@ def _check_async_pairs(module: Module, rep: _Report):
     """Each start has exactly one user, its done (or an update), and each done (or update) has
     exactly one operand, its start; custom-calls to control_dep do not count as users.  A send or
     recv that is the root of an async computation needs no user."""
-    pair_of = {op: _pair_opcode(op) for op in {i.opcode for c in module.computations for i in c.instructions}}
-    async_comps = {name for comp in module.computations for inst in comp.instructions
-                   if pair_of[inst.opcode].startswith("async-") for name in inst.called_computations}
+    opcodes = [{i.opcode for i in c.instructions} for c in module.computations]     # each computation's
+    pair_of = {op: _pair_opcode(op) for op in set().union(*opcodes)}
+    starting = {op for op, pair in pair_of.items() if pair.startswith("async-")}
+    async_comps = {name for comp, ops in zip(module.computations, opcodes) if not starting.isdisjoint(ops)
+                   for inst in comp.instructions if inst.opcode in starting for name in inst.called_computations}
     paired = {op for op, pair in pair_of.items() if pair in _ASYNC_PAIRS}
-    for comp in module.computations:
-        if not any(inst.opcode in paired for inst in comp.instructions):
+    for comp, ops in zip(module.computations, opcodes):
+        if paired.isdisjoint(ops):
             continue            # (the users of a computation without any pair opcode are not needed)
         users: dict[str, list[Instruction]] = {}
         for inst in comp.instructions:
@@ -902,20 +984,29 @@ def _warns_unused(opcode: str) -> bool:
 
 
 def _warnings(module: Module, comps, rep: _Report):
+    ranks: dict[int, tuple[Shape, int]] = {}     # the rank of a (tuple) shape's deepest leaf
     for comp in module.computations:
         used = set()
         for inst in comp.instructions:
             used.update(inst.operands)
-            used.update(inst.attrs.get("control-predecessors", ()) or ())
+            preds = inst.attrs.get("control-predecessors")
+            if preds:
+                used.update(preds)
         for inst in comp.instructions:
             if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
                 rep.add(inst, "W200", "constant: this constant was elided in the dump ({...}); its values are "
                         "unknown, so the module cannot be run faithfully", "warning", at=rep.paren_at(inst))
             if inst.name not in used and inst.name != comp.root and _warns_unused(inst.opcode):
                 rep.add(inst, "W201", f"{inst.opcode}: the result is never used", "warning")
-            if inst.shape is not None:
-                rank = len(inst.shape.dims) if inst.shape.tuple_shapes is None else \
-                    max((leaf.rank for leaf in inst.shape.leaves()), default=0)
+            shape = inst.shape
+            if shape is not None:
+                if shape.tuple_shapes is None:
+                    rank = len(shape.dims)
+                else:
+                    known = ranks.get(id(shape))
+                    if known is None or known[0] is not shape:
+                        known = ranks[id(shape)] = (shape, max((leaf.rank for leaf in shape.leaves()), default=0))
+                    rank = known[1]
                 if rank > NUMPY_MAX_RANK:
                     rep.add(inst, "W205", f"{inst.opcode}: the result has {rank} dimensions; XLA has no limit, "
                             f"but hlo run holds arrays of at most {NUMPY_MAX_RANK} (NumPy's limit)", "warning",

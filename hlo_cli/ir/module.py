@@ -26,6 +26,25 @@ class Loc:
 NO_LOC = Loc("<unknown>", 0, 0)
 
 
+def _slot_setters(cls, names: tuple[str, ...]) -> tuple:
+    """The slot descriptors' setters of the frozen slotted dataclass `cls`, whose fields must be
+    `names` in order.  Its __init__ below stores the fields through them: the generated one calls
+    object.__setattr__ per field, which costs most of the making of an IR object (a large module
+    makes hundreds of thousands).  tests/ir/test_fast_init.py checks the defaults are the fields'."""
+    from dataclasses import fields
+    assert tuple(f.name for f in fields(cls)) == names, (cls, names)
+    return tuple(getattr(cls, n).__set__ for n in names)
+
+
+def _loc_init(self, file, line, column, _set=_slot_setters(Loc, ("file", "line", "column"))):
+    _set[0](self, file)
+    _set[1](self, line)
+    _set[2](self, column)
+
+
+Loc.__init__ = _loc_init
+
+
 def frozen_map(d: Mapping | None = None) -> dict:
     """Attribute maps are plain dicts (picklable, fast); treat them as read-only."""
     return dict(d or {})
@@ -61,13 +80,34 @@ class Instruction:
     @property
     def called_computations(self) -> tuple[str, ...]:
         """Names of the computations this instruction calls, in attribute order."""
-        out: list[str] = []
+        out: tuple[str, ...] = ()
         for v in self.attrs.values():
             if isinstance(v, _ComputationRef):
-                out.append(v.name)
+                out += (v.name,)
             elif isinstance(v, tuple) and v and isinstance(v[0], _ComputationRef):
-                out.extend(c.name for c in v)
-        return tuple(out)
+                out += tuple(c.name for c in v)
+        return out
+
+
+_NO_ATTRS = object()
+
+
+def _instruction_init(self, name, opcode, shape, operands=(), attrs=_NO_ATTRS, literal=None, parameter_number=None,
+                      loc=NO_LOC, operand_shapes=None,
+                      _set=_slot_setters(Instruction, ("name", "opcode", "shape", "operands", "attrs", "literal",
+                                                       "parameter_number", "loc", "operand_shapes"))):
+    _set[0](self, name)
+    _set[1](self, opcode)
+    _set[2](self, shape)
+    _set[3](self, operands)
+    _set[4](self, frozen_map() if attrs is _NO_ATTRS else attrs)
+    _set[5](self, literal)
+    _set[6](self, parameter_number)
+    _set[7](self, loc)
+    _set[8](self, operand_shapes)
+
+
+Instruction.__init__ = _instruction_init
 
 
 @dataclass(frozen=True)

@@ -88,9 +88,26 @@ def lexes_as_json_dict(s: str) -> bool:
 # ----------------------------------------------------------------------------- shapes
 
 def format_shape(shape: Shape | None, layout: bool = True) -> str:
-    """A shape as XLA prints it: tuples get a `/*index=N*/` comment before every fifth element."""
+    """A shape as XLA prints it: tuples get a `/*index=N*/` comment before every fifth element.
+    Kept per shape object (the parser shares equal shapes: a large module prints a few hundred
+    shapes tens of thousands of times)."""
     if shape is None:
         return ""
+    key = (id(shape), layout)
+    hit = _SHAPE_TEXTS.get(key)
+    if hit is not None and hit[0] is shape:
+        return hit[1]
+    text = _shape_text(shape, layout)
+    if len(_SHAPE_TEXTS) >= 1 << 14:
+        _SHAPE_TEXTS.clear()
+    _SHAPE_TEXTS[key] = (shape, text)       # (keeping the shape alive: its id stays its own)
+    return text
+
+
+_SHAPE_TEXTS: dict[tuple[int, bool], tuple[Shape, str]] = {}
+
+
+def _shape_text(shape: Shape, layout: bool) -> str:
     if shape.is_tuple:
         if shape.element_type == "buffer":       # b(f32[4])
             return "b(" + ", ".join(format_shape(s, layout) for s in shape.tuple_shapes) + ")"
@@ -232,6 +249,19 @@ def _specific_order(opcode: str) -> tuple[str, ...]:
 def instruction_attribute_order(inst: Instruction) -> list[str]:
     """The instruction's attribute names in the order XLA prints them.  Attributes this
     table does not know keep their source order, after the opcode-specific ones."""
+    key = (inst.opcode, *inst.attrs)
+    order = _ORDERS.get(key)
+    if order is None:
+        if len(_ORDERS) >= 1 << 14:
+            _ORDERS.clear()
+        order = _ORDERS[key] = tuple(_attribute_order(inst))
+    return list(order)
+
+
+_ORDERS: dict[tuple, tuple[str, ...]] = {}      # (opcode, attribute names in source order) -> order
+
+
+def _attribute_order(inst: Instruction) -> list[str]:
     specific = _specific_order(inst.opcode)
     rank = {a: k for k, a in enumerate(specific)}
     n = len(specific)
@@ -248,7 +278,7 @@ def module_attribute_order(names) -> list[str]:
 # ----------------------------------------------------------------------------- attribute values
 
 class _Opts:
-    __slots__ = ("percent", "operand_shapes", "metadata", "backend_config", "large_constants")
+    __slots__ = ("percent", "operand_shapes", "metadata", "backend_config", "large_constants", "texts")
 
     def __init__(self, percent=True, operand_shapes=False, metadata=True, backend_config=True,
                  large_constants=True):
@@ -257,6 +287,8 @@ class _Opts:
         self.metadata = metadata
         self.backend_config = backend_config
         self.large_constants = large_constants
+        # (attribute name, id(value)) -> (value, `name=text`): the parser shares equal attribute values
+        self.texts: dict[tuple[str, int], tuple[Any, str]] = {}
 
     def name(self, n: str) -> str:
         return "%" + n if self.percent else n
@@ -577,15 +609,23 @@ def _without_metadata(s: Sharding) -> Sharding:
 
 def _attributes(inst: Instruction, opts: _Opts) -> list[str]:
     out = []
+    texts = opts.texts
     for a in instruction_attribute_order(inst):
         v = inst.attrs[a]
         if a == "metadata" and not opts.metadata:
             continue
         if a == "backend_config" and not opts.backend_config:
             continue
+        hit = texts.get((a, id(v)))
+        if hit is not None and hit[0] is v:
+            out.append(hit[1])
+            continue
+        was = v
         if a == "sharding" and not opts.metadata and isinstance(v, Sharding):
             v = _without_metadata(v)
-        out.append(f"{a}={format_attribute_value(a, v, opts)}")
+        text = f"{a}={format_attribute_value(a, v, opts)}"
+        texts[(a, id(was))] = (was, text)       # (keeping the value alive: its id stays its own)
+        out.append(text)
     return out
 
 

@@ -122,6 +122,8 @@ class _Codec:
                                  _Instruction=Instruction if fast_instruction else None,
                                  _computations=(module.Computation, self.LazyComputation)):
                 t = type(obj)
+                if t is tuple or t is dict:
+                    return NotImplemented                   # (the most common: an instruction's operands, attributes)
                 if t is _Instruction:
                     return _reduce_instruction(obj, self.canon, text_values)
                 if t in _computations and self.lazy_reduce is not None:

@@ -166,7 +166,24 @@ NUMPY_MAX_RANK = 64
 
 
 def shape_depth(shape: Shape) -> int:
-    """How deep tuples and buffers nest in `shape` (an array: 0), without recursion."""
+    """How deep tuples and buffers nest in `shape` (an array: 0), without recursion; kept per tuple
+    shape object (the parser shares equal shapes, and a large dump repeats its tuples many times)."""
+    if shape.tuple_shapes is None:
+        return 0
+    hit = _DEPTHS.get(id(shape))
+    if hit is not None and hit[0] is shape:
+        return hit[1]
+    best = _shape_depth(shape)
+    if len(_DEPTHS) >= 4096:
+        _DEPTHS.clear()
+    _DEPTHS[id(shape)] = (shape, best)      # (the entry keeps the shape alive: its id stays its own)
+    return best
+
+
+_DEPTHS: dict[int, tuple[Shape, int]] = {}
+
+
+def _shape_depth(shape: Shape) -> int:
     best = 0
     stack = [(shape, 0)]
     while stack:

@@ -5,12 +5,12 @@ from ..errors import Diagnostic, HloSyntaxError
 from ..ir import opcodes as ops
 from ..ir.attributes import (AttrError, ComputationRef, Group, IntList, KV, Quoted, Seq, decoder,
                              generic_text)
-from ..ir.literal import LiteralError, parse_literal
+from ..ir.literal import Literal, LiteralError, parse_literal
 from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame,
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
-from .frontend import LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseError, decode_value
+from .frontend import LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseError, decode_value, line_instr
 import re
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
@@ -356,6 +356,10 @@ def _after_sections(src, raw):
 
 
 def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, text) -> Computation:
+    if rc.fast is not None:
+        comp = _build_fused(rc, errs, filename, comp_names, inline, text)
+        if comp is not None:
+            return comp     # (else the general path, on the records the scanner makes of the same lines)
     src = _source(errs, text)
     instrs: list[Instruction] = []
     names: dict[str, object] = {}
@@ -457,6 +461,10 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
             last = max(params_seen)
             errs.add(params_seen[last], f"parameter numbers of computation '{rc.name}' must be 0..{n - 1}; "
                      f"parameter({missing[0]}) is missing", "E043")
+    return _computation(rc, instrs, root, bool(roots), errs, filename)
+
+
+def _computation(rc, instrs, root, root_explicit, errs, filename) -> Computation:
     params = None
     if rc.params is not None:
         params = tuple((n, s) for n, s, _ in rc.params)
@@ -465,7 +473,79 @@ def _build_computation(rc, errs: _Errors, filename: str, comp_names, inline, tex
             break
     thread = rc.thread[1] if rc.thread else None
     return Computation(rc.name, tuple(instrs), root, rc.is_entry, params, rc.result, thread,
-                       bool(roots), _loc(filename, rc.name_tok))
+                       root_explicit, _loc(filename, rc.name_tok))
+
+
+def _build_fused(rc, errs: _Errors, filename: str, comp_names, inline, text) -> Computation | None:
+    """A body read in one pass (frontend.FastBody) built straight from its lines: what
+    _build_computation makes of the same lines when every instruction builds without a finding.
+    None, with nothing reported or defined, at anything else (a name to check, a second ROOT, an
+    instruction with an error, a gap in the parameter numbers): the general path then redoes it."""
+    body = rc.fast
+    reported = len(errs.items)
+    everywhere = getattr(comp_names, "everywhere", comp_names)
+    state = (len(inline), len(comp_names), len(everywhere))     # what a general line may add to
+    defined: dict[str, Instruction] = {}
+    instrs: list[Instruction] = []
+    params_seen: dict[int, object] = {}
+    root = None
+    reserved, checked, match_type = _RESERVED, _CHECKED_OPCODES, re.Match
+    for m, attr_text, line, ls in zip(body.matches, body.attrs, body.lines, body.starts):
+        if type(m) is not match_type:       # a line in the general form
+            inst = _fused_general(m, rc, errs, filename, defined, comp_names, params_seen, inline, text, instrs)
+            if inst is None or (m.is_root and root is not None):
+                break
+            if m.is_root:
+                root = m.name
+            instrs.append(inst)
+            defined[m.name] = inst
+            continue
+        is_root, spelled, shape_text, opcode, ops_text = m.group(2, 3, 4, 5, 6)
+        name = spelled[1:] if spelled[0] == "%" else spelled
+        if name in defined or name in reserved or not name.isascii() or text[m.end(3)] == "=":
+            break
+        if is_root is not None:
+            if root is not None:
+                break
+            root = name
+        inst = instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, m.start(3) - ls + 1,
+                                    filename, defined, comp_names, params_seen, None)
+        if inst is None:
+            break
+        if not reserved.isdisjoint(inst.operands):
+            _check_fast(inst, line_instr(m, line, ls), errs, _source(errs, text))
+        elif opcode in checked or inst.shape.tuple_shapes is not None:       # (what _check_fast checks then)
+            _check_structure(opcode, inst.shape, len(inst.operands), _At(line, m.start(4) - ls + 1),
+                             _At(line, m.start(6) - ls), errs, name)
+        instrs.append(inst)
+        defined[name] = inst
+    else:
+        if len(params_seen) == 0 or max(params_seen) == len(params_seen) - 1:
+            return _computation(rc, instrs, root if root is not None else instrs[-1].name, root is not None,
+                                errs, filename)
+    del errs.items[reported:]
+    del inline[state[0]:]
+    for names, n in ((comp_names, state[1]), (everywhere, state[2])):
+        for extra in list(names)[n:]:
+            del names[extra]
+    return None
+
+
+def _fused_general(ri, rc, errs, filename, defined, comp_names, params_seen, inline, text, instrs):
+    """A general-form line of a body read in one pass, built as _build_computation builds it; None
+    when it is anything but a plain instruction built without a finding."""
+    if ri.name in defined or isinstance(ri, LineInstr) or any(a.kind != "ref" or "#" in (a.name or "")
+                                                              for a in ri.args if a.kind != "literal"):
+        return None
+    reported = len(errs.items)
+    src = _source(errs, text)
+    _check_instruction_name(ri, errs, src)
+    inst = None
+    if len(errs.items) == reported:
+        scope = _Scope(defined, defined, instrs, rc.name, filename)
+        inst = _build_instruction(ri, errs, filename, defined, comp_names, params_seen, rc.name, inline, text,
+                                  scope)
+    return inst if len(errs.items) == reported else None
 
 
 class _Scope:
@@ -520,47 +600,52 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
     """The happy path for an INSTR_LINE token: returns the Instruction, or None to let the general
     path (which reports located errors) handle it."""
     m = li.m
-    opcode = m.group(4)
-    spec = ops.OPCODES.get(opcode)
-    if spec is None:
-        return None
     tok = li.tok
-    ops_text = m.group(5)
-    shape_text = m.group(3)
-    try:
-        shape = parse_array_shape(shape_text) if shape_text[0] != "(" else _tuple_shape_text(shape_text)
-    except ValueError:
-        return None
-    literal = None
-    pnum = None
-    operands: tuple = ()
-    if opcode == "parameter":
+    return instruction_of_parts(li.name, m.group(4), m.group(3), m.group(5), tok[m.end():], tok.line,
+                                tok.column + m.start(2), filename, names, comp_names, params_seen, li)
+
+
+_OPCODES = ops.OPCODES
+_SHAPE_TEXTS: dict = {}          # shape text -> Shape (or False: not a shape the fast path reads)
+_ATTR_TEXTS: dict = {}   # (opcode, attributes text) -> (attrs, called, instructions, replication) or False
+_MAX_TEXTS = 1 << 16
+
+
+def _shape_of_text(text):
+    shape = _SHAPE_TEXTS.get(text)
+    if shape is None:
         try:
-            pnum = int(ops_text)
+            shape = parse_array_shape(text) if text[0] != "(" else _tuple_shape_text(text)
         except ValueError:
-            return None
-        if pnum in params_seen or pnum < 0:
-            return None
-    elif opcode == "constant":
-        try:
-            literal = parse_literal(ops_text, shape)
-        except (LiteralError, KeyError, ValueError):
-            return None
-    else:
-        if "/*" in ops_text:
-            ops_text = _COMMENTS.sub("", ops_text)
-        if ops_text.strip():
-            operands = tuple(o.strip().lstrip("%") for o in ops_text.split(","))
-            for o in operands:
-                if o not in names:
-                    return None
-        n = len(operands)
-        if n < spec.min_operands or (spec.max_operands is not None and n > spec.max_operands):
-            return None
+            shape = False
+        if len(_SHAPE_TEXTS) >= _MAX_TEXTS:
+            _SHAPE_TEXTS.clear()
+        _SHAPE_TEXTS[text] = shape
+    return shape
+
+
+def _attrs_of_text(opcode, spec, text):
+    """The decoded attributes of an instruction's attribute text (from the ',' after its operands),
+    with the computations and instructions they name, or False when the fast path must not build
+    it; kept by (opcode, text): an optimized dump repeats the same attribute texts many times."""
+    key = (opcode, text)
+    hit = _ATTR_TEXTS.get(key)
+    if hit is None:
+        hit = _decode_attr_text(opcode, spec, text) or False
+        if len(_ATTR_TEXTS) >= _MAX_TEXTS:
+            _ATTR_TEXTS.clear()
+        _ATTR_TEXTS[key] = hit
+    return hit
+
+
+def _decode_attr_text(opcode, spec, text):
+    if opcode in ("async-update", "async-done"):
+        return None             # checked against its async-start on the general path
     attrs = {}
+    called, named = [], []
     spec_attrs = spec.attrs
     common = ops.COMMON_ATTRS
-    for am in ATTR_SPLIT.finditer(tok, m.end()):
+    for am in ATTR_SPLIT.finditer(text):
         aname = am.group(1)
         raw = am.group(2)
         if aname in attrs:
@@ -585,27 +670,102 @@ def _fast_instruction(li, filename, names, comp_names, params_seen):
                 _DECODED[key] = val
         attrs[aname] = val
         if kind == "computation":
-            if val.name not in comp_names:
-                return None
-        elif kind == "computations" or kind == "instructions":
-            for r in val:
-                if (r.name if kind == "computations" else r) not in (comp_names if kind == "computations" else names):
-                    return None
-    if opcode in ("async-update", "async-done"):
-        return None             # checked against its async-start on the general path
-    if opcode == "conditional" and operands and _conditional_attr_problem(
-            getattr(names.get(operands[0]), "shape", None), attrs) is not None:
-        return None
-    rep = attrs.get("parameter_replication")
-    if rep is not None and len(rep) != len(list(shape.leaves())):
-        return None
+            called.append(val.name)
+        elif kind == "computations":
+            called.extend(r.name for r in val)
+        elif kind == "instructions":
+            named.extend(val)
     for req in spec.required:
         if req not in attrs:
             return None
+    return attrs, tuple(called), tuple(named), attrs.get("parameter_replication") is not None
+
+
+_LITERAL_TEXTS: dict = {}       # (text, id(shape)) -> (shape, the array of values)
+
+
+def _literal_of_text(text, shape):
+    """parse_literal(text, shape), or None where it raises; an array's values are decoded once per
+    text and shape (a dump repeats its small constants), each constant getting its own copy."""
+    key = (text, id(shape))
+    hit = _LITERAL_TEXTS.get(key)
+    if hit is not None and hit[0] is shape:
+        return Literal(shape, hit[1].copy(), False)
+    try:
+        literal = parse_literal(text, shape)
+    except (LiteralError, KeyError, ValueError):
+        return None
+    if not literal.elided and not shape.is_tuple and len(text) <= 256:
+        if len(_LITERAL_TEXTS) >= _MAX_TEXTS:
+            _LITERAL_TEXTS.clear()
+        _LITERAL_TEXTS[key] = (shape, literal.value.copy())     # (keeping the shape alive: its id stays its own)
+    return literal
+
+
+def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, column, filename, names,
+                         comp_names, params_seen, li):
+    """The Instruction of an instruction line's parts (the fused regex's groups, or an INSTR_LINE
+    token's), or None to let the general path (which reports located errors) handle it.  `names`:
+    the instructions defined so far; `li`: the line's LineInstr, or an object whose `name_tok`
+    locates a parameter's number (None: not asked, the caller redoes the computation on an error)."""
+    spec = _OPCODES.get(opcode)
+    if spec is None:
+        return None
+    shape = _SHAPE_TEXTS.get(shape_text) or _shape_of_text(shape_text)
+    if shape is False:
+        return None
+    literal = None
+    pnum = None
+    operands: tuple = ()
+    if opcode == "parameter":
+        try:
+            pnum = int(ops_text)
+        except ValueError:
+            return None
+        if pnum in params_seen or pnum < 0:
+            return None
+    elif opcode == "constant":
+        literal = _literal_of_text(ops_text, shape)
+        if literal is None:
+            return None
+    else:
+        if "/*" in ops_text:
+            ops_text = _COMMENTS.sub("", ops_text)
+        if ops_text.strip():
+            if "\t" in ops_text:
+                operands = tuple(o.strip().lstrip("%") for o in ops_text.split(","))
+            else:       # (the same: an INSTR_LINE operand is a name or a number, without blanks inside)
+                operands = tuple(ops_text.replace(" ", "").replace("%", "").split(","))
+            for o in operands:
+                if o not in names:
+                    return None
+        n = len(operands)
+        if n < spec.min_operands or (spec.max_operands is not None and n > spec.max_operands):
+            return None
+    if attr_text:
+        hit = _ATTR_TEXTS.get((opcode, attr_text)) or _attrs_of_text(opcode, spec, attr_text)
+        if hit is False:
+            return None
+        decoded, called, named, replication = hit
+        for c in called:
+            if c not in comp_names:
+                return None
+        for r in named:
+            if r not in names:
+                return None
+        attrs = dict(decoded)
+        if replication and len(attrs["parameter_replication"]) != len(list(shape.leaves())):
+            return None
+    else:
+        if spec.required or opcode in ("async-update", "async-done"):
+            return None
+        attrs = {}
+    if opcode == "conditional" and operands and _conditional_attr_problem(
+            getattr(names.get(operands[0]), "shape", None), attrs) is not None:
+        return None
     if pnum is not None:
-        params_seen[pnum] = li.name_tok
-    return Instruction(li.name, opcode, shape, operands, attrs, literal, pnum,
-                       Loc(filename, tok.line, tok.column + m.start(2)), None)
+        params_seen[pnum] = li.name_tok if li is not None else None
+    return Instruction(name, opcode, shape, operands, attrs, literal, pnum, Loc(filename, line, column), None)
 
 
 def RawInstrLike(name, shape, number, tok):

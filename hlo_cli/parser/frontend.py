@@ -58,19 +58,27 @@ class RawInstr:
         self.attrs = attrs        # list of (name, generic value, token)
 
 
-@dataclass(slots=True, eq=False)
 class RawComputation:
-    is_entry: bool
-    name_tok: Any
-    params: Any
-    result: Any
-    instrs: list
-    thread: Any
-    name: str = field(init=False)
-    synthesized: bool = field(init=False, default=False)
+    """A computation's head and its instruction records.  A body read in one pass (`fast`, a
+    FastBody) makes its records only when `instrs` is asked for: the builder builds such a body
+    from its lines without them."""
+    __slots__ = ("is_entry", "name_tok", "params", "result", "_instrs", "thread", "name", "synthesized", "fast")
 
-    def __post_init__(self):
-        self.name = _strip(self.name_tok)
+    def __init__(self, is_entry, name_tok, params, result, instrs, thread, fast=None):
+        self.is_entry, self.name_tok, self.params, self.result = is_entry, name_tok, params, result
+        self._instrs, self.thread, self.fast = instrs, thread, fast
+        self.name = _strip(name_tok)
+        self.synthesized = False
+
+    @property
+    def instrs(self) -> list:
+        if self._instrs is None:
+            self._instrs = self.fast.line_instrs()
+        return self._instrs
+
+    @instrs.setter
+    def instrs(self, value):
+        self._instrs = value
 
 
 @dataclass(slots=True, eq=False)
@@ -548,6 +556,9 @@ def decode_value(name: str, value: str):
         if c == "{" and _INTS.fullmatch(value):
             inner = value[1:-1].strip()
             return IntList(int(v) for v in inner.split(",")) if inner else IntList()
+        simple = simple_group(value)
+        if simple is not None:
+            return simple
         lark, t = _parser()
         outer = t.text          # a sub-parse inside the main parse: keep the main text for later groups
         t.text = value
@@ -558,6 +569,36 @@ def decode_value(name: str, value: str):
     if c == '"':
         return Quoted(unquote(value), value)
     return Word(value)
+
+
+_SLICE_LIST = _re.compile(r"\{\[\d+:\d+(?::\d+)?\](?:, \[\d+:\d+(?::\d+)?\])*\}")
+_NAME_LIST = _re.compile(r"\{%[A-Za-z_][\w.\-]*(?:, %[A-Za-z_][\w.\-]*)*\}")
+_COLON, _COMMA = Sep(":"), Sep(",")
+
+
+def simple_group(value: str):
+    """The generic value the grammar's attr_value rule makes of two common forms, without Lark: a
+    slice list `{[0:4], [2:8:2]}` and a name list `{%a, %b}` (control-predecessors); None for any
+    other text (tests/test_fused_body.py compares both ways)."""
+    if _SLICE_LIST.fullmatch(value):
+        items = []
+        for k, part in enumerate(value[1:-1].split(", ")):
+            if k:
+                items.append(_COMMA)
+            bounds = part[1:-1].split(":")
+            inner = [Word(bounds[0])]
+            for b in bounds[1:]:
+                inner += (_COLON, Word(b))
+            items.append(Group("[", tuple(inner), "", 1))
+        return Group("{", tuple(items), value, 2)
+    if _NAME_LIST.fullmatch(value):
+        items = []
+        for k, name in enumerate(value[1:-1].split(", ")):
+            if k:
+                items.append(_COMMA)
+            items.append(Word(name))
+        return Group("{", tuple(items), value, 1)
+    return None
 
 
 class SubParseError(Exception):
@@ -969,7 +1010,7 @@ def _parse_slice(text: str, cur: _Cursor, end: int):
     return front.parser.parse(thread, "start")
 
 
-def _scan_computation(cur: _Cursor, line_re, sig_re, t) -> RawComputation | None:
+def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None) -> RawComputation | None:
     text = cur.text
     m = _COMP_HEAD.match(text, cur.pos)
     if m is None or m.group(2) in _NOT_NAMES:
@@ -988,6 +1029,9 @@ def _scan_computation(cur: _Cursor, line_re, sig_re, t) -> RawComputation | None
     if not text.startswith("{", cur.pos):
         return None
     cur.move(cur.pos + 1)
+    fast = _fast_body(cur, fused_re) if fused_re is not None else None
+    if fast is not None:
+        return RawComputation(is_entry, name_tok, params, result, None, None, fast)
     instrs = _scan_body(cur, line_re)
     if instrs is None:
         return None
@@ -1001,6 +1045,7 @@ def scan_module(text: str) -> RawModule | None:
         return None
     lark, t = _parser()
     line_re, sig_re = _scanner_regexes()
+    fused_re = fused_regexes()
     t.text = text
     try:
         header, sections = None, []
@@ -1013,7 +1058,7 @@ def scan_module(text: str) -> RawModule | None:
         cur = _Cursor(text, first.start())
         comps = []
         while cur.pos < len(text):
-            comp = _scan_computation(cur, line_re, sig_re, t)
+            comp = _scan_computation(cur, line_re, sig_re, t, fused_re)
             if comp is None:
                 return None
             comps.append(comp)
@@ -1023,3 +1068,160 @@ def scan_module(text: str) -> RawModule | None:
         return None
     finally:
         t.text = text
+
+
+# ----------------------------------------------------------------------------- one-pass bodies
+#
+# The common body -- every line one instruction the grammar's INSTR_LINE matches, from its start to
+# its end -- is read with one regex per line, made of the INSTR_LINE pattern itself with capture
+# groups around its parts (ROOT, name, shape, opcode, operands, attributes), so a line is accepted
+# exactly when the lexer would have made an INSTR_LINE token of it, and the builder makes the
+# Instruction straight from the match.  The attributes part of the pattern is the costly one, and
+# an optimized dump repeats the same attribute texts many times: the line regex takes the rest of
+# the line after the operands as it is, and whether that rest is INSTR_LINE's attributes is asked of
+# the attributes part once per distinct text.  A line in the general form is parsed by Lark on its
+# own, as `_scan_body` does; anything else (a comment, two instructions on a line, a '}' after an
+# instruction, an error) leaves the body to `_scan_body`.
+
+_fused: list = []
+
+
+def fused_regexes():
+    """(line regex, attributes regex, whole-line regex) made of the grammar's INSTR_LINE (see
+    fused_pattern), or None when its pattern is not made of the parts expected (then no body is read
+    this way).  The line regex's groups: 1 the instruction with the rest of its line, 2 ROOT, 3 the
+    name as spelled, 4 the shape text, 5 the opcode, 6 the operands text (between the parentheses),
+    7 the rest of the line after the ')'; the attributes regex fullmatches such a rest when it is
+    INSTR_LINE's attributes (group 1) and white space; the whole-line regex is INSTR_LINE with the
+    same groups (7: the attributes), for an instruction over several lines."""
+    if not _fused:
+        parts = fused_pattern(_parser()[0].get_terminal("INSTR_LINE").pattern.to_regexp())
+        if parts is None:
+            _fused.append(None)
+        else:
+            head, attrs, lookahead = parts
+            _fused.append((_re.compile("[ \t]*+(" + head + "([^\n]*))\n"), _re.compile(attrs + "[ \t]*"),
+                           _re.compile("[ \t]*+(" + head + attrs + lookahead + ")[ \t]*+\n")))
+    return _fused[0]
+
+
+_FUSED_PARTS = ("(?:ROOT[ \t]+)?%?[A-Za-z_][\\w.\\-]*[ \t]*=[ \t]*", "[ \t]+[a-z][\\w\\-]*\\(",
+                "[ \t]*\\)(?:,[ \t]*(?:metadata=", ")*(?=[ \t]*(?:\n|\\}|\\/\\/|\\/\\*|$))")
+
+
+def fused_pattern(instr_line: str, grouped: bool = True) -> tuple[str, str, str] | None:
+    """INSTR_LINE's pattern cut into (the instruction up to its operands' ')', its attributes, the
+    lookahead after them), with capture groups around its parts; with `grouped` False the same cut
+    without them, whose concatenation is `instr_line` itself (tests/test_fused_body.py)."""
+    head, opcode, close, tail = _FUSED_PARTS
+    if not instr_line.startswith(head) or not instr_line.endswith(tail) or \
+            any(instr_line.count(p) != 1 for p in (opcode, close)):
+        return None
+    i_op = instr_line.index(opcode)
+    i_close = instr_line.index(close)
+    if i_op > i_close:
+        return None
+
+    def g(part):
+        return "(" + part + ")" if grouped else part
+    shape = instr_line[len(head):i_op]
+    operands = instr_line[i_op + len(opcode):i_close]
+    attrs = instr_line[i_close + len("[ \t]*\\)"):len(instr_line) - len(tail)] + ")*"
+    instruction = ((g("ROOT[ \t]+") if grouped else "(?:ROOT[ \t]+)") + "?" + g("%?[A-Za-z_][\\w.\\-]*") +
+                   "[ \t]*=[ \t]*" + g(shape) + "[ \t]+" + g("[a-z][\\w\\-]*") + "\\(" +
+                   g(operands + "[ \t]*") + "\\)")
+    return instruction, g(attrs), tail[len(")*"):]
+
+
+class FastBody:
+    """The lines of a body read in one pass: the line regex's match of each instruction line (or,
+    for a line in the general form, the record Lark made of it), its attributes text, its line
+    number and the offset where its line starts; `text` the whole text."""
+    __slots__ = ("text", "matches", "attrs", "lines", "starts")
+
+    def __init__(self, text, matches, attrs, lines, starts):
+        self.text, self.matches, self.attrs, self.lines, self.starts = text, matches, attrs, lines, starts
+
+    def line_instrs(self) -> list:
+        """The records `_scan_body` makes of the same lines (for the builder's general path)."""
+        return [line_instr(m, line, ls) if type(m) is _re.Match else m
+                for m, line, ls in zip(self.matches, self.lines, self.starts)]
+
+
+def line_instr(m, line: int, line_start: int) -> LineInstr:
+    """The LineInstr `_scan_body` makes of the line the line regex matched as `m`."""
+    m = fused_regexes()[2].match(m.string, m.start())
+    start = m.start(1)
+    tok = _line_token(m.group(1), start, line, start - line_start + 1)
+    return LineInstr(tok, _LINE_RE.match(tok))
+
+
+_BLANK_LINE = _re.compile(r"[ \t]*\n")
+_CLOSE_LINE = _re.compile(r"[ \t]*\}")
+_ATTR_TEXTS: dict = {}        # the rest of a line after the operands -> its attributes text, or False
+
+
+def _fast_body(cur: _Cursor, regexes) -> FastBody | None:
+    """The body after its '{' read line by line, up to and over its '}' (a line of its own); None
+    (the cursor unmoved) when any line is not one instruction."""
+    text = cur.text
+    pos = cur.pos
+    nl = text.find("\n", pos)
+    if nl < 0 or text[pos:nl].strip():          # the instructions start on the line after '{'
+        return None
+    line_re, attrs_re, whole_re = regexes
+    pos = nl + 1
+    line = cur.line + 1
+    matches, attrs, lines, starts = [], [], [], []
+    add_m, add_a, add_l, add_s = matches.append, attrs.append, lines.append, starts.append
+    match, count, known = line_re.match, text.count, _ATTR_TEXTS
+    while True:
+        m = match(text, pos)
+        if m is not None:
+            rest = m.group(7)
+            at = known.get(rest)
+            if at is None:
+                a = attrs_re.fullmatch(rest)
+                at = a.group(1) if a is not None else False
+                if len(known) >= 1 << 16:
+                    known.clear()
+                known[rest] = at
+            if at is not False:
+                add_m(m)
+                add_a(at)
+                add_l(line)
+                add_s(pos)
+                pos = m.end()
+                line += 1
+                continue
+            m = whole_re.match(text, pos)       # an instruction over several lines (a string in it)
+            if m is not None:
+                add_m(m)
+                add_a(m.group(7))
+                add_l(line)
+                add_s(pos)
+                pos = m.end()
+                line += count("\n", m.start(1), pos)
+                continue
+        b = _BLANK_LINE.match(text, pos)
+        if b is not None:
+            pos = b.end()
+            line += 1
+            continue
+        cur.pos, cur.line, cur.line_start = pos, line, pos
+        c = _CLOSE_LINE.match(text, pos)
+        if c is not None:
+            if not matches:
+                return None
+            cur.move(c.end())
+            return FastBody(text, matches, attrs, lines, starts)
+        cur.skip_ws()
+        instr = _scan_general(cur)       # (a record of the Lark path, which the builder builds itself)
+        if instr is None or not text.startswith("\n", cur.pos):
+            return None
+        add_m(instr)
+        add_a(None)
+        add_l(line)
+        add_s(pos)
+        pos = cur.pos + 1
+        line = cur.line + 1

@@ -189,11 +189,15 @@ def contractions(plan, fused: bool) -> dict:
 
 def _cse_twins(plan) -> dict:
     """{slot: the slots of the same value}: before optimization XLA's CSE makes one instruction of
-    identical multiplies and negates (JAX writes `a * b` twice when a program says it twice)."""
+    identical multiplies and negates (JAX writes `a * b` twice when a program says it twice); its
+    hash and comparison ignore the operand order of a commutative op (XLA's hlo_cse.cc), so `b * a`
+    is the same value as `a * b`."""
     by_key: dict = {}
     for n, inst in enumerate(plan.insts):
         if inst.opcode in ("multiply", "negate"):
-            by_key.setdefault((inst.opcode, inst.shape, plan.operand_idx[n]), []).append(n)
+            ops = plan.operand_idx[n]
+            key = tuple(sorted(ops)) if inst.opcode == "multiply" else ops
+            by_key.setdefault((inst.opcode, inst.shape, key), []).append(n)
     return {n: group for group in by_key.values() if len(group) > 1 for n in group}
 
 

@@ -296,6 +296,11 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
     from ..interpreter.contraction import contracted_products
     folded = {m for n, ms in contracted_products(comp, module).items() if n in pset for m in ms}
     fed = {o for m in folded for o in by[m].operands if o in cut}
+    # a product contracted into an add of the piece is not an output of it: as an output XLA CPU
+    # keeps it a value of its own (rounded; its common subexpression elimination would merge a
+    # second copy of it back), and the add would no longer be the FMA the whole module computes
+    inner = [s for s in sinks if s in folded and s in used]
+    sinks = [s for s in sinks if s not in inner]
     kept = []
 
     def leaf(base, shape, value):
@@ -343,6 +348,10 @@ def extract(module, instruction: str, *, args=None, computation: str | None = No
     if dv is not None:
         ex.notes.append(f"a program on {dv.grid.count} devices: every input and the expected value hold one value per "
                         f"device, stacked on a leading axis (hlo run --per-device)")
+    if inner:
+        ex.notes.append(f"{', '.join(inner)}: not an output of the piece: XLA CPU contracts "
+                        f"{'it' if len(inner) == 1 else 'each'} into an add of the piece (one FMA), which an "
+                        f"output of its own would prevent")
     if kept:
         ex.notes.append(f"--cut constants: {', '.join(kept)} kept as parameters: each feeds a multiply that XLA CPU "
                         f"contracts into an add of the piece (one FMA), which a product of constants would not be")

@@ -189,6 +189,7 @@ def _patterns():
         "a*b-c*d": (lambda a, b, c, d: a * b - c * d, 4),
         "ab used twice, apart": (lambda a, b, c, d: (a * b + c, a * b + d), 4),
         "ab an output too": (lambda a, b, c: (a * b + c, a * b), 3),
+        "ab and ba (one value to XLA's CSE)": (lambda a, b, c: (c - a * b, b * a), 3),
         "ab used twice, one loop": (lambda a, b, c: (a * b + c) * (a * b), 3),
         "ab+c, ab*d": (lambda a, b, c, d: (a * b + c, a * b * d), 4),
         "ab+c, sum(ab)": (lambda a, b, c: (a * b + c, jnp.sum(a * b)), 3),

@@ -149,3 +149,14 @@ def test_a_program_on_devices_keeps_its_devices(hlo):
     run = hlo("run", "sp.hlo", "--inputs", "sp.inputs.npz", "--per-device", "--expect", "sp.expected.npz",
               "--rtol", "0", "--atol", "0")
     assert run.exit_code == 0, run.stderr
+
+
+def test_a_contracted_product_is_not_an_output_of_its_piece():
+    """mlp_train_step's mul.18 feeds only sub.22, which XLA CPU computes as one FMA: as an output
+    of the piece the product would be a value of its own (rounded), so the piece leaves it out,
+    says why, and gives sub.22's bits."""
+    m, args = _SAMPLE
+    ex = extract(m, "mul.18", args=args, computation="main.15", height=0, depth=1)
+    assert ex.root == "sub.22"
+    assert any(n.startswith("mul.18: not an output of the piece") for n in ex.notes)
+    assert verify(ex)["identical"]

@@ -186,21 +186,20 @@ def _fma_chain_window(x, w, wdims, out_spatial, hw: bool) -> np.ndarray:
     if any(lo or hi for lo, hi in pads):
         xp = np.pad(xp, [(0, 0)] + pads + [(0, 0)])
     w64 = ws.astype(F64)[:, :, None]
-    taps = list(itertools.product(*(range(wd.size) for wd in wdims)))
-    (s0, s1) = (wd.stride for wd in wdims)
-    out = np.empty((n * oh, ow, o), F32)
-    rows = max(1, FMA_CHAIN_BLOCK // (ow * o))
-    cols = np.arange(ow) * s1
+    (kh, kw), (s0, s1) = w.shape[3:], (wd.stride for wd in wdims)
+    sn, sh, sw, sc = xp.strides
+    win = np.lib.stride_tricks.as_strided(xp, (n, oh, ow, kh, kw, c), (sn, s0 * sh, s1 * sw, sh, sw, sc),
+                                          writeable=False)
+    out = np.empty((n, oh, ow, o), F32)
+    rows = max(1, min(oh, FMA_CHAIN_BLOCK // (ow * o)))
 
-    def block(s):
-        r = np.arange(s, min(s + rows, n * oh))
-        img, y = (r // oh)[:, None, None], (r % oh * s0)[:, None, None]
-        xb = np.empty((len(taps) * c, len(r) * ow), F64)
-        for t, (i, j) in enumerate(taps):
-            g = xp[img, y + i, (cols + j)[None, :, None], np.arange(c)[None, None, :]]   # (R, OW, C)
-            xb[t * c:(t + 1) * c] = g.reshape(-1, c).T
-        out[r] = _chain_rows(xb, w64, hw).T.reshape(len(r), ow, o)
-    run_parts(block, list(range(0, n * oh, rows)))
+    def block(part):
+        i, y = part
+        v = win[i, y:y + rows]                                  # (R, OW, KH, KW, C)
+        xb = np.empty((kh * kw * c, v.shape[0] * ow), F64)
+        xb.reshape(kh, kw, c, v.shape[0], ow)[...] = np.moveaxis(v, (0, 1), (-2, -1))
+        out[i, y:y + rows] = _chain_rows(xb, w64, hw).T.reshape(-1, ow, o)
+    run_parts(block, [(i, y) for i in range(n) for y in range(0, oh, rows)])
     return out.reshape(n, oh, ow, 1, o)
 
 

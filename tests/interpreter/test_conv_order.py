@@ -246,6 +246,57 @@ def test_chain_is_xla_bit_for_bit(shape):
     _same(_ours(text, args), np.asarray(run_with_xla(text, args)[0]), str(shape))
 
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_narrow_operands_into_f32_take_the_chain(dtype):
+    """bf16 / f16 operands with an f32 result: XLA converts them and runs the f32 chain."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    pytest.importorskip("jax")
+    from hlo_cli.tools.xla_reference import run_with_xla
+    npt = ml_dtypes.bfloat16 if dtype == "bf16" else np.float16
+    text = case_text("stem_s2").replace("x = f32", f"x = {dtype}").replace("w = f32", f"w = {dtype}")
+    _, (x, w) = case_args("stem_s2")
+    args = [x.astype(npt), w.astype(npt)]
+    _same(_ours(text, args), np.asarray(run_with_xla(text, args)[0]), dtype)
+
+
+@pytest.mark.slow
+def test_chain_inside_a_while_body():
+    pytest.importorskip("jax")
+    from hlo_cli.tools.xla_reference import run_with_xla
+    state = "(s32[], f32[2,3,17,17], f32[32,3,3,3], f32[2,32,9,9])"
+    text = f"""HloModule w
+body {{
+  p = {state} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[2,3,17,17] get-tuple-element(p), index=1
+  k = f32[32,3,3,3] get-tuple-element(p), index=2
+  c = f32[2,32,9,9] convolution(x, k), window={{size=3x3 stride=2x2 pad=1_1x1_1}}, dim_labels=bf01_oi01->bf01
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = {state} tuple(j, x, k, c)
+}}
+cond {{
+  p = {state} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(1)
+  ROOT l = pred[] compare(i, n), direction=LT
+}}
+ENTRY e {{
+  x = f32[2,3,17,17] parameter(0)
+  k = f32[32,3,3,3] parameter(1)
+  z = s32[] constant(0)
+  zc = f32[] constant(0)
+  c0 = f32[2,32,9,9] broadcast(zc), dimensions={{}}
+  t = {state} tuple(z, x, k, c0)
+  r = {state} while(t), condition=cond, body=body
+  ROOT o = f32[2,32,9,9] get-tuple-element(r), index=3
+}}"""
+    _, args = case_args("stem_s2")
+    _same(_ours(text, args), np.asarray(run_with_xla(text, args)[0]), "while body")
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     regenerate()

@@ -60,7 +60,8 @@ from ..values import np_dtype
 from ..fpenv import hardware
 from ..kernels import flush
 from .convert import F32, F64, contig, convert, kind
-from .linalg import (F32_BLAS_MIN_MACS, compute_types, etype_name, fma_once, narrow_result, plus_zero,
+from .elementwise import repair_f32_midpoints
+from .linalg import (F32_BLAS_MIN_MACS, compute_types, etype_name, narrow_result, plus_zero,
                      widen_operand)
 from ..parallel import run_parts
 
@@ -92,31 +93,114 @@ def _pointwise_chain(x, w, wdims, dt) -> bool:
 
 def _fma_chain(x, w, hw: bool) -> np.ndarray:
     """x (1, N, K, *S) f32, w (1, O, K, 1...) f32 -> (N, *S, 1, O): each output is
-    acc = fma(x_k, w_k, acc) over k = 0 .. K-1 from +0, each step rounded once (linalg.fma_once)
-    with XLA's FTZ/DAZ (`hw`: the processor's flags are set, else operands and steps flushed),
-    block by block of output pixels on the pool's threads.  NaN and inf land where the chain puts
-    them; a NaN's payload is the f64 arithmetic's."""
+    acc = fma(x_k, w_k, acc) over k = 0 .. K-1 from +0 (_chain_rows), block by block of output
+    pixels on the pool's threads.  NaN and inf land where the chain puts them; a NaN's payload is
+    the f64 arithmetic's."""
     n, k = x.shape[1:3]
     spatial = x.shape[3:]
     o = w.shape[1]
     xs = np.moveaxis(x[0], 1, -1).reshape(-1, k)
-    ws = np.ascontiguousarray(w[0].reshape(o, k).T)          # (K, O)
+    ws = w[0].reshape(o, k).T                                 # (K, O)
     if not hw:
         xs, ws = flush(xs), flush(ws)
+    w64 = ws.astype(F64)[:, :, None]
     out = np.empty((xs.shape[0], o), F32)
     rows = max(1, FMA_CHAIN_BLOCK // o)
 
     def block(s):
-        xb = np.ascontiguousarray(xs[s:s + rows].T)[:, :, None]   # (K, rows, 1)
-        acc = np.zeros((xb.shape[1], o), F32)
-        with np.errstate(all="ignore"):
-            for j in range(k):
-                fma_once(xb[j], ws[j], acc, F32, out=acc)
-                if not hw:
-                    acc = flush(acc)
-        out[s:s + rows] = acc
+        out[s:s + rows] = _chain_rows(xs[s:s + rows].T.astype(F64), w64, hw).T
     run_parts(block, list(range(0, xs.shape[0], rows)))
     return out.reshape((n,) + spatial + (1, o))
+
+
+# XLA CPU hands a 2-D f32 convolution to YNNPACK when more than 16 input or output features
+# (ynn_support.cc); YNNPACK's dot then runs each output as one FMA chain over the window's taps in
+# order, then the input features, when the output features are 0 or 9..15 modulo 16
+# (hlo_cli/SEMANTICS.md).  hlo follows it up to this many terms per output (its cost grows with
+# them; longer sums take the f32 GEMM)
+WINDOW_CHAIN_MAX_TERMS = 32
+# bit patterns of f64 sums lying exactly halfway between two f32 values (low 29 bits 1 << 28)
+_F32_LOW_BITS = np.uint64((1 << 29) - 1)
+_F32_HALF_BIT = np.uint64(1 << 28)
+
+
+def _chain_rows(xb: np.ndarray, w64: np.ndarray, hw: bool) -> np.ndarray:
+    """xb (K, R) f64 holding f32 values (R output pixels), w64 (K, O, 1) likewise -> (O, R) f32:
+    acc = fma(x_k, w_k, acc) over k in order from +0, each step rounded once: the product is exact
+    in f64, and a sum lying exactly halfway between two f32 values is moved towards the exact one
+    before it is rounded (elementwise.repair_f32_midpoints, as linalg.fma_once), with XLA's
+    FTZ/DAZ (`hw`: the processor's flags are set, else each step's result is flushed)."""
+    shape = (w64.shape[1], xb.shape[1])
+    acc = np.zeros(shape, F32)
+    t = np.empty(shape, F64)
+    low = np.empty(shape, np.uint64)
+    half = np.empty(shape, bool)
+    with np.errstate(all="ignore"):
+        for j in range(xb.shape[0]):
+            np.multiply(w64[j], xb[j], out=t)
+            np.add(t, acc, out=t)
+            np.bitwise_and(t.view(np.uint64), _F32_LOW_BITS, out=low)
+            if np.equal(low, _F32_HALF_BIT, out=half).any():
+                repair_f32_midpoints(t, xb[j], w64[j], acc)
+            np.copyto(acc, t, casting="unsafe")
+            if not hw:
+                acc = flush(acc)
+    return acc
+
+
+def _window_chain(x, w, wdims, out_spatial, dt) -> bool:
+    """True for the convolutions XLA CPU runs through YNNPACK's FMA-chain dot kernel that
+    _fma_chain_window reproduces: f32, one group, two spatial dims, more than 16 input or output
+    features, output features 0 or 9..15 modulo 16, 2..WINDOW_CHAIN_MAX_TERMS terms per output
+    (features x taps), windows without base or window dilation or reversal, padding >= 0, and the
+    kernel and output no larger than the input (ynn_support.cc's limits; measured: 1x1 with 17..32
+    features into 9..16, 25, 32, 48, 64 outputs, 2x2, 3x3 (stride 1 and 2, symmetric and
+    asymmetric padding) and 5x5 windows into 25..64 outputs, for 6 to 768 output pixels)."""
+    if dt != F32 or x.shape[0] != 1 or len(wdims) != 2:
+        return False
+    c, o = x.shape[2], w.shape[1]
+    terms = c * int(np.prod(w.shape[3:]))
+    if max(c, o) <= 16 or 1 <= o % 16 <= 8 or not 2 <= terms <= WINDOW_CHAIN_MAX_TERMS:
+        return False
+    if _operands_swapped(x.shape[3:], wdims, 1, 1):
+        return False
+    return all(wd.base_dilation == 1 and wd.window_dilation == 1 and not wd.window_reversal
+               and wd.stride >= 1 and wd.padding_low >= 0 and wd.padding_high >= 0
+               and wd.size <= size_in and q <= size_in
+               for wd, size_in, q in zip(wdims, x.shape[3:], out_spatial))
+
+
+def _fma_chain_window(x, w, wdims, out_spatial, hw: bool) -> np.ndarray:
+    """x (1, N, C, H, W) f32, w (1, O, C, KH, KW) f32 -> (N, OH, OW, 1, O): each output is one FMA
+    chain (_chain_rows) over its window's taps in row-major order, then the input features, padding
+    read as zeros and multiplied (YNNPACK pads the input, then its dot runs over the stencil),
+    block by block of output rows on the pool's threads."""
+    n, c = x.shape[1:3]
+    o = w.shape[1]
+    oh, ow = out_spatial
+    xp = np.moveaxis(x[0], 1, -1)                              # (N, H, W, C)
+    ws = np.moveaxis(w[0], (0, 1), (-1, -2)).reshape(-1, o)     # (KH * KW * C, O)
+    if not hw:
+        xp, ws = flush(xp), flush(ws)
+    pads = [(wd.padding_low, wd.padding_high) for wd in wdims]
+    if any(lo or hi for lo, hi in pads):
+        xp = np.pad(xp, [(0, 0)] + pads + [(0, 0)])
+    w64 = ws.astype(F64)[:, :, None]
+    (kh, kw), (s0, s1) = w.shape[3:], (wd.stride for wd in wdims)
+    sn, sh, sw, sc = xp.strides
+    win = np.lib.stride_tricks.as_strided(xp, (n, oh, ow, kh, kw, c), (sn, s0 * sh, s1 * sw, sh, sw, sc),
+                                          writeable=False)
+    out = np.empty((n, oh, ow, o), F32)
+    rows = max(1, min(oh, FMA_CHAIN_BLOCK // (ow * o)))
+
+    def block(part):
+        i, y = part
+        v = win[i, y:y + rows]                                  # (R, OW, KH, KW, C)
+        xb = np.empty((kh * kw * c, v.shape[0] * ow), F64)
+        xb.reshape(kh, kw, c, v.shape[0], ow)[...] = np.moveaxis(v, (0, 1), (-2, -1))
+        out[i, y:y + rows] = _chain_rows(xb, w64, hw).T.reshape(-1, ow, o)
+    run_parts(block, [(i, y) for i in range(n) for y in range(0, oh, rows)])
+    return out.reshape(n, oh, ow, 1, o)
 
 
 def _tap_positions(out_len: int, size_in: int, w, k: int):
@@ -900,6 +984,8 @@ def _fast_path(x, w, wdims, out_spatial, dt, terms: int, eigen: bool = True):
     macs = g * n * cg * w.shape[1] * int(np.prod(out_spatial, dtype=np.int64)) * (terms // cg)
     if _pointwise_chain(x, w, wdims, dt):
         return _fma_chain(x, w, hardware() is not None)
+    if _window_chain(x, w, wdims, out_spatial, dt):
+        return _fma_chain_window(x, w, wdims, out_spatial, hardware() is not None)
     bad: list = []
     with np.errstate(all="ignore"):
         if k == "float":

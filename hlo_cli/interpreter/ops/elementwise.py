@@ -296,6 +296,7 @@ def unary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=DEFAU
     rule.__name__ = rule.__qualname__ = "eval_" + opcode.replace("-", "_")
     rule.__doc__ = doc
     rule.ftz_result = ftz                   # results hold no subnormals (the compiler's "clean")
+    rule.nan_rule = nan                     # the NaN signs (_nan_signs), for the prepare stages
     rule.elementwise = True                 # element i of the result depends on element i only
     evaluator(opcode)(rule)
     return rule
@@ -910,6 +911,165 @@ def eval_compare(inst, args, ec):
 ndarray = np.ndarray
 
 
+# special operands of the probes below: NaNs of both signs, quiet and signaling, with payloads;
+# infinities, zeros, normals, a subnormal (bits, per float width)
+_PROBE_BITS = {
+    np.dtype(np.float32): (0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFD54321, 0x7F800001, 0xFF812345,
+                           0x7F800000, 0xFF800000, 0x00000000, 0x80000000, 0x3FC00000, 0xC0200000,
+                           0x00000010),
+    np.dtype(np.float64): (0x7FF8000000000000, 0xFFF8000000000000, 0x7FF8000012345678, 0xFFFC000087654321,
+                           0x7FF0000000000001, 0xFFF0000012345678, 0x7FF0000000000000, 0xFFF0000000000000,
+                           0, 0x8000000000000000, 0x3FF8000000000000, 0xC004000000000000, 0x10),
+}
+
+
+def _probe_layouts(dt):
+    """(a, b) operand pairs holding every pair of the special operands (_PROBE_BITS) in the layouts
+    of arrays without a zero stride that NumPy's ufunc loops tell apart: contiguous at every offset
+    of a SIMD register and in its tail, strided, transposed 2-D.  (A scalar or broadcast operand
+    takes other loops, where NumPy may swap the operands of a commutative ufunc: the kernels
+    check such an operand for NaN instead.)"""
+    u = np.uint32 if dt.itemsize == 4 else np.uint64
+    v = np.array(_PROBE_BITS[dt], u).view(dt)
+    a, b = np.repeat(v, v.size), np.tile(v, v.size)
+    pairs = [(np.roll(a, k)[:n], np.roll(b, k)[:n]) for k in range(17) for n in (a.size, a.size - k, 1 + k)]
+    pairs.append((np.repeat(a, 2)[::2], np.repeat(b, 2)[::2]))
+    pairs.append((np.repeat(a, 2)[::2], b))
+    sq = a[:(a.size // 13) * 13].reshape(13, -1)
+    pairs.append((sq.T, np.ascontiguousarray(sq[::-1].T)))
+    return pairs
+
+
+def dense(x) -> bool:
+    """An array with no zero stride (not a scalar nor a broadcast view): the layouts the NaN
+    probe (hardware_nan_exact) covers."""
+    return x.__class__ is ndarray and x.ndim > 0 and 0 not in x.strides
+
+
+_NAN_EXACT: dict = {}
+
+
+def hardware_nan_exact(ufunc, dt) -> bool:
+    """True when `ufunc` on f32/f64 arrays under the processor's FTZ/DAZ flags (fpenv.hardware)
+    gives every NaN result the bits the rule gives it (_nan_signs with DEFAULT_NAN: the first NaN
+    operand's sign, the default NaN's where none is NaN), on dense operands (every layout of
+    _probe_layouts; with a scalar operand that is not NaN no position has two NaN operands, so
+    the order of the operands cannot matter there either): the x86
+    instruction keeps its first operand's NaN, and NumPy's loops keep the operands' order.
+    Measured once per ufunc and type on this processor and NumPy build."""
+    key = (ufunc, np.dtype(dt))
+    got = _NAN_EXACT.get(key)
+    if got is None:
+        got = _NAN_EXACT[key] = _probe_nan_exact(ufunc, np.dtype(dt))
+    return got
+
+
+def _probe_nan_exact(ufunc, dt) -> bool:
+    hw = hardware()
+    if hw is None or dt not in _PROBE_BITS:
+        return False
+    fset, on, off = hw
+    u = np.uint32 if dt.itemsize == 4 else np.uint64
+    et = etype(dt)
+    with np.errstate(all="ignore"):
+        for a, b in _probe_layouts(dt):
+            fset(on)
+            try:
+                r = np.asarray(ufunc(a, b))
+            finally:
+                fset(off)
+            want = np.asarray(_nan_signs(np.array(r), [a, b], et, DEFAULT_NAN))
+            if not np.array_equal(r.view(u), want.view(u)):
+                return False
+    return True
+
+
+def lone_value(x):
+    """The one value of a scalar or of a view broadcasting one element (every stride zero), else
+    None."""
+    if x.__class__ is not ndarray:
+        return x
+    if x.ndim == 0 or (x.size and not any(x.strides)):
+        return x.reshape(-1)[0] if x.ndim else x[()]
+    return None
+
+
+_MINMAX_EXACT: dict = {}
+
+
+def minmax_nan_exact(opcode: str, dt) -> bool:
+    """True when np.maximum (np.minimum) differs from the rule (_fmax, _fmin) on f32/f64 arrays
+    only where both operands are zeros (-0 < +0) or where x is not NaN and y is a NaN the rule
+    gives x's sign by AND (OR): a negative (positive) NaN beside an x with its sign clear (set):
+    on dense operands (_probe_layouts) and beside a scalar that is not NaN.  Measured once."""
+    key = (opcode, np.dtype(dt))
+    got = _MINMAX_EXACT.get(key)
+    if got is None:
+        got = _MINMAX_EXACT[key] = _probe_minmax(opcode, np.dtype(dt))
+    return got
+
+
+def _probe_minmax(opcode, dt) -> bool:
+    if dt not in _PROBE_BITS:
+        return False
+    big = opcode == "maximum"
+    uf, pick = (np.maximum, _fmax) if big else (np.minimum, _fmin)
+    u = np.uint32 if dt.itemsize == 4 else np.uint64
+    v = np.array(_PROBE_BITS[dt], u).view(dt)
+    pairs = list(_probe_layouts(dt))
+    for c in v[~np.isnan(v)]:
+        for n in (1, 7, 64, 67):
+            arr = np.resize(v, n)
+            pairs += [(np.asarray(c), arr), (arr, np.asarray(c)), (np.broadcast_to(c, (n,)), arr),
+                      (arr, np.broadcast_to(c, (n,)))]
+    with np.errstate(all="ignore"):
+        for a, b in pairs:
+            r, want = np.asarray(uf(a, b)), np.asarray(pick(a, b))
+            x, y = np.broadcast_to(a, r.shape), np.broadcast_to(b, r.shape)
+            differ = r.view(u) != want.view(u)
+            conflict = np.signbit(y) & ~np.signbit(x) if big else ~np.signbit(y) & np.signbit(x)
+            allowed = ((x == 0) & (y == 0)) | (~np.isnan(x) & np.isnan(y) & conflict)
+            if (differ & ~allowed).any():
+                return False
+    return True
+
+
+# the bits, as unsigned, above which a float is a NaN with its sign set; per float width
+_NEG_NAN_ABOVE = {4: (np.uint32, np.uint32(0xFF800000)), 8: (np.uint64, np.uint64(0xFFF0000000000000))}
+# as signed, above which a float is a NaN with its sign clear
+_POS_NAN_ABOVE = {4: (np.int32, np.int32(0x7F800000)), 8: (np.int64, np.int64(0x7FF0000000000000))}
+
+
+def _nan_free_scalars(x, y) -> bool:
+    """Both operands dense, or the one that is not a lone value that is not NaN (the layouts
+    minmax_nan_exact measured)."""
+    for v in (x, y):
+        if not dense(v):
+            s = lone_value(v)
+            if s is None or s != s:
+                return False
+    return True
+
+
+def _minmax_nan_fix(big: bool, r, x):
+    """np.maximum's (np.minimum's) result `r` of x and y with the NaNs minmax_nan_exact allows to
+    differ given the rule's sign: where r is a negative (positive) NaN and x is not NaN with its
+    sign clear (set).  One pass over `r` when there is none."""
+    view, above = (_NEG_NAN_ABOVE if big else _POS_NAN_ABOVE)[r.itemsize]
+    cand = r.view(view) > above
+    if not cand.any():
+        return r
+    r = np.array(r, order="C")                          # (flat positions)
+    at = np.flatnonzero(cand)
+    xs = np.broadcast_to(x, r.shape)
+    xs = xs.reshape(-1)[at] if xs.flags.c_contiguous else xs[np.unravel_index(at, r.shape)]
+    at = at[~np.isnan(xs) & (np.signbit(xs) != big)]
+    if at.size:
+        flat = r.reshape(-1)
+        flat[at] = np.abs(flat[at]) if big else -np.abs(flat[at])
+    return r
+
+
 def _prepare_float_arith(opcode, ufunc):
     """f32/f64 add, subtract, multiply, divide: the NumPy ufunc with XLA CPU's DAZ on operands that
     may hold subnormals and FTZ on the result (the processor's flags where fpenv has them); under
@@ -932,6 +1092,8 @@ def _prepare_float_arith(opcode, ufunc):
         if hw is not None:
             fset, on, off = hw
 
+            exact = hardware_nan_exact(ufunc, dt)
+
             def fn(a, b):                                # the processor flushes, as in XLA
                 fset(on)                                 # (fpenv.flushing inlined: a hot path)
                 try:
@@ -940,6 +1102,8 @@ def _prepare_float_arith(opcode, ufunc):
                     fset(off)
                 if r.__class__ is not ndarray:
                     r = np.asarray(r)
+                if exact and dense(a) and dense(b):     # NaN results already the rule's bits
+                    return r
                 if r.size:
                     low = min_reduce(r, axis=None)         # NaN if a NaN is present
                     if low != low:                       # the rule's NaN signs (the rest is its)
@@ -1097,6 +1261,30 @@ def _prepare_select(inst, ops, st):
     return Fast(lambda c, t, f: np.where(c, t, f).astype(dt, copy=False), clean=clean, elementwise=True)
 
 
+_KEEPS: dict = {}
+
+
+def unary_keeps_nan(np_fn, wide: bool, dt) -> bool:
+    """True when `np_fn` (in f64 rounded to f32 when `wide`) gives every NaN operand (both signs,
+    quiet and signaling, with payloads; SIMD body and tail) a NaN result of the operand's sign:
+    the rule's "keep" needs no fix-up there.  Measured once per function and type."""
+    key = (np_fn, wide, np.dtype(dt))
+    got = _KEEPS.get(key)
+    if got is None:
+        v = np.array(_PROBE_BITS[np.dtype(dt)], np.uint32 if np.dtype(dt).itemsize == 4 else np.uint64)
+        v = v.view(dt)
+        v = v[np.isnan(v)]
+        got = True
+        with np.errstate(all="ignore"):
+            for n in range(1, 40):
+                y = np.resize(v, n)
+                r = np_fn(y.astype(F64)).astype(F32) if wide else np_fn(y)
+                if not (np.isnan(r).all() and np.array_equal(np.signbit(r), np.signbit(y))):
+                    got = False
+        _KEEPS[key] = got
+    return got
+
+
 def _prepare_unary_f64(np_fn, daz):
     """An f32 unary op the rule computes as `np_fn` in f64 rounded to f32 (f64: `np_fn` itself),
     with DAZ of the operand for the types in `daz`; results that are NaN, zero or subnormal are the
@@ -1114,16 +1302,32 @@ def _prepare_unary_f64(np_fn, daz):
         wide = dt == F32
         rank0 = inst.shape.rank == 0
 
+        nan_rule = getattr(rule, "nan_rule", None)
+        signs = nan_rule if isinstance(nan_rule, tuple) else None
+        keeps = signs is not None and signs[0] == "keep" and unary_keeps_nan(np_fn, wide, dt)
+        et = etype(dt)
+
         def fn(x):
             y = flush(x) if flush_in else x
             r = np_fn(y.astype(F64)).astype(F32) if wide else np_fn(y)
             if rank0:
                 r = np.asarray(r)
             m = np.abs(r)
-            if not min_reduce(m, axis=None) >= tiny:
-                bad = ~(m >= tiny)                       # NaN, zero or subnormal: the rule's
-                if np.count_nonzero(bad) * SPARSE_NAN_SHARE >= bad.size:
-                    return rule(inst, [x], None)
+            low = min_reduce(m, axis=None)
+            if low >= tiny:
+                return r
+            if low == low:
+                bad = m < tiny                           # zero or subnormal: the rule's
+            elif signs is None:
+                bad = ~(m >= tiny)                       # NaN too
+            else:                                        # NaN: the rule's signs on this result
+                if not (keeps and np.count_nonzero(np.isnan(r)) == np.count_nonzero(np.isnan(y))):
+                    r = _nan_signs(r, [y], et, signs)    # (else every NaN is an operand's, kept)
+                bad = m < tiny
+            count = np.count_nonzero(bad)
+            if count * SPARSE_NAN_SHARE >= bad.size:
+                return rule(inst, [x], None)
+            if count:
                 r[bad] = rule(inst, [x[bad]], None)      # few: at their positions only
             return r
         if wide:                                 # (loopgen.py: the f64 core, run with the flags set)
@@ -1177,6 +1381,8 @@ def _prepare_minmax(opcode):
         pick = _fmax if big else _fmin               # (the rule's for f32/f64)
         rank0 = inst.shape.rank == 0
 
+        exact = minmax_nan_exact(opcode, dt)
+
         def fn(a, b):
             x = flush(a) if daz_a else a
             y = flush(b) if daz_b else b
@@ -1186,7 +1392,9 @@ def _prepare_minmax(opcode):
             low = min_reduce(np.abs(r), axis=None)
             if low > 0:
                 return r
-            if low != low:                               # NaN: the rule's signs
+            if low != low and exact and _nan_free_scalars(x, y):
+                r = _minmax_nan_fix(big, r, x)           # the rule's NaN signs, where they differ
+            elif low != low:                             # NaN: the rule's signs
                 nan = np.isnan(r)
                 if np.count_nonzero(nan) * SPARSE_NAN_SHARE >= nan.size:
                     return rule(inst, [a, b], None)

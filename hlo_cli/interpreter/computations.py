@@ -39,7 +39,7 @@ from ..ir.module import Computation, Instruction, Module
 from ..ir.opcodes import CONTROL_FLOW, IO, READS_RNG, with_trait
 from .fpenv import flushing, hardware
 from .parallel import run_parts, split, threads
-from .kernels import subnormals
+from .kernels import minmax_keeps_nan, subnormals
 from .registry import rule_for
 from .schedule import post_order
 from . import ynn_sum
@@ -1229,15 +1229,23 @@ def _minmax_sweep(kind, x, init, wdims, outs):
         get = _phased(xb, wdims[-1])
         for _, o, i in tb:
             a = ab[o]
-            uf(a, get(i), out=a)
-    bad = np.isnan(acc)
+            if swapped:                     # max(x, acc): the last NaN met wins
+                uf(get(i), a, out=a)
+            else:                           # max(acc, x): the first
+                uf(a, get(i), out=a)
+    nan = np.isnan(acc)
+    bad = nan.copy()
     zero = acc == 0
     bad |= zero & (np.signbit(acc) if op == "maximum" else ~np.signbit(acc))
     sub = subnormals(acc)
     if sub is not None:
         bad |= sub
     res = acc.astype(x.dtype, copy=False)
-    nan = np.isnan(acc)
+    if x.dtype == wide and minmax_keeps_nan(uf, wide) and nan.any():
+        # NumPy kept the bits of the NaN that wins in XLA's fold; XLA's sign rule can only clear
+        # (maximum: AND) or set (minimum: OR) its sign: the NaNs of the other sign are exact
+        nan &= np.signbit(acc) if op == "maximum" else ~np.signbit(acc)
+        bad = (bad & ~np.isnan(acc)) | nan
     if x.dtype == wide and np.count_nonzero(nan) * NAN_SWEEP_SHARE >= nan.size:
         np.copyto(res, _nan_windows(kind, x, init, wdims, outs), where=nan)
         bad &= ~nan

@@ -15,6 +15,8 @@ This module holds what is not about one opcode:
   values), so that their consumers skip the DAZ pass;
 * XLA CPU's FTZ/DAZ in software (``TINY``, ``subnormals``, ``flush``) and the probe of the
   processor's own (``hardware_casts``);
+* probes of the NaN bits NumPy's loops give (``probe_layouts``, ``minmax_keeps_nan``), which let
+  the prepare stages keep a NaN result where it is already the rule's;
 * constant folding (``fold_constant``): constants and the pure ops applied only to constants are
   computed once at compile time;
 * small helpers the prepare stages share (``shape_dtype``, ``scalar_safe``, ``flag_free``...).
@@ -222,6 +224,89 @@ def _probe_casts() -> bool:
 
 
 # ============================================================================ constant folding
+
+# ---------------------------------------------------------------- NaN bits of NumPy's loops
+# special operands of the probes below: NaNs of both signs, quiet and signaling, with payloads;
+# infinities, zeros, normals, a subnormal (bits, per float width)
+PROBE_BITS = {
+    np.dtype(np.float32): (0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFD54321, 0x7F800001, 0xFF812345,
+                           0x7F800000, 0xFF800000, 0x00000000, 0x80000000, 0x3FC00000, 0xC0200000,
+                           0x00000010),
+    np.dtype(np.float64): (0x7FF8000000000000, 0xFFF8000000000000, 0x7FF8000012345678, 0xFFFC000087654321,
+                           0x7FF0000000000001, 0xFFF0000012345678, 0x7FF0000000000000, 0xFFF0000000000000,
+                           0, 0x8000000000000000, 0x3FF8000000000000, 0xC004000000000000, 0x10),
+}
+
+
+def probe_layouts(dt):
+    """(a, b) operand pairs holding every pair of the special operands (PROBE_BITS) in the layouts
+    of arrays without a zero stride that NumPy's ufunc loops tell apart: contiguous at every offset
+    of a SIMD register and in its tail, strided, transposed 2-D.  (A scalar or broadcast operand
+    takes other loops, where NumPy may swap the operands of a commutative ufunc: the kernels
+    check such an operand for NaN instead.)"""
+    u = np.uint32 if dt.itemsize == 4 else np.uint64
+    v = np.array(PROBE_BITS[dt], u).view(dt)
+    a, b = np.repeat(v, v.size), np.tile(v, v.size)
+    pairs = [(np.roll(a, k)[:n], np.roll(b, k)[:n]) for k in range(17) for n in (a.size, a.size - k, 1 + k)]
+    pairs.append((np.repeat(a, 2)[::2], np.repeat(b, 2)[::2]))
+    pairs.append((np.repeat(a, 2)[::2], b))
+    sq = a[:(a.size // 13) * 13].reshape(13, -1)
+    pairs.append((sq.T, np.ascontiguousarray(sq[::-1].T)))
+    return pairs
+
+
+def dense(x) -> bool:
+    """An array with no zero stride (not a scalar nor a broadcast view): the layouts the NaN
+    probe (hardware_nan_exact in ops/elementwise.py) covers."""
+    return x.__class__ is np.ndarray and x.ndim > 0 and 0 not in x.strides
+
+
+def lone_value(x):
+    """The one value of a scalar or of a view broadcasting one element (every stride zero), else
+    None."""
+    if x.__class__ is not np.ndarray:
+        return x
+    if x.ndim == 0 or (x.size and not any(x.strides)):
+        return x.reshape(-1)[0] if x.ndim else x[()]
+    return None
+
+
+_KEEPS_NAN: dict = {}
+
+
+def minmax_keeps_nan(ufunc, dt) -> bool:
+    """True when np.maximum / np.minimum (`ufunc`) on f32/f64 gives, wherever an operand is NaN,
+    the first operand's bits if it is NaN, else the second's, unchanged (signaling NaNs too), on
+    dense operands (probe_layouts) and beside a scalar that is not NaN.  Measured once per ufunc
+    and type on this NumPy build."""
+    key = (ufunc, np.dtype(dt))
+    got = _KEEPS_NAN.get(key)
+    if got is None:
+        got = _KEEPS_NAN[key] = _probe_keeps_nan(ufunc, np.dtype(dt))
+    return got
+
+
+def _probe_keeps_nan(ufunc, dt) -> bool:
+    if dt not in PROBE_BITS:
+        return False
+    u = np.uint32 if dt.itemsize == 4 else np.uint64
+    v = np.array(PROBE_BITS[dt], u).view(dt)
+    pairs = list(probe_layouts(dt))
+    for c in v[~np.isnan(v)]:
+        for n in (1, 7, 64, 67):
+            arr = np.resize(v, n)
+            pairs += [(np.asarray(c), arr), (arr, np.asarray(c)), (np.broadcast_to(c, (n,)), arr),
+                      (arr, np.broadcast_to(c, (n,)))]
+    with np.errstate(all="ignore"):
+        for a, b in pairs:
+            r = np.asarray(ufunc(a, b))
+            x, y = np.broadcast_to(a, r.shape), np.broadcast_to(b, r.shape)
+            nan = np.isnan(x) | np.isnan(y)
+            want = np.where(np.isnan(x), x, y)
+            if not np.array_equal(r.view(u)[nan], want.view(u)[nan]):
+                return False
+    return True
+
 
 def fold_constant(inst, operand_values):
     """The value of `inst` if it is pure and all its operands are compile-time constants, else None."""

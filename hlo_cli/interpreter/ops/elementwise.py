@@ -29,8 +29,8 @@ from ...ir.attributes import comparison_type
 from ..computations import weak_from_total
 from ..fpenv import hardware
 from ..kernels import (
-    TINY, Fast, factory_rule, flush, hardware_casts, min_reduce, operand_dtypes, scalar_safe, shape_dtype,
-    declare)
+    PROBE_BITS, TINY, Fast, dense, factory_rule, flush, hardware_casts, lone_value, min_reduce, minmax_keeps_nan,
+    operand_dtypes, probe_layouts, scalar_safe, shape_dtype, declare)
 from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
 from ..parallel import split
@@ -911,41 +911,6 @@ def eval_compare(inst, args, ec):
 ndarray = np.ndarray
 
 
-# special operands of the probes below: NaNs of both signs, quiet and signaling, with payloads;
-# infinities, zeros, normals, a subnormal (bits, per float width)
-_PROBE_BITS = {
-    np.dtype(np.float32): (0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFD54321, 0x7F800001, 0xFF812345,
-                           0x7F800000, 0xFF800000, 0x00000000, 0x80000000, 0x3FC00000, 0xC0200000,
-                           0x00000010),
-    np.dtype(np.float64): (0x7FF8000000000000, 0xFFF8000000000000, 0x7FF8000012345678, 0xFFFC000087654321,
-                           0x7FF0000000000001, 0xFFF0000012345678, 0x7FF0000000000000, 0xFFF0000000000000,
-                           0, 0x8000000000000000, 0x3FF8000000000000, 0xC004000000000000, 0x10),
-}
-
-
-def _probe_layouts(dt):
-    """(a, b) operand pairs holding every pair of the special operands (_PROBE_BITS) in the layouts
-    of arrays without a zero stride that NumPy's ufunc loops tell apart: contiguous at every offset
-    of a SIMD register and in its tail, strided, transposed 2-D.  (A scalar or broadcast operand
-    takes other loops, where NumPy may swap the operands of a commutative ufunc: the kernels
-    check such an operand for NaN instead.)"""
-    u = np.uint32 if dt.itemsize == 4 else np.uint64
-    v = np.array(_PROBE_BITS[dt], u).view(dt)
-    a, b = np.repeat(v, v.size), np.tile(v, v.size)
-    pairs = [(np.roll(a, k)[:n], np.roll(b, k)[:n]) for k in range(17) for n in (a.size, a.size - k, 1 + k)]
-    pairs.append((np.repeat(a, 2)[::2], np.repeat(b, 2)[::2]))
-    pairs.append((np.repeat(a, 2)[::2], b))
-    sq = a[:(a.size // 13) * 13].reshape(13, -1)
-    pairs.append((sq.T, np.ascontiguousarray(sq[::-1].T)))
-    return pairs
-
-
-def dense(x) -> bool:
-    """An array with no zero stride (not a scalar nor a broadcast view): the layouts the NaN
-    probe (hardware_nan_exact) covers."""
-    return x.__class__ is ndarray and x.ndim > 0 and 0 not in x.strides
-
-
 _NAN_EXACT: dict = {}
 
 
@@ -966,13 +931,13 @@ def hardware_nan_exact(ufunc, dt) -> bool:
 
 def _probe_nan_exact(ufunc, dt) -> bool:
     hw = hardware()
-    if hw is None or dt not in _PROBE_BITS:
+    if hw is None or dt not in PROBE_BITS:
         return False
     fset, on, off = hw
     u = np.uint32 if dt.itemsize == 4 else np.uint64
     et = etype(dt)
     with np.errstate(all="ignore"):
-        for a, b in _probe_layouts(dt):
+        for a, b in probe_layouts(dt):
             fset(on)
             try:
                 r = np.asarray(ufunc(a, b))
@@ -980,56 +945,6 @@ def _probe_nan_exact(ufunc, dt) -> bool:
                 fset(off)
             want = np.asarray(_nan_signs(np.array(r), [a, b], et, DEFAULT_NAN))
             if not np.array_equal(r.view(u), want.view(u)):
-                return False
-    return True
-
-
-def lone_value(x):
-    """The one value of a scalar or of a view broadcasting one element (every stride zero), else
-    None."""
-    if x.__class__ is not ndarray:
-        return x
-    if x.ndim == 0 or (x.size and not any(x.strides)):
-        return x.reshape(-1)[0] if x.ndim else x[()]
-    return None
-
-
-_MINMAX_EXACT: dict = {}
-
-
-def minmax_nan_exact(opcode: str, dt) -> bool:
-    """True when np.maximum (np.minimum) differs from the rule (_fmax, _fmin) on f32/f64 arrays
-    only where both operands are zeros (-0 < +0) or where x is not NaN and y is a NaN the rule
-    gives x's sign by AND (OR): a negative (positive) NaN beside an x with its sign clear (set):
-    on dense operands (_probe_layouts) and beside a scalar that is not NaN.  Measured once."""
-    key = (opcode, np.dtype(dt))
-    got = _MINMAX_EXACT.get(key)
-    if got is None:
-        got = _MINMAX_EXACT[key] = _probe_minmax(opcode, np.dtype(dt))
-    return got
-
-
-def _probe_minmax(opcode, dt) -> bool:
-    if dt not in _PROBE_BITS:
-        return False
-    big = opcode == "maximum"
-    uf, pick = (np.maximum, _fmax) if big else (np.minimum, _fmin)
-    u = np.uint32 if dt.itemsize == 4 else np.uint64
-    v = np.array(_PROBE_BITS[dt], u).view(dt)
-    pairs = list(_probe_layouts(dt))
-    for c in v[~np.isnan(v)]:
-        for n in (1, 7, 64, 67):
-            arr = np.resize(v, n)
-            pairs += [(np.asarray(c), arr), (arr, np.asarray(c)), (np.broadcast_to(c, (n,)), arr),
-                      (arr, np.broadcast_to(c, (n,)))]
-    with np.errstate(all="ignore"):
-        for a, b in pairs:
-            r, want = np.asarray(uf(a, b)), np.asarray(pick(a, b))
-            x, y = np.broadcast_to(a, r.shape), np.broadcast_to(b, r.shape)
-            differ = r.view(u) != want.view(u)
-            conflict = np.signbit(y) & ~np.signbit(x) if big else ~np.signbit(y) & np.signbit(x)
-            allowed = ((x == 0) & (y == 0)) | (~np.isnan(x) & np.isnan(y) & conflict)
-            if (differ & ~allowed).any():
                 return False
     return True
 
@@ -1042,7 +957,7 @@ _POS_NAN_ABOVE = {4: (np.int32, np.int32(0x7F800000)), 8: (np.int64, np.int64(0x
 
 def _nan_free_scalars(x, y) -> bool:
     """Both operands dense, or the one that is not a lone value that is not NaN (the layouts
-    minmax_nan_exact measured)."""
+    kernels.minmax_keeps_nan measured)."""
     for v in (x, y):
         if not dense(v):
             s = lone_value(v)
@@ -1052,9 +967,10 @@ def _nan_free_scalars(x, y) -> bool:
 
 
 def _minmax_nan_fix(big: bool, r, x):
-    """np.maximum's (np.minimum's) result `r` of x and y with the NaNs minmax_nan_exact allows to
-    differ given the rule's sign: where r is a negative (positive) NaN and x is not NaN with its
-    sign clear (set).  One pass over `r` when there is none."""
+    """np.maximum's (np.minimum's) result `r` of x and y (NumPy keeping the bits of x's NaN, else
+    of y's: kernels.minmax_keeps_nan) with the rule's NaN signs (_fmax/_fmin): they differ where x
+    is not NaN and y's NaN takes x's sign by AND (OR), a negative (positive) NaN in `r` beside an
+    x with its sign clear (set).  One pass over `r` when there is none."""
     view, above = (_NEG_NAN_ABOVE if big else _POS_NAN_ABOVE)[r.itemsize]
     cand = r.view(view) > above
     if not cand.any():
@@ -1271,7 +1187,7 @@ def unary_keeps_nan(np_fn, wide: bool, dt) -> bool:
     key = (np_fn, wide, np.dtype(dt))
     got = _KEEPS.get(key)
     if got is None:
-        v = np.array(_PROBE_BITS[np.dtype(dt)], np.uint32 if np.dtype(dt).itemsize == 4 else np.uint64)
+        v = np.array(PROBE_BITS[np.dtype(dt)], np.uint32 if np.dtype(dt).itemsize == 4 else np.uint64)
         v = v.view(dt)
         v = v[np.isnan(v)]
         got = True
@@ -1381,7 +1297,7 @@ def _prepare_minmax(opcode):
         pick = _fmax if big else _fmin               # (the rule's for f32/f64)
         rank0 = inst.shape.rank == 0
 
-        exact = minmax_nan_exact(opcode, dt)
+        exact = minmax_keeps_nan(uf, dt)         # (_fmax/_fmin differ then only where _minmax_nan_fix looks)
 
         def fn(a, b):
             x = flush(a) if daz_a else a

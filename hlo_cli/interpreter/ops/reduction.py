@@ -420,7 +420,7 @@ def _prepare_reduce(inst, ops, st):
         inplace = perm == tuple(range(len(xdims)))
 
         def fn(ec, x, i):
-            r = uf.reduce(x, axis=axes, initial=i[()])
+            r = uf(bit_extreme(kind, x, axes), i[()])
             if scalar:
                 r = np.asarray(r)
             if min_reduce(np.abs(r), axis=None) >= tiny:
@@ -513,6 +513,43 @@ def _prepare_reduce(inst, ops, st):
     if not stages and not library:      # (loopgen.py: one NumPy reduce, `final` in its operand's order)
         declare(fn, raw_fold=(None if final[0] == tuple(range(len(xdims))) else final[0], final[1], out_shape))
     return Fast(fn, WITH_EC, clean=True)
+
+
+# per float width: (signed, unsigned) integers of its bits, +inf's bits, -inf's bits as unsigned
+_BITS = {4: (np.int32, np.uint32, 0x7F800000, 0xFF800000), 8: (np.int64, np.uint64, 0x7FF0000000000000,
+                                                               0xFFF0000000000000)}
+
+
+def bit_extreme(kind: str, x: np.ndarray, axes):
+    """The max (min) of f32/f64 `x` over `axes` found on its bits read as integers, whose
+    reductions cost the same with NaN in the data (NumPy's float max/min reductions of short rows
+    slow down several times on NaN): a NaN where a row holds one (any NaN: the caller repairs its
+    bits), else the row's extreme, -0 and +0 ordered (the caller repairs zero results too).
+
+    max: the largest signed integer is the largest float of a row holding a value with its sign
+    clear, or a +NaN; a row of sign-set values takes its smallest signed integer, and holds a -NaN
+    when its largest one lies above -inf's.  min: the same with unsigned integers and the sign
+    reversed.  A NaN of the other sign hides behind a row's extreme: one more reduction finds
+    those rows, when a pass over the whole array finds one at all."""
+    sint, uint, pinf, ninf = _BITS[x.itemsize]
+    big = kind == "maximum"
+    a = x.view(sint if big else uint)
+    p = np.maximum.reduce(a, axis=axes)
+    p = np.asarray(p)
+    flip = p < 0 if big else p < uint(1 << (8 * x.itemsize - 1))      # rows of the other sign alone
+    nan = p > (pinf if big else uint(ninf))
+    if flip.any():
+        rows = np.asarray(np.minimum.reduce(a, axis=axes))
+        nan |= flip & (p > (sint(ninf - (1 << (8 * x.itemsize))) if big else uint(pinf)))
+        p = np.where(flip, rows, p)
+    other = x.view(uint if big else sint)               # NaNs of the other sign: hidden behind p
+    hide = uint(ninf) if big else sint(pinf)
+    if np.maximum.reduce(other, axis=None) > hide:
+        nan |= np.asarray(np.maximum.reduce(other, axis=axes)) > hide
+    r = p.view(x.dtype)
+    if nan.any():
+        r = np.where(nan, x.dtype.type(np.nan), r)
+    return r
 
 
 def _minmax_repair(kind, swapped, x, i, r, inplace, perm, tiny, whole_rule):

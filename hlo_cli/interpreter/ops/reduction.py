@@ -28,6 +28,7 @@ from .. import computations as C, ynn_sum
 from ..fpenv import hardware
 from ..kernels import TINY, WITH_EC, Fast, declare, min_reduce, shape_dtype
 from ..registry import evaluator, prepares, rule_for
+from .elementwise import hardware_nan_exact
 from ..values import np_dtype
 
 
@@ -116,20 +117,28 @@ _TAKE = {"GE": (np.less, np.maximum), "GT": (np.less_equal, np.maximum),
          "LE": (np.greater, np.minimum), "LT": (np.greater_equal, np.minimum)}
 
 
+_KEEP_UFUNCS = {"GE": np.greater_equal, "GT": np.greater, "LE": np.less_equal, "LT": np.less}
+
+
 def _running_select(x: np.ndarray, how):
     """(take, running, start, operand) when select is a GE/GT/LE/LT compare NumPy computes as XLA
-    does on `operand` (`x` or its f32 form): f32/f64 compared as FLOAT without NaN (subnormals read
-    as zeros by the processor's DAZ flag, fpenv.py), f16/bf16 the same in f32, native integers of
-    the compare's signedness; else None."""
+    does on `operand` (`x` or its f32 form): f32/f64 compared as FLOAT (subnormals read as zeros
+    by the processor's DAZ flag, fpenv.py; with a NaN in `x`, `running` None: the pick is copied
+    where taken), f16/bf16 the same in f32, native integers of the compare's signedness; else
+    None."""
     if how is None or how[0] not in _TAKE:
         return None
     direction, ctype = how
     take, running = _TAKE[direction]
     dt = x.dtype
     if dt in (np.float32, np.float64) and ctype == "FLOAT" and C.hardware() is not None:
+        start = dt.type(-np.inf if running is np.maximum else np.inf)
         if x.size and np.isnan(x.max()):
-            return None
-        return take, running, dt.type(-np.inf if running is np.maximum else np.inf), x
+            # NaN: an unordered compare is false, so a NaN candidate is taken and a NaN pick is
+            # replaced by the next candidate; the pick is no running max/min: copied where taken
+            keep = _KEEP_UFUNCS[direction]
+            return (lambda sv, cand: np.logical_not(keep(sv, cand))), None, start, x
+        return take, running, start, x
     if (dt.kind == "i" and ctype == "SIGNED") or (dt.kind == "u" and ctype == "UNSIGNED"):
         info = np.iinfo(dt)
         return take, running, dt.type(info.min if running is np.maximum else info.max), x
@@ -207,7 +216,10 @@ def _select(ec, name, x, outs, taps, total):
                 d = tdt(t) - st                  # st + take * (t - st), wrapping: no masked copy
                 d *= take
                 st += d
-                running(sv, cand, out=sv)
+                if running is None:
+                    np.copyto(sv, cand, where=take)
+                else:
+                    running(sv, cand, out=sv)
                 h[...] = True
         if x.dtype.kind == "f":
             C.flushing(sweep)
@@ -235,26 +247,7 @@ def _scatter(ec, name, out, src, taps, have, sel_tap):
     if not red.generic and not red.pair and red.kinds[0][0] == "add" and src.dtype == dt \
             and dt in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16) and C.hardware() is not None \
             and not (out.size and (np.signbit(out.flat[0]) or not np.isfinite(out.flat[0]))) \
-            and np.isfinite(src).all():
-        # value * (picked here): the value or a zero, which leaves a sum that started at +0 as it
-        # is (only -0 + +0 would change, and such sums are never -0); no NaN operand, so the
-        # order of the add's operands does not show; FTZ/DAZ as XLA; f16/bf16 added in f32 and
-        # rounded after every add, as XLA computes them
-        narrow = dt in (np.float16, ml_dtypes.bfloat16)
-        vals = src.astype(np.float32) if narrow else src
-
-        def sweep():
-            for t, o, i in reversed(taps):
-                m = sel_tap[o] == tdt(t)
-                if partial:
-                    m &= have[o]
-                tgt = out[i]
-                if narrow:
-                    tgt[...] = (tgt.astype(np.float32) + vals[o] * m).astype(dt)
-                else:
-                    tgt += vals[o] * m
-        with np.errstate(all="ignore"):
-            C.flushing(sweep)
+            and _scatter_add(out, src, taps, have, sel_tap, partial, red.kinds[0][1]):
         return
     fast = _scatter_ufunc(red, dt, src)
     for t, o, i in reversed(taps):
@@ -270,6 +263,43 @@ def _scatter(ec, name, out, src, taps, have, sel_tap):
                 tgt[idx] = fast(tgt[idx], src[o][idx])
         else:
             tgt[idx] = C.combine_all(ec, red, [tgt[idx]], [src[o][idx]])[0]
+
+
+def _scatter_add(out, src, taps, have, sel_tap, partial, swapped):
+    """The float add scatter into `out` (its init +0-like: finite, sign clear) as one sweep over the
+    positions in reverse: each source value or a zero added where its window picked, which leaves
+    a sum that started at +0 as it is (only -0 + +0 would change, and such sums are never -0).  The
+    value * (picked here) when the source is finite; with non-finite source values (inf * 0 is
+    NaN) the value where picked, else +0, added in the computation's order: NumPy's add keeps the
+    first NaN operand's bits as the rule's add does (elementwise.hardware_nan_exact; otherwise the
+    sum of a NaN and a NaN could show the order).  FTZ/DAZ as XLA; f16/bf16 added in f32 and rounded
+    after every add, as XLA computes them.  False (nothing done) where the NaN bits could differ."""
+    dt = out.dtype
+    tdt = sel_tap.dtype.type
+    narrow = dt in (np.float16, ml_dtypes.bfloat16)
+    vals = src.astype(np.float32) if narrow else src
+    finite = bool(np.isfinite(src).all())
+    if not finite and not hardware_nan_exact(np.add, vals.dtype):
+        return False
+    zero = vals.dtype.type(0)
+
+    def sweep():
+        for t, o, i in reversed(taps):
+            m = sel_tap[o] == tdt(t)
+            if partial:
+                m &= have[o]
+            tgt = out[i]
+            v = vals[o] * m if finite else np.where(m, vals[o], zero)
+            if narrow:
+                w = tgt.astype(np.float32)
+                tgt[...] = (np.add(v, w, out=w) if swapped else np.add(w, v, out=w)).astype(dt)
+            elif swapped:
+                np.add(v, tgt, out=tgt)
+            else:
+                tgt += v
+    with np.errstate(all="ignore"):
+        C.flushing(sweep)
+    return True
 
 
 def _scatter_ufunc(red, dt: np.dtype, src: np.ndarray):

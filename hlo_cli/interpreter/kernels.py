@@ -240,10 +240,8 @@ PROBE_BITS = {
 
 def probe_layouts(dt):
     """(a, b) operand pairs holding every pair of the special operands (PROBE_BITS) in the layouts
-    of arrays without a zero stride that NumPy's ufunc loops tell apart: contiguous at every offset
-    of a SIMD register and in its tail, strided, transposed 2-D.  (A scalar or broadcast operand
-    takes other loops, where NumPy may swap the operands of a commutative ufunc: the kernels
-    check such an operand for NaN instead.)"""
+    NumPy's ufunc loops tell apart: contiguous at every offset of a SIMD register and in its tail,
+    strided, transposed 2-D, a scalar on either side (0-d and stride-0 broadcast)."""
     u = np.uint32 if dt.itemsize == 4 else np.uint64
     v = np.array(PROBE_BITS[dt], u).view(dt)
     a, b = np.repeat(v, v.size), np.tile(v, v.size)
@@ -252,13 +250,14 @@ def probe_layouts(dt):
     pairs.append((np.repeat(a, 2)[::2], b))
     sq = a[:(a.size // 13) * 13].reshape(13, -1)
     pairs.append((sq.T, np.ascontiguousarray(sq[::-1].T)))
+    for n in range(1, 41):              # NaN against NaN in every tail of a SIMD body
+        pairs += [(np.full(n, v[p]), np.full(n, v[q])) for p, q in ((0, 2), (2, 0), (1, 4), (4, 3))]
+    for c in v:
+        for n in (1, 7, 23, 64, 67):
+            arr = np.resize(v, n)
+            pairs += [(np.asarray(c), arr), (arr, np.asarray(c)), (np.broadcast_to(c, (n,)), arr),
+                      (arr, np.broadcast_to(c, (n,)))]
     return pairs
-
-
-def dense(x) -> bool:
-    """An array with no zero stride (not a scalar nor a broadcast view): the layouts the NaN
-    probe (hardware_nan_exact in ops/elementwise.py) covers."""
-    return x.__class__ is np.ndarray and x.ndim > 0 and 0 not in x.strides
 
 
 def lone_value(x):
@@ -276,9 +275,10 @@ _KEEPS_NAN: dict = {}
 
 def minmax_keeps_nan(ufunc, dt) -> bool:
     """True when np.maximum / np.minimum (`ufunc`) on f32/f64 gives, wherever an operand is NaN,
-    the first operand's bits if it is NaN, else the second's, unchanged (signaling NaNs too), on
-    dense operands (probe_layouts) and beside a scalar that is not NaN.  Measured once per ufunc
-    and type on this NumPy build."""
+    the first operand's bits if it is NaN, else the second's, unchanged (signaling NaNs too), in
+    every layout of probe_layouts (where a scalar operand is NaN, only where the array's element is
+    not).  Measured once per ufunc and type on this NumPy build.  (np.add and np.multiply do not
+    keep the order of two NaN operands: their loops swap the operands in a SIMD body's tail.)"""
     key = (ufunc, np.dtype(dt))
     got = _KEEPS_NAN.get(key)
     if got is None:
@@ -290,18 +290,14 @@ def _probe_keeps_nan(ufunc, dt) -> bool:
     if dt not in PROBE_BITS:
         return False
     u = np.uint32 if dt.itemsize == 4 else np.uint64
-    v = np.array(PROBE_BITS[dt], u).view(dt)
-    pairs = list(probe_layouts(dt))
-    for c in v[~np.isnan(v)]:
-        for n in (1, 7, 64, 67):
-            arr = np.resize(v, n)
-            pairs += [(np.asarray(c), arr), (arr, np.asarray(c)), (np.broadcast_to(c, (n,)), arr),
-                      (arr, np.broadcast_to(c, (n,)))]
     with np.errstate(all="ignore"):
-        for a, b in pairs:
+        for a, b in probe_layouts(dt):
             r = np.asarray(ufunc(a, b))
             x, y = np.broadcast_to(a, r.shape), np.broadcast_to(b, r.shape)
             nan = np.isnan(x) | np.isnan(y)
+            if lone_value(a) is not None and np.isnan(lone_value(a)) or \
+                    lone_value(b) is not None and np.isnan(lone_value(b)):
+                nan &= ~(np.isnan(x) & np.isnan(y))        # (a NaN scalar: not measured)
             want = np.where(np.isnan(x), x, y)
             if not np.array_equal(r.view(u)[nan], want.view(u)[nan]):
                 return False

@@ -29,7 +29,7 @@ from ...ir.attributes import comparison_type
 from ..computations import weak_from_total
 from ..fpenv import hardware
 from ..kernels import (
-    PROBE_BITS, TINY, Fast, dense, factory_rule, flush, hardware_casts, lone_value, min_reduce, minmax_keeps_nan,
+    PROBE_BITS, TINY, Fast, factory_rule, flush, hardware_casts, lone_value, min_reduce, minmax_keeps_nan,
     operand_dtypes, probe_layouts, scalar_safe, shape_dtype, declare)
 from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
@@ -915,13 +915,12 @@ _NAN_EXACT: dict = {}
 
 
 def hardware_nan_exact(ufunc, dt) -> bool:
-    """True when `ufunc` on f32/f64 arrays under the processor's FTZ/DAZ flags (fpenv.hardware)
-    gives every NaN result the bits the rule gives it (_nan_signs with DEFAULT_NAN: the first NaN
-    operand's sign, the default NaN's where none is NaN), on dense operands (every layout of
-    _probe_layouts; with a scalar operand that is not NaN no position has two NaN operands, so
-    the order of the operands cannot matter there either): the x86
-    instruction keeps its first operand's NaN, and NumPy's loops keep the operands' order.
-    Measured once per ufunc and type on this processor and NumPy build."""
+    """True when `ufunc` on f32/f64 under the processor's FTZ/DAZ flags (fpenv.hardware) gives every
+    NaN result with at most one NaN operand the bits the rule gives it (_nan_signs with
+    DEFAULT_NAN: the NaN operand's, quieted; x86's default NaN, sign set, where none is NaN), in
+    every layout of kernels.probe_layouts.  (Where both operands are NaN, NumPy's loops do not keep
+    the operands' order -- a SIMD body's tail swaps those of add and multiply --: the kernels check
+    for such positions.)  Measured once per ufunc and type on this processor and NumPy build."""
     key = (ufunc, np.dtype(dt))
     got = _NAN_EXACT.get(key)
     if got is None:
@@ -944,9 +943,18 @@ def _probe_nan_exact(ufunc, dt) -> bool:
             finally:
                 fset(off)
             want = np.asarray(_nan_signs(np.array(r), [a, b], et, DEFAULT_NAN))
-            if not np.array_equal(r.view(u), want.view(u)):
+            one = ~(np.isnan(np.broadcast_to(a, r.shape)) & np.isnan(np.broadcast_to(b, r.shape)))
+            if not np.array_equal(r.view(u)[one], want.view(u)[one]):
                 return False
     return True
+
+
+def two_nans(a, b) -> bool:
+    """Whether some position has NaN operands on both sides (one pass when an operand holds none)."""
+    la, lb = min_reduce(a, axis=None), min_reduce(b, axis=None)
+    if la == la or lb == lb:
+        return False
+    return bool((np.isnan(a) & np.isnan(b)).any())
 
 
 # the bits, as unsigned, above which a float is a NaN with its sign set; per float width
@@ -956,13 +964,11 @@ _POS_NAN_ABOVE = {4: (np.int32, np.int32(0x7F800000)), 8: (np.int64, np.int64(0x
 
 
 def _nan_free_scalars(x, y) -> bool:
-    """Both operands dense, or the one that is not a lone value that is not NaN (the layouts
-    kernels.minmax_keeps_nan measured)."""
+    """No operand is a lone value that is NaN (the one layout kernels.minmax_keeps_nan leaves out)."""
     for v in (x, y):
-        if not dense(v):
-            s = lone_value(v)
-            if s is None or s != s:
-                return False
+        s = lone_value(v)
+        if s is not None and s != s:
+            return False
     return True
 
 
@@ -1018,12 +1024,10 @@ def _prepare_float_arith(opcode, ufunc):
                     fset(off)
                 if r.__class__ is not ndarray:
                     r = np.asarray(r)
-                if exact and dense(a) and dense(b):     # NaN results already the rule's bits
-                    return r
                 if r.size:
                     low = min_reduce(r, axis=None)         # NaN if a NaN is present
-                    if low != low:                       # the rule's NaN signs (the rest is its)
-                        return _nan_signs(r, [a, b], et, DEFAULT_NAN)
+                    if low != low and not (exact and not two_nans(a, b)):
+                        return _nan_signs(r, [a, b], et, DEFAULT_NAN)   # (else already the rule's)
                 return r
             declare(fn, hw_ufunc=ufunc)                  # (compiler.py: runs of such steps)
             return Fast(fn, clean=True, elementwise=True)

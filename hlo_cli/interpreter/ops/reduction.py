@@ -247,9 +247,13 @@ def _scatter(ec, name, out, src, taps, have, sel_tap):
     if not red.generic and not red.pair and red.kinds[0][0] == "add" and src.dtype == dt \
             and dt in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16) and C.hardware() is not None \
             and not (out.size and (np.signbit(out.flat[0]) or not np.isfinite(out.flat[0]))) \
-            and _scatter_add(out, src, taps, have, sel_tap, partial, red.kinds[0][1]):
+            and _scatter_add(out, src, taps, have, sel_tap, partial):
         return
     fast = _scatter_ufunc(red, dt, src)
+    # XLA CPU combines a float add/multiply scatter as (source, current) whichever way round the
+    # computation writes it: a NaN source beats a NaN already there (hlo_cli/SEMANTICS.md)
+    source_first = red.kinds[0][0] if not red.generic and not red.pair and C.is_float(dt) \
+        and dt.kind != "c" and red.kinds[0][0] in ("add", "multiply") else None
     for t, o, i in reversed(taps):
         m = sel_tap[o] == tdt(t)
         if partial:
@@ -261,18 +265,37 @@ def _scatter(ec, name, out, src, taps, have, sel_tap):
         if fast is not None:
             with np.errstate(all="ignore"):
                 tgt[idx] = fast(tgt[idx], src[o][idx])
+        elif source_first:
+            tgt[idx] = _source_first(source_first, src[o][idx], tgt[idx])
         else:
             tgt[idx] = C.combine_all(ec, red, [tgt[idx]], [src[o][idx]])[0]
 
 
-def _scatter_add(out, src, taps, have, sel_tap, partial, swapped):
+def _source_first(kind, s, t):
+    """kind(s, t) on floats as XLA CPU's scatter computes it: where both are NaN, s's NaN, quieted
+    (x86 keeps the first operand's; NumPy's add and multiply loops may swap the operands)."""
+    r = np.array(C.combine(kind, s, t))
+    both = np.isnan(s) & np.isnan(t)
+    if both.any():
+        r[both] = quiet(s[both])
+    return r
+
+
+def quiet(v):
+    """NaNs `v` with their quiet bit set, as an arithmetic operation passes a NaN on."""
+    u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[v.dtype.itemsize]
+    bit = u(1) << u(ml_dtypes.finfo(v.dtype).nmant - 1)
+    return (v.view(u) | bit).view(v.dtype)
+
+
+def _scatter_add(out, src, taps, have, sel_tap, partial):
     """The float add scatter into `out` (its init +0-like: finite, sign clear) as one sweep over the
     positions in reverse: each source value or a zero added where its window picked, which leaves
     a sum that started at +0 as it is (only -0 + +0 would change, and such sums are never -0).  The
     value * (picked here) when the source is finite; with non-finite source values (inf * 0 is
-    NaN) the value where picked, else +0, added in the computation's order: NumPy's add keeps the
-    first NaN operand's bits as the rule's add does (elementwise.hardware_nan_exact; otherwise the
-    sum of a NaN and a NaN could show the order).  FTZ/DAZ as XLA; f16/bf16 added in f32 and rounded
+    NaN) the value where picked, else +0, added source first as XLA does (_scatter): NumPy's add
+    keeps the first NaN operand's bits (elementwise.hardware_nan_exact; otherwise the sum of a NaN
+    and a NaN could show the order).  FTZ/DAZ as XLA; f16/bf16 added in f32 and rounded
     after every add, as XLA computes them.  False (nothing done) where the NaN bits could differ."""
     dt = out.dtype
     tdt = sel_tap.dtype.type
@@ -282,6 +305,11 @@ def _scatter_add(out, src, taps, have, sel_tap, partial, swapped):
     if not finite and not hardware_nan_exact(np.add, vals.dtype):
         return False
     zero = vals.dtype.type(0)
+    srcnan = qvals = None
+    if not finite:
+        srcnan = np.isnan(vals)
+        if srcnan.any():
+            qvals = quiet(vals)
 
     def sweep():
         for t, o, i in reversed(taps):
@@ -289,14 +317,20 @@ def _scatter_add(out, src, taps, have, sel_tap, partial, swapped):
             if partial:
                 m &= have[o]
             tgt = out[i]
-            v = vals[o] * m if finite else np.where(m, vals[o], zero)
-            if narrow:
-                w = tgt.astype(np.float32)
-                tgt[...] = (np.add(v, w, out=w) if swapped else np.add(w, v, out=w)).astype(dt)
-            elif swapped:
-                np.add(v, tgt, out=tgt)
-            else:
-                tgt += v
+            if finite:
+                v = vals[o] * m
+                if narrow:
+                    tgt[...] = (tgt.astype(np.float32) + v).astype(dt)
+                else:
+                    tgt += v
+                continue
+            # the source first, as XLA adds (_scatter): a NaN source's bits, quieted, even over
+            # a NaN already there (NumPy's loops may swap two NaN operands)
+            v = np.where(m, vals[o], zero)
+            r = np.add(v, tgt.astype(np.float32) if narrow else tgt)
+            if qvals is not None:
+                np.copyto(r, qvals[o], where=m & srcnan[o])
+            tgt[...] = r.astype(dt) if narrow else r
     with np.errstate(all="ignore"):
         C.flushing(sweep)
     return True

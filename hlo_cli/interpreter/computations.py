@@ -1215,10 +1215,13 @@ _MINMAX_WIDE = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float
 
 def _minmax_sweep(kind, x, init, wdims, outs):
     """The max/min of every window with np.maximum/np.minimum in place (in f32 for f16/bf16),
-    then XLA's rules where they can differ from NumPy's pick, checked on the results alone: a NaN
-    result (np.maximum propagates NaN; XLA's NaN sign rules), a zero of the wrong sign possible
-    (XLA orders -0 < +0) or a subnormal one (DAZ could choose otherwise; without one, reading
-    subnormals as zeros changes no winner).  Only those windows are folded again exactly."""
+    the accumulator first (max(acc, x)) or second (max(x, acc)) as the reducer has it, so that the
+    NaN kept is the one XLA's fold lets win (kernels.minmax_keeps_nan), then XLA's rules where
+    they can differ from NumPy's pick, checked on the results alone: a NaN whose sign XLA's rule
+    could change (it ANDs the signs before it for maximum, ORs them for minimum: a negative NaN
+    result of maximum, a positive one of minimum), a zero of the wrong sign possible (XLA orders
+    -0 < +0) or a subnormal one (DAZ could choose otherwise; without one, reading subnormals as
+    zeros changes no winner).  Only those windows are folded again exactly."""
     op, swapped = kind
     uf = np.maximum if op == "maximum" else np.minimum
     wide = _MINMAX_WIDE[x.dtype]

@@ -949,12 +949,34 @@ def _probe_nan_exact(ufunc, dt) -> bool:
     return True
 
 
-def two_nans(a, b) -> bool:
-    """Whether some position has NaN operands on both sides (one pass when an operand holds none)."""
+def two_nans(a, b):
+    """The mask of the positions with NaN operands on both sides, or None where there is none
+    (one pass when an operand holds no NaN)."""
     la, lb = min_reduce(a, axis=None), min_reduce(b, axis=None)
     if la == la or lb == lb:
-        return False
-    return bool((np.isnan(a) & np.isnan(b)).any())
+        return None
+    both = np.isnan(a) & np.isnan(b)
+    return both if both.any() else None
+
+
+def _two_nan_signs(r, a, b, both):
+    """`r` with the rule's NaN sign (the first operand's) where both operands are NaN (`both`);
+    its other NaNs are already the rule's (hardware_nan_exact)."""
+    r = np.array(r, order="C")
+    at = np.flatnonzero(np.broadcast_to(both, r.shape))
+    flat = r.reshape(-1)
+    flat[at] = _signed_nans(flat[at], [flat_take(a, at, r.shape), flat_take(b, at, r.shape)],
+                            "keep", DEFAULT_NAN[1])
+    return r
+
+
+def flat_take(x, at, shape):
+    """The elements of `x` broadcast to `shape` at the row-major positions `at` (flat indices
+    where the view allows: a multi-dimensional nonzero costs several times more)."""
+    v = np.broadcast_to(x, shape)
+    if v.flags.c_contiguous:
+        return v.reshape(-1)[at]
+    return v[np.unravel_index(at, shape)]
 
 
 # the bits, as unsigned, above which a float is a NaN with its sign set; per float width
@@ -983,8 +1005,7 @@ def _minmax_nan_fix(big: bool, r, x):
         return r
     r = np.array(r, order="C")                          # (flat positions)
     at = np.flatnonzero(cand)
-    xs = np.broadcast_to(x, r.shape)
-    xs = xs.reshape(-1)[at] if xs.flags.c_contiguous else xs[np.unravel_index(at, r.shape)]
+    xs = flat_take(x, at, r.shape)
     at = at[~np.isnan(xs) & (np.signbit(xs) != big)]
     if at.size:
         flat = r.reshape(-1)
@@ -995,9 +1016,9 @@ def _minmax_nan_fix(big: bool, r, x):
 def _prepare_float_arith(opcode, ufunc):
     """f32/f64 add, subtract, multiply, divide: the NumPy ufunc with XLA CPU's DAZ on operands that
     may hold subnormals and FTZ on the result (the processor's flags where fpenv has them); under
-    the flags a result holding a NaN gets the rule's NaN signs (_nan_signs: the flags and the
-    ufunc give the rule's values otherwise), without them a result holding a NaN or a value below
-    the smallest normal goes to the rule."""
+    the flags a result holding a NaN is already the rule's where no position has two NaN operands
+    (hardware_nan_exact), else gets the rule's NaN signs (_nan_signs); without the flags a result
+    holding a NaN or a value below the smallest normal goes to the rule."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)):
@@ -1026,8 +1047,12 @@ def _prepare_float_arith(opcode, ufunc):
                     r = np.asarray(r)
                 if r.size:
                     low = min_reduce(r, axis=None)         # NaN if a NaN is present
-                    if low != low and not (exact and not two_nans(a, b)):
-                        return _nan_signs(r, [a, b], et, DEFAULT_NAN)   # (else already the rule's)
+                    if low != low:                       # NaN: the rule's signs
+                        if not exact:
+                            return _nan_signs(r, [a, b], et, DEFAULT_NAN)
+                        both = two_nans(a, b)            # only where two NaNs met (NumPy's order)
+                        if both is not None:
+                            return _two_nan_signs(r, a, b, both)
                 return r
             declare(fn, hw_ufunc=ufunc)                  # (compiler.py: runs of such steps)
             return Fast(fn, clean=True, elementwise=True)
@@ -1207,9 +1232,10 @@ def unary_keeps_nan(np_fn, wide: bool, dt) -> bool:
 
 def _prepare_unary_f64(np_fn, daz):
     """An f32 unary op the rule computes as `np_fn` in f64 rounded to f32 (f64: `np_fn` itself),
-    with DAZ of the operand for the types in `daz`; results that are NaN, zero or subnormal are the
-    rule's (NaN signs, FTZ): computed at their positions alone when they are few (the rule is
-    elementwise), else over the whole operand."""
+    with DAZ of the operand for the types in `daz`; NaN results get the rule's signs on this
+    result (none to give where every NaN is an operand's and `np_fn` keeps its sign:
+    unary_keeps_nan); zero or subnormal results are the rule's (FTZ): computed at their positions
+    alone when they are few (the rule is elementwise), else over the whole operand."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or operand_dtypes(ops, st)[0] != dt or inst.shape.num_elements == 0:
@@ -1247,8 +1273,10 @@ def _prepare_unary_f64(np_fn, daz):
             count = np.count_nonzero(bad)
             if count * SPARSE_NAN_SHARE >= bad.size:
                 return rule(inst, [x], None)
-            if count:
-                r[bad] = rule(inst, [x[bad]], None)      # few: at their positions only
+            if count:                                    # few: at their positions only
+                r = np.array(r, order="C")
+                at = np.flatnonzero(bad)
+                r.reshape(-1)[at] = rule(inst, [flat_take(x, at, r.shape)], None)
             return r
         if wide:                                 # (loopgen.py: the f64 core, run with the flags set)
             declare(fn, raw_unary=np_fn)
@@ -1285,8 +1313,10 @@ def _prepare_sqrt(inst, ops, st):
 
 def _prepare_minmax(opcode):
     """f32/f64 maximum/minimum: NumPy's on the flushed operands, XLA's -0 < +0 where both are
-    zeros (the rule's _fmax/_fmin); NaN results the rule's, at their positions when they are few,
-    else the rule over the whole arrays."""
+    zeros (the rule's _fmax/_fmin); NaN results as NumPy gives them (the first NaN operand's bits,
+    kernels.minmax_keeps_nan) but for the sign the rule merges in (_minmax_nan_fix); without that
+    probe's guarantee, the rule's at their positions when they are few, else the rule over the
+    whole arrays."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)) \

@@ -439,8 +439,9 @@ def _prepare_reduce(inst, ops, st):
     """f32/f64 add-, max- and min-reduces of one array with a scalar init (the rule's
     decoding done once): sums follow the rule's order exactly (XLA's windows of 32, then one
     NumPy left fold per stage with the processor's FTZ/DAZ, the init once at the end for the
-    library-sized ones); max/min take NumPy's extreme and leave NaN, zero and subnormal results
-    to the rule."""
+    library-sized ones); max/min take the extreme on the elements' bits as integers (bit_extreme:
+    as fast with NaN in the data) and repair NaN, zero and subnormal results as the rule gives
+    them."""
     if len(ops) != 2 or st.module is None:
         return None
     hw = hardware()

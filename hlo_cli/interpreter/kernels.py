@@ -281,10 +281,15 @@ def minmax_keeps_nan(ufunc, dt) -> bool:
     every layout of probe_layouts (where a scalar operand is NaN, only where the array's element is
     not).  Measured once per ufunc and type on this NumPy build.  (np.add and np.multiply do not
     keep the order of two NaN operands: their loops swap the operands in a SIMD body's tail.)"""
-    key = (ufunc, np.dtype(dt))
-    got = _KEEPS_NAN.get(key)
+    return probed(_KEEPS_NAN, _probe_keeps_nan, ufunc, dt)
+
+
+def probed(table: dict, probe, fn, dt) -> bool:
+    """probe(fn, dt) (a float dtype), measured once per (fn, dt) and kept in `table`."""
+    key = (fn, np.dtype(dt))
+    got = table.get(key)
     if got is None:
-        got = _KEEPS_NAN[key] = _probe_keeps_nan(ufunc, np.dtype(dt))
+        got = table[key] = probe(fn, np.dtype(dt))
     return got
 
 

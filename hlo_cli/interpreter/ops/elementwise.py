@@ -29,7 +29,7 @@ from ...ir.attributes import comparison_type
 from ..computations import weak_from_total
 from ..fpenv import hardware
 from ..kernels import (
-    PROBE_BITS, TINY, Fast, factory_rule, flush, hardware_casts, lone_value, min_reduce, minmax_keeps_nan,
+    PROBE_BITS, TINY, Fast, factory_rule, flush, hardware_casts, lone_value, min_reduce, minmax_keeps_nan, probed,
     operand_dtypes, probe_layouts, scalar_safe, shape_dtype, declare)
 from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
@@ -921,11 +921,7 @@ def hardware_nan_exact(ufunc, dt) -> bool:
     every layout of kernels.probe_layouts.  (Where both operands are NaN, NumPy's loops do not keep
     the operands' order -- a SIMD body's tail swaps those of add and multiply --: the kernels check
     for such positions.)  Measured once per ufunc and type on this processor and NumPy build."""
-    key = (ufunc, np.dtype(dt))
-    got = _NAN_EXACT.get(key)
-    if got is None:
-        got = _NAN_EXACT[key] = _probe_nan_exact(ufunc, np.dtype(dt))
-    return got
+    return probed(_NAN_EXACT, _probe_nan_exact, ufunc, dt)
 
 
 def _probe_nan_exact(ufunc, dt) -> bool:

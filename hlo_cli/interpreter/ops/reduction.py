@@ -117,14 +117,29 @@ _TAKE = {"GE": (np.less, np.maximum), "GT": (np.less_equal, np.maximum),
          "LE": (np.greater, np.minimum), "LT": (np.greater_equal, np.minimum)}
 
 
-_KEEP_UFUNCS = {"GE": np.greater_equal, "GT": np.greater, "LE": np.less_equal, "LT": np.less}
+def _nan_max(sv, cand, out):
+    """The pick's value after `cand` for GE/GT with NaN: the larger, a NaN candidate, or the
+    candidate after a NaN pick (only its comparisons matter, not its NaN's bits; quiet NaNs:
+    NumPy's strided fmax is libm's, which gives NaN for a signaling one)."""
+    np.fmax(sv, cand, out=out)
+    return np.maximum(out, cand, out=out)
+
+
+def _nan_min(sv, cand, out):
+    np.fmin(sv, cand, out=out)
+    return np.minimum(out, cand, out=out)
+
+
+# select's compare (keep the pick when true) and the pick's value after a candidate, with NaN
+_KEEP_UFUNCS = {"GE": (np.greater_equal, _nan_max), "GT": (np.greater, _nan_max),
+                "LE": (np.less_equal, _nan_min), "LT": (np.less, _nan_min)}
 
 
 def _running_select(x: np.ndarray, how):
     """(take, running, start, operand) when select is a GE/GT/LE/LT compare NumPy computes as XLA
     does on `operand` (`x` or its f32 form): f32/f64 compared as FLOAT (subnormals read as zeros
-    by the processor's DAZ flag, fpenv.py; with a NaN in `x`, `running` None: the pick is copied
-    where taken), f16/bf16 the same in f32, native integers of the compare's signedness; else
+    by the processor's DAZ flag, fpenv.py; with a NaN in `x`, NaN-aware take and running value:
+    _KEEP_UFUNCS), f16/bf16 the same in f32, native integers of the compare's signedness; else
     None."""
     if how is None or how[0] not in _TAKE:
         return None
@@ -136,8 +151,9 @@ def _running_select(x: np.ndarray, how):
         if x.size and np.isnan(x.max()):
             # NaN: an unordered compare is false, so a NaN candidate is taken and a NaN pick is
             # replaced by the next candidate; the pick is no running max/min: copied where taken
-            keep = _KEEP_UFUNCS[direction]
-            return (lambda sv, cand: np.logical_not(keep(sv, cand))), None, start, x
+            keep, nan_running = _KEEP_UFUNCS[direction]
+            quiet_x = np.where(np.isnan(x), dt.type(np.nan), x)     # (libm's fmax: sNaN -> NaN)
+            return (lambda sv, cand: np.logical_not(keep(sv, cand))), nan_running, start, quiet_x
         return take, running, start, x
     if (dt.kind == "i" and ctype == "SIGNED") or (dt.kind == "u" and ctype == "UNSIGNED"):
         info = np.iinfo(dt)
@@ -216,10 +232,7 @@ def _select(ec, name, x, outs, taps, total):
                 d = tdt(t) - st                  # st + take * (t - st), wrapping: no masked copy
                 d *= take
                 st += d
-                if running is None:
-                    np.copyto(sv, cand, where=take)
-                else:
-                    running(sv, cand, out=sv)
+                running(sv, cand, out=sv)
                 h[...] = True
         if x.dtype.kind == "f":
             C.flushing(sweep)
@@ -293,9 +306,9 @@ def _scatter_add(out, src, taps, have, sel_tap, partial):
     positions in reverse: each source value or a zero added where its window picked, which leaves
     a sum that started at +0 as it is (only -0 + +0 would change, and such sums are never -0).  The
     value * (picked here) when the source is finite; with non-finite source values (inf * 0 is
-    NaN) the value where picked, else +0, added source first as XLA does (_scatter): NumPy's add
-    keeps the first NaN operand's bits (elementwise.hardware_nan_exact; otherwise the sum of a NaN
-    and a NaN could show the order).  FTZ/DAZ as XLA; f16/bf16 added in f32 and rounded
+    NaN) the value where picked, else +0, and where a NaN source meets a NaN already there the
+    source's bits, as XLA's (source, current) order gives them (_scatter; one NaN operand gives its
+    bits either way round: elementwise.hardware_nan_exact).  FTZ/DAZ as XLA; f16/bf16 added in f32 and rounded
     after every add, as XLA computes them.  False (nothing done) where the NaN bits could differ."""
     dt = out.dtype
     tdt = sel_tap.dtype.type
@@ -304,7 +317,7 @@ def _scatter_add(out, src, taps, have, sel_tap, partial):
     finite = bool(np.isfinite(src).all())
     if not finite and not hardware_nan_exact(np.add, vals.dtype):
         return False
-    zero = vals.dtype.type(0)
+    ivals = vals.view(np.int32 if vals.dtype.itemsize == 4 else np.int64)
     srcnan = qvals = None
     if not finite:
         srcnan = np.isnan(vals)
@@ -324,13 +337,22 @@ def _scatter_add(out, src, taps, have, sel_tap, partial):
                 else:
                     tgt += v
                 continue
-            # the source first, as XLA adds (_scatter): a NaN source's bits, quieted, even over
-            # a NaN already there (NumPy's loops may swap two NaN operands)
-            v = np.where(m, vals[o], zero)
-            r = np.add(v, tgt.astype(np.float32) if narrow else tgt)
+            # the value where picked, else +0: its bits AND-ed with all ones or zeros (np.where
+            # on these strided views costs several adds); one NaN operand gives its bits whichever
+            # comes first, two give the source's, quieted: XLA's (source, current) order
+            v = np.bitwise_and(ivals[o], np.subtract(0, m, dtype=ivals.dtype)).view(vals.dtype)
+            w = tgt.astype(np.float32) if narrow else tgt
+            clash = None
             if qvals is not None:
-                np.copyto(r, qvals[o], where=m & srcnan[o])
-            tgt[...] = r.astype(dt) if narrow else r
+                clash = m & srcnan[o]
+                clash &= np.isnan(w)
+                if not clash.any():
+                    clash = None
+            w += v
+            if clash is not None:
+                np.copyto(w, qvals[o], where=clash)
+            if narrow:
+                tgt[...] = w.astype(dt)
     with np.errstate(all="ignore"):
         C.flushing(sweep)
     return True

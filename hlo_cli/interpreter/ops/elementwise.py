@@ -30,7 +30,7 @@ from ..computations import weak_from_total
 from ..fpenv import hardware
 from ..kernels import (
     PROBE_BITS, TINY, Fast, factory_rule, flush, hardware_casts, lone_value, min_reduce, minmax_keeps_nan, probed,
-    operand_dtypes, probe_layouts, scalar_safe, shape_dtype, declare)
+    operand_dtypes, probe_results, scalar_safe, shape_dtype, declare)
 from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
 from ..parallel import split
@@ -928,21 +928,12 @@ def _probe_nan_exact(ufunc, dt) -> bool:
     hw = hardware()
     if hw is None or dt not in PROBE_BITS:
         return False
-    fset, on, off = hw
     u = np.uint32 if dt.itemsize == 4 else np.uint64
-    et = etype(dt)
+    r, x, y, _ = probe_results(ufunc, dt, hw)
     with np.errstate(all="ignore"):
-        for a, b in probe_layouts(dt):
-            fset(on)
-            try:
-                r = np.asarray(ufunc(a, b))
-            finally:
-                fset(off)
-            want = np.asarray(_nan_signs(np.array(r), [a, b], et, DEFAULT_NAN))
-            one = ~(np.isnan(np.broadcast_to(a, r.shape)) & np.isnan(np.broadcast_to(b, r.shape)))
-            if not np.array_equal(r.view(u)[one], want.view(u)[one]):
-                return False
-    return True
+        want = np.asarray(_nan_signs(np.array(r), [x, y], etype(dt), DEFAULT_NAN))
+    one = ~(np.isnan(x) & np.isnan(y))
+    return bool(np.array_equal(r.view(u)[one], want.view(u)[one]))
 
 
 def two_nans(a, b):

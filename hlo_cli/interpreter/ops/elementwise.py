@@ -1217,12 +1217,13 @@ def unary_keeps_nan(np_fn, wide: bool, dt) -> bool:
     return got
 
 
-def _prepare_unary_f64(np_fn, daz):
+def _prepare_unary_f64(np_fn, daz, own_nan=True):
     """An f32 unary op the rule computes as `np_fn` in f64 rounded to f32 (f64: `np_fn` itself),
     with DAZ of the operand for the types in `daz`; NaN results get the rule's signs on this
-    result (none to give where every NaN is an operand's and `np_fn` keeps its sign:
-    unary_keeps_nan); zero or subnormal results are the rule's (FTZ): computed at their positions
-    alone when they are few (the rule is elementwise), else over the whole operand."""
+    result (none to give where every NaN is an operand's -- always, unless `own_nan`: the function
+    makes NaN of non-NaN operands -- and `np_fn` keeps its sign: unary_keeps_nan); zero or
+    subnormal results are the rule's (FTZ): computed at their positions alone when they are few
+    (the rule is elementwise), else over the whole operand."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or operand_dtypes(ops, st)[0] != dt or inst.shape.num_elements == 0:
@@ -1254,8 +1255,9 @@ def _prepare_unary_f64(np_fn, daz):
             elif signs is None:
                 bad = ~(m >= tiny)                       # NaN too
             else:                                        # NaN: the rule's signs on this result
-                if not (keeps and np.count_nonzero(np.isnan(r)) == np.count_nonzero(np.isnan(y))):
-                    r = _nan_signs(r, [y], et, signs)    # (else every NaN is an operand's, kept)
+                kept = keeps and (not own_nan or np.count_nonzero(np.isnan(r)) == np.count_nonzero(np.isnan(y)))
+                if not kept:                             # (kept: every NaN an operand's, its sign kept)
+                    r = _nan_signs(r, [y], et, signs)
                 bad = m < tiny
             count = np.count_nonzero(bad)
             if count * SPARSE_NAN_SHARE >= bad.size:
@@ -1355,8 +1357,8 @@ prepares("xor")(_prepare_int_binary("xor"))
 prepares("shift-left")(_prepare_shift("left"))
 prepares("shift-right-logical")(_prepare_shift("logical"))
 prepares("shift-right-arithmetic")(_prepare_shift("arithmetic"))
-prepares("exponential")(_prepare_unary_f64(np.exp, (F32, F64)))
-prepares("tanh")(_prepare_unary_f64(np.tanh, (F64,)))
+prepares("exponential")(_prepare_unary_f64(np.exp, (F32, F64), own_nan=False))
+prepares("tanh")(_prepare_unary_f64(np.tanh, (F64,), own_nan=False))
 prepares("rsqrt")(_prepare_unary_f64(_rsqrt_core, (F32, F64)))
 prepares("maximum")(_prepare_minmax("maximum"))
 prepares("minimum")(_prepare_minmax("minimum"))

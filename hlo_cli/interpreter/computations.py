@@ -655,12 +655,14 @@ def minmax_nan_results(kind: str, swapped: bool, init, rows: np.ndarray, nan_row
         hit = (not init_neg) if kind == "maximum" else init_neg
         sign = np.signbit(edge) & (not hit) if kind == "maximum" else np.signbit(edge) | hit
         return _sign_set(edge, sign)
-    sub = rows[nan_rows]
+    sub = np.take(rows, nan_rows, axis=0)           # (several times faster than rows[nan_rows])
     isn = np.isnan(sub)
     n = sub.shape[1]
     idx = np.arange(len(nan_rows))
     k = (n - 1 - np.argmax(isn[:, ::-1], axis=1)) if swapped else np.argmax(isn, axis=1)
     nanv = sub[idx, k]
+    if not (np.signbit(nanv) if kind == "maximum" else ~np.signbit(nanv)).any():
+        return nanv                     # (AND with a clear sign, OR with a set one: nothing to merge)
     if kind == "maximum":               # sign AND-ed: cleared by a real non-negative one
         flag = ~np.signbit(sub) & ~isn
         init_hit = not init_neg

@@ -15,12 +15,15 @@ This module holds what is not about one opcode:
   values), so that their consumers skip the DAZ pass;
 * XLA CPU's FTZ/DAZ in software (``TINY``, ``subnormals``, ``flush``) and the probe of the
   processor's own (``hardware_casts``);
+* probes of the NaN bits NumPy's loops give (``probe_layouts``, ``minmax_keeps_nan``), which let
+  the prepare stages keep a NaN result where it is already the rule's;
 * constant folding (``fold_constant``): constants and the pure ops applied only to constants are
   computed once at compile time;
 * small helpers the prepare stages share (``shape_dtype``, ``scalar_safe``, ``flag_free``...).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -143,30 +146,32 @@ TINY = {F32: F32.type(2.0 ** -126), F64: F64.type(2.0 ** -1022)}     # smallest 
 
 def subnormals(x: np.ndarray):
     """The mask of the subnormal elements of an f32/f64 array, or None if there are none.  The
-    common case costs one pass: the smallest magnitude (NaN-ignoring) is a normal number."""
+    common case costs one pass over `x` and one over its magnitudes, NaN or not: the smallest
+    magnitude read as an unsigned integer (NaN and inf are the largest) is a normal number's."""
     if x.size == 0:
         return None
     a = np.abs(x)
-    tiny = TINY[x.dtype]
-    # np.minimum, not np.fmin: NumPy 2.4's fmin.reduce misses the smallest value of some arrays
-    # holding NaNs (3 of 200 random-bit f32[4096], measured), which left subnormals unflushed
-    m = np.minimum.reduce(a, axis=None)
+    if not isinstance(a, np.ndarray) or a.ndim == 0:
+        a = np.asarray(a)
+        return None if not (0 < a < TINY[x.dtype]) else np.ones((), bool)
+    it, ut = _BITS_OF[x.dtype]
+    tiny = TINY[x.dtype].view(it)
+    u = a.view(ut)
+    m = np.minimum.reduce(u, axis=None)
     if m >= tiny:
         return None
-    if m != m:
-        if not isinstance(a, np.ndarray) or a.ndim == 0:
-            return None                # one element, a NaN
-        # a NaN (propagated): the magnitudes' bit patterns as integers, minus one, are below the
-        # smallest normal's exactly for the subnormals (NaN and inf are the largest, zero wraps
-        # around to the largest): two passes over `a` (our own copy), no masks
-        it, ut = (np.int32, np.uint32) if x.dtype == F32 else (np.int64, np.uint64)
-        u = a.view(it)
-        np.subtract(u, it(1), out=u)
-        if np.minimum.reduce(u.view(ut), axis=None) >= ut(tiny.view(it)) - ut(1):
+    if m == 0:
+        # a zero: the bit patterns minus one, zero wrapping around to the largest, are below the
+        # smallest normal's exactly for the subnormals (one more pass over `a`, our own copy)
+        np.subtract(u, ut(1), out=u)
+        if np.minimum.reduce(u, axis=None) >= ut(tiny) - ut(1):
             return None
         a = np.abs(x)
-    sub = (a < tiny) & (a > 0)
+    sub = (a < TINY[x.dtype]) & (a > 0)
     return sub if sub.any() else None
+
+
+_BITS_OF = {F32: (np.int32, np.uint32), F64: (np.int64, np.uint64)}
 
 
 def flush(x: np.ndarray) -> np.ndarray:
@@ -222,6 +227,113 @@ def _probe_casts() -> bool:
 
 
 # ============================================================================ constant folding
+
+# ---------------------------------------------------------------- NaN bits of NumPy's loops
+# special operands of the probes below: NaNs of both signs, quiet and signaling, with payloads;
+# infinities, zeros, normals, a subnormal (bits, per float width)
+PROBE_BITS = {
+    np.dtype(np.float32): (0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFD54321, 0x7F800001, 0xFF812345,
+                           0x7F800000, 0xFF800000, 0x00000000, 0x80000000, 0x3FC00000, 0xC0200000,
+                           0x00000010),
+    np.dtype(np.float64): (0x7FF8000000000000, 0xFFF8000000000000, 0x7FF8000012345678, 0xFFFC000087654321,
+                           0x7FF0000000000001, 0xFFF0000012345678, 0x7FF0000000000000, 0xFFF0000000000000,
+                           0, 0x8000000000000000, 0x3FF8000000000000, 0xC004000000000000, 0x10),
+}
+
+
+@functools.lru_cache(maxsize=4)
+def probe_layouts(dt):
+    """(a, b) operand pairs holding every pair of the special operands (PROBE_BITS) in the layouts
+    NumPy's ufunc loops tell apart: contiguous at every offset of a SIMD register and in its tail,
+    strided, transposed 2-D, a scalar on either side (0-d and stride-0 broadcast)."""
+    u = np.uint32 if dt.itemsize == 4 else np.uint64
+    v = np.array(PROBE_BITS[dt], u).view(dt)
+    a, b = np.repeat(v, v.size), np.tile(v, v.size)
+    pairs = [(np.roll(a, k)[:n], np.roll(b, k)[:n]) for k in range(17) for n in (a.size, a.size - k, 1 + k)]
+    pairs.append((np.repeat(a, 2)[::2], np.repeat(b, 2)[::2]))
+    pairs.append((np.repeat(a, 2)[::2], b))
+    sq = a[:(a.size // 13) * 13].reshape(13, -1)
+    pairs.append((sq.T, np.ascontiguousarray(sq[::-1].T)))
+    for n in range(1, 41):              # NaN against NaN in every tail of a SIMD body
+        pairs += [(np.full(n, v[p]), np.full(n, v[q])) for p, q in ((0, 2), (3, 4))]
+    for c in v:
+        for n in (7, 67):
+            arr = np.resize(v, n)
+            pairs += [(np.asarray(c), arr), (arr, np.asarray(c)), (np.broadcast_to(c, (n,)), arr),
+                      (arr, np.broadcast_to(c, (n,)))]
+    return pairs
+
+
+def lone_value(x):
+    """The one value of a scalar or of a view broadcasting one element (every stride zero), else
+    None."""
+    if x.__class__ is not np.ndarray:
+        return x
+    if x.ndim == 0 or (x.size and not any(x.strides)):
+        return x.reshape(-1)[0] if x.ndim else x[()]
+    return None
+
+
+_KEEPS_NAN: dict = {}
+
+
+def minmax_keeps_nan(ufunc, dt) -> bool:
+    """True when np.maximum / np.minimum (`ufunc`) on f32/f64 gives, wherever an operand is NaN,
+    the first operand's bits if it is NaN, else the second's, unchanged (signaling NaNs too), in
+    every layout of probe_layouts (where a scalar operand is NaN, only where the array's element is
+    not).  Measured once per ufunc and type on this NumPy build.  (np.add and np.multiply do not
+    keep the order of two NaN operands: their loops swap the operands in a SIMD body's tail.)"""
+    return probed(_KEEPS_NAN, _probe_keeps_nan, ufunc, dt)
+
+
+def probed(table: dict, probe, fn, dt) -> bool:
+    """probe(fn, dt) (a float dtype), measured once per (fn, dt) and kept in `table`."""
+    key = (fn, np.dtype(dt))
+    got = table.get(key)
+    if got is None:
+        got = table[key] = probe(fn, np.dtype(dt))
+    return got
+
+
+def _probe_keeps_nan(ufunc, dt) -> bool:
+    if dt not in PROBE_BITS:
+        return False
+    u = np.uint32 if dt.itemsize == 4 else np.uint64
+    rs, xs, ys, skip = probe_results(ufunc, dt)
+    nan = (np.isnan(xs) | np.isnan(ys)) & ~skip
+    want = np.where(np.isnan(xs), xs, ys)
+    return bool(np.array_equal(rs.view(u)[nan], want.view(u)[nan]))
+
+
+def probe_results(ufunc, dt, flags=None):
+    """ufunc over every pair of probe_layouts(dt) (under the processor's flags `flags`, a
+    (set, on, off) triple, if given): (results, first operands, second operands, the positions
+    where both are NaN beside a scalar or broadcast operand), each flattened and joined, so that a
+    probe checks them all in one pass."""
+    rs = []
+    with np.errstate(all="ignore"):
+        if flags is not None:
+            flags[0](flags[1])
+        try:
+            for a, b in probe_layouts(dt):
+                rs.append(np.asarray(ufunc(a, b)).reshape(-1))
+        finally:
+            if flags is not None:
+                flags[0](flags[2])
+    return (np.concatenate(rs),) + _probe_operands(dt)
+
+
+@functools.lru_cache(maxsize=4)
+def _probe_operands(dt):
+    xs, ys, lone = [], [], []
+    for a, b in probe_layouts(dt):
+        x, y = np.broadcast_arrays(a, b)
+        xs.append(x.reshape(-1))
+        ys.append(y.reshape(-1))
+        lone.append(np.full(x.size, 0 in x.strides or 0 in y.strides or x.ndim == 0))
+    x, y, lone = (np.concatenate(v) for v in (xs, ys, lone))
+    return x, y, lone & np.isnan(x) & np.isnan(y)
+
 
 def fold_constant(inst, operand_values):
     """The value of `inst` if it is pure and all its operands are compile-time constants, else None."""

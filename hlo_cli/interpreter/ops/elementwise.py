@@ -30,8 +30,8 @@ from ..computations import weak_from_total
 from .. import hwfma
 from ..fpenv import hardware
 from ..kernels import (
-    TINY, Fast, factory_rule, flush, hardware_casts, min_reduce, operand_dtypes, scalar_safe, shape_dtype,
-    declare)
+    PROBE_BITS, TINY, Fast, factory_rule, flush, hardware_casts, lone_value, min_reduce, minmax_keeps_nan, probed,
+    operand_dtypes, probe_results, scalar_safe, shape_dtype, declare)
 from ..registry import evaluator, prepares, rule_for
 from ..values import np_dtype
 from ..parallel import split
@@ -297,6 +297,7 @@ def unary(opcode: str, fn, kinds=FLOAT, *, daz=True, ftz: bool = True, nan=DEFAU
     rule.__name__ = rule.__qualname__ = "eval_" + opcode.replace("-", "_")
     rule.__doc__ = doc
     rule.ftz_result = ftz                   # results hold no subnormals (the compiler's "clean")
+    rule.nan_rule = nan                     # the NaN signs (_nan_signs), for the prepare stages
     rule.elementwise = True                 # element i of the result depends on element i only
     evaluator(opcode)(rule)
     return rule
@@ -911,12 +912,101 @@ def eval_compare(inst, args, ec):
 ndarray = np.ndarray
 
 
+_NAN_EXACT: dict = {}
+
+
+def hardware_nan_exact(ufunc, dt) -> bool:
+    """True when `ufunc` on f32/f64 under the processor's FTZ/DAZ flags (fpenv.hardware) gives every
+    NaN result with at most one NaN operand the bits the rule gives it (_nan_signs with
+    DEFAULT_NAN: the NaN operand's, quieted; x86's default NaN, sign set, where none is NaN), in
+    every layout of kernels.probe_layouts.  (Where both operands are NaN, NumPy's loops do not keep
+    the operands' order -- a SIMD body's tail swaps those of add and multiply --: the kernels check
+    for such positions.)  Measured once per ufunc and type on this processor and NumPy build."""
+    return probed(_NAN_EXACT, _probe_nan_exact, ufunc, dt)
+
+
+def _probe_nan_exact(ufunc, dt) -> bool:
+    hw = hardware()
+    if hw is None or dt not in PROBE_BITS:
+        return False
+    u = np.uint32 if dt.itemsize == 4 else np.uint64
+    r, x, y, _ = probe_results(ufunc, dt, hw)
+    with np.errstate(all="ignore"):
+        want = np.asarray(_nan_signs(np.array(r), [x, y], etype(dt), DEFAULT_NAN))
+    one = ~(np.isnan(x) & np.isnan(y))
+    return bool(np.array_equal(r.view(u)[one], want.view(u)[one]))
+
+
+def two_nans(a, b):
+    """The mask of the positions with NaN operands on both sides, or None where there is none
+    (one pass when an operand holds no NaN)."""
+    la, lb = min_reduce(a, axis=None), min_reduce(b, axis=None)
+    if la == la or lb == lb:
+        return None
+    both = np.isnan(a) & np.isnan(b)
+    return both if both.any() else None
+
+
+def _two_nan_signs(r, a, b, both):
+    """`r` with the rule's NaN sign (the first operand's) where both operands are NaN (`both`);
+    its other NaNs are already the rule's (hardware_nan_exact)."""
+    r = np.array(r, order="C")
+    at = np.flatnonzero(np.broadcast_to(both, r.shape))
+    flat = r.reshape(-1)
+    flat[at] = _signed_nans(flat[at], [flat_take(a, at, r.shape), flat_take(b, at, r.shape)],
+                            "keep", DEFAULT_NAN[1])
+    return r
+
+
+def flat_take(x, at, shape):
+    """The elements of `x` broadcast to `shape` at the row-major positions `at` (flat indices
+    where the view allows: a multi-dimensional nonzero costs several times more)."""
+    v = np.broadcast_to(x, shape)
+    if v.flags.c_contiguous:
+        return v.reshape(-1)[at]
+    return v[np.unravel_index(at, shape)]
+
+
+# the bits, as unsigned, above which a float is a NaN with its sign set; per float width
+_NEG_NAN_ABOVE = {4: (np.uint32, np.uint32(0xFF800000)), 8: (np.uint64, np.uint64(0xFFF0000000000000))}
+# as signed, above which a float is a NaN with its sign clear
+_POS_NAN_ABOVE = {4: (np.int32, np.int32(0x7F800000)), 8: (np.int64, np.int64(0x7FF0000000000000))}
+
+
+def _nan_free_scalars(x, y) -> bool:
+    """No operand is a lone value that is NaN (the one layout kernels.minmax_keeps_nan leaves out)."""
+    for v in (x, y):
+        s = lone_value(v)
+        if s is not None and s != s:
+            return False
+    return True
+
+
+def _minmax_nan_fix(big: bool, r, x):
+    """np.maximum's (np.minimum's) result `r` of x and y (NumPy keeping the bits of x's NaN, else
+    of y's: kernels.minmax_keeps_nan) with the rule's NaN signs (_fmax/_fmin): they differ where x
+    is not NaN and y's NaN takes x's sign by AND (OR), a negative (positive) NaN in `r` beside an
+    x with its sign clear (set).  One pass over `r` when there is none."""
+    view, above = (_NEG_NAN_ABOVE if big else _POS_NAN_ABOVE)[r.itemsize]
+    cand = r.view(view) > above
+    if not cand.any():
+        return r
+    r = np.array(r, order="C")                          # (flat positions)
+    at = np.flatnonzero(cand)
+    xs = flat_take(x, at, r.shape)
+    at = at[~np.isnan(xs) & (np.signbit(xs) != big)]
+    if at.size:
+        flat = r.reshape(-1)
+        flat[at] = np.abs(flat[at]) if big else -np.abs(flat[at])
+    return r
+
+
 def _prepare_float_arith(opcode, ufunc):
     """f32/f64 add, subtract, multiply, divide: the NumPy ufunc with XLA CPU's DAZ on operands that
     may hold subnormals and FTZ on the result (the processor's flags where fpenv has them); under
-    the flags a result holding a NaN gets the rule's NaN signs (_nan_signs: the flags and the
-    ufunc give the rule's values otherwise), without them a result holding a NaN or a value below
-    the smallest normal goes to the rule."""
+    the flags a result holding a NaN is already the rule's where no position has two NaN operands
+    (hardware_nan_exact), else gets the rule's NaN signs (_nan_signs); without the flags a result
+    holding a NaN or a value below the smallest normal goes to the rule."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)):
@@ -933,6 +1023,8 @@ def _prepare_float_arith(opcode, ufunc):
         if hw is not None:
             fset, on, off = hw
 
+            exact = hardware_nan_exact(ufunc, dt)
+
             def fn(a, b):                                # the processor flushes, as in XLA
                 fset(on)                                 # (fpenv.flushing inlined: a hot path)
                 try:
@@ -943,8 +1035,12 @@ def _prepare_float_arith(opcode, ufunc):
                     r = np.asarray(r)
                 if r.size:
                     low = min_reduce(r, axis=None)         # NaN if a NaN is present
-                    if low != low:                       # the rule's NaN signs (the rest is its)
-                        return _nan_signs(r, [a, b], et, DEFAULT_NAN)
+                    if low != low:                       # NaN: the rule's signs
+                        if not exact:
+                            return _nan_signs(r, [a, b], et, DEFAULT_NAN)
+                        both = two_nans(a, b)            # only where two NaNs met (NumPy's order)
+                        if both is not None:
+                            return _two_nan_signs(r, a, b, both)
                 return r
             declare(fn, hw_ufunc=ufunc)                  # (compiler.py: runs of such steps)
             return Fast(fn, clean=True, elementwise=True)
@@ -1098,11 +1194,37 @@ def _prepare_select(inst, ops, st):
     return Fast(lambda c, t, f: np.where(c, t, f).astype(dt, copy=False), clean=clean, elementwise=True)
 
 
-def _prepare_unary_f64(np_fn, daz):
+_KEEPS: dict = {}
+
+
+def unary_keeps_nan(np_fn, wide: bool, dt) -> bool:
+    """True when `np_fn` (in f64 rounded to f32 when `wide`) gives every NaN operand (both signs,
+    quiet and signaling, with payloads; SIMD body and tail) a NaN result of the operand's sign:
+    the rule's "keep" needs no fix-up there.  Measured once per function and type."""
+    key = (np_fn, wide, np.dtype(dt))
+    got = _KEEPS.get(key)
+    if got is None:
+        v = np.array(PROBE_BITS[np.dtype(dt)], np.uint32 if np.dtype(dt).itemsize == 4 else np.uint64)
+        v = v.view(dt)
+        v = v[np.isnan(v)]
+        got = True
+        with np.errstate(all="ignore"):
+            for n in range(1, 40):
+                y = np.resize(v, n)
+                r = np_fn(y.astype(F64)).astype(F32) if wide else np_fn(y)
+                if not (np.isnan(r).all() and np.array_equal(np.signbit(r), np.signbit(y))):
+                    got = False
+        _KEEPS[key] = got
+    return got
+
+
+def _prepare_unary_f64(np_fn, daz, own_nan=True):
     """An f32 unary op the rule computes as `np_fn` in f64 rounded to f32 (f64: `np_fn` itself),
-    with DAZ of the operand for the types in `daz`; results that are NaN, zero or subnormal are the
-    rule's (NaN signs, FTZ): computed at their positions alone when they are few (the rule is
-    elementwise), else over the whole operand."""
+    with DAZ of the operand for the types in `daz`; NaN results get the rule's signs on this
+    result (none to give where every NaN is an operand's -- always, unless `own_nan`: the function
+    makes NaN of non-NaN operands -- and `np_fn` keeps its sign: unary_keeps_nan); zero or
+    subnormal results are the rule's (FTZ): computed at their positions alone when they are few
+    (the rule is elementwise), else over the whole operand."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or operand_dtypes(ops, st)[0] != dt or inst.shape.num_elements == 0:
@@ -1115,17 +1237,36 @@ def _prepare_unary_f64(np_fn, daz):
         wide = dt == F32
         rank0 = inst.shape.rank == 0
 
+        nan_rule = getattr(rule, "nan_rule", None)
+        signs = nan_rule if isinstance(nan_rule, tuple) else None
+        keeps = signs is not None and signs[0] == "keep" and unary_keeps_nan(np_fn, wide, dt)
+        et = etype(dt)
+
         def fn(x):
             y = flush(x) if flush_in else x
             r = np_fn(y.astype(F64)).astype(F32) if wide else np_fn(y)
             if rank0:
                 r = np.asarray(r)
             m = np.abs(r)
-            if not min_reduce(m, axis=None) >= tiny:
-                bad = ~(m >= tiny)                       # NaN, zero or subnormal: the rule's
-                if np.count_nonzero(bad) * SPARSE_NAN_SHARE >= bad.size:
-                    return rule(inst, [x], None)
-                r[bad] = rule(inst, [x[bad]], None)      # few: at their positions only
+            low = min_reduce(m, axis=None)
+            if low >= tiny:
+                return r
+            if low == low:
+                bad = m < tiny                           # zero or subnormal: the rule's
+            elif signs is None:
+                bad = ~(m >= tiny)                       # NaN too
+            else:                                        # NaN: the rule's signs on this result
+                kept = keeps and (not own_nan or np.count_nonzero(np.isnan(r)) == np.count_nonzero(np.isnan(y)))
+                if not kept:                             # (kept: every NaN an operand's, its sign kept)
+                    r = _nan_signs(r, [y], et, signs)
+                bad = m < tiny
+            count = np.count_nonzero(bad)
+            if count * SPARSE_NAN_SHARE >= bad.size:
+                return rule(inst, [x], None)
+            if count:                                    # few: at their positions only
+                r = np.array(r, order="C")
+                at = np.flatnonzero(bad)
+                r.reshape(-1)[at] = rule(inst, [flat_take(x, at, r.shape)], None)
             return r
         if wide:                                 # (loopgen.py: the f64 core, run with the flags set)
             declare(fn, raw_unary=np_fn)
@@ -1162,8 +1303,10 @@ def _prepare_sqrt(inst, ops, st):
 
 def _prepare_minmax(opcode):
     """f32/f64 maximum/minimum: NumPy's on the flushed operands, XLA's -0 < +0 where both are
-    zeros (the rule's _fmax/_fmin); NaN results the rule's, at their positions when they are few,
-    else the rule over the whole arrays."""
+    zeros (the rule's _fmax/_fmin); NaN results as NumPy gives them (the first NaN operand's bits,
+    kernels.minmax_keeps_nan) but for the sign the rule merges in (_minmax_nan_fix); without that
+    probe's guarantee, the rule's at their positions when they are few, else the rule over the
+    whole arrays."""
     def prep(inst, ops, st):
         dt = shape_dtype(inst)
         if dt not in TINY or len(ops) != 2 or any(d != dt for d in operand_dtypes(ops, st)) \
@@ -1178,6 +1321,8 @@ def _prepare_minmax(opcode):
         pick = _fmax if big else _fmin               # (the rule's for f32/f64)
         rank0 = inst.shape.rank == 0
 
+        exact = minmax_keeps_nan(uf, dt)         # (_fmax/_fmin differ then only where _minmax_nan_fix looks)
+
         def fn(a, b):
             x = flush(a) if daz_a else a
             y = flush(b) if daz_b else b
@@ -1187,7 +1332,9 @@ def _prepare_minmax(opcode):
             low = min_reduce(np.abs(r), axis=None)
             if low > 0:
                 return r
-            if low != low:                               # NaN: the rule's signs
+            if low != low and exact and _nan_free_scalars(x, y):
+                r = _minmax_nan_fix(big, r, x)           # the rule's NaN signs, where they differ
+            elif low != low:                             # NaN: the rule's signs
                 nan = np.isnan(r)
                 if np.count_nonzero(nan) * SPARSE_NAN_SHARE >= nan.size:
                     return rule(inst, [a, b], None)
@@ -1211,8 +1358,8 @@ prepares("xor")(_prepare_int_binary("xor"))
 prepares("shift-left")(_prepare_shift("left"))
 prepares("shift-right-logical")(_prepare_shift("logical"))
 prepares("shift-right-arithmetic")(_prepare_shift("arithmetic"))
-prepares("exponential")(_prepare_unary_f64(np.exp, (F32, F64)))
-prepares("tanh")(_prepare_unary_f64(np.tanh, (F64,)))
+prepares("exponential")(_prepare_unary_f64(np.exp, (F32, F64), own_nan=False))
+prepares("tanh")(_prepare_unary_f64(np.tanh, (F64,), own_nan=False))
 prepares("rsqrt")(_prepare_unary_f64(_rsqrt_core, (F32, F64)))
 prepares("maximum")(_prepare_minmax("maximum"))
 prepares("minimum")(_prepare_minmax("minimum"))

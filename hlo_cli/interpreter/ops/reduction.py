@@ -28,6 +28,7 @@ from .. import computations as C, ynn_sum
 from ..fpenv import hardware
 from ..kernels import TINY, WITH_EC, Fast, declare, min_reduce, shape_dtype
 from ..registry import evaluator, prepares, rule_for
+from .elementwise import hardware_nan_exact
 from ..values import np_dtype
 
 
@@ -116,20 +117,44 @@ _TAKE = {"GE": (np.less, np.maximum), "GT": (np.less_equal, np.maximum),
          "LE": (np.greater, np.minimum), "LT": (np.greater_equal, np.minimum)}
 
 
+def _nan_max(sv, cand, out):
+    """The pick's value after `cand` for GE/GT with NaN: the larger, a NaN candidate, or the
+    candidate after a NaN pick (only its comparisons matter, not its NaN's bits; quiet NaNs:
+    NumPy's strided fmax is libm's, which gives NaN for a signaling one)."""
+    np.fmax(sv, cand, out=out)
+    return np.maximum(out, cand, out=out)
+
+
+def _nan_min(sv, cand, out):
+    np.fmin(sv, cand, out=out)
+    return np.minimum(out, cand, out=out)
+
+
+# select's compare (keep the pick when true) and the pick's value after a candidate, with NaN
+_KEEP_UFUNCS = {"GE": (np.greater_equal, _nan_max), "GT": (np.greater, _nan_max),
+                "LE": (np.less_equal, _nan_min), "LT": (np.less, _nan_min)}
+
+
 def _running_select(x: np.ndarray, how):
     """(take, running, start, operand) when select is a GE/GT/LE/LT compare NumPy computes as XLA
-    does on `operand` (`x` or its f32 form): f32/f64 compared as FLOAT without NaN (subnormals read
-    as zeros by the processor's DAZ flag, fpenv.py), f16/bf16 the same in f32, native integers of
-    the compare's signedness; else None."""
+    does on `operand` (`x` or its f32 form): f32/f64 compared as FLOAT (subnormals read as zeros
+    by the processor's DAZ flag, fpenv.py; with a NaN in `x`, NaN-aware take and running value:
+    _KEEP_UFUNCS), f16/bf16 the same in f32, native integers of the compare's signedness; else
+    None."""
     if how is None or how[0] not in _TAKE:
         return None
     direction, ctype = how
     take, running = _TAKE[direction]
     dt = x.dtype
     if dt in (np.float32, np.float64) and ctype == "FLOAT" and C.hardware() is not None:
+        start = dt.type(-np.inf if running is np.maximum else np.inf)
         if x.size and np.isnan(x.max()):
-            return None
-        return take, running, dt.type(-np.inf if running is np.maximum else np.inf), x
+            # NaN: an unordered compare is false, so a NaN candidate is taken and a NaN pick is
+            # replaced by the next candidate; the pick is no running max/min: copied where taken
+            keep, nan_running = _KEEP_UFUNCS[direction]
+            quiet_x = np.where(np.isnan(x), dt.type(np.nan), x)     # (libm's fmax: sNaN -> NaN)
+            return (lambda sv, cand: np.logical_not(keep(sv, cand))), nan_running, start, quiet_x
+        return take, running, start, x
     if (dt.kind == "i" and ctype == "SIGNED") or (dt.kind == "u" and ctype == "UNSIGNED"):
         info = np.iinfo(dt)
         return take, running, dt.type(info.min if running is np.maximum else info.max), x
@@ -235,28 +260,13 @@ def _scatter(ec, name, out, src, taps, have, sel_tap):
     if not red.generic and not red.pair and red.kinds[0][0] == "add" and src.dtype == dt \
             and dt in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16) and C.hardware() is not None \
             and not (out.size and (np.signbit(out.flat[0]) or not np.isfinite(out.flat[0]))) \
-            and np.isfinite(src).all():
-        # value * (picked here): the value or a zero, which leaves a sum that started at +0 as it
-        # is (only -0 + +0 would change, and such sums are never -0); no NaN operand, so the
-        # order of the add's operands does not show; FTZ/DAZ as XLA; f16/bf16 added in f32 and
-        # rounded after every add, as XLA computes them
-        narrow = dt in (np.float16, ml_dtypes.bfloat16)
-        vals = src.astype(np.float32) if narrow else src
-
-        def sweep():
-            for t, o, i in reversed(taps):
-                m = sel_tap[o] == tdt(t)
-                if partial:
-                    m &= have[o]
-                tgt = out[i]
-                if narrow:
-                    tgt[...] = (tgt.astype(np.float32) + vals[o] * m).astype(dt)
-                else:
-                    tgt += vals[o] * m
-        with np.errstate(all="ignore"):
-            C.flushing(sweep)
+            and _scatter_add(out, src, taps, have, sel_tap, partial):
         return
     fast = _scatter_ufunc(red, dt, src)
+    # XLA CPU combines a float add/multiply scatter as (source, current) whichever way round the
+    # computation writes it: a NaN source beats a NaN already there (hlo_cli/SEMANTICS.md)
+    source_first = red.kinds[0][0] if not red.generic and not red.pair and C.is_float(dt) \
+        and dt.kind != "c" and red.kinds[0][0] in ("add", "multiply") else None
     for t, o, i in reversed(taps):
         m = sel_tap[o] == tdt(t)
         if partial:
@@ -268,8 +278,84 @@ def _scatter(ec, name, out, src, taps, have, sel_tap):
         if fast is not None:
             with np.errstate(all="ignore"):
                 tgt[idx] = fast(tgt[idx], src[o][idx])
+        elif source_first:
+            tgt[idx] = _source_first(source_first, src[o][idx], tgt[idx])
         else:
             tgt[idx] = C.combine_all(ec, red, [tgt[idx]], [src[o][idx]])[0]
+
+
+def _source_first(kind, s, t):
+    """kind(s, t) on floats as XLA CPU's scatter computes it: where both are NaN, s's NaN, quieted
+    (x86 keeps the first operand's; NumPy's add and multiply loops may swap the operands)."""
+    r = np.array(C.combine(kind, s, t))
+    both = np.isnan(s) & np.isnan(t)
+    if both.any():
+        r[both] = quiet(s[both])
+    return r
+
+
+def quiet(v):
+    """NaNs `v` with their quiet bit set, as an arithmetic operation passes a NaN on."""
+    u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[v.dtype.itemsize]
+    bit = u(1) << u(ml_dtypes.finfo(v.dtype).nmant - 1)
+    return (v.view(u) | bit).view(v.dtype)
+
+
+def _scatter_add(out, src, taps, have, sel_tap, partial):
+    """The float add scatter into `out` (its init +0-like: finite, sign clear) as one sweep over the
+    positions in reverse: each source value or a zero added where its window picked, which leaves
+    a sum that started at +0 as it is (only -0 + +0 would change, and such sums are never -0).  The
+    value * (picked here) when the source is finite; with non-finite source values (inf * 0 is
+    NaN) the value where picked, else +0, and where a NaN source meets a NaN already there the
+    source's bits, as XLA's (source, current) order gives them (_scatter; one NaN operand gives its
+    bits either way round: elementwise.hardware_nan_exact).  FTZ/DAZ as XLA; f16/bf16 added in f32 and rounded
+    after every add, as XLA computes them.  False (nothing done) where the NaN bits could differ."""
+    dt = out.dtype
+    tdt = sel_tap.dtype.type
+    narrow = dt in (np.float16, ml_dtypes.bfloat16)
+    vals = src.astype(np.float32) if narrow else src
+    finite = bool(np.isfinite(src).all())
+    if not finite and not hardware_nan_exact(np.add, vals.dtype):
+        return False
+    ivals = vals.view(np.int32 if vals.dtype.itemsize == 4 else np.int64)
+    srcnan = qvals = None
+    if not finite:
+        srcnan = np.isnan(vals)
+        if srcnan.any():
+            qvals = quiet(vals)
+
+    def sweep():
+        for t, o, i in reversed(taps):
+            m = sel_tap[o] == tdt(t)
+            if partial:
+                m &= have[o]
+            tgt = out[i]
+            if finite:
+                v = vals[o] * m
+                if narrow:
+                    tgt[...] = (tgt.astype(np.float32) + v).astype(dt)
+                else:
+                    tgt += v
+                continue
+            # the value where picked, else +0: its bits AND-ed with all ones or zeros (np.where
+            # on these strided views costs several adds); one NaN operand gives its bits whichever
+            # comes first, two give the source's, quieted: XLA's (source, current) order
+            v = np.bitwise_and(ivals[o], np.subtract(0, m, dtype=ivals.dtype)).view(vals.dtype)
+            w = tgt.astype(np.float32) if narrow else tgt
+            clash = None
+            if qvals is not None:
+                clash = m & srcnan[o]
+                clash &= np.isnan(w)
+                if not clash.any():
+                    clash = None
+            w += v
+            if clash is not None:
+                np.copyto(w, qvals[o], where=clash)
+            if narrow:
+                tgt[...] = w.astype(dt)
+    with np.errstate(all="ignore"):
+        C.flushing(sweep)
+    return True
 
 
 def _scatter_ufunc(red, dt: np.dtype, src: np.ndarray):
@@ -375,8 +461,9 @@ def _prepare_reduce(inst, ops, st):
     """f32/f64 add-, max- and min-reduces of one array with a scalar init (the rule's
     decoding done once): sums follow the rule's order exactly (XLA's windows of 32, then one
     NumPy left fold per stage with the processor's FTZ/DAZ, the init once at the end for the
-    library-sized ones); max/min take NumPy's extreme and leave NaN, zero and subnormal results
-    to the rule."""
+    library-sized ones); max/min take the extreme on the elements' bits as integers (bit_extreme:
+    as fast with NaN in the data) and repair NaN, zero and subnormal results as the rule gives
+    them."""
     if len(ops) != 2 or st.module is None:
         return None
     hw = hardware()
@@ -420,7 +507,7 @@ def _prepare_reduce(inst, ops, st):
         inplace = perm == tuple(range(len(xdims)))
 
         def fn(ec, x, i):
-            r = uf.reduce(x, axis=axes, initial=i[()])
+            r = uf(bit_extreme(kind, x, axes), i[()])
             if scalar:
                 r = np.asarray(r)
             if min_reduce(np.abs(r), axis=None) >= tiny:
@@ -513,6 +600,43 @@ def _prepare_reduce(inst, ops, st):
     if not stages and not library:      # (loopgen.py: one NumPy reduce, `final` in its operand's order)
         declare(fn, raw_fold=(None if final[0] == tuple(range(len(xdims))) else final[0], final[1], out_shape))
     return Fast(fn, WITH_EC, clean=True)
+
+
+# per float width: (signed, unsigned) integers of its bits, +inf's bits, -inf's bits as unsigned
+_BITS = {4: (np.int32, np.uint32, 0x7F800000, 0xFF800000), 8: (np.int64, np.uint64, 0x7FF0000000000000,
+                                                               0xFFF0000000000000)}
+
+
+def bit_extreme(kind: str, x: np.ndarray, axes):
+    """The max (min) of f32/f64 `x` over `axes` found on its bits read as integers, whose
+    reductions cost the same with NaN in the data (NumPy's float max/min reductions of short rows
+    slow down several times on NaN): a NaN where a row holds one (any NaN: the caller repairs its
+    bits), else the row's extreme, -0 and +0 ordered (the caller repairs zero results too).
+
+    max: the largest signed integer is the largest float of a row holding a value with its sign
+    clear, or a +NaN; a row of sign-set values takes its smallest signed integer, and holds a -NaN
+    when its largest one lies above -inf's.  min: the same with unsigned integers and the sign
+    reversed.  A NaN of the other sign hides behind a row's extreme: one more reduction finds
+    those rows, when a pass over the whole array finds one at all."""
+    sint, uint, pinf, ninf = _BITS[x.itemsize]
+    big = kind == "maximum"
+    a = x.view(sint if big else uint)
+    p = np.maximum.reduce(a, axis=axes)
+    p = np.asarray(p)
+    flip = p < 0 if big else p < uint(1 << (8 * x.itemsize - 1))      # rows of the other sign alone
+    nan = p > (pinf if big else uint(ninf))
+    if flip.any():
+        rows = np.asarray(np.minimum.reduce(a, axis=axes))
+        nan |= flip & (p > (sint(ninf - (1 << (8 * x.itemsize))) if big else uint(pinf)))
+        p = np.where(flip, rows, p)
+    other = x.view(uint if big else sint)               # NaNs of the other sign: hidden behind p
+    hide = uint(ninf) if big else sint(pinf)
+    if np.maximum.reduce(other, axis=None) > hide:
+        nan |= np.asarray(np.maximum.reduce(other, axis=axes)) > hide
+    r = p.view(x.dtype)
+    if nan.any():
+        r = np.where(nan, x.dtype.type(np.nan), r)
+    return r
 
 
 def _minmax_repair(kind, swapped, x, i, r, inplace, perm, tiny, whole_rule):

@@ -753,7 +753,8 @@ class LoopWriter:
     # only (`Source.value`'s `raw`, shared by both modes) and has no re-run of an iteration.
     def _bare(self, st, name, ops) -> bool:
         """f32/f64 arithmetic: the bare ufunc (as in a computation's float runs), a broadcast
-        operand left to NumPy's broadcasting."""
+        operand left to NumPy's broadcasting; its result tainted unless the kernel is nan_pairs
+        (subtract, divide: NaN bits the rule's wherever they come from)."""
         inst = st.inst
         if capabilities(st.payload).hw_ufunc is None:
             return False
@@ -762,7 +763,10 @@ class LoopWriter:
             # a broadcast operand as NumPy broadcasts it (the same elements, no strided view)
             bargs = [self.bcast.get(a, a) for a in ops]
         self.src.step(st, name, bargs, f"_{name}", raw=True, check=False)
-        self._origin(name)
+        if capabilities(st.payload).nan_pairs:      # NumPy's NaN bits are the rule's (probed)
+            self._propagate(name, ops)
+        else:
+            self._origin(name)
         if inst.shape.num_elements:
             self._cover(name, ops)
         return True

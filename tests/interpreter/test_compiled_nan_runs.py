@@ -12,12 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hlo_cli.interpreter import RunOptions, run_module
-from hlo_cli.interpreter import compiler
+from hlo_cli.interpreter import compiler, loopgen
 from hlo_cli.interpreter.fpenv import hardware
 from hlo_cli.interpreter.kernels import capabilities
 from hlo_cli.interpreter.per_module import module_cache
 from hlo_cli.interpreter.values import leaves
 from hlo_cli.parser import parse
+
+from .test_loopgen import _three, taken  # noqa: F401 -- (a fixture)
 
 _CHAIN = """
 HloModule nanchain
@@ -94,3 +96,49 @@ def test_float_runs_check_only_where_nans_may_meet():
     ufuncs = [capabilities(entry.steps[first + q].payload).hw_ufunc for q, _a, _b in meets]
     assert checks and ufuncs == [np.multiply, np.add, np.multiply, np.add]
     assert last_checks == [] and last_meets == ()
+
+
+_SUBDIV_LOOP = """
+HloModule subdiv
+body {
+  p = (s32[], f32[64], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[64] get-tuple-element(p), index=1
+  y = f32[64] get-tuple-element(p), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  d = f32[64] subtract(x, y)
+  q = f32[64] divide(d, y)
+  r = f32[64] subtract(q, x)
+  ROOT t = (s32[], f32[64], f32[64]) tuple(j, r, y)
+}
+cond {
+  p = (s32[], f32[64], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(40)
+  ROOT l = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  x = f32[64] parameter(0)
+  y = f32[64] parameter(1)
+  z = s32[] constant(0)
+  t = (s32[], f32[64], f32[64]) tuple(z, x, y)
+  ROOT w = (s32[], f32[64], f32[64]) while(t), condition=cond, body=body
+}
+"""
+
+
+def test_a_loop_of_subtracts_and_divides_keeps_going_through_nans(taken, monkeypatch):
+    """The generated loop (loopgen) needs no NaN check for subtract and divide: NaNs of every
+    payload and sign in the state run every iteration in the loop, with the rules' bits."""
+    if hardware() is None:
+        pytest.skip("no hardware FTZ/DAZ here")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(64).astype(np.float32)
+    y = rng.standard_normal(64).astype(np.float32)
+    x[::5] = np.resize(_NANS[np.float32], x[::5].size)
+    y[::7] = np.resize(_NANS[np.float32][::-1], y[::7].size)
+    y[3], y[4], x[6] = np.inf, -0.0, -np.inf
+    fast, plain, generic = _three(_SUBDIV_LOOP, [x, y], monkeypatch)
+    assert fast == plain == generic
+    assert taken and taken[0][1] and taken[0][0] == 40 - loopgen.LOOPGEN_AFTER   # no iteration given back

@@ -964,13 +964,9 @@ def two_nans(a, b):
 
 def _two_nan_signs(r, a, b, both):
     """`r` with the rule's NaN sign (the first operand's) where both operands are NaN (`both`);
-    its other NaNs are already the rule's (hardware_nan_exact)."""
-    r = np.array(r, order="C")
-    at = np.flatnonzero(np.broadcast_to(both, r.shape))
-    flat = r.reshape(-1)
-    flat[at] = _signed_nans(flat[at], [flat_take(a, at, r.shape), flat_take(b, at, r.shape)],
-                            "keep", DEFAULT_NAN[1])
-    return r
+    its other NaNs are already the rule's (hardware_nan_exact).  (As _signed_nans gives it: NumPy's
+    NaN, its sign bit set from `a`'s, copysign being a bit operation that keeps every payload.)"""
+    return np.where(both, np.copysign(r, a), r)
 
 
 def flat_take(x, at, shape):

@@ -5,7 +5,9 @@ Three kinds of code are generated, as modes of this one generator:
 
 * **a computation's body** (compiler.Compiled.generate): one function ``run(ec, args)`` whose
   local variables hold the values; runs of f32/f64 arithmetic under one setting of the
-  processor's FTZ/DAZ flags (`Source.flags`) with one NaN check of the values leaving the run;
+  processor's FTZ/DAZ flags (`Source.flags`) with one NaN check of the values leaving the run
+  (a NaN: the run again through the kernels, from the first step where two NaNs met when its
+  steps are nan_exact: `first_meet`);
 * **a fused region** (compiler.Region): the block loop of a run of large elementwise steps, each
   block's values local variables, only their dtype checked;
 * **a whole while loop** (loopgen.py decides which loops and analyses them; `loop_function` writes

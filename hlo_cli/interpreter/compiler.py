@@ -24,7 +24,8 @@ body, a computation called from many places -- also becomes generated Python cod
 by the one code generator, codegen.py, as are fused regions and whole loops): one
 function whose local variables hold the values, which removes the loop's dispatch.  There, runs of
 f32/f64 arithmetic steps share one setting of the processor's FTZ/DAZ flags and one NaN check of
-the values leaving the run (``_float_runs``).  A while loop whose condition and body are compiled
+the values leaving the run (``_float_runs``; a NaN sends the run back to the kernels from the first
+step where two NaNs met, ``_nan_meets``).  A while loop whose condition and body are compiled
 runs in ``run_while``: once both are generated code it calls them directly, the bookkeeping of
 run_compiled done once per loop; once it has run loopgen.LOOPGEN_AFTER iterations, a loop of small
 arrays becomes one generated function, condition and body inside one ``while`` (loopgen.py).  (Generating

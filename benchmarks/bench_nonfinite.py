@@ -182,6 +182,18 @@ SYNTHETIC = {
                     f"  a = {_EW} add(p0, p1)\n  m = {_EW} multiply(a, p2)\n  x = {_EW} maximum(m, p1)\n"
                     f"  g = pred[32,32,112,112] compare(x, p2), direction=GT\n  s = {_EW} select(g, x, p0)\n"
                     f"  ROOT r = {_EW} exponential(s)\n}}\n"),
+    # a compiled computation, not a region: a loop body of small float arithmetic run 1000 times
+    "while_chain": ("while", "HloModule while_chain\n\nbody {\n"
+                    "  p = (s32[], f32[1000], f32[1000]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+                    "  x = f32[1000] get-tuple-element(p), index=1\n  y = f32[1000] get-tuple-element(p), index=2\n"
+                    "  one = s32[] constant(1)\n  j = s32[] add(i, one)\n  a = f32[1000] multiply(x, y)\n"
+                    "  b = f32[1000] subtract(a, a)\n  c = f32[1000] divide(b, y)\n  d = f32[1000] add(c, x)\n"
+                    "  ROOT t = (s32[], f32[1000], f32[1000]) tuple(j, d, y)\n}\n\ncond {\n"
+                    "  p = (s32[], f32[1000], f32[1000]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+                    "  n = s32[] constant(1000)\n  ROOT l = pred[] compare(i, n), direction=LT\n}\n\n"
+                    "ENTRY e {\n  x = f32[1000] parameter(0)\n  y = f32[1000] parameter(1)\n  z = s32[] constant(0)\n"
+                    "  t = (s32[], f32[1000], f32[1000]) tuple(z, x, y)\n"
+                    "  ROOT w = (s32[], f32[1000], f32[1000]) while(t), condition=cond, body=body\n}\n"),
 }
 
 

@@ -5,7 +5,9 @@ Three kinds of code are generated, as modes of this one generator:
 
 * **a computation's body** (compiler.Compiled.generate): one function ``run(ec, args)`` whose
   local variables hold the values; runs of f32/f64 arithmetic under one setting of the
-  processor's FTZ/DAZ flags (`Source.flags`) with one NaN check of the values leaving the run;
+  processor's FTZ/DAZ flags (`Source.flags`) with one NaN check of the values leaving the run
+  (a NaN: the run again through the kernels, from the first step where two NaNs met when its
+  steps are nan_exact: `first_meet`);
 * **a fused region** (compiler.Region): the block loop of a run of large elementwise steps, each
   block's values local variables, only their dtype checked;
 * **a whole while loop** (loopgen.py decides which loops and analyses them; `loop_function` writes
@@ -37,6 +39,7 @@ from .fpenv import hardware
 from .kernels import (ELEMENT, F32, F64, FOLDED, PURE, REGION, RULE, TINY, TUPLE, WITH_EC,
                       capabilities)
 from .located import EVAL_ERRORS, bad_result, limit_error, reraise_at
+from .ops.elementwise import two_nans
 from .values import conforms
 
 _counter = itertools.count()
@@ -260,11 +263,13 @@ def computation_function(name: str, params, steps, root, runs: dict):
     """(``run(ec, args) -> root value``, its line table: line -> the slot of the step it computes)
     for a computation's `steps` (compiler.Compiled: its values are local variables ``v<slot>``,
     each deleted after its last use); `params`: (parameter number, slot) pairs.  `runs` ({first
-    step: (end, slots to check)}, compiler._float_runs): runs of f32/f64 arithmetic steps (and
-    views between them) written as their bare ufuncs under one setting of the processor's FTZ/DAZ
-    flags; a NaN in a value leaving the run (NaN propagates through the run's arithmetic, so any
-    NaN made inside shows there) runs it again step by step, where the rules give NaN signs."""
-    src = Source("def run(ec, args):", {"_nanfree": nanfree}, flags=True)
+    step: (end, slots to check, meets)}, compiler._float_runs): runs of f32/f64 arithmetic steps
+    (and views between them) written as their bare ufuncs under one setting of the processor's
+    FTZ/DAZ flags; a NaN in a value leaving the run (NaN propagates through the run's arithmetic,
+    so any NaN made inside shows there) runs it again step by step, where the rules give NaN
+    signs: all of it, or (`meets` not None: nan_exact steps) from the first step where two NaNs
+    met (``_rerun_from_meet``), nothing when none did."""
+    src = Source("def run(ec, args):", {"_nanfree": nanfree, "_first_meet": first_meet}, flags=True)
     for pnum, slot in params:
         src.line(f"v{slot} = args[{pnum}]")
     n = 0
@@ -274,19 +279,34 @@ def computation_function(name: str, params, steps, root, runs: dict):
             _computation_step(src, steps[n])
             n += 1
             continue
-        last, outs = run
+        last, outs, meets = run
         run = steps[n:last]
         with src.flags():
             for st in run:
                 _computation_step(src, st, raw=True, check=False, free=False)
-        with src.block(f"if not _nanfree({', '.join(f'v{k}' for k in outs)}):"):
-            for st in run:
-                _computation_step(src, st, check=False, free=False)
+        if meets is None:
+            with src.block(f"if not _nanfree({', '.join(f'v{k}' for k in outs)}):"):
+                for st in run:
+                    _computation_step(src, st, check=False, free=False)
+        elif meets:
+            _rerun_from_meet(src, run, outs, meets)
         for st in run:
             _computation_step(src, st, compute=False)
         n = last
     src.line(f"return v{root}")
     return src.function("run", filename("computation", name), shared=True), src.at
+
+
+def _rerun_from_meet(src, run, outs, meets):
+    """A NaN in a value leaving a run of nan_exact steps (`outs`, compiler._nan_meets): the run
+    again step by step from the first step of `meets` where two NaNs met, if any."""
+    tag = str(run[0][3])
+    at = src.bind(f"P{tag}", tuple(q for q, _a, _b in meets) + (len(run),))
+    with src.block(f"if not _nanfree({', '.join(f'v{k}' for k in outs)}):"):
+        src.line(f"_r = {at}[_first_meet({', '.join(f'v{a}, v{b}' for _q, a, b in meets)})]")
+        for q in range(meets[0][0], len(run)):
+            with src.block(f"if _r <= {q}:"):
+                _computation_step(src, run[q], check=False, free=False)
 
 
 def _computation_step(src, step, raw=False, check=True, free=True, compute=True):
@@ -311,6 +331,15 @@ def nanfree(*values) -> bool:
         if m != m:
             return False
     return True
+
+
+def first_meet(*operands) -> int:
+    """The index of the first pair of `operands` (a0, b0, a1, b1, ...) with NaN on both sides at
+    one position (ops/elementwise.two_nans), or the number of pairs when none has."""
+    for n in range(0, len(operands), 2):
+        if two_nans(operands[n], operands[n + 1]) is not None:
+            return n // 2
+    return len(operands) // 2
 
 
 # ============================================================================ a fused region
@@ -726,7 +755,8 @@ class LoopWriter:
     # only (`Source.value`'s `raw`, shared by both modes) and has no re-run of an iteration.
     def _bare(self, st, name, ops) -> bool:
         """f32/f64 arithmetic: the bare ufunc (as in a computation's float runs), a broadcast
-        operand left to NumPy's broadcasting."""
+        operand left to NumPy's broadcasting; its result tainted unless the kernel is nan_pairs
+        (subtract, divide: NaN bits the rule's wherever they come from)."""
         inst = st.inst
         if capabilities(st.payload).hw_ufunc is None:
             return False
@@ -735,7 +765,10 @@ class LoopWriter:
             # a broadcast operand as NumPy broadcasts it (the same elements, no strided view)
             bargs = [self.bcast.get(a, a) for a in ops]
         self.src.step(st, name, bargs, f"_{name}", raw=True, check=False)
-        self._origin(name)
+        if capabilities(st.payload).nan_pairs:      # NumPy's NaN bits are the rule's (probed)
+            self._propagate(name, ops)
+        else:
+            self._origin(name)
         if inst.shape.num_elements:
             self._cover(name, ops)
         return True

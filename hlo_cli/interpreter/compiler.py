@@ -24,7 +24,8 @@ body, a computation called from many places -- also becomes generated Python cod
 by the one code generator, codegen.py, as are fused regions and whole loops): one
 function whose local variables hold the values, which removes the loop's dispatch.  There, runs of
 f32/f64 arithmetic steps share one setting of the processor's FTZ/DAZ flags and one NaN check of
-the values leaving the run (``_float_runs``).  A while loop whose condition and body are compiled
+the values leaving the run (``_float_runs``; a NaN sends the run back to the kernels from the first
+step where two NaNs met, ``_nan_meets``).  A while loop whose condition and body are compiled
 runs in ``run_while``: once both are generated code it calls them directly, the bookkeeping of
 run_compiled done once per loop; once it has run loopgen.LOOPGEN_AFTER iterations, a loop of small
 arrays becomes one generated function, condition and body inside one ``while`` (loopgen.py).  (Generating
@@ -60,7 +61,7 @@ from . import native as _native
 from .per_module import module_cache
 from .hooks import Level, track
 from .located import EVAL_ERRORS, bad_result, limit_error, located_error, reraise_at
-from .codegen import computation_function, nanfree, raising_line, region_function
+from .codegen import computation_function, first_meet, nanfree, raising_line, region_function
 from .steps import GROUP, Step
 from .parallel import blas_single, run_parts, split, threads
 from .values import conforms
@@ -149,8 +150,9 @@ class Compiled:
         """A GROUP step of the step loop: what generated code does with a run of f32/f64
         arithmetic steps (``_float_runs``): their bare ufuncs under one setting of the FTZ/DAZ
         flags, one NaN check of the values leaving the run (a NaN runs it again step by step,
-        where the rules give NaN signs), then the steps' result checks and frees in order."""
-        raw, sub, outs, (fset, on, off), plain = pay
+        where the rules give NaN signs: from the first step where two NaNs met, when its steps are
+        nan_exact -- ``_nan_meets``), then the steps' result checks and frees in order."""
+        raw, sub, outs, (fset, on, off), plain, meets = pay
         fset(on)
         try:
             _run_plain(vals, raw)
@@ -159,7 +161,11 @@ class Compiled:
         step = None
         try:
             if not nanfree(*[vals[j] for j in outs]):
-                _run_plain(vals, plain, locate=True)
+                start = 0
+                if meets is not None:
+                    at = first_meet(*[vals[j] for _q, a, b in meets for j in (a, b)])
+                    start = meets[at][0] if at < len(meets) else len(plain)
+                _run_plain(vals, plain[start:], locate=True)
             for step in sub:
                 _kind, _pay, _ops, k, inst, ex, free = step
                 if ex is not None:
@@ -311,7 +317,7 @@ def _grouped(steps: list[Step], root, hw) -> list[Step]:
             out.append(steps[n])
             n += 1
             continue
-        end, outs = group
+        end, outs, meets = group
         sub = steps[n:end]
         raw = []
         for st in sub:
@@ -320,7 +326,7 @@ def _grouped(steps: list[Step], root, hw) -> list[Step]:
                 u = functools.partial(_rank0, u)
             raw.append((st.kind, u if u is not None else st.payload, st.operands, st.slot, st.inst))
         plain = tuple((st.kind, st.payload, st.operands, st.slot, st.inst) for st in sub)
-        pay = (tuple(raw), tuple(tuple(st) for st in sub), tuple(outs), hw, plain)
+        pay = (tuple(raw), tuple(tuple(st) for st in sub), tuple(outs), hw, plain, meets)
         out.append(Step(GROUP, pay, (), sub[0].slot, sub[0].inst, None, ()))
         n = end
     return out
@@ -385,9 +391,41 @@ def _float_runs(steps, root) -> dict:
                 us = users.get(k, [])
                 if k == root or not us or any(not (n <= u < end and steps[u].slot in members) for u in us):
                     checks.append(k)
-            out[n] = (end, sorted(checks, key=at.get))
+            meets = _nan_meets(steps[n:end], arith)
+            if meets is not None:
+                checks = _meet_checks(checks, meets)
+            out[n] = (end, sorted(checks, key=lambda k: at.get(k, -1)), meets)
         n = max(end, n + 1)
     return out
+
+
+def _nan_meets(run, arith):
+    """For a run whose arithmetic steps are all nan_exact (kernels.Capabilities): ((position in the
+    run, operand slot, operand slot), ...) for its steps whose bits need the rule where two NaNs
+    meet (not nan_pairs), in order; None when a step is not nan_exact (a NaN: the whole run again,
+    step by step).  NaN propagates through the run's arithmetic, so a NaN leaving the run is the
+    rule's unless two NaNs met in one of these steps: only from the first such step on is the run
+    run again (codegen.first_meet)."""
+    meets = []
+    for q, st in enumerate(run):
+        if arith(st):
+            cap = capabilities(st.payload)
+            if not cap.nan_exact or len(st.operands) != 2:
+                return None
+            if not cap.nan_pairs:
+                meets.append((q, st.operands[0], st.operands[1]))
+    return tuple(meets)
+
+
+def _meet_checks(checks, meets):
+    """The slots to NaN-check for a run with `meets` (_nan_meets): none when no step needs the
+    rule; else the fewer of the values leaving the run and the meeting steps' first operands (two
+    NaNs meet in a step only where its first operand holds one, and a NaN in an operand reaches a
+    value leaving the run)."""
+    if not meets:
+        return []
+    firsts = list(dict.fromkeys(a for _q, a, _b in meets))
+    return firsts if len(firsts) < len(checks) else checks
 
 
 def compiled(module: Module, name: str, check: bool, param_clean=None) -> Compiled:

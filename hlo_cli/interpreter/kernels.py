@@ -403,6 +403,10 @@ class Capabilities:
     raw_fold    (axes or None, init, result shape): its fold over the reduced axes
     raw_minmax  (ufunc, axes, scalar init): a reduce-max/min as one ufunc reduction
     where       a dynamic-(update-)slice's start-index reader, for in-place code (ops/indexing.py)
+    nan_exact   its hw_ufunc's NaN results under the flags are the rule's bits wherever at most one
+                operand is NaN (a default NaN where none is): a run of such steps needs the rule only
+                where two NaNs meet (compiler._float_runs; ops/elementwise.py probes it)
+    nan_pairs   and also where two NaNs meet (NumPy keeps the operands' order): never the rule
     flag_free   does no float arithmetic (a view): may run inside a run of float steps with the flags
                 set (ops/shape_ops.py)
     callee      a call's compiled computation, which the compiler may inline (ops/control.py)
@@ -416,6 +420,8 @@ class Capabilities:
     raw_fold: tuple | None = None
     raw_minmax: tuple | None = None
     where: object = None
+    nan_exact: bool = False
+    nan_pairs: bool = False
     flag_free: bool = False
     callee: object = None
     prepare: object = None

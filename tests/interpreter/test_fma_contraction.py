@@ -506,7 +506,7 @@ def test_fma_steps_join_float_runs():
     assert all(st.kind == PURE and capabilities(st.payload).hw_ufunc is not None for st in fmas)
     runs = _float_runs(c.steps, c.root)
     assert len(runs) == 1
-    (first, (end, _)), = runs.items()
+    (first, (end, *_)), = runs.items()
     arith = [n for n, st in enumerate(c.steps) if st.kind == PURE and capabilities(st.payload).hw_ufunc]
     assert len(arith) == 4 and first == arith[0] and end == arith[-1] + 1
     r = np.random.default_rng(9)

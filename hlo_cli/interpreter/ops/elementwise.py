@@ -925,7 +925,16 @@ def hardware_nan_exact(ufunc, dt) -> bool:
     return probed(_NAN_EXACT, _probe_nan_exact, ufunc, dt)
 
 
-def _probe_nan_exact(ufunc, dt) -> bool:
+def hardware_nan_pairs_exact(ufunc, dt) -> bool:
+    """hardware_nan_exact, and where both operands are NaN too (NumPy's loops keep the operands'
+    order in every layout: subtract and divide).  Measured once per ufunc and type."""
+    return probed(_NAN_PAIRS, _probe_nan_pairs, ufunc, dt)
+
+
+_NAN_PAIRS: dict = {}
+
+
+def _probe_nan_exact(ufunc, dt, pairs=False) -> bool:
     hw = hardware()
     if hw is None or dt not in PROBE_BITS:
         return False
@@ -933,8 +942,14 @@ def _probe_nan_exact(ufunc, dt) -> bool:
     r, x, y, _ = probe_results(ufunc, dt, hw)
     with np.errstate(all="ignore"):
         want = np.asarray(_nan_signs(np.array(r), [x, y], etype(dt), DEFAULT_NAN))
+    if pairs:
+        return bool(np.array_equal(r.view(u), want.view(u)))
     one = ~(np.isnan(x) & np.isnan(y))
     return bool(np.array_equal(r.view(u)[one], want.view(u)[one]))
+
+
+def _probe_nan_pairs(ufunc, dt) -> bool:
+    return _probe_nan_exact(ufunc, dt, pairs=True)
 
 
 def two_nans(a, b):
@@ -949,13 +964,9 @@ def two_nans(a, b):
 
 def _two_nan_signs(r, a, b, both):
     """`r` with the rule's NaN sign (the first operand's) where both operands are NaN (`both`);
-    its other NaNs are already the rule's (hardware_nan_exact)."""
-    r = np.array(r, order="C")
-    at = np.flatnonzero(np.broadcast_to(both, r.shape))
-    flat = r.reshape(-1)
-    flat[at] = _signed_nans(flat[at], [flat_take(a, at, r.shape), flat_take(b, at, r.shape)],
-                            "keep", DEFAULT_NAN[1])
-    return r
+    its other NaNs are already the rule's (hardware_nan_exact).  (As _signed_nans gives it: NumPy's
+    NaN, its sign bit set from `a`'s, copysign being a bit operation that keeps every payload.)"""
+    return np.where(both, np.copysign(r, a), r)
 
 
 def flat_take(x, at, shape):
@@ -1024,6 +1035,7 @@ def _prepare_float_arith(opcode, ufunc):
             fset, on, off = hw
 
             exact = hardware_nan_exact(ufunc, dt)
+            pairs = exact and hardware_nan_pairs_exact(ufunc, dt)
 
             def fn(a, b):                                # the processor flushes, as in XLA
                 fset(on)                                 # (fpenv.flushing inlined: a hot path)
@@ -1038,11 +1050,13 @@ def _prepare_float_arith(opcode, ufunc):
                     if low != low:                       # NaN: the rule's signs
                         if not exact:
                             return _nan_signs(r, [a, b], et, DEFAULT_NAN)
+                        if pairs:                        # NumPy's bits are the rule's
+                            return r
                         both = two_nans(a, b)            # only where two NaNs met (NumPy's order)
                         if both is not None:
                             return _two_nan_signs(r, a, b, both)
                 return r
-            declare(fn, hw_ufunc=ufunc)                  # (compiler.py: runs of such steps)
+            declare(fn, hw_ufunc=ufunc, nan_exact=exact, nan_pairs=pairs)   # (compiler.py: runs)
             return Fast(fn, clean=True, elementwise=True)
 
         def fn(a, b):

@@ -57,6 +57,7 @@ from ...ir.attributes import sparsity_sides
 from . import numerics
 from ..registry import evaluator
 from ..values import np_dtype
+from .. import hwfma
 from ..fpenv import hardware
 from ..kernels import flush
 from .convert import F32, F64, contig, convert, kind
@@ -107,9 +108,22 @@ def _fma_chain(x, w, hw: bool) -> np.ndarray:
     out = np.empty((xs.shape[0], o), F32)
     rows = max(1, FMA_CHAIN_BLOCK // o)
 
-    def block(s):
-        out[s:s + rows] = _chain_rows(xs[s:s + rows].T.astype(F64), w64, hw).T
-    run_parts(block, list(range(0, xs.shape[0], rows)))
+    def block(s, m=rows):
+        out[s:s + m] = _chain_rows(xs[s:s + m].T.astype(F64), w64, hw).T
+    native = _native_chain(ws, xs.size * o)
+    if native is None:
+        run_parts(block, list(range(0, xs.shape[0], rows)))
+        return out.reshape((n,) + spatial + (1, o))
+    xc = np.ascontiguousarray(x[0]).reshape(n, k, -1)                  # (N, K, S)
+    size = xc.shape[2]
+    offsets = np.arange(k, dtype=np.int64) * size
+
+    def native_block(part):
+        i, s = part
+        r, m = i * size + s, min(rows, size - s)
+        if not _run_chain(native, xc, i * k * size + s, ((1, 0), (1, 0), (m, 1)), offsets, out[r:r + m]):
+            block(r, m)                                               # (a NaN: the NumPy chain)
+    run_parts(native_block, [(i, s) for i in range(n) for s in range(0, size, rows)])
     return out.reshape((n,) + spatial + (1, o))
 
 
@@ -199,8 +213,47 @@ def _fma_chain_window(x, w, wdims, out_spatial, hw: bool) -> np.ndarray:
         xb = np.empty((kh * kw * c, v.shape[0] * ow), F64)
         xb.reshape(kh, kw, c, v.shape[0], ow)[...] = np.moveaxis(v, (0, 1), (-2, -1))
         out[i, y:y + rows] = _chain_rows(xb, w64, hw).T.reshape(-1, ow, o)
-    run_parts(block, [(i, y) for i in range(n) for y in range(0, oh, rows)])
+    native = _native_chain(ws, out.size * ws.shape[0])
+    if native is not None:
+        xp = np.ascontiguousarray(xp)
+        sn, sh, sw, sc = (v // 4 for v in xp.strides)
+        offsets = np.array([a * sh + b * sw + f * sc for a in range(kh) for b in range(kw) for f in range(c)],
+                           np.int64)
+
+        def native_block(part):
+            i, y = part
+            r = min(rows, oh - y)
+            if not _run_chain(native, xp, i * sn + y * s0 * sh, ((1, 0), (r, s0 * sh), (ow, s1 * sw)),
+                              offsets, out[i, y:y + r].reshape(r * ow, o)):
+                block(part)                                     # (a NaN: the NumPy chain)
+    run_parts(block if native is None else native_block, [(i, y) for i in range(n) for y in range(0, oh, rows)])
     return out.reshape(n, oh, ow, 1, o)
+
+
+def _native_chain(ws: np.ndarray, fmas: int):
+    """(the native chain runner, ws (K, O) as C-contiguous f32 with its columns padded with zeros to
+    a multiple of 16) when hwfma's chain kernel runs these `fmas` chained FMAs, else None."""
+    width = -(-ws.shape[1] // 16) * 16
+    chain = hwfma.chain_kernel(fmas, width)
+    if chain is None:
+        return None
+    wp = np.zeros((ws.shape[0], width), F32)
+    wp[:, :ws.shape[1]] = ws
+    return chain, wp
+
+
+def _run_chain(native, x, start: int, grid, offsets, dest: np.ndarray) -> bool:
+    """dest (P, O) <- the chains of the pixels `grid` from x's element `start` (hwfma._Chain's
+    arguments); False, dest left to the caller, when a result is NaN (the NumPy chain's bits)."""
+    chain, wp = native
+    o = dest.shape[1]
+    direct = wp.shape[1] == o and dest.flags.c_contiguous
+    buf = dest if direct else np.empty((dest.shape[0], wp.shape[1]), F32)
+    if chain(x, start, grid, offsets, wp, buf):
+        return False
+    if not direct:
+        dest[...] = buf[:, :o]
+    return True
 
 
 def _tap_positions(out_len: int, size_in: int, w, k: int):

@@ -508,19 +508,15 @@ class _Kernels(dict):
         """Whether kernel `k` is compiled in this process or its object code is in the cache."""
         got = self.on_disk.get(k)
         if got is None:
-            file = _chain_file(_chain_ir(k[1]), _chain_name(k[1])) if isinstance(k[0], str) else _name(*k)
-            got = self.on_disk[k] = self.dir is not None and (self.dir / f"{file}.o").exists()
+            got = self.on_disk[k] = self.dir is not None and (self.dir / f"{_source(k)[2]}.o").exists()
         return got or k in self
 
     def __missing__(self, k):
         with _lock:
             if k not in self:
-                if isinstance(k[0], str):
-                    ir, name = _chain_ir(k[1]), _chain_name(k[1])
-                    self[k] = self.chain_proto(self._address(_HEAD + ir, name, _chain_file(ir, name)))
-                else:
-                    name = _name(*k)
-                    self[k] = self.proto(self._address(_HEAD + _kernel_ir(*k), name, name))
+                ir, name, file = _source(k)
+                proto = self.chain_proto if isinstance(k[0], str) else self.proto
+                self[k] = proto(self._address(_HEAD + ir, name, file))
         return dict.__getitem__(self, k)
 
     def _address(self, ir: str, name: str, cached):
@@ -550,10 +546,15 @@ class _Kernels(dict):
         return addr
 
 
-def _chain_file(ir: str, name: str) -> str:
-    """The cache file name of a chain kernel (its IR's hash in it: a changed kernel is compiled
-    again, not loaded)."""
-    return f"{name}_{hashlib.sha256(ir.encode()).hexdigest()[:12]}"
+def _source(k) -> tuple:
+    """(LLVM IR, function name, cache file name) of kernel `k`: an fma kernel (dtype, signs,
+    pattern) or a chain kernel ("chain", lanes), whose file name holds its IR's hash (a changed
+    kernel is compiled again, not loaded)."""
+    if isinstance(k[0], str):
+        ir, name = _chain_ir(k[1]), _chain_name(k[1])
+        return ir, name, f"{name}_{hashlib.sha256(ir.encode()).hexdigest()[:12]}"
+    name = _name(*k)
+    return _kernel_ir(*k), name, name
 
 
 def _store(path, key, obj) -> None:
@@ -571,8 +572,8 @@ def _store(path, key, obj) -> None:
 
 
 def assembly(keys) -> str:
-    """The machine code of the kernels `keys` as assembly text (tests check it holds real FMA
-    instructions and no separate multiply or add)."""
+    """The machine code of the kernels `keys` (`_source`) as assembly text (tests check it holds
+    real FMA instructions and no separate multiply or add)."""
     llvm, machine, _ = _target()
-    mod = llvm.parse_assembly(_HEAD + "".join(_kernel_ir(*k) for k in keys))
+    mod = llvm.parse_assembly(_HEAD + "".join(_source(k)[0] for k in keys))
     return machine().emit_assembly(optimized(machine(), mod))

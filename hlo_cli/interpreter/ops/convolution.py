@@ -58,7 +58,7 @@ from . import numerics
 from ..registry import evaluator
 from ..values import np_dtype
 from .. import hwfma
-from ..fpenv import hardware
+from ..fpenv import flushing, hardware
 from ..kernels import flush
 from .convert import F32, F64, contig, convert, kind
 from .elementwise import repair_f32_midpoints
@@ -101,9 +101,9 @@ def _fma_chain(x, w, hw: bool) -> np.ndarray:
     spatial = x.shape[3:]
     o = w.shape[1]
     xs = np.moveaxis(x[0], 1, -1).reshape(-1, k)
-    ws = w[0].reshape(o, k).T                                 # (K, O)
+    ws = flush(w[0].reshape(o, k).T)                          # (K, O) (read as DAZ reads it)
     if not hw:
-        xs, ws = flush(xs), flush(ws)
+        xs = flush(xs)
     w64 = ws.astype(F64)[:, :, None]
     out = np.empty((xs.shape[0], o), F32)
     rows = max(1, FMA_CHAIN_BLOCK // o)
@@ -112,7 +112,7 @@ def _fma_chain(x, w, hw: bool) -> np.ndarray:
         out[s:s + m] = _chain_rows(xs[s:s + m].T.astype(F64), w64, hw).T
     native = _native_chain(ws, xs.size * o)
     if native is None:
-        run_parts(block, list(range(0, xs.shape[0], rows)))
+        run_parts(_flushed(block, hw), list(range(0, xs.shape[0], rows)))
         return out.reshape((n,) + spatial + (1, o))
     xc = np.ascontiguousarray(x[0]).reshape(n, k, -1)                  # (N, K, S)
     size = xc.shape[2]
@@ -122,7 +122,7 @@ def _fma_chain(x, w, hw: bool) -> np.ndarray:
         i, s = part
         r, m = i * size + s, min(rows, size - s)
         if not _run_chain(native, xc, i * k * size + s, ((1, 0), (1, 0), (m, 1)), offsets, out[r:r + m]):
-            block(r, m)                                               # (a NaN: the NumPy chain)
+            _flushed(block, hw)(r, m)                                 # (a NaN: the NumPy chain)
     run_parts(native_block, [(i, s) for i in range(n) for s in range(0, size, rows)])
     return out.reshape((n,) + spatial + (1, o))
 
@@ -193,9 +193,9 @@ def _fma_chain_window(x, w, wdims, out_spatial, hw: bool) -> np.ndarray:
     o = w.shape[1]
     oh, ow = out_spatial
     xp = np.moveaxis(x[0], 1, -1)                              # (N, H, W, C)
-    ws = np.moveaxis(w[0], (0, 1), (-1, -2)).reshape(-1, o)     # (KH * KW * C, O)
+    ws = flush(np.moveaxis(w[0], (0, 1), (-1, -2)).reshape(-1, o))  # (KH * KW * C, O), as DAZ reads it
     if not hw:
-        xp, ws = flush(xp), flush(ws)
+        xp = flush(xp)
     pads = [(wd.padding_low, wd.padding_high) for wd in wdims]
     if any(lo or hi for lo, hi in pads):
         xp = np.pad(xp, [(0, 0)] + pads + [(0, 0)])
@@ -225,9 +225,15 @@ def _fma_chain_window(x, w, wdims, out_spatial, hw: bool) -> np.ndarray:
             r = min(rows, oh - y)
             if not _run_chain(native, xp, i * sn + y * s0 * sh, ((1, 0), (r, s0 * sh), (ow, s1 * sw)),
                               offsets, out[i, y:y + r].reshape(r * ow, o)):
-                block(part)                                     # (a NaN: the NumPy chain)
-    run_parts(block if native is None else native_block, [(i, y) for i in range(n) for y in range(0, oh, rows)])
+                _flushed(block, hw)(part)                       # (a NaN: the NumPy chain)
+    run_parts(_flushed(block, hw) if native is None else native_block, [(i, y) for i in range(n) for y in range(0, oh, rows)])
     return out.reshape(n, oh, ow, 1, o)
+
+
+def _flushed(fn, hw: bool):
+    """fn, run with the processor's FTZ/DAZ set on the calling thread when `hw` (the chain's steps
+    then flush as XLA's do; without `hw` _chain_rows flushes them itself)."""
+    return (lambda *a: flushing(fn, *a)) if hw else fn
 
 
 def _native_chain(ws: np.ndarray, fmas: int):

@@ -19,6 +19,12 @@ copied first.  There are 64 kernels (f32/f64, the two signs, the three operands'
 each compiled on its first use (about 0.04 s) and its object code kept in the hlo cache directory,
 keyed by the IR, the processor and llvmlite's version (a later process loads it in about 1 ms).
 
+The chain kernels (`chain_kernel`, `_Chain`) run ops/convolution.py's FMA chains: for each output
+pixel (a strided grid over the input) and each block of 16 or 32 output features, acc = fma(x at
+the pixel plus the term's offset, the term's weights, acc) over the terms in order from +0, the
+accumulators in vector registers, under the same flags; one kernel per lane count, its cache file
+named by its IR's hash.
+
 When: ``HLO_NATIVE=0`` never; ``HLO_NATIVE=1`` (or ``strict``) from the first FMA on; unset, once the
 FMAs this process has computed with NumPy would have saved more time than importing llvmlite and
 compiling a kernel (or loading it from the cache) costs -- a short run of small arrays never pays

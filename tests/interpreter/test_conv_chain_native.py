@@ -126,11 +126,15 @@ def test_the_kernel_runs_and_a_nan_block_takes_the_numpy_chain(monkeypatch):
     monkeypatch.setattr(hwfma._Chain, "__call__", spy)
     x = np.random.default_rng(0).standard_normal((1, 2, 3, 12, 12)).astype(F32)
     x[0, 1, 0, 5, 5] = np.nan
+    x[0, 1, 1, 5, 5] = np.inf                   # (two NaN patterns: the NumPy chain decides)
     w = np.random.default_rng(1).standard_normal((1, 32, 3, 3, 3)).astype(F32)
     dims = (WindowDim(size=3, stride=2, padding_low=1, padding_high=1),) * 2
     monkeypatch.setattr(CV, "FMA_CHAIN_BLOCK", 32 * 6)
+    seen = []
+    real_rows = CV._chain_rows
+    monkeypatch.setattr(CV, "_chain_rows", lambda *a: seen.append(1) or real_rows(*a))
     native = CV._fma_chain_window(x, w, dims, (6, 6), True)
-    assert len(calls) == 12 and any(nans) and not all(nans)
+    assert len(calls) == 12 and any(nans) and not all(nans) and len(seen) == sum(nans)
     monkeypatch.setenv("HLO_NATIVE", "0")
     _same_bits(native, CV._fma_chain_window(x, w, dims, (6, 6), True))
     assert len(calls) == 12
@@ -206,3 +210,26 @@ ENTRY e {{
     want = np.asarray(conv(x, w))
     monkeypatch.setenv("HLO_NATIVE", native)
     _same_bits(np.asarray(run(module, x, w)), want)
+
+
+@pytest.mark.parametrize("nans, native_nan", [
+    ([np.float32(np.nan)], True),                                       # one NaN: the kernel's own
+    ([np.uint32(0xFFC00000).view(np.float32), np.float32(np.inf)], True),  # x86's default NaN and inf
+    ([np.float32(np.nan), np.float32(np.inf)], False),                  # two NaN patterns possible
+    ([np.uint32(0x7F800001).view(np.float32), np.uint32(0x7FC00001).view(np.float32)], True),  # sNaN
+    ([np.uint32(0x7FC00001).view(np.float32), np.uint32(0x7FC00002).view(np.float32)], False),
+])
+def test_nan_blocks_stay_native_when_every_nan_is_one(nans, native_nan, monkeypatch):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 2, 20, 6, 6)).astype(F32)
+    flat = x.reshape(-1)
+    for i, v in enumerate(nans):
+        flat[rng.random(flat.size) < 0.05] = v
+    w = rng.standard_normal((1, 32, 20, 1, 1)).astype(F32)
+    seen = []
+    real = CV._chain_rows
+    monkeypatch.setattr(CV, "_chain_rows", lambda *a: seen.append(1) or real(*a))
+    native = CV._fma_chain(x, w, True)
+    assert np.isnan(native).any() and bool(seen) != native_nan
+    monkeypatch.setenv("HLO_NATIVE", "0")
+    _same_bits(native, CV._fma_chain(x, w, True))

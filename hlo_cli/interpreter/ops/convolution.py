@@ -109,7 +109,8 @@ def _fma_chain(x, w, hw: bool) -> np.ndarray:
     rows = max(1, FMA_CHAIN_BLOCK // o)
 
     def block(s, m=rows):
-        out[s:s + m] = _chain_rows(xs[s:s + m].T.astype(F64), w64, hw).T
+        with np.errstate(invalid="ignore"):                  # (a signaling NaN read)
+            out[s:s + m] = _chain_rows(xs[s:s + m].T.astype(F64), w64, hw).T
     native = _native_chain(ws, xs.size * o)
     if native is None:
         run_parts(_flushed(block, hw), list(range(0, xs.shape[0], rows)))
@@ -211,7 +212,8 @@ def _fma_chain_window(x, w, wdims, out_spatial, hw: bool) -> np.ndarray:
         i, y = part
         v = win[i, y:y + rows]                                  # (R, OW, KH, KW, C)
         xb = np.empty((kh * kw * c, v.shape[0] * ow), F64)
-        xb.reshape(kh, kw, c, v.shape[0], ow)[...] = np.moveaxis(v, (0, 1), (-2, -1))
+        with np.errstate(invalid="ignore"):                  # (a signaling NaN read)
+            xb.reshape(kh, kw, c, v.shape[0], ow)[...] = np.moveaxis(v, (0, 1), (-2, -1))
         out[i, y:y + rows] = _chain_rows(xb, w64, hw).T.reshape(-1, ow, o)
     native = _native_chain(ws, out.size * ws.shape[0])
     if native is not None:
@@ -237,28 +239,57 @@ def _flushed(fn, hw: bool):
 
 
 def _native_chain(ws: np.ndarray, fmas: int):
-    """(the native chain runner, ws (K, O) as C-contiguous f32 with its columns padded with zeros to
-    a multiple of 16) when hwfma's chain kernel runs these `fmas` chained FMAs, else None."""
+    """[the native chain runner, ws (K, O) as C-contiguous f32 with its columns padded with zeros to
+    a multiple of 16, whether its NaNs are the NumPy chain's (asked at the first NaN)] when hwfma's
+    chain kernel runs these `fmas` chained FMAs, else None."""
     width = -(-ws.shape[1] // 16) * 16
     chain = hwfma.chain_kernel(fmas, width)
     if chain is None:
         return None
     wp = np.zeros((ws.shape[0], width), F32)
     wp[:, :ws.shape[1]] = ws
-    return chain, wp
+    return [chain, wp, None]
 
 
 def _run_chain(native, x, start: int, grid, offsets, dest: np.ndarray) -> bool:
     """dest (P, O) <- the chains of the pixels `grid` from x's element `start` (hwfma._Chain's
-    arguments); False, dest left to the caller, when a result is NaN (the NumPy chain's bits)."""
-    chain, wp = native
+    arguments, x the whole operand); False, dest left to the caller, when a result is NaN whose
+    bits may not be the NumPy chain's (_one_nan)."""
+    chain, wp, _ = native
     o = dest.shape[1]
     direct = wp.shape[1] == o and dest.flags.c_contiguous
     buf = dest if direct else np.empty((dest.shape[0], wp.shape[1]), F32)
     if chain(x, start, grid, offsets, wp, buf):
-        return False
+        if native[2] is None:
+            native[2] = _one_nan(x, wp)
+        if not native[2]:
+            return False
     if not direct:
         dest[...] = buf[:, :o]
+    return True
+
+
+# bits of the NaN an invalid f32 operation gives on x86 (inf * 0, inf - inf), from f32 and f64 alike
+_DEFAULT_NAN32 = 0xFFC00000
+_QUIET32 = np.uint32(0x00400000)
+
+
+def _one_nan(*operands) -> bool:
+    """True when every NaN a chain over these f32 operands can give has the same bits: their NaNs,
+    quieted, and the default NaN when they hold an infinity.  Any order of operations (the
+    processor's FMA, NumPy's f64 steps) then gives the same NaNs."""
+    seen: set = set()
+    with np.errstate(all="ignore"):
+        for a in operands:
+            isn = np.isnan(a)
+            if isn.any():
+                q = a.view(np.uint32)[isn] | _QUIET32
+                lo, hi = int(q.min()), int(q.max())
+                seen.update((lo, hi))
+            if np.isinf(a).any():
+                seen.add(_DEFAULT_NAN32)
+            if len(seen) > 1:
+                return False
     return True
 
 

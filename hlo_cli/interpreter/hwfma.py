@@ -401,6 +401,8 @@ class _Chain:
         C-contiguous f32 array, offsets: (T,) int64 (every index read lies in x), w: (T, WO)
         C-contiguous f32 with WO a multiple of 16.  Returns True when a result is NaN (its bits
         are the caller's to decide)."""
+        if any(v.dtype != _F32 or not v.flags.c_contiguous for v in (x, w, out)) or offsets.dtype != np.int64:
+            raise ValueError("the chain kernel reads C-contiguous f32 arrays and int64 offsets")
         lanes = next(n for n in CHAIN_LANES if w.shape[1] % n == 0)
         (p0, s0), (p1, s1), (p2, s2) = grid
         fn = self.kernels[("chain", lanes)]

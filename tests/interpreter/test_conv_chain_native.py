@@ -233,3 +233,21 @@ def test_nan_blocks_stay_native_when_every_nan_is_one(nans, native_nan, monkeypa
     assert np.isnan(native).any() and bool(seen) != native_nan
     monkeypatch.setenv("HLO_NATIVE", "0")
     _same_bits(native, CV._fma_chain(x, w, True))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"])
+def test_narrow_operands_are_read_as_f32(dtype):
+    """bf16 / f16 operands (an f32 convolution of them) reach the chains as they are: the kernel reads
+    them converted to f32, as the NumPy chain does."""
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 2, 3, 9, 9)).astype(dtype)
+    w = rng.standard_normal((1, 32, 3, 3, 3)).astype(dtype)
+    dims = (WindowDim(size=3, stride=2, padding_low=1, padding_high=1),) * 2
+    native, numpy = _both(CV._fma_chain_window, x, w, dims, (5, 5), True)
+    _same_bits(native, numpy)
+    x1 = rng.standard_normal((1, 2, 12, 4, 4)).astype(dtype)
+    w1 = rng.standard_normal((1, 48, 12, 1, 1)).astype(dtype)
+    native, numpy = _both(CV._fma_chain, x1, w1, True)
+    _same_bits(native, numpy)

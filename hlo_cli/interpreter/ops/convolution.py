@@ -115,7 +115,7 @@ def _fma_chain(x, w, hw: bool) -> np.ndarray:
     if native is None:
         run_parts(_flushed(block, hw), list(range(0, xs.shape[0], rows)))
         return out.reshape((n,) + spatial + (1, o))
-    xc = np.ascontiguousarray(x[0]).reshape(n, k, -1)                  # (N, K, S)
+    xc = np.ascontiguousarray(x[0], F32).reshape(n, k, -1)               # (N, K, S)
     size = xc.shape[2]
     offsets = np.arange(k, dtype=np.int64) * size
 
@@ -217,7 +217,7 @@ def _fma_chain_window(x, w, wdims, out_spatial, hw: bool) -> np.ndarray:
         out[i, y:y + rows] = _chain_rows(xb, w64, hw).T.reshape(-1, ow, o)
     native = _native_chain(ws, out.size * ws.shape[0])
     if native is not None:
-        xp = np.ascontiguousarray(xp)
+        xp = np.ascontiguousarray(xp, F32)
         sn, sh, sw, sc = (v // 4 for v in xp.strides)
         offsets = np.array([a * sh + b * sw + f * sc for a in range(kh) for b in range(kw) for f in range(c)],
                            np.int64)

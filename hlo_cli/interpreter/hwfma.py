@@ -19,6 +19,12 @@ copied first.  There are 64 kernels (f32/f64, the two signs, the three operands'
 each compiled on its first use (about 0.04 s) and its object code kept in the hlo cache directory,
 keyed by the IR, the processor and llvmlite's version (a later process loads it in about 1 ms).
 
+The chain kernels (`chain_kernel`, `_Chain`) run ops/convolution.py's FMA chains: for each output
+pixel (a strided grid over the input) and each block of 16 or 32 output features, acc = fma(x at
+the pixel plus the term's offset, the term's weights, acc) over the terms in order from +0, the
+accumulators in vector registers, under the same flags; one kernel per lane count, its cache file
+named by its IR's hash.
+
 When: ``HLO_NATIVE=0`` never; ``HLO_NATIVE=1`` (or ``strict``) from the first FMA on; unset, once the
 FMAs this process has computed with NumPy would have saved more time than importing llvmlite and
 compiling a kernel (or loading it from the cache) costs -- a short run of small arrays never pays
@@ -105,7 +111,7 @@ def fma(a, b, c, negate_product: bool, negate_addend: bool):
     k = (dt, bool(negate_product), bool(negate_addend), pattern)
     fn = kernels.get(k)
     if fn is None:
-        fn = _kernel(kernels, k, out.size)
+        fn = _kernel(kernels, k, CALL_SAVING + ELEMENT_SAVING[dt] * out.size)
         if fn is None:
             return None
     if fn(a, b, c, out, rows, cols, ra, rb, rc):
@@ -163,11 +169,12 @@ def _build_if_worth_it(dt, size):
     return _state["kernels"]
 
 
-def _kernel(kernels, k, size):
+def _kernel(kernels, k, saving: float):
     """Kernel `k` loaded or compiled now; None (the NumPy path) while, unless ``HLO_NATIVE=1``, the
-    FMA work of this process has not yet paid for compiling one more kernel, or when LLVM refuses."""
+    FMA work of this process (`saving`: what this call saves, in seconds) has not yet paid for
+    compiling one more kernel, or when LLVM refuses."""
     if not kernels.cached(k) and mode() == "auto":
-        _state["saved"] += CALL_SAVING + ELEMENT_SAVING[k[0]] * size
+        _state["saved"] += saving
         if _state["saved"] < _state["spent"] + COMPILE_COST:
             return None
         _state["spent"] += COMPILE_COST
@@ -270,7 +277,145 @@ exit:
   ret i32 %res
 }}
 
-define i32 @{name}(i8* %a, i8* %b, i8* %c, i8* %o, i64 %R, i64 %C, i64 %ra, i64 %rb, i64 %rc) {{
+{_flushing_entry(name, "i8* %a, i8* %b, i8* %c, i8* %o, i64 %R, i64 %C, i64 %ra, i64 %rb, i64 %rc")}"""
+
+
+# ============================================================================ the FMA chain
+
+# output features per vector of the chain kernels (the accumulators: 2 or 4 AVX registers)
+CHAIN_LANES = (32, 16)
+# what a chain kernel saves per FMA over the NumPy chain (ops/convolution._chain_rows: about five
+# passes over f64 temporaries per step)
+CHAIN_SAVING = 6e-9
+_CHAIN_PARAMS = ("float* %x, i64* %off, i64 %T, float* %w, i64 %WO, i64 %NB, float* %out, i64 %P, "
+                 "i64 %P12, i64 %P2, i64 %s0, i64 %s1, i64 %s2")
+
+
+def _chain_name(lanes: int) -> str:
+    return f"chain_f32_{lanes}"
+
+
+def _chain_ir(lanes: int) -> str:
+    """LLVM IR of ``i32 NAME(x, off, T, w, WO, NB, out, P, P12, P2, s0, s1, s2)`` (pointers to f32 /
+    i64 data): for each pixel p < P, with (a, b, c) its index in a (P / P12, P12 / P2, P2) grid and
+    base = a*s0 + b*s1 + c*s2, and each block of `lanes` output features ob < NB:
+    out[p*WO + ob*lanes + i] = the chain acc = fma(x[base + off[t]], w[t*WO + ob*lanes + i], acc)
+    over t < T from +0, the accumulators in registers, under FTZ/DAZ; returns 1 when a result is NaN."""
+    name, v = _chain_name(lanes), f"<{lanes} x float>"
+    return f"""
+define internal i32 @{name}_loop({_CHAIN_PARAMS}) noinline {{
+entry:
+  %empty = icmp eq i64 %P, 0
+  br i1 %empty, label %exit, label %pixel
+pixel:
+  %p = phi i64 [0, %entry], [%p1, %pnext]
+  %nanp = phi i1 [false, %entry], [%nanb1, %pnext]
+  %a = udiv i64 %p, %P12
+  %rest = urem i64 %p, %P12
+  %b = udiv i64 %rest, %P2
+  %c = urem i64 %rest, %P2
+  %ba = mul i64 %a, %s0
+  %bb = mul i64 %b, %s1
+  %bc = mul i64 %c, %s2
+  %bab = add i64 %ba, %bb
+  %base = add i64 %bab, %bc
+  %xp = getelementptr inbounds float, float* %x, i64 %base
+  %oo = mul i64 %p, %WO
+  %op = getelementptr inbounds float, float* %out, i64 %oo
+  br label %block
+block:
+  %ob = phi i64 [0, %pixel], [%ob1, %bnext]
+  %nanb = phi i1 [%nanp, %pixel], [%nanb1, %bnext]
+  %wo = mul i64 %ob, {lanes}
+  %wb = getelementptr inbounds float, float* %w, i64 %wo
+  br label %term
+term:
+  %t = phi i64 [0, %block], [%t1, %term]
+  %acc = phi {v} [zeroinitializer, %block], [%acc1, %term]
+  %offp = getelementptr inbounds i64, i64* %off, i64 %t
+  %o = load i64, i64* %offp
+  %xq = getelementptr inbounds float, float* %xp, i64 %o
+  %xs = load float, float* %xq
+  %xi = insertelement {v} undef, float %xs, i32 0
+  %xv = shufflevector {v} %xi, {v} undef, <{lanes} x i32> zeroinitializer
+  %wt = mul i64 %t, %WO
+  %wq = getelementptr inbounds float, float* %wb, i64 %wt
+  %wr = bitcast float* %wq to {v}*
+  %wv = load {v}, {v}* %wr, align 4
+  %acc1 = call {v} @llvm.fma.v{lanes}f32({v} %xv, {v} %wv, {v} %acc)
+  %t1 = add nuw nsw i64 %t, 1
+  %endt = icmp eq i64 %t1, %T
+  br i1 %endt, label %bnext, label %term
+bnext:
+  %oq = getelementptr inbounds float, float* %op, i64 %wo
+  %or = bitcast float* %oq to {v}*
+  store {v} %acc1, {v}* %or, align 4
+  %uno = fcmp uno {v} %acc1, %acc1
+  %mask = bitcast <{lanes} x i1> %uno to i{lanes}
+  %isnan = icmp ne i{lanes} %mask, 0
+  %nanb1 = or i1 %nanb, %isnan
+  %ob1 = add nuw nsw i64 %ob, 1
+  %endb = icmp eq i64 %ob1, %NB
+  br i1 %endb, label %pnext, label %block
+pnext:
+  %p1 = add nuw nsw i64 %p, 1
+  %endp = icmp eq i64 %p1, %P
+  br i1 %endp, label %exit, label %pixel
+exit:
+  %nan = phi i1 [false, %entry], [%nanb1, %pnext]
+  %res = zext i1 %nan to i32
+  ret i32 %res
+}}
+
+declare {v} @llvm.fma.v{lanes}f32({v}, {v}, {v})
+
+{_flushing_entry(name, _CHAIN_PARAMS)}"""
+
+
+def chain_kernel(fmas: int, width: int):
+    """The chain runner (`_Chain`) for `width` output features (a multiple of 16) when the native
+    kernels are used for `fmas` chained FMAs (the cost model of `fma`, each FMA saving
+    CHAIN_SAVING), else None."""
+    kernels = _state["kernels"]
+    if kernels is None or os.environ.get("HLO_NATIVE") == "0":
+        kernels = _build_if_worth_it(_F32, int(fmas * CHAIN_SAVING / ELEMENT_SAVING[_F32]))
+        if kernels is None:
+            return None
+    k = ("chain", next(n for n in CHAIN_LANES if width % n == 0))
+    if k not in kernels and _kernel(kernels, k, fmas * CHAIN_SAVING) is None:
+        return None
+    return _Chain(kernels)
+
+
+class _Chain:
+    """Runs FMA chains over a strided pixel grid through the compiled chain kernels."""
+
+    def __init__(self, kernels):
+        self.kernels = kernels
+
+    def __call__(self, x: np.ndarray, start: int, grid, offsets: np.ndarray, w: np.ndarray,
+                 out: np.ndarray) -> bool:
+        """out (P, WO) f32 C-contiguous <- for each pixel p of `grid` ((count, step) x 3, steps in
+        elements of x, P the product of the counts) and output feature o < WO: acc = fma(x[start +
+        base(p) + offsets[t]], w[t, o], acc) over t in order from +0 (XLA's FTZ/DAZ).  x: a
+        C-contiguous f32 array, offsets: (T,) int64 (every index read lies in x), w: (T, WO)
+        C-contiguous f32 with WO a multiple of 16.  Returns True when a result is NaN (its bits
+        are the caller's to decide)."""
+        if any(v.dtype != _F32 or not v.flags.c_contiguous for v in (x, w, out)) or offsets.dtype != np.int64:
+            raise ValueError("the chain kernel reads C-contiguous f32 arrays and int64 offsets")
+        lanes = next(n for n in CHAIN_LANES if w.shape[1] % n == 0)
+        (p0, s0), (p1, s1), (p2, s2) = grid
+        fn = self.kernels[("chain", lanes)]
+        xp = x.ctypes.data + 4 * start
+        return bool(fn(xp, offsets.ctypes.data, offsets.shape[0], w.ctypes.data, w.shape[1],
+                       w.shape[1] // lanes, out.ctypes.data, p0 * p1 * p2, p1 * p2, p2, s0, s1, s2))
+
+
+def _flushing_entry(name: str, params: str) -> str:
+    """LLVM IR of ``i32 NAME(params)``: calls ``NAME_loop`` with the same arguments under FTZ/DAZ and
+    rounding to nearest, then restores the caller's MXCSR."""
+    call = ", ".join(" ".join(p.split()) for p in params.split(","))
+    return f"""define i32 @{name}({params}) {{
 entry:
   %old = alloca i32, align 4
   %new = alloca i32, align 4
@@ -282,7 +427,7 @@ entry:
   %f = or i32 %g, {_MXCSR_FLUSH}
   store i32 %f, i32* %new
   call void @llvm.x86.sse.ldmxcsr(i8* %newp)
-  %r = call i32 @{name}_loop(i8* %a, i8* %b, i8* %c, i8* %o, i64 %R, i64 %C, i64 %ra, i64 %rb, i64 %rc)
+  %r = call i32 @{name}_loop({call})
   call void @llvm.x86.sse.ldmxcsr(i8* %oldp)
   ret i32 %r
 }}
@@ -363,19 +508,23 @@ class _Kernels(dict):
             if probe(v) != v.ctypes.data:
                 raise RuntimeError("NumPy's array objects hold their data elsewhere")
         self.proto = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * 4, *[ctypes.c_int64] * 5)
+        self.chain_proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                            ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                                            *[ctypes.c_int64] * 6)
 
     def cached(self, k) -> bool:
         """Whether kernel `k` is compiled in this process or its object code is in the cache."""
         got = self.on_disk.get(k)
         if got is None:
-            got = self.on_disk[k] = self.dir is not None and (self.dir / f"{_name(*k)}.o").exists()
+            got = self.on_disk[k] = self.dir is not None and (self.dir / f"{_source(k)[2]}.o").exists()
         return got or k in self
 
     def __missing__(self, k):
         with _lock:
             if k not in self:
-                name = _name(*k)
-                self[k] = self.proto(self._address(_HEAD + _kernel_ir(*k), name, name))
+                ir, name, file = _source(k)
+                proto = self.chain_proto if isinstance(k[0], str) else self.proto
+                self[k] = proto(self._address(_HEAD + ir, name, file))
         return dict.__getitem__(self, k)
 
     def _address(self, ir: str, name: str, cached):
@@ -405,6 +554,17 @@ class _Kernels(dict):
         return addr
 
 
+def _source(k) -> tuple:
+    """(LLVM IR, function name, cache file name) of kernel `k`: an fma kernel (dtype, signs,
+    pattern) or a chain kernel ("chain", lanes), whose file name holds its IR's hash (a changed
+    kernel is compiled again, not loaded)."""
+    if isinstance(k[0], str):
+        ir, name = _chain_ir(k[1]), _chain_name(k[1])
+        return ir, name, f"{name}_{hashlib.sha256(ir.encode()).hexdigest()[:12]}"
+    name = _name(*k)
+    return _kernel_ir(*k), name, name
+
+
 def _store(path, key, obj) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -420,8 +580,8 @@ def _store(path, key, obj) -> None:
 
 
 def assembly(keys) -> str:
-    """The machine code of the kernels `keys` as assembly text (tests check it holds real FMA
-    instructions and no separate multiply or add)."""
+    """The machine code of the kernels `keys` (`_source`) as assembly text (tests check it holds
+    real FMA instructions and no separate multiply or add)."""
     llvm, machine, _ = _target()
-    mod = llvm.parse_assembly(_HEAD + "".join(_kernel_ir(*k) for k in keys))
+    mod = llvm.parse_assembly(_HEAD + "".join(_source(k)[0] for k in keys))
     return machine().emit_assembly(optimized(machine(), mod))

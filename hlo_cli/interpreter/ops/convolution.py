@@ -57,7 +57,8 @@ from ...ir.attributes import sparsity_sides
 from . import numerics
 from ..registry import evaluator
 from ..values import np_dtype
-from ..fpenv import hardware
+from .. import hwfma
+from ..fpenv import flushing, hardware
 from ..kernels import flush
 from .convert import F32, F64, contig, convert, kind
 from .elementwise import repair_f32_midpoints
@@ -100,16 +101,30 @@ def _fma_chain(x, w, hw: bool) -> np.ndarray:
     spatial = x.shape[3:]
     o = w.shape[1]
     xs = np.moveaxis(x[0], 1, -1).reshape(-1, k)
-    ws = w[0].reshape(o, k).T                                 # (K, O)
+    ws = flush(w[0].reshape(o, k).T)                          # (K, O) (read as DAZ reads it)
     if not hw:
-        xs, ws = flush(xs), flush(ws)
+        xs = flush(xs)
     w64 = ws.astype(F64)[:, :, None]
     out = np.empty((xs.shape[0], o), F32)
     rows = max(1, FMA_CHAIN_BLOCK // o)
 
-    def block(s):
-        out[s:s + rows] = _chain_rows(xs[s:s + rows].T.astype(F64), w64, hw).T
-    run_parts(block, list(range(0, xs.shape[0], rows)))
+    def block(s, m=rows):
+        with np.errstate(invalid="ignore"):                  # (a signaling NaN read)
+            out[s:s + m] = _chain_rows(xs[s:s + m].T.astype(F64), w64, hw).T
+    native = _native_chain(ws, xs.size * o)
+    if native is None:
+        run_parts(_flushed(block, hw), list(range(0, xs.shape[0], rows)))
+        return out.reshape((n,) + spatial + (1, o))
+    xc = np.ascontiguousarray(x[0], F32).reshape(n, k, -1)               # (N, K, S)
+    size = xc.shape[2]
+    offsets = np.arange(k, dtype=np.int64) * size
+
+    def native_block(part):
+        i, s = part
+        r, m = i * size + s, min(rows, size - s)
+        if not _run_chain(native, xc, i * k * size + s, ((1, 0), (1, 0), (m, 1)), offsets, out[r:r + m]):
+            _flushed(block, hw)(r, m)                                 # (a NaN: the NumPy chain)
+    run_parts(native_block, [(i, s) for i in range(n) for s in range(0, size, rows)])
     return out.reshape((n,) + spatial + (1, o))
 
 
@@ -179,9 +194,9 @@ def _fma_chain_window(x, w, wdims, out_spatial, hw: bool) -> np.ndarray:
     o = w.shape[1]
     oh, ow = out_spatial
     xp = np.moveaxis(x[0], 1, -1)                              # (N, H, W, C)
-    ws = np.moveaxis(w[0], (0, 1), (-1, -2)).reshape(-1, o)     # (KH * KW * C, O)
+    ws = flush(np.moveaxis(w[0], (0, 1), (-1, -2)).reshape(-1, o))  # (KH * KW * C, O), as DAZ reads it
     if not hw:
-        xp, ws = flush(xp), flush(ws)
+        xp = flush(xp)
     pads = [(wd.padding_low, wd.padding_high) for wd in wdims]
     if any(lo or hi for lo, hi in pads):
         xp = np.pad(xp, [(0, 0)] + pads + [(0, 0)])
@@ -197,10 +212,85 @@ def _fma_chain_window(x, w, wdims, out_spatial, hw: bool) -> np.ndarray:
         i, y = part
         v = win[i, y:y + rows]                                  # (R, OW, KH, KW, C)
         xb = np.empty((kh * kw * c, v.shape[0] * ow), F64)
-        xb.reshape(kh, kw, c, v.shape[0], ow)[...] = np.moveaxis(v, (0, 1), (-2, -1))
+        with np.errstate(invalid="ignore"):                  # (a signaling NaN read)
+            xb.reshape(kh, kw, c, v.shape[0], ow)[...] = np.moveaxis(v, (0, 1), (-2, -1))
         out[i, y:y + rows] = _chain_rows(xb, w64, hw).T.reshape(-1, ow, o)
-    run_parts(block, [(i, y) for i in range(n) for y in range(0, oh, rows)])
+    native = _native_chain(ws, out.size * ws.shape[0])
+    if native is not None:
+        xp = np.ascontiguousarray(xp, F32)
+        sn, sh, sw, sc = (v // 4 for v in xp.strides)
+        offsets = np.array([a * sh + b * sw + f * sc for a in range(kh) for b in range(kw) for f in range(c)],
+                           np.int64)
+
+        def native_block(part):
+            i, y = part
+            r = min(rows, oh - y)
+            if not _run_chain(native, xp, i * sn + y * s0 * sh, ((1, 0), (r, s0 * sh), (ow, s1 * sw)),
+                              offsets, out[i, y:y + r].reshape(r * ow, o)):
+                _flushed(block, hw)(part)                       # (a NaN: the NumPy chain)
+    run_parts(_flushed(block, hw) if native is None else native_block, [(i, y) for i in range(n) for y in range(0, oh, rows)])
     return out.reshape(n, oh, ow, 1, o)
+
+
+def _flushed(fn, hw: bool):
+    """fn, run with the processor's FTZ/DAZ set on the calling thread when `hw` (the chain's steps
+    then flush as XLA's do; without `hw` _chain_rows flushes them itself)."""
+    return (lambda *a: flushing(fn, *a)) if hw else fn
+
+
+def _native_chain(ws: np.ndarray, fmas: int):
+    """[the native chain runner, ws (K, O) as C-contiguous f32 with its columns padded with zeros to
+    a multiple of 16, whether its NaNs are the NumPy chain's (asked at the first NaN)] when hwfma's
+    chain kernel runs these `fmas` chained FMAs, else None."""
+    width = -(-ws.shape[1] // 16) * 16
+    chain = hwfma.chain_kernel(fmas, width)
+    if chain is None:
+        return None
+    wp = np.zeros((ws.shape[0], width), F32)
+    wp[:, :ws.shape[1]] = ws
+    return [chain, wp, None]
+
+
+def _run_chain(native, x, start: int, grid, offsets, dest: np.ndarray) -> bool:
+    """dest (P, O) <- the chains of the pixels `grid` from x's element `start` (hwfma._Chain's
+    arguments, x the whole operand); False, dest left to the caller, when a result is NaN whose
+    bits may not be the NumPy chain's (_one_nan)."""
+    chain, wp, _ = native
+    o = dest.shape[1]
+    direct = wp.shape[1] == o and dest.flags.c_contiguous
+    buf = dest if direct else np.empty((dest.shape[0], wp.shape[1]), F32)
+    if chain(x, start, grid, offsets, wp, buf):
+        if native[2] is None:
+            native[2] = _one_nan(x, wp)
+        if not native[2]:
+            return False
+    if not direct:
+        dest[...] = buf[:, :o]
+    return True
+
+
+# bits of the NaN an invalid f32 operation gives on x86 (inf * 0, inf - inf), from f32 and f64 alike
+_DEFAULT_NAN32 = 0xFFC00000
+_QUIET32 = np.uint32(0x00400000)
+
+
+def _one_nan(*operands) -> bool:
+    """True when every NaN a chain over these f32 operands can give has the same bits: their NaNs,
+    quieted, and the default NaN when they hold an infinity.  Any order of operations (the
+    processor's FMA, NumPy's f64 steps) then gives the same NaNs."""
+    seen: set = set()
+    with np.errstate(all="ignore"):
+        for a in operands:
+            isn = np.isnan(a)
+            if isn.any():
+                q = a.view(np.uint32)[isn] | _QUIET32
+                lo, hi = int(q.min()), int(q.max())
+                seen.update((lo, hi))
+            if np.isinf(a).any():
+                seen.add(_DEFAULT_NAN32)
+            if len(seen) > 1:
+                return False
+    return True
 
 
 def _tap_positions(out_len: int, size_in: int, w, k: int):

@@ -762,6 +762,10 @@ def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, stra
     itype = F32 if 4 * cg * kt < (1 << 24) else F64            # counts exact in it
     shape = (n,) + tuple(out_spatial) + (g, o)
     with np.errstate(all="ignore"):
+        if cdt == F32:
+            out = _scan_route(xx, ww, wdims, out_spatial, hw, eigen, strategy)
+            if out is not None:
+                return out
         nx, nw = np.isnan(xx), np.isnan(ww)
         any_nx, any_nw = bool(nx.any()), bool(nw.any())
         iw = np.isinf(ww)
@@ -900,7 +904,8 @@ def _count_at_least(a: np.ndarray, t: float) -> int:
     return count
 
 
-def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool, strategy=None):
+def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool, strategy=None,
+              scan=None):
     """_nonfinite_conv in f32 of operands holding inf (`nx`, `ix`, `nw`, `iw`: x's and w's NaN and
     inf masks, or None where there are none) in one sum over the operands as they are, when no finite
     partial sum can overflow (terms * max finite |x| * max finite |w| far below f32's range; else
@@ -911,7 +916,9 @@ def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool,
     strategies form for some outputs only.  Under `eigen` the tap tables add the NaN of
     non-finite kernel taps over padding and holes; without it a non-finite kernel tap over either
     gives None.  NaN bits as _nonfinite_conv's: x's first NaN where a NaN input is under a real
-    tap, else w's first NaN where a NaN kernel tap is, else x86's default NaN."""
+    tap, else w's first NaN where a NaN kernel tap is, else x86's default NaN.  `scan` (from
+    _scan_route: x's range already checked, `nx` and `ix` then None): x's first NaN and its NaN
+    pixels (G, N, 1, *S; nonzero where a channel holds NaN) instead of the masks, or (None, None)."""
     g, n, cg = xx.shape[:3]
     o = ww.shape[1]
     ksz = ww.shape[3:]
@@ -923,10 +930,13 @@ def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool,
         return None
     # no finite |x| or |w| reaches sqrt(f32 max / (4 terms)): every partial sum of finite products
     # stays far below the f32 range (the only elements that large are the infs)
-    big = math.sqrt(float(np.finfo(F32).max) / (4.0 * cg * kt))
-    for a, inf in ((xx, ix), (ww, iw)):
+    big = _inf_bound(cg * kt)
+    for a, inf in ((xx, ix), (ww, iw)) if scan is None else ((ww, iw),):
         if _count_at_least(a, big) != (0 if inf is None else int(np.count_nonzero(inf))):
             return None
+    if scan is None and nx is not None:
+        itype = F32 if cg * kt < (1 << 24) else F64
+        scan = (_first_nan(xx, nx), nx.sum(axis=2, keepdims=True, dtype=itype))
     shape = (n,) + tuple(out_spatial) + (g, o)
     qshape = (1,) + tuple(out_spatial) + (g, o)
     with np.errstate(all="ignore"):
@@ -939,12 +949,72 @@ def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool,
             taps = np.ones_like(real) if eigen else real
             cnt = nw.sum(axis=2, dtype=F64).reshape(g * o, kt)
             np.copyto(out, _first_nan(ww, nw), where=((taps.astype(F64) @ cnt.T) > 0).reshape(qshape))
-        if nx is not None:
-            itype = F32 if cg * kt < (1 << 24) else F64
-            nan_x = _fast_conv(nx.sum(axis=2, keepdims=True, dtype=itype), np.ones((g, 1, 1) + ksz, itype),
-                               wdims, out_spatial, itype, False, strategy) > 0
-            np.copyto(out, _first_nan(xx, nx), where=np.broadcast_to(nan_x, shape))
+        if scan is not None and scan[1] is not None:
+            first, counts = scan
+            nan_x = _fast_conv(counts, np.ones((g, 1, 1) + ksz, counts.dtype),
+                               wdims, out_spatial, counts.dtype, False, strategy) > 0
+            np.copyto(out, first, where=np.broadcast_to(nan_x, shape))
     return out
+
+
+def _inf_bound(terms: int) -> float:
+    """No finite |x| or |w| reaching this (sqrt(f32 max / (4 terms))): every partial sum of finite
+    products of a `terms`-term f32 sum stays far below the f32 range."""
+    return math.sqrt(float(np.finfo(F32).max) / (4.0 * terms))
+
+
+def _large_counts(a: np.ndarray, big: float) -> tuple[int, int]:
+    """(how many finite elements of the f32 array `a` (any strides) have magnitude >= big, how many
+    are +-inf), a block in cache at a time over the magnitude bits (NaN counted in neither)."""
+    d = 0
+    while d < a.ndim - 1 and int(np.prod(a.shape[d + 1:], dtype=np.int64)) > _COUNT_BLOCK:
+        d += 1
+    inner = int(np.prod(a.shape[d + 1:], dtype=np.int64)) if a.ndim else 1
+    step = max(1, _COUNT_BLOCK // max(inner, 1))
+    buf = np.empty(step * inner, np.int32)
+    hit = np.empty(step * inner, bool)
+    bits = a.view(np.int32)
+    inf_bits = 0x7F800000
+    lo = min(int(np.array(big, F32).view(np.int32)), inf_bits)
+    large = infs = 0
+    for lead in np.ndindex(*bits.shape[:d]):
+        for j in range(0, bits.shape[d] if bits.ndim else 1, step):
+            blk = bits[lead + (slice(j, j + step),)] if bits.ndim else bits
+            k = blk.size
+            m = np.bitwise_and(blk, 0x7FFFFFFF, out=buf[:k].reshape(blk.shape))
+            np.subtract(m, lo, out=m)          # the large finite ones in [0, inf - lo) as unsigned
+            h = hit[:k].reshape(blk.shape)
+            large += int(np.count_nonzero(np.less(m.view(np.uint32), inf_bits - lo, out=h)))
+            infs += int(np.count_nonzero(np.equal(m, inf_bits - lo, out=h)))
+    return large, infs
+
+
+def _scan_route(xx, ww, wdims, out_spatial, hw: bool, eigen: bool, strategy):
+    """_nonfinite_conv in f32 without x's dense NaN and inf masks: one blocked pass over x's
+    magnitude bits (no finite |x| too large, whether x holds inf) and one channel maximum per
+    pixel (NaN where its channels hold one: numpy's maximum passes NaN on), then _nan_conv when
+    neither operand holds inf, else _inf_conv with x's first NaN and the NaN pixels.  None where
+    the dense route decides: x's first element NaN (an all-NaN x has its own shortcut there), a
+    large finite x, _inf_conv's fallbacks."""
+    if xx.ndim < 3 or xx.size == 0 or bool(np.isnan(xx[(0,) * xx.ndim])):
+        return None
+    g, n, cg = xx.shape[:3]
+    kt = int(np.prod(ww.shape[3:], dtype=np.int64))
+    large, infs = _large_counts(xx, _inf_bound(cg * kt))
+    if large:
+        return None
+    nw, iw = np.isnan(ww), np.isinf(ww)
+    nw = nw if bool(nw.any()) else None
+    iw = iw if bool(iw.any()) else None
+    if not infs and iw is None:
+        return _nan_conv(xx, ww, nw, wdims, out_spatial, F32, hw, eigen, strategy)
+    nan_pix = np.isnan(np.maximum.reduce(xx, axis=2, keepdims=True))
+    scan = (None, None)
+    if bool(nan_pix.any()):
+        slab = np.unravel_index(int(np.argmax(nan_pix.reshape(g * n, -1).any(axis=1))), (g, n))
+        first = _first_nan(xx[slab], np.isnan(xx[slab]))
+        scan = (first, nan_pix.astype(F32 if cg * kt < (1 << 24) else F64))
+    return _inf_conv(xx, ww, None, None, nw, iw, wdims, out_spatial, hw, eigen, strategy, scan=scan)
 
 
 def _nan_conv(xx, ww, nw, wdims, out_spatial, cdt, hw: bool, eigen: bool, strategy=None):

@@ -104,20 +104,23 @@ def test_the_scan_leaves_large_finite_and_all_nan_x_to_the_dense_route():
     assert np.isnan(out).all()
 
 
-@settings(max_examples=150, deadline=None)
-@given(hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=4, max_side=9),
+@settings(max_examples=200, deadline=None)
+@given(hnp.arrays(np.float32, hnp.array_shapes(min_dims=3, max_dims=5, max_side=7),
                   elements=st.sampled_from([0.0, -0.0, -1.0, 2.5, -3e20, 7e25, 3.4e38, np.inf, -np.inf,
                                             np.nan])),
        st.sampled_from([1.0, 3.0, 1e20, 1e25, 3e38]), st.integers(1, 64), st.booleans())
-def test_large_counts_counts_finite_magnitudes_and_infs(a, t, block, transpose):
-    """Block by block over any strides: (finite elements with |a| >= t, infs); NaN in neither."""
-    a = a.T if transpose else a
+def test_x_scan_finds_large_finite_infs_and_nan_pixels(a, t, block, transpose):
+    """Block by block over any strides (every blocking depth): whether a finite |x| >= t, else
+    whether x holds +-inf and which pixels (G, N, 1, *S) have a NaN among their channels."""
+    a = a.transpose(1, 0, *range(2, a.ndim)) if transpose else a
     old = conv._COUNT_BLOCK
     conv._COUNT_BLOCK = block
     try:
         with np.errstate(invalid="ignore"):
-            want = (int(np.count_nonzero(np.isfinite(a) & (np.abs(a) >= np.float32(t)))),
-                    int(np.count_nonzero(np.isinf(a))))
-            assert conv._large_counts(a, t) == want
+            large, infs, pix = conv._x_scan(a, t)
+            assert large == bool((np.isfinite(a) & (np.abs(a) >= np.float32(t))).any())
+            if not large:
+                assert infs == bool(np.isinf(a).any())
+                assert np.array_equal(pix, np.isnan(a).any(axis=2, keepdims=True))
     finally:
         conv._COUNT_BLOCK = old

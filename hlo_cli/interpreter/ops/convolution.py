@@ -937,23 +937,22 @@ def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool,
     if scan is None and nx is not None:
         itype = F32 if cg * kt < (1 << 24) else F64
         scan = (_first_nan(xx, nx), nx.sum(axis=2, keepdims=True, dtype=itype))
-    shape = (n,) + tuple(out_spatial) + (g, o)
     qshape = (1,) + tuple(out_spatial) + (g, o)
     with np.errstate(all="ignore"):
         out = _fast_conv(xx, ww, wdims, out_spatial, F32, hw, strategy)
         np.copyto(out, _default_nan(F32), where=np.isnan(out))
         if eigen and padded and wbad is not None:
             cnt = wbad.sum(axis=2, dtype=F64).reshape(g * o, kt)
-            np.copyto(out, _default_nan(F32), where=((~real).astype(F64) @ cnt.T > 0).reshape(qshape))
+            _put(out, _default_nan(F32), ((~real).astype(F64) @ cnt.T > 0).reshape(qshape))
         if nw is not None:
             taps = np.ones_like(real) if eigen else real
             cnt = nw.sum(axis=2, dtype=F64).reshape(g * o, kt)
-            np.copyto(out, _first_nan(ww, nw), where=((taps.astype(F64) @ cnt.T) > 0).reshape(qshape))
+            _put(out, _first_nan(ww, nw), ((taps.astype(F64) @ cnt.T) > 0).reshape(qshape))
         if scan is not None and scan[1] is not None:
             first, counts = scan
             nan_x = _fast_conv(counts, np.ones((g, 1, 1) + ksz, counts.dtype),
                                wdims, out_spatial, counts.dtype, False, strategy) > 0
-            np.copyto(out, first, where=np.broadcast_to(nan_x, shape))
+            _put(out, first, nan_x)
     return out
 
 
@@ -963,44 +962,62 @@ def _inf_bound(terms: int) -> float:
     return math.sqrt(float(np.finfo(F32).max) / (4.0 * terms))
 
 
-def _large_counts(a: np.ndarray, big: float) -> tuple[int, int]:
-    """(how many finite elements of the f32 array `a` (any strides) have magnitude >= big, how many
-    are +-inf), a block in cache at a time over the magnitude bits (NaN counted in neither)."""
+def _x_scan(a: np.ndarray, big: float):
+    """(whether a finite |x| >= big, whether x holds +-inf, x's NaN pixels (G, N, 1, *S) bool: a
+    channel holds NaN) of the f32 x (G, N, Cg, *S), any strides: one pass over its magnitude bits,
+    a block in cache at a time (per pixel their channel maximum: NaN's lie above inf's).  The
+    first two only when a large finite |x| is found."""
     d = 0
     while d < a.ndim - 1 and int(np.prod(a.shape[d + 1:], dtype=np.int64)) > _COUNT_BLOCK:
         d += 1
-    inner = int(np.prod(a.shape[d + 1:], dtype=np.int64)) if a.ndim else 1
+    inner = int(np.prod(a.shape[d + 1:], dtype=np.int64))
     step = max(1, _COUNT_BLOCK // max(inner, 1))
     buf = np.empty(step * inner, np.int32)
     hit = np.empty(step * inner, bool)
     bits = a.view(np.int32)
     inf_bits = 0x7F800000
     lo = min(int(np.array(big, F32).view(np.int32)), inf_bits)
-    large = infs = 0
-    for lead in np.ndindex(*bits.shape[:d]):
-        for j in range(0, bits.shape[d] if bits.ndim else 1, step):
-            blk = bits[lead + (slice(j, j + step),)] if bits.ndim else bits
-            k = blk.size
-            m = np.bitwise_and(blk, 0x7FFFFFFF, out=buf[:k].reshape(blk.shape))
-            np.subtract(m, lo, out=m)          # the large finite ones in [0, inf - lo) as unsigned
-            h = hit[:k].reshape(blk.shape)
-            large += int(np.count_nonzero(np.less(m.view(np.uint32), inf_bits - lo, out=h)))
-            infs += int(np.count_nonzero(np.equal(m, inf_bits - lo, out=h)))
-    return large, infs
+    pix = np.zeros(a.shape[:2] + a.shape[3:], np.int32)
+    infs = False
+    for lead in np.ndindex(*a.shape[:d]):
+        for j in range(0, a.shape[d], step):
+            full = lead + (slice(j, j + step),)
+            blk = bits[full]
+            m = np.bitwise_and(blk, 0x7FFFFFFF, out=buf[:blk.size].reshape(blk.shape))
+            if d < 2:                                   # whole channel runs in the block
+                np.maximum.reduce(m, axis=2 - d, out=pix[full])
+            else:
+                pv = pix[lead + (...,)] if d == 2 else pix[lead[:2] + lead[3:] + (slice(j, j + step),)]
+                np.maximum(pv, np.maximum.reduce(m, axis=0) if d == 2 else m, out=pv)
+            u = np.subtract(m, lo, out=m).view(np.uint32)   # large finite ones: [0, inf - lo)
+            if int(np.minimum.reduce(u, axis=None)) < inf_bits - lo:
+                return True, infs, None
+            if not infs:
+                infs = bool(np.equal(u, inf_bits - lo, out=hit[:blk.size].reshape(blk.shape)).any())
+    return False, infs, np.expand_dims(pix > inf_bits, 2)
+
+
+def _put(out: np.ndarray, val, mask: np.ndarray) -> None:
+    """out[mask] = val (mask broadcast to out) by bit selection: a random mask costs copyto's
+    branches."""
+    u = np.uint32 if out.dtype.itemsize == 4 else np.uint64
+    ob = out.view(u)
+    vb = np.array(val, out.dtype).view(u)
+    np.bitwise_and(ob, np.where(mask, u(0), ~u(0)), out=ob)
+    np.bitwise_or(ob, np.where(mask, vb, u(0)), out=ob)
 
 
 def _scan_route(xx, ww, wdims, out_spatial, hw: bool, eigen: bool, strategy):
     """_nonfinite_conv in f32 without x's dense NaN and inf masks: one blocked pass over x's
-    magnitude bits (no finite |x| too large, whether x holds inf) and one channel maximum per
-    pixel (NaN where its channels hold one: numpy's maximum passes NaN on), then _nan_conv when
-    neither operand holds inf, else _inf_conv with x's first NaN and the NaN pixels.  None where
-    the dense route decides: x's first element NaN (an all-NaN x has its own shortcut there), a
-    large finite x, _inf_conv's fallbacks."""
+    magnitude bits (_x_scan: no finite |x| too large, whether x holds inf, the pixels whose
+    channels hold NaN), then _nan_conv when neither operand holds inf, else _inf_conv with x's
+    first NaN and the NaN pixels.  None where the dense route decides: x's first element NaN (an
+    all-NaN x has its own shortcut there), a large finite x, _inf_conv's fallbacks."""
     if xx.ndim < 3 or xx.size == 0 or bool(np.isnan(xx[(0,) * xx.ndim])):
         return None
     g, n, cg = xx.shape[:3]
     kt = int(np.prod(ww.shape[3:], dtype=np.int64))
-    large, infs = _large_counts(xx, _inf_bound(cg * kt))
+    large, infs, nan_pix = _x_scan(xx, _inf_bound(cg * kt))
     if large:
         return None
     nw, iw = np.isnan(ww), np.isinf(ww)
@@ -1008,7 +1025,6 @@ def _scan_route(xx, ww, wdims, out_spatial, hw: bool, eigen: bool, strategy):
     iw = iw if bool(iw.any()) else None
     if not infs and iw is None:
         return _nan_conv(xx, ww, nw, wdims, out_spatial, F32, hw, eigen, strategy)
-    nan_pix = np.isnan(np.maximum.reduce(xx, axis=2, keepdims=True))
     scan = (None, None)
     if bool(nan_pix.any()):
         slab = np.unravel_index(int(np.argmax(nan_pix.reshape(g * n, -1).any(axis=1))), (g, n))

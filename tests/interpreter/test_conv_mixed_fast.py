@@ -124,3 +124,18 @@ def test_x_scan_finds_large_finite_infs_and_nan_pixels(a, t, block, transpose):
                 assert np.array_equal(pix, np.isnan(a).any(axis=2, keepdims=True))
     finally:
         conv._COUNT_BLOCK = old
+
+
+@settings(max_examples=200, deadline=None)
+@given(cases(), st.floats(0.0, 1.0))
+def test_window_any_is_a_count_convolution_above_zero(case, share):
+    """x's NaN pixels spread over the windows (padding, strides, dilations, reversal, groups):
+    the positive outputs of the convolution of the mask with a kernel of ones."""
+    wdims, sizes, (g, n, _, _), _, seed, *_ = case
+    m = np.random.default_rng(seed).random((g, n, *sizes)) < share
+    out_spatial = tuple(_out_len(s, wd) for s, wd in zip(sizes, wdims))
+    ones = np.ones((g, 1, 1) + tuple(wd.size for wd in wdims))
+    want = conv._fast_conv(m[:, :, None].astype(np.float64), ones, wdims, out_spatial,
+                           np.dtype(np.float64), False) > 0                 # (N, *out, G, 1)
+    got = conv._window_any(m, wdims, out_spatial)                            # (G, N, *out)
+    assert np.array_equal(np.moveaxis(got, 0, -1)[..., None], want)

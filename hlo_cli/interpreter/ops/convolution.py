@@ -918,7 +918,7 @@ def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool,
     gives None.  NaN bits as _nonfinite_conv's: x's first NaN where a NaN input is under a real
     tap, else w's first NaN where a NaN kernel tap is, else x86's default NaN.  `scan` (from
     _scan_route: x's range already checked, `nx` and `ix` then None): x's first NaN and its NaN
-    pixels (G, N, 1, *S; nonzero where a channel holds NaN) instead of the masks, or (None, None)."""
+    pixels (G, N, 1, *S bool: a channel holds NaN) instead of the masks, or (None, None)."""
     g, n, cg = xx.shape[:3]
     o = ww.shape[1]
     ksz = ww.shape[3:]
@@ -935,8 +935,7 @@ def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool,
         if _count_at_least(a, big) != (0 if inf is None else int(np.count_nonzero(inf))):
             return None
     if scan is None and nx is not None:
-        itype = F32 if cg * kt < (1 << 24) else F64
-        scan = (_first_nan(xx, nx), nx.sum(axis=2, keepdims=True, dtype=itype))
+        scan = (_first_nan(xx, nx), nx.any(axis=2, keepdims=True))
     qshape = (1,) + tuple(out_spatial) + (g, o)
     with np.errstate(all="ignore"):
         out = _fast_conv(xx, ww, wdims, out_spatial, F32, hw, strategy)
@@ -949,11 +948,34 @@ def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool,
             cnt = nw.sum(axis=2, dtype=F64).reshape(g * o, kt)
             _put(out, _first_nan(ww, nw), ((taps.astype(F64) @ cnt.T) > 0).reshape(qshape))
         if scan is not None and scan[1] is not None:
-            first, counts = scan
-            nan_x = _fast_conv(counts, np.ones((g, 1, 1) + ksz, counts.dtype),
-                               wdims, out_spatial, counts.dtype, False, strategy) > 0
-            _put(out, first, nan_x)
+            first, pix = scan
+            nan_x = _window_any(pix[:, :, 0], wdims, out_spatial)          # (G, N, *out_spatial)
+            _put(out, first, np.moveaxis(nan_x, 0, -1)[..., None])
     return out
+
+
+def _window_any(m: np.ndarray, wdims, out_spatial) -> np.ndarray:
+    """(A, B, *S) bool -> (A, B, *out_spatial): whether a real tap (not padding, not an
+    lhs-dilation hole) of each output's window reads a True; one spatial dim at a time (the window
+    is a product of per-dim taps), by strided slices where the taps' inputs are evenly spaced."""
+    for i, (wd, out_len) in enumerate(zip(wdims, out_spatial)):
+        ax = 2 + i
+        lead = (slice(None),) * ax
+        r = np.zeros(m.shape[:ax] + (out_len,) + m.shape[ax + 1:], bool)
+        for k in range(wd.size):
+            idx, real = _tap_positions(out_len, m.shape[ax], wd, k)
+            at = np.flatnonzero(real)
+            if not at.size:
+                continue
+            src = idx[at]
+            step = int(src[1] - src[0]) if src.size > 1 else 1
+            if at[-1] - at[0] + 1 == at.size and step > 0 and bool((np.diff(src) == step).all()):
+                rs = r[lead + (slice(int(at[0]), int(at[-1]) + 1),)]
+                np.logical_or(rs, m[lead + (slice(int(src[0]), int(src[-1]) + 1, step),)], out=rs)
+            else:
+                r[lead + (at,)] |= np.take(m, src, axis=ax)
+        m = r
+    return m
 
 
 def _inf_bound(terms: int) -> float:
@@ -998,8 +1020,11 @@ def _x_scan(a: np.ndarray, big: float):
 
 
 def _put(out: np.ndarray, val, mask: np.ndarray) -> None:
-    """out[mask] = val (mask broadcast to out) by bit selection: a random mask costs copyto's
-    branches."""
+    """out[mask] = val (mask broadcast to out): by bit selection over a mask much smaller than out
+    (copyto's branches cost more on a random mask than the selection's passes)."""
+    if 2 * mask.size > out.size:               # hardly broadcast: no smaller than out's bits
+        np.copyto(out, val, where=mask)
+        return
     u = np.uint32 if out.dtype.itemsize == 4 else np.uint64
     ob = out.view(u)
     vb = np.array(val, out.dtype).view(u)
@@ -1029,7 +1054,7 @@ def _scan_route(xx, ww, wdims, out_spatial, hw: bool, eigen: bool, strategy):
     if bool(nan_pix.any()):
         slab = np.unravel_index(int(np.argmax(nan_pix.reshape(g * n, -1).any(axis=1))), (g, n))
         first = _first_nan(xx[slab], np.isnan(xx[slab]))
-        scan = (first, nan_pix.astype(F32 if cg * kt < (1 << 24) else F64))
+        scan = (first, nan_pix)
     return _inf_conv(xx, ww, None, None, nw, iw, wdims, out_spatial, hw, eigen, strategy, scan=scan)
 
 

@@ -8,7 +8,9 @@ terms, _fast_path runs the convolution through _fast_conv; real float operands h
 stay on it (_nan_conv, _nonfinite_conv: the sum over zeroed non-finite values, the NaN and inf
 outputs from indicator convolutions and tap tables, with Eigen's and the loop emitter's padding
 semantics; f32 ones holding inf in _inf_conv, one sum over the operands as they are, its NaN
-bits and partial padding repaired from a NaN-input count and tap tables), and f32 sums that overflow run again in f64.  The exact loops (_conv_by_tap, one strided
+bits and partial padding repaired from x's NaN pixels spread over the windows and tap tables;
+_scan_route finds those pixels, x's inf and its range in one blocked pass over x's bits), and f32
+sums that overflow run again in f64.  The exact loops (_conv_by_tap, one strided
 gather + product per kernel tap, and _conv_by_output for weight gradients) remain for pred, one-term
 sums, integer sums beyond f64's exact range and complex or f64 overflow.  _fast_conv:
 

@@ -8,7 +8,9 @@ terms, _fast_path runs the convolution through _fast_conv; real float operands h
 stay on it (_nan_conv, _nonfinite_conv: the sum over zeroed non-finite values, the NaN and inf
 outputs from indicator convolutions and tap tables, with Eigen's and the loop emitter's padding
 semantics; f32 ones holding inf in _inf_conv, one sum over the operands as they are, its NaN
-bits and partial padding repaired from a NaN-input count and tap tables), and f32 sums that overflow run again in f64.  The exact loops (_conv_by_tap, one strided
+bits and partial padding repaired from x's NaN pixels spread over the windows and tap tables;
+_scan_route finds those pixels, x's inf and its range in one blocked pass over x's bits), and f32
+sums that overflow run again in f64.  The exact loops (_conv_by_tap, one strided
 gather + product per kernel tap, and _conv_by_output for weight gradients) remain for pred, one-term
 sums, integer sums beyond f64's exact range and complex or f64 overflow.  _fast_conv:
 
@@ -852,6 +854,10 @@ def _nonfinite_conv(xx, ww, wdims, out_spatial, cdt, hw: bool, eigen: bool, stra
     itype = F32 if 4 * cg * kt < (1 << 24) else F64            # counts exact in it
     shape = (n,) + tuple(out_spatial) + (g, o)
     with np.errstate(all="ignore"):
+        if cdt == F32:
+            out = _scan_route(xx, ww, wdims, out_spatial, hw, eigen, strategy)
+            if out is not None:
+                return out
         nx, nw = np.isnan(xx), np.isnan(ww)
         any_nx, any_nw = bool(nx.any()), bool(nw.any())
         iw = np.isinf(ww)
@@ -990,7 +996,8 @@ def _count_at_least(a: np.ndarray, t: float) -> int:
     return count
 
 
-def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool, strategy=None):
+def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool, strategy=None,
+              scan=None):
     """_nonfinite_conv in f32 of operands holding inf (`nx`, `ix`, `nw`, `iw`: x's and w's NaN and
     inf masks, or None where there are none) in one sum over the operands as they are, when no finite
     partial sum can overflow (terms * max finite |x| * max finite |w| far below f32's range; else
@@ -1001,7 +1008,9 @@ def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool,
     strategies form for some outputs only.  Under `eigen` the tap tables add the NaN of
     non-finite kernel taps over padding and holes; without it a non-finite kernel tap over either
     gives None.  NaN bits as _nonfinite_conv's: x's first NaN where a NaN input is under a real
-    tap, else w's first NaN where a NaN kernel tap is, else x86's default NaN."""
+    tap, else w's first NaN where a NaN kernel tap is, else x86's default NaN.  `scan` (from
+    _scan_route: x's range already checked, `nx` and `ix` then None): x's first NaN and its NaN
+    pixels (G, N, 1, *S bool: a channel holds NaN) instead of the masks, or (None, None)."""
     g, n, cg = xx.shape[:3]
     o = ww.shape[1]
     ksz = ww.shape[3:]
@@ -1013,28 +1022,132 @@ def _inf_conv(xx, ww, nx, ix, nw, iw, wdims, out_spatial, hw: bool, eigen: bool,
         return None
     # no finite |x| or |w| reaches sqrt(f32 max / (4 terms)): every partial sum of finite products
     # stays far below the f32 range (the only elements that large are the infs)
-    big = math.sqrt(float(np.finfo(F32).max) / (4.0 * cg * kt))
-    for a, inf in ((xx, ix), (ww, iw)):
+    big = _inf_bound(cg * kt)
+    for a, inf in ((xx, ix), (ww, iw)) if scan is None else ((ww, iw),):
         if _count_at_least(a, big) != (0 if inf is None else int(np.count_nonzero(inf))):
             return None
-    shape = (n,) + tuple(out_spatial) + (g, o)
+    if scan is None and nx is not None:
+        scan = (_first_nan(xx, nx), nx.any(axis=2, keepdims=True))
     qshape = (1,) + tuple(out_spatial) + (g, o)
     with np.errstate(all="ignore"):
         out = _fast_conv(xx, ww, wdims, out_spatial, F32, hw, strategy)
         np.copyto(out, _default_nan(F32), where=np.isnan(out))
         if eigen and padded and wbad is not None:
             cnt = wbad.sum(axis=2, dtype=F64).reshape(g * o, kt)
-            np.copyto(out, _default_nan(F32), where=((~real).astype(F64) @ cnt.T > 0).reshape(qshape))
+            _put(out, _default_nan(F32), ((~real).astype(F64) @ cnt.T > 0).reshape(qshape))
         if nw is not None:
             taps = np.ones_like(real) if eigen else real
             cnt = nw.sum(axis=2, dtype=F64).reshape(g * o, kt)
-            np.copyto(out, _first_nan(ww, nw), where=((taps.astype(F64) @ cnt.T) > 0).reshape(qshape))
-        if nx is not None:
-            itype = F32 if cg * kt < (1 << 24) else F64
-            nan_x = _fast_conv(nx.sum(axis=2, keepdims=True, dtype=itype), np.ones((g, 1, 1) + ksz, itype),
-                               wdims, out_spatial, itype, False, strategy) > 0
-            np.copyto(out, _first_nan(xx, nx), where=np.broadcast_to(nan_x, shape))
+            _put(out, _first_nan(ww, nw), ((taps.astype(F64) @ cnt.T) > 0).reshape(qshape))
+        if scan is not None and scan[1] is not None:
+            first, pix = scan
+            nan_x = _window_any(pix[:, :, 0], wdims, out_spatial)          # (G, N, *out_spatial)
+            _put(out, first, np.moveaxis(nan_x, 0, -1)[..., None])
     return out
+
+
+def _window_any(m: np.ndarray, wdims, out_spatial) -> np.ndarray:
+    """(A, B, *S) bool -> (A, B, *out_spatial): whether a real tap (not padding, not an
+    lhs-dilation hole) of each output's window reads a True; one spatial dim at a time (the window
+    is a product of per-dim taps), by strided slices where the taps' inputs are evenly spaced."""
+    for i, (wd, out_len) in enumerate(zip(wdims, out_spatial)):
+        ax = 2 + i
+        lead = (slice(None),) * ax
+        r = np.zeros(m.shape[:ax] + (out_len,) + m.shape[ax + 1:], bool)
+        for k in range(wd.size):
+            idx, real = _tap_positions(out_len, m.shape[ax], wd, k)
+            at = np.flatnonzero(real)
+            if not at.size:
+                continue
+            src = idx[at]
+            step = int(src[1] - src[0]) if src.size > 1 else 1
+            if at[-1] - at[0] + 1 == at.size and step > 0 and bool((np.diff(src) == step).all()):
+                rs = r[lead + (slice(int(at[0]), int(at[-1]) + 1),)]
+                np.logical_or(rs, m[lead + (slice(int(src[0]), int(src[-1]) + 1, step),)], out=rs)
+            else:
+                r[lead + (at,)] |= np.take(m, src, axis=ax)
+        m = r
+    return m
+
+
+def _inf_bound(terms: int) -> float:
+    """No finite |x| or |w| reaching this (sqrt(f32 max / (4 terms))): every partial sum of finite
+    products of a `terms`-term f32 sum stays far below the f32 range."""
+    return math.sqrt(float(np.finfo(F32).max) / (4.0 * terms))
+
+
+def _x_scan(a: np.ndarray, big: float):
+    """(whether a finite |x| >= big, whether x holds +-inf, x's NaN pixels (G, N, 1, *S) bool: a
+    channel holds NaN) of the f32 x (G, N, Cg, *S), any strides: one pass over its magnitude bits,
+    a block in cache at a time (per pixel their channel maximum: NaN's lie above inf's).  The
+    first two only when a large finite |x| is found."""
+    d = 0
+    while d < a.ndim - 1 and int(np.prod(a.shape[d + 1:], dtype=np.int64)) > _COUNT_BLOCK:
+        d += 1
+    inner = int(np.prod(a.shape[d + 1:], dtype=np.int64))
+    step = max(1, _COUNT_BLOCK // max(inner, 1))
+    buf = np.empty(step * inner, np.int32)
+    hit = np.empty(step * inner, bool)
+    bits = a.view(np.int32)
+    inf_bits = 0x7F800000
+    lo = min(int(np.array(big, F32).view(np.int32)), inf_bits)
+    pix = np.zeros(a.shape[:2] + a.shape[3:], np.int32)
+    infs = False
+    for lead in np.ndindex(*a.shape[:d]):
+        for j in range(0, a.shape[d], step):
+            full = lead + (slice(j, j + step),)
+            blk = bits[full]
+            m = np.bitwise_and(blk, 0x7FFFFFFF, out=buf[:blk.size].reshape(blk.shape))
+            if d < 2:                                   # whole channel runs in the block
+                np.maximum.reduce(m, axis=2 - d, out=pix[full])
+            else:
+                pv = pix[lead + (...,)] if d == 2 else pix[lead[:2] + lead[3:] + (slice(j, j + step),)]
+                np.maximum(pv, np.maximum.reduce(m, axis=0) if d == 2 else m, out=pv)
+            u = np.subtract(m, lo, out=m).view(np.uint32)   # large finite ones: [0, inf - lo)
+            if int(np.minimum.reduce(u, axis=None)) < inf_bits - lo:
+                return True, infs, None
+            if not infs:
+                infs = bool(np.equal(u, inf_bits - lo, out=hit[:blk.size].reshape(blk.shape)).any())
+    return False, infs, np.expand_dims(pix > inf_bits, 2)
+
+
+def _put(out: np.ndarray, val, mask: np.ndarray) -> None:
+    """out[mask] = val (mask broadcast to out): by bit selection over a mask much smaller than out
+    (copyto's branches cost more on a random mask than the selection's passes)."""
+    if 2 * mask.size > out.size:               # hardly broadcast: no smaller than out's bits
+        np.copyto(out, val, where=mask)
+        return
+    u = np.uint32 if out.dtype.itemsize == 4 else np.uint64
+    ob = out.view(u)
+    vb = np.array(val, out.dtype).view(u)
+    np.bitwise_and(ob, np.where(mask, u(0), ~u(0)), out=ob)
+    np.bitwise_or(ob, np.where(mask, vb, u(0)), out=ob)
+
+
+def _scan_route(xx, ww, wdims, out_spatial, hw: bool, eigen: bool, strategy):
+    """_nonfinite_conv in f32 without x's dense NaN and inf masks: one blocked pass over x's
+    magnitude bits (_x_scan: no finite |x| too large, whether x holds inf, the pixels whose
+    channels hold NaN), then _nan_conv when neither operand holds inf, else _inf_conv with x's
+    first NaN and the NaN pixels.  None where the dense route decides: x's first element NaN (an
+    all-NaN x has its own shortcut there), a large finite x, _inf_conv's fallbacks."""
+    if xx.ndim < 3 or xx.size == 0 or bool(np.isnan(xx[(0,) * xx.ndim])):
+        return None
+    g, n, cg = xx.shape[:3]
+    kt = int(np.prod(ww.shape[3:], dtype=np.int64))
+    large, infs, nan_pix = _x_scan(xx, _inf_bound(cg * kt))
+    if large:
+        return None
+    nw, iw = np.isnan(ww), np.isinf(ww)
+    nw = nw if bool(nw.any()) else None
+    iw = iw if bool(iw.any()) else None
+    if not infs and iw is None:
+        return _nan_conv(xx, ww, nw, wdims, out_spatial, F32, hw, eigen, strategy)
+    scan = (None, None)
+    if bool(nan_pix.any()):
+        slab = np.unravel_index(int(np.argmax(nan_pix.reshape(g * n, -1).any(axis=1))), (g, n))
+        first = _first_nan(xx[slab], np.isnan(xx[slab]))
+        scan = (first, nan_pix)
+    return _inf_conv(xx, ww, None, None, nw, iw, wdims, out_spatial, hw, eigen, strategy, scan=scan)
 
 
 def _nan_conv(xx, ww, nw, wdims, out_spatial, cdt, hw: bool, eigen: bool, strategy=None):

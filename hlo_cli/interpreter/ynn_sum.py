@@ -53,19 +53,32 @@ def _kahan(a, acc, err):
 
 
 def _halves(v):
-    """The lanes (last axis) added by halves down to one."""
-    while v.shape[-1] > 1:
-        h = v.shape[-1] // 2
-        v = v[..., :h] + v[..., h:]
-    return v[..., 0]
+    """The lanes (last axis) added by halves down to one (lane-major: long contiguous adds)."""
+    if v.shape[-1] == 1:
+        return v[..., 0]
+    t = np.ascontiguousarray(np.moveaxis(v, -1, 0))
+    while t.shape[0] > 1:
+        h = t.shape[0] // 2
+        t = t[:h] + t[h:]
+    return t[0]
 
 
 def _four(parts):
-    """((p0 + p1) + p2) + p3 along axis -2 (of length 4)."""
-    s = parts[..., 0, :] + parts[..., 1, :]
+    """((p0 + p1) + p2) + p3 along axis -2 (of length 4), then + 0 (a -0 becomes +0)."""
+    s = np.add(parts[..., 0, :], parts[..., 1, :])
     s += parts[..., 2, :]
     s += parts[..., 3, :]
+    s += parts.dtype.type(0)
     return s
+
+
+def _chunks(rows: np.ndarray, full: int, n_l: int) -> np.ndarray:
+    """The first `full` chunks of 4 L elements of each row of `rows` (its last axis contiguous)
+    as an (m, full, 4, L) view, without a copy."""
+    m = rows.shape[0]
+    isz = rows.itemsize
+    return np.lib.stride_tricks.as_strided(
+        rows, (m, full, 4, n_l), (rows.strides[0], 4 * n_l * isz, n_l * isz, isz), writeable=False)
 
 
 def _short_chunk(part: np.ndarray, n_l: int) -> np.ndarray:
@@ -88,9 +101,33 @@ def _short_lanes(part: np.ndarray, n_l: int) -> np.ndarray:
     return lanes_t
 
 
+# rows are turned into their k1 terms in blocks of about this many elements (rows are
+# independent; a block's intermediate sums stay in cache)
+ROW_BLOCK = 1 << 16
+
+
 def row_terms(rows: np.ndarray) -> np.ndarray:
-    """The k1 kernel's level-2 (Kahan) terms of each row of the 2-D f32/f64 array `rows`:
-    (m, steps, L); `finish_rows` adds them up."""
+    """The k1 kernel's level-2 (Kahan) terms of each row of the 2-D f32/f64 array `rows` (its
+    last axis contiguous, else copied): (m, steps, L); `finish_rows` adds them up."""
+    if rows.ndim != 2 or (rows.shape[1] > 1 and rows.strides[1] != rows.itemsize):
+        rows = np.ascontiguousarray(rows)
+    m, k = rows.shape
+    kernel = _native_kernel(rows.size)
+    if kernel is not None:
+        rows = np.ascontiguousarray(rows)
+        n_l = lanes(rows.dtype)
+        groups = k // (4 * n_l) // 4 if k >= 16 * n_l else 0
+        out = np.empty((m, groups // (64 // n_l) + 1, n_l), rows.dtype)
+        kernel(rows, out)
+        return out
+    step = max(1, ROW_BLOCK // max(1, k))
+    if m <= step:
+        return _block_terms(rows)
+    return np.concatenate([_block_terms(rows[i:i + step]) for i in range(0, m, step)], axis=0)
+
+
+def _block_terms(rows: np.ndarray) -> np.ndarray:
+    """row_terms of one block of rows."""
     dt = rows.dtype
     m, k = rows.shape
     n_l = lanes(dt)
@@ -98,14 +135,14 @@ def row_terms(rows: np.ndarray) -> np.ndarray:
     full = k // nk4
     rem = k - full * nk4
     groups = full // 4 if k >= 16 * n_l else 0
-    loc = _four(rows[:, :full * nk4].reshape(m, full, 4, n_l)) + dt.type(0) if full else None
+    loc = _four(_chunks(rows, full, n_l)) if full else None
     zero = np.zeros((m, n_l), dt)
     acc0 = acc1 = zero
     terms = []
     if groups:
         # a group moves the clock by 4 L (a multiple of 16): level 0 holds one group and
         # empties into level 1 after it; level 1 empties into level 2 every `per` groups
-        g = _four(loc[:, :4 * groups].reshape(m, groups, 4, n_l)) + dt.type(0)
+        g = _four(loc[:, :4 * groups].reshape(m, groups, 4, n_l))
         per = 256 // nk4
         whole = groups // per
         if whole:
@@ -130,6 +167,97 @@ def row_terms(rows: np.ndarray) -> np.ndarray:
     return np.concatenate(terms, axis=1)
 
 
+def _add(a, b):
+    """a + b with x86's NaN rule made explicit (the compiler may swap an add's operands): a NaN
+    operand's bits, quieted, the first one's if both are NaN."""
+    r = a + b
+    if r != r:
+        if a != a:
+            return a + a
+        if b != b:
+            return b + b
+    return r
+
+
+def _k1_terms(rows, out):
+    """row_terms's arithmetic (compiled by numba: `_native_kernel`): the same adds in the same
+    order, read in place from the C-contiguous `rows`, lanes innermost."""
+    m, k = rows.shape
+    n_l = out.shape[2]
+    nk4 = 4 * n_l
+    full = k // nk4
+    rem = k - full * nk4
+    groups = full // 4 if k >= 16 * n_l else 0
+    per = 256 // nk4
+    whole = groups // per
+    zero = out.dtype.type(0)
+    g = np.empty(n_l, out.dtype)
+    s = np.empty(n_l, out.dtype)
+    acc0 = np.empty(n_l, out.dtype)
+    acc1 = np.empty(n_l, out.dtype)
+    for r in range(m):
+        x = rows[r]
+        acc1[:] = zero
+        for gi in range(groups):
+            b0 = gi * 4 * nk4
+            for q in range(4):
+                for ln in range(n_l):
+                    b = b0 + q * nk4 + ln
+                    c = _add(_add(_add(_add(x[b], x[b + n_l]), x[b + 2 * n_l]), x[b + 3 * n_l]), zero)
+                    g[ln] = c if q == 0 else _add(g[ln], c)
+            i = gi % per
+            if gi < whole * per:        # a whole run of `per` groups: one Kahan term
+                for ln in range(n_l):
+                    t = _add(g[ln], zero)
+                    s[ln] = _add(t, zero) if i == 0 else _add(s[ln], t)
+                if i == per - 1:
+                    out[r, gi // per] = s
+            else:
+                for ln in range(n_l):
+                    acc1[ln] = _add(acc1[ln], _add(g[ln], zero))
+        acc0[:] = zero
+        clock = groups * nk4
+        for j in range(4 * groups, full):
+            for ln in range(n_l):
+                b = j * nk4 + ln
+                c = _add(_add(_add(_add(x[b], x[b + n_l]), x[b + 2 * n_l]), x[b + 3 * n_l]), zero)
+                acc0[ln] = _add(acc0[ln], c)
+            clock += n_l
+            if clock % 16 == 0:
+                for ln in range(n_l):
+                    acc1[ln] = _add(acc1[ln], acc0[ln])
+                acc0[:] = zero
+        for ln in range(min(rem, n_l)):     # the short chunk: lane ln from +0
+            t = zero
+            for j in range(full * nk4 + ln, k, n_l):
+                t = _add(t, x[j])
+            acc0[ln] = _add(acc0[ln], t)
+        for ln in range(n_l):
+            out[r, whole, ln] = _add(acc1[ln], acc0[ln])
+
+
+# rows of at least this many elements in all are summed by the compiled `_k1_terms` (below it
+# numba's import and cache load cost more than they save)
+NATIVE_MIN = 1 << 16
+_KERNEL: list = []
+
+
+def _native_kernel(size: int):
+    """The numba-compiled `_k1_terms` (numba's on-disk cache keeps it), or None: numba not
+    installed, HLO_NATIVE=0, or fewer than NATIVE_MIN elements."""
+    if size < NATIVE_MIN or os.environ.get("HLO_NATIVE", "") == "0":
+        return None
+    if not _KERNEL:
+        try:
+            import numba
+            global _add                 # the kernel calls the compiled add
+            _add = numba.njit(inline="always")(_add)
+            _KERNEL.append(numba.njit(cache=True, nogil=True)(_k1_terms))
+        except ImportError:
+            _KERNEL.append(None)
+    return _KERNEL[0]
+
+
 def finish_rows(terms: np.ndarray) -> np.ndarray:
     """Each row's k1 sum from its `row_terms` (rows of several calls may be concatenated)."""
     if terms.shape[1] == 1:             # one Kahan step from +0 adds the term exactly
@@ -144,7 +272,8 @@ def finish_rows(terms: np.ndarray) -> np.ndarray:
 def row_sums(rows: np.ndarray) -> np.ndarray:
     """YNNPACK's k1 sum of each row of the 2-D f32 or f64 array `rows`."""
     n_l = lanes(rows.dtype)
-    if rows.shape[1] < 4 * n_l:         # one short chunk: its lanes added by halves, lane-major
+    if rows.shape[1] < 4 * n_l and _native_kernel(rows.size) is None:
+        # one short chunk: its lanes added by halves, lane-major
         v = _short_lanes(rows, n_l) + rows.dtype.type(0)
         while v.shape[0] > 1:
             h = v.shape[0] // 2

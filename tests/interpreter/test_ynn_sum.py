@@ -3,6 +3,8 @@ step-by-step simulation of the kernels bit for bit (hypothesis, finite and NaN/I
 and XLA CPU's add-reduces and batch-norm statistics bit for bit (slow: XLA live)."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
@@ -107,12 +109,26 @@ def _same(a, b):
     return np.array_equal(np.isnan(a), np.isnan(b)) and bool(np.all((a == b) | np.isnan(a)))
 
 
+@contextlib.contextmanager
+def _path(native: bool, block: int | None = None):
+    """ynn_sum's compiled k1 kernel (numba, where installed) for every size, or its NumPy path
+    only; `block`: the NumPy path's rows per block in elements."""
+    saved = ynn_sum.NATIVE_MIN, ynn_sum.ROW_BLOCK
+    ynn_sum.NATIVE_MIN = 0 if native else 1 << 62
+    ynn_sum.ROW_BLOCK = block or saved[1]
+    try:
+        yield
+    finally:
+        ynn_sum.NATIVE_MIN, ynn_sum.ROW_BLOCK = saved
+
+
+@pytest.mark.parametrize("native", [False, True])
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 2500), st.integers(1, 5), st.sampled_from([F32, np.float64]),
        st.sampled_from([0.0, 0.001, 0.05]), st.integers(0, 2**31))
-def test_row_sums_equal_the_kernel_step_by_step(k, m, dt, hostile, seed):
+def test_row_sums_equal_the_kernel_step_by_step(native, k, m, dt, hostile, seed):
     rows = _values(seed, (m, k), dt, hostile)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), _path(native):
         got = ynn_sum.row_sums(rows)
         want = np.array([_simulated_row(r) for r in rows])
     assert _same(got, want)
@@ -125,6 +141,32 @@ def test_column_sums_equal_the_kernel_step_by_step(k, n, dt, hostile, seed):
     a = _values(seed, (k, n), dt, hostile)
     with np.errstate(all="ignore"):
         assert _same(ynn_sum.column_sums(a), _simulated_columns(a))
+
+
+def _bits(a):
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=4), st.data(), st.sampled_from([F32, np.float64]),
+       st.sampled_from([0.0, 0.01, 0.2]), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_the_compiled_kernel_and_the_blocked_views_give_the_same_bits(shape, data, dt, hostile, threads, seed):
+    """The k1 sums read in place (the compiled kernel; the NumPy path's strided chunk views in
+    blocks of rows, sliced rows) give the same bits, NaN and Inf included, over any layout."""
+    x = _values(seed, tuple(shape), dt, hostile)
+    dims = data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))
+    block = data.draw(st.sampled_from([1, 100, 1 << 16]))
+    got = []
+    for native in (False, True):
+        with np.errstate(all="ignore"), _path(native, block):
+            got.append(ynn_sum.tiled_sum(x, sorted(dims), threads=threads))
+            got.append(ynn_sum.reduce_sum(x, sorted(dims)))
+            rows = x.reshape(-1, shape[-1])
+            got.append(ynn_sum.row_sums(np.concatenate([rows, rows], axis=1)[:, :shape[-1]]))
+            got.append(ynn_sum.row_sums(rows))
+    for a, b in zip(got[:4], got[4:]):
+        assert np.array_equal(_bits(a), _bits(b))
+    assert np.array_equal(_bits(got[2]), _bits(got[3]))
 
 
 def test_nan_and_inf_spread_as_in_any_order():

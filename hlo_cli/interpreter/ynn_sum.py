@@ -167,6 +167,17 @@ def _block_terms(rows: np.ndarray) -> np.ndarray:
     return np.concatenate(terms, axis=1)
 
 
+def _sub(a, b):
+    """a - b with x86's NaN rule made explicit (see _add)."""
+    r = a - b
+    if r != r:
+        if a != a:
+            return a + a
+        if b != b:
+            return b + b
+    return r
+
+
 def _add(a, b):
     """a + b with x86's NaN rule made explicit (the compiler may swap an add's operands): a NaN
     operand's bits, quieted, the first one's if both are NaN."""
@@ -236,26 +247,29 @@ def _k1_terms(rows, out):
             out[r, whole, ln] = _add(acc1[ln], acc0[ln])
 
 
-# rows of at least this many elements in all are summed by the compiled `_k1_terms` (below it
-# numba's import and cache load cost more than they save)
+# arrays of at least this many elements are summed by the compiled kernels (`_k1_terms`,
+# `_kn_sums`; below it numba's import and cache load cost more than they save)
 NATIVE_MIN = 1 << 16
-_KERNEL: list = []
+_KERNELS: list = []
 
 
-def _native_kernel(size: int):
-    """The numba-compiled `_k1_terms` (numba's on-disk cache keeps it), or None: numba not
-    installed, HLO_NATIVE=0, or fewer than NATIVE_MIN elements."""
+def _native_kernel(size: int, which: int = 0):
+    """The numba-compiled `_k1_terms` (which=0) or `_kn_sums` (1), numba's on-disk cache keeping
+    them, or None: numba not installed, HLO_NATIVE=0, or fewer than NATIVE_MIN elements."""
     if size < NATIVE_MIN or os.environ.get("HLO_NATIVE", "") == "0":
         return None
-    if not _KERNEL:
+    if not _KERNELS:
         try:
             import numba
-            global _add                 # the kernel calls the compiled add
-            _add = numba.njit(inline="always")(_add)
-            _KERNEL.append(numba.njit(cache=True, nogil=True)(_k1_terms))
         except ImportError:
-            _KERNEL.append(None)
-    return _KERNEL[0]
+            _KERNELS.extend([None, None])
+        else:
+            global _add, _sub, _kahan_step      # the kernels call these compiled
+            _add = numba.njit(inline="always")(_add)
+            _sub = numba.njit(inline="always")(_sub)
+            _kahan_step = numba.njit(inline="always")(_kahan_step)
+            _KERNELS.extend([numba.njit(cache=True, nogil=True)(f) for f in (_k1_terms, _kn_sums)])
+    return _KERNELS[which]
 
 
 def finish_rows(terms: np.ndarray) -> np.ndarray:
@@ -313,10 +327,77 @@ class _Tree:
         return self.acc2
 
 
+def _kn_sums(a, out):
+    """column_sums's arithmetic (compiled by numba: `_native_kernel`) over the (k, P, Q) array
+    `a` (any strides) into the (P, Q) `out`: the same adds in the same order, per p."""
+    k, np_, nq = a.shape
+    zero = out.dtype.type(0)
+    part = np.empty(nq, out.dtype)
+    acc0 = np.empty(nq, out.dtype)
+    acc1 = np.empty(nq, out.dtype)
+    acc2 = np.empty(nq, out.dtype)
+    err = np.empty(nq, out.dtype)
+    for p in range(np_):
+        if k <= 4:
+            part[:] = zero
+            for j in range(k):
+                for q in range(nq):
+                    part[q] = _add(part[q], a[j, p, q])
+            out[p] = part
+            continue
+        acc0[:] = zero
+        acc1[:] = zero
+        acc2[:] = zero
+        err[:] = zero
+        clock = 0
+        for j0 in range(0, k - 3, 4):
+            part[:] = zero
+            for j in range(j0, j0 + 4):
+                for q in range(nq):
+                    part[q] = _add(part[q], a[j, p, q])
+            for q in range(nq):
+                acc0[q] = _add(acc0[q], part[q])
+            clock += 4
+            if clock % 16 == 0:
+                for q in range(nq):
+                    acc1[q] = _add(acc1[q], acc0[q])
+                acc0[:] = zero
+                if clock % 256 == 0:
+                    _kahan_step(acc1, acc2, err)
+                    acc1[:] = zero
+        if k % 4:
+            part[:] = zero
+            for j in range(k - k % 4, k):
+                for q in range(nq):
+                    part[q] = _add(part[q], a[j, p, q])
+            for q in range(nq):
+                acc0[q] = _add(acc0[q], part[q])
+        for q in range(nq):
+            acc1[q] = _add(acc1[q], acc0[q])
+        _kahan_step(acc1, acc2, err)
+        for q in range(nq):
+            out[p, q] = _add(acc2[q], zero)
+
+
+def _kahan_step(a, acc, err):
+    """_kahan in place, element by element (compiled with `_kn_sums`)."""
+    for q in range(a.shape[0]):
+        y = _sub(a[q], err[q])
+        t = _add(acc[q], y)
+        e = _sub(_sub(t, acc[q]), y)
+        acc[q] = t
+        err[q] = e if np.isfinite(e) else err.dtype.type(0)
+
+
 def column_sums(a: np.ndarray) -> np.ndarray:
     """YNNPACK's kn sum over the first axis of the array `a` (each column of the other axes
     independently)."""
     k = a.shape[0]
+    kernel = _native_kernel(a.size, 1) if a.ndim >= 2 and a.shape[-1] else None
+    if kernel is not None:
+        out = np.empty(a.shape[1:], a.dtype)
+        kernel(a.reshape(k, -1, a.shape[-1]), out.reshape(-1, a.shape[-1]))
+        return out
     zero = np.zeros(a.shape[1:], a.dtype)
 
     def part(rows):
@@ -480,11 +561,12 @@ def _tile_parts(t: np.ndarray, plan) -> list:
     size = lambda axes: int(np.prod([t.shape[1 + a] for a in axes], dtype=np.int64))
     o, k2, k1 = size(outer), size(k2a), size(k1a)
     if kn:
+        # (views: the kn kernel adds whole rows of the tiles in place)
         z = t.transpose([1 + a for a in outer + k2a] + [0] + [1 + a for a in indep])
-        z = np.ascontiguousarray(z).reshape(o, k2, -1)
-        return [column_sums(z[i]) for i in range(o)]
+        z = z.reshape((o, k2) + z.shape[len(outer) + len(k2a):])
+        return [column_sums(z[i]).reshape(-1) for i in range(o)]
     z = t.transpose([0] + [1 + a for a in indep + outer + k2a + k1a])
-    rs = row_sums(np.ascontiguousarray(z).reshape(-1, k1)).reshape(-1, o * k2)
+    rs = row_sums(z.reshape(-1, k1)).reshape(-1, o * k2)         # (a copy only where needed)
     return [rs[:, j] for j in range(o * k2)]
 
 

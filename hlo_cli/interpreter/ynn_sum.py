@@ -32,6 +32,7 @@ clock ticks, over all rows at once.
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -206,6 +207,15 @@ def _k1_terms(rows, out):
     s = np.empty(n_l, out.dtype)
     acc0 = np.empty(n_l, out.dtype)
     acc1 = np.empty(n_l, out.dtype)
+    if full == 0:                       # one short chunk per row: its lanes from +0
+        for r in range(m):
+            x = rows[r]
+            for ln in range(n_l):
+                t = zero
+                for j in range(ln, k, n_l):
+                    t = _add(t, x[j])
+                out[r, 0, ln] = _add(zero, _add(zero, t))
+        return
     for r in range(m):
         x = rows[r]
         acc1[:] = zero
@@ -251,6 +261,7 @@ def _k1_terms(rows, out):
 # `_kn_sums`; below it numba's import and cache load cost more than they save)
 NATIVE_MIN = 1 << 16
 _KERNELS: list = []
+_KERNELS_LOCK = threading.Lock()
 
 
 def _native_kernel(size: int, which: int = 0):
@@ -259,17 +270,22 @@ def _native_kernel(size: int, which: int = 0):
     if size < NATIVE_MIN or os.environ.get("HLO_NATIVE", "") == "0":
         return None
     if not _KERNELS:
-        try:
-            import numba
-        except ImportError:
-            _KERNELS.extend([None, None])
-        else:
-            global _add, _sub, _kahan_step      # the kernels call these compiled
-            _add = numba.njit(inline="always")(_add)
-            _sub = numba.njit(inline="always")(_sub)
-            _kahan_step = numba.njit(inline="always")(_kahan_step)
-            _KERNELS.extend([numba.njit(cache=True, nogil=True)(f) for f in (_k1_terms, _kn_sums)])
+        with _KERNELS_LOCK:             # (the pool's threads may ask at once)
+            if not _KERNELS:
+                _KERNELS.extend(_compile())
     return _KERNELS[which]
+
+
+def _compile() -> list:
+    try:
+        import numba
+    except ImportError:
+        return [None, None]
+    global _add, _sub, _kahan_step      # the kernels call these compiled
+    _add = numba.njit(inline="always")(_add)
+    _sub = numba.njit(inline="always")(_sub)
+    _kahan_step = numba.njit(inline="always")(_kahan_step)
+    return [numba.njit(cache=True, nogil=True)(f) for f in (_k1_terms, _kn_sums)]
 
 
 def finish_rows(terms: np.ndarray) -> np.ndarray:

@@ -32,6 +32,7 @@ clock ticks, over all rows at once.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import numpy as np
@@ -258,18 +259,28 @@ def _k1_terms(rows, out):
 
 
 # arrays of at least this many elements are summed by the compiled kernels (`_k1_terms`,
-# `_kn_sums`; below it numba's import and cache load cost more than they save)
+# `_kn_sums`), once NumPy has summed NATIVE_PAYBACK elements in this process (about the time
+# that importing numba and loading the kernels from its cache costs, about 1 s) or numba is
+# already imported; HLO_NATIVE=1 (or strict): from the first, HLO_NATIVE=0: never
 NATIVE_MIN = 1 << 16
+NATIVE_PAYBACK = 1 << 28
 _KERNELS: list = []
 _KERNELS_LOCK = threading.Lock()
+_NUMPY_ELEMENTS = [0]
 
 
 def _native_kernel(size: int, which: int = 0):
     """The numba-compiled `_k1_terms` (which=0) or `_kn_sums` (1), numba's on-disk cache keeping
-    them, or None: numba not installed, HLO_NATIVE=0, or fewer than NATIVE_MIN elements."""
-    if size < NATIVE_MIN or os.environ.get("HLO_NATIVE", "") == "0":
+    them, or None: numba not installed, HLO_NATIVE=0, fewer than NATIVE_MIN elements, or not yet
+    worth it (see NATIVE_PAYBACK)."""
+    mode = os.environ.get("HLO_NATIVE", "")
+    if size < NATIVE_MIN or mode == "0":
         return None
     if not _KERNELS:
+        if mode not in ("1", "strict") and "numba" not in sys.modules:
+            _NUMPY_ELEMENTS[0] += size
+            if _NUMPY_ELEMENTS[0] < NATIVE_PAYBACK:
+                return None
         with _KERNELS_LOCK:             # (the pool's threads may ask at once)
             if not _KERNELS:
                 _KERNELS.extend(_compile())

@@ -113,13 +113,14 @@ def _same(a, b):
 def _path(native: bool, block: int | None = None):
     """ynn_sum's compiled k1 kernel (numba, where installed) for every size, or its NumPy path
     only; `block`: the NumPy path's rows per block in elements."""
-    saved = ynn_sum.NATIVE_MIN, ynn_sum.ROW_BLOCK
+    saved = ynn_sum.NATIVE_MIN, ynn_sum.ROW_BLOCK, ynn_sum.NATIVE_PAYBACK
     ynn_sum.NATIVE_MIN = 0 if native else 1 << 62
+    ynn_sum.NATIVE_PAYBACK = 0
     ynn_sum.ROW_BLOCK = block or saved[1]
     try:
         yield
     finally:
-        ynn_sum.NATIVE_MIN, ynn_sum.ROW_BLOCK = saved
+        ynn_sum.NATIVE_MIN, ynn_sum.ROW_BLOCK, ynn_sum.NATIVE_PAYBACK = saved
 
 
 @pytest.mark.parametrize("native", [False, True])
@@ -392,3 +393,21 @@ def test_fused_loops_over_every_cut_dim():
         wide = ynn_sum.tiled_sum(x, (0, 1, 2), threads=64)
         plain = ynn_sum.tiled_sum(x, (0, 1, 2), threads=2)
     assert fused.tobytes() == wide.tobytes() and fused.tobytes() != plain.tobytes()
+
+
+def test_the_compiled_kernels_wait_until_they_pay(monkeypatch):
+    """HLO_NATIVE=0: never; unset: not for arrays under NATIVE_MIN, and (numba not imported yet)
+    not before NumPy has summed NATIVE_PAYBACK elements; HLO_NATIVE=1: at once (numba installed)."""
+    monkeypatch.setenv("HLO_NATIVE", "0")
+    assert ynn_sum._native_kernel(1 << 40) is None
+    monkeypatch.delenv("HLO_NATIVE")
+    assert ynn_sum._native_kernel(ynn_sum.NATIVE_MIN - 1) is None
+    if not ynn_sum._KERNELS:
+        monkeypatch.setattr(ynn_sum, "_NUMPY_ELEMENTS", [0])
+        monkeypatch.setattr(ynn_sum, "NATIVE_PAYBACK", 1 << 62)
+        monkeypatch.delitem(__import__("sys").modules, "numba", raising=False)
+        assert ynn_sum._native_kernel(1 << 20) is None
+        assert ynn_sum._NUMPY_ELEMENTS[0] == 1 << 20
+    pytest.importorskip("numba")
+    monkeypatch.setenv("HLO_NATIVE", "1")
+    assert ynn_sum._native_kernel(1 << 20) is not None

@@ -78,6 +78,8 @@ def _chunks(rows: np.ndarray, full: int, n_l: int) -> np.ndarray:
     """The first `full` chunks of 4 L elements of each row of `rows` (its last axis contiguous)
     as an (m, full, 4, L) view, without a copy."""
     m = rows.shape[0]
+    if rows.flags.c_contiguous and rows.shape[1] == full * 4 * n_l:
+        return rows.reshape(m, full, 4, n_l)
     isz = rows.itemsize
     return np.lib.stride_tricks.as_strided(
         rows, (m, full, 4, n_l), (rows.strides[0], 4 * n_l * isz, n_l * isz, isz), writeable=False)
@@ -103,9 +105,9 @@ def _short_lanes(part: np.ndarray, n_l: int) -> np.ndarray:
     return lanes_t
 
 
-# rows are turned into their k1 terms in blocks of about this many elements (rows are
-# independent; a block's intermediate sums stay in cache)
-ROW_BLOCK = 1 << 16
+# rows are turned into their k1 terms (NumPy path) in blocks of about this many elements
+# (rows are independent; this bounds the intermediate arrays)
+ROW_BLOCK = 1 << 20
 
 
 def row_terms(rows: np.ndarray) -> np.ndarray:

@@ -32,6 +32,8 @@ clock ticks, over all rows at once.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 
 import numpy as np
 
@@ -53,19 +55,34 @@ def _kahan(a, acc, err):
 
 
 def _halves(v):
-    """The lanes (last axis) added by halves down to one."""
-    while v.shape[-1] > 1:
-        h = v.shape[-1] // 2
-        v = v[..., :h] + v[..., h:]
-    return v[..., 0]
+    """The lanes (last axis) added by halves down to one (lane-major: long contiguous adds)."""
+    if v.shape[-1] == 1:
+        return v[..., 0]
+    t = np.ascontiguousarray(np.moveaxis(v, -1, 0))
+    while t.shape[0] > 1:
+        h = t.shape[0] // 2
+        t = t[:h] + t[h:]
+    return t[0]
 
 
 def _four(parts):
-    """((p0 + p1) + p2) + p3 along axis -2 (of length 4)."""
-    s = parts[..., 0, :] + parts[..., 1, :]
+    """((p0 + p1) + p2) + p3 along axis -2 (of length 4), then + 0 (a -0 becomes +0)."""
+    s = np.add(parts[..., 0, :], parts[..., 1, :])
     s += parts[..., 2, :]
     s += parts[..., 3, :]
+    s += parts.dtype.type(0)
     return s
+
+
+def _chunks(rows: np.ndarray, full: int, n_l: int) -> np.ndarray:
+    """The first `full` chunks of 4 L elements of each row of `rows` (its last axis contiguous)
+    as an (m, full, 4, L) view, without a copy."""
+    m = rows.shape[0]
+    if rows.flags.c_contiguous and rows.shape[1] == full * 4 * n_l:
+        return rows.reshape(m, full, 4, n_l)
+    isz = rows.itemsize
+    return np.lib.stride_tricks.as_strided(
+        rows, (m, full, 4, n_l), (rows.strides[0], 4 * n_l * isz, n_l * isz, isz), writeable=False)
 
 
 def _short_chunk(part: np.ndarray, n_l: int) -> np.ndarray:
@@ -88,9 +105,33 @@ def _short_lanes(part: np.ndarray, n_l: int) -> np.ndarray:
     return lanes_t
 
 
+# rows are turned into their k1 terms (NumPy path) in blocks of about this many elements
+# (rows are independent; this bounds the intermediate arrays)
+ROW_BLOCK = 1 << 20
+
+
 def row_terms(rows: np.ndarray) -> np.ndarray:
-    """The k1 kernel's level-2 (Kahan) terms of each row of the 2-D f32/f64 array `rows`:
-    (m, steps, L); `finish_rows` adds them up."""
+    """The k1 kernel's level-2 (Kahan) terms of each row of the 2-D f32/f64 array `rows` (its
+    last axis contiguous, else copied): (m, steps, L); `finish_rows` adds them up."""
+    if rows.ndim != 2 or (rows.shape[1] > 1 and rows.strides[1] != rows.itemsize):
+        rows = np.ascontiguousarray(rows)
+    m, k = rows.shape
+    kernel = _native_kernel(rows.size)
+    if kernel is not None:
+        rows = np.ascontiguousarray(rows)
+        n_l = lanes(rows.dtype)
+        groups = k // (4 * n_l) // 4 if k >= 16 * n_l else 0
+        out = np.empty((m, groups // (64 // n_l) + 1, n_l), rows.dtype)
+        kernel(rows, out)
+        return out
+    step = max(1, ROW_BLOCK // max(1, k))
+    if m <= step:
+        return _block_terms(rows)
+    return np.concatenate([_block_terms(rows[i:i + step]) for i in range(0, m, step)], axis=0)
+
+
+def _block_terms(rows: np.ndarray) -> np.ndarray:
+    """row_terms of one block of rows."""
     dt = rows.dtype
     m, k = rows.shape
     n_l = lanes(dt)
@@ -98,14 +139,14 @@ def row_terms(rows: np.ndarray) -> np.ndarray:
     full = k // nk4
     rem = k - full * nk4
     groups = full // 4 if k >= 16 * n_l else 0
-    loc = _four(rows[:, :full * nk4].reshape(m, full, 4, n_l)) + dt.type(0) if full else None
+    loc = _four(_chunks(rows, full, n_l)) if full else None
     zero = np.zeros((m, n_l), dt)
     acc0 = acc1 = zero
     terms = []
     if groups:
         # a group moves the clock by 4 L (a multiple of 16): level 0 holds one group and
         # empties into level 1 after it; level 1 empties into level 2 every `per` groups
-        g = _four(loc[:, :4 * groups].reshape(m, groups, 4, n_l)) + dt.type(0)
+        g = _four(loc[:, :4 * groups].reshape(m, groups, 4, n_l))
         per = 256 // nk4
         whole = groups // per
         if whole:
@@ -130,6 +171,136 @@ def row_terms(rows: np.ndarray) -> np.ndarray:
     return np.concatenate(terms, axis=1)
 
 
+def _sub(a, b):
+    """a - b with x86's NaN rule made explicit (see _add)."""
+    r = a - b
+    if r != r:
+        if a != a:
+            return a + a
+        if b != b:
+            return b + b
+    return r
+
+
+def _add(a, b):
+    """a + b with x86's NaN rule made explicit (the compiler may swap an add's operands): a NaN
+    operand's bits, quieted, the first one's if both are NaN."""
+    r = a + b
+    if r != r:
+        if a != a:
+            return a + a
+        if b != b:
+            return b + b
+    return r
+
+
+def _k1_terms(rows, out):
+    """row_terms's arithmetic (compiled by numba: `_native_kernel`): the same adds in the same
+    order, read in place from the C-contiguous `rows`, lanes innermost."""
+    m, k = rows.shape
+    n_l = out.shape[2]
+    nk4 = 4 * n_l
+    full = k // nk4
+    rem = k - full * nk4
+    groups = full // 4 if k >= 16 * n_l else 0
+    per = 256 // nk4
+    whole = groups // per
+    zero = out.dtype.type(0)
+    g = np.empty(n_l, out.dtype)
+    s = np.empty(n_l, out.dtype)
+    acc0 = np.empty(n_l, out.dtype)
+    acc1 = np.empty(n_l, out.dtype)
+    if full == 0:                       # one short chunk per row: its lanes from +0
+        for r in range(m):
+            x = rows[r]
+            for ln in range(n_l):
+                t = zero
+                for j in range(ln, k, n_l):
+                    t = _add(t, x[j])
+                out[r, 0, ln] = _add(zero, _add(zero, t))
+        return
+    for r in range(m):
+        x = rows[r]
+        acc1[:] = zero
+        for gi in range(groups):
+            b0 = gi * 4 * nk4
+            for q in range(4):
+                for ln in range(n_l):
+                    b = b0 + q * nk4 + ln
+                    c = _add(_add(_add(_add(x[b], x[b + n_l]), x[b + 2 * n_l]), x[b + 3 * n_l]), zero)
+                    g[ln] = c if q == 0 else _add(g[ln], c)
+            i = gi % per
+            if gi < whole * per:        # a whole run of `per` groups: one Kahan term
+                for ln in range(n_l):
+                    t = _add(g[ln], zero)
+                    s[ln] = _add(t, zero) if i == 0 else _add(s[ln], t)
+                if i == per - 1:
+                    out[r, gi // per] = s
+            else:
+                for ln in range(n_l):
+                    acc1[ln] = _add(acc1[ln], _add(g[ln], zero))
+        acc0[:] = zero
+        clock = groups * nk4
+        for j in range(4 * groups, full):
+            for ln in range(n_l):
+                b = j * nk4 + ln
+                c = _add(_add(_add(_add(x[b], x[b + n_l]), x[b + 2 * n_l]), x[b + 3 * n_l]), zero)
+                acc0[ln] = _add(acc0[ln], c)
+            clock += n_l
+            if clock % 16 == 0:
+                for ln in range(n_l):
+                    acc1[ln] = _add(acc1[ln], acc0[ln])
+                acc0[:] = zero
+        for ln in range(min(rem, n_l)):     # the short chunk: lane ln from +0
+            t = zero
+            for j in range(full * nk4 + ln, k, n_l):
+                t = _add(t, x[j])
+            acc0[ln] = _add(acc0[ln], t)
+        for ln in range(n_l):
+            out[r, whole, ln] = _add(acc1[ln], acc0[ln])
+
+
+# arrays of at least this many elements are summed by the compiled kernels (`_k1_terms`,
+# `_kn_sums`), once NumPy has summed NATIVE_PAYBACK elements in this process (about the time
+# that importing numba and loading the kernels from its cache costs, about 1 s) or numba is
+# already imported; HLO_NATIVE=1 (or strict): from the first, HLO_NATIVE=0: never
+NATIVE_MIN = 1 << 16
+NATIVE_PAYBACK = 1 << 28
+_KERNELS: list = []
+_KERNELS_LOCK = threading.Lock()
+_NUMPY_ELEMENTS = [0]
+
+
+def _native_kernel(size: int, which: int = 0):
+    """The numba-compiled `_k1_terms` (which=0) or `_kn_sums` (1), numba's on-disk cache keeping
+    them, or None: numba not installed, HLO_NATIVE=0, fewer than NATIVE_MIN elements, or not yet
+    worth it (see NATIVE_PAYBACK)."""
+    mode = os.environ.get("HLO_NATIVE", "")
+    if size < NATIVE_MIN or mode == "0":
+        return None
+    if not _KERNELS:
+        if mode not in ("1", "strict") and "numba" not in sys.modules:
+            _NUMPY_ELEMENTS[0] += size
+            if _NUMPY_ELEMENTS[0] < NATIVE_PAYBACK:
+                return None
+        with _KERNELS_LOCK:             # (the pool's threads may ask at once)
+            if not _KERNELS:
+                _KERNELS.extend(_compile())
+    return _KERNELS[which]
+
+
+def _compile() -> list:
+    try:
+        import numba
+    except ImportError:
+        return [None, None]
+    global _add, _sub, _kahan_step      # the kernels call these compiled
+    _add = numba.njit(inline="always")(_add)
+    _sub = numba.njit(inline="always")(_sub)
+    _kahan_step = numba.njit(inline="always")(_kahan_step)
+    return [numba.njit(cache=True, nogil=True)(f) for f in (_k1_terms, _kn_sums)]
+
+
 def finish_rows(terms: np.ndarray) -> np.ndarray:
     """Each row's k1 sum from its `row_terms` (rows of several calls may be concatenated)."""
     if terms.shape[1] == 1:             # one Kahan step from +0 adds the term exactly
@@ -144,7 +315,8 @@ def finish_rows(terms: np.ndarray) -> np.ndarray:
 def row_sums(rows: np.ndarray) -> np.ndarray:
     """YNNPACK's k1 sum of each row of the 2-D f32 or f64 array `rows`."""
     n_l = lanes(rows.dtype)
-    if rows.shape[1] < 4 * n_l:         # one short chunk: its lanes added by halves, lane-major
+    if rows.shape[1] < 4 * n_l and _native_kernel(rows.size) is None:
+        # one short chunk: its lanes added by halves, lane-major
         v = _short_lanes(rows, n_l) + rows.dtype.type(0)
         while v.shape[0] > 1:
             h = v.shape[0] // 2
@@ -184,10 +356,77 @@ class _Tree:
         return self.acc2
 
 
+def _kn_sums(a, out):
+    """column_sums's arithmetic (compiled by numba: `_native_kernel`) over the (k, P, Q) array
+    `a` (any strides) into the (P, Q) `out`: the same adds in the same order, per p."""
+    k, np_, nq = a.shape
+    zero = out.dtype.type(0)
+    part = np.empty(nq, out.dtype)
+    acc0 = np.empty(nq, out.dtype)
+    acc1 = np.empty(nq, out.dtype)
+    acc2 = np.empty(nq, out.dtype)
+    err = np.empty(nq, out.dtype)
+    for p in range(np_):
+        if k <= 4:
+            part[:] = zero
+            for j in range(k):
+                for q in range(nq):
+                    part[q] = _add(part[q], a[j, p, q])
+            out[p] = part
+            continue
+        acc0[:] = zero
+        acc1[:] = zero
+        acc2[:] = zero
+        err[:] = zero
+        clock = 0
+        for j0 in range(0, k - 3, 4):
+            part[:] = zero
+            for j in range(j0, j0 + 4):
+                for q in range(nq):
+                    part[q] = _add(part[q], a[j, p, q])
+            for q in range(nq):
+                acc0[q] = _add(acc0[q], part[q])
+            clock += 4
+            if clock % 16 == 0:
+                for q in range(nq):
+                    acc1[q] = _add(acc1[q], acc0[q])
+                acc0[:] = zero
+                if clock % 256 == 0:
+                    _kahan_step(acc1, acc2, err)
+                    acc1[:] = zero
+        if k % 4:
+            part[:] = zero
+            for j in range(k - k % 4, k):
+                for q in range(nq):
+                    part[q] = _add(part[q], a[j, p, q])
+            for q in range(nq):
+                acc0[q] = _add(acc0[q], part[q])
+        for q in range(nq):
+            acc1[q] = _add(acc1[q], acc0[q])
+        _kahan_step(acc1, acc2, err)
+        for q in range(nq):
+            out[p, q] = _add(acc2[q], zero)
+
+
+def _kahan_step(a, acc, err):
+    """_kahan in place, element by element (compiled with `_kn_sums`)."""
+    for q in range(a.shape[0]):
+        y = _sub(a[q], err[q])
+        t = _add(acc[q], y)
+        e = _sub(_sub(t, acc[q]), y)
+        acc[q] = t
+        err[q] = e if np.isfinite(e) else err.dtype.type(0)
+
+
 def column_sums(a: np.ndarray) -> np.ndarray:
     """YNNPACK's kn sum over the first axis of the array `a` (each column of the other axes
     independently)."""
     k = a.shape[0]
+    kernel = _native_kernel(a.size, 1) if a.ndim >= 2 and a.shape[-1] else None
+    if kernel is not None:
+        out = np.empty(a.shape[1:], a.dtype)
+        kernel(a.reshape(k, -1, a.shape[-1]), out.reshape(-1, a.shape[-1]))
+        return out
     zero = np.zeros(a.shape[1:], a.dtype)
 
     def part(rows):
@@ -351,11 +590,12 @@ def _tile_parts(t: np.ndarray, plan) -> list:
     size = lambda axes: int(np.prod([t.shape[1 + a] for a in axes], dtype=np.int64))
     o, k2, k1 = size(outer), size(k2a), size(k1a)
     if kn:
+        # (views: the kn kernel adds whole rows of the tiles in place)
         z = t.transpose([1 + a for a in outer + k2a] + [0] + [1 + a for a in indep])
-        z = np.ascontiguousarray(z).reshape(o, k2, -1)
-        return [column_sums(z[i]) for i in range(o)]
+        z = z.reshape((o, k2) + z.shape[len(outer) + len(k2a):])
+        return [column_sums(z[i]).reshape(-1) for i in range(o)]
     z = t.transpose([0] + [1 + a for a in indep + outer + k2a + k1a])
-    rs = row_sums(np.ascontiguousarray(z).reshape(-1, k1)).reshape(-1, o * k2)
+    rs = row_sums(z.reshape(-1, k1)).reshape(-1, o * k2)         # (a copy only where needed)
     return [rs[:, j] for j in range(o * k2)]
 
 

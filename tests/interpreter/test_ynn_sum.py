@@ -3,6 +3,8 @@ step-by-step simulation of the kernels bit for bit (hypothesis, finite and NaN/I
 and XLA CPU's add-reduces and batch-norm statistics bit for bit (slow: XLA live)."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
@@ -107,24 +109,75 @@ def _same(a, b):
     return np.array_equal(np.isnan(a), np.isnan(b)) and bool(np.all((a == b) | np.isnan(a)))
 
 
+@contextlib.contextmanager
+def _path(native: bool, block: int | None = None):
+    """ynn_sum's compiled k1 kernel (numba, where installed) for every size, or its NumPy path
+    only; `block`: the NumPy path's rows per block in elements."""
+    saved = ynn_sum.NATIVE_MIN, ynn_sum.ROW_BLOCK, ynn_sum.NATIVE_PAYBACK
+    ynn_sum.NATIVE_MIN = 0 if native else 1 << 62
+    ynn_sum.NATIVE_PAYBACK = 0
+    ynn_sum.ROW_BLOCK = block or saved[1]
+    try:
+        yield
+    finally:
+        ynn_sum.NATIVE_MIN, ynn_sum.ROW_BLOCK, ynn_sum.NATIVE_PAYBACK = saved
+
+
+@pytest.mark.parametrize("native", [False, True])
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 2500), st.integers(1, 5), st.sampled_from([F32, np.float64]),
        st.sampled_from([0.0, 0.001, 0.05]), st.integers(0, 2**31))
-def test_row_sums_equal_the_kernel_step_by_step(k, m, dt, hostile, seed):
+def test_row_sums_equal_the_kernel_step_by_step(native, k, m, dt, hostile, seed):
     rows = _values(seed, (m, k), dt, hostile)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), _path(native):
         got = ynn_sum.row_sums(rows)
         want = np.array([_simulated_row(r) for r in rows])
     assert _same(got, want)
 
 
+@pytest.mark.parametrize("native", [False, True])
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 700), st.integers(1, 9), st.sampled_from([F32, np.float64]),
        st.sampled_from([0.0, 0.01]), st.integers(0, 2**31))
-def test_column_sums_equal_the_kernel_step_by_step(k, n, dt, hostile, seed):
+def test_column_sums_equal_the_kernel_step_by_step(native, k, n, dt, hostile, seed):
     a = _values(seed, (k, n), dt, hostile)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), _path(native):
         assert _same(ynn_sum.column_sums(a), _simulated_columns(a))
+        # a strided view of the same columns (read in place by the compiled kernel)
+        assert _same(ynn_sum.column_sums(np.repeat(a, 2, axis=1)[:, ::2]), _simulated_columns(a))
+
+
+def _same_bits(a, b):
+    """Equal bits (the signs of zeros included), NaN at the same places.  (Where a NaN and a
+    NaN of the other sign meet, NumPy's own loops pick either, depending on the array's width:
+    the kernels follow x86's scalar rule, the first operand's.)"""
+    a, b = (np.ascontiguousarray(v).reshape(-1) for v in (a, b))
+    nan = np.isnan(a)
+    return np.array_equal(nan, np.isnan(b)) and np.array_equal(
+        a[~nan].view(np.uint8), b[~nan].view(np.uint8))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=4), st.data(), st.sampled_from([F32, np.float64]),
+       st.sampled_from([0.0, 0.01, 0.2]), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_the_compiled_kernel_and_the_blocked_views_give_the_same_bits(shape, data, dt, hostile, threads, seed):
+    """The k1 and kn sums read in place (the compiled kernels; the NumPy path's strided chunk
+    views in blocks of rows, sliced rows, the tiles' rows as views) give the same bits over any
+    layout, NaN and Inf included (_same_bits)."""
+    x = _values(seed, tuple(shape), dt, hostile)
+    dims = data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))
+    block = data.draw(st.sampled_from([1, 100, 1 << 16]))
+    got = []
+    for native in (False, True):
+        with np.errstate(all="ignore"), _path(native, block):
+            got.append(ynn_sum.tiled_sum(x, sorted(dims), threads=threads))
+            got.append(ynn_sum.reduce_sum(x, sorted(dims)))
+            rows = x.reshape(-1, shape[-1])
+            got.append(ynn_sum.row_sums(np.concatenate([rows, rows], axis=1)[:, :shape[-1]]))
+            got.append(ynn_sum.row_sums(rows))
+    for a, b in zip(got[:4], got[4:]):
+        assert _same_bits(a, b)
+    assert _same_bits(got[2], got[3])
 
 
 def test_nan_and_inf_spread_as_in_any_order():
@@ -340,3 +393,21 @@ def test_fused_loops_over_every_cut_dim():
         wide = ynn_sum.tiled_sum(x, (0, 1, 2), threads=64)
         plain = ynn_sum.tiled_sum(x, (0, 1, 2), threads=2)
     assert fused.tobytes() == wide.tobytes() and fused.tobytes() != plain.tobytes()
+
+
+def test_the_compiled_kernels_wait_until_they_pay(monkeypatch):
+    """HLO_NATIVE=0: never; unset: not for arrays under NATIVE_MIN, and (numba not imported yet)
+    not before NumPy has summed NATIVE_PAYBACK elements; HLO_NATIVE=1: at once (numba installed)."""
+    monkeypatch.setenv("HLO_NATIVE", "0")
+    assert ynn_sum._native_kernel(1 << 40) is None
+    monkeypatch.delenv("HLO_NATIVE")
+    assert ynn_sum._native_kernel(ynn_sum.NATIVE_MIN - 1) is None
+    if not ynn_sum._KERNELS:
+        monkeypatch.setattr(ynn_sum, "_NUMPY_ELEMENTS", [0])
+        monkeypatch.setattr(ynn_sum, "NATIVE_PAYBACK", 1 << 62)
+        monkeypatch.delitem(__import__("sys").modules, "numba", raising=False)
+        assert ynn_sum._native_kernel(1 << 20) is None
+        assert ynn_sum._NUMPY_ELEMENTS[0] == 1 << 20
+    pytest.importorskip("numba")
+    monkeypatch.setenv("HLO_NATIVE", "1")
+    assert ynn_sum._native_kernel(1 << 20) is not None

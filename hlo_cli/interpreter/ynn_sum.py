@@ -171,27 +171,26 @@ def _block_terms(rows: np.ndarray) -> np.ndarray:
     return np.concatenate(terms, axis=1)
 
 
-def _sub(a, b):
-    """a - b with x86's NaN rule made explicit (see _add)."""
-    r = a - b
+def _x86_nan(a, b, r):
+    """`r`, the result of an add or subtract of `a` and `b`, with x86's NaN rule made explicit (the
+    compiler may swap an add's operands): a NaN operand's bits, quieted, the first one's if both are
+    NaN."""
     if r != r:
         if a != a:
             return a + a
         if b != b:
             return b + b
     return r
+
+
+def _sub(a, b):
+    """a - b with x86's NaN rule (_x86_nan)."""
+    return _x86_nan(a, b, a - b)
 
 
 def _add(a, b):
-    """a + b with x86's NaN rule made explicit (the compiler may swap an add's operands): a NaN
-    operand's bits, quieted, the first one's if both are NaN."""
-    r = a + b
-    if r != r:
-        if a != a:
-            return a + a
-        if b != b:
-            return b + b
-    return r
+    """a + b with x86's NaN rule (_x86_nan)."""
+    return _x86_nan(a, b, a + b)
 
 
 def _k1_terms(rows, out):
@@ -294,7 +293,8 @@ def _compile() -> list:
         import numba
     except ImportError:
         return [None, None]
-    global _add, _sub, _kahan_step      # the kernels call these compiled
+    global _x86_nan, _add, _sub, _kahan_step      # the kernels call these compiled
+    _x86_nan = numba.njit(inline="always")(_x86_nan)
     _add = numba.njit(inline="always")(_add)
     _sub = numba.njit(inline="always")(_sub)
     _kahan_step = numba.njit(inline="always")(_kahan_step)

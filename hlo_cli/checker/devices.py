@@ -87,16 +87,19 @@ def module_devices(module: Module, replicas: int | None = None, partitions: int 
     return Devices(1, 1, False, source, run_r, run_p)
 
 
-def device_findings(module: Module, devices: Devices, effective: dict[str, dict[str, Shape | None]]):
+def device_findings(module: Module, devices: Devices, effective: dict[str, dict[str, Shape | None]],
+                    module_level: bool = True):
     """Every finding of this pass, in module order (a finding about the module itself has no
-    instruction: None)."""
+    instruction: None; `module_level` False leaves those out, for a part of a module whose other
+    part reports them)."""
     from ..topology.sharding import ShardingError, sdy_meshes
     try:
         sdy_meshes(module)
         meshes_ok = True
     except ShardingError as e:     # Shardy's import refuses it; XLA's verifier does not read it
         meshes_ok = False
-        yield (None, "W207", f"xla.sdy.meshes: {_first_line(e)}", "warning", "xla.sdy.meshes")
+        if module_level:
+            yield (None, "W207", f"xla.sdy.meshes: {_first_line(e)}", "warning", "xla.sdy.meshes")
     for comp in module.computations:
         eff = effective.get(comp.name, {})
         for inst in comp.instructions:

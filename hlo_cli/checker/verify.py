@@ -125,20 +125,69 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     `replicas` / `partitions` override the header's replica_count / num_partitions (the device
     count replica groups, source-target pairs and shardings are checked against)."""
     with NoGC():      # the checker makes no cycles: collections would only traverse the module again
-        return _check_module(module, text, layout_sensitive, warnings, replicas, partitions)
+        items = _check_part(module, text, layout_sensitive, warnings, replicas, partitions, None).rep.items
+    items.sort(key=position_key)
+    return items
 
 
-def _check_module(module, text, layout_sensitive, warnings, replicas, partitions) -> list[Diagnostic]:
-    from .devices import device_findings, module_devices
-    rep = _Report(module, text)
-    devices = module_devices(module, replicas, partitions)
+def position_key(d: Diagnostic):
+    """The order of a module's findings: by place, then code (a stable sort keeps the order the
+    walks found them in among equals)."""
+    return d.file, d.line, d.column, d.code
+
+
+# A module checked in two parts (checker/pieces.py): the head (the text's first computations, which
+# never call the tail's) and the tail (the rest, with the entry computation).  Each part runs the
+# per-computation phase and the walks that stay within its own computations; the walks that need
+# both parts run on the head's side afterwards, from summaries of the tail (check_across).
+HEAD, TAIL = "head", "tail"
+
+
+class Piece:
+    """What checking a module, or one part of it, found: the report (`rep.items`, in the order the
+    walks found them), the device counts, each computation's (parameter shapes, result shape) as
+    checked, and why the parts cannot stand for the whole (`unusual`, None when they can)."""
+
+    __slots__ = ("rep", "devices", "comp_shapes", "unusual")
+
+    def __init__(self, rep: _Report, devices):
+        self.rep, self.devices = rep, devices
+        self.comp_shapes: dict = {}
+        self.unusual: str | None = None
+
+
+def check_piece(module: Module, text: str, part: str, *, layout_sensitive: bool = False, warnings: bool = True,
+                replicas: int | None = None, partitions: int | None = None, callee_shapes=None) -> Piece:
+    """Check one part (HEAD or TAIL) of a module cut in two; `callee_shapes`: the tail's view of
+    the head's computations it calls, name -> (parameter shapes, result shape), as their
+    signatures declare them (check_across verifies that the head's checked shapes are those)."""
+    with NoGC():
+        return _check_part(module, text, layout_sensitive, warnings, replicas, partitions, part, callee_shapes)
+
+
+def _check_part(module, text, layout_sensitive, warnings, replicas, partitions, part, callee_shapes=None) -> Piece:
+    from .devices import module_devices
+    piece = Piece(_Report(module, text), module_devices(module, replicas, partitions))
+    rep = piece.rep
     if _check_attribute_depths(module, rep):
-        return rep.items          # the rules below walk shapes recursively
-    comps = module.computation_map
+        piece.unusual = "an attribute shape nests tuples too deep"
+        return piece          # the rules below walk shapes recursively
     graph = {c.name: _callees(c) for c in module.computations}      # each computation's callees, once
     _check_recursion(module, rep, graph)
+    if part is not None and rep.items:
+        piece.unusual = "recursion among computations"
+        return piece
+    piece.comp_shapes, effective = _check_computations(module, rep, graph, piece.devices, layout_sensitive,
+                                                       callee_shapes)
+    _module_walks(module, rep, piece.devices, effective, layout_sensitive, warnings, part)
+    return piece
+
+
+def _check_computations(module: Module, rep: _Report, graph, devices, layout_sensitive: bool, callee_shapes):
+    """The per-computation phase, callees first: (each computation's (parameter shapes, result
+    shape) as checked, each computation's effective shapes by instruction name)."""
     # (parameter shapes, result shape) of every computation, refined as computations are checked
-    comp_shapes: dict[str, tuple[list[Shape], Shape | None]] = {}
+    comp_shapes: dict[str, tuple[list[Shape], Shape | None]] = dict(callee_shapes or ())
     for comp in module.computations:
         root = comp.by_name.get(comp.root)
         comp_shapes[comp.name] = ([p.shape for p in comp.parameters], root.shape if root is not None else None)
@@ -153,17 +202,29 @@ def _check_module(module, text, layout_sensitive, warnings, replicas, partitions
         comp_shapes[comp.name] = (params, result)
         if result is None or any(p is None for p in params):
             unknown.add(comp.name)
+    return comp_shapes, effective
+
+
+def _module_walks(module: Module, rep: _Report, devices, effective, layout_sensitive: bool, warnings: bool,
+                  part: str | None):
+    """The walks over the module after its computations are checked.  The head of a module in two
+    parts skips what concerns the entry computation and the header (the tail's), and the walks
+    that need the tail's computations too (check_across); the tail skips the latter."""
     _check_signatures(module, effective, rep, warnings)
     if warnings:
         _check_duplicate_names(module, rep)
     if module.attrs.get("is_scheduled"):
         for comp in module.computations:
             _check_schedule(comp, rep)
-    _check_entry_layout(module, effective, rep, layout_sensitive)
-    _check_async_pairs(module, rep)
-    _check_constrained_all_reduces(module, rep)
-    _check_aliasing(module, effective, rep, layout_sensitive)
-    for inst, code, message, severity, attr in device_findings(module, devices, effective):
+    if part != HEAD:
+        _check_entry_layout(module, effective, rep, layout_sensitive)
+        _check_async_pairs(module, rep)         # (no head computation calls the tail's)
+    if part is None:
+        _check_constrained_all_reduces(_instructions(module), rep)
+    if part != HEAD:
+        _check_aliasing(module, effective, rep, layout_sensitive)
+    from .devices import device_findings
+    for inst, code, message, severity, attr in device_findings(module, devices, effective, part != HEAD):
         if severity == "warning" and not warnings:
             continue
         if inst is None:            # the module's own attribute: point at it in the header
@@ -172,9 +233,90 @@ def _check_module(module, text, layout_sensitive, warnings, replicas, partitions
         else:
             rep.add(inst, code, message, severity, at=rep.attribute_at(inst, attr) if attr else rep.opcode_at(inst))
     if warnings:
-        _warnings(module, comps, rep)
-    rep.items.sort(key=lambda d: (d.file, d.line, d.column, d.code))
-    return rep.items
+        _warnings(module, module.computation_map, rep)
+
+
+def _instructions(module: Module):
+    return (inst for comp in module.computations for inst in comp.instructions)
+
+
+def tail_summary(module: Module, warnings: bool) -> dict:
+    """What check_across needs of the tail's computations, in plain values: the computations its
+    asynchronous starts call, its all-reduces and the while loops whose condition is not its own
+    (each as (name, opcode, file, line, column, attribute)), its instruction names (with
+    warnings), its computations' names, its instruction count and whether it has custom calls."""
+    comps = module.computation_map
+    summary = {"async": set(), "all_reduces": [], "whiles": [], "names": None, "instructions": 0,
+               "custom_calls": False, "computations": list(comps)}
+    names = set() if warnings else None
+    count = 0
+    kinds: dict[str, bool] = {}         # opcode -> whether the summary needs its instructions
+    for comp in module.computations:
+        count += len(comp.instructions)
+        if names is not None:
+            names.update(comp.by_name)
+        for inst in comp.instructions:
+            op = inst.opcode
+            kind = kinds.get(op)
+            if kind is None:
+                kind = kinds[op] = _pair_opcode(op).startswith("async-") or op in _ALL_REDUCES or \
+                    op in ("while", "custom-call")
+            if not kind:
+                continue
+            loc = (inst.name, op, inst.loc.file, inst.loc.line, inst.loc.column)
+            if _pair_opcode(op).startswith("async-"):
+                summary["async"].update(inst.called_computations)
+            if op in _ALL_REDUCES:
+                summary["all_reduces"].append(loc + (bool(inst.attrs.get("constrain_layout")),))
+            elif op == "while":
+                cond = inst.attrs.get("condition")
+                if isinstance(cond, ComputationRef) and cond.name not in comps:
+                    summary["whiles"].append(loc + (cond.name,))
+            elif op == "custom-call":
+                summary["custom_calls"] = True
+    summary["names"], summary["instructions"] = names, count
+    return summary
+
+
+def check_across(head: Module, piece: Piece, summary: dict, assumed: dict, warnings: bool) -> None:
+    """The head's side of a module checked in two parts: the walks that need both parts (the
+    async pairs, the all-reduces' constrain_layout, endless while loops whose condition is the
+    head's), added to the head's report; `piece.unusual` says why the parts cannot stand for the
+    whole (the head's checked signatures are not those the tail assumed, `assumed`; a name used in
+    both parts; a computation of the head that asynchronous operations of both parts call).  The
+    tail's instructions come as plain values (tail_summary)."""
+    comps = head.computation_map
+    if not comps.keys().isdisjoint(summary["computations"]):
+        piece.unusual = "a computation defined in both parts"
+        return
+    if summary["async"] and not summary["async"].isdisjoint(
+            n for i in _instructions(head) if _pair_opcode(i.opcode).startswith("async-") for n in i.called_computations):
+        piece.unusual = "a computation called by asynchronous operations of both parts"
+        return
+    for name, (params, result) in assumed.items():
+        mine = piece.comp_shapes.get(name)
+        if mine is None or list(mine[0]) != list(params) or mine[1] != result:
+            piece.unusual = f"computation '{name}' is not what its signature declares"
+            return
+    if warnings and summary["names"] and not summary["names"].isdisjoint(
+            n for comp in head.computations for n in comp.by_name):
+        piece.unusual = "an instruction name used in both parts"
+        return
+    rep = piece.rep
+    _check_async_pairs(head, rep, summary["async"])
+    stubs = [_stub(t, "constrain_layout") for t in summary["all_reduces"]]
+    _check_constrained_all_reduces([i for i in _instructions(head) if i.opcode in _ALL_REDUCES] + stubs, rep)
+    if warnings:
+        for t in summary["whiles"]:
+            if t[-1] in comps:
+                _warn_endless_loop(_stub(t, "condition"), t[-1], comps, rep)
+
+
+def _stub(t: tuple, attr: str) -> Instruction:
+    """An instruction of the other part as its summary gives it (name, opcode, place, one attribute)."""
+    from ..ir.module import Loc
+    name, op, file, line, column, value = t
+    return Instruction(name, op, None, attrs={attr: value}, loc=Loc(file, line, column))
 
 
 def _attribute_shapes(attrs):
@@ -851,15 +993,17 @@ def _pair_opcode(op: str) -> str:
     return async_generic(op) or op
 
 
-def _check_async_pairs(module: Module, rep: _Report):
+def _check_async_pairs(module: Module, rep: _Report, called_elsewhere=frozenset()):
     """Each start has exactly one user, its done (or an update), and each done (or update) has
     exactly one operand, its start; custom-calls to control_dep do not count as users.  A send or
-    recv that is the root of an async computation needs no user."""
+    recv that is the root of an async computation needs no user (`called_elsewhere`: computations
+    the asynchronous starts of the module's other part call)."""
     opcodes = [{i.opcode for i in c.instructions} for c in module.computations]     # each computation's
     pair_of = {op: _pair_opcode(op) for op in set().union(*opcodes)}
     starting = {op for op, pair in pair_of.items() if pair.startswith("async-")}
     async_comps = {name for comp, ops in zip(module.computations, opcodes) if not starting.isdisjoint(ops)
                    for inst in comp.instructions if inst.opcode in starting for name in inst.called_computations}
+    async_comps.update(called_elsewhere)
     paired = {op for op, pair in pair_of.items() if pair in _ASYNC_PAIRS}
     for comp, ops in zip(module.computations, opcodes):
         if paired.isdisjoint(ops):
@@ -891,21 +1035,23 @@ def _check_async_pairs(module: Module, rep: _Report):
                             f"{' or '.join(sorted(want_operand))}, got {got}", at=rep.operand_at(inst, 0))
 
 
-def _check_constrained_all_reduces(module: Module, rep: _Report):
+_ALL_REDUCES = frozenset(("all-reduce", "all-reduce-start"))
+
+
+def _check_constrained_all_reduces(instructions, rep: _Report):
     """XLA's VerifyLayoutConstrainedAllReduce: the all-reduce and all-reduce-start instructions of
-    a module are all constrain_layout=true or all not."""
+    a module (`instructions`, in module order) are all constrain_layout=true or all not."""
     reference = None
-    for comp in module.computations:
-        for inst in comp.instructions:
-            if inst.opcode not in ("all-reduce", "all-reduce-start"):
-                continue
-            if reference is None:
-                reference = inst
-            elif bool(inst.attrs.get("constrain_layout")) != bool(reference.attrs.get("constrain_layout")):
-                rep.add(inst, "C129", f"{inst.opcode}: constrain_layout must be the same for every all-reduce "
-                        f"of the module ({bool(reference.attrs.get('constrain_layout'))} for %{reference.name}), "
-                        f"got {bool(inst.attrs.get('constrain_layout'))}", at=rep.opcode_at(inst))
-                return
+    for inst in instructions:
+        if inst.opcode not in _ALL_REDUCES:
+            continue
+        if reference is None:
+            reference = inst
+        elif bool(inst.attrs.get("constrain_layout")) != bool(reference.attrs.get("constrain_layout")):
+            rep.add(inst, "C129", f"{inst.opcode}: constrain_layout must be the same for every all-reduce "
+                    f"of the module ({bool(reference.attrs.get('constrain_layout'))} for %{reference.name}), "
+                    f"got {bool(inst.attrs.get('constrain_layout'))}", at=rep.opcode_at(inst))
+            return
 
 
 def _subshape(shape: Shape | None, index) -> Shape | None:
@@ -1013,10 +1159,14 @@ def _warnings(module: Module, comps, rep: _Report):
                             at=rep.shape_at(inst))
             if inst.opcode == "while":
                 cond = inst.attrs.get("condition")
-                if isinstance(cond, ComputationRef) and cond.name in comps:
-                    if _constant_true(comps[cond.name]):
-                        rep.add(inst, "W202", f"while: the condition '{cond.name}' is the constant true, so this "
-                                "loop never ends", "warning", at=rep.opcode_at(inst))
+                if isinstance(cond, ComputationRef):
+                    _warn_endless_loop(inst, cond.name, comps, rep)
+
+
+def _warn_endless_loop(inst: Instruction, cond: str, comps, rep: _Report):
+    if cond in comps and _constant_true(comps[cond]):
+        rep.add(inst, "W202", f"while: the condition '{cond}' is the constant true, so this loop never ends",
+                "warning", at=rep.opcode_at(inst))
 
 
 def _constant_true(comp: Computation) -> bool:

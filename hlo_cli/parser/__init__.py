@@ -9,9 +9,21 @@ records for a module in the common form without Lark's parser, and leaves anythi
 included, to Lark), builder.py turns the records into the IR, parallel.py parses a large text on two
 cores."""
 
-__all__ = ["parse", "PARALLEL_MIN_BYTES"]
+import os
+
+__all__ = ["parse", "two_cores", "PARALLEL_MIN_BYTES"]
 
 PARALLEL_MIN_BYTES = 4 << 20      # texts this large are parsed on two cores where that is possible
+# (HLO_PARALLEL_MIN_BYTES overrides it, for tests: parallel.min_bytes)
+
+
+def two_cores(text: str) -> bool:
+    """Whether `text` is worth parsing (and checking) on two cores, and this machine has a core free
+    (parallel.py: HLO_PARALLEL=1, HLO_NO_PARALLEL=1 and HLO_PARALLEL_MIN_BYTES decide for tests)."""
+    if len(text) < PARALLEL_MIN_BYTES and "HLO_PARALLEL_MIN_BYTES" not in os.environ:
+        return False
+    from . import parallel
+    return parallel.wanted(text)
 
 
 def parse(text: str, filename: str = "<string>"):
@@ -20,11 +32,10 @@ def parse(text: str, filename: str = "<string>"):
     from .builder import build_module
     from .frontend import parse_raw
     with NoGC(promote=True):
-        if len(text) >= PARALLEL_MIN_BYTES:
+        if two_cores(text):
             from . import parallel
-            if parallel.usable():
-                module = parallel.parse_parallel(text, filename)
-                if module is not None:
-                    return module
+            module = parallel.parse_parallel(text, filename)
+            if module is not None:
+                return module
         raw = parse_raw(text, filename)
         return build_module(raw, text, filename)

@@ -1,54 +1,64 @@
-"""Parsing a large module on two cores.
+"""Parsing (and checking) a large module on two cores.
 
-The text is cut at a computation boundary near its middle; a forked worker parses the second
-part while this process parses the first, and the computations are joined.  Anything unusual
-(no clean boundary, an error in either part, no fork on this platform) falls back to the ordinary
-sequential parse, so errors are always reported exactly as the sequential parser reports them.
+The text is cut at a computation boundary; a forked child parses the second part (the tail) while
+this process parses the first (the head).  Computations are defined before they are called, so the
+head never calls the tail; the tail may call the head's computations (`known_computations`).  The
+tail's text keeps the module's header and sections (the text before the first computation) and
+the tail's own lines at their places, so every position in it is its position in the whole text.
+
+`split_parse` runs a function on each part's module in its own process (the checker checks each
+part there); `parse_parallel` ships the tail's IR back and joins the computations.  Anything unusual
+(no clean boundary, an error in either part, no fork on this platform) gives None: the caller then
+does the ordinary sequential work, so errors are always reported exactly as the sequential path
+reports them.
+
+    HLO_NO_PARALLEL=1                never use two processes
+    HLO_PARALLEL=1                   use them whatever the machine's load (for measuring and tests)
+    HLO_PARALLEL_MIN_BYTES=N         the size from which a text is worth it (PARALLEL_MIN_BYTES)
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import re
 
 _COMP_NAME = re.compile(r"(?m)^(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(?:\(|\{)")
+_COMP_NAMES = re.compile(r"\n(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*[({]")     # in "\n" + text: faster
+_BLANK = re.compile(r"\s*")
+_ENTRY = re.compile(r"(?m)^ENTRY[ \t]")
+
+# Where the cut goes, as a fraction of the text's bytes: the head's process also reads the file,
+# joins the findings and prints them, so its part is a little smaller (measured on the 72k-instruction
+# benchmark dump, benchmarks/bench_parse.py)
+HEAD_SHARE = 0.47
 
 
-def _cut(text: str) -> int | None:
-    """Offset where the second half starts: just after a `}` line that closes a computation."""
-    mid = len(text) // 2
-    for pos in (text.find("\n}\n", mid), text.rfind("\n}\n", 0, mid)):
-        if pos > 0:
-            cut = pos + 3
-            # the next non-blank line must start a computation at column 0
-            m = re.compile(r"\s*").match(text, cut)
-            nxt = text[m.end():m.end() + 200]
-            if nxt and not nxt[0].isspace() and _COMP_NAME.match(nxt):
-                return cut
-    return None
-
-
-def _worker(args):
-    text, filename, known = args
-    from .builder import build_module
-    from .frontend import parse_raw
-    import gc
-    gc.disable()
+def min_bytes() -> int:
+    """The size from which a text is parsed on two cores (HLO_PARALLEL_MIN_BYTES overrides
+    PARALLEL_MIN_BYTES)."""
+    from . import PARALLEL_MIN_BYTES
     try:
-        raw = parse_raw(text, filename)
-        module = build_module(raw, text, filename, known_computations=known)
-        from ..ir.serial import serialize_module
-        return serialize_module(module)
-    except Exception:  # the sequential parse will report it properly
-        return b""
+        return int(os.environ.get("HLO_PARALLEL_MIN_BYTES", PARALLEL_MIN_BYTES))
+    except ValueError:
+        return PARALLEL_MIN_BYTES
+
+
+def wanted(text: str) -> bool:
+    """Whether `text` is large enough, and the machine able, for the two-process path."""
+    return len(text) >= min_bytes() and usable()
 
 
 def usable() -> bool:
-    """Fork is possible, and a core is free: on a busy machine the worker only competes with this
-    process for the same core, and shipping its half back (serializing, then decoding it here) makes
-    the parse slower than a sequential one."""
+    """Fork is possible, and a core is free: on a busy machine the child only competes with this
+    process for the same core, and the work of cutting and joining makes the whole slower than the
+    sequential path.  HLO_NO_PARALLEL=1 says never; HLO_PARALLEL=1 says always (when fork exists)."""
     cpus = os.cpu_count() or 1
-    if cpus < 2 or "fork" not in multiprocessing.get_all_start_methods() or os.environ.get("HLO_NO_PARALLEL"):
+    if "fork" not in multiprocessing.get_all_start_methods() or os.environ.get("HLO_NO_PARALLEL"):
+        return False
+    if os.environ.get("HLO_PARALLEL"):
+        return True
+    if cpus < 2:
         return False
     try:
         load = os.getloadavg()[0]
@@ -57,35 +67,152 @@ def usable() -> bool:
     return load <= cpus - 1
 
 
+def _starts_computation(text: str, at: int) -> bool:
+    m = _BLANK.match(text, at)
+    nxt = text[m.end():m.end() + 200]
+    return bool(nxt) and not nxt[0].isspace() and _COMP_NAME.match(nxt) is not None
+
+
+def _cut(text: str, share: float = 0.5) -> int | None:
+    """Offset where the tail starts: just after a `}` line that closes a computation, near `share` of
+    the text, and not after the ENTRY computation's start (the tail holds the entry)."""
+    mid = int(len(text) * share)
+    entry = _ENTRY.search(text)
+    for pos in (text.find("\n}\n", mid), text.rfind("\n}\n", 0, mid)):
+        if pos > 0:
+            cut = pos + 3
+            if entry is not None and entry.start() < cut:
+                continue
+            if _starts_computation(text, cut):
+                return cut
+    if entry is not None:           # the last boundary before the entry
+        pos = text.rfind("\n}\n", 0, entry.start())
+        if pos > 0 and _starts_computation(text, pos + 3):
+            return pos + 3
+    return None
+
+
+def split(text: str, share: float = HEAD_SHARE) -> tuple[str, str] | None:
+    """(head, tail) texts, or None when the text has no usable cut.  The tail is the text before
+    the first computation (header, sections), blank lines in place of the head's computations,
+    then the tail's computations: each line at its line number in `text`."""
+    cut = _cut(text, share)
+    if cut is None:
+        return None
+    first = _COMP_NAME.search(text)
+    if first is None or first.start() >= cut:
+        return None
+    head = text[:cut]
+    return head, text[:first.start()] + "\n" * text.count("\n", first.start(), cut) + text[cut:]
+
+
+def warm_up() -> None:
+    """Load what every parse needs (Lark's grammar, the scanner's regular expressions) in this
+    process, before a fork, so that the child does not load it again."""
+    from .builder import build_module
+    from .frontend import parse_raw
+    text = ("HloModule warm\n\n%f (p: f32[2]) -> f32[2] {\n  %p = f32[2]{0} parameter(0)\n"
+            "  ROOT %n = f32[2]{0} negate(f32[2]{0} %p)\n}\n\nENTRY %e (a: f32[2]) -> f32[2] {\n"
+            "  %a = f32[2]{0} parameter(0)\n  ROOT %c = f32[2]{0} fusion(f32[2]{0} %a), kind=kLoop, calls=%f\n}\n")
+    build_module(parse_raw(text, "<warm-up>"), text, "<warm-up>")
+
+
+def _parse_part(text: str, filename: str, known=()):
+    from .builder import build_module
+    from .frontend import parse_raw
+    return build_module(parse_raw(text, filename), text, filename, known_computations=known)
+
+
+def split_parse(text: str, filename: str, on_head, on_tail, share: float = HEAD_SHARE):
+    """(head module, on_head(head module, head text), on_tail(tail module, tail text, head text)),
+    with the tail parsed and `on_tail` run in a forked child (its value comes back pickled), or
+    None when the text has no usable cut, either part does not parse, or the child fails."""
+    parts = split(text, share)
+    if parts is None:
+        return None
+    head_text, tail_text = parts
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
+    if pid == 0:                                                    # the child
+        os.close(read_fd)
+        _child(write_fd, head_text, tail_text, filename, on_tail)
+    os.close(write_fd)
+    try:
+        try:
+            head = _parse_part(head_text, filename)
+            head_value = on_head(head, head_text)
+        except Exception:       # the sequential path reports it
+            if os.environ.get("HLO_DEBUG"):
+                raise
+            return None
+        with os.fdopen(read_fd, "rb", closefd=False) as f:
+            data = f.read()
+    finally:
+        os.close(read_fd)
+        os.waitpid(pid, 0)
+    if not data:
+        return None
+    try:
+        return head, head_value, pickle.loads(data)
+    except Exception:
+        return None
+
+
+def _child(fd: int, head_text: str, tail_text: str, filename: str, on_tail):
+    """Parse the tail, run `on_tail`, write its pickled value (nothing on any failure), and leave at
+    once (no clean-up of the parent's state: it is the parent's)."""
+    data = b""
+    try:
+        import gc
+        gc.disable()
+        known = set(_COMP_NAMES.findall("\n" + head_text))
+        tail = _parse_part(tail_text, filename, known)
+        data = pickle.dumps(on_tail(tail, tail_text, head_text), pickle.HIGHEST_PROTOCOL)
+    except BaseException:   # noqa: BLE001 -- the parent falls back to the sequential path
+        if os.environ.get("HLO_DEBUG"):
+            import traceback
+            traceback.print_exc()
+        data = b""
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    finally:
+        os._exit(0)
+
+
+def _named_from(comps, text: str) -> int | None:
+    """The index of the first computation named in `text` (those before it are inline ones)."""
+    names = [c.name for c in comps]
+    for m in _COMP_NAMES.finditer("\n" + text):
+        return names.index(m.group(1)) if m.group(1) in names else None
+    return None
+
+
 def parse_parallel(text: str, filename: str):
     """The Module, or None when the text should be parsed sequentially."""
     from dataclasses import replace
 
-    from .builder import build_module
-    from .frontend import parse_raw
-    cut = _cut(text)
-    if cut is None:
+    from ..ir.serial import deserialize_module, serialize_module
+    warm_up()
+    got = split_parse(text, filename, lambda m, t: None, lambda m, t, h: serialize_module(m), share=0.5)
+    if got is None:
         return None
-    first, second = text[:cut], text[cut:]
-    # computations must be defined before they are referenced: the second part may call those of the
-    # first, never the other way round
-    names = set(_COMP_NAME.findall(first))
-    # keep line numbers: the second part starts on the same line it had in the whole text
-    second = "\n" * first.count("\n") + second
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(1) as pool:
-        pending = pool.apply_async(_worker, ((second, filename, names),))
-        try:
-            raw = parse_raw(first, filename)
-            head = build_module(raw, first, filename)
-        except Exception:
-            return None
-        data = pending.get()
-    if not data:
-        return None
-    from ..ir.serial import deserialize_module
+    head, _, data = got
     comps = deserialize_module(data).computations
-    all_comps = head.computations + comps
+    # a part's inline computations (`to_apply={...}`) come before its named ones, and the whole
+    # module's before all the named ones
+    head_text, tail_text = split(text, 0.5)
+    h, t = _named_from(head.computations, head_text), _named_from(comps, tail_text)
+    if h is None or t is None:
+        return None
+    all_comps = head.computations[:h] + comps[:t] + head.computations[h:] + comps[t:]
     entries = [c for c in all_comps if c.is_entry]
     if len(entries) > 1:
         return None

@@ -73,6 +73,8 @@ def check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
                 return r
             except (TypeError, KeyError):
                 r.diags = []
+    if src.module is None and _check_in_two(r, src, layout_sensitive, warnings, devices):
+        return _finish(r, src, use_cache, what)
     from ..checker import check_module
     from ..sources import parse_module
     try:
@@ -99,6 +101,11 @@ def check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
         return r
     if warnings:
         r.diags += _unrunnable_warnings(module, src)
+    return _finish(r, src, use_cache, what)
+
+
+def _finish(r: Result, src, use_cache: bool, what: str) -> Result:
+    """The status of a checked module, its verdict cached."""
     r.status = ERRORS if any(d.severity == "error" for d in r.diags) else OK
     if use_cache:
         from dataclasses import asdict
@@ -107,6 +114,29 @@ def check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
         store_derived(src.text, src.file, what, {"name": r.name, "instructions": r.instructions, "status": r.status,
                                                  "diags": [asdict(d) for d in r.diags]})
     return r
+
+
+def _check_in_two(r: Result, src, layout_sensitive: bool, warnings: bool, devices) -> bool:
+    """A large module parsed and checked on two cores (checker/pieces.py), its findings into `r`;
+    False when it is not large, the machine has no core free, or the parts cannot stand for the
+    whole (then the module is checked in one process, as any other).  The module's IR stays in
+    the processes that checked its parts: it does not go to the parse cache."""
+    from ..parser import two_cores
+    if not two_cores(src.text):
+        return False
+    from ..checker.pieces import check_text
+    try:
+        found = check_text(src.text, src.file, layout_sensitive=layout_sensitive, warnings=warnings,
+                           replicas=devices[0], partitions=devices[1])
+    except Exception:       # noqa: BLE001 -- the one-process check reports what went wrong
+        import os
+        if os.environ.get("HLO_DEBUG"):
+            raise
+        return False
+    if found is None or (warnings and found[3]):
+        return False        # (custom calls: which hlo cannot run is asked of the whole module)
+    r.name, r.instructions, r.diags, _ = found
+    return True
 
 
 UNRUNNABLE = "W300"       # a custom-call target hlo cannot run: `hlo run` refuses the module (exit 7)

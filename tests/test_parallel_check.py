@@ -1,0 +1,93 @@
+"""`hlo check` on two cores (checker/pieces.py) reports exactly what the one-process check reports:
+the same findings (message, code, file:line:col, source line) in the same order, the same status,
+module name and instruction count, for every HLO file of the repository, valid and invalid, with
+the size threshold lowered to nothing so that every file is cut in two where it can be."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hlo_cli.checker import pieces
+from hlo_cli.parser import parallel
+from hlo_cli.tools.check import check_file
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = sorted(str(p.relative_to(ROOT)) for base in ("tests", "samples") for p in (ROOT / base).rglob("*")
+               if p.suffix in (".hlo", ".txt") and p.is_file())
+# a quick share of them in the ordinary run: the invalid examples, and every 15th file
+QUICK = [f for k, f in enumerate(FILES) if "invalid" in f or k % 15 == 0]
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="the two-core check forks")
+
+
+def _results(path: str, monkeypatch, two: bool, **options):
+    if two:
+        monkeypatch.delenv("HLO_NO_PARALLEL", raising=False)
+        monkeypatch.setenv("HLO_PARALLEL", "1")
+        monkeypatch.setenv("HLO_PARALLEL_MIN_BYTES", "0")
+    else:
+        monkeypatch.delenv("HLO_PARALLEL", raising=False)
+        monkeypatch.setenv("HLO_NO_PARALLEL", "1")
+    out = check_file(str(ROOT / path), False, options.get("layout_sensitive", False),
+                     options.get("warnings", True), options.get("devices", (None, None)))
+    return [(r.label, r.status, r.name, r.instructions, r.diags) for r in out]
+
+
+def _compare(files, monkeypatch, **options) -> int:
+    """Check each file both ways; the number of modules the two-core check did check in two parts."""
+    used = []
+    real = pieces.check_text
+
+    def counted(*a, **k):
+        found = real(*a, **k)
+        used.append(found is not None)
+        return found
+    monkeypatch.setattr(pieces, "check_text", counted)
+    for path in files:
+        two = _results(path, monkeypatch, True, **options)
+        one = _results(path, monkeypatch, False, **options)
+        assert two == one, path
+    return sum(used)
+
+
+@needs_fork
+def test_quick_share_of_the_files_checks_the_same_on_two_cores(monkeypatch):
+    n = _compare(QUICK, monkeypatch)
+    assert n >= len(QUICK) // 10        # (most of the files with two computations or more to cut between)
+
+
+@needs_fork
+def test_options_reach_both_parts(monkeypatch):
+    files = [f for f in QUICK if "invalid" in f][:40] + ["benchmarks/../samples/convnets/mobilenet_v2_train.hlo"]
+    files = [f for f in files if (ROOT / f).exists()]
+    assert _compare(files, monkeypatch, layout_sensitive=True, warnings=False, devices=(2, None)) > 0
+
+
+@pytest.mark.slow
+@needs_fork
+def test_every_file_checks_the_same_on_two_cores(monkeypatch):
+    assert _compare(FILES, monkeypatch) >= len(FILES) // 10
+
+
+def test_a_tail_keeps_the_positions_of_the_whole_text():
+    text = ("HloModule m, is_scheduled=true\n\n%a (p: f32[2]) -> f32[2] {\n  ROOT %p = f32[2] parameter(0)\n}\n\n"
+            "ENTRY %e (x: f32[2]) -> f32[2] {\n  %x = f32[2] parameter(0)\n  ROOT %c = f32[2] call(%x), to_apply=%a\n}\n")
+    head, tail = parallel.split(text, 0.5)
+    assert head.endswith("}\n") and "ENTRY" not in head
+    assert tail.splitlines()[0] == "HloModule m, is_scheduled=true"
+    assert tail.splitlines()[6] == text.splitlines()[6] == "ENTRY %e (x: f32[2]) -> f32[2] {"
+
+
+def test_the_tail_reads_the_heads_declared_signatures():
+    text = ("%a (p: f32[2], q: (s32[], f32[3])) -> (f32[2], s32[]) {\n  %q = (s32[], f32[3]{0}) parameter(1)\n"
+            "  %p = f32[2]{0} parameter(0)\n  %e = s32[] get-tuple-element(%q), index=0\n"
+            "  ROOT %t = (f32[2]{0}, s32[]) tuple(%p, %e)\n}\n\n"
+            "b.1 {\n  ROOT p = bf16[4,2]{0,1} parameter(0)\n}\n\nc {\n  ROOT s = add(x, y)\n}\n")
+    sig = pieces.declared_signatures(text, {"a", "b.1"})
+    assert [str(s) for s in sig["a"][0]] == ["f32[2]{0}", "(s32[], f32[3]{0})"]
+    assert str(sig["a"][1]) == "(f32[2]{0}, s32[])"
+    assert str(sig["b.1"][0][0]) == str(sig["b.1"][1]) == "bf16[4,2]{0,1}"      # the body's layouts
+    assert pieces.declared_signatures(text, {"d"}) is None          # not there: check in one process
+    assert pieces.declared_signatures(text, {"c"}) is None          # a shape left out

@@ -25,8 +25,8 @@ from .verify import HEAD, TAIL, check_across, check_piece, position_key, tail_su
 
 _HEADER = re.compile(r"\n(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*[({]")     # (in "\n" + text)
 # an instruction line's declared shape: what stands between '=' and its opcode
-_PARAMETER = re.compile(r"\n[ \t]*(?:ROOT[ \t]+)?%?[\w.\-]+[ \t]*=[ \t]*([^\n=]+?)[ \t]+parameter\((\d+)\)")
-_ROOT = re.compile(r"\n[ \t]*ROOT[ \t]+%?[\w.\-]+[ \t]*=[ \t]*([^\n=]+?)[ \t]+[a-z][\w\-]*\(")
+_PARAMETER = re.compile(r"\n[ \t]*(?:ROOT[ \t]+)?%?[\w.\-]+[ \t]*=[ \t]*([^\n]+?)[ \t]+parameter\((\d+)\)")
+_ROOT = re.compile(r"\n[ \t]*ROOT[ \t]+%?[\w.\-]+[ \t]*=[ \t]*([^\n]+?)[ \t]+[a-z][\w\-]*\(")
 
 
 def check_text(text: str, filename: str, *, layout_sensitive: bool = False, warnings: bool = True,
@@ -54,7 +54,7 @@ def check_text(text: str, filename: str, *, layout_sensitive: bool = False, warn
         return None
     summary = tail["summary"]
     head_items = list(piece.rep.items)
-    check_across(head, piece, summary, tail["assumed"], warnings)
+    check_across(head, text, piece, summary, tail["assumed"], warnings)
     if piece.unusual:
         return None
     tail_items = [Diagnostic(*t) for t in tail["items"]]

@@ -278,13 +278,13 @@ def tail_summary(module: Module, warnings: bool) -> dict:
     return summary
 
 
-def check_across(head: Module, piece: Piece, summary: dict, assumed: dict, warnings: bool) -> None:
+def check_across(head: Module, text: str, piece: Piece, summary: dict, assumed: dict, warnings: bool) -> None:
     """The head's side of a module checked in two parts: the walks that need both parts (the
     async pairs, the all-reduces' constrain_layout, endless while loops whose condition is the
     head's), added to the head's report; `piece.unusual` says why the parts cannot stand for the
     whole (the head's checked signatures are not those the tail assumed, `assumed`; a name used in
     both parts; a computation of the head that asynchronous operations of both parts call).  The
-    tail's instructions come as plain values (tail_summary)."""
+    tail's instructions come as plain values (tail_summary); `text` is the whole module's."""
     comps = head.computation_map
     if not comps.keys().isdisjoint(summary["computations"]):
         piece.unusual = "a computation defined in both parts"
@@ -302,7 +302,7 @@ def check_across(head: Module, piece: Piece, summary: dict, assumed: dict, warni
             n for comp in head.computations for n in comp.by_name):
         piece.unusual = "an instruction name used in both parts"
         return
-    rep = piece.rep
+    rep = _Report(head, text)
     _check_async_pairs(head, rep, summary["async"])
     stubs = [_stub(t, "constrain_layout") for t in summary["all_reduces"]]
     _check_constrained_all_reduces([i for i in _instructions(head) if i.opcode in _ALL_REDUCES] + stubs, rep)
@@ -310,6 +310,7 @@ def check_across(head: Module, piece: Piece, summary: dict, assumed: dict, warni
         for t in summary["whiles"]:
             if t[-1] in comps:
                 _warn_endless_loop(_stub(t, "condition"), t[-1], comps, rep)
+    piece.rep.items += rep.items
 
 
 def _stub(t: tuple, attr: str) -> Instruction:

@@ -11,9 +11,9 @@ both parts from a summary of the tail (verify.check_across).  Anything the parts
 differently, a finding whose place and code both parts report, an error in either part) gives None:
 the caller checks the module in one process.
 
-    found = check_text(text, "big.hlo", layout_sensitive=False, warnings=True)
+    found = check_text(text, "big.hlo", layout_sensitive=False, warnings=True, whole_if="custom-call")
     if found is not None:
-        name, instructions, diags, custom_calls = found
+        name, instructions, diags, module = found      # module: None unless the text holds `whole_if`
 """
 from __future__ import annotations
 
@@ -21,18 +21,18 @@ import re
 from dataclasses import astuple
 
 from ..errors import Diagnostic
+from ..parser.frontend import shape_text_cached
 from .verify import HEAD, TAIL, check_across, check_piece, position_key, tail_summary
 
 _HEADER = re.compile(r"\n(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*[({]")     # (in "\n" + text)
-# an instruction line's declared shape: what stands between '=' and its opcode
-_PARAMETER = re.compile(r"\n[ \t]*(?:ROOT[ \t]+)?%?[\w.\-]+[ \t]*=[ \t]*([^\n]+?)[ \t]+parameter\((\d+)\)")
-_ROOT = re.compile(r"\n[ \t]*ROOT[ \t]+%?[\w.\-]+[ \t]*=[ \t]*([^\n]+?)[ \t]+[a-z][\w\-]*\(")
+_ROOT = re.compile(r"\n[ \t]*ROOT[ \t]+%?[\w.\-]+[ \t]*=[ \t]*([^\n]*)")     # the rest of a ROOT line
 
 
 def check_text(text: str, filename: str, *, layout_sensitive: bool = False, warnings: bool = True,
-               replicas: int | None = None, partitions: int | None = None):
-    """(module name, instruction count, findings sorted as check_module sorts them, whether the
-    module has custom calls), or None when the text must be checked in one process."""
+               replicas: int | None = None, partitions: int | None = None, whole_if: str | None = None):
+    """(module name, instruction count, findings sorted as check_module sorts them, the whole
+    module or None), or None when the text must be checked in one process.  The whole module
+    comes back (the tail's IR shipped and joined to the head's) when the text holds `whole_if`."""
     from ..parser import parallel
     opts = {"layout_sensitive": layout_sensitive, "warnings": warnings, "replicas": replicas,
             "partitions": partitions}
@@ -41,8 +41,14 @@ def check_text(text: str, filename: str, *, layout_sensitive: bool = False, warn
     def on_head(module, head_text):
         return check_piece(module, head_text, HEAD, **opts)
 
+    whole = whole_if is not None and whole_if in text
+
     def on_tail(module, tail_text, head_text):
-        return _check_tail(module, tail_text, head_text, opts)
+        found = _check_tail(module, tail_text, head_text, opts)
+        if whole and not found["unusual"]:
+            from ..ir.serial import serialize_module
+            found["ir"] = serialize_module(module)
+        return found
 
     got = parallel.split_parse(text, filename, on_head, on_tail)
     if got is None:
@@ -64,9 +70,13 @@ def check_text(text: str, filename: str, *, layout_sensitive: bool = False, warn
     items = head_items + tail_items + piece.rep.items[len(head_items):]
     items.sort(key=position_key)
     count = sum(len(c.instructions) for c in head.computations) + summary["instructions"]
-    custom = summary["custom_calls"] or any(i.opcode == "custom-call" for c in head.computations
-                                            for i in c.instructions)
-    return tail["name"], count, items, custom
+    module = None
+    if whole:
+        from ..ir.serial import deserialize_module
+        module = parallel.join(head, deserialize_module(tail["ir"]), text)
+        if module is None:
+            return None
+    return tail["name"], count, items, module
 
 
 def _warm_up():
@@ -102,7 +112,6 @@ def declared_signatures(text: str, names) -> dict | None:
     parameter and ROOT instructions declare them (what the checker takes them to be when it checks
     them: a declared shape is the effective one), or None when one is not there or does not read
     (a shape left out, a root not marked ROOT...)."""
-    from ..parser.frontend import shape_text_cached
     if not names:
         return {}
     starts = {m.group(1): m.end() for m in _HEADER.finditer("\n" + text) if m.group(1) in names}
@@ -110,19 +119,41 @@ def declared_signatures(text: str, names) -> dict | None:
     for name in names:
         at = starts.get(name)
         end = text.find("\n}", at) if at is not None else -1
-        if end < 0:
+        sig = _body_signature(text[at - 1:end]) if end >= 0 else None
+        if sig is None:
             return None
-        params, result = {}, None
-        try:
-            for m in _PARAMETER.finditer(text, at - 1, end):
-                params[int(m.group(2))] = shape_text_cached(m.group(1))
-            for m in _ROOT.finditer(text, at - 1, end):
-                if result is not None:
-                    return None
-                result = shape_text_cached(m.group(1))
-        except Exception:       # noqa: BLE001 -- not a shape this reads: check in one process
-            return None
-        if result is None or sorted(params) != list(range(len(params))):
-            return None
-        out[name] = ([params[k] for k in range(len(params))], result)
+        out[name] = sig
     return out
+
+
+def _body_signature(body: str):
+    """(parameter shapes, result shape) declared by the parameter and ROOT lines of `body`, or None."""
+    params = {}
+    try:
+        k = body.find(" parameter(")
+        while k >= 0:
+            line = body[body.rfind("\n", 0, k) + 1:k]
+            close = body.find(")", k)
+            params[int(body[k + 11:close])] = shape_text_cached(line[line.index("=") + 1:].strip())
+            k = body.find(" parameter(", close)
+        roots = _ROOT.findall(body)
+        if len(roots) != 1 or sorted(params) != list(range(len(params))):
+            return None
+        line = roots[0]
+        shape = line[:_matching(line) + 1] if line.startswith("(") else line.split(None, 1)[0]
+        return [params[n] for n in range(len(params))], shape_text_cached(shape)
+    except Exception:       # noqa: BLE001 -- not a shape this reads (or none): check in one process
+        return None
+
+
+def _matching(s: str) -> int:
+    """The offset of the parenthesis closing the one `s` starts with."""
+    depth = 0
+    for k, ch in enumerate(s):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return k
+    return len(s)

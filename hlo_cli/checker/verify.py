@@ -244,10 +244,10 @@ def tail_summary(module: Module, warnings: bool) -> dict:
     """What check_across needs of the tail's computations, in plain values: the computations its
     asynchronous starts call, its all-reduces and the while loops whose condition is not its own
     (each as (name, opcode, file, line, column, attribute)), its instruction names (with
-    warnings), its computations' names, its instruction count and whether it has custom calls."""
+    warnings), its computations' names and its instruction count."""
     comps = module.computation_map
     summary = {"async": set(), "all_reduces": [], "whiles": [], "names": None, "instructions": 0,
-               "custom_calls": False, "computations": list(comps)}
+               "computations": list(comps)}
     names = set() if warnings else None
     count = 0
     kinds: dict[str, bool] = {}         # opcode -> whether the summary needs its instructions
@@ -259,8 +259,7 @@ def tail_summary(module: Module, warnings: bool) -> dict:
             op = inst.opcode
             kind = kinds.get(op)
             if kind is None:
-                kind = kinds[op] = _pair_opcode(op).startswith("async-") or op in _ALL_REDUCES or \
-                    op in ("while", "custom-call")
+                kind = kinds[op] = _pair_opcode(op).startswith("async-") or op in _ALL_REDUCES or op == "while"
             if not kind:
                 continue
             loc = (inst.name, op, inst.loc.file, inst.loc.line, inst.loc.column)
@@ -272,8 +271,6 @@ def tail_summary(module: Module, warnings: bool) -> dict:
                 cond = inst.attrs.get("condition")
                 if isinstance(cond, ComputationRef) and cond.name not in comps:
                     summary["whiles"].append(loc + (cond.name,))
-            elif op == "custom-call":
-                summary["custom_calls"] = True
     summary["names"], summary["instructions"] = names, count
     return summary
 

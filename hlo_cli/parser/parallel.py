@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import pickle
 import re
+import signal
 
 _COMP_NAME = re.compile(r"(?m)^(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(?:\(|\{)")
 _COMP_NAMES = re.compile(r"\n(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*[({]")     # in "\n" + text: faster
@@ -96,14 +97,23 @@ def split(text: str, share: float = HEAD_SHARE) -> tuple[str, str] | None:
     """(head, tail) texts, or None when the text has no usable cut.  The tail is the text before
     the first computation (header, sections), blank lines in place of the head's computations,
     then the tail's computations: each line at its line number in `text`."""
+    at = _cuts(text, share)
+    return None if at is None else (text[:at[1]], _tail(text, *at))
+
+
+def _cuts(text: str, share: float) -> tuple[int, int] | None:
+    """(where the first computation starts, where the tail starts), or None."""
     cut = _cut(text, share)
     if cut is None:
         return None
     first = _COMP_NAME.search(text)
     if first is None or first.start() >= cut:
         return None
-    head = text[:cut]
-    return head, text[:first.start()] + "\n" * text.count("\n", first.start(), cut) + text[cut:]
+    return first.start(), cut
+
+
+def _tail(text: str, first: int, cut: int) -> str:
+    return text[:first] + "\n" * text.count("\n", first, cut) + text[cut:]
 
 
 def warm_up() -> None:
@@ -127,10 +137,9 @@ def split_parse(text: str, filename: str, on_head, on_tail, share: float = HEAD_
     """(head module, on_head(head module, head text), on_tail(tail module, tail text, head text)),
     with the tail parsed and `on_tail` run in a forked child (its value comes back pickled), or
     None when the text has no usable cut, either part does not parse, or the child fails."""
-    parts = split(text, share)
-    if parts is None:
+    at = _cuts(text, share)
+    if at is None:
         return None
-    head_text, tail_text = parts
     read_fd, write_fd = os.pipe()
     try:
         pid = os.fork()
@@ -140,20 +149,22 @@ def split_parse(text: str, filename: str, on_head, on_tail, share: float = HEAD_
         return None
     if pid == 0:                                                    # the child
         os.close(read_fd)
-        _child(write_fd, head_text, tail_text, filename, on_tail)
+        _child(write_fd, text, at, filename, on_tail)
     os.close(write_fd)
+    head_text = text[:at[1]]
+    data = b""
     try:
-        try:
-            head = _parse_part(head_text, filename)
-            head_value = on_head(head, head_text)
-        except Exception:       # the sequential path reports it
-            if os.environ.get("HLO_DEBUG"):
-                raise
-            return None
+        head = _parse_part(head_text, filename)
+        head_value = on_head(head, head_text)
         with os.fdopen(read_fd, "rb", closefd=False) as f:
             data = f.read()
+    except Exception:           # the sequential path reports it
+        if os.environ.get("HLO_DEBUG"):
+            raise
     finally:
         os.close(read_fd)
+        if not data:            # (the child's work is of no use any more)
+            os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     if not data:
         return None
@@ -163,13 +174,14 @@ def split_parse(text: str, filename: str, on_head, on_tail, share: float = HEAD_
         return None
 
 
-def _child(fd: int, head_text: str, tail_text: str, filename: str, on_tail):
+def _child(fd: int, text: str, at: tuple[int, int], filename: str, on_tail):
     """Parse the tail, run `on_tail`, write its pickled value (nothing on any failure), and leave at
     once (no clean-up of the parent's state: it is the parent's)."""
     data = b""
     try:
         import gc
         gc.disable()
+        head_text, tail_text = text[:at[1]], _tail(text, *at)
         known = set(_COMP_NAMES.findall("\n" + head_text))
         tail = _parse_part(tail_text, filename, known)
         data = pickle.dumps(on_tail(tail, tail_text, head_text), pickle.HIGHEST_PROTOCOL)
@@ -197,18 +209,23 @@ def _named_from(comps, text: str) -> int | None:
 
 def parse_parallel(text: str, filename: str):
     """The Module, or None when the text should be parsed sequentially."""
-    from dataclasses import replace
-
     from ..ir.serial import deserialize_module, serialize_module
     warm_up()
     got = split_parse(text, filename, lambda m, t: None, lambda m, t, h: serialize_module(m), share=0.5)
     if got is None:
         return None
     head, _, data = got
-    comps = deserialize_module(data).computations
+    return join(head, deserialize_module(data), text, 0.5)
+
+
+def join(head, tail, text: str, share: float = HEAD_SHARE):
+    """The whole module of its two parts (as split_parse cut `text` at `share`), or None when they do
+    not make one (a computation defined in both, two entries)."""
+    from dataclasses import replace
+    comps = tail.computations
     # a part's inline computations (`to_apply={...}`) come before its named ones, and the whole
     # module's before all the named ones
-    head_text, tail_text = split(text, 0.5)
+    head_text, tail_text = split(text, share)
     h, t = _named_from(head.computations, head_text), _named_from(comps, tail_text)
     if h is None or t is None:
         return None

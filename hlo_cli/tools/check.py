@@ -127,15 +127,17 @@ def _check_in_two(r: Result, src, layout_sensitive: bool, warnings: bool, device
     from ..checker.pieces import check_text
     try:
         found = check_text(src.text, src.file, layout_sensitive=layout_sensitive, warnings=warnings,
-                           replicas=devices[0], partitions=devices[1])
+                           replicas=devices[0], partitions=devices[1], whole_if="custom-call" if warnings else None)
     except Exception:       # noqa: BLE001 -- the one-process check reports what went wrong
         import os
         if os.environ.get("HLO_DEBUG"):
             raise
         return False
-    if found is None or (warnings and found[3]):
-        return False        # (custom calls: which hlo cannot run is asked of the whole module)
-    r.name, r.instructions, r.diags, _ = found
+    if found is None:
+        return False
+    r.name, r.instructions, r.diags, module = found
+    if module is not None:      # (which custom calls hlo cannot run is asked of the whole module)
+        r.diags += _unrunnable_warnings(module, src)
     return True
 
 

@@ -91,3 +91,24 @@ def test_the_tail_reads_the_heads_declared_signatures():
     assert str(sig["b.1"][0][0]) == str(sig["b.1"][1]) == "bf16[4,2]{0,1}"      # the body's layouts
     assert pieces.declared_signatures(text, {"d"}) is None          # not there: check in one process
     assert pieces.declared_signatures(text, {"c"}) is None          # a shape left out
+
+
+@needs_fork
+def test_a_verdict_found_on_two_cores_is_cached(monkeypatch, tmp_path):
+    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path))
+    path = "samples/convnets/resnet_tiny.opt.hlo"
+    calls = []
+    real = pieces.check_text
+    monkeypatch.setattr(pieces, "check_text", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = _results_cached(path, monkeypatch)
+    assert calls and first == _results_cached(path, monkeypatch)     # the repeat reads the verdict
+    assert len(calls) == 1
+    monkeypatch.setenv("HLO_NO_PARALLEL", "1")
+    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path / "other"))
+    assert first == _results_cached(path, monkeypatch)
+
+
+def _results_cached(path, monkeypatch):
+    monkeypatch.setenv("HLO_PARALLEL", "1")
+    monkeypatch.setenv("HLO_PARALLEL_MIN_BYTES", "0")
+    return [(r.status, r.name, r.instructions, r.diags) for r in check_file(str(ROOT / path), True, False, True)]

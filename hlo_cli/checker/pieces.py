@@ -25,6 +25,7 @@ from ..parser.frontend import shape_text_cached
 from .verify import HEAD, TAIL, check_across, check_piece, position_key, tail_summary
 
 _HEADER = re.compile(r"\n(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*[({]")     # (in "\n" + text)
+_TUPLE_END = re.compile(r"\)[ \t]+[a-z][\w\-]*\(")        # a tuple shape's ')' before the opcode
 _ROOT = re.compile(r"\n[ \t]*ROOT[ \t]+%?[\w.\-]+[ \t]*=[ \t]*([^\n]*)")     # the rest of a ROOT line
 
 
@@ -140,20 +141,8 @@ def _body_signature(body: str):
         if len(roots) != 1 or sorted(params) != list(range(len(params))):
             return None
         line = roots[0]
-        shape = line[:_matching(line) + 1] if line.startswith("(") else line.split(None, 1)[0]
+        end = _TUPLE_END.search(line) if line.startswith("(") else None
+        shape = line[:end.start() + 1] if end else line.split(None, 1)[0]
         return [params[n] for n in range(len(params))], shape_text_cached(shape)
     except Exception:       # noqa: BLE001 -- not a shape this reads (or none): check in one process
         return None
-
-
-def _matching(s: str) -> int:
-    """The offset of the parenthesis closing the one `s` starts with."""
-    depth = 0
-    for k, ch in enumerate(s):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return k
-    return len(s)

@@ -3,11 +3,12 @@ parsed and checked in its own process, the findings joined, and the same finding
 order, as checking the whole module in one process.
 
 Computations are defined before they are called, so the head (the first part) never calls the
-tail's computations; the tail's may call the head's, and the tail checks them with the head's
-computations as their signatures declare them (the computation headers, read from the head's text).
-The head's side then verifies that its checked signatures are those, and runs the walks that need
-both parts from a summary of the tail (verify.check_across).  Anything the parts cannot decide alone
-(a signature the checker refines, an instruction name in both parts, device counts the parts see
+tail's computations; the tail's may call the head's, and the tail checks those calls with the head's
+computations as their parameter and ROOT lines declare them (read from the head's text: a declared
+shape is the one the checker goes on with; the headers leave layouts out).  The head's side then
+verifies that checking the head found exactly those shapes, and runs the walks that need both parts
+from a summary of the tail (verify.check_across).  Anything the parts cannot decide alone (a shape
+left out, an instruction name or a computation in both parts, device counts the parts see
 differently, a finding whose place and code both parts report, an error in either part) gives None:
 the caller checks the module in one process.
 

@@ -125,9 +125,10 @@ def check_module(module: Module, text: str | None = None, *, layout_sensitive: b
     `replicas` / `partitions` override the header's replica_count / num_partitions (the device
     count replica groups, source-target pairs and shardings are checked against)."""
     with NoGC():      # the checker makes no cycles: collections would only traverse the module again
-        items = _check_part(module, text, layout_sensitive, warnings, replicas, partitions, None).rep.items
-    items.sort(key=position_key)
-    return items
+        piece = _check_part(module, text, layout_sensitive, warnings, replicas, partitions, None)
+    if piece.unusual is None:       # (else a shape nests too deep: those findings alone, as found)
+        piece.rep.items.sort(key=position_key)
+    return piece.rep.items
 
 
 def position_key(d: Diagnostic):

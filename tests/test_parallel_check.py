@@ -111,3 +111,19 @@ def _results_cached(path, monkeypatch):
     monkeypatch.setenv("HLO_PARALLEL", "1")
     monkeypatch.setenv("HLO_PARALLEL_MIN_BYTES", "0")
     return [(r.status, r.name, r.instructions, r.diags) for r in check_file(str(ROOT / path), True, False, True)]
+
+
+@needs_fork
+def test_no_fork_in_a_process_running_a_threaded_runtime(monkeypatch):
+    import sys
+    monkeypatch.delenv("HLO_NO_PARALLEL", raising=False)
+    monkeypatch.delenv("HLO_PARALLEL", raising=False)
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    for name in parallel.THREADED_RUNTIMES:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert parallel.usable()
+    monkeypatch.setitem(sys.modules, "jax", sys)
+    assert not parallel.usable()
+    monkeypatch.setenv("HLO_PARALLEL", "1")            # forced: for measuring and these tests
+    assert parallel.usable()

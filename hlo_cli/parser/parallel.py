@@ -23,6 +23,7 @@ import os
 import pickle
 import re
 import signal
+import sys
 
 _COMP_NAME = re.compile(r"(?m)^(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(?:\(|\{)")
 _COMP_NAMES = re.compile(r"\n(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*[({]")     # in "\n" + text: faster
@@ -33,6 +34,9 @@ _ENTRY = re.compile(r"(?m)^ENTRY[ \t]")
 # joins the findings and prints them, so its part is a little smaller (measured on the 72k-instruction
 # benchmark dump, benchmarks/bench_parse.py)
 HEAD_SHARE = 0.48
+
+
+THREADED_RUNTIMES = ("jax", "jaxlib", "torch", "tensorflow")     # runtimes that start threads of their own
 
 
 def min_bytes() -> int:
@@ -53,13 +57,15 @@ def wanted(text: str) -> bool:
 def usable() -> bool:
     """Fork is possible, and a core is free: on a busy machine the child only competes with this
     process for the same core, and the work of cutting and joining makes the whole slower than the
-    sequential path.  HLO_NO_PARALLEL=1 says never; HLO_PARALLEL=1 says always (when fork exists)."""
+    sequential path.  Not in a process that runs threads of its own (JAX's runtime, loaded by a
+    caller): a fork copies only the calling thread.  HLO_NO_PARALLEL=1 says never; HLO_PARALLEL=1
+    says always (when fork exists)."""
     cpus = os.cpu_count() or 1
     if "fork" not in multiprocessing.get_all_start_methods() or os.environ.get("HLO_NO_PARALLEL"):
         return False
     if os.environ.get("HLO_PARALLEL"):
         return True
-    if cpus < 2:
+    if cpus < 2 or any(m in sys.modules for m in THREADED_RUNTIMES):
         return False
     try:
         load = os.getloadavg()[0]

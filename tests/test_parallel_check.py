@@ -77,6 +77,10 @@ def test_a_tail_keeps_the_positions_of_the_whole_text():
     assert head.endswith("}\n") and "ENTRY" not in head
     assert tail.splitlines()[0] == "HloModule m, is_scheduled=true"
     assert tail.splitlines()[6] == text.splitlines()[6] == "ENTRY %e (x: f32[2]) -> f32[2] {"
+    # the entry computation stays in the tail: no cut after its start
+    first = "ENTRY %e {\n  ROOT %x = f32[2] parameter(0)\n}\n\n%a {\n  ROOT %p = f32[2] parameter(0)\n}\n"
+    assert parallel.split(first, 0.9) is None
+    assert parallel.split("%z {\n}\n\n" + first, 0.9)[0] == "%z {\n}\n"
 
 
 def test_the_tail_reads_the_heads_declared_signatures():

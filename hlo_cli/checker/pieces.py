@@ -22,6 +22,7 @@ import re
 from dataclasses import astuple
 
 from ..errors import Diagnostic
+from ..ir.gcpause import NoGC
 from ..parser.frontend import shape_text_cached
 from .verify import HEAD, TAIL, check_across, check_piece, position_key, tail_summary
 
@@ -52,9 +53,14 @@ def check_text(text: str, filename: str, *, layout_sensitive: bool = False, warn
             found["ir"] = serialize_module(module)
         return found
 
-    got = parallel.split_parse(text, filename, on_head, on_tail)
-    if got is None:
-        return None
+    with NoGC():        # (the IR has no cycles: collections would only traverse it)
+        got = parallel.split_parse(text, filename, on_head, on_tail)
+        return None if got is None else _join(text, got, warnings, whole)
+
+
+def _join(text: str, got, warnings: bool, whole: bool):
+    """check_text's answer from what the two parts found (None when they cannot stand for the whole)."""
+    from ..parser import parallel
     head, piece, tail = got
     if piece.unusual or tail.get("unusual") or any(c.is_entry for c in head.computations) or \
             piece.devices != tail["devices"] or tail["header"] != (head.name if head.has_header else None,

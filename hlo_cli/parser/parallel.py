@@ -25,15 +25,17 @@ import re
 import signal
 import sys
 
+from ..ir.gcpause import NoGC
+
 _COMP_NAME = re.compile(r"(?m)^(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(?:\(|\{)")
 _COMP_NAMES = re.compile(r"\n(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*[({]")     # in "\n" + text: faster
 _BLANK = re.compile(r"\s*")
-_ENTRY = re.compile(r"(?m)^ENTRY[ \t]")
 
-# Where the cut goes, as a fraction of the text's bytes: the head's process also reads the file,
-# joins the findings and prints them, so its part is a little smaller (measured on the 72k-instruction
-# benchmark dump, benchmarks/bench_parse.py)
-HEAD_SHARE = 0.48
+# Where the cut goes, as a fraction of the text's bytes, so that both processes finish together: the
+# child also makes the tail's text and reads the signatures the tail calls, and a byte of the tail
+# (the entry computation's) costs more to check; the head's process joins the findings afterwards
+# (measured on the 72k-instruction benchmark dump, benchmarks/bench_parse.py: CPU seconds of each side)
+HEAD_SHARE = 0.56
 
 
 THREADED_RUNTIMES = ("jax", "jaxlib", "torch", "tensorflow")     # runtimes that start threads of their own
@@ -80,26 +82,38 @@ def _starts_computation(text: str, at: int) -> bool:
     return bool(nxt) and not nxt[0].isspace() and _COMP_NAME.match(nxt) is not None
 
 
+def _entry_line(text: str) -> int | None:
+    """The offset of the first line starting with `ENTRY `, or None."""
+    if text.startswith(("ENTRY ", "ENTRY\t")):
+        return 0
+    at = text.find("\nENTRY")
+    while at >= 0:
+        if text[at + 6:at + 7] in (" ", "\t"):
+            return at + 1
+        at = text.find("\nENTRY", at + 1)
+    return None
+
+
 def _cut(text: str, share: float = 0.5) -> int | None:
     """Offset where the tail starts: just after a `}` line that closes a computation, near `share` of
     the text, and not after the ENTRY computation's start (the tail holds the entry)."""
     mid = int(len(text) * share)
-    entry = _ENTRY.search(text)
+    entry = _entry_line(text)
     for pos in (text.find("\n}\n", mid), text.rfind("\n}\n", 0, mid)):
         if pos > 0:
             cut = pos + 3
-            if entry is not None and entry.start() < cut:
+            if entry is not None and entry < cut:
                 continue
             if _starts_computation(text, cut):
                 return cut
     if entry is not None:           # the last boundary before the entry
-        pos = text.rfind("\n}\n", 0, entry.start())
+        pos = text.rfind("\n}\n", 0, entry)
         if pos > 0 and _starts_computation(text, pos + 3):
             return pos + 3
     return None
 
 
-def split(text: str, share: float = HEAD_SHARE) -> tuple[str, str] | None:
+def split(text: str, share: float | None = None) -> tuple[str, str] | None:
     """(head, tail) texts, or None when the text has no usable cut.  The tail is the text before
     the first computation (header, sections), blank lines in place of the head's computations,
     then the tail's computations: each line at its line number in `text`."""
@@ -107,9 +121,9 @@ def split(text: str, share: float = HEAD_SHARE) -> tuple[str, str] | None:
     return None if at is None else (text[:at[1]], _tail(text, *at))
 
 
-def _cuts(text: str, share: float) -> tuple[int, int] | None:
+def _cuts(text: str, share: float | None) -> tuple[int, int] | None:
     """(where the first computation starts, where the tail starts), or None."""
-    cut = _cut(text, share)
+    cut = _cut(text, HEAD_SHARE if share is None else share)
     if cut is None:
         return None
     first = _COMP_NAME.search(text)
@@ -139,7 +153,7 @@ def _parse_part(text: str, filename: str, known=()):
     return build_module(parse_raw(text, filename), text, filename, known_computations=known)
 
 
-def split_parse(text: str, filename: str, on_head, on_tail, share: float = HEAD_SHARE):
+def split_parse(text: str, filename: str, on_head, on_tail, share: float | None = None):
     """(head module, on_head(head module, head text), on_tail(tail module, tail text, head text)),
     with the tail parsed and `on_tail` run in a forked child (its value comes back pickled), or
     None when the text has no usable cut, either part does not parse, or the child fails."""
@@ -160,10 +174,11 @@ def split_parse(text: str, filename: str, on_head, on_tail, share: float = HEAD_
     head_text = text[:at[1]]
     data = b""
     try:
-        head = _parse_part(head_text, filename)
-        head_value = on_head(head, head_text)
-        with os.fdopen(read_fd, "rb", closefd=False) as f:
-            data = f.read()
+        with NoGC(promote=True):    # (as parse() does: collections would traverse the IR being built)
+            head = _parse_part(head_text, filename)
+            head_value = on_head(head, head_text)
+            with os.fdopen(read_fd, "rb", closefd=False) as f:
+                data = f.read()
     except Exception:           # the sequential path reports it
         if os.environ.get("HLO_DEBUG"):
             raise
@@ -224,7 +239,7 @@ def parse_parallel(text: str, filename: str):
     return join(head, deserialize_module(data), text, 0.5)
 
 
-def join(head, tail, text: str, share: float = HEAD_SHARE):
+def join(head, tail, text: str, share: float | None = None):
     """The whole module of its two parts (as split_parse cut `text` at `share`), or None when they do
     not make one (a computation defined in both, two entries)."""
     from dataclasses import replace

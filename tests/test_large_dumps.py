@@ -90,6 +90,7 @@ def test_compatible_is_equality_without_layouts_and_dynamic_flags(a, b):
 
 def test_the_two_core_parse_needs_a_free_core(monkeypatch):
     monkeypatch.delenv("HLO_NO_PARALLEL", raising=False)
+    monkeypatch.setattr(parallel, "THREADED_RUNTIMES", ())     # (JAX loaded by other tests: no fork)
     monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     fork = "fork" in parallel.multiprocessing.get_all_start_methods()

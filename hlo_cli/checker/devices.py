@@ -30,6 +30,7 @@ from ..shapes.families.collective import (CROSS_PARTITION, CROSS_REPLICA, id_spa
 SEND_RECV_PAIRS = "_xla_send_recv_source_target_pairs"
 _GROUPED = with_attribute("replica_groups")          # the collectives that run in replica groups
 _PERMUTES = with_attribute("source_target_pairs")    # collective-permute and its -start
+_LOOKED_AT = _GROUPED | _PERMUTES | {"send", "recv"}   # the opcodes this pass looks at whatever their attributes
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,9 @@ def device_findings(module: Module, devices: Devices, effective: dict[str, dict[
         eff = effective.get(comp.name, {})
         for inst in comp.instructions:
             op = inst.opcode
+            attrs = inst.attrs
+            if op not in _LOOKED_AT and "sharding" not in attrs and "frontend_attributes" not in attrs:
+                continue            # (the usual case: nothing of this pass's in the instruction)
             if op in _GROUPED:
                 yield from _groups_beyond_one(inst, devices)
                 if op == "collective-broadcast":
@@ -112,11 +116,11 @@ def device_findings(module: Module, devices: Devices, effective: dict[str, dict[
                 yield from _pairs_beyond_one(inst, devices)
             elif op in ("send", "recv"):
                 yield from _send_recv_pairs(inst, devices)
-            sharding = inst.attrs.get("sharding")
+            sharding = attrs.get("sharding")
             shape = eff.get(inst.name) or inst.shape
             if sharding is not None and shape is not None:
                 yield from _sharding_findings(inst, sharding, shape, devices)
-            elif shape is not None and meshes_ok and "frontend_attributes" in inst.attrs and \
+            elif shape is not None and meshes_ok and "frontend_attributes" in attrs and \
                     _sdy_text(inst) is not None:
                 yield from _sdy_findings(inst, shape, module)
 

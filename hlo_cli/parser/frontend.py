@@ -380,6 +380,14 @@ def _parser() -> tuple[Lark, _T]:
     return lark, t
 
 
+def warm_up() -> None:
+    """Do the front end's first-call work now (load Lark's tables, compile the scanner's regexes), so
+    that processes forked after it (parser/parallel.py) do not each pay for it."""
+    _parser()
+    _scanner_regexes()
+    fused_regexes()
+
+
 def terminal_pattern(name: str) -> str:
     """The regular expression of one of the grammar's terminals (for a printer that writes a value
     bare only when it reads back as that one token)."""

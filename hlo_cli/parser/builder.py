@@ -12,6 +12,7 @@ from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
 from .frontend import LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseError, decode_value, line_instr
 import re
+import sys
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
 from ..ir.dtypes import ELEMENT_TYPES
@@ -646,7 +647,7 @@ def _decode_attr_text(opcode, spec, text):
     spec_attrs = spec.attrs
     common = ops.COMMON_ATTRS
     for am in ATTR_SPLIT.finditer(text):
-        aname = am.group(1)
+        aname = sys.intern(am.group(1))
         raw = am.group(2)
         if aname in attrs:
             return None
@@ -711,6 +712,7 @@ def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, co
     spec = _OPCODES.get(opcode)
     if spec is None:
         return None
+    opcode = spec.name          # the table's string: one object for every instruction of the opcode
     shape = _SHAPE_TEXTS.get(shape_text) or _shape_of_text(shape_text)
     if shape is False:
         return None
@@ -733,12 +735,15 @@ def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, co
             ops_text = _COMMENTS.sub("", ops_text)
         if ops_text.strip():
             if "\t" in ops_text:
-                operands = tuple(o.strip().lstrip("%") for o in ops_text.split(","))
+                spelled = [o.strip().lstrip("%") for o in ops_text.split(",")]
             else:       # (the same: an INSTR_LINE operand is a name or a number, without blanks inside)
-                operands = tuple(ops_text.replace(" ", "").replace("%", "").split(","))
-            for o in operands:
-                if o not in names:
-                    return None
+                spelled = ops_text.replace(" ", "").replace("%", "").split(",")
+            try:        # each operand the very string of its definition's name (the cache stores it once)
+                operands = tuple([names[o].name for o in spelled])
+            except KeyError:            # not defined (yet)
+                return None
+            except AttributeError:      # one defined by a line that failed (None)
+                operands = tuple(spelled)
         n = len(operands)
         if n < spec.min_operands or (spec.max_operands is not None and n > spec.max_operands):
             return None

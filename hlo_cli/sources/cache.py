@@ -16,9 +16,9 @@ file), so that any change to the parser or the IR invalidates old entries.
 
 An entry is one file ``<key>.hlc``: a fixed header (magic, format version,
 key, payload length, SHA-256 of the payload) followed by a pickle (protocol 5)
-of the Module.  The pickle uses compact reductions for the IR classes (an
-instruction and its location are rebuilt by one call, strings that repeat are
-stored once); each computation's instructions are a pickle of their own, decoded
+of the Module.  The pickle uses compact reductions for the IR classes (a
+computation's instructions are rows of plain tuples, written by the C pickler
+and rebuilt by one list comprehension, strings that repeat are stored once); each computation's instructions are a pickle of their own, decoded
 on their first read (a command that reads a few computations builds only those;
 the whole entry's checksum is verified before anything is decoded), and it is read back by an unpickler that only accepts the IR
 classes, so a planted file cannot run code.  Files are written to a temporary
@@ -58,7 +58,8 @@ _log = logging.getLogger("hlo.cache")
 
 MAX_BYTES = 1 << 30          # 1 GiB
 MAX_ENTRIES = 256
-FORMAT_VERSION = 2           # 2: the module's computations decoded lazily (ir/serial.py)
+FORMAT_VERSION = 3           # 2: the module's computations decoded lazily (ir/serial.py); 3: their
+                             # instructions stored as rows of plain tuples
 
 _MAGIC = b"HLOIRPK\x00"
 _HEADER = struct.Struct("<8sI32sQ32s")   # magic, format version, key, payload length, payload sha256

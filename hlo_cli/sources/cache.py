@@ -185,10 +185,22 @@ def _key(text: str, name: str) -> bytes:
     h.update(_code_fingerprint())
     nb = name.encode("utf-8", "surrogatepass")
     h.update(len(nb).to_bytes(8, "little") + nb)
-    tb = text.encode("utf-8", "surrogatepass")
-    h.update(len(tb).to_bytes(8, "little"))
-    h.update(tb)
+    h.update(_text_digest(text))
     return h.digest()
+
+
+_last_text: list = [None, b""]      # the text last hashed and its digest
+
+
+def _text_digest(text: str) -> bytes:
+    """SHA-256 of the text (with its length), kept for the text last asked: a command asks it for
+    the module's key and again for each derived result's key (hashing a large dump takes a while)."""
+    if _last_text[0] is not text:
+        tb = text.encode("utf-8", "surrogatepass")
+        h = hashlib.sha256(len(tb).to_bytes(8, "little"))
+        h.update(tb)
+        _last_text[:] = [text, h.digest()]
+    return _last_text[1]
 
 
 def _entry_path(directory: Path, key: bytes) -> Path:

@@ -585,9 +585,10 @@ _COLON, _COMMA = Sep(":"), Sep(",")
 
 
 def simple_group(value: str):
-    """The generic value the grammar's attr_value rule makes of two common forms, without Lark: a
-    slice list `{[0:4], [2:8:2]}` and a name list `{%a, %b}` (control-predecessors); None for any
-    other text (tests/test_fused_body.py compares both ways)."""
+    """The generic value the grammar's attr_value rule makes of three common forms, without Lark: a
+    slice list `{[0:4], [2:8:2]}`, a name list `{%a, %b}` (control-predecessors) and a group of
+    shapes, words, commas and arrows (`plain_group`); None for any other text (tests/test_fused_body.py
+    and tests/test_frontend_cold.py compare both ways)."""
     if _SLICE_LIST.fullmatch(value):
         items = []
         for k, part in enumerate(value[1:-1].split(", ")):
@@ -606,7 +607,86 @@ def simple_group(value: str):
                 items.append(_COMMA)
             items.append(Word(name))
         return Group("{", tuple(items), value, 1)
-    return None
+    return plain_group(value)
+
+
+_ARROW = Sep("->")
+_CLOSING = {"{": "}", "(": ")"}
+_plain: list = []
+
+
+def _plain_regexes():
+    """(white space and comments, SHAPE, NAME): the grammar's own terminals, compiled once."""
+    if not _plain:
+        lark = _parser()[0]
+        pattern = lark.get_terminal
+        _plain.append((_re.compile(r"(?:\s++|" + pattern("COMMENT").pattern.to_regexp() + ")*+"),
+                       _re.compile(pattern("SHAPE").pattern.to_regexp()),
+                       _re.compile(pattern("NAME").pattern.to_regexp())))
+    return _plain[0]
+
+
+def plain_group(value: str):
+    """The Group the grammar's attr_value rule makes of a `{...}` value made only of (), {} groups,
+    shapes, bare words, commas and arrows, white space and comments (an entry_computation_layout,
+    a list of booleans), read without Lark: at each place the token the contextual lexer would take
+    there (SHAPE before a word, an INT_LIST such as `{1,2}` or `{}` is left to Lark, like anything
+    else: strings, '=', '[', ':', '<', `T(`, a quote); None when the text is anything else."""
+    if value[:1] != "{":
+        return None
+    skip, shape_re, word_re = _plain_regexes()
+    stack: list = []            # (open character, its offset, its items)
+    items: list = []
+    pos, n = 0, len(value)
+    while True:
+        pos = skip.match(value, pos).end()
+        if pos >= n:
+            return None
+        c = value[pos]
+        if c == "{" or c == "(":
+            if c == "{" and _INTS.match(value, pos):
+                return None
+            stack.append((c, pos, items))
+            items = []
+            pos += 1
+        elif c == "}" or c == ")":
+            if not stack:
+                return None
+            open_c, start, outer = stack.pop()
+            if _CLOSING[open_c] != c:
+                return None
+            depth = 1 + max((x.depth for x in items if type(x) is Group), default=0)
+            if depth >= MAX_NESTING:
+                return None
+            group = Group(open_c, tuple(items), value[start:pos + 1] if open_c == "{" else "", depth)
+            pos += 1
+            if not stack:
+                return group if skip.match(value, pos).end() == n else None
+            items = outer
+            items.append(group)
+        elif not stack:
+            return None
+        elif c == ",":
+            items.append(_COMMA)
+            pos += 1
+        elif value.startswith("->", pos):
+            items.append(_ARROW)
+            pos += 2
+        else:
+            m = shape_re.match(value, pos)
+            if m is not None:
+                try:
+                    items.append(parse_array_shape(m.group()))
+                except ShapeSyntaxError:
+                    return None
+            else:
+                if c == "'" or value.startswith("T(", pos):
+                    return None
+                m = word_re.match(value, pos)
+                if m is None:
+                    return None
+                items.append(Word(m.group()))
+            pos = m.end()
 
 
 class SubParseError(Exception):
@@ -1046,6 +1126,60 @@ def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None) -> RawCom
     return RawComputation(is_entry, name_tok, params, result, instrs, None)
 
 
+_MODULE_HEAD = _re.compile(r"HloModule[ \t]+([A-Za-z_][\w.\-]*)(?=[ \t]*,|\s)")
+_SECTION_HEAD = _re.compile(r"(?:FileNames|FunctionNames|FileLocations|StackFrames)(?=\s)")
+_prefix_terminals: list = []
+
+
+def _scan_prefix(text: str, end: int, t) -> RawModule | None:
+    """The header and stack-frame sections before the first computation (at `end`) read without
+    Lark's parser, in their common form: `HloModule name` with `, attr=value` attributes the
+    grammar's ATTR token takes whole, then sections whose entries are SECTION_ENTRY tokens.  The
+    tokens (text, line, column, offset) are those the lexer makes, given to the same transformer
+    methods; None for anything else (a comment, a ':' after the name, an attribute the ATTR token
+    does not take...): then Lark parses the prefix."""
+    if not _prefix_terminals:
+        lark = _parser()[0]
+        _prefix_terminals.extend(_re.compile(lark.get_terminal(n).pattern.to_regexp())
+                                 for n in ("ATTR", "SECTION_ENTRY"))
+    attr_re, entry_re = _prefix_terminals
+    cur = _Cursor(text, 0)
+    cur.skip_ws()
+    header = None
+    m = _MODULE_HEAD.match(text, cur.pos)
+    if m is not None:
+        cur.move(m.start(1))
+        name = cur.token("NAME", m.end(1))
+        attrs = []
+        while True:
+            cur.skip_ws()
+            if not text.startswith(",", cur.pos):
+                break
+            am = attr_re.match(text, cur.pos)
+            if am is None:
+                return None
+            attrs.append(cur.token("ATTR", am.end()))
+        _, name, attrs = _header(t, [name, None, *attrs])
+        header = (name, attrs)
+    sections = []
+    while cur.pos < end:
+        m = _SECTION_HEAD.match(text, cur.pos)
+        if m is None:
+            return None
+        children = [cur.token("SECTION_NAME", m.end())]
+        while True:
+            cur.skip_ws()
+            em = entry_re.match(text, cur.pos)
+            if em is None or em.end() > end:
+                break
+            children.append(cur.token("SECTION_ENTRY", em.end()))
+        _, sname, entries = t.section(children)
+        sections.append((sname, entries))
+    if cur.pos != end or (header is None and not sections):
+        return None
+    return RawModule(header, sections, [])
+
+
 def scan_module(text: str) -> RawModule | None:
     """The raw module of a text in the common form (see above), or None: then parse it with Lark."""
     first = _FIRST_COMP.search(text)
@@ -1059,7 +1193,9 @@ def scan_module(text: str) -> RawModule | None:
         header, sections = None, []
         prefix = text[:first.start()]
         if prefix.strip():
-            head = lark.parse(prefix, start="start")
+            head = _scan_prefix(text, first.start(), t)
+            if head is None:
+                head = lark.parse(prefix, start="start")
             if not isinstance(head, RawModule) or head.computations:
                 return None
             header, sections = head.header, head.sections

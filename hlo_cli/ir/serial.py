@@ -41,11 +41,16 @@ _PICKLE_PROTOCOL = 5
 # type; anything else makes the module uncacheable (it is then not stored),
 # and the unpickler accepts exactly the globals the pickler can produce.
 #
-# The cache's form (`dump`, not `serialize_module`) is lazy per computation: each computation's
-# instructions are a pickle of their own (a bytes object inside the module's pickle) decoded on the
-# first read of `instructions`, so a command that reads a few computations (a refused run, a repeat
-# whose verdicts are cached) does not build the other instructions.  Shapes are shared across the
+# The cache's form (`dump`, not `serialize_module`) is lazy per computation: the instructions of
+# consecutive computations, CHUNK_INSTRUCTIONS or so at a time, are a pickle of their own (a bytes
+# object inside the module's pickle, in a one-item list every computation of the chunk shares) decoded
+# on the first read of `instructions` of any of them, so a command that reads a few computations (a
+# refused run, a repeat whose verdicts are cached) does not build most other instructions.  (A
+# pickle per computation costs a pickler, its globals and its first references to shapes for each of
+# the thousands of small fused computations of an optimized dump.)  Shapes are shared across the
 # computations through one table in the module's pickle (the parts refer to it by index).
+
+CHUNK_INSTRUCTIONS = 2048
 
 class Unsupported(pickle.PicklingError):
     """The module holds something the compact form cannot store (it is then not cached)."""
@@ -239,23 +244,32 @@ class _Codec:
             # with the table and the parts
             table: list = []
             index: dict = {}
-            spans: dict[int, tuple[int, int]] = {}
             b = io.BytesIO()
             rows = self.rows if self.fast_rows else tuple
-            Part, canon = self.PartPickler, p.canon
+            spans: list[tuple[int, int]] = []
+            place: dict[int, tuple[int, int]] = {}      # id(computation) -> (its chunk, its place in it)
+            chunk: list = []
+            size = 0
             for c in module.computations:
-                # every part a pickle of its own, one after the other in one buffer
-                start = b.tell()
-                pp = Part(b, _PICKLE_PROTOCOL, table=table, index=index)
-                pp.canon = canon
-                pp.dump(rows(c.instructions))
-                spans[id(c)] = (start, b.tell())
+                instrs = c.instructions
+                place[id(c)] = (len(spans), len(chunk))
+                chunk.append(rows(instrs))
+                size += len(instrs)
+                if size >= CHUNK_INSTRUCTIONS or c is module.computations[-1]:
+                    # every chunk a pickle of its own, one after the other in one buffer
+                    start = b.tell()
+                    pp = self.PartPickler(b, _PICKLE_PROTOCOL, table=table, index=index)
+                    pp.canon = p.canon
+                    pp.dump(chunk)
+                    spans.append((start, b.tell()))
+                    chunk, size = [], 0
             whole = b.getbuffer()
+            holders = [[bytes(whole[start:end])] for start, end in spans]
             names = self.lazy_fields
 
             def reduce_computation(c):
-                start, end = spans[id(c)]
-                return _mk_lazy_computation, (table, bytes(whole[start:end]), *[getattr(c, n) for n in names])
+                k, j = place[id(c)]
+                return _mk_lazy_computation, (table, holders[k], j, *[getattr(c, n) for n in names])
             p.lazy_reduce = reduce_computation
         p.dump(module)
         return buf
@@ -274,9 +288,12 @@ class _Codec:
         """A Computation of the eager form: its instructions as rows, its other fields as they are."""
         return _mk_computation, (self.rows(c.instructions), *[getattr(c, n) for n in self.lazy_fields])
 
-    def loads_part(self, blob: bytes, table: list):
+    def loads_part(self, blob: bytes, table: list) -> list:
+        """The instructions of each computation of a chunk (a tuple each)."""
         v = self.PartUnpickler(io.BytesIO(blob), table=table).load()
-        return _instructions_of_rows(v) if type(v) is list else v
+        if type(v) is not list:
+            raise pickle.UnpicklingError(f"a chunk of instructions is a {type(v).__name__}")
+        return [_instructions_of_rows(x) if type(x) is list else x for x in v]
 
     def loads(self, data: bytes, offset: int):
         f = io.BytesIO(data)
@@ -425,12 +442,16 @@ def _decode_instructions(c) -> tuple:
         d = c.__dict__
         v = d.get("_instructions")
         if v is None:
-            with NoGC(promote=True):
-                v = _codec().loads_part(d["_part"], d["_table"])
+            holder = d["_chunk"]
+            if type(holder[0]) is bytes:         # the first read of a computation of this chunk
+                with NoGC(promote=True):
+                    holder[0] = _codec().loads_part(holder[0], d["_table"])
+            decoded, k = holder[0], d["_place"]
+            v = decoded[k] if type(decoded) is list and 0 <= k < len(decoded) else None
             if type(v) is not tuple:
                 raise pickle.UnpicklingError(f"the instructions of {d.get('name')} are a {type(v).__name__}")
             d["_instructions"] = v
-            del d["_part"]
+            del d["_chunk"]
         return v
 
 
@@ -440,15 +461,19 @@ def _shape_at(i):
     raise pickle.UnpicklingError("a shape reference outside a computation's part")
 
 
-def _mk_lazy_computation(table, part, *values):
+def _mk_lazy_computation(table, chunk, place, *values):
+    """A LazyComputation whose instructions are the `place`-th of the chunk `chunk` (a one-item list,
+    shared by the computations of the chunk, that holds its pickle until the first read)."""
     codec = _codec()
-    if type(table) is not list or type(part) is not bytes or len(values) != len(codec.lazy_fields):
+    if type(table) is not list or type(chunk) is not list or len(chunk) != 1 or type(place) is not int \
+            or len(values) != len(codec.lazy_fields):
         raise pickle.UnpicklingError("malformed computation")
     c = object.__new__(codec.LazyComputation)
     d = c.__dict__
     d.update(zip(codec.lazy_fields, values))
     d["_table"] = table
-    d["_part"] = part
+    d["_chunk"] = chunk
+    d["_place"] = place
     return c
 
 

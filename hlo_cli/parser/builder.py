@@ -651,11 +651,16 @@ def _decode_attr_text(opcode, spec, text):
         raw = am.group(2)
         if aname in attrs:
             return None
-        if aname == "metadata":
-            attrs[aname] = Metadata(raw)
-            continue
-        if aname == "backend_config":
-            attrs[aname] = BackendConfig(raw)
+        if aname == "metadata" or aname == "backend_config":
+            # one object for equal texts (instructions of several opcodes repeat a text): the cache
+            # entry stores it once
+            key = (aname, raw)
+            val = _DECODED.get(key)
+            if val is None:
+                val = Metadata(raw) if aname == "metadata" else BackendConfig(raw)
+                if len(_DECODED) < 100000:
+                    _DECODED[key] = val
+            attrs[aname] = val
             continue
         kind = spec_attrs.get(aname) or common.get(aname)
         if kind is None:

@@ -77,9 +77,9 @@ def test_plain_groups_read_as_lark_reads_them(text):
     fast = frontend.plain_group(text)
     if fast is not None:
         assert _deep(fast) == _deep(lark)
-    elif "{}" not in text.replace(" ", "") and lark is not None:
-        # only an INT_LIST (an empty `{}` group) is left to Lark among these texts
-        assert "{" in text[1:] and any(c.isdigit() for c in text), text
+    elif lark is not None:
+        # among these texts only an INT_LIST (`{-1}`, `{}`) and an iota's `T(` are left to Lark
+        assert "T(" in text or any(frontend._INTS.match(text, i) for i, c in enumerate(text) if c == "{"), text
 
 
 @pytest.mark.parametrize("text", ["{a=b}", "{[0:1]}", '{"s"}', "{a:b}", "{T(1,0)}", "{'x'}", "{<=}", "{a",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copyreg
 import io
+import itertools
 import operator
 import pickle
 import sys
@@ -356,12 +357,10 @@ def _mk_instr(name, opcode, shape, operands, attrs, literal, parameter_number, f
 def _instructions_of_rows(rows) -> tuple:
     """The Instructions of the rows `_Codec.rows` made (a row of another length is an error of
     decoding: the entry is a miss)."""
-    I, L = _Instruction, _Loc
+    from .module import make_instruction
     try:
-        return tuple([I(name, opcode, shape, operands, attrs, literal, number, L(file, line, column), operand_shapes)
-                      for name, opcode, shape, operands, attrs, literal, number, file, line, column, operand_shapes
-                      in rows])
-    except (TypeError, ValueError):
+        return tuple(itertools.starmap(make_instruction, rows))
+    except TypeError:
         raise pickle.UnpicklingError("malformed instruction rows") from None
 
 

@@ -6,7 +6,7 @@ from ..ir import opcodes as ops
 from ..ir.attributes import (AttrError, ComputationRef, Group, IntList, KV, Quoted, Seq, decoder,
                              generic_text)
 from ..ir.literal import Literal, LiteralError, parse_literal
-from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame,
+from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame, make_instruction,
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
@@ -717,7 +717,8 @@ def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, co
     spec = _OPCODES.get(opcode)
     if spec is None:
         return None
-    opcode = spec.name          # the table's string: one object for every instruction of the opcode
+    if spec.name == opcode:
+        opcode = spec.name      # the table's string: one object for every instruction of the opcode
     shape = _SHAPE_TEXTS.get(shape_text) or _shape_of_text(shape_text)
     if shape is False:
         return None
@@ -775,7 +776,7 @@ def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, co
         return None
     if pnum is not None:
         params_seen[pnum] = li.name_tok if li is not None else None
-    return Instruction(name, opcode, shape, operands, attrs, literal, pnum, Loc(filename, line, column), None)
+    return make_instruction(name, opcode, shape, operands, attrs, literal, pnum, filename, line, column, None)
 
 
 def RawInstrLike(name, shape, number, tok):

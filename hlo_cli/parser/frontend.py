@@ -1072,6 +1072,10 @@ def _scan_general(cur: _Cursor):
     after = _WS.match(text, eol).end()
     if text.startswith(",", after):          # the instruction goes on on the next line
         return None
+    instr = _literal_line(text, cur, eol)
+    if instr is not None:
+        cur.move(eol)
+        return instr
     raw = _parse_slice(text, cur, eol)
     if not isinstance(raw, RawModule) or len(raw.computations) != 1 or not raw.computations[0].synthesized:
         return None
@@ -1080,6 +1084,52 @@ def _scan_general(cur: _Cursor):
         return None
     cur.move(eol)
     return instrs[0]
+
+
+_BLANKS = _re.compile(r"[ \t]*")
+_literal_terminals: list = []
+
+
+def _literal_line(text: str, cur: _Cursor, end: int):
+    """The record Lark's parse of text[cur.pos:end] makes of the common general-form line
+    `name = shape opcode({array literal}), attr=value...` (a constant with an array literal), read
+    without Lark's parser: the lexer's tokens there (INSTR_HEAD, LITERAL_ARRAY, ')', then ATTR tokens
+    up to the end) given to the same transformer methods; None for any other line (then Lark parses
+    it)."""
+    if not _literal_terminals:
+        lark = _parser()[0]
+        _literal_terminals.extend(_re.compile(lark.get_terminal(n).pattern.to_regexp())
+                                  for n in ("INSTR_HEAD", "LITERAL_ARRAY", "ATTR"))
+    head_re, literal_re, attr_re = _literal_terminals
+    h = head_re.match(text, cur.pos, end)
+    if h is None:
+        return None
+    pos = _BLANKS.match(text, h.end(), end).end()
+    if not text.startswith("{", pos):
+        return None
+    lit = literal_re.match(text, pos, end)
+    if lit is None:
+        return None
+    close = _BLANKS.match(text, lit.end(), end).end()
+    if not text.startswith(")", close):
+        return None
+    line, line_start = cur.line, cur.line_start
+
+    def token(type_, start, stop):
+        return Token(type_, text[start:stop], start, line, start - line_start + 1)
+    _, t = _parser()
+    children = [token("INSTR_HEAD", cur.pos, h.end()), t.arg([token("LITERAL_ARRAY", pos, lit.end())])]
+    pos = close + 1
+    while True:
+        pos = _BLANKS.match(text, pos, end).end()
+        if pos >= end:
+            break
+        a = attr_re.match(text, pos, end) if text.startswith(",", pos) else None
+        if a is None:
+            return None
+        children.append(token("ATTR", pos, a.end()))
+        pos = a.end()
+    return _instruction_fast(t, children)
 
 
 def _parse_slice(text: str, cur: _Cursor, end: int):

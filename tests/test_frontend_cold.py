@@ -7,6 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hlo_cli.errors import HloError
+from hlo_cli.parser import frontend
+from tests.test_fast_scanner import _outcome
+from tests.test_fused_body import _deep, _lark_value
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -26,13 +35,6 @@ def test_warm_up_leaves_nothing_for_the_first_parse_to_compile():
 
 # ----------------------------------------------------------------------------- plain groups
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-import pytest  # noqa: E402
-
-from hlo_cli.errors import HloError  # noqa: E402
-from hlo_cli.parser import frontend, parse  # noqa: E402
-from tests.test_fused_body import _deep, _lark_value  # noqa: E402
 
 _SHAPES = st.sampled_from(["f32[2]{0}", "f32[]", "s32[4,8]{1,0}", "bf16[3,<=5]{1,0}", "pred[7]", "f16[2]<1>",
                            "f32[8,128]{1,0:T(8,128)}", "token[]", "u8[0]{0}"])
@@ -158,15 +160,6 @@ ENTRY e {
   ROOT a = f32[2]{0} add(p, q), metadata={op_name="x" stack_frame_id=1}
 }
 """
-
-
-def _outcome(text: str):
-    try:
-        m = parse(text, "t.hlo")
-    except HloError as e:
-        return ("error", str(e), [(d.message, d.line, d.column, d.code, d.source_line)
-                                  for d in getattr(e, "diagnostics", [])])
-    return ("ok", m, m.attrs, m.stack_frames)
 
 
 @pytest.mark.parametrize("text", [

@@ -957,14 +957,15 @@ _T.attr_value = _attr_value
 
 # ----------------------------------------------------------------------------- fast scanner
 #
-# A module in the common form -- a header and sections Lark reads, then computations whose heads
-# are `[ENTRY ]name (signature) -> shape {` (or `name {`) and whose bodies are instruction lines
-# the grammar's INSTR_LINE matches, one a line -- is read here without Lark's parser: the same
-# tokens (text, line, column, offset) the lexer would have made go to the same transformer methods,
-# so the raw records, and everything built from them, are those of the Lark path.  Anything else
-# (a comment between instructions, an instruction in the general form, an execution thread, any
-# error) makes `scan_module` return None, and the whole text takes the Lark path, which reports
-# every error exactly as before.
+# A module in the common form -- a header and sections (`_scan_prefix` reads their common form,
+# Lark the rest), then computations whose heads are `[ENTRY ]name (signature) -> shape {` (or
+# `name {`) and whose bodies are instruction lines the grammar's INSTR_LINE matches, one a line -- is
+# read here without Lark's parser: the same tokens (text, line, column, offset) the lexer would have
+# made go to the same transformer methods, so the raw records, and everything built from them, are
+# those of the Lark path.  A line in the general form that fills its line is parsed on its own (by
+# `_literal_line` for a constant with an array literal, else by Lark).  Anything else (a comment
+# between instructions, an execution thread, any error) makes `scan_module` return None, and the
+# whole text takes the Lark path, which reports every error exactly as before.
 
 _COMP_HEAD = _re.compile(r"(ENTRY[ \t]+)?(%?[A-Za-z_][\w.\-]*)[ \t]*(?=[({])")
 _FIRST_COMP = _re.compile(r"(?m)^(?:ENTRY[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*[({]")

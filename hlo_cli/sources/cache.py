@@ -18,10 +18,12 @@ An entry is one file ``<key>.hlc``: a fixed header (magic, format version,
 key, payload length, SHA-256 of the payload) followed by a pickle (protocol 5)
 of the Module.  The pickle uses compact reductions for the IR classes (a
 computation's instructions are rows of plain tuples, written by the C pickler
-and rebuilt by one list comprehension, strings that repeat are stored once); each computation's instructions are a pickle of their own, decoded
-on their first read (a command that reads a few computations builds only those;
-the whole entry's checksum is verified before anything is decoded), and it is read back by an unpickler that only accepts the IR
-classes, so a planted file cannot run code.  Files are written to a temporary
+and rebuilt by one list comprehension, strings that repeat are stored once);
+the instructions of consecutive computations (~2048 at a time) are a pickle of
+their own, decoded on the first read of one of them (a command that reads a few
+computations builds only those and their chunks' neighbours; the whole entry's
+checksum is verified before anything is decoded), and it is read back by an
+unpickler that only accepts the IR classes, so a planted file cannot run code.  Files are written to a temporary
 file in the same directory, fsynced and renamed over the entry, so readers
 only ever see complete entries and concurrent writers of the same key are
 harmless.  A file that is truncated, corrupt, foreign, from another format

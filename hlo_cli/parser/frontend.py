@@ -1197,7 +1197,7 @@ def _scan_prefix(text: str, end: int, t) -> RawModule | None:
     cur = _Cursor(text, 0)
     cur.skip_ws()
     header = None
-    m = _MODULE_HEAD.match(text, cur.pos)
+    m = _MODULE_HEAD.match(text, cur.pos, end)       # (end: Lark reads the prefix alone)
     if m is not None:
         cur.move(m.start(1))
         name = cur.token("NAME", m.end(1))
@@ -1206,7 +1206,7 @@ def _scan_prefix(text: str, end: int, t) -> RawModule | None:
             cur.skip_ws()
             if not text.startswith(",", cur.pos):
                 break
-            am = attr_re.match(text, cur.pos)
+            am = attr_re.match(text, cur.pos, end)
             if am is None:
                 return None
             attrs.append(cur.token("ATTR", am.end()))
@@ -1214,14 +1214,14 @@ def _scan_prefix(text: str, end: int, t) -> RawModule | None:
         header = (name, attrs)
     sections = []
     while cur.pos < end:
-        m = _SECTION_HEAD.match(text, cur.pos)
+        m = _SECTION_HEAD.match(text, cur.pos, end)
         if m is None:
             return None
         children = [cur.token("SECTION_NAME", m.end())]
         while True:
             cur.skip_ws()
-            em = entry_re.match(text, cur.pos)
-            if em is None or em.end() > end:
+            em = entry_re.match(text, cur.pos, end)
+            if em is None:
                 break
             children.append(cur.token("SECTION_ENTRY", em.end()))
         _, sname, entries = t.section(children)

@@ -28,8 +28,8 @@ _PICKLE_PROTOCOL = 5
 # object (most of the load time of a large module).  Instead a computation's
 # instructions are stored as rows, one plain tuple of an Instruction's fields
 # (its Loc's inline) each, made in one list comprehension and pickled by the
-# C pickler without a Python call per instruction, and rebuilt by one list
-# comprehension on load (`_instructions_of_rows`); the other dataclasses are
+# C pickler without a Python call per instruction, and rebuilt on load by
+# module.make_instruction over the rows (`_instructions_of_rows`); the other dataclasses are
 # rebuilt by their constructor with positional arguments (a class with
 # init=False fields or a __post_init__ field by field instead, so that nothing
 # is recomputed), and ndarrays from raw bytes.  Cached properties are not

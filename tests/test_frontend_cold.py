@@ -25,6 +25,7 @@ def test_warm_up_leaves_nothing_for_the_first_parse_to_compile():
     code = ("from hlo_cli.parser import frontend, parse\n"
             "frontend.warm_up()\n"
             "regexes = (frontend._scanner_regexes(), frontend.fused_regexes(), frontend._parser())\n"
+            "assert len(frontend._compiled_terminals) == 2 and frontend._plain\n"
             "m = parse('HloModule m\\nENTRY e {\\n  p = f32[2]{0} parameter(0)\\n  ROOT a = f32[2]{0} add(p, p)\\n}\\n')\n"
             "assert (frontend._scanner_regexes(), frontend.fused_regexes(), frontend._parser()) == regexes\n"
             "print(m.entry_computation.root_instruction.opcode)\n")

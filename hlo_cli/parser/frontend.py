@@ -386,6 +386,9 @@ def warm_up() -> None:
     _parser()
     _scanner_regexes()
     fused_regexes()
+    _plain_regexes()
+    _terminals(_PREFIX_TERMINALS)
+    _terminals(_LITERAL_TERMINALS)
 
 
 def terminal_pattern(name: str) -> str:
@@ -1088,7 +1091,18 @@ def _scan_general(cur: _Cursor):
 
 
 _BLANKS = _re.compile(r"[ \t]*")
-_literal_terminals: list = []
+_LITERAL_TERMINALS = ("INSTR_HEAD", "LITERAL_ARRAY", "ATTR")
+_PREFIX_TERMINALS = ("ATTR", "SECTION_ENTRY")
+_compiled_terminals: dict = {}
+
+
+def _terminals(names: tuple) -> list:
+    """The grammar's terminals NAMES, compiled once."""
+    out = _compiled_terminals.get(names)
+    if out is None:
+        lark = _parser()[0]
+        out = _compiled_terminals[names] = [_re.compile(lark.get_terminal(n).pattern.to_regexp()) for n in names]
+    return out
 
 
 def _literal_line(text: str, cur: _Cursor, end: int):
@@ -1097,11 +1111,7 @@ def _literal_line(text: str, cur: _Cursor, end: int):
     without Lark's parser: the lexer's tokens there (INSTR_HEAD, LITERAL_ARRAY, ')', then ATTR tokens
     up to the end) given to the same transformer methods; None for any other line (then Lark parses
     it)."""
-    if not _literal_terminals:
-        lark = _parser()[0]
-        _literal_terminals.extend(_re.compile(lark.get_terminal(n).pattern.to_regexp())
-                                  for n in ("INSTR_HEAD", "LITERAL_ARRAY", "ATTR"))
-    head_re, literal_re, attr_re = _literal_terminals
+    head_re, literal_re, attr_re = _terminals(_LITERAL_TERMINALS)
     h = head_re.match(text, cur.pos, end)
     if h is None:
         return None
@@ -1179,7 +1189,6 @@ def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None) -> RawCom
 
 _MODULE_HEAD = _re.compile(r"HloModule[ \t]+([A-Za-z_][\w.\-]*)(?=[ \t]*,|\s)")
 _SECTION_HEAD = _re.compile(r"(?:FileNames|FunctionNames|FileLocations|StackFrames)(?=\s)")
-_prefix_terminals: list = []
 
 
 def _scan_prefix(text: str, end: int, t) -> RawModule | None:
@@ -1189,11 +1198,7 @@ def _scan_prefix(text: str, end: int, t) -> RawModule | None:
     tokens (text, line, column, offset) are those the lexer makes, given to the same transformer
     methods; None for anything else (a comment, a ':' after the name, an attribute the ATTR token
     does not take...): then Lark parses the prefix."""
-    if not _prefix_terminals:
-        lark = _parser()[0]
-        _prefix_terminals.extend(_re.compile(lark.get_terminal(n).pattern.to_regexp())
-                                 for n in ("ATTR", "SECTION_ENTRY"))
-    attr_re, entry_re = _prefix_terminals
+    attr_re, entry_re = _terminals(_PREFIX_TERMINALS)
     cur = _Cursor(text, 0)
     cur.skip_ws()
     header = None

@@ -16,12 +16,14 @@ file), so that any change to the parser or the IR invalidates old entries.
 
 An entry is one file ``<key>.hlc``: a fixed header (magic, format version,
 key, payload length, SHA-256 of the payload) followed by a pickle (protocol 5)
-of the Module.  The pickle uses compact reductions for the IR classes (an
-instruction and its location are rebuilt by one call, strings that repeat are
-stored once); each computation's instructions are a pickle of their own, decoded
-on their first read (a command that reads a few computations builds only those;
-the whole entry's checksum is verified before anything is decoded), and it is read back by an unpickler that only accepts the IR
-classes, so a planted file cannot run code.  Files are written to a temporary
+of the Module.  The pickle uses compact reductions for the IR classes (a
+computation's instructions are rows of plain tuples, written by the C pickler
+and rebuilt by one list comprehension, strings that repeat are stored once);
+the instructions of consecutive computations (~2048 at a time) are a pickle of
+their own, decoded on the first read of one of them (a command that reads a few
+computations builds only those and their chunks' neighbours; the whole entry's
+checksum is verified before anything is decoded), and it is read back by an
+unpickler that only accepts the IR classes, so a planted file cannot run code.  Files are written to a temporary
 file in the same directory, fsynced and renamed over the entry, so readers
 only ever see complete entries and concurrent writers of the same key are
 harmless.  A file that is truncated, corrupt, foreign, from another format
@@ -58,7 +60,8 @@ _log = logging.getLogger("hlo.cache")
 
 MAX_BYTES = 1 << 30          # 1 GiB
 MAX_ENTRIES = 256
-FORMAT_VERSION = 2           # 2: the module's computations decoded lazily (ir/serial.py)
+FORMAT_VERSION = 3           # 2: the module's computations decoded lazily (ir/serial.py); 3: their
+                             # instructions stored as rows of plain tuples
 
 _MAGIC = b"HLOIRPK\x00"
 _HEADER = struct.Struct("<8sI32sQ32s")   # magic, format version, key, payload length, payload sha256
@@ -184,10 +187,22 @@ def _key(text: str, name: str) -> bytes:
     h.update(_code_fingerprint())
     nb = name.encode("utf-8", "surrogatepass")
     h.update(len(nb).to_bytes(8, "little") + nb)
-    tb = text.encode("utf-8", "surrogatepass")
-    h.update(len(tb).to_bytes(8, "little"))
-    h.update(tb)
+    h.update(_text_digest(text))
     return h.digest()
+
+
+_last_text: list = [None, b""]      # the text last hashed and its digest
+
+
+def _text_digest(text: str) -> bytes:
+    """SHA-256 of the text (with its length), kept for the text last asked: a command asks it for
+    the module's key and again for each derived result's key (hashing a large dump takes a while)."""
+    if _last_text[0] is not text:
+        tb = text.encode("utf-8", "surrogatepass")
+        h = hashlib.sha256(len(tb).to_bytes(8, "little"))
+        h.update(tb)
+        _last_text[:] = [text, h.digest()]
+    return _last_text[1]
 
 
 def _entry_path(directory: Path, key: bytes) -> Path:

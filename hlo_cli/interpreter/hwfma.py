@@ -62,17 +62,21 @@ _state: dict = {"kernels": None, "saved": 0.0, "spent": 0.0, "failed": False, "c
 
 def mode() -> str:
     """'off' (HLO_NATIVE=0, llvmlite missing, not x86-64), 'always' (HLO_NATIVE=1/strict) or 'auto'."""
-    env = os.environ.get("HLO_NATIVE", "")
-    if env == "0" or _state["failed"]:
+    if _state["failed"]:
         return "off"
-    if _HOST[0] is None:
-        _HOST[0] = platform.machine().lower() in ("x86_64", "amd64") and \
-            importlib.util.find_spec("llvmlite") is not None
-    if not _HOST[0]:
-        return "off"
-    env = env.strip().lower()
-    return "off" if env == "0" else "always" if env in ("1", "strict") else "auto"
+    env = os.environ.get("HLO_NATIVE")
+    m = _MODES.get(env)
+    if m is None:                       # (asked once per value: FMAs of small arrays call this)
+        if _HOST[0] is None:
+            _HOST[0] = platform.machine().lower() in ("x86_64", "amd64") and \
+                importlib.util.find_spec("llvmlite") is not None
+        flag = (env or "").strip().lower()
+        m = _MODES[env] = "off" if flag == "0" or not _HOST[0] else \
+            "always" if flag in ("1", "strict") else "auto"
+    return m
 
+
+_MODES: dict = {}                       # HLO_NATIVE's value -> mode
 
 _HOST: list = [None]                    # x86-64 with llvmlite installed (asked once)
 
@@ -88,9 +92,12 @@ def fma(a, b, c, negate_product: bool, negate_addend: bool):
     dt = a.dtype
     if dt not in (_F32, _F64) or b.dtype != dt or c.dtype != dt:
         return None
+    m = mode()
+    if m == "off":
+        return None
     kernels = _state["kernels"]
-    if kernels is None or os.environ.get("HLO_NATIVE") == "0":
-        kernels = _build_if_worth_it(dt, a.size)
+    if kernels is None:
+        kernels = _build_if_worth_it(m, dt, a.size)
         if kernels is None:
             return None
     shape = a.shape
@@ -154,10 +161,8 @@ def ready() -> bool:
     return _state["kernels"] is not None
 
 
-def _build_if_worth_it(dt, size):
-    m = mode()
-    if m == "off":
-        return None
+def _build_if_worth_it(m, dt, size):
+    """The kernels (built now, once `mode` `m` and the cost model allow), or None."""
     if m == "auto" and not _worth_it(dt, size):
         return None
     with _lock:
@@ -376,9 +381,12 @@ def chain_kernel(fmas: int, width: int):
     """The chain runner (`_Chain`) for `width` output features (a multiple of 16) when the native
     kernels are used for `fmas` chained FMAs (the cost model of `fma`, each FMA saving
     CHAIN_SAVING), else None."""
+    m = mode()
+    if m == "off":
+        return None
     kernels = _state["kernels"]
-    if kernels is None or os.environ.get("HLO_NATIVE") == "0":
-        kernels = _build_if_worth_it(_F32, int(fmas * CHAIN_SAVING / ELEMENT_SAVING[_F32]))
+    if kernels is None:
+        kernels = _build_if_worth_it(m, _F32, int(fmas * CHAIN_SAVING / ELEMENT_SAVING[_F32]))
         if kernels is None:
             return None
     k = ("chain", next(n for n in CHAIN_LANES if width % n == 0))

@@ -81,10 +81,11 @@ _MODES: dict = {}                       # HLO_NATIVE's value -> mode
 _HOST: list = [None]                    # x86-64 with llvmlite installed (asked once)
 
 
-def fma(a, b, c, negate_product: bool, negate_addend: bool):
+def fma(a, b, c, negate_product: bool, negate_addend: bool, calls: int = 1):
     """(-)a * b (-) c rounded once, as XLA CPU computes it (FTZ/DAZ), for f32 or f64 arrays of one
     dtype already broadcast to one shape; None when the native kernel is not used (see the module
-    docstring) or a result is NaN: the caller computes it then."""
+    docstring) or a result is NaN: the caller computes it then.  `calls`: the FMAs of this shape
+    this one stands for in the cost model (a caller that asks once for several: `fma_bare`)."""
     if a.__class__ is not np.ndarray or b.__class__ is not np.ndarray or c.__class__ is not np.ndarray:
         a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)   # (the kernel reads array objects)
         if a.shape != b.shape or a.shape != c.shape:
@@ -97,7 +98,7 @@ def fma(a, b, c, negate_product: bool, negate_addend: bool):
         return None
     kernels = _state["kernels"]
     if kernels is None:
-        kernels = _build_if_worth_it(m, dt, a.size)
+        kernels = _build_if_worth_it(m, dt, a.size, calls)
         if kernels is None:
             return None
     shape = a.shape
@@ -118,7 +119,7 @@ def fma(a, b, c, negate_product: bool, negate_addend: bool):
     k = (dt, bool(negate_product), bool(negate_addend), pattern)
     fn = kernels.get(k)
     if fn is None:
-        fn = _kernel(kernels, k, CALL_SAVING + ELEMENT_SAVING[dt] * out.size)
+        fn = _kernel(kernels, k, calls * (CALL_SAVING + ELEMENT_SAVING[dt] * out.size))
         if fn is None:
             return None
     if fn(a, b, c, out, rows, cols, ra, rb, rc):
@@ -161,9 +162,9 @@ def ready() -> bool:
     return _state["kernels"] is not None
 
 
-def _build_if_worth_it(m, dt, size):
+def _build_if_worth_it(m, dt, size, calls=1):
     """The kernels (built now, once `mode` `m` and the cost model allow), or None."""
-    if m == "auto" and not _worth_it(dt, size):
+    if m == "auto" and not _worth_it(dt, size, calls):
         return None
     with _lock:
         if _state["kernels"] is None and not _state["failed"]:
@@ -198,10 +199,10 @@ def _give_up():
     _state["kernels"] = None
 
 
-def _worth_it(dt, size) -> bool:
-    """True once the FMAs computed so far (this one included) would have saved more than the
+def _worth_it(dt, size, calls=1) -> bool:
+    """True once the FMAs computed so far (these `calls` included) would have saved more than the
     kernels cost to get."""
-    _state["saved"] += CALL_SAVING + ELEMENT_SAVING[dt] * size
+    _state["saved"] += calls * (CALL_SAVING + ELEMENT_SAVING[dt] * size)
     cost = _state["cost"]
     if cost is None:                    # (asked once: a look at the cache directory)
         _state["spent"] = LOAD_COST + (0.0 if "llvmlite.binding" in sys.modules else IMPORT_COST)

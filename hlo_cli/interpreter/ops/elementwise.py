@@ -1524,14 +1524,25 @@ def fma_bare(negate_product: bool, negate_addend: bool):
     key = (negate_product, negate_addend)
     bare = _BARE.get(key)
     if bare is None:
+        held = [ASK_EVERY - 1]          # calls not yet told to hwfma's cost model (the first asks)
+        ready, native = hwfma.ready, hwfma.fma
+
         def bare(a, b, c):
             shape = a.shape
             if not (shape == b.shape == c.shape):
                 shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
                 a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
-            r = hwfma.fma(a, b, c, negate_product, negate_addend)
-            if r is not None:
-                return r
+            if ready():
+                r = native(a, b, c, negate_product, negate_addend)
+                if r is not None:
+                    return r
+            elif held[0] < ASK_EVERY - 1:
+                held[0] += 1
+            else:                       # (asked for all of them at once: a small array's FMA
+                calls, held[0] = held[0] + 1, 0        # costs less than hwfma's gate)
+                r = native(a, b, c, negate_product, negate_addend, calls)
+                if r is not None:
+                    return r
             if a.size <= FMA_BLOCK:
                 return _fma32(a, b, c, None, negate_product, negate_addend)
             return _blocks(_fma32, (a, b, c), np.empty(shape, F32), negate_product, negate_addend)
@@ -1540,6 +1551,7 @@ def fma_bare(negate_product: bool, negate_addend: bool):
 
 
 _BARE: dict = {}
+ASK_EVERY = 16                          # fma_bare asks hwfma once per this many calls until it is ready
 
 
 def fma_kernel(negate_product: bool, negate_addend: bool, dt):

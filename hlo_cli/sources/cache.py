@@ -456,6 +456,12 @@ def _all_sources_fingerprint() -> bytes:
     return _package_fingerprint
 
 
+def sources_fingerprint() -> bytes:
+    """The fingerprint of hlo's sources that keys derived results (computed once per process):
+    what else depends on the code and not on a module keys itself on it too."""
+    return _all_sources_fingerprint()
+
+
 def sources_identity(directory) -> bytes:
     """A SHA-256 of `directory`'s path and of each .py file under it (os.stat: path, size,
     modification time, inode, device)."""

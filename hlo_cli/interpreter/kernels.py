@@ -156,8 +156,7 @@ def subnormals(x: np.ndarray):
     if not isinstance(a, np.ndarray) or a.ndim == 0:
         a = np.asarray(a)
         return None if not (0 < a < TINY[x.dtype]) else np.ones((), bool)
-    it, ut = _BITS_OF[x.dtype]
-    tiny = TINY[x.dtype].view(it)
+    ut, tiny = _BITS_OF[x.dtype]
     u = a.view(ut)
     m = np.minimum.reduce(u, axis=None)
     if m >= tiny:
@@ -166,14 +165,16 @@ def subnormals(x: np.ndarray):
         # a zero: the bit patterns minus one, zero wrapping around to the largest, are below the
         # smallest normal's exactly for the subnormals (one more pass over `a`, our own copy)
         np.subtract(u, ut(1), out=u)
-        if np.minimum.reduce(u, axis=None) >= ut(tiny) - ut(1):
+        if np.minimum.reduce(u, axis=None) >= tiny - 1:
             return None
         a = np.abs(x)
     sub = (a < TINY[x.dtype]) & (a > 0)
     return sub if sub.any() else None
 
 
-_BITS_OF = {F32: (np.int32, np.uint32), F64: (np.int64, np.uint64)}
+# (the unsigned type of a float's bits, the smallest normal's bits as a Python int: compared with
+# a NumPy scalar without a conversion per call)
+_BITS_OF = {F32: (np.uint32, int(TINY[F32].view(np.uint32))), F64: (np.uint64, int(TINY[F64].view(np.uint64)))}
 
 
 def flush(x: np.ndarray) -> np.ndarray:

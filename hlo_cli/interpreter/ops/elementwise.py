@@ -1524,30 +1524,36 @@ def fma_bare(negate_product: bool, negate_addend: bool):
     key = (negate_product, negate_addend)
     bare = _BARE.get(key)
     if bare is None:
-        held = [ASK_EVERY - 1]          # calls not yet told to hwfma's cost model (the first asks)
-        ready, native = hwfma.ready, hwfma.fma
+        held = [0, 1]       # (calls left before hwfma is asked again, the calls the next ask stands for)
 
         def bare(a, b, c):
-            shape = a.shape
-            if not (shape == b.shape == c.shape):
-                shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
-                a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
-            if ready():
-                r = native(a, b, c, negate_product, negate_addend)
-                if r is not None:
-                    return r
-            elif held[0] < ASK_EVERY - 1:
-                held[0] += 1
-            else:                       # (asked for all of them at once: a small array's FMA
-                calls, held[0] = held[0] + 1, 0        # costs less than hwfma's gate)
-                r = native(a, b, c, negate_product, negate_addend, calls)
-                if r is not None:
-                    return r
-            if a.size <= FMA_BLOCK:
+            n = held[0]
+            if n and a.shape == b.shape == c.shape and a.size <= FMA_BLOCK:
+                held[0] = n - 1         # (the common case: a small FMA, hwfma not asked this time)
                 return _fma32(a, b, c, None, negate_product, negate_addend)
-            return _blocks(_fma32, (a, b, c), np.empty(shape, F32), negate_product, negate_addend)
+            return _bare_call(a, b, c, held, negate_product, negate_addend)
         _BARE[key] = bare
     return bare
+
+
+def _bare_call(a, b, c, held, negate_product, negate_addend):
+    """fma_bare's function past its common case: broadcast operands, large arrays, and the calls
+    that ask hwfma -- once per ASK_EVERY calls until its kernels are built (for all of them: a
+    small array's FMA costs less than hwfma's gate), then every call."""
+    shape = a.shape
+    if not (shape == b.shape == c.shape):
+        shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+        a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
+    if held[0]:
+        held[0] -= 1
+    else:
+        r = hwfma.fma(a, b, c, negate_product, negate_addend, held[1])
+        held[0], held[1] = (0, 1) if hwfma.ready() else (ASK_EVERY - 1, ASK_EVERY)
+        if r is not None:
+            return r
+    if a.size <= FMA_BLOCK:
+        return _fma32(a, b, c, None, negate_product, negate_addend)
+    return _blocks(_fma32, (a, b, c), np.empty(shape, F32), negate_product, negate_addend)
 
 
 _BARE: dict = {}

@@ -429,16 +429,22 @@ def column_sums(a: np.ndarray) -> np.ndarray:
         kernel(a.reshape(k, -1, a.shape[-1]), out.reshape(-1, a.shape[-1]))
         return out
     zero = np.zeros(a.shape[1:], a.dtype)
+    if k >= 16 and _nan_free(a):
+        return _column_sums_blocked(a, zero) + a.dtype.type(0)
+    return column_sums_by_part(a, zero)
 
+
+def column_sums_by_part(a, zero):
+    """column_sums one four-row part at a time through the tree (the kn kernel's order as written;
+    NaN inputs take it); k <= 4 rows just added in order."""
     def part(rows):
         s = zero
         for r in rows:
             s = s + r
         return s
+    k = a.shape[0]
     if k <= 4:
         return part(a)
-    if k >= 16 and _nan_free(a):
-        return _column_sums_blocked(a, zero) + a.dtype.type(0)
     tree = _Tree(zero)
     for j in range(0, k - 3, 4):
         tree.add(part(a[j:j + 4]), 4)

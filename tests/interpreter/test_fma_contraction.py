@@ -477,6 +477,28 @@ def test_bare_f32_fma_is_rounded_once(data):
     assert _same_bits(got, exact_fma(a, b, -c, F32)), (a, b, c, got)
 
 
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), n=st.integers(1, 80), signs=st.tuples(st.booleans(), st.booleans()))
+def test_small_array_fmas_are_rounded_once(data, n, signs):
+    """The small-array path a loop step takes (fma_bare's common case, and `fma`) on arrays of drawn
+    floats, products near f32 midpoints among them: each element rounded once, as the exact sum."""
+    _needs_casts()
+    draw = [data.draw(st.lists(_floats(F32), min_size=n, max_size=n)) for _ in range(3)]
+    a, b, c = (np.array(v, np.float32) for v in draw)
+    mid = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    k = int(mid.sum())
+    a[mid] = (1 + np.arange(k) * 2.0 ** -12).astype(np.float32)
+    b[mid] = (1 + np.arange(k)[::-1] * 2.0 ** -12).astype(np.float32)
+    c[mid] = (c[mid] * np.float32(2.0 ** -100)).astype(np.float32)
+    want = [exact_fma(-x if signs[0] else x, y, -z if signs[1] else z, F32) for x, y, z in zip(a, b, c)]
+    for _ in range(2):                      # (the second call takes the common case: hwfma not asked)
+        got = _bare(*signs, a, b, c)
+        assert all(_same_bits(g, w) for g, w in zip(got, want))
+    with np.errstate(all="ignore"):
+        got = fma(a, b, c, *signs)
+    assert all(_same_bits(g, w) for g, w in zip(got, want))
+
+
 _RUN = """HloModule r
 ENTRY main {
   a = f32[64] parameter(0)

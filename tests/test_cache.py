@@ -693,13 +693,14 @@ def test_an_entry_of_the_previous_format_is_a_miss_and_is_rewritten(cdir, parses
     text, name = sample("scan_loop.hlo")
     cache.cached_parse(text, name)
     p = entry_for(cdir, text, name)
-    # what format 1 stored: the eager form of the module under version 1
-    write_entry(p, cache._key(text, name), serial.serialize_module(parse(text, name)), version=1)
+    # an entry of an older format (the eager form of the module under its version) is not read
+    write_entry(p, cache._key(text, name), serial.serialize_module(parse(text, name)),
+                version=cache.FORMAT_VERSION - 1)
     m = cache.cached_parse(text, name)
     assert parses == [name, name]                          # not read: parsed again
     assert_same(parse(text, name), m)
     magic, version = cache._HEADER.unpack_from(p.read_bytes())[:2]
-    assert magic == cache._MAGIC and version == cache.FORMAT_VERSION == 2
+    assert magic == cache._MAGIC and version == cache.FORMAT_VERSION == 3
     assert_same(parse(text, name), cache.cached_parse(text, name))
     assert parses == [name, name]
 
@@ -760,8 +761,67 @@ def test_a_planted_computation_part_cannot_run_code():
     class Planted:
         def __reduce__(self):
             values = ("c",) + (None,) * (len(dataclasses.fields(Computation)) - 2)
-            return serial._mk_lazy_computation, ([], pickle.dumps((_os.getcwd,), protocol=5), *values)
+            return serial._mk_lazy_computation, ([], [pickle.dumps([(_os.getcwd,)], protocol=5)], 0, *values)
     comp = serial._codec().loads(pickle.dumps(Planted(), protocol=5), 0)
     assert type(comp) is LazyComputation
     with pytest.raises(pickle.UnpicklingError, match="not allowed"):
         comp.instructions
+
+
+def test_planted_instruction_rows_cannot_run_code_and_malformed_rows_are_errors():
+    """A chunk's rows (format 3) are read by the same unpickler: a global outside the IR is refused,
+    and rows of the wrong form are an error of decoding, not a crash elsewhere."""
+    import os as _os
+
+    def planted(chunk):
+        class Planted:
+            def __reduce__(self):
+                values = ("c",) + (None,) * (len(dataclasses.fields(Computation)) - 2)
+                return serial._mk_lazy_computation, ([], [pickle.dumps(chunk, protocol=5)], 0, *values)
+        return serial._codec().loads(pickle.dumps(Planted(), protocol=5), 0)
+    with pytest.raises(pickle.UnpicklingError, match="not allowed"):
+        planted([[("a", "add", _os.getcwd, (), {}, None, None, "f", 1, 1, None)]]).instructions
+    with pytest.raises(pickle.UnpicklingError, match="malformed"):
+        planted([[("a", "add")]]).instructions
+    with pytest.raises(pickle.UnpicklingError, match="malformed"):
+        serial._codec().loads(pickle.dumps(_EagerPlanted(), protocol=5), 0)
+    with pytest.raises(pickle.UnpicklingError, match="are a NoneType"):
+        planted([]).instructions                                  # no computation at that place
+    with pytest.raises(pickle.UnpicklingError, match="chunk of instructions is a tuple"):
+        planted(()).instructions
+
+
+class _EagerPlanted:
+    def __reduce__(self):
+        return serial._mk_computation, ("not rows", "c")
+
+
+def test_the_stored_rows_share_the_strings_the_parser_shares(cdir):
+    """An operand is the very string of its definition's name and an opcode the table's string, so
+    the entry stores each once; the module read back is the parsed one."""
+    text, name = sample("mlp_train_step.hlo")
+    m = parse(text, name)
+    for c in m.computations:
+        by_name = {i.name: i for i in c.instructions}
+        for i in c.instructions:
+            assert all(o is by_name[o].name for o in i.operands if o in by_name), i.name
+    assert_same(m, serial.load(serial.dump(m).getvalue()))
+    assert_same(m, serial.deserialize_module(serial.serialize_module(m)))
+
+
+def test_computations_of_one_chunk_are_decoded_together_and_read_alone(cdir, monkeypatch):
+    """Small computations share a chunk (one pickle): the first read of any of them decodes the
+    chunk once, and each computation takes its own instructions, the parsed ones."""
+    monkeypatch.setattr(serial, "CHUNK_INSTRUCTIONS", 10 ** 9)        # one chunk for the whole module
+    text, name = sample("mlp_train_step.hlo")
+    fresh = parse(text, name)
+    m = serial.load(serial.dump(fresh).getvalue())
+    comps = m.computations
+    assert len({id(vars(c)["_chunk"]) for c in comps}) == 1
+    assert comps[-1].instructions == fresh.computations[-1].instructions
+    assert [("_instructions" in vars(c)) for c in comps] == [c is comps[-1] for c in comps]
+    assert all(c.instructions == f.instructions for c, f in zip(comps, fresh.computations))
+    monkeypatch.setattr(serial, "CHUNK_INSTRUCTIONS", 1)              # a chunk per computation
+    m = serial.load(serial.dump(fresh).getvalue())
+    assert len({id(vars(c)["_chunk"]) for c in m.computations}) == len(m.computations)
+    assert_same(fresh, m)

@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import HloEvalError
 from .fpenv import hardware
 from .kernels import (ELEMENT, F32, F64, FOLDED, PURE, REGION, RULE, TINY, TUPLE, WITH_EC,
-                      capabilities)
+                      capabilities, remembered)
 from .located import EVAL_ERRORS, bad_result, limit_error, reraise_at
 from .ops.elementwise import two_nans
 from .values import conforms
@@ -425,7 +425,7 @@ def flags_neutral(name: str) -> bool:
     come near f64's subnormals)."""
     r = _probes.get(name)
     if r is None:
-        r = _probes[name] = _probe(name)
+        r = _probes[name] = remembered(f"codegen.flags_neutral({name})", _probe, name)
     return r
 
 
@@ -471,7 +471,7 @@ def _flat_dot(l3, r3) -> bool:
         return False
     r = _probes.get("dot")
     if r is None:
-        r = _probes["dot"] = _probe_dot()
+        r = _probes["dot"] = remembered("codegen._probe_dot", _probe_dot)
     return r
 
 

@@ -12,7 +12,9 @@ first, so a value hoisted out of an inner loop can leave the outer one as well):
   calls, no async wrappers, no control dependencies, and the same for every computation they
   call; replica-id and partition-id are pure (a loop runs on one device).  A pure `call` mixing
   invariant and varying operands is inlined first (XLA inlines every call before this pass; JAX
-  wraps a fori_loop's or scan's body in one), so the invariant part of its callee can move;
+  wraps a fori_loop's or scan's body in one), so the invariant part of its callee can move; a
+  call whose callee has nothing to move stays a call (inlined, its products could meet equal ones
+  of the body, which XLA's CSE shares, and the loop would contract other multiply-adds);
 - the ones worth moving: XLA leaves bitcast, broadcast, iota, reverse, slice, transpose, tuple,
   reshape and constants in place unless an instruction that is moved needs them (they would only
   make a large loop state out of small operands); here an instruction is also not worth moving on
@@ -341,13 +343,24 @@ class Hoister:
         invariant part of their callee can move too."""
         invariant, worth = self.analyse(body, param, invariant_idx)
         for _ in range(_INLINE_ROUNDS):
-            mixed = {i.name for i in body.instructions
+            mixed = [i.name for i in body.instructions
                      if i.opcode == "call" and any(o in invariant for o in i.operands)
-                     and i.name not in invariant and self.inlinable(i)}
-            if not mixed:
+                     and i.name not in invariant and self.inlinable(i)]
+            kept = False
+            for name in mixed:
+                # a call is inlined only where that lets part of its callee move (or a call inside
+                # it, inlined next round): inlined for nothing, its products would meet the body's
+                # equal ones (XLA's CSE) and change which multiply-adds contract into one FMA, so
+                # the hoisted loop would not give the bits the loop as written gives
+                old = {i.name for i in body.instructions}
+                trial = self.inline(body, {name})
+                t_invariant, t_worth = self.analyse(trial, param, invariant_idx)
+                if any(w.name not in old for w in t_worth) or any(
+                        i.name not in old and i.opcode == "call" and any(o in t_invariant for o in i.operands)
+                        and i.name not in t_invariant and self.inlinable(i) for i in trial.instructions):
+                    body, invariant, worth, kept = trial, t_invariant, t_worth, True
+            if not kept:
                 break
-            body = self.inline(body, mixed)
-            invariant, worth = self.analyse(body, param, invariant_idx)
         return (body, worth) if worth else None
 
     @staticmethod

@@ -62,25 +62,30 @@ _state: dict = {"kernels": None, "saved": 0.0, "spent": 0.0, "failed": False, "c
 
 def mode() -> str:
     """'off' (HLO_NATIVE=0, llvmlite missing, not x86-64), 'always' (HLO_NATIVE=1/strict) or 'auto'."""
-    env = os.environ.get("HLO_NATIVE", "")
-    if env == "0" or _state["failed"]:
+    if _state["failed"]:
         return "off"
-    if _HOST[0] is None:
-        _HOST[0] = platform.machine().lower() in ("x86_64", "amd64") and \
-            importlib.util.find_spec("llvmlite") is not None
-    if not _HOST[0]:
-        return "off"
-    env = env.strip().lower()
-    return "off" if env == "0" else "always" if env in ("1", "strict") else "auto"
+    env = os.environ.get("HLO_NATIVE")
+    m = _MODES.get(env)
+    if m is None:                       # (asked once per value: FMAs of small arrays call this)
+        if _HOST[0] is None:
+            _HOST[0] = platform.machine().lower() in ("x86_64", "amd64") and \
+                importlib.util.find_spec("llvmlite") is not None
+        flag = (env or "").strip().lower()
+        m = _MODES[env] = "off" if flag == "0" or not _HOST[0] else \
+            "always" if flag in ("1", "strict") else "auto"
+    return m
 
+
+_MODES: dict = {}                       # HLO_NATIVE's value -> mode
 
 _HOST: list = [None]                    # x86-64 with llvmlite installed (asked once)
 
 
-def fma(a, b, c, negate_product: bool, negate_addend: bool):
+def fma(a, b, c, negate_product: bool, negate_addend: bool, calls: int = 1):
     """(-)a * b (-) c rounded once, as XLA CPU computes it (FTZ/DAZ), for f32 or f64 arrays of one
     dtype already broadcast to one shape; None when the native kernel is not used (see the module
-    docstring) or a result is NaN: the caller computes it then."""
+    docstring) or a result is NaN: the caller computes it then.  `calls`: the FMAs of this shape
+    this one stands for in the cost model (a caller that asks once for several: `fma_bare`)."""
     if a.__class__ is not np.ndarray or b.__class__ is not np.ndarray or c.__class__ is not np.ndarray:
         a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)   # (the kernel reads array objects)
         if a.shape != b.shape or a.shape != c.shape:
@@ -88,9 +93,12 @@ def fma(a, b, c, negate_product: bool, negate_addend: bool):
     dt = a.dtype
     if dt not in (_F32, _F64) or b.dtype != dt or c.dtype != dt:
         return None
+    m = mode()
+    if m == "off":
+        return None
     kernels = _state["kernels"]
-    if kernels is None or os.environ.get("HLO_NATIVE") == "0":
-        kernels = _build_if_worth_it(dt, a.size)
+    if kernels is None:
+        kernels = _build_if_worth_it(m, dt, a.size, calls)
         if kernels is None:
             return None
     shape = a.shape
@@ -111,7 +119,7 @@ def fma(a, b, c, negate_product: bool, negate_addend: bool):
     k = (dt, bool(negate_product), bool(negate_addend), pattern)
     fn = kernels.get(k)
     if fn is None:
-        fn = _kernel(kernels, k, CALL_SAVING + ELEMENT_SAVING[dt] * out.size)
+        fn = _kernel(kernels, k, calls * (CALL_SAVING + ELEMENT_SAVING[dt] * out.size))
         if fn is None:
             return None
     if fn(a, b, c, out, rows, cols, ra, rb, rc):
@@ -154,11 +162,9 @@ def ready() -> bool:
     return _state["kernels"] is not None
 
 
-def _build_if_worth_it(dt, size):
-    m = mode()
-    if m == "off":
-        return None
-    if m == "auto" and not _worth_it(dt, size):
+def _build_if_worth_it(m, dt, size, calls=1):
+    """The kernels (built now, once `mode` `m` and the cost model allow), or None."""
+    if m == "auto" and not _worth_it(dt, size, calls):
         return None
     with _lock:
         if _state["kernels"] is None and not _state["failed"]:
@@ -193,10 +199,10 @@ def _give_up():
     _state["kernels"] = None
 
 
-def _worth_it(dt, size) -> bool:
-    """True once the FMAs computed so far (this one included) would have saved more than the
+def _worth_it(dt, size, calls=1) -> bool:
+    """True once the FMAs computed so far (these `calls` included) would have saved more than the
     kernels cost to get."""
-    _state["saved"] += CALL_SAVING + ELEMENT_SAVING[dt] * size
+    _state["saved"] += calls * (CALL_SAVING + ELEMENT_SAVING[dt] * size)
     cost = _state["cost"]
     if cost is None:                    # (asked once: a look at the cache directory)
         _state["spent"] = LOAD_COST + (0.0 if "llvmlite.binding" in sys.modules else IMPORT_COST)
@@ -376,9 +382,12 @@ def chain_kernel(fmas: int, width: int):
     """The chain runner (`_Chain`) for `width` output features (a multiple of 16) when the native
     kernels are used for `fmas` chained FMAs (the cost model of `fma`, each FMA saving
     CHAIN_SAVING), else None."""
+    m = mode()
+    if m == "off":
+        return None
     kernels = _state["kernels"]
-    if kernels is None or os.environ.get("HLO_NATIVE") == "0":
-        kernels = _build_if_worth_it(_F32, int(fmas * CHAIN_SAVING / ELEMENT_SAVING[_F32]))
+    if kernels is None:
+        kernels = _build_if_worth_it(m, _F32, int(fmas * CHAIN_SAVING / ELEMENT_SAVING[_F32]))
         if kernels is None:
             return None
     k = ("chain", next(n for n in CHAIN_LANES if width % n == 0))

@@ -24,6 +24,7 @@ This module holds what is not about one opcode:
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,6 +39,7 @@ C64 = np.dtype(np.complex64)
 C128 = np.dtype(np.complex128)
 _FLUSHED = {F32, F64, C64, C128}
 min_reduce = np.minimum.reduce       # (NaN if a NaN is present)
+_probe_lock = threading.Lock()
 
 # The opcodes constant folding computes when every operand is a compile-time constant: pure ops
 # whose rules need no EvalContext and are cheap on small values.  A choice of constant folding
@@ -154,8 +156,7 @@ def subnormals(x: np.ndarray):
     if not isinstance(a, np.ndarray) or a.ndim == 0:
         a = np.asarray(a)
         return None if not (0 < a < TINY[x.dtype]) else np.ones((), bool)
-    it, ut = _BITS_OF[x.dtype]
-    tiny = TINY[x.dtype].view(it)
+    ut, tiny = _BITS_OF[x.dtype]
     u = a.view(ut)
     m = np.minimum.reduce(u, axis=None)
     if m >= tiny:
@@ -164,14 +165,16 @@ def subnormals(x: np.ndarray):
         # a zero: the bit patterns minus one, zero wrapping around to the largest, are below the
         # smallest normal's exactly for the subnormals (one more pass over `a`, our own copy)
         np.subtract(u, ut(1), out=u)
-        if np.minimum.reduce(u, axis=None) >= ut(tiny) - ut(1):
+        if np.minimum.reduce(u, axis=None) >= tiny - 1:
             return None
         a = np.abs(x)
     sub = (a < TINY[x.dtype]) & (a > 0)
     return sub if sub.any() else None
 
 
-_BITS_OF = {F32: (np.int32, np.uint32), F64: (np.int64, np.uint64)}
+# (the unsigned type of a float's bits, the smallest normal's bits as a Python int: compared with
+# a NumPy scalar without a conversion per call)
+_BITS_OF = {F32: (np.uint32, int(TINY[F32].view(np.uint32))), F64: (np.uint64, int(TINY[F64].view(np.uint64)))}
 
 
 def flush(x: np.ndarray) -> np.ndarray:
@@ -200,7 +203,7 @@ def hardware_casts() -> bool:
     subnormals as zeros of their sign (checked once, on short and long arrays, against the
     software flush)."""
     if not _casts:
-        _casts.append(_probe_casts())
+        _casts.append(remembered("kernels._probe_casts", _probe_casts))
     return _casts[0]
 
 
@@ -287,12 +290,86 @@ def minmax_keeps_nan(ufunc, dt) -> bool:
 
 
 def probed(table: dict, probe, fn, dt) -> bool:
-    """probe(fn, dt) (a float dtype), measured once per (fn, dt) and kept in `table`."""
-    key = (fn, np.dtype(dt))
+    """probe(fn, dt) (a float dtype), measured once per (fn, dt) and kept in `table` (and, for a
+    NumPy function with a name, on disk: `remembered`)."""
+    dt = np.dtype(dt)
+    key = (fn, dt)
     got = table.get(key)
     if got is None:
-        got = table[key] = probe(fn, np.dtype(dt))
+        name = getattr(fn, "__name__", None)
+        if name is None or getattr(np, name, None) is not fn:
+            got = probe(fn, dt)
+        else:
+            got = remembered(f"{probe.__module__}.{probe.__qualname__}({name}, {dt.str})", probe, fn, dt)
+        table[key] = got
     return got
+
+
+# ---------------------------------------------------------------- probes kept on disk
+# A probe measures what NumPy's loops or the processor do (a few ms each, ten or more in a run);
+# its answer depends only on NumPy's build, the processor (NumPy's dispatch, the FTZ/DAZ flags),
+# Python and hlo's own sources, so it is kept in one small JSON file of the cache directory under
+# a key of all of these, and a later process reads it instead of measuring again.
+
+_REMEMBERED: dict = {}                  # {"file": path or None, "values": {name: bool}}
+
+
+def remembered(name: str, probe, *args) -> bool:
+    """bool(probe(*args)), the probe `name`'s answer: read from the probes file of this setup when
+    it holds it, else measured now and added to it (the cache off: measured in each process)."""
+    with _probe_lock:
+        if not _REMEMBERED:
+            _REMEMBERED["file"], _REMEMBERED["values"] = _probes_file()
+        got = _REMEMBERED["values"].get(name)
+    if got is not None:
+        return got
+    got = bool(probe(*args))
+    with _probe_lock:
+        values = _REMEMBERED["values"]
+        values[name] = got
+        path = _REMEMBERED["file"]
+        if path is not None:
+            _write_probes(path, values)
+    return got
+
+
+def _probes_file():
+    """(the probes file of this setup or None, what it holds)."""
+    import json
+    import os
+    import platform
+    import sys
+    from ..sources.cache import cache_dir, sources_fingerprint
+    base = cache_dir()
+    if base is None:
+        return None, {}
+    umath = getattr(getattr(np, "_core", None) or getattr(np, "core", None), "_multiarray_umath", None)
+    setup = json.dumps([np.__version__, sys.version, platform.machine(), hardware() is not None,
+                        sorted(getattr(umath, "__cpu_features__", {}).items()),
+                        list(getattr(umath, "__cpu_baseline__", [])), list(getattr(umath, "__cpu_dispatch__", [])),
+                        os.environ.get("NPY_DISABLE_CPU_FEATURES"), os.environ.get("NPY_ENABLE_CPU_FEATURES"),
+                        sources_fingerprint().hex()])
+    import hashlib
+    path = base / "probes" / f"{hashlib.sha256(setup.encode()).hexdigest()[:32]}.json"
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return path, {}
+    if not isinstance(values, dict):
+        return path, {}
+    return path, {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, bool)}
+
+
+def _write_probes(path, values) -> None:
+    import json
+    import os
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(values, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def _probe_keeps_nan(ufunc, dt) -> bool:

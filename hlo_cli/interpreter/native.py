@@ -123,8 +123,13 @@ def fast_loop(cond, body, module, state, ec):
     key = (id(cond), id(body))
     got = loops.get(key)
     if got is None:
+        earlier = _unpaid(cond, body, module, state, key)
+        if earlier is None:
+            return None
         try:
             got = _Plan(cond, body, module, ec)
+            if got.asked == 0:
+                got.asked = earlier
         except Unsupported:
             got = False
         except Exception:                       # noqa: BLE001 -- a loop this generator gets wrong
@@ -145,6 +150,70 @@ def fast_loop(cond, body, module, state, ec):
             raise
         loops[key] = (cond, body, False)
         return None
+
+
+def _unpaid(cond, body, module, state, key):
+    """None when the loop surely does not pay yet, before its plan is generated (a few ms): the
+    iterations it has left are at most |bound - i| (its condition compares a state element with a
+    constant: the plan's induction, with a step of at least 1), its steps at most the instructions
+    of its computations and of those they call, and `_worth_it`'s cost is at least numba's import
+    and a load from numba's cache; these bounds, summed over the times the loop was asked about,
+    do not reach it.  Else the bounds of the earlier times (the plan's `asked` to start from)."""
+    if os.environ.get("HLO_NATIVE", "") in ("1", "strict"):
+        return 0
+    left = _iterations_bound(cond.comp, state)
+    if left is None:
+        return 0
+    seen = per_module.cached(module, "native-bounds", dict).setdefault(key, [0])
+    earlier = seen[0]
+    seen[0] += left
+    comps = module.computation_map
+    steps = _instructions_bound(cond.comp, comps, {}) + _instructions_bound(body.comp, comps, {})
+    cost = (0.0 if "numba" in sys.modules else IMPORT_COST) + LOAD_COST
+    return None if seen[0] * steps * STEP_COST <= cost else earlier
+
+
+def _iterations_bound(comp, state):
+    """|bound - i| when `comp`'s root compares element j of its tuple parameter (value i in
+    `state`) with an integer constant (either side), else None."""
+    by_name = comp.by_name
+    root = by_name.get(comp.root)
+    if root is None or root.opcode != "compare" or len(root.operands) != 2:
+        return None
+    a, b = (by_name.get(o) for o in root.operands)
+    if a is None or b is None:
+        return None
+    if a.opcode == "constant":
+        a, b = b, a
+    if a.opcode != "get-tuple-element" or b.opcode != "constant" or b.literal is None or b.literal.elided:
+        return None
+    p = by_name.get(a.operands[0])
+    if p is None or p.opcode != "parameter":
+        return None
+    try:
+        j = int(a.attrs["index"])
+        i = np.asarray(state[j])
+        c = np.asarray(b.literal.value)
+        if i.size != 1 or c.size != 1 or i.dtype.kind not in "iu" or c.dtype.kind not in "iu":
+            return None
+        return abs(int(c.reshape(())) - int(i.reshape(()))) + 1
+    except Exception:                           # noqa: BLE001 -- any other form: no bound
+        return None
+
+
+def _instructions_bound(comp, comps, memo) -> int:
+    """The instructions of `comp` and, per call site, of the computations they call."""
+    got = memo.get(comp.name)
+    if got is None:
+        got = 0
+        for inst in comp.instructions:
+            got += 1
+            for name in inst.called_computations:
+                callee = comps.get(name)
+                if callee is not None:
+                    got += _instructions_bound(callee, comps, memo)
+        memo[comp.name] = got
+    return got
 
 
 def _worth_it(plan, state) -> bool:

@@ -31,6 +31,7 @@ clock ticks, over all rows at once.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -428,18 +429,75 @@ def column_sums(a: np.ndarray) -> np.ndarray:
         kernel(a.reshape(k, -1, a.shape[-1]), out.reshape(-1, a.shape[-1]))
         return out
     zero = np.zeros(a.shape[1:], a.dtype)
+    if k >= 16 and _nan_free(a):
+        return _column_sums_blocked(a, zero) + a.dtype.type(0)
+    return column_sums_by_part(a, zero)
 
+
+def column_sums_by_part(a, zero):
+    """column_sums one four-row part at a time through the tree (the kn kernel's order as written;
+    NaN inputs take it); k <= 4 rows just added in order."""
     def part(rows):
         s = zero
         for r in rows:
             s = s + r
         return s
+    k = a.shape[0]
     if k <= 4:
         return part(a)
     tree = _Tree(zero)
     for j in range(0, k - 3, 4):
         tree.add(part(a[j:j + 4]), 4)
     return tree.close(part(a[k - k % 4:]) if k % 4 else None) + a.dtype.type(0)
+
+
+def _nan_free(a) -> bool:
+    v = np.minimum.reduce(a, axis=None)         # (NaN if a NaN is present)
+    return bool(v == v)
+
+
+def _in_order(terms, zero):
+    """((0 + t0) + t1) + ... along the first axis of `terms`, for each index of its second axis at
+    once (each a block of the sequence): (blocks, *rest)."""
+    s = zero + terms[:, 0]
+    for i in range(1, terms.shape[1]):
+        s = s + terms[:, i]
+    return s
+
+
+def _column_sums_blocked(a, zero):
+    """column_sums's tree (kn kernel) for k >= 16 rows free of NaN, its adds in the same order
+    per element but each level's adds made for all its blocks at once: the four-row parts, the
+    level-0 sums of four parts (16 clock ticks), the level-1 sums of 16 of those (256 ticks), then
+    the Kahan steps in order and the unfinished blocks.  (Elementwise adds in the same order give
+    the same bits wherever the array is cut; only which of two NaNs an add returns depends on an
+    element's place in NumPy's loop, hence no NaN: the caller's loop takes those.)"""
+    k = a.shape[0]
+    g = k // 4                                      # four-row parts
+    rest = a.shape[1:]
+    parts = _in_order(a[:4 * g].reshape((g, 4) + rest), zero)
+    b = g // 4                                      # full level-0 blocks
+    level0 = _in_order(parts[:4 * b].reshape((b, 4) + rest), zero)
+    sb = b // 16                                    # full level-1 blocks
+    acc2, err = zero, zero.copy()
+    if sb:
+        level1 = _in_order(level0[:16 * sb].reshape((sb, 16) + rest), zero)
+        for r in level1:
+            acc2, err = _kahan(r, acc2, err)
+    acc1 = zero
+    for q in level0[16 * sb:]:
+        acc1 = acc1 + q
+    acc0 = zero
+    for p in parts[4 * b:]:
+        acc0 = acc0 + p
+    if k % 4:
+        tail = zero
+        for r in a[4 * g:]:
+            tail = tail + r
+        acc0 = acc0 + tail
+    acc1 = acc1 + acc0
+    acc2, err = _kahan(acc1, acc2, err)
+    return acc2
 
 
 # the batch dim A is cut into tiles of about this many bytes of input
@@ -506,9 +564,9 @@ def reduce_sum(x: np.ndarray, dims, map_rows=None, fused: bool = False) -> np.nd
     elif keep != list(range(keep[0], keep[-1] + 1)) or keep[0] > 1:
         return tiled_sum(x, dims, fused=fused)      # reduced dims between kept ones, or several leading ones
     else:
-        a = int(np.prod(x.shape[:keep[0]], dtype=np.int64))
-        c = int(np.prod(out_shape, dtype=np.int64))
-        b = int(np.prod(x.shape[keep[-1] + 1:], dtype=np.int64))
+        a = math.prod(x.shape[:keep[0]])
+        c = math.prod(out_shape)
+        b = math.prod(x.shape[keep[-1] + 1:])
     if (not known(b, x.dtype.itemsize) or (xla_threads() == 1 and not fused)
             or c * x.dtype.itemsize > TILE_AREA_BYTES):
         # (one thread: no loop, see parallel_dims; kept dims over a tile: final_splits)
@@ -587,7 +645,7 @@ def _tile_parts(t: np.ndarray, plan) -> list:
     kn, k1a, k2a, outer = plan
     red = set(k1a + k2a + outer)
     indep = [a for a in range(t.ndim - 1) if a not in red]
-    size = lambda axes: int(np.prod([t.shape[1 + a] for a in axes], dtype=np.int64))
+    size = lambda axes: math.prod(t.shape[1 + a] for a in axes)
     o, k2, k1 = size(outer), size(k2a), size(k1a)
     if kn:
         # (views: the kn kernel adds whole rows of the tiles in place)

@@ -571,9 +571,11 @@ _BRACE_LUT = np.zeros(256, dtype=np.bool_)
 _BRACE_LUT[[0x7B, 0x7D]] = True
 _TO_SPACE = bytes.maketrans(b",{}", b"   ")
 _NOT_BRACES = bytes(c for c in range(256) if c not in b"{}")
-_ARRAY_FLOATS = re.compile(rb"[\s,{}]*+(?:-?\d++(?:\.\d*+)?+(?:[eE][+-]?\d++)?+(?:[\s,{}]++-?\d++(?:\.\d*+)?+"
-                           rb"(?:[eE][+-]?\d++)?+)*+)?+[\s,{}]*+")
-_ARRAY_INTS = re.compile(rb"[\s,{}]*+(?:-?\d{1,18}+(?:[\s,{}]++-?\d{1,18}+)*+)?+[\s,{}]*+")
+_ARRAY_PATTERNS = {      # compiled on the first large literal (compiling them costs a few ms at import)
+    "float": rb"[\s,{}]*+(?:-?\d++(?:\.\d*+)?+(?:[eE][+-]?\d++)?+(?:[\s,{}]++-?\d++(?:\.\d*+)?+"
+             rb"(?:[eE][+-]?\d++)?+)*+)?+[\s,{}]*+",
+    "int": rb"[\s,{}]*+(?:-?\d{1,18}+(?:[\s,{}]++-?\d{1,18}+)*+)?+[\s,{}]*+",
+}
 _ARRAY_MIN_BYTES = 1 << 16
 
 
@@ -608,7 +610,7 @@ def _array_literal(text: str, shape: Shape):
     if et is None or et.kind not in ("float", "int", "uint") or not dims or not text.isascii():
         return None
     data = text.encode("ascii")
-    if not (_ARRAY_FLOATS if et.kind == "float" else _ARRAY_INTS).fullmatch(data):
+    if not re.fullmatch(_ARRAY_PATTERNS["float" if et.kind == "float" else "int"], data):
         return None
     braces = data.translate(None, _NOT_BRACES)
     if len(braces) != brace_count(dims):      # before building the braces the dimensions declare

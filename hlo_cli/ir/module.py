@@ -110,6 +110,42 @@ def _instruction_init(self, name, opcode, shape, operands=(), attrs=_NO_ATTRS, l
 Instruction.__init__ = _instruction_init
 
 
+def _fill_class(cls) -> type:
+    """A plain class with the slots of the frozen slotted dataclass `cls`, in the same order: the same
+    layout, so that an object of it, its slots filled, may be given `cls` as its class."""
+    return type(f"_{cls.__name__}Fill", (), {"__slots__": cls.__slots__})
+
+
+_LocFill, _InstructionFill = _fill_class(Loc), _fill_class(Instruction)
+
+
+def make_instruction(name, opcode, shape, operands, attrs, literal, parameter_number, file, line, column,
+                     operand_shapes, _new=object.__new__, _IF=_InstructionFill, _LF=_LocFill, _I=Instruction,
+                     _L=Loc) -> Instruction:
+    """Instruction(name, opcode, shape, operands, attrs, literal, parameter_number, Loc(file, line,
+    column), operand_shapes), made in half the time: the parser and the cache make one per
+    instruction of a module, and an __init__ storing frozen slots calls a setter per field; here the
+    slots are stored plainly in an object of the same layout (`_fill_class`) which then becomes an
+    Instruction (tests/ir/test_make_instruction.py compares the two field by field)."""
+    loc = _new(_LF)
+    loc.file = file
+    loc.line = line
+    loc.column = column
+    loc.__class__ = _L
+    inst = _new(_IF)
+    inst.name = name
+    inst.opcode = opcode
+    inst.shape = shape
+    inst.operands = operands
+    inst.attrs = attrs
+    inst.literal = literal
+    inst.parameter_number = parameter_number
+    inst.loc = loc
+    inst.operand_shapes = operand_shapes
+    inst.__class__ = _I
+    return inst
+
+
 @dataclass(frozen=True)
 class Computation:
     name: str

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copyreg
 import io
+import itertools
+import operator
 import pickle
 import sys
 import threading
@@ -23,25 +25,33 @@ _PICKLE_PROTOCOL = 5
 #
 # Pickling the IR as is works but is slow to load: slotted frozen dataclasses
 # unpickle through dataclasses' __setstate__, which calls fields() for every
-# object (most of the load time of a large module).  Instead an Instruction and
-# its Loc are rebuilt by one call of _mk_instr with positional arguments, the
-# other dataclasses by their constructor with positional arguments (a class
-# with init=False fields or a __post_init__ field by field instead, so that
-# nothing is recomputed), and ndarrays from raw bytes.  Cached properties are
-# not stored.  While pickling, names, opcodes and attribute keys are interned
-# so that a string that repeats (an instruction's name and its uses, every
-# 'fusion') is stored and loaded once, and equal attribute values of the
-# immutable one-string kinds (Metadata, Enum, ...) and int tuples are shared.
-# The pickle memo keeps the sharing the parser already has (shapes, ...).
+# object (most of the load time of a large module).  Instead a computation's
+# instructions are stored as rows, one plain tuple of an Instruction's fields
+# (its Loc's inline) each, made in one list comprehension and pickled by the
+# C pickler without a Python call per instruction, and rebuilt on load by
+# module.make_instruction over the rows (`_instructions_of_rows`); the other dataclasses are
+# rebuilt by their constructor with positional arguments (a class with
+# init=False fields or a __post_init__ field by field instead, so that nothing
+# is recomputed), and ndarrays from raw bytes.  Cached properties are not
+# stored.  The pickle memo keeps the sharing the IR already has: the parser
+# gives an operand the very string of the name it refers to, an opcode the
+# table's string, equal attribute values of one text one object, so a string
+# that repeats is stored and loaded once (an Instruction met anywhere else is
+# reduced on its own by _mk_instr, its strings interned).
 # Everything the pickler meets must be a builtin container or a registered IR
 # type; anything else makes the module uncacheable (it is then not stored),
 # and the unpickler accepts exactly the globals the pickler can produce.
 #
-# The cache's form (`dump`, not `serialize_module`) is lazy per computation: each computation's
-# instructions are a pickle of their own (a bytes object inside the module's pickle) decoded on the
-# first read of `instructions`, so a command that reads a few computations (a refused run, a repeat
-# whose verdicts are cached) does not build the other instructions.  Shapes are shared across the
+# The cache's form (`dump`, not `serialize_module`) is lazy per computation: the instructions of
+# consecutive computations, CHUNK_INSTRUCTIONS or so at a time, are a pickle of their own (a bytes
+# object inside the module's pickle, in a one-item list every computation of the chunk shares) decoded
+# on the first read of `instructions` of any of them, so a command that reads a few computations (a
+# refused run, a repeat whose verdicts are cached) does not build most other instructions.  (A
+# pickle per computation costs a pickler, its globals and its first references to shapes for each of
+# the thousands of small fused computations of an optimized dump.)  Shapes are shared across the
 # computations through one table in the module's pickle (the parts refer to it by index).
+
+CHUNK_INSTRUCTIONS = 2048
 
 class Unsupported(pickle.PicklingError):
     """The module holds something the compact form cannot store (it is then not cached)."""
@@ -95,7 +105,8 @@ class _Codec:
         self.reducers = red
         self.allowed_classes = frozenset(allowed_classes)
         self.builtin_ok = frozenset({tuple, list, dict, set, frozenset, bytearray, complex})
-        self.functions = frozenset((_mk_instr, _mk_array, _restore_slots, _mk_lazy_computation, _shape_at))
+        self.functions = frozenset((_mk_instr, _mk_array, _restore_slots, _mk_lazy_computation, _shape_at,
+                                    _mk_computation))
         self.Computation = module.Computation
         self.Shape = shape.Shape
         comp_fields = dataclasses.fields(module.Computation)
@@ -116,18 +127,28 @@ class _Codec:
                 super().__init__(*args, **kwargs)
                 self.canon = {}
                 self.lazy_reduce = None
+                self.index = None           # (a part's pickler: shapes by index into the module's table)
 
             def reducer_override(self, obj, _red=red, _ok=codec.builtin_ok | codec.allowed_classes,
                                  _classes=codec.allowed_classes, _functions=codec.functions,
                                  _Instruction=Instruction if fast_instruction else None,
-                                 _computations=(module.Computation, self.LazyComputation)):
+                                 _computations=(module.Computation, self.LazyComputation), _Shape=self.Shape):
                 t = type(obj)
                 if t is tuple or t is dict:
                     return NotImplemented                   # (the most common: an instruction's operands, attributes)
+                if t is _Shape and self.index is not None:
+                    i = self.index.get(id(obj))
+                    if i is None:
+                        i = self.index[id(obj)] = len(self.table)
+                        self.table.append(obj)
+                    return _shape_at, (i,)
                 if t is _Instruction:
                     return _reduce_instruction(obj, self.canon, text_values)
-                if t in _computations and self.lazy_reduce is not None:
-                    return self.lazy_reduce(obj)
+                if t in _computations:
+                    if self.lazy_reduce is not None:
+                        return self.lazy_reduce(obj)
+                    if _Instruction is not None:
+                        return codec.reduce_computation(obj)
                 f = _red.get(t)
                 if f is not None:
                     return f(obj)
@@ -155,15 +176,6 @@ class _Codec:
                 super().__init__(*args, **kwargs)
                 self.table, self.index = table, index
 
-            def reducer_override(self, obj, _Shape=codec.Shape, _base=Pickler.reducer_override):
-                if type(obj) is not _Shape:
-                    return _base(self, obj)
-                i = self.index.get(id(obj))
-                if i is None:
-                    i = self.index[id(obj)] = len(self.table)
-                    self.table.append(obj)
-                return _shape_at, (i,)
-
         class PartUnpickler(Unpickler):
             def __init__(self, *args, table, **kwargs):
                 super().__init__(*args, **kwargs)
@@ -174,6 +186,7 @@ class _Codec:
                     return self.table.__getitem__
                 return _find(self, module_name, name)
 
+        self.fast_rows = fast_instruction
         self.Pickler = Pickler
         self.Unpickler = Unpickler
         self.PartPickler = PartPickler
@@ -191,6 +204,10 @@ class _Codec:
         fields = dataclasses.fields(cls)
         names = tuple(sys.intern(f.name) for f in fields)
         simple = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
+        if simple and len(names) == 1:
+            def reduce_one(o, cls=cls, get=operator.attrgetter(names[0])):
+                return cls, (get(o),)
+            return reduce_one
         if simple:
             # the constructor, positionally: the fastest way back, and for a class without slots it
             # keeps the attributes in the object's inline values (no __dict__ object to create)
@@ -228,23 +245,56 @@ class _Codec:
             # with the table and the parts
             table: list = []
             index: dict = {}
-            parts: dict[int, bytes] = {}
+            b = io.BytesIO()
+            rows = self.rows if self.fast_rows else tuple
+            spans: list[tuple[int, int]] = []
+            place: dict[int, tuple[int, int]] = {}      # id(computation) -> (its chunk, its place in it)
+            chunk: list = []
+            size = 0
             for c in module.computations:
-                b = io.BytesIO()
-                pp = self.PartPickler(b, _PICKLE_PROTOCOL, table=table, index=index)
-                pp.canon = p.canon
-                pp.dump(c.instructions)
-                parts[id(c)] = b.getvalue()
+                instrs = c.instructions
+                place[id(c)] = (len(spans), len(chunk))
+                chunk.append(rows(instrs))
+                size += len(instrs)
+                if size >= CHUNK_INSTRUCTIONS or c is module.computations[-1]:
+                    # every chunk a pickle of its own, one after the other in one buffer
+                    start = b.tell()
+                    pp = self.PartPickler(b, _PICKLE_PROTOCOL, table=table, index=index)
+                    pp.canon = p.canon
+                    pp.dump(chunk)
+                    spans.append((start, b.tell()))
+                    chunk, size = [], 0
+            whole = b.getbuffer()
+            holders = [[bytes(whole[start:end])] for start, end in spans]
             names = self.lazy_fields
 
             def reduce_computation(c):
-                return _mk_lazy_computation, (table, parts[id(c)], *[getattr(c, n) for n in names])
+                k, j = place[id(c)]
+                return _mk_lazy_computation, (table, holders[k], j, *[getattr(c, n) for n in names])
             p.lazy_reduce = reduce_computation
         p.dump(module)
         return buf
 
-    def loads_part(self, blob: bytes, table: list):
-        return self.PartUnpickler(io.BytesIO(blob), table=table).load()
+    def rows(self, instructions) -> list:
+        """An Instruction's fields as one plain tuple each (its Loc's inline): the stored form of a
+        computation's instructions (see `_instructions_of_rows`)."""
+        I = _Instruction
+        for i in instructions:
+            if type(i) is not I or type(i.loc) is not _Loc:
+                raise Unsupported(f"cannot cache a {type(i).__qualname__} as an instruction")
+        return [(i.name, i.opcode, i.shape, i.operands, i.attrs, i.literal, i.parameter_number,
+                 (loc := i.loc).file, loc.line, loc.column, i.operand_shapes) for i in instructions]
+
+    def reduce_computation(self, c):
+        """A Computation of the eager form: its instructions as rows, its other fields as they are."""
+        return _mk_computation, (self.rows(c.instructions), *[getattr(c, n) for n in self.lazy_fields])
+
+    def loads_part(self, blob: bytes, table: list) -> list:
+        """The instructions of each computation of a chunk (a tuple each)."""
+        v = self.PartUnpickler(io.BytesIO(blob), table=table).load()
+        if type(v) is not list:
+            raise pickle.UnpicklingError(f"a chunk of instructions is a {type(v).__name__}")
+        return [_instructions_of_rows(x) if type(x) is list else x for x in v]
 
     def loads(self, data: bytes, offset: int):
         f = io.BytesIO(data)
@@ -302,6 +352,24 @@ def _mk_instr(name, opcode, shape, operands, attrs, literal, parameter_number, f
               operand_shapes):
     return _Instruction(name, opcode, shape, operands, attrs, literal, parameter_number,
                         _Loc(file, line, column), operand_shapes)
+
+
+def _instructions_of_rows(rows) -> tuple:
+    """The Instructions of the rows `_Codec.rows` made (a row of another length is an error of
+    decoding: the entry is a miss)."""
+    from .module import make_instruction
+    try:
+        return tuple(itertools.starmap(make_instruction, rows))
+    except TypeError:
+        raise pickle.UnpicklingError("malformed instruction rows") from None
+
+
+def _mk_computation(rows, *values):
+    codec = _codec()
+    if type(rows) is not list or len(values) != len(codec.lazy_fields):
+        raise pickle.UnpicklingError("malformed computation")
+    fields = dict(zip(codec.lazy_fields, values))
+    return codec.Computation(instructions=_instructions_of_rows(rows), **fields)
 
 
 def _restore_slots(cls, names, values):
@@ -373,12 +441,16 @@ def _decode_instructions(c) -> tuple:
         d = c.__dict__
         v = d.get("_instructions")
         if v is None:
-            with NoGC(promote=True):
-                v = _codec().loads_part(d["_part"], d["_table"])
+            holder = d["_chunk"]
+            if type(holder[0]) is bytes:         # the first read of a computation of this chunk
+                with NoGC(promote=True):
+                    holder[0] = _codec().loads_part(holder[0], d["_table"])
+            decoded, k = holder[0], d["_place"]
+            v = decoded[k] if type(decoded) is list and 0 <= k < len(decoded) else None
             if type(v) is not tuple:
                 raise pickle.UnpicklingError(f"the instructions of {d.get('name')} are a {type(v).__name__}")
             d["_instructions"] = v
-            del d["_part"]
+            del d["_chunk"]
         return v
 
 
@@ -388,15 +460,19 @@ def _shape_at(i):
     raise pickle.UnpicklingError("a shape reference outside a computation's part")
 
 
-def _mk_lazy_computation(table, part, *values):
+def _mk_lazy_computation(table, chunk, place, *values):
+    """A LazyComputation whose instructions are the `place`-th of the chunk `chunk` (a one-item list,
+    shared by the computations of the chunk, that holds its pickle until the first read)."""
     codec = _codec()
-    if type(table) is not list or type(part) is not bytes or len(values) != len(codec.lazy_fields):
+    if type(table) is not list or type(chunk) is not list or len(chunk) != 1 or type(place) is not int \
+            or len(values) != len(codec.lazy_fields):
         raise pickle.UnpicklingError("malformed computation")
     c = object.__new__(codec.LazyComputation)
     d = c.__dict__
     d.update(zip(codec.lazy_fields, values))
     d["_table"] = table
-    d["_part"] = part
+    d["_chunk"] = chunk
+    d["_place"] = place
     return c
 
 

@@ -6,12 +6,13 @@ from ..ir import opcodes as ops
 from ..ir.attributes import (AttrError, ComputationRef, Group, IntList, KV, Quoted, Seq, decoder,
                              generic_text)
 from ..ir.literal import Literal, LiteralError, parse_literal
-from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame,
+from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame, make_instruction,
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
 from .frontend import LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseError, decode_value, line_instr
 import re
+import sys
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
 from ..ir.dtypes import ELEMENT_TYPES
@@ -646,15 +647,20 @@ def _decode_attr_text(opcode, spec, text):
     spec_attrs = spec.attrs
     common = ops.COMMON_ATTRS
     for am in ATTR_SPLIT.finditer(text):
-        aname = am.group(1)
+        aname = sys.intern(am.group(1))
         raw = am.group(2)
         if aname in attrs:
             return None
-        if aname == "metadata":
-            attrs[aname] = Metadata(raw)
-            continue
-        if aname == "backend_config":
-            attrs[aname] = BackendConfig(raw)
+        if aname == "metadata" or aname == "backend_config":
+            # one object for equal texts (instructions of several opcodes repeat a text): the cache
+            # entry stores it once
+            key = (aname, raw)
+            val = _DECODED.get(key)
+            if val is None:
+                val = Metadata(raw) if aname == "metadata" else BackendConfig(raw)
+                if len(_DECODED) < 100000:
+                    _DECODED[key] = val
+            attrs[aname] = val
             continue
         kind = spec_attrs.get(aname) or common.get(aname)
         if kind is None:
@@ -711,6 +717,8 @@ def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, co
     spec = _OPCODES.get(opcode)
     if spec is None:
         return None
+    if spec.name == opcode:
+        opcode = spec.name      # the table's string: one object for every instruction of the opcode
     shape = _SHAPE_TEXTS.get(shape_text) or _shape_of_text(shape_text)
     if shape is False:
         return None
@@ -733,12 +741,15 @@ def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, co
             ops_text = _COMMENTS.sub("", ops_text)
         if ops_text.strip():
             if "\t" in ops_text:
-                operands = tuple(o.strip().lstrip("%") for o in ops_text.split(","))
+                spelled = [o.strip().lstrip("%") for o in ops_text.split(",")]
             else:       # (the same: an INSTR_LINE operand is a name or a number, without blanks inside)
-                operands = tuple(ops_text.replace(" ", "").replace("%", "").split(","))
-            for o in operands:
-                if o not in names:
-                    return None
+                spelled = ops_text.replace(" ", "").replace("%", "").split(",")
+            try:        # each operand the very string of its definition's name (the cache stores it once)
+                operands = tuple([names[o].name for o in spelled])
+            except KeyError:            # not defined (yet)
+                return None
+            except AttributeError:      # one defined by a line that failed (None)
+                operands = tuple(spelled)
         n = len(operands)
         if n < spec.min_operands or (spec.max_operands is not None and n > spec.max_operands):
             return None
@@ -765,7 +776,7 @@ def instruction_of_parts(name, opcode, shape_text, ops_text, attr_text, line, co
         return None
     if pnum is not None:
         params_seen[pnum] = li.name_tok if li is not None else None
-    return Instruction(name, opcode, shape, operands, attrs, literal, pnum, Loc(filename, line, column), None)
+    return make_instruction(name, opcode, shape, operands, attrs, literal, pnum, filename, line, column, None)
 
 
 def RawInstrLike(name, shape, number, tok):

@@ -380,6 +380,17 @@ def _parser() -> tuple[Lark, _T]:
     return lark, t
 
 
+def warm_up() -> None:
+    """Do the front end's first-call work now (load Lark's tables, compile the scanner's regexes), so
+    that processes forked after it (parser/parallel.py) do not each pay for it."""
+    _parser()
+    _scanner_regexes()
+    fused_regexes()
+    _plain_regexes()
+    _terminals(_PREFIX_TERMINALS)
+    _terminals(_LITERAL_TERMINALS)
+
+
 def terminal_pattern(name: str) -> str:
     """The regular expression of one of the grammar's terminals (for a printer that writes a value
     bare only when it reads back as that one token)."""
@@ -577,9 +588,10 @@ _COLON, _COMMA = Sep(":"), Sep(",")
 
 
 def simple_group(value: str):
-    """The generic value the grammar's attr_value rule makes of two common forms, without Lark: a
-    slice list `{[0:4], [2:8:2]}` and a name list `{%a, %b}` (control-predecessors); None for any
-    other text (tests/test_fused_body.py compares both ways)."""
+    """The generic value the grammar's attr_value rule makes of three common forms, without Lark: a
+    slice list `{[0:4], [2:8:2]}`, a name list `{%a, %b}` (control-predecessors) and a group of
+    shapes, words, commas and arrows (`plain_group`); None for any other text (tests/test_fused_body.py
+    and tests/test_frontend_cold.py compare both ways)."""
     if _SLICE_LIST.fullmatch(value):
         items = []
         for k, part in enumerate(value[1:-1].split(", ")):
@@ -598,7 +610,86 @@ def simple_group(value: str):
                 items.append(_COMMA)
             items.append(Word(name))
         return Group("{", tuple(items), value, 1)
-    return None
+    return plain_group(value)
+
+
+_ARROW = Sep("->")
+_CLOSING = {"{": "}", "(": ")"}
+_plain: list = []
+
+
+def _plain_regexes():
+    """(white space and comments, SHAPE, NAME): the grammar's own terminals, compiled once."""
+    if not _plain:
+        lark = _parser()[0]
+        pattern = lark.get_terminal
+        _plain.append((_re.compile(r"(?:\s++|" + pattern("COMMENT").pattern.to_regexp() + ")*+"),
+                       _re.compile(pattern("SHAPE").pattern.to_regexp()),
+                       _re.compile(pattern("NAME").pattern.to_regexp())))
+    return _plain[0]
+
+
+def plain_group(value: str):
+    """The Group the grammar's attr_value rule makes of a `{...}` value made only of (), {} groups,
+    shapes, bare words, commas and arrows, white space and comments (an entry_computation_layout,
+    a list of booleans), read without Lark: at each place the token the contextual lexer would take
+    there (SHAPE before a word, an INT_LIST such as `{1,2}` or `{}` is left to Lark, like anything
+    else: strings, '=', '[', ':', '<', `T(`, a quote); None when the text is anything else."""
+    if value[:1] != "{":
+        return None
+    skip, shape_re, word_re = _plain_regexes()
+    stack: list = []            # (open character, its offset, its items)
+    items: list = []
+    pos, n = 0, len(value)
+    while True:
+        pos = skip.match(value, pos).end()
+        if pos >= n:
+            return None
+        c = value[pos]
+        if c == "{" or c == "(":
+            if c == "{" and _INTS.match(value, pos):
+                return None
+            stack.append((c, pos, items))
+            items = []
+            pos += 1
+        elif c == "}" or c == ")":
+            if not stack:
+                return None
+            open_c, start, outer = stack.pop()
+            if _CLOSING[open_c] != c:
+                return None
+            depth = 1 + max((x.depth for x in items if type(x) is Group), default=0)
+            if depth >= MAX_NESTING:
+                return None
+            group = Group(open_c, tuple(items), value[start:pos + 1] if open_c == "{" else "", depth)
+            pos += 1
+            if not stack:
+                return group if skip.match(value, pos).end() == n else None
+            items = outer
+            items.append(group)
+        elif not stack:
+            return None
+        elif c == ",":
+            items.append(_COMMA)
+            pos += 1
+        elif value.startswith("->", pos):
+            items.append(_ARROW)
+            pos += 2
+        else:
+            m = shape_re.match(value, pos)
+            if m is not None:
+                try:
+                    items.append(parse_array_shape(m.group()))
+                except ShapeSyntaxError:
+                    return None
+            else:
+                if c == "'" or value.startswith("T(", pos):
+                    return None
+                m = word_re.match(value, pos)
+                if m is None:
+                    return None
+                items.append(Word(m.group()))
+            pos = m.end()
 
 
 class SubParseError(Exception):
@@ -869,14 +960,15 @@ _T.attr_value = _attr_value
 
 # ----------------------------------------------------------------------------- fast scanner
 #
-# A module in the common form -- a header and sections Lark reads, then computations whose heads
-# are `[ENTRY ]name (signature) -> shape {` (or `name {`) and whose bodies are instruction lines
-# the grammar's INSTR_LINE matches, one a line -- is read here without Lark's parser: the same
-# tokens (text, line, column, offset) the lexer would have made go to the same transformer methods,
-# so the raw records, and everything built from them, are those of the Lark path.  Anything else
-# (a comment between instructions, an instruction in the general form, an execution thread, any
-# error) makes `scan_module` return None, and the whole text takes the Lark path, which reports
-# every error exactly as before.
+# A module in the common form -- a header and sections (`_scan_prefix` reads their common form,
+# Lark the rest), then computations whose heads are `[ENTRY ]name (signature) -> shape {` (or
+# `name {`) and whose bodies are instruction lines the grammar's INSTR_LINE matches, one a line -- is
+# read here without Lark's parser: the same tokens (text, line, column, offset) the lexer would have
+# made go to the same transformer methods, so the raw records, and everything built from them, are
+# those of the Lark path.  A line in the general form that fills its line is parsed on its own (by
+# `_literal_line` for a constant with an array literal, else by Lark).  Anything else (a comment
+# between instructions, an execution thread, any error) makes `scan_module` return None, and the
+# whole text takes the Lark path, which reports every error exactly as before.
 
 _COMP_HEAD = _re.compile(r"(ENTRY[ \t]+)?(%?[A-Za-z_][\w.\-]*)[ \t]*(?=[({])")
 _FIRST_COMP = _re.compile(r"(?m)^(?:ENTRY[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*[({]")
@@ -984,6 +1076,10 @@ def _scan_general(cur: _Cursor):
     after = _WS.match(text, eol).end()
     if text.startswith(",", after):          # the instruction goes on on the next line
         return None
+    instr = _literal_line(text, cur, eol)
+    if instr is not None:
+        cur.move(eol)
+        return instr
     raw = _parse_slice(text, cur, eol)
     if not isinstance(raw, RawModule) or len(raw.computations) != 1 or not raw.computations[0].synthesized:
         return None
@@ -992,6 +1088,59 @@ def _scan_general(cur: _Cursor):
         return None
     cur.move(eol)
     return instrs[0]
+
+
+_BLANKS = _re.compile(r"[ \t]*")
+_LITERAL_TERMINALS = ("INSTR_HEAD", "LITERAL_ARRAY", "ATTR")
+_PREFIX_TERMINALS = ("ATTR", "SECTION_ENTRY")
+_compiled_terminals: dict = {}
+
+
+def _terminals(names: tuple) -> list:
+    """The grammar's terminals NAMES, compiled once."""
+    out = _compiled_terminals.get(names)
+    if out is None:
+        lark = _parser()[0]
+        out = _compiled_terminals[names] = [_re.compile(lark.get_terminal(n).pattern.to_regexp()) for n in names]
+    return out
+
+
+def _literal_line(text: str, cur: _Cursor, end: int):
+    """The record Lark's parse of text[cur.pos:end] makes of the common general-form line
+    `name = shape opcode({array literal}), attr=value...` (a constant with an array literal), read
+    without Lark's parser: the lexer's tokens there (INSTR_HEAD, LITERAL_ARRAY, ')', then ATTR tokens
+    up to the end) given to the same transformer methods; None for any other line (then Lark parses
+    it)."""
+    head_re, literal_re, attr_re = _terminals(_LITERAL_TERMINALS)
+    h = head_re.match(text, cur.pos, end)
+    if h is None:
+        return None
+    pos = _BLANKS.match(text, h.end(), end).end()
+    if not text.startswith("{", pos):
+        return None
+    lit = literal_re.match(text, pos, end)
+    if lit is None:
+        return None
+    close = _BLANKS.match(text, lit.end(), end).end()
+    if not text.startswith(")", close):
+        return None
+    line, line_start = cur.line, cur.line_start
+
+    def token(type_, start, stop):
+        return Token(type_, text[start:stop], start, line, start - line_start + 1)
+    _, t = _parser()
+    children = [token("INSTR_HEAD", cur.pos, h.end()), t.arg([token("LITERAL_ARRAY", pos, lit.end())])]
+    pos = close + 1
+    while True:
+        pos = _BLANKS.match(text, pos, end).end()
+        if pos >= end:
+            break
+        a = attr_re.match(text, pos, end) if text.startswith(",", pos) else None
+        if a is None:
+            return None
+        children.append(token("ATTR", pos, a.end()))
+        pos = a.end()
+    return _instruction_fast(t, children)
 
 
 def _parse_slice(text: str, cur: _Cursor, end: int):
@@ -1038,6 +1187,55 @@ def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None) -> RawCom
     return RawComputation(is_entry, name_tok, params, result, instrs, None)
 
 
+_MODULE_HEAD = _re.compile(r"HloModule[ \t]+([A-Za-z_][\w.\-]*)(?=[ \t]*,|\s)")
+_SECTION_HEAD = _re.compile(r"(?:FileNames|FunctionNames|FileLocations|StackFrames)(?=\s)")
+
+
+def _scan_prefix(text: str, end: int, t) -> RawModule | None:
+    """The header and stack-frame sections before the first computation (at `end`) read without
+    Lark's parser, in their common form: `HloModule name` with `, attr=value` attributes the
+    grammar's ATTR token takes whole, then sections whose entries are SECTION_ENTRY tokens.  The
+    tokens (text, line, column, offset) are those the lexer makes, given to the same transformer
+    methods; None for anything else (a comment, a ':' after the name, an attribute the ATTR token
+    does not take...): then Lark parses the prefix."""
+    attr_re, entry_re = _terminals(_PREFIX_TERMINALS)
+    cur = _Cursor(text, 0)
+    cur.skip_ws()
+    header = None
+    m = _MODULE_HEAD.match(text, cur.pos, end)       # (end: Lark reads the prefix alone)
+    if m is not None:
+        cur.move(m.start(1))
+        name = cur.token("NAME", m.end(1))
+        attrs = []
+        while True:
+            cur.skip_ws()
+            if not text.startswith(",", cur.pos):
+                break
+            am = attr_re.match(text, cur.pos, end)
+            if am is None:
+                return None
+            attrs.append(cur.token("ATTR", am.end()))
+        _, name, attrs = _header(t, [name, None, *attrs])
+        header = (name, attrs)
+    sections = []
+    while cur.pos < end:
+        m = _SECTION_HEAD.match(text, cur.pos, end)
+        if m is None:
+            return None
+        children = [cur.token("SECTION_NAME", m.end())]
+        while True:
+            cur.skip_ws()
+            em = entry_re.match(text, cur.pos, end)
+            if em is None:
+                break
+            children.append(cur.token("SECTION_ENTRY", em.end()))
+        _, sname, entries = t.section(children)
+        sections.append((sname, entries))
+    if cur.pos != end or (header is None and not sections):
+        return None
+    return RawModule(header, sections, [])
+
+
 def scan_module(text: str) -> RawModule | None:
     """The raw module of a text in the common form (see above), or None: then parse it with Lark."""
     first = _FIRST_COMP.search(text)
@@ -1051,7 +1249,9 @@ def scan_module(text: str) -> RawModule | None:
         header, sections = None, []
         prefix = text[:first.start()]
         if prefix.strip():
-            head = lark.parse(prefix, start="start")
+            head = _scan_prefix(text, first.start(), t)
+            if head is None:
+                head = lark.parse(prefix, start="start")
             if not isinstance(head, RawModule) or head.computations:
                 return None
             header, sections = head.header, head.sections

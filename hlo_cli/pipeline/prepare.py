@@ -125,8 +125,10 @@ def resolve_stage(path: str, module_choice: str | None, stage: str | None, stage
     only one possible); anything else is left as it was.  Raises HloInputError (exit 2) for --stage
     on a file, and for a dump directory without --stage (commands that read one module)."""
     from ..errors import HloInputError
-    from ..sources.dumpdir import is_dump_dir, read_dump_dir
     is_dir = path != "-" and Path(path).is_dir()
+    if not is_dir and stage is None:
+        return path, module_choice              # (a file: the dump directories' reader not even imported)
+    from ..sources.dumpdir import is_dump_dir, read_dump_dir
     if stage is not None:
         if not is_dir:
             msg = f"{stage_option} picks a stage of an XLA dump directory (--xla_dump_to=DIR); this is not a directory"

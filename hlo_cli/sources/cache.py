@@ -16,12 +16,14 @@ file), so that any change to the parser or the IR invalidates old entries.
 
 An entry is one file ``<key>.hlc``: a fixed header (magic, format version,
 key, payload length, SHA-256 of the payload) followed by a pickle (protocol 5)
-of the Module.  The pickle uses compact reductions for the IR classes (an
-instruction and its location are rebuilt by one call, strings that repeat are
-stored once); each computation's instructions are a pickle of their own, decoded
-on their first read (a command that reads a few computations builds only those;
-the whole entry's checksum is verified before anything is decoded), and it is read back by an unpickler that only accepts the IR
-classes, so a planted file cannot run code.  Files are written to a temporary
+of the Module.  The pickle uses compact reductions for the IR classes (a
+computation's instructions are rows of plain tuples, written by the C pickler
+and rebuilt by one list comprehension, strings that repeat are stored once);
+the instructions of consecutive computations (~2048 at a time) are a pickle of
+their own, decoded on the first read of one of them (a command that reads a few
+computations builds only those and their chunks' neighbours; the whole entry's
+checksum is verified before anything is decoded), and it is read back by an
+unpickler that only accepts the IR classes, so a planted file cannot run code.  Files are written to a temporary
 file in the same directory, fsynced and renamed over the entry, so readers
 only ever see complete entries and concurrent writers of the same key are
 harmless.  A file that is truncated, corrupt, foreign, from another format
@@ -58,7 +60,8 @@ _log = logging.getLogger("hlo.cache")
 
 MAX_BYTES = 1 << 30          # 1 GiB
 MAX_ENTRIES = 256
-FORMAT_VERSION = 2           # 2: the module's computations decoded lazily (ir/serial.py)
+FORMAT_VERSION = 3           # 2: the module's computations decoded lazily (ir/serial.py); 3: their
+                             # instructions stored as rows of plain tuples
 
 _MAGIC = b"HLOIRPK\x00"
 _HEADER = struct.Struct("<8sI32sQ32s")   # magic, format version, key, payload length, payload sha256
@@ -184,10 +187,22 @@ def _key(text: str, name: str) -> bytes:
     h.update(_code_fingerprint())
     nb = name.encode("utf-8", "surrogatepass")
     h.update(len(nb).to_bytes(8, "little") + nb)
-    tb = text.encode("utf-8", "surrogatepass")
-    h.update(len(tb).to_bytes(8, "little"))
-    h.update(tb)
+    h.update(_text_digest(text))
     return h.digest()
+
+
+_last_text: list = [None, b""]      # the text last hashed and its digest
+
+
+def _text_digest(text: str) -> bytes:
+    """SHA-256 of the text (with its length), kept for the text last asked: a command asks it for
+    the module's key and again for each derived result's key (hashing a large dump takes a while)."""
+    if _last_text[0] is not text:
+        tb = text.encode("utf-8", "surrogatepass")
+        h = hashlib.sha256(len(tb).to_bytes(8, "little"))
+        h.update(tb)
+        _last_text[:] = [text, h.digest()]
+    return _last_text[1]
 
 
 def _entry_path(directory: Path, key: bytes) -> Path:
@@ -437,7 +452,7 @@ def clear_cache(directory: Path | str | None = None) -> int:
 # module, as JSON (no code runs on loading it), in an entry of the same form (header, checksum,
 # owner, atomic writes, the same bound and eviction), under the magic _DERIVED_MAGIC and a key
 # that also covers `what` (the command and its options) and a fingerprint of every source file of
-# the package (any change to a rule may change a result).  A repeat then needs neither the
+# the package (any change to a rule may change a result; by os.stat, _all_sources_fingerprint).  A repeat then needs neither the
 # module nor the work.
 
 _DERIVED_MAGIC = b"HLOJSON\x00"
@@ -445,21 +460,52 @@ _package_fingerprint: bytes | None = None
 
 
 def _all_sources_fingerprint() -> bytes:
+    """The parser's fingerprint and every source file of the package by identity: its path, size,
+    modification time and inode (an edit, a reinstall or a checkout changes one), read from the
+    directories without opening the files -- hashing their contents cost a cached `hlo run` about
+    10 ms on each start."""
     global _package_fingerprint
     if _package_fingerprint is None:
-        h = hashlib.sha256(_code_fingerprint())
-        pkg = Path(__file__).resolve().parent.parent
-        for p in sorted(pkg.rglob("*.py")):
-            if "__pycache__" in p.parts:
-                continue
-            try:
-                data = p.read_bytes()
-            except OSError:
-                data = b"\xff unreadable"
-            rel = p.relative_to(pkg).as_posix().encode()
-            h.update(rel + b"\0" + len(data).to_bytes(8, "little") + data)
-        _package_fingerprint = h.digest()
+        _package_fingerprint = hashlib.sha256(
+            _code_fingerprint() + sources_identity(Path(__file__).resolve().parent.parent)).digest()
     return _package_fingerprint
+
+
+def sources_fingerprint() -> bytes:
+    """The fingerprint of hlo's sources that keys derived results (computed once per process):
+    what else depends on the code and not on a module keys itself on it too."""
+    return _all_sources_fingerprint()
+
+
+def sources_identity(directory) -> bytes:
+    """A SHA-256 of `directory`'s path and of each .py file under it (os.stat: path, size,
+    modification time, inode, device)."""
+    top = os.path.join(os.fsencode(directory), b"")
+    h = hashlib.sha256(top + b"\0")
+    for rel, st in sorted(_source_stats(top, b"")):
+        h.update(rel + b"\0" + struct.pack("<4q", st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev))
+    return h.digest()
+
+
+def _source_stats(top: bytes, rel: bytes) -> list:
+    """(path relative to `top` (ending in a separator), os.stat) of each .py file under `top` +
+    `rel`, __pycache__ left out; an unreadable directory or file counts as absent."""
+    out: list = []
+    try:
+        with os.scandir(top + rel) as entries:
+            for e in entries:
+                name = rel + e.name
+                try:
+                    if e.is_dir():
+                        if e.name != b"__pycache__":
+                            out.extend(_source_stats(top, name + b"/"))
+                    elif e.name.endswith(b".py"):
+                        out.append((name, e.stat()))
+                except OSError:
+                    continue
+    except OSError:
+        pass
+    return out
 
 
 def _derived_key(text: str, name: str, what: str) -> bytes:

@@ -46,6 +46,7 @@ Choosing a stage (``--stage S``; Module.stage):
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -380,8 +381,10 @@ COMPILE_INPUT = "compile input"
 COMPRESSED = "compressed module"
 
 
+@functools.lru_cache(maxsize=1)
 def _other_files() -> list[tuple[re.Pattern, str, str]]:
-    """(pattern, kind, what it is) of dump_files.tsv beside this file, in its order."""
+    """(pattern, kind, what it is) of dump_files.tsv beside this file, in its order (read and
+    compiled on the first name to classify: a run of one file never needs them)."""
     rows = []
     for line in (Path(__file__).resolve().parent / "dump_files.tsv").read_text(encoding="utf-8").splitlines():
         if line and not line.startswith("#"):
@@ -390,15 +393,12 @@ def _other_files() -> list[tuple[re.Pattern, str, str]]:
     return rows
 
 
-_OTHER_FILES = _other_files()
-
-
 def classify(fname: str) -> tuple[str, str] | None:
     """(kind, what it is) of a file XLA writes beside the stages, from its name (module_NNNN.NAME.SUFFIX);
     None for a name that is not one of them."""
     head = _HEAD.match(fname)
     tail = (head.group("tail") or "") if head else fname
-    for pat, kind, what in _OTHER_FILES:
+    for pat, kind, what in _other_files():
         if pat.search(tail):
             return kind, what
     return None

@@ -422,14 +422,15 @@ ENTRY main {
 # ============================================================================ the fast forms
 
 def _bare(negate_product, negate_addend, a, b, c):
-    """The bare f32 FMA (ops/elementwise.fma_bare) with the processor's flags set, as a run of
-    float steps calls it."""
+    """The bare f32 FMA (ops/elementwise.fma_bare) with the processor's flags set and float errors
+    ignored, as a run of float steps calls it."""
     from hlo_cli.interpreter.fpenv import hardware
     from hlo_cli.interpreter.ops.elementwise import fma_bare
     fset, on, off = hardware()
     fset(on)
     try:
-        return fma_bare(negate_product, negate_addend)(a, b, c)
+        with np.errstate(all="ignore"):
+            return fma_bare(negate_product, negate_addend)(a, b, c)
     finally:
         fset(off)
 
@@ -474,6 +475,28 @@ def test_bare_f32_fma_is_rounded_once(data):
     a, b, c = (np.float32(data.draw(_floats(F32))) for _ in range(3))
     got = _bare(False, True, np.array([a]), np.array([b]), np.array([c]))[0]
     assert _same_bits(got, exact_fma(a, b, -c, F32)), (a, b, c, got)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), n=st.integers(1, 80), signs=st.tuples(st.booleans(), st.booleans()))
+def test_small_array_fmas_are_rounded_once(data, n, signs):
+    """The small-array path a loop step takes (fma_bare's common case, and `fma`) on arrays of drawn
+    floats, products near f32 midpoints among them: each element rounded once, as the exact sum."""
+    _needs_casts()
+    draw = [data.draw(st.lists(_floats(F32), min_size=n, max_size=n)) for _ in range(3)]
+    a, b, c = (np.array(v, np.float32) for v in draw)
+    mid = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    k = int(mid.sum())
+    a[mid] = (1 + np.arange(k) * 2.0 ** -12).astype(np.float32)
+    b[mid] = (1 + np.arange(k)[::-1] * 2.0 ** -12).astype(np.float32)
+    c[mid] = (c[mid] * np.float32(2.0 ** -100)).astype(np.float32)
+    want = [exact_fma(-x if signs[0] else x, y, -z if signs[1] else z, F32) for x, y, z in zip(a, b, c)]
+    for _ in range(2):                      # (the second call takes the common case: hwfma not asked)
+        got = _bare(*signs, a, b, c)
+        assert all(_same_bits(g, w) for g, w in zip(got, want))
+    with np.errstate(all="ignore"):
+        got = fma(a, b, c, *signs)
+    assert all(_same_bits(g, w) for g, w in zip(got, want))
 
 
 _RUN = """HloModule r

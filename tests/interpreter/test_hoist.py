@@ -629,3 +629,64 @@ def test_the_issue_loop_at_full_size_is_hoisted():
     assert [i.shape.dims for i in hoisted.entry_computation.instructions if i.opcode == "dot"] == [(32768, 8192)]
     for body in _bodies(hoisted):
         assert "dot" not in {i.opcode for i in body.instructions}
+
+
+_CALL_WITH_A_TWIN = """HloModule twin
+
+pair {
+  px = f32[8,8] parameter(0)
+  py = f32[8,8] parameter(1)
+  pm = f32[8,8] multiply(px, py)
+  pd = f32[8,8] dot(px, py), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT ps = f32[8,8] add(pm, pd)
+}
+
+cond {
+  cs = (s32[], f32[8,8], f32[8,8]) parameter(0)
+  ci = s32[] get-tuple-element(cs), index=0
+  cn = s32[] constant(3)
+  ROOT lt = pred[] compare(ci, cn), direction=LT
+}
+
+body {
+  s = (s32[], f32[8,8], f32[8,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v0 = f32[8,8] get-tuple-element(s), index=1
+  v1 = f32[8,8] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  x0 = f32[8,8] dot(v1, v1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  x1 = f32[8,8] call(v0, v1), to_apply=pair
+  x2 = f32[8,8] multiply(v0, v1)
+  y0 = f32[8,8] add(v0, x0)
+  y1 = f32[8,8] add(y0, x1)
+  y2 = f32[8,8] add(y1, x2)
+  ROOT t = (s32[], f32[8,8], f32[8,8]) tuple(i1, y2, v1)
+}
+
+ENTRY main {
+  a = f32[8,8] parameter(0)
+  b = f32[8,8] parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[8,8], f32[8,8]) tuple(zero, a, b)
+  loop = (s32[], f32[8,8], f32[8,8]) while(init), condition=cond, body=body
+  ROOT r = f32[8,8] get-tuple-element(loop), index=1
+}
+"""
+
+
+def test_call_with_nothing_to_move_stays_a_call():
+    """A call mixing invariant and varying operands whose callee has nothing that could move is not
+    inlined: inlined, its multiply(px, py) would be the body's multiply(v0, v1) again, shared by CSE
+    and contracted into neither add, so the hoisted loop would round differently (the law test's
+    failing example)."""
+    module = parse(_CALL_WITH_A_TWIN, "twin.hlo")
+    hoisted = hoist_loop_invariants(module)
+    assert hoisted is not module                     # the dot of the invariant v1 moves out
+    body = next(c for c in hoisted.computations if c.name.startswith("body"))
+    assert [i.opcode for i in body.instructions].count("call") == 1
+    assert "dot" not in [i.opcode for i in body.instructions if i.name.startswith("x0")]
+    rng = np.random.default_rng(0)
+    args = [(rng.standard_normal((8, 8)) * 0.3).astype(np.float32) for _ in range(2)]
+    slow = run_module(module, args, compiled=False)
+    assert _bits(run_module(hoisted, args, compiled=False)) == _bits(slow)

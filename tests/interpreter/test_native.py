@@ -270,6 +270,20 @@ def test_switched_off_or_short_loops_pay_nothing(taken, monkeypatch):
     assert not taken
 
 
+def test_a_surely_short_loop_is_not_even_planned(taken, monkeypatch):
+    """By default a loop whose iterations left (at most the distance of its induction variable to
+    the condition's constant) times its instructions cannot pay for numba's import and a load:
+    no plan generated (a few ms saved), its bound kept for the next time it is asked about."""
+    from hlo_cli.interpreter.per_module import cached
+    monkeypatch.setenv("HLO_NATIVE", "")
+    module = parse(_cell_text(40))
+    args = bind(module.entry_computation.parameters, _cell_args(40, 7))
+    want = _bits(run_module(module, args, RunOptions(), compiled=False))
+    assert _bits(run_module(module, args, RunOptions())) == want and not taken
+    assert not cached(module, "native-loops", dict)
+    assert [v[0] for v in cached(module, "native-bounds", dict).values()] == [40 - loopgen.LOOPGEN_AFTER + 1]
+
+
 @pytest.mark.slow
 def test_a_loop_run_again_and_again_is_compiled_once_its_iterations_pay(taken, monkeypatch):
     """The default policy sums the iterations a loop was asked about in this process: a loop too
@@ -285,10 +299,15 @@ def test_a_loop_run_again_and_again_is_compiled_once_its_iterations_pay(taken, m
     args = bind(module.entry_computation.parameters, _cell_args(_T, 10))
     want = _bits(run_module(module, args, RunOptions(), compiled=False))
     assert _bits(run_module(module, args, RunOptions())) == want and not taken
-    (_, _, plan), = cached(module, "native-loops", dict).values()
-    assert plan.asked == _T - loopgen.LOOPGEN_AFTER
+    assert not cached(module, "native-loops", dict)     # (surely short: not even planned)
+    left = _T - loopgen.LOOPGEN_AFTER
+    assert cached(module, "native-bounds", dict) and \
+        [v[0] for v in cached(module, "native-bounds", dict).values()] == [left + 1]
+    steps = _plan(_cell_text(_T), _cell_args(_T, 10), monkeypatch).steps     # (another module)
+    monkeypatch.setenv("HLO_NATIVE", "")
+    taken.clear()
     for name in ("COMPILE_COST", "LOAD_COST"):
-        monkeypatch.setattr(native, name, 1.5 * plan.asked * plan.steps)
+        monkeypatch.setattr(native, name, 1.5 * left * steps)
     assert _bits(run_module(module, args, RunOptions())) == want
     assert taken == [(_T, True)]                   # (a loop seen before is handed over at once)
 

@@ -84,7 +84,7 @@ from ..values import np_dtype
 from . import lapack_contract as LC
 
 TARGETS: dict[str, Callable] = {}
-PATTERNS: list[tuple[re.Pattern, Callable]] = []
+PATTERNS: list[tuple[str, Callable]] = []     # (compiled on the first lookup: re's cache)
 
 
 def target(*names: str, pattern: str | None = None):
@@ -96,7 +96,7 @@ def target(*names: str, pattern: str | None = None):
                 raise RuntimeError(f"two handlers for custom-call target {n}")
             TARGETS[n] = fn
         if pattern is not None:
-            PATTERNS.append((re.compile(pattern), fn))
+            PATTERNS.append((pattern, fn))
         return fn
     return deco
 
@@ -107,7 +107,7 @@ def lookup(name: str) -> Callable | None:
     if fn is not None:
         return fn
     for pat, fn in PATTERNS:
-        if pat.fullmatch(name):
+        if re.fullmatch(pat, name):
             return fn
     return None
 

@@ -49,13 +49,12 @@ _KNOWN: list[tuple[str, str]] = [
                                                                      "or host offloading"),
     (r"ShardBarrier(From|To)|xla\.sdy\..*|sdy_.*|local_xla\.sdy\..*", "a sharding annotation of Shardy"),
 ]
-_COMPILED = [(re.compile(p), what) for p, what in _KNOWN]
 
 
 def describe(name: str) -> str | None:
     """What target `name` is, or None when it is not a known kind."""
-    for pat, what in _COMPILED:
-        if pat.fullmatch(name):
+    for pat, what in _KNOWN:                    # (compiled on the first call: re's cache)
+        if re.fullmatch(pat, name):
             return what
     return None
 

@@ -1491,16 +1491,17 @@ def _fma32_flagged(a, b, c, out, negate_product, negate_addend):
 def _fma32(a, b, c, out, negate_product, negate_addend):
     """f32 (-)a * b (-) c rounded once into `out` (or a new array, `out` None): the product exact in
     f64, the sum rounded once in f64, then to f32 (operands free of subnormals or read under DAZ;
-    FTZ left to the caller or the flags)."""
+    FTZ left to the caller or the flags).  Each operand converted to f64 on its own: f64 ufuncs of
+    one dtype are several times cheaper per call than mixed ones (small arrays: a scan's step)."""
     s = a.astype(F64)
-    s *= b                              # exact
+    np.multiply(s, b.astype(F64), out=s)        # exact
     if negate_product:
         np.negative(s, out=s)
     if negate_addend:
-        s -= c
+        np.subtract(s, c.astype(F64), out=s)
     else:
-        s += c
-    if ((s.view(np.uint64) & _F32_LOW) == _F32_HALF).any():
+        np.add(s, c.astype(F64), out=s)
+    if count_nonzero(np.equal(np.bitwise_and(s.view(U64), _LOW_BITS), _HALFWAY)):
         repair_f32_midpoints(s, a, b, c, negate_product, negate_addend)
     if out is None:
         return s.astype(F32)
@@ -1508,31 +1509,55 @@ def _fma32(a, b, c, out, negate_product, negate_addend):
     return out
 
 
+count_nonzero = np.count_nonzero
+U64 = np.dtype(np.uint64)
+_LOW_BITS, _HALFWAY = np.array(_F32_LOW), np.array(_F32_HALF)   # (0-d arrays: cheaper operands than
+                                                                # NumPy scalars in a ufunc call)
+
+
 def fma_bare(negate_product: bool, negate_addend: bool):
     """The f32 FMA `fma` computes as a function of (a, b, c) to call with the processor's FTZ/DAZ
-    flags already set (kernels.hardware_casts true), the bits of `fma` but for NaN signs (no
-    fix-up: the caller checks for NaN and runs `fma` again) -- the form a run of float steps under
-    one setting of the flags holds (kernels.Capabilities.hw_ufunc)."""
+    flags already set (kernels.hardware_casts true) and floating-point errors ignored (as every
+    ``hw_ufunc``: compiler.run_compiled), the bits of `fma` but for NaN signs (no fix-up: the
+    caller checks for NaN and runs `fma` again) -- the form a run of float steps under one
+    setting of the flags holds (kernels.Capabilities.hw_ufunc)."""
     key = (negate_product, negate_addend)
     bare = _BARE.get(key)
     if bare is None:
+        held = [0, 1]       # (calls left before hwfma is asked again, the calls the next ask stands for)
+
         def bare(a, b, c):
-            shape = a.shape
-            if not (shape == b.shape == c.shape):
-                shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
-                a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
-            r = hwfma.fma(a, b, c, negate_product, negate_addend)
-            if r is not None:
-                return r
-            with np.errstate(all="ignore"):
-                if a.size <= FMA_BLOCK:
-                    return _fma32(a, b, c, None, negate_product, negate_addend)
-                return _blocks(_fma32, (a, b, c), np.empty(shape, F32), negate_product, negate_addend)
+            n = held[0]
+            if n and a.shape == b.shape == c.shape and a.size <= FMA_BLOCK:
+                held[0] = n - 1         # (the common case: a small FMA, hwfma not asked this time)
+                return _fma32(a, b, c, None, negate_product, negate_addend)
+            return _bare_call(a, b, c, held, negate_product, negate_addend)
         _BARE[key] = bare
     return bare
 
 
+def _bare_call(a, b, c, held, negate_product, negate_addend):
+    """fma_bare's function past its common case: broadcast operands, large arrays, and the calls
+    that ask hwfma -- once per ASK_EVERY calls until its kernels are built (for all of them: a
+    small array's FMA costs less than hwfma's gate), then every call."""
+    shape = a.shape
+    if not (shape == b.shape == c.shape):
+        shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+        a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
+    if held[0]:
+        held[0] -= 1
+    else:
+        r = hwfma.fma(a, b, c, negate_product, negate_addend, held[1])
+        held[0], held[1] = (0, 1) if hwfma.ready() else (ASK_EVERY - 1, ASK_EVERY)
+        if r is not None:
+            return r
+    if a.size <= FMA_BLOCK:
+        return _fma32(a, b, c, None, negate_product, negate_addend)
+    return _blocks(_fma32, (a, b, c), np.empty(shape, F32), negate_product, negate_addend)
+
+
 _BARE: dict = {}
+ASK_EVERY = 16                          # fma_bare asks hwfma once per this many calls until it is ready
 
 
 def fma_kernel(negate_product: bool, negate_addend: bool, dt):
@@ -1547,11 +1572,6 @@ def fma_kernel(negate_product: bool, negate_addend: bool, dt):
     fset, on, off = hardware()
 
     def fn(a, b, c):
-        if a.__class__ is ndarray and b.__class__ is ndarray and c.__class__ is ndarray and \
-                a.shape == b.shape == c.shape:
-            r = hwfma.fma(a, b, c, negate_product, negate_addend)
-            if r is not None:           # (no NaN: nothing to check)
-                return r
         fset(on)
         try:
             r = bare(a, b, c)

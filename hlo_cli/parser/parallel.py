@@ -140,7 +140,8 @@ def warm_up() -> None:
     """Load what every parse needs (Lark's grammar, the scanner's regular expressions) in this
     process, before a fork, so that the child does not load it again."""
     from .builder import build_module
-    from .frontend import parse_raw
+    from .frontend import parse_raw, warm_up as warm_front_end
+    warm_front_end()
     text = ("HloModule warm\n\n%f (p: f32[2]) -> f32[2] {\n  %p = f32[2]{0} parameter(0)\n"
             "  ROOT %n = f32[2]{0} negate(f32[2]{0} %p)\n}\n\nENTRY %e (a: f32[2]) -> f32[2] {\n"
             "  %a = f32[2]{0} parameter(0)\n  ROOT %c = f32[2]{0} fusion(f32[2]{0} %a), kind=kLoop, calls=%f\n}\n")

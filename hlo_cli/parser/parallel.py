@@ -35,7 +35,7 @@ _BLANK = re.compile(r"\s*")
 # child also makes the tail's text and reads the signatures the tail calls, and a byte of the tail
 # (the entry computation's) costs more to check; the head's process joins the findings afterwards
 # (measured on the 72k-instruction benchmark dump, benchmarks/bench_parse.py: CPU seconds of each side)
-HEAD_SHARE = 0.56
+HEAD_SHARE = 0.57
 
 
 THREADED_RUNTIMES = ("jax", "jaxlib", "torch", "tensorflow")     # runtimes that start threads of their own

@@ -131,3 +131,19 @@ def test_no_fork_in_a_process_running_a_threaded_runtime(monkeypatch):
     assert not parallel.usable()
     monkeypatch.setenv("HLO_PARALLEL", "1")            # forced: for measuring and these tests
     assert parallel.usable()
+
+
+@needs_fork
+def test_a_module_in_the_parse_cache_is_loaded_not_parsed_on_two_cores(monkeypatch, tmp_path):
+    from hlo_cli.sources import load
+    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("HLO_NO_PARALLEL", "1")
+    path = str(ROOT / "samples/convnets/resnet_tiny.opt.hlo")
+    load(path)                                          # (what `hlo info` leaves in the cache)
+    monkeypatch.delenv("HLO_NO_PARALLEL")
+    monkeypatch.setenv("HLO_PARALLEL", "1")
+    monkeypatch.setenv("HLO_PARALLEL_MIN_BYTES", "0")
+    calls = []
+    monkeypatch.setattr(pieces, "check_text", lambda *a, **k: calls.append(1))
+    one = [(r.status, r.instructions, r.diags) for r in check_file(path, True, False, True)]
+    assert not calls and one[0][0] == "ok"

@@ -401,6 +401,19 @@ def cached_parse(text: str, name: str):
     return module
 
 
+def holds_module(text: str, name: str) -> bool:
+    """Whether the cache has an entry for `text` (a look at the directory, nothing loaded): `hlo
+    check`, which can parse a large text on two cores without caching it, takes the cached module
+    instead when there is one (loading it is faster)."""
+    directory = cache_dir()
+    if directory is None:
+        return False
+    try:
+        return _entry_path(directory, _key(text, name)).is_file()
+    except Exception:       # noqa: BLE001 -- the cache must never break checking
+        return False
+
+
 class CacheInfo(NamedTuple):
     directory: Path | None      # None: the cache is off
     entries: int

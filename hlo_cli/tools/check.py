@@ -73,7 +73,7 @@ def check_source(src, use_cache: bool, layout_sensitive: bool, warnings: bool,
                 return r
             except (TypeError, KeyError):
                 r.diags = []
-    if src.module is None and _check_in_two(r, src, layout_sensitive, warnings, devices):
+    if src.module is None and _check_in_two(r, src, use_cache, layout_sensitive, warnings, devices):
         return _finish(r, src, use_cache, what)
     from ..checker import check_module
     from ..sources import parse_module
@@ -116,14 +116,19 @@ def _finish(r: Result, src, use_cache: bool, what: str) -> Result:
     return r
 
 
-def _check_in_two(r: Result, src, layout_sensitive: bool, warnings: bool, devices) -> bool:
+def _check_in_two(r: Result, src, use_cache: bool, layout_sensitive: bool, warnings: bool, devices) -> bool:
     """A large module parsed and checked on two cores (checker/pieces.py), its findings into `r`;
-    False when it is not large, the machine has no core free, or the parts cannot stand for the
-    whole (then the module is checked in one process, as any other).  The module's IR stays in
-    the processes that checked its parts: it does not go to the parse cache."""
+    False when it is not large, the machine has no core free, the parse cache holds the module
+    (loading it is faster), or the parts cannot stand for the whole (then the module is checked in
+    one process, as any other).  The module's IR stays in the processes that checked its parts: it
+    does not go to the parse cache."""
     from ..parser import two_cores
     if not two_cores(src.text):
         return False
+    if use_cache:
+        from ..sources.cache import holds_module
+        if holds_module(src.text, src.file):
+            return False
     from ..checker.pieces import check_text
     try:
         found = check_text(src.text, src.file, layout_sensitive=layout_sensitive, warnings=warnings,

@@ -147,3 +147,32 @@ def test_a_module_in_the_parse_cache_is_loaded_not_parsed_on_two_cores(monkeypat
     monkeypatch.setattr(pieces, "check_text", lambda *a, **k: calls.append(1))
     one = [(r.status, r.instructions, r.diags) for r in check_file(path, True, False, True)]
     assert not calls and one[0][0] == "ok"
+
+
+@needs_fork
+def test_a_check_on_two_cores_leaves_the_module_in_the_parse_cache(monkeypatch, tmp_path):
+    """With the cache on, the tail's IR comes back and the joined module is cached as a one-process
+    check leaves it: a later command loads it, and it is the module one process parses."""
+    from hlo_cli.parser import parse
+    from hlo_cli.sources import load
+    from hlo_cli.sources.cache import holds_module
+    monkeypatch.setenv("HLO_CACHE_DIR", str(tmp_path))
+    path = str(ROOT / "samples/convnets/resnet_tiny.opt.hlo")
+    text = Path(path).read_text()
+    calls = []
+    real = pieces.check_text
+    monkeypatch.setattr(pieces, "check_text", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert not holds_module(text, path)
+    assert _results_cached("samples/convnets/resnet_tiny.opt.hlo", monkeypatch)[0][0] == "ok"
+    assert calls and holds_module(text, path)
+    monkeypatch.setenv("HLO_NO_PARALLEL", "1")
+    cached, _ = load(path)
+    assert cached == parse(text, path)
+    # --no-cache: nothing is stored
+    other = tmp_path / "other"
+    monkeypatch.setenv("HLO_CACHE_DIR", str(other))
+    monkeypatch.delenv("HLO_NO_PARALLEL")
+    monkeypatch.setenv("HLO_PARALLEL", "1")
+    monkeypatch.setenv("HLO_PARALLEL_MIN_BYTES", "0")
+    check_file(path, False, False, True)
+    assert not holds_module(text, path)

@@ -401,6 +401,21 @@ def cached_parse(text: str, name: str):
     return module
 
 
+def store_module(text: str, name: str, module) -> bool:
+    """Keep `module`, parsed from `text` elsewhere (`hlo check` on two cores joins its parts), as
+    cached_parse would have kept it; False when the cache is off or the module was not stored.
+    Never raises (but Ctrl-C)."""
+    directory = cache_dir()
+    if directory is None:
+        return False
+    try:
+        key = _key(text, name)
+    except Exception as e:      # noqa: BLE001 -- the cache must never break checking
+        _log.debug("no cache key: %s", e)
+        return False
+    return _store(directory, _entry_path(directory, key), key, module)
+
+
 def holds_module(text: str, name: str) -> bool:
     """Whether the cache has an entry for `text` (a look at the directory, nothing loaded): `hlo
     check`, which can parse a large text on two cores without caching it, takes the cached module

@@ -120,8 +120,9 @@ def _check_in_two(r: Result, src, use_cache: bool, layout_sensitive: bool, warni
     """A large module parsed and checked on two cores (checker/pieces.py), its findings into `r`;
     False when it is not large, the machine has no core free, the parse cache holds the module
     (loading it is faster), or the parts cannot stand for the whole (then the module is checked in
-    one process, as any other).  The module's IR stays in the processes that checked its parts: it
-    does not go to the parse cache."""
+    one process, as any other).  With the cache on, the tail's IR comes back and the joined module
+    goes to the parse cache, as a one-process check leaves it there (a later `hlo info` or `run`
+    of the file loads it); with --no-cache it stays in the processes that checked its parts."""
     from ..parser import two_cores
     if not two_cores(src.text):
         return False
@@ -132,7 +133,8 @@ def _check_in_two(r: Result, src, use_cache: bool, layout_sensitive: bool, warni
     from ..checker.pieces import check_text
     try:
         found = check_text(src.text, src.file, layout_sensitive=layout_sensitive, warnings=warnings,
-                           replicas=devices[0], partitions=devices[1], whole_if="custom-call" if warnings else None)
+                           replicas=devices[0], partitions=devices[1],
+                           whole_if="" if use_cache else "custom-call" if warnings else None)
     except Exception:       # noqa: BLE001 -- the one-process check reports what went wrong
         import os
         if os.environ.get("HLO_DEBUG"):
@@ -141,8 +143,11 @@ def _check_in_two(r: Result, src, use_cache: bool, layout_sensitive: bool, warni
     if found is None:
         return False
     r.name, r.instructions, r.diags, module = found
-    if module is not None:      # (which custom calls hlo cannot run is asked of the whole module)
+    if module is not None and warnings:     # (which custom calls hlo cannot run is asked of the whole module)
         r.diags += _unrunnable_warnings(module, src)
+    if module is not None and use_cache:
+        from ..sources.cache import store_module
+        store_module(src.text, src.file, module)
     return True
 
 

@@ -269,6 +269,8 @@ def main():
     ap.add_argument("--child", choices=["xla", "hlo", "per-op"])
     ap.add_argument("--out")
     args = ap.parse_args()
+    if args.inputs and args.finite_inputs:
+        ap.error("--inputs and --finite-inputs name two different input sets: give one")
     if args.child == "per-op":
         print(json.dumps(per_op_child(args)))
         return

@@ -96,7 +96,7 @@ def _warm_up():
     from .verify import check_module
     parallel.warm_up()
     text = ("HloModule warm\n\nENTRY %e (a: f32[2]) -> f32[2] {\n  %a = f32[2]{0} parameter(0)\n"
-            "  ROOT %n = f32[2]{0} negate(f32[2]{0} %a)\n}\n")
+            "  ROOT %n = f32[2]{0} negate(%a)\n}\n")
     check_module(build_module(parse_raw(text, "<warm-up>"), text, "<warm-up>"), text)
 
 

@@ -5,6 +5,11 @@ XLA prints f32 with the shortest of %.6g / %.9g that round-trips, f64 with
 %.{max_digits10}g of their value.  Arrays of rank >= 2 put spaces inside the
 braces and, from rank 4 on, `/*iK=k*/` index comments; pred arrays print 1/0,
 a pred scalar true/false; complex values print as (re, im).
+
+A small constant of a plain type whose text literal.py's fast path reads (`deferred_literal`: plain
+numbers that fit the type) is a DeferredLiteral: its text is checked when it is read, and decoded
+into NumPy when its value is first used, so that reading and checking a module never imports NumPy
+(a tenth of a second of a cold `hlo check`).
 """
 from __future__ import annotations
 
@@ -13,10 +18,11 @@ import re
 import sys
 from dataclasses import dataclass
 
-import numpy as np
-
+from ..lazy import LazyModule
 from .dtypes import ELEMENT_TYPES
 from .shape import NUMPY_MAX_RANK, Shape
+
+np = LazyModule("numpy")    # (imported on the first value decoded: reading and checking a module need none)
 
 
 class LiteralError(ValueError):
@@ -53,6 +59,78 @@ class Literal:
         return format_literal(self)
 
 
+class DeferredLiteral(Literal):
+    """A Literal whose text is known to decode (deferred_literal checked it); its value is
+    decoded by literal.parse_literal on first read, exactly as it would have been at once."""
+
+    def __init__(self, shape: Shape, text: str):
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "elided", False)
+        object.__setattr__(self, "_text", str.__str__(text))     # (a plain str, not a lexer's token)
+
+    @property
+    def value(self):
+        got = self.__dict__.get("_value")
+        if got is None:
+            got = parse_literal(self._text, self.shape).value
+            object.__setattr__(self, "_value", got)
+        return got
+
+    def __reduce__(self):       # (pickled, and copied, as the Literal it stands for)
+        return Literal, (self.shape, self.value, False)
+
+    def __repr__(self) -> str:
+        return f"DeferredLiteral(shape={self.shape!r}, text={self._text!r})"
+
+
+# (the numbers' spellings are the fast decoder's: _FAST_TOKENS, _FAST_INT, _FAST_FLOAT, _FAST_PRED)
+_NON_FINITE = frozenset(("inf", "-inf", "nan", "-nan"))      # (every float type here has them)
+_INT_RANGE = {"s8": (-(1 << 7), (1 << 7) - 1), "s16": (-(1 << 15), (1 << 15) - 1),
+              "s32": (-(1 << 31), (1 << 31) - 1), "s64": (-(1 << 63), (1 << 63) - 1),
+              "u8": (0, (1 << 8) - 1), "u16": (0, (1 << 16) - 1), "u32": (0, (1 << 32) - 1),
+              "u64": (0, (1 << 64) - 1)}
+# the largest finite value of each type: a double at most that large rounds to a finite value of the
+# type (rounding never passes a representable value); those beyond it are decoded at once (by NumPy
+# and ml_dtypes' own rounding), not judged here
+_FLOAT_BOUND = {"f16": 65504.0, "bf16": (2 - 2.0 ** -7) * 2.0 ** 127, "f32": (2 - 2.0 ** -23) * 2.0 ** 127,
+                "f64": sys.float_info.max}
+DEFERRED_MAX_CHARS = 512        # longer texts are decoded at once (an array's values: NumPy's work)
+
+
+def deferred_literal(text: str, shape: Shape) -> DeferredLiteral | None:
+    """A DeferredLiteral for `text` as the literal of the array `shape` when the text is what
+    literal.py's fast path accepts (a fully braced array, or a scalar, of plain numbers that fit a
+    plain integer, float or pred type; inf and nan for a float type), else None (the caller
+    decodes it now, and reports its problems)."""
+    if shape.is_tuple or len(text) > DEFERRED_MAX_CHARS or "/" in text:
+        return None
+    et = shape.element_type
+    rng = _INT_RANGE.get(et)
+    bound = _FLOAT_BOUND.get(et)
+    if rng is None and bound is None and et != "pred":
+        return None
+    vals = _fast_values(_FAST_TOKENS.findall(text), shape.dims)
+    if vals is None:
+        return None
+    if rng is not None:
+        lo, hi = rng
+        for v in vals:
+            if _FAST_INT.fullmatch(v) is None or not lo <= int(v) <= hi:
+                return None
+    elif bound is not None:
+        for v in vals:
+            if _FAST_FLOAT.fullmatch(v) is None:
+                if v not in _NON_FINITE:
+                    return None
+            elif not abs(float(v)) <= bound or (len(v) > 19 and not _fits_64(v)):
+                return None
+    elif not _FAST_PRED.keys() >= set(vals):
+        return None
+    return DeferredLiteral(shape, text)
+
+
+
+
 # ----------------------------------------------------------------------------- decoding
 #
 # `parse_literal` follows XLA's ParseLiteral / ParseDenseLiteral (hlo_parser.cc) token by token:
@@ -85,7 +163,7 @@ _QUIET_DOUBLE_PAYLOAD = 1 << 51
 _MAX_DOUBLE_PAYLOAD = (1 << 52) - 1
 # Types with signaling NaNs have NaN payloads (XLA: NanPayloadBits = mantissa bits).
 _PAYLOAD_NAN_TYPES = frozenset({"f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3", "f8e3m4"})
-_UINT_OF_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+_UINT_OF_BITS = {8: "uint8", 16: "uint16", 32: "uint32", 64: "uint64"}     # (NumPy's names)
 
 
 def _as_int64(v: int) -> int:
@@ -484,6 +562,50 @@ _FAST_INT = re.compile(r"-?\d{1,18}")
 _FAST_PRED = {"true": True, "false": False, "0": False, "1": True}
 
 
+def _fits_64(number: str) -> bool:
+    """A number spelled as an integer is one XLA's lexer reads (in 64 bits, as the exact reader
+    checks); a decimal always is."""
+    if not _INT.fullmatch(number):
+        return True
+    return -(1 << 63) <= int(number) <= (1 << 64) - 1
+
+
+def _fast_values(toks: list, dims) -> list | None:
+    """The value tokens of a fully braced array of `dims` (or of a scalar: one token), in order; None
+    when the braces do not nest as the dimensions ask."""
+    rank = len(dims)
+    if rank == 0:
+        return toks if len(toks) == 1 else None
+    if not toks or toks[0] != "{" or toks[-1] != "}":
+        return None
+    vals = []
+    depth = 0
+    cnt = [0] * (rank + 1)
+    last = len(toks) - 1
+    for k, t in enumerate(toks):
+        if t == ",":
+            continue
+        if t == "{":
+            if depth == rank:
+                return None
+            if depth:
+                cnt[depth] += 1
+            depth += 1
+            cnt[depth] = 0
+        elif t == "}":
+            if depth == 0 or cnt[depth] != dims[depth - 1]:
+                return None
+            depth -= 1
+            if depth == 0 and k != last:
+                return None
+        else:
+            if depth != rank:
+                return None
+            cnt[depth] += 1
+            vals.append(t)
+    return vals
+
+
 def _fast_literal(text: str, shape: Shape):
     """The common case, quickly: a fully braced array (or a scalar) of finite numbers that fit
     the type.  None for anything else, which the exact reader then handles (and locates)."""
@@ -495,45 +617,13 @@ def _fast_literal(text: str, shape: Shape):
         return None
     if "/" in text:
         text = _FAST_COMMENT.sub(" ", text)
-    toks = _FAST_TOKENS.findall(text)
-    dims = shape.dims
-    rank = len(dims)
-    if rank == 0:
-        if len(toks) != 1:
-            return None
-        vals = toks
-    else:
-        if not toks or toks[0] != "{" or toks[-1] != "}":
-            return None
-        vals = []
-        depth = 0
-        cnt = [0] * (rank + 1)
-        last = len(toks) - 1
-        for k, t in enumerate(toks):
-            if t == ",":
-                continue
-            if t == "{":
-                if depth == rank:
-                    return None
-                if depth:
-                    cnt[depth] += 1
-                depth += 1
-                cnt[depth] = 0
-            elif t == "}":
-                if depth == 0 or cnt[depth] != dims[depth - 1]:
-                    return None
-                depth -= 1
-                if depth == 0 and k != last:
-                    return None
-            else:
-                if depth != rank:
-                    return None
-                cnt[depth] += 1
-                vals.append(t)
+    vals = _fast_values(_FAST_TOKENS.findall(text), shape.dims)
+    if vals is None:
+        return None
     if kind == "float":
         match = _FAST_FLOAT.fullmatch
         for v in vals:
-            if match(v) is None:
+            if match(v) is None or (len(v) > 19 and not _fits_64(v)):
                 return None
         arr = np.array(list(map(float, vals)), dtype=np.float64)
         if not np.isfinite(arr).all():
@@ -559,16 +649,23 @@ def _fast_literal(text: str, shape: Shape):
             if int(arr.min()) < lo or int(arr.max()) > hi:
                 return None
         res = arr.astype(et.numpy)
-    return Literal(shape, res.reshape(dims), False)
+    return Literal(shape, res.reshape(shape.dims), False)
 
 
 # The large case, in NumPy and in memory proportional to the text: a fully braced array of plain
 # decimal numbers.  The regexes are possessive (no backtracking state per element).
 _ARRAY_SEP = frozenset(b" \t\r\n,{}")
-_SEP_LUT = np.zeros(256, dtype=np.bool_)
-_SEP_LUT[list(_ARRAY_SEP)] = True
-_BRACE_LUT = np.zeros(256, dtype=np.bool_)
-_BRACE_LUT[[0x7B, 0x7D]] = True
+_LUTS: list = []        # (separators, braces): byte -> bool tables, made on the first large literal
+
+
+def _luts():
+    if not _LUTS:
+        sep = np.zeros(256, dtype=np.bool_)
+        sep[list(_ARRAY_SEP)] = True
+        brace = np.zeros(256, dtype=np.bool_)
+        brace[[0x7B, 0x7D]] = True
+        _LUTS.extend((sep, brace))
+    return _LUTS
 _TO_SPACE = bytes.maketrans(b",{}", b"   ")
 _NOT_BRACES = bytes(c for c in range(256) if c not in b"{}")
 _ARRAY_PATTERNS = {      # compiled on the first large literal (compiling them costs a few ms at import)
@@ -625,8 +722,9 @@ def _array_literal(text: str, shape: Shape):
     # numbers between consecutive braces: dims[-1] inside an innermost {...}, none elsewhere
     # (a few byte-sized arrays of the text's length at a time)
     b = np.frombuffer(data, dtype=np.uint8)
-    at = np.flatnonzero(_BRACE_LUT[b])
-    ends = _SEP_LUT[b]                # where a number ends: a separator after a non-separator
+    sep_lut, brace_lut = _luts()
+    at = np.flatnonzero(brace_lut[b])
+    ends = sep_lut[b]                # where a number ends: a separator after a non-separator
     ends[1:] &= ~ends[:-1]
     ends[0] = False
     del b
@@ -660,7 +758,7 @@ def _array_literal(text: str, shape: Shape):
         if n and (int(arr.min()) < lo or int(arr.max()) > hi):
             return None
         res = arr.astype(et.numpy)
-    return Literal(shape, res.reshape(dims), False)
+    return Literal(shape, res.reshape(shape.dims), False)
 
 
 def parse_literal(text: str, shape: Shape) -> Literal:

@@ -75,7 +75,8 @@ class _Codec:
         self.raw_slots = raw_slots
         for mod in (module, shape, attributes, literal):
             for obj in vars(mod).values():
-                if not (isinstance(obj, type) and obj.__module__ == mod.__name__):
+                if not (isinstance(obj, type) and obj.__module__ == mod.__name__) or \
+                        obj is literal.DeferredLiteral:
                     continue
                 if dataclasses.is_dataclass(obj):
                     allowed_classes.add(obj)
@@ -95,6 +96,9 @@ class _Codec:
                     text_values[cls] = flds[0].name
         self.text_values = text_values
         red[np.ndarray] = self._reduce_array
+        # a constant whose value was not read yet: stored as its text, read back the same
+        allowed_classes.add(literal.DeferredLiteral)
+        red[literal.DeferredLiteral] = lambda o, cls=literal.DeferredLiteral: (cls, (o.shape, o._text))
         red[self.LazyComputation] = red[module.Computation]       # decoded, stored as a plain one
         # numpy dtypes the arrays may have: HLO element types first, then plain numpy ones
         self.dtype_names = {}

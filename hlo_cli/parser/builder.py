@@ -5,7 +5,7 @@ from ..errors import Diagnostic, HloSyntaxError
 from ..ir import opcodes as ops
 from ..ir.attributes import (AttrError, ComputationRef, Group, IntList, KV, Quoted, Seq, decoder,
                              generic_text)
-from ..ir.literal import Literal, LiteralError, parse_literal
+from ..ir.literal import Literal, LiteralError, deferred_literal, parse_literal
 from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame, make_instruction,
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
@@ -693,6 +693,9 @@ _LITERAL_TEXTS: dict = {}       # (text, id(shape)) -> (shape, the array of valu
 def _literal_of_text(text, shape):
     """parse_literal(text, shape), or None where it raises; an array's values are decoded once per
     text and shape (a dump repeats its small constants), each constant getting its own copy."""
+    lit = deferred_literal(text, shape)      # (decoded when first read: no NumPy to check a module)
+    if lit is not None:
+        return lit
     key = (text, id(shape))
     hit = _LITERAL_TEXTS.get(key)
     if hit is not None and hit[0] is shape:
@@ -861,6 +864,8 @@ def _head(ri, spec, errs, src, names, every, params_seen, comp_name):
                      f"{ri.shape} has a token or opaque element", "E054", ri.name)
             return None
         if ri.shape is not None:
+            literal = deferred_literal(txt, ri.shape)
+        if ri.shape is not None and literal is None:
             try:
                 literal = parse_literal(txt, ri.shape)
             except LiteralError as e:

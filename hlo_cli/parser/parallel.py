@@ -143,8 +143,8 @@ def warm_up() -> None:
     from .frontend import parse_raw, warm_up as warm_front_end
     warm_front_end()
     text = ("HloModule warm\n\n%f (p: f32[2]) -> f32[2] {\n  %p = f32[2]{0} parameter(0)\n"
-            "  ROOT %n = f32[2]{0} negate(f32[2]{0} %p)\n}\n\nENTRY %e (a: f32[2]) -> f32[2] {\n"
-            "  %a = f32[2]{0} parameter(0)\n  ROOT %c = f32[2]{0} fusion(f32[2]{0} %a), kind=kLoop, calls=%f\n}\n")
+            "  ROOT %n = f32[2]{0} negate(%p)\n}\n\nENTRY %e (a: f32[2]) -> f32[2] {\n"
+            "  %a = f32[2]{0} parameter(0)\n  ROOT %c = f32[2]{0} fusion(%a), kind=kLoop, calls=%f\n}\n")
     build_module(parse_raw(text, "<warm-up>"), text, "<warm-up>")
 
 

@@ -30,10 +30,11 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-
 from ..errors import HloEvalError, instruction_diagnostic
 from ..ir.attributes import FrontendAttributes, IotaReplicaGroups, Sharding, TileAssignment
+from ..lazy import LazyModule
+
+np = LazyModule("numpy")         # (imported when a sharding is first laid out: checking a module needs no NumPy)
 
 __all__ = [
     "ShardingError", "Mesh", "AxisRef", "Layout",

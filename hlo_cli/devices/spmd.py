@@ -42,6 +42,7 @@ import numpy as np
 
 from ..errors import HloEvalError
 from ..errors import instruction_diagnostic as _diag
+from ..interpreter.custom_call_targets import SHARD_TARGETS
 from ..interpreter.evaluator import MAX_DEPTH, InstructionEvent
 from ..interpreter.hooks import Level, track
 from ..interpreter.located import limit_error, run_located
@@ -56,8 +57,6 @@ from .values import Grouped, Stacked, Uniform, devices_text, first_seen, map_lea
 COLLECTIVES = with_trait(COLLECTIVE) - with_trait(STRUCTURAL)
 DEVICE_IDS = with_trait(DEVICE_ID)
 PEER_IO = frozenset({"send", "recv"})
-SHARD_TARGETS = frozenset({"xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape", "SPMDFullToShardShape",
-                           "SPMDShardToFullShape", "xla.sdy.ManualComputation"})
 
 # rules that only move values or tuple elements around: they work on stacked structures unchanged
 _STRUCTURAL = with_trait(STRUCTURAL)

@@ -1,11 +1,12 @@
 """What of a module hlo can run, asked before it runs.
 
 An instruction hlo cannot run is a custom call whose target the custom-call registry does not run
-(interpreter/ops/custom_call.py: `refusal` asks it, so targets other modules register count as they
-land) and the device layer does not run either (the shard_map markers, devices/spmd.py).  Every
-such target is found before a run, with every instruction that calls it, so one message names them
-all with their locations and says what to do instead (HloUnsupportedError, exit code 7: hlo cannot
-run the module, which does not make the module wrong).
+(asked of its table, interpreter/custom_call_targets.py, which the registry keeps true, so that
+asking loads no handler) and the device layer does not run either (the shard_map markers,
+devices/spmd.py).  Every such target is found before a run, with every instruction that calls it,
+so one message names them all with their locations and says what to do instead
+(HloUnsupportedError, exit code 7: hlo cannot run the module, which does not make the module
+wrong).
 
     uses = custom_calls(module)          # every target: count, runnable, what it is, its call sites
     check_runnable(module)               # raises HloUnsupportedError naming every unrunnable target
@@ -71,9 +72,8 @@ def reachable_computations(module) -> list:
 def custom_calls(module) -> list[CustomCallUse]:
     """Every custom-call target the module's reachable computations call, in order of first call,
     each asked of the custom-call registry: does hlo run it?"""
-    from ..devices.spmd import SHARD_TARGETS
-    from ..interpreter.ops.custom_call import lookup, refusal
-    from ..interpreter.ops.custom_call_known import describe
+    from ..interpreter.custom_call_known import describe
+    from ..interpreter.custom_call_targets import SHARD_TARGETS, refusal, registered
     sites: dict = {}
     reasons: dict = {}
     for comp in reachable_computations(module):
@@ -82,13 +82,20 @@ def custom_calls(module) -> list[CustomCallUse]:
                 continue
             target = inst.attrs.get("custom_call_target", "") or ""
             sites.setdefault(target, []).append((comp.name, inst))
-            why = None if target in SHARD_TARGETS else refusal(inst)     # the device layer runs those
+            # (the device layer runs the shard markers)
+            why = None if target in SHARD_TARGETS else refusal(inst, _registry_refusal)
             if why is not None and target not in reasons:
                 reasons[target] = why
     # what a target is, for those hlo has no handler of (custom_call_known's kinds describe refusals); a
     # handler that refuses a configuration says why itself (the reason)
-    return [CustomCallUse(t, tuple(s), describe(t) if t and t in reasons and lookup(t) is None else None,
-                          reasons.get(t), registered=lookup(t) is not None) for t, s in sites.items()]
+    return [CustomCallUse(t, tuple(s), describe(t) if t and t in reasons and not registered(t) else None,
+                          reasons.get(t), registered=registered(t)) for t, s in sites.items()]
+
+
+def _registry_refusal(inst) -> str | None:
+    """The registry's own answer, for a target whose handler checks its configuration (loads them)."""
+    from ..interpreter.ops.custom_call import refusal
+    return refusal(inst)
 
 
 def unrunnable(module) -> list[CustomCallUse]:
@@ -125,7 +132,7 @@ def unsupported_error(uses, what: str = "this module") -> HloUnsupportedError:
         i = u.first
         diags.append(Diagnostic(f"{_sites_text(u)}: {describe_use(u)}", i.loc.file, i.loc.line, i.loc.column,
                                 "error", UNSUPPORTED_CODE, i.name))
-    from ..interpreter.ops.custom_call_known import advice
+    from ..interpreter.custom_call_known import advice
     hint = advice([(u.target, u.what) for u in uses])
     body = "\n".join(f"  {d.location}: {d.message}" for d in diags)
     return HloUnsupportedError(f"{head}\n{body}\n{hint}", diags, uses=uses, hint=hint)

@@ -91,22 +91,27 @@ def test_the_scan_finds_every_target_once_with_its_calls():
     assert text.count("my_unknown_target") == 1 and "what to do:" in text
 
 
-def test_registered_targets_are_runnable():
-    """The registry decides: a target registered here (as other modules register theirs) runs."""
+def test_registered_targets_are_runnable(monkeypatch):
+    """The registry decides: a target registered here (its table entry and its handler, as other
+    modules register theirs) runs."""
+    from hlo_cli.interpreter import custom_call_targets as table
     from hlo_cli.interpreter.ops import custom_call as cc
     text = UNKNOWN.replace("my_other_target", "hlo.test.identity_for_support")
     assert [u.target for u in unrunnable(parse(text))] == ["hlo.test.identity_for_support", "my_unknown_target"]
+    monkeypatch.setattr(table, "NAMES", table.NAMES | {"hlo.test.identity_for_support"})
+
+    @cc.target("hlo.test.identity_for_support")
+    def identity(inst, args, ec):
+        return args[0]
     try:
-        def identity(inst, args, ec):
-            return args[0]
-        cc.TARGETS["hlo.test.identity_for_support"] = identity
         assert [u.target for u in unrunnable(parse(text))] == ["my_unknown_target"]
         only = text.replace('custom_call_target="my_unknown_target"', 'custom_call_target="hlo.test.identity_for_support"')
         assert unrunnable(parse(only)) == []
         got = run_module(only, np.arange(4, dtype=np.float32))
         assert np.allclose(got, np.arange(4) * 4)
-        # a handler may refuse one configuration of its target
-        cc.TARGETS["hlo.test.identity_for_support"].refuses = lambda inst: "this configuration is not implemented"
+        # a handler may refuse one configuration of its target (the table lists it as refusing)
+        identity.refuses = lambda inst: "this configuration is not implemented"
+        monkeypatch.setattr(table, "REFUSING", table.REFUSING | {"hlo.test.identity_for_support"})
         assert [u.reason for u in unrunnable(parse(only))] == ["this configuration is not implemented"]
         with pytest.raises(HloUnsupportedError) as e:
             check_runnable(parse(only))

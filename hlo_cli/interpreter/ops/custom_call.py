@@ -90,6 +90,13 @@ PATTERNS: list[tuple[str, Callable]] = []     # (compiled on the first lookup: r
 def target(*names: str, pattern: str | None = None):
     """Register a custom-call handler `fn(inst, args, ec)` for exact target names and/or a family
     regular expression (matched against the whole target name)."""
+    from .. import custom_call_targets as table
+    missing = [n for n in names if n not in table.NAMES] + \
+        ([pattern] if pattern is not None and pattern not in table.PATTERNS else [])
+    if missing:         # (the table answers `hlo check` without loading the handlers: keep it true)
+        raise RuntimeError(f"custom-call target(s) {missing} registered without their entry in "
+                           "hlo_cli/interpreter/custom_call_targets.py")
+
     def deco(fn):
         for n in names:
             if n in TARGETS:
@@ -122,7 +129,7 @@ def eval_custom_call(inst, args, ec):
     fn = lookup(name)
     if fn is None:
         from ...errors import HloUnsupportedError
-        from .custom_call_known import advice, describe, unsupported_message
+        from ..custom_call_known import advice, describe, unsupported_message
         raise HloUnsupportedError(unsupported_message(name, supported_summary()), hint=advice([(name, describe(name))]))
     if LC.parse_target(name) is None:
         return fn(inst, args, ec)
@@ -139,7 +146,7 @@ def refusal(inst) -> str | None:
     name = inst.attrs.get("custom_call_target", "") or ""
     fn = lookup(name)
     if fn is None:
-        from .custom_call_known import unsupported_message
+        from ..custom_call_known import unsupported_message
         return unsupported_message(name, "see `hlo info MODULE`")
     check = getattr(fn, "refuses", None)
     return check(inst) if check is not None else None

@@ -4,8 +4,6 @@ exactly what the registry registers, answers as the registry does, and a handler
 registered without its entry."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ import pytest
 from hlo_cli.interpreter import custom_call_targets as table
 from hlo_cli.interpreter.ops import custom_call as registry
 from hlo_cli.ir.module import Instruction, frozen_map
+from tests.imports_of import imported_by
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_CASES = ROOT.parent / "shared" / "gpu" / "cases"
@@ -51,15 +50,11 @@ def test_a_handler_needs_its_entry():
 
 
 @pytest.mark.skipif(not GPU_CASES.is_dir(), reason="../shared/gpu is not beside the checkout")
-def test_checking_a_gpu_dump_loads_no_handler(tmp_path):
+def test_checking_a_gpu_dump_loads_no_handler():
     """`hlo check` of an H200 dump full of cuSOLVER and cuBLAS calls asks the table: neither NumPy
     nor the interpreter's rules are imported, and the findings are those the registry gives."""
     f = GPU_CASES / "linalg_f32.post.hlo"
-    code = ("import sys\nfrom hlo_cli.cli import main\nsys.argv = ['hlo', 'check', '--no-cache', sys.argv[1]]\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted(m for m in ('numpy', 'hlo_cli.interpreter.ops', 'hlo_cli.devices.spmd') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(f)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120, env={"HLO_SLOW_EXIT": "1", "PATH": "/usr/bin:/bin"})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
-    assert "ok (302 instructions checked" in out.stdout
+    loaded, out = imported_by(["check", "--no-cache", str(f)],
+                              ("numpy", "hlo_cli.interpreter.ops", "hlo_cli.devices.spmd"))
+    assert loaded == []
+    assert "ok (302 instructions checked" in out

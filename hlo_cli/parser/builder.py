@@ -10,7 +10,8 @@ from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, St
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
-from .frontend import LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseError, decode_value, line_instr
+from .frontend import (LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseError, TemplateBody, decode_value,
+                       line_instr)
 import re
 import sys
 
@@ -45,6 +46,7 @@ class _Errors:
         self.text = text
         self._lines = None
         self.items: list[Diagnostic] = []
+        self.templates: dict = {}       # frontend.BodyTemplate -> what its own body built (_record_template)
 
     def line(self, n: int) -> str:
         if self._lines is None:
@@ -483,6 +485,11 @@ def _build_fused(rc, errs: _Errors, filename: str, comp_names, inline, text) -> 
     None, with nothing reported or defined, at anything else (a name to check, a second ROOT, an
     instruction with an error, a gap in the parameter numbers): the general path then redoes it."""
     body = rc.fast
+    if type(body) is TemplateBody:
+        comp = _build_templated(rc, body, errs, filename)
+        if comp is not None:
+            return comp
+        body = body.lines_body()
     reported = len(errs.items)
     everywhere = getattr(comp_names, "everywhere", comp_names)
     state = (len(inline), len(comp_names), len(everywhere))     # what a general line may add to
@@ -522,14 +529,66 @@ def _build_fused(rc, errs: _Errors, filename: str, comp_names, inline, text) -> 
         defined[name] = inst
     else:
         if len(params_seen) == 0 or max(params_seen) == len(params_seen) - 1:
-            return _computation(rc, instrs, root if root is not None else instrs[-1].name, root is not None,
-                                errs, filename)
+            root_name = root if root is not None else instrs[-1].name
+            if body.template is not None and len(errs.items) == reported and len(inline) == state[0]:
+                _record_template(body, instrs, root_name, root is not None, errs)
+            return _computation(rc, instrs, root_name, root is not None, errs, filename)
     del errs.items[reported:]
     del inline[state[0]:]
     for names, n in ((comp_names, state[1]), (everywhere, state[2])):
         for extra in list(names)[n:]:
             del names[extra]
     return None
+
+
+def _record_template(body, instrs, root, root_explicit, errs):
+    """Keep what the body a template was made of built to (every line an Instruction, no finding), for
+    the bodies read by the template (`_build_templated`); not when an attribute names instructions
+    (control-predecessors: the same names in another body name other instructions)."""
+    index = {inst.name: k for k, inst in enumerate(instrs)}
+    rows = []
+    match_type = re.Match
+    for inst, m, attr_text in zip(instrs, body.matches, body.attrs):
+        if type(m) is not match_type:       # a constant in the general form (frontend.body_template)
+            if len(m.args) != 1 or m.args[0].kind != "literal":
+                return
+            rows.append((inst.opcode, inst.shape, (), inst.attrs, m.args[0].text, None, inst.loc.column,
+                         inst.operand_shapes))
+            continue
+        decoded = None
+        if attr_text:
+            hit = _ATTR_TEXTS.get((inst.opcode, attr_text))
+            if not hit or hit[2]:
+                return
+            decoded = hit[0]
+        rows.append((inst.opcode, inst.shape, tuple([index[o] for o in inst.operands]), decoded,
+                     m.group(6) if inst.opcode == "constant" else None, inst.parameter_number, inst.loc.column,
+                     None))
+    errs.templates[body.template] = (tuple(rows), index[root], root_explicit)
+
+
+def _build_templated(rc, body, errs: _Errors, filename: str) -> Computation | None:
+    """A body read by a template (frontend.TemplateBody): the instructions its template's body built
+    to, with its own names, lines and literals; what _build_fused makes of its lines, those being the
+    template's lines with other names.  None when the template's body did not build cleanly, or the
+    names are not all different and free (then its lines are built)."""
+    kept = errs.templates.get(body.template)
+    names = body.names
+    if kept is None or len(set(names)) != len(names) or not _RESERVED.isdisjoint(names):
+        return None
+    rows, root, root_explicit = kept
+    line = body.line
+    instrs = []
+    for k, (opcode, shape, operands, decoded, literal_text, pnum, column, operand_shapes) in enumerate(rows):
+        literal = None
+        if literal_text is not None:
+            literal = _literal_of_text(literal_text, shape)
+            if literal is None:
+                return None
+        instrs.append(make_instruction(names[k], opcode, shape, tuple([names[j] for j in operands]),
+                                       dict(decoded) if decoded is not None else {}, literal, pnum, filename,
+                                       line + k, column, operand_shapes))
+    return _computation(rc, instrs, names[root], root_explicit, errs, filename)
 
 
 def _fused_general(ri, rc, errs, filename, defined, comp_names, params_seen, inline, text, instrs):

@@ -1159,7 +1159,9 @@ def _parse_slice(text: str, cur: _Cursor, end: int):
     return front.parser.parse(thread, "start")
 
 
-def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None) -> RawComputation | None:
+def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None, templates=None) -> RawComputation | None:
+    """The computation at the cursor; `templates` (signature with names left out -> BodyTemplates)
+    those of the bodies read so far."""
     text = cur.text
     m = _COMP_HEAD.match(text, cur.pos)
     if m is None or m.group(2) in _NOT_NAMES:
@@ -1169,16 +1171,20 @@ def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None) -> RawCom
     name_tok = cur.token("NAME", m.end(2))
     cur.move(m.end())
     params = result = None
+    key = ""
     if text.startswith("(", cur.pos):
         sm = sig_re.match(text, cur.pos)
         if sm is None:
             return None
-        _, params, result = _signature_fast(t, [cur.token("SIGNATURE", sm.end())])
+        sig = cur.token("SIGNATURE", sm.end())
+        _, params, result = _signature_fast(t, [sig])
+        if templates is not None:
+            key = _SIG_KEY.sub("", sig)
         cur.skip_ws()
     if not text.startswith("{", cur.pos):
         return None
     cur.move(cur.pos + 1)
-    fast = _fast_body(cur, fused_re) if fused_re is not None else None
+    fast = _read_body(cur, fused_re, templates, key) if fused_re is not None else None
     if fast is not None:
         return RawComputation(is_entry, name_tok, params, result, None, None, fast)
     instrs = _scan_body(cur, line_re)
@@ -1257,8 +1263,9 @@ def scan_module(text: str) -> RawModule | None:
             header, sections = head.header, head.sections
         cur = _Cursor(text, first.start())
         comps = []
+        templates: dict = {}
         while cur.pos < len(text):
-            comp = _scan_computation(cur, line_re, sig_re, t, fused_re)
+            comp = _scan_computation(cur, line_re, sig_re, t, fused_re, templates)
             if comp is None:
                 return None
             comps.append(comp)
@@ -1336,11 +1343,14 @@ def fused_pattern(instr_line: str, grouped: bool = True) -> tuple[str, str, str]
 class FastBody:
     """The lines of a body read in one pass: the line regex's match of each instruction line (or,
     for a line in the general form, the record Lark made of it), its attributes text, its line
-    number and the offset where its line starts; `text` the whole text."""
-    __slots__ = ("text", "matches", "attrs", "lines", "starts")
+    number and the offset where its line starts; `text` the whole text; `template` the BodyTemplate
+    made of it (or None)."""
+    __slots__ = ("text", "matches", "attrs", "lines", "starts", "template", "made")
 
     def __init__(self, text, matches, attrs, lines, starts):
         self.text, self.matches, self.attrs, self.lines, self.starts = text, matches, attrs, lines, starts
+        self.template = None
+        self.made = False       # whether `template` was asked for (made when a later body might fit it)
 
     def line_instrs(self) -> list:
         """The records `_scan_body` makes of the same lines (for the builder's general path)."""
@@ -1425,3 +1435,190 @@ def _fast_body(cur: _Cursor, regexes) -> FastBody | None:
         add_s(pos)
         pos = cur.pos + 1
         line = cur.line + 1
+
+
+# ----------------------------------------------------------------------------- body templates
+#
+# An optimized dump repeats computations that differ only in their instructions' names (each layer's
+# fused computations, reductions' and sorts' comparators...).  A body read line by line whose lines
+# are all plain matches of the line regex, one after the other, becomes a template: its text cut at
+# the names its instructions define and at the operand names that name them.  A later body is read
+# by a template when its text is the template's text with other names put in: every piece between
+# the names the same, a defined name a plain ASCII name (`_TEMPLATE_NAME`, a subset of the line
+# regex's names), an operand the very name defined at the template's place.  Every line of such a
+# body is then a line of the template with names changed; names are maximal runs there, bounded by
+# characters (blanks, '=', ',', ')', '%') that no name holds, so the line regex matches it with the
+# same groups, names apart, and the attributes text the same: the records of the body are the
+# template's with its own names, and its lines count as the template's do.  The builder builds such a
+# body from the instructions of the template's own body (builder.py `_build_templated`) when that
+# body built without a finding; else, as for anything it does not take, from its lines
+# (`TemplateBody.lines_body`, the line-by-line reading).
+
+_TEMPLATE_NAME = _re.compile(r"[A-Za-z_][\w.\-]*+", _re.ASCII)
+_SIG_KEY = _re.compile(r"[\w.\-]+:")
+_NAME_RUN = _re.compile(r"[\w.\-]*")
+_TEMPLATES_PER_KEY = 4          # templates tried for a body, the latest first
+_MAX_TEMPLATE_LINES = 2000      # (a body this long is hardly repeated)
+TEMPLATES = True                # (tests turn templates off to compare both readings)
+
+
+class BodyTemplate:
+    """A body's text cut at its names: `steps` holds (piece, its length, slot) for each name, the
+    piece being the text before it and the slot -1 for a name defined there or the number of the
+    definition an operand names; `last` the text after the last name, up to the end of the last
+    line; `nlines` the number of lines."""
+    __slots__ = ("steps", "last", "nlines")
+
+    def __init__(self, steps, last, nlines):
+        self.steps, self.last, self.nlines = steps, last, nlines
+
+
+def body_template(body: FastBody, line_re) -> BodyTemplate | None:
+    """The template of a body read line by line, or None when a line is not a plain match of the
+    line regex `line_re` right after the line before, or names anything but a name defined on a line
+    above it with a '%' and ASCII characters (bare names, numbers as operands, comments)."""
+    matches, text, starts = body.matches, body.text, body.starts
+    if len(matches) > _MAX_TEMPLATE_LINES:
+        return None
+    steps: list = []
+    defs: dict = {}
+    prev = end = starts[0]
+    name_full = _TEMPLATE_NAME.fullmatch
+    for i, m in enumerate(matches):
+        if starts[i] != end:
+            return None
+        if type(m) is not _re.Match:        # a line in the general form: a constant, no other name in it
+            end = text.find("\n", starts[i]) + 1
+            h = _GENERAL_HEAD.match(text, _BLANKS.match(text, starts[i]).end())
+            if not isinstance(m, RawInstr) or m.opcode != "constant" or h is None or \
+                    h.group(1) != "%" + m.name or name_full(m.name) is None or "%" in text[h.end(1):end]:
+                return None
+            steps.append((text[prev:h.start(1) + 1], h.start(1) + 1 - prev, -1))
+            prev = h.end(1)
+            defs[m.name] = len(defs)
+            continue
+        if m.re is not line_re:
+            return None
+        end = m.end()
+        spelled = m.group(3)
+        if spelled[0] != "%" or name_full(spelled, 1) is None:
+            return None
+        at = m.start(3) + 1
+        steps.append((text[prev:at], at - prev, -1))
+        prev = m.end(3)
+        ops = m.group(6)
+        if m.group(5) not in ("parameter", "constant") and ops.strip():
+            if "/*" in ops:
+                return None
+            offset = m.start(6)
+            for item in ops.split(","):
+                j = item.find("%")
+                name = item[j + 1:].rstrip()
+                k = defs.get(name)
+                if j < 0 or item[:j].strip() or k is None or name_full(name) is None:
+                    return None
+                at = offset + j + 1
+                steps.append((text[prev:at], at - prev, k))
+                prev = at + len(name)
+                offset += len(item) + 1
+        defs[spelled[1:]] = len(defs)
+    return BodyTemplate(tuple(steps), text[prev:end], len(matches))
+
+
+def _template_names(text: str, pos: int, template: BodyTemplate):
+    """(the names defined, the offset after the last line) when text[pos:] starts with the template's
+    text with other names put in, else None."""
+    names: list = []
+    add, startswith, name_at = names.append, text.startswith, _TEMPLATE_NAME.match
+    for piece, n, slot in template.steps:
+        if not startswith(piece, pos):
+            return None
+        pos += n
+        if slot < 0:
+            m = name_at(text, pos)
+            if m is None:
+                return None
+            add(m.group())
+            pos = m.end()
+        else:
+            name = names[slot]
+            if not startswith(name, pos):
+                return None
+            pos += len(name)
+    if not startswith(template.last, pos):
+        return None
+    return names, pos + len(template.last)
+
+
+class TemplateBody:
+    """A body read by a template: its `names` in the template's order, its first line `line`; where
+    the body starts (after its '{') to read it again line by line (`lines_body`)."""
+    __slots__ = ("text", "template", "names", "line", "_at", "_lines")
+
+    def __init__(self, text, template, names, line, at):
+        self.text, self.template, self.names, self.line, self._at = text, template, names, line, at
+        self._lines = None
+
+    def lines_body(self) -> FastBody:
+        """The FastBody the line-by-line reading makes of the same body."""
+        if self._lines is None:
+            cur = _Cursor.__new__(_Cursor)
+            cur.text, (cur.pos, cur.line, cur.line_start) = self.text, self._at
+            self._lines = _fast_body(cur, fused_regexes())
+        return self._lines
+
+    def line_instrs(self) -> list:
+        return self.lines_body().line_instrs()
+
+
+def _template_body(cur: _Cursor, candidates, line_re) -> TemplateBody | None:
+    """The body after its '{' read by the template of one of the bodies `candidates` (read line by
+    line, the latest first), up to and over its '}' (a line of its own, right after the last
+    instruction); None (the cursor unmoved) when none fits."""
+    text = cur.text
+    pos = cur.pos
+    nl = text.find("\n", pos)
+    if nl < 0 or text[pos:nl].strip():
+        return None
+    for seen in candidates:
+        if not seen.made:
+            seen.template, seen.made = body_template(seen, line_re), True
+        template = seen.template
+        if template is None:
+            continue
+        hit = _template_names(text, nl + 1, template)
+        if hit is None:
+            continue
+        names, end = hit
+        c = _CLOSE_LINE.match(text, end)
+        if c is None:
+            continue
+        body = TemplateBody(text, template, names, cur.line + 1, (cur.pos, cur.line, cur.line_start))
+        cur.pos, cur.line, cur.line_start = end, cur.line + 1 + template.nlines, end
+        cur.move(c.end())
+        return body
+    return None
+
+
+def _read_body(cur: _Cursor, regexes, templates, key):
+    """The body after its '{': by a template of `templates[key]` where one fits, else line by line
+    (`_fast_body`), making a template of it."""
+    if templates is None or not TEMPLATES:
+        return _fast_body(cur, regexes)
+    text = cur.text
+    end = text.find("\n}", cur.pos)
+    if end >= 0:           # (the body's number of lines and the end of its last line, to tell bodies apart)
+        tail = text[max(end - 48, cur.pos):end]
+        tail = tail[tail.rfind("%") + 1:]
+        key = (key, text.count("\n", cur.pos, end), tail[_NAME_RUN.match(tail).end():])
+    candidates = templates.get(key)
+    if candidates:
+        body = _template_body(cur, candidates, regexes[0])
+        if body is not None:
+            return body
+    body = _fast_body(cur, regexes)
+    if body is not None:
+        kept = templates.setdefault(key, [])
+        kept.insert(0, body)
+        del kept[_TEMPLATES_PER_KEY:]
+    return body

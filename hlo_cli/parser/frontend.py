@@ -2,6 +2,12 @@
 
 The transformer turns tokens into light intermediate records; builder.py then
 resolves names, decodes attributes by the opcode table and produces the IR.
+
+Lark is imported, and its tables loaded, only for a text the scanner below does not read whole
+(`_parser`): the scanner's regular expressions are the grammar's terminals as stored in
+terminal_patterns.py (checked against the grammar: `terminal_source`), its tokens are `Tok`s, and the
+transformer's methods (`_Reductions`) are plain functions to it; Lark's Transformer joins them only
+in `_parser`.
 """
 from __future__ import annotations
 
@@ -10,9 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
+import sys
 from ..errors import Diagnostic, HloSyntaxError
 from .grammar import grammar_path
 from ..ir.attributes import (BackendConfig, Group, IntList, KV, Metadata, Quoted, Sep, Seq, Word,
@@ -88,6 +92,25 @@ class RawModule:
     computations: list
 
 
+class Tok(str):
+    """A token the front end makes itself: its text, and the fields of Lark's Token that the front end
+    and the builder read (type, offset, line, column)."""
+
+    def __new__(cls, type_, value, start_pos=None, line=None, column=None):
+        tok = str.__new__(cls, value)
+        tok.type, tok.start_pos, tok.line, tok.column = type_, start_pos, line, column
+        return tok
+
+    def __repr__(self):
+        return f"Tok({self.type!r}, {str.__repr__(self)})"
+
+    def __reduce__(self):
+        return Tok, (self.type, str(self), self.start_pos, self.line, self.column)
+
+
+_TOKENS: tuple = (Tok,)         # the token classes (Lark's joins once Lark is loaded: `_parser`)
+
+
 def _strip(tok) -> str:
     s = str(tok)
     return s[1:] if s.startswith("%") else s
@@ -95,7 +118,7 @@ def _strip(tok) -> str:
 
 def _after_root(c):
     """(whether an instruction's children start with ROOT, the children after it)."""
-    if isinstance(c[0], Token) and c[0].type == "ROOT":
+    if isinstance(c[0], _TOKENS) and c[0].type == "ROOT":
         return True, c[1:]
     return False, c
 
@@ -108,7 +131,7 @@ def _args_and_attrs(items, decode_attr_tokens: bool = False):
             continue
         if isinstance(x, Arg):
             args.append(x)
-        elif decode_attr_tokens and isinstance(x, Token) and x.type == "ATTR":
+        elif decode_attr_tokens and isinstance(x, _TOKENS) and x.type == "ATTR":
             attrs.append(_attr_from_token(x))
         else:
             attrs.append(x)
@@ -130,16 +153,16 @@ def _shape(x) -> Shape:
 
 
 def _first_tok(x):
-    return x if isinstance(x, Token) else None
+    return x if isinstance(x, _TOKENS) else None
 
 
 # ----------------------------------------------------------------------------- transformer
 
-class _T(Transformer):
-    """Embedded transformer: called by the LALR parser at every reduction."""
+class _Reductions:
+    """The embedded transformer's methods, called by the LALR parser at every reduction (`_parser`
+    makes a Lark Transformer of them); the scanner calls some of them itself, without Lark."""
 
     def __init__(self):
-        super().__init__(visit_tokens=False)
         self.text = ""
 
     # shapes
@@ -194,7 +217,7 @@ class _T(Transformer):
         shape = _shape(c[0])
         args = [a for a in c[2:] if a is not None]
         return Arg("nested", shape=shape, tok=c[1],
-                   nested=RawInstr(False, Token("NAME", ""), shape, c[0], c[1], args, []))
+                   nested=RawInstr(False, Tok("NAME", ""), shape, c[0], c[1], args, []))
 
     def arg(self, c):
         x = c[0]
@@ -212,7 +235,7 @@ class _T(Transformer):
 
     def nested_instruction_noshape(self, c):
         args = [a for a in c[1:] if a is not None]
-        return Arg("nested", tok=c[0], nested=RawInstr(False, Token("NAME", ""), None, None, c[0], args, []))
+        return Arg("nested", tok=c[0], nested=RawInstr(False, Tok("NAME", ""), None, None, c[0], args, []))
 
     def instruction_noshape(self, c):
         is_root, c = _after_root(c)
@@ -227,11 +250,11 @@ class _T(Transformer):
         for x in c[2:]:
             if x is None:
                 continue
-            if isinstance(x, (Shape, Token)) and not (isinstance(x, Token) and x.type in ("ATTR", "NAME")):
+            if isinstance(x, (Shape, *_TOKENS)) and not (isinstance(x, _TOKENS) and x.type in ("ATTR", "NAME")):
                 pos = Pos(f"_{k}", getattr(opcode_tok, "line", 1), getattr(opcode_tok, "column", 1))
                 args.append(Arg("ref", name=f"_{k}", shape=_shape(x), tok=pos))
                 k += 1
-            elif isinstance(x, Token) and x.type == "ATTR":
+            elif isinstance(x, _TOKENS) and x.type == "ATTR":
                 attrs.append(_attr_from_token(x))
             else:
                 attrs.append(x)
@@ -240,9 +263,9 @@ class _T(Transformer):
         return self.single_instruction([instr])
 
     def single_instruction(self, c):
-        comp = RawComputation(True, Token("NAME", "_", line=1, column=1), None, None, [c[0]], None)
+        comp = RawComputation(True, Tok("NAME", "_", None, 1, 1), None, None, [c[0]], None)
         comp.synthesized = True
-        return RawModule((Token("NAME", "_", line=1, column=1), []), [], [comp])
+        return RawModule((Tok("NAME", "_", None, 1, 1), []), [], [comp])
 
     # instructions and computations
     def instruction(self, c):
@@ -263,7 +286,7 @@ class _T(Transformer):
     def computation(self, c):
         is_entry = False
         i = 0
-        if isinstance(c[0], Token) and c[0].type == "ENTRY":
+        if isinstance(c[0], _TOKENS) and c[0].type == "ENTRY":
             is_entry = True
             i = 1
         name_tok = c[i]
@@ -288,14 +311,14 @@ class _T(Transformer):
     def section(self, c):
         entries = []
         for x in c[1:]:
-            if isinstance(x, Token) and x.type == "SECTION_ENTRY":
+            if isinstance(x, _TOKENS) and x.type == "SECTION_ENTRY":
                 num, _, rest = str(x).partition(" ")
                 rest = rest.strip()
                 if rest.startswith('"'):
                     value = Quoted(unquote(rest), rest)
                 else:
                     value = Group("{", tuple(KV(k, Word(v)) for k, v in _SECTION_KV.findall(rest)), rest)
-                entries.append((int(num), value, Token.new_borrow_pos("INT", num, x)))
+                entries.append((int(num), value, Tok("INT", num, x.start_pos, x.line, x.column)))
             else:
                 entries.append(x)
         return ("section", str(c[0]), entries)
@@ -344,7 +367,7 @@ def _nesting(items, open_tok) -> int:
 
 
 def _val(x):
-    if isinstance(x, Token):
+    if isinstance(x, _TOKENS):
         t = x.type
         if t == "NAME":
             return Word(x)
@@ -372,7 +395,16 @@ def _lit_tok(x):
 
 
 @lru_cache(maxsize=1)
-def _parser() -> tuple[Lark, _T]:
+def _parser():
+    """(Lark's LALR parser, its embedded transformer): Lark imported and its tables loaded here only."""
+    global _TOKENS
+    from lark import Lark, Token, Transformer
+
+    class _T(_Reductions, Transformer):
+        def __init__(self):
+            Transformer.__init__(self, visit_tokens=False)
+            _Reductions.__init__(self)
+    _TOKENS = (Tok, Token)
     t = _T()
     lark = Lark(grammar_path().read_text(), parser="lalr", lexer="contextual", start=["start", "attr_value"],
                 maybe_placeholders=True, propagate_positions=False, transformer=t,
@@ -380,10 +412,13 @@ def _parser() -> tuple[Lark, _T]:
     return lark, t
 
 
+_FAST = _Reductions()          # (the transformer's methods as the scanner calls them)
+
+
 def warm_up() -> None:
-    """Do the front end's first-call work now (load Lark's tables, compile the scanner's regexes), so
-    that processes forked after it (parser/parallel.py) do not each pay for it."""
-    _parser()
+    """Do the front end's first-call work now (compile the scanner's regexes), so that processes
+    forked after it (parser/parallel.py) do not each pay for it.  Lark's tables are not loaded: a text
+    the scanner reads whole never needs them."""
     _scanner_regexes()
     fused_regexes()
     _plain_regexes()
@@ -394,7 +429,47 @@ def warm_up() -> None:
 def terminal_pattern(name: str) -> str:
     """The regular expression of one of the grammar's terminals (for a printer that writes a value
     bare only when it reads back as that one token)."""
+    return terminal_source(name)
+
+
+def _lark_terminal(name: str) -> str:
     return _parser()[0].get_terminal(name).pattern.to_regexp()
+
+
+#: The terminals stored in terminal_patterns.py (what the scanner and the value reader use).
+STORED_TERMINALS = ("INSTR_LINE", "SIGNATURE", "ATTR", "SECTION_ENTRY", "INSTR_HEAD", "LITERAL_ARRAY",
+                    "COMMENT", "LINE_COMMENT", "SHAPE", "NAME", "STRING", "INT_LIST", "SQ_STRING", "IOTA_T",
+                    "BACKEND_CONFIG")
+_stored: list = []
+
+
+def _grammar_sha256() -> str:
+    import hashlib
+    return hashlib.sha256(grammar_path().read_bytes()).hexdigest()
+
+
+def terminal_source(name: str) -> str:
+    """The regular expression Lark makes of the grammar's terminal NAME: as stored in
+    terminal_patterns.py when that file was made from this very grammar (its SHA-256), else Lark's."""
+    if not _stored:
+        from . import terminal_patterns as stored
+        _stored.append(stored.PATTERNS if stored.GRAMMAR_SHA256 == _grammar_sha256() else None)
+    patterns = _stored[0]
+    if patterns is not None and name in patterns:
+        return patterns[name]
+    return _lark_terminal(name)
+
+
+def render_terminal_patterns() -> str:
+    """The text of terminal_patterns.py made from the grammar by Lark (tests/test_parsefast_lark_free.py
+    checks the stored file against it; write it out after changing the grammar)."""
+    lines = ['"""The regular expressions Lark makes of grammar/hlo.lark\'s terminals that the front end\'s scanner',
+             "uses, stored so that a text the scanner reads whole needs neither Lark nor its tables.",
+             "Made by parser/frontend.py `render_terminal_patterns` (do not edit; used only while the",
+             'grammar\'s SHA-256 is GRAMMAR_SHA256)."""', "",
+             f"GRAMMAR_SHA256 = {_grammar_sha256()!r}", "", "PATTERNS = {"]
+    lines += [f"    {name!r}: {_lark_terminal(name)!r}," for name in STORED_TERMINALS]
+    return "\n".join(lines + ["}", ""])
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -451,6 +526,7 @@ def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
     fast = scan_module(text)
     if fast is not None:
         return fast
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
     lark, t = _parser()
     t.text = text
     try:
@@ -568,6 +644,8 @@ def decode_value(name: str, value: str):
             inner = value[1:-1].strip()
             return IntList(int(v) for v in inner.split(",")) if inner else IntList()
         simple = simple_group(value)
+        if simple is None:
+            simple = read_attr_value(value)
         if simple is not None:
             return simple
         lark, t = _parser()
@@ -621,11 +699,8 @@ _plain: list = []
 def _plain_regexes():
     """(white space and comments, SHAPE, NAME): the grammar's own terminals, compiled once."""
     if not _plain:
-        lark = _parser()[0]
-        pattern = lark.get_terminal
-        _plain.append((_re.compile(r"(?:\s++|" + pattern("COMMENT").pattern.to_regexp() + ")*+"),
-                       _re.compile(pattern("SHAPE").pattern.to_regexp()),
-                       _re.compile(pattern("NAME").pattern.to_regexp())))
+        _plain.append((_re.compile(r"(?:\s++|" + terminal_source("COMMENT") + ")*+"),
+                       _re.compile(terminal_source("SHAPE")), _re.compile(terminal_source("NAME"))))
     return _plain[0]
 
 
@@ -692,6 +767,154 @@ def plain_group(value: str):
             pos = m.end()
 
 
+# ----------------------------------------------------------------------------- attribute values
+#
+# `read_attr_value` makes what the grammar's attr_value rule and the transformer make of a value,
+# without Lark, for the values it knows (groups of words, strings, shapes, integer lists, key=value
+# pairs, separators, and value sequences such as [2,8]<=[16]T(1,0)).  Lark's lexer is contextual:
+# at each place it tries only the terminals the parser can take there, by priority (SHAPE and
+# INT_LIST, then IOTA_T and SQ_STRING, then the others, longest first), so the reader lexes with
+# the set of the place it is at (`_IN_GROUP`, `_AFTER_EQUAL`, `_VALUE`, `_AFTER_VALUE`).  Anything
+# else (a '<' after '=', a closing bracket that does not match, a bad shape, nesting too deep, any
+# error) returns None, and Lark reads the value and reports what is wrong.
+
+class _Decline(Exception):
+    pass
+
+
+_VALUE_RES: list = []
+_SINGLE = {"{": "LBRACE", "[": "LSQB", "(": "LPAR", "}": "RBRACE", "]": "RSQB", ")": "RPAR", ",": "SEP",
+           ":": "COLON", "<": "ANGLE", "=": "EQUAL"}
+# the terminals each place takes, in the order the lexer tries them (single characters last)
+_IN_GROUP = ("SHAPE", "INT_LIST", "IOTA_T", "SQ_STRING", "NAME", "STRING", "ARROW", "LE",
+             "LBRACE", "LSQB", "LPAR", "RBRACE", "RSQB", "RPAR", "SEP", "COLON", "ANGLE", "EQUAL")
+_AFTER_EQUAL = ("SHAPE", "INT_LIST", "SQ_STRING", "NAME", "STRING", "LBRACE", "LSQB", "LPAR")
+_VALUE = ("SHAPE", "INT_LIST", "NAME", "STRING", "LBRACE", "LSQB", "LPAR")
+_AFTER_VALUE = ("IOTA_T", "LE", "LBRACE", "LSQB", "LPAR", "COLON")
+_GROUP_ONLY = ("LBRACE", "LSQB", "LPAR")
+_CLOSE_OF = {"LBRACE": "RBRACE", "LSQB": "RSQB", "LPAR": "RPAR"}
+_OPEN_CHAR = {"LBRACE": "{", "LSQB": "[", "LPAR": "("}
+_SEPS = {"SEP": Sep(","), "LE": Sep("<="), "COLON": Sep(":"), "IOTA_T": Sep("T"), "ARROW": Sep("->")}
+
+
+def _value_regexes() -> dict:
+    if not _VALUE_RES:
+        res = {n: _re.compile(terminal_source(n)) for n in ("SHAPE", "INT_LIST", "IOTA_T", "SQ_STRING", "NAME",
+                                                            "STRING")}
+        res["ARROW"], res["LE"] = _re.compile("->"), _re.compile("<=")
+        res[" "] = _re.compile(r"(?:\s++|" + terminal_source("COMMENT") + "|" + terminal_source("LINE_COMMENT") +
+                               ")*+")
+        _VALUE_RES.append(res)
+    return _VALUE_RES[0]
+
+
+class _ValueReader:
+    def __init__(self, text: str):
+        self.text, self.pos, self.res = text, 0, _value_regexes()
+
+    def next(self, allowed):
+        """(terminal, text, start) of the next token among `allowed`, or ("$END", "", end)."""
+        text, res = self.text, self.res
+        pos = res[" "].match(text, self.pos).end()
+        if pos >= len(text):
+            self.pos = pos
+            return "$END", "", pos
+        for name in allowed:
+            if name in _SINGLE.values():
+                if _SINGLE.get(text[pos]) == name:
+                    self.pos = pos + 1
+                    return name, text[pos], pos
+                continue
+            m = res[name].match(text, pos)
+            if m is not None:
+                self.pos = m.end()
+                return name, m.group(), pos
+        raise _Decline
+
+    def peek(self, allowed):
+        at = self.pos
+        try:
+            return self.next(allowed)
+        finally:
+            self.pos = at
+
+    def atom(self, kind, value):
+        if kind == "NAME" or kind == "SQ_STRING":
+            return Word(value)
+        if kind == "STRING":
+            return Quoted(unquote(value), value)
+        if kind == "SHAPE":
+            try:
+                return parse_array_shape(value)
+            except ShapeSyntaxError:
+                raise _Decline from None
+        if kind == "INT_LIST":
+            body = value[1:-1].strip()
+            return IntList(int(v) for v in body.split(",")) if body else IntList()
+        raise _Decline
+
+    def group(self, kind, start):
+        """The group opened by `kind` at `start` (its opening read)."""
+        close = _CLOSE_OF[kind]
+        items = []
+        while True:
+            t, v, at = self.next(_IN_GROUP)
+            if t == close:
+                break
+            if t in _CLOSE_OF:
+                items.append(self.group(t, at))
+            elif t in _SEPS:
+                items.append(_SEPS[t])
+            elif t == "ANGLE":
+                items.append(Word(v))
+            elif t == "EQUAL":
+                items.append(Sep("="))
+            elif t in ("RBRACE", "RSQB", "RPAR", "$END"):
+                raise _Decline
+            elif (t == "NAME" or t == "SQ_STRING") and self.peek(_IN_GROUP)[0] == "EQUAL":
+                self.next(_IN_GROUP)
+                vt, vv, vat = self.next(_AFTER_EQUAL)
+                items.append(KV(v, self.group(vt, vat) if vt in _CLOSE_OF else self.atom(vt, vv)))
+            else:
+                items.append(self.atom(t, v))
+        items = tuple(items)
+        deepest = 0
+        for x in items:
+            if isinstance(x, KV):
+                x = x.value
+            if isinstance(x, Group) and x.depth > deepest:
+                deepest = x.depth
+        if deepest + 1 > MAX_NESTING:
+            raise _Decline
+        return Group(_OPEN_CHAR[kind], items, self.text[start:self.pos] if kind == "LBRACE" else "", deepest + 1)
+
+    def value(self, allowed):
+        t, v, at = self.next(allowed)
+        return self.group(t, at) if t in _CLOSE_OF else self.atom(t, v)
+
+    def attr_value(self):
+        vals = [self.value(_VALUE)]
+        while True:
+            t, v, at = self.next(_AFTER_VALUE)
+            if t == "$END":
+                break
+            if t in _CLOSE_OF:
+                vals.append(self.group(t, at))
+                continue
+            vals.append(_SEPS[t])
+            vals.append(self.value(_GROUP_ONLY if t == "IOTA_T" else _VALUE))
+        return vals[0] if len(vals) == 1 else Seq(tuple(vals))
+
+
+def read_attr_value(text: str):
+    """What Lark's parse of TEXT from the grammar's attr_value rule makes, read without Lark; None
+    for a text it does not know or that does not read (then Lark reads it)."""
+    try:
+        return _ValueReader(text).attr_value()
+    except (_Decline, RecursionError):
+        return None
+
+
 class SubParseError(Exception):
     """A syntax error inside an attribute value decoded from a coarse token."""
 
@@ -706,11 +929,14 @@ def _attrs_of(tok, text: str, base: int, out: list):
             value = decode_value(name, m.group(2))
         except NestingError as e:
             raise SubParseError(tok.line, tok.column + base + m.start(2) + e.column - 1, e.message) from None
-        except UnexpectedInput as e:
+        except Exception as e:
+            lark_errors = sys.modules.get("lark.exceptions")     # (only Lark's parse raises these)
+            if lark_errors is None or not isinstance(e, lark_errors.UnexpectedInput):
+                raise
             col = tok.column + base + m.start(2) + (getattr(e, "column", 1) or 1) - 1
-            if isinstance(e, UnexpectedToken) and str(e.token) in ("]", "}", ")"):
+            if isinstance(e, lark_errors.UnexpectedToken) and str(e.token) in ("]", "}", ")"):
                 msg = f"in the value of {name}: unbalanced brackets: unexpected '{e.token}'"
-            elif isinstance(e, UnexpectedToken):
+            elif isinstance(e, lark_errors.UnexpectedToken):
                 msg = f"in the value of {name}: expected {_describe_expected(e.expected)}, got {_seen(e.token)}"
             else:
                 msg = f"in the value of {name}: unexpected input"
@@ -765,7 +991,7 @@ def _instruction_lines(self, c):
     tok = c[0]
     s = str(tok)
     if not _line_terminal:
-        _line_terminal.append(_re.compile(_parser()[0].get_terminal("INSTR_LINE").pattern.to_regexp()))
+        _line_terminal.append(_re.compile(terminal_source("INSTR_LINE")))
     line_re = _line_terminal[0]
     out = []
     pos, line, line_start = 0, tok.line, -tok.column + 1     # offset in s where the token's line starts
@@ -774,7 +1000,7 @@ def _instruction_lines(self, c):
         m = line_re.match(s, pos)
         if m is None:           # pragma: no cover - the token is made of such lines
             raise SubParseError(line, pos - line_start + 1, "internal error: an instruction line did not split")
-        sub = Token("INSTR_LINE", m.group(0), tok.start_pos + pos, line, pos - line_start + 1)
+        sub = Tok("INSTR_LINE", m.group(0), tok.start_pos + pos, line, pos - line_start + 1)
         out.append(LineInstr(sub, _LINE_RE.match(sub)))
         end = m.end()
         nl = s.count("\n", pos, end)
@@ -825,7 +1051,7 @@ def _instruction_fast(self, c):
             continue
         if isinstance(x, Arg):
             args.append(x)
-        elif isinstance(x, Token):
+        elif isinstance(x, _TOKENS):
             if x.type == "OPERANDS":
                 _operands_of(x, str(x), 0, args)
             elif x.type == "ATTR":
@@ -836,8 +1062,8 @@ def _instruction_fast(self, c):
                     _part(head, m.group(4), m.start(4)), args, attrs)
 
 
-def _instruction_general(self, c, _orig=_T.instruction):
-    c = [_attr_from_token(x) if isinstance(x, Token) and x.type == "ATTR" else x for x in c]
+def _instruction_general(self, c, _orig=_Reductions.instruction):
+    c = [_attr_from_token(x) if isinstance(x, _TOKENS) and x.type == "ATTR" else x for x in c]
     return _orig(self, c)
 
 
@@ -847,7 +1073,7 @@ def _header(self, c):
         # XLA reads `HloModule name:` (a name token ends with its colon) but not a detached ':'
         raise SubParseError(colon.line, colon.column, "unexpected ':' after the module name "
                              "(XLA allows a ':' only right after the name, as in `HloModule m:`)")
-    return ("header", name, [_attr_from_token(a) if isinstance(a, Token) else a for a in c[2:] if a is not None])
+    return ("header", name, [_attr_from_token(a) if isinstance(a, _TOKENS) else a for a in c[2:] if a is not None])
 
 
 def _attr_value(self, c):
@@ -949,13 +1175,13 @@ def shape_text_cached(text):
     return parse_shape_text(text)
 
 
-_T.signature_fast = _signature_fast
-_T.instruction_line = _instruction_line
-_T.instruction_lines = _instruction_lines
-_T.instruction_fast = _instruction_fast
-_T.instruction = _instruction_general
-_T.header = _header
-_T.attr_value = _attr_value
+_Reductions.signature_fast = _signature_fast
+_Reductions.instruction_line = _instruction_line
+_Reductions.instruction_lines = _instruction_lines
+_Reductions.instruction_fast = _instruction_fast
+_Reductions.instruction = _instruction_general
+_Reductions.header = _header
+_Reductions.attr_value = _attr_value
 
 
 # ----------------------------------------------------------------------------- fast scanner
@@ -980,11 +1206,9 @@ _scan_terminals: list = []
 
 def _scanner_regexes():
     if not _scan_terminals:
-        lark = _parser()[0]
         # a line of a body: white space, then an INSTR_LINE ending its line (or followed by '}')
-        _scan_terminals.append(_re.compile(r"\s*+(" + lark.get_terminal("INSTR_LINE").pattern.to_regexp() +
-                                           r")[ \t]*+(?=[\n}])"))
-        _scan_terminals.append(_re.compile(lark.get_terminal("SIGNATURE").pattern.to_regexp()))
+        _scan_terminals.append(_re.compile(r"\s*+(" + terminal_source("INSTR_LINE") + r")[ \t]*+(?=[\n}])"))
+        _scan_terminals.append(_re.compile(terminal_source("SIGNATURE")))
     return _scan_terminals
 
 
@@ -1005,7 +1229,7 @@ class _Cursor:
         self.pos = end
 
     def token(self, type_, end):
-        tok = Token(type_, self.text[self.pos:end], self.pos, self.line, self.pos - self.line_start + 1)
+        tok = Tok(type_, self.text[self.pos:end], self.pos, self.line, self.pos - self.line_start + 1)
         self.move(end)
         return tok
 
@@ -1100,8 +1324,7 @@ def _terminals(names: tuple) -> list:
     """The grammar's terminals NAMES, compiled once."""
     out = _compiled_terminals.get(names)
     if out is None:
-        lark = _parser()[0]
-        out = _compiled_terminals[names] = [_re.compile(lark.get_terminal(n).pattern.to_regexp()) for n in names]
+        out = _compiled_terminals[names] = [_re.compile(terminal_source(n)) for n in names]
     return out
 
 
@@ -1127,8 +1350,8 @@ def _literal_line(text: str, cur: _Cursor, end: int):
     line, line_start = cur.line, cur.line_start
 
     def token(type_, start, stop):
-        return Token(type_, text[start:stop], start, line, start - line_start + 1)
-    _, t = _parser()
+        return Tok(type_, text[start:stop], start, line, start - line_start + 1)
+    t = _FAST
     children = [token("INSTR_HEAD", cur.pos, h.end()), t.arg([token("LITERAL_ARRAY", pos, lit.end())])]
     pos = close + 1
     while True:
@@ -1151,6 +1374,7 @@ def _parse_slice(text: str, cur: _Cursor, end: int):
     from lark.lexer import LexerState, LexerThread, LineCounter
     from lark.utils import TextSlice
     lark, t = _parser()
+    t.text = text
     ctr = LineCounter("\n")
     ctr.char_pos, ctr.line, ctr.column, ctr.line_start_pos = cur.pos, cur.line, cur.pos - cur.line_start + 1, \
         cur.line_start
@@ -1247,7 +1471,7 @@ def scan_module(text: str) -> RawModule | None:
     first = _FIRST_COMP.search(text)
     if first is None:
         return None
-    lark, t = _parser()
+    t = _FAST
     line_re, sig_re = _scanner_regexes()
     fused_re = fused_regexes()
     t.text = text
@@ -1257,6 +1481,8 @@ def scan_module(text: str) -> RawModule | None:
         if prefix.strip():
             head = _scan_prefix(text, first.start(), t)
             if head is None:
+                lark, lark_t = _parser()
+                lark_t.text = text
                 head = lark.parse(prefix, start="start")
             if not isinstance(head, RawModule) or head.computations:
                 return None
@@ -1302,7 +1528,7 @@ def fused_regexes():
     INSTR_LINE's attributes (group 1) and white space; the whole-line regex is INSTR_LINE with the
     same groups (7: the attributes), for an instruction over several lines."""
     if not _fused:
-        parts = fused_pattern(_parser()[0].get_terminal("INSTR_LINE").pattern.to_regexp())
+        parts = fused_pattern(terminal_source("INSTR_LINE"))
         if parts is None:
             _fused.append(None)
         else:

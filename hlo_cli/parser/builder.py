@@ -552,10 +552,10 @@ def _record_template(body, instrs, root, root_explicit, errs):
         if type(m) is not match_type:       # a constant in the general form (frontend.body_template)
             if len(m.args) != 1 or m.args[0].kind != "literal":
                 return
-            rows.append((inst.opcode, inst.shape, (), inst.attrs, m.args[0].text, None, inst.loc.column,
+            rows.append((inst.opcode, inst.shape, (), dict(inst.attrs), m.args[0].text, None, inst.loc.column,
                          inst.operand_shapes))
             continue
-        decoded = None
+        decoded = {}
         if attr_text:
             hit = _ATTR_TEXTS.get((inst.opcode, attr_text))
             if not hit or hit[2]:
@@ -579,15 +579,15 @@ def _build_templated(rc, body, errs: _Errors, filename: str) -> Computation | No
     rows, root, root_explicit = kept
     line = body.line
     instrs = []
+    add = instrs.append
     for k, (opcode, shape, operands, decoded, literal_text, pnum, column, operand_shapes) in enumerate(rows):
         literal = None
         if literal_text is not None:
             literal = _literal_of_text(literal_text, shape)
             if literal is None:
                 return None
-        instrs.append(make_instruction(names[k], opcode, shape, tuple([names[j] for j in operands]),
-                                       dict(decoded) if decoded is not None else {}, literal, pnum, filename,
-                                       line + k, column, operand_shapes))
+        add(make_instruction(names[k], opcode, shape, tuple([names[j] for j in operands]) if operands else (),
+                             decoded.copy(), literal, pnum, filename, line + k, column, operand_shapes))
     return _computation(rc, instrs, names[root], root_explicit, errs, filename)
 
 
@@ -1471,33 +1471,38 @@ class _At:
 _SKIP = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)*", re.S)
 
 
+_NEWLINE = re.compile("\n")
+
+
 class _Source:
     """Offsets in the module text <-> 1-based (line, column), and small searches around tokens."""
 
     def __init__(self, text: str):
         self.text = text
-        self._starts = None
-
-    @property
-    def starts(self):
-        if self._starts is None:
-            starts = [0]
-            starts.extend(m.end() for m in re.finditer("\n", self.text))
-            self._starts = starts
-        return self._starts
+        self._starts = [0]          # where the lines start, as far as they were asked for
+        self._all = False
 
     def offset(self, tok) -> int:
         line = getattr(tok, "line", 0) or 1
         col = getattr(tok, "column", 0) or 1
-        starts = self.starts
+        starts = self._starts
+        while len(starts) < line and not self._all:      # (only the lines up to the token's)
+            nl = self.text.find("\n", starts[-1])
+            if nl < 0:
+                self._all = True
+            else:
+                starts.append(nl + 1)
         if line > len(starts):
             return len(self.text)
         return min(starts[line - 1] + col - 1, len(self.text))
 
     def at(self, offset: int) -> _At:
         from bisect import bisect_right
-        i = bisect_right(self.starts, offset) - 1
-        return _At(i + 1, offset - self.starts[i] + 1)
+        starts = self._starts
+        if not self._all and starts[-1] <= offset:      # (only the lines up to the offset's)
+            starts.extend(m.end() for m in _NEWLINE.finditer(self.text, starts[-1], offset))
+        i = bisect_right(starts, offset) - 1
+        return _At(i + 1, offset - starts[i] + 1)
 
     def eof(self) -> _At:
         return self.at(len(self.text))

@@ -1384,8 +1384,8 @@ def _parse_slice(text: str, cur: _Cursor, end: int):
 
 
 def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None, templates=None) -> RawComputation | None:
-    """The computation at the cursor; `templates` (signature with names left out -> BodyTemplates)
-    those of the bodies read so far."""
+    """The computation at the cursor; `templates` the bodies read so far that a later one may be read
+    by (`_read_body`)."""
     text = cur.text
     m = _COMP_HEAD.match(text, cur.pos)
     if m is None or m.group(2) in _NOT_NAMES:
@@ -1395,20 +1395,16 @@ def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None, templates
     name_tok = cur.token("NAME", m.end(2))
     cur.move(m.end())
     params = result = None
-    key = ""
     if text.startswith("(", cur.pos):
         sm = sig_re.match(text, cur.pos)
         if sm is None:
             return None
-        sig = cur.token("SIGNATURE", sm.end())
-        _, params, result = _signature_fast(t, [sig])
-        if templates is not None:
-            key = _SIG_KEY.sub("", sig)
+        _, params, result = _signature_fast(t, [cur.token("SIGNATURE", sm.end())])
         cur.skip_ws()
     if not text.startswith("{", cur.pos):
         return None
     cur.move(cur.pos + 1)
-    fast = _read_body(cur, fused_re, templates, key) if fused_re is not None else None
+    fast = _read_body(cur, fused_re, templates) if fused_re is not None else None
     if fast is not None:
         return RawComputation(is_entry, name_tok, params, result, None, None, fast)
     instrs = _scan_body(cur, line_re)
@@ -1571,12 +1567,14 @@ class FastBody:
     for a line in the general form, the record Lark made of it), its attributes text, its line
     number and the offset where its line starts; `text` the whole text; `template` the BodyTemplate
     made of it (or None)."""
-    __slots__ = ("text", "matches", "attrs", "lines", "starts", "template", "made")
+    __slots__ = ("text", "matches", "attrs", "lines", "starts", "template", "made", "template_key",
+                 "template_end")
 
     def __init__(self, text, matches, attrs, lines, starts):
         self.text, self.matches, self.attrs, self.lines, self.starts = text, matches, attrs, lines, starts
         self.template = None
-        self.made = False       # whether `template` was asked for (made when a later body might fit it)
+        self.made = False       # whether `template` was asked for (made when a later body has its key)
+        self.template_key = self.template_end = None    # its key, the offset of its '}' (_body_key)
 
     def line_instrs(self) -> list:
         """The records `_scan_body` makes of the same lines (for the builder's general path)."""
@@ -1666,49 +1664,48 @@ def _fast_body(cur: _Cursor, regexes) -> FastBody | None:
 # ----------------------------------------------------------------------------- body templates
 #
 # An optimized dump repeats computations that differ only in their instructions' names (each layer's
-# fused computations, reductions' and sorts' comparators...).  A body read line by line whose lines
-# are all plain matches of the line regex, one after the other, becomes a template: its text cut at
-# the names its instructions define and at the operand names that name them.  A later body is read
-# by a template when its text is the template's text with other names put in: every piece between
-# the names the same, a defined name a plain ASCII name (`_TEMPLATE_NAME`, a subset of the line
-# regex's names), an operand the very name defined at the template's place.  Every line of such a
-# body is then a line of the template with names changed; names are maximal runs there, bounded by
-# characters (blanks, '=', ',', ')', '%') that no name holds, so the line regex matches it with the
-# same groups, names apart, and the attributes text the same: the records of the body are the
-# template's with its own names, and its lines count as the template's do.  The builder builds such a
-# body from the instructions of the template's own body (builder.py `_build_templated`) when that
-# body built without a finding; else, as for anything it does not take, from its lines
-# (`TemplateBody.lines_body`, the line-by-line reading).
+# fused computations, reductions' and sorts' comparators...).  A body's text up to the line of its
+# '}' is cut at its %-names (`_NAME_SPLIT`: maximal runs of ASCII name characters after a '%'): the
+# pieces between them are the body's key.  A later body with the same key whose names fit is read
+# by the template of the first: a body read line by line, every line a plain match of the line
+# regex (or a constant in the general form) right after the one before, each defining a %-name,
+# every operand a %-name defined on a line above (`body_template`).  The names fit when each name
+# defined is a new one (`_build_templated` checks that they differ), each operand is the very name
+# defined at the template's place, and every other %-name (a called computation...) is the
+# template's own.  Every line of such a body is then a line of the template with names changed;
+# names are maximal runs there, bounded by characters (blanks, '=', ',', ')', '%') that no name
+# holds, so the line regex matches it with the same groups, names apart, and the attributes text
+# the same: the records of the body are the template's with its own names, and its lines count as
+# the template's do.  The builder builds such a body from the instructions of the template's own
+# body (builder.py `_build_templated`) when that body built without a finding; else, as for anything
+# it does not take, from its lines (`TemplateBody.lines_body`, the line-by-line reading).
 
+_NAME_SPLIT = _re.compile(r"%([A-Za-z_][\w.\-]*+)", _re.ASCII)
 _TEMPLATE_NAME = _re.compile(r"[A-Za-z_][\w.\-]*+", _re.ASCII)
-_SIG_KEY = _re.compile(r"[\w.\-]+:")
-_NAME_RUN = _re.compile(r"[\w.\-]*")
-_TEMPLATES_PER_KEY = 4          # templates tried for a body, the latest first
 _MAX_TEMPLATE_LINES = 2000      # (a body this long is hardly repeated)
+_TEMPLATES_PER_KEY = 2
 TEMPLATES = True                # (tests turn templates off to compare both readings)
 
 
 class BodyTemplate:
-    """A body's text cut at its names: `steps` holds (piece, its length, slot) for each name, the
-    piece being the text before it and the slot -1 for a name defined there or the number of the
-    definition an operand names; `last` the text after the last name, up to the end of the last
-    line; `nlines` the number of lines."""
-    __slots__ = ("steps", "last", "nlines")
+    """Where the names of a template's body are, by their order in its text: `defs` those it defines,
+    `refs` the operands with the number of the definition each names, `fixed` the others with their
+    names; `nlines` its number of lines."""
+    __slots__ = ("defs", "refs", "targets", "fixed", "names", "nlines")
 
-    def __init__(self, steps, last, nlines):
-        self.steps, self.last, self.nlines = steps, last, nlines
+    def __init__(self, defs, refs, targets, fixed, names, nlines):
+        self.defs, self.refs, self.targets, self.fixed, self.names = defs, refs, targets, fixed, names
+        self.nlines = nlines
 
 
-def body_template(body: FastBody, line_re) -> BodyTemplate | None:
-    """The template of a body read line by line, or None when a line is not a plain match of the
-    line regex `line_re` right after the line before, or names anything but a name defined on a line
-    above it with a '%' and ASCII characters (bare names, numbers as operands, comments)."""
+def _def_slots(body: FastBody, line_re) -> tuple | None:
+    """({offset of a defined name's '%': its number}, {offset of an operand's '%': the number of the
+    definition it names}) of a body every line of which a template takes, else None."""
     matches, text, starts = body.matches, body.text, body.starts
-    if len(matches) > _MAX_TEMPLATE_LINES:
-        return None
-    steps: list = []
     defs: dict = {}
-    prev = end = starts[0]
+    def_at: dict = {}      # (the offsets of the names' '%')
+    ref_at: dict = {}
+    end = starts[0]
     name_full = _TEMPLATE_NAME.fullmatch
     for i, m in enumerate(matches):
         if starts[i] != end:
@@ -1719,9 +1716,7 @@ def body_template(body: FastBody, line_re) -> BodyTemplate | None:
             if not isinstance(m, RawInstr) or m.opcode != "constant" or h is None or \
                     h.group(1) != "%" + m.name or name_full(m.name) is None or "%" in text[h.end(1):end]:
                 return None
-            steps.append((text[prev:h.start(1) + 1], h.start(1) + 1 - prev, -1))
-            prev = h.end(1)
-            defs[m.name] = len(defs)
+            def_at[h.start(1)] = defs[m.name] = len(defs)
             continue
         if m.re is not line_re:
             return None
@@ -1729,9 +1724,6 @@ def body_template(body: FastBody, line_re) -> BodyTemplate | None:
         spelled = m.group(3)
         if spelled[0] != "%" or name_full(spelled, 1) is None:
             return None
-        at = m.start(3) + 1
-        steps.append((text[prev:at], at - prev, -1))
-        prev = m.end(3)
         ops = m.group(6)
         if m.group(5) not in ("parameter", "constant") and ops.strip():
             if "/*" in ops:
@@ -1743,37 +1735,57 @@ def body_template(body: FastBody, line_re) -> BodyTemplate | None:
                 k = defs.get(name)
                 if j < 0 or item[:j].strip() or k is None or name_full(name) is None:
                     return None
-                at = offset + j + 1
-                steps.append((text[prev:at], at - prev, k))
-                prev = at + len(name)
+                ref_at[offset + j] = k
                 offset += len(item) + 1
-        defs[spelled[1:]] = len(defs)
-    return BodyTemplate(tuple(steps), text[prev:end], len(matches))
+        def_at[m.start(3)] = defs[spelled[1:]] = len(defs)
+    return (def_at, ref_at) if end == body.template_end else None
 
 
-def _template_names(text: str, pos: int, template: BodyTemplate):
-    """(the names defined, the offset after the last line) when text[pos:] starts with the template's
-    text with other names put in, else None."""
-    names: list = []
-    add, startswith, name_at = names.append, text.startswith, _TEMPLATE_NAME.match
-    for piece, n, slot in template.steps:
-        if not startswith(piece, pos):
-            return None
-        pos += n
-        if slot < 0:
-            m = name_at(text, pos)
-            if m is None:
-                return None
-            add(m.group())
-            pos = m.end()
-        else:
-            name = names[slot]
-            if not startswith(name, pos):
-                return None
-            pos += len(name)
-    if not startswith(template.last, pos):
+def body_template(body: FastBody, line_re) -> BodyTemplate | None:
+    """The template of a body read line by line (see above), or None where a line is not one it
+    takes: not a plain match of the line regex `line_re` right after the line before, a name without
+    '%' or with other than ASCII characters, an operand that is not a name defined above it, a
+    comment among the operands."""
+    if len(body.matches) > _MAX_TEMPLATE_LINES or body.template_key is None:
         return None
-    return names, pos + len(template.last)
+    slots = _def_slots(body, line_re)
+    if slots is None:
+        return None
+    def_at, ref_at = slots
+    defs, refs, targets, fixed, names = [], [], [], [], []
+    start = body.starts[0]
+    for k, m in enumerate(_NAME_SPLIT.finditer(body.text, start, body.template_end)):
+        at = m.start()
+        if at in def_at:
+            defs.append(k)
+        elif at in ref_at:
+            refs.append(k)
+            targets.append(ref_at[at])
+        else:
+            fixed.append(k)
+            names.append(m.group(1))
+    if len(defs) != len(def_at) or len(refs) != len(ref_at):
+        return None
+    return BodyTemplate(tuple(defs), tuple(refs), tuple(targets), tuple(fixed), names, len(body.matches))
+
+
+def _body_key(text: str, start: int):
+    """(the key of the body whose first line starts at `start`: its pieces between %-names up to the
+    '}' that starts a line, its %-names, the offset of that '}'), or None when no line starts with '}'."""
+    close = text.find("\n}", start - 1)
+    if close < start:
+        return None
+    parts = _NAME_SPLIT.split(text[start:close + 1])
+    return tuple(parts[::2]), parts[1::2], close + 1
+
+
+def _names_fit(template: BodyTemplate, names: list):
+    """The names a body defines when its names fit the template (see above), else None."""
+    defs = [names[k] for k in template.defs]
+    if [names[k] for k in template.refs] != [defs[j] for j in template.targets] or \
+            [names[k] for k in template.fixed] != template.names:
+        return None
+    return defs
 
 
 class TemplateBody:
@@ -1797,54 +1809,33 @@ class TemplateBody:
         return self.lines_body().line_instrs()
 
 
-def _template_body(cur: _Cursor, candidates, line_re) -> TemplateBody | None:
-    """The body after its '{' read by the template of one of the bodies `candidates` (read line by
-    line, the latest first), up to and over its '}' (a line of its own, right after the last
-    instruction); None (the cursor unmoved) when none fits."""
-    text = cur.text
-    pos = cur.pos
-    nl = text.find("\n", pos)
-    if nl < 0 or text[pos:nl].strip():
-        return None
-    for seen in candidates:
-        if not seen.made:
-            seen.template, seen.made = body_template(seen, line_re), True
-        template = seen.template
-        if template is None:
-            continue
-        hit = _template_names(text, nl + 1, template)
-        if hit is None:
-            continue
-        names, end = hit
-        c = _CLOSE_LINE.match(text, end)
-        if c is None:
-            continue
-        body = TemplateBody(text, template, names, cur.line + 1, (cur.pos, cur.line, cur.line_start))
-        cur.pos, cur.line, cur.line_start = end, cur.line + 1 + template.nlines, end
-        cur.move(c.end())
-        return body
-    return None
-
-
-def _read_body(cur: _Cursor, regexes, templates, key):
-    """The body after its '{': by a template of `templates[key]` where one fits, else line by line
-    (`_fast_body`), making a template of it."""
+def _read_body(cur: _Cursor, regexes, templates):
+    """The body after its '{', up to and over its '}': by the template of an earlier body with the
+    same key (`templates`: key -> those bodies) where the names fit, else line by line (`_fast_body`)."""
     if templates is None or not TEMPLATES:
         return _fast_body(cur, regexes)
     text = cur.text
-    end = text.find("\n}", cur.pos)
-    if end >= 0:           # (the body's number of lines and the end of its last line, to tell bodies apart)
-        tail = text[max(end - 48, cur.pos):end]
-        tail = tail[tail.rfind("%") + 1:]
-        key = (key, text.count("\n", cur.pos, end), tail[_NAME_RUN.match(tail).end():])
-    candidates = templates.get(key)
-    if candidates:
-        body = _template_body(cur, candidates, regexes[0])
-        if body is not None:
-            return body
+    pos = cur.pos
+    nl = text.find("\n", pos)
+    key = None
+    if nl >= 0 and not text[pos:nl].strip():
+        key = _body_key(text, nl + 1)
+    if key is not None:
+        pieces, names, close = key
+        for seen in templates.get(pieces, ()):
+            if not seen.made:
+                seen.template, seen.made = body_template(seen, regexes[0]), True
+            template = seen.template
+            defs = _names_fit(template, names) if template is not None else None
+            if defs is not None:
+                body = TemplateBody(text, template, defs, cur.line + 1, (pos, cur.line, cur.line_start))
+                cur.pos, cur.line, cur.line_start = close, cur.line + 1 + template.nlines, close
+                cur.move(close + 1)
+                return body
     body = _fast_body(cur, regexes)
-    if body is not None:
-        kept = templates.setdefault(key, [])
-        kept.insert(0, body)
-        del kept[_TEMPLATES_PER_KEY:]
+    if body is not None and key is not None:
+        seen = templates.setdefault(key[0], [])
+        if len(seen) < _TEMPLATES_PER_KEY:       # (bodies with the same key that call other computations)
+            body.template_key, body.template_end = key[0], key[2]
+            seen.append(body)
     return body

@@ -130,3 +130,38 @@ def test_names_that_differ_badly_are_reported_as_without_templates(monkeypatch):
                 "  ROOT %q = f32[4]{0} call(%a, %b), to_apply=%body.1\n}\n")
         plain, templated, read = _both(text, monkeypatch)
         assert read == 1 and templated == plain and templated[0] == "error"
+
+
+# ----------------------------------------------------------------------------- signatures
+
+_PARAM_NAME = st.one_of(st.from_regex(r"%?[a-z_][a-z0-9_.\-]{0,5}", fullmatch=True),
+                        st.sampled_from(["1a", "a1", "é", "aé", "%x.1", "ROOT", "f32", "a-b", "_"]))
+_PARAM_SHAPE = st.sampled_from(["f32[]", "f32[4]{0}", "s32[2,3]{1,0}", "(f32[], s32[2])", "bf16[8,128]{1,0:T(8,128)}",
+                                "(s32[], /*index=1*/u32[4])", "f32[2,]", "u8[3]"])
+
+
+def _sig_record(sig):
+    kind, params, result = sig
+    return kind, [(n, s, p.value, p.line, p.column, p.type) for n, s, p in params], result
+
+
+def _sig_outcome(fn, tok):
+    try:
+        return _sig_record(fn(tok))
+    except frontend.ShapeTokenError as e:
+        return ("error", str(e.tok), e.tok.line, e.tok.column)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_PARAM_SHAPE, max_size=4), _PARAM_SHAPE, st.lists(st.lists(_PARAM_NAME, min_size=4, max_size=4),
+                                                                  min_size=1, max_size=4),
+       st.sampled_from([", ", ",", ",  "]))
+def test_signatures_kept_by_their_pieces_read_as_without(monkeypatch, shapes, result, namings, comma):
+    """Signatures that differ only in their parameter names read from the kept entry as they read
+    without it (names, shapes, positions of the names, errors)."""
+    monkeypatch.setattr(frontend, "_SIGNATURES", {})
+    for k, names in enumerate(namings):
+        text = "(" + comma.join(f"{n}: {s}" for n, s in zip(names, shapes)) + f") -> {result}"
+        tok = frontend.Tok("SIGNATURE", text, 10, 3 + k, 7)
+        assert _sig_outcome(frontend._signature_of, tok) == \
+            _sig_outcome(lambda t: frontend._signature_fast(frontend._FAST, [t]), tok)

@@ -1157,6 +1157,53 @@ def _simple_params(inner: str, tok):
     return params
 
 
+_SIG_NAME = _re.compile(r"(%?[A-Za-z_][\w.\-]*+):", _re.ASCII)
+_SIGNATURES: dict = {}      # a signature's text cut at its parameter names -> (shapes, result) or False
+
+
+def _signature_of(tok):
+    """_signature_fast of a SIGNATURE token, kept by its text cut at the parameter names (`_SIG_NAME`:
+    maximal ASCII names before a ':'): a dump repeats signatures that differ only in them.  An entry
+    is kept when the parameters _signature_fast finds are those names at those places; another
+    signature cut into the same pieces then reads the same with its own names, each a run of name
+    characters between the same characters."""
+    parts = _SIG_NAME.split(tok)
+    key = tuple(parts[::2])
+    hit = _SIGNATURES.get(key)
+    if hit is None:
+        sig = _signature_fast(_FAST, [tok])
+        if len(_SIGNATURES) >= 1 << 14:
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = _signature_entry(parts, sig, tok)
+        return sig
+    if hit is False:
+        return _signature_fast(_FAST, [tok])
+    shapes, result = hit
+    line, column, off = tok.line, tok.column, len(parts[0])
+    params = []
+    for k in range(len(shapes)):
+        name = parts[2 * k + 1]
+        params.append((name[1:] if name[0] == "%" else name, shapes[k], Pos(name, line, column + off)))
+        off += len(name) + 1 + len(parts[2 * k + 2])
+    return ("sig", params, result)
+
+
+def _signature_entry(parts, sig, tok):
+    """(the parameters' shapes, the result) when the parameters of `sig` are the names of `parts` at
+    their places, else False."""
+    params = sig[1]
+    if len(params) != len(parts) // 2:
+        return False
+    off = len(parts[0])
+    for k, (name, _, ptok) in enumerate(params):
+        spelled = parts[2 * k + 1]
+        if ptok.value != spelled or ptok.line != tok.line or ptok.column != tok.column + off or \
+                name != (spelled[1:] if spelled[0] == "%" else spelled):
+            return False
+        off += len(spelled) + 1 + len(parts[2 * k + 2])
+    return tuple(shape for _, shape, _ in params), sig[2]
+
+
 def _matching_paren(s: str) -> int:
     depth = 0
     for k, ch in enumerate(s):
@@ -1399,7 +1446,7 @@ def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None, templates
         sm = sig_re.match(text, cur.pos)
         if sm is None:
             return None
-        _, params, result = _signature_fast(t, [cur.token("SIGNATURE", sm.end())])
+        _, params, result = _signature_of(cur.token("SIGNATURE", sm.end()))
         cur.skip_ws()
     if not text.startswith("{", cur.pos):
         return None

@@ -14,6 +14,7 @@ from .frontend import (LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseErro
                        line_instr)
 import re
 import sys
+from itertools import islice
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
 from ..ir.dtypes import ELEMENT_TYPES
@@ -1486,12 +1487,9 @@ class _Source:
         line = getattr(tok, "line", 0) or 1
         col = getattr(tok, "column", 0) or 1
         starts = self._starts
-        while len(starts) < line and not self._all:      # (only the lines up to the token's)
-            nl = self.text.find("\n", starts[-1])
-            if nl < 0:
-                self._all = True
-            else:
-                starts.append(nl + 1)
+        if len(starts) < line and not self._all:        # (only the lines up to the token's)
+            starts.extend(m.end() for m in islice(_NEWLINE.finditer(self.text, starts[-1]), line - len(starts)))
+            self._all = len(starts) < line
         if line > len(starts):
             return len(self.text)
         return min(starts[line - 1] + col - 1, len(self.text))

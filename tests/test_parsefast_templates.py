@@ -52,6 +52,9 @@ def _computation(cname: str, names: list[str], mutate: str | None, k: int) -> st
         lines[4] += f", control-predecessors={{{names[2]}}}"
     elif mutate == "ctrl_fixed":      # control-predecessors naming a fixed name
         lines[4] += ", control-predecessors={%a.1}"
+    elif mutate in ("map_0", "map_1", "map_missing"):    # a called computation, the same or another
+        callee = {"map_0": "%sum.0", "map_1": "%sum.1", "map_missing": "%nowhere"}[mutate]
+        lines[4] = f"{names[4]} = f32[4]{{0}} map({names[2]}, {names[0]}), dimensions={{0}}, to_apply={callee}"
     elif mutate == "param_gap":
         lines[1] = lines[1].replace("parameter(1)", "parameter(2)")
     elif mutate == "unicode_gap":
@@ -63,13 +66,16 @@ def _computation(cname: str, names: list[str], mutate: str | None, k: int) -> st
 _NEW_NAME = st.one_of(st.from_regex(r"[a-z_][a-z0-9_.\-]{0,6}", fullmatch=True),
                       st.sampled_from(["a.1", "f32", "ROOT", "constant", "x-y", "é", "aé", "A_1", "_"]))
 _MUTATIONS = st.sampled_from([None] * 6 + ["literal", "operand", "forward", "undefined", "blank", "extra",
-                                           "unknown", "control", "ctrl_fixed", "param_gap", "unicode_gap"])
+                                           "unknown", "control", "ctrl_fixed", "param_gap", "unicode_gap"] +
+                              ["map_0", "map_1", "map_missing"] * 3)
+_SUMS = "".join(f"%sum.{k} (x: f32[], y: f32[]) -> f32[] {{\n  %x.{k} = f32[] parameter(0)\n"
+                f"  %y.{k} = f32[] parameter(1)\n  ROOT %s.{k} = f32[] add(%x.{k}, %y.{k})\n}}\n\n" for k in range(2))
 
 
 @st.composite
 def _module(draw):
     copies = draw(st.integers(1, 5))
-    parts = ["HloModule m\n\n"]
+    parts = ["HloModule m\n\n", _SUMS]
     for k in range(copies):
         names = ["%" + draw(_NEW_NAME) for _ in range(7)]
         if draw(st.booleans()):
@@ -92,7 +98,7 @@ def test_templates_and_lines_agree(monkeypatch, text):
 
 
 def _plain_module(mutations):
-    parts = ["HloModule m\n\n"]
+    parts = ["HloModule m\n\n", _SUMS]
     for k, mutate in enumerate(mutations):
         parts.append(_computation(f"body.{k}", [f"%v{j}.{k}" for j in range(7)], mutate, k) + "\n")
     entry = ["ENTRY %main (a: f32[4], b: f32[4]) -> f32[4] {", "  %a = f32[4]{0} parameter(0)",
@@ -105,11 +111,22 @@ def _plain_module(mutations):
 def test_repeated_bodies_are_read_by_the_template(monkeypatch):
     text = _plain_module([None] * 4)
     plain, templated, read = _both(text, monkeypatch)
-    assert read == 3 and templated == plain and templated[0] == "ok"
-    body = templated[1].computations[2]
-    assert [i.loc.line for i in body.instructions] == list(range(24, 31))
+    assert read == 4 and templated == plain and templated[0] == "ok"
+    body = templated[1].computations[4]
+    assert [i.loc.line for i in body.instructions] == list(range(36, 43))
     assert body.instructions[4].operands == ("v2.2", "v0.2")
-    assert str(body.instructions[3].literal) == str(templated[1].computations[0].instructions[3].literal)
+    assert str(body.instructions[3].literal) == str(templated[1].computations[2].instructions[3].literal)
+
+
+def test_bodies_calling_other_computations_read_their_attributes_again(monkeypatch):
+    text = _plain_module(["map_0", "map_1", "map_0", "map_missing", "control"])
+    plain, templated, read = _both(text, monkeypatch)
+    assert read >= 3 and templated == plain and templated[0] == "error"
+    text = _plain_module(["map_0", "map_1", "map_1"])
+    plain, templated, read = _both(text, monkeypatch)
+    assert read == 3 and templated == plain and templated[0] == "ok"
+    assert [c.instructions[4].attrs["to_apply"].name for c in templated[1].computations[2:5]] == \
+        ["sum.0", "sum.1", "sum.1"]
 
 
 def test_a_template_whose_body_fails_reports_every_body(monkeypatch):
@@ -117,8 +134,8 @@ def test_a_template_whose_body_fails_reports_every_body(monkeypatch):
     report their own errors, at their own places."""
     text = _plain_module(["unknown", "unknown", None])
     plain, templated, read = _both(text, monkeypatch)
-    assert read == 1 and templated == plain and templated[0] == "error"
-    assert [d[1] for d in templated[2]] == [8, 18]
+    assert read == 2 and templated == plain and templated[0] == "error"
+    assert [d[1] for d in templated[2]] == [20, 30]
 
 
 def test_names_that_differ_badly_are_reported_as_without_templates(monkeypatch):

@@ -10,8 +10,8 @@ from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, St
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
-from .frontend import (LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseError, TemplateBody, decode_value,
-                       line_instr)
+from .frontend import (LineInstr, Pos, ATTR_SPLIT, NAME_SPLIT, ShapeTokenError, SubParseError, TemplateBody,
+                       decode_value, line_instr)
 import re
 import sys
 from itertools import islice
@@ -487,7 +487,7 @@ def _build_fused(rc, errs: _Errors, filename: str, comp_names, inline, text) -> 
     instruction with an error, a gap in the parameter numbers): the general path then redoes it."""
     body = rc.fast
     if type(body) is TemplateBody:
-        comp = _build_templated(rc, body, errs, filename)
+        comp = _build_templated(rc, body, errs, filename, comp_names)
         if comp is not None:
             return comp
         body = body.lines_body()
@@ -544,51 +544,92 @@ def _build_fused(rc, errs: _Errors, filename: str, comp_names, inline, text) -> 
 
 def _record_template(body, instrs, root, root_explicit, errs):
     """Keep what the body a template was made of built to (every line an Instruction, no finding), for
-    the bodies read by the template (`_build_templated`); not when an attribute names instructions
-    (control-predecessors: the same names in another body name other instructions)."""
+    the bodies read by the template (`_build_templated`): per line the instruction's parts, and for a
+    line whose attributes hold %-names other than its operands' (called computations, control
+    predecessors) its texts cut at those names, to read again where another body's names differ."""
+    template = body.template
     index = {inst.name: k for k, inst in enumerate(instrs)}
-    rows = []
+    on_line: dict = {}
+    for j, k in enumerate(template.fixed_lines):
+        on_line.setdefault(k, []).append(j)
+    rows, again = [], {}
     match_type = re.Match
-    for inst, m, attr_text in zip(instrs, body.matches, body.attrs):
+    for k, (inst, m, attr_text) in enumerate(zip(instrs, body.matches, body.attrs)):
         if type(m) is not match_type:       # a constant in the general form (frontend.body_template)
-            if len(m.args) != 1 or m.args[0].kind != "literal":
+            if len(m.args) != 1 or m.args[0].kind != "literal" or k in on_line:
                 return
             rows.append((inst.opcode, inst.shape, (), dict(inst.attrs), m.args[0].text, None, inst.loc.column,
                          inst.operand_shapes))
             continue
         decoded = {}
+        operands = tuple([index[o] for o in inst.operands])
         if attr_text:
             hit = _ATTR_TEXTS.get((inst.opcode, attr_text))
-            if not hit or hit[2]:
+            if not hit:
                 return
             decoded = hit[0]
-        rows.append((inst.opcode, inst.shape, tuple([index[o] for o in inst.operands]), decoded,
-                     m.group(6) if inst.opcode == "constant" else None, inst.parameter_number, inst.loc.column,
-                     None))
-    errs.templates[body.template] = (tuple(rows), index[root], root_explicit)
+            if k in on_line or hit[2]:
+                ops = NAME_SPLIT.split(m.group(6))
+                attr = NAME_SPLIT.split(attr_text)
+                if attr[1::2] != [template.names[j] for j in on_line.get(k, ())] or \
+                        ops[1::2] != list(inst.operands):
+                    return
+                again[k] = (m.group(4), ops[::2], attr[::2], tuple(on_line.get(k, ())), bool(hit[2]))
+        elif k in on_line:
+            return
+        rows.append((inst.opcode, inst.shape, operands, decoded, m.group(6) if inst.opcode == "constant" else None,
+                     inst.parameter_number, inst.loc.column, None))
+    errs.templates[template] = (tuple(rows), again, index[root], root_explicit)
 
 
-def _build_templated(rc, body, errs: _Errors, filename: str) -> Computation | None:
+def _weave(pieces, names) -> str:
+    """pieces[0] %names[0] pieces[1] %names[1] ... (a text cut at its %-names, with these put in)."""
+    out = [pieces[0]]
+    for name, piece in zip(names, pieces[1:]):
+        out += ("%", name, piece)
+    return "".join(out)
+
+
+def _build_templated(rc, body, errs: _Errors, filename: str, comp_names) -> Computation | None:
     """A body read by a template (frontend.TemplateBody): the instructions its template's body built
-    to, with its own names, lines and literals; what _build_fused makes of its lines, those being the
-    template's lines with other names.  None when the template's body did not build cleanly, or the
-    names are not all different and free (then its lines are built)."""
+    to, with its own names, lines and literals, a line whose attributes name other computations or
+    instructions than the template's read again from its own texts; what _build_fused makes of its
+    lines, those being the template's lines with other names.  None when the template's body did not
+    build cleanly, the names are not all different and free, or a line read again does not build
+    (then its lines are built)."""
     kept = errs.templates.get(body.template)
     names = body.names
     if kept is None or len(set(names)) != len(names) or not _RESERVED.isdisjoint(names):
         return None
-    rows, root, root_explicit = kept
+    rows, again, root, root_explicit = kept
+    fixed, own = body.fixed, body.template.names
     line = body.line
     instrs = []
     add = instrs.append
+    defined: dict = {}
+    params_seen: dict = {}
     for k, (opcode, shape, operands, decoded, literal_text, pnum, column, operand_shapes) in enumerate(rows):
-        literal = None
-        if literal_text is not None:
-            literal = _literal_of_text(literal_text, shape)
-            if literal is None:
+        redo = again.get(k) if again else None
+        if redo is not None and (redo[4] or (fixed is not None and any(fixed[j] != own[j] for j in redo[3]))):
+            shape_text, ops, attr, on_line, _ = redo
+            inst = instruction_of_parts(names[k], opcode, shape_text, _weave(ops, [names[j] for j in operands]),
+                                        _weave(attr, [(fixed or own)[j] for j in on_line]), line + k, column,
+                                        filename, defined, comp_names, params_seen, None)
+            if inst is None:
                 return None
-        add(make_instruction(names[k], opcode, shape, tuple([names[j] for j in operands]) if operands else (),
-                             decoded.copy(), literal, pnum, filename, line + k, column, operand_shapes))
+        else:
+            literal = None
+            if literal_text is not None:
+                literal = _literal_of_text(literal_text, shape)
+                if literal is None:
+                    return None
+            inst = make_instruction(names[k], opcode, shape, tuple([names[j] for j in operands]) if operands else (),
+                                    decoded.copy(), literal, pnum, filename, line + k, column, operand_shapes)
+        if again:
+            defined[inst.name] = inst
+            if pnum is not None:
+                params_seen[pnum] = None
+        add(inst)
     return _computation(rc, instrs, names[root], root_explicit, errs, filename)
 
 

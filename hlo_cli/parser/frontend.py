@@ -12,6 +12,7 @@ in `_parser`.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -1712,14 +1713,14 @@ def _fast_body(cur: _Cursor, regexes) -> FastBody | None:
 #
 # An optimized dump repeats computations that differ only in their instructions' names (each layer's
 # fused computations, reductions' and sorts' comparators...).  A body's text up to the line of its
-# '}' is cut at its %-names (`_NAME_SPLIT`: maximal runs of ASCII name characters after a '%'): the
+# '}' is cut at its %-names (`NAME_SPLIT`: maximal runs of ASCII name characters after a '%'): the
 # pieces between them are the body's key.  A later body with the same key whose names fit is read
 # by the template of the first: a body read line by line, every line a plain match of the line
 # regex (or a constant in the general form) right after the one before, each defining a %-name,
 # every operand a %-name defined on a line above (`body_template`).  The names fit when each name
-# defined is a new one (`_build_templated` checks that they differ), each operand is the very name
-# defined at the template's place, and every other %-name (a called computation...) is the
-# template's own.  Every line of such a body is then a line of the template with names changed;
+# defined is a new one (`_build_templated` checks that they differ) and each operand is the very name
+# defined at the template's place; the other %-names (called computations, control predecessors, in
+# the attributes) may differ: the builder then reads the attributes of their lines anew.  Every line of such a body is then a line of the template with names changed;
 # names are maximal runs there, bounded by characters (blanks, '=', ',', ')', '%') that no name
 # holds, so the line regex matches it with the same groups, names apart, and the attributes text
 # the same: the records of the body are the template's with its own names, and its lines count as
@@ -1727,7 +1728,7 @@ def _fast_body(cur: _Cursor, regexes) -> FastBody | None:
 # body (builder.py `_build_templated`) when that body built without a finding; else, as for anything
 # it does not take, from its lines (`TemplateBody.lines_body`, the line-by-line reading).
 
-_NAME_SPLIT = _re.compile(r"%([A-Za-z_][\w.\-]*+)", _re.ASCII)
+NAME_SPLIT = _re.compile(r"%([A-Za-z_][\w.\-]*+)", _re.ASCII)
 _TEMPLATE_NAME = _re.compile(r"[A-Za-z_][\w.\-]*+", _re.ASCII)
 _MAX_TEMPLATE_LINES = 2000      # (a body this long is hardly repeated)
 _TEMPLATES_PER_KEY = 2
@@ -1736,13 +1737,14 @@ TEMPLATES = True                # (tests turn templates off to compare both read
 
 class BodyTemplate:
     """Where the names of a template's body are, by their order in its text: `defs` those it defines,
-    `refs` the operands with the number of the definition each names, `fixed` the others with their
-    names; `nlines` its number of lines."""
-    __slots__ = ("defs", "refs", "targets", "fixed", "names", "nlines")
+    `refs` the operands with the number of the definition each names, `fixed` the others (in the
+    attributes: called computations, control predecessors, names in strings) with their `names` and
+    the number of the line of each (`fixed_lines`); `nlines` its number of lines."""
+    __slots__ = ("defs", "refs", "targets", "fixed", "names", "fixed_lines", "nlines")
 
-    def __init__(self, defs, refs, targets, fixed, names, nlines):
+    def __init__(self, defs, refs, targets, fixed, names, fixed_lines, nlines):
         self.defs, self.refs, self.targets, self.fixed, self.names = defs, refs, targets, fixed, names
-        self.nlines = nlines
+        self.fixed_lines, self.nlines = fixed_lines, nlines
 
 
 def _def_slots(body: FastBody, line_re) -> tuple | None:
@@ -1799,9 +1801,9 @@ def body_template(body: FastBody, line_re) -> BodyTemplate | None:
     if slots is None:
         return None
     def_at, ref_at = slots
-    defs, refs, targets, fixed, names = [], [], [], [], []
-    start = body.starts[0]
-    for k, m in enumerate(_NAME_SPLIT.finditer(body.text, start, body.template_end)):
+    defs, refs, targets, fixed, names, lines = [], [], [], [], [], []
+    starts = body.starts
+    for k, m in enumerate(NAME_SPLIT.finditer(body.text, starts[0], body.template_end)):
         at = m.start()
         if at in def_at:
             defs.append(k)
@@ -1811,9 +1813,11 @@ def body_template(body: FastBody, line_re) -> BodyTemplate | None:
         else:
             fixed.append(k)
             names.append(m.group(1))
+            lines.append(bisect_right(starts, at) - 1)
     if len(defs) != len(def_at) or len(refs) != len(ref_at):
         return None
-    return BodyTemplate(tuple(defs), tuple(refs), tuple(targets), tuple(fixed), names, len(body.matches))
+    return BodyTemplate(tuple(defs), tuple(refs), tuple(targets), tuple(fixed), names, tuple(lines),
+                        len(body.matches))
 
 
 def _body_key(text: str, start: int):
@@ -1822,26 +1826,28 @@ def _body_key(text: str, start: int):
     close = text.find("\n}", start - 1)
     if close < start:
         return None
-    parts = _NAME_SPLIT.split(text[start:close + 1])
+    parts = NAME_SPLIT.split(text[start:close + 1])
     return tuple(parts[::2]), parts[1::2], close + 1
 
 
 def _names_fit(template: BodyTemplate, names: list):
-    """The names a body defines when its names fit the template (see above), else None."""
+    """(the names a body defines, its other names or None where they are the template's) when its
+    names fit the template (see above), else None."""
     defs = [names[k] for k in template.defs]
-    if [names[k] for k in template.refs] != [defs[j] for j in template.targets] or \
-            [names[k] for k in template.fixed] != template.names:
+    if [names[k] for k in template.refs] != [defs[j] for j in template.targets]:
         return None
-    return defs
+    fixed = [names[k] for k in template.fixed]
+    return defs, (None if fixed == template.names else fixed)
 
 
 class TemplateBody:
-    """A body read by a template: its `names` in the template's order, its first line `line`; where
-    the body starts (after its '{') to read it again line by line (`lines_body`)."""
-    __slots__ = ("text", "template", "names", "line", "_at", "_lines")
+    """A body read by a template: the `names` it defines in the template's order, its `fixed` names
+    (None where they are the template's), its first line `line`; where the body starts (after its
+    '{') to read it again line by line (`lines_body`)."""
+    __slots__ = ("text", "template", "names", "fixed", "line", "_at", "_lines")
 
-    def __init__(self, text, template, names, line, at):
-        self.text, self.template, self.names, self.line, self._at = text, template, names, line, at
+    def __init__(self, text, template, names, fixed, line, at):
+        self.text, self.template, self.names, self.fixed, self.line, self._at = text, template, names, fixed, line, at
         self._lines = None
 
     def lines_body(self) -> FastBody:
@@ -1873,16 +1879,16 @@ def _read_body(cur: _Cursor, regexes, templates):
             if not seen.made:
                 seen.template, seen.made = body_template(seen, regexes[0]), True
             template = seen.template
-            defs = _names_fit(template, names) if template is not None else None
-            if defs is not None:
-                body = TemplateBody(text, template, defs, cur.line + 1, (pos, cur.line, cur.line_start))
+            fit = _names_fit(template, names) if template is not None else None
+            if fit is not None:
+                body = TemplateBody(text, template, fit[0], fit[1], cur.line + 1, (pos, cur.line, cur.line_start))
                 cur.pos, cur.line, cur.line_start = close, cur.line + 1 + template.nlines, close
                 cur.move(close + 1)
                 return body
     body = _fast_body(cur, regexes)
     if body is not None and key is not None:
         seen = templates.setdefault(key[0], [])
-        if len(seen) < _TEMPLATES_PER_KEY:       # (bodies with the same key that call other computations)
+        if len(seen) < _TEMPLATES_PER_KEY:       # (bodies with the same key, their operands wired otherwise)
             body.template_key, body.template_end = key[0], key[2]
             seen.append(body)
     return body

@@ -501,6 +501,7 @@ def _build_fused(rc, errs: _Errors, filename: str, comp_names, inline, text) -> 
     reserved, checked, match_type = _RESERVED, _CHECKED_OPCODES, re.Match
     for m, attr_text, line, ls in zip(body.matches, body.attrs, body.lines, body.starts):
         if type(m) is not match_type:       # a line in the general form
+            _source(errs, text).known[line] = ls       # (where its name is, without counting the lines above)
             inst = _fused_general(m, rc, errs, filename, defined, comp_names, params_seen, inline, text, instrs)
             if inst is None or (m.is_root and root is not None):
                 break
@@ -1523,11 +1524,14 @@ class _Source:
         self.text = text
         self._starts = [0]          # where the lines start, as far as they were asked for
         self._all = False
+        self.known: dict = {}       # line -> where it starts, for lines beyond those (see _build_fused)
 
     def offset(self, tok) -> int:
         line = getattr(tok, "line", 0) or 1
         col = getattr(tok, "column", 0) or 1
         starts = self._starts
+        if len(starts) < line and line in self.known:
+            return min(self.known[line] + col - 1, len(self.text))
         if len(starts) < line and not self._all:        # (only the lines up to the token's)
             starts.extend(m.end() for m in islice(_NEWLINE.finditer(self.text, starts[-1]), line - len(starts)))
             self._all = len(starts) < line

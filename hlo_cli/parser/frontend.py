@@ -1822,9 +1822,10 @@ def body_template(body: FastBody, line_re) -> BodyTemplate | None:
 
 def _body_key(text: str, start: int):
     """(the key of the body whose first line starts at `start`: its pieces between %-names up to the
-    '}' that starts a line, its %-names, the offset of that '}'), or None when no line starts with '}'."""
+    '}' that starts a line, its %-names, the offset of that '}'), or None when no line starts with '}'
+    (or the body is too long to be a template)."""
     close = text.find("\n}", start - 1)
-    if close < start:
+    if close < start or text.count("\n", start, close) >= _MAX_TEMPLATE_LINES:
         return None
     parts = NAME_SPLIT.split(text[start:close + 1])
     return tuple(parts[::2]), parts[1::2], close + 1

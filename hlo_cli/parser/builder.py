@@ -1238,8 +1238,7 @@ def _check_refs(decoded, tok, aname, errs, comp_names, names, ri, src=None, ever
 def _inline_computation(group, tok, ri, aname, errs, filename, comp_names, inline, text):
     """A computation written in place, `to_apply={ ... }`: parsed at its place in the text (so its
     instructions keep their lines and columns) and lifted into the module as `<instr>.<attr>`."""
-    from .frontend import RawComputation, parse_raw
-    from lark import Token
+    from .frontend import RawComputation, Tok, parse_raw
     from ..ir.attributes import InlineComputation
     body = group.text
     src = _source(errs, text)
@@ -1266,7 +1265,7 @@ def _inline_computation(group, tok, ri, aname, errs, filename, comp_names, inlin
     while cname in everywhere or cname in comp_names:
         k += 1
         cname = f"_.{k}"
-    name_tok = Token("NAME", cname, line=tok.line, column=tok.column)
+    name_tok = Tok("NAME", cname, None, tok.line, tok.column)
     rc = RawComputation(False, name_tok, None, None, instrs, None)
     inline.append(_build_computation(rc, errs, filename, comp_names, inline, text))
     comp_names[cname] = rc

@@ -15,6 +15,7 @@ from .frontend import (LineInstr, Pos, ATTR_SPLIT, NAME_SPLIT, ShapeTokenError, 
 import re
 import sys
 from itertools import islice
+from operator import itemgetter
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
 from ..ir.dtypes import ELEMENT_TYPES
@@ -559,7 +560,7 @@ def _record_template(body, instrs, root, root_explicit, errs):
         if type(m) is not match_type:       # a constant in the general form (frontend.body_template)
             if len(m.args) != 1 or m.args[0].kind != "literal" or k in on_line:
                 return
-            rows.append((inst.opcode, inst.shape, (), dict(inst.attrs), m.args[0].text, None, inst.loc.column,
+            rows.append((inst.opcode, inst.shape, None, dict(inst.attrs), m.args[0].text, None, inst.loc.column,
                          inst.operand_shapes))
             continue
         decoded = {}
@@ -578,9 +579,18 @@ def _record_template(body, instrs, root, root_explicit, errs):
                 again[k] = (m.group(4), ops[::2], attr[::2], tuple(on_line.get(k, ())), bool(hit[2]))
         elif k in on_line:
             return
-        rows.append((inst.opcode, inst.shape, operands, decoded, m.group(6) if inst.opcode == "constant" else None,
-                     inst.parameter_number, inst.loc.column, None))
+        rows.append((inst.opcode, inst.shape, _getter(operands), decoded,
+                     m.group(6) if inst.opcode == "constant" else None, inst.parameter_number, inst.loc.column, None))
     errs.templates[template] = (tuple(rows), again, index[root], root_explicit)
+
+
+def _getter(operands: tuple):
+    """A function of the names a body defines giving the operands named by their numbers (None: none)."""
+    if not operands:
+        return None
+    if len(operands) == 1:
+        return lambda names, k=operands[0]: (names[k],)
+    return itemgetter(*operands)
 
 
 def _weave(pieces, names) -> str:
@@ -613,7 +623,7 @@ def _build_templated(rc, body, errs: _Errors, filename: str, comp_names) -> Comp
         redo = again.get(k) if again else None
         if redo is not None and (redo[4] or (fixed is not None and any(fixed[j] != own[j] for j in redo[3]))):
             shape_text, ops, attr, on_line, _ = redo
-            inst = instruction_of_parts(names[k], opcode, shape_text, _weave(ops, [names[j] for j in operands]),
+            inst = instruction_of_parts(names[k], opcode, shape_text, _weave(ops, operands(names) if operands else ()),
                                         _weave(attr, [(fixed or own)[j] for j in on_line]), line + k, column,
                                         filename, defined, comp_names, params_seen, None)
             if inst is None:
@@ -624,8 +634,8 @@ def _build_templated(rc, body, errs: _Errors, filename: str, comp_names) -> Comp
                 literal = _literal_of_text(literal_text, shape)
                 if literal is None:
                     return None
-            inst = make_instruction(names[k], opcode, shape, tuple([names[j] for j in operands]) if operands else (),
-                                    decoded.copy(), literal, pnum, filename, line + k, column, operand_shapes)
+            inst = make_instruction(names[k], opcode, shape, operands(names) if operands else (), decoded.copy(),
+                                    literal, pnum, filename, line + k, column, operand_shapes)
         if again:
             defined[inst.name] = inst
             if pnum is not None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from hlo_cli.ir.attributes import KV, Group, Quoted, Seq
 from hlo_cli.parser import frontend
 from tests.test_fast_scanner import _outcome
+from tests.test_frontend_cold import _HEADERED
 from tests.test_fused_body import _lark_value
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,21 +38,7 @@ def test_another_grammar_takes_its_terminals_from_lark(monkeypatch):
     assert frontend.terminal_source("SHAPE") == "<SHAPE from Lark>"
 
 
-_MODULE = """HloModule m, is_scheduled=true, entry_computation_layout={(f32[4]{0}, f32[4]{0})->f32[4]{0}}
-
-FileNames
-1 "a.py"
-
-FunctionNames
-1 "f"
-
-FileLocations
-1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=9}
-
-StackFrames
-1 {file_location_id=1 parent_frame_id=1}
-
-%region.1 (x.1: f32[], y.1: f32[]) -> f32[] {
+_MODULE = _HEADERED.split("ENTRY e {")[0] + """%region.1 (x.1: f32[], y.1: f32[]) -> f32[] {
   %x.1 = f32[] parameter(0)
   %y.1 = f32[] parameter(1)
   ROOT %s.1 = f32[] add(%x.1, %y.1), metadata={op_name="a" stack_frame_id=1}
@@ -63,14 +50,14 @@ StackFrames
   ROOT %s.2 = f32[] add(%x.2, %y.2), metadata={op_name="a" stack_frame_id=1}
 }
 
-ENTRY %main (p: f32[4], q: f32[4]) -> f32[4] {
-  %p = f32[4]{0} parameter(0), sharding={devices=[2,1]<=[2]}
-  %q = f32[4]{0} parameter(1)
+ENTRY %main (p: f32[2], q: f32[2]) -> f32[2] {
+  %p = f32[2]{0} parameter(0), sharding={devices=[2,1]<=[2]}
+  %q = f32[2]{0} parameter(1)
   %c = f32[2]{0} constant({1, 2})
   %z = f32[] constant(0)
-  %w = f32[4]{0} reduce-window(%p, %z), window={size=2 stride=1 pad=0_1}, to_apply=%region.1
+  %w = f32[2]{0} reduce-window(%p, %z), window={size=2 stride=1 pad=0_1}, to_apply=%region.1
   %r = f32[] reduce(%q, %z), dimensions={0}, to_apply=%region.2
-  ROOT %a = f32[4]{0} add(%w, %q), frontend_attributes={k="v"}
+  ROOT %a = f32[2]{0} add(%w, %q), frontend_attributes={k="v"}
 }
 """
 

@@ -356,14 +356,20 @@ class NestingError(Exception):
 
 
 def _nesting(items, open_tok) -> int:
+    depth = nesting_depth(items)
+    if depth > MAX_NESTING:
+        raise NestingError(open_tok)
+    return depth
+
+
+def nesting_depth(items) -> int:
+    """How deeply groups nest in a group of these items (1: none inside)."""
     deepest = 0
     for x in items:
         if isinstance(x, KV):
             x = x.value
         if isinstance(x, Group) and x.depth > deepest:
             deepest = x.depth
-    if deepest >= MAX_NESTING:
-        raise NestingError(open_tok)
     return deepest + 1
 
 
@@ -879,15 +885,10 @@ class _ValueReader:
             else:
                 items.append(self.atom(t, v))
         items = tuple(items)
-        deepest = 0
-        for x in items:
-            if isinstance(x, KV):
-                x = x.value
-            if isinstance(x, Group) and x.depth > deepest:
-                deepest = x.depth
-        if deepest + 1 > MAX_NESTING:
+        depth = nesting_depth(items)
+        if depth > MAX_NESTING:
             raise _Decline
-        return Group(_OPEN_CHAR[kind], items, self.text[start:self.pos] if kind == "LBRACE" else "", deepest + 1)
+        return Group(_OPEN_CHAR[kind], items, self.text[start:self.pos] if kind == "LBRACE" else "", depth)
 
     def value(self, allowed):
         t, v, at = self.next(allowed)

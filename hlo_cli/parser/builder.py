@@ -5,7 +5,7 @@ from ..errors import Diagnostic, HloSyntaxError
 from ..ir import opcodes as ops
 from ..ir.attributes import (AttrError, ComputationRef, Group, IntList, KV, Quoted, Seq, decoder,
                              generic_text)
-from ..ir.literal import Literal, LiteralError, deferred_literal, parse_literal
+from ..ir.literal import DeferredLiteral, Literal, LiteralError, deferred_literal, parse_literal
 from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame, make_instruction,
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
@@ -560,8 +560,8 @@ def _record_template(body, instrs, root, root_explicit, errs):
         if type(m) is not match_type:       # a constant in the general form (frontend.body_template)
             if len(m.args) != 1 or m.args[0].kind != "literal" or k in on_line:
                 return
-            rows.append((inst.opcode, inst.shape, None, dict(inst.attrs), m.args[0].text, None, inst.loc.column,
-                         inst.operand_shapes))
+            rows.append((inst.opcode, inst.shape, None, dict(inst.attrs), _literal_row(inst, m.args[0].text), None,
+                         inst.loc.column, inst.operand_shapes))
             continue
         decoded = {}
         operands = tuple([index[o] for o in inst.operands])
@@ -580,8 +580,15 @@ def _record_template(body, instrs, root, root_explicit, errs):
         elif k in on_line:
             return
         rows.append((inst.opcode, inst.shape, _getter(operands), decoded,
-                     m.group(6) if inst.opcode == "constant" else None, inst.parameter_number, inst.loc.column, None))
+                     _literal_row(inst, m.group(6)) if inst.opcode == "constant" else None, inst.parameter_number,
+                     inst.loc.column, None))
     errs.templates[template] = (tuple(rows), again, index[root], root_explicit)
+
+
+def _literal_row(inst, text):
+    """(a constant's literal text, whether its literal is a DeferredLiteral: deferred_literal decides
+    that from the text and the shape alone, so another body's equal constant gets one at once)."""
+    return text, type(inst.literal) is DeferredLiteral
 
 
 def _getter(operands: tuple):
@@ -619,7 +626,7 @@ def _build_templated(rc, body, errs: _Errors, filename: str, comp_names) -> Comp
     add = instrs.append
     defined: dict = {}
     params_seen: dict = {}
-    for k, (opcode, shape, operands, decoded, literal_text, pnum, column, operand_shapes) in enumerate(rows):
+    for k, (opcode, shape, operands, decoded, literal, pnum, column, operand_shapes) in enumerate(rows):
         redo = again.get(k) if again else None
         if redo is not None and (redo[4] or (fixed is not None and any(fixed[j] != own[j] for j in redo[3]))):
             shape_text, ops, attr, on_line, _ = redo
@@ -629,9 +636,8 @@ def _build_templated(rc, body, errs: _Errors, filename: str, comp_names) -> Comp
             if inst is None:
                 return None
         else:
-            literal = None
-            if literal_text is not None:
-                literal = _literal_of_text(literal_text, shape)
+            if literal is not None:
+                literal = DeferredLiteral(shape, literal[0]) if literal[1] else _literal_of_text(literal[0], shape)
                 if literal is None:
                     return None
             inst = make_instruction(names[k], opcode, shape, operands(names) if operands else (), decoded.copy(),

@@ -86,7 +86,7 @@ def _module(draw):
              "  %b = f32[4]{0} parameter(1)"]
     for k in range(copies):
         entry.append(f"  %p{k} = f32[4]{{0}} call(%a, %b), to_apply=%body.{k}")
-    entry.append(f"  ROOT %t = (" + ", ".join(["f32[4]{0}"] * copies) + f") tuple({calls})")
+    entry.append("  ROOT %t = (" + ", ".join(["f32[4]{0}"] * copies) + f") tuple({calls})")
     return "".join(parts) + "\n".join(entry) + "\n}\n"
 
 

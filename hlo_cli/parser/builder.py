@@ -5,14 +5,17 @@ from ..errors import Diagnostic, HloSyntaxError
 from ..ir import opcodes as ops
 from ..ir.attributes import (AttrError, ComputationRef, Group, IntList, KV, Quoted, Seq, decoder,
                              generic_text)
-from ..ir.literal import Literal, LiteralError, deferred_literal, parse_literal
+from ..ir.literal import DeferredLiteral, Literal, LiteralError, deferred_literal, parse_literal
 from ..ir.module import (Computation, FileLocation, Instruction, Loc, Module, StackFrame, make_instruction,
                          StackFrames, frozen_map)
 from ..ir.attributes import BackendConfig, Metadata
 from ..ir.shape import MAX_SHAPE_DEPTH, Shape, parse_array_shape, shape_depth
-from .frontend import LineInstr, Pos, ATTR_SPLIT, ShapeTokenError, SubParseError, decode_value, line_instr
+from .frontend import (LineInstr, Pos, ATTR_SPLIT, NAME_SPLIT, ShapeTokenError, SubParseError, TemplateBody,
+                       decode_value, line_instr)
 import re
 import sys
+from itertools import islice
+from operator import itemgetter
 
 from ..ir.attributes import needle_of, nth_among, value_tokens
 from ..ir.dtypes import ELEMENT_TYPES
@@ -45,6 +48,7 @@ class _Errors:
         self.text = text
         self._lines = None
         self.items: list[Diagnostic] = []
+        self.templates: dict = {}       # frontend.BodyTemplate -> what its own body built (_record_template)
 
     def line(self, n: int) -> str:
         if self._lines is None:
@@ -483,6 +487,11 @@ def _build_fused(rc, errs: _Errors, filename: str, comp_names, inline, text) -> 
     None, with nothing reported or defined, at anything else (a name to check, a second ROOT, an
     instruction with an error, a gap in the parameter numbers): the general path then redoes it."""
     body = rc.fast
+    if type(body) is TemplateBody:
+        comp = _build_templated(rc, body, errs, filename, comp_names)
+        if comp is not None:
+            return comp
+        body = body.lines_body()
     reported = len(errs.items)
     everywhere = getattr(comp_names, "everywhere", comp_names)
     state = (len(inline), len(comp_names), len(everywhere))     # what a general line may add to
@@ -493,6 +502,7 @@ def _build_fused(rc, errs: _Errors, filename: str, comp_names, inline, text) -> 
     reserved, checked, match_type = _RESERVED, _CHECKED_OPCODES, re.Match
     for m, attr_text, line, ls in zip(body.matches, body.attrs, body.lines, body.starts):
         if type(m) is not match_type:       # a line in the general form
+            _source(errs, text).known[line] = ls       # (where its name is, without counting the lines above)
             inst = _fused_general(m, rc, errs, filename, defined, comp_names, params_seen, inline, text, instrs)
             if inst is None or (m.is_root and root is not None):
                 break
@@ -522,14 +532,122 @@ def _build_fused(rc, errs: _Errors, filename: str, comp_names, inline, text) -> 
         defined[name] = inst
     else:
         if len(params_seen) == 0 or max(params_seen) == len(params_seen) - 1:
-            return _computation(rc, instrs, root if root is not None else instrs[-1].name, root is not None,
-                                errs, filename)
+            root_name = root if root is not None else instrs[-1].name
+            if body.template is not None and len(errs.items) == reported and len(inline) == state[0]:
+                _record_template(body, instrs, root_name, root is not None, errs)
+            return _computation(rc, instrs, root_name, root is not None, errs, filename)
     del errs.items[reported:]
     del inline[state[0]:]
     for names, n in ((comp_names, state[1]), (everywhere, state[2])):
         for extra in list(names)[n:]:
             del names[extra]
     return None
+
+
+def _record_template(body, instrs, root, root_explicit, errs):
+    """Keep what the body a template was made of built to (every line an Instruction, no finding), for
+    the bodies read by the template (`_build_templated`): per line the instruction's parts, and for a
+    line whose attributes hold %-names other than its operands' (called computations, control
+    predecessors) its texts cut at those names, to read again where another body's names differ."""
+    template = body.template
+    index = {inst.name: k for k, inst in enumerate(instrs)}
+    on_line: dict = {}
+    for j, k in enumerate(template.fixed_lines):
+        on_line.setdefault(k, []).append(j)
+    rows, again = [], {}
+    match_type = re.Match
+    for k, (inst, m, attr_text) in enumerate(zip(instrs, body.matches, body.attrs)):
+        if type(m) is not match_type:       # a constant in the general form (frontend.body_template)
+            if len(m.args) != 1 or m.args[0].kind != "literal" or k in on_line:
+                return
+            rows.append((inst.opcode, inst.shape, None, dict(inst.attrs), _literal_row(inst, m.args[0].text), None,
+                         inst.loc.column, inst.operand_shapes))
+            continue
+        decoded = {}
+        operands = tuple([index[o] for o in inst.operands])
+        if attr_text:
+            hit = _ATTR_TEXTS.get((inst.opcode, attr_text))
+            if not hit:
+                return
+            decoded = hit[0]
+            if k in on_line or hit[2]:
+                ops = NAME_SPLIT.split(m.group(6))
+                attr = NAME_SPLIT.split(attr_text)
+                if attr[1::2] != [template.names[j] for j in on_line.get(k, ())] or \
+                        ops[1::2] != list(inst.operands):
+                    return
+                again[k] = (m.group(4), ops[::2], attr[::2], tuple(on_line.get(k, ())), bool(hit[2]))
+        elif k in on_line:
+            return
+        rows.append((inst.opcode, inst.shape, _getter(operands), decoded,
+                     _literal_row(inst, m.group(6)) if inst.opcode == "constant" else None, inst.parameter_number,
+                     inst.loc.column, None))
+    errs.templates[template] = (tuple(rows), again, index[root], root_explicit)
+
+
+def _literal_row(inst, text):
+    """(a constant's literal text, whether its literal is a DeferredLiteral: deferred_literal decides
+    that from the text and the shape alone, so another body's equal constant gets one at once)."""
+    return text, type(inst.literal) is DeferredLiteral
+
+
+def _getter(operands: tuple):
+    """A function of the names a body defines giving the operands named by their numbers (None: none)."""
+    if not operands:
+        return None
+    if len(operands) == 1:
+        return lambda names, k=operands[0]: (names[k],)
+    return itemgetter(*operands)
+
+
+def _weave(pieces, names) -> str:
+    """pieces[0] %names[0] pieces[1] %names[1] ... (a text cut at its %-names, with these put in)."""
+    out = [pieces[0]]
+    for name, piece in zip(names, pieces[1:]):
+        out += ("%", name, piece)
+    return "".join(out)
+
+
+def _build_templated(rc, body, errs: _Errors, filename: str, comp_names) -> Computation | None:
+    """A body read by a template (frontend.TemplateBody): the instructions its template's body built
+    to, with its own names, lines and literals, a line whose attributes name other computations or
+    instructions than the template's read again from its own texts; what _build_fused makes of its
+    lines, those being the template's lines with other names.  None when the template's body did not
+    build cleanly, the names are not all different and free, or a line read again does not build
+    (then its lines are built)."""
+    kept = errs.templates.get(body.template)
+    names = body.names
+    if kept is None or len(set(names)) != len(names) or not _RESERVED.isdisjoint(names):
+        return None
+    rows, again, root, root_explicit = kept
+    fixed, own = body.fixed, body.template.names
+    line = body.line
+    instrs = []
+    add = instrs.append
+    defined: dict = {}
+    params_seen: dict = {}
+    for k, (opcode, shape, operands, decoded, literal, pnum, column, operand_shapes) in enumerate(rows):
+        redo = again.get(k) if again else None
+        if redo is not None and (redo[4] or (fixed is not None and any(fixed[j] != own[j] for j in redo[3]))):
+            shape_text, ops, attr, on_line, _ = redo
+            inst = instruction_of_parts(names[k], opcode, shape_text, _weave(ops, operands(names) if operands else ()),
+                                        _weave(attr, [(fixed or own)[j] for j in on_line]), line + k, column,
+                                        filename, defined, comp_names, params_seen, None)
+            if inst is None:
+                return None
+        else:
+            if literal is not None:
+                literal = DeferredLiteral(shape, literal[0]) if literal[1] else _literal_of_text(literal[0], shape)
+                if literal is None:
+                    return None
+            inst = make_instruction(names[k], opcode, shape, operands(names) if operands else (), decoded.copy(),
+                                    literal, pnum, filename, line + k, column, operand_shapes)
+        if again:
+            defined[inst.name] = inst
+            if pnum is not None:
+                params_seen[pnum] = None
+        add(inst)
+    return _computation(rc, instrs, names[root], root_explicit, errs, filename)
 
 
 def _fused_general(ri, rc, errs, filename, defined, comp_names, params_seen, inline, text, instrs):
@@ -1136,8 +1254,7 @@ def _check_refs(decoded, tok, aname, errs, comp_names, names, ri, src=None, ever
 def _inline_computation(group, tok, ri, aname, errs, filename, comp_names, inline, text):
     """A computation written in place, `to_apply={ ... }`: parsed at its place in the text (so its
     instructions keep their lines and columns) and lifted into the module as `<instr>.<attr>`."""
-    from .frontend import RawComputation, parse_raw
-    from lark import Token
+    from .frontend import RawComputation, Tok, parse_raw
     from ..ir.attributes import InlineComputation
     body = group.text
     src = _source(errs, text)
@@ -1164,7 +1281,7 @@ def _inline_computation(group, tok, ri, aname, errs, filename, comp_names, inlin
     while cname in everywhere or cname in comp_names:
         k += 1
         cname = f"_.{k}"
-    name_tok = Token("NAME", cname, line=tok.line, column=tok.column)
+    name_tok = Tok("NAME", cname, None, tok.line, tok.column)
     rc = RawComputation(False, name_tok, None, None, instrs, None)
     inline.append(_build_computation(rc, errs, filename, comp_names, inline, text))
     comp_names[cname] = rc
@@ -1412,33 +1529,38 @@ class _At:
 _SKIP = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)*", re.S)
 
 
+_NEWLINE = re.compile("\n")
+
+
 class _Source:
     """Offsets in the module text <-> 1-based (line, column), and small searches around tokens."""
 
     def __init__(self, text: str):
         self.text = text
-        self._starts = None
-
-    @property
-    def starts(self):
-        if self._starts is None:
-            starts = [0]
-            starts.extend(m.end() for m in re.finditer("\n", self.text))
-            self._starts = starts
-        return self._starts
+        self._starts = [0]          # where the lines start, as far as they were asked for
+        self._all = False
+        self.known: dict = {}       # line -> where it starts, for lines beyond those (see _build_fused)
 
     def offset(self, tok) -> int:
         line = getattr(tok, "line", 0) or 1
         col = getattr(tok, "column", 0) or 1
-        starts = self.starts
+        starts = self._starts
+        if len(starts) < line and line in self.known:
+            return min(self.known[line] + col - 1, len(self.text))
+        if len(starts) < line and not self._all:        # (only the lines up to the token's)
+            starts.extend(m.end() for m in islice(_NEWLINE.finditer(self.text, starts[-1]), line - len(starts)))
+            self._all = len(starts) < line
         if line > len(starts):
             return len(self.text)
         return min(starts[line - 1] + col - 1, len(self.text))
 
     def at(self, offset: int) -> _At:
         from bisect import bisect_right
-        i = bisect_right(self.starts, offset) - 1
-        return _At(i + 1, offset - self.starts[i] + 1)
+        starts = self._starts
+        if not self._all and starts[-1] <= offset:      # (only the lines up to the offset's)
+            starts.extend(m.end() for m in _NEWLINE.finditer(self.text, starts[-1], offset))
+        i = bisect_right(starts, offset) - 1
+        return _At(i + 1, offset - starts[i] + 1)
 
     def eof(self) -> _At:
         return self.at(len(self.text))

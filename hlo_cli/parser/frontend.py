@@ -2,17 +2,22 @@
 
 The transformer turns tokens into light intermediate records; builder.py then
 resolves names, decodes attributes by the opcode table and produces the IR.
+
+Lark is imported, and its tables loaded, only for a text the scanner below does not read whole
+(`_parser`): the scanner's regular expressions are the grammar's terminals as stored in
+terminal_patterns.py (checked against the grammar: `terminal_source`), its tokens are `Tok`s, and the
+transformer's methods (`_Reductions`) are plain functions to it; Lark's Transformer joins them only
+in `_parser`.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
+import sys
 from ..errors import Diagnostic, HloSyntaxError
 from .grammar import grammar_path
 from ..ir.attributes import (BackendConfig, Group, IntList, KV, Metadata, Quoted, Sep, Seq, Word,
@@ -88,6 +93,25 @@ class RawModule:
     computations: list
 
 
+class Tok(str):
+    """A token the front end makes itself: its text, and the fields of Lark's Token that the front end
+    and the builder read (type, offset, line, column)."""
+
+    def __new__(cls, type_, value, start_pos=None, line=None, column=None):
+        tok = str.__new__(cls, value)
+        tok.type, tok.start_pos, tok.line, tok.column = type_, start_pos, line, column
+        return tok
+
+    def __repr__(self):
+        return f"Tok({self.type!r}, {str.__repr__(self)})"
+
+    def __reduce__(self):
+        return Tok, (self.type, str(self), self.start_pos, self.line, self.column)
+
+
+_TOKENS: tuple = (Tok,)         # the token classes (Lark's joins once Lark is loaded: `_parser`)
+
+
 def _strip(tok) -> str:
     s = str(tok)
     return s[1:] if s.startswith("%") else s
@@ -95,7 +119,7 @@ def _strip(tok) -> str:
 
 def _after_root(c):
     """(whether an instruction's children start with ROOT, the children after it)."""
-    if isinstance(c[0], Token) and c[0].type == "ROOT":
+    if isinstance(c[0], _TOKENS) and c[0].type == "ROOT":
         return True, c[1:]
     return False, c
 
@@ -108,7 +132,7 @@ def _args_and_attrs(items, decode_attr_tokens: bool = False):
             continue
         if isinstance(x, Arg):
             args.append(x)
-        elif decode_attr_tokens and isinstance(x, Token) and x.type == "ATTR":
+        elif decode_attr_tokens and isinstance(x, _TOKENS) and x.type == "ATTR":
             attrs.append(_attr_from_token(x))
         else:
             attrs.append(x)
@@ -130,16 +154,16 @@ def _shape(x) -> Shape:
 
 
 def _first_tok(x):
-    return x if isinstance(x, Token) else None
+    return x if isinstance(x, _TOKENS) else None
 
 
 # ----------------------------------------------------------------------------- transformer
 
-class _T(Transformer):
-    """Embedded transformer: called by the LALR parser at every reduction."""
+class _Reductions:
+    """The embedded transformer's methods, called by the LALR parser at every reduction (`_parser`
+    makes a Lark Transformer of them); the scanner calls some of them itself, without Lark."""
 
     def __init__(self):
-        super().__init__(visit_tokens=False)
         self.text = ""
 
     # shapes
@@ -194,7 +218,7 @@ class _T(Transformer):
         shape = _shape(c[0])
         args = [a for a in c[2:] if a is not None]
         return Arg("nested", shape=shape, tok=c[1],
-                   nested=RawInstr(False, Token("NAME", ""), shape, c[0], c[1], args, []))
+                   nested=RawInstr(False, Tok("NAME", ""), shape, c[0], c[1], args, []))
 
     def arg(self, c):
         x = c[0]
@@ -212,7 +236,7 @@ class _T(Transformer):
 
     def nested_instruction_noshape(self, c):
         args = [a for a in c[1:] if a is not None]
-        return Arg("nested", tok=c[0], nested=RawInstr(False, Token("NAME", ""), None, None, c[0], args, []))
+        return Arg("nested", tok=c[0], nested=RawInstr(False, Tok("NAME", ""), None, None, c[0], args, []))
 
     def instruction_noshape(self, c):
         is_root, c = _after_root(c)
@@ -227,11 +251,11 @@ class _T(Transformer):
         for x in c[2:]:
             if x is None:
                 continue
-            if isinstance(x, (Shape, Token)) and not (isinstance(x, Token) and x.type in ("ATTR", "NAME")):
+            if isinstance(x, (Shape, *_TOKENS)) and not (isinstance(x, _TOKENS) and x.type in ("ATTR", "NAME")):
                 pos = Pos(f"_{k}", getattr(opcode_tok, "line", 1), getattr(opcode_tok, "column", 1))
                 args.append(Arg("ref", name=f"_{k}", shape=_shape(x), tok=pos))
                 k += 1
-            elif isinstance(x, Token) and x.type == "ATTR":
+            elif isinstance(x, _TOKENS) and x.type == "ATTR":
                 attrs.append(_attr_from_token(x))
             else:
                 attrs.append(x)
@@ -240,9 +264,9 @@ class _T(Transformer):
         return self.single_instruction([instr])
 
     def single_instruction(self, c):
-        comp = RawComputation(True, Token("NAME", "_", line=1, column=1), None, None, [c[0]], None)
+        comp = RawComputation(True, Tok("NAME", "_", None, 1, 1), None, None, [c[0]], None)
         comp.synthesized = True
-        return RawModule((Token("NAME", "_", line=1, column=1), []), [], [comp])
+        return RawModule((Tok("NAME", "_", None, 1, 1), []), [], [comp])
 
     # instructions and computations
     def instruction(self, c):
@@ -263,7 +287,7 @@ class _T(Transformer):
     def computation(self, c):
         is_entry = False
         i = 0
-        if isinstance(c[0], Token) and c[0].type == "ENTRY":
+        if isinstance(c[0], _TOKENS) and c[0].type == "ENTRY":
             is_entry = True
             i = 1
         name_tok = c[i]
@@ -288,14 +312,14 @@ class _T(Transformer):
     def section(self, c):
         entries = []
         for x in c[1:]:
-            if isinstance(x, Token) and x.type == "SECTION_ENTRY":
+            if isinstance(x, _TOKENS) and x.type == "SECTION_ENTRY":
                 num, _, rest = str(x).partition(" ")
                 rest = rest.strip()
                 if rest.startswith('"'):
                     value = Quoted(unquote(rest), rest)
                 else:
                     value = Group("{", tuple(KV(k, Word(v)) for k, v in _SECTION_KV.findall(rest)), rest)
-                entries.append((int(num), value, Token.new_borrow_pos("INT", num, x)))
+                entries.append((int(num), value, Tok("INT", num, x.start_pos, x.line, x.column)))
             else:
                 entries.append(x)
         return ("section", str(c[0]), entries)
@@ -332,19 +356,25 @@ class NestingError(Exception):
 
 
 def _nesting(items, open_tok) -> int:
+    depth = nesting_depth(items)
+    if depth > MAX_NESTING:
+        raise NestingError(open_tok)
+    return depth
+
+
+def nesting_depth(items) -> int:
+    """How deeply groups nest in a group of these items (1: none inside)."""
     deepest = 0
     for x in items:
         if isinstance(x, KV):
             x = x.value
         if isinstance(x, Group) and x.depth > deepest:
             deepest = x.depth
-    if deepest >= MAX_NESTING:
-        raise NestingError(open_tok)
     return deepest + 1
 
 
 def _val(x):
-    if isinstance(x, Token):
+    if isinstance(x, _TOKENS):
         t = x.type
         if t == "NAME":
             return Word(x)
@@ -372,7 +402,16 @@ def _lit_tok(x):
 
 
 @lru_cache(maxsize=1)
-def _parser() -> tuple[Lark, _T]:
+def _parser():
+    """(Lark's LALR parser, its embedded transformer): Lark imported and its tables loaded here only."""
+    global _TOKENS
+    from lark import Lark, Token, Transformer
+
+    class _T(_Reductions, Transformer):
+        def __init__(self):
+            Transformer.__init__(self, visit_tokens=False)
+            _Reductions.__init__(self)
+    _TOKENS = (Tok, Token)
     t = _T()
     lark = Lark(grammar_path().read_text(), parser="lalr", lexer="contextual", start=["start", "attr_value"],
                 maybe_placeholders=True, propagate_positions=False, transformer=t,
@@ -380,10 +419,13 @@ def _parser() -> tuple[Lark, _T]:
     return lark, t
 
 
+_FAST = _Reductions()          # (the transformer's methods as the scanner calls them)
+
+
 def warm_up() -> None:
-    """Do the front end's first-call work now (load Lark's tables, compile the scanner's regexes), so
-    that processes forked after it (parser/parallel.py) do not each pay for it."""
-    _parser()
+    """Do the front end's first-call work now (compile the scanner's regexes), so that processes
+    forked after it (parser/parallel.py) do not each pay for it.  Lark's tables are not loaded: a text
+    the scanner reads whole never needs them."""
     _scanner_regexes()
     fused_regexes()
     _plain_regexes()
@@ -394,7 +436,47 @@ def warm_up() -> None:
 def terminal_pattern(name: str) -> str:
     """The regular expression of one of the grammar's terminals (for a printer that writes a value
     bare only when it reads back as that one token)."""
+    return terminal_source(name)
+
+
+def _lark_terminal(name: str) -> str:
     return _parser()[0].get_terminal(name).pattern.to_regexp()
+
+
+#: The terminals stored in terminal_patterns.py (what the scanner and the value reader use).
+STORED_TERMINALS = ("INSTR_LINE", "SIGNATURE", "ATTR", "SECTION_ENTRY", "INSTR_HEAD", "LITERAL_ARRAY",
+                    "COMMENT", "LINE_COMMENT", "SHAPE", "NAME", "STRING", "INT_LIST", "SQ_STRING", "IOTA_T",
+                    "BACKEND_CONFIG")
+_stored: list = []
+
+
+def _grammar_sha256() -> str:
+    import hashlib
+    return hashlib.sha256(grammar_path().read_bytes()).hexdigest()
+
+
+def terminal_source(name: str) -> str:
+    """The regular expression Lark makes of the grammar's terminal NAME: as stored in
+    terminal_patterns.py when that file was made from this very grammar (its SHA-256), else Lark's."""
+    if not _stored:
+        from . import terminal_patterns as stored
+        _stored.append(stored.PATTERNS if stored.GRAMMAR_SHA256 == _grammar_sha256() else None)
+    patterns = _stored[0]
+    if patterns is not None and name in patterns:
+        return patterns[name]
+    return _lark_terminal(name)
+
+
+def render_terminal_patterns() -> str:
+    """The text of terminal_patterns.py made from the grammar by Lark (tests/test_parsefast_lark_free.py
+    checks the stored file against it; write it out after changing the grammar)."""
+    lines = ['"""The regular expressions Lark makes of grammar/hlo.lark\'s terminals that the front end\'s scanner',
+             "uses, stored so that a text the scanner reads whole needs neither Lark nor its tables.",
+             "Made by parser/frontend.py `render_terminal_patterns` (do not edit; used only while the",
+             'grammar\'s SHA-256 is GRAMMAR_SHA256)."""', "",
+             f"GRAMMAR_SHA256 = {_grammar_sha256()!r}", "", "PATTERNS = {"]
+    lines += [f"    {name!r}: {_lark_terminal(name)!r}," for name in STORED_TERMINALS]
+    return "\n".join(lines + ["}", ""])
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -451,6 +533,7 @@ def parse_raw(text: str, filename: str = "<string>", start_line: int = 0):
     fast = scan_module(text)
     if fast is not None:
         return fast
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
     lark, t = _parser()
     t.text = text
     try:
@@ -568,6 +651,8 @@ def decode_value(name: str, value: str):
             inner = value[1:-1].strip()
             return IntList(int(v) for v in inner.split(",")) if inner else IntList()
         simple = simple_group(value)
+        if simple is None:
+            simple = read_attr_value(value)
         if simple is not None:
             return simple
         lark, t = _parser()
@@ -621,11 +706,8 @@ _plain: list = []
 def _plain_regexes():
     """(white space and comments, SHAPE, NAME): the grammar's own terminals, compiled once."""
     if not _plain:
-        lark = _parser()[0]
-        pattern = lark.get_terminal
-        _plain.append((_re.compile(r"(?:\s++|" + pattern("COMMENT").pattern.to_regexp() + ")*+"),
-                       _re.compile(pattern("SHAPE").pattern.to_regexp()),
-                       _re.compile(pattern("NAME").pattern.to_regexp())))
+        _plain.append((_re.compile(r"(?:\s++|" + terminal_source("COMMENT") + ")*+"),
+                       _re.compile(terminal_source("SHAPE")), _re.compile(terminal_source("NAME"))))
     return _plain[0]
 
 
@@ -692,6 +774,149 @@ def plain_group(value: str):
             pos = m.end()
 
 
+# ----------------------------------------------------------------------------- attribute values
+#
+# `read_attr_value` makes what the grammar's attr_value rule and the transformer make of a value,
+# without Lark, for the values it knows (groups of words, strings, shapes, integer lists, key=value
+# pairs, separators, and value sequences such as [2,8]<=[16]T(1,0)).  Lark's lexer is contextual:
+# at each place it tries only the terminals the parser can take there, by priority (SHAPE and
+# INT_LIST, then IOTA_T and SQ_STRING, then the others, longest first), so the reader lexes with
+# the set of the place it is at (`_IN_GROUP`, `_AFTER_EQUAL`, `_VALUE`, `_AFTER_VALUE`).  Anything
+# else (a '<' after '=', a closing bracket that does not match, a bad shape, nesting too deep, any
+# error) returns None, and Lark reads the value and reports what is wrong.
+
+class _Decline(Exception):
+    pass
+
+
+_VALUE_RES: list = []
+_SINGLE = {"{": "LBRACE", "[": "LSQB", "(": "LPAR", "}": "RBRACE", "]": "RSQB", ")": "RPAR", ",": "SEP",
+           ":": "COLON", "<": "ANGLE", "=": "EQUAL"}
+# the terminals each place takes, in the order the lexer tries them (single characters last)
+_IN_GROUP = ("SHAPE", "INT_LIST", "IOTA_T", "SQ_STRING", "NAME", "STRING", "ARROW", "LE",
+             "LBRACE", "LSQB", "LPAR", "RBRACE", "RSQB", "RPAR", "SEP", "COLON", "ANGLE", "EQUAL")
+_AFTER_EQUAL = ("SHAPE", "INT_LIST", "SQ_STRING", "NAME", "STRING", "LBRACE", "LSQB", "LPAR")
+_VALUE = ("SHAPE", "INT_LIST", "NAME", "STRING", "LBRACE", "LSQB", "LPAR")
+_AFTER_VALUE = ("IOTA_T", "LE", "LBRACE", "LSQB", "LPAR", "COLON")
+_GROUP_ONLY = ("LBRACE", "LSQB", "LPAR")
+_CLOSE_OF = {"LBRACE": "RBRACE", "LSQB": "RSQB", "LPAR": "RPAR"}
+_OPEN_CHAR = {"LBRACE": "{", "LSQB": "[", "LPAR": "("}
+_SEPS = {"SEP": Sep(","), "LE": Sep("<="), "COLON": Sep(":"), "IOTA_T": Sep("T"), "ARROW": Sep("->")}
+
+
+def _value_regexes() -> dict:
+    if not _VALUE_RES:
+        res = {n: _re.compile(terminal_source(n)) for n in ("SHAPE", "INT_LIST", "IOTA_T", "SQ_STRING", "NAME",
+                                                            "STRING")}
+        res["ARROW"], res["LE"] = _re.compile("->"), _re.compile("<=")
+        res[" "] = _re.compile(r"(?:\s++|" + terminal_source("COMMENT") + "|" + terminal_source("LINE_COMMENT") +
+                               ")*+")
+        _VALUE_RES.append(res)
+    return _VALUE_RES[0]
+
+
+class _ValueReader:
+    def __init__(self, text: str):
+        self.text, self.pos, self.res = text, 0, _value_regexes()
+
+    def next(self, allowed):
+        """(terminal, text, start) of the next token among `allowed`, or ("$END", "", end)."""
+        text, res = self.text, self.res
+        pos = res[" "].match(text, self.pos).end()
+        if pos >= len(text):
+            self.pos = pos
+            return "$END", "", pos
+        for name in allowed:
+            if name in _SINGLE.values():
+                if _SINGLE.get(text[pos]) == name:
+                    self.pos = pos + 1
+                    return name, text[pos], pos
+                continue
+            m = res[name].match(text, pos)
+            if m is not None:
+                self.pos = m.end()
+                return name, m.group(), pos
+        raise _Decline
+
+    def peek(self, allowed):
+        at = self.pos
+        try:
+            return self.next(allowed)
+        finally:
+            self.pos = at
+
+    def atom(self, kind, value):
+        if kind == "NAME" or kind == "SQ_STRING":
+            return Word(value)
+        if kind == "STRING":
+            return Quoted(unquote(value), value)
+        if kind == "SHAPE":
+            try:
+                return parse_array_shape(value)
+            except ShapeSyntaxError:
+                raise _Decline from None
+        if kind == "INT_LIST":
+            body = value[1:-1].strip()
+            return IntList(int(v) for v in body.split(",")) if body else IntList()
+        raise _Decline
+
+    def group(self, kind, start):
+        """The group opened by `kind` at `start` (its opening read)."""
+        close = _CLOSE_OF[kind]
+        items = []
+        while True:
+            t, v, at = self.next(_IN_GROUP)
+            if t == close:
+                break
+            if t in _CLOSE_OF:
+                items.append(self.group(t, at))
+            elif t in _SEPS:
+                items.append(_SEPS[t])
+            elif t == "ANGLE":
+                items.append(Word(v))
+            elif t == "EQUAL":
+                items.append(Sep("="))
+            elif t in ("RBRACE", "RSQB", "RPAR", "$END"):
+                raise _Decline
+            elif (t == "NAME" or t == "SQ_STRING") and self.peek(_IN_GROUP)[0] == "EQUAL":
+                self.next(_IN_GROUP)
+                vt, vv, vat = self.next(_AFTER_EQUAL)
+                items.append(KV(v, self.group(vt, vat) if vt in _CLOSE_OF else self.atom(vt, vv)))
+            else:
+                items.append(self.atom(t, v))
+        items = tuple(items)
+        depth = nesting_depth(items)
+        if depth > MAX_NESTING:
+            raise _Decline
+        return Group(_OPEN_CHAR[kind], items, self.text[start:self.pos] if kind == "LBRACE" else "", depth)
+
+    def value(self, allowed):
+        t, v, at = self.next(allowed)
+        return self.group(t, at) if t in _CLOSE_OF else self.atom(t, v)
+
+    def attr_value(self):
+        vals = [self.value(_VALUE)]
+        while True:
+            t, v, at = self.next(_AFTER_VALUE)
+            if t == "$END":
+                break
+            if t in _CLOSE_OF:
+                vals.append(self.group(t, at))
+                continue
+            vals.append(_SEPS[t])
+            vals.append(self.value(_GROUP_ONLY if t == "IOTA_T" else _VALUE))
+        return vals[0] if len(vals) == 1 else Seq(tuple(vals))
+
+
+def read_attr_value(text: str):
+    """What Lark's parse of TEXT from the grammar's attr_value rule makes, read without Lark; None
+    for a text it does not know or that does not read (then Lark reads it)."""
+    try:
+        return _ValueReader(text).attr_value()
+    except (_Decline, RecursionError):
+        return None
+
+
 class SubParseError(Exception):
     """A syntax error inside an attribute value decoded from a coarse token."""
 
@@ -706,11 +931,14 @@ def _attrs_of(tok, text: str, base: int, out: list):
             value = decode_value(name, m.group(2))
         except NestingError as e:
             raise SubParseError(tok.line, tok.column + base + m.start(2) + e.column - 1, e.message) from None
-        except UnexpectedInput as e:
+        except Exception as e:
+            lark_errors = sys.modules.get("lark.exceptions")     # (only Lark's parse raises these)
+            if lark_errors is None or not isinstance(e, lark_errors.UnexpectedInput):
+                raise
             col = tok.column + base + m.start(2) + (getattr(e, "column", 1) or 1) - 1
-            if isinstance(e, UnexpectedToken) and str(e.token) in ("]", "}", ")"):
+            if isinstance(e, lark_errors.UnexpectedToken) and str(e.token) in ("]", "}", ")"):
                 msg = f"in the value of {name}: unbalanced brackets: unexpected '{e.token}'"
-            elif isinstance(e, UnexpectedToken):
+            elif isinstance(e, lark_errors.UnexpectedToken):
                 msg = f"in the value of {name}: expected {_describe_expected(e.expected)}, got {_seen(e.token)}"
             else:
                 msg = f"in the value of {name}: unexpected input"
@@ -765,7 +993,7 @@ def _instruction_lines(self, c):
     tok = c[0]
     s = str(tok)
     if not _line_terminal:
-        _line_terminal.append(_re.compile(_parser()[0].get_terminal("INSTR_LINE").pattern.to_regexp()))
+        _line_terminal.append(_re.compile(terminal_source("INSTR_LINE")))
     line_re = _line_terminal[0]
     out = []
     pos, line, line_start = 0, tok.line, -tok.column + 1     # offset in s where the token's line starts
@@ -774,7 +1002,7 @@ def _instruction_lines(self, c):
         m = line_re.match(s, pos)
         if m is None:           # pragma: no cover - the token is made of such lines
             raise SubParseError(line, pos - line_start + 1, "internal error: an instruction line did not split")
-        sub = Token("INSTR_LINE", m.group(0), tok.start_pos + pos, line, pos - line_start + 1)
+        sub = Tok("INSTR_LINE", m.group(0), tok.start_pos + pos, line, pos - line_start + 1)
         out.append(LineInstr(sub, _LINE_RE.match(sub)))
         end = m.end()
         nl = s.count("\n", pos, end)
@@ -825,7 +1053,7 @@ def _instruction_fast(self, c):
             continue
         if isinstance(x, Arg):
             args.append(x)
-        elif isinstance(x, Token):
+        elif isinstance(x, _TOKENS):
             if x.type == "OPERANDS":
                 _operands_of(x, str(x), 0, args)
             elif x.type == "ATTR":
@@ -836,8 +1064,8 @@ def _instruction_fast(self, c):
                     _part(head, m.group(4), m.start(4)), args, attrs)
 
 
-def _instruction_general(self, c, _orig=_T.instruction):
-    c = [_attr_from_token(x) if isinstance(x, Token) and x.type == "ATTR" else x for x in c]
+def _instruction_general(self, c, _orig=_Reductions.instruction):
+    c = [_attr_from_token(x) if isinstance(x, _TOKENS) and x.type == "ATTR" else x for x in c]
     return _orig(self, c)
 
 
@@ -847,7 +1075,7 @@ def _header(self, c):
         # XLA reads `HloModule name:` (a name token ends with its colon) but not a detached ':'
         raise SubParseError(colon.line, colon.column, "unexpected ':' after the module name "
                              "(XLA allows a ':' only right after the name, as in `HloModule m:`)")
-    return ("header", name, [_attr_from_token(a) if isinstance(a, Token) else a for a in c[2:] if a is not None])
+    return ("header", name, [_attr_from_token(a) if isinstance(a, _TOKENS) else a for a in c[2:] if a is not None])
 
 
 def _attr_value(self, c):
@@ -931,6 +1159,53 @@ def _simple_params(inner: str, tok):
     return params
 
 
+_SIG_NAME = _re.compile(r"(%?[A-Za-z_][\w.\-]*+):", _re.ASCII)
+_SIGNATURES: dict = {}      # a signature's text cut at its parameter names -> (shapes, result) or False
+
+
+def _signature_of(tok):
+    """_signature_fast of a SIGNATURE token, kept by its text cut at the parameter names (`_SIG_NAME`:
+    maximal ASCII names before a ':'): a dump repeats signatures that differ only in them.  An entry
+    is kept when the parameters _signature_fast finds are those names at those places; another
+    signature cut into the same pieces then reads the same with its own names, each a run of name
+    characters between the same characters."""
+    parts = _SIG_NAME.split(tok)
+    key = tuple(parts[::2])
+    hit = _SIGNATURES.get(key)
+    if hit is None:
+        sig = _signature_fast(_FAST, [tok])
+        if len(_SIGNATURES) >= 1 << 14:
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = _signature_entry(parts, sig, tok)
+        return sig
+    if hit is False:
+        return _signature_fast(_FAST, [tok])
+    shapes, result = hit
+    line, column, off = tok.line, tok.column, len(parts[0])
+    params = []
+    for k in range(len(shapes)):
+        name = parts[2 * k + 1]
+        params.append((name[1:] if name[0] == "%" else name, shapes[k], Pos(name, line, column + off)))
+        off += len(name) + 1 + len(parts[2 * k + 2])
+    return ("sig", params, result)
+
+
+def _signature_entry(parts, sig, tok):
+    """(the parameters' shapes, the result) when the parameters of `sig` are the names of `parts` at
+    their places, else False."""
+    params = sig[1]
+    if len(params) != len(parts) // 2:
+        return False
+    off = len(parts[0])
+    for k, (name, _, ptok) in enumerate(params):
+        spelled = parts[2 * k + 1]
+        if ptok.value != spelled or ptok.line != tok.line or ptok.column != tok.column + off or \
+                name != (spelled[1:] if spelled[0] == "%" else spelled):
+            return False
+        off += len(spelled) + 1 + len(parts[2 * k + 2])
+    return tuple(shape for _, shape, _ in params), sig[2]
+
+
 def _matching_paren(s: str) -> int:
     depth = 0
     for k, ch in enumerate(s):
@@ -949,13 +1224,13 @@ def shape_text_cached(text):
     return parse_shape_text(text)
 
 
-_T.signature_fast = _signature_fast
-_T.instruction_line = _instruction_line
-_T.instruction_lines = _instruction_lines
-_T.instruction_fast = _instruction_fast
-_T.instruction = _instruction_general
-_T.header = _header
-_T.attr_value = _attr_value
+_Reductions.signature_fast = _signature_fast
+_Reductions.instruction_line = _instruction_line
+_Reductions.instruction_lines = _instruction_lines
+_Reductions.instruction_fast = _instruction_fast
+_Reductions.instruction = _instruction_general
+_Reductions.header = _header
+_Reductions.attr_value = _attr_value
 
 
 # ----------------------------------------------------------------------------- fast scanner
@@ -980,11 +1255,9 @@ _scan_terminals: list = []
 
 def _scanner_regexes():
     if not _scan_terminals:
-        lark = _parser()[0]
         # a line of a body: white space, then an INSTR_LINE ending its line (or followed by '}')
-        _scan_terminals.append(_re.compile(r"\s*+(" + lark.get_terminal("INSTR_LINE").pattern.to_regexp() +
-                                           r")[ \t]*+(?=[\n}])"))
-        _scan_terminals.append(_re.compile(lark.get_terminal("SIGNATURE").pattern.to_regexp()))
+        _scan_terminals.append(_re.compile(r"\s*+(" + terminal_source("INSTR_LINE") + r")[ \t]*+(?=[\n}])"))
+        _scan_terminals.append(_re.compile(terminal_source("SIGNATURE")))
     return _scan_terminals
 
 
@@ -1005,7 +1278,7 @@ class _Cursor:
         self.pos = end
 
     def token(self, type_, end):
-        tok = Token(type_, self.text[self.pos:end], self.pos, self.line, self.pos - self.line_start + 1)
+        tok = Tok(type_, self.text[self.pos:end], self.pos, self.line, self.pos - self.line_start + 1)
         self.move(end)
         return tok
 
@@ -1100,8 +1373,7 @@ def _terminals(names: tuple) -> list:
     """The grammar's terminals NAMES, compiled once."""
     out = _compiled_terminals.get(names)
     if out is None:
-        lark = _parser()[0]
-        out = _compiled_terminals[names] = [_re.compile(lark.get_terminal(n).pattern.to_regexp()) for n in names]
+        out = _compiled_terminals[names] = [_re.compile(terminal_source(n)) for n in names]
     return out
 
 
@@ -1127,8 +1399,8 @@ def _literal_line(text: str, cur: _Cursor, end: int):
     line, line_start = cur.line, cur.line_start
 
     def token(type_, start, stop):
-        return Token(type_, text[start:stop], start, line, start - line_start + 1)
-    _, t = _parser()
+        return Tok(type_, text[start:stop], start, line, start - line_start + 1)
+    t = _FAST
     children = [token("INSTR_HEAD", cur.pos, h.end()), t.arg([token("LITERAL_ARRAY", pos, lit.end())])]
     pos = close + 1
     while True:
@@ -1151,6 +1423,7 @@ def _parse_slice(text: str, cur: _Cursor, end: int):
     from lark.lexer import LexerState, LexerThread, LineCounter
     from lark.utils import TextSlice
     lark, t = _parser()
+    t.text = text
     ctr = LineCounter("\n")
     ctr.char_pos, ctr.line, ctr.column, ctr.line_start_pos = cur.pos, cur.line, cur.pos - cur.line_start + 1, \
         cur.line_start
@@ -1159,7 +1432,9 @@ def _parse_slice(text: str, cur: _Cursor, end: int):
     return front.parser.parse(thread, "start")
 
 
-def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None) -> RawComputation | None:
+def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None, templates=None) -> RawComputation | None:
+    """The computation at the cursor; `templates` the bodies read so far that a later one may be read
+    by (`_read_body`)."""
     text = cur.text
     m = _COMP_HEAD.match(text, cur.pos)
     if m is None or m.group(2) in _NOT_NAMES:
@@ -1173,12 +1448,12 @@ def _scan_computation(cur: _Cursor, line_re, sig_re, t, fused_re=None) -> RawCom
         sm = sig_re.match(text, cur.pos)
         if sm is None:
             return None
-        _, params, result = _signature_fast(t, [cur.token("SIGNATURE", sm.end())])
+        _, params, result = _signature_of(cur.token("SIGNATURE", sm.end()))
         cur.skip_ws()
     if not text.startswith("{", cur.pos):
         return None
     cur.move(cur.pos + 1)
-    fast = _fast_body(cur, fused_re) if fused_re is not None else None
+    fast = _read_body(cur, fused_re, templates) if fused_re is not None else None
     if fast is not None:
         return RawComputation(is_entry, name_tok, params, result, None, None, fast)
     instrs = _scan_body(cur, line_re)
@@ -1241,7 +1516,7 @@ def scan_module(text: str) -> RawModule | None:
     first = _FIRST_COMP.search(text)
     if first is None:
         return None
-    lark, t = _parser()
+    t = _FAST
     line_re, sig_re = _scanner_regexes()
     fused_re = fused_regexes()
     t.text = text
@@ -1251,14 +1526,17 @@ def scan_module(text: str) -> RawModule | None:
         if prefix.strip():
             head = _scan_prefix(text, first.start(), t)
             if head is None:
+                lark, lark_t = _parser()
+                lark_t.text = text
                 head = lark.parse(prefix, start="start")
             if not isinstance(head, RawModule) or head.computations:
                 return None
             header, sections = head.header, head.sections
         cur = _Cursor(text, first.start())
         comps = []
+        templates: dict = {}
         while cur.pos < len(text):
-            comp = _scan_computation(cur, line_re, sig_re, t, fused_re)
+            comp = _scan_computation(cur, line_re, sig_re, t, fused_re, templates)
             if comp is None:
                 return None
             comps.append(comp)
@@ -1295,7 +1573,7 @@ def fused_regexes():
     INSTR_LINE's attributes (group 1) and white space; the whole-line regex is INSTR_LINE with the
     same groups (7: the attributes), for an instruction over several lines."""
     if not _fused:
-        parts = fused_pattern(_parser()[0].get_terminal("INSTR_LINE").pattern.to_regexp())
+        parts = fused_pattern(terminal_source("INSTR_LINE"))
         if parts is None:
             _fused.append(None)
         else:
@@ -1336,11 +1614,16 @@ def fused_pattern(instr_line: str, grouped: bool = True) -> tuple[str, str, str]
 class FastBody:
     """The lines of a body read in one pass: the line regex's match of each instruction line (or,
     for a line in the general form, the record Lark made of it), its attributes text, its line
-    number and the offset where its line starts; `text` the whole text."""
-    __slots__ = ("text", "matches", "attrs", "lines", "starts")
+    number and the offset where its line starts; `text` the whole text; `template` the BodyTemplate
+    made of it (or None)."""
+    __slots__ = ("text", "matches", "attrs", "lines", "starts", "template", "made", "template_key",
+                 "template_end")
 
     def __init__(self, text, matches, attrs, lines, starts):
         self.text, self.matches, self.attrs, self.lines, self.starts = text, matches, attrs, lines, starts
+        self.template = None
+        self.made = False       # whether `template` was asked for (made when a later body has its key)
+        self.template_key = self.template_end = None    # its key, the offset of its '}' (_body_key)
 
     def line_instrs(self) -> list:
         """The records `_scan_body` makes of the same lines (for the builder's general path)."""
@@ -1425,3 +1708,189 @@ def _fast_body(cur: _Cursor, regexes) -> FastBody | None:
         add_s(pos)
         pos = cur.pos + 1
         line = cur.line + 1
+
+
+# ----------------------------------------------------------------------------- body templates
+#
+# An optimized dump repeats computations that differ only in their instructions' names (each layer's
+# fused computations, reductions' and sorts' comparators...).  A body's text up to the line of its
+# '}' is cut at its %-names (`NAME_SPLIT`: maximal runs of ASCII name characters after a '%'): the
+# pieces between them are the body's key.  A later body with the same key whose names fit is read
+# by the template of the first: a body read line by line, every line a plain match of the line
+# regex (or a constant in the general form) right after the one before, each defining a %-name,
+# every operand a %-name defined on a line above (`body_template`).  The names fit when each name
+# defined is a new one (`_build_templated` checks that they differ) and each operand is the very name
+# defined at the template's place; the other %-names (called computations, control predecessors, in
+# the attributes) may differ: the builder then reads the attributes of their lines anew.  Every line of such a body is then a line of the template with names changed;
+# names are maximal runs there, bounded by characters (blanks, '=', ',', ')', '%') that no name
+# holds, so the line regex matches it with the same groups, names apart, and the attributes text
+# the same: the records of the body are the template's with its own names, and its lines count as
+# the template's do.  The builder builds such a body from the instructions of the template's own
+# body (builder.py `_build_templated`) when that body built without a finding; else, as for anything
+# it does not take, from its lines (`TemplateBody.lines_body`, the line-by-line reading).
+
+NAME_SPLIT = _re.compile(r"%([A-Za-z_][\w.\-]*+)", _re.ASCII)
+_TEMPLATE_NAME = _re.compile(r"[A-Za-z_][\w.\-]*+", _re.ASCII)
+_MAX_TEMPLATE_LINES = 2000      # (a body this long is hardly repeated)
+_TEMPLATES_PER_KEY = 2
+TEMPLATES = True                # (tests turn templates off to compare both readings)
+
+
+class BodyTemplate:
+    """Where the names of a template's body are, by their order in its text: `defs` those it defines,
+    `refs` the operands with the number of the definition each names, `fixed` the others (in the
+    attributes: called computations, control predecessors, names in strings) with their `names` and
+    the number of the line of each (`fixed_lines`); `nlines` its number of lines."""
+    __slots__ = ("defs", "refs", "targets", "fixed", "names", "fixed_lines", "nlines")
+
+    def __init__(self, defs, refs, targets, fixed, names, fixed_lines, nlines):
+        self.defs, self.refs, self.targets, self.fixed, self.names = defs, refs, targets, fixed, names
+        self.fixed_lines, self.nlines = fixed_lines, nlines
+
+
+def _def_slots(body: FastBody, line_re) -> tuple | None:
+    """({offset of a defined name's '%': its number}, {offset of an operand's '%': the number of the
+    definition it names}) of a body every line of which a template takes, else None."""
+    matches, text, starts = body.matches, body.text, body.starts
+    defs: dict = {}
+    def_at: dict = {}      # (the offsets of the names' '%')
+    ref_at: dict = {}
+    end = starts[0]
+    name_full = _TEMPLATE_NAME.fullmatch
+    for i, m in enumerate(matches):
+        if starts[i] != end:
+            return None
+        if type(m) is not _re.Match:        # a line in the general form: a constant, no other name in it
+            end = text.find("\n", starts[i]) + 1
+            h = _GENERAL_HEAD.match(text, _BLANKS.match(text, starts[i]).end())
+            if not isinstance(m, RawInstr) or m.opcode != "constant" or h is None or \
+                    h.group(1) != "%" + m.name or name_full(m.name) is None or "%" in text[h.end(1):end]:
+                return None
+            def_at[h.start(1)] = defs[m.name] = len(defs)
+            continue
+        if m.re is not line_re:
+            return None
+        end = m.end()
+        spelled = m.group(3)
+        if spelled[0] != "%" or name_full(spelled, 1) is None:
+            return None
+        ops = m.group(6)
+        if m.group(5) not in ("parameter", "constant") and ops.strip():
+            if "/*" in ops:
+                return None
+            offset = m.start(6)
+            for item in ops.split(","):
+                j = item.find("%")
+                name = item[j + 1:].rstrip()
+                k = defs.get(name)
+                if j < 0 or item[:j].strip() or k is None or name_full(name) is None:
+                    return None
+                ref_at[offset + j] = k
+                offset += len(item) + 1
+        def_at[m.start(3)] = defs[spelled[1:]] = len(defs)
+    return (def_at, ref_at) if end == body.template_end else None
+
+
+def body_template(body: FastBody, line_re) -> BodyTemplate | None:
+    """The template of a body read line by line (see above), or None where a line is not one it
+    takes: not a plain match of the line regex `line_re` right after the line before, a name without
+    '%' or with other than ASCII characters, an operand that is not a name defined above it, a
+    comment among the operands."""
+    if len(body.matches) > _MAX_TEMPLATE_LINES or body.template_key is None:
+        return None
+    slots = _def_slots(body, line_re)
+    if slots is None:
+        return None
+    def_at, ref_at = slots
+    defs, refs, targets, fixed, names, lines = [], [], [], [], [], []
+    starts = body.starts
+    for k, m in enumerate(NAME_SPLIT.finditer(body.text, starts[0], body.template_end)):
+        at = m.start()
+        if at in def_at:
+            defs.append(k)
+        elif at in ref_at:
+            refs.append(k)
+            targets.append(ref_at[at])
+        else:
+            fixed.append(k)
+            names.append(m.group(1))
+            lines.append(bisect_right(starts, at) - 1)
+    if len(defs) != len(def_at) or len(refs) != len(ref_at):
+        return None
+    return BodyTemplate(tuple(defs), tuple(refs), tuple(targets), tuple(fixed), names, tuple(lines),
+                        len(body.matches))
+
+
+def _body_key(text: str, start: int):
+    """(the key of the body whose first line starts at `start`: its pieces between %-names up to the
+    '}' that starts a line, its %-names, the offset of that '}'), or None when no line starts with '}'
+    (or the body is too long to be a template)."""
+    close = text.find("\n}", start - 1)
+    if close < start or text.count("\n", start, close) >= _MAX_TEMPLATE_LINES:
+        return None
+    parts = NAME_SPLIT.split(text[start:close + 1])
+    return tuple(parts[::2]), parts[1::2], close + 1
+
+
+def _names_fit(template: BodyTemplate, names: list):
+    """(the names a body defines, its other names or None where they are the template's) when its
+    names fit the template (see above), else None."""
+    defs = [names[k] for k in template.defs]
+    if [names[k] for k in template.refs] != [defs[j] for j in template.targets]:
+        return None
+    fixed = [names[k] for k in template.fixed]
+    return defs, (None if fixed == template.names else fixed)
+
+
+class TemplateBody:
+    """A body read by a template: the `names` it defines in the template's order, its `fixed` names
+    (None where they are the template's), its first line `line`; where the body starts (after its
+    '{') to read it again line by line (`lines_body`)."""
+    __slots__ = ("text", "template", "names", "fixed", "line", "_at", "_lines")
+
+    def __init__(self, text, template, names, fixed, line, at):
+        self.text, self.template, self.names, self.fixed, self.line, self._at = text, template, names, fixed, line, at
+        self._lines = None
+
+    def lines_body(self) -> FastBody:
+        """The FastBody the line-by-line reading makes of the same body."""
+        if self._lines is None:
+            cur = _Cursor.__new__(_Cursor)
+            cur.text, (cur.pos, cur.line, cur.line_start) = self.text, self._at
+            self._lines = _fast_body(cur, fused_regexes())
+        return self._lines
+
+    def line_instrs(self) -> list:
+        return self.lines_body().line_instrs()
+
+
+def _read_body(cur: _Cursor, regexes, templates):
+    """The body after its '{', up to and over its '}': by the template of an earlier body with the
+    same key (`templates`: key -> those bodies) where the names fit, else line by line (`_fast_body`)."""
+    if templates is None or not TEMPLATES:
+        return _fast_body(cur, regexes)
+    text = cur.text
+    pos = cur.pos
+    nl = text.find("\n", pos)
+    key = None
+    if nl >= 0 and not text[pos:nl].strip():
+        key = _body_key(text, nl + 1)
+    if key is not None:
+        pieces, names, close = key
+        for seen in templates.get(pieces, ()):
+            if not seen.made:
+                seen.template, seen.made = body_template(seen, regexes[0]), True
+            template = seen.template
+            fit = _names_fit(template, names) if template is not None else None
+            if fit is not None:
+                body = TemplateBody(text, template, fit[0], fit[1], cur.line + 1, (pos, cur.line, cur.line_start))
+                cur.pos, cur.line, cur.line_start = close, cur.line + 1 + template.nlines, close
+                cur.move(close + 1)
+                return body
+    body = _fast_body(cur, regexes)
+    if body is not None and key is not None:
+        seen = templates.setdefault(key[0], [])
+        if len(seen) < _TEMPLATES_PER_KEY:       # (bodies with the same key, their operands wired otherwise)
+            body.template_key, body.template_end = key[0], key[2]
+            seen.append(body)
+    return body

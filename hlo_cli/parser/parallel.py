@@ -137,8 +137,9 @@ def _tail(text: str, first: int, cut: int) -> str:
 
 
 def warm_up() -> None:
-    """Load what every parse needs (Lark's grammar, the scanner's regular expressions) in this
-    process, before a fork, so that the child does not load it again."""
+    """Load what every parse needs (the scanner's regular expressions, the builder's tables) in this
+    process, before a fork, so that the child does not load it again (Lark is not loaded: a text
+    the scanner reads whole does not need it)."""
     from .builder import build_module
     from .frontend import parse_raw, warm_up as warm_front_end
     warm_front_end()

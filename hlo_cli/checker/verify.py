@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 
 from ..errors import Diagnostic
-from ..ir.attributes import ComputationRef
+from ..ir.attributes import BackendConfig, ComputationRef, Metadata
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.gcpause import NoGC
 from ..ir.module import Computation, Instruction, Module
@@ -22,6 +22,7 @@ from ..shapes.families.collective import CODE_ATTRIBUTE
 from ..shapes.families.reduction import index_text
 from ..shapes.families.shape_ops import size_text
 from .positions import SourceIndex
+from .scan import ModuleScan
 
 CODES = {
     "C100": "shape rule violated",
@@ -170,35 +171,37 @@ def _check_part(module, text, layout_sensitive, warnings, replicas, partitions, 
     from .devices import module_devices
     piece = Piece(_Report(module, text), module_devices(module, replicas, partitions))
     rep = piece.rep
-    if _check_attribute_depths(module, rep):
+    scan = ModuleScan(module)       # what the walks below need of each computation, in one pass
+    if _check_attribute_depths(module, rep, scan):
         piece.unusual = "an attribute shape nests tuples too deep"
         return piece          # the rules below walk shapes recursively
-    graph = {c.name: _callees(c) for c in module.computations}      # each computation's callees, once
+    graph = scan.graph              # each computation's callees
     _check_recursion(module, rep, graph)
     if part is not None and rep.items:
         piece.unusual = "recursion among computations"
         return piece
-    piece.comp_shapes, effective = _check_computations(module, rep, graph, piece.devices, layout_sensitive,
+    piece.comp_shapes, effective = _check_computations(module, rep, scan, piece.devices, layout_sensitive,
                                                        callee_shapes)
-    _module_walks(module, rep, piece.devices, effective, layout_sensitive, warnings, part)
+    _module_walks(module, rep, piece.devices, effective, layout_sensitive, warnings, part, scan)
     return piece
 
 
-def _check_computations(module: Module, rep: _Report, graph, devices, layout_sensitive: bool, callee_shapes):
+def _check_computations(module: Module, rep: _Report, scan: ModuleScan, devices, layout_sensitive: bool,
+                        callee_shapes):
     """The per-computation phase, callees first: (each computation's (parameter shapes, result
     shape) as checked, each computation's effective shapes by instruction name)."""
     # (parameter shapes, result shape) of every computation, refined as computations are checked
     comp_shapes: dict[str, tuple[list[Shape], Shape | None]] = dict(callee_shapes or ())
     for comp in module.computations:
         root = comp.by_name.get(comp.root)
-        comp_shapes[comp.name] = ([p.shape for p in comp.parameters], root.shape if root is not None else None)
+        comp_shapes[comp.name] = ([p.shape for p in scan.params(comp)], root.shape if root is not None else None)
     unknown: set[str] = set()        # computations whose parameter or result shape is unknown
     effective: dict[str, dict[str, Shape | None]] = {}
     rules = _RuleMemo(comp_shapes)
-    for comp in _callees_first(module, graph):
+    for comp in _callees_first(module, scan.graph):
         eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive, devices, rules)
         effective[comp.name] = eff
-        params = [eff.get(p.name) for p in comp.parameters]
+        params = [eff.get(p.name) for p in scan.params(comp)]
         result = eff.get(comp.root)
         comp_shapes[comp.name] = (params, result)
         if result is None or any(p is None for p in params):
@@ -207,11 +210,11 @@ def _check_computations(module: Module, rep: _Report, graph, devices, layout_sen
 
 
 def _module_walks(module: Module, rep: _Report, devices, effective, layout_sensitive: bool, warnings: bool,
-                  part: str | None):
+                  part: str | None, scan: ModuleScan):
     """The walks over the module after its computations are checked.  The head of a module in two
     parts skips what concerns the entry computation and the header (the tail's), and the walks
     that need the tail's computations too (check_across); the tail skips the latter."""
-    _check_signatures(module, effective, rep, warnings)
+    _check_signatures(module, effective, rep, warnings, scan)
     if warnings:
         _check_duplicate_names(module, rep)
     if module.attrs.get("is_scheduled"):
@@ -219,13 +222,15 @@ def _module_walks(module: Module, rep: _Report, devices, effective, layout_sensi
             _check_schedule(comp, rep)
     if part != HEAD:
         _check_entry_layout(module, effective, rep, layout_sensitive)
-        _check_async_pairs(module, rep)         # (no head computation calls the tail's)
+        _check_async_pairs(module, rep, opcodes=scan.opcodes)         # (no head computation calls the tail's)
     if part is None:
-        _check_constrained_all_reduces(_instructions(module), rep)
+        _check_constrained_all_reduces((inst for comp in module.computations
+                                        if not _ALL_REDUCES.isdisjoint(scan.opcodes(comp))
+                                        for inst in comp.instructions), rep)
     if part != HEAD:
         _check_aliasing(module, effective, rep, layout_sensitive)
     from .devices import device_findings
-    for inst, code, message, severity, attr in device_findings(module, devices, effective, part != HEAD):
+    for inst, code, message, severity, attr in device_findings(module, devices, effective, part != HEAD, scan):
         if severity == "warning" and not warnings:
             continue
         if inst is None:            # the module's own attribute: point at it in the header
@@ -234,7 +239,7 @@ def _module_walks(module: Module, rep: _Report, devices, effective, layout_sensi
         else:
             rep.add(inst, code, message, severity, at=rep.attribute_at(inst, attr) if attr else rep.opcode_at(inst))
     if warnings:
-        _warnings(module, module.computation_map, rep)
+        _warnings(module, module.computation_map, rep, scan)
 
 
 def _instructions(module: Module):
@@ -332,18 +337,24 @@ def _attribute_shapes(attrs):
                 yield name, s
 
 
-def _check_attribute_depths(module: Module, rep: _Report) -> bool:
+# Attribute values of these types hold no shape (_attribute_shapes yields none for them): strings,
+# numbers, integer tuples, a metadata or backend_config text, a called computation's name
+_SHAPELESS = frozenset((str, int, bool, float, tuple, type(None), Metadata, BackendConfig, ComputationRef))
+
+
+def _check_attribute_depths(module: Module, rep: _Report, scan: ModuleScan) -> bool:
     """Report attribute shapes whose tuples nest deeper than MAX_SHAPE_DEPTH; True if any does."""
     found = _attribute_depth(module.entry_computation, module.attrs, module, rep)
     shallow: dict[int, object] = {}     # attribute values found to hold no shape too deep (kept alive)
+    shapeless = _SHAPELESS
     for comp in module.computations:
-        for inst in comp.instructions:
+        for inst in scan.rich(comp):    # (the others have no attribute but their metadata)
             attrs = inst.attrs
-            for v in attrs.values():
-                if id(v) not in shallow:
+            for k, v in attrs.items():
+                if (type(v) not in shapeless or k == "entry_computation_layout") and id(v) not in shallow:
                     break
             else:
-                continue            # (the usual case: every value seen before, in another instruction)
+                continue            # (the usual case: every value shapeless, or seen before in another instruction)
             for k, v in attrs.items():
                 if k != "entry_computation_layout" and not any(
                         shape.tuple_shapes is not None and shape_depth(shape) > MAX_SHAPE_DEPTH
@@ -391,14 +402,6 @@ def _callees_first(module: Module, graph: dict[str, list[str]]) -> list[Computat
                 state[nxt] = 1
                 stack.append((nxt, iter(graph[nxt])))
     return out
-
-
-def _callees(comp: Computation) -> list[str]:
-    seen: dict[str, None] = {}
-    for inst in comp.instructions:
-        for name in inst.called_computations:
-            seen.setdefault(name, None)
-    return list(seen)
 
 
 # ------------------------------------------------------------------------------------------ instructions
@@ -862,37 +865,39 @@ def _check_recursion(module: Module, rep: _Report, graph: dict[str, list[str]]):
                 path.append(nxt)
 
 
-def _check_signatures(module: Module, effective, rep: _Report, warnings: bool):
+def _signature_offsets(rep: _Report, comp: Computation):
+    """Where the signature's parts are (looked up only for a finding: a scan of the text)."""
+    return rep.src.signature_offsets(comp.loc.line, comp.loc.column) if rep.src and comp.loc.line else None
+
+
+def _check_signatures(module: Module, effective, rep: _Report, warnings: bool, scan: ModuleScan):
     """A computation written with a signature `name (p: shape, ...) -> shape`: XLA's parser
     requires the result to be compatible with the root's shape; it ignores the parameter list."""
     for comp in module.computations:
         if comp.params is None and comp.result_shape is None:
             continue
         eff = effective.get(comp.name, {})
-
-        def offsets(c=comp):        # looked up only for a finding: a scan of the text
-            return rep.src.signature_offsets(c.loc.line, c.loc.column) if rep.src and c.loc.line else None
         root = comp.by_name.get(comp.root)
         root_shape = eff.get(comp.root) if root is not None else None
-        if comp.result_shape is not None and root_shape is not None and \
-                not _compatible(comp.result_shape, root_shape):
-            offs = offsets()
+        if comp.result_shape is not None and root_shape is not None and comp.result_shape is not root_shape \
+                and not _compatible(comp.result_shape, root_shape):
+            offs = _signature_offsets(rep, comp)
             rep.add(root, "C125", f"computation '{comp.name}': the signature's result must be compatible with the "
                     f"shape of its root %{root.name}, {root_shape.to_str(False)}, got "
                     f"{comp.result_shape.to_str(False)}", at=offs[1] if offs else None)
         if not warnings or comp.params is None:
             continue
-        params = comp.parameters
+        params = scan.params(comp)
         if len(comp.params) != len(params):
-            offs = offsets()
+            offs = _signature_offsets(rep, comp)
             rep.add(comp, "W204", f"computation '{comp.name}': the signature lists {len(comp.params)} parameters "
                     f"but the body has {len(params)} (XLA ignores the signature's parameter list)", "warning",
                     at=offs[0][0] if offs and offs[0] else None)
             continue
         for k, ((_pname, pshape), p) in enumerate(zip(comp.params, params)):
             actual = eff.get(p.name)
-            if actual is not None and not _compatible(pshape, actual):
-                offs = offsets()
+            if actual is not None and pshape is not actual and not _compatible(pshape, actual):
+                offs = _signature_offsets(rep, comp)
                 rep.add(p, "W204", f"computation '{comp.name}': the signature gives parameter "
                         f"{p.parameter_number} the shape {pshape.to_str(False)}, the parameter instruction "
                         f"{actual.to_str(False)} (XLA ignores the signature's parameter list)", "warning",
@@ -900,6 +905,13 @@ def _check_signatures(module: Module, effective, rep: _Report, warnings: bool):
 
 
 def _check_duplicate_names(module: Module, rep: _Report):
+    every: set[str] = set()
+    count = 0
+    for comp in module.computations:
+        every.update(comp.by_name)
+        count += len(comp.instructions)
+    if len(every) == count:
+        return          # (the usual case: each instruction's name is its own in the module)
     seen: dict[str, str] = {}
     for comp in module.computations:
         names = comp.by_name
@@ -992,12 +1004,14 @@ def _pair_opcode(op: str) -> str:
     return async_generic(op) or op
 
 
-def _check_async_pairs(module: Module, rep: _Report, called_elsewhere=frozenset()):
+def _check_async_pairs(module: Module, rep: _Report, called_elsewhere=frozenset(), opcodes=None):
     """Each start has exactly one user, its done (or an update), and each done (or update) has
     exactly one operand, its start; custom-calls to control_dep do not count as users.  A send or
     recv that is the root of an async computation needs no user (`called_elsewhere`: computations
-    the asynchronous starts of the module's other part call)."""
-    opcodes = [{i.opcode for i in c.instructions} for c in module.computations]     # each computation's
+    the asynchronous starts of the module's other part call; `opcodes`: each computation's opcodes,
+    when known)."""
+    opcodes = [opcodes(c) if opcodes is not None else {i.opcode for i in c.instructions}
+               for c in module.computations]     # each computation's
     pair_of = {op: _pair_opcode(op) for op in set().union(*opcodes)}
     starting = {op for op, pair in pair_of.items() if pair.startswith("async-")}
     async_comps = {name for comp, ops in zip(module.computations, opcodes) if not starting.isdisjoint(ops)
@@ -1128,12 +1142,13 @@ def _warns_unused(opcode: str) -> bool:
     return not (has_trait(opcode, IO) or opcode in _UNUSED_IS_USUAL or opcode.endswith(("-done", "-start")))
 
 
-def _warnings(module: Module, comps, rep: _Report):
+def _warnings(module: Module, comps, rep: _Report, scan: ModuleScan):
     ranks: dict[int, tuple[Shape, int]] = {}     # the rank of a (tuple) shape's deepest leaf
     for comp in module.computations:
         used = set()
         for inst in comp.instructions:
             used.update(inst.operands)
+        for inst in scan.rich(comp):        # (control predecessors are attributes)
             preds = inst.attrs.get("control-predecessors")
             if preds:
                 used.update(preds)

@@ -559,10 +559,13 @@ def module_devices(module) -> tuple[int, int]:
     best = 1
     for m in sdy_meshes(module).values():
         best = max(best, m.size if m.axes else (max(m.device_ids) + 1 if m.device_ids else 1))
-    for _, inst in module.instructions():
-        s = inst.attr("sharding")
-        if isinstance(s, Sharding):
-            best = max(best, _largest_device(s) + 1)
+    for comp in module.computations:      # (a plain loop: it asks every instruction of a large module)
+        for inst in comp.instructions:
+            attrs = inst.attrs
+            if attrs and "sharding" in attrs:
+                s = attrs["sharding"]
+                if isinstance(s, Sharding):
+                    best = max(best, _largest_device(s) + 1)
     return replicas, best
 
 

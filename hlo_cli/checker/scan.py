@@ -1,0 +1,64 @@
+"""What several of the checker's walks need of each computation, gathered in one pass over the
+module's instructions (a large module has tens of thousands, most of them holding no attribute but
+their metadata): the instructions whose attributes are more than metadata, the opcodes, the called
+computations and the parameters.
+
+    scan = ModuleScan(module)
+    scan.rich(comp)       # the instructions of `comp` whose attributes are more than metadata, in order
+    scan.opcodes(comp)    # the set of its opcodes
+    scan.params(comp)     # comp.parameters
+    scan.graph            # computation name -> the names of the computations it calls, in order, once each
+
+An instruction whose attributes are none, or only `metadata={...}` (a Metadata: a text, holding no
+shape, sharding or called computation), is left out of `rich`: every walk that looks at attributes
+finds nothing in it (tests/test_checkwalks_scan.py compares the walks with and without this).
+"""
+from __future__ import annotations
+
+from ..ir.attributes import Metadata
+from ..ir.module import Computation, Instruction, Module
+
+
+def beyond_metadata(attrs) -> bool:
+    """Whether an instruction's attributes are more than none or a `metadata={...}` alone."""
+    return bool(attrs) and (len(attrs) != 1 or type(attrs.get("metadata")) is not Metadata)
+
+
+class ModuleScan:
+    """The per-computation facts, by computation identity (computations may share a name)."""
+
+    __slots__ = ("_rich", "_opcodes", "_params", "graph")
+
+    def __init__(self, module: Module):
+        self._rich: dict[int, list[Instruction]] = {}
+        self._opcodes: dict[int, set[str]] = {}
+        self._params: dict[int, list[Instruction]] = {}
+        graph: dict[str, list[str]] = {}
+        meta = Metadata
+        for comp in module.computations:
+            insts = comp.instructions
+            rich = []
+            for inst in insts:
+                a = inst.attrs
+                if a and (len(a) != 1 or type(a.get("metadata")) is not meta):
+                    rich.append(inst)
+            ops = {inst.opcode for inst in insts}
+            callees: dict[str, None] = {}
+            for inst in rich:
+                for name in inst.called_computations:
+                    callees.setdefault(name, None)
+            key = id(comp)
+            self._rich[key] = rich
+            self._opcodes[key] = ops
+            self._params[key] = comp.parameters if "parameter" in ops else []
+            graph[comp.name] = list(callees)
+        self.graph = graph
+
+    def rich(self, comp: Computation) -> list[Instruction]:
+        return self._rich[id(comp)]
+
+    def opcodes(self, comp: Computation) -> set[str]:
+        return self._opcodes[id(comp)]
+
+    def params(self, comp: Computation) -> list[Instruction]:
+        return self._params[id(comp)]

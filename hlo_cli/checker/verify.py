@@ -415,39 +415,26 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
     eff: dict[str, Shape | None] = {}
     memo = rules
     plain = memo.plain_shapes
+    results = memo.results
+    shape_of = eff.get
+    unknown_id = id(None)
     for inst in comp.instructions:
         declared = inst.shape
         if declared is not None and id(declared) not in plain:
-            if declared.tuple_shapes is None:
-                leaves = (declared,)
-                unbounded = UNBOUNDED in declared.dims
-            else:
-                leaves = tuple(declared.leaves())
-                unbounded = any(UNBOUNDED in leaf.dims for leaf in leaves)
-            if not unbounded and all(leaf.layout is None or leaf.layout is default_layout(len(leaf.dims))
-                                     for leaf in leaves):
-                plain[id(declared)] = declared      # nothing to find in it (kept alive: its id stays its own)
-            else:
-                _check_layouts(inst, leaves, rep)
-            if unbounded:
-                rep.add(inst, "C127", f"{inst.opcode}: the shape must have no unbounded dynamic dimension '?' "
-                        "(XLA's verifier disallows unbounded dynamism unless asked), got "
-                        f"{declared.to_str(False)}", at=rep.shape_at(inst))
-        operands: list[Shape] = []
-        known = True
-        for o in inst.operands:
-            s = eff.get(o)
-            if s is None:
-                known = False
-            else:
-                operands.append(s)
+            _check_declared(inst, declared, plain, rep)
+        operands: list[Shape] = [*map(shape_of, inst.operands)]
+        ids = (*map(id, operands),)
         if inst.operand_shapes:
             _check_inline_operand_shapes(inst, eff, rep)
-        if not known or (unknown and any(c in unknown for c in inst.called_computations)):
-            eff[inst.name] = declared
+        if unknown_id in ids or (unknown and any(c in unknown for c in inst.called_computations)):
+            eff[inst.name] = declared       # (an operand's shape unknown, or a called computation's)
             continue
+        attrs = inst.attrs
+        hit = None
+        if not attrs or (len(attrs) == 1 and "metadata" in attrs):      # _RuleMemo.infer's first look, inline
+            hit = results.get((inst.opcode, id(declared), replicas, partitions, len(ids)) + ids)
         try:
-            inferred = memo.infer(inst, operands, declared, replicas, partitions)
+            inferred = hit[0] if hit is not None else memo.infer(inst, operands, declared, replicas, partitions)
         except ShapeRuleError as e:
             eff[inst.name] = declared
             _report_rule_error(inst, operands, e, rep)
@@ -463,7 +450,7 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
                 _check_layouts(inst, inferred, rep)
             continue
         eff[inst.name] = declared
-        if inferred is not None and not _compatible(inferred, declared):
+        if inferred is not None and inferred is not declared and not _compatible(inferred, declared):
             rep.add(inst, "C101", f"{inst.opcode}: the declared shape must equal the inferred shape "
                     f"{inferred.to_str(False)}, got {declared.to_str(False)} for {shapes_text(operands)}",
                     at=rep.shape_at(inst))
@@ -471,9 +458,33 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
         if layout_sensitive:
             _check_layout_preserved(inst, operands, rep)
             _check_layout_forwarded(inst, operands, comp_shapes, rep)
-        if inst.opcode == "bitcast" and operands:
-            _check_bitcast_size(inst, operands[0], rep)
+        if inst.opcode == "bitcast" and operands and (id(operands[0]), id(declared)) not in memo.bitcasts:
+            if not _check_bitcast_size(inst, operands[0], rep):
+                memo.bitcasts[id(operands[0]), id(declared)] = (operands[0], declared)   # (kept alive)
     return eff
+
+
+def _check_declared(inst: Instruction, declared: Shape, plain: dict, rep: _Report):
+    """The layouts and the unbounded dimensions of a declared shape; a shape with nothing to report
+    is kept in `plain` (by identity, kept alive), not looked at again."""
+    if declared.tuple_shapes is None:
+        leaves = (declared,)
+        unbounded = UNBOUNDED in declared.dims
+    else:
+        leaves = tuple(declared.leaves())
+        unbounded = any(UNBOUNDED in leaf.dims for leaf in leaves)
+    if not unbounded and all(leaf.layout is None or leaf.layout is default_layout(len(leaf.dims))
+                             for leaf in leaves):
+        plain[id(declared)] = declared      # nothing to find in it (kept alive: its id stays its own)
+        return
+    found = len(rep.items)
+    _check_layouts(inst, leaves, rep)
+    if unbounded:
+        rep.add(inst, "C127", f"{inst.opcode}: the shape must have no unbounded dynamic dimension '?' "
+                "(XLA's verifier disallows unbounded dynamism unless asked), got "
+                f"{declared.to_str(False)}", at=rep.shape_at(inst))
+    elif len(rep.items) == found:
+        plain[id(declared)] = declared      # (layouts other than the default, all well formed)
 
 
 class _Watched(Mapping):
@@ -523,9 +534,18 @@ class _RuleMemo:
         self.results: dict = {}
         self.by_callees: dict = {}
         self.plain_shapes: dict[int, Shape] = {}    # declared shapes without layouts or '?' to report
+        self.bitcasts: dict[tuple[int, int], tuple] = {}    # (operand, result) shapes of a bitcast found right
 
     def infer(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
         attrs = inst.attrs
+        # (both memos hold exact results: an instruction calling computations is looked up by its
+        # callees' shapes first, as such instructions rarely share the called computation itself)
+        callees = self._callees_key(inst, operands, declared, replicas, partitions) \
+            if attrs and inst.called_computations else None
+        if callees is not None:
+            hit = self.by_callees.get(callees[0])
+            if hit is not None:
+                return hit[0]
         if len(attrs) == 1 and "metadata" in attrs:     # (the usual case: no attribute a rule reads)
             key = (inst.opcode, id(declared), replicas, partitions, len(operands), *map(id, operands))
         else:
@@ -539,12 +559,6 @@ class _RuleMemo:
         hit = self.results.get(key)
         if hit is not None:
             return hit[0]
-        callees = self._callees_key(inst, operands, declared, replicas, partitions) \
-            if inst.called_computations else None
-        if callees is not None:
-            hit = self.by_callees.get(callees[0])
-            if hit is not None:
-                return hit[0]
         watched = _Watched(self.comp_shapes)
         inferred = infer_shape(inst.opcode, operands, attrs,
                                RuleContext(inst.opcode, declared, watched, replicas, partitions))
@@ -823,11 +837,14 @@ def _byte_size(s: Shape) -> int | None:
     return s.num_elements * bits
 
 
-def _check_bitcast_size(inst: Instruction, operand: Shape, rep: _Report):
+def _check_bitcast_size(inst: Instruction, operand: Shape, rep: _Report) -> bool:
+    """Report a bitcast changing the byte size; True if it does."""
     a, b = _byte_size(operand), _byte_size(inst.shape)
     if a is not None and b is not None and a != b:
         rep.add(inst, "C113", f"bitcast: the result must keep the operand's size, {size_text(a)}, got {size_text(b)} "
                 f"({inst.shape.to_str(False)}) for ({operand.to_str(False)})", at=rep.shape_at(inst))
+        return True
+    return False
 
 
 # ------------------------------------------------------------------------------------------ structure

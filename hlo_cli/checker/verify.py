@@ -198,13 +198,18 @@ def _check_computations(module: Module, rep: _Report, scan: ModuleScan, devices,
     unknown: set[str] = set()        # computations whose parameter or result shape is unknown
     effective: dict[str, dict[str, Shape | None]] = {}
     rules = _RuleMemo(comp_shapes)
+    # a count the module does not give is unknown to the shape rules (XLA's config holds it; they
+    # then read shard counts off the declared shapes as XLA's verifier does for a count of 1)
+    counts = (devices.replicas if devices.declares("replicas") else None,
+              devices.partitions if devices.declares("partitions") else None)
+    unknown_id = id(None)
     for comp in _callees_first(module, scan.graph):
-        eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive, devices, rules)
+        eff = _check_computation(comp, unknown, rep, layout_sensitive, counts, rules)
         effective[comp.name] = eff
         params = [eff.get(p.name) for p in scan.params(comp)]
         result = eff.get(comp.root)
         comp_shapes[comp.name] = (params, result)
-        if result is None or any(p is None for p in params):
+        if result is None or unknown_id in map(id, params):
             unknown.add(comp.name)
     return comp_shapes, effective
 
@@ -219,7 +224,7 @@ def _module_walks(module: Module, rep: _Report, devices, effective, layout_sensi
         _check_duplicate_names(module, rep)
     if module.attrs.get("is_scheduled"):
         for comp in module.computations:
-            _check_schedule(comp, rep)
+            _check_schedule(comp, rep, scan.rich(comp))
     if part != HEAD:
         _check_entry_layout(module, effective, rep, layout_sensitive)
         _check_async_pairs(module, rep, opcodes=scan.opcodes)         # (no head computation calls the tail's)
@@ -406,12 +411,12 @@ def _callees_first(module: Module, graph: dict[str, list[str]]) -> list[Computat
 
 # ------------------------------------------------------------------------------------------ instructions
 
-def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: set[str], rep: _Report,
-                       layout_sensitive: bool, devices, rules: "_RuleMemo") -> dict[str, Shape | None]:
-    # a count the module does not give is unknown to the shape rules (XLA's config holds it; they
-    # then read shard counts off the declared shapes as XLA's verifier does for a count of 1)
-    replicas = devices.replicas if devices.declares("replicas") else None
-    partitions = devices.partitions if devices.declares("partitions") else None
+def _check_computation(comp: Computation, unknown: set[str], rep: _Report, layout_sensitive: bool, counts,
+                       rules: "_RuleMemo") -> dict[str, Shape | None]:
+    """Check the instructions of `comp`: its effective shapes by instruction name.  `counts`: the
+    replica and partition counts the shape rules see (None where the module does not give it)."""
+    replicas, partitions = counts
+    comp_shapes = rules.comp_shapes
     eff: dict[str, Shape | None] = {}
     memo = rules
     plain = memo.plain_shapes
@@ -943,9 +948,19 @@ def _check_duplicate_names(module: Module, rep: _Report):
             seen.setdefault(inst.name, comp.name)
 
 
-def _check_schedule(comp: Computation, rep: _Report):
+def _check_schedule(comp: Computation, rep: _Report, rich=None):
     """is_scheduled=true: the text order of each computation is its schedule, so every operand and
-    control predecessor must come before its user."""
+    control predecessor must come before its user (`rich`: the instructions whose attributes are
+    more than metadata, when known: the others have no control predecessor)."""
+    if rich is not None and not any(inst.attrs.get("control-predecessors") for inst in rich):
+        seen = set()
+        add, has = seen.add, seen.issuperset
+        for inst in comp.instructions:
+            if not has(inst.operands):
+                break
+            add(inst.name)
+        else:
+            return              # (the usual case: every operand before its user, no control predecessor)
     seen = set()
     names = comp.by_name
     add = seen.add
@@ -1162,18 +1177,20 @@ def _warns_unused(opcode: str) -> bool:
 def _warnings(module: Module, comps, rep: _Report, scan: ModuleScan):
     ranks: dict[int, tuple[Shape, int]] = {}     # the rank of a (tuple) shape's deepest leaf
     for comp in module.computations:
-        used = set()
-        for inst in comp.instructions:
-            used.update(inst.operands)
+        insts = comp.instructions
+        used = {o for inst in insts for o in inst.operands}
         for inst in scan.rich(comp):        # (control predecessors are attributes)
             preds = inst.attrs.get("control-predecessors")
             if preds:
                 used.update(preds)
-        for inst in comp.instructions:
-            if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
+        root = comp.root
+        for inst in insts:
+            op = inst.opcode
+            if op == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
                 rep.add(inst, "W200", "constant: this constant was elided in the dump ({...}); its values are "
                         "unknown, so the module cannot be run faithfully", "warning", at=rep.paren_at(inst))
-            if inst.name not in used and inst.name != comp.root and _warns_unused(inst.opcode):
+            name = inst.name
+            if name not in used and name != root and _warns_unused(op):
                 rep.add(inst, "W201", f"{inst.opcode}: the result is never used", "warning")
             shape = inst.shape
             if shape is not None:
@@ -1188,7 +1205,7 @@ def _warnings(module: Module, comps, rep: _Report, scan: ModuleScan):
                     rep.add(inst, "W205", f"{inst.opcode}: the result has {rank} dimensions; XLA has no limit, "
                             f"but hlo run holds arrays of at most {NUMPY_MAX_RANK} (NumPy's limit)", "warning",
                             at=rep.shape_at(inst))
-            if inst.opcode == "while":
+            if op == "while":
                 cond = inst.attrs.get("condition")
                 if isinstance(cond, ComputationRef):
                     _warn_endless_loop(inst, cond.name, comps, rep)

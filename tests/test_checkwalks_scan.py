@@ -42,6 +42,8 @@ def plain(monkeypatch):
         def __enter__(self):
             self.mp = pytest.MonkeyPatch()
             self.mp.setattr(scan.ModuleScan, "rich", lambda self, comp: list(comp.instructions))
+            self.mp.setattr(scan.ModuleScan, "preds", lambda self, comp: [
+                i for i in comp.instructions if i.attrs.get("control-predecessors")])
             self.mp.setattr(verify, "_SHAPELESS", frozenset())
 
             def infer(memo, inst, operands, declared, replicas, partitions):
@@ -49,7 +51,7 @@ def plain(monkeypatch):
                 return infer_shape(inst.opcode, operands, inst.attrs, ctx)
             self.mp.setattr(verify._RuleMemo, "infer", infer)
             real = verify._check_schedule
-            self.mp.setattr(verify, "_check_schedule", lambda comp, rep, rich=None: real(comp, rep))
+            self.mp.setattr(verify, "_check_schedule", lambda comp, rep, ordered=None: real(comp, rep))
             return self
 
         def __exit__(self, *exc):
@@ -238,6 +240,7 @@ def test_the_scan_leaves_out_only_instructions_whose_attributes_are_metadata():
                                           type(inst.attrs["metadata"]) is Metadata)
                 assert inst.called_computations == ()
         assert s.params(comp) == comp.parameters
+        assert s.preds(comp) == [i for i in comp.instructions if i.attrs.get("control-predecessors")]
         assert s.opcodes(comp) == {i.opcode for i in comp.instructions}
         called = [n for i in comp.instructions for n in i.called_computations]
         assert s.graph[comp.name] == list(dict.fromkeys(called))

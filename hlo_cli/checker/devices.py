@@ -106,7 +106,7 @@ def device_findings(module: Module, devices: Devices, effective: dict[str, dict[
         eff = effective.get(comp.name, {})
         looked_at = comp.instructions
         if scan is not None and _LOOKED_AT.isdisjoint(scan.opcodes(comp)):
-            looked_at = scan.rich(comp)     # (the others have neither a sharding nor frontend attributes)
+            looked_at = scan.marked(comp)   # (the others have neither a sharding nor frontend attributes)
         for inst in looked_at:
             op = inst.opcode
             attrs = inst.attrs

@@ -5,6 +5,9 @@ computations and the parameters.
 
     scan = ModuleScan(module)
     scan.rich(comp)       # the instructions of `comp` whose attributes are more than metadata, in order
+    scan.preds(comp)      # the instructions of `comp` with control predecessors, in order
+    scan.marked(comp)     # ... with a `sharding` or `frontend_attributes`, in order
+    scan.calling          # the identities of the instructions that call computations
     scan.opcodes(comp)    # the set of its opcodes
     scan.params(comp)     # comp.parameters
     scan.graph            # computation name -> the names of the computations it calls, in order, once each
@@ -27,10 +30,13 @@ def beyond_metadata(attrs) -> bool:
 class ModuleScan:
     """The per-computation facts, by computation identity (computations may share a name)."""
 
-    __slots__ = ("_rich", "_opcodes", "_params", "graph")
+    __slots__ = ("_rich", "_preds", "_marked", "_opcodes", "_params", "graph", "calling")
 
     def __init__(self, module: Module):
         self._rich: dict[int, list[Instruction]] = {}
+        self._preds: dict[int, list[Instruction]] = {}
+        self._marked: dict[int, list[Instruction]] = {}
+        self.calling: set[int] = set()
         self._opcodes: dict[int, set[str]] = {}
         self._params: dict[int, list[Instruction]] = {}
         graph: dict[str, list[str]] = {}
@@ -45,10 +51,15 @@ class ModuleScan:
             ops = {inst.opcode for inst in insts}
             callees: dict[str, None] = {}
             for inst in rich:
-                for name in inst.called_computations:
-                    callees.setdefault(name, None)
+                called = inst.called_computations
+                if called:
+                    self.calling.add(id(inst))
+                    for name in called:
+                        callees.setdefault(name, None)
             key = id(comp)
             self._rich[key] = rich
+            self._preds[key] = [inst for inst in rich if inst.attrs.get("control-predecessors")]
+            self._marked[key] = [inst for inst in rich if "sharding" in inst.attrs or "frontend_attributes" in inst.attrs]
             self._opcodes[key] = ops
             self._params[key] = comp.parameters if "parameter" in ops else []
             graph[comp.name] = list(callees)
@@ -56,6 +67,12 @@ class ModuleScan:
 
     def rich(self, comp: Computation) -> list[Instruction]:
         return self._rich[id(comp)]
+
+    def preds(self, comp: Computation) -> list[Instruction]:
+        return self._preds[id(comp)]
+
+    def marked(self, comp: Computation) -> list[Instruction]:
+        return self._marked[id(comp)]
 
     def opcodes(self, comp: Computation) -> set[str]:
         return self._opcodes[id(comp)]

@@ -197,7 +197,7 @@ def _check_computations(module: Module, rep: _Report, scan: ModuleScan, devices,
         comp_shapes[comp.name] = ([p.shape for p in scan.params(comp)], root.shape if root is not None else None)
     unknown: set[str] = set()        # computations whose parameter or result shape is unknown
     effective: dict[str, dict[str, Shape | None]] = {}
-    rules = _RuleMemo(comp_shapes)
+    rules = _RuleMemo(comp_shapes, scan.calling)
     # a count the module does not give is unknown to the shape rules (XLA's config holds it; they
     # then read shard counts off the declared shapes as XLA's verifier does for a count of 1)
     counts = (devices.replicas if devices.declares("replicas") else None,
@@ -224,7 +224,7 @@ def _module_walks(module: Module, rep: _Report, devices, effective, layout_sensi
         _check_duplicate_names(module, rep)
     if module.attrs.get("is_scheduled"):
         for comp in module.computations:
-            _check_schedule(comp, rep, scan.rich(comp))
+            _check_schedule(comp, rep, scan.preds(comp))
     if part != HEAD:
         _check_entry_layout(module, effective, rep, layout_sensitive)
         _check_async_pairs(module, rep, opcodes=scan.opcodes)         # (no head computation calls the tail's)
@@ -420,15 +420,26 @@ def _check_computation(comp: Computation, unknown: set[str], rep: _Report, layou
     eff: dict[str, Shape | None] = {}
     memo = rules
     plain = memo.plain_shapes
-    results = memo.results
+    results, same = memo.results, memo.same
     shape_of = eff.get
     unknown_id = id(None)
     for inst in comp.instructions:
         declared = inst.shape
         if declared is not None and id(declared) not in plain:
             _check_declared(inst, declared, plain, rep)
-        operands: list[Shape] = [*map(shape_of, inst.operands)]
-        ids = (*map(id, operands),)
+        names = inst.operands
+        n = len(names)
+        if n == 1:          # (the operands' shapes and their identities, built by hand for one or two)
+            s = shape_of(names[0])
+            operands, ids = [s], (id(s),)
+        elif n == 2:
+            s, t = shape_of(names[0]), shape_of(names[1])
+            operands, ids = [s, t], (id(s), id(t))
+        elif n == 0:
+            operands, ids = [], ()
+        else:
+            operands = [*map(shape_of, names)]
+            ids = (*map(id, operands),)
         if inst.operand_shapes:
             _check_inline_operand_shapes(inst, eff, rep)
         if unknown_id in ids or (unknown and any(c in unknown for c in inst.called_computations)):
@@ -437,7 +448,7 @@ def _check_computation(comp: Computation, unknown: set[str], rep: _Report, layou
         attrs = inst.attrs
         hit = None
         if not attrs or (len(attrs) == 1 and "metadata" in attrs):      # _RuleMemo.infer's first look, inline
-            hit = results.get((inst.opcode, id(declared), replicas, partitions, len(ids)) + ids)
+            hit = results.get((inst.opcode, id(declared), replicas, partitions, n) + ids)
         try:
             inferred = hit[0] if hit is not None else memo.infer(inst, operands, declared, replicas, partitions)
         except ShapeRuleError as e:
@@ -455,11 +466,13 @@ def _check_computation(comp: Computation, unknown: set[str], rep: _Report, layou
                 _check_layouts(inst, inferred, rep)
             continue
         eff[inst.name] = declared
-        if inferred is not None and inferred is not declared and not _compatible(inferred, declared):
-            rep.add(inst, "C101", f"{inst.opcode}: the declared shape must equal the inferred shape "
-                    f"{inferred.to_str(False)}, got {declared.to_str(False)} for {shapes_text(operands)}",
-                    at=rep.shape_at(inst))
-            continue
+        if inferred is not None and inferred is not declared and (id(inferred), id(declared)) not in same:
+            if not _compatible(inferred, declared):
+                rep.add(inst, "C101", f"{inst.opcode}: the declared shape must equal the inferred shape "
+                        f"{inferred.to_str(False)}, got {declared.to_str(False)} for {shapes_text(operands)}",
+                        at=rep.shape_at(inst))
+                continue
+            same[id(inferred), id(declared)] = (inferred, declared)     # (kept alive: the ids stay theirs)
         if layout_sensitive:
             _check_layout_preserved(inst, operands, rep)
             _check_layout_forwarded(inst, operands, comp_shapes, rep)
@@ -534,8 +547,10 @@ class _RuleMemo:
     a reduce, a while...), is kept by the same with each called computation given by the identities
     of its shapes (`by_callees`): the many fusions of one signature run their rule once."""
 
-    def __init__(self, comp_shapes):
+    def __init__(self, comp_shapes, calling: set[int] | None = None):
         self.comp_shapes = comp_shapes
+        self.calling = calling      # the identities of the instructions that call computations, when known
+        self.same: dict[tuple[int, int], tuple] = {}    # (inferred, declared) shapes found compatible
         self.results: dict = {}
         self.by_callees: dict = {}
         self.plain_shapes: dict[int, Shape] = {}    # declared shapes without layouts or '?' to report
@@ -545,8 +560,8 @@ class _RuleMemo:
         attrs = inst.attrs
         # (both memos hold exact results: an instruction calling computations is looked up by its
         # callees' shapes first, as such instructions rarely share the called computation itself)
-        callees = self._callees_key(inst, operands, declared, replicas, partitions) \
-            if attrs and inst.called_computations else None
+        calls = id(inst) in self.calling if self.calling is not None else bool(attrs and inst.called_computations)
+        callees = self._callees_key(inst, operands, declared, replicas, partitions) if calls else None
         if callees is not None:
             hit = self.by_callees.get(callees[0])
             if hit is not None:
@@ -948,11 +963,11 @@ def _check_duplicate_names(module: Module, rep: _Report):
             seen.setdefault(inst.name, comp.name)
 
 
-def _check_schedule(comp: Computation, rep: _Report, rich=None):
+def _check_schedule(comp: Computation, rep: _Report, ordered=None):
     """is_scheduled=true: the text order of each computation is its schedule, so every operand and
-    control predecessor must come before its user (`rich`: the instructions whose attributes are
-    more than metadata, when known: the others have no control predecessor)."""
-    if rich is not None and not any(inst.attrs.get("control-predecessors") for inst in rich):
+    control predecessor must come before its user (`ordered`: the instructions with control
+    predecessors, when known)."""
+    if ordered is not None and not ordered:
         seen = set()
         add, has = seen.add, seen.issuperset
         for inst in comp.instructions:
@@ -1175,14 +1190,12 @@ def _warns_unused(opcode: str) -> bool:
 
 
 def _warnings(module: Module, comps, rep: _Report, scan: ModuleScan):
-    ranks: dict[int, tuple[Shape, int]] = {}     # the rank of a (tuple) shape's deepest leaf
+    narrow: dict[int, Shape] = {}     # shapes found to have no leaf of more than NUMPY_MAX_RANK dims (kept alive)
     for comp in module.computations:
         insts = comp.instructions
         used = {o for inst in insts for o in inst.operands}
-        for inst in scan.rich(comp):        # (control predecessors are attributes)
-            preds = inst.attrs.get("control-predecessors")
-            if preds:
-                used.update(preds)
+        for inst in scan.preds(comp):
+            used.update(inst.attrs["control-predecessors"])
         root = comp.root
         for inst in insts:
             op = inst.opcode
@@ -1193,18 +1206,17 @@ def _warnings(module: Module, comps, rep: _Report, scan: ModuleScan):
             if name not in used and name != root and _warns_unused(op):
                 rep.add(inst, "W201", f"{inst.opcode}: the result is never used", "warning")
             shape = inst.shape
-            if shape is not None:
+            if shape is not None and id(shape) not in narrow:
                 if shape.tuple_shapes is None:
                     rank = len(shape.dims)
                 else:
-                    known = ranks.get(id(shape))
-                    if known is None or known[0] is not shape:
-                        known = ranks[id(shape)] = (shape, max((leaf.rank for leaf in shape.leaves()), default=0))
-                    rank = known[1]
+                    rank = max((leaf.rank for leaf in shape.leaves()), default=0)    # (its deepest leaf's)
                 if rank > NUMPY_MAX_RANK:
                     rep.add(inst, "W205", f"{inst.opcode}: the result has {rank} dimensions; XLA has no limit, "
                             f"but hlo run holds arrays of at most {NUMPY_MAX_RANK} (NumPy's limit)", "warning",
                             at=rep.shape_at(inst))
+                else:
+                    narrow[id(shape)] = shape
             if op == "while":
                 cond = inst.attrs.get("condition")
                 if isinstance(cond, ComputationRef):

@@ -300,3 +300,22 @@ def test_generated_modules_find_what_the_plain_walks_find(plain, text):
         return
     _same(module, text, plain)
     _same(module, text, plain, layout_sensitive=True)
+
+
+def test_the_scan_knows_every_call():
+    module = parse(BASE, "m.hlo")
+    s = scan.ModuleScan(module)
+    calling = [i for c in module.computations for i in c.instructions if i.called_computations]
+    assert s.calling == {id(i) for i in calling}
+    assert s.called == {n for i in calling for n in i.called_computations}
+
+
+@pytest.mark.parametrize("old,new", EDITS)
+def test_the_tail_summary_is_the_same_with_the_scan(old, new):
+    text = BASE.replace(old, new, 1)
+    try:
+        module = parse(text, "m.hlo")
+    except HloError:
+        pytest.skip("the edit does not parse")
+    for warnings in (True, False):
+        assert verify.tail_summary(module, warnings, scan.ModuleScan(module)) == verify.tail_summary(module, warnings)

@@ -8,6 +8,7 @@ computations and the parameters.
     scan.preds(comp)      # the instructions of `comp` with control predecessors, in order
     scan.marked(comp)     # ... with a `sharding` or `frontend_attributes`, in order
     scan.calling          # the identities of the instructions that call computations
+    scan.called           # the names of the computations any instruction calls
     scan.opcodes(comp)    # the set of its opcodes
     scan.params(comp)     # comp.parameters
     scan.graph            # computation name -> the names of the computations it calls, in order, once each
@@ -30,13 +31,14 @@ def beyond_metadata(attrs) -> bool:
 class ModuleScan:
     """The per-computation facts, by computation identity (computations may share a name)."""
 
-    __slots__ = ("_rich", "_preds", "_marked", "_opcodes", "_params", "graph", "calling")
+    __slots__ = ("_rich", "_preds", "_marked", "_opcodes", "_params", "graph", "calling", "called")
 
     def __init__(self, module: Module):
         self._rich: dict[int, list[Instruction]] = {}
         self._preds: dict[int, list[Instruction]] = {}
         self._marked: dict[int, list[Instruction]] = {}
         self.calling: set[int] = set()
+        self.called: set[str] = set()
         self._opcodes: dict[int, set[str]] = {}
         self._params: dict[int, list[Instruction]] = {}
         graph: dict[str, list[str]] = {}
@@ -63,6 +65,7 @@ class ModuleScan:
             self._opcodes[key] = ops
             self._params[key] = comp.parameters if "parameter" in ops else []
             graph[comp.name] = list(callees)
+            self.called.update(callees)
         self.graph = graph
 
     def rich(self, comp: Computation) -> list[Instruction]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from itertools import chain
+from operator import attrgetter
 
 from ..errors import Diagnostic
 from ..ir.attributes import BackendConfig, ComputationRef, Metadata
@@ -148,30 +150,34 @@ HEAD, TAIL = "head", "tail"
 class Piece:
     """What checking a module, or one part of it, found: the report (`rep.items`, in the order the
     walks found them), the device counts, each computation's (parameter shapes, result shape) as
-    checked, and why the parts cannot stand for the whole (`unusual`, None when they can)."""
+    checked, why the parts cannot stand for the whole (`unusual`, None when they can), and the
+    module's ModuleScan (`scan`, for check_across)."""
 
-    __slots__ = ("rep", "devices", "comp_shapes", "unusual")
+    __slots__ = ("rep", "devices", "comp_shapes", "unusual", "scan")
 
-    def __init__(self, rep: _Report, devices):
-        self.rep, self.devices = rep, devices
+    def __init__(self, rep: _Report, devices, scan: ModuleScan):
+        self.rep, self.devices, self.scan = rep, devices, scan
         self.comp_shapes: dict = {}
         self.unusual: str | None = None
 
 
 def check_piece(module: Module, text: str, part: str, *, layout_sensitive: bool = False, warnings: bool = True,
-                replicas: int | None = None, partitions: int | None = None, callee_shapes=None) -> Piece:
+                replicas: int | None = None, partitions: int | None = None, callee_shapes=None,
+                scan: ModuleScan | None = None) -> Piece:
     """Check one part (HEAD or TAIL) of a module cut in two; `callee_shapes`: the tail's view of
     the head's computations it calls, name -> (parameter shapes, result shape), as their
-    signatures declare them (check_across verifies that the head's checked shapes are those)."""
+    signatures declare them (check_across verifies that the head's checked shapes are those);
+    `scan`: the part's ModuleScan, when the caller has it."""
     with NoGC():
-        return _check_part(module, text, layout_sensitive, warnings, replicas, partitions, part, callee_shapes)
+        return _check_part(module, text, layout_sensitive, warnings, replicas, partitions, part, callee_shapes, scan)
 
 
-def _check_part(module, text, layout_sensitive, warnings, replicas, partitions, part, callee_shapes=None) -> Piece:
+def _check_part(module, text, layout_sensitive, warnings, replicas, partitions, part, callee_shapes=None,
+                scan: ModuleScan | None = None) -> Piece:
     from .devices import module_devices
-    piece = Piece(_Report(module, text), module_devices(module, replicas, partitions))
+    scan = scan or ModuleScan(module)       # what the walks below need of each computation, in one pass
+    piece = Piece(_Report(module, text), module_devices(module, replicas, partitions), scan)
     rep = piece.rep
-    scan = ModuleScan(module)       # what the walks below need of each computation, in one pass
     if _check_attribute_depths(module, rep, scan):
         piece.unusual = "an attribute shape nests tuples too deep"
         return piece          # the rules below walk shapes recursively
@@ -251,11 +257,12 @@ def _instructions(module: Module):
     return (inst for comp in module.computations for inst in comp.instructions)
 
 
-def tail_summary(module: Module, warnings: bool) -> dict:
+def tail_summary(module: Module, warnings: bool, scan: ModuleScan | None = None) -> dict:
     """What check_across needs of the tail's computations, in plain values: the computations its
     asynchronous starts call, its all-reduces and the while loops whose condition is not its own
     (each as (name, opcode, file, line, column, attribute)), its instruction names (with
-    warnings), its computations' names and its instruction count."""
+    warnings), its computations' names and its instruction count (`scan`: the module's
+    ModuleScan, when at hand)."""
     comps = module.computation_map
     summary = {"async": set(), "all_reduces": [], "whiles": [], "names": None, "instructions": 0,
                "computations": list(comps)}
@@ -266,6 +273,12 @@ def tail_summary(module: Module, warnings: bool) -> dict:
         count += len(comp.instructions)
         if names is not None:
             names.update(comp.by_name)
+        if scan is not None:
+            for op in scan.opcodes(comp):
+                if op not in kinds:
+                    kinds[op] = _pair_opcode(op).startswith("async-") or op in _ALL_REDUCES or op == "while"
+            if not any(map(kinds.__getitem__, scan.opcodes(comp))):
+                continue        # (no instruction of this computation is the summary's)
         for inst in comp.instructions:
             op = inst.opcode
             kind = kinds.get(op)
@@ -297,6 +310,7 @@ def check_across(head: Module, text: str, piece: Piece, summary: dict, assumed: 
     if not comps.keys().isdisjoint(summary["computations"]):
         piece.unusual = "a computation defined in both parts"
         return
+    scan = piece.scan
     if summary["async"] and not summary["async"].isdisjoint(
             n for i in _instructions(head) if _pair_opcode(i.opcode).startswith("async-") for n in i.called_computations):
         piece.unusual = "a computation called by asynchronous operations of both parts"
@@ -307,18 +321,22 @@ def check_across(head: Module, text: str, piece: Piece, summary: dict, assumed: 
             piece.unusual = f"computation '{name}' is not what its signature declares"
             return
     if warnings and summary["names"] and not summary["names"].isdisjoint(
-            n for comp in head.computations for n in comp.by_name):
+            chain.from_iterable(map(_BY_NAME, head.computations))):
         piece.unusual = "an instruction name used in both parts"
         return
     rep = _Report(head, text)
-    _check_async_pairs(head, rep, summary["async"])
+    _check_async_pairs(head, rep, summary["async"], opcodes=scan.opcodes)
     stubs = [_stub(t, "constrain_layout") for t in summary["all_reduces"]]
-    _check_constrained_all_reduces([i for i in _instructions(head) if i.opcode in _ALL_REDUCES] + stubs, rep)
+    _check_constrained_all_reduces([i for comp in head.computations if not _ALL_REDUCES.isdisjoint(scan.opcodes(comp))
+                                    for i in comp.instructions if i.opcode in _ALL_REDUCES] + stubs, rep)
     if warnings:
         for t in summary["whiles"]:
             if t[-1] in comps:
                 _warn_endless_loop(_stub(t, "condition"), t[-1], comps, rep)
     piece.rep.items += rep.items
+
+
+_BY_NAME = attrgetter("by_name")
 
 
 def _stub(t: tuple, attr: str) -> Instruction:

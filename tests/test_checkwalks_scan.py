@@ -307,6 +307,7 @@ def test_the_scan_knows_every_call():
     s = scan.ModuleScan(module)
     calling = [i for c in module.computations for i in c.instructions if i.called_computations]
     assert s.calling == {id(i) for i in calling}
+    assert s.entry is module.entry_computation
     assert s.called == {n for i in calling for n in i.called_computations}
 
 

@@ -9,6 +9,7 @@ computations and the parameters.
     scan.marked(comp)     # ... with a `sharding` or `frontend_attributes`, in order
     scan.calling          # the identities of the instructions that call computations
     scan.called           # the names of the computations any instruction calls
+    scan.entry            # module.entry_computation (None when there is none: that raises KeyError)
     scan.opcodes(comp)    # the set of its opcodes
     scan.params(comp)     # comp.parameters
     scan.graph            # computation name -> the names of the computations it calls, in order, once each
@@ -31,7 +32,7 @@ def beyond_metadata(attrs) -> bool:
 class ModuleScan:
     """The per-computation facts, by computation identity (computations may share a name)."""
 
-    __slots__ = ("_rich", "_preds", "_marked", "_opcodes", "_params", "graph", "calling", "called")
+    __slots__ = ("_rich", "_preds", "_marked", "_opcodes", "_params", "graph", "calling", "called", "entry")
 
     def __init__(self, module: Module):
         self._rich: dict[int, list[Instruction]] = {}
@@ -39,11 +40,14 @@ class ModuleScan:
         self._marked: dict[int, list[Instruction]] = {}
         self.calling: set[int] = set()
         self.called: set[str] = set()
+        self.entry: Computation | None = None
         self._opcodes: dict[int, set[str]] = {}
         self._params: dict[int, list[Instruction]] = {}
         graph: dict[str, list[str]] = {}
         meta = Metadata
         for comp in module.computations:
+            if self.entry is None and comp.name == module.entry:
+                self.entry = comp
             insts = comp.instructions
             rich = []
             for inst in insts:

@@ -367,7 +367,7 @@ _SHAPELESS = frozenset((str, int, bool, float, tuple, type(None), Metadata, Back
 
 def _check_attribute_depths(module: Module, rep: _Report, scan: ModuleScan) -> bool:
     """Report attribute shapes whose tuples nest deeper than MAX_SHAPE_DEPTH; True if any does."""
-    found = _attribute_depth(module.entry_computation, module.attrs, module, rep)
+    found = _attribute_depth(scan.entry or module.entry_computation, module.attrs, module, rep)
     shallow: dict[int, object] = {}     # attribute values found to hold no shape too deep (kept alive)
     shapeless = _SHAPELESS
     for comp in module.computations:
@@ -484,13 +484,16 @@ def _check_computation(comp: Computation, unknown: set[str], rep: _Report, layou
                 _check_layouts(inst, inferred, rep)
             continue
         eff[inst.name] = declared
-        if inferred is not None and inferred is not declared and (id(inferred), id(declared)) not in same:
-            if not _compatible(inferred, declared):
-                rep.add(inst, "C101", f"{inst.opcode}: the declared shape must equal the inferred shape "
-                        f"{inferred.to_str(False)}, got {declared.to_str(False)} for {shapes_text(operands)}",
-                        at=rep.shape_at(inst))
-                continue
-            same[id(inferred), id(declared)] = (inferred, declared)     # (kept alive: the ids stay theirs)
+        if hit is None or not hit[4]:       # (hit[4]: this memo entry's result found compatible with `declared`)
+            if inferred is not None and inferred is not declared and (id(inferred), id(declared)) not in same:
+                if not _compatible(inferred, declared):
+                    rep.add(inst, "C101", f"{inst.opcode}: the declared shape must equal the inferred shape "
+                            f"{inferred.to_str(False)}, got {declared.to_str(False)} for {shapes_text(operands)}",
+                            at=rep.shape_at(inst))
+                    continue
+                same[id(inferred), id(declared)] = (inferred, declared)     # (kept alive: the ids stay theirs)
+            if hit is not None:
+                hit[4] = True       # (its key holds `declared`)
         if layout_sensitive:
             _check_layout_preserved(inst, operands, rep)
             _check_layout_forwarded(inst, operands, comp_shapes, rep)
@@ -601,7 +604,8 @@ class _RuleMemo:
         inferred = infer_shape(inst.opcode, operands, attrs,
                                RuleContext(inst.opcode, declared, watched, replicas, partitions))
         if not watched.read:
-            self.results[key] = (inferred, tuple(operands), declared, tuple(attrs.values()))
+            # (the last item: whether the checker found the result compatible with `declared`)
+            self.results[key] = [inferred, tuple(operands), declared, tuple(attrs.values()), False]
         elif callees is not None and watched.names is not None and watched.names <= callees[2]:
             self.by_callees[callees[0]] = (inferred, tuple(operands), declared, tuple(attrs.values()), callees[1])
         return inferred

@@ -41,9 +41,14 @@ def plain(monkeypatch):
     class Plain:
         def __enter__(self):
             self.mp = pytest.MonkeyPatch()
-            self.mp.setattr(scan.ModuleScan, "rich", lambda self, comp: list(comp.instructions))
-            self.mp.setattr(scan.ModuleScan, "preds", lambda self, comp: [
-                i for i in comp.instructions if i.attrs.get("control-predecessors")])
+            made = scan.ModuleScan.__init__
+
+            def every_instruction(self, module):        # the walks visit every instruction
+                made(self, module)
+                for comp, facts in zip(module.computations, self.facts):
+                    facts.rich = facts.marked = list(comp.instructions)
+                    facts.preds = [i for i in comp.instructions if i.attrs.get("control-predecessors")]
+            self.mp.setattr(scan.ModuleScan, "__init__", every_instruction)
             self.mp.setattr(verify, "_SHAPELESS", frozenset())
 
             def infer(memo, inst, operands, declared, replicas, partitions):
@@ -231,6 +236,7 @@ def test_pieces_find_what_the_plain_walks_find(plain):
 def test_the_scan_leaves_out_only_instructions_whose_attributes_are_metadata():
     module = parse(BASE, "m.hlo")
     s = scan.ModuleScan(module)
+    assert [f.rich for f in s.facts] == [s.rich(c) for c in module.computations]
     for comp in module.computations:
         rich = s.rich(comp)
         assert rich == [i for i in comp.instructions if scan.beyond_metadata(i.attrs)]
@@ -240,6 +246,8 @@ def test_the_scan_leaves_out_only_instructions_whose_attributes_are_metadata():
                                           type(inst.attrs["metadata"]) is Metadata)
                 assert inst.called_computations == ()
         assert s.params(comp) == comp.parameters
+        assert s.marked(comp) == [i for i in comp.instructions
+                                  if "sharding" in i.attrs or "frontend_attributes" in i.attrs]
         assert s.preds(comp) == [i for i in comp.instructions if i.attrs.get("control-predecessors")]
         assert s.opcodes(comp) == {i.opcode for i in comp.instructions}
         called = [n for i in comp.instructions for n in i.called_computations]

@@ -102,11 +102,11 @@ def device_findings(module: Module, devices: Devices, effective: dict[str, dict[
         meshes_ok = False
         if module_level:
             yield (None, "W207", f"xla.sdy.meshes: {_first_line(e)}", "warning", "xla.sdy.meshes")
-    for comp in module.computations:
+    for k, comp in enumerate(module.computations):
         eff = effective.get(comp.name, {})
         looked_at = comp.instructions
-        if scan is not None and _LOOKED_AT.isdisjoint(scan.opcodes(comp)):
-            looked_at = scan.marked(comp)   # (the others have neither a sharding nor frontend attributes)
+        if scan is not None and _LOOKED_AT.isdisjoint(scan.facts[k].opcodes):
+            looked_at = scan.facts[k].marked    # (the others have neither a sharding nor frontend attributes)
         for inst in looked_at:
             op = inst.opcode
             attrs = inst.attrs

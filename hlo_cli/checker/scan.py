@@ -4,6 +4,7 @@ their metadata): the instructions whose attributes are more than metadata, the o
 computations and the parameters.
 
     scan = ModuleScan(module)
+    scan.facts            # one Facts per computation, in module order: .rich, .preds, .marked, .opcodes, .params
     scan.rich(comp)       # the instructions of `comp` whose attributes are more than metadata, in order
     scan.preds(comp)      # the instructions of `comp` with control predecessors, in order
     scan.marked(comp)     # ... with a `sharding` or `frontend_attributes`, in order
@@ -29,20 +30,28 @@ def beyond_metadata(attrs) -> bool:
     return bool(attrs) and (len(attrs) != 1 or type(attrs.get("metadata")) is not Metadata)
 
 
-class ModuleScan:
-    """The per-computation facts, by computation identity (computations may share a name)."""
+class Facts:
+    """What the walks need of one computation (ModuleScan.facts holds one per computation, in
+    module order)."""
 
-    __slots__ = ("_rich", "_preds", "_marked", "_opcodes", "_params", "graph", "calling", "called", "entry")
+    __slots__ = ("rich", "preds", "marked", "opcodes", "params")
+
+    def __init__(self, rich, preds, marked, opcodes, params):
+        self.rich, self.preds, self.marked, self.opcodes, self.params = rich, preds, marked, opcodes, params
+
+
+class ModuleScan:
+    """The per-computation facts: `facts`, one Facts per computation of module.computations, in
+    order; the accessors find a computation's by its identity (computations may share a name)."""
+
+    __slots__ = ("facts", "_of", "graph", "calling", "called", "entry")
 
     def __init__(self, module: Module):
-        self._rich: dict[int, list[Instruction]] = {}
-        self._preds: dict[int, list[Instruction]] = {}
-        self._marked: dict[int, list[Instruction]] = {}
+        self.facts: list[Facts] = []
+        self._of: dict[int, Facts] = {}
         self.calling: set[int] = set()
         self.called: set[str] = set()
         self.entry: Computation | None = None
-        self._opcodes: dict[int, set[str]] = {}
-        self._params: dict[int, list[Instruction]] = {}
         graph: dict[str, list[str]] = {}
         meta = Metadata
         for comp in module.computations:
@@ -62,27 +71,26 @@ class ModuleScan:
                     self.calling.add(id(inst))
                     for name in called:
                         callees.setdefault(name, None)
-            key = id(comp)
-            self._rich[key] = rich
-            self._preds[key] = [inst for inst in rich if inst.attrs.get("control-predecessors")]
-            self._marked[key] = [inst for inst in rich if "sharding" in inst.attrs or "frontend_attributes" in inst.attrs]
-            self._opcodes[key] = ops
-            self._params[key] = comp.parameters if "parameter" in ops else []
+            facts = Facts(rich, [inst for inst in rich if inst.attrs.get("control-predecessors")],
+                          [inst for inst in rich if "sharding" in inst.attrs or "frontend_attributes" in inst.attrs],
+                          ops, comp.parameters if "parameter" in ops else [])
+            self.facts.append(facts)
+            self._of[id(comp)] = facts
             graph[comp.name] = list(callees)
             self.called.update(callees)
         self.graph = graph
 
     def rich(self, comp: Computation) -> list[Instruction]:
-        return self._rich[id(comp)]
+        return self._of[id(comp)].rich
 
     def preds(self, comp: Computation) -> list[Instruction]:
-        return self._preds[id(comp)]
+        return self._of[id(comp)].preds
 
     def marked(self, comp: Computation) -> list[Instruction]:
-        return self._marked[id(comp)]
+        return self._of[id(comp)].marked
 
     def opcodes(self, comp: Computation) -> set[str]:
-        return self._opcodes[id(comp)]
+        return self._of[id(comp)].opcodes
 
     def params(self, comp: Computation) -> list[Instruction]:
-        return self._params[id(comp)]
+        return self._of[id(comp)].params

@@ -198,9 +198,9 @@ def _check_computations(module: Module, rep: _Report, scan: ModuleScan, devices,
     shape) as checked, each computation's effective shapes by instruction name)."""
     # (parameter shapes, result shape) of every computation, refined as computations are checked
     comp_shapes: dict[str, tuple[list[Shape], Shape | None]] = dict(callee_shapes or ())
-    for comp in module.computations:
+    for comp, facts in zip(module.computations, scan.facts):
         root = comp.by_name.get(comp.root)
-        comp_shapes[comp.name] = ([p.shape for p in scan.params(comp)], root.shape if root is not None else None)
+        comp_shapes[comp.name] = ([p.shape for p in facts.params], root.shape if root is not None else None)
     unknown: set[str] = set()        # computations whose parameter or result shape is unknown
     effective: dict[str, dict[str, Shape | None]] = {}
     rules = _RuleMemo(comp_shapes, scan.calling)
@@ -229,14 +229,15 @@ def _module_walks(module: Module, rep: _Report, devices, effective, layout_sensi
     if warnings:
         _check_duplicate_names(module, rep)
     if module.attrs.get("is_scheduled"):
-        for comp in module.computations:
-            _check_schedule(comp, rep, scan.preds(comp))
+        for comp, facts in zip(module.computations, scan.facts):
+            _check_schedule(comp, rep, facts.preds)
     if part != HEAD:
         _check_entry_layout(module, effective, rep, layout_sensitive)
-        _check_async_pairs(module, rep, opcodes=scan.opcodes)         # (no head computation calls the tail's)
+        # (no head computation calls the tail's)
+        _check_async_pairs(module, rep, opcodes=[f.opcodes for f in scan.facts])
     if part is None:
-        _check_constrained_all_reduces((inst for comp in module.computations
-                                        if not _ALL_REDUCES.isdisjoint(scan.opcodes(comp))
+        _check_constrained_all_reduces((inst for comp, facts in zip(module.computations, scan.facts)
+                                        if not _ALL_REDUCES.isdisjoint(facts.opcodes)
                                         for inst in comp.instructions), rep)
     if part != HEAD:
         _check_aliasing(module, effective, rep, layout_sensitive)
@@ -269,15 +270,16 @@ def tail_summary(module: Module, warnings: bool, scan: ModuleScan | None = None)
     names = set() if warnings else None
     count = 0
     kinds: dict[str, bool] = {}         # opcode -> whether the summary needs its instructions
-    for comp in module.computations:
+    for k, comp in enumerate(module.computations):
         count += len(comp.instructions)
         if names is not None:
             names.update(comp.by_name)
         if scan is not None:
-            for op in scan.opcodes(comp):
+            ops = scan.facts[k].opcodes
+            for op in ops:
                 if op not in kinds:
                     kinds[op] = _pair_opcode(op).startswith("async-") or op in _ALL_REDUCES or op == "while"
-            if not any(map(kinds.__getitem__, scan.opcodes(comp))):
+            if not any(map(kinds.__getitem__, ops)):
                 continue        # (no instruction of this computation is the summary's)
         for inst in comp.instructions:
             op = inst.opcode
@@ -325,10 +327,11 @@ def check_across(head: Module, text: str, piece: Piece, summary: dict, assumed: 
         piece.unusual = "an instruction name used in both parts"
         return
     rep = _Report(head, text)
-    _check_async_pairs(head, rep, summary["async"], opcodes=scan.opcodes)
+    _check_async_pairs(head, rep, summary["async"], opcodes=[f.opcodes for f in scan.facts])
     stubs = [_stub(t, "constrain_layout") for t in summary["all_reduces"]]
-    _check_constrained_all_reduces([i for comp in head.computations if not _ALL_REDUCES.isdisjoint(scan.opcodes(comp))
-                                    for i in comp.instructions if i.opcode in _ALL_REDUCES] + stubs, rep)
+    mine = [i for comp, facts in zip(head.computations, scan.facts) if not _ALL_REDUCES.isdisjoint(facts.opcodes)
+            for i in comp.instructions if i.opcode in _ALL_REDUCES]
+    _check_constrained_all_reduces(mine + stubs, rep)
     if warnings:
         for t in summary["whiles"]:
             if t[-1] in comps:
@@ -370,8 +373,8 @@ def _check_attribute_depths(module: Module, rep: _Report, scan: ModuleScan) -> b
     found = _attribute_depth(scan.entry or module.entry_computation, module.attrs, module, rep)
     shallow: dict[int, object] = {}     # attribute values found to hold no shape too deep (kept alive)
     shapeless = _SHAPELESS
-    for comp in module.computations:
-        for inst in scan.rich(comp):    # (the others have no attribute but their metadata)
+    for facts in scan.facts:
+        for inst in facts.rich:         # (the others have no attribute but their metadata)
             attrs = inst.attrs
             for k, v in attrs.items():
                 if (type(v) not in shapeless or k == "entry_computation_layout") and id(v) not in shallow:
@@ -932,7 +935,7 @@ def _signature_offsets(rep: _Report, comp: Computation):
 def _check_signatures(module: Module, effective, rep: _Report, warnings: bool, scan: ModuleScan):
     """A computation written with a signature `name (p: shape, ...) -> shape`: XLA's parser
     requires the result to be compatible with the root's shape; it ignores the parameter list."""
-    for comp in module.computations:
+    for comp, facts in zip(module.computations, scan.facts):
         if comp.params is None and comp.result_shape is None:
             continue
         eff = effective.get(comp.name, {})
@@ -946,7 +949,7 @@ def _check_signatures(module: Module, effective, rep: _Report, warnings: bool, s
                     f"{comp.result_shape.to_str(False)}", at=offs[1] if offs else None)
         if not warnings or comp.params is None:
             continue
-        params = scan.params(comp)
+        params = facts.params
         if len(comp.params) != len(params):
             offs = _signature_offsets(rep, comp)
             rep.add(comp, "W204", f"computation '{comp.name}': the signature lists {len(comp.params)} parameters "
@@ -1077,10 +1080,10 @@ def _check_async_pairs(module: Module, rep: _Report, called_elsewhere=frozenset(
     """Each start has exactly one user, its done (or an update), and each done (or update) has
     exactly one operand, its start; custom-calls to control_dep do not count as users.  A send or
     recv that is the root of an async computation needs no user (`called_elsewhere`: computations
-    the asynchronous starts of the module's other part call; `opcodes`: each computation's opcodes,
-    when known)."""
-    opcodes = [opcodes(c) if opcodes is not None else {i.opcode for i in c.instructions}
-               for c in module.computations]     # each computation's
+    the asynchronous starts of the module's other part call; `opcodes`: each computation's set of
+    opcodes, in module order, when known)."""
+    if opcodes is None:
+        opcodes = [{i.opcode for i in c.instructions} for c in module.computations]     # each computation's
     pair_of = {op: _pair_opcode(op) for op in set().union(*opcodes)}
     starting = {op for op, pair in pair_of.items() if pair.startswith("async-")}
     async_comps = {name for comp, ops in zip(module.computations, opcodes) if not starting.isdisjoint(ops)
@@ -1213,10 +1216,10 @@ def _warns_unused(opcode: str) -> bool:
 
 def _warnings(module: Module, comps, rep: _Report, scan: ModuleScan):
     narrow: dict[int, Shape] = {}     # shapes found to have no leaf of more than NUMPY_MAX_RANK dims (kept alive)
-    for comp in module.computations:
+    for comp, facts in zip(module.computations, scan.facts):
         insts = comp.instructions
         used = {o for inst in insts for o in inst.operands}
-        for inst in scan.preds(comp):
+        for inst in facts.preds:
             used.update(inst.attrs["control-predecessors"])
         root = comp.root
         for inst in insts:

@@ -328,3 +328,32 @@ def test_the_tail_summary_is_the_same_with_the_scan(old, new):
         pytest.skip("the edit does not parse")
     for warnings in (True, False):
         assert verify.tail_summary(module, warnings, scan.ModuleScan(module)) == verify.tail_summary(module, warnings)
+
+
+BRANCHES = """HloModule b
+
+%t (a: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  ROOT %n = f32[] negate(%a)
+}
+
+%f (b: f32[]) -> f32[] {
+  %b = f32[] parameter(0)
+  ROOT %c = f32[] copy(%b)
+}
+
+ENTRY %e (i: s32[], x: f32[]) -> f32[] {
+  %i = s32[] parameter(0)
+  %x = f32[] parameter(1)
+  %k = f32[] conditional(%i, %x, %x), branch_computations={%t, %f}, metadata={op_name="k"}
+  ROOT %r = f32[] call(%k), to_apply=%t
+}
+"""
+
+
+def test_the_scan_finds_calls_in_tuples_of_computations(plain):
+    module = parse(BRANCHES, "b.hlo")
+    s = scan.ModuleScan(module)
+    assert s.graph["e"] == ["t", "f"] and s.called == {"t", "f"}
+    assert s.calling == {id(module.entry_computation.by_name[n]) for n in ("k", "r")}
+    _same(module, BRANCHES, plain)

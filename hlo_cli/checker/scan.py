@@ -21,13 +21,18 @@ finds nothing in it (tests/test_checkwalks_scan.py compares the walks with and w
 """
 from __future__ import annotations
 
-from ..ir.attributes import Metadata
+from ..ir.attributes import BackendConfig, Enum, Metadata
 from ..ir.module import Computation, Instruction, Module
 
 
 def beyond_metadata(attrs) -> bool:
     """Whether an instruction's attributes are more than none or a `metadata={...}` alone."""
     return bool(attrs) and (len(attrs) != 1 or type(attrs.get("metadata")) is not Metadata)
+
+
+# Types of attribute values that are neither a ComputationRef nor a tuple (nor of a subclass of
+# either): a value of one of them names no called computation (Instruction.called_computations)
+_PLAIN = frozenset((Metadata, BackendConfig, Enum, str, int, bool, float, type(None)))
 
 
 class Facts:
@@ -53,7 +58,7 @@ class ModuleScan:
         self.called: set[str] = set()
         self.entry: Computation | None = None
         graph: dict[str, list[str]] = {}
-        meta = Metadata
+        meta, plain = Metadata, _PLAIN
         for comp in module.computations:
             if self.entry is None and comp.name == module.entry:
                 self.entry = comp
@@ -65,15 +70,24 @@ class ModuleScan:
                     rich.append(inst)
             ops = {inst.opcode for inst in insts}
             callees: dict[str, None] = {}
+            preds, marked = [], []
             for inst in rich:
-                called = inst.called_computations
-                if called:
-                    self.calling.add(id(inst))
-                    for name in called:
-                        callees.setdefault(name, None)
-            facts = Facts(rich, [inst for inst in rich if inst.attrs.get("control-predecessors")],
-                          [inst for inst in rich if "sharding" in inst.attrs or "frontend_attributes" in inst.attrs],
-                          ops, comp.parameters if "parameter" in ops else [])
+                a = inst.attrs
+                if "control-predecessors" in a and a["control-predecessors"]:
+                    preds.append(inst)
+                if "sharding" in a or "frontend_attributes" in a:
+                    marked.append(inst)
+                for v in a.values():
+                    t = type(v)
+                    if t in plain or (t is tuple and (not v or type(v[0]) in plain)):
+                        continue    # (not a called computation, nor a tuple of them)
+                    called = inst.called_computations
+                    if called:
+                        self.calling.add(id(inst))
+                        for name in called:
+                            callees.setdefault(name, None)
+                    break
+            facts = Facts(rich, preds, marked, ops, comp.parameters if "parameter" in ops else [])
             self.facts.append(facts)
             self._of[id(comp)] = facts
             graph[comp.name] = list(callees)

@@ -415,6 +415,10 @@ def _callees_first(module: Module, graph: dict[str, list[str]]) -> list[Computat
     for start in module.computations:
         if state.get(start.name):
             continue
+        if not graph[start.name]:       # (the usual case: a computation calling none)
+            state[start.name] = 2
+            out.append(comps[start.name])
+            continue
         stack = [(start.name, iter(graph[start.name]))]
         state[start.name] = 1
         while stack:
@@ -441,7 +445,7 @@ def _check_computation(comp: Computation, unknown: set[str], rep: _Report, layou
     eff: dict[str, Shape | None] = {}
     memo = rules
     plain = memo.plain_shapes
-    results, same = memo.results, memo.same
+    results, same, calling = memo.results, memo.same, memo.calling
     shape_of = eff.get
     unknown_id = id(None)
     for inst in comp.instructions:
@@ -470,6 +474,8 @@ def _check_computation(comp: Computation, unknown: set[str], rep: _Report, layou
         hit = None
         if not attrs or (len(attrs) == 1 and "metadata" in attrs):      # _RuleMemo.infer's first look, inline
             hit = results.get((inst.opcode, id(declared), replicas, partitions, n) + ids)
+        elif calling is not None and id(inst) not in calling:           # (the same, for other attributes)
+            hit = results.get(_rule_key(inst.opcode, declared, replicas, partitions, ids, attrs))
         try:
             inferred = hit[0] if hit is not None else memo.infer(inst, operands, declared, replicas, partitions)
         except ShapeRuleError as e:
@@ -590,16 +596,7 @@ class _RuleMemo:
             hit = self.by_callees.get(callees[0])
             if hit is not None:
                 return hit[0]
-        if len(attrs) == 1 and "metadata" in attrs:     # (the usual case: no attribute a rule reads)
-            key = (inst.opcode, id(declared), replicas, partitions, len(operands), *map(id, operands))
-        else:
-            key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
-            key += map(id, operands)
-            for k, v in attrs.items():
-                if k not in _NOT_READ_BY_RULES:
-                    key.append(k)
-                    key.append(id(v))
-            key = tuple(key)
+        key = _rule_key(inst.opcode, declared, replicas, partitions, (*map(id, operands),), attrs)
         hit = self.results.get(key)
         if hit is not None:
             return hit[0]
@@ -641,6 +638,19 @@ class _RuleMemo:
                 names.add(r.name)
                 key.append((len(params), *map(id, params), id(result)))
         return tuple(key), keep, names
+
+
+def _rule_key(opcode: str, declared, replicas, partitions, ids: tuple, attrs) -> tuple:
+    """_RuleMemo.results' key: the opcode, the declared shape, the device counts, the operand shapes
+    (`ids`: their identities) and the attributes the rules read (by identity)."""
+    if len(attrs) == 1 and "metadata" in attrs:     # (the usual case: no attribute a rule reads)
+        return (opcode, id(declared), replicas, partitions, len(ids)) + ids
+    key = [opcode, id(declared), replicas, partitions, len(ids), *ids]
+    for k, v in attrs.items():
+        if k not in _NOT_READ_BY_RULES:
+            key.append(k)
+            key.append(id(v))
+    return tuple(key)
 
 
 _OPERAND_IN_WHAT = re.compile(r"\boperand (\d+)\b")

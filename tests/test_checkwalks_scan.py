@@ -156,6 +156,10 @@ EDITS = [
     ("%fused.1 (q0: f32[4,8])", "%fused.1 (q0: f32[8,4])"),                   # W204
     ("%y = f32[8]{0} parameter(1)", "%y = f32[8]{0} parameter(1), frontend_attributes={xla.sdy.sharding=\"#sdy\"}"),
     ("%unused = f32[8]{0} negate(%cc), control-predecessors={%bc}", "%unused = f32[8]{0} negate(%cc)"),
+    ("%zero = s32[] constant(0)", "%zero = s32[] constant(0)\n  %wide = s32[" + ",".join(["1"] * 65) +
+     "] broadcast(%zero), dimensions={}\n  %wide2 = s32[" + ",".join(["1"] * 65) + "] negate(%wide)"),   # W205
+    ("%one = s32[] constant(1)", "%one = s32[] constant(1)\n  %el = f32[8]{0} constant({...})"),   # W200
+    ("%one = s32[] constant(1)", "%one = s32[] constant(1)\n  %two = s32[] constant(2)"),   # W201 in a body
 ]
 
 
@@ -357,3 +361,34 @@ def test_the_scan_finds_calls_in_tuples_of_computations(plain):
     assert s.graph["e"] == ["t", "f"] and s.called == {"t", "f"}
     assert s.calling == {id(module.entry_computation.by_name[n]) for n in ("k", "r")}
     _same(module, BRANCHES, plain)
+
+
+def test_a_wide_shape_alone_is_warned_of(plain):
+    """W205 in a computation with nothing else to warn of."""
+    ones = ",".join(["1"] * 65)
+    text = (f"HloModule w\n\nENTRY %e (x: s32[]) -> s32[] {{\n  %x = s32[] parameter(0)\n"
+            f"  %b = s32[{ones}] broadcast(%x), dimensions={{}}\n  ROOT %r = s32[] reshape(%b)\n}}\n")
+    found = _same(parse(text, "w.hlo"), text, plain)
+    assert [(d[5], d[6]) for d in found] == [("W205", "b")]
+
+
+def test_an_elided_constant_and_an_endless_loop_alone_are_warned_of(plain):
+    text = """HloModule c
+
+%cond (c: f32[8]) -> pred[] {
+  %c = f32[8]{0} parameter(0)
+  ROOT %t = pred[] constant(true)
+}
+
+%body (b: f32[8]) -> f32[8] {
+  %b = f32[8]{0} parameter(0)
+  ROOT %n = f32[8]{0} negate(%b)
+}
+
+ENTRY %e () -> f32[8] {
+  %k = f32[8]{0} constant({...})
+  ROOT %w = f32[8]{0} while(%k), condition=%cond, body=%body
+}
+"""
+    found = _same(parse(text, "c.hlo"), text, plain)
+    assert sorted((d[5], d[6]) for d in found) == [("W200", "k"), ("W202", "w")]

@@ -26,6 +26,7 @@ from ..ir.opcodes import with_attribute
 from ..ir.shape import Shape
 from ..shapes.families.collective import (CROSS_PARTITION, CROSS_REPLICA, id_space, mode_of, parse_pairs,
                                           replica_group_list)
+from .scan import ModuleScan
 
 SEND_RECV_PAIRS = "_xla_send_recv_source_target_pairs"
 _GROUPED = with_attribute("replica_groups")          # the collectives that run in replica groups
@@ -89,10 +90,10 @@ def module_devices(module: Module, replicas: int | None = None, partitions: int 
 
 
 def device_findings(module: Module, devices: Devices, effective: dict[str, dict[str, Shape | None]],
-                    module_level: bool = True):
+                    module_level: bool = True, scan: ModuleScan | None = None):
     """Every finding of this pass, in module order (a finding about the module itself has no
     instruction: None; `module_level` False leaves those out, for a part of a module whose other
-    part reports them)."""
+    part reports them; `scan`: the module's ModuleScan, when at hand)."""
     from ..topology.sharding import ShardingError, sdy_meshes
     try:
         sdy_meshes(module)
@@ -101,9 +102,12 @@ def device_findings(module: Module, devices: Devices, effective: dict[str, dict[
         meshes_ok = False
         if module_level:
             yield (None, "W207", f"xla.sdy.meshes: {_first_line(e)}", "warning", "xla.sdy.meshes")
-    for comp in module.computations:
+    for k, comp in enumerate(module.computations):
         eff = effective.get(comp.name, {})
-        for inst in comp.instructions:
+        looked_at = comp.instructions
+        if scan is not None and _LOOKED_AT.isdisjoint(scan.facts[k].opcodes):
+            looked_at = scan.facts[k].marked    # (the others have neither a sharding nor frontend attributes)
+        for inst in looked_at:
             op = inst.opcode
             attrs = inst.attrs
             if op not in _LOOKED_AT and "sharding" not in attrs and "frontend_attributes" not in attrs:

@@ -24,6 +24,7 @@ from dataclasses import astuple
 from ..errors import Diagnostic
 from ..ir.gcpause import NoGC
 from ..parser.frontend import shape_text_cached
+from .scan import ModuleScan
 from .verify import HEAD, TAIL, check_across, check_piece, position_key, tail_summary
 
 _HEADER = re.compile(r"\n(?:ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*[({]")     # (in "\n" + text)
@@ -103,15 +104,16 @@ def _warm_up():
 def _check_tail(module, tail_text: str, head_text: str, opts: dict) -> dict:
     """The child's side: the tail checked, its findings and summary in plain values."""
     own = module.computation_map
-    used = {n for c in module.computations for i in c.instructions for n in i.called_computations} - own.keys()
+    scan = ModuleScan(module)
+    used = scan.called - own.keys()
     assumed = declared_signatures(head_text, used)
     if assumed is None:
         return {"unusual": "a computation of the head called without a readable signature"}
-    piece = check_piece(module, tail_text, TAIL, callee_shapes=assumed, **opts)
+    piece = check_piece(module, tail_text, TAIL, callee_shapes=assumed, scan=scan, **opts)
     if piece.unusual:
         return {"unusual": piece.unusual}
     return {"unusual": None, "items": [astuple(d) for d in piece.rep.items], "assumed": assumed,
-            "devices": piece.devices, "summary": tail_summary(module, opts["warnings"]),
+            "devices": piece.devices, "summary": tail_summary(module, opts["warnings"], scan),
             "name": module.name, "header": (module.name if module.has_header else None, sorted(module.attrs))}
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from itertools import chain
+from operator import attrgetter
 
 from ..errors import Diagnostic
-from ..ir.attributes import ComputationRef
+from ..ir.attributes import BackendConfig, ComputationRef, Metadata
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.gcpause import NoGC
 from ..ir.module import Computation, Instruction, Module
@@ -22,6 +24,7 @@ from ..shapes.families.collective import CODE_ATTRIBUTE
 from ..shapes.families.reduction import index_text
 from ..shapes.families.shape_ops import size_text
 from .positions import SourceIndex
+from .scan import ModuleScan
 
 CODES = {
     "C100": "shape rule violated",
@@ -147,85 +150,99 @@ HEAD, TAIL = "head", "tail"
 class Piece:
     """What checking a module, or one part of it, found: the report (`rep.items`, in the order the
     walks found them), the device counts, each computation's (parameter shapes, result shape) as
-    checked, and why the parts cannot stand for the whole (`unusual`, None when they can)."""
+    checked, why the parts cannot stand for the whole (`unusual`, None when they can), and the
+    module's ModuleScan (`scan`, for check_across)."""
 
-    __slots__ = ("rep", "devices", "comp_shapes", "unusual")
+    __slots__ = ("rep", "devices", "comp_shapes", "unusual", "scan")
 
-    def __init__(self, rep: _Report, devices):
-        self.rep, self.devices = rep, devices
+    def __init__(self, rep: _Report, devices, scan: ModuleScan):
+        self.rep, self.devices, self.scan = rep, devices, scan
         self.comp_shapes: dict = {}
         self.unusual: str | None = None
 
 
 def check_piece(module: Module, text: str, part: str, *, layout_sensitive: bool = False, warnings: bool = True,
-                replicas: int | None = None, partitions: int | None = None, callee_shapes=None) -> Piece:
+                replicas: int | None = None, partitions: int | None = None, callee_shapes=None,
+                scan: ModuleScan | None = None) -> Piece:
     """Check one part (HEAD or TAIL) of a module cut in two; `callee_shapes`: the tail's view of
     the head's computations it calls, name -> (parameter shapes, result shape), as their
-    signatures declare them (check_across verifies that the head's checked shapes are those)."""
+    signatures declare them (check_across verifies that the head's checked shapes are those);
+    `scan`: the part's ModuleScan, when the caller has it."""
     with NoGC():
-        return _check_part(module, text, layout_sensitive, warnings, replicas, partitions, part, callee_shapes)
+        return _check_part(module, text, layout_sensitive, warnings, replicas, partitions, part, callee_shapes, scan)
 
 
-def _check_part(module, text, layout_sensitive, warnings, replicas, partitions, part, callee_shapes=None) -> Piece:
+def _check_part(module, text, layout_sensitive, warnings, replicas, partitions, part, callee_shapes=None,
+                scan: ModuleScan | None = None) -> Piece:
     from .devices import module_devices
-    piece = Piece(_Report(module, text), module_devices(module, replicas, partitions))
+    scan = scan or ModuleScan(module)       # what the walks below need of each computation, in one pass
+    piece = Piece(_Report(module, text), module_devices(module, replicas, partitions), scan)
     rep = piece.rep
-    if _check_attribute_depths(module, rep):
+    if _check_attribute_depths(module, rep, scan):
         piece.unusual = "an attribute shape nests tuples too deep"
         return piece          # the rules below walk shapes recursively
-    graph = {c.name: _callees(c) for c in module.computations}      # each computation's callees, once
+    graph = scan.graph              # each computation's callees
     _check_recursion(module, rep, graph)
     if part is not None and rep.items:
         piece.unusual = "recursion among computations"
         return piece
-    piece.comp_shapes, effective = _check_computations(module, rep, graph, piece.devices, layout_sensitive,
+    piece.comp_shapes, effective = _check_computations(module, rep, scan, piece.devices, layout_sensitive,
                                                        callee_shapes)
-    _module_walks(module, rep, piece.devices, effective, layout_sensitive, warnings, part)
+    _module_walks(module, rep, piece.devices, effective, layout_sensitive, warnings, part, scan)
     return piece
 
 
-def _check_computations(module: Module, rep: _Report, graph, devices, layout_sensitive: bool, callee_shapes):
+def _check_computations(module: Module, rep: _Report, scan: ModuleScan, devices, layout_sensitive: bool,
+                        callee_shapes):
     """The per-computation phase, callees first: (each computation's (parameter shapes, result
     shape) as checked, each computation's effective shapes by instruction name)."""
     # (parameter shapes, result shape) of every computation, refined as computations are checked
     comp_shapes: dict[str, tuple[list[Shape], Shape | None]] = dict(callee_shapes or ())
-    for comp in module.computations:
+    for comp, facts in zip(module.computations, scan.facts):
         root = comp.by_name.get(comp.root)
-        comp_shapes[comp.name] = ([p.shape for p in comp.parameters], root.shape if root is not None else None)
+        comp_shapes[comp.name] = ([p.shape for p in facts.params], root.shape if root is not None else None)
     unknown: set[str] = set()        # computations whose parameter or result shape is unknown
     effective: dict[str, dict[str, Shape | None]] = {}
-    rules = _RuleMemo(comp_shapes)
-    for comp in _callees_first(module, graph):
-        eff = _check_computation(module, comp, comp_shapes, unknown, rep, layout_sensitive, devices, rules)
+    rules = _RuleMemo(comp_shapes, scan.calling)
+    # a count the module does not give is unknown to the shape rules (XLA's config holds it; they
+    # then read shard counts off the declared shapes as XLA's verifier does for a count of 1)
+    counts = (devices.replicas if devices.declares("replicas") else None,
+              devices.partitions if devices.declares("partitions") else None)
+    unknown_id = id(None)
+    for comp in _callees_first(module, scan.graph):
+        eff = _check_computation(comp, unknown, rep, layout_sensitive, counts, rules)
         effective[comp.name] = eff
-        params = [eff.get(p.name) for p in comp.parameters]
+        params = [eff.get(p.name) for p in scan.params(comp)]
         result = eff.get(comp.root)
         comp_shapes[comp.name] = (params, result)
-        if result is None or any(p is None for p in params):
+        if result is None or unknown_id in map(id, params):
             unknown.add(comp.name)
     return comp_shapes, effective
 
 
 def _module_walks(module: Module, rep: _Report, devices, effective, layout_sensitive: bool, warnings: bool,
-                  part: str | None):
+                  part: str | None, scan: ModuleScan):
     """The walks over the module after its computations are checked.  The head of a module in two
     parts skips what concerns the entry computation and the header (the tail's), and the walks
     that need the tail's computations too (check_across); the tail skips the latter."""
-    _check_signatures(module, effective, rep, warnings)
+    _check_signatures(module, effective, rep, warnings, scan)
     if warnings:
         _check_duplicate_names(module, rep)
     if module.attrs.get("is_scheduled"):
-        for comp in module.computations:
-            _check_schedule(comp, rep)
+        for comp, facts in zip(module.computations, scan.facts):
+            _check_schedule(comp, rep, facts.preds)
     if part != HEAD:
         _check_entry_layout(module, effective, rep, layout_sensitive)
-        _check_async_pairs(module, rep)         # (no head computation calls the tail's)
+        # (no head computation calls the tail's)
+        _check_async_pairs(module, rep, opcodes=[f.opcodes for f in scan.facts])
     if part is None:
-        _check_constrained_all_reduces(_instructions(module), rep)
+        _check_constrained_all_reduces((inst for comp, facts in zip(module.computations, scan.facts)
+                                        if not _ALL_REDUCES.isdisjoint(facts.opcodes)
+                                        for inst in comp.instructions), rep)
     if part != HEAD:
         _check_aliasing(module, effective, rep, layout_sensitive)
     from .devices import device_findings
-    for inst, code, message, severity, attr in device_findings(module, devices, effective, part != HEAD):
+    for inst, code, message, severity, attr in device_findings(module, devices, effective, part != HEAD, scan):
         if severity == "warning" and not warnings:
             continue
         if inst is None:            # the module's own attribute: point at it in the header
@@ -234,28 +251,36 @@ def _module_walks(module: Module, rep: _Report, devices, effective, layout_sensi
         else:
             rep.add(inst, code, message, severity, at=rep.attribute_at(inst, attr) if attr else rep.opcode_at(inst))
     if warnings:
-        _warnings(module, module.computation_map, rep)
+        _warnings(module, module.computation_map, rep, scan)
 
 
 def _instructions(module: Module):
     return (inst for comp in module.computations for inst in comp.instructions)
 
 
-def tail_summary(module: Module, warnings: bool) -> dict:
+def tail_summary(module: Module, warnings: bool, scan: ModuleScan | None = None) -> dict:
     """What check_across needs of the tail's computations, in plain values: the computations its
     asynchronous starts call, its all-reduces and the while loops whose condition is not its own
     (each as (name, opcode, file, line, column, attribute)), its instruction names (with
-    warnings), its computations' names and its instruction count."""
+    warnings), its computations' names and its instruction count (`scan`: the module's
+    ModuleScan, when at hand)."""
     comps = module.computation_map
     summary = {"async": set(), "all_reduces": [], "whiles": [], "names": None, "instructions": 0,
                "computations": list(comps)}
     names = set() if warnings else None
     count = 0
     kinds: dict[str, bool] = {}         # opcode -> whether the summary needs its instructions
-    for comp in module.computations:
+    for k, comp in enumerate(module.computations):
         count += len(comp.instructions)
         if names is not None:
             names.update(comp.by_name)
+        if scan is not None:
+            ops = scan.facts[k].opcodes
+            for op in ops:
+                if op not in kinds:
+                    kinds[op] = _pair_opcode(op).startswith("async-") or op in _ALL_REDUCES or op == "while"
+            if not any(map(kinds.__getitem__, ops)):
+                continue        # (no instruction of this computation is the summary's)
         for inst in comp.instructions:
             op = inst.opcode
             kind = kinds.get(op)
@@ -287,6 +312,7 @@ def check_across(head: Module, text: str, piece: Piece, summary: dict, assumed: 
     if not comps.keys().isdisjoint(summary["computations"]):
         piece.unusual = "a computation defined in both parts"
         return
+    scan = piece.scan
     if summary["async"] and not summary["async"].isdisjoint(
             n for i in _instructions(head) if _pair_opcode(i.opcode).startswith("async-") for n in i.called_computations):
         piece.unusual = "a computation called by asynchronous operations of both parts"
@@ -297,18 +323,23 @@ def check_across(head: Module, text: str, piece: Piece, summary: dict, assumed: 
             piece.unusual = f"computation '{name}' is not what its signature declares"
             return
     if warnings and summary["names"] and not summary["names"].isdisjoint(
-            n for comp in head.computations for n in comp.by_name):
+            chain.from_iterable(map(_BY_NAME, head.computations))):
         piece.unusual = "an instruction name used in both parts"
         return
     rep = _Report(head, text)
-    _check_async_pairs(head, rep, summary["async"])
+    _check_async_pairs(head, rep, summary["async"], opcodes=[f.opcodes for f in scan.facts])
     stubs = [_stub(t, "constrain_layout") for t in summary["all_reduces"]]
-    _check_constrained_all_reduces([i for i in _instructions(head) if i.opcode in _ALL_REDUCES] + stubs, rep)
+    mine = [i for comp, facts in zip(head.computations, scan.facts) if not _ALL_REDUCES.isdisjoint(facts.opcodes)
+            for i in comp.instructions if i.opcode in _ALL_REDUCES]
+    _check_constrained_all_reduces(mine + stubs, rep)
     if warnings:
         for t in summary["whiles"]:
             if t[-1] in comps:
                 _warn_endless_loop(_stub(t, "condition"), t[-1], comps, rep)
     piece.rep.items += rep.items
+
+
+_BY_NAME = attrgetter("by_name")
 
 
 def _stub(t: tuple, attr: str) -> Instruction:
@@ -332,18 +363,24 @@ def _attribute_shapes(attrs):
                 yield name, s
 
 
-def _check_attribute_depths(module: Module, rep: _Report) -> bool:
+# Attribute values of these types hold no shape (_attribute_shapes yields none for them): strings,
+# numbers, integer tuples, a metadata or backend_config text, a called computation's name
+_SHAPELESS = frozenset((str, int, bool, float, tuple, type(None), Metadata, BackendConfig, ComputationRef))
+
+
+def _check_attribute_depths(module: Module, rep: _Report, scan: ModuleScan) -> bool:
     """Report attribute shapes whose tuples nest deeper than MAX_SHAPE_DEPTH; True if any does."""
-    found = _attribute_depth(module.entry_computation, module.attrs, module, rep)
+    found = _attribute_depth(scan.entry or module.entry_computation, module.attrs, module, rep)
     shallow: dict[int, object] = {}     # attribute values found to hold no shape too deep (kept alive)
-    for comp in module.computations:
-        for inst in comp.instructions:
+    shapeless = _SHAPELESS
+    for facts in scan.facts:
+        for inst in facts.rich:         # (the others have no attribute but their metadata)
             attrs = inst.attrs
-            for v in attrs.values():
-                if id(v) not in shallow:
+            for k, v in attrs.items():
+                if (type(v) not in shapeless or k == "entry_computation_layout") and id(v) not in shallow:
                     break
             else:
-                continue            # (the usual case: every value seen before, in another instruction)
+                continue            # (the usual case: every value shapeless, or seen before in another instruction)
             for k, v in attrs.items():
                 if k != "entry_computation_layout" and not any(
                         shape.tuple_shapes is not None and shape_depth(shape) > MAX_SHAPE_DEPTH
@@ -378,6 +415,10 @@ def _callees_first(module: Module, graph: dict[str, list[str]]) -> list[Computat
     for start in module.computations:
         if state.get(start.name):
             continue
+        if not graph[start.name]:       # (the usual case: a computation calling none)
+            state[start.name] = 2
+            out.append(comps[start.name])
+            continue
         stack = [(start.name, iter(graph[start.name]))]
         state[start.name] = 1
         while stack:
@@ -393,58 +434,50 @@ def _callees_first(module: Module, graph: dict[str, list[str]]) -> list[Computat
     return out
 
 
-def _callees(comp: Computation) -> list[str]:
-    seen: dict[str, None] = {}
-    for inst in comp.instructions:
-        for name in inst.called_computations:
-            seen.setdefault(name, None)
-    return list(seen)
-
-
 # ------------------------------------------------------------------------------------------ instructions
 
-def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: set[str], rep: _Report,
-                       layout_sensitive: bool, devices, rules: "_RuleMemo") -> dict[str, Shape | None]:
-    # a count the module does not give is unknown to the shape rules (XLA's config holds it; they
-    # then read shard counts off the declared shapes as XLA's verifier does for a count of 1)
-    replicas = devices.replicas if devices.declares("replicas") else None
-    partitions = devices.partitions if devices.declares("partitions") else None
+def _check_computation(comp: Computation, unknown: set[str], rep: _Report, layout_sensitive: bool, counts,
+                       rules: "_RuleMemo") -> dict[str, Shape | None]:
+    """Check the instructions of `comp`: its effective shapes by instruction name.  `counts`: the
+    replica and partition counts the shape rules see (None where the module does not give it)."""
+    replicas, partitions = counts
+    comp_shapes = rules.comp_shapes
     eff: dict[str, Shape | None] = {}
     memo = rules
     plain = memo.plain_shapes
+    results, same, calling = memo.results, memo.same, memo.calling
+    shape_of = eff.get
+    unknown_id = id(None)
     for inst in comp.instructions:
         declared = inst.shape
         if declared is not None and id(declared) not in plain:
-            if declared.tuple_shapes is None:
-                leaves = (declared,)
-                unbounded = UNBOUNDED in declared.dims
-            else:
-                leaves = tuple(declared.leaves())
-                unbounded = any(UNBOUNDED in leaf.dims for leaf in leaves)
-            if not unbounded and all(leaf.layout is None or leaf.layout is default_layout(len(leaf.dims))
-                                     for leaf in leaves):
-                plain[id(declared)] = declared      # nothing to find in it (kept alive: its id stays its own)
-            else:
-                _check_layouts(inst, leaves, rep)
-            if unbounded:
-                rep.add(inst, "C127", f"{inst.opcode}: the shape must have no unbounded dynamic dimension '?' "
-                        "(XLA's verifier disallows unbounded dynamism unless asked), got "
-                        f"{declared.to_str(False)}", at=rep.shape_at(inst))
-        operands: list[Shape] = []
-        known = True
-        for o in inst.operands:
-            s = eff.get(o)
-            if s is None:
-                known = False
-            else:
-                operands.append(s)
+            _check_declared(inst, declared, plain, rep)
+        names = inst.operands
+        n = len(names)
+        if n == 1:          # (the operands' shapes and their identities, built by hand for one or two)
+            s = shape_of(names[0])
+            operands, ids = [s], (id(s),)
+        elif n == 2:
+            s, t = shape_of(names[0]), shape_of(names[1])
+            operands, ids = [s, t], (id(s), id(t))
+        elif n == 0:
+            operands, ids = [], ()
+        else:
+            operands = [*map(shape_of, names)]
+            ids = (*map(id, operands),)
         if inst.operand_shapes:
             _check_inline_operand_shapes(inst, eff, rep)
-        if not known or (unknown and any(c in unknown for c in inst.called_computations)):
-            eff[inst.name] = declared
+        if unknown_id in ids or (unknown and any(c in unknown for c in inst.called_computations)):
+            eff[inst.name] = declared       # (an operand's shape unknown, or a called computation's)
             continue
+        attrs = inst.attrs
+        hit = None
+        if not attrs or (len(attrs) == 1 and "metadata" in attrs):      # _RuleMemo.infer's first look, inline
+            hit = results.get((inst.opcode, id(declared), replicas, partitions, n) + ids)
+        elif calling is not None and id(inst) not in calling:           # (the same, for other attributes)
+            hit = results.get(_rule_key(inst.opcode, declared, replicas, partitions, ids, attrs))
         try:
-            inferred = memo.infer(inst, operands, declared, replicas, partitions)
+            inferred = hit[0] if hit is not None else memo.infer(inst, operands, declared, replicas, partitions)
         except ShapeRuleError as e:
             eff[inst.name] = declared
             _report_rule_error(inst, operands, e, rep)
@@ -460,17 +493,46 @@ def _check_computation(module: Module, comp: Computation, comp_shapes, unknown: 
                 _check_layouts(inst, inferred, rep)
             continue
         eff[inst.name] = declared
-        if inferred is not None and not _compatible(inferred, declared):
-            rep.add(inst, "C101", f"{inst.opcode}: the declared shape must equal the inferred shape "
-                    f"{inferred.to_str(False)}, got {declared.to_str(False)} for {shapes_text(operands)}",
-                    at=rep.shape_at(inst))
-            continue
+        if hit is None or not hit[4]:       # (hit[4]: this memo entry's result found compatible with `declared`)
+            if inferred is not None and inferred is not declared and (id(inferred), id(declared)) not in same:
+                if not _compatible(inferred, declared):
+                    rep.add(inst, "C101", f"{inst.opcode}: the declared shape must equal the inferred shape "
+                            f"{inferred.to_str(False)}, got {declared.to_str(False)} for {shapes_text(operands)}",
+                            at=rep.shape_at(inst))
+                    continue
+                same[id(inferred), id(declared)] = (inferred, declared)     # (kept alive: the ids stay theirs)
+            if hit is not None:
+                hit[4] = True       # (its key holds `declared`)
         if layout_sensitive:
             _check_layout_preserved(inst, operands, rep)
             _check_layout_forwarded(inst, operands, comp_shapes, rep)
-        if inst.opcode == "bitcast" and operands:
-            _check_bitcast_size(inst, operands[0], rep)
+        if inst.opcode == "bitcast" and operands and (id(operands[0]), id(declared)) not in memo.bitcasts:
+            if not _check_bitcast_size(inst, operands[0], rep):
+                memo.bitcasts[id(operands[0]), id(declared)] = (operands[0], declared)   # (kept alive)
     return eff
+
+
+def _check_declared(inst: Instruction, declared: Shape, plain: dict, rep: _Report):
+    """The layouts and the unbounded dimensions of a declared shape; a shape with nothing to report
+    is kept in `plain` (by identity, kept alive), not looked at again."""
+    if declared.tuple_shapes is None:
+        leaves = (declared,)
+        unbounded = UNBOUNDED in declared.dims
+    else:
+        leaves = tuple(declared.leaves())
+        unbounded = any(UNBOUNDED in leaf.dims for leaf in leaves)
+    if not unbounded and all(leaf.layout is None or leaf.layout is default_layout(len(leaf.dims))
+                             for leaf in leaves):
+        plain[id(declared)] = declared      # nothing to find in it (kept alive: its id stays its own)
+        return
+    found = len(rep.items)
+    _check_layouts(inst, leaves, rep)
+    if unbounded:
+        rep.add(inst, "C127", f"{inst.opcode}: the shape must have no unbounded dynamic dimension '?' "
+                "(XLA's verifier disallows unbounded dynamism unless asked), got "
+                f"{declared.to_str(False)}", at=rep.shape_at(inst))
+    elif len(rep.items) == found:
+        plain[id(declared)] = declared      # (layouts other than the default, all well formed)
 
 
 class _Watched(Mapping):
@@ -515,38 +577,35 @@ class _RuleMemo:
     a reduce, a while...), is kept by the same with each called computation given by the identities
     of its shapes (`by_callees`): the many fusions of one signature run their rule once."""
 
-    def __init__(self, comp_shapes):
+    def __init__(self, comp_shapes, calling: set[int] | None = None):
         self.comp_shapes = comp_shapes
+        self.calling = calling      # the identities of the instructions that call computations, when known
+        self.same: dict[tuple[int, int], tuple] = {}    # (inferred, declared) shapes found compatible
         self.results: dict = {}
         self.by_callees: dict = {}
         self.plain_shapes: dict[int, Shape] = {}    # declared shapes without layouts or '?' to report
+        self.bitcasts: dict[tuple[int, int], tuple] = {}    # (operand, result) shapes of a bitcast found right
 
     def infer(self, inst: Instruction, operands: list[Shape], declared, replicas, partitions):
         attrs = inst.attrs
-        if len(attrs) == 1 and "metadata" in attrs:     # (the usual case: no attribute a rule reads)
-            key = (inst.opcode, id(declared), replicas, partitions, len(operands), *map(id, operands))
-        else:
-            key = [inst.opcode, id(declared), replicas, partitions, len(operands)]
-            key += map(id, operands)
-            for k, v in attrs.items():
-                if k not in _NOT_READ_BY_RULES:
-                    key.append(k)
-                    key.append(id(v))
-            key = tuple(key)
-        hit = self.results.get(key)
-        if hit is not None:
-            return hit[0]
-        callees = self._callees_key(inst, operands, declared, replicas, partitions) \
-            if inst.called_computations else None
+        # (both memos hold exact results: an instruction calling computations is looked up by its
+        # callees' shapes first, as such instructions rarely share the called computation itself)
+        calls = id(inst) in self.calling if self.calling is not None else bool(attrs and inst.called_computations)
+        callees = self._callees_key(inst, operands, declared, replicas, partitions) if calls else None
         if callees is not None:
             hit = self.by_callees.get(callees[0])
             if hit is not None:
                 return hit[0]
+        key = _rule_key(inst.opcode, declared, replicas, partitions, (*map(id, operands),), attrs)
+        hit = self.results.get(key)
+        if hit is not None:
+            return hit[0]
         watched = _Watched(self.comp_shapes)
         inferred = infer_shape(inst.opcode, operands, attrs,
                                RuleContext(inst.opcode, declared, watched, replicas, partitions))
         if not watched.read:
-            self.results[key] = (inferred, tuple(operands), declared, tuple(attrs.values()))
+            # (the last item: whether the checker found the result compatible with `declared`)
+            self.results[key] = [inferred, tuple(operands), declared, tuple(attrs.values()), False]
         elif callees is not None and watched.names is not None and watched.names <= callees[2]:
             self.by_callees[callees[0]] = (inferred, tuple(operands), declared, tuple(attrs.values()), callees[1])
         return inferred
@@ -579,6 +638,19 @@ class _RuleMemo:
                 names.add(r.name)
                 key.append((len(params), *map(id, params), id(result)))
         return tuple(key), keep, names
+
+
+def _rule_key(opcode: str, declared, replicas, partitions, ids: tuple, attrs) -> tuple:
+    """_RuleMemo.results' key: the opcode, the declared shape, the device counts, the operand shapes
+    (`ids`: their identities) and the attributes the rules read (by identity)."""
+    if len(attrs) == 1 and "metadata" in attrs:     # (the usual case: no attribute a rule reads)
+        return (opcode, id(declared), replicas, partitions, len(ids)) + ids
+    key = [opcode, id(declared), replicas, partitions, len(ids), *ids]
+    for k, v in attrs.items():
+        if k not in _NOT_READ_BY_RULES:
+            key.append(k)
+            key.append(id(v))
+    return tuple(key)
 
 
 _OPERAND_IN_WHAT = re.compile(r"\boperand (\d+)\b")
@@ -820,11 +892,14 @@ def _byte_size(s: Shape) -> int | None:
     return s.num_elements * bits
 
 
-def _check_bitcast_size(inst: Instruction, operand: Shape, rep: _Report):
+def _check_bitcast_size(inst: Instruction, operand: Shape, rep: _Report) -> bool:
+    """Report a bitcast changing the byte size; True if it does."""
     a, b = _byte_size(operand), _byte_size(inst.shape)
     if a is not None and b is not None and a != b:
         rep.add(inst, "C113", f"bitcast: the result must keep the operand's size, {size_text(a)}, got {size_text(b)} "
                 f"({inst.shape.to_str(False)}) for ({operand.to_str(False)})", at=rep.shape_at(inst))
+        return True
+    return False
 
 
 # ------------------------------------------------------------------------------------------ structure
@@ -862,37 +937,39 @@ def _check_recursion(module: Module, rep: _Report, graph: dict[str, list[str]]):
                 path.append(nxt)
 
 
-def _check_signatures(module: Module, effective, rep: _Report, warnings: bool):
+def _signature_offsets(rep: _Report, comp: Computation):
+    """Where the signature's parts are (looked up only for a finding: a scan of the text)."""
+    return rep.src.signature_offsets(comp.loc.line, comp.loc.column) if rep.src and comp.loc.line else None
+
+
+def _check_signatures(module: Module, effective, rep: _Report, warnings: bool, scan: ModuleScan):
     """A computation written with a signature `name (p: shape, ...) -> shape`: XLA's parser
     requires the result to be compatible with the root's shape; it ignores the parameter list."""
-    for comp in module.computations:
+    for comp, facts in zip(module.computations, scan.facts):
         if comp.params is None and comp.result_shape is None:
             continue
         eff = effective.get(comp.name, {})
-
-        def offsets(c=comp):        # looked up only for a finding: a scan of the text
-            return rep.src.signature_offsets(c.loc.line, c.loc.column) if rep.src and c.loc.line else None
         root = comp.by_name.get(comp.root)
         root_shape = eff.get(comp.root) if root is not None else None
-        if comp.result_shape is not None and root_shape is not None and \
-                not _compatible(comp.result_shape, root_shape):
-            offs = offsets()
+        if comp.result_shape is not None and root_shape is not None and comp.result_shape is not root_shape \
+                and not _compatible(comp.result_shape, root_shape):
+            offs = _signature_offsets(rep, comp)
             rep.add(root, "C125", f"computation '{comp.name}': the signature's result must be compatible with the "
                     f"shape of its root %{root.name}, {root_shape.to_str(False)}, got "
                     f"{comp.result_shape.to_str(False)}", at=offs[1] if offs else None)
         if not warnings or comp.params is None:
             continue
-        params = comp.parameters
+        params = facts.params
         if len(comp.params) != len(params):
-            offs = offsets()
+            offs = _signature_offsets(rep, comp)
             rep.add(comp, "W204", f"computation '{comp.name}': the signature lists {len(comp.params)} parameters "
                     f"but the body has {len(params)} (XLA ignores the signature's parameter list)", "warning",
                     at=offs[0][0] if offs and offs[0] else None)
             continue
         for k, ((_pname, pshape), p) in enumerate(zip(comp.params, params)):
             actual = eff.get(p.name)
-            if actual is not None and not _compatible(pshape, actual):
-                offs = offsets()
+            if actual is not None and pshape is not actual and not _compatible(pshape, actual):
+                offs = _signature_offsets(rep, comp)
                 rep.add(p, "W204", f"computation '{comp.name}': the signature gives parameter "
                         f"{p.parameter_number} the shape {pshape.to_str(False)}, the parameter instruction "
                         f"{actual.to_str(False)} (XLA ignores the signature's parameter list)", "warning",
@@ -900,6 +977,13 @@ def _check_signatures(module: Module, effective, rep: _Report, warnings: bool):
 
 
 def _check_duplicate_names(module: Module, rep: _Report):
+    every: set[str] = set()
+    count = 0
+    for comp in module.computations:
+        every.update(comp.by_name)
+        count += len(comp.instructions)
+    if len(every) == count:
+        return          # (the usual case: each instruction's name is its own in the module)
     seen: dict[str, str] = {}
     for comp in module.computations:
         names = comp.by_name
@@ -914,9 +998,19 @@ def _check_duplicate_names(module: Module, rep: _Report):
             seen.setdefault(inst.name, comp.name)
 
 
-def _check_schedule(comp: Computation, rep: _Report):
+def _check_schedule(comp: Computation, rep: _Report, ordered=None):
     """is_scheduled=true: the text order of each computation is its schedule, so every operand and
-    control predecessor must come before its user."""
+    control predecessor must come before its user (`ordered`: the instructions with control
+    predecessors, when known)."""
+    if ordered is not None and not ordered:
+        seen = set()
+        add, has = seen.add, seen.issuperset
+        for inst in comp.instructions:
+            if not has(inst.operands):
+                break
+            add(inst.name)
+        else:
+            return              # (the usual case: every operand before its user, no control predecessor)
     seen = set()
     names = comp.by_name
     add = seen.add
@@ -992,12 +1086,14 @@ def _pair_opcode(op: str) -> str:
     return async_generic(op) or op
 
 
-def _check_async_pairs(module: Module, rep: _Report, called_elsewhere=frozenset()):
+def _check_async_pairs(module: Module, rep: _Report, called_elsewhere=frozenset(), opcodes=None):
     """Each start has exactly one user, its done (or an update), and each done (or update) has
     exactly one operand, its start; custom-calls to control_dep do not count as users.  A send or
     recv that is the root of an async computation needs no user (`called_elsewhere`: computations
-    the asynchronous starts of the module's other part call)."""
-    opcodes = [{i.opcode for i in c.instructions} for c in module.computations]     # each computation's
+    the asynchronous starts of the module's other part call; `opcodes`: each computation's set of
+    opcodes, in module order, when known)."""
+    if opcodes is None:
+        opcodes = [{i.opcode for i in c.instructions} for c in module.computations]     # each computation's
     pair_of = {op: _pair_opcode(op) for op in set().union(*opcodes)}
     starting = {op for op, pair in pair_of.items() if pair.startswith("async-")}
     async_comps = {name for comp, ops in zip(module.computations, opcodes) if not starting.isdisjoint(ops)
@@ -1128,35 +1224,35 @@ def _warns_unused(opcode: str) -> bool:
     return not (has_trait(opcode, IO) or opcode in _UNUSED_IS_USUAL or opcode.endswith(("-done", "-start")))
 
 
-def _warnings(module: Module, comps, rep: _Report):
-    ranks: dict[int, tuple[Shape, int]] = {}     # the rank of a (tuple) shape's deepest leaf
-    for comp in module.computations:
-        used = set()
-        for inst in comp.instructions:
-            used.update(inst.operands)
-            preds = inst.attrs.get("control-predecessors")
-            if preds:
-                used.update(preds)
-        for inst in comp.instructions:
-            if inst.opcode == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
+def _warnings(module: Module, comps, rep: _Report, scan: ModuleScan):
+    narrow: dict[int, Shape] = {}     # shapes found to have no leaf of more than NUMPY_MAX_RANK dims (kept alive)
+    for comp, facts in zip(module.computations, scan.facts):
+        insts = comp.instructions
+        used = {o for inst in insts for o in inst.operands}
+        for inst in facts.preds:
+            used.update(inst.attrs["control-predecessors"])
+        root = comp.root
+        for inst in insts:
+            op = inst.opcode
+            if op == "constant" and inst.literal is not None and getattr(inst.literal, "elided", False):
                 rep.add(inst, "W200", "constant: this constant was elided in the dump ({...}); its values are "
                         "unknown, so the module cannot be run faithfully", "warning", at=rep.paren_at(inst))
-            if inst.name not in used and inst.name != comp.root and _warns_unused(inst.opcode):
+            name = inst.name
+            if name not in used and name != root and _warns_unused(op):
                 rep.add(inst, "W201", f"{inst.opcode}: the result is never used", "warning")
             shape = inst.shape
-            if shape is not None:
+            if shape is not None and id(shape) not in narrow:
                 if shape.tuple_shapes is None:
                     rank = len(shape.dims)
                 else:
-                    known = ranks.get(id(shape))
-                    if known is None or known[0] is not shape:
-                        known = ranks[id(shape)] = (shape, max((leaf.rank for leaf in shape.leaves()), default=0))
-                    rank = known[1]
+                    rank = max((leaf.rank for leaf in shape.leaves()), default=0)    # (its deepest leaf's)
                 if rank > NUMPY_MAX_RANK:
                     rep.add(inst, "W205", f"{inst.opcode}: the result has {rank} dimensions; XLA has no limit, "
                             f"but hlo run holds arrays of at most {NUMPY_MAX_RANK} (NumPy's limit)", "warning",
                             at=rep.shape_at(inst))
-            if inst.opcode == "while":
+                else:
+                    narrow[id(shape)] = shape
+            if op == "while":
                 cond = inst.attrs.get("condition")
                 if isinstance(cond, ComputationRef):
                     _warn_endless_loop(inst, cond.name, comps, rep)

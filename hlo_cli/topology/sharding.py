@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from operator import attrgetter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -559,11 +560,16 @@ def module_devices(module) -> tuple[int, int]:
     best = 1
     for m in sdy_meshes(module).values():
         best = max(best, m.size if m.axes else (max(m.device_ids) + 1 if m.device_ids else 1))
-    for _, inst in module.instructions():
-        s = inst.attr("sharding")
-        if isinstance(s, Sharding):
-            best = max(best, _largest_device(s) + 1)
+    for comp in module.computations:      # (a plain loop: it asks every instruction of a large module)
+        for attrs in map(_ATTRS, comp.instructions):
+            if "sharding" in attrs:
+                s = attrs["sharding"]
+                if isinstance(s, Sharding):
+                    best = max(best, _largest_device(s) + 1)
     return replicas, best
+
+
+_ATTRS = attrgetter("attrs")
 
 
 def _largest_device(s: Sharding) -> int:

@@ -2,6 +2,7 @@
 checker's shape comparison, the two-core parse's condition."""
 from __future__ import annotations
 
+import os
 import re
 
 from hypothesis import given, settings
@@ -91,15 +92,31 @@ def test_compatible_is_equality_without_layouts_and_dynamic_flags(a, b):
 def test_the_two_core_parse_needs_a_free_core(monkeypatch):
     monkeypatch.delenv("HLO_NO_PARALLEL", raising=False)
     monkeypatch.setattr(parallel, "THREADED_RUNTIMES", ())     # (JAX loaded by other tests: no fork)
-    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(parallel, "others_running", lambda: 0)
     fork = "fork" in parallel.multiprocessing.get_all_start_methods()
+    assert parallel.usable() is fork
+    monkeypatch.setattr(parallel, "others_running", lambda: 1)      # the other core busy now
+    assert parallel.usable() is False
+    # where the system does not say what runs now: the load average
+    monkeypatch.setattr(parallel, "others_running", lambda: None)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     assert parallel.usable() is fork
     monkeypatch.setattr(parallel.os, "getloadavg", lambda: (3.0, 3.0, 3.0))      # both cores busy
     assert parallel.usable() is False
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(parallel, "others_running", lambda: 0)
     monkeypatch.setenv("HLO_NO_PARALLEL", "1")
     assert parallel.usable() is False
     monkeypatch.delenv("HLO_NO_PARALLEL")
-    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(parallel, "cores", lambda: 1)
     assert parallel.usable() is False
+
+
+def test_what_runs_now_is_read_from_the_system():
+    """On Linux the tasks runnable now come from /proc/loadavg (this process itself not counted)."""
+    got = parallel.others_running()
+    if os.path.exists("/proc/loadavg"):
+        assert isinstance(got, int) and got >= 0
+    else:
+        assert got is None
+    assert 1 <= parallel.cores() <= (os.cpu_count() or 1)

@@ -122,8 +122,8 @@ def test_no_fork_in_a_process_running_a_threaded_runtime(monkeypatch):
     import sys
     monkeypatch.delenv("HLO_NO_PARALLEL", raising=False)
     monkeypatch.delenv("HLO_PARALLEL", raising=False)
-    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(parallel, "others_running", lambda: 0)
     for name in parallel.THREADED_RUNTIMES:
         monkeypatch.delitem(sys.modules, name, raising=False)
     assert parallel.usable()

@@ -57,23 +57,52 @@ def wanted(text: str) -> bool:
 
 
 def usable() -> bool:
-    """Fork is possible, and a core is free: on a busy machine the child only competes with this
-    process for the same core, and the work of cutting and joining makes the whole slower than the
-    sequential path.  Not in a process that runs threads of its own (JAX's runtime, loaded by a
-    caller): a fork copies only the calling thread.  HLO_NO_PARALLEL=1 says never; HLO_PARALLEL=1
-    says always (when fork exists)."""
-    cpus = os.cpu_count() or 1
+    """Fork is possible, and a core is free now: on a busy machine the child only competes with
+    this process for the same core, and the work of cutting and joining makes the whole slower than
+    the sequential path.  "Free" is read from the tasks runnable at this moment where the system
+    says (`others_running`), else from the load average; the cores are those this process may use.
+    Not in a process that runs threads of its own (JAX's runtime, loaded by a caller): a fork copies
+    only the calling thread.  HLO_NO_PARALLEL=1 says never; HLO_PARALLEL=1 says always (when fork
+    exists)."""
     if "fork" not in multiprocessing.get_all_start_methods() or os.environ.get("HLO_NO_PARALLEL"):
         return False
     if os.environ.get("HLO_PARALLEL"):
         return True
+    cpus = cores()
     if cpus < 2 or any(m in sys.modules for m in THREADED_RUNTIMES):
         return False
+    others = others_running()
+    if others is not None:
+        return others <= cpus - 2
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):       # no load average on this platform: assume a free core
         return True
     return load <= cpus - 1
+
+
+def cores() -> int:
+    """The processors this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def others_running() -> int | None:
+    """How many other tasks are runnable at this moment (Linux's /proc/loadavg: its running count
+    less this process; the least of three readings, a passing kernel thread aside), None where the
+    system does not say.  The load average alone is a minute's memory: right after a few commands
+    it says a quiet machine is busy."""
+    try:
+        least = None
+        for _ in range(3):
+            with open("/proc/loadavg", "rb") as f:
+                running = int(f.read().split()[3].split(b"/")[0])
+            least = running if least is None else min(least, running)
+        return max(least - 1, 0)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _starts_computation(text: str, at: int) -> bool:

@@ -6,8 +6,8 @@ parse (grammar.py, for one, is read without it).
 
 frontend.py is the Lark front end (text -> raw records; its scanner, `scan_module`, makes the same
 records for a module in the common form without Lark's parser, and leaves anything else, errors
-included, to Lark), builder.py turns the records into the IR, parallel.py parses a large text on two
-cores."""
+included, to Lark), builder.py turns the records into the IR, parallel.py parses and checks a
+large text on two cores (`hlo check` only: checking is the work the two processes share out)."""
 
 import os
 
@@ -31,11 +31,7 @@ def parse(text: str, filename: str = "<string>"):
     from ..ir.gcpause import NoGC
     from .builder import build_module
     from .frontend import parse_raw
+    # (in one process: shipping a second part's IR back from a child costs more than parsing it here)
     with NoGC(promote=True):
-        if two_cores(text):
-            from . import parallel
-            module = parallel.parse_parallel(text, filename)
-            if module is not None:
-                return module
         raw = parse_raw(text, filename)
         return build_module(raw, text, filename)

@@ -7,7 +7,8 @@ tail's text keeps the module's header and sections (the text before the first co
 the tail's own lines at their places, so every position in it is its position in the whole text.
 
 `split_parse` runs a function on each part's module in its own process (the checker checks each
-part there); `parse_parallel` ships the tail's IR back and joins the computations.  Anything unusual
+part there); `join` makes one module of the two parts when the tail's IR is shipped back (for the
+cache, and for the custom calls `hlo check` asks about).  Anything unusual
 (no clean boundary, an error in either part, no fork on this platform) gives None: the caller then
 does the ordinary sequential work, so errors are always reported exactly as the sequential path
 reports them.
@@ -257,17 +258,6 @@ def _named_from(comps, text: str) -> int | None:
     for m in _COMP_NAMES.finditer("\n" + text):
         return names.index(m.group(1)) if m.group(1) in names else None
     return None
-
-
-def parse_parallel(text: str, filename: str):
-    """The Module, or None when the text should be parsed sequentially."""
-    from ..ir.serial import deserialize_module, serialize_module
-    warm_up()
-    got = split_parse(text, filename, lambda m, t: None, lambda m, t, h: serialize_module(m), share=0.5)
-    if got is None:
-        return None
-    head, _, data = got
-    return join(head, deserialize_module(data), text, 0.5)
 
 
 def join(head, tail, text: str, share: float | None = None):

@@ -64,8 +64,10 @@ class _LazyGroup(click.Group):
 
 def _quick_exit(code) -> None:
     """Leave with `code` (SystemExit's: None, an int, or a message for stderr) as the interpreter's
-    own exit would, minus freeing every object: the standard streams flushed, the other non-daemon
-    threads waited for, the atexit handlers run.  Where a stream cannot be flushed (a closed pipe)
+    own exit would, minus freeing every object: the standard streams flushed, threading's exit
+    hooks run and the other non-daemon threads waited for (threading._shutdown, which the
+    interpreter itself calls: joining a thread pool's idle worker before its hook tells it to stop
+    waits for ever), the atexit handlers run.  Where a stream cannot be flushed (a closed pipe)
     the ordinary exit takes over, with its own reporting."""
     import atexit
     import sys
@@ -82,10 +84,13 @@ def _quick_exit(code) -> None:
                 stream.flush()
     except (OSError, ValueError):
         raise SystemExit(status)
-    main_thread = threading.main_thread()
-    for t in threading.enumerate():
-        if t is not main_thread and not t.daemon:
-            t.join()
+    # as the interpreter's own exit does: threading's exit hooks first (they tell a thread pool's
+    # idle workers to stop), then every other non-daemon thread joined
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    else:                                   # pragma: no cover -- (every CPython from 3.4 has it)
+        raise SystemExit(status)
     atexit._run_exitfuncs()
     try:
         for stream in (sys.stdout, sys.stderr):

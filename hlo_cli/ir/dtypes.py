@@ -6,6 +6,7 @@ tenth of a second of every cold `hlo check`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -16,13 +17,10 @@ class ElementType:
     # where the dtype lives: ("numpy" | "ml_dtypes", attribute name), or None (token, opaque)
     dtype_source: tuple[str, str] | None = field(default=None, repr=False)
 
-    @property
+    @cached_property
     def numpy(self):
         """The NumPy dtype (None for token and opaque)."""
-        got = _DTYPES.get(self.name, _UNSET)
-        if got is _UNSET:
-            got = _DTYPES[self.name] = _load(self.dtype_source)
-        return got
+        return _load(self.dtype_source)
 
     @property
     def is_float(self) -> bool:
@@ -38,10 +36,6 @@ class ElementType:
 
     def __repr__(self) -> str:
         return self.name
-
-
-_UNSET = object()
-_DTYPES: dict = {}          # name -> numpy dtype, filled on first use
 
 
 def _load(source):

@@ -85,10 +85,15 @@ class DeferredLiteral(Literal):
 
 # (the numbers' spellings are the fast decoder's: _FAST_TOKENS, _FAST_INT, _FAST_FLOAT, _FAST_PRED)
 _NON_FINITE = frozenset(("inf", "-inf", "nan", "-nan"))      # (every float type here has them)
-_INT_RANGE = {"s8": (-(1 << 7), (1 << 7) - 1), "s16": (-(1 << 15), (1 << 15) - 1),
-              "s32": (-(1 << 31), (1 << 31) - 1), "s64": (-(1 << 63), (1 << 63) - 1),
-              "u8": (0, (1 << 8) - 1), "u16": (0, (1 << 16) - 1), "u32": (0, (1 << 32) - 1),
-              "u64": (0, (1 << 64) - 1)}
+def _int_range(et):
+    if et.kind == "int":
+        return -(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1
+    return 0, (1 << et.bits) - 1
+
+
+# the integer types a deferred constant may have, with their ranges (the narrow ones, s4 and below, are
+# decoded at once)
+_INT_RANGE = {n: _int_range(ELEMENT_TYPES[n]) for n in ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")}
 # the largest finite value of each type: a double at most that large rounds to a finite value of the
 # type (rounding never passes a representable value); those beyond it are decoded at once (by NumPy
 # and ml_dtypes' own rounding), not judged here
@@ -795,12 +800,6 @@ def _nest(tokens, dims) -> str:
             return "{" + ", ".join(next(it) for _ in range(dims[d])) + "}"
         return "{" + ", ".join(level(d + 1) for _ in range(dims[d])) + "}"
     return level(0)
-
-
-def _int_range(et):
-    if et.kind == "int":
-        return -(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1
-    return 0, (1 << et.bits) - 1
 
 
 def _float_layout(et):
